@@ -1,0 +1,143 @@
+"""A logdir's runs, each read once into an OpProfile with its facts settled.
+
+This is the one place that ties discovery, the readers and the sidecar together; the
+CLI and the HTTP routes both go through it. Parsed profiles are kept in memory,
+keyed by the files' size and modification time, so a run that changes on disk is
+read again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+
+from . import fs
+from .discovery import CHROME_TRACE, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource, discover
+from .errors import ProfileError
+from .naming import batch_size_from_name, model_key
+from .optable import OpProfile
+from .readers.chrome_json import decode_chrome_trace
+from .readers.summary_json import read_summary_json
+from .readers.tf1_timeline import is_tf1_timeline, read_tf1_timeline
+from .readers.tf_trace_json import is_tf_trace_json, read_tf_trace_json
+from .readers.torch_trace import is_torch_trace, read_torch_trace
+from .readers.xplane import read_xplane_session
+
+
+class UnknownRunError(KeyError):
+    """A run or session name that is not among the discovered ones."""
+
+    def __init__(self, message: str, known: list[str]):
+        super().__init__(message)
+        self.message = message
+        self.known = known
+
+
+@dataclasses.dataclass
+class LoadedRun:
+    source: RunSource
+    session: str
+    profile: OpProfile
+    model: str
+    label: str | None
+
+
+class Catalog:
+    def __init__(self, logdir: str):
+        self.logdir = logdir
+        self._lock = threading.Lock()
+        self._cache: dict[tuple, OpProfile] = {}
+        self._sources: list[RunSource] | None = None
+
+    def sources(self, refresh: bool = False) -> list[RunSource]:
+        if refresh or self._sources is None:
+            self._sources = discover(self.logdir)
+        return self._sources
+
+    def source(self, run: str) -> RunSource:
+        for source in self.sources():
+            if source.run == run:
+                return source
+        for source in self.sources(refresh=True):
+            if source.run == run:
+                return source
+        known = [s.run for s in self._sources or []]
+        raise UnknownRunError(f"unknown run {run!r}", known)
+
+    def load(self, run: str, session: str | None = None) -> LoadedRun:
+        source = self.source(run)
+        session = session or source.newest_session
+        if session not in source.sessions:
+            raise UnknownRunError(f"run {run!r} has no session {session!r}", list(source.sessions))
+        paths = source.sessions[session]
+        key = (source.format, tuple((p, *fs.signature(p)) for p in paths))
+        with self._lock:
+            profile = self._cache.get(key)
+        if profile is None:
+            profile = read_profile(source.format, paths)
+            with self._lock:
+                self._cache[key] = profile
+        return _settle_facts(source, session, profile)
+
+
+def read_profile(file_format: str, paths: list[str]) -> OpProfile:
+    """Read one session's files with the reader their content calls for."""
+    if file_format == XPLANE:
+        return read_xplane_session(paths, fs.read_bytes)
+    path = paths[0]
+    data = fs.read_bytes(path)
+    if file_format == SUMMARY_JSON:
+        return read_summary_json(path, data)
+    trace = decode_chrome_trace(path, data)
+    if file_format == PYTORCH or is_torch_trace(trace):
+        return read_torch_trace(path, trace)
+    if file_format == TF_TRACE_JSON or is_tf_trace_json(trace):
+        return read_tf_trace_json(path, trace)
+    if file_format == CHROME_TRACE and is_tf1_timeline(trace):
+        return read_tf1_timeline(path, trace)
+    raise ProfileError(path, "a Chrome trace, but neither a TF1 timeline, a TF 2.x trace nor a PyTorch trace")
+
+
+def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
+    path = fs.join(source.run_dir, SIDECAR)
+    try:
+        data = fs.read_bytes(path)
+    except OSError:
+        return {}, None
+    try:
+        sidecar = json.loads(data)
+        if not isinstance(sidecar, dict):
+            raise ValueError("expected a JSON object")
+    except ValueError as error:
+        return {}, f"{path}: ignored, not a JSON object ({error})"
+    return sidecar, None
+
+
+def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
+    """Data first, then sidecar, then the run name; the sidecar overrides all."""
+    facts = dataclasses.replace(parsed.facts, warnings=list(parsed.facts.warnings))
+    sidecar, sidecar_warning = _read_sidecar(source)
+    if sidecar_warning:
+        facts.warnings.append(sidecar_warning)
+    name_batch = batch_size_from_name(source.run)
+    if facts.batch_size is None and name_batch is not None:
+        facts.batch_size, facts.batch_size_source = name_batch, "run name"
+    elif facts.batch_size is not None and name_batch is not None and name_batch != facts.batch_size:
+        facts.warnings.append(
+            f"the run name says batch size {name_batch} but the profile's tensors say {facts.batch_size}; "
+            "using the measured size"
+        )
+    if isinstance(sidecar.get("batch_size"), int) and sidecar["batch_size"] > 0:
+        facts.batch_size, facts.batch_size_source = sidecar["batch_size"], SIDECAR
+    if isinstance(sidecar.get("device"), str) and sidecar["device"]:
+        facts.device = sidecar["device"].upper()
+    model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
+    label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
+    return LoadedRun(
+        source=source,
+        session=session,
+        profile=OpProfile(facts=facts, ops=parsed.ops),
+        model=model or model_key(source.run),
+        label=label,
+    )

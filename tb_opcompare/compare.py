@@ -1,0 +1,166 @@
+"""Op-by-op comparison of two per-op tables: the maths only, no I/O.
+
+``compare_ops(baseline_ops, target_ops)`` returns ``(rows, summary)``. ``rows`` is a
+DataFrame with one row per op key and the columns in ``COMPARE_COLUMNS``:
+
+=====================  ==================================================================
+key                    op name (``group_by="name"``) or normalised op type (``"type"``)
+op_type                normalised op type (see ``normalize_op_type``)
+status                 ``matched``, ``baseline_only`` or ``target_only``
+speedup                ``baseline_mean_us / target_mean_us`` (> 1: the target is faster)
+delta_mean_us          ``target_mean_us - baseline_mean_us`` (< 0: the target is faster)
+<side>_occurrences     times the op ran in that run
+<side>_mean_us         self time per occurrence
+<side>_total_us        self time summed over the run
+<side>_share           ``<side>_total_us`` / all op time of that run
+<side>_time_source     ``device`` where the op launched kernels (its time is the kernels'),
+                       else ``host``; ``mixed`` when a type groups both
+=====================  ==================================================================
+
+where ``<side>`` is ``baseline`` or ``target``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from .optable import DEVICE, HOST
+
+GROUP_BY = ("name", "type")
+SIDES = ("baseline", "target")
+_PER_SIDE = ("occurrences", "mean_us", "total_us", "share", "time_source")
+COMPARE_COLUMNS = [
+    "key",
+    "op_type",
+    "status",
+    "speedup",
+    "delta_mean_us",
+    *[f"{side}_{field}" for side in SIDES for field in _PER_SIDE],
+]
+MATCHED, BASELINE_ONLY, TARGET_ONLY = "matched", "baseline_only", "target_only"
+
+# oneDNN (Mkl) CPU kernels and their GPU counterparts share one type once normalised:
+# "_MklNativeFusedConv2D" and "_FusedConv2D" -> "FusedConv2D"; "_MklMatMul" and
+# "MatMul" -> "MatMul". PyTorch backend variants meet the same way:
+# "aten::mkldnn_convolution", "aten::cudnn_convolution" -> "aten::convolution".
+_TF_BACKEND_PREFIX = re.compile(r"\A_?(?:MklNative|Mkl)")
+_TORCH_BACKEND = re.compile(r"\Aaten::(?:mkldnn_|cudnn_|miopen_)")
+
+
+def normalize_op_type(op_type: str) -> str:
+    op_type = _TORCH_BACKEND.sub("aten::", op_type)
+    return _TF_BACKEND_PREFIX.sub("", op_type).lstrip("_") or op_type
+
+
+def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
+    """One row per op with the time that counts: device time where kernels ran, else host."""
+    device = ops[ops["side"] == DEVICE]
+    host = ops[(ops["side"] == HOST) & ~ops["op_name"].isin(device["op_name"])]
+    chosen = pd.concat(
+        [device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True
+    )
+    types = chosen["op_type"].map(normalize_op_type) if normalize else chosen["op_type"]
+    return chosen.assign(op_type=types)
+
+
+def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
+    key = "op_name" if group_by == "name" else "op_type"
+    grouped = chosen.groupby(key, sort=False).agg(
+        op_type=("op_type", "first"),
+        occurrences=("occurrences", "sum"),
+        total_us=("self_us", "sum"),
+        time_source=("time_source", lambda s: s.iloc[0] if s.nunique() == 1 else "mixed"),
+    )
+    grouped["mean_us"] = grouped["total_us"] / grouped["occurrences"].where(grouped["occurrences"] > 0)
+    all_time = grouped["total_us"].sum()
+    grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0
+    return grouped.rename_axis("key")
+
+
+def compare_ops(
+    baseline_ops: pd.DataFrame,
+    target_ops: pd.DataFrame,
+    group_by: str = "name",
+    normalize: bool = True,
+    baseline_steps: int | None = None,
+    target_steps: int | None = None,
+) -> tuple[pd.DataFrame, dict]:
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
+    sides = {
+        "baseline": _group(effective_ops(baseline_ops, normalize), group_by),
+        "target": _group(effective_ops(target_ops, normalize), group_by),
+    }
+    merged = pd.DataFrame(index=sides["baseline"].index.union(sides["target"].index, sort=False))
+    for side, table in sides.items():
+        for field in ("op_type", *_PER_SIDE):
+            merged[f"{side}_{field}"] = table[field].reindex(merged.index)
+    in_baseline = merged["baseline_mean_us"].notna()
+    in_target = merged["target_mean_us"].notna()
+    merged["status"] = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY)
+    merged["op_type"] = merged["baseline_op_type"].fillna(merged["target_op_type"])
+    target_mean = merged["target_mean_us"].where(merged["target_mean_us"] > 0)
+    merged["speedup"] = merged["baseline_mean_us"] / target_mean
+    merged["delta_mean_us"] = merged["target_mean_us"] - merged["baseline_mean_us"]
+    for side in SIDES:
+        merged[f"{side}_occurrences"] = merged[f"{side}_occurrences"].astype("Int64")
+    rows = merged.reset_index(names="key")
+    largest = rows[["baseline_total_us", "target_total_us"]].max(axis=1)
+    rows = rows.assign(_order=largest).sort_values("_order", ascending=False, kind="stable")
+    rows = rows[COMPARE_COLUMNS].reset_index(drop=True)
+    return rows, summarize(rows, baseline_steps, target_steps)
+
+
+def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int | None) -> dict:
+    """Whole-run figures. Overall speedup is the ratio of matched op time, per step when
+    both runs know their step count (so runs profiled over different step counts compare
+    fairly), else over the whole profile."""
+    matched = rows[rows["status"] == MATCHED]
+    baseline_matched = float(matched["baseline_total_us"].sum())
+    target_matched = float(matched["target_total_us"].sum())
+    per_step = bool(baseline_steps and target_steps)
+    if per_step:
+        overall = (baseline_matched / baseline_steps) / (target_matched / target_steps) if target_matched else None
+    else:
+        overall = baseline_matched / target_matched if target_matched else None
+    speedups = matched["speedup"].to_numpy(dtype="float64")
+    speedups = speedups[np.isfinite(speedups) & (speedups > 0)]
+    geomean = float(np.exp(np.mean(np.log(speedups)))) if len(speedups) else None
+    summary = {
+        "matched_ops": int(len(matched)),
+        "baseline_only_ops": int((rows["status"] == BASELINE_ONLY).sum()),
+        "target_only_ops": int((rows["status"] == TARGET_ONLY).sum()),
+        "faster_ops": int((matched["speedup"] > 1).sum()),
+        "slower_ops": int((matched["speedup"] < 1).sum()),
+        "baseline_matched_total_us": baseline_matched,
+        "target_matched_total_us": target_matched,
+        "baseline_total_us": float(rows["baseline_total_us"].sum()),
+        "target_total_us": float(rows["target_total_us"].sum()),
+        "overall_speedup": overall,
+        "overall_speedup_basis": "per step" if per_step else "whole profile",
+        "geomean_speedup": geomean,
+        "baseline_steps": baseline_steps,
+        "target_steps": target_steps,
+        "baseline_time_per_step_us": _per_step(rows["baseline_total_us"].sum(), baseline_steps),
+        "target_time_per_step_us": _per_step(rows["target_total_us"].sum(), target_steps),
+    }
+    return summary
+
+
+def _per_step(total: float, steps: int | None) -> float | None:
+    return float(total) / steps if steps else None
+
+
+def finite_or_none(value):
+    """JSON has no NaN: missing numbers become null."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) or math.isinf(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

@@ -1,0 +1,139 @@
+"""Find profile runs under a logdir without parsing any trace.
+
+A run is one profiled experiment; a session is one capture within it (the newest is
+the default). What makes a run:
+
+* ``<run>/plugins/profile/<session>/<host>.xplane.pb`` (TF >= 2.2): every host file of
+  a session is read together. ``<host>.trace.json.gz`` (TF 2.0-2.3) is used where a
+  session has no xplane.
+* ``<run>/<worker>.<ts>.pt.trace.json[.gz]`` (PyTorch ``tensorboard_trace_handler``):
+  each file is a session.
+* any other ``*.json`` / ``*.json.gz`` whose first bytes show ``"traceEvents"`` (TF1
+  timeline, PyTorch ``export_chrome_trace``), or a ``summary.json`` with
+  ``"op_stats"``: the directory is the run, each file a session.
+
+Only file names and, for ambiguous JSON, the first few kilobytes are looked at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import posixpath
+import re
+import zlib
+
+from . import fs
+
+XPLANE = "xplane"
+TF_TRACE_JSON = "tf_trace_json"
+PYTORCH = "pytorch"
+CHROME_TRACE = "chrome_trace"
+SUMMARY_JSON = "summary_json"
+
+SIDECAR = "opcompare.json"
+_SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
+_TORCH_FILE = re.compile(r"\.pt\.trace\.json(\.gz)?\Z")
+_TORCH_TIMESTAMP = re.compile(r"\.(\d+)\.pt\.trace\.json")
+
+
+@dataclasses.dataclass
+class RunSource:
+    """A run found on disk: where its files are, and which captures it holds."""
+
+    run: str
+    format: str
+    run_dir: str
+    sessions: dict[str, list[str]]  # session name -> files, oldest session first
+
+    @property
+    def newest_session(self) -> str:
+        return next(reversed(self.sessions))
+
+
+def discover(logdir: str) -> list[RunSource]:
+    found: dict[tuple[str, str], RunSource] = {}
+    for directory, _subdirs, files in fs.walk(logdir):
+        parent, session = _split(directory)
+        profile_root, plugins = _split(parent)
+        if session and plugins == "profile" and _split(profile_root)[1] == "plugins":
+            _add_profile_session(found, logdir, _split(profile_root)[0], session, directory, files)
+            continue
+        for name in files:
+            path = fs.join(directory, name)
+            kind = _classify(name, path)
+            if kind:
+                _add(found, logdir, directory, kind, name, path)
+    return _unique_names(sorted(found.values(), key=lambda r: r.run))
+
+
+def _split(path: str) -> tuple[str, str]:
+    return posixpath.split(path.rstrip("/")) if fs.is_remote(path) else os.path.split(path.rstrip(os.sep))
+
+
+def _relative(logdir: str, directory: str) -> str:
+    if fs.is_remote(logdir):
+        relative = posixpath.relpath(directory, logdir)
+    else:
+        relative = os.path.relpath(directory, logdir).replace(os.sep, "/")
+    return relative
+
+
+def _add_profile_session(found, logdir, run_dir, session, directory, files) -> None:
+    xplanes = [fs.join(directory, f) for f in files if f.endswith(".xplane.pb")]
+    traces = [fs.join(directory, f) for f in files if f.endswith(".trace.json.gz")]
+    if xplanes:
+        _add_files(found, logdir, run_dir, XPLANE, session, xplanes)
+    elif traces:
+        _add_files(found, logdir, run_dir, TF_TRACE_JSON, session, traces)
+
+
+def _add(found, logdir, directory, kind, session, path) -> None:
+    _add_files(found, logdir, directory, kind, session, [path])
+
+
+def _add_files(found, logdir, run_dir, kind, session, paths) -> None:
+    run = _relative(logdir, run_dir)
+    family = XPLANE if kind in (XPLANE, TF_TRACE_JSON) else kind
+    source = found.setdefault((run, family), RunSource(run=run, format=kind, run_dir=run_dir, sessions={}))
+    source.sessions[session] = sorted(paths)
+    source.sessions = dict(sorted(source.sessions.items(), key=lambda item: _session_order(item[0])))
+
+
+def _session_order(session: str) -> tuple:
+    match = _TORCH_TIMESTAMP.search(session)
+    return (int(match.group(1)) if match else 0, session)
+
+
+def _classify(name: str, path: str) -> str | None:
+    if _TORCH_FILE.search(name):
+        return PYTORCH
+    if name == SIDECAR or not (name.endswith(".json") or name.endswith(".json.gz")):
+        return None
+    head = _sniff(path)
+    if b'"traceEvents"' in head:
+        return CHROME_TRACE
+    if name.startswith("summary") and b'"op_stats"' in head:
+        return SUMMARY_JSON
+    return None
+
+
+def _sniff(path: str) -> bytes:
+    try:
+        head = fs.read_head(path, _SNIFF_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            return zlib.decompressobj(wbits=31).decompress(head, _SNIFF_BYTES)
+        return head
+    except (OSError, zlib.error, gzip.BadGzipFile):
+        return b""
+
+
+def _unique_names(sources: list[RunSource]) -> list[RunSource]:
+    """Two formats in one directory make two runs; the later one is named ``run [format]``."""
+    seen: set[str] = set()
+    for source in sources:
+        if source.run in seen:
+            source.run = f"{source.run} [{source.format}]"
+        seen.add(source.run)
+    return sources

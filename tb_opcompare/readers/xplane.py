@@ -1,0 +1,191 @@
+"""Reader for ``<host>.xplane.pb`` (TensorFlow >= 2.2 profiler sessions).
+
+Host ops are events named ``<op_name>:<op_type>`` on the ``/host:CPU`` plane; their
+self time subtracts nested TF-op events on the same line, as xprof's TensorFlow
+Stats tool does. Device ops are the kernels and memcpys on the ``Stream #`` lines of
+``/device:GPU:N`` planes, attributed to a TF op through the ``tf_op`` stat (current
+TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines such as
+"TensorFlow Ops" repeat the same kernels and are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from google.protobuf.message import DecodeError
+
+from ..errors import ProfileError
+from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
+from .xplane_schema import XSpace
+
+FORMAT = "xplane"
+_PS_PER_US = 1e6
+
+
+def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
+    """Read one profiling session (one xplane per host) into a single OpProfile.
+
+    ``read_bytes(path) -> bytes`` is the file-system layer (local or remote).
+    """
+    events = OpEvents()
+    facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
+    steps: set[int] = set()
+    device_steps = 0
+    device_names: list[str] = []
+    first_shape: tuple[float, int] | None = None
+    for path in paths:
+        space = _parse(path, read_bytes(path))
+        host_occurrences_seen = False
+        for plane in space.planes:
+            if plane.name.startswith("/host:"):
+                host_occurrences_seen = True
+                shape = _read_host_plane(plane, events, steps)
+                if shape and (first_shape is None or shape[0] < first_shape[0]):
+                    first_shape = shape
+            elif plane.name.startswith("/device:"):
+                kind, name, plane_steps = _read_device_plane(plane, events)
+                if kind:
+                    device_names.append(name)
+                    facts.device = kind
+                    device_steps = max(device_steps, plane_steps)
+        if not host_occurrences_seen and not space.planes:
+            raise ProfileError(path, "the XSpace holds no planes (an empty or unfinished profile)")
+    if not len(events):
+        raise ProfileError(paths[0], "no TensorFlow op events in this profile")
+    if device_names:
+        facts.device_name = ", ".join(sorted(set(device_names)))
+    if steps:
+        facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
+    elif device_steps:
+        facts.steps, facts.steps_source = device_steps, "Steps line of the device plane"
+    else:
+        facts.steps_source = "unknown: the profile has no step markers (Keras 3 writes none)"
+    if first_shape:
+        facts.batch_size, facts.batch_size_source = first_shape[1], "data: first op input shape in the xplane"
+    return OpProfile(facts=facts, ops=build_op_table(events))
+
+
+def _parse(path: str, data: bytes):
+    if not data:
+        raise ProfileError(path, "the file is empty (0 bytes); the profiler may have been killed while writing it")
+    space = XSpace()
+    try:
+        space.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise ProfileError(path, f"not a valid XSpace protobuf (truncated or not an xplane file): {error}") from None
+    if not any(p.name.startswith(("/host:", "/device:")) for p in space.planes):
+        raise ProfileError(path, "the XSpace has no /host: or /device: plane; this is not a profiler xplane")
+    return space
+
+
+def _stat_names(plane) -> dict[int, str]:
+    return {entry.key: entry.value.name for entry in plane.stat_metadata}
+
+
+def _read_host_plane(plane, events: OpEvents, steps: set[int]) -> tuple[float, int] | None:
+    """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op."""
+    ops_by_metadata: dict[int, tuple[str, str]] = {}
+    for entry in plane.event_metadata:
+        parsed = parse_host_op(entry.value.name)
+        if parsed:
+            ops_by_metadata[entry.key] = parsed
+    stat_names = _stat_names(plane)
+    step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
+    shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
+    first_shape: tuple[float, int] | None = None
+    for line in plane.lines:
+        line_events = []
+        for event in line.events:
+            op = ops_by_metadata.get(event.metadata_id)
+            if op is not None:
+                line_events.append((event.offset_ps, -event.duration_ps, op, event))
+            elif step_stat is not None and event.stats:
+                for stat in event.stats:
+                    if stat.metadata_id == step_stat:
+                        steps.add(stat.int64_value or stat.uint64_value)
+        if not line_events:
+            continue
+        line_events.sort(key=lambda item: (item[0], item[1]))
+        starts = [item[0] for item in line_events]
+        durations = [-item[1] for item in line_events]
+        self_ps, _ = self_times(starts, durations)
+        for (start, negative_duration, (name, op_type), event), self_value in zip(line_events, self_ps):
+            events.add(HOST, name, op_type, -negative_duration / _PS_PER_US, self_value / _PS_PER_US)
+        if shape_stat is not None:
+            for start, _, _, event in line_events:
+                for stat in event.stats:
+                    if stat.metadata_id == shape_stat:
+                        batch = leading_dim(stat.str_value)
+                        if batch:
+                            absolute = line.timestamp_ns * 1000 + start
+                            if first_shape is None or absolute < first_shape[0]:
+                                first_shape = (absolute, batch)
+                        break
+                else:
+                    continue
+                break
+    return first_shape
+
+
+def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
+    """Add kernels of a device plane; return (device kind or None if idle, name, steps)."""
+    kind = plane.name[len("/device:"):].split(":", 1)[0]
+    stat_names = _stat_names(plane)
+    by_name = {v: k for k, v in stat_names.items()}
+    tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
+    event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
+    op_by_text: dict[str, tuple[str, str] | None] = {}
+    kernels = 0
+    steps = 0
+    for line in plane.lines:
+        if line.name == "Steps":
+            steps = len(line.events)
+        if not line.name.startswith("Stream #"):
+            continue
+        for event in line.events:
+            kernels += 1
+            op = None
+            for stat in event.stats:
+                if stat.metadata_id in (tf_op_id, annotation_id, level0_id):
+                    text = _stat_text(stat, stat_names)
+                    if text not in op_by_text:
+                        op_by_text[text] = (
+                            parse_tf_op(text) if stat.metadata_id == tf_op_id else op_from_annotation(text)
+                        )
+                    op = op_by_text[text]
+                    if op is not None and stat.metadata_id != level0_id:
+                        break
+            kernel_name = event_names.get(event.metadata_id, "")
+            if op is None:
+                op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
+            duration_us = event.duration_ps / _PS_PER_US
+            events.add(DEVICE, op[0], op[1], duration_us, duration_us)
+    if not kernels:
+        return None, "", steps
+    return kind, _device_name(plane, stat_names, kind), steps
+
+
+def _stat_text(stat, stat_names: dict[int, str]) -> str:
+    if stat.WhichOneof("value") == "ref_value":
+        return stat_names.get(stat.ref_value, "")
+    return stat.str_value
+
+
+def _device_name(plane, stat_names: dict[int, str], kind: str) -> str:
+    values = {}
+    for stat in plane.stats:
+        which = stat.WhichOneof("value")
+        if which:
+            values[stat_names.get(stat.metadata_id, "")] = (
+                _stat_text(stat, stat_names) if which in ("ref_value", "str_value") else getattr(stat, which)
+            )
+    for key in ("device_name", "device_type_string", "model"):
+        if isinstance(values.get(key), str) and values[key]:
+            return values[key]
+    if "compute_cap_major" in values:
+        major = int(values["compute_cap_major"])
+        minor = int(values.get("compute_cap_minor", 0))
+        cores = values.get("core_count")
+        return f"{kind} (compute capability {major}.{minor}" + (f", {int(cores)} SMs)" if cores else ")")
+    return kind

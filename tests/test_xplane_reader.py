@@ -1,0 +1,122 @@
+"""The xplane reader against xprof's TensorFlow Stats tool and against kernel sums."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import LOGDIR, REALTRACES, read_bytes
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.readers.xplane import read_xplane_session
+from tb_opcompare.readers.xplane_schema import XSpace
+
+KERAS_XPLANES = sorted(LOGDIR.glob("tf_keras/*/train/plugins/profile/*/*.xplane.pb"))
+BERT_XPLANE = next(REALTRACES.glob("tf2_xplane_bert_multigpu/plugins/profile/*/*.xplane.pb"))
+
+
+def xprof_host_rows(xplane: Path, tmp_path: Path) -> dict[str, tuple[str, float]]:
+    """Host rows of xprof's framework_op_stats, run on a copy (xprof writes caches beside it)."""
+    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    copy = tmp_path / xplane.name
+    shutil.copy(xplane, copy)
+    data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "framework_op_stats", {})
+    table = json.loads(data)[0]
+    ids = [c["id"] for c in table["cols"]]
+    rows = {}
+    for row in table["rows"]:
+        values = dict(zip(ids, (cell["v"] for cell in row["c"])))
+        if values["host_or_device"] == "Host" and values["operation"] != "IDLE":
+            rows[values["operation"]] = (values["type"], values["total_self_time"])
+    return rows
+
+
+@pytest.mark.parametrize("xplane", KERAS_XPLANES, ids=lambda p: p.parts[-6])
+def test_host_self_time_agrees_with_xprof(xplane, tmp_path):
+    expected = xprof_host_rows(xplane, tmp_path)
+    assert len(expected) > 50, "xprof should see the Keras training step's ops"
+    ops = read_xplane_session([str(xplane)], read_bytes).ops
+    host = ops[ops["side"] == "host"].set_index("op_name")
+    assert set(host.index) == set(expected)
+    for name, (op_type, total_self_us) in expected.items():
+        assert host.loc[name, "op_type"] == op_type
+        assert host.loc[name, "self_us"] == pytest.approx(total_self_us, rel=0.01, abs=0.002), name
+
+
+def test_keras_cpu_run_facts():
+    profile = read_xplane_session([str(KERAS_XPLANES[0])], read_bytes)
+    assert profile.facts.device == "CPU"
+    # record_tf_keras.py profiles batches (2, 3): two steps
+    assert profile.facts.steps == 2
+    conv = profile.ops[profile.ops["op_type"] == "_MklNativeFusedConv2D"]
+    assert len(conv) == 2 and (conv["occurrences"] == 2).all()
+    assert (conv["mean_us"] == conv["self_us"] / 2).all()
+
+
+def kernel_sums_by_op(xplane: Path) -> dict[str, float]:
+    """Independent walk: sum kernel durations per `level 0` op on Stream lines."""
+    space = XSpace()
+    space.ParseFromString(xplane.read_bytes())
+    sums: dict[str, float] = {}
+    for plane in space.planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        names = {e.key: e.value.name for e in plane.stat_metadata}
+        for line in plane.lines:
+            if not line.name.startswith("Stream #"):
+                continue
+            for event in line.events:
+                for stat in event.stats:
+                    if names[stat.metadata_id] == "level 0" and names[stat.ref_value]:
+                        op = names[stat.ref_value].rsplit(":", 1)[0]
+                        sums[op] = sums.get(op, 0.0) + event.duration_ps / 1e6
+    return sums
+
+
+def test_device_op_time_is_the_sum_of_its_kernels():
+    profile = read_xplane_session([str(BERT_XPLANE)], read_bytes)
+    assert profile.facts.device == "GPU"
+    assert "compute capability 7.0" in profile.facts.device_name
+    device = profile.ops[profile.ops["side"] == "device"].groupby("op_name")["total_us"].sum()
+    expected = kernel_sums_by_op(BERT_XPLANE)
+    assert len(expected) > 300
+    for op, total in expected.items():
+        assert device[op] == pytest.approx(total, rel=1e-9)
+
+
+def test_bert_batch_size_comes_from_tensor_shapes():
+    facts = read_xplane_session([str(BERT_XPLANE)], read_bytes).facts
+    assert facts.batch_size == 4 and facts.batch_size_source.startswith("data")
+
+
+def test_several_hosts_are_combined():
+    one = read_xplane_session([str(KERAS_XPLANES[0])], read_bytes).ops
+    both = read_xplane_session([str(KERAS_XPLANES[0]), str(KERAS_XPLANES[0])], read_bytes).ops
+    merged = both.set_index(["side", "op_name"])["occurrences"]
+    assert (merged == one.set_index(["side", "op_name"])["occurrences"] * 2).all()
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "empty"),
+        (b"\x08\x96\x01garbage that is not protobuf \xff\xff\xff", "not a valid XSpace"),
+    ],
+)
+def test_bad_xplane_names_file_and_reason(tmp_path, content, reason):
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(content)
+    with pytest.raises(ProfileError) as error:
+        read_xplane_session([str(path)], read_bytes)
+    assert error.value.path == str(path)
+    assert reason in error.value.reason
+
+
+def test_truncated_xplane_is_a_profile_error(tmp_path):
+    path = tmp_path / "host.xplane.pb"
+    data = KERAS_XPLANES[0].read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ProfileError):
+        read_xplane_session([str(path)], read_bytes)
