@@ -1,8 +1,8 @@
 """Reader for PyTorch profiler traces (``export_chrome_trace``, ``tensorboard_trace_handler``).
 
 Host ops are ``cpu_op`` (``Operator`` in PyTorch <= 1.9) events; runtime calls
-(``cuda_runtime``, ``cuda_driver``, ``Runtime``) are host rows too, as in
-``key_averages()``. Self time subtracts the ops and runtime calls nested inside an
+(``cuda_runtime``, ``cuda_driver``, ``Runtime``) and ``record_function`` ranges
+(``user_annotation``) are host rows too, as in ``key_averages()``. Self time subtracts the ops and runtime calls nested inside an
 event on the same thread. A kernel (``kernel``/``Kernel``, memcpy, memset) belongs to
 the innermost op enclosing the runtime call whose ``correlation`` id it carries.
 Steps are the distinct ``ProfilerStep#N`` annotations.
@@ -19,6 +19,7 @@ from .chrome_json import ChromeTrace
 
 FORMAT = "pytorch"
 _OP_CATEGORIES = {"cpu_op", "Operator"}
+_ANNOTATION_CATEGORIES = {"user_annotation"}  # record_function ranges, as key_averages() lists them
 _RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 _DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 _STEP_PREFIX = "ProfilerStep#"
@@ -39,7 +40,7 @@ def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
         if event.name.startswith(_STEP_PREFIX):
             steps.add(event.name)
             continue
-        if event.cat in _OP_CATEGORIES or event.cat in _RUNTIME_CATEGORIES:
+        if event.cat in _OP_CATEGORIES or event.cat in _RUNTIME_CATEGORIES or event.cat in _ANNOTATION_CATEGORIES:
             threads[(event.pid, event.tid)].append(event)
         elif event.cat in _DEVICE_CATEGORIES:
             device_events.append(event)

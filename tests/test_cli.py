@@ -1,0 +1,117 @@
+"""The installed ``tb-opcompare`` command on real fixture logdirs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+
+import pytest
+
+from conftest import LOGDIR, REALTRACES, run_cli
+
+
+@pytest.fixture(scope="module")
+def runs_doc():
+    result = run_cli("runs", str(LOGDIR), "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_runs_lists_every_format_with_facts(runs_doc):
+    by_run = {r["run"]: r for r in runs_doc["runs"]}
+    assert set(by_run) == {
+        "tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs8/train", "tf_keras/cnn_cpu_bs32/train",
+        "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
+    }
+    assert by_run["tf1/mlp_gpu"]["device"] == "GPU"
+    assert by_run["tf1/mlp_cpu"]["device"] == "CPU"
+    assert by_run["tf_keras/cnn_cpu_bs32/train"]["batch_size"] == 32
+    assert by_run["tf_keras/cnn_cpu_bs32/train"]["batch_size_source"] == "run name"
+    assert by_run["torch/cnn_torch_cpu_bs16"]["batch_size"] == 16
+    assert by_run["torch/cnn_torch_cpu_bs16"]["batch_size_source"].startswith("data")
+    assert by_run["tf_keras/cnn_cpu_bs8/train"]["format"] == "xplane"
+    assert by_run["torch/cnn_torch_cpu_bs4"]["steps"] == 2
+    for record in runs_doc["runs"]:
+        assert {"run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps", "model",
+                "sessions"} <= set(record)
+    assert runs_doc["errors"] == []
+
+
+def test_runs_pairs_the_tf1_cpu_and_gpu_runs(runs_doc):
+    assert [(p["baseline"], p["target"]) for p in runs_doc["pairs"]] == [("tf1/mlp_cpu", "tf1/mlp_gpu")]
+
+
+def test_compare_json_has_summary_columns_rows():
+    result = run_cli("compare", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu", "--json")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert set(document) == {"summary", "columns", "rows"}
+    assert document["summary"]["baseline"]["run"] == "tf1/mlp_cpu"
+    assert document["summary"]["overall_speedup"] > 1
+    row = next(r for r in document["rows"] if r["key"] == "layer_1/fully_connected/MatMul")
+    assert row["speedup"] == pytest.approx(row["baseline_mean_us"] / row["target_mean_us"])
+    assert row["target_time_source"] == "device"
+
+
+def test_compare_without_runs_uses_the_automatic_pairs():
+    result = run_cli("compare", str(LOGDIR), "--top", "3")
+    assert result.returncode == 0, result.stderr
+    assert "baseline: tf1/mlp_cpu" in result.stdout
+    assert "overall speedup" in result.stdout
+
+
+def test_compare_csv_matches_json_rows_sorted_and_cut(tmp_path):
+    out = tmp_path / "ops.csv"
+    args = ["compare", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu", "--sort", "speedup",
+            "--top", "5"]
+    assert run_cli(*args, "--csv", str(out)).returncode == 0
+    document = json.loads(run_cli(*args, "--json").stdout)
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [r["key"] for r in rows] == [r["key"] for r in document["rows"]]
+    speedups = [float(r["speedup"]) for r in rows]
+    assert speedups == sorted(speedups, reverse=True) and len(rows) == 5
+    assert list(rows[0]) == document["columns"]
+
+
+def test_unknown_run_exits_2_and_lists_runs():
+    result = run_cli("compare", str(LOGDIR), "--baseline", "nope", "--target", "tf1/mlp_gpu")
+    assert result.returncode == 2
+    assert "unknown run 'nope'" in result.stderr
+    assert "tf1/mlp_cpu" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreadable_profile_exits_1_naming_the_file(tmp_path):
+    shutil.copytree(LOGDIR / "tf1", tmp_path / "tf1")
+    broken = tmp_path / "broken_gpu/plugins/profile/2026_01_01_00_00_00/host.xplane.pb"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"")
+    result = run_cli("runs", str(tmp_path))
+    assert result.returncode == 1
+    assert f"{broken}: the file is empty" in result.stdout
+    assert "tf1/mlp_cpu" in result.stdout  # the good runs are still listed
+    compare = run_cli("compare", str(tmp_path), "--baseline", "tf1/mlp_cpu", "--target", "broken_gpu")
+    assert compare.returncode == 1
+    assert str(broken) in compare.stderr and "Traceback" not in compare.stderr
+
+
+def test_sidecar_overrides_facts(tmp_path):
+    shutil.copytree(LOGDIR / "tf1/mlp_cpu", tmp_path / "first")
+    shutil.copytree(LOGDIR / "tf1/mlp_gpu", tmp_path / "second")
+    (tmp_path / "first/opcompare.json").write_text(json.dumps({"model": "mlp", "batch_size": 100, "label": "CPU"}))
+    (tmp_path / "second/opcompare.json").write_text(json.dumps({"model": "mlp", "batch_size": 100}))
+    document = json.loads(run_cli("runs", str(tmp_path), "--json").stdout)
+    first = next(r for r in document["runs"] if r["run"] == "first")
+    assert (first["model"], first["batch_size"], first["batch_size_source"]) == ("mlp", 100, "opcompare.json")
+    assert document["pairs"][0]["baseline"] == "first" and document["pairs"][0]["matched_by"] == "run names"
+
+
+def test_all_real_traces_read(tmp_path):
+    document = json.loads(run_cli("runs", str(REALTRACES), "--json").stdout)
+    assert document["errors"] == []
+    devices = {r["run"]: (r["device"], r["device_name"]) for r in document["runs"]}
+    assert devices["torch_resnet50_v100"] == ("GPU", "Tesla V100-DGXS-32GB")
+    assert devices["torch_resnet18_cpu/export_chrome_trace"] == ("CPU", None)
+    assert devices["tf2_xplane_bert_multigpu"][0] == "GPU"

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+
+from tb_opcompare.naming import batch_size_from_name, model_key
+from tb_opcompare.pairing import RunForPairing, pair_runs
+
+
+@pytest.mark.parametrize(
+    "run, key, batch",
+    [
+        ("mnist_cpu_bs32/train", "mnist/train", 32),
+        ("mnist_gpu_bs32/train", "mnist/train", 32),
+        ("resnet-cuda0-batch_size=64", "resnet", 64),
+        ("bert/batch16/gpu", "bert", 16),
+        ("b16_cuda:0_model", "model", 16),
+        ("log_prefetch/128_20210203-201149", "log_prefetch/128_20210203-201149", None),
+        ("scuba_gpu_cpuinfo", "scuba_cpuinfo", None),
+    ],
+)
+def test_model_key_and_batch_from_name(run, key, batch):
+    assert model_key(run) == key
+    assert batch_size_from_name(run) == batch
+
+
+def run(name, device, batch=None, ops=("a", "b", "c", "d")):
+    return RunForPairing(run=name, model=model_key(name), device=device, batch_size=batch, op_names=frozenset(ops))
+
+
+def test_pairs_by_model_and_batch_size():
+    pairs = pair_runs([
+        run("m_cpu_bs8", "CPU", 8), run("m_gpu_bs8", "GPU", 8),
+        run("m_cpu_bs32", "CPU", 32), run("m_gpu_bs32", "GPU", 32),
+    ])
+    assert {(p["baseline"], p["target"]) for p in pairs} == {("m_cpu_bs8", "m_gpu_bs8"), ("m_cpu_bs32", "m_gpu_bs32")}
+    assert all(p["matched_by"] == "run names" for p in pairs)
+
+
+def test_pairs_by_op_overlap_when_names_do_not_tell():
+    pairs = pair_runs([
+        run("log_prefetch/128_20210203-201149", "CPU", ops="abcdef"),
+        run("download128-20210202-131252", "GPU", ops="abcdeg"),
+        run("other-20210202", "GPU", ops="xyz"),
+    ])
+    assert len(pairs) == 1
+    assert pairs[0]["target"] == "download128-20210202-131252"
+    assert pairs[0]["matched_by"].startswith("op names (Jaccard 0.71")
+
+
+def test_no_pair_below_jaccard_threshold_or_between_two_cpus():
+    assert pair_runs([run("a", "CPU", ops="abcd"), run("b", "GPU", ops="cdef")]) == []
+    assert pair_runs([run("x_cpu", "CPU"), run("y_cpu", "CPU")]) == []

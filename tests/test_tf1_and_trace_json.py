@@ -1,0 +1,62 @@
+"""TF1 timelines (hand-computed sums) and TF 2.x trace-viewer JSON (against the xplane)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from conftest import FIXTURES, LOGDIR, read_bytes
+from tb_opcompare.readers.chrome_json import decode_chrome_trace
+from tb_opcompare.readers.tf1_timeline import read_tf1_timeline
+from tb_opcompare.readers.tf_trace_json import read_tf_trace_json
+from tb_opcompare.readers.xplane import read_xplane_session
+
+CPU = LOGDIR / "tf1/mlp_cpu/timeline_02_step_1.json"
+GPU = LOGDIR / "tf1/mlp_gpu/timeline_02_step_1.json"
+
+
+def read(path):
+    return read_tf1_timeline(str(path), decode_chrome_trace(str(path), read_bytes(path)))
+
+
+def sums_by_process(path, predicate):
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M"}
+    sums = defaultdict(float)
+    for e in events:
+        if e.get("ph") == "X" and predicate(names[e["pid"]]):
+            sums[e["args"]["name"]] += e["dur"]
+    return sums
+
+
+def test_cpu_timeline_means_match_hand_sums():
+    expected = sums_by_process(CPU, lambda p: p.endswith("cpu:0 Compute"))
+    ops = read(CPU).ops.set_index("op_name")
+    assert (ops["side"] == "host").all()
+    assert dict(ops["self_us"]) == pytest.approx(dict(expected))
+    matmul = ops.loc["layer_1/fully_connected/MatMul"]
+    assert matmul["op_type"] == "MatMul" and matmul["occurrences"] == 1
+    assert matmul["mean_us"] == expected["layer_1/fully_connected/MatMul"]
+
+
+def test_gpu_kernels_counted_once_from_stream_all_and_memcpy():
+    profile = read(GPU)
+    assert profile.facts.device == "GPU" and profile.facts.steps == 1
+    expected = sums_by_process(GPU, lambda p: p.endswith("stream:all Compute") or p.endswith("memcpy Compute"))
+    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")["total_us"]
+    assert dict(device) == pytest.approx(dict(expected))
+    per_stream = sums_by_process(GPU, lambda p: "/stream:" in p and "stream:all" not in p)
+    assert sum(device) < sum(expected.values()) + sum(per_stream.values())
+
+
+def test_trace_json_agrees_with_the_xplane_it_was_converted_from():
+    (trace_path,) = (FIXTURES / "tf_trace_json").glob("**/*.trace.json.gz")
+    (xplane,) = LOGDIR.glob("tf_keras/cnn_cpu_bs8/**/*.xplane.pb")
+    from_json = read_tf_trace_json(str(trace_path), decode_chrome_trace(str(trace_path), read_bytes(trace_path))).ops
+    from_xplane = read_xplane_session([str(xplane)], read_bytes).ops
+    left = from_json.set_index("op_name")["self_us"].sort_index()
+    right = from_xplane.set_index("op_name")["self_us"].sort_index()
+    assert list(left.index) == list(right.index)
+    assert left.to_numpy() == pytest.approx(right.to_numpy(), abs=0.002)

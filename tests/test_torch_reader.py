@@ -1,0 +1,101 @@
+"""The PyTorch reader against torch.profiler's own key_averages() and real GPU traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, LOGDIR, REALTRACES, read_bytes
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.readers.chrome_json import decode_chrome_trace
+from tb_opcompare.readers.torch_trace import read_torch_trace
+
+
+def read(path: Path):
+    return read_torch_trace(str(path), decode_chrome_trace(str(path), read_bytes(path)))
+
+
+def test_cpu_self_times_agree_with_key_averages(tmp_path):
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(FIXTURES))
+    from record_torch import record
+
+    torch.set_num_threads(1)
+    profiler, run_dir = record(str(tmp_path), batch_size=8)
+    expected = {
+        e.key: (e.count, e.self_cpu_time_total)
+        for e in profiler.key_averages()
+        if not e.key.startswith("ProfilerStep")
+    }
+    (trace,) = Path(run_dir).glob("*.pt.trace.json*")
+    profile = read(trace)
+    host = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+    assert set(host.index) == set(expected)
+    for name, (count, self_us) in expected.items():
+        assert host.loc[name, "occurrences"] == count, name
+        assert host.loc[name, "self_us"] == pytest.approx(self_us, rel=0.01, abs=0.01), name
+    assert profile.facts.batch_size == 8
+    assert profile.facts.batch_size_source.startswith("data")
+    assert profile.facts.steps == 2
+    assert profile.facts.device == "CPU"
+
+
+def test_kernels_are_attributed_to_the_op_that_launched_them():
+    path = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    # Independent walk: correlation -> runtime launch -> innermost enclosing cpu_op.
+    ops = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    launches = {e["args"]["correlation"]: e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")}
+    expected: dict[str, float] = defaultdict(float)
+    for kernel in (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")):
+        launch = launches[kernel["args"]["correlation"]]
+        enclosing = [
+            op for op in ops
+            if op["tid"] == launch["tid"] and op["ts"] <= launch["ts"] and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]
+        ]
+        innermost = min(enclosing, key=lambda op: op["dur"])
+        expected[innermost["name"]] += kernel["dur"]
+    profile = read(path)
+    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")["total_us"]
+    assert dict(device.round(3)) == pytest.approx({k: round(v, 3) for k, v in expected.items()})
+    assert profile.facts.device == "GPU"
+    assert profile.facts.device_name == "NVIDIA H100 80GB HBM3"
+    assert profile.facts.batch_size == 1
+
+
+def test_old_category_names_of_pytorch_1_9():
+    profile = read(next(REALTRACES.glob("torch_resnet50_v100/*.pt.trace.json.gz")))
+    assert profile.facts.device_name == "Tesla V100-DGXS-32GB"
+    assert profile.facts.steps == 6
+    assert profile.facts.batch_size == 32
+    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")
+    conv = device.loc["aten::cudnn_convolution"]
+    # Several kernels per convolution call: occurrences count calls, not kernels.
+    assert conv["kernels"] > conv["occurrences"] > 0
+    assert conv["mean_us"] == pytest.approx(conv["total_us"] / conv["occurrences"])
+
+
+def test_amd_trace_reads_as_gpu_with_its_name():
+    profile = read(REALTRACES / "torch_bert_small_h100_vs_mi300/mi300/gaunernst_bert-small-uncased__1016001.json.gz")
+    assert profile.facts.device == "GPU"
+    assert profile.facts.device_name == "AMD Instinct MI300X VF"
+
+
+def test_truncated_gzip_names_the_problem(tmp_path):
+    source = next(REALTRACES.glob("torch_resnet50_v100/*.json.gz")).read_bytes()
+    path = tmp_path / "w.1.pt.trace.json.gz"
+    path.write_bytes(source[: len(source) // 3])
+    with pytest.raises(ProfileError, match="gzip stream is truncated"):
+        decode_chrome_trace(str(path), path.read_bytes())
+
+
+def test_json_that_is_not_a_trace(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"traceEvents": 3}')
+    with pytest.raises(ProfileError, match="not a Chrome trace"):
+        decode_chrome_trace(str(path), path.read_bytes())
