@@ -96,6 +96,15 @@ class OpEvents:
         self.self_time.append(self_us)
         self.invocation.append(invocation)
 
+    def extend(self, side: str, ops: list[tuple[str, str]], totals: list[float], selfs: list[float]) -> None:
+        """Add many host occurrences at once (no invocation links)."""
+        self.side.extend([side] * len(ops))
+        self.name.extend([op[0] for op in ops])
+        self.type.extend([op[1] for op in ops])
+        self.total.extend(totals)
+        self.self_time.extend(selfs)
+        self.invocation.extend([None] * len(ops))
+
     def __len__(self) -> int:
         return len(self.name)
 
@@ -138,8 +147,9 @@ def _aggregate_host(host: pd.DataFrame) -> pd.DataFrame:
         self_us=("self_us", "sum"),
         min_us=("self_us", "min"),
         max_us=("self_us", "max"),
-        std_us=("self_us", lambda s: float(np.std(s.to_numpy()))),
+        std_us=("self_us", lambda s: 0.0),
     ).reset_index()
+    table["std_us"] = grouped["self_us"].std(ddof=0).to_numpy()
     table["kernels"] = 0
     table["mean_us"] = table["self_us"] / table["occurrences"]
     return table

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..errors import ProfileError
@@ -84,7 +85,12 @@ def _stat_names(plane) -> dict[int, str]:
 
 
 def _read_host_plane(plane, events: OpEvents, steps: set[int]) -> tuple[float, int] | None:
-    """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op."""
+    """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
+
+    This loop touches every host event, so it reads as few protobuf fields as it can:
+    stats are looked at only on op events (for the shape) and on events whose
+    metadata was seen carrying a ``step_num`` stat.
+    """
     ops_by_metadata: dict[int, tuple[str, str]] = {}
     for entry in plane.event_metadata:
         parsed = parse_host_op(entry.value.name)
@@ -93,39 +99,51 @@ def _read_host_plane(plane, events: OpEvents, steps: set[int]) -> tuple[float, i
     stat_names = _stat_names(plane)
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
+    carries_step: dict[int, bool] = {}
     first_shape: tuple[float, int] | None = None
     for line in plane.lines:
-        line_events = []
+        starts, durations, ops, op_events = [], [], [], []
         for event in line.events:
-            op = ops_by_metadata.get(event.metadata_id)
+            metadata_id = event.metadata_id
+            op = ops_by_metadata.get(metadata_id)
             if op is not None:
-                line_events.append((event.offset_ps, -event.duration_ps, op, event))
-            elif step_stat is not None and event.stats:
-                for stat in event.stats:
-                    if stat.metadata_id == step_stat:
-                        steps.add(stat.int64_value or stat.uint64_value)
-        if not line_events:
+                starts.append(event.offset_ps)
+                durations.append(event.duration_ps)
+                ops.append(op)
+                op_events.append(event)
+            elif step_stat is not None:
+                known = carries_step.get(metadata_id)
+                if known is None or known:
+                    step = next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
+                    carries_step[metadata_id] = step is not None
+                    if step is not None:
+                        steps.add(step)
+        if not ops:
             continue
-        line_events.sort(key=lambda item: (item[0], item[1]))
-        starts = [item[0] for item in line_events]
-        durations = [-item[1] for item in line_events]
+        order = np.lexsort((-np.asarray(durations, dtype=np.int64), np.asarray(starts, dtype=np.int64))).tolist()
+        starts = [starts[i] for i in order]
+        durations = [durations[i] for i in order]
+        ops = [ops[i] for i in order]
         self_ps, _ = self_times(starts, durations)
-        for (start, negative_duration, (name, op_type), event), self_value in zip(line_events, self_ps):
-            events.add(HOST, name, op_type, -negative_duration / _PS_PER_US, self_value / _PS_PER_US)
+        events.extend(HOST, ops, [d / _PS_PER_US for d in durations], [v / _PS_PER_US for v in self_ps])
         if shape_stat is not None:
-            for start, _, _, event in line_events:
-                for stat in event.stats:
-                    if stat.metadata_id == shape_stat:
-                        batch = leading_dim(stat.str_value)
-                        if batch:
-                            absolute = line.timestamp_ns * 1000 + start
-                            if first_shape is None or absolute < first_shape[0]:
-                                first_shape = (absolute, batch)
-                        break
-                else:
-                    continue
-                break
+            shaped = _first_batch(op_events, order, shape_stat)
+            if shaped:
+                absolute = line.timestamp_ns * 1000 + shaped[0]
+                if first_shape is None or absolute < first_shape[0]:
+                    first_shape = (absolute, shaped[1])
     return first_shape
+
+
+def _first_batch(op_events, order, shape_stat) -> tuple[int, int] | None:
+    for index in order:
+        event = op_events[index]
+        for stat in event.stats:
+            if stat.metadata_id == shape_stat:
+                batch = leading_dim(stat.str_value)
+                if batch:
+                    return event.offset_ps, batch
+    return None
 
 
 def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:

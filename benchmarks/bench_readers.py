@@ -1,0 +1,131 @@
+"""Reader benchmark: our readers vs xprof's converter and vs orjson, on real recordings.
+
+Records (once, cached in benchmarks/.data/, never committed):
+  * a ~30 MB xplane: the MNIST-shaped Keras CNN profiled for ~300 training steps;
+  * a large PyTorch Chrome trace (record_shapes) of the same kind of CNN.
+Each measurement runs in a fresh subprocess so its peak RSS is its own.
+
+Usage: python benchmarks/bench_readers.py [--xplane-steps 300] [--torch-steps 2500] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).parent
+DATA = HERE / ".data"
+REPO = HERE.parent
+
+_MEASURE = r"""
+import json, resource, sys, time
+kind, path = sys.argv[1], sys.argv[2]
+# Imports happen before the clock starts: the figures are read times, not start-up.
+if kind.startswith("ours"):
+    from tb_opcompare.catalog import read_profile
+elif kind == "xprof":
+    from xprof.convert import raw_to_tool_data
+else:
+    import orjson
+baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+start = time.perf_counter()
+if kind == "ours-xplane":
+    result = len(read_profile("xplane", [path]).ops)
+elif kind == "ours-json":
+    result = len(read_profile("pytorch", [path]).ops)
+elif kind == "xprof":
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "framework_op_stats", {})
+    result = len(data)
+elif kind == "orjson":
+    with open(path, "rb") as handle:
+        result = len(orjson.loads(handle.read())["traceEvents"])
+elapsed = time.perf_counter() - start
+peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"seconds": elapsed, "peak_mb": peak_mb, "added_mb": peak_mb - baseline_mb, "result": result}))
+"""
+
+
+def measure(kind: str, path: Path, repeat: int) -> dict:
+    runs = []
+    for _ in range(repeat):
+        target = path
+        if kind == "xprof":  # xprof writes cache files beside its input: give it a fresh copy
+            scratch = Path(tempfile.mkdtemp())
+            target = scratch / path.name
+            shutil.copy(path, target)
+        out = subprocess.run([sys.executable, "-c", _MEASURE, kind, str(target)], capture_output=True, text=True,
+                             cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"})
+        if out.returncode:
+            raise SystemExit(f"{kind} failed:\n{out.stderr[-2000:]}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    best = min(runs, key=lambda r: r["seconds"])
+    return {"seconds": best["seconds"], "peak_mb": max(r["peak_mb"] for r in runs),
+            "added_mb": max(r["added_mb"] for r in runs)}
+
+
+def record_xplane(steps: int) -> Path:
+    out = DATA / f"xplane_{steps}"
+    found = sorted(out.glob("**/*.xplane.pb"))
+    if not found:
+        subprocess.run([sys.executable, str(REPO / "tests/fixtures/record_tf_keras.py"), str(out), "--batch-sizes", "32",
+                        "--steps", str(steps + 4), "--profile-steps", f"2,{steps + 1}"], check=True,
+                       capture_output=True)
+        found = sorted(out.glob("**/*.xplane.pb"))
+    return found[0]
+
+
+def record_torch(steps: int) -> Path:
+    out = DATA / f"torch_{steps}"
+    found = sorted(out.glob("**/*.pt.trace.json"))
+    if not found:
+        code = (
+            "import sys; sys.path.insert(0, 'tests/fixtures'); import torch; torch.set_num_threads(1);"
+            f"from record_torch import record; record({str(out)!r}, 8, active_steps={steps})"
+        )
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True)
+        found = sorted(out.glob("**/*.pt.trace.json"))
+    return found[0]
+
+
+def report(label: str, figures: dict, suffix: str = "") -> None:
+    print(f"  {label:<13} {figures['seconds']:.2f} s  peak RSS {figures['peak_mb']:.0f} MB "
+          f"(+{figures['added_mb']:.0f} MB over the process after imports){suffix}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--xplane-steps", type=int, default=1200)
+    parser.add_argument("--torch-steps", type=int, default=2500)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    DATA.mkdir(exist_ok=True)
+
+    xplane = record_xplane(args.xplane_steps)
+    size_mb = xplane.stat().st_size / 2**20
+    ours = measure("ours-xplane", xplane, args.repeat)
+    xprof = measure("xprof", xplane, args.repeat)
+    print(f"xplane {xplane.name}: {size_mb:.1f} MB")
+    report("tb-opcompare", ours)
+    report("xprof", xprof)
+    print(f"  speed-up {xprof['seconds'] / ours['seconds']:.1f}x (target >= 3x); "
+          f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)")
+
+    trace = record_torch(args.torch_steps)
+    size_mb = trace.stat().st_size / 2**20
+    ours = measure("ours-json", trace, args.repeat)
+    orjson = measure("orjson", trace, args.repeat)
+    print(f"chrome trace {trace.name}: {size_mb:.1f} MB")
+    report("tb-opcompare", ours)
+    report("orjson.loads", orjson, " (decode only, no per-op work)")
+    print(f"  speed-up {orjson['seconds'] / ours['seconds']:.1f}x (target >= 5x); "
+          f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)")
+
+
+if __name__ == "__main__":
+    main()
