@@ -93,9 +93,9 @@ def record_torch(steps: int) -> Path:
     return found[0]
 
 
-def report(label: str, figures: dict, suffix: str = "") -> None:
-    print(f"  {label:<13} {figures['seconds']:.2f} s  peak RSS {figures['peak_mb']:.0f} MB "
-          f"(+{figures['added_mb']:.0f} MB over the process after imports){suffix}")
+def report(label: str, figures: dict) -> None:
+    print(f"  {label}: {figures['seconds']:.2f} s, peak RSS {figures['peak_mb']:.0f} MB "
+          f"(+{figures['added_mb']:.0f} MB over the process after imports)")
 
 
 def main() -> None:
@@ -106,26 +106,21 @@ def main() -> None:
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
 
-    xplane = record_xplane(args.xplane_steps)
-    size_mb = xplane.stat().st_size / 2**20
-    ours = measure("ours-xplane", xplane, args.repeat)
-    xprof = measure("xprof", xplane, args.repeat)
-    print(f"xplane {xplane.name}: {size_mb:.1f} MB")
-    report("tb-opcompare", ours)
-    report("xprof", xprof)
-    print(f"  speed-up {xprof['seconds'] / ours['seconds']:.1f}x (target >= 3x); "
-          f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)")
+    head_to_head("xplane", record_xplane(args.xplane_steps), "ours-xplane", "xprof", "xprof", 3, args.repeat)
+    head_to_head("chrome trace", record_torch(args.torch_steps), "ours-json", "orjson",
+                 "orjson.loads (decode only, no per-op work)", 5, args.repeat)
 
-    trace = record_torch(args.torch_steps)
-    size_mb = trace.stat().st_size / 2**20
-    ours = measure("ours-json", trace, args.repeat)
-    orjson = measure("orjson", trace, args.repeat)
-    print(f"chrome trace {trace.name}: {size_mb:.1f} MB")
-    report("tb-opcompare", ours)
-    report("orjson.loads", orjson, " (decode only, no per-op work)")
-    print(f"  speed-up {orjson['seconds'] / ours['seconds']:.1f}x (target >= 5x); "
-          f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)")
 
+def head_to_head(title: str, path: Path, ours_kind: str, reference_kind: str, reference_label: str,
+                 speed_target: float, repeat: int) -> None:
+    size_mb = path.stat().st_size / 2**20
+    ours = measure(ours_kind, path, repeat)
+    reference = measure(reference_kind, path, repeat)
+    print(f"{title} {path.name}: {size_mb:.1f} MB")
+    report("tb-opcompare", ours)
+    report(reference_label, reference)
+    print(f"  speed-up {reference['seconds'] / ours['seconds']:.1f}x (target >= {speed_target:g}x); "
+          f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)")
 
 if __name__ == "__main__":
     main()
