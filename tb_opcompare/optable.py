@@ -147,7 +147,6 @@ def _aggregate_host(host: pd.DataFrame) -> pd.DataFrame:
         self_us=("self_us", "sum"),
         min_us=("self_us", "min"),
         max_us=("self_us", "max"),
-        std_us=("self_us", lambda s: 0.0),
     ).reset_index()
     table["std_us"] = grouped["self_us"].std(ddof=0).to_numpy()
     table["kernels"] = 0
@@ -166,9 +165,9 @@ def _aggregate_device(device: pd.DataFrame, invocation: pd.Series, host_table: p
     per_invocation = pd.DataFrame(columns=[*keys, "occurrences", "min_us", "max_us", "std_us"])
     if len(linked):
         sums = linked.groupby([*keys, "invocation"], sort=False)["total_us"].sum().reset_index()
-        per_invocation = sums.groupby(keys, sort=False)["total_us"].agg(
-            occurrences="size", min_us="min", max_us="max", std_us=lambda s: float(np.std(s.to_numpy()))
-        ).reset_index()
+        per_op = sums.groupby(keys, sort=False)["total_us"]
+        per_invocation = per_op.agg(occurrences="size", min_us="min", max_us="max").reset_index()
+        per_invocation["std_us"] = per_op.std(ddof=0).to_numpy()
     table = table.merge(per_invocation, on=keys, how="left")
     if host_table is not None and len(host_table):
         host_occurrences = host_table.groupby("op_name")["occurrences"].sum()
@@ -176,6 +175,16 @@ def _aggregate_device(device: pd.DataFrame, invocation: pd.Series, host_table: p
     table["occurrences"] = table["occurrences"].fillna(table["kernels"]).astype("int64")
     table["mean_us"] = table["self_us"] / table["occurrences"]
     return table
+
+
+def add_nested_host_ops(events: OpEvents, threads) -> None:
+    """Add host op occurrences, one list per thread of ``(start, duration, (name, type))``,
+    with self time taken by nesting within each thread."""
+    for thread_events in threads:
+        thread_events.sort(key=lambda item: (item[0], -item[1]))
+        durations = [item[1] for item in thread_events]
+        self_values, _ = self_times([item[0] for item in thread_events], durations)
+        events.extend(HOST, [item[2] for item in thread_events], durations, self_values)
 
 
 def self_times(starts: Sequence[float], durations: Sequence[float]) -> tuple[list[float], list[int]]:

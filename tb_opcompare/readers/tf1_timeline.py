@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 
 from ..errors import ProfileError
-from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table
 from .chrome_json import ChromeTrace, process_names
 
 FORMAT = "tf1_timeline"
@@ -50,12 +50,8 @@ def read_tf1_timeline(path: str, trace: ChromeTrace) -> OpProfile:
         if roles[event.pid] == DEVICE:
             events.add(DEVICE, event.args.name, op_type, duration, duration)
         else:
-            host_threads[(event.pid, event.tid)].append((event.ts, -duration, event.args.name, op_type))
-    for thread_events in host_threads.values():
-        thread_events.sort(key=lambda item: (item[0], item[1]))
-        self_values, _ = self_times([e[0] for e in thread_events], [-e[1] for e in thread_events])
-        for (_, negative_duration, name, op_type), self_value in zip(thread_events, self_values):
-            events.add(HOST, name, op_type, -negative_duration, self_value)
+            host_threads[(event.pid, event.tid)].append((event.ts, duration, (event.args.name, op_type)))
+    add_nested_host_ops(events, host_threads.values())
     if not len(events):
         raise ProfileError(path, "a TF1 timeline with no op events on any '<device> Compute' process")
     facts = ProfileFacts(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import ProfileError
-from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table
 from .chrome_json import ChromeTrace, process_names
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
 
@@ -43,7 +43,7 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
             long_name = event.args.long_name if event.args else None
             op = parse_host_op(long_name or event.name)
             if op:
-                host_threads[(event.pid, event.tid)].append((event.ts, -duration, op))
+                host_threads[(event.pid, event.tid)].append((event.ts, duration, op))
                 batch = leading_dim(event.args.shape) if event.args and event.args.shape else None
                 if batch and (first_shape is None or event.ts < first_shape[0]):
                     first_shape = (event.ts, batch)
@@ -56,11 +56,7 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
             device_kinds.add(process[len("/device:"):].split(":", 1)[0])
             op = _kernel_op(event)
             events.add(DEVICE, op[0], op[1], duration, duration)
-    for thread_events in host_threads.values():
-        thread_events.sort(key=lambda item: (item[0], item[1]))
-        self_values, _ = self_times([e[0] for e in thread_events], [-e[1] for e in thread_events])
-        for (_, negative_duration, (name, op_type)), self_value in zip(thread_events, self_values):
-            events.add(HOST, name, op_type, -negative_duration, self_value)
+    add_nested_host_ops(events, host_threads.values())
     if not len(events):
         raise ProfileError(path, "no TensorFlow op events on /host: or /device: processes")
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")

@@ -37,10 +37,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     first_shape: tuple[float, int] | None = None
     for path in paths:
         space = _parse(path, read_bytes(path))
-        host_occurrences_seen = False
         for plane in space.planes:
             if plane.name.startswith("/host:"):
-                host_occurrences_seen = True
                 shape = _read_host_plane(plane, events, steps)
                 if shape and (first_shape is None or shape[0] < first_shape[0]):
                     first_shape = shape
@@ -50,8 +48,6 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
                     device_names.append(name)
                     facts.device = kind
                     device_steps = max(device_steps, plane_steps)
-        if not host_occurrences_seen and not space.planes:
-            raise ProfileError(path, "the XSpace holds no planes (an empty or unfinished profile)")
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if device_names:
