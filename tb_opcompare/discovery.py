@@ -68,6 +68,21 @@ def discover(logdir: str) -> list[RunSource]:
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
 
 
+def has_profile_runs(logdir: str) -> bool:
+    """Whether discover() would find anything, stopping at the first hit (TensorBoard
+    asks on every plugin listing, so this must stay cheap)."""
+    for directory, _subdirs, files in fs.walk(logdir):
+        parent, _session = _split(directory)
+        profile_root, plugins = _split(parent)
+        if plugins == "profile" and _split(profile_root)[1] == "plugins":
+            if any(f.endswith((".xplane.pb", ".trace.json.gz")) for f in files):
+                return True
+            continue
+        if any(_classify(name, fs.join(directory, name)) for name in files):
+            return True
+    return False
+
+
 def _split(path: str) -> tuple[str, str]:
     return posixpath.split(path.rstrip("/")) if fs.is_remote(path) else os.path.split(path.rstrip(os.sep))
 

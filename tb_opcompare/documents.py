@@ -8,7 +8,11 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
+import math
+import re
+from collections.abc import Mapping
 
 from .catalog import Catalog, LoadedRun
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
@@ -90,13 +94,112 @@ def compare_document(
     return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records}
 
 
+STATUSES = ("matched", "baseline_only", "target_only")
+SIDE_FILTERS = ("all", "host", "device")
+_MAX_PATTERN = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class RowView:
+    """Which compare rows a user sees, in which order. The tab applies the same rules in
+    the browser (frontend/view.js), so an exported CSV is exactly the table on screen.
+
+    query        case-insensitive substring of the op key or type; ``/regex/`` for a regex
+    statuses     the statuses to keep
+    side         ``host``/``device``: keep ops whose time on either side came from there
+    min_total_us keep ops whose larger total time (either side) is at least this
+    sort         column to order by (missing values always last); None keeps the
+                 comparison's own order, largest total time first
+    descending   sort direction
+    top          keep the first N after filtering and sorting
+    """
+
+    query: str = ""
+    statuses: tuple[str, ...] = STATUSES
+    side: str = "all"
+    min_total_us: float = 0.0
+    sort: str | None = None
+    descending: bool = True
+    top: int | None = None
+
+
+def view_from_params(params: Mapping[str, str]) -> RowView:
+    """Read a RowView from URL/query parameters; ValueError names the bad parameter."""
+    query = params.get("q", "") or ""
+    if len(query) > _MAX_PATTERN:
+        raise ValueError(f"q: longer than {_MAX_PATTERN} characters")
+    _query_matcher(query)
+    statuses = tuple(s for s in (params.get("status") or ",".join(STATUSES)).split(",") if s)
+    unknown = [s for s in statuses if s not in STATUSES]
+    if unknown or not statuses:
+        raise ValueError(f"status: expected a comma-separated subset of {', '.join(STATUSES)}")
+    side = params.get("side") or "all"
+    if side not in SIDE_FILTERS:
+        raise ValueError(f"side: expected one of {', '.join(SIDE_FILTERS)}, not {side!r}")
+    min_total_us = _number(params, "min_us", 0.0, float)
+    sort = params.get("sort") or None
+    if sort is not None and sort not in COMPARE_COLUMNS:
+        raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")
+    order = params.get("order") or "desc"
+    if order not in ("asc", "desc"):
+        raise ValueError(f"order: expected asc or desc, not {order!r}")
+    top = _number(params, "top", None, int)
+    if top is not None and top <= 0:
+        raise ValueError("top: must be a positive integer")
+    return RowView(query, statuses, side, min_total_us, sort, order == "desc", top)
+
+
+def _number(params: Mapping[str, str], name: str, default, kind):
+    text = params.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"{name}: expected a number, not {text!r}") from None
+    if kind is float and not math.isfinite(value) or value < 0:
+        raise ValueError(f"{name}: expected a non-negative number, not {text!r}")
+    return value
+
+
+def _query_matcher(query: str):
+    if len(query) > 2 and query.startswith("/") and query.endswith("/"):
+        try:
+            pattern = re.compile(query[1:-1], re.IGNORECASE)
+        except re.error as error:
+            raise ValueError(f"q: not a valid regular expression ({error})") from None
+        return lambda text: pattern.search(text) is not None
+    needle = query.lower()
+    return lambda text: needle in text.lower()
+
+
+def apply_view(rows: list[dict], view: RowView) -> list[dict]:
+    matches = _query_matcher(view.query)
+    statuses = set(view.statuses)
+    kept = []
+    for row in rows:
+        if row["status"] not in statuses:
+            continue
+        if view.query and not (matches(row["key"]) or matches(row["op_type"] or "")):
+            continue
+        sources = (row["baseline_time_source"], row["target_time_source"])
+        if view.side == "host" and "host" not in sources and "mixed" not in sources:
+            continue
+        if view.side == "device" and "device" not in sources and "mixed" not in sources:
+            continue
+        if view.min_total_us and max(row["baseline_total_us"] or 0, row["target_total_us"] or 0) < view.min_total_us:
+            continue
+        kept.append(row)
+    if view.sort:
+        present = [r for r in kept if r.get(view.sort) is not None]
+        missing = [r for r in kept if r.get(view.sort) is None]
+        kept = sorted(present, key=lambda r: r[view.sort], reverse=view.descending) + missing
+    return kept[: view.top] if view.top else kept
+
+
 def select_rows(rows: list[dict], sort: str | None = None, top: int | None = None, descending: bool = True) -> list[dict]:
     """Sort (missing values last) and cut to the top N, as the CLI's --sort/--top do."""
-    if sort:
-        present = [r for r in rows if r.get(sort) is not None]
-        missing = [r for r in rows if r.get(sort) is None]
-        rows = sorted(present, key=lambda r: r[sort], reverse=descending) + missing
-    return rows[:top] if top else rows
+    return apply_view(rows, RowView(sort=sort, descending=descending, top=top))
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -30,3 +30,38 @@ def run_cli(*args: str, cwd: Path | None = None):
         [str(executable), *args], capture_output=True, text=True, cwd=cwd or REPO, timeout=120,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
+
+
+HOSTILE = FIXTURES / "hostile"
+MALFORMED = FIXTURES / "malformed"
+TRUNCATED_RUN = "broken/cnn_cpu_truncated/train"
+
+
+def build_plugin_logdir(root: Path) -> Path:
+    """The fixture logdir plus a hostile-names run and two unreadable runs: a real
+    PyTorch trace that is invalid JSON, and a real xplane cut to 40% of its bytes."""
+    import shutil
+
+    logdir = root / "logdir"
+    shutil.copytree(LOGDIR, logdir)
+    shutil.copytree(HOSTILE, logdir / "torch", dirs_exist_ok=True)
+    shutil.copytree(MALFORMED, logdir / "broken", dirs_exist_ok=True)
+    source = next((LOGDIR / "tf_keras/cnn_cpu_bs8/train/plugins/profile").glob("*/vm.xplane.pb"))
+    truncated = logdir / TRUNCATED_RUN / "plugins/profile" / source.parent.name / "vm.xplane.pb"
+    truncated.parent.mkdir(parents=True)
+    data = source.read_bytes()
+    truncated.write_bytes(data[: len(data) * 2 // 5])
+    return logdir
+
+
+@pytest.fixture(scope="session")
+def plugin_logdir(tmp_path_factory) -> Path:
+    return build_plugin_logdir(tmp_path_factory.mktemp("plugin"))
+
+
+@pytest.fixture(scope="session")
+def tensorboard_url(plugin_logdir):
+    from tensorboard_server import running_tensorboard
+
+    with running_tensorboard(plugin_logdir) as url:
+        yield url

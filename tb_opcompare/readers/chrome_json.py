@@ -8,6 +8,7 @@ without building Python objects for it.
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 
 import msgspec
@@ -69,7 +70,26 @@ def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
     except msgspec.ValidationError as error:
         raise ProfileError(path, f"JSON is not a Chrome trace ({error})") from None
     except msgspec.DecodeError as error:
-        raise ProfileError(path, f"not valid JSON, the file may be truncated ({error})") from None
+        raise ProfileError(path, _describe_json_error(data, str(error))) from None
+
+
+_ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
+
+
+def _describe_json_error(data: bytes, message: str) -> str:
+    """Say whether the file ends early (a killed writer) or is malformed part-way, and
+    where, with the text around that point (e.g. an unescaped quote in an op name)."""
+    match = _ERROR_OFFSET.search(message)
+    if "truncated" in message or (match and int(match.group(1)) >= len(data.rstrip()) - 1):
+        return f"the JSON ends early, the file looks truncated ({len(data):,} bytes): {message}"
+    if not match:
+        return f"not valid JSON: {message}"
+    offset = int(match.group(1))
+    line = data.count(b"\n", 0, offset) + 1
+    start = data.rfind(b"\n", 0, offset) + 1
+    end = data.find(b"\n", offset)
+    context = data[start: end if end >= 0 else len(data)].strip()[:120].decode("utf-8", "replace")
+    return f"not valid JSON at line {line} (byte {offset:,}): {message.split(' (byte')[0]}; the line reads: {context}"
 
 
 def process_names(trace: ChromeTrace) -> dict[int | str, str]:

@@ -1,0 +1,92 @@
+// Human units and the speedup colour scale. Everything that reaches the page goes
+// through h(), which only ever creates text nodes: op and run names come from user
+// files and must never be parsed as HTML.
+
+/** Create an element; children are nodes or strings (strings become text nodes). */
+export function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === 'class') element.className = value;
+    else if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
+    else if (name === 'style' && typeof value === 'object') Object.assign(element.style, value);
+    else element.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+export function formatTime(us) {
+  if (us === null || us === undefined) return '–';
+  const magnitude = Math.abs(us);
+  if (magnitude >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
+  if (magnitude >= 1e3) return `${(us / 1e3).toFixed(magnitude >= 1e5 ? 0 : magnitude >= 1e4 ? 1 : 2)} ms`;
+  if (magnitude >= 100) return `${us.toFixed(0)} µs`;
+  if (magnitude >= 10) return `${us.toFixed(1)} µs`;
+  return `${us.toFixed(2)} µs`;
+}
+
+export function formatSignedTime(us) {
+  if (us === null || us === undefined) return '–';
+  return (us > 0 ? '+' : us < 0 ? '−' : '') + formatTime(Math.abs(us));
+}
+
+export function formatShare(share) {
+  if (share === null || share === undefined) return '–';
+  const percent = share * 100;
+  return `${percent >= 10 ? percent.toFixed(1) : percent.toFixed(2)}%`;
+}
+
+export function formatSpeedup(speedup) {
+  if (speedup === null || speedup === undefined) return '–';
+  if (speedup >= 100) return `${speedup.toFixed(0)}×`;
+  if (speedup >= 10) return `${speedup.toFixed(1)}×`;
+  return `${speedup.toFixed(2)}×`;
+}
+
+export function formatCount(count) {
+  if (count === null || count === undefined) return '–';
+  return count.toLocaleString('en-US');
+}
+
+/**
+ * Speedup on a log scale: 1× is neutral, faster is green, slower is red, saturating at
+ * 16× either way, so 2× faster and 2× slower look equally strong.
+ */
+export function speedupColor(speedup) {
+  if (!speedup || !isFinite(speedup)) return null;
+  const strength = Math.min(Math.abs(Math.log2(speedup)) / 4, 1);
+  const hue = speedup >= 1 ? 122 : 4; // material green / red
+  const lightness = 96 - strength * 44;
+  const saturation = 35 + strength * 30;
+  return {
+    background: `hsl(${hue}, ${saturation}%, ${lightness}%)`,
+    color: lightness < 62 ? '#fff' : '#212121',
+  };
+}
+
+/** Parse a time typed by a user ("250", "250us", "1.5ms", "2 s") into microseconds. */
+export function parseTime(text) {
+  const match = /^\s*([0-9]*\.?[0-9]+)\s*(us|µs|ms|s)?\s*$/i.exec(text || '');
+  if (!match) return null;
+  const scale = {us: 1, 'µs': 1, ms: 1e3, s: 1e6}[(match[2] || 'us').toLowerCase()];
+  return parseFloat(match[1]) * scale;
+}
+
+/** Plotly renders a few HTML tags in labels; entities make it show op names literally. */
+export function plotlyText(text) {
+  return String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/**
+ * Shorten in the middle: op names share long scope prefixes and differ at the end
+ * ("grad/layer_1/…/MatMul_1" vs "…/MatMul"), so both ends are kept.
+ */
+export function truncateMiddle(text, length) {
+  if (text.length <= length) return text;
+  const tail = Math.ceil((length - 1) * 0.6);
+  return `${text.slice(0, length - 1 - tail)}…${text.slice(text.length - tail)}`;
+}

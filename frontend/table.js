@@ -1,0 +1,119 @@
+// The per-op table. Only the rows in view are in the DOM (plus a margin), so 5,000
+// ops scroll as smoothly as 50.
+
+import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatTime, h, speedupColor,
+        truncateMiddle} from './format.js';
+
+const ROW_HEIGHT = 28;
+const OVERSCAN = 12;
+const MONO_CHAR_WIDTH = 7.3; // Roboto Mono at 12px
+
+const STATUS_LABELS = {matched: 'matched', baseline_only: 'baseline only', target_only: 'target only'};
+
+export const COLUMNS = [
+  {name: 'key', label: 'Op', kind: 'text', width: '28%'},
+  {name: 'op_type', label: 'Type', kind: 'text', width: '12%'},
+  {name: 'status', label: 'Status', kind: 'status', width: '96px'},
+  {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '84px',
+   title: 'baseline mean / target mean (> 1: the target is faster)'},
+  {name: 'baseline_mean_us', label: 'Base mean', kind: 'time', width: '88px'},
+  {name: 'target_mean_us', label: 'Target mean', kind: 'time', width: '92px'},
+  {name: 'delta_mean_us', label: 'Δ mean', kind: 'delta', width: '88px',
+   title: 'target mean − baseline mean'},
+  {name: 'baseline_total_us', label: 'Base total', kind: 'time', width: '88px'},
+  {name: 'target_total_us', label: 'Target total', kind: 'time', width: '92px'},
+  {name: 'baseline_share', label: 'Base %', kind: 'share', width: '68px', title: 'share of all op time in the baseline'},
+  {name: 'target_share', label: 'Target %', kind: 'share', width: '72px', title: 'share of all op time in the target'},
+  {name: 'baseline_occurrences', label: 'Base #', kind: 'count', width: '64px', title: 'occurrences in the baseline'},
+  {name: 'target_occurrences', label: 'Target #', kind: 'count', width: '70px', title: 'occurrences in the target'},
+];
+
+function cell(column, row, characters) {
+  const value = row[column.name];
+  switch (column.kind) {
+    case 'text':
+      return h('td', {class: 'oc-text', title: value || ''},
+               value ? truncateMiddle(value, characters[column.name] || value.length) : '–');
+    case 'status':
+      return h('td', {}, h('span', {class: `oc-status oc-status-${value}`}, STATUS_LABELS[value] || value));
+    case 'speedup': {
+      const colours = speedupColor(value);
+      const chip = h('span', {class: 'oc-speedup'}, formatSpeedup(value));
+      if (colours) Object.assign(chip.style, colours);
+      return h('td', {class: 'oc-num'}, chip);
+    }
+    case 'time':
+      return h('td', {class: 'oc-num', title: value === null ? '' : `${value.toFixed(3)} µs`}, formatTime(value));
+    case 'delta':
+      return h('td', {class: `oc-num ${value < 0 ? 'oc-better' : value > 0 ? 'oc-worse' : ''}`}, formatSignedTime(value));
+    case 'share':
+      return h('td', {class: 'oc-num'}, formatShare(value));
+    default:
+      return h('td', {class: 'oc-num'}, formatCount(value));
+  }
+}
+
+export class OpTable {
+  constructor({onSort}) {
+    this.rows = [];
+    this.sort = null;
+    this.order = 'desc';
+    this.onSort = onSort;
+    this.body = h('tbody');
+    this.headerCells = COLUMNS.map((column) =>
+      h('th', {scope: 'col', title: column.title, 'data-column': column.name,
+               class: column.kind === 'text' || column.kind === 'status' ? '' : 'oc-num',
+               onclick: () => this.onSort(column.name)},
+        h('span', {}, column.label), h('span', {class: 'oc-sort-mark'})));
+    this.table = h('table', {class: 'oc-table'},
+      h('colgroup', {}, COLUMNS.map((column) => h('col', {style: {width: column.width}}))),
+      h('thead', {}, h('tr', {}, this.headerCells)),
+      this.body);
+    this.element = h('div', {class: 'oc-table-scroll', role: 'region', 'aria-label': 'ops'}, this.table);
+    this.element.addEventListener('scroll', () => this.renderWindow(), {passive: true});
+    this.lastWindow = null;
+    window.addEventListener('resize', () => {
+      this.lastWindow = null;
+      this.renderWindow();
+    });
+  }
+
+  setRows(rows, sort, order) {
+    this.rows = rows;
+    this.sort = sort;
+    this.order = order;
+    for (const th of this.headerCells) {
+      const sorted = th.dataset.column === sort;
+      th.classList.toggle('oc-sorted', sorted);
+      th.setAttribute('aria-sort', sorted ? (order === 'asc' ? 'ascending' : 'descending') : 'none');
+      th.querySelector('.oc-sort-mark').textContent = sorted ? (order === 'asc' ? '▲' : '▼') : '';
+    }
+    this.lastWindow = null;
+    this.renderWindow();
+  }
+
+  renderWindow() {
+    const viewport = this.element.clientHeight || 600;
+    const first = Math.max(0, Math.floor(this.element.scrollTop / ROW_HEIGHT) - OVERSCAN);
+    const last = Math.min(this.rows.length, Math.ceil((this.element.scrollTop + viewport) / ROW_HEIGHT) + OVERSCAN);
+    const span = `${first}:${last}`;
+    if (span === this.lastWindow) return;
+    this.lastWindow = span;
+    const spacer = (height) => h('tr', {class: 'oc-spacer', 'aria-hidden': 'true', style: {height: `${height}px`}},
+                                   h('td', {colspan: COLUMNS.length}));
+    const characters = {};
+    for (const [index, column] of COLUMNS.entries()) {
+      const width = this.headerCells[index].clientWidth;
+      if (column.kind === 'text' && width) characters[column.name] = Math.max(8, Math.floor((width - 16) / MONO_CHAR_WIDTH));
+    }
+    const visible = this.rows.slice(first, last).map((row) =>
+      h('tr', {class: 'oc-row', 'data-key': row.key}, COLUMNS.map((column) => cell(column, row, characters))));
+    if (!this.rows.length) {
+      this.body.replaceChildren(h('tr', {}, h('td', {colspan: COLUMNS.length, class: 'oc-no-rows'},
+                                                   'No ops match these filters.')));
+      return;
+    }
+    this.body.replaceChildren(spacer(first * ROW_HEIGHT), ...visible,
+                              spacer((this.rows.length - last) * ROW_HEIGHT));
+  }
+}

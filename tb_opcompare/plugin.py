@@ -1,0 +1,198 @@
+"""The TensorBoard plugin: the "Op Compare" tab and its HTTP routes.
+
+Routes, all under ``/data/plugin/op_compare/``:
+
+================  ===========================================================================
+``runs``          ``documents.runs_document``: runs, automatic pairs, unreadable files
+``compare``       ``documents.compare_document`` for ``baseline``/``target`` (+ ``group_by``,
+                  ``baseline_session``, ``target_session``); the view parameters of
+                  ``documents.view_from_params`` narrow and order the rows
+``compare.csv``   the same rows as a CSV download
+``index.js`` ...  the frontend's files (``frontend/`` in a checkout, inside the wheel)
+``plotly.min.js`` the plotly.js bundle of the installed ``plotly`` package (no CDN)
+================  ===========================================================================
+
+Errors are JSON ``{"error": {"status", "message", ...}}``: 400 bad parameters, 404 an
+unknown run or session (with the known names), 422 a profile that cannot be read (with
+its path). Routes only parse parameters and call ``documents``; the maths lives there.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import logging
+import mimetypes
+import re
+from pathlib import Path
+
+import msgspec
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from .catalog import Catalog, UnknownRunError
+from .compare import GROUP_BY
+from .discovery import has_profile_runs
+from .documents import apply_view, compare_csv, compare_document, runs_document, view_from_params
+from .errors import ProfileError
+
+PLUGIN_NAME = "op_compare"
+TAB_NAME = "Op Compare"
+_FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "style.css")
+_logger = logging.getLogger(__name__)
+
+
+class BadRequest(ValueError):
+    """A request parameter that is missing or malformed."""
+
+
+def _frontend_dir() -> Path:
+    """``frontend/`` ships in the wheel as the ``tb_opcompare.frontend`` package data."""
+    try:
+        located = Path(str(importlib.resources.files("tb_opcompare.frontend")))
+        if (located / "index.js").is_file():
+            return located
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parent.parent / "frontend"
+
+
+def _plotly_bundle() -> Path:
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def _json(request, document, code: int = 200):
+    return http_util.Respond(request, msgspec.json.encode(document), "application/json", code=code)
+
+
+def _error(request, code: int, message: str, **extra):
+    return _json(request, {"error": {"status": code, "message": message, **extra}}, code=code)
+
+
+def _json_errors(route):
+    """Bad input becomes a JSON error the tab can show, never a traceback page."""
+
+    @functools.wraps(route)
+    def wrapped(self, request):
+        try:
+            return route(self, request)
+        except BadRequest as error:
+            return _error(request, 400, str(error))
+        except UnknownRunError as error:
+            return _error(request, 404, error.message, known=error.known)
+        except ProfileError as error:
+            return _error(request, 422, f"cannot read {error.path}: {error.reason}", path=error.path,
+                          reason=error.reason)
+        except Exception:  # a bug, not bad data: log it, answer without leaking internals
+            _logger.exception("op_compare: %s failed", request.path)
+            return _error(request, 500, "internal error in the Op Compare plugin; see the TensorBoard log")
+
+    return wrapped
+
+
+class OpComparePlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        self._logdir = context.logdir or ""
+        self._catalog = Catalog(self._logdir)
+        self._active = False
+        self._frontend = _frontend_dir()
+
+    def is_active(self) -> bool:
+        # Once runs exist they rarely vanish; until then look again on every listing so
+        # runs written while TensorBoard is up make the tab appear.
+        if not self._active and self._logdir:
+            self._active = has_profile_runs(self._logdir)
+        return self._active
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
+
+    def get_plugin_apps(self):
+        apps = {f"/{name}": self._frontend_file_app(name) for name in _FRONTEND_FILES}
+        apps.update({
+            "/plotly.min.js": self._serve_plotly,
+            "/runs": self._serve_runs,
+            "/compare": self._serve_compare,
+            "/compare.csv": self._serve_compare_csv,
+        })
+        return apps
+
+    def _frontend_file_app(self, name: str):
+        content_type = "text/javascript" if name.endswith(".js") else mimetypes.guess_type(name)[0]
+
+        @wrappers.Request.application
+        def serve(request):
+            return http_util.Respond(request, (self._frontend / name).read_bytes(), content_type)
+
+        return serve
+
+    @wrappers.Request.application
+    def _serve_plotly(self, request):
+        return http_util.Respond(request, _plotly_bundle().read_bytes(), "text/javascript", expires=86400)
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_runs(self, request):
+        return _json(request, runs_document(self._catalog))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_compare(self, request):
+        document = self._compare(request.args)
+        document["total_rows"] = len(document["rows"])
+        document["rows"] = apply_view(document["rows"], self._view(request.args))
+        return _json(request, document)
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_compare_csv(self, request):
+        document = self._compare(request.args)
+        rows = apply_view(document["rows"], self._view(request.args))
+        group_by = request.args.get("group_by") or "name"
+        filename = csv_filename(request.args["baseline"], request.args["target"], group_by)
+        return http_util.Respond(
+            request, compare_csv(rows), "text/csv",
+            headers=[("Content-Disposition", f'attachment; filename="{filename}"')],
+        )
+
+    def _compare(self, args) -> dict:
+        missing = [name for name in ("baseline", "target") if not args.get(name)]
+        if missing:
+            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+        group_by = args.get("group_by") or "name"
+        if group_by not in GROUP_BY:
+            raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+        return compare_document(
+            self._catalog, args["baseline"], args["target"], group_by=group_by,
+            baseline_session=args.get("baseline_session") or None,
+            target_session=args.get("target_session") or None,
+        )
+
+    @staticmethod
+    def _view(args):
+        try:
+            return view_from_params(args)
+        except ValueError as error:
+            raise BadRequest(str(error)) from None
+
+
+def csv_filename(baseline: str, target: str, group_by: str) -> str:
+    """``opcompare_<baseline>_vs_<target>.csv``, reduced to characters safe in a header."""
+
+    def safe(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "run"
+
+    suffix = "_by-type" if group_by == "type" else ""
+    return f"opcompare_{safe(baseline)}_vs_{safe(target)}{suffix}.csv"
+
+
+class OpCompareLoader(base_plugin.TBLoader):
+    """Entry point for TensorBoard (``tensorboard_plugins`` in pyproject.toml)."""
+
+    def load(self, context):
+        return OpComparePlugin(context)

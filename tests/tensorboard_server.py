@@ -1,0 +1,52 @@
+"""Start a real TensorBoard process (with the installed plugin) on a free loopback port."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_tensorboard(logdir: Path, timeout: float = 90.0):
+    port = free_port()
+    log = open(Path(logdir).parent / f"tensorboard-{port}.log", "w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+         "--port", str(port), "--load_fast=false"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"TensorBoard exited with {process.returncode}:\n{log.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/data/plugins_listing", timeout=5) as response:
+                    json.load(response)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.25)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

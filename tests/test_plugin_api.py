@@ -1,0 +1,201 @@
+"""The plugin's HTTP API, against a real TensorBoard process on a loopback port."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import LOGDIR, TRUNCATED_RUN
+
+TF1_PAIR = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
+API = "/data/plugin/op_compare"
+
+
+def get(base: str, route: str, **params):
+    """(status, headers, body bytes) of a GET, errors included."""
+    url = f"{base}{API}/{route}"
+    if params:
+        url += "?" + urllib.parse.urlencode(params)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
+
+
+def get_json(base: str, route: str, **params):
+    status, headers, body = get(base, route, **params)
+    assert headers["Content-Type"].startswith("application/json"), (status, body[:200])
+    return status, json.loads(body)
+
+
+def test_listing_enables_the_tab(tensorboard_url):
+    with urllib.request.urlopen(f"{tensorboard_url}/data/plugins_listing") as response:
+        listing = json.load(response)
+    entry = listing["op_compare"]
+    assert entry["enabled"] is True
+    assert entry["tab_name"] == "Op Compare"
+    assert entry["loading_mechanism"] == {"type": "IFRAME", "module_path": "/data/plugin/op_compare/index.js"}
+
+
+def test_runs_lists_good_runs_pairs_and_unreadable_files(tensorboard_url):
+    status, document = get_json(tensorboard_url, "runs")
+    assert status == 200
+    runs = {run["run"]: run for run in document["runs"]}
+    assert {"tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16",
+            "torch/hostile_names_cpu_bs4"} <= set(runs)
+    for run in runs.values():
+        assert set(run) >= {"run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps",
+                            "model", "sessions"}
+    assert runs["tf1/mlp_gpu"]["device"] == "GPU" and runs["tf1/mlp_cpu"]["device"] == "CPU"
+    assert runs["torch/cnn_torch_cpu_bs16"]["batch_size"] == 16
+    assert runs["torch/cnn_torch_cpu_bs16"]["batch_size_source"].startswith("data:")
+    assert {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}.items() <= document["pairs"][0].items()
+    broken = {os.path.basename(error["path"]): error["message"] for error in document["errors"]}
+    assert "truncated" in broken["vm.xplane.pb"] or "cut short" in broken["vm.xplane.pb"], broken
+    quote_file = next(name for name in broken if name.endswith(".pt.trace.json"))
+    assert "not valid JSON at line 306" in broken[quote_file]
+
+
+def test_compare_returns_summary_columns_and_rows(tensorboard_url):
+    status, document = get_json(tensorboard_url, "compare", **TF1_PAIR)
+    assert status == 200
+    assert document["columns"][:4] == ["key", "op_type", "status", "speedup"]
+    rows = document["rows"]
+    assert len(rows) == document["total_rows"] == 87
+    summary = document["summary"]
+    assert summary["baseline"]["run"] == "tf1/mlp_cpu" and summary["target"]["device"] == "GPU"
+    assert summary["matched_ops"] + summary["baseline_only_ops"] + summary["target_only_ops"] == len(rows)
+    matmuls = [row for row in rows if row["op_type"] == "MatMul" and row["status"] == "matched"]
+    # this MLP's matrix multiplies run far faster on the GPU, taken together
+    assert sum(r["baseline_total_us"] for r in matmuls) > 5 * sum(r["target_total_us"] for r in matmuls)
+    for row in matmuls:
+        assert row["speedup"] == pytest.approx(row["baseline_mean_us"] / row["target_mean_us"])
+
+
+def test_compare_by_type_groups_ops(tensorboard_url):
+    _, by_name = get_json(tensorboard_url, "compare", **TF1_PAIR)
+    _, by_type = get_json(tensorboard_url, "compare", group_by="type", **TF1_PAIR)
+    keys = [row["key"] for row in by_type["rows"]]
+    assert len(keys) == len(set(keys)) < len(by_name["rows"])
+    matmul = next(row for row in by_type["rows"] if row["key"] == "MatMul")
+    assert matmul["baseline_total_us"] == pytest.approx(
+        sum(r["baseline_total_us"] or 0 for r in by_name["rows"] if r["op_type"] == "MatMul"))
+
+
+def test_view_parameters_filter_sort_and_cut(tensorboard_url):
+    _, everything = get_json(tensorboard_url, "compare", **TF1_PAIR)
+    _, view = get_json(tensorboard_url, "compare", q="/^gradients/", status="matched", sort="speedup",
+                       order="asc", top=5, **TF1_PAIR)
+    expected = sorted(
+        (r for r in everything["rows"] if r["key"].startswith("gradients") and r["status"] == "matched"
+         and r["speedup"] is not None),
+        key=lambda r: r["speedup"],
+    )[:5]
+    assert [r["key"] for r in view["rows"]] == [r["key"] for r in expected]
+    assert view["total_rows"] == len(everything["rows"])
+
+
+def test_csv_is_a_named_download_of_the_same_rows(tensorboard_url):
+    status, headers, body = get(tensorboard_url, "compare.csv", sort="baseline_total_us", top=20, **TF1_PAIR)
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/csv")
+    assert headers["Content-Disposition"] == 'attachment; filename="opcompare_tf1-mlp_cpu_vs_tf1-mlp_gpu.csv"'
+    table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
+    _, document = get_json(tensorboard_url, "compare", sort="baseline_total_us", top=20, **TF1_PAIR)
+    assert [row["key"] for row in table] == [row["key"] for row in document["rows"]]
+    assert float(table[0]["baseline_total_us"]) == pytest.approx(document["rows"][0]["baseline_total_us"])
+
+
+def test_csv_neutralises_formulas_from_op_names(tensorboard_url):
+    run = "torch/hostile_names_cpu_bs4"
+    _, _, body = get(tensorboard_url, "compare.csv", baseline=run, target=run)
+    keys = [row["key"] for row in csv.DictReader(io.StringIO(body.decode("utf-8")))]
+    assert "'=1+2*cmd|' /C calc'!A0" in keys
+    assert "'-2+3 and @SUM(A1)" in keys
+    assert "<img src=x onerror=alert(1)>" in keys
+    assert not any(key.startswith(("=", "+", "-", "@")) for key in keys)
+
+
+@pytest.mark.parametrize(
+    "params, fragment",
+    [
+        ({"baseline": "tf1/mlp_cpu"}, "missing parameter: target"),
+        ({**TF1_PAIR, "group_by": "device"}, "group_by"),
+        ({**TF1_PAIR, "q": "/(unclosed/"}, "not a valid regular expression"),
+        ({**TF1_PAIR, "top": "-3"}, "top"),
+        ({**TF1_PAIR, "top": "many"}, "top: expected a number"),
+        ({**TF1_PAIR, "sort": "__class__"}, "unknown column"),
+        ({**TF1_PAIR, "status": "matched,gone"}, "status"),
+        ({**TF1_PAIR, "min_us": "nan"}, "min_us"),
+    ],
+)
+def test_bad_parameters_answer_400(tensorboard_url, params, fragment):
+    for route in ("compare", "compare.csv"):
+        status, document = get_json(tensorboard_url, route, **params)
+        assert status == 400
+        assert fragment in document["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "run",
+    ["no/such/run", "../../etc/passwd", "/etc/passwd", "..%2F..%2Fetc%2Fpasswd", "tf1/../tf1/mlp_cpu",
+     str(LOGDIR / "tf1" / "mlp_cpu")],
+)
+def test_unknown_runs_answer_404_and_nothing_is_read_from_a_path(tensorboard_url, run):
+    status, document = get_json(tensorboard_url, "compare", baseline=run, target="tf1/mlp_gpu")
+    assert status == 404
+    assert document["error"]["message"] == f"unknown run {run!r}"
+    assert "tf1/mlp_cpu" in document["error"]["known"]
+
+
+def test_unknown_session_answers_404_with_the_known_sessions(tensorboard_url):
+    status, document = get_json(tensorboard_url, "compare", baseline_session="2001_01_01", **TF1_PAIR)
+    assert status == 404
+    assert "no session '2001_01_01'" in document["error"]["message"]
+    assert document["error"]["known"] == ["timeline_02_step_1.json"]
+
+
+def test_unreadable_profile_answers_422_naming_file_and_reason(tensorboard_url):
+    status, document = get_json(tensorboard_url, "compare", baseline=TRUNCATED_RUN, target="tf1/mlp_gpu")
+    assert status == 422
+    error = document["error"]
+    assert error["path"].endswith("vm.xplane.pb") and TRUNCATED_RUN in error["path"]
+    assert error["path"] in error["message"] and error["reason"] in error["message"]
+
+
+def test_frontend_and_plotly_are_served_locally(tensorboard_url):
+    status, headers, body = get(tensorboard_url, "index.js")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    assert b"export async function render" in body
+    status, headers, body = get(tensorboard_url, "plotly.min.js")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    assert body.startswith(b"/**\n* plotly.js v") and len(body) > 1_000_000
+    for name in ("view.js", "table.js", "format.js", "style.css"):
+        assert get(tensorboard_url, name)[0] == 200
+
+
+def test_the_tab_appears_when_the_first_run_is_written(tmp_path):
+    from tensorboard_server import running_tensorboard
+
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+
+    def enabled(url):
+        with urllib.request.urlopen(f"{url}/data/plugins_listing") as response:
+            return json.load(response)["op_compare"]["enabled"]
+
+    with running_tensorboard(logdir) as url:
+        assert enabled(url) is False
+        shutil.copytree(LOGDIR / "tf1" / "mlp_cpu", logdir / "mlp_cpu")
+        assert enabled(url) is True
+        status, document = get_json(url, "runs")
+        assert [run["run"] for run in document["runs"]] == ["mlp_cpu"]
