@@ -13,9 +13,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
+HOST ?= localhost
+PORT ?= 6006
+
+# TensorBoard with the Op Compare tab on the demo logdir: open http://$(HOST):$(PORT)/#op_compare
 demo: $(STAMP)
-	$(BIN)/tb-opcompare runs demo_logs
-	$(BIN)/tb-opcompare compare demo_logs --top 15
+	$(BIN)/tensorboard --logdir demo_logs --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -82,11 +82,30 @@ export function plotlyText(text) {
 }
 
 /**
- * Shorten in the middle: op names share long scope prefixes and differ at the end
- * ("grad/layer_1/…/MatMul_1" vs "…/MatMul"), so both ends are kept.
+ * Shorten in the middle. Op names share long scope prefixes and differ in a few path
+ * segments ("gradients/layer_1/…/MatMul_grad/MatMul" vs "…/layer_2/…"), so whole
+ * segments are kept from both ends, the op's own name first.
  */
 export function truncateMiddle(text, length) {
   if (text.length <= length) return text;
-  const tail = Math.ceil((length - 1) * 0.6);
-  return `${text.slice(0, length - 1 - tail)}…${text.slice(text.length - tail)}`;
+  const parts = text.split('/');
+  if (parts.length > 2) {
+    const head = [];
+    const tail = [];
+    let size = 2; // "…/" joins the two ends
+    let i = 0;
+    let j = parts.length - 1;
+    const fits = (part) => size + part.length + 1 <= length;
+    for (let fromTail = true; i <= j; fromTail = !fromTail) {
+      const side = fits(fromTail ? parts[j] : parts[i]) ? fromTail : !fromTail;
+      const part = side ? parts[j] : parts[i];
+      if (!fits(part)) break;
+      size += part.length + 1;
+      if (side) tail.unshift(parts[j--]);
+      else head.push(parts[i++]);
+    }
+    if (tail.length) return [...head, '…', ...tail].join('/');
+  }
+  const kept = Math.ceil((length - 1) * 0.6);
+  return `${text.slice(0, length - 1 - kept)}…${text.slice(text.length - kept)}`;
 }

@@ -143,7 +143,8 @@ class OpCompareApp {
   }
 
   chooseDefaultRuns() {
-    const known = new Set(this.runs.map((run) => run.run));
+    // Unreadable runs count as known: a link to one shows why it cannot be read.
+    const known = new Set([...this.runs, ...this.runErrors].map((entry) => entry.run));
     const valid = known.has(this.selection.baseline) && known.has(this.selection.target);
     if (this.selection.baseline && !valid) {
       this.staleLink = `This link names runs that are not in this logdir (${this.selection.baseline} → ` +
@@ -247,6 +248,9 @@ class OpCompareApp {
     const select = h('select', {class: 'oc-select oc-run', id: `oc-${side}`, 'aria-label': `${side} run`,
                                 onchange: () => this.setSelection({[side]: select.value, [`${side}_session`]: null})});
     for (const run of this.runs) select.append(h('option', {value: run.run}, runLabel(run)));
+    for (const error of this.runErrors) {
+      select.append(h('option', {value: error.run, disabled: true}, `${error.run} · unreadable`));
+    }
     return select;
   }
 

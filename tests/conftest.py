@@ -35,17 +35,20 @@ def run_cli(*args: str, cwd: Path | None = None):
 HOSTILE = FIXTURES / "hostile"
 MALFORMED = FIXTURES / "malformed"
 TRUNCATED_RUN = "broken/cnn_cpu_truncated/train"
+BIG_RUN = "big/bert_multigpu"  # a real TF 2.4 BERT xplane with 4,696 ops
 
 
 def build_plugin_logdir(root: Path) -> Path:
-    """The fixture logdir plus a hostile-names run and two unreadable runs: a real
-    PyTorch trace that is invalid JSON, and a real xplane cut to 40% of its bytes."""
+    """The fixture logdir plus a hostile-names run, a real profile with thousands of ops,
+    and two unreadable runs: a real PyTorch trace that is invalid JSON, and a real
+    xplane cut to 40% of its bytes."""
     import shutil
 
     logdir = root / "logdir"
     shutil.copytree(LOGDIR, logdir)
     shutil.copytree(HOSTILE, logdir / "torch", dirs_exist_ok=True)
     shutil.copytree(MALFORMED, logdir / "broken", dirs_exist_ok=True)
+    shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", logdir / BIG_RUN)
     source = next((LOGDIR / "tf_keras/cnn_cpu_bs8/train/plugins/profile").glob("*/vm.xplane.pb"))
     truncated = logdir / TRUNCATED_RUN / "plugins/profile" / source.parent.name / "vm.xplane.pb"
     truncated.parent.mkdir(parents=True)

@@ -1,0 +1,259 @@
+"""The Op Compare tab in a real browser (Debian's Chromium driven by Playwright) against
+a real TensorBoard process."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import BIG_RUN, REPO, TRUNCATED_RUN
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update"]
+ARTIFACTS = REPO / "test-artifacts"
+HOSTILE_RUN = "torch/hostile_names_cpu_bs4"
+XSS_NAME = "<img src=x onerror=alert(1)>"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (.ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+    page = context.new_page()
+    page.dialogs = []
+    page.page_errors = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.on("pageerror", lambda error: page.page_errors.append(str(error)))
+    yield page
+    context.close()
+
+
+def hash_for(**state) -> str:
+    return "#op_compare" + "".join(
+        f"&{urllib.parse.quote('p.op_compare.' + key)}={urllib.parse.quote(str(value), safe='')}"
+        for key, value in state.items())
+
+
+def open_tab(page, url: str, **state):
+    """Open TensorBoard on the Op Compare tab; return the plugin's frame once the table has rows."""
+    page.goto(f"{url}/{hash_for(**state)}")
+    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame.locator("#oc-count, #oc-message, #oc-empty").first.wait_for(timeout=60_000)
+    return frame
+
+
+def api(url: str, route: str, **params):
+    with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{route}?{urllib.parse.urlencode(params)}") as response:
+        body = response.read()
+    return json.loads(body) if route == "compare" else body.decode("utf-8")
+
+
+def shown_keys(frame) -> list[str]:
+    return frame.locator("tr.oc-row").evaluate_all("rows => rows.map(row => row.dataset.key)")
+
+
+def tab_state(page) -> dict[str, str]:
+    fragment = page.evaluate("location.hash")
+    pairs = [part.split("=", 1) for part in fragment.lstrip("#").split("&") if "=" in part]
+    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
+            if urllib.parse.unquote(k).startswith("p.op_compare.")}
+
+
+def test_tab_appears_beside_profile_and_fills_the_table(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    assert page.get_by_text("Op Compare", exact=True).first.is_visible()
+    # With no state in the link, the first automatic CPU->GPU pair is shown.
+    expected = api(tensorboard_url, "compare", baseline="tf1/mlp_cpu", target="tf1/mlp_gpu")
+    assert frame.locator("#oc-baseline").input_value() == "tf1/mlp_cpu"
+    assert frame.locator("#oc-target").input_value() == "tf1/mlp_gpu"
+    total = len(expected["rows"])
+    assert frame.locator("#oc-count").inner_text() == f"Showing {total} of {total} ops"
+    assert shown_keys(frame)[:20] == [row["key"] for row in expected["rows"][:20]]
+    assert frame.locator("#oc-overall").inner_text() == f"{expected['summary']['overall_speedup']:.1f}×"
+    # the top-10 charts are drawn by the bundled plotly.js: ten bars per side
+    for side in ("baseline", "target"):
+        frame.locator(f"#oc-chart-{side} .bars .point >> nth=9").wait_for()
+        assert frame.locator(f"#oc-chart-{side} .bars .point").count() == 10
+    assert not page.page_errors
+
+
+def test_clicking_speedup_sorts_and_clicking_again_reverses(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
+    frame.locator("th[data-column='speedup']").click()
+    descending = api(tensorboard_url, "compare", sort="speedup", order="desc", **pair)["rows"]
+    assert shown_keys(frame)[:25] == [row["key"] for row in descending[:25]]
+    first = frame.locator("tr.oc-row").first.locator("td").nth(3).inner_text()
+    assert first == f"{descending[0]['speedup']:.0f}×" or first == f"{descending[0]['speedup']:.1f}×"
+    frame.locator("th[data-column='speedup']").click()
+    ascending = api(tensorboard_url, "compare", sort="speedup", order="asc", **pair)["rows"]
+    assert shown_keys(frame)[:25] == [row["key"] for row in ascending[:25]]
+    assert ascending[0]["speedup"] < 1 < descending[0]["speedup"]
+    assert frame.locator("th[data-column='speedup']").get_attribute("aria-sort") == "ascending"
+    assert tab_state(page)["sort"] == "speedup" and tab_state(page)["order"] == "asc"
+
+
+def test_the_filter_narrows_rows_by_substring_and_regex(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    frame.locator("#oc-filter").fill("sigmoid")
+    frame.locator("#oc-count").filter(has_text=re.compile(r"^Showing \d+ of 87 ops$")).wait_for()
+    page.wait_for_function("() => true")
+    frame.locator("#oc-count", has_not_text="Showing 87 of").wait_for()
+    keys = shown_keys(frame)
+    types = frame.locator("tr.oc-row td:nth-child(2)").all_inner_texts()
+    assert 0 < len(keys) < 87
+    assert all("sigmoid" in (k + t).lower() for k, t in zip(keys, types))
+    frame.locator("#oc-filter").fill("/^layer_\\d+/fully_connected/MatMul$/")
+    frame.locator("#oc-count", has_text="Showing 3 of 87 ops").wait_for()
+    assert sorted(shown_keys(frame)) == [f"layer_{i}/fully_connected/MatMul" for i in (1, 2, 3)]
+    frame.locator("#oc-filter").fill("/(unclosed/")
+    frame.locator("#oc-filter.oc-invalid").wait_for()
+    assert frame.locator("#oc-count").inner_text() == "Showing 3 of 87 ops"  # an invalid regex changes nothing
+
+
+def test_export_csv_downloads_exactly_the_rows_shown(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    frame.locator("#oc-filter").fill("grad")
+    frame.locator("th[data-column='baseline_total_us']").click()
+    frame.locator("#oc-top").fill("15")
+    frame.locator("#oc-count", has_text="Showing 15 of 87 ops").wait_for()
+    with page.expect_download() as download_info:
+        frame.locator("#oc-export").click()
+    download = download_info.value
+    assert download.suggested_filename == "opcompare_tf1-mlp_cpu_vs_tf1-mlp_gpu.csv"
+    downloaded = Path(download.path()).read_text(encoding="utf-8")
+    state = tab_state(page)
+    assert state == {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu", "q": "grad",
+                     "sort": "baseline_total_us", "order": "desc", "top": "15"}
+    assert downloaded == api(tensorboard_url, "compare.csv", **state)
+    csv_keys = [row["key"] for row in csv.DictReader(io.StringIO(downloaded))]
+    assert csv_keys == shown_keys(frame)
+    assert len(csv_keys) == 15
+
+
+def test_hostile_op_names_show_as_text(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url, baseline=HOSTILE_RUN, target="torch/cnn_torch_cpu_bs4")
+    row = frame.locator("tr.oc-row").filter(has_text="onerror")
+    row.first.wait_for()
+    assert row.first.get_attribute("data-key") == XSS_NAME
+    assert row.first.locator("td").first.inner_text() == XSS_NAME
+    assert frame.locator("#op-compare img").count() == 0
+    frame.locator("#oc-chart-baseline .ytick text").first.wait_for()
+    chart_labels = frame.locator("#oc-chart-baseline .ytick text").all_text_contents()
+    assert any("<img src=x" in label for label in chart_labels)
+    assert frame.locator("tr.oc-row", has_text="=1+2*cmd|' /C calc'!A0").count() == 1
+    page.wait_for_timeout(500)
+    assert page.dialogs == [] and page.page_errors == []
+
+
+def test_a_shared_link_restores_runs_grouping_filter_and_sort(page, tensorboard_url):
+    state = {"baseline": "torch/cnn_torch_cpu_bs4", "target": "torch/cnn_torch_cpu_bs16", "group_by": "type",
+             "q": "aten::", "sort": "target_mean_us", "order": "asc", "status": "matched", "side": "host"}
+    frame = open_tab(page, tensorboard_url, **state)
+    expected = api(tensorboard_url, "compare", **state)["rows"]
+    assert 0 < len(expected)
+    assert frame.locator("#oc-count").inner_text().startswith(f"Showing {len(expected)} of ")
+    shown = shown_keys(frame)
+    assert shown == [row["key"] for row in expected[: len(shown)]]
+    assert frame.locator("#oc-filter").input_value() == "aten::"
+    assert frame.locator("#oc-side").input_value() == "host"
+    assert frame.locator("[data-group-by='type']").get_attribute("aria-pressed") == "true"
+    assert frame.locator("th[data-column='target_mean_us']").get_attribute("aria-sort") == "ascending"
+    assert frame.locator("input[value='target_only']").is_checked() is False
+    page.reload()
+    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame.locator("#oc-count").wait_for()
+    assert shown_keys(frame) == shown
+
+
+def test_swap_exchanges_baseline_and_target(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    before = frame.locator("#oc-overall").inner_text()
+    frame.locator("#oc-swap").click()
+    frame.locator("#oc-baseline >> nth=0").wait_for()
+    page.wait_for_function("() => location.hash.includes('baseline=tf1%2Fmlp_gpu')")
+    frame.locator("#oc-overall", has_not_text=before).wait_for()
+    assert frame.locator("#oc-baseline").input_value() == "tf1/mlp_gpu"
+    summary = api(tensorboard_url, "compare", baseline="tf1/mlp_gpu", target="tf1/mlp_cpu")["summary"]
+    assert frame.locator("#oc-overall").inner_text() == f"{summary['overall_speedup']:.2f}×"
+
+
+def test_unreadable_runs_are_listed_and_explained_while_the_others_work(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url, baseline=TRUNCATED_RUN, target="tf1/mlp_gpu")
+    message = frame.locator("#oc-message")
+    message.wait_for()
+    text = message.inner_text()
+    assert "This profile cannot be read" in text
+    assert f"{TRUNCATED_RUN}/plugins/profile" in text and "vm.xplane.pb" in text
+    panel = frame.locator("#oc-run-errors")
+    assert "2 profile runs could not be read" in panel.inner_text()
+    panel.locator("summary").click()
+    assert "not valid JSON at line 306" in panel.inner_text()
+    # the good runs stay usable
+    frame.locator("#oc-baseline").select_option("tf1/mlp_cpu")
+    frame.locator("#oc-count").wait_for()
+    assert frame.locator("#oc-message").count() == 0
+    assert len(shown_keys(frame)) > 10
+
+
+def test_screenshot_of_the_default_view(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    frame.locator("#oc-chart-target .bars .point").first.wait_for()
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / "op_compare_tab.png"
+    page.screenshot(path=str(path))
+    assert path.stat().st_size > 50_000
+
+
+def test_empty_logdir_explains_how_to_record(page, tmp_path):
+    from tensorboard_server import running_tensorboard
+
+    logdir = tmp_path / "logs"
+    (logdir / "not_a_profile").mkdir(parents=True)
+    (logdir / "not_a_profile" / "notes.json").write_text('{"hello": 1}')
+    with running_tensorboard(logdir) as url:
+        frame = open_tab(page, url)
+        empty = frame.locator("#oc-empty")
+        assert "No profile runs found" in empty.inner_text()
+        assert "tensorboard_trace_handler" in empty.inner_text()
+
+
+def test_five_thousand_rows_scroll_with_a_small_dom(page, tensorboard_url):
+    """A real 4,696-op BERT profile against the Keras CNN: about 5,000 rows. Only the
+    rows in view are in the DOM, and sorting all of them stays quick."""
+    pair = {"baseline": BIG_RUN, "target": "tf_keras/cnn_cpu_bs8/train"}
+    frame = open_tab(page, tensorboard_url, **pair)
+    expected = api(tensorboard_url, "compare", **pair)["rows"]
+    assert len(expected) > 4900
+    assert frame.locator("#oc-count").inner_text() == f"Showing {len(expected):,} of {len(expected):,} ops"
+    assert frame.locator("tr.oc-row").count() < 80
+    started = page.evaluate("performance.now()")
+    frame.locator("th[data-column='key']").click()
+    frame.locator("th[data-column='key'][aria-sort='ascending']").wait_for()
+    sort_ms = page.evaluate("performance.now()") - started
+    frame.locator(".oc-table-scroll").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+    page.wait_for_timeout(300)
+    by_name = api(tensorboard_url, "compare", sort="key", order="asc", **pair)["rows"]
+    assert shown_keys(frame)[-1] == by_name[-1]["key"]
+    assert frame.locator("tr.oc-row").count() < 80
+    assert sort_ms < 1500, f"sorting {len(expected)} rows took {sort_ms:.0f} ms"
