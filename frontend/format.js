@@ -82,30 +82,28 @@ export function plotlyText(text) {
 }
 
 /**
- * Shorten in the middle. Op names share long scope prefixes and differ in a few path
- * segments ("gradients/layer_1/…/MatMul_grad/MatMul" vs "…/layer_2/…"), so whole
- * segments are kept from both ends, the op's own name first.
+ * Shorten an op name to `length` characters. Op names are scope paths that share long
+ * prefixes and differ in a few segments ("gradients/layer_1/…/MatMul_grad/MatMul_1"),
+ * so whole segments are elided, longest first, never the op's own last segment; runs
+ * of elided segments become one "…".
  */
 export function truncateMiddle(text, length) {
   if (text.length <= length) return text;
   const parts = text.split('/');
-  if (parts.length > 2) {
-    const head = [];
-    const tail = [];
-    let size = 2; // "…/" joins the two ends
-    let i = 0;
-    let j = parts.length - 1;
-    const fits = (part) => size + part.length + 1 <= length;
-    for (let fromTail = true; i <= j; fromTail = !fromTail) {
-      const side = fits(fromTail ? parts[j] : parts[i]) ? fromTail : !fromTail;
-      const part = side ? parts[j] : parts[i];
-      if (!fits(part)) break;
-      size += part.length + 1;
-      if (side) tail.unshift(parts[j--]);
-      else head.push(parts[i++]);
+  const kept = parts.map(() => true);
+  const joined = () => parts.map((part, i) => (kept[i] ? part : '…'))
+    .filter((part, i, all) => part !== '…' || all[i - 1] !== '…').join('/');
+  let shortened = joined();
+  while (shortened.length > length) {
+    let longest = -1;
+    for (let i = 0; i < parts.length - 1; i++) {
+      if (kept[i] && (longest < 0 || parts[i].length > parts[longest].length)) longest = i;
     }
-    if (tail.length) return [...head, '…', ...tail].join('/');
+    if (longest < 0) break;
+    kept[longest] = false;
+    shortened = joined();
   }
-  const kept = Math.ceil((length - 1) * 0.6);
-  return `${text.slice(0, length - 1 - kept)}…${text.slice(text.length - kept)}`;
+  if (shortened.length <= length) return shortened;
+  const tail = Math.ceil((length - 1) * 0.6);
+  return `${text.slice(0, length - 1 - tail)}…${text.slice(text.length - tail)}`;
 }

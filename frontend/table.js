@@ -6,26 +6,25 @@ import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatTime, h
 
 const ROW_HEIGHT = 28;
 const OVERSCAN = 12;
-const MONO_CHAR_WIDTH = 7.3; // Roboto Mono at 12px
 
 const STATUS_LABELS = {matched: 'matched', baseline_only: 'baseline only', target_only: 'target only'};
 
 export const COLUMNS = [
-  {name: 'key', label: 'Op', kind: 'text', width: '28%'},
-  {name: 'op_type', label: 'Type', kind: 'text', width: '12%'},
-  {name: 'status', label: 'Status', kind: 'status', width: '96px'},
-  {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '84px',
+  {name: 'key', label: 'Op', kind: 'text', width: 'auto'}, // takes what the others leave
+  {name: 'op_type', label: 'Type', kind: 'text', width: '13%'},
+  {name: 'status', label: 'Status', kind: 'status', width: '92px'},
+  {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '76px',
    title: 'baseline mean / target mean (> 1: the target is faster)'},
-  {name: 'baseline_mean_us', label: 'Base mean', kind: 'time', width: '88px'},
-  {name: 'target_mean_us', label: 'Target mean', kind: 'time', width: '92px'},
-  {name: 'delta_mean_us', label: 'Δ mean', kind: 'delta', width: '88px',
+  {name: 'baseline_mean_us', label: 'Base mean', kind: 'time', width: '86px'},
+  {name: 'target_mean_us', label: 'Target mean', kind: 'time', width: '94px'},
+  {name: 'delta_mean_us', label: 'Δ mean', kind: 'delta', width: '80px',
    title: 'target mean − baseline mean'},
-  {name: 'baseline_total_us', label: 'Base total', kind: 'time', width: '88px'},
+  {name: 'baseline_total_us', label: 'Base total', kind: 'time', width: '84px'},
   {name: 'target_total_us', label: 'Target total', kind: 'time', width: '92px'},
-  {name: 'baseline_share', label: 'Base %', kind: 'share', width: '68px', title: 'share of all op time in the baseline'},
-  {name: 'target_share', label: 'Target %', kind: 'share', width: '72px', title: 'share of all op time in the target'},
-  {name: 'baseline_occurrences', label: 'Base #', kind: 'count', width: '64px', title: 'occurrences in the baseline'},
-  {name: 'target_occurrences', label: 'Target #', kind: 'count', width: '70px', title: 'occurrences in the target'},
+  {name: 'baseline_share', label: 'Base %', kind: 'share', width: '62px', title: 'share of all op time in the baseline'},
+  {name: 'target_share', label: 'Target %', kind: 'share', width: '68px', title: 'share of all op time in the target'},
+  {name: 'baseline_occurrences', label: 'Base #', kind: 'count', width: '58px', title: 'occurrences in the baseline'},
+  {name: 'target_occurrences', label: 'Target #', kind: 'count', width: '64px', title: 'occurrences in the target'},
 ];
 
 function cell(column, row, characters) {
@@ -66,7 +65,7 @@ export class OpTable {
                onclick: () => this.onSort(column.name)},
         h('span', {}, column.label), h('span', {class: 'oc-sort-mark'})));
     this.table = h('table', {class: 'oc-table'},
-      h('colgroup', {}, COLUMNS.map((column) => h('col', {style: {width: column.width}}))),
+      h('colgroup', {}, COLUMNS.map((column) => h('col', {style: {width: column.width === 'auto' ? null : column.width}}))),
       h('thead', {}, h('tr', {}, this.headerCells)),
       this.body);
     this.element = h('div', {class: 'oc-table-scroll', role: 'region', 'aria-label': 'ops'}, this.table);
@@ -92,6 +91,17 @@ export class OpTable {
     this.renderWindow();
   }
 
+  /** Width of one character of the op-name font, measured once it is laid out. */
+  monospaceCharWidth() {
+    if (!this.charWidth) {
+      const probe = h('span', {class: 'oc-text', style: {position: 'absolute', visibility: 'hidden'}}, 'M'.repeat(40));
+      this.element.append(probe);
+      this.charWidth = probe.getBoundingClientRect().width / 40 || 7.3;
+      probe.remove();
+    }
+    return this.charWidth;
+  }
+
   renderWindow() {
     const viewport = this.element.clientHeight || 600;
     const first = Math.max(0, Math.floor(this.element.scrollTop / ROW_HEIGHT) - OVERSCAN);
@@ -102,9 +112,10 @@ export class OpTable {
     const spacer = (height) => h('tr', {class: 'oc-spacer', 'aria-hidden': 'true', style: {height: `${height}px`}},
                                    h('td', {colspan: COLUMNS.length}));
     const characters = {};
+    const charWidth = this.monospaceCharWidth();
     for (const [index, column] of COLUMNS.entries()) {
       const width = this.headerCells[index].clientWidth;
-      if (column.kind === 'text' && width) characters[column.name] = Math.max(8, Math.floor((width - 16) / MONO_CHAR_WIDTH));
+      if (column.kind === 'text' && width) characters[column.name] = Math.max(8, Math.floor((width - 16) / charWidth));
     }
     const visible = this.rows.slice(first, last).map((row) =>
       h('tr', {class: 'oc-row', 'data-key': row.key}, COLUMNS.map((column) => cell(column, row, characters))));

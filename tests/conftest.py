@@ -35,6 +35,7 @@ def run_cli(*args: str, cwd: Path | None = None):
 HOSTILE = FIXTURES / "hostile"
 MALFORMED = FIXTURES / "malformed"
 TRUNCATED_RUN = "broken/cnn_cpu_truncated/train"
+TWO_SESSION_RUN = "reprofiled/cnn_cpu/train"  # two captures: the bs8 one, then the bs32 one
 BIG_RUN = "big/bert_multigpu"  # a real TF 2.4 BERT xplane with 4,696 ops
 
 
@@ -49,6 +50,11 @@ def build_plugin_logdir(root: Path) -> Path:
     shutil.copytree(HOSTILE, logdir / "torch", dirs_exist_ok=True)
     shutil.copytree(MALFORMED, logdir / "broken", dirs_exist_ok=True)
     shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", logdir / BIG_RUN)
+    for batch_size, session in ((8, "2026_01_05_09_00_00"), (32, "2026_01_06_09_00_00")):
+        capture = next((LOGDIR / f"tf_keras/cnn_cpu_bs{batch_size}/train/plugins/profile").glob("*/vm.xplane.pb"))
+        target = logdir / TWO_SESSION_RUN / "plugins/profile" / session / "vm.xplane.pb"
+        target.parent.mkdir(parents=True)
+        shutil.copyfile(capture, target)
     source = next((LOGDIR / "tf_keras/cnn_cpu_bs8/train/plugins/profile").glob("*/vm.xplane.pb"))
     truncated = logdir / TRUNCATED_RUN / "plugins/profile" / source.parent.name / "vm.xplane.pb"
     truncated.parent.mkdir(parents=True)

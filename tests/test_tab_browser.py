@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIG_RUN, REPO, TRUNCATED_RUN
+from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
@@ -184,6 +184,41 @@ def test_a_shared_link_restores_runs_grouping_filter_and_sort(page, tensorboard_
     frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
     frame.locator("#oc-count").wait_for()
     assert shown_keys(frame) == shown
+
+
+def test_a_run_with_two_captures_offers_both_sessions(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url, baseline=TWO_SESSION_RUN, target="tf_keras/cnn_cpu_bs32/train")
+    sessions = frame.locator("#oc-baseline-session")
+    assert sessions.is_visible() and not frame.locator("#oc-target-session").is_visible()
+    assert sessions.locator("option").all_inner_texts() == ["2026_01_06_09_00_00 (newest)", "2026_01_05_09_00_00"]
+    # the newest capture is the bs32 one: the same profile as the target, so nothing differs
+    same = api(tensorboard_url, "compare", baseline=TWO_SESSION_RUN, target="tf_keras/cnn_cpu_bs32/train")
+    assert {row["status"] for row in same["rows"]} == {"matched"} and same["summary"]["overall_speedup"] == 1
+    assert frame.locator("#oc-count").inner_text() == f"Showing {len(same['rows'])} of {len(same['rows'])} ops"
+    assert frame.locator("#oc-overall").inner_text() == "1.00×"
+    sessions.select_option("2026_01_05_09_00_00")
+    page.wait_for_function("() => location.hash.includes('baseline_session=2026_01_05_09_00_00')")
+    frame.locator("#oc-overall", has_not_text="1.00×").wait_for()
+    expected = api(tensorboard_url, "compare", baseline=TWO_SESSION_RUN, target="tf_keras/cnn_cpu_bs32/train",
+                   baseline_session="2026_01_05_09_00_00")
+    total = len(expected["rows"])
+    assert frame.locator("#oc-count").inner_text() == f"Showing {total} of {total} ops"
+    assert frame.locator("#oc-overall").inner_text() == f"{expected['summary']['overall_speedup']:.2f}×"
+
+
+def test_minimum_time_and_side_filters(page, tensorboard_url):
+    pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
+    frame = open_tab(page, tensorboard_url, **pair)
+    frame.locator("#oc-min").fill("1ms")
+    expected = api(tensorboard_url, "compare", min_us=1000, **pair)["rows"]
+    frame.locator("#oc-count", has_text=f"Showing {len(expected)} of 87 ops").wait_for()
+    assert 0 < len(expected) < 10
+    assert shown_keys(frame) == [row["key"] for row in expected]
+    frame.locator("#oc-min").fill("")
+    frame.locator("#oc-side").select_option("device")
+    expected = api(tensorboard_url, "compare", side="device", **pair)["rows"]
+    frame.locator("#oc-count", has_text=f"Showing {len(expected)} of 87 ops").wait_for()
+    assert tab_state(page)["side"] == "device" and "min_us" not in tab_state(page)
 
 
 def test_swap_exchanges_baseline_and_target(page, tensorboard_url):
