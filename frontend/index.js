@@ -3,6 +3,7 @@
 
 import {formatCount, formatShare, formatSpeedup, formatTime, h, parseTime, plotlyText,
         truncateMiddle} from './format.js';
+import {SweepView} from './sweep.js';
 import {OpTable} from './table.js';
 import {STATUSES, applyView, isValidQuery} from './view.js';
 
@@ -118,9 +119,39 @@ class OpCompareApp {
     };
     if (!this.view.status.length) this.view.status = [...STATUSES];
     this.table = new OpTable({onSort: (column) => this.sortBy(column)});
+    this.page = hash.view === 'sweep' ? 'sweep' : 'compare';
+    this.sweep = new SweepView({
+      fetchJson, loadPlotly, onStateChange: () => this.syncHash(),
+      state: {model: hash.model || null, top: parseInt(hash.sweep_top, 10) > 0 ? parseInt(hash.sweep_top, 10) : 10,
+              group_by: hash.sweep_group_by === 'type' ? 'type' : 'name'},
+    });
   }
 
-  async start() {
+  /** The two views, "Compare runs" and "Batch sweep", under one tab. */
+  buildFrame(outer) {
+    this.pageButtons = [['compare', 'Compare runs'], ['sweep', 'Batch sweep']].map(([page, label]) =>
+      h('button', {class: 'oc-page-tab', type: 'button', 'data-page': page, role: 'tab',
+                   onclick: () => this.showPage(page)}, label));
+    this.sweep.element.hidden = true;
+    outer.replaceChildren(h('nav', {class: 'oc-page-tabs', role: 'tablist'}, this.pageButtons), this.root,
+                          this.sweep.element);
+  }
+
+  showPage(page) {
+    this.page = page;
+    for (const button of this.pageButtons) {
+      button.classList.toggle('oc-active', button.dataset.page === page);
+      button.setAttribute('aria-selected', String(button.dataset.page === page));
+    }
+    this.root.hidden = page !== 'compare';
+    this.sweep.element.hidden = page !== 'sweep';
+    this.syncHash();
+    if (page === 'sweep') this.sweep.show();
+  }
+
+  async start(outer) {
+    this.buildFrame(outer);
+    if (this.page === 'sweep') this.showPage('sweep');
     this.showLoading('Finding profile runs…');
     loadPlotly().catch(() => {});
     let listing;
@@ -139,6 +170,7 @@ class OpCompareApp {
     }
     this.chooseDefaultRuns();
     this.buildPage();
+    this.showPage(this.page);
     await this.loadComparison();
   }
 
@@ -239,8 +271,8 @@ class OpCompareApp {
     this.overlay = h('div', {class: 'oc-loading', hidden: true}, h('div', {class: 'oc-spinner'}),
                      h('span', {class: 'oc-loading-text'}));
     this.messagePanel = h('div', {class: 'oc-message-slot'});
-    this.root.replaceChildren(h('div', {class: 'oc-page'}, chooser, this.errorsPanel || '', this.messagePanel,
-                                h('div', {class: 'oc-body'}, this.content, this.overlay)));
+    this.root.replaceChildren(chooser, this.errorsPanel || '', this.messagePanel,
+                              h('div', {class: 'oc-body'}, this.content, this.overlay));
     this.fillChooser();
   }
 
@@ -423,8 +455,13 @@ class OpCompareApp {
   }
 
   syncHash() {
-    const params = {...this.selectionParams(), ...this.viewParams()};
+    const params = this.selection.baseline ? {...this.selectionParams(), ...this.viewParams()} : {};
     if (params.group_by === 'name') delete params.group_by;
+    if (this.page === 'sweep') params.view = 'sweep';
+    const sweep = this.sweep.state;
+    if (sweep.model) params.model = sweep.model;
+    if (sweep.top !== 10) params.sweep_top = String(sweep.top);
+    if (sweep.group_by !== 'name') params.sweep_group_by = sweep.group_by;
     writeHash(params);
   }
 
@@ -542,8 +579,8 @@ class OpCompareApp {
 
   showLoading(text) {
     if (!this.overlay) {
-      this.root.replaceChildren(h('div', {class: 'oc-page'}, h('div', {class: 'oc-loading oc-loading-page'},
-        h('div', {class: 'oc-spinner'}), h('span', {class: 'oc-loading-text'}, text))));
+      this.root.replaceChildren(h('div', {class: 'oc-loading oc-loading-page'},
+        h('div', {class: 'oc-spinner'}), h('span', {class: 'oc-loading-text'}, text)));
       return;
     }
     this.overlay.querySelector('.oc-loading-text').textContent = text;
@@ -561,13 +598,13 @@ class OpCompareApp {
   }
 
   showMessage(kind, title, text) {
-    this.root.replaceChildren(h('div', {class: 'oc-page'}, this.messageBox(kind, title, text)));
+    this.root.replaceChildren(this.messageBox(kind, title, text));
   }
 
   showEmptyState() {
     const snippet = (title, code) => h('div', {class: 'oc-snippet'}, h('div', {class: 'oc-label'}, title),
                                        h('pre', {}, h('code', {}, code)));
-    this.root.replaceChildren(h('div', {class: 'oc-page'},
+    this.root.replaceChildren(
       this.runErrorsPanel() || '',
       h('div', {class: 'oc-empty', id: 'oc-empty'},
         h('h2', {}, 'No profile runs found in this logdir'),
@@ -585,7 +622,7 @@ class OpCompareApp {
           '    record_shapes=True) as profiler:\n    for batch in loader:\n        train_step(batch)\n' +
           '        profiler.step()'),
         h('p', {}, 'Also read: TF1 ', h('code', {}, 'RunMetadata'), ' timelines (Chrome trace JSON) and ',
-          h('code', {}, 'trace.json.gz'), ' from TF 2.0–2.3. New runs show up when you reload this tab.'))));
+          h('code', {}, 'trace.json.gz'), ' from TF 2.0–2.3. New runs show up when you reload this tab.')));
   }
 }
 
@@ -596,8 +633,9 @@ function addStylesheet() {
 
 export async function render() {
   addStylesheet();
-  const root = h('div', {id: 'op-compare'});
-  document.body.replaceChildren(root);
+  const outer = h('div', {class: 'oc-page'});
+  const root = h('div', {class: 'oc-compare'});
+  document.body.replaceChildren(h('div', {id: 'op-compare'}, outer));
   const app = new OpCompareApp(root);
-  await app.start();
+  await app.start(outer);
 }

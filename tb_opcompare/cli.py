@@ -12,7 +12,8 @@ import sys
 
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
-from .documents import compare_csv, compare_document, runs_document, select_rows
+from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, select_rows,
+                        sweep_document, sweep_models, sweep_table)
 from .errors import ProfileError
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
@@ -56,6 +57,17 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout)")
     compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
     compare.set_defaults(handler=_compare)
+
+    sweep = commands.add_parser("sweep", help="how each op and the whole step scale with batch size")
+    sweep.add_argument("logdir")
+    sweep.add_argument("--model", help="model key (see `runs`); without it, the models that can be swept are listed")
+    sweep.add_argument("--top", type=_positive_int, default=10, help="plot the N ops with the most time (default 10)")
+    sweep.add_argument("--ops", action="append", metavar="OP", help="plot these ops instead (repeatable)")
+    sweep.add_argument("--group-by", choices=GROUP_BY, default="name")
+    sweep.add_argument("--csv", metavar="FILE", help="write the fits table as CSV to FILE ('-' for stdout)")
+    sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
+    sweep.add_argument("--json", action="store_true", help="print the sweep document as JSON")
+    sweep.set_defaults(handler=_sweep)
     return parser
 
 
@@ -140,12 +152,65 @@ def _compare(args) -> int:
     return EXIT_OK
 
 
+def _sweep(args) -> int:
+    catalog = Catalog(args.logdir)
+    if not args.model:
+        models = {m: sizes for m, sizes in sweep_models(catalog).items() if any(len(s) >= 2 for s in sizes.values())}
+        print("error: name a model with --model", file=sys.stderr)
+        print("models with two or more batch sizes on one device:" if models else "no model has two batch sizes on "
+              "one device", file=sys.stderr)
+        for model, sizes in sorted(models.items()):
+            print(f"  {model}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()), file=sys.stderr)
+        return EXIT_USAGE
+    document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by)
+    table = sweep_table(document)
+    if args.csv:
+        text = compare_csv(table, SWEEP_CSV_COLUMNS)
+        if args.csv == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.csv, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+    if args.html:
+        from .sweep_figures import sweep_html
+
+        with open(args.html, "w", encoding="utf-8") as handle:
+            handle.write(sweep_html(document, table, SWEEP_CSV_COLUMNS))
+    if args.json:
+        print(json.dumps(document, indent=2))
+    elif args.csv != "-":
+        _print_sweep(document, table)
+    enough = any(len(sizes) >= 2 for sizes in document["batch_sizes"].values())
+    return EXIT_OK if enough else EXIT_USAGE
+
+
+def _print_sweep(document: dict, table: list[dict]) -> None:
+    print(f"model {document['model']}: " + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
+    for warning in document["warnings"]:
+        print(f"warning: {warning}")
+    if document["steps"]:
+        print(f"\n{'device':<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
+        for row in document["steps"]:
+            print(f"{row['device']:<8}{row['batch_size']:>7}{_format_us(row['step_us']):>12}"
+                  f"{row['samples_per_s']:>12,.0f}  {row['basis']}")
+    wanted = set(document["top_ops"]) | {"(whole step)"}
+    print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even':>11}  op (device)")
+    for row in table:
+        if row["op"] not in wanted:
+            continue
+        crossing = row["breakeven_batch_size"]
+        breakeven = f"{crossing:.1f}" if crossing is not None else (row["gpu_faster"] or "-")
+        flag = "  poor fit" if row["poor_fit"] else ""
+        print(f"{_format_us(row['fixed_us']):>10}  {_format_us(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
+              f"  {breakeven:>11}  {row['op']} ({row['device']}){flag}")
+
+
 def _format_us(value) -> str:
     if value is None:
         return "-"
-    if value >= 1e6:
+    if abs(value) >= 1e6:
         return f"{value / 1e6:.2f} s"
-    if value >= 1e3:
+    if abs(value) >= 1e3:
         return f"{value / 1e3:.2f} ms"
     return f"{value:.1f} µs"
 

@@ -67,6 +67,12 @@ def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
     return chosen.assign(op_type=types)
 
 
+def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True) -> pd.DataFrame:
+    """One run's ops grouped by name or type, indexed by ``key``, with op_type,
+    occurrences, total_us, time_source, mean_us and share (the per-side compare columns)."""
+    return _group(effective_ops(ops, normalize), group_by)
+
+
 def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     key = "op_name" if group_by == "name" else "op_type"
     grouped = chosen.groupby(key, sort=False).agg(
@@ -92,8 +98,8 @@ def compare_ops(
     if group_by not in GROUP_BY:
         raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
     sides = {
-        "baseline": _group(effective_ops(baseline_ops, normalize), group_by),
-        "target": _group(effective_ops(target_ops, normalize), group_by),
+        "baseline": op_totals(baseline_ops, group_by, normalize),
+        "target": op_totals(target_ops, group_by, normalize),
     }
     merged = pd.DataFrame(index=sides["baseline"].index.union(sides["target"].index, sort=False))
     for side, table in sides.items():

@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from .catalog import Catalog, LoadedRun
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
 from .errors import ProfileError
+from .naming import model_key
 from .pairing import RunForPairing, pair_runs
+from .sweep import SweepRun, build_sweep
 
 RUN_FIELDS = ["run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps", "model", "sessions"]
 
@@ -221,3 +223,83 @@ def compare_csv(rows: list[dict], columns: list[str] = COMPARE_COLUMNS) -> str:
     for row in rows:
         writer.writerow([_csv_cell(row.get(column)) for column in columns])
     return buffer.getvalue()
+
+
+def _records(frame) -> list[dict]:
+    columns = list(frame.columns)
+    return [{c: finite_or_none(v) for c, v in zip(columns, row)} for row in frame.itertuples(index=False, name=None)]
+
+
+def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
+    """Every model key with its batch sizes per device (readable runs only)."""
+    models: dict[str, dict[str, set]] = {}
+    for source in catalog.sources(refresh=True):
+        try:
+            loaded = catalog.load(source.run)
+        except ProfileError:
+            continue
+        sizes = models.setdefault(loaded.model, {}).setdefault(loaded.profile.facts.device, set())
+        if loaded.profile.facts.batch_size:
+            sizes.add(loaded.profile.facts.batch_size)
+    return {model: {device: sorted(sizes) for device, sizes in devices.items()} for model, devices in models.items()}
+
+
+def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
+                   group_by: str = "name") -> dict:
+    """The batch sweep of one model key. A run that cannot be read becomes a warning
+    (it never hides the others); an unknown model raises UnknownRunError."""
+    loaded_runs, warnings, known = [], [], set()
+    for source in catalog.sources(refresh=True):
+        try:
+            loaded = catalog.load(source.run)
+        except ProfileError as error:
+            if model_key(source.run) == model:
+                warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
+            continue
+        known.add(loaded.model)
+        if loaded.model == model:
+            loaded_runs.append(loaded)
+    if not loaded_runs:
+        raise UnknownRunError(f"unknown model {model!r}", sorted(known))
+    runs = []
+    for loaded in loaded_runs:
+        facts = loaded.profile.facts
+        warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
+        runs.append({
+            "run": loaded.source.run, "device": facts.device, "device_name": facts.device_name,
+            "batch_size": facts.batch_size, "batch_size_source": facts.batch_size_source,
+            "steps": facts.steps, "step_time_us": finite_or_none(facts.step_time_us), "framework": facts.framework,
+        })
+    sweep = build_sweep(
+        [SweepRun(run=l.source.run, device=l.profile.facts.device, batch_size=l.profile.facts.batch_size,
+                  ops=l.profile.ops, steps=l.profile.facts.steps, step_time_us=l.profile.facts.step_time_us)
+         for l in loaded_runs],
+        top=top, ops=ops, group_by=group_by,
+    )
+    return {
+        "model": model,
+        "group_by": group_by,
+        "batch_sizes": sweep.batch_sizes,
+        "runs": runs,
+        "top_ops": sweep.top_ops,
+        "series": _records(sweep.series),
+        "steps": _records(sweep.steps),
+        "fits": _records(sweep.fits),
+        "breakeven": _records(sweep.breakeven),
+        "speedups": _records(sweep.speedups),
+        "warnings": warnings + sweep.warnings,
+    }
+
+
+SWEEP_CSV_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit",
+                     "breakeven_batch_size", "gpu_faster"]
+
+
+def sweep_table(document: dict) -> list[dict]:
+    """The fits table of a sweep document, each row with its op's break-even."""
+    crossings = {row["op"]: row for row in document["breakeven"]}
+    return [
+        {**fit, "breakeven_batch_size": crossings.get(fit["op"], {}).get("batch_size"),
+         "gpu_faster": crossings.get(fit["op"], {}).get("gpu_faster")}
+        for fit in document["fits"]
+    ]

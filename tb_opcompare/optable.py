@@ -61,6 +61,7 @@ class ProfileFacts:
     device_name: str | None = None
     steps: int | None = None
     steps_source: str = "unknown: the profile has no step markers"
+    step_time_us: float | None = None  # mean wall time of one profiled step, where markers give it
     batch_size: int | None = None
     batch_size_source: str | None = None
     framework: str | None = None

@@ -9,6 +9,10 @@ Routes, all under ``/data/plugin/op_compare/``:
                   ``documents.view_from_params`` narrow and order the rows
 ``compare.csv``   the same rows as a CSV download
 ``index.js`` ...  the frontend's files (``frontend/`` in a checkout, inside the wheel)
+``sweeps``        every model key with its batch sizes per device
+``sweep``         ``documents.sweep_document`` for ``model`` (+ ``top``, repeated ``ops``,
+                  ``group_by``), with the plotly ``figures`` of ``sweep_figures``
+``sweep.csv``     the fits table with each op's break-even batch size
 ``plotly.min.js`` the plotly.js bundle of the installed ``plotly`` package (no CDN)
 ================  ===========================================================================
 
@@ -34,12 +38,14 @@ from werkzeug import wrappers
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .discovery import has_profile_runs
-from .documents import apply_view, compare_csv, compare_document, runs_document, view_from_params
+from .documents import (SWEEP_CSV_COLUMNS, apply_view, compare_csv, compare_document, runs_document,
+                        sweep_document, sweep_models, sweep_table, view_from_params)
+from .sweep_figures import sweep_figures
 from .errors import ProfileError
 
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
-_FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "style.css")
+_FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "sweep.js", "style.css")
 _logger = logging.getLogger(__name__)
 
 
@@ -119,6 +125,9 @@ class OpComparePlugin(base_plugin.TBPlugin):
             "/runs": self._serve_runs,
             "/compare": self._serve_compare,
             "/compare.csv": self._serve_compare_csv,
+            "/sweeps": self._serve_sweeps,
+            "/sweep": self._serve_sweep,
+            "/sweep.csv": self._serve_sweep_csv,
         })
         return apps
 
@@ -160,6 +169,41 @@ class OpComparePlugin(base_plugin.TBPlugin):
             headers=[("Content-Disposition", f'attachment; filename="{filename}"')],
         )
 
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_sweeps(self, request):
+        return _json(request, {"models": sweep_models(self._catalog)})
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_sweep(self, request):
+        document = self._sweep(request.args)
+        document["figures"] = sweep_figures(document)
+        return _json(request, document)
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_sweep_csv(self, request):
+        document = self._sweep(request.args)
+        filename = f"opcompare_sweep_{_safe_name(document['model'])}.csv"
+        return http_util.Respond(
+            request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS), "text/csv",
+            headers=[("Content-Disposition", f'attachment; filename="{filename}"')],
+        )
+
+    def _sweep(self, args) -> dict:
+        model = args.get("model")
+        if not model:
+            raise BadRequest("missing parameter: model")
+        group_by = args.get("group_by") or "name"
+        if group_by not in GROUP_BY:
+            raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+        top_text = args.get("top") or "10"
+        if not top_text.isdigit() or not 1 <= int(top_text) <= 50:
+            raise BadRequest(f"top: expected an integer from 1 to 50, not {top_text!r}")
+        ops = [op for op in args.getlist("ops") if op] or None
+        return sweep_document(self._catalog, model, top=int(top_text), ops=ops, group_by=group_by)
+
     def _compare(self, args) -> dict:
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
@@ -181,14 +225,14 @@ class OpComparePlugin(base_plugin.TBPlugin):
             raise BadRequest(str(error)) from None
 
 
+def _safe_name(name: str) -> str:
+    """A run or model name reduced to characters safe in a header and a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "run"
+
+
 def csv_filename(baseline: str, target: str, group_by: str) -> str:
-    """``opcompare_<baseline>_vs_<target>.csv``, reduced to characters safe in a header."""
-
-    def safe(name: str) -> str:
-        return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "run"
-
     suffix = "_by-type" if group_by == "type" else ""
-    return f"opcompare_{safe(baseline)}_vs_{safe(target)}{suffix}.csv"
+    return f"opcompare_{_safe_name(baseline)}_vs_{_safe_name(target)}{suffix}.csv"
 
 
 class OpCompareLoader(base_plugin.TBLoader):

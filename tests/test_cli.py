@@ -22,8 +22,8 @@ def runs_doc():
 def test_runs_lists_every_format_with_facts(runs_doc):
     by_run = {r["run"]: r for r in runs_doc["runs"]}
     assert set(by_run) == {
-        "tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs8/train", "tf_keras/cnn_cpu_bs32/train",
-        "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
+        "tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs2/train", "tf_keras/cnn_cpu_bs8/train",
+        "tf_keras/cnn_cpu_bs32/train", "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16", "torch/cnn_torch_cpu_bs64",
     }
     assert by_run["tf1/mlp_gpu"]["device"] == "GPU"
     assert by_run["tf1/mlp_cpu"]["device"] == "CPU"

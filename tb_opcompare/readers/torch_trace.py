@@ -33,12 +33,12 @@ def is_torch_trace(trace: ChromeTrace) -> bool:
 def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
     threads: dict[tuple, list] = defaultdict(list)
     device_events = []
-    steps: set[str] = set()
+    steps: dict[str, float] = {}  # ProfilerStep#N -> duration (us)
     for event in trace.traceEvents:
         if event.ph != "X":
             continue
         if event.name.startswith(_STEP_PREFIX):
-            steps.add(event.name)
+            steps[event.name] = max(steps.get(event.name, 0.0), event.dur or 0.0)
             continue
         if event.cat in _OP_CATEGORIES or event.cat in _RUNTIME_CATEGORIES or event.cat in _ANNOTATION_CATEGORIES:
             threads[(event.pid, event.tid)].append(event)
@@ -81,6 +81,7 @@ def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
         facts.device_name = ", ".join(names) or None
     if steps:
         facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
+        facts.step_time_us = sum(steps.values()) / len(steps)
     for op in sorted(top_level_ops, key=lambda e: e.ts):
         batch = _batch_from_input_dims(op.args.input_dims)
         if batch:

@@ -31,7 +31,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     """
     events = OpEvents()
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
-    steps: set[int] = set()
+    steps: dict[int, int] = {}  # step number -> longest marker duration (ps)
     device_steps = 0
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
@@ -54,6 +54,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
         facts.device_name = ", ".join(sorted(set(device_names)))
     if steps:
         facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
+        facts.step_time_us = sum(steps.values()) / len(steps) / _PS_PER_US
     elif device_steps:
         facts.steps, facts.steps_source = device_steps, "Steps line of the device plane"
     else:
@@ -80,7 +81,7 @@ def _stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
-def _read_host_plane(plane, events: OpEvents, steps: set[int]) -> tuple[float, int] | None:
+def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[float, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
     This loop touches every host event, so it reads as few protobuf fields as it can:
@@ -113,7 +114,7 @@ def _read_host_plane(plane, events: OpEvents, steps: set[int]) -> tuple[float, i
                     step = next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
                     carries_step[metadata_id] = step is not None
                     if step is not None:
-                        steps.add(step)
+                        steps[step] = max(steps.get(step, 0), event.duration_ps)
         if not ops:
             continue
         order = np.lexsort((-np.asarray(durations, dtype=np.int64), np.asarray(starts, dtype=np.int64))).tolist()
