@@ -2,11 +2,12 @@
 // The plots come ready-made from the server (tb_opcompare/sweep_figures.py), the same
 // figures the CLI's offline HTML report shows.
 
-import {formatTime, h} from './format.js';
+import {formatShare, formatTime, h} from './format.js';
 
 const FIT_COLUMNS = [
   {name: 'op', label: 'Op', text: true},
   {name: 'device', label: 'Device', text: true},
+  {name: 'share', label: 'Share', title: 'mean share of op time across the runs'},
   {name: 'fixed_us', label: 'Fixed', time: true, title: 'time at batch size 0 (intercept)'},
   {name: 'per_sample_us', label: 'Per sample', time: true, title: 'added time per sample (slope)'},
   {name: 'r2', label: 'R²', title: 'how well the line fits the measured points'},
@@ -29,7 +30,7 @@ export class SweepView {
     this.loadPlotly = loadPlotly;
     this.state = state; // {model, top, group_by}
     this.onStateChange = onStateChange;
-    this.sort = {column: 'op', order: 'asc'};
+    this.sort = {column: 'share', order: 'desc'};
     this.requestId = 0;
     this.element = h('section', {class: 'oc-sweep', id: 'oc-sweep'});
   }
@@ -186,6 +187,7 @@ export class SweepView {
     this.fitBody.replaceChildren(...rows.slice(0, 2000).map((row) => h('tr', {class: row.poor_fit ? 'oc-poor-fit' : ''},
       h('td', {class: 'oc-text', title: row.op}, row.op),
       h('td', {}, row.device),
+      h('td', {class: 'oc-num'}, formatShare(row.share)),
       h('td', {class: 'oc-num'}, formatTime(row.fixed_us)),
       h('td', {class: 'oc-num'}, formatTime(row.per_sample_us)),
       h('td', {class: 'oc-num', title: row.poor_fit ? 'poor fit: the points are not on a line' : ''},

@@ -14,7 +14,7 @@ import math
 import re
 from collections.abc import Mapping
 
-from .catalog import Catalog, LoadedRun
+from .catalog import Catalog, LoadedRun, UnknownRunError
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
 from .errors import ProfileError
 from .naming import model_key
@@ -291,7 +291,7 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     }
 
 
-SWEEP_CSV_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit",
+SWEEP_CSV_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
                      "breakeven_batch_size", "gpu_faster"]
 
 

@@ -10,10 +10,12 @@ steps          device, batch_size, step_us, samples_per_s, basis, run. ``basis``
                where step_us came from: ``step markers`` (mean wall time of a profiled
                step) or ``op time per step`` (op time / steps, where no marker gave
                durations).
-fits           op, device, fixed_us, per_sample_us, r2, points, poor_fit: least squares
-               of mean_us = fixed_us + per_sample_us * batch_size, per op and device
-               with at least two batch sizes. ``poor_fit`` when R² < 0.9 over three or
-               more points (two points always fit exactly, so R² says nothing there).
+fits           op, device, fixed_us, per_sample_us, r2, points, poor_fit, share: least
+               squares of mean_us = fixed_us + per_sample_us * batch_size, per op and
+               device with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
+               three or more points (two points always fit exactly, so R² says nothing
+               there). ``share``: the op's mean share of its runs' op time (the whole
+               step: 1), to tell the ops that matter.
 breakeven      op, batch_size, gpu_faster: for ops fitted on CPU and on an accelerator,
                where the lines cross: the accelerator is faster ``above`` (the usual
                case: a higher fixed cost, a lower cost per sample) or ``below`` that
@@ -40,7 +42,7 @@ STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
 SERIES_COLUMNS = ["op", "device", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run"]
 STEPS_COLUMNS = ["device", "batch_size", "step_us", "samples_per_s", "basis", "run"]
-FIT_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit"]
+FIT_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
 BREAKEVEN_COLUMNS = ["op", "batch_size", "gpu_faster"]
 SPEEDUP_COLUMNS = ["op", "batch_size", "speedup"]
 
@@ -116,7 +118,7 @@ def build_sweep(
     series = every_op[every_op["op"].isin(top_ops)].reset_index(drop=True)[SERIES_COLUMNS]
 
     steps = _step_table(chosen, warnings)
-    step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP)
+    step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP, share=1.0)
     fits = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
     breakeven = breakeven_batch_sizes(fits)
     speedups = speedup_table(pd.concat([series, step_points], ignore_index=True))
@@ -179,7 +181,8 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
         per_sample, fixed = np.polyfit(x, y, 1)
         r2 = r_squared(y, fixed + per_sample * x)
         poor = len(group) >= 3 and r2 < POOR_FIT_R2
-        rows.append((op, device, float(fixed), float(per_sample), r2, len(group), bool(poor)))
+        share = float(group["share"].mean()) if "share" in group else None
+        rows.append((op, device, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 

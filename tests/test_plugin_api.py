@@ -199,3 +199,50 @@ def test_the_tab_appears_when_the_first_run_is_written(tmp_path):
         assert enabled(url) is True
         status, document = get_json(url, "runs")
         assert [run["run"] for run in document["runs"]] == ["mlp_cpu"]
+
+
+def test_sweeps_lists_models_with_their_batch_sizes(tensorboard_url):
+    status, document = get_json(tensorboard_url, "sweeps")
+    assert status == 200
+    assert document["models"]["torch/cnn_torch"] == {"CPU": [4, 16, 64]}
+    assert document["models"]["tf_keras/cnn/train"] == {"CPU": [2, 8, 32]}
+
+
+def test_sweep_document_and_its_figures(tensorboard_url):
+    status, document = get_json(tensorboard_url, "sweep", model="torch/cnn_torch", top=4)
+    assert status == 200
+    assert set(document) >= {"model", "batch_sizes", "series", "steps", "fits", "breakeven", "warnings", "figures"}
+    assert document["batch_sizes"] == {"CPU": [4, 16, 64]}
+    assert len(document["top_ops"]) == 4 and len(document["series"]) == 4 * 3
+    row = document["series"][0]
+    assert set(row) >= {"op", "device", "batch_size", "mean_us", "per_sample_us"}
+    assert row["per_sample_us"] == pytest.approx(row["mean_us"] / row["batch_size"])
+    assert {fit["op"] for fit in document["fits"]} >= set(document["top_ops"]) | {"(whole step)"}
+    figures = document["figures"]
+    assert set(figures) == {"op_time", "per_sample", "step"}  # no accelerator: no speedup plot
+    assert len(figures["op_time"]["data"]) == 4
+    assert figures["op_time"]["layout"]["xaxis"]["type"] == "log"
+    chosen = get_json(tensorboard_url, "sweep", model="torch/cnn_torch", ops="aten::mm")[1]
+    assert chosen["top_ops"] == ["aten::mm"]
+
+
+def test_sweep_csv_download(tensorboard_url):
+    status, headers, body = get(tensorboard_url, "sweep.csv", model="torch/cnn_torch")
+    assert status == 200 and headers["Content-Type"].startswith("text/csv")
+    assert headers["Content-Disposition"] == 'attachment; filename="opcompare_sweep_torch-cnn_torch.csv"'
+    table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
+    assert list(table[0]) == ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
+                              "breakeven_batch_size", "gpu_faster"]
+    _, document = get_json(tensorboard_url, "sweep", model="torch/cnn_torch")
+    assert [row["op"] for row in table] == [fit["op"] for fit in document["fits"]]
+
+
+@pytest.mark.parametrize(
+    "params, status, fragment",
+    [({}, 400, "missing parameter: model"), ({"model": "torch/cnn_torch", "top": "0"}, 400, "top"),
+     ({"model": "torch/cnn_torch", "group_by": "x"}, 400, "group_by"),
+     ({"model": "../../etc"}, 404, "unknown model")],
+)
+def test_sweep_errors(tensorboard_url, params, status, fragment):
+    got, document = get_json(tensorboard_url, "sweep", **params)
+    assert got == status and fragment in document["error"]["message"]

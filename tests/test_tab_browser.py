@@ -54,11 +54,11 @@ def hash_for(**state) -> str:
         for key, value in state.items())
 
 
-def open_tab(page, url: str, **state):
-    """Open TensorBoard on the Op Compare tab; return the plugin's frame once the table has rows."""
+def open_tab(page, url: str, ready: str = "#oc-count, #oc-message, #oc-empty", **state):
+    """Open TensorBoard on the Op Compare tab; return the plugin's frame once `ready` shows."""
     page.goto(f"{url}/{hash_for(**state)}")
     frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
-    frame.locator("#oc-count, #oc-message, #oc-empty").first.wait_for(timeout=60_000)
+    frame.locator(ready).first.wait_for(timeout=60_000)
     return frame
 
 
@@ -292,3 +292,46 @@ def test_five_thousand_rows_scroll_with_a_small_dom(page, tensorboard_url):
     assert shown_keys(frame)[-1] == by_name[-1]["key"]
     assert frame.locator("tr.oc-row").count() < 80
     assert sort_ms < 1500, f"sorting {len(expected)} rows took {sort_ms:.0f} ms"
+
+
+def test_batch_sweep_view_draws_its_plots(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch",
+                     sweep_top="5")
+    frame.locator("#oc-sweep-op_time .scatterlayer .trace >> nth=4").wait_for(timeout=60_000)
+    assert frame.locator("#oc-sweep-model").input_value() == "torch/cnn_torch"
+    for name in ("op_time", "per_sample"):
+        traces = frame.locator(f"#oc-sweep-{name} .scatterlayer .trace")
+        assert traces.count() == 5
+        assert frame.locator(f"#oc-sweep-{name} .scatterlayer .point").count() == 15  # 5 ops x 3 batch sizes
+    assert frame.locator("#oc-sweep-step .scatterlayer .point").count() == 6  # step time and throughput
+    assert frame.locator("#oc-sweep-speedup").is_hidden()  # CPU only: nothing to divide by
+    assert frame.locator("#oc-fits tbody tr").count() > 10
+    assert "batch 64" in frame.locator(".oc-sweep-runs").inner_text()
+    # sort the fits by R² and read it back
+    frame.locator("#oc-fits th[data-column='r2']").click()
+    r2 = [float(t.replace(" ⚠", "")) for t in frame.locator("#oc-fits tbody tr td:nth-child(6)").all_inner_texts()]
+    assert r2 == sorted(r2, reverse=True)
+    # switching model redraws and lands in the link
+    frame.locator("#oc-sweep-model").select_option("tf_keras/cnn/train")
+    page.wait_for_function("() => location.hash.includes('model=tf_keras%2Fcnn%2Ftrain')")
+    frame.locator(".oc-sweep-runs", has_text="batch 32").wait_for()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "op_compare_sweep.png"), full_page=True)
+    with page.expect_download() as download_info:
+        frame.locator("#oc-sweep-export").click()
+    assert download_info.value.suggested_filename == "opcompare_sweep_tf_keras-cnn-train.csv"
+    assert not page.page_errors
+
+
+def test_the_offline_html_report_draws_without_a_network(browser, tmp_path):
+    from conftest import LOGDIR, run_cli
+
+    report = tmp_path / "sweep.html"
+    assert run_cli("sweep", str(LOGDIR), "--model", "tf_keras/cnn/train", "--html", str(report)).returncode == 0
+    context = browser.new_context(offline=True)
+    page = context.new_page()
+    page.goto(report.as_uri())
+    page.locator("#op_time .scatterlayer .point >> nth=0").wait_for(timeout=30_000)
+    assert page.locator("#op_time .scatterlayer .trace").count() == 10
+    assert page.locator("table tbody tr").count() > 10
+    context.close()

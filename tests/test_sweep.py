@@ -1,0 +1,212 @@
+"""Batch-sweep maths on small frames, then on real TF Keras and PyTorch CPU sweeps."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import LOGDIR, run_cli
+from tb_opcompare.catalog import Catalog
+from tb_opcompare.documents import sweep_document
+from tb_opcompare.sweep import STEP, breakeven_batch_sizes, fit_lines, r_squared
+
+KERAS_MODEL = "tf_keras/cnn/train"  # cnn_cpu_bs{2,8,32}
+TORCH_MODEL = "torch/cnn_torch"  # cnn_torch_cpu_bs{4,16,64}
+
+
+def points(op: str, device: str, fixed: float, per_sample: float, sizes=(1, 8, 64), noise=None) -> pd.DataFrame:
+    sizes = np.asarray(sizes, dtype=float)
+    mean = fixed + per_sample * sizes + (0 if noise is None else np.asarray(noise))
+    return pd.DataFrame({"op": op, "device": device, "batch_size": sizes.astype(int), "mean_us": mean})
+
+
+def test_fit_recovers_a_line_and_flags_a_poor_one():
+    fits = fit_lines(pd.concat([
+        points("conv", "CPU", 100.0, 5.0),
+        points("odd", "CPU", 100.0, 0.0, sizes=(1, 8, 64, 128), noise=[0, 300, -200, 250]),
+        points("two", "CPU", 10.0, 1.0, sizes=(1, 8)),
+    ])).set_index("op")
+    assert fits.loc["conv", "fixed_us"] == pytest.approx(100.0)
+    assert fits.loc["conv", "per_sample_us"] == pytest.approx(5.0)
+    assert fits.loc["conv", "r2"] == pytest.approx(1.0) and not fits.loc["conv", "poor_fit"]
+    assert fits.loc["odd", "poor_fit"] and fits.loc["odd", "r2"] < 0.9
+    assert fits.loc["two", "points"] == 2 and not fits.loc["two", "poor_fit"]  # two points say nothing
+
+
+@pytest.mark.parametrize(
+    "cpu, gpu, expected",
+    [
+        ((10.0, 10.0), (100.0, 1.0), (10.0, "above")),  # GPU: high launch cost, cheap per sample
+        ((10.0, 10.0), (5.0, 1.0), (None, "always")),
+        ((10.0, 1.0), (100.0, 2.0), (None, "never")),
+        ((100.0, 1.0), (10.0, 4.0), (30.0, "below")),
+        ((10.0, 2.0), (20.0, 2.0), (None, "never")),  # parallel lines
+    ],
+)
+def test_breakeven_batch_size(cpu, gpu, expected):
+    fits = fit_lines(pd.concat([points("op", "CPU", *cpu), points("op", "GPU", *gpu)]))
+    (row,) = breakeven_batch_sizes(fits).to_dict("records")
+    batch_size, side = expected
+    assert row["gpu_faster"] == side
+    assert row["batch_size"] == (pytest.approx(batch_size) if batch_size else None)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return Catalog(str(LOGDIR))
+
+
+@pytest.mark.parametrize("model, sizes", [(KERAS_MODEL, [2, 8, 32]), (TORCH_MODEL, [4, 16, 64])])
+def test_real_sweep_has_one_point_per_batch_size(catalog, model, sizes):
+    document = sweep_document(catalog, model, top=8)
+    assert document["batch_sizes"] == {"CPU": sizes}
+    assert len(document["top_ops"]) == 8
+    for op in document["top_ops"]:
+        assert sorted(row["batch_size"] for row in document["series"] if row["op"] == op) == sizes, op
+    assert [row["batch_size"] for row in document["steps"]] == sizes
+    assert all(row["basis"] == "step markers" for row in document["steps"])
+    assert not document["warnings"]
+
+
+@pytest.mark.parametrize(
+    "model, conv_types",
+    [(KERAS_MODEL, {"FusedConv2D", "Conv2DBackpropFilterWithBias", "Conv2DBackpropInput"}),
+     (TORCH_MODEL, {"aten::convolution", "aten::convolution_backward"})],
+)
+def test_per_sample_time_of_conv_ops_falls_as_the_batch_grows(catalog, model, conv_types):
+    document = sweep_document(catalog, model, top=50, group_by="type")
+    series = pd.DataFrame(document["series"])
+    conv = series[series["op"].isin(conv_types)]
+    assert set(conv["op"]) == conv_types
+    for op, rows in conv.groupby("op"):
+        per_sample = rows.sort_values("batch_size")["per_sample_us"].to_numpy()
+        assert per_sample[-1] < per_sample[0] / 2, (op, per_sample)
+
+
+@pytest.mark.parametrize("model", [KERAS_MODEL, TORCH_MODEL])
+def test_fits_reproduce_the_measured_points_within_their_r2(catalog, model):
+    document = sweep_document(catalog, model, top=50, group_by="type")
+    measured = pd.DataFrame(document["series"])
+    steps = pd.DataFrame(document["steps"]).rename(columns={"step_us": "mean_us"}).assign(op=STEP)
+    measured = pd.concat([measured, steps])
+    checked = 0
+    for fit in document["fits"]:
+        rows = measured[(measured["op"] == fit["op"]) & (measured["device"] == fit["device"])]
+        if rows.empty:
+            continue  # ops beyond the top 50 have fits but no series
+        x = rows["batch_size"].to_numpy(dtype=float)
+        y = rows["mean_us"].to_numpy(dtype=float)
+        predicted = fit["fixed_us"] + fit["per_sample_us"] * x
+        assert r_squared(y, predicted) == pytest.approx(fit["r2"], abs=1e-9)
+        if fit["r2"] > 0.99:  # a near-perfect line misses no point by more than a tenth of the largest
+            assert np.abs(predicted - y).max() <= 0.1 * y.max(), fit
+        checked += 1
+    assert checked >= 10
+    step_fit = next(f for f in document["fits"] if f["op"] == STEP)
+    assert step_fit["per_sample_us"] > 0 and step_fit["points"] == 3
+
+
+def test_throughput_rises_with_batch_size_on_cpu(catalog):
+    steps = sweep_document(catalog, TORCH_MODEL)["steps"]
+    throughput = [row["samples_per_s"] for row in steps]
+    assert throughput == sorted(throughput) and throughput[-1] > 3 * throughput[0]
+    for row in steps:
+        assert row["samples_per_s"] == pytest.approx(row["batch_size"] / (row["step_us"] / 1e6))
+
+
+def test_a_run_whose_name_lies_is_shown_with_the_measured_batch_size(tmp_path):
+    """A real bs64 PyTorch trace filed under a run named ..._bs32."""
+    logdir = tmp_path / "logs"
+    for size in (4, 16):
+        shutil.copytree(LOGDIR / "torch" / f"cnn_torch_cpu_bs{size}", logdir / f"cnn_torch_cpu_bs{size}")
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs64", logdir / "cnn_torch_cpu_bs32")
+    document = sweep_document(Catalog(str(logdir)), "cnn_torch")
+    assert document["batch_sizes"] == {"CPU": [4, 16, 64]}
+    liar = next(run for run in document["runs"] if run["run"] == "cnn_torch_cpu_bs32")
+    assert liar["batch_size"] == 64 and liar["batch_size_source"].startswith("data")
+    assert any(w.startswith("cnn_torch_cpu_bs32: the run name says batch size 32 but the profile's tensors say 64")
+               for w in document["warnings"])
+
+
+def test_runs_recorded_in_one_keras_process_get_a_naming_warning(catalog, tmp_path):
+    """Runs of one model key that share few op names (as Keras runs recorded one after
+    another in one process do) get a warning; here two real runs of different models
+    are filed under one key."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(LOGDIR / "tf_keras" / "cnn_cpu_bs8" / "train", logdir / "mixed_cpu_bs8")
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs16", logdir / "mixed_cpu_bs16")
+    document = sweep_document(Catalog(str(logdir)), "mixed")
+    assert any("share few op names" in w for w in document["warnings"])
+    assert not any("share few op names" in w for w in sweep_document(catalog, TORCH_MODEL)["warnings"])
+
+
+def test_unknown_model_lists_the_known_ones(catalog):
+    from tb_opcompare.catalog import UnknownRunError
+
+    with pytest.raises(UnknownRunError) as raised:
+        sweep_document(catalog, "no/such/model")
+    assert TORCH_MODEL in raised.value.known and KERAS_MODEL in raised.value.known
+
+
+def test_cli_sweep_writes_csv_and_an_offline_html_report(tmp_path):
+    csv_path, html_path = tmp_path / "fits.csv", tmp_path / "sweep.html"
+    result = run_cli("sweep", str(LOGDIR), "--model", TORCH_MODEL, "--top", "5", "--csv", str(csv_path),
+                     "--html", str(html_path))
+    assert result.returncode == 0, result.stderr
+    assert "model torch/cnn_torch: CPU at batch sizes [4, 16, 64]" in result.stdout
+    assert "(whole step) (CPU)" in result.stdout
+    table = pd.read_csv(csv_path)
+    assert list(table.columns[:5]) == ["op", "device", "fixed_us", "per_sample_us", "r2"]
+    assert (table["device"] == "CPU").all() and STEP in set(table["op"])
+    page = html_path.read_text(encoding="utf-8")
+    assert "plotly.js v" in page  # the bundle is inlined ...
+    assert "<script src=" not in page and "cdn" not in page.lower().split("plotly.js v")[0]  # ... not fetched
+    assert "Batch sweep: torch/cnn_torch" in page
+
+
+def test_cli_sweep_without_a_model_lists_the_sweepable_ones():
+    result = run_cli("sweep", str(LOGDIR))
+    assert result.returncode == 2
+    assert "tf_keras/cnn/train\tCPU: [2, 8, 32]" in result.stderr
+    assert "torch/cnn_torch\tCPU: [4, 16, 64]" in result.stderr
+    assert "tf1_mlp" not in result.stderr  # one batch size (unknown): nothing to sweep
+
+
+def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float) -> "SweepRun":
+    from tb_opcompare.optable import OP_COLUMNS
+    from tb_opcompare.sweep import SweepRun
+
+    rows = [("host", "conv", "Conv2D", 2, 0, 2 * conv_us, 2 * conv_us, conv_us, conv_us, conv_us, 0.0),
+            ("host", "relu", "Relu", 2, 0, 2 * relu_us, 2 * relu_us, relu_us, relu_us, relu_us, 0.0)]
+    ops = pd.DataFrame(rows, columns=OP_COLUMNS)
+    return SweepRun(run=f"m_{device.lower()}_bs{batch_size}", device=device, batch_size=batch_size, ops=ops, steps=2,
+                    step_time_us=conv_us + relu_us + 50)
+
+
+def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
+    """Small frames with known lines: CPU conv = 10 + 10*bs, GPU conv = 100 + 1*bs (break-even 10)."""
+    from tb_opcompare.documents import _records
+    from tb_opcompare.sweep import build_sweep
+    from tb_opcompare.sweep_figures import sweep_figures
+
+    runs = [synthetic_run("CPU", bs, 10 + 10 * bs, 5 + bs) for bs in (1, 8, 64)]
+    runs += [synthetic_run("GPU", bs, 100 + 1 * bs, 20 + 0.1 * bs) for bs in (1, 8, 64)]
+    sweep = build_sweep(runs)
+    crossing = sweep.breakeven.set_index("op")
+    assert crossing.loc["conv", "batch_size"] == pytest.approx(10.0)
+    assert crossing.loc["conv", "gpu_faster"] == "above"
+    speedups = sweep.speedups.set_index(["op", "batch_size"])["speedup"]
+    assert speedups[("conv", 64)] == pytest.approx((10 + 640) / (100 + 64))
+    assert speedups[("conv", 1)] < 1 < speedups[("conv", 64)]
+    assert (STEP, 8) in speedups.index
+    document = {"series": _records(sweep.series), "top_ops": sweep.top_ops, "steps": _records(sweep.steps),
+                "speedups": _records(sweep.speedups)}
+    figures = sweep_figures(document)
+    assert set(figures) == {"op_time", "per_sample", "step", "speedup"}
+    names = [trace["name"] for trace in figures["speedup"]["data"]]
+    assert names[0] == STEP and set(names) == {STEP, "conv", "relu"}
+    dashes = {trace["name"]: trace["line"]["dash"] for trace in figures["op_time"]["data"]}
+    assert dashes == {"conv · CPU": "dot", "conv · GPU": "solid", "relu · CPU": "dot", "relu · GPU": "solid"}
