@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo demo-logs demo-logs-gpu test bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,23 @@ PORT ?= 6006
 # TensorBoard with the Op Compare tab on the demo logdir: open http://$(HOST):$(PORT)/#op_compare
 demo: $(STAMP)
 	$(BIN)/tensorboard --logdir demo_logs --host $(HOST) --port $(PORT)
+
+# Re-record the demo's TF and PyTorch runs with the recording helpers (CPU; the GPU part
+# on a machine with one). The TF1 pair in demo_logs/tf1_mlp is a public recording, kept.
+DEMO_BATCH_SIZES ?= 1,16,64
+demo-logs: $(STAMP)
+	$(MAKE) record-demo DEVICE=cpu
+
+demo-logs-gpu: $(STAMP)
+	$(MAKE) record-demo DEVICE=gpu
+
+record-demo:
+	rm -rf demo_logs/tf_keras/*_$(DEVICE)_bs* demo_logs/torch/*_$(DEVICE)_bs*
+	$(BIN)/tb-opcompare record --logdir demo_logs/tf_keras --model mnist_cnn --batch-sizes $(DEMO_BATCH_SIZES) \
+		--devices $(DEVICE) -- $(BIN)/python -m tb_opcompare.demo.mnist_tf --batch-size {batch_size}
+	$(BIN)/tb-opcompare record --logdir demo_logs/torch --model mnist_cnn_torch --batch-sizes $(DEMO_BATCH_SIZES) \
+		--devices $(DEVICE) -- $(BIN)/python -m tb_opcompare.demo.mnist_torch --batch-size {batch_size}
+	rm -f demo_logs/*/*/opcompare-record.log
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -115,23 +115,34 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
 
 
 def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
-    """Data first, then sidecar, then the run name; the sidecar overrides all."""
+    """Batch size: the profile's tensors, then the sidecar, then the run name; a claim
+    that disagrees with the measured size is shown as a warning. Device: the profile
+    (a device plane with activity); a sidecar that says otherwise gets a warning. Model:
+    the sidecar, then the run name."""
     facts = dataclasses.replace(parsed.facts, warnings=list(parsed.facts.warnings))
     sidecar, sidecar_warning = _read_sidecar(source)
     if sidecar_warning:
         facts.warnings.append(sidecar_warning)
-    name_batch = batch_size_from_name(source.run)
-    if facts.batch_size is None and name_batch is not None:
-        facts.batch_size, facts.batch_size_source = name_batch, "run name"
-    elif facts.batch_size is not None and name_batch is not None and name_batch != facts.batch_size:
-        facts.warnings.append(
-            f"the run name says batch size {name_batch} but the profile's tensors say {facts.batch_size}; "
-            "using the measured size"
-        )
-    if isinstance(sidecar.get("batch_size"), int) and sidecar["batch_size"] > 0:
-        facts.batch_size, facts.batch_size_source = sidecar["batch_size"], SIDECAR
-    if isinstance(sidecar.get("device"), str) and sidecar["device"]:
-        facts.device = sidecar["device"].upper()
+    sidecar_batch = sidecar.get("batch_size")
+    if not (isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and sidecar_batch > 0):
+        sidecar_batch = None
+    claims = [(sidecar_batch, "sidecar opcompare.json", SIDECAR), (batch_size_from_name(source.run), "run name",
+                                                                   "run name")]
+    if facts.batch_size is None:
+        claimed = next(((size, origin) for size, _, origin in claims if size is not None), None)
+        if claimed:
+            facts.batch_size, facts.batch_size_source = claimed
+    else:
+        for size, where, _ in claims:
+            if size is not None and size != facts.batch_size:
+                facts.warnings.append(f"the {where} says batch size {size} but the profile's tensors say "
+                                      f"{facts.batch_size}; using the measured size")
+    claimed_device = sidecar.get("device")
+    if isinstance(claimed_device, str) and claimed_device and claimed_device.upper() != facts.device:
+        facts.warnings.append(f"the sidecar opcompare.json says {claimed_device.upper()} but the profile shows "
+                              f"{facts.device} activity only; using the profile")
+    if facts.device_name is None and isinstance(sidecar.get("device_name"), str) and facts.device != "CPU":
+        facts.device_name = sidecar["device_name"]
     model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
     label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
     return LoadedRun(

@@ -68,7 +68,58 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
     sweep.add_argument("--json", action="store_true", help="print the sweep document as JSON")
     sweep.set_defaults(handler=_sweep)
+
+    record = commands.add_parser(
+        "record", help="run a training command once per device and batch size, profiled",
+        description="Runs COMMAND once per device and batch size into LOGDIR/<model>_<device>_bs<N>. "
+                    "{batch_size}, {run_dir}, {device} and {model} in COMMAND are filled in; the helpers in "
+                    "tb_opcompare.record read the same values from the environment.",
+    )
+    record.add_argument("--logdir", required=True)
+    record.add_argument("--model", required=True, help="model name: the runs' name prefix and model key")
+    record.add_argument("--batch-sizes", required=True, type=_int_list, help="comma-separated, e.g. 1,16,64")
+    record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
+    record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
+    record.set_defaults(handler=_record)
     return parser
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError("batch sizes must be positive integers")
+    return values
+
+
+def _device_list(text: str) -> list[str]:
+    from .record_runs import DEVICES
+
+    devices = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = [d for d in devices if d not in DEVICES]
+    if unknown or not devices:
+        raise argparse.ArgumentTypeError(f"devices must be among {', '.join(DEVICES)}")
+    return devices
+
+
+def _record(args) -> int:
+    from .record_runs import record_runs
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("error: give the training command after --, e.g. -- python train.py --batch-size {batch_size}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command)
+    failed = [r for r in results if not r.ok]
+    print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
+    for result in failed:
+        print(f"FAILED {result.run_dir}: {result.reason}", file=sys.stderr)
+    if results and not failed:
+        print(f"next: tensorboard --logdir {args.logdir}   (or: tb-opcompare sweep {args.logdir} --model {args.model})")
+    return EXIT_UNREADABLE if failed or not results else EXIT_OK
 
 
 def _positive_int(text: str) -> int:

@@ -1,0 +1,49 @@
+"""An MNIST-shaped CNN trained with PyTorch on random data, profiled with
+``tb_opcompare.record.torch_profile``.
+
+    python -m tb_opcompare.demo.mnist_torch --batch-size 16 --run-dir logs/mnist_cnn_torch_cpu_bs16
+    tb-opcompare record --logdir logs --model mnist_cnn_torch --batch-sizes 1,16,64 -- \\
+        python -m tb_opcompare.demo.mnist_torch --batch-size {batch_size}
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=10, help="training steps (profiled: 3 .. 7)")
+    parser.add_argument("--run-dir", help="default: $TB_OPCOMPARE_RUN_DIR")
+    args = parser.parse_args(argv)
+    import torch
+    from torch import nn
+
+    from tb_opcompare.record import torch_profile
+
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = nn.Sequential(
+        nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3), nn.ReLU(), nn.Flatten(),
+        nn.Linear(32 * 11 * 11, 64), nn.ReLU(), nn.Linear(64, 10),
+    ).to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    loss_fn = nn.CrossEntropyLoss()
+    active = min(5, max(1, args.steps - 3))
+    with torch_profile(args.run_dir, model=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn_torch",
+                       batch_size=args.batch_size, wait=1, warmup=2, active=active) as profiler:
+        for _ in range(args.steps):
+            x = torch.randn(args.batch_size, 1, 28, 28, device=device)
+            y = torch.randint(0, 10, (args.batch_size,), device=device)
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            profiler.step()
+    print(f"trained {args.steps} steps at batch size {args.batch_size}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The recording helpers and `tb-opcompare record`, run for real (TensorFlow CPU, PyTorch
+CPU) in subprocesses, then read back with the readers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import LOGDIR, run_cli
+from tb_opcompare.catalog import Catalog
+from tb_opcompare.record_runs import gpu_present
+
+PYTHON = sys.executable
+
+
+def run_python(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    result = subprocess.run([PYTHON, *args], capture_output=True, text=True, timeout=240, cwd=cwd,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def sidecar(run_dir) -> dict:
+    return json.loads((run_dir / "opcompare.json").read_text())
+
+
+def test_keras_callback_profiles_marked_steps_and_writes_the_sidecar(tmp_path):
+    run_dir = tmp_path / "mnist_cnn_cpu_bs8"
+    run_python("-m", "tb_opcompare.demo.mnist_tf", "--batch-size", "8", "--steps", "9", "--run-dir", str(run_dir))
+    loaded = Catalog(str(tmp_path)).load("mnist_cnn_cpu_bs8")
+    facts = loaded.profile.facts
+    assert facts.format == "xplane" and facts.device == "CPU"
+    assert facts.steps == 5 and facts.steps_source.startswith("step markers")  # batches 3..7
+    assert facts.step_time_us > 0
+    assert (facts.batch_size, facts.batch_size_source) == (8, "opcompare.json")
+    assert loaded.model == "mnist_cnn"
+    written = sidecar(run_dir)
+    assert written["versions"]["tensorflow"] and written["versions"]["keras"]
+    assert written["device"] == "CPU" and written["profiled_steps"] == [3, 7]
+    assert any(part.endswith("mnist_tf.py") for part in written["command"])
+    conv = loaded.profile.ops[loaded.profile.ops["op_type"].str.contains("Conv2D")]
+    assert len(conv) and (conv["occurrences"] % 5 == 0).all()  # once per profiled step
+
+
+def test_tf_context_manager_marks_a_custom_loop(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import tensorflow as tf
+        from tb_opcompare.record import tf_profile
+
+        weights = tf.Variable(tf.random.normal((64, 64)))
+
+        @tf.function
+        def train_step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.matmul(x, weights) ** 2)
+            weights.assign_sub(0.001 * tape.gradient(loss, weights))
+
+        with tf_profile(sys.argv[1], model="matmul", batch_size=16, first_step=2, steps=3) as profiler:
+            for step in range(8):
+                with profiler.step(step):
+                    train_step(tf.random.normal((16, 64)))
+    """))
+    run_python(str(script), str(tmp_path / "matmul_cpu_bs16"))
+    facts = Catalog(str(tmp_path)).load("matmul_cpu_bs16").profile.facts
+    assert facts.steps == 3 and facts.batch_size == 16
+    assert sidecar(tmp_path / "matmul_cpu_bs16")["profiled_steps"] == [2, 4]
+
+
+def test_torch_helper_records_shapes_steps_and_the_sidecar(tmp_path):
+    run_dir = tmp_path / "mnist_cnn_torch_cpu_bs8"
+    run_python("-m", "tb_opcompare.demo.mnist_torch", "--batch-size", "8", "--run-dir", str(run_dir))
+    loaded = Catalog(str(tmp_path)).load("mnist_cnn_torch_cpu_bs8")
+    facts = loaded.profile.facts
+    assert facts.format == "pytorch" and facts.device == "CPU"
+    assert facts.steps == 5 and facts.step_time_us > 0
+    assert facts.batch_size == 8 and facts.batch_size_source.startswith("data")  # from record_shapes
+    assert loaded.model == "mnist_cnn_torch" and not facts.warnings
+    assert sidecar(run_dir)["versions"]["torch"].startswith("2.")
+
+
+@pytest.mark.parametrize("module", ["tb_opcompare.demo.mnist_tf", "tb_opcompare.demo.mnist_torch"])
+def test_switching_profiling_off_writes_nothing(tmp_path, module):
+    run_dir = tmp_path / "run"
+    result = run_python("-m", module, "--batch-size", "4", "--run-dir", str(run_dir),
+                        env={"TB_OPCOMPARE_PROFILE": "0"})
+    assert "trained 10 steps at batch size 4" in result.stdout
+    assert not run_dir.exists()
+
+
+def test_record_cli_runs_every_batch_size_and_skips_an_absent_gpu(tmp_path):
+    logdir = tmp_path / "logs"
+    result = run_cli("record", "--logdir", str(logdir), "--model", "tiny", "--batch-sizes", "2,4",
+                     "--devices", "cpu,gpu", "--", PYTHON, "-m", "tb_opcompare.demo.mnist_torch",
+                     "--batch-size", "{batch_size}", "--steps", "6")
+    assert result.returncode == 0, result.stdout + result.stderr
+    if not gpu_present():
+        assert "gpu: no GPU visible here" in result.stdout
+    assert "[1/2] tiny_cpu_bs2:" in result.stdout and "[2/2] tiny_cpu_bs4:" in result.stdout
+    assert "2 of 2 runs recorded" in result.stdout
+    catalog = Catalog(str(logdir))
+    for size in (2, 4):
+        loaded = catalog.load(f"tiny_cpu_bs{size}")
+        assert loaded.profile.facts.batch_size == size and loaded.model == "tiny"
+        assert loaded.profile.facts.steps == 3  # 6 steps: wait 1, warm-up 2, active 3
+    sweep = json.loads(run_cli("sweep", str(logdir), "--model", "tiny", "--json").stdout)
+    assert sweep["batch_sizes"] == {"CPU": [2, 4]}
+
+
+def test_record_cli_says_which_runs_failed_and_why(tmp_path):
+    logdir = tmp_path / "logs"
+    show_env = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'], os.environ['TB_OPCOMPARE_BATCH_SIZE'])"
+    failing = run_cli("record", "--logdir", str(logdir), "--model", "crash", "--batch-sizes", "3", "--devices", "cpu",
+                      "--", PYTHON, "-c", "import sys; print('out of memory'); sys.exit(3)")
+    assert failing.returncode == 1
+    assert f"FAILED {logdir / 'crash_cpu_bs3'}: exit status 3" in failing.stderr
+    assert "out of memory" in failing.stderr
+    silent = run_cli("record", "--logdir", str(logdir), "--model", "silent", "--batch-sizes", "5", "--devices", "cpu",
+                     "--", PYTHON, "-c", show_env)
+    assert silent.returncode == 1 and "wrote no profile" in silent.stderr
+    # CPU runs hide the GPUs, and the batch size reaches the command's environment
+    assert (logdir / "silent_cpu_bs5" / "opcompare-record.log").read_text().split() == ["-1", "5"]
+    usage = run_cli("record", "--logdir", str(logdir), "--model", "m", "--batch-sizes", "x1")
+    assert usage.returncode == 2 and "comma-separated integers" in usage.stderr
+
+
+def test_sidecar_claims_that_disagree_with_the_data_are_warned_about(tmp_path):
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", tmp_path / "run")
+    (tmp_path / "run" / "opcompare.json").write_text(json.dumps({"batch_size": 5, "device": "GPU"}))
+    facts = Catalog(str(tmp_path)).load("run").profile.facts
+    assert (facts.batch_size, facts.device) == (4, "CPU")
+    assert any("sidecar opcompare.json says batch size 5 but the profile's tensors say 4" in w for w in facts.warnings)
+    assert any("sidecar opcompare.json says GPU but the profile shows CPU" in w for w in facts.warnings)
