@@ -87,8 +87,9 @@ function loadPlotly() {
 }
 
 function runLabel(run) {
-  const parts = [run.run, run.device];
+  const parts = [run.run, run.device || 'device unknown'];
   if (run.batch_size) parts.push(`bs ${run.batch_size}`);
+  if (!run.loaded) parts.push('not read yet');
   return parts.join(' · ');
 }
 
@@ -154,16 +155,17 @@ class OpCompareApp {
     if (this.page === 'sweep') this.showPage('sweep');
     this.showLoading('Finding profile runs…');
     loadPlotly().catch(() => {});
+    // First the listing that reads no trace (instant, even for a big logdir); then, if
+    // some runs were never read, the full one in the background, to fill in their facts.
     let listing;
     try {
-      listing = await fetchJson('runs');
+      listing = await fetchJson('runs?load=0');
+      if (!listing.runs.length && !listing.complete) listing = await fetchJson('runs');
     } catch (error) {
       this.showMessage('error', 'Could not list the profile runs', error.message);
       return;
     }
-    this.runs = listing.runs;
-    this.pairs = listing.pairs;
-    this.runErrors = listing.errors;
+    this.setListing(listing);
     if (!this.runs.length) {
       this.showEmptyState();
       return;
@@ -171,7 +173,22 @@ class OpCompareApp {
     this.chooseDefaultRuns();
     this.buildPage();
     this.showPage(this.page);
-    await this.loadComparison();
+    const comparison = this.loadComparison();
+    if (!listing.complete) {
+      fetchJson('runs').then((full) => {
+        this.setListing(full);
+        this.fillRunOptions();
+        this.errorsSlot.replaceChildren(this.runErrorsPanel() || '');
+        this.fillChooser();
+      }).catch(() => {});
+    }
+    await comparison;
+  }
+
+  setListing(listing) {
+    this.runs = listing.runs;
+    this.pairs = listing.pairs;
+    this.runErrors = listing.errors;
   }
 
   chooseDefaultRuns() {
@@ -266,24 +283,29 @@ class OpCompareApp {
       h('span', {class: 'oc-spacer-flex'}),
       this.count, this.exportLink);
 
-    this.errorsPanel = this.runErrorsPanel();
+    this.errorsSlot = h('div', {class: 'oc-errors-slot'}, this.runErrorsPanel() || '');
     this.content = h('div', {class: 'oc-content'}, this.notices, this.summary, charts, filters, this.table.element);
     this.overlay = h('div', {class: 'oc-loading', hidden: true}, h('div', {class: 'oc-spinner'}),
                      h('span', {class: 'oc-loading-text'}));
     this.messagePanel = h('div', {class: 'oc-message-slot'});
-    this.root.replaceChildren(chooser, this.errorsPanel || '', this.messagePanel,
+    this.root.replaceChildren(chooser, this.errorsSlot, this.messagePanel,
                               h('div', {class: 'oc-body'}, this.content, this.overlay));
+    this.fillRunOptions();
     this.fillChooser();
   }
 
   runSelect(side) {
     const select = h('select', {class: 'oc-select oc-run', id: `oc-${side}`, 'aria-label': `${side} run`,
                                 onchange: () => this.setSelection({[side]: select.value, [`${side}_session`]: null})});
-    for (const run of this.runs) select.append(h('option', {value: run.run}, runLabel(run)));
-    for (const error of this.runErrors) {
-      select.append(h('option', {value: error.run, disabled: true}, `${error.run} · unreadable`));
-    }
     return select;
+  }
+
+  fillRunOptions() {
+    for (const select of [this.baselineSelect, this.targetSelect]) {
+      select.replaceChildren(
+        ...this.runs.map((run) => h('option', {value: run.run}, runLabel(run))),
+        ...this.runErrors.map((error) => h('option', {value: error.run, disabled: true}, `${error.run} · unreadable`)));
+    }
   }
 
   sessionSelect(side) {

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
+import os
 
 from . import fs
 from .discovery import CHROME_TRACE, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource, discover
+from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .errors import ProfileError
 from .naming import batch_size_from_name, model_key
 from .optable import OpProfile
@@ -44,10 +45,14 @@ class LoadedRun:
 
 
 class Catalog:
-    def __init__(self, logdir: str):
+    """``cache_dir``: where parsed profiles are kept between processes (None: memory
+    only). ``max_trace_bytes``: the memory guard, see ``memory_guard``."""
+
+    def __init__(self, logdir: str, cache_dir: str | None = None, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                 max_trace_bytes: int | None = None):
         self.logdir = logdir
-        self._lock = threading.Lock()
-        self._cache: dict[tuple, OpProfile] = {}
+        self.cache = ProfileCache(cache_dir, memory_bytes)
+        self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
         self._sources: list[RunSource] | None = None
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
@@ -65,20 +70,84 @@ class Catalog:
         known = [s.run for s in self._sources or []]
         raise UnknownRunError(f"unknown run {run!r}", known)
 
-    def load(self, run: str, session: str | None = None) -> LoadedRun:
+    def _session(self, run: str, session: str | None) -> tuple[RunSource, str, tuple]:
         source = self.source(run)
         session = session or source.newest_session
         if session not in source.sessions:
             raise UnknownRunError(f"run {run!r} has no session {session!r}", list(source.sessions))
         paths = source.sessions[session]
         key = (source.format, tuple((p, *fs.signature(p)) for p in paths))
-        with self._lock:
-            profile = self._cache.get(key)
+        return source, session, key
+
+    def load(self, run: str, session: str | None = None) -> LoadedRun:
+        """The run's profile, read once and then served from the caches. Raises
+        UnknownRunError or ProfileError."""
+        source, session, key = self._session(run, session)
+        profile = self.cache.peek(key)
         if profile is None:
-            profile = read_profile(source.format, paths)
-            with self._lock:
-                self._cache[key] = profile
+            paths = source.sessions[session]
+            memory_guard(source.format, paths, self.max_trace_bytes)
+            profile = self.cache.get(key, lambda: read_profile(source.format, paths))
         return _settle_facts(source, session, profile)
+
+    def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
+        """The run if its profile is already in a cache (memory or disk), else None; never
+        reads a trace. Raises ProfileError for a file already known to be unreadable."""
+        source, session, key = self._session(run, session)
+        profile = self.cache.peek(key)
+        return None if profile is None else _settle_facts(source, session, profile)
+
+
+# Peak memory of a read, per byte of trace (measured by benchmarks/bench_readers.py:
+# 30 MB xplane -> +328 MB; 211 MB PyTorch JSON -> +744 MB), with a margin.
+_PEAK_PER_BYTE = {XPLANE: 12.0, "json": 4.5}
+
+
+def default_trace_limit() -> int:
+    """Half of the machine's memory, expressed as the trace size whose read would need it."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = 8 * 1024**3
+    return int(physical * 0.5)
+
+
+def estimated_read_bytes(file_format: str, paths: list[str]) -> int:
+    """Roughly the memory a read of these files takes at its peak."""
+    total = 0
+    for path in paths:
+        size = fs.signature(path)[0]
+        if path.endswith(".gz") and not fs.is_remote(path):
+            size = max(size, _gzip_original_size(path))
+        total += size * _PEAK_PER_BYTE.get(file_format, _PEAK_PER_BYTE["json"])
+    return int(total)
+
+
+def _gzip_original_size(path: str) -> int:
+    """The gzip trailer's size field (modulo 4 GiB): the uncompressed size."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(-4, os.SEEK_END)
+            return int.from_bytes(handle.read(4), "little")
+    except OSError:
+        return 0
+
+
+def memory_guard(file_format: str, paths: list[str], limit_bytes: int) -> None:
+    """Refuse a read that would need more memory than the limit, with the way out, rather
+    than let the kernel kill TensorBoard."""
+    if limit_bytes <= 0:
+        return
+    needed = estimated_read_bytes(file_format, paths)
+    if needed > limit_bytes:
+        size_mb = sum(fs.signature(p)[0] for p in paths) / 1e6
+        raise ProfileError(
+            paths[0],
+            f"too large to read here: {size_mb:,.0f} MB of trace needs about {needed / 1e9:,.1f} GB of memory, above "
+            f"the {limit_bytes / 1e9:,.1f} GB limit (memory guard). Raise it with --opcompare_max_read_gb or "
+            "`tb-opcompare --max-read-gb`, or precompute on a bigger machine with `tb-opcompare index` and share "
+            "the cache directory",
+        )
 
 
 def read_profile(file_format: str, paths: list[str]) -> OpProfile:
@@ -112,6 +181,14 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     except ValueError as error:
         return {}, f"{path}: ignored, not a JSON object ({error})"
     return sidecar, None
+
+
+def read_sidecar_model(source: RunSource) -> tuple[str, str | None]:
+    """(model key, label) from the sidecar and the run name alone, for runs not read yet."""
+    sidecar, _ = _read_sidecar(source)
+    model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
+    label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
+    return model or model_key(source.run), label
 
 
 def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from .cache import default_cache_dir
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, select_rows,
@@ -38,13 +40,21 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tb-opcompare", description="Compare per-op times of profile runs.")
     commands = parser.add_subparsers(dest="command", required=True)
+    reading = argparse.ArgumentParser(add_help=False)
+    group = reading.add_argument_group("reading")
+    group.add_argument("--cache-dir", help="where parsed profiles are kept (default: $TB_OPCOMPARE_CACHE_DIR, else "
+                                           "~/.cache/tb-opcompare)")
+    group.add_argument("--no-cache", action="store_true", help="keep parsed profiles in memory only")
+    group.add_argument("--max-read-gb", type=float, default=0,
+                       help="refuse reads needing more memory than this (default: half of this machine's memory)")
 
-    runs = commands.add_parser("runs", help="list the profile runs in a logdir and the automatic pairs")
+    runs = commands.add_parser("runs", parents=[reading], help="list the profile runs in a logdir and the automatic pairs")
     runs.add_argument("logdir")
     runs.add_argument("--json", action="store_true", help="print the runs document as JSON")
+    runs.add_argument("--lazy", action="store_true", help="read no trace: facts of cached runs, names for the rest")
     runs.set_defaults(handler=_runs)
 
-    compare = commands.add_parser("compare", help="compare two runs op by op (default: every automatic pair)")
+    compare = commands.add_parser("compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)")
     compare.add_argument("logdir")
     compare.add_argument("--baseline", help="baseline run (default: the CPU run of each pair)")
     compare.add_argument("--target", help="target run (default: the GPU run of each pair)")
@@ -58,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
     compare.set_defaults(handler=_compare)
 
-    sweep = commands.add_parser("sweep", help="how each op and the whole step scale with batch size")
+    sweep = commands.add_parser("sweep", parents=[reading], help="how each op and the whole step scale with batch size")
     sweep.add_argument("logdir")
     sweep.add_argument("--model", help="model key (see `runs`); without it, the models that can be swept are listed")
     sweep.add_argument("--top", type=_positive_int, default=10, help="plot the N ops with the most time (default 10)")
@@ -81,7 +91,31 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
     record.set_defaults(handler=_record)
+
+    index = commands.add_parser("index", parents=[reading],
+                                help="read every run into the cache ahead of time, in parallel")
+    index.add_argument("logdir")
+    index.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, help="worker processes")
+    index.set_defaults(handler=_index)
     return parser
+
+
+def _catalog(args) -> Catalog:
+    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
+    limit = int(args.max_read_gb * 1e9) if args.max_read_gb > 0 else None
+    return Catalog(args.logdir, cache_dir=cache_dir, max_trace_bytes=limit)
+
+
+def _index(args) -> int:
+    from .indexing import index_logdir
+
+    catalog = _catalog(args)
+    report = index_logdir(catalog, jobs=args.jobs, say=print)
+    print(f"{report.read} read, {report.cached} already cached, {len(report.errors)} unreadable "
+          f"in {report.seconds:.1f} s; cache: {catalog.cache.cache_dir or '(memory only)'}")
+    for path, reason in report.errors:
+        print(f"  {path}: {reason}", file=sys.stderr)
+    return EXIT_UNREADABLE if report.errors else EXIT_OK
 
 
 def _int_list(text: str) -> list[int]:
@@ -130,7 +164,7 @@ def _positive_int(text: str) -> int:
 
 
 def _runs(args) -> int:
-    document = runs_document(Catalog(args.logdir))
+    document = runs_document(_catalog(args), load=not args.lazy)
     if args.json:
         print(json.dumps(document, indent=2))
     else:
@@ -144,10 +178,10 @@ def _print_runs(document: dict) -> None:
     for run in document["runs"]:
         batch = f"{run['batch_size']} ({run['batch_size_source']})" if run["batch_size"] else "unknown"
         steps = run["steps"] if run["steps"] is not None else "unknown"
-        device = run["device"] + (f" [{run['device_name']}]" if run["device_name"] else "")
+        device = (run["device"] or "unknown") + (f" [{run['device_name']}]" if run["device_name"] else "")
         print(
             f"{run['run']}\tformat={run['format']}\tdevice={device}\tbatch={batch}\tsteps={steps}"
-            f"\tmodel={run['model']}\tsessions={len(run['sessions'])}"
+            f"\tmodel={run['model']}\tsessions={len(run['sessions'])}" + ("" if run["loaded"] else "\t(not read yet)")
         )
     if document["pairs"]:
         print("\npairs (baseline -> target):")
@@ -160,7 +194,7 @@ def _print_runs(document: dict) -> None:
 
 
 def _compare(args) -> int:
-    catalog = Catalog(args.logdir)
+    catalog = _catalog(args)
     if bool(args.baseline) != bool(args.target):
         print("error: give both --baseline and --target, or neither to compare every automatic pair", file=sys.stderr)
         return EXIT_USAGE
@@ -204,7 +238,7 @@ def _compare(args) -> int:
 
 
 def _sweep(args) -> int:
-    catalog = Catalog(args.logdir)
+    catalog = _catalog(args)
     if not args.model:
         models = {m: sizes for m, sizes in sweep_models(catalog).items() if any(len(s) >= 2 for s in sizes.values())}
         print("error: name a model with --model", file=sys.stderr)

@@ -14,10 +14,11 @@ import math
 import re
 from collections.abc import Mapping
 
-from .catalog import Catalog, LoadedRun, UnknownRunError
+from .catalog import Catalog, LoadedRun, UnknownRunError, read_sidecar_model
+from .discovery import RunSource
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
 from .errors import ProfileError
-from .naming import model_key
+from .naming import batch_size_from_name, device_from_name, model_key
 from .pairing import RunForPairing, pair_runs
 from .sweep import SweepRun, build_sweep
 
@@ -41,19 +42,47 @@ def run_record(loaded: LoadedRun) -> dict:
         "session": loaded.session,
         "framework": facts.framework,
         "warnings": list(facts.warnings),
+        "loaded": True,
     }
 
 
-def runs_document(catalog: Catalog) -> dict:
-    """Every run's facts (newest session), the automatic pairs, and what could not be read."""
+def unread_run_record(source: RunSource) -> dict:
+    """What is known of a run before its trace is read: its name and sidecar only."""
+    model, label = read_sidecar_model(source)
+    batch_size = batch_size_from_name(source.run)
+    return {
+        "run": source.run,
+        "format": source.format,
+        "device": device_from_name(source.run),
+        "device_name": None,
+        "batch_size": batch_size,
+        "batch_size_source": "run name" if batch_size else None,
+        "steps": None,
+        "steps_source": None,
+        "model": model,
+        "label": label,
+        "sessions": list(source.sessions),
+        "session": source.newest_session,
+        "framework": None,
+        "warnings": [],
+        "loaded": False,
+    }
+
+
+def runs_document(catalog: Catalog, load: bool = True) -> dict:
+    """Every run's facts (newest session), the automatic pairs, and what could not be read.
+
+    ``load=False`` reads no trace: runs already in the cache have their facts, the others
+    what their names and sidecars say (``"loaded": false``, device guessed from the name).
+    """
     runs, errors, for_pairing = [], [], []
     for source in catalog.sources(refresh=True):
         try:
-            loaded = catalog.load(source.run)
+            loaded = catalog.load(source.run) if load else catalog.peek(source.run)
         except ProfileError as error:
             errors.append({"run": source.run, "path": error.path, "message": error.reason})
             continue
-        record = run_record(loaded)
+        record = run_record(loaded) if loaded else unread_run_record(source)
         runs.append(record)
         for_pairing.append(
             RunForPairing(
@@ -61,10 +90,11 @@ def runs_document(catalog: Catalog) -> dict:
                 model=record["model"],
                 device=record["device"],
                 batch_size=record["batch_size"],
-                op_names=frozenset(loaded.profile.ops["op_name"]),
+                op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
             )
         )
-    return {"runs": runs, "pairs": pair_runs(for_pairing), "errors": errors}
+    return {"runs": runs, "pairs": pair_runs(for_pairing), "errors": errors,
+            "complete": all(run["loaded"] for run in runs)}
 
 
 def compare_document(

@@ -23,6 +23,16 @@ def batch_size_from_name(run: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def device_from_name(run: str) -> str | None:
+    """The device kind a run's name claims (``CPU``, ``GPU``, ...), or None. Only a guess
+    for runs not read yet: the profile decides."""
+    match = _DEVICE_TOKEN.search(run)
+    if not match:
+        return None
+    token = re.match(r"[a-z]+", match.group(0).lower()).group(0)
+    return {"cuda": "GPU"}.get(token, token.upper())
+
+
 def model_key(run: str) -> str:
     key = _BATCH_TOKEN.sub("", _DEVICE_TOKEN.sub("", run))
     key = _REPEATED_SEPARATORS.sub(lambda m: "/" if "/" in m.group(0) else m.group(1), key)

@@ -17,7 +17,7 @@ JACCARD_THRESHOLD = 0.5
 class RunForPairing:
     run: str
     model: str
-    device: str
+    device: str | None
     batch_size: int | None
     op_names: frozenset[str]
 
@@ -29,7 +29,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 def pair_runs(runs: list[RunForPairing]) -> list[dict]:
     baselines = [r for r in runs if r.device == "CPU"]
-    targets = [r for r in runs if r.device != "CPU"]
+    targets = [r for r in runs if r.device not in (None, "CPU")]  # None: not read yet, name says nothing
     pairs = []
     paired: set[str] = set()
     for cpu in baselines:

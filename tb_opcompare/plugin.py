@@ -3,7 +3,8 @@
 Routes, all under ``/data/plugin/op_compare/``:
 
 ================  ===========================================================================
-``runs``          ``documents.runs_document``: runs, automatic pairs, unreadable files
+``runs``          ``documents.runs_document``: runs, automatic pairs, unreadable files;
+                  ``load=0`` reads no trace (cached facts, else what names say)
 ``compare``       ``documents.compare_document`` for ``baseline``/``target`` (+ ``group_by``,
                   ``baseline_session``, ``target_session``); the view parameters of
                   ``documents.view_from_params`` narrow and order the rows
@@ -35,6 +36,7 @@ from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from .cache import default_cache_dir
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .discovery import has_profile_runs
@@ -104,7 +106,14 @@ class OpComparePlugin(base_plugin.TBPlugin):
 
     def __init__(self, context: base_plugin.TBContext):
         self._logdir = context.logdir or ""
-        self._catalog = Catalog(self._logdir)
+        flags = context.flags
+        cache_dir = getattr(flags, "opcompare_cache_dir", None) or default_cache_dir()
+        max_read_gb = getattr(flags, "opcompare_max_read_gb", 0) or 0
+        self._catalog = Catalog(
+            self._logdir,
+            cache_dir=None if cache_dir.lower() == "none" else cache_dir,
+            max_trace_bytes=int(max_read_gb * 1e9) if max_read_gb > 0 else None,
+        )
         self._active = False
         self._frontend = _frontend_dir()
 
@@ -147,7 +156,10 @@ class OpComparePlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     @_json_errors
     def _serve_runs(self, request):
-        return _json(request, runs_document(self._catalog))
+        load = request.args.get("load", "1")
+        if load not in ("0", "1"):
+            raise BadRequest(f"load: expected 0 or 1, not {load!r}")
+        return _json(request, runs_document(self._catalog, load=load == "1"))
 
     @wrappers.Request.application
     @_json_errors
@@ -237,6 +249,17 @@ def csv_filename(baseline: str, target: str, group_by: str) -> str:
 
 class OpCompareLoader(base_plugin.TBLoader):
     """Entry point for TensorBoard (``tensorboard_plugins`` in pyproject.toml)."""
+
+    def define_flags(self, parser):
+        group = parser.add_argument_group("op_compare")
+        group.add_argument(
+            "--opcompare_cache_dir", metavar="DIR", default=None,
+            help="Op Compare: where parsed profiles are kept between starts (default: $TB_OPCOMPARE_CACHE_DIR, "
+                 "else ~/.cache/tb-opcompare; 'none' keeps them in memory only). Never the logdir.")
+        group.add_argument(
+            "--opcompare_max_read_gb", metavar="GB", type=float, default=0,
+            help="Op Compare: refuse to read a trace whose read would need more memory than this "
+                 "(default 0: half of this machine's memory).")
 
     def load(self, context):
         return OpComparePlugin(context)

@@ -6,6 +6,10 @@ from pathlib import Path
 
 import pytest
 
+# Parsed-profile cache of this test session (the CLI and TensorBoard processes inherit
+# it), so tests never touch ~/.cache.
+os.environ.setdefault("TB_OPCOMPARE_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="opcompare-test-cache-"))
+
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGDIR = FIXTURES / "logdir"
 REALTRACES = FIXTURES / "realtraces"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,13 +20,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_tensorboard(logdir: Path, timeout: float = 90.0):
+def running_tensorboard(logdir: Path, timeout: float = 90.0, env: dict | None = None):
     port = free_port()
     log = open(Path(logdir).parent / f"tensorboard-{port}.log", "w+")
     process = subprocess.Popen(
         [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
          "--port", str(port), "--load_fast=false"],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
     )
     url = f"http://127.0.0.1:{port}"
     try:

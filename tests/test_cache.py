@@ -1,0 +1,211 @@
+"""Caching and scale: one parse per file however many ask, an on-disk cache that survives
+restarts and notices changed files, a bounded memory cache, a memory guard, listings
+that read no trace, and `tb-opcompare index`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import LOGDIR, run_cli
+from tb_opcompare import cache as cache_module
+from tb_opcompare.catalog import Catalog
+from tb_opcompare.errors import ProfileError
+
+TORCH_RUN = "torch/cnn_torch_cpu_bs64"
+TF_RUN = "tf_keras/cnn_cpu_bs32/train"
+
+
+@pytest.fixture
+def logdir(tmp_path) -> Path:
+    copy = tmp_path / "logs"
+    shutil.copytree(LOGDIR, copy)
+    return copy
+
+
+def file_listing(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def test_twenty_concurrent_loads_of_a_cold_run_parse_it_once(logdir):
+    catalog = Catalog(str(logdir), cache_dir=None)
+    barrier = threading.Barrier(20)
+    results, failures = [], []
+
+    def load():
+        barrier.wait()
+        try:
+            results.append(catalog.load(TORCH_RUN).profile)
+        except Exception as error:  # noqa: BLE001 - the test reports any failure
+            failures.append(error)
+
+    threads = [threading.Thread(target=load) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert list(catalog.cache.parses.values()) == [1]
+    assert all(profile.ops is results[0].ops for profile in results)  # one table, shared
+
+
+def test_twenty_concurrent_compare_requests_to_the_plugin_parse_each_file_once(logdir, tmp_path):
+    """The plugin's own WSGI app under 20 threads, on a cold pair."""
+    from werkzeug.test import Client
+
+    from tb_opcompare.plugin import OpComparePlugin
+
+    class Flags:
+        opcompare_cache_dir = str(tmp_path / "cache")
+        opcompare_max_read_gb = 0
+
+    from tensorboard.plugins.base_plugin import TBContext
+
+    plugin = OpComparePlugin(TBContext(logdir=str(logdir), flags=Flags()))
+    app = plugin.get_plugin_apps()["/compare"]
+    barrier = threading.Barrier(20)
+    statuses = []
+
+    def request():
+        barrier.wait()
+        response = Client(app).get("/compare", query_string={"baseline": TORCH_RUN, "target": TF_RUN})
+        statuses.append((response.status_code, len(json.loads(response.data)["rows"])))
+
+    threads = [threading.Thread(target=request) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(statuses) == 20 and len(set(statuses)) == 1 and statuses[0][0] == 200
+    parses = plugin._catalog.cache.parses
+    assert len(parses) == 2 and set(parses.values()) == {1}
+
+
+def test_a_second_process_reads_the_disk_cache_not_the_trace(logdir, tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    first = Catalog(str(logdir), cache_dir=cache_dir).load(TF_RUN).profile
+    # Same size, same modification time, different bytes: only a cache hit can still read it.
+    (xplane,) = (logdir / TF_RUN).rglob("*.xplane.pb")
+    stat = xplane.stat()
+    xplane.write_bytes(os.urandom(stat.st_size))
+    os.utime(xplane, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    second_catalog = Catalog(str(logdir), cache_dir=cache_dir)
+    second = second_catalog.load(TF_RUN).profile
+    assert not second_catalog.cache.parses
+    assert second.facts == first.facts
+    assert second.ops.equals(first.ops)
+    # a file that changes on disk is read again (here: now garbage, so a clear error)
+    os.utime(xplane, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    with pytest.raises(ProfileError) as raised:
+        Catalog(str(logdir), cache_dir=cache_dir).load(TF_RUN)
+    assert str(xplane) == raised.value.path
+
+
+def test_a_reader_version_change_invalidates_the_disk_cache(logdir, tmp_path, monkeypatch):
+    cache_dir = str(tmp_path / "cache")
+    Catalog(str(logdir), cache_dir=cache_dir).load(TORCH_RUN)
+    monkeypatch.setattr(cache_module, "READER_VERSION", "test-next")
+    catalog = Catalog(str(logdir), cache_dir=cache_dir)
+    catalog.load(TORCH_RUN)
+    assert list(catalog.cache.parses.values()) == [1]
+
+
+def test_unreadable_files_are_remembered_until_they_change(logdir, tmp_path):
+    broken = logdir / "broken_cpu"
+    broken.mkdir()
+    (broken / "trace.json").write_text('{"traceEvents": [')
+    cache_dir = str(tmp_path / "cache")
+    with pytest.raises(ProfileError):
+        Catalog(str(logdir), cache_dir=cache_dir).load("broken_cpu")
+    again = Catalog(str(logdir), cache_dir=cache_dir)
+    with pytest.raises(ProfileError) as raised:
+        again.peek("broken_cpu")  # known broken without reading it
+    assert "truncated" in raised.value.reason and not again.cache.parses
+
+
+def test_memory_cache_stays_within_its_bound(logdir):
+    catalog = Catalog(str(logdir), cache_dir=None, memory_bytes=150_000)
+    for source in catalog.sources():
+        catalog.load(source.run)
+    assert catalog.cache.held_bytes <= 150_000 or len(catalog.cache._memory) == 1
+    assert len(catalog.cache._memory) < len(catalog.sources())
+    newest = catalog.sources()[-1].run
+    assert catalog.peek(newest) is not None  # the most recently used stays
+
+
+def test_an_unwritable_cache_dir_degrades_to_memory(logdir, tmp_path, caplog):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache directory would go")
+    catalog = Catalog(str(logdir), cache_dir=str(blocker / "cache"))
+    assert catalog.load(TORCH_RUN).profile.facts.batch_size == 64
+    assert "cannot write the profile cache" in caplog.text
+
+
+def test_memory_guard_refuses_a_read_that_would_not_fit(logdir):
+    catalog = Catalog(str(logdir), cache_dir=None, max_trace_bytes=100_000)
+    with pytest.raises(ProfileError) as raised:
+        catalog.load(TORCH_RUN)
+    assert "memory guard" in raised.value.reason and "tb-opcompare index" in raised.value.reason
+    assert not catalog.cache.parses
+    result = run_cli("compare", str(logdir), "--baseline", TORCH_RUN, "--target", TF_RUN, "--max-read-gb", "0.0001")
+    assert result.returncode == 1 and "too large to read here" in result.stderr
+
+
+def test_lazy_listing_reads_no_trace_and_knows_cached_runs(logdir, tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    catalog = Catalog(str(logdir), cache_dir=cache_dir)
+    from tb_opcompare.documents import runs_document
+
+    listing = runs_document(catalog, load=False)
+    assert not catalog.cache.parses and listing["complete"] is False
+    gpu = next(run for run in listing["runs"] if run["run"] == "tf1/mlp_gpu")
+    assert (gpu["device"], gpu["loaded"]) == ("GPU", False)  # from the name, until read
+    assert listing["pairs"][0]["baseline"] == "tf1/mlp_cpu"
+    catalog.load(TORCH_RUN)
+    fresh = Catalog(str(logdir), cache_dir=cache_dir)
+    listing = runs_document(fresh, load=False)
+    torch_run = next(run for run in listing["runs"] if run["run"] == TORCH_RUN)
+    assert torch_run["loaded"] is True and torch_run["steps"] == 2 and not fresh.cache.parses
+
+
+def test_index_fills_the_cache_with_worker_processes(logdir, tmp_path):
+    cache_dir = str(tmp_path / "cache")
+    before = file_listing(logdir)
+    first = run_cli("index", str(logdir), "--jobs", "2", "--cache-dir", cache_dir)
+    assert first.returncode == 0, first.stderr
+    sessions = sum(len(source.sessions) for source in Catalog(str(logdir)).sources())
+    assert f"{sessions} read, 0 already cached, 0 unreadable" in first.stdout
+    second = run_cli("index", str(logdir), "--cache-dir", cache_dir)
+    assert f"0 read, {sessions} already cached" in second.stdout
+    lazy = run_cli("runs", str(logdir), "--lazy", "--cache-dir", cache_dir)
+    assert "not read yet" not in lazy.stdout
+    assert file_listing(logdir) == before  # nothing is ever written into the logdir
+
+
+def test_a_second_tensorboard_start_serves_a_pair_without_reading_traces(logdir, tmp_path):
+    from tensorboard_server import running_tensorboard
+
+    cache_dir = tmp_path / "cache"
+    query = f"baseline={TF_RUN.replace('/', '%2F')}&target=torch%2Fcnn_torch_cpu_bs4"
+
+    def compare(url):
+        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/compare?{query}") as response:
+            return json.load(response)
+
+    env = {"TB_OPCOMPARE_CACHE_DIR": str(cache_dir)}
+    with running_tensorboard(logdir, env=env) as url:
+        first = compare(url)
+    for run in (TF_RUN, "torch/cnn_torch_cpu_bs4"):
+        for path in (logdir / run).rglob("*"):
+            if path.is_file() and path.name != "opcompare.json":
+                stat = path.stat()
+                path.write_bytes(b"\0" * stat.st_size)
+                os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with running_tensorboard(logdir, env=env) as url:
+        assert compare(url) == first
