@@ -75,12 +75,15 @@ def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True)
 
 def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     key = "op_name" if group_by == "name" else "op_type"
-    grouped = chosen.groupby(key, sort=False).agg(
+    groups = chosen.groupby(key, sort=False)
+    grouped = groups.agg(
         op_type=("op_type", "first"),
         occurrences=("occurrences", "sum"),
         total_us=("self_us", "sum"),
-        time_source=("time_source", lambda s: s.iloc[0] if s.nunique() == 1 else "mixed"),
+        time_source=("time_source", "first"),
+        sources=("time_source", "nunique"),
     )
+    grouped["time_source"] = grouped["time_source"].where(grouped.pop("sources") == 1, "mixed")
     grouped["mean_us"] = grouped["total_us"] / grouped["occurrences"].where(grouped["occurrences"] > 0)
     all_time = grouped["total_us"].sum()
     grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0

@@ -88,6 +88,7 @@ class OpEvents:
         self.total: list[float] = []
         self.self_time: list[float] = []
         self.invocation: list[object] = []
+        self.host_partials: list[pd.DataFrame] = []  # per-op sums from add_host_batch
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float, invocation: object = None) -> None:
         self.side.append(side)
@@ -97,17 +98,33 @@ class OpEvents:
         self.self_time.append(self_us)
         self.invocation.append(invocation)
 
-    def extend(self, side: str, ops: list[tuple[str, str]], totals: list[float], selfs: list[float]) -> None:
-        """Add many host occurrences at once (no invocation links)."""
-        self.side.extend([side] * len(ops))
-        self.name.extend([op[0] for op in ops])
-        self.type.extend([op[1] for op in ops])
-        self.total.extend(totals)
-        self.self_time.extend(selfs)
-        self.invocation.extend([None] * len(ops))
+    def add_host_batch(self, ops: list[tuple[str, str]], totals_us: np.ndarray, selfs_us: np.ndarray) -> None:
+        """Many host occurrences at once, folded straight into per-op sums so a profile
+        with millions of events never holds one record per event."""
+        if not ops:
+            return
+        index: dict[tuple[str, str], int] = {}
+        codes = np.fromiter((index.setdefault(op, len(index)) for op in ops), dtype=np.int64, count=len(ops))
+        size = len(index)
+        minimum = np.full(size, np.inf)
+        maximum = np.full(size, -np.inf)
+        np.minimum.at(minimum, codes, selfs_us)
+        np.maximum.at(maximum, codes, selfs_us)
+        keys = list(index)
+        self.host_partials.append(pd.DataFrame({
+            "side": HOST,
+            "op_name": [k[0] for k in keys],
+            "op_type": [k[1] for k in keys],
+            "occurrences": np.bincount(codes, minlength=size),
+            "total_us": np.bincount(codes, weights=totals_us, minlength=size),
+            "self_us": np.bincount(codes, weights=selfs_us, minlength=size),
+            "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size),
+            "min_us": minimum,
+            "max_us": maximum,
+        }))
 
     def __len__(self) -> int:
-        return len(self.name)
+        return len(self.name) + sum(int(p["occurrences"].sum()) for p in self.host_partials)
 
 
 def build_op_table(events: OpEvents) -> pd.DataFrame:
@@ -126,8 +143,11 @@ def build_op_table(events: OpEvents) -> pd.DataFrame:
     host = frame[frame["side"] == HOST]
     device = frame[frame["side"] == DEVICE]
     tables = []
+    partials = list(events.host_partials)
     if len(host):
-        tables.append(_aggregate_host(host))
+        partials.append(_host_partials(host))
+    if partials:
+        tables.append(_combine_host(partials))
     if len(device):
         invocation = pd.Series(events.invocation, dtype="object")[device.index]
         tables.append(_aggregate_device(device, invocation, tables[0] if tables else None))
@@ -140,18 +160,37 @@ def empty_op_table() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, "float64")) for c in OP_COLUMNS})
 
 
-def _aggregate_host(host: pd.DataFrame) -> pd.DataFrame:
-    grouped = host.groupby(["side", "op_name", "op_type"], sort=False)
-    table = grouped.agg(
+_HOST_KEYS = ["side", "op_name", "op_type"]
+
+
+def _host_partials(host: pd.DataFrame) -> pd.DataFrame:
+    grouped = host.assign(self_sq=host["self_us"] ** 2).groupby(_HOST_KEYS, sort=False)
+    return grouped.agg(
         occurrences=("self_us", "size"),
         total_us=("total_us", "sum"),
         self_us=("self_us", "sum"),
+        self_sq=("self_sq", "sum"),
         min_us=("self_us", "min"),
         max_us=("self_us", "max"),
     ).reset_index()
-    table["std_us"] = grouped["self_us"].std(ddof=0).to_numpy()
-    table["kernels"] = 0
+
+
+def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per-op sums from several lines, hosts or batches into the host rows."""
+    combined = pd.concat(partials, ignore_index=True) if len(partials) > 1 else partials[0]
+    table = combined.groupby(_HOST_KEYS, sort=False).agg(
+        occurrences=("occurrences", "sum"),
+        total_us=("total_us", "sum"),
+        self_us=("self_us", "sum"),
+        self_sq=("self_sq", "sum"),
+        min_us=("min_us", "min"),
+        max_us=("max_us", "max"),
+    ).reset_index()
+    table["occurrences"] = table["occurrences"].astype("int64")
     table["mean_us"] = table["self_us"] / table["occurrences"]
+    variance = table.pop("self_sq") / table["occurrences"] - table["mean_us"] ** 2
+    table["std_us"] = np.sqrt(variance.clip(lower=0.0))
+    table["kernels"] = 0
     return table
 
 
@@ -185,7 +224,8 @@ def add_nested_host_ops(events: OpEvents, threads) -> None:
         thread_events.sort(key=lambda item: (item[0], -item[1]))
         durations = [item[1] for item in thread_events]
         self_values, _ = self_times([item[0] for item in thread_events], durations)
-        events.extend(HOST, [item[2] for item in thread_events], durations, self_values)
+        events.add_host_batch([item[2] for item in thread_events], np.asarray(durations, dtype=np.float64),
+                              np.asarray(self_values, dtype=np.float64))
 
 
 def self_times(starts: Sequence[float], durations: Sequence[float]) -> tuple[list[float], list[int]]:

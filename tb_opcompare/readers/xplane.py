@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from ..errors import ProfileError
 from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
-from .xplane_schema import XSpace
+from .xplane_wire import split_space
 
 FORMAT = "xplane"
 _PS_PER_US = 1e6
@@ -36,18 +36,22 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
     for path in paths:
-        space = _parse(path, read_bytes(path))
-        for plane in space.planes:
-            if plane.name.startswith("/host:"):
-                shape = _read_host_plane(plane, events, steps)
-                if shape and (first_shape is None or shape[0] < first_shape[0]):
-                    first_shape = shape
-            elif plane.name.startswith("/device:"):
-                kind, name, plane_steps = _read_device_plane(plane, events)
-                if kind:
-                    device_names.append(name)
-                    facts.device = kind
-                    device_steps = max(device_steps, plane_steps)
+        planes = _parse(path, read_bytes(path))
+        try:
+            for plane in planes:
+                if plane.name.startswith("/host:"):
+                    shape = _read_host_plane(plane, events, steps)
+                    if shape and (first_shape is None or shape[0] < first_shape[0]):
+                        first_shape = shape
+                elif plane.name.startswith("/device:"):
+                    kind, name, plane_steps = _read_device_plane(plane, events)
+                    if kind:
+                        device_names.append(name)
+                        facts.device = kind
+                        device_steps = max(device_steps, plane_steps)
+        except (DecodeError, RuntimeError, ValueError) as error:
+            raise ProfileError(path, f"a line of plane {plane.name!r} is not valid protobuf "
+                                     f"(the file may be truncated or corrupt): {error}") from None
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if device_names:
@@ -67,14 +71,13 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
 def _parse(path: str, data: bytes):
     if not data:
         raise ProfileError(path, "the file is empty (0 bytes); the profiler may have been killed while writing it")
-    space = XSpace()
     try:
-        space.ParseFromString(data)
+        planes = split_space(data)
     except (DecodeError, RuntimeError, ValueError) as error:
         raise ProfileError(path, f"not a valid XSpace protobuf (truncated or not an xplane file): {error}") from None
-    if not any(p.name.startswith(("/host:", "/device:")) for p in space.planes):
+    if not any(p.name.startswith(("/host:", "/device:")) for p in planes):
         raise ProfileError(path, "the XSpace has no /host: or /device: plane; this is not a profiler xplane")
-    return space
+    return planes
 
 
 def _stat_names(plane) -> dict[int, str]:
@@ -99,37 +102,46 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[fl
     carries_step: dict[int, bool] = {}
     first_shape: tuple[float, int] | None = None
     for line in plane.lines:
-        starts, durations, ops, op_events = [], [], [], []
-        for event in line.events:
-            metadata_id = event.metadata_id
-            op = ops_by_metadata.get(metadata_id)
-            if op is not None:
-                starts.append(event.offset_ps)
-                durations.append(event.duration_ps)
-                ops.append(op)
-                op_events.append(event)
-            elif step_stat is not None:
-                known = carries_step.get(metadata_id)
-                if known is None or known:
-                    step = next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
-                    carries_step[metadata_id] = step is not None
-                    if step is not None:
-                        steps[step] = max(steps.get(step, 0), event.duration_ps)
-        if not ops:
-            continue
-        order = np.lexsort((-np.asarray(durations, dtype=np.int64), np.asarray(starts, dtype=np.int64))).tolist()
-        starts = [starts[i] for i in order]
-        durations = [durations[i] for i in order]
-        ops = [ops[i] for i in order]
-        self_ps, _ = self_times(starts, durations)
-        events.extend(HOST, ops, [d / _PS_PER_US for d in durations], [v / _PS_PER_US for v in self_ps])
-        if shape_stat is not None:
-            shaped = _first_batch(op_events, order, shape_stat)
-            if shaped:
-                absolute = line.timestamp_ns * 1000 + shaped[0]
-                if first_shape is None or absolute < first_shape[0]:
-                    first_shape = (absolute, shaped[1])
+        shaped = _read_host_line(line, ops_by_metadata, step_stat, shape_stat, carries_step, steps, events)
+        if shaped and (first_shape is None or shaped[0] < first_shape[0]):
+            first_shape = shaped
+        del line  # one line's events alive at a time: drop this one before the next is parsed
     return first_shape
+
+
+def _read_host_line(line, ops_by_metadata, step_stat, shape_stat, carries_step, steps, events):
+    starts, durations, ops = [], [], []
+    op_events = [] if shape_stat is not None else None
+    for event in line.events:
+        metadata_id = event.metadata_id
+        op = ops_by_metadata.get(metadata_id)
+        if op is not None:
+            starts.append(event.offset_ps)
+            durations.append(event.duration_ps)
+            ops.append(op)
+            if op_events is not None:
+                op_events.append(event)
+        elif step_stat is not None:
+            known = carries_step.get(metadata_id)
+            if known is None or known:
+                step = next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
+                carries_step[metadata_id] = step is not None
+                if step is not None:
+                    steps[step] = max(steps.get(step, 0), event.duration_ps)
+    if not ops:
+        return None
+    order = np.lexsort((-np.asarray(durations, dtype=np.int64), np.asarray(starts, dtype=np.int64))).tolist()
+    starts = [starts[i] for i in order]
+    durations = [durations[i] for i in order]
+    ops = [ops[i] for i in order]
+    self_ps, _ = self_times(starts, durations)
+    events.add_host_batch(ops, np.asarray(durations, dtype=np.float64) / _PS_PER_US,
+                          np.asarray(self_ps, dtype=np.float64) / _PS_PER_US)
+    if op_events:
+        shaped = _first_batch(op_events, order, shape_stat)
+        if shaped:
+            return line.timestamp_ns * 1000 + shaped[0], shaped[1]
+    return None
 
 
 def _first_batch(op_events, order, shape_stat) -> tuple[int, int] | None:

@@ -119,3 +119,5 @@ def _build_file() -> descriptor_pb2.FileDescriptorProto:
 _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_build_file())
 XSpace = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XSpace"))
+XPlane = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XPlane"))
+XLine = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XLine"))
