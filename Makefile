@@ -37,7 +37,16 @@ record-demo:
 		--devices $(DEVICE) -- $(BIN)/python -m tb_opcompare.demo.mnist_torch --batch-size {batch_size}
 	rm -f demo_logs/*/*/opcompare-record.log
 
-test: $(STAMP)
+# The browser tests drive Debian's Chromium (never a downloaded browser).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" -ne 0 ] && echo sudo)
+$(CHROMIUM):
+	@echo "installing Debian's chromium for the browser tests"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+		chromium fonts-liberation fonts-dejavu-core >/dev/null
+
+test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)

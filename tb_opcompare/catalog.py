@@ -13,7 +13,8 @@ import json
 import os
 
 from . import fs
-from .discovery import CHROME_TRACE, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource, discover
+from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
+                        discover)
 from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .errors import ProfileError
 from .naming import batch_size_from_name, model_key
@@ -75,9 +76,13 @@ class Catalog:
         session = session or source.newest_session
         if session not in source.sessions:
             raise UnknownRunError(f"run {run!r} has no session {session!r}", list(source.sessions))
-        paths = source.sessions[session]
-        key = (source.format, tuple((p, *fs.signature(p)) for p in paths))
-        return source, session, key
+        signatures = []
+        for path in source.sessions[session]:
+            try:
+                signatures.append((path, *fs.signature(path)))
+            except OSError as error:
+                raise ProfileError(path, f"cannot read the file: {error.strerror or error}") from None
+        return source, session, (source.format, tuple(signatures))
 
     def load(self, run: str, session: str | None = None) -> LoadedRun:
         """The run's profile, read once and then served from the caches. Raises
@@ -152,6 +157,16 @@ def memory_guard(file_format: str, paths: list[str], limit_bytes: int) -> None:
 
 def read_profile(file_format: str, paths: list[str]) -> OpProfile:
     """Read one session's files with the reader their content calls for."""
+    try:
+        return _read_profile(file_format, paths)
+    except OSError as error:
+        raise ProfileError(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
+
+
+def _read_profile(file_format: str, paths: list[str]) -> OpProfile:
+    if file_format == EMPTY_SESSION:
+        raise ProfileError(paths[0], "no .xplane.pb or .trace.json.gz in this profile session directory; the "
+                                     "profiler was stopped before writing, or is still writing")
     if file_format == XPLANE:
         return read_xplane_session(paths, fs.read_bytes)
     path = paths[0]

@@ -31,6 +31,7 @@ TF_TRACE_JSON = "tf_trace_json"
 PYTORCH = "pytorch"
 CHROME_TRACE = "chrome_trace"
 SUMMARY_JSON = "summary_json"
+EMPTY_SESSION = "empty_session"  # a profile session directory with no host file: listed, so it can be explained
 
 SIDECAR = "opcompare.json"
 _SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
@@ -54,17 +55,23 @@ class RunSource:
 
 def discover(logdir: str) -> list[RunSource]:
     found: dict[tuple[str, str], RunSource] = {}
+    empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     for directory, _subdirs, files in fs.walk(logdir):
         parent, session = _split(directory)
         profile_root, plugins = _split(parent)
         if session and plugins == "profile" and _split(profile_root)[1] == "plugins":
-            _add_profile_session(found, logdir, _split(profile_root)[0], session, directory, files)
+            if not _add_profile_session(found, logdir, _split(profile_root)[0], session, directory, files):
+                empty.setdefault(_split(profile_root)[0], []).append((session, directory))
             continue
         for name in files:
             path = fs.join(directory, name)
             kind = _classify(name, path)
             if kind:
                 _add(found, logdir, directory, kind, name, path)
+    for run_dir, sessions in empty.items():
+        if (_relative(logdir, run_dir), XPLANE) not in found:
+            for session, directory in sessions:
+                _add_files(found, logdir, run_dir, EMPTY_SESSION, session, [directory])
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
 
 
@@ -95,13 +102,14 @@ def _relative(logdir: str, directory: str) -> str:
     return relative
 
 
-def _add_profile_session(found, logdir, run_dir, session, directory, files) -> None:
+def _add_profile_session(found, logdir, run_dir, session, directory, files) -> bool:
     xplanes = [fs.join(directory, f) for f in files if f.endswith(".xplane.pb")]
     traces = [fs.join(directory, f) for f in files if f.endswith(".trace.json.gz")]
     if xplanes:
         _add_files(found, logdir, run_dir, XPLANE, session, xplanes)
     elif traces:
         _add_files(found, logdir, run_dir, TF_TRACE_JSON, session, traces)
+    return bool(xplanes or traces)
 
 
 def _add(found, logdir, directory, kind, session, path) -> None:
@@ -110,7 +118,7 @@ def _add(found, logdir, directory, kind, session, path) -> None:
 
 def _add_files(found, logdir, run_dir, kind, session, paths) -> None:
     run = _relative(logdir, run_dir)
-    family = XPLANE if kind in (XPLANE, TF_TRACE_JSON) else kind
+    family = XPLANE if kind in (XPLANE, TF_TRACE_JSON, EMPTY_SESSION) else kind
     source = found.setdefault((run, family), RunSource(run=run, format=kind, run_dir=run_dir, sessions={}))
     source.sessions[session] = sorted(paths)
     source.sessions = dict(sorted(source.sessions.items(), key=lambda item: _session_order(item[0])))

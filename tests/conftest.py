@@ -78,3 +78,46 @@ def tensorboard_url(plugin_logdir):
 
     with running_tensorboard(plugin_logdir) as url:
         yield url
+
+
+# Debian's Chromium, driven by Playwright (never a downloaded browser); `make test`
+# installs it with apt-get when it is missing.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+    page = context.new_page()
+    page.dialogs = []
+    page.page_errors = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    page.on("pageerror", lambda error: page.page_errors.append(str(error)))
+    yield page
+    context.close()
+
+
+def open_op_compare(page, url: str, ready: str = "#oc-count, #oc-message, #oc-empty", **state):
+    """Open TensorBoard on the Op Compare tab with `state` in the URL; return the plugin's
+    frame once `ready` shows."""
+    import urllib.parse
+
+    fragment = "#op_compare" + "".join(
+        f"&{urllib.parse.quote('p.op_compare.' + key)}={urllib.parse.quote(str(value), safe='')}"
+        for key, value in state.items())
+    page.goto(f"{url}/{fragment}")
+    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame.locator(ready).first.wait_for(timeout=60_000)
+    return frame

@@ -14,38 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN
+from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
-                 "--disable-background-networking", "--disable-component-update"]
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE_RUN = "torch/hostile_names_cpu_bs4"
 XSS_NAME = "<img src=x onerror=alert(1)>"
-
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian chromium is not installed (.ci/run installs it)")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
-    page = context.new_page()
-    page.dialogs = []
-    page.page_errors = []
-    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
-    page.on("pageerror", lambda error: page.page_errors.append(str(error)))
-    yield page
-    context.close()
 
 
 def hash_for(**state) -> str:
@@ -54,12 +27,7 @@ def hash_for(**state) -> str:
         for key, value in state.items())
 
 
-def open_tab(page, url: str, ready: str = "#oc-count, #oc-message, #oc-empty", **state):
-    """Open TensorBoard on the Op Compare tab; return the plugin's frame once `ready` shows."""
-    page.goto(f"{url}/{hash_for(**state)}")
-    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
-    frame.locator(ready).first.wait_for(timeout=60_000)
-    return frame
+open_tab = open_op_compare
 
 
 def api(url: str, route: str, **params):

@@ -8,6 +8,7 @@ without building Python objects for it.
 from __future__ import annotations
 
 import gzip
+import math
 import re
 import zlib
 
@@ -65,12 +66,26 @@ def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
     stripped = data.lstrip()
     try:
         if stripped[:1] == b"[":
-            return ChromeTrace(traceEvents=_LIST_DECODER.decode(data))
-        return _DECODER.decode(data)
+            trace = ChromeTrace(traceEvents=_LIST_DECODER.decode(data))
+        else:
+            trace = _DECODER.decode(data)
     except msgspec.ValidationError as error:
         raise ProfileError(path, f"JSON is not a Chrome trace ({error})") from None
     except msgspec.DecodeError as error:
         raise ProfileError(path, _describe_json_error(data, str(error))) from None
+    _check_durations(path, trace)
+    return trace
+
+
+def _check_durations(path: str, trace: ChromeTrace) -> None:
+    """A complete ("X") event needs a finite, non-negative duration: anything else means
+    the writer was broken, and no time in the file can be trusted."""
+    for index, event in enumerate(trace.traceEvents):
+        if event.ph == "X" and not (event.dur is not None and 0.0 <= event.dur < math.inf):
+            problem = "no duration" if event.dur is None else f"a negative duration ({event.dur} µs)" \
+                if event.dur < 0 else f"a duration of {event.dur}"
+            raise ProfileError(path, f"traceEvents[{index}] ({event.name!r} at ts {event.ts}) is a complete event "
+                                     f"with {problem}; the trace writer produced broken events")
 
 
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
@@ -86,10 +101,14 @@ def _describe_json_error(data: bytes, message: str) -> str:
         return f"not valid JSON: {message}"
     offset = int(match.group(1))
     line = data.count(b"\n", 0, offset) + 1
-    start = data.rfind(b"\n", 0, offset) + 1
+    start = max(data.rfind(b"\n", 0, offset) + 1, offset - 60)
     end = data.find(b"\n", offset)
-    context = data[start: end if end >= 0 else len(data)].strip()[:120].decode("utf-8", "replace")
-    return f"not valid JSON at line {line} (byte {offset:,}): {message.split(' (byte')[0]}; the line reads: {context}"
+    end = min(end if end >= 0 else len(data), offset + 60)
+    context = data[start:end].strip().decode("utf-8", "replace")
+    what = message.split(" (byte")[0]
+    if data[offset:offset + 3] in (b"NaN", b"Inf") or data[offset:offset + 4] == b"-Inf":
+        what = "a NaN or Infinity number, which JSON does not allow (Python's json.dump writes them)"
+    return f"not valid JSON at line {line} (byte {offset:,}): {what}; the text there reads: {context}"
 
 
 def process_names(trace: ChromeTrace) -> dict[int | str, str]:

@@ -64,17 +64,24 @@ def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
                 if parent != -1:
                     launcher_of_correlation[event.args.correlation] = (serial + parent, thread_events[parent].name)
         serial += len(thread_events)
+    orphans, orphan_us = 0, 0.0
     for event in device_events:
         duration = event.dur or 0.0
         correlation = event.args.correlation if event.args else None
         launcher = launcher_of_correlation.get(correlation) if correlation is not None else None
         if launcher is None:
+            orphans, orphan_us = orphans + 1, orphan_us + duration
             events.add(DEVICE, event.name, f"({event.cat} without a launching op)", duration, duration)
         else:
             events.add(DEVICE, launcher[1], launcher[1], duration, duration, invocation=launcher[0])
     if not len(events):
         raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
+    if orphans:
+        # Usual for kernels launched just before the profiling window opened.
+        facts.warnings.append(f"{orphans} device events ({orphan_us:,.0f} µs) have no launching op in the trace "
+                              "(their correlation id matches no launch); they are listed under their own names, "
+                              "typed '(… without a launching op)'")
     if device_events:
         facts.device = "GPU"
         names = sorted({p.name for p in trace.deviceProperties or [] if p.name})
