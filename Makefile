@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-logs demo-logs-gpu test bench clean
+.PHONY: demo demo-logs demo-logs-gpu test bench fuzz load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,13 @@ $(CHROMIUM):
 
 test: $(STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q
+
+# Long runs of what the suite does briefly: fuzz every reader, load the server for a minute.
+fuzz: $(STAMP)
+	TB_OPCOMPARE_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q tests/test_fuzz.py
+
+load: $(STAMP) $(CHROMIUM)
+	TB_OPCOMPARE_LOAD_SECONDS=60 $(BIN)/python -m pytest -q tests/test_load.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_readers.py

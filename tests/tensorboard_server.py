@@ -13,6 +13,9 @@ import urllib.request
 from pathlib import Path
 
 
+PIDS: dict[str, int] = {}  # url -> TensorBoard process id, while it runs
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -43,8 +46,10 @@ def running_tensorboard(logdir: Path, timeout: float = 90.0, env: dict | None = 
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.25)
+        PIDS[url] = process.pid
         yield url
     finally:
+        PIDS.pop(url, None)
         process.terminate()
         try:
             process.wait(timeout=15)

@@ -72,7 +72,9 @@ def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
     except msgspec.ValidationError as error:
         raise ProfileError(path, f"JSON is not a Chrome trace ({error})") from None
     except msgspec.DecodeError as error:
-        raise ProfileError(path, _describe_json_error(data, str(error))) from None
+        raise ProfileError(path, describe_json_error(data, str(error))) from None
+    except UnicodeDecodeError as error:
+        raise ProfileError(path, f"not valid UTF-8 text at byte {error.start:,}") from None
     _check_durations(path, trace)
     return trace
 
@@ -91,7 +93,7 @@ def _check_durations(path: str, trace: ChromeTrace) -> None:
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
-def _describe_json_error(data: bytes, message: str) -> str:
+def describe_json_error(data: bytes, message: str) -> str:
     """Say whether the file ends early (a killed writer) or is malformed part-way, and
     where, with the text around that point (e.g. an unescaped quote in an op name)."""
     match = _ERROR_OFFSET.search(message)

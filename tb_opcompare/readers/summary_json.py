@@ -16,6 +16,7 @@ import msgspec
 
 from ..errors import ProfileError
 from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table
+from .chrome_json import describe_json_error
 
 FORMAT = "summary_json"
 _NUMBERED_SUFFIX = re.compile(r"_\d+\Z")
@@ -46,7 +47,9 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
             f"device -> node -> {{duration}} ({error})",
         ) from None
     except msgspec.DecodeError as error:
-        raise ProfileError(path, f"not valid JSON, the file may be truncated ({error})") from None
+        raise ProfileError(path, describe_json_error(data, str(error))) from None
+    except UnicodeDecodeError as error:
+        raise ProfileError(path, f"not valid UTF-8 text at byte {error.start:,}") from None
     events = OpEvents()
     steps: set[str] = set()
     accelerators: set[str] = set()
