@@ -222,19 +222,23 @@ def _compare(args) -> int:
         document["rows"] = select_rows(document["rows"], args.sort, args.top)
         documents.append(document)
     if args.csv:
-        text = "".join(compare_csv(d["rows"]) if i == 0 else compare_csv(d["rows"]).split("\n", 1)[1]
-                       for i, d in enumerate(documents))
-        if args.csv == "-":
-            sys.stdout.write(text)
-        else:
-            with open(args.csv, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+        _write_text(args.csv, "".join(compare_csv(d["rows"]) if i == 0 else compare_csv(d["rows"]).split("\n", 1)[1]
+                                      for i, d in enumerate(documents)))
     if args.json:
         print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
     elif args.csv != "-":
         for document in documents:
             _print_comparison(document)
     return EXIT_OK
+
+
+def _write_text(target: str, text: str) -> None:
+    """To a file, or to stdout for '-'."""
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    with open(target, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
 
 
 def _sweep(args) -> int:
@@ -250,12 +254,7 @@ def _sweep(args) -> int:
     document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by)
     table = sweep_table(document)
     if args.csv:
-        text = compare_csv(table, SWEEP_CSV_COLUMNS)
-        if args.csv == "-":
-            sys.stdout.write(text)
-        else:
-            with open(args.csv, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+        _write_text(args.csv, compare_csv(table, SWEEP_CSV_COLUMNS))
     if args.html:
         from .sweep_figures import sweep_html
 

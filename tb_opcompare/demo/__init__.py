@@ -1,2 +1,15 @@
 """Small real training scripts for the demo and the tutorial (each imports its framework
 only when run)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def demo_arguments(doc: str, argv: list[str] | None) -> argparse.Namespace:
+    """The options every demo script takes."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--steps", type=int, default=10, help="training steps (profiled: 3 .. 7)")
+    parser.add_argument("--run-dir", help="default: $TB_OPCOMPARE_RUN_DIR")
+    return parser.parse_args(argv)

@@ -8,24 +8,16 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 
+from tb_opcompare.demo import demo_arguments
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--steps", type=int, default=10, help="training steps (profiled: 3 .. 7)")
-    parser.add_argument("--run-dir", help="default: $TB_OPCOMPARE_RUN_DIR")
-    args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import numpy as np
+
+def build_model():
+    """Two convolutions, a pooling layer and two dense layers, for 28x28x1 inputs."""
     import tensorflow as tf
 
-    from tb_opcompare.record import KerasProfiler
-
-    tf.keras.utils.set_random_seed(0)
-    model = tf.keras.Sequential([
+    return tf.keras.Sequential([
         tf.keras.Input(shape=(28, 28, 1)),
         tf.keras.layers.Conv2D(16, 3, activation="relu"),
         tf.keras.layers.MaxPooling2D(),
@@ -34,6 +26,18 @@ def main(argv: list[str] | None = None) -> None:
         tf.keras.layers.Dense(64, activation="relu"),
         tf.keras.layers.Dense(10),
     ])
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = demo_arguments(__doc__, argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import numpy as np
+    import tensorflow as tf
+
+    from tb_opcompare.record import KerasProfiler
+
+    tf.keras.utils.set_random_seed(0)
+    model = build_model()
     model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     x = np.random.rand(args.batch_size * args.steps, 28, 28, 1).astype("float32")
     y = np.random.randint(0, 10, size=(args.batch_size * args.steps,))

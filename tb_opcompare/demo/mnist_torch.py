@@ -8,16 +8,13 @@
 
 from __future__ import annotations
 
-import argparse
 import os
+
+from tb_opcompare.demo import demo_arguments
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--steps", type=int, default=10, help="training steps (profiled: 3 .. 7)")
-    parser.add_argument("--run-dir", help="default: $TB_OPCOMPARE_RUN_DIR")
-    args = parser.parse_args(argv)
+    args = demo_arguments(__doc__, argv)
     import torch
     from torch import nn
 
