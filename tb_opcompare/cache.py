@@ -90,10 +90,16 @@ class ProfileCache:
         if cached is not None:
             return cached
         with self._lock:
+            # Look again under the lock: a parse may have finished since the peek.
+            entry = self._memory.get(key)
             flight = self._flights.get(key)
-            leader = flight is None
+            leader = entry is None and flight is None
             if leader:
                 flight = self._flights[key] = _Flight()
+        if entry is not None:
+            if isinstance(entry[0], ProfileError):
+                raise entry[0]
+            return entry[0]
         if not leader:
             flight.done.wait()
             if flight.error is not None:
