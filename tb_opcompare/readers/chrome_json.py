@@ -17,7 +17,7 @@ import msgspec
 from ..errors import ProfileError
 
 
-class EventArgs(msgspec.Struct):
+class EventArgs(msgspec.Struct, gc=False):
     name: str | None = None  # TF1 timeline: node name; metadata events: process/thread name
     op: str | None = None  # TF1 timeline: op type
     correlation: int | None = None  # PyTorch: links a runtime launch to its kernels
@@ -30,7 +30,7 @@ class EventArgs(msgspec.Struct):
     shape: str | None = None  # TF 2.x trace viewer: input shapes of a host op
 
 
-class TraceEvent(msgspec.Struct):
+class TraceEvent(msgspec.Struct, gc=False):
     ph: str = ""
     name: str = ""
     cat: str = ""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
+import numpy as np
+
 from ..errors import ProfileError
 from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
 from .chrome_json import ChromeTrace
@@ -52,9 +54,10 @@ def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
         thread_events.sort(key=lambda e: (e.ts, -(e.dur or 0.0)))
         durations = [e.dur or 0.0 for e in thread_events]
         self_values, parents = self_times([e.ts for e in thread_events], durations)
-        for index, (event, duration, self_value) in enumerate(zip(thread_events, durations, self_values)):
+        keys = []
+        for index, event in enumerate(thread_events):
             is_op = event.cat in _OP_CATEGORIES
-            events.add(HOST, event.name, event.name if is_op else event.cat, duration, self_value)
+            keys.append((event.name, event.name if is_op else event.cat))
             if is_op and parents[index] == -1 and event.args and len(event.args.input_dims):
                 top_level_ops.append(event)
             if not is_op and event.args and event.args.correlation is not None:
@@ -63,6 +66,7 @@ def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
                     parent = parents[parent]
                 if parent != -1:
                     launcher_of_correlation[event.args.correlation] = (serial + parent, thread_events[parent].name)
+        events.add_host_batch(keys, np.asarray(durations, dtype=np.float64), np.asarray(self_values, dtype=np.float64))
         serial += len(thread_events)
     orphans, orphan_us = 0, 0.0
     for event in device_events:
