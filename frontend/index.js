@@ -4,6 +4,7 @@
 import {formatCount, formatShare, formatSpeedup, formatTime, h, parseTime, plotlyText,
         truncateMiddle} from './format.js';
 import {SweepView} from './sweep.js';
+import {followTheme, themedLayout} from './theme.js';
 import {OpTable} from './table.js';
 import {STATUSES, applyView, isValidQuery} from './view.js';
 
@@ -571,7 +572,7 @@ class OpCompareApp {
         element.replaceChildren(h('div', {class: 'oc-chart-empty'}, 'No ops on this side.'));
         continue;
       }
-      element.replaceChildren();
+      element.querySelector('.oc-chart-empty')?.remove(); // Plotly keeps its own nodes: leave them for react
       const trace = {
         type: 'bar', orientation: 'h',
         x: top.map((row) => row[`${side}_share`] * 100),
@@ -593,8 +594,13 @@ class OpCompareApp {
         font: {family: 'Roboto, sans-serif', size: 12, color: '#424242'},
         paper_bgcolor: 'rgba(0,0,0,0)', plot_bgcolor: 'rgba(0,0,0,0)',
       };
-      await Plotly.react(element, [trace], layout, {displayModeBar: false, responsive: true});
+      await Plotly.react(element, [trace], themedLayout(layout), {displayModeBar: false, responsive: true});
     }
+  }
+
+  redrawCharts() {
+    if (this.document) this.renderCharts();
+    this.sweep.redraw();
   }
 
   // ------------------------------------------------------------------ states
@@ -655,9 +661,11 @@ function addStylesheet() {
 
 export async function render() {
   addStylesheet();
+  followTheme();
   const outer = h('div', {class: 'oc-page'});
   const root = h('div', {class: 'oc-compare'});
   document.body.replaceChildren(h('div', {id: 'op-compare'}, outer));
   const app = new OpCompareApp(root);
+  followTheme(() => app.redrawCharts());
   await app.start(outer);
 }

@@ -3,6 +3,7 @@
 // figures the CLI's offline HTML report shows.
 
 import {formatShare, formatTime, h} from './format.js';
+import {themedLayout} from './theme.js';
 
 const FIT_COLUMNS = [
   {name: 'op', label: 'Op', text: true},
@@ -150,15 +151,26 @@ export class SweepView {
         ' · ', run.batch_size ? `batch ${run.batch_size}` : 'batch size unknown',
         h('span', {class: 'oc-card-detail'}, run.batch_size_source ? ` — from ${run.batch_size_source}` : '')))));
     this.renderFits();
+    await this.drawPlots(id);
+  }
+
+  async drawPlots(id = this.requestId) {
     const Plotly = await this.loadPlotly();
-    if (id !== this.requestId) return;
+    if (id !== this.requestId || !this.document) return;
     for (const name of FIGURE_NAMES) {
-      const figure = document.figures[name];
+      const figure = this.document.figures[name];
       const element = this.plots[name];
       element.parentElement.hidden = !figure;
-      if (figure) await Plotly.react(element, figure.data, figure.layout, {displaylogo: false, responsive: true});
-      else Plotly.purge(element);
+      if (figure) {
+        await Plotly.react(element, figure.data, themedLayout(figure.layout), {displaylogo: false, responsive: true});
+      } else {
+        Plotly.purge(element);
+      }
     }
+  }
+
+  redraw() {
+    if (this.document && !this.element.hidden) this.drawPlots();
   }
 
   sortBy(column) {

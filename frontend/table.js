@@ -13,7 +13,7 @@ export const COLUMNS = [
   {name: 'key', label: 'Op', kind: 'text', width: 'auto'}, // takes what the others leave
   {name: 'op_type', label: 'Type', kind: 'text', width: '13%'},
   {name: 'status', label: 'Status', kind: 'status', width: '92px'},
-  {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '76px',
+  {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '86px',
    title: 'baseline mean / target mean (> 1: the target is faster)'},
   {name: 'baseline_mean_us', label: 'Base mean', kind: 'time', width: '86px'},
   {name: 'target_mean_us', label: 'Target mean', kind: 'time', width: '94px'},

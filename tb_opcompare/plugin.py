@@ -47,7 +47,7 @@ from .errors import ProfileError
 
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
-_FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "sweep.js", "style.css")
+_FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "sweep.js", "theme.js", "style.css")
 _logger = logging.getLogger(__name__)
 
 

@@ -199,6 +199,10 @@ def test_swap_exchanges_baseline_and_target(page, tensorboard_url):
     assert frame.locator("#oc-baseline").input_value() == "tf1/mlp_gpu"
     summary = api(tensorboard_url, "compare", baseline="tf1/mlp_gpu", target="tf1/mlp_cpu")["summary"]
     assert frame.locator("#oc-overall").inner_text() == f"{summary['overall_speedup']:.2f}×"
+    # the charts are redrawn for the new sides: the baseline chart now shows the GPU run's ops
+    frame.locator(".oc-chart-card:has(#oc-chart-baseline) .oc-chart-run", has_text="tf1/mlp_gpu").wait_for()
+    frame.locator("#oc-chart-baseline .ytick text", has_text="layer_3/fully_connected/MatMul").wait_for()
+    assert frame.locator("#oc-chart-baseline .bars .point").count() == 10
 
 
 def test_unreadable_runs_are_listed_and_explained_while_the_others_work(page, tensorboard_url):
@@ -302,4 +306,25 @@ def test_the_offline_html_report_draws_without_a_network(browser, tmp_path):
     page.locator("#op_time .scatterlayer .point >> nth=0").wait_for(timeout=30_000)
     assert page.locator("#op_time .scatterlayer .trace").count() == 10
     assert page.locator("table tbody tr").count() > 10
+    context.close()
+
+
+def test_the_tab_follows_tensorboards_dark_theme(browser, tensorboard_url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="dark")
+    page = context.new_page()
+    frame = open_tab(page, tensorboard_url)
+    frame.locator("#oc-chart-target .bars .point >> nth=0").wait_for()
+    assert "dark-mode" in page.evaluate("document.body.className")  # TensorBoard's own choice
+    assert frame.locator("html").get_attribute("class") == "oc-dark"
+    background = frame.locator("body").evaluate("el => getComputedStyle(el).backgroundColor")
+    assert background == "rgb(48, 48, 48)"
+    tick_colour = frame.locator("#oc-chart-target .xtick text").first.evaluate("el => el.style.fill")
+    assert tick_colour == "rgb(224, 224, 224)"
+    # switching TensorBoard's theme from its menu switches the open tab at once
+    page.get_by_label("Menu for changing light or dark theme").click()
+    page.get_by_role("menuitem", name=re.compile("light", re.I)).click()
+    frame.locator("html:not(.oc-dark)").wait_for(state="attached")
+    assert frame.locator("body").evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(245, 245, 245)"
+    page.wait_for_function("() => true")
+    assert frame.locator("#oc-chart-target .xtick text").first.evaluate("el => el.style.fill") == "rgb(66, 66, 66)"
     context.close()
