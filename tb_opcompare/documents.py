@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping
 
 from .catalog import Catalog, LoadedRun, UnknownRunError, read_sidecar_model
-from .discovery import RunSource
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
+from .discovery import RunSource
 from .errors import ProfileError
 from .naming import batch_size_from_name, device_from_name, model_key
 from .pairing import RunForPairing, pair_runs
@@ -301,9 +301,9 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
             "steps": facts.steps, "step_time_us": finite_or_none(facts.step_time_us), "framework": facts.framework,
         })
     sweep = build_sweep(
-        [SweepRun(run=l.source.run, device=l.profile.facts.device, batch_size=l.profile.facts.batch_size,
-                  ops=l.profile.ops, steps=l.profile.facts.steps, step_time_us=l.profile.facts.step_time_us)
-         for l in loaded_runs],
+        [SweepRun(run=run.source.run, device=run.profile.facts.device, batch_size=run.profile.facts.batch_size,
+                  ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
+         for run in loaded_runs],
         top=top, ops=ops, group_by=group_by,
     )
     return {

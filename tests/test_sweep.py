@@ -175,7 +175,7 @@ def test_cli_sweep_without_a_model_lists_the_sweepable_ones():
     assert "tf1_mlp" not in result.stderr  # one batch size (unknown): nothing to sweep
 
 
-def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float) -> "SweepRun":
+def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
     from tb_opcompare.optable import OP_COLUMNS
     from tb_opcompare.sweep import SweepRun
 

@@ -7,12 +7,10 @@ import csv
 import io
 import json
 import re
-import shutil
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import pytest
 
 from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, LOGDIR, REALTRACES, read_bytes
+from conftest import FIXTURES, REALTRACES, read_bytes
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.readers.chrome_json import decode_chrome_trace
 from tb_opcompare.readers.torch_trace import read_torch_trace
