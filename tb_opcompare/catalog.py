@@ -14,17 +14,8 @@ import os
 
 from . import fs
 from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
-from .discovery import (
-    CHROME_TRACE,
-    EMPTY_SESSION,
-    PYTORCH,
-    SIDECAR,
-    SUMMARY_JSON,
-    TF_TRACE_JSON,
-    XPLANE,
-    RunSource,
-    discover,
-)
+from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
+                        discover)
 from .errors import ProfileError
 from .naming import batch_size_from_name, model_key
 from .optable import OpProfile

@@ -14,16 +14,8 @@ import sys
 from .cache import default_cache_dir
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
-from .documents import (
-    SWEEP_CSV_COLUMNS,
-    compare_csv,
-    compare_document,
-    runs_document,
-    select_rows,
-    sweep_document,
-    sweep_models,
-    sweep_table,
-)
+from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, select_rows, sweep_document,
+                        sweep_models, sweep_table)
 from .errors import ProfileError
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2

@@ -40,17 +40,8 @@ from .cache import default_cache_dir
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .discovery import has_profile_runs
-from .documents import (
-    SWEEP_CSV_COLUMNS,
-    apply_view,
-    compare_csv,
-    compare_document,
-    runs_document,
-    sweep_document,
-    sweep_models,
-    sweep_table,
-    view_from_params,
-)
+from .documents import (SWEEP_CSV_COLUMNS, apply_view, compare_csv, compare_document, runs_document, sweep_document,
+                        sweep_models, sweep_table, view_from_params)
 from .errors import ProfileError
 from .sweep_figures import sweep_figures
 

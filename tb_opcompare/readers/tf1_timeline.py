@@ -15,15 +15,7 @@ import re
 from collections import defaultdict
 
 from ..errors import ProfileError
-from ..optable import (
-    DEVICE,
-    HOST,
-    OpEvents,
-    OpProfile,
-    ProfileFacts,
-    add_nested_host_ops,
-    build_op_table,
-)
+from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table
 from .chrome_json import ChromeTrace, process_names
 
 FORMAT = "tf1_timeline"

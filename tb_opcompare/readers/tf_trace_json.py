@@ -11,14 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import ProfileError
-from ..optable import (
-    DEVICE,
-    OpEvents,
-    OpProfile,
-    ProfileFacts,
-    add_nested_host_ops,
-    build_op_table,
-)
+from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table
 from .chrome_json import ChromeTrace, process_names
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
 

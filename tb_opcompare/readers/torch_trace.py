@@ -16,14 +16,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..errors import ProfileError
-from ..optable import (
-    DEVICE,
-    OpEvents,
-    OpProfile,
-    ProfileFacts,
-    build_op_table,
-    self_times,
-)
+from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
 from .chrome_json import ChromeTrace
 
 FORMAT = "pytorch"

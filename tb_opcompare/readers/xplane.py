@@ -16,14 +16,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..errors import ProfileError
-from ..optable import (
-    DEVICE,
-    OpEvents,
-    OpProfile,
-    ProfileFacts,
-    build_op_table,
-    self_times,
-)
+from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
 from .xplane_wire import split_space
 
