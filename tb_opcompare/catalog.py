@@ -90,9 +90,10 @@ class Catalog:
         source, session, key = self._session(run, session)
         profile = self.cache.peek(key)
         if profile is None:
-            paths = source.sessions[session]
-            memory_guard(source.format, paths, self.max_trace_bytes)
-            profile = self.cache.get(key, lambda: read_profile(source.format, paths))
+            file_format, signatures = key
+            memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
+            paths = [path for path, _, _ in signatures]
+            profile = self.cache.get(key, lambda: read_profile(file_format, paths))
         return _settle_facts(source, session, profile)
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
@@ -103,8 +104,8 @@ class Catalog:
         return None if profile is None else _settle_facts(source, session, profile)
 
 
-# Peak memory of a read, per byte of trace (measured by benchmarks/bench_readers.py:
-# 30 MB xplane -> +328 MB; 211 MB PyTorch JSON -> +744 MB), with a margin.
+# Peak memory of a read, per byte of trace, with a margin over what
+# benchmarks/bench_readers.py measures (30 MB xplane: 6x; 211 MB PyTorch JSON: 3.4x).
 _PEAK_PER_BYTE = {XPLANE: 12.0, "json": 4.5}
 
 
@@ -117,11 +118,10 @@ def default_trace_limit() -> int:
     return int(physical * 0.5)
 
 
-def estimated_read_bytes(file_format: str, paths: list[str]) -> int:
-    """Roughly the memory a read of these files takes at its peak."""
+def estimated_read_bytes(file_format: str, files: list[tuple[str, int]]) -> int:
+    """Roughly the memory a read of these ``(path, size)`` files takes at its peak."""
     total = 0
-    for path in paths:
-        size = fs.signature(path)[0]
+    for path, size in files:
         if path.endswith(".gz") and not fs.is_remote(path):
             size = max(size, _gzip_original_size(path))
         total += size * _PEAK_PER_BYTE.get(file_format, _PEAK_PER_BYTE["json"])
@@ -138,16 +138,16 @@ def _gzip_original_size(path: str) -> int:
         return 0
 
 
-def memory_guard(file_format: str, paths: list[str], limit_bytes: int) -> None:
+def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: int) -> None:
     """Refuse a read that would need more memory than the limit, with the way out, rather
     than let the kernel kill TensorBoard."""
     if limit_bytes <= 0:
         return
-    needed = estimated_read_bytes(file_format, paths)
+    needed = estimated_read_bytes(file_format, files)
     if needed > limit_bytes:
-        size_mb = sum(fs.signature(p)[0] for p in paths) / 1e6
+        size_mb = sum(size for _, size in files) / 1e6
         raise ProfileError(
-            paths[0],
+            files[0][0],
             f"too large to read here: {size_mb:,.0f} MB of trace needs about {needed / 1e9:,.1f} GB of memory, above "
             f"the {limit_bytes / 1e9:,.1f} GB limit (memory guard). Raise it with --opcompare_max_read_gb or "
             "`tb-opcompare --max-read-gb`, or precompute on a bigger machine with `tb-opcompare index` and share "
@@ -200,7 +200,11 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
 
 def read_sidecar_model(source: RunSource) -> tuple[str, str | None]:
     """(model key, label) from the sidecar and the run name alone, for runs not read yet."""
-    sidecar, _ = _read_sidecar(source)
+    return _model_and_label(source, _read_sidecar(source)[0])
+
+
+def _model_and_label(source: RunSource, sidecar: dict) -> tuple[str, str | None]:
+    """The sidecar's ``model`` (else the run name's model key) and its ``label``."""
     model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
     label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
     return model or model_key(source.run), label
@@ -235,12 +239,6 @@ def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedR
                               f"{facts.device} activity only; using the profile")
     if facts.device_name is None and isinstance(sidecar.get("device_name"), str) and facts.device != "CPU":
         facts.device_name = sidecar["device_name"]
-    model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
-    label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
-    return LoadedRun(
-        source=source,
-        session=session,
-        profile=OpProfile(facts=facts, ops=parsed.ops),
-        model=model or model_key(source.run),
-        label=label,
-    )
+    model, label = _model_and_label(source, sidecar)
+    return LoadedRun(source=source, session=session, profile=OpProfile(facts=facts, ops=parsed.ops), model=model,
+                     label=label)

@@ -101,27 +101,8 @@ class OpEvents:
     def add_host_batch(self, ops: list[tuple[str, str]], totals_us: np.ndarray, selfs_us: np.ndarray) -> None:
         """Many host occurrences at once, folded straight into per-op sums so a profile
         with millions of events never holds one record per event."""
-        if not ops:
-            return
-        index: dict[tuple[str, str], int] = {}
-        codes = np.fromiter((index.setdefault(op, len(index)) for op in ops), dtype=np.int64, count=len(ops))
-        size = len(index)
-        minimum = np.full(size, np.inf)
-        maximum = np.full(size, -np.inf)
-        np.minimum.at(minimum, codes, selfs_us)
-        np.maximum.at(maximum, codes, selfs_us)
-        keys = list(index)
-        self.host_partials.append(pd.DataFrame({
-            "side": HOST,
-            "op_name": [k[0] for k in keys],
-            "op_type": [k[1] for k in keys],
-            "occurrences": np.bincount(codes, minlength=size),
-            "total_us": np.bincount(codes, weights=totals_us, minlength=size),
-            "self_us": np.bincount(codes, weights=selfs_us, minlength=size),
-            "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size),
-            "min_us": minimum,
-            "max_us": maximum,
-        }))
+        if ops:
+            self.host_partials.append(_fold_host(ops, totals_us, selfs_us))
 
     def __len__(self) -> int:
         return len(self.name) + sum(int(p["occurrences"].sum()) for p in self.host_partials)
@@ -145,7 +126,8 @@ def build_op_table(events: OpEvents) -> pd.DataFrame:
     tables = []
     partials = list(events.host_partials)
     if len(host):
-        partials.append(_host_partials(host))
+        partials.append(_fold_host(list(zip(host["op_name"], host["op_type"])), host["total_us"].to_numpy(),
+                                   host["self_us"].to_numpy()))
     if partials:
         tables.append(_combine_host(partials))
     if len(device):
@@ -163,16 +145,27 @@ def empty_op_table() -> pd.DataFrame:
 _HOST_KEYS = ["side", "op_name", "op_type"]
 
 
-def _host_partials(host: pd.DataFrame) -> pd.DataFrame:
-    grouped = host.assign(self_sq=host["self_us"] ** 2).groupby(_HOST_KEYS, sort=False)
-    return grouped.agg(
-        occurrences=("self_us", "size"),
-        total_us=("total_us", "sum"),
-        self_us=("self_us", "sum"),
-        self_sq=("self_sq", "sum"),
-        min_us=("self_us", "min"),
-        max_us=("self_us", "max"),
-    ).reset_index()
+def _fold_host(ops: list[tuple[str, str]], totals_us: np.ndarray, selfs_us: np.ndarray) -> pd.DataFrame:
+    """Host occurrences folded into per-op sums (with the sum of squares, for std)."""
+    index: dict[tuple[str, str], int] = {}
+    codes = np.fromiter((index.setdefault(op, len(index)) for op in ops), dtype=np.int64, count=len(ops))
+    size = len(index)
+    minimum = np.full(size, np.inf)
+    maximum = np.full(size, -np.inf)
+    np.minimum.at(minimum, codes, selfs_us)
+    np.maximum.at(maximum, codes, selfs_us)
+    keys = list(index)
+    return pd.DataFrame({
+        "side": HOST,
+        "op_name": [k[0] for k in keys],
+        "op_type": [k[1] for k in keys],
+        "occurrences": np.bincount(codes, minlength=size),
+        "total_us": np.bincount(codes, weights=totals_us, minlength=size),
+        "self_us": np.bincount(codes, weights=selfs_us, minlength=size),
+        "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size),
+        "min_us": minimum,
+        "max_us": maximum,
+    })
 
 
 def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:

@@ -164,22 +164,19 @@ class OpComparePlugin(base_plugin.TBPlugin):
     @wrappers.Request.application
     @_json_errors
     def _serve_compare(self, request):
+        view = self._view(request.args)
         document = self._compare(request.args)
         document["total_rows"] = len(document["rows"])
-        document["rows"] = apply_view(document["rows"], self._view(request.args))
+        document["rows"] = apply_view(document["rows"], view)
         return _json(request, document)
 
     @wrappers.Request.application
     @_json_errors
     def _serve_compare_csv(self, request):
+        view = self._view(request.args)
         document = self._compare(request.args)
-        rows = apply_view(document["rows"], self._view(request.args))
-        group_by = request.args.get("group_by") or "name"
-        filename = csv_filename(request.args["baseline"], request.args["target"], group_by)
-        return http_util.Respond(
-            request, compare_csv(rows), "text/csv",
-            headers=[("Content-Disposition", f'attachment; filename="{filename}"')],
-        )
+        filename = csv_filename(request.args["baseline"], request.args["target"], document["summary"]["group_by"])
+        return _csv_download(request, compare_csv(apply_view(document["rows"], view)), filename)
 
     @wrappers.Request.application
     @_json_errors
@@ -197,19 +194,14 @@ class OpComparePlugin(base_plugin.TBPlugin):
     @_json_errors
     def _serve_sweep_csv(self, request):
         document = self._sweep(request.args)
-        filename = f"opcompare_sweep_{_safe_name(document['model'])}.csv"
-        return http_util.Respond(
-            request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS), "text/csv",
-            headers=[("Content-Disposition", f'attachment; filename="{filename}"')],
-        )
+        return _csv_download(request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS),
+                             f"opcompare_sweep_{_safe_name(document['model'])}.csv")
 
     def _sweep(self, args) -> dict:
         model = args.get("model")
         if not model:
             raise BadRequest("missing parameter: model")
-        group_by = args.get("group_by") or "name"
-        if group_by not in GROUP_BY:
-            raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+        group_by = _group_by(args)
         top_text = args.get("top") or "10"
         if not top_text.isdigit() or not 1 <= int(top_text) <= 50:
             raise BadRequest(f"top: expected an integer from 1 to 50, not {top_text!r}")
@@ -220,9 +212,7 @@ class OpComparePlugin(base_plugin.TBPlugin):
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
             raise BadRequest(f"missing parameter: {', '.join(missing)}")
-        group_by = args.get("group_by") or "name"
-        if group_by not in GROUP_BY:
-            raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+        group_by = _group_by(args)
         return compare_document(
             self._catalog, args["baseline"], args["target"], group_by=group_by,
             baseline_session=args.get("baseline_session") or None,
@@ -235,6 +225,18 @@ class OpComparePlugin(base_plugin.TBPlugin):
             return view_from_params(args)
         except ValueError as error:
             raise BadRequest(str(error)) from None
+
+
+def _group_by(args) -> str:
+    group_by = args.get("group_by") or "name"
+    if group_by not in GROUP_BY:
+        raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+    return group_by
+
+
+def _csv_download(request, text: str, filename: str):
+    return http_util.Respond(request, text, "text/csv",
+                             headers=[("Content-Disposition", f'attachment; filename="{filename}"')])
 
 
 def _safe_name(name: str) -> str:

@@ -107,8 +107,9 @@ def build_sweep(
     every_op = every_op.sort_values(["op", "device", "batch_size"], kind="stable", ignore_index=True)
 
     if ops:
-        top_ops = [op for op in ops if op in set(every_op["op"])]
-        missing = [op for op in ops if op not in set(top_ops)]
+        present = set(every_op["op"])
+        top_ops = [op for op in ops if op in present]
+        missing = [op for op in ops if op not in present]
         if missing:
             warnings.append(f"not in any run of this model: {', '.join(missing)}")
     else:
