@@ -9,9 +9,7 @@ import {OpTable} from './table.js';
 import {STATUSES, applyView, isValidQuery} from './view.js';
 
 const HASH_PREFIX = 'p.op_compare.';
-const DEFAULT_VIEW = {q: '', status: STATUSES, side: 'all', min_us: 0, sort: null, order: 'desc', top: null};
 const SELECTION_KEYS = ['baseline', 'target', 'baseline_session', 'target_session', 'group_by'];
-const VIEW_KEYS = ['q', 'status', 'side', 'min_us', 'sort', 'order', 'top'];
 const TEXT_COLUMNS = new Set(['key', 'op_type', 'status']);
 const STATUS_LABELS = {matched: 'Matched', baseline_only: 'Baseline only', target_only: 'Target only'};
 const SIDE_COLOURS = {baseline: '#1976d2', target: '#f57c00'};

@@ -22,8 +22,6 @@ from .naming import batch_size_from_name, device_from_name, model_key
 from .pairing import RunForPairing, pair_runs
 from .sweep import SweepRun, build_sweep
 
-RUN_FIELDS = ["run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps", "model", "sessions"]
-
 
 def run_record(loaded: LoadedRun) -> dict:
     facts = loaded.profile.facts
