@@ -19,7 +19,7 @@ from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_J
 from .errors import ProfileError
 from .naming import batch_size_from_name, model_key
 from .optable import OpProfile
-from .readers.chrome_json import decode_chrome_trace
+from .readers.chrome_json import open_chrome_trace
 from .readers.summary_json import read_summary_json
 from .readers.tf1_timeline import is_tf1_timeline, read_tf1_timeline
 from .readers.tf_trace_json import is_tf_trace_json, read_tf_trace_json
@@ -173,9 +173,12 @@ def _read_profile(file_format: str, paths: list[str]) -> OpProfile:
     data = fs.read_bytes(path)
     if file_format == SUMMARY_JSON:
         return read_summary_json(path, data)
-    trace = decode_chrome_trace(path, data)
-    if file_format == PYTORCH or is_torch_trace(trace):
-        return read_torch_trace(path, trace)
+    text = open_chrome_trace(path, data)
+    del data  # ``text`` holds the (decompressed) bytes
+    if file_format == PYTORCH or is_torch_trace(text):
+        return read_torch_trace(path, text)
+    trace = text.materialize()
+    del text
     if file_format == TF_TRACE_JSON or is_tf_trace_json(trace):
         return read_tf_trace_json(path, trace)
     if file_format == CHROME_TRACE and is_tf1_timeline(trace):

@@ -88,7 +88,9 @@ class OpEvents:
         self.total: list[float] = []
         self.self_time: list[float] = []
         self.invocation: list[object] = []
-        self.host_partials: list[pd.DataFrame] = []  # per-op sums from add_host_batch
+        self.host_partials: list[pd.DataFrame] = []  # per-op sums from add_host_batch / add_host_codes
+        self.device_partials: list[pd.DataFrame] = []  # per-op kernel sums from add_device_totals
+        self.device_kernels: list[pd.DataFrame] = []  # per-kernel records from add_device_kernels
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float, invocation: object = None) -> None:
         self.side.append(side)
@@ -102,10 +104,46 @@ class OpEvents:
         """Many host occurrences at once, folded straight into per-op sums so a profile
         with millions of events never holds one record per event."""
         if ops:
-            self.host_partials.append(_fold_host(ops, totals_us, selfs_us))
+            keys, codes = _encode(ops)
+            self.add_host_codes(keys, codes, totals_us, selfs_us)
+
+    def add_host_codes(self, keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray,
+                       selfs_us: np.ndarray) -> None:
+        """As ``add_host_batch``, with each occurrence's op given as an index into ``keys``
+        (a reader that already holds integer op ids never builds a tuple per event)."""
+        if len(codes):
+            self.host_partials.append(_fold_host(keys, codes, totals_us, selfs_us))
+
+    def add_device_totals(self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: Sequence[float]) -> None:
+        """Kernel counts and summed kernel time per op, for traces that do not link
+        kernels to the op occurrence that launched them (no per-occurrence statistics)."""
+        if keys:
+            self.device_partials.append(pd.DataFrame({
+                "side": DEVICE,
+                "op_name": [k[0] for k in keys],
+                "op_type": [k[1] for k in keys],
+                "kernels": np.asarray(kernels, dtype=np.int64),
+                "total_us": np.asarray(totals_us, dtype=np.float64),
+            }))
+
+    def add_device_kernels(self, keys: list[tuple[str, str]], codes: np.ndarray, durations_us: np.ndarray,
+                           invocations: np.ndarray) -> None:
+        """One record per kernel, its op an index into ``keys``; ``invocations`` names the
+        host op occurrence that launched it (-1 where unknown)."""
+        if len(codes):
+            self.device_kernels.append(pd.DataFrame({
+                "side": DEVICE,
+                "op_name": np.asarray([k[0] for k in keys], dtype=object)[codes],
+                "op_type": np.asarray([k[1] for k in keys], dtype=object)[codes],
+                "total_us": durations_us,
+                "self_us": durations_us,
+                "invocation": np.where(invocations >= 0, invocations, np.nan),
+            }))
 
     def __len__(self) -> int:
-        return len(self.name) + sum(int(p["occurrences"].sum()) for p in self.host_partials)
+        return (len(self.name) + sum(int(p["occurrences"].sum()) for p in self.host_partials)
+                + sum(int(p["kernels"].sum()) for p in self.device_partials)
+                + sum(len(k) for k in self.device_kernels))
 
 
 def build_op_table(events: OpEvents) -> pd.DataFrame:
@@ -119,20 +157,22 @@ def build_op_table(events: OpEvents) -> pd.DataFrame:
             "op_type": events.type,
             "total_us": np.asarray(events.total, dtype="float64"),
             "self_us": np.asarray(events.self_time, dtype="float64"),
+            "invocation": pd.Series(events.invocation, dtype="object"),
         }
     )
     host = frame[frame["side"] == HOST]
     device = frame[frame["side"] == DEVICE]
+    if events.device_kernels:
+        device = pd.concat([part for part in (device, *events.device_kernels) if len(part)], ignore_index=True)
     tables = []
     partials = list(events.host_partials)
     if len(host):
-        partials.append(_fold_host(list(zip(host["op_name"], host["op_type"])), host["total_us"].to_numpy(),
-                                   host["self_us"].to_numpy()))
+        partials.append(_fold_host(*_encode(list(zip(host["op_name"], host["op_type"]))),
+                                   host["total_us"].to_numpy(), host["self_us"].to_numpy()))
     if partials:
         tables.append(_combine_host(partials))
-    if len(device):
-        invocation = pd.Series(events.invocation, dtype="object")[device.index]
-        tables.append(_aggregate_device(device, invocation, tables[0] if tables else None))
+    if len(device) or events.device_partials:
+        tables.append(_aggregate_device(device, events.device_partials, tables[0] if tables else None))
     table = pd.concat(tables, ignore_index=True)
     return table[OP_COLUMNS]
 
@@ -145,26 +185,32 @@ def empty_op_table() -> pd.DataFrame:
 _HOST_KEYS = ["side", "op_name", "op_type"]
 
 
-def _fold_host(ops: list[tuple[str, str]], totals_us: np.ndarray, selfs_us: np.ndarray) -> pd.DataFrame:
-    """Host occurrences folded into per-op sums (with the sum of squares, for std)."""
+def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarray]:
     index: dict[tuple[str, str], int] = {}
     codes = np.fromiter((index.setdefault(op, len(index)) for op in ops), dtype=np.int64, count=len(ops))
-    size = len(index)
+    return list(index), codes
+
+
+def _fold_host(keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray,
+               selfs_us: np.ndarray) -> pd.DataFrame:
+    """Host occurrences folded into per-op sums (with the sum of squares, for std)."""
+    size = len(keys)
     minimum = np.full(size, np.inf)
     maximum = np.full(size, -np.inf)
     np.minimum.at(minimum, codes, selfs_us)
     np.maximum.at(maximum, codes, selfs_us)
-    keys = list(index)
+    occurrences = np.bincount(codes, minlength=size)
+    seen = np.flatnonzero(occurrences)
     return pd.DataFrame({
         "side": HOST,
-        "op_name": [k[0] for k in keys],
-        "op_type": [k[1] for k in keys],
-        "occurrences": np.bincount(codes, minlength=size),
-        "total_us": np.bincount(codes, weights=totals_us, minlength=size),
-        "self_us": np.bincount(codes, weights=selfs_us, minlength=size),
-        "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size),
-        "min_us": minimum,
-        "max_us": maximum,
+        "op_name": [keys[i][0] for i in seen],
+        "op_type": [keys[i][1] for i in seen],
+        "occurrences": occurrences[seen],
+        "total_us": np.bincount(codes, weights=totals_us, minlength=size)[seen],
+        "self_us": np.bincount(codes, weights=selfs_us, minlength=size)[seen],
+        "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size)[seen],
+        "min_us": minimum[seen],
+        "max_us": maximum[seen],
     })
 
 
@@ -187,14 +233,18 @@ def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
-def _aggregate_device(device: pd.DataFrame, invocation: pd.Series, host_table: pd.DataFrame | None) -> pd.DataFrame:
+def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
+                      host_table: pd.DataFrame | None) -> pd.DataFrame:
     keys = ["side", "op_name", "op_type"]
     table = device.groupby(keys, sort=False).agg(
         kernels=("total_us", "size"), total_us=("total_us", "sum")
     ).reset_index()
+    if partials:
+        table = pd.concat([table, *partials], ignore_index=True).groupby(keys, sort=False)[
+            ["kernels", "total_us"]].sum().reset_index()
+        table["kernels"] = table["kernels"].astype("int64")
     table["self_us"] = table["total_us"]
-    linked = device.assign(invocation=invocation.to_numpy())
-    linked = linked[linked["invocation"].notna()]
+    linked = device[device["invocation"].notna()]
     per_invocation = pd.DataFrame(columns=[*keys, "occurrences", "min_us", "max_us", "std_us"])
     if len(linked):
         sums = linked.groupby([*keys, "invocation"], sort=False)["total_us"].sum().reset_index()
@@ -215,32 +265,43 @@ def add_nested_host_ops(events: OpEvents, threads) -> None:
     with self time taken by nesting within each thread."""
     for thread_events in threads:
         thread_events.sort(key=lambda item: (item[0], -item[1]))
-        durations = [item[1] for item in thread_events]
+        durations = np.asarray([item[1] for item in thread_events], dtype=np.float64)
         self_values, _ = self_times([item[0] for item in thread_events], durations)
-        events.add_host_batch([item[2] for item in thread_events], np.asarray(durations, dtype=np.float64),
-                              np.asarray(self_values, dtype=np.float64))
+        events.add_host_batch([item[2] for item in thread_events], durations, self_values)
 
 
-def self_times(starts: Sequence[float], durations: Sequence[float]) -> tuple[list[float], list[int]]:
+def self_times(starts: Sequence[float] | np.ndarray,
+               durations: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Self time and enclosing event of each event on one thread.
 
     Events must be sorted by start, longer first on ties. An event is nested in the
-    innermost earlier event that is still open when it starts; its duration is taken
-    off that parent's self time (never below zero). Returns ``(self, parent_index)``
-    with -1 for top-level events.
+    innermost earlier event still open when it starts, which is the latest earlier event
+    ending after that start; its duration is taken off that parent's self time (never
+    below zero). Returns ``(self, parent_index)`` with -1 for top-level events.
+
+    Vectorised by pointer jumping: each event keeps a candidate parent such that every
+    event between the two ended before it started; a candidate that has ended too is
+    replaced by its own candidate. Chains halve each round, so a profile needs as many
+    rounds as its nesting is deep (about ten), not one Python step per event.
     """
-    self_list = list(durations)
-    parents = [-1] * len(self_list)
-    stack: list[int] = []
-    ends: list[float] = []
-    for index, (start, duration) in enumerate(zip(starts, durations)):
-        while ends and ends[-1] <= start:
-            stack.pop()
-            ends.pop()
-        if stack:
-            parent = stack[-1]
-            parents[index] = parent
-            self_list[parent] -= duration
-        stack.append(index)
-        ends.append(start + duration)
-    return [value if value > 0.0 else 0.0 for value in self_list], parents
+    starts = np.asarray(starts, dtype=np.float64)
+    durations = np.asarray(durations, dtype=np.float64)
+    count = len(starts)
+    ends = starts + durations
+    parents = np.full(count, -1, dtype=np.int64)
+    if count > 1:
+        latest_end = np.maximum.accumulate(ends)
+        active = np.flatnonzero(latest_end[:-1] > starts[1:]) + 1  # the rest are top level
+        candidate = np.arange(-1, count - 1, dtype=np.int64)
+        while len(active):
+            tried = candidate[active]
+            exists = tried >= 0
+            encloses = np.zeros(len(active), dtype=bool)
+            encloses[exists] = ends[tried[exists]] > starts[active[exists]]
+            parents[active[encloses]] = tried[encloses]
+            moving = exists & ~encloses
+            candidate[active[moving]] = candidate[tried[moving]]
+            active = active[moving]
+    nested = parents >= 0
+    children = np.bincount(parents[nested], weights=durations[nested], minlength=count)
+    return np.maximum(durations - children, 0.0), parents

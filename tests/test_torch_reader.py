@@ -8,16 +8,18 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import FIXTURES, REALTRACES, read_bytes
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.readers.chrome_json import decode_chrome_trace
+from tb_opcompare.readers import chrome_json
+from tb_opcompare.readers.chrome_json import decode_chrome_trace, open_chrome_trace
 from tb_opcompare.readers.torch_trace import read_torch_trace
 
 
 def read(path: Path):
-    return read_torch_trace(str(path), decode_chrome_trace(str(path), read_bytes(path)))
+    return read_torch_trace(str(path), open_chrome_trace(str(path), read_bytes(path)))
 
 
 def test_cpu_self_times_agree_with_key_averages(tmp_path):
@@ -99,3 +101,43 @@ def test_json_that_is_not_a_trace(tmp_path):
     path.write_text('{"traceEvents": 3}')
     with pytest.raises(ProfileError, match="not a Chrome trace"):
         decode_chrome_trace(str(path), path.read_bytes())
+
+
+def test_reading_events_in_small_batches_gives_the_same_table(monkeypatch):
+    """Events are decoded a batch at a time to bound memory; nesting, kernel links and
+    the batch size must not depend on where a batch ends."""
+    path = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+    whole = read(path)
+    monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", 0)
+    monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 7)
+    batched = read(path)
+    keys = ["side", "op_name", "op_type"]
+    pd.testing.assert_frame_equal(whole.ops.sort_values(keys).reset_index(drop=True),
+                                  batched.ops.sort_values(keys).reset_index(drop=True))
+    assert vars(whole.facts) == vars(batched.facts)
+    assert (whole.ops["side"] == "device").any()
+
+
+def test_a_broken_event_in_a_later_batch_is_named_by_its_index_in_the_file(tmp_path, monkeypatch):
+    trace = json.loads(next((FIXTURES / "logdir/torch/cnn_torch_cpu_bs4").glob("*.pt.trace.json")).read_text())
+    broken = max(i for i, e in enumerate(trace["traceEvents"]) if e.get("ph") == "X")
+    trace["traceEvents"][broken]["dur"] = -3.0
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_text(json.dumps(trace))
+    monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", 0)
+    monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 10)
+    with pytest.raises(ProfileError, match=rf"traceEvents\[{broken}\] .* negative duration"):
+        read(path)
+
+
+@pytest.mark.parametrize("whole_text_bytes", [0, 1 << 30], ids=["in_batches", "whole"])
+def test_invalid_utf8_names_the_byte_in_the_file(tmp_path, monkeypatch, whole_text_bytes):
+    text = next((FIXTURES / "logdir/torch/cnn_torch_cpu_bs4").glob("*.pt.trace.json")).read_bytes()
+    at = text.rindex(b'"name": "aten::') + len(b'"name": "aten::')
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_bytes(text[:at] + b"\xff" + text[at + 1:])
+    monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", whole_text_bytes)
+    monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 10)
+    line = text.count(b"\n", 0, at) + 1
+    with pytest.raises(ProfileError, match=f"not valid UTF-8 text at byte {at:,} \\(line {line}\\)"):
+        read(path)

@@ -6,10 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import LOGDIR, REALTRACES, read_bytes
 from tb_opcompare.errors import ProfileError
+from tb_opcompare.readers import xplane_wire
 from tb_opcompare.readers.xplane import read_xplane_session
 from tb_opcompare.readers.xplane_schema import XSpace
 
@@ -121,3 +123,32 @@ def test_truncated_xplane_is_a_profile_error(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ProfileError):
         read_xplane_session([str(path)], read_bytes)
+
+
+@pytest.mark.parametrize("xplane", [KERAS_XPLANES[-1], BERT_XPLANE], ids=["keras_cpu", "bert_gpu"])
+def test_reading_lines_in_small_batches_gives_the_same_table(xplane, monkeypatch):
+    """Big lines are parsed a batch of events at a time to bound memory; a batch
+    boundary must never change a number (nesting spans batches)."""
+    whole = read_xplane_session([str(xplane)], read_bytes)
+    batches_seen = []
+    original = xplane_wire.LineView.event_batches
+
+    def counting(self):
+        for batch in original(self):
+            batches_seen.append(len(batch))
+            yield batch
+
+    monkeypatch.setattr(xplane_wire, "EVENT_BATCH_BYTES", 4096)
+    monkeypatch.setattr(xplane_wire.LineView, "event_batches", counting)
+    batched = read_xplane_session([str(xplane)], read_bytes)
+    assert len(batches_seen) > 2 * len(list(_lines(xplane)))  # lines really were cut up
+    keys = ["side", "op_name", "op_type"]
+    pd.testing.assert_frame_equal(whole.ops.sort_values(keys).reset_index(drop=True),
+                                  batched.ops.sort_values(keys).reset_index(drop=True))
+    assert vars(whole.facts) == vars(batched.facts)
+
+
+def _lines(xplane: Path):
+    space = XSpace()
+    space.ParseFromString(xplane.read_bytes())
+    return [line for plane in space.planes for line in plane.lines]

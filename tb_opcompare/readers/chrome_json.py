@@ -2,19 +2,28 @@
 
 msgspec decodes straight into Structs that declare only the fields the readers use,
 so the rest of each event (call stacks, shapes of every input, ...) is skipped
-without building Python objects for it.
+without building Python objects for it. Big traces are decoded a batch of events at
+a time (``TraceText``) so that they never exist as Python objects all at once.
 """
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import functools
 import gzip
 import math
 import re
 import zlib
+from collections.abc import Iterator
 
 import msgspec
 
 from ..errors import ProfileError
+
+WHOLE_TEXT_BYTES = 64 << 20
+BATCH_EVENTS = 8192
+NEWLINE = b"\n"
 
 
 class EventArgs(msgspec.Struct, gc=False):
@@ -50,12 +59,100 @@ class ChromeTrace(msgspec.Struct):
     deviceProperties: list[DeviceProperties] | None = None
 
 
-_DECODER = msgspec.json.Decoder(ChromeTrace)
-_LIST_DECODER = msgspec.json.Decoder(list[TraceEvent])
+_RAW_DECODER = msgspec.json.Decoder(msgspec.defstruct("RawChromeTrace", [
+    ("traceEvents", list[msgspec.Raw]), ("deviceProperties", list[DeviceProperties] | None, None)]))
+_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+@functools.cache
+def _decoders(event_type: type) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
+    """(decoder of a whole trace object, decoder of a JSON array of events) for one event Struct."""
+    trace_type = msgspec.defstruct(f"{event_type.__name__}Trace", [
+        ("traceEvents", list[event_type]), ("deviceProperties", list[DeviceProperties] | None, None)])
+    return msgspec.json.Decoder(trace_type), msgspec.json.Decoder(list[event_type])
+
+
+class TraceText:
+    """A Chrome trace's JSON text, decoded on demand into the event Struct a reader asks for.
+
+    Up to ``WHOLE_TEXT_BYTES`` the events are decoded in one go (fastest). A bigger text
+    is first cut into one ``msgspec.Raw`` per event (views into the text, no copy) and
+    decoded ``BATCH_EVENTS`` at a time, so only one batch of Structs is alive at once.
+    """
+
+    def __init__(self, path: str, data: bytes):
+        self.path, self.data = path, data
+        self.device_names: list[str] = []  # from deviceProperties; known once ``batches`` has begun
+        self._is_array = _starts_with_array(data)
+        self._events: list[msgspec.Raw] | None = None
+        if len(data) > WHOLE_TEXT_BYTES:
+            self._split()
+
+    def _split(self) -> None:
+        with _json_errors(self.path, self.data):
+            if self._is_array:
+                self._events = _RAW_LIST_DECODER.decode(self.data)
+            else:
+                raw = _RAW_DECODER.decode(self.data)
+                self._events, self.device_names = raw.traceEvents, _names(raw.deviceProperties)
+
+    def batches(self, event_type: type) -> Iterator[tuple[int, list]]:
+        """(index of the first event, decoded events) for each batch. ``event_type`` is a
+        Struct with at least ``ph``, ``name``, ``ts`` and ``dur``."""
+        whole_decoder, list_decoder = _decoders(event_type)
+        if self._events is None:  # decoded whole, ``_events`` stays None: see ``event``
+            with _json_errors(self.path, self.data):
+                if self._is_array:
+                    events = list_decoder.decode(self.data)
+                else:
+                    trace = whole_decoder.decode(self.data)
+                    events, self.device_names = trace.traceEvents, _names(trace.deviceProperties)
+                    del trace
+            _check_durations(self.path, 0, events)
+            yield 0, events
+            return
+        for start in range(0, len(self._events), BATCH_EVENTS):
+            text = b"[" + b",".join(self._events[start:start + BATCH_EVENTS]) + b"]"
+            try:
+                batch = list_decoder.decode(text)
+            except (msgspec.DecodeError, UnicodeDecodeError) as error:
+                self._raise_for_whole_file(start, error)
+            del text
+            _check_durations(self.path, start, batch)
+            yield start, batch
+
+    def event(self, index: int, event_type: type):
+        """Event ``index`` of the file decoded as ``event_type``, for the few events a
+        reader wants more fields of than its batches hold."""
+        if self._events is None:
+            self._split()  # a text decoded whole is small: cutting it up is cheap
+        return msgspec.json.decode(self._events[index], type=event_type)
+
+    def materialize(self) -> ChromeTrace:
+        """Every event as a ``TraceEvent``, for readers of small (TF) traces."""
+        events = [event for _, batch in self.batches(TraceEvent) for event in batch]
+        return ChromeTrace(traceEvents=events,
+                           deviceProperties=[DeviceProperties(name) for name in self.device_names])
+
+    def _raise_for_whole_file(self, start: int, error: Exception):
+        # A batch's error has offsets into the batch, not the file: decoding the whole
+        # file once more (only on this error path) names the byte and the event.
+        _decode_whole(self.path, self.data)
+        raise ProfileError(self.path, f"traceEvents[{start}:{start + BATCH_EVENTS}] cannot be decoded: {error}")
+
+
+def _names(properties: list[DeviceProperties] | None) -> list[str]:
+    return [p.name for p in properties or [] if p.name]
 
 
 def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
     """Decode bytes (gzip detected by magic number) or raise ProfileError naming the problem."""
+    return open_chrome_trace(path, data).materialize()
+
+
+def open_chrome_trace(path: str, data: bytes) -> TraceText:
+    """The trace's text, decompressed, ready to decode (see ``TraceText``), or a
+    ProfileError naming the problem."""
     if not data:
         raise ProfileError(path, "the file is empty (0 bytes)")
     if data[:2] == b"\x1f\x8b":
@@ -63,31 +160,66 @@ def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
             data = gzip.decompress(data)
         except (EOFError, OSError, zlib.error) as error:
             raise ProfileError(path, f"the gzip stream is truncated or corrupt: {error}") from None
-    stripped = data.lstrip()
+    return TraceText(path, data)
+
+
+def _decode_whole(path: str, data: bytes) -> None:
+    whole_decoder, list_decoder = _decoders(TraceEvent)
+    with _json_errors(path, data):
+        decoded = list_decoder.decode(data) if _starts_with_array(data) else whole_decoder.decode(data).traceEvents
+    _check_durations(path, 0, decoded)
+
+
+@contextlib.contextmanager
+def _json_errors(path: str, data: bytes) -> Iterator[None]:
+    """Turns msgspec's errors into ProfileErrors that say what is wrong and where."""
     try:
-        if stripped[:1] == b"[":
-            trace = ChromeTrace(traceEvents=_LIST_DECODER.decode(data))
-        else:
-            trace = _DECODER.decode(data)
+        yield
     except msgspec.ValidationError as error:
         raise ProfileError(path, f"JSON is not a Chrome trace ({error})") from None
     except msgspec.DecodeError as error:
         raise ProfileError(path, describe_json_error(data, str(error))) from None
     except UnicodeDecodeError as error:
-        raise ProfileError(path, f"not valid UTF-8 text at byte {error.start:,}") from None
-    _check_durations(path, trace)
-    return trace
+        # The error's offset is within one JSON string; find the byte in the file.
+        offset = _first_invalid_utf8(data)
+        where = "" if offset is None else f" at byte {offset:,} (line {data.count(NEWLINE, 0, offset) + 1})"
+        raise ProfileError(path, f"not valid UTF-8 text{where}: {error.reason}") from None
 
 
-def _check_durations(path: str, trace: ChromeTrace) -> None:
+def _first_invalid_utf8(data: bytes, piece: int = 1 << 20) -> int | None:
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for offset in range(0, len(data), piece):
+        pending = len(decoder.getstate()[0])  # bytes of a character cut by the previous piece
+        try:
+            decoder.decode(data[offset:offset + piece], final=offset + piece >= len(data))
+        except UnicodeDecodeError as error:
+            return offset - pending + error.start
+    return None
+
+
+def _check_durations(path: str, start: int, events: list) -> None:
     """A complete ("X") event needs a finite, non-negative duration: anything else means
     the writer was broken, and no time in the file can be trusted."""
-    for index, event in enumerate(trace.traceEvents):
+    try:
+        durations = [event.dur for event in events if event.ph == "X"]
+        if not durations or (min(durations) >= 0.0 and math.isfinite(math.fsum(durations))):
+            return  # the common case, checked at C speed; the loop below names the culprit
+    except TypeError:  # a None among them
+        pass
+    for index, event in enumerate(events, start):
         if event.ph == "X" and not (event.dur is not None and 0.0 <= event.dur < math.inf):
             problem = "no duration" if event.dur is None else f"a negative duration ({event.dur} µs)" \
                 if event.dur < 0 else f"a duration of {event.dur}"
             raise ProfileError(path, f"traceEvents[{index}] ({event.name!r} at ts {event.ts}) is a complete event "
                                      f"with {problem}; the trace writer produced broken events")
+
+
+_FIRST_TEXT = re.compile(rb"\S")
+
+
+def _starts_with_array(data: bytes) -> bool:
+    first = _FIRST_TEXT.search(data)  # not data.lstrip(), which copies the whole file
+    return first is not None and data[first.start():first.start() + 1] == b"["
 
 
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")

@@ -2,110 +2,249 @@
 
 Host ops are ``cpu_op`` (``Operator`` in PyTorch <= 1.9) events; runtime calls
 (``cuda_runtime``, ``cuda_driver``, ``Runtime``) and ``record_function`` ranges
-(``user_annotation``) are host rows too, as in ``key_averages()``. Self time subtracts the ops and runtime calls nested inside an
-event on the same thread. A kernel (``kernel``/``Kernel``, memcpy, memset) belongs to
-the innermost op enclosing the runtime call whose ``correlation`` id it carries.
-Steps are the distinct ``ProfilerStep#N`` annotations.
+(``user_annotation``) are host rows too, as in ``key_averages()``. Self time subtracts
+the ops and runtime calls nested inside an event on the same thread. A kernel
+(``kernel``/``Kernel``, memcpy, memset) belongs to the innermost op enclosing the
+runtime call whose ``correlation`` id it carries. Steps are the distinct
+``ProfilerStep#N`` annotations.
+
+Traces run to gigabytes, so big ones are decoded a batch of events at a time
+(``TraceText``), and each event is kept only as a few numbers in flat arrays (codes of
+its name, category and thread, start, duration, correlation id, index in the file).
+Input shapes are decoded afterwards, for the first top-level ops only (batch size).
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from array import array
 
+import msgspec
 import numpy as np
 
 from ..errors import ProfileError
-from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
-from .chrome_json import ChromeTrace
+from ..optable import OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from .chrome_json import TraceText
 
 FORMAT = "pytorch"
 _OP_CATEGORIES = {"cpu_op", "Operator"}
 _ANNOTATION_CATEGORIES = {"user_annotation"}  # record_function ranges, as key_averages() lists them
 _RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 _DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+_HOST_CATEGORIES = _OP_CATEGORIES | _ANNOTATION_CATEGORIES | _RUNTIME_CATEGORIES
 _STEP_PREFIX = "ProfilerStep#"
+_NO_CORRELATION = -1
 
 
-def is_torch_trace(trace: ChromeTrace) -> bool:
+class _Args(msgspec.Struct, gc=False):
+    correlation: int | None = None  # links a runtime launch to its kernels
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    name: str = ""
+    cat: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float | None = None
+    args: _Args | None = None
+
+
+class _InputArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+
+
+class _WithInputs(msgspec.Struct, gc=False):
+    args: _InputArgs | None = None
+
+
+class _Category(msgspec.Struct, gc=False):
+    cat: str = ""
+    ph: str = ""
+    name: str = ""
+    ts: float = 0.0
+    dur: float | None = None
+
+
+def is_torch_trace(trace: TraceText) -> bool:
     categories = _OP_CATEGORIES | _DEVICE_CATEGORIES
-    return any(event.cat in categories for event in trace.traceEvents)
+    return any(event.cat in categories for _, batch in trace.batches(_Category) for event in batch)
 
 
-def read_torch_trace(path: str, trace: ChromeTrace) -> OpProfile:
-    threads: dict[tuple, list] = defaultdict(list)
-    device_events = []
-    steps: dict[str, float] = {}  # ProfilerStep#N -> duration (us)
-    for event in trace.traceEvents:
-        if event.ph != "X":
-            continue
-        if event.name.startswith(_STEP_PREFIX):
-            steps[event.name] = max(steps.get(event.name, 0.0), event.dur or 0.0)
-            continue
-        if event.cat in _OP_CATEGORIES or event.cat in _RUNTIME_CATEGORIES or event.cat in _ANNOTATION_CATEGORIES:
-            threads[(event.pid, event.tid)].append(event)
-        elif event.cat in _DEVICE_CATEGORIES:
-            device_events.append(event)
-    events = OpEvents()
-    launcher_of_correlation: dict[int, tuple[int, str]] = {}
-    top_level_ops = []
-    serial = 0
-    for thread_events in threads.values():
-        thread_events.sort(key=lambda e: (e.ts, -(e.dur or 0.0)))
-        durations = [e.dur or 0.0 for e in thread_events]
-        self_values, parents = self_times([e.ts for e in thread_events], durations)
-        keys = []
-        for index, event in enumerate(thread_events):
-            is_op = event.cat in _OP_CATEGORIES
-            keys.append((event.name, event.name if is_op else event.cat))
-            if is_op and parents[index] == -1 and event.args and len(event.args.input_dims):
-                top_level_ops.append(event)
-            if not is_op and event.args and event.args.correlation is not None:
-                parent = parents[index]
-                while parent != -1 and thread_events[parent].cat not in _OP_CATEGORIES:
-                    parent = parents[parent]
-                if parent != -1:
-                    launcher_of_correlation[event.args.correlation] = (serial + parent, thread_events[parent].name)
-        events.add_host_batch(keys, np.asarray(durations, dtype=np.float64), np.asarray(self_values, dtype=np.float64))
-        serial += len(thread_events)
-    orphans, orphan_us = 0, 0.0
-    for event in device_events:
-        duration = event.dur or 0.0
-        correlation = event.args.correlation if event.args else None
-        launcher = launcher_of_correlation.get(correlation) if correlation is not None else None
-        if launcher is None:
-            orphans, orphan_us = orphans + 1, orphan_us + duration
-            events.add(DEVICE, event.name, f"({event.cat} without a launching op)", duration, duration)
-        else:
-            events.add(DEVICE, launcher[1], launcher[1], duration, duration, invocation=launcher[0])
-    if not len(events):
+class _Columns:
+    """Growing flat arrays, one entry per event of interest."""
+
+    def __init__(self, **typecodes: str):
+        for name, typecode in typecodes.items():
+            setattr(self, name, array(typecode))
+
+    def numpy(self, name: str) -> np.ndarray:
+        return np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode)
+
+
+class _Codes(dict):
+    """Small integer codes for repeated values, assigned in order of first sight."""
+
+    def encode(self, values: list) -> list[int]:
+        if len(self) < len(values) // 64:  # mostly new values: assign as we go
+            return [self.setdefault(value, len(self)) for value in values]
+        codes = list(map(self.get, values))  # C speed: every value but the new ones is known
+        if None in codes:
+            for index in [i for i, code in enumerate(codes) if code is None]:
+                codes[index] = self.setdefault(values[index], len(self))
+        return codes
+
+
+def _complete(batch: list, categories: set[str]) -> list[int]:
+    return [i for i, event in enumerate(batch) if event.cat in categories and event.ph == "X"]
+
+
+def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
+    host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", correlation="q", index="q")
+    device = _Columns(name="q", cat="q", dur="d", correlation="q")
+    names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
+    # Events are sorted into columns a batch at a time with comprehensions (C-speed
+    # loops): a per-event Python loop costs twice as much on million-event traces.
+    # Strings are coded one field at a time (pairs are formed later, in numpy): hashing
+    # a fresh tuple of fresh strings per event costs more than the rest of the loop.
+    for start, batch in trace.batches(_Event):
+        indices = _complete(batch, _HOST_CATEGORIES)
+        host.index.extend([start + i for i in indices])
+        events = [batch[i] for i in indices]
+        host.ts.extend([e.ts for e in events])
+        host.dur.extend([e.dur for e in events])
+        host.name.extend(names.encode([e.name for e in events]))
+        host.cat.extend(categories.encode([e.cat for e in events]))
+        host.pid.extend(pids.encode([e.pid for e in events]))
+        host.tid.extend(tids.encode([e.tid for e in events]))
+        host.correlation.extend(_correlations(events))
+        events = [batch[i] for i in _complete(batch, _DEVICE_CATEGORIES)]
+        device.dur.extend([e.dur for e in events])
+        device.name.extend(names.encode([e.name for e in events]))
+        device.cat.extend(categories.encode([e.cat for e in events]))
+        device.correlation.extend(_correlations(events))
+        del batch, events
+    if not len(host.ts) and not len(device.dur):
         raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
+    names, categories = list(names), list(categories)
+    kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
+    kinds = [(names[n], categories[c]) for n, c in kind_pairs]
+    thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))
+    device_codes, device_pairs = _pair_codes(device.numpy("name"), device.numpy("cat"))
+    device_kinds = [(names[n], categories[c]) for n, c in device_pairs]
+
+    # ProfilerStep#N ranges give the steps and are not rows.
+    is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
+    is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
+    steps: dict[str, float] = {}
+    for code, duration in zip(kind_codes[is_step].tolist(), host.numpy("dur")[is_step].tolist()):
+        steps[kinds[code][0]] = max(steps.get(kinds[code][0], 0.0), duration)
+    row_keys = _Codes()  # (op name, row type): an op's type is its name, a runtime call's its category
+    row_of_kind = np.asarray(row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]),
+                             dtype=np.int64)
+    keys = list(row_keys)
+    is_op = np.array([row_type == name for name, row_type in keys], dtype=bool)
+
+    kept = np.flatnonzero(~is_step)
+    ts, durations, threads_of = host.numpy("ts")[kept], host.numpy("dur")[kept], thread_codes[kept]
+    order = kept[np.lexsort((-durations, ts, threads_of))]
+    codes = row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64)
+    durations = host.numpy("dur")[order]
+    events = OpEvents()
+    parents = _parents_within_threads(thread_codes[order], host.numpy("ts")[order], durations, events,
+                                      keys, codes)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
-    if orphans:
-        # Usual for kernels launched just before the profiling window opened.
-        facts.warnings.append(f"{orphans} device events ({orphan_us:,.0f} µs) have no launching op in the trace "
-                              "(their correlation id matches no launch); they are listed under their own names, "
-                              "typed '(… without a launching op)'")
-    if device_events:
+    if len(device.dur):
+        _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes], parents,
+                     host.numpy("correlation")[order])
         facts.device = "GPU"
-        names = sorted({p.name for p in trace.deviceProperties or [] if p.name})
-        facts.device_name = ", ".join(names) or None
+        facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
         facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
         facts.step_time_us = sum(steps.values()) / len(steps)
-    for op in sorted(top_level_ops, key=lambda e: e.ts):
-        batch = _batch_from_input_dims(op.args.input_dims)
-        if batch:
-            facts.batch_size = batch
-            facts.batch_size_source = f"data: leading dim of the first input of {op.name} (Input Dims)"
+    top_level_ops = np.flatnonzero(is_op[codes] & (parents == -1))
+    first_ops = top_level_ops[np.argsort(host.numpy("ts")[order][top_level_ops], kind="stable")]
+    for position in first_ops.tolist():
+        batch_size = _batch_from_input_dims(trace.event(int(host.index[order[position]]), _WithInputs))
+        if batch_size:
+            facts.batch_size = batch_size
+            facts.batch_size_source = f"data: leading dim of the first input of {keys[codes[position]][0]} (Input Dims)"
             break
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 
-def _batch_from_input_dims(raw) -> int | None:
+def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """A code per (first, second) pair of small codes, and the pairs in code order."""
+    combined = (first << 32) | second
+    unique, inverse = np.unique(combined, return_inverse=True)
+    return inverse.reshape(-1), list(zip((unique >> 32).tolist(), (unique & 0xFFFFFFFF).tolist()))
+
+
+def _correlations(events: list) -> list[int]:
+    values = [e.args.correlation if e.args is not None else None for e in events]
+    if None in values:
+        values = [_NO_CORRELATION if value is None else value for value in values]
+    return values
+
+
+def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: np.ndarray, events: OpEvents,
+                            keys: list, codes: np.ndarray) -> np.ndarray:
+    """Add the host rows (self time by nesting on each thread); return each event's
+    enclosing event as a position in these sorted arrays (-1: top level)."""
+    parents = np.full(len(codes), -1, dtype=np.int64)
+    selfs = np.empty(len(codes), dtype=np.float64)
+    bounds = [0, *(np.flatnonzero(np.diff(threads)) + 1).tolist(), len(codes)]
+    for begin, end in zip(bounds, bounds[1:]):
+        selfs[begin:end], local = self_times(starts[begin:end], durations[begin:end])
+        parents[begin:end] = np.where(local >= 0, local + begin, -1)
+    events.add_host_codes(keys, codes, durations, selfs)
+    return parents
+
+
+def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
+                 kernel_keys: list, host_keys: list,
+                 host_codes: np.ndarray, host_is_op: np.ndarray, parents: np.ndarray,
+                 host_correlations: np.ndarray) -> None:
+    """Kernels under the op that launched them; kernels whose launch is not in the
+    trace under their own name."""
+    launch_correlation, launcher = [], []
+    for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~host_is_op).tolist():
+        parent = parents[position]
+        while parent != -1 and not host_is_op[parent]:
+            parent = parents[parent]
+        if parent != -1:
+            launch_correlation.append(int(host_correlations[position]))
+            launcher.append(int(parent))
+    correlations = device.numpy("correlation")
+    durations = device.numpy("dur")
+    invocation = np.full(len(correlations), -1, dtype=np.int64)
+    if launch_correlation:
+        known = np.asarray(launch_correlation, dtype=np.int64)
+        sort = np.argsort(known, kind="stable")
+        known, launchers = known[sort], np.asarray(launcher, dtype=np.int64)[sort]
+        where = np.searchsorted(known, correlations).clip(max=len(known) - 1)
+        found = (known[where] == correlations) & (correlations != _NO_CORRELATION)
+        invocation[found] = launchers[where[found]]
+    linked = invocation >= 0
+    # A linked kernel's row is its launching op's host row key; an orphan gets its own.
+    orphan_keys = [(name, f"({cat} without a launching op)") for name, cat in kernel_keys]
+    codes = np.where(linked, host_codes[invocation.clip(min=0)], len(host_keys) + kernel_codes)
+    events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation)
+    orphans = int((~linked).sum())
+    if orphans:
+        # Usual for kernels launched just before the profiling window opened.
+        facts.warnings.append(f"{orphans} device events ({durations[~linked].sum():,.0f} µs) have no launching op "
+                              "in the trace (their correlation id matches no launch); they are listed under their "
+                              "own names, typed '(… without a launching op)'")
+
+
+def _batch_from_input_dims(event: _WithInputs) -> int | None:
     """Leading dim of the first input when that input has rank >= 2 (a batch of samples)."""
+    if event.args is None or not len(event.args.input_dims):
+        return None
     try:
-        first = json.loads(bytes(raw))[0]
+        first = json.loads(bytes(event.args.input_dims))[0]
     except (ValueError, IndexError, TypeError):
         return None
     if isinstance(first, list) and len(first) >= 2 and isinstance(first[0], int) and first[0] > 0:

@@ -10,13 +10,15 @@ TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines such a
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..errors import ProfileError
-from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from ..optable import OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
 from .xplane_wire import split_space
 
@@ -84,74 +86,123 @@ def _stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
-def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[float, int] | None:
+def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[int, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
-    This loop touches every host event, so it reads as few protobuf fields as it can:
-    stats are looked at only on op events (for the shape) and on events whose
-    metadata was seen carrying a ``step_num`` stat.
+    Every host event is touched here, so the three integers each needs are pulled out
+    of a whole batch at once (``_event_ints``) and sorted out with numpy; stats are
+    read only on the few events that can carry a step number or a shape.
     """
-    ops_by_metadata: dict[int, tuple[str, str]] = {}
+    op_keys: list[tuple[str, str]] = []
+    key_codes: dict[tuple[str, str], int] = {}
+    op_ids: list[int] = []
+    op_codes: list[int] = []
     for entry in plane.event_metadata:
         parsed = parse_host_op(entry.value.name)
         if parsed:
-            ops_by_metadata[entry.key] = parsed
+            if parsed not in key_codes:
+                key_codes[parsed] = len(op_keys)
+                op_keys.append(parsed)
+            op_ids.append(entry.key)
+            op_codes.append(key_codes[parsed])
+    lookup = _IdLookup(op_ids, op_codes) if op_ids else None
     stat_names = _stat_names(plane)
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
     carries_step: dict[int, bool] = {}
-    first_shape: tuple[float, int] | None = None
+    first_shape: tuple[int, int] | None = None
     for line in plane.lines:
-        shaped = _read_host_line(line, ops_by_metadata, step_stat, shape_stat, carries_step, steps, events)
-        if shaped and (first_shape is None or shaped[0] < first_shape[0]):
-            first_shape = shaped
-        del line  # one line's events alive at a time: drop this one before the next is parsed
+        starts, durations, codes = [], [], []
+        for batch in line.event_batches():
+            ints = _event_ints(batch)
+            code = lookup.codes(ints[:, 0]) if lookup else np.full(len(ints), -1)
+            is_op = code >= 0
+            if is_op.any():
+                starts.append(ints[is_op, 1])
+                durations.append(ints[is_op, 2])
+                codes.append(code[is_op])
+                if shape_stat is not None:
+                    shaped = _first_batch(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
+                    if shaped:
+                        shaped = (line.timestamp_ns * 1000 + shaped[0], shaped[1])
+                        if first_shape is None or shaped[0] < first_shape[0]:
+                            first_shape = shaped
+            if step_stat is not None and not is_op.all():
+                _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps)
+            del batch  # one batch of protobuf events alive at a time
+        if codes:
+            _add_host_line(events, op_keys, np.concatenate(starts), np.concatenate(durations), np.concatenate(codes))
     return first_shape
 
 
-def _read_host_line(line, ops_by_metadata, step_stat, shape_stat, carries_step, steps, events):
-    starts, durations, ops = [], [], []
-    op_events = [] if shape_stat is not None else None
-    for event in line.events:
-        metadata_id = event.metadata_id
-        op = ops_by_metadata.get(metadata_id)
-        if op is not None:
-            starts.append(event.offset_ps)
-            durations.append(event.duration_ps)
-            ops.append(op)
-            if op_events is not None:
-                op_events.append(event)
-        elif step_stat is not None:
-            known = carries_step.get(metadata_id)
-            if known is None or known:
-                step = next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
-                carries_step[metadata_id] = step is not None
-                if step is not None:
-                    steps[step] = max(steps.get(step, 0), event.duration_ps)
-    if not ops:
-        return None
-    order = np.lexsort((-np.asarray(durations, dtype=np.int64), np.asarray(starts, dtype=np.int64))).tolist()
-    starts = [starts[i] for i in order]
-    durations = [durations[i] for i in order]
-    ops = [ops[i] for i in order]
+class _IdLookup:
+    """Maps event metadata ids (arbitrary int64) to op codes, vectorised."""
+
+    def __init__(self, ids: list[int], codes: list[int]):
+        order = np.argsort(np.asarray(ids, dtype=np.int64))
+        self._ids = np.asarray(ids, dtype=np.int64)[order]
+        self._codes = np.asarray(codes, dtype=np.int64)[order]
+
+    def codes(self, ids: np.ndarray) -> np.ndarray:
+        """The op code of each id, -1 where the id is not an op."""
+        where = np.searchsorted(self._ids, ids).clip(max=len(self._ids) - 1)
+        return np.where(self._ids[where] == ids, self._codes[where], -1)
+
+
+_EVENT_INTS = operator.attrgetter("metadata_id", "offset_ps", "duration_ps")
+
+
+def _event_ints(batch) -> np.ndarray:
+    """(n, 3) int64 array of each event's metadata id, offset and duration, read at C speed."""
+    flat = itertools.chain.from_iterable(map(_EVENT_INTS, batch))
+    return np.fromiter(flat, dtype=np.int64, count=3 * len(batch)).reshape(-1, 3)
+
+
+def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.ndarray, codes: np.ndarray) -> None:
+    order = np.lexsort((-durations, starts))
+    starts, durations, codes = starts[order], durations[order], codes[order]
     self_ps, _ = self_times(starts, durations)
-    events.add_host_batch(ops, np.asarray(durations, dtype=np.float64) / _PS_PER_US,
-                          np.asarray(self_ps, dtype=np.float64) / _PS_PER_US)
-    if op_events:
-        shaped = _first_batch(op_events, order, shape_stat)
-        if shaped:
-            return line.timestamp_ns * 1000 + shaped[0], shaped[1]
-    return None
+    events.add_host_codes(op_keys, codes, durations / _PS_PER_US, self_ps / _PS_PER_US)
 
 
-def _first_batch(op_events, order, shape_stat) -> tuple[int, int] | None:
-    for index in order:
-        event = op_events[index]
+def _read_steps(batch, ints: np.ndarray, candidates: np.ndarray, step_stat: int, carries_step: dict[int, bool],
+                steps: dict[int, int]) -> None:
+    """Record ``step_num`` markers among the non-op events ``candidates`` of a batch.
+    Whether an event metadata carries a step number is learnt from its first event."""
+    ids = ints[candidates, 0]
+    unique_ids, first = np.unique(ids, return_index=True)
+    for metadata_id, index in zip(unique_ids.tolist(), first.tolist()):
+        if metadata_id not in carries_step:
+            carries_step[metadata_id] = _step_of(batch[int(candidates[index])], step_stat) is not None
+    stepping = [m for m in unique_ids.tolist() if carries_step[m]]
+    if not stepping:
+        return
+    for index in candidates[np.isin(ids, stepping)].tolist():
+        event = batch[index]
+        step = _step_of(event, step_stat)
+        if step is not None:
+            steps[step] = max(steps.get(step, 0), event.duration_ps)
+
+
+def _step_of(event, step_stat: int) -> int | None:
+    return next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
+
+
+# Old TF writes a ``shape`` stat on op events; current TF writes none there (only on
+# allocation events), so only the earliest few op events of a batch are looked at.
+_SHAPE_PROBES = 64
+
+
+def _first_batch(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_stat: int) -> tuple[int, int] | None:
+    """(offset_ps, batch size) of the earliest of the first op events that has a shape."""
+    earliest = op_indices[np.argsort(offsets[op_indices], kind="stable")[:_SHAPE_PROBES]]
+    for index in earliest.tolist():
+        event = batch[index]
         for stat in event.stats:
             if stat.metadata_id == shape_stat:
-                batch = leading_dim(stat.str_value)
-                if batch:
-                    return event.offset_ps, batch
+                size = leading_dim(stat.str_value)
+                if size:
+                    return event.offset_ps, size
     return None
 
 
@@ -163,33 +214,39 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
     tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     op_by_text: dict[str, tuple[str, str] | None] = {}
-    kernels = 0
+    sums: dict[tuple[str, str], list[int]] = {}  # op -> [kernels, summed duration in ps]
     steps = 0
     for line in plane.lines:
         if line.name == "Steps":
-            steps = len(line.events)
+            steps = sum(len(batch) for batch in line.event_batches())
         if not line.name.startswith("Stream #"):
             continue
-        for event in line.events:
-            kernels += 1
-            op = None
-            for stat in event.stats:
-                if stat.metadata_id in (tf_op_id, annotation_id, level0_id):
-                    text = _stat_text(stat, stat_names)
-                    if text not in op_by_text:
-                        op_by_text[text] = (
-                            parse_tf_op(text) if stat.metadata_id == tf_op_id else op_from_annotation(text)
-                        )
-                    op = op_by_text[text]
-                    if op is not None and stat.metadata_id != level0_id:
-                        break
-            kernel_name = event_names.get(event.metadata_id, "")
-            if op is None:
-                op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
-            duration_us = event.duration_ps / _PS_PER_US
-            events.add(DEVICE, op[0], op[1], duration_us, duration_us)
-    if not kernels:
+        for batch in line.event_batches():
+            for event in batch:
+                op = None
+                for stat in event.stats:
+                    if stat.metadata_id in (tf_op_id, annotation_id, level0_id):
+                        text = _stat_text(stat, stat_names)
+                        if text not in op_by_text:
+                            op_by_text[text] = (
+                                parse_tf_op(text) if stat.metadata_id == tf_op_id else op_from_annotation(text)
+                            )
+                        op = op_by_text[text]
+                        if op is not None and stat.metadata_id != level0_id:
+                            break
+                if op is None:
+                    kernel_name = event_names.get(event.metadata_id, "")
+                    op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
+                totals = sums.get(op)
+                if totals is None:
+                    sums[op] = [1, event.duration_ps]
+                else:
+                    totals[0] += 1
+                    totals[1] += event.duration_ps
+            del batch
+    if not sums:
         return None, "", steps
+    events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
     return kind, _device_name(plane, stat_names, kind), steps
 
 
