@@ -10,14 +10,14 @@ runtime call whose ``correlation`` id it carries. Steps are the distinct
 
 Traces run to gigabytes, so big ones are decoded a batch of events at a time
 (``TraceText``), and each event is kept only as a few numbers in flat arrays (codes of
-its name, category and thread, start, duration, correlation id, index in the file).
+its name, category and thread, start, duration, index in the file; correlation ids
+only for the runtime calls that have one).
 Input shapes are decoded afterwards, for the first top-level ops only (batch size).
 """
 
 from __future__ import annotations
 
 import json
-from array import array
 
 import msgspec
 import numpy as np
@@ -73,22 +73,31 @@ def is_torch_trace(trace: TraceText) -> bool:
 
 
 class _Columns:
-    """Growing flat arrays, one entry per event of interest."""
+    """Flat numeric columns, grown a batch at a time and read back as numpy arrays."""
 
-    def __init__(self, **typecodes: str):
-        for name, typecode in typecodes.items():
-            setattr(self, name, array(typecode))
+    def __init__(self, **dtypes: str):
+        self._dtypes = dtypes
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in dtypes}
+        self._joined: dict[str, np.ndarray] = {}
+        self.rows = 0
+
+    def add(self, **values: list) -> None:
+        """One batch: a list of equal length for every column."""
+        for name, column in values.items():
+            self._parts[name].append(np.fromiter(column, self._dtypes[name], len(column)))
+        self.rows += len(column)
 
     def numpy(self, name: str) -> np.ndarray:
-        return np.frombuffer(getattr(self, name), dtype=getattr(self, name).typecode)
+        if name not in self._joined:
+            parts = self._parts.pop(name)
+            self._joined[name] = np.concatenate(parts) if parts else np.zeros(0, self._dtypes[name])
+        return self._joined[name]
 
 
 class _Codes(dict):
     """Small integer codes for repeated values, assigned in order of first sight."""
 
     def encode(self, values: list) -> list[int]:
-        if len(self) < len(values) // 64:  # mostly new values: assign as we go
-            return [self.setdefault(value, len(self)) for value in values]
         codes = list(map(self.get, values))  # C speed: every value but the new ones is known
         if None in codes:
             for index in [i for i, code in enumerate(codes) if code is None]:
@@ -101,7 +110,8 @@ def _complete(batch: list, categories: set[str]) -> list[int]:
 
 
 def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
-    host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", correlation="q", index="q")
+    host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
+    launches = _Columns(position="q", correlation="q")  # host events that carry a correlation id
     device = _Columns(name="q", cat="q", dur="d", correlation="q")
     names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
     # Events are sorted into columns a batch at a time with comprehensions (C-speed
@@ -110,22 +120,25 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     # a fresh tuple of fresh strings per event costs more than the rest of the loop.
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
-        host.index.extend([start + i for i in indices])
         events = [batch[i] for i in indices]
-        host.ts.extend([e.ts for e in events])
-        host.dur.extend([e.dur for e in events])
-        host.name.extend(names.encode([e.name for e in events]))
-        host.cat.extend(categories.encode([e.cat for e in events]))
-        host.pid.extend(pids.encode([e.pid for e in events]))
-        host.tid.extend(tids.encode([e.tid for e in events]))
-        host.correlation.extend(_correlations(events))
+        linked = [i for i, e in enumerate(events)
+                  if e.args is not None and e.args.correlation is not None and e.cat not in _OP_CATEGORIES]
+        launches.add(position=[host.rows + i for i in linked],
+                     correlation=[events[i].args.correlation for i in linked])
+        host.add(index=[start + i for i in indices],
+                 ts=[e.ts for e in events],
+                 dur=[e.dur for e in events],
+                 name=names.encode([e.name for e in events]),
+                 cat=categories.encode([e.cat for e in events]),
+                 pid=pids.encode([e.pid for e in events]),
+                 tid=tids.encode([e.tid for e in events]))
         events = [batch[i] for i in _complete(batch, _DEVICE_CATEGORIES)]
-        device.dur.extend([e.dur for e in events])
-        device.name.extend(names.encode([e.name for e in events]))
-        device.cat.extend(categories.encode([e.cat for e in events]))
-        device.correlation.extend(_correlations(events))
+        device.add(dur=[e.dur for e in events],
+                   name=names.encode([e.name for e in events]),
+                   cat=categories.encode([e.cat for e in events]),
+                   correlation=_correlations(events))
         del batch, events
-    if not len(host.ts) and not len(device.dur):
+    if not host.rows and not device.rows:
         raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
     names, categories = list(names), list(categories)
     kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
@@ -155,9 +168,9 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     parents = _parents_within_threads(thread_codes[order], host.numpy("ts")[order], durations, events,
                                       keys, codes)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
-    if len(device.dur):
+    if device.rows:
         _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes], parents,
-                     host.numpy("correlation")[order])
+                     _scatter(host.rows, launches)[order])
         facts.device = "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
@@ -166,7 +179,7 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     top_level_ops = np.flatnonzero(is_op[codes] & (parents == -1))
     first_ops = top_level_ops[np.argsort(host.numpy("ts")[order][top_level_ops], kind="stable")]
     for position in first_ops.tolist():
-        batch_size = _batch_from_input_dims(trace.event(int(host.index[order[position]]), _WithInputs))
+        batch_size = _batch_from_input_dims(trace.event(int(host.numpy("index")[order[position]]), _WithInputs))
         if batch_size:
             facts.batch_size = batch_size
             facts.batch_size_source = f"data: leading dim of the first input of {keys[codes[position]][0]} (Input Dims)"
@@ -179,6 +192,13 @@ def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list
     combined = (first << 32) | second
     unique, inverse = np.unique(combined, return_inverse=True)
     return inverse.reshape(-1), list(zip((unique >> 32).tolist(), (unique & 0xFFFFFFFF).tolist()))
+
+
+def _scatter(count: int, launches: _Columns) -> np.ndarray:
+    """Each host event's correlation id (``_NO_CORRELATION`` where it has none)."""
+    correlations = np.full(count, _NO_CORRELATION, dtype=np.int64)
+    correlations[launches.numpy("position")] = launches.numpy("correlation")
+    return correlations
 
 
 def _correlations(events: list) -> list[int]:
