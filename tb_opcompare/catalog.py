@@ -105,8 +105,9 @@ class Catalog:
 
 
 # Peak memory of a read, per byte of trace, with a margin over what
-# benchmarks/bench_readers.py measures (30 MB xplane: 6x; 211 MB PyTorch JSON: 3.4x).
-_PEAK_PER_BYTE = {XPLANE: 12.0, "json": 4.5}
+# benchmarks/bench_readers.py measures (30 MB xplane: 1.9x; 211 MB PyTorch JSON: 1.9x,
+# read in batches). TF JSON traces are decoded whole into full events (about 3.4x).
+_PEAK_PER_BYTE = {XPLANE: 3.0, PYTORCH: 3.0, "json": 4.5}
 
 
 def default_trace_limit() -> int:
