@@ -29,7 +29,7 @@ import pandas as pd
 from .errors import ProfileError
 from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
-READER_VERSION = "3"  # bump when any reader's output changes
+READER_VERSION = "4"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 ENV_CACHE_DIR = "TB_OPCOMPARE_CACHE_DIR"
 _logger = logging.getLogger(__name__)

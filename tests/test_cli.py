@@ -28,7 +28,7 @@ def test_runs_lists_every_format_with_facts(runs_doc):
     assert by_run["tf1/mlp_gpu"]["device"] == "GPU"
     assert by_run["tf1/mlp_cpu"]["device"] == "CPU"
     assert by_run["tf_keras/cnn_cpu_bs32/train"]["batch_size"] == 32
-    assert by_run["tf_keras/cnn_cpu_bs32/train"]["batch_size_source"] == "run name"
+    assert by_run["tf_keras/cnn_cpu_bs32/train"]["batch_size_source"].startswith("data: tf.data")
     assert by_run["torch/cnn_torch_cpu_bs16"]["batch_size"] == 16
     assert by_run["torch/cnn_torch_cpu_bs16"]["batch_size_source"].startswith("data")
     assert by_run["tf_keras/cnn_cpu_bs8/train"]["format"] == "xplane"

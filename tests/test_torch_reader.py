@@ -103,19 +103,47 @@ def test_json_that_is_not_a_trace(tmp_path):
         decode_chrome_trace(str(path), path.read_bytes())
 
 
-def test_reading_events_in_small_batches_gives_the_same_table(monkeypatch):
-    """Events are decoded a batch at a time to bound memory; nesting, kernel links and
-    the batch size must not depend on where a batch ends."""
-    path = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+BERT_H100 = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz"
+
+
+def same_profile(first, second) -> None:
+    keys = ["side", "op_name", "op_type"]
+    pd.testing.assert_frame_equal(first.ops.sort_values(keys).reset_index(drop=True),
+                                  second.ops.sort_values(keys).reset_index(drop=True))
+    assert vars(first.facts) == vars(second.facts)
+
+
+@pytest.mark.parametrize("way", ["cut by searching the text", "cut by msgspec, event by event"])
+def test_reading_events_in_small_batches_gives_the_same_table(monkeypatch, way):
+    """Big traces are decoded a batch at a time to bound memory; nesting, kernel links
+    and the batch size must not depend on where a batch ends."""
+    whole = read(BERT_H100)
+    assert (whole.ops["side"] == "device").any()
+    monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", 0)
+    monkeypatch.setattr(chrome_json, "BATCH_BYTES", 3000)
+    monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 7)
+    if way.startswith("cut by msgspec"):
+        monkeypatch.setattr(chrome_json.TraceText, "_find_cuts", lambda self: None)
+    same_profile(whole, read(BERT_H100))
+
+
+def test_a_cut_inside_a_string_falls_back_to_the_exact_split(tmp_path, monkeypatch):
+    """An op named like the text between two events (``}, {``) draws a batch cut into
+    the middle of a string; the batch does not decode, and the rest of the file is split
+    event by event instead, with nothing lost or counted twice."""
+    trace = json.loads(gzip.decompress(BERT_H100.read_bytes()))
+    renamed = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_op"][-1]
+    renamed["name"] = 'aten::odd}, {"ph": "X"'
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_text(json.dumps(trace, indent=1))
     whole = read(path)
     monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", 0)
-    monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 7)
-    batched = read(path)
-    keys = ["side", "op_name", "op_type"]
-    pd.testing.assert_frame_equal(whole.ops.sort_values(keys).reset_index(drop=True),
-                                  batched.ops.sort_values(keys).reset_index(drop=True))
-    assert vars(whole.facts) == vars(batched.facts)
-    assert (whole.ops["side"] == "device").any()
+    monkeypatch.setattr(chrome_json, "BATCH_BYTES", 1)  # cut at the first "}, {" after every batch start
+    fell_back = []
+    split = chrome_json.TraceText._split
+    monkeypatch.setattr(chrome_json.TraceText, "_split", lambda self: (fell_back.append(True), split(self)))
+    same_profile(whole, read(path))
+    assert fell_back and 'aten::odd}, {"ph": "X"' in set(whole.ops["op_name"])
 
 
 def test_a_broken_event_in_a_later_batch_is_named_by_its_index_in_the_file(tmp_path, monkeypatch):

@@ -58,6 +58,15 @@ def test_keras_cpu_run_facts():
     assert conv["mean_us"].to_numpy() == pytest.approx((conv["self_us"] / conv["occurrences"]).to_numpy())
 
 
+@pytest.mark.parametrize("xplane", KERAS_XPLANES, ids=lambda path: path.parts[-6])
+def test_keras_batch_size_comes_from_the_input_pipeline(xplane):
+    """Keras 3 writes no shapes on op events; the tf.data elements fed to each step have
+    them. The fixtures' run names (cnn_cpu_bs2 ...) were given by the recorder."""
+    facts = read_xplane_session([str(xplane)], read_bytes).facts
+    named = int(xplane.parts[-6].rsplit("bs", 1)[1])
+    assert (facts.batch_size, facts.batch_size_source) == (named, "data: tf.data input elements (Iterator::Root shapes)")
+
+
 def kernel_sums_by_op(xplane: Path) -> dict[str, float]:
     """Independent walk: sum kernel durations per `level 0` op on Stream lines."""
     space = XSpace()

@@ -8,6 +8,7 @@ a time (``TraceText``) so that they never exist as Python objects all at once.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import contextlib
 import functools
@@ -23,6 +24,7 @@ import numpy as np
 from ..errors import ProfileError
 
 WHOLE_TEXT_BYTES = 16 << 20
+BATCH_BYTES = 4 << 20
 BATCH_EVENTS = 8192
 NEWLINE = b"\n"
 
@@ -77,32 +79,32 @@ class TraceText:
     """A Chrome trace's JSON text, decoded on demand into the event Struct a reader asks for.
 
     Up to ``WHOLE_TEXT_BYTES`` the events are decoded in one go (fastest). A bigger text
-    is first cut into one ``msgspec.Raw`` per event (views into the text, no copy) and
-    decoded ``BATCH_EVENTS`` at a time, so only one batch of Structs is alive at once.
+    is decoded in batches of about ``BATCH_BYTES`` so that only one batch of Structs is
+    alive at once. The batches are cut where one event ends and the next begins (``},``
+    then ``{``), found by searching the text; a cut in the wrong place (inside a string or
+    a nested object) cannot decode as a list of events, so a batch that fails to decode
+    sends the rest of the text to the exact way: cutting it into one ``msgspec.Raw`` per
+    event with msgspec's own parser, which costs a second pass over the text.
     """
 
     def __init__(self, path: str, data: bytes):
         self.path, self.data = path, data
         self.device_names: list[str] = []  # from deviceProperties; known once ``batches`` has begun
         self._is_array = _starts_with_array(data)
-        self._events: list[msgspec.Raw] | None = None
-        if len(data) > WHOLE_TEXT_BYTES:
-            self._split()
-
-    def _split(self) -> None:
-        self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
-        with _json_errors(self.path, self.data):
-            if self._is_array:
-                self._events = _RAW_LIST_DECODER.decode(self.data)
-            else:
-                raw = _RAW_DECODER.decode(self.data)
-                self._events, self.device_names = raw.traceEvents, _names(raw.deviceProperties)
+        self.whole = len(data) <= WHOLE_TEXT_BYTES
+        self._events: list[msgspec.Raw] | None = None  # one view per event, once split
+        self._cuts: list[tuple[int, int]] | None = None  # byte ranges of batches, if found
+        self._cut_firsts: list[int] = []  # index of each cut batch's first event
+        if not self.whole:
+            self._cuts = self._find_cuts()
+            if self._cuts is None:
+                self._split()
 
     def batches(self, event_type: type) -> Iterator[tuple[int, list]]:
         """(index of the first event, decoded events) for each batch. ``event_type`` is a
         Struct with at least ``ph``, ``name``, ``ts`` and ``dur``."""
         whole_decoder, list_decoder = _decoders(event_type)
-        if self._events is None:  # decoded whole, ``_events`` stays None: see ``event``
+        if self.whole:
             with _json_errors(self.path, self.data):
                 if self._is_array:
                     events = list_decoder.decode(self.data)
@@ -113,15 +115,94 @@ class TraceText:
             _check_durations(self.path, 0, events)
             yield 0, events
             return
-        for start in range(0, len(self._events), BATCH_EVENTS):
-            text = self._batch_text(start, min(start + BATCH_EVENTS, len(self._events)))
+        index = 0
+        if self._cuts is not None:
+            self._cut_firsts = []
+            for begin, end in self._cuts:
+                try:
+                    batch = list_decoder.decode(b"".join((b"[", memoryview(self.data)[begin:end], b"]")))
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    self._cuts = None
+                    self._split()
+                    break
+                self._cut_firsts.append(index)
+                _check_durations(self.path, index, batch)
+                yield index, batch
+                index += len(batch)
+            else:
+                return
+        for start in range(index, len(self._events), BATCH_EVENTS):
+            stop = min(start + BATCH_EVENTS, len(self._events))
             try:
-                batch = list_decoder.decode(text)
+                batch = list_decoder.decode(self._batch_text(start, stop))
             except (msgspec.DecodeError, UnicodeDecodeError) as error:
                 self._raise_for_whole_file(start, error)
-            del text
             _check_durations(self.path, start, batch)
             yield start, batch
+
+    def event(self, index: int, event_type: type):
+        """Event ``index`` of the file decoded as ``event_type``, for the few events a
+        reader wants more fields of than its batches hold (after ``batches`` has run)."""
+        if self._cuts is not None and self._cut_firsts:
+            number = bisect.bisect_right(self._cut_firsts, index) - 1
+            begin, end = self._cuts[number]
+            events = _RAW_LIST_DECODER.decode(b"".join((b"[", memoryview(self.data)[begin:end], b"]")))
+            return msgspec.json.decode(events[index - self._cut_firsts[number]], type=event_type)
+        if self._events is None:
+            self._split()  # a text decoded whole is small: cutting it up is cheap
+        return msgspec.json.decode(self._events[index], type=event_type)
+
+    def materialize(self) -> ChromeTrace:
+        """Every event as a ``TraceEvent``, for readers of small (TF) traces."""
+        events = [event for _, batch in self.batches(TraceEvent) for event in batch]
+        return ChromeTrace(traceEvents=events,
+                           deviceProperties=[DeviceProperties(name) for name in self.device_names])
+
+    def _find_cuts(self) -> list[tuple[int, int]] | None:
+        """Byte ranges of about ``BATCH_BYTES`` that each hold whole events, or None where
+        the text is not laid out as expected. The document around the events array is
+        decoded here (with the array emptied), which checks it and reads deviceProperties."""
+        data = self.data
+        if self._is_array:
+            opening = data.index(b"[")
+        else:
+            key = _EVENTS_KEY.search(data)
+            if key is None:
+                return None
+            opening = key.end() - 1
+        closing = None
+        for window in (1 << 16, 1 << 24, len(data)):
+            ends = list(_LAST_EVENT_END.finditer(data, max(opening, len(data) - window)))
+            if ends:
+                closing = ends[-1]
+                break
+        if closing is None:
+            return None
+        try:
+            rest = _RAW_DECODER.decode(data[:opening] + b"[]" + data[closing.end():]) if not self._is_array \
+                else _RAW_LIST_DECODER.decode(b"[]" + data[closing.end():])
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return None  # the exact way will say what is wrong
+        if not self._is_array:
+            self.device_names = _names(rest.deviceProperties)
+        last = closing.start() + 1  # just after the last event's closing brace
+        begin = data.find(b"{", opening, last)
+        cuts = []
+        while 0 <= begin < last:
+            between = _BETWEEN_EVENTS.search(data, min(begin + BATCH_BYTES, last), last)
+            end = between.start() + 1 if between else last
+            cuts.append((begin, end))
+            begin = between.end() - 1 if between else last
+        return cuts
+
+    def _split(self) -> None:
+        self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
+        with _json_errors(self.path, self.data):
+            if self._is_array:
+                self._events = _RAW_LIST_DECODER.decode(self.data)
+            else:
+                raw = _RAW_DECODER.decode(self.data)
+                self._events, self.device_names = raw.traceEvents, _names(raw.deviceProperties)
 
     def _batch_text(self, start: int, stop: int) -> bytes:
         """Events ``start:stop`` as one JSON array. Consecutive events of the array are
@@ -136,28 +217,21 @@ class TraceText:
 
     def _offset(self, event: msgspec.Raw) -> int | None:
         offset = np.frombuffer(event, dtype=np.uint8).ctypes.data - self._address
-        if 0 <= offset <= len(self.data) - len(event) and memoryview(self.data)[offset:offset + len(event)] == memoryview(event):
+        if 0 <= offset <= len(self.data) - len(event) and \
+                memoryview(self.data)[offset:offset + len(event)] == memoryview(event):
             return offset
         return None  # not a view into ``data`` (never seen; joined instead)
-
-    def event(self, index: int, event_type: type):
-        """Event ``index`` of the file decoded as ``event_type``, for the few events a
-        reader wants more fields of than its batches hold."""
-        if self._events is None:
-            self._split()  # a text decoded whole is small: cutting it up is cheap
-        return msgspec.json.decode(self._events[index], type=event_type)
-
-    def materialize(self) -> ChromeTrace:
-        """Every event as a ``TraceEvent``, for readers of small (TF) traces."""
-        events = [event for _, batch in self.batches(TraceEvent) for event in batch]
-        return ChromeTrace(traceEvents=events,
-                           deviceProperties=[DeviceProperties(name) for name in self.device_names])
 
     def _raise_for_whole_file(self, start: int, error: Exception):
         # A batch's error has offsets into the batch, not the file: decoding the whole
         # file once more (only on this error path) names the byte and the event.
         _decode_whole(self.path, self.data)
         raise ProfileError(self.path, f"traceEvents[{start}:{start + BATCH_EVENTS}] cannot be decoded: {error}")
+
+
+_EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
+_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+_LAST_EVENT_END = re.compile(rb"\}\s*\]")
 
 
 def _names(properties: list[DeviceProperties] | None) -> list[str]:

@@ -10,8 +10,10 @@ TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines such a
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,12 +39,13 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     device_steps = 0
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
+    input_batches: collections.Counter[int] = collections.Counter()  # tf.data batch size -> elements seen
     for path in paths:
         planes = _parse(path, read_bytes(path))
         try:
             for plane in planes:
                 if plane.name.startswith("/host:"):
-                    shape = _read_host_plane(plane, events, steps)
+                    shape = _read_host_plane(plane, events, steps, input_batches)
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
                 elif plane.name.startswith("/device:"):
@@ -67,6 +70,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
         facts.steps_source = "unknown: the profile has no step markers (Keras 3 writes none)"
     if first_shape:
         facts.batch_size, facts.batch_size_source = first_shape[1], "data: first op input shape in the xplane"
+    elif input_batches:
+        # The most common, so that a last, partial batch does not count.
+        facts.batch_size = input_batches.most_common(1)[0][0]
+        facts.batch_size_source = f"data: tf.data input elements ({_PIPELINE_ROOT} shapes)"
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 
@@ -86,7 +93,8 @@ def _stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
-def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[int, int] | None:
+def _read_host_plane(plane, events: OpEvents, steps: dict[int, int],
+                     input_batches: collections.Counter[int]) -> tuple[int, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
     Every host event is touched here, so the three integers each needs are pulled out
@@ -106,9 +114,11 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[in
             op_ids.append(entry.key)
             op_codes.append(key_codes[parsed])
     lookup = _IdLookup(op_ids, op_codes) if op_ids else None
+    pipeline_roots = [entry.key for entry in plane.event_metadata if entry.value.name == _PIPELINE_ROOT]
     stat_names = _stat_names(plane)
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
+    shapes_stat = next((k for k, v in stat_names.items() if v == "shapes"), None)
     carries_step: dict[int, bool] = {}
     first_shape: tuple[int, int] | None = None
     for line in plane.lines:
@@ -127,6 +137,11 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int]) -> tuple[in
                         shaped = (line.timestamp_ns * 1000 + shaped[0], shaped[1])
                         if first_shape is None or shaped[0] < first_shape[0]:
                             first_shape = shaped
+            if pipeline_roots and shapes_stat is not None:
+                for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
+                    size = _input_batch(batch[index], shapes_stat, stat_names)
+                    if size:
+                        input_batches[size] += 1
             if step_stat is not None and not is_op.all():
                 _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps)
             del batch  # one batch of protobuf events alive at a time
@@ -203,6 +218,23 @@ def _first_batch(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_stat:
                 size = leading_dim(stat.str_value)
                 if size:
                     return event.offset_ps, size
+    return None
+
+
+# The outermost tf.data iterator: each of its GetNext events delivers one element to
+# the training step, and its ``shapes`` stat lists that element's tensor shapes.
+_PIPELINE_ROOT = "Iterator::Root"
+_TENSOR_DIMS = re.compile(r"\[([0-9,]*)\]")
+
+
+def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | None:
+    """The batch size of a tf.data element (``[32,28,28,1] [32]`` -> 32): the leading
+    dimension every tensor of the element shares; None if they do not share one."""
+    for stat in event.stats:
+        if stat.metadata_id == shapes_stat:
+            leading = {dims.split(",", 1)[0] for dims in _TENSOR_DIMS.findall(_stat_text(stat, stat_names))}
+            if len(leading) == 1 and (size := next(iter(leading))).isdigit() and int(size) > 0:
+                return int(size)
     return None
 
 
