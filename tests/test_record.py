@@ -38,9 +38,12 @@ def test_keras_callback_profiles_marked_steps_and_writes_the_sidecar(tmp_path):
     assert facts.format == "xplane" and facts.device == "CPU"
     assert facts.steps == 5 and facts.steps_source.startswith("step markers")  # batches 3..7
     assert facts.step_time_us > 0
-    assert (facts.batch_size, facts.batch_size_source) == (8, "opcompare.json")
+    # The profile's own tf.data shapes give the size; the sidecar agrees, so no warning.
+    assert (facts.batch_size, facts.batch_size_source) == (8, "data: tf.data input elements (Iterator::Root shapes)")
+    assert not [w for w in facts.warnings if "batch size" in w]
     assert loaded.model == "mnist_cnn"
     written = sidecar(run_dir)
+    assert written["batch_size"] == 8
     assert written["versions"]["tensorflow"] and written["versions"]["keras"]
     assert written["device"] == "CPU" and written["profiled_steps"] == [3, 7]
     assert any(part.endswith("mnist_tf.py") for part in written["command"])
