@@ -1,11 +1,13 @@
 """Reader benchmark: our readers vs xprof's converter and vs orjson, on real recordings.
 
 Records (once, cached in benchmarks/.data/, never committed):
-  * a ~30 MB xplane: the MNIST-shaped Keras CNN profiled for ~300 training steps;
-  * a large PyTorch Chrome trace (record_shapes) of the same kind of CNN.
-Each measurement runs in a fresh subprocess so its peak RSS is its own.
+  * a ~30 MB xplane: the MNIST-shaped Keras CNN profiled for 1,200 training steps;
+  * a ~210 MB PyTorch Chrome trace (record_shapes) of the same kind of CNN.
+Each measurement runs in a fresh subprocess so its peak RSS is its own; times are the
+best of --repeat runs. The JSON references are orjson then a plain-Python per-op pass
+(the issue's "orjson-then-Python"), and orjson.loads alone.
 
-Usage: python benchmarks/bench_readers.py [--xplane-steps 300] [--torch-steps 2500] [--repeat 3]
+Usage: python benchmarks/bench_readers.py [--xplane-steps 1200] [--torch-steps 2500] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--xplane-steps", type=int, default=1200)
     parser.add_argument("--torch-steps", type=int, default=2500)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
 
