@@ -17,6 +17,7 @@ Input shapes are decoded afterwards, for the first top-level ops only (batch siz
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import msgspec
@@ -109,15 +110,27 @@ def _complete(batch: list, categories: set[str]) -> list[int]:
     return [i for i, event in enumerate(batch) if event.cat in categories and event.ph == "X"]
 
 
-def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
+@dataclasses.dataclass
+class _TraceColumns:
+    host: _Columns  # cpu ops, runtime calls, annotations
+    launches: _Columns  # the host events that carry a correlation id
+    device: _Columns  # kernels, memcpys, memsets
+    names: list[str]  # decoding the name codes of host and device
+    categories: list[str]
+
+
+def _read_columns(trace: TraceText) -> _TraceColumns:
+    """The events the reader needs, as flat columns.
+
+    Events are sorted into columns a batch at a time with comprehensions (C-speed
+    loops): a per-event Python loop costs twice as much on million-event traces.
+    Strings are coded one field at a time (pairs are formed later, in numpy): hashing
+    a fresh tuple of fresh strings per event costs more than the rest of the loop.
+    """
     host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
-    launches = _Columns(position="q", correlation="q")  # host events that carry a correlation id
+    launches = _Columns(position="q", correlation="q")
     device = _Columns(name="q", cat="q", dur="d", correlation="q")
     names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
-    # Events are sorted into columns a batch at a time with comprehensions (C-speed
-    # loops): a per-event Python loop costs twice as much on million-event traces.
-    # Strings are coded one field at a time (pairs are formed later, in numpy): hashing
-    # a fresh tuple of fresh strings per event costs more than the rest of the loop.
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
         events = [batch[i] for i in indices]
@@ -138,9 +151,15 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
                    cat=categories.encode([e.cat for e in events]),
                    correlation=_correlations(events))
         del batch, events
+    return _TraceColumns(host, launches, device, list(names), list(categories))
+
+
+def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
+    columns = _read_columns(trace)
+    host, launches, device, names, categories = (columns.host, columns.launches, columns.device, columns.names,
+                                                 columns.categories)
     if not host.rows and not device.rows:
         raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
-    names, categories = list(names), list(categories)
     kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
     kinds = [(names[n], categories[c]) for n, c in kind_pairs]
     thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))

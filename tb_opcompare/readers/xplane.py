@@ -132,7 +132,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int],
                 durations.append(ints[is_op, 2])
                 codes.append(code[is_op])
                 if shape_stat is not None:
-                    shaped = _first_batch(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
+                    shaped = _first_shaped_op(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
                     if shaped:
                         shaped = (line.timestamp_ns * 1000 + shaped[0], shaped[1])
                         if first_shape is None or shaped[0] < first_shape[0]:
@@ -208,7 +208,7 @@ def _step_of(event, step_stat: int) -> int | None:
 _SHAPE_PROBES = 64
 
 
-def _first_batch(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_stat: int) -> tuple[int, int] | None:
+def _first_shaped_op(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_stat: int) -> tuple[int, int] | None:
     """(offset_ps, batch size) of the earliest of the first op events that has a shape."""
     earliest = op_indices[np.argsort(offsets[op_indices], kind="stable")[:_SHAPE_PROBES]]
     for index in earliest.tolist():
