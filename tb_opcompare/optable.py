@@ -75,10 +75,12 @@ class OpProfile:
 
 
 class OpEvents:
-    """Collects one record per op occurrence (host) or kernel (device).
+    """Collects op occurrences (host) and kernels (device), one at a time (``add``) or
+    a reader's batch at a time (the ``add_*`` methods that take arrays).
 
-    ``invocation`` groups device kernels into the host op occurrence that launched
-    them, where the trace says so (PyTorch correlation ids); None where it does not.
+    A kernel's *invocation* is the host op occurrence that launched it, where the trace
+    says so (PyTorch correlation ids, ``add_device_kernels``); it gives per-occurrence
+    min/max/std on device rows.
     """
 
     def __init__(self) -> None:
@@ -87,18 +89,16 @@ class OpEvents:
         self.type: list[str] = []
         self.total: list[float] = []
         self.self_time: list[float] = []
-        self.invocation: list[object] = []
         self.host_partials: list[pd.DataFrame] = []  # per-op sums from add_host_batch / add_host_codes
         self.device_partials: list[pd.DataFrame] = []  # per-op kernel sums from add_device_totals
         self.device_kernels: list[pd.DataFrame] = []  # per-kernel records from add_device_kernels
 
-    def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float, invocation: object = None) -> None:
+    def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float) -> None:
         self.side.append(side)
         self.name.append(name)
         self.type.append(op_type)
         self.total.append(total_us)
         self.self_time.append(self_us)
-        self.invocation.append(invocation)
 
     def add_host_batch(self, ops: list[tuple[str, str]], totals_us: np.ndarray, selfs_us: np.ndarray) -> None:
         """Many host occurrences at once, folded straight into per-op sums so a profile
@@ -157,11 +157,10 @@ def build_op_table(events: OpEvents) -> pd.DataFrame:
             "op_type": events.type,
             "total_us": np.asarray(events.total, dtype="float64"),
             "self_us": np.asarray(events.self_time, dtype="float64"),
-            "invocation": pd.Series(events.invocation, dtype="object"),
         }
     )
     host = frame[frame["side"] == HOST]
-    device = frame[frame["side"] == DEVICE]
+    device = frame[frame["side"] == DEVICE].assign(invocation=np.nan)  # ``add`` knows no launcher
     if events.device_kernels:
         device = pd.concat([part for part in (device, *events.device_kernels) if len(part)], ignore_index=True)
     tables = []
@@ -182,7 +181,7 @@ def empty_op_table() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, "float64")) for c in OP_COLUMNS})
 
 
-_HOST_KEYS = ["side", "op_name", "op_type"]
+_OP_KEYS = ["side", "op_name", "op_type"]
 
 
 def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarray]:
@@ -217,7 +216,7 @@ def _fold_host(keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.nda
 def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
     """Per-op sums from several lines, hosts or batches into the host rows."""
     combined = pd.concat(partials, ignore_index=True) if len(partials) > 1 else partials[0]
-    table = combined.groupby(_HOST_KEYS, sort=False).agg(
+    table = combined.groupby(_OP_KEYS, sort=False).agg(
         occurrences=("occurrences", "sum"),
         total_us=("total_us", "sum"),
         self_us=("self_us", "sum"),
@@ -235,7 +234,7 @@ def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
                       host_table: pd.DataFrame | None) -> pd.DataFrame:
-    keys = ["side", "op_name", "op_type"]
+    keys = _OP_KEYS
     table = device.groupby(keys, sort=False).agg(
         kernels=("total_us", "size"), total_us=("total_us", "sum")
     ).reset_index()

@@ -32,9 +32,6 @@ NEWLINE = b"\n"
 class EventArgs(msgspec.Struct, gc=False):
     name: str | None = None  # TF1 timeline: node name; metadata events: process/thread name
     op: str | None = None  # TF1 timeline: op type
-    correlation: int | None = None  # PyTorch: links a runtime launch to its kernels
-    # Raw: decoded only for the one op that gives the batch size
-    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     tf_op: str | None = None  # TF 2.x trace viewer: kernel's TF op
     level0: str | None = msgspec.field(default=None, name="level 0")
     annotation: str | None = None
@@ -42,7 +39,9 @@ class EventArgs(msgspec.Struct, gc=False):
     shape: str | None = None  # TF 2.x trace viewer: input shapes of a host op
 
 
-class TraceEvent(msgspec.Struct, gc=False):
+class BaseEvent(msgspec.Struct, gc=False):
+    """The fields every reader needs; readers subclass it with the ``args`` they read."""
+
     ph: str = ""
     name: str = ""
     cat: str = ""
@@ -50,6 +49,9 @@ class TraceEvent(msgspec.Struct, gc=False):
     tid: int | str = 0
     ts: float = 0.0
     dur: float | None = None
+
+
+class TraceEvent(BaseEvent, gc=False):
     args: EventArgs | None = None
 
 
@@ -62,17 +64,15 @@ class ChromeTrace(msgspec.Struct):
     deviceProperties: list[DeviceProperties] | None = None
 
 
-_RAW_DECODER = msgspec.json.Decoder(msgspec.defstruct("RawChromeTrace", [
-    ("traceEvents", list[msgspec.Raw]), ("deviceProperties", list[DeviceProperties] | None, None)]))
-_RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
-
-
 @functools.cache
 def _decoders(event_type: type) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
     """(decoder of a whole trace object, decoder of a JSON array of events) for one event Struct."""
     trace_type = msgspec.defstruct(f"{event_type.__name__}Trace", [
         ("traceEvents", list[event_type]), ("deviceProperties", list[DeviceProperties] | None, None)])
     return msgspec.json.Decoder(trace_type), msgspec.json.Decoder(list[event_type])
+
+
+_RAW_DECODER, _RAW_LIST_DECODER = _decoders(msgspec.Raw)  # events as undecoded views
 
 
 class TraceText:
@@ -101,26 +101,20 @@ class TraceText:
                 self._split()
 
     def batches(self, event_type: type) -> Iterator[tuple[int, list]]:
-        """(index of the first event, decoded events) for each batch. ``event_type`` is a
-        Struct with at least ``ph``, ``name``, ``ts`` and ``dur``."""
-        whole_decoder, list_decoder = _decoders(event_type)
+        """(index of the first event, decoded events) for each batch. ``event_type`` is
+        ``BaseEvent`` or a subclass."""
         if self.whole:
-            with _json_errors(self.path, self.data):
-                if self._is_array:
-                    events = list_decoder.decode(self.data)
-                else:
-                    trace = whole_decoder.decode(self.data)
-                    events, self.device_names = trace.traceEvents, _names(trace.deviceProperties)
-                    del trace
+            events = self._decode_text(event_type)
             _check_durations(self.path, 0, events)
             yield 0, events
             return
+        list_decoder = _decoders(event_type)[1]
         index = 0
         if self._cuts is not None:
             self._cut_firsts = []
             for begin, end in self._cuts:
                 try:
-                    batch = list_decoder.decode(b"".join((b"[", memoryview(self.data)[begin:end], b"]")))
+                    batch = list_decoder.decode(self._array_text(begin, end))
                 except (msgspec.DecodeError, UnicodeDecodeError):
                     self._cuts = None
                     self._split()
@@ -146,7 +140,7 @@ class TraceText:
         if self._cuts is not None and self._cut_firsts:
             number = bisect.bisect_right(self._cut_firsts, index) - 1
             begin, end = self._cuts[number]
-            events = _RAW_LIST_DECODER.decode(b"".join((b"[", memoryview(self.data)[begin:end], b"]")))
+            events = _RAW_LIST_DECODER.decode(self._array_text(begin, end))
             return msgspec.json.decode(events[index - self._cut_firsts[number]], type=event_type)
         if self._events is None:
             self._split()  # a text decoded whole is small: cutting it up is cheap
@@ -195,14 +189,24 @@ class TraceText:
             begin = between.end() - 1 if between else last
         return cuts
 
-    def _split(self) -> None:
-        self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
+    def _decode_text(self, event_type: type) -> list:
+        """All events of the text at once (and deviceProperties), or a ProfileError
+        that says what is wrong and where."""
+        whole_decoder, list_decoder = _decoders(event_type)
         with _json_errors(self.path, self.data):
             if self._is_array:
-                self._events = _RAW_LIST_DECODER.decode(self.data)
-            else:
-                raw = _RAW_DECODER.decode(self.data)
-                self._events, self.device_names = raw.traceEvents, _names(raw.deviceProperties)
+                return list_decoder.decode(self.data)
+            trace = whole_decoder.decode(self.data)
+        self.device_names = _names(trace.deviceProperties)
+        return trace.traceEvents
+
+    def _split(self) -> None:
+        self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
+        self._events = self._decode_text(msgspec.Raw)
+
+    def _array_text(self, begin: int, end: int) -> bytes:
+        """``data[begin:end]`` (comma-separated events) as a JSON array, copied once."""
+        return b"".join((b"[", memoryview(self.data)[begin:end], b"]"))
 
     def _batch_text(self, start: int, stop: int) -> bytes:
         """Events ``start:stop`` as one JSON array. Consecutive events of the array are
@@ -213,7 +217,7 @@ class TraceText:
         begin, end = self._offset(first), self._offset(last)
         if begin is None or end is None:
             return b"[" + b",".join(self._events[start:stop]) + b"]"
-        return b"".join((b"[", memoryview(self.data)[begin:end + len(last)], b"]"))
+        return self._array_text(begin, end + len(last))
 
     def _offset(self, event: msgspec.Raw) -> int | None:
         offset = np.frombuffer(event, dtype=np.uint8).ctypes.data - self._address
@@ -225,7 +229,7 @@ class TraceText:
     def _raise_for_whole_file(self, start: int, error: Exception):
         # A batch's error has offsets into the batch, not the file: decoding the whole
         # file once more (only on this error path) names the byte and the event.
-        _decode_whole(self.path, self.data)
+        _check_durations(self.path, 0, self._decode_text(TraceEvent))
         raise ProfileError(self.path, f"traceEvents[{start}:{start + BATCH_EVENTS}] cannot be decoded: {error}")
 
 
@@ -254,13 +258,6 @@ def open_chrome_trace(path: str, data: bytes) -> TraceText:
         except (EOFError, OSError, zlib.error) as error:
             raise ProfileError(path, f"the gzip stream is truncated or corrupt: {error}") from None
     return TraceText(path, data)
-
-
-def _decode_whole(path: str, data: bytes) -> None:
-    whole_decoder, list_decoder = _decoders(TraceEvent)
-    with _json_errors(path, data):
-        decoded = list_decoder.decode(data) if _starts_with_array(data) else whole_decoder.decode(data).traceEvents
-    _check_durations(path, 0, decoded)
 
 
 @contextlib.contextmanager

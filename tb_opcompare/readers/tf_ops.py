@@ -9,6 +9,7 @@ import re
 _OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*\Z")
 _OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*\Z")
 _FIRST_TENSOR_DIMS = re.compile(r"\w+\[([0-9,]*)\]")
+_TENSOR_DIMS = re.compile(r"\[([0-9,]*)\]")
 
 
 def parse_tf_op(full_name: str) -> tuple[str, str] | None:
@@ -43,4 +44,15 @@ def leading_dim(shape_text: str) -> int | None:
         dims = [d for d in match.group(1).split(",") if d]
         if len(dims) >= 2 and dims[0].isdigit() and int(dims[0]) > 0:
             return int(dims[0])
+    return None
+
+
+def shared_leading_dim(shapes_text: str) -> int | None:
+    """The leading dimension all tensors of a tf.data element share (``[32,28,28,1] [32]``
+    -> 32): the element's batch size. None if they do not share one."""
+    leading = {dims.split(",", 1)[0] for dims in _TENSOR_DIMS.findall(shapes_text)}
+    if len(leading) == 1:
+        size = next(iter(leading))
+        if size.isdigit() and int(size) > 0:
+            return int(size)
     return None

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ProfileError
 from ..optable import OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
-from .chrome_json import TraceText
+from .chrome_json import BaseEvent, TraceText
 
 FORMAT = "pytorch"
 _OP_CATEGORIES = {"cpu_op", "Operator"}
@@ -41,14 +41,7 @@ class _Args(msgspec.Struct, gc=False):
     correlation: int | None = None  # links a runtime launch to its kernels
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    name: str = ""
-    cat: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = 0.0
-    dur: float | None = None
+class _Event(BaseEvent, gc=False):
     args: _Args | None = None
 
 
@@ -60,17 +53,9 @@ class _WithInputs(msgspec.Struct, gc=False):
     args: _InputArgs | None = None
 
 
-class _Category(msgspec.Struct, gc=False):
-    cat: str = ""
-    ph: str = ""
-    name: str = ""
-    ts: float = 0.0
-    dur: float | None = None
-
-
 def is_torch_trace(trace: TraceText) -> bool:
     categories = _OP_CATEGORIES | _DEVICE_CATEGORIES
-    return any(event.cat in categories for _, batch in trace.batches(_Category) for event in batch)
+    return any(event.cat in categories for _, batch in trace.batches(BaseEvent) for event in batch)
 
 
 class _Columns:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ProfileError
 from ..optable import OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
-from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
+from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op, shared_leading_dim
 from .xplane_wire import split_space
 
 FORMAT = "xplane"
@@ -200,7 +199,13 @@ def _read_steps(batch, ints: np.ndarray, candidates: np.ndarray, step_stat: int,
 
 
 def _step_of(event, step_stat: int) -> int | None:
-    return next((s.int64_value or s.uint64_value for s in event.stats if s.metadata_id == step_stat), None)
+    stat = _find_stat(event, step_stat)
+    return None if stat is None else stat.int64_value or stat.uint64_value
+
+
+def _find_stat(event, stat_id: int):
+    """The event's first stat with metadata ``stat_id``, or None."""
+    return next((stat for stat in event.stats if stat.metadata_id == stat_id), None)
 
 
 # Old TF writes a ``shape`` stat on op events; current TF writes none there (only on
@@ -213,29 +218,21 @@ def _first_shaped_op(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_s
     earliest = op_indices[np.argsort(offsets[op_indices], kind="stable")[:_SHAPE_PROBES]]
     for index in earliest.tolist():
         event = batch[index]
-        for stat in event.stats:
-            if stat.metadata_id == shape_stat:
-                size = leading_dim(stat.str_value)
-                if size:
-                    return event.offset_ps, size
+        stat = _find_stat(event, shape_stat)
+        size = leading_dim(stat.str_value) if stat is not None else None
+        if size:
+            return event.offset_ps, size
     return None
 
 
 # The outermost tf.data iterator: each of its GetNext events delivers one element to
 # the training step, and its ``shapes`` stat lists that element's tensor shapes.
 _PIPELINE_ROOT = "Iterator::Root"
-_TENSOR_DIMS = re.compile(r"\[([0-9,]*)\]")
 
 
 def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | None:
-    """The batch size of a tf.data element (``[32,28,28,1] [32]`` -> 32): the leading
-    dimension every tensor of the element shares; None if they do not share one."""
-    for stat in event.stats:
-        if stat.metadata_id == shapes_stat:
-            leading = {dims.split(",", 1)[0] for dims in _TENSOR_DIMS.findall(_stat_text(stat, stat_names))}
-            if len(leading) == 1 and (size := next(iter(leading))).isdigit() and int(size) > 0:
-                return int(size)
-    return None
+    stat = _find_stat(event, shapes_stat)
+    return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
 
 
 def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:

@@ -93,8 +93,7 @@ class LineView:
         """The line's events, in wire order, a batch at a time. Drop each batch before
         asking for the next: that is what bounds memory."""
         if self._whole is not None:
-            events, self._whole = self._whole.events, None
-            yield events
+            yield self._whole.events  # a line of at most one batch, parsed when the view was made
             return
         for start, end in self._batches:
             chunk = XLine()
