@@ -60,7 +60,7 @@ def _layout(title: str, x_title: str, y_title: str, log_y: bool = True, **extra)
         "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear", "gridcolor": "#eee",
                   **({"dtick": 1, "minor": {"dtick": "D1", "showgrid": True, "gridcolor": "#f7f7f7"}}
                      if log_y else {"rangemode": "tozero"})},
-        "legend": {"font": {"size": 11, "family": "Roboto Mono, monospace"}, "orientation": "h", "y": -0.22,
+        "legend": {"font": {"size": 11, "family": "Roboto Mono, monospace"}, "orientation": "h", "y": -0.38,
                    "yanchor": "top"},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
