@@ -1,32 +1,42 @@
 # Two set-up commands (README): `make demo` runs the main job, `make test` runs the tests.
-# Each creates .venv and installs what it needs on first use.
+# Each creates .venv and installs what it needs on first use: the demo only the plugin
+# and TensorBoard (about 400 MB), the tests the test extra too (TensorFlow, PyTorch,
+# xprof, Playwright: about 3 GB).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo demo-logs demo-logs-gpu test bench fuzz load clean
+.PHONY: demo demo-logs demo-logs-gpu record-demo test bench fuzz load dist clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[test]"
-	touch $(STAMP)
+	touch $@ $(DEMO_STAMP)
 
 HOST ?= localhost
 PORT ?= 6006
 
 # TensorBoard with the Op Compare tab on the demo logdir: open http://$(HOST):$(PORT)/#op_compare
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
+	@echo "Op Compare on demo_logs: http://$(HOST):$(PORT)/#op_compare   (the installed commands: $(BIN)/tb-opcompare, $(BIN)/tensorboard)"
 	$(BIN)/tensorboard --logdir demo_logs --host $(HOST) --port $(PORT)
 
 # Re-record the demo's TF and PyTorch runs with the recording helpers (CPU; the GPU part
-# on a machine with one). The TF1 pair in demo_logs/tf1_mlp is a public recording, kept.
+# on a machine with one). Recording needs TensorFlow and PyTorch: the test extra.
 DEMO_BATCH_SIZES ?= 1,16,64
-demo-logs: $(STAMP)
+demo-logs: $(TEST_STAMP)
 	$(MAKE) record-demo DEVICE=cpu
 
-demo-logs-gpu: $(STAMP)
+demo-logs-gpu: $(TEST_STAMP)
 	$(MAKE) record-demo DEVICE=gpu
 
 record-demo:
@@ -46,19 +56,26 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation fonts-dejavu-core >/dev/null
 
-test: $(STAMP) $(CHROMIUM)
+test: $(TEST_STAMP) $(CHROMIUM)
 	$(BIN)/python -m pytest -q
 
 # Long runs of what the suite does briefly: fuzz every reader, load the server for a minute.
-fuzz: $(STAMP)
+fuzz: $(TEST_STAMP)
 	TB_OPCOMPARE_FUZZ_EXAMPLES=2000 $(BIN)/python -m pytest -q tests/test_fuzz.py
 
-load: $(STAMP) $(CHROMIUM)
+load: $(TEST_STAMP) $(CHROMIUM)
 	TB_OPCOMPARE_LOAD_SECONDS=60 $(BIN)/python -m pytest -q tests/test_load.py
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/bench_readers.py
 	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_startup.py
+
+# The wheel and sdist users install (the packaging test builds and installs them too).
+dist: $(BIN)/python
+	rm -rf dist
+	$(BIN)/pip install --quiet build
+	$(BIN)/python -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

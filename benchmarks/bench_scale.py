@@ -3,7 +3,7 @@ compare API latency for a ~5,000-op pair on a real TensorBoard, and time to the 
 rendered table in Debian's Chromium.
 
 Uses the recordings of bench_readers.py (benchmarks/.data/, recorded on first use) and
-the real 4,696-op BERT xplane in tests/fixtures/realtraces.
+the real 4,696-op BERT xplane in ../shared/realtraces.
 
 Usage: python benchmarks/bench_scale.py [--runs 1000] [--requests 30]
 """
@@ -118,7 +118,7 @@ def bench_compare_and_browser(requests: int) -> None:
 
     with tempfile.TemporaryDirectory() as scratch:
         logdir = Path(scratch) / "logs"
-        shutil.copytree(REPO / "tests/fixtures/realtraces/tf2_xplane_bert_multigpu", logdir / "bert_gpu")
+        shutil.copytree(REPO.parent / "shared/realtraces/tf2_xplane_bert_multigpu", logdir / "bert_gpu")
         shutil.copytree(REPO / "tests/fixtures/logdir/tf_keras/cnn_cpu_bs8", logdir / "cnn_cpu_bs8")
         pair = {"baseline": "bert_gpu", "target": "cnn_cpu_bs8/train"}
         compare = "/data/plugin/op_compare/compare?" + urllib.parse.urlencode(pair)

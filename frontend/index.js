@@ -178,6 +178,7 @@ class OpCompareApp {
         this.setListing(full);
         this.fillRunOptions();
         this.errorsSlot.replaceChildren(this.runErrorsPanel() || '');
+        this.fillListingNotices();
         this.fillChooser();
       }).catch(() => {});
     }
@@ -188,6 +189,9 @@ class OpCompareApp {
     this.runs = listing.runs;
     this.pairs = listing.pairs;
     this.runErrors = listing.errors;
+    this.suggested = listing.suggested;
+    this.listingNotices = listing.notices || [];
+    this.version = listing.version;
   }
 
   chooseDefaultRuns() {
@@ -196,22 +200,13 @@ class OpCompareApp {
     const valid = known.has(this.selection.baseline) && known.has(this.selection.target);
     if (this.selection.baseline && !valid) {
       this.staleLink = `This link names runs that are not in this logdir (${this.selection.baseline} → ` +
-        `${this.selection.target}); showing the first suggested pair instead.`;
+        `${this.selection.target}); showing the suggested pair instead.`;
     }
-    if (valid) return;
+    if (valid || !this.suggested) return;
     this.selection.baseline_session = null;
     this.selection.target_session = null;
-    if (this.pairs.length) {
-      this.selection.baseline = this.pairs[0].baseline;
-      this.selection.target = this.pairs[0].target;
-      return;
-    }
-    // No CPU/GPU pair: two runs of the same model (a batch-size change), else the first two.
-    const byModel = new Map();
-    for (const run of this.runs) byModel.set(run.model, [...(byModel.get(run.model) || []), run]);
-    const group = [...byModel.values()].find((runs) => runs.length > 1) || this.runs;
-    this.selection.baseline = group[0].run;
-    this.selection.target = (group[1] || group[0]).run;
+    this.selection.baseline = this.suggested.baseline;
+    this.selection.target = this.suggested.target;
   }
 
   runByName(name) {
@@ -283,12 +278,15 @@ class OpCompareApp {
       this.count, this.exportLink);
 
     this.errorsSlot = h('div', {class: 'oc-errors-slot'}, this.runErrorsPanel() || '');
+    this.listingNoticesSlot = h('div', {class: 'oc-listing-notices'});
+    this.footer = h('footer', {class: 'oc-footer', id: 'oc-version'});
     this.content = h('div', {class: 'oc-content'}, this.notices, this.summary, charts, filters, this.table.element);
     this.overlay = h('div', {class: 'oc-loading', hidden: true}, h('div', {class: 'oc-spinner'}),
                      h('span', {class: 'oc-loading-text'}));
     this.messagePanel = h('div', {class: 'oc-message-slot'});
-    this.root.replaceChildren(chooser, this.errorsSlot, this.messagePanel,
-                              h('div', {class: 'oc-body'}, this.content, this.overlay));
+    this.root.replaceChildren(chooser, this.errorsSlot, this.listingNoticesSlot, this.messagePanel,
+                              h('div', {class: 'oc-body'}, this.content, this.overlay), this.footer);
+    this.fillListingNotices();
     this.fillRunOptions();
     this.fillChooser();
   }
@@ -338,6 +336,13 @@ class OpCompareApp {
       button.classList.toggle('oc-active', button.dataset.groupBy === this.selection.group_by);
       button.setAttribute('aria-pressed', String(button.dataset.groupBy === this.selection.group_by));
     }
+  }
+
+  /** Notices about the logdir as a whole (e.g. no accelerator run), and the version. */
+  fillListingNotices() {
+    this.listingNoticesSlot.replaceChildren(...this.listingNotices.map((notice) =>
+      h('div', {class: 'oc-panel oc-panel-note', id: 'oc-no-accelerator'}, notice)));
+    this.footer.textContent = this.version ? `tb-opcompare ${this.version}` : '';
   }
 
   runErrorsPanel() {

@@ -31,17 +31,7 @@ from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
 READER_VERSION = "4"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
-ENV_CACHE_DIR = "TB_OPCOMPARE_CACHE_DIR"
 _logger = logging.getLogger(__name__)
-
-
-def default_cache_dir() -> str:
-    """``$TB_OPCOMPARE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tb-opcompare``, else
-    ``~/.cache/tb-opcompare``: a per-user place, never the logdir."""
-    if os.environ.get(ENV_CACHE_DIR):
-        return os.environ[ENV_CACHE_DIR]
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "tb-opcompare")
 
 
 class _Flight:

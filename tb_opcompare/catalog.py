@@ -17,7 +17,7 @@ from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
                         discover)
 from .errors import ProfileError
-from .naming import batch_size_from_name, model_key
+from .naming import batch_size_from_name, device_from_name, model_key
 from .optable import OpProfile
 from .readers.chrome_json import open_chrome_trace
 from .readers.summary_json import read_summary_json
@@ -202,16 +202,44 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     return sidecar, None
 
 
-def read_sidecar_model(source: RunSource) -> tuple[str, str | None]:
-    """(model key, label) from the sidecar and the run name alone, for runs not read yet."""
-    return _model_and_label(source, _read_sidecar(source)[0])
+SIDECAR_SOURCE = SIDECAR
+NAME_SOURCE = "run name"
+_SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
 
 
-def _model_and_label(source: RunSource, sidecar: dict) -> tuple[str, str | None]:
-    """The sidecar's ``model`` (else the run name's model key) and its ``label``."""
+@dataclasses.dataclass(frozen=True)
+class Claims:
+    """What a run's sidecar and name say, before (or beside) what its data shows. The
+    order of trust is data, then sidecar, then name."""
+
+    model: str  # the sidecar's ``model``, else the run name's model key
+    label: str | None
+    batch_sizes: tuple[tuple[int, str], ...]  # (size, source), most trusted first
+    device: str | None  # the sidecar's device, else the name's
+    device_source: str | None
+    device_name: str | None
+    warning: str | None  # a sidecar that could not be used
+
+
+def read_claims(source: RunSource) -> Claims:
+    sidecar, warning = _read_sidecar(source)
     model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
     label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
-    return model or model_key(source.run), label
+    sidecar_batch = sidecar.get("batch_size")
+    batch_sizes = []
+    if isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and sidecar_batch > 0:
+        batch_sizes.append((sidecar_batch, SIDECAR_SOURCE))
+    if batch_size_from_name(source.run) is not None:
+        batch_sizes.append((batch_size_from_name(source.run), NAME_SOURCE))
+    sidecar_device = sidecar.get("device")
+    if isinstance(sidecar_device, str) and sidecar_device.strip():
+        device, device_source = sidecar_device.strip().upper(), SIDECAR_SOURCE
+    else:
+        device = device_from_name(source.run)
+        device_source = NAME_SOURCE if device else None
+    device_name = sidecar.get("device_name") if isinstance(sidecar.get("device_name"), str) else None
+    return Claims(model=model or model_key(source.run), label=label, batch_sizes=tuple(batch_sizes), device=device,
+                  device_source=device_source, device_name=device_name, warning=warning)
 
 
 def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
@@ -220,29 +248,21 @@ def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedR
     (a device plane with activity); a sidecar that says otherwise gets a warning. Model:
     the sidecar, then the run name."""
     facts = dataclasses.replace(parsed.facts, warnings=list(parsed.facts.warnings))
-    sidecar, sidecar_warning = _read_sidecar(source)
-    if sidecar_warning:
-        facts.warnings.append(sidecar_warning)
-    sidecar_batch = sidecar.get("batch_size")
-    if not (isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and sidecar_batch > 0):
-        sidecar_batch = None
-    claims = [(sidecar_batch, "sidecar opcompare.json", SIDECAR), (batch_size_from_name(source.run), "run name",
-                                                                   "run name")]
+    claims = read_claims(source)
+    if claims.warning:
+        facts.warnings.append(claims.warning)
     if facts.batch_size is None:
-        claimed = next(((size, origin) for size, _, origin in claims if size is not None), None)
-        if claimed:
-            facts.batch_size, facts.batch_size_source = claimed
+        if claims.batch_sizes:
+            facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
     else:
-        for size, where, _ in claims:
-            if size is not None and size != facts.batch_size:
-                facts.warnings.append(f"the {where} says batch size {size} but the profile's tensors say "
+        for size, claimed_by in claims.batch_sizes:
+            if size != facts.batch_size:
+                facts.warnings.append(f"{_SAID_BY[claimed_by]} says batch size {size} but the profile's tensors say "
                                       f"{facts.batch_size}; using the measured size")
-    claimed_device = sidecar.get("device")
-    if isinstance(claimed_device, str) and claimed_device and claimed_device.upper() != facts.device:
-        facts.warnings.append(f"the sidecar opcompare.json says {claimed_device.upper()} but the profile shows "
+    if claims.device_source == SIDECAR_SOURCE and claims.device != facts.device:
+        facts.warnings.append(f"the sidecar opcompare.json says {claims.device} but the profile shows "
                               f"{facts.device} activity only; using the profile")
-    if facts.device_name is None and isinstance(sidecar.get("device_name"), str) and facts.device != "CPU":
-        facts.device_name = sidecar["device_name"]
-    model, label = _model_and_label(source, sidecar)
-    return LoadedRun(source=source, session=session, profile=OpProfile(facts=facts, ops=parsed.ops), model=model,
-                     label=label)
+    if facts.device_name is None and claims.device_name and facts.device != "CPU":
+        facts.device_name = claims.device_name
+    return LoadedRun(source=source, session=session, profile=OpProfile(facts=facts, ops=parsed.ops),
+                     model=claims.model, label=claims.label)

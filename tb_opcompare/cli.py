@@ -11,12 +11,13 @@ import json
 import os
 import sys
 
-from .cache import default_cache_dir
+from . import __version__
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, select_rows, sweep_document,
                         sweep_models, sweep_table)
 from .errors import ProfileError
+from .settings import ReadSettings
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tb-opcompare", description="Compare per-op times of profile runs.")
+    parser.add_argument("--version", action="version", version=f"tb-opcompare {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     reading = argparse.ArgumentParser(add_help=False)
     group = reading.add_argument_group("reading")
@@ -64,8 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
     compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
     compare.add_argument("--top", type=_positive_int, help="show only the first N rows")
-    compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout)")
+    compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout); with several "
+                                                       "pairs, each row starts with its baseline and target run")
     compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
+    compare.add_argument("--table", action="store_true", help="print the table too (the default without --csv/--json)")
     compare.set_defaults(handler=_compare)
 
     sweep = commands.add_parser("sweep", parents=[reading], help="how each op and the whole step scale with batch size")
@@ -89,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--model", required=True, help="model name: the runs' name prefix and model key")
     record.add_argument("--batch-sizes", required=True, type=_int_list, help="comma-separated, e.g. 1,16,64")
     record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
+    record.add_argument("--force", action="store_true",
+                        help="record into run directories that already hold a profile (adds a capture)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
     record.set_defaults(handler=_record)
 
@@ -101,9 +107,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _catalog(args) -> Catalog:
-    cache_dir = None if args.no_cache else (args.cache_dir or default_cache_dir())
-    limit = int(args.max_read_gb * 1e9) if args.max_read_gb > 0 else None
-    return Catalog(args.logdir, cache_dir=cache_dir, max_trace_bytes=limit)
+    settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
+    return Catalog(args.logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
 
 
 def _index(args) -> int:
@@ -146,7 +151,7 @@ def _record(args) -> int:
         print("error: give the training command after --, e.g. -- python train.py --batch-size {batch_size}",
               file=sys.stderr)
         return EXIT_USAGE
-    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command)
+    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command, force=args.force)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     for result in failed:
@@ -222,14 +227,30 @@ def _compare(args) -> int:
         document["rows"] = select_rows(document["rows"], args.sort, args.top)
         documents.append(document)
     if args.csv:
-        _write_text(args.csv, "".join(compare_csv(d["rows"]) if i == 0 else compare_csv(d["rows"]).split("\n", 1)[1]
-                                      for i, d in enumerate(documents)))
+        text = _pairs_csv(documents)
+        _write_text(args.csv, text)
+        if args.csv != "-":
+            rows = sum(len(document["rows"]) for document in documents)
+            print(f"wrote {rows} rows to {args.csv}", file=sys.stderr)
     if args.json:
         print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
-    elif args.csv != "-":
+    if args.table or not (args.csv or args.json):
         for document in documents:
             _print_comparison(document)
     return EXIT_OK
+
+
+PAIR_COLUMNS = ["baseline_run", "target_run"]
+
+
+def _pairs_csv(documents: list[dict]) -> str:
+    """One pair: exactly the bytes of the API's ``compare.csv``. Several: one table, each
+    row led by the pair it belongs to."""
+    if len(documents) == 1:
+        return compare_csv(documents[0]["rows"])
+    rows = [{"baseline_run": d["summary"]["baseline"]["run"], "target_run": d["summary"]["target"]["run"], **row}
+            for d in documents for row in d["rows"]]
+    return compare_csv(rows, PAIR_COLUMNS + list(documents[0]["columns"]))
 
 
 def _write_text(target: str, text: str) -> None:
@@ -244,13 +265,7 @@ def _write_text(target: str, text: str) -> None:
 def _sweep(args) -> int:
     catalog = _catalog(args)
     if not args.model:
-        models = {m: sizes for m, sizes in sweep_models(catalog).items() if any(len(s) >= 2 for s in sizes.values())}
-        print("error: name a model with --model", file=sys.stderr)
-        print("models with two or more batch sizes on one device:" if models else "no model has two batch sizes on "
-              "one device", file=sys.stderr)
-        for model, sizes in sorted(models.items()):
-            print(f"  {model}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()), file=sys.stderr)
-        return EXIT_USAGE
+        return _list_sweepable(catalog, args.logdir)
     document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by)
     table = sweep_table(document)
     if args.csv:
@@ -266,6 +281,19 @@ def _sweep(args) -> int:
         _print_sweep(document, table)
     enough = any(len(sizes) >= 2 for sizes in document["batch_sizes"].values())
     return EXIT_OK if enough else EXIT_USAGE
+
+
+def _list_sweepable(catalog: Catalog, logdir: str) -> int:
+    models = {m: sizes for m, sizes in sweep_models(catalog).items() if any(len(s) >= 2 for s in sizes.values())}
+    if not models:
+        print("no model has two or more batch sizes on one device; record more with `tb-opcompare record`")
+        return EXIT_OK
+    print("models with two or more batch sizes on one device (sweep one with --model KEY):")
+    for model, sizes in sorted(models.items()):
+        print(f"  {model}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
+    example = sorted(models)[0]
+    print(f"\ne.g. tb-opcompare sweep {logdir} --model {example}")
+    return EXIT_OK
 
 
 def _print_sweep(document: dict, table: list[dict]) -> None:

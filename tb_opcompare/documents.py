@@ -14,12 +14,13 @@ import math
 import re
 from collections.abc import Mapping
 
-from .catalog import Catalog, LoadedRun, UnknownRunError, read_sidecar_model
+from .catalog import Catalog, LoadedRun, UnknownRunError, read_claims
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
 from .discovery import RunSource
 from .errors import ProfileError
-from .naming import batch_size_from_name, device_from_name, model_key
-from .pairing import RunForPairing, pair_runs
+from .naming import model_key
+from . import __version__
+from .pairing import RunForPairing, notices, pair_runs, suggest_pair
 from .sweep import SweepRun, build_sweep
 
 
@@ -45,33 +46,35 @@ def run_record(loaded: LoadedRun) -> dict:
 
 
 def unread_run_record(source: RunSource) -> dict:
-    """What is known of a run before its trace is read: its name and sidecar only."""
-    model, label = read_sidecar_model(source)
-    batch_size = batch_size_from_name(source.run)
+    """What is known of a run before its trace is read: its sidecar, then its name."""
+    claims = read_claims(source)
+    batch_size, batch_size_source = claims.batch_sizes[0] if claims.batch_sizes else (None, None)
     return {
         "run": source.run,
         "format": source.format,
-        "device": device_from_name(source.run),
-        "device_name": None,
+        "device": claims.device,
+        "device_name": claims.device_name if claims.device not in (None, "CPU") else None,
         "batch_size": batch_size,
-        "batch_size_source": "run name" if batch_size else None,
+        "batch_size_source": batch_size_source,
         "steps": None,
         "steps_source": None,
-        "model": model,
-        "label": label,
+        "model": claims.model,
+        "label": claims.label,
         "sessions": list(source.sessions),
         "session": source.newest_session,
         "framework": None,
-        "warnings": [],
+        "warnings": [claims.warning] if claims.warning else [],
         "loaded": False,
     }
 
 
 def runs_document(catalog: Catalog, load: bool = True) -> dict:
-    """Every run's facts (newest session), the automatic pairs, and what could not be read.
+    """Every run's facts (newest session), the automatic pairs, what could not be read,
+    the pair to show first (``suggested``), ``notices`` for the user (no accelerator run)
+    and the plugin's ``version``.
 
     ``load=False`` reads no trace: runs already in the cache have their facts, the others
-    what their names and sidecars say (``"loaded": false``, device guessed from the name).
+    what their sidecars, then names, say (``"loaded": false``).
     """
     runs, errors, for_pairing = [], [], []
     for source in catalog.sources(refresh=True):
@@ -91,8 +94,9 @@ def runs_document(catalog: Catalog, load: bool = True) -> dict:
                 op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
             )
         )
-    return {"runs": runs, "pairs": pair_runs(for_pairing), "errors": errors,
-            "complete": all(run["loaded"] for run in runs)}
+    pairs = pair_runs(for_pairing)
+    return {"runs": runs, "pairs": pairs, "errors": errors, "complete": all(run["loaded"] for run in runs),
+            "suggested": suggest_pair(for_pairing, pairs), "notices": notices(for_pairing), "version": __version__}
 
 
 def compare_document(

@@ -63,3 +63,44 @@ def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by
         "batch_size": baseline.batch_size if baseline.batch_size is not None else target.batch_size,
         "matched_by": matched_by,
     }
+
+
+def suggest_pair(runs: list[RunForPairing], pairs: list[dict]) -> dict | None:
+    """The pair a user sees first: the first automatic CPU->accelerator pair; without one,
+    the widest batch-size change of one model on one device (smallest -> largest), which
+    shows the most; else the first two runs."""
+    if pairs:
+        return {"baseline": pairs[0]["baseline"], "target": pairs[0]["target"],
+                "reason": f"{pairs[0]['baseline']} is the CPU run and {pairs[0]['target']} the accelerator run "
+                          f"of {pairs[0]['model']}"}
+    groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
+    for run in runs:
+        if run.batch_size:
+            groups.setdefault((run.model, run.device), []).append(run)
+    sweeps = [sorted(group, key=lambda r: (r.batch_size, r.run)) for group in groups.values()
+              if len({r.batch_size for r in group}) > 1]
+    if sweeps:
+        widest = max(sweeps, key=lambda g: (g[-1].batch_size / g[0].batch_size, len(g)))
+        small, large = widest[0], widest[-1]
+        return {"baseline": small.run, "target": large.run,
+                "reason": f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
+                          f"{small.device or 'one device'}: the widest batch-size change in this logdir"}
+    if len(runs) >= 2:
+        return {"baseline": runs[0].run, "target": runs[1].run, "reason": "the first two runs"}
+    if runs:
+        return {"baseline": runs[0].run, "target": runs[0].run, "reason": "the only run"}
+    return None
+
+
+NO_ACCELERATOR_NOTICE = (
+    "No accelerator run in this logdir: every run read so far ran on the CPU, so there is no CPU->GPU speedup to "
+    "show yet. Record the same model on a GPU into this logdir, e.g. `tb-opcompare record --logdir LOGDIR "
+    "--model NAME --batch-sizes 1,16,64 --devices gpu -- python train.py --batch-size {batch_size}` on a machine "
+    "with one (in a checkout of tb-opcompare: `make demo-logs-gpu`).")
+
+
+def notices(runs: list[RunForPairing]) -> list[str]:
+    known = [run.device for run in runs if run.device is not None]
+    if known and all(device == "CPU" for device in known):
+        return [NO_ACCELERATOR_NOTICE]
+    return []

@@ -1,104 +1,27 @@
-"""The TensorBoard plugin: the "Op Compare" tab and its HTTP routes.
+"""The TensorBoard entry point: the "Op Compare" tab.
 
-Routes, all under ``/data/plugin/op_compare/``:
-
-================  ===========================================================================
-``runs``          ``documents.runs_document``: runs, automatic pairs, unreadable files;
-                  ``load=0`` reads no trace (cached facts, else what names say)
-``compare``       ``documents.compare_document`` for ``baseline``/``target`` (+ ``group_by``,
-                  ``baseline_session``, ``target_session``); the view parameters of
-                  ``documents.view_from_params`` narrow and order the rows
-``compare.csv``   the same rows as a CSV download
-``index.js`` ...  the frontend's files (``frontend/`` in a checkout, inside the wheel)
-``sweeps``        every model key with its batch sizes per device
-``sweep``         ``documents.sweep_document`` for ``model`` (+ ``top``, repeated ``ops``,
-                  ``group_by``), with the plotly ``figures`` of ``sweep_figures``
-``sweep.csv``     the fits table with each op's break-even batch size
-``plotly.min.js`` the plotly.js bundle of the installed ``plotly`` package (no CDN)
-================  ===========================================================================
-
-Errors are JSON ``{"error": {"status", "message", ...}}``: 400 bad parameters, 404 an
-unknown run or session (with the known names), 422 a profile that cannot be read (with
-its path). Routes only parse parameters and call ``documents``; the maths lives there.
+TensorBoard imports this module and builds the plugin at start-up whether or not the tab
+is ever opened, so it imports nothing heavy: the tab's static files are served from
+here, and the data routes (``routes.DataRoutes``: pandas, the readers, the maths) are
+imported and built on the first data request.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import logging
 import mimetypes
-import re
-from pathlib import Path
+import threading
 
-import msgspec
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
-from .cache import default_cache_dir
-from .catalog import Catalog, UnknownRunError
-from .compare import GROUP_BY
+from . import assets
 from .discovery import has_profile_runs
-from .documents import (SWEEP_CSV_COLUMNS, apply_view, compare_csv, compare_document, runs_document, sweep_document,
-                        sweep_models, sweep_table, view_from_params)
-from .errors import ProfileError
-from .sweep_figures import sweep_figures
+from .settings import ReadSettings
 
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
-_FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "sweep.js", "theme.js", "style.css")
-_logger = logging.getLogger(__name__)
-
-
-class BadRequest(ValueError):
-    """A request parameter that is missing or malformed."""
-
-
-def _frontend_dir() -> Path:
-    """``frontend/`` ships in the wheel as the ``tb_opcompare.frontend`` package data."""
-    try:
-        located = Path(str(importlib.resources.files("tb_opcompare.frontend")))
-        if (located / "index.js").is_file():
-            return located
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parent.parent / "frontend"
-
-
-def _plotly_bundle() -> Path:
-    import plotly
-
-    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-
-
-def _json(request, document, code: int = 200):
-    return http_util.Respond(request, msgspec.json.encode(document), "application/json", code=code)
-
-
-def _error(request, code: int, message: str, **extra):
-    return _json(request, {"error": {"status": code, "message": message, **extra}}, code=code)
-
-
-def _json_errors(route):
-    """Bad input becomes a JSON error the tab can show, never a traceback page."""
-
-    @functools.wraps(route)
-    def wrapped(self, request):
-        try:
-            return route(self, request)
-        except BadRequest as error:
-            return _error(request, 400, str(error))
-        except UnknownRunError as error:
-            return _error(request, 404, error.message, known=error.known)
-        except ProfileError as error:
-            return _error(request, 422, f"cannot read {error.path}: {error.reason}", path=error.path,
-                          reason=error.reason)
-        except Exception:  # a bug, not bad data: log it, answer without leaking internals
-            _logger.exception("op_compare: %s failed", request.path)
-            return _error(request, 500, "internal error in the Op Compare plugin; see the TensorBoard log")
-
-    return wrapped
+DATA_ROUTES = ("/runs", "/compare", "/compare.csv", "/sweeps", "/sweep", "/sweep.csv")
 
 
 class OpComparePlugin(base_plugin.TBPlugin):
@@ -107,15 +30,11 @@ class OpComparePlugin(base_plugin.TBPlugin):
     def __init__(self, context: base_plugin.TBContext):
         self._logdir = context.logdir or ""
         flags = context.flags
-        cache_dir = getattr(flags, "opcompare_cache_dir", None) or default_cache_dir()
-        max_read_gb = getattr(flags, "opcompare_max_read_gb", 0) or 0
-        self._catalog = Catalog(
-            self._logdir,
-            cache_dir=None if cache_dir.lower() == "none" else cache_dir,
-            max_trace_bytes=int(max_read_gb * 1e9) if max_read_gb > 0 else None,
-        )
+        self._settings = ReadSettings.from_options(
+            getattr(flags, "opcompare_cache_dir", None), False, getattr(flags, "opcompare_max_read_gb", 0))
         self._active = False
-        self._frontend = _frontend_dir()
+        self._routes = None
+        self._routes_lock = threading.Lock()
 
     def is_active(self) -> bool:
         # Once runs exist they rarely vanish; until then look again on every listing so
@@ -128,125 +47,40 @@ class OpComparePlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
 
     def get_plugin_apps(self):
-        apps = {f"/{name}": self._frontend_file_app(name) for name in _FRONTEND_FILES}
-        apps.update({
-            "/plotly.min.js": self._serve_plotly,
-            "/runs": self._serve_runs,
-            "/compare": self._serve_compare,
-            "/compare.csv": self._serve_compare_csv,
-            "/sweeps": self._serve_sweeps,
-            "/sweep": self._serve_sweep,
-            "/sweep.csv": self._serve_sweep_csv,
-        })
+        apps = {f"/{name}": self._static_app(name, assets.frontend_file) for name in assets.FRONTEND_FILES}
+        apps["/plotly.min.js"] = self._static_app("plotly.min.js", lambda _name: assets.plotly_bundle(), expires=86400)
+        apps.update({route: self._data_app(route) for route in DATA_ROUTES})
         return apps
 
-    def _frontend_file_app(self, name: str):
+    @property
+    def _catalog(self):
+        return self.data_routes().catalog
+
+    def data_routes(self):
+        """The data routes, built once, on first use."""
+        if self._routes is None:
+            with self._routes_lock:
+                if self._routes is None:
+                    from .routes import DataRoutes
+
+                    self._routes = DataRoutes(self._logdir, self._settings)
+        return self._routes
+
+    @staticmethod
+    def _static_app(name: str, read, expires: int = 0):
         content_type = "text/javascript" if name.endswith(".js") else mimetypes.guess_type(name)[0]
 
         @wrappers.Request.application
         def serve(request):
-            return http_util.Respond(request, (self._frontend / name).read_bytes(), content_type)
+            return http_util.Respond(request, read(name), content_type, expires=expires)
 
         return serve
 
-    @wrappers.Request.application
-    def _serve_plotly(self, request):
-        return http_util.Respond(request, _plotly_bundle().read_bytes(), "text/javascript", expires=86400)
+    def _data_app(self, route: str):
+        def serve(environ, start_response):
+            return self.data_routes().apps[route](environ, start_response)
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_runs(self, request):
-        load = request.args.get("load", "1")
-        if load not in ("0", "1"):
-            raise BadRequest(f"load: expected 0 or 1, not {load!r}")
-        return _json(request, runs_document(self._catalog, load=load == "1"))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_compare(self, request):
-        view = self._view(request.args)
-        document = self._compare(request.args)
-        document["total_rows"] = len(document["rows"])
-        document["rows"] = apply_view(document["rows"], view)
-        return _json(request, document)
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_compare_csv(self, request):
-        view = self._view(request.args)
-        document = self._compare(request.args)
-        filename = csv_filename(request.args["baseline"], request.args["target"], document["summary"]["group_by"])
-        return _csv_download(request, compare_csv(apply_view(document["rows"], view)), filename)
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_sweeps(self, request):
-        return _json(request, {"models": sweep_models(self._catalog)})
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_sweep(self, request):
-        document = self._sweep(request.args)
-        document["figures"] = sweep_figures(document)
-        return _json(request, document)
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_sweep_csv(self, request):
-        document = self._sweep(request.args)
-        return _csv_download(request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS),
-                             f"opcompare_sweep_{_safe_name(document['model'])}.csv")
-
-    def _sweep(self, args) -> dict:
-        model = args.get("model")
-        if not model:
-            raise BadRequest("missing parameter: model")
-        group_by = _group_by(args)
-        top_text = args.get("top") or "10"
-        if not top_text.isdigit() or not 1 <= int(top_text) <= 50:
-            raise BadRequest(f"top: expected an integer from 1 to 50, not {top_text!r}")
-        ops = [op for op in args.getlist("ops") if op] or None
-        return sweep_document(self._catalog, model, top=int(top_text), ops=ops, group_by=group_by)
-
-    def _compare(self, args) -> dict:
-        missing = [name for name in ("baseline", "target") if not args.get(name)]
-        if missing:
-            raise BadRequest(f"missing parameter: {', '.join(missing)}")
-        group_by = _group_by(args)
-        return compare_document(
-            self._catalog, args["baseline"], args["target"], group_by=group_by,
-            baseline_session=args.get("baseline_session") or None,
-            target_session=args.get("target_session") or None,
-        )
-
-    @staticmethod
-    def _view(args):
-        try:
-            return view_from_params(args)
-        except ValueError as error:
-            raise BadRequest(str(error)) from None
-
-
-def _group_by(args) -> str:
-    group_by = args.get("group_by") or "name"
-    if group_by not in GROUP_BY:
-        raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
-    return group_by
-
-
-def _csv_download(request, text: str, filename: str):
-    return http_util.Respond(request, text, "text/csv",
-                             headers=[("Content-Disposition", f'attachment; filename="{filename}"')])
-
-
-def _safe_name(name: str) -> str:
-    """A run or model name reduced to characters safe in a header and a file name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "run"
-
-
-def csv_filename(baseline: str, target: str, group_by: str) -> str:
-    suffix = "_by-type" if group_by == "type" else ""
-    return f"opcompare_{_safe_name(baseline)}_vs_{_safe_name(target)}{suffix}.csv"
+        return serve
 
 
 class OpCompareLoader(base_plugin.TBLoader):

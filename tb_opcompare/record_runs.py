@@ -11,13 +11,14 @@ CPU runs hide the GPUs (``CUDA_VISIBLE_DEVICES=-1``). The command's output goes 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
 
-from .discovery import discover
+from .discovery import SIDECAR, discover
 from .record import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MODEL, ENV_RUN_DIR
 
 DEVICES = ("cpu", "gpu")
@@ -56,8 +57,31 @@ def fill(command: list[str], **values) -> list[str]:
     return filled
 
 
+def occupied_reason(run_dir: str) -> str | None:
+    """Why recording into ``run_dir`` would mix two recordings in one run, or None. A run
+    directory holding a profile already would get a second one beside it, of another
+    framework or model perhaps, and its sidecar would be overwritten."""
+    existing = discover(run_dir) if os.path.isdir(run_dir) else []
+    if not existing:
+        return None
+    kinds = ", ".join(sorted({f"{source.format} ({len(source.sessions)} capture{'s' * (len(source.sessions) > 1)})"
+                              for source in existing}))
+    described = ""
+    try:
+        with open(os.path.join(run_dir, SIDECAR), encoding="utf-8") as handle:
+            sidecar = json.load(handle)
+        if isinstance(sidecar, dict):
+            described = f" of model {sidecar.get('model')!r} ({sidecar.get('framework') or 'unknown framework'})"
+    except (OSError, ValueError):
+        pass
+    return (f"{run_dir} already holds a profile{described}: {kinds}. Recording into it would put two recordings in "
+            "one run and overwrite its opcompare.json; choose another --model or --logdir, or pass --force to add "
+            "a capture to it anyway")
+
+
 def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[str], command: list[str],
-                say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present) -> list[RunResult]:
+                say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present,
+                force: bool = False) -> list[RunResult]:
     wanted = []
     for device in devices:
         if device == "gpu" and not has_gpu():
@@ -67,6 +91,11 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
     results = []
     for index, (device, batch_size) in enumerate(wanted, start=1):
         run_dir = os.path.join(logdir, f"{model}_{device}_bs{batch_size}")
+        refusal = None if force else occupied_reason(run_dir)
+        if refusal:
+            say(f"[{index}/{len(wanted)}] {os.path.basename(run_dir)}: refused")
+            results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal))
+            continue
         argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model)
         env = {**os.environ, ENV_RUN_DIR: run_dir, ENV_MODEL: model, ENV_BATCH_SIZE: str(batch_size),
                ENV_DEVICE: device.upper()}

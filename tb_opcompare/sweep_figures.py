@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import html
 import json
-from pathlib import Path
 
+from .assets import plotly_bundle
 from .sweep import STEP
 
 PALETTE = ["#1976d2", "#f57c00", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64",
@@ -136,12 +136,6 @@ def sweep_figures(document: dict) -> dict[str, dict]:
     return figures
 
 
-def _plotly_bundle() -> str:
-    import plotly
-
-    return (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
-
-
 def _cell(value) -> str:
     if value is None:
         return "–"
@@ -176,7 +170,7 @@ table {{ border-collapse: collapse; }} th, td {{ padding: 4px 10px; border-botto
 th:first-child, td:first-child {{ text-align: left; font-family: monospace; }}
 .warnings {{ background: #fff8e1; border: 1px solid #ffe082; padding: 8px 24px; border-radius: 4px; }}
 </style>
-<script>{_plotly_bundle()}</script>
+<script>{plotly_bundle().decode('utf-8')}</script>
 </head><body>
 <h1>{title}</h1>
 <ul>{runs}</ul>

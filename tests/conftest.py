@@ -11,9 +11,33 @@ import pytest
 os.environ.setdefault("TB_OPCOMPARE_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="opcompare-test-cache-"))
 
 FIXTURES = Path(__file__).parent / "fixtures"
-LOGDIR = FIXTURES / "logdir"
-REALTRACES = FIXTURES / "realtraces"
 REPO = Path(__file__).parent.parent
+# Public traces live beside the checkout, never in it (../shared/README.md).
+REALTRACES = REPO.parent / "shared" / "realtraces"
+if not (REALTRACES / "SOURCES.md").is_file():
+    raise pytest.UsageError(
+        f"the public real traces are missing: expected them in {REALTRACES} (the shared/ folder beside this "
+        "checkout). Tests read them there and never copy them into the repository.")
+
+
+def _build_logdir() -> Path:
+    """The test logdir: this project's own recordings (tests/fixtures/logdir) plus the
+    public TF1 CPU/GPU timeline pair from ../shared/realtraces as ``tf1/mlp_{cpu,gpu}``,
+    copied into a temporary folder for this test session."""
+    import atexit
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="opcompare-test-logdir-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    logdir = root / "logdir"
+    shutil.copytree(FIXTURES / "logdir", logdir)
+    for device in ("cpu", "gpu"):
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, logdir / "tf1" / f"mlp_{device}")
+    return logdir
+
+
+LOGDIR = _build_logdir()
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -23,13 +24,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_tensorboard(logdir: Path, timeout: float = 90.0, env: dict | None = None):
+def running_tensorboard(logdir: Path, timeout: float = 90.0, env: dict | None = None,
+                        python: str = sys.executable, cwd: Path | None = None):
+    """``python``: the interpreter whose TensorBoard (and installed plugin) to start."""
     port = free_port()
-    log = open(Path(logdir).parent / f"tensorboard-{port}.log", "w+")
+    # The server's log goes to the temp dir, never beside the logdir (which may be in the checkout).
+    log = open(Path(tempfile.gettempdir()) / f"opcompare-tensorboard-{port}.log", "w+")
     process = subprocess.Popen(
-        [sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
+        [python, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
          "--port", str(port), "--load_fast=false"],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -115,3 +115,52 @@ def test_all_real_traces_read(tmp_path):
     assert devices["torch_resnet50_v100"] == ("GPU", "Tesla V100-DGXS-32GB")
     assert devices["torch_resnet18_cpu/export_chrome_trace"] == ("CPU", None)
     assert devices["tf2_xplane_bert_multigpu"][0] == "GPU"
+
+
+def test_compare_csv_to_a_file_says_where_and_prints_the_table_only_when_asked(tmp_path):
+    out = tmp_path / "ops.csv"
+    pair = ["compare", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu"]
+    quiet = run_cli(*pair, "--csv", str(out))
+    assert quiet.returncode == 0, quiet.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert quiet.stderr.strip() == f"wrote {len(rows)} rows to {out}"
+    assert quiet.stdout == ""
+    loud = run_cli(*pair, "--csv", str(out), "--table", "--top", "2")
+    assert "baseline: tf1/mlp_cpu" in loud.stdout and loud.stderr.strip() == f"wrote 2 rows to {out}"
+
+
+def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path):
+    for model in ("alpha", "beta"):
+        for device in ("cpu", "gpu"):
+            shutil.copytree(LOGDIR / f"tf1/mlp_{device}", tmp_path / "logs" / f"{model}_{device}")
+    out = tmp_path / "pairs.csv"
+    result = run_cli("compare", str(tmp_path / "logs"), "--csv", str(out))
+    assert result.returncode == 0, result.stderr
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert list(rows[0])[:3] == ["baseline_run", "target_run", "key"]
+    assert {(r["baseline_run"], r["target_run"]) for r in rows} == {("alpha_cpu", "alpha_gpu"), ("beta_cpu", "beta_gpu")}
+    assert len(rows) == 2 * sum(1 for r in rows if r["baseline_run"] == "alpha_cpu")
+
+
+def test_lazy_listing_trusts_the_sidecar_over_the_run_name(tmp_path):
+    shutil.copytree(LOGDIR / "tf1/mlp_cpu", tmp_path / "mlp_gpu_bs8")
+    (tmp_path / "mlp_gpu_bs8" / "opcompare.json").write_text(
+        json.dumps({"model": "mlp", "batch_size": 100, "device": "cpu"}))
+    lazy = json.loads(run_cli("runs", str(tmp_path), "--lazy", "--json", "--no-cache").stdout)
+    (run,) = lazy["runs"]
+    assert (run["loaded"], run["device"], run["batch_size"], run["batch_size_source"], run["model"]) == (
+        False, "CPU", 100, "opcompare.json", "mlp")
+    read = json.loads(run_cli("runs", str(tmp_path), "--json", "--no-cache").stdout)["runs"][0]
+    assert (read["device"], read["batch_size"]) == ("CPU", 100)  # the data agree; the name was wrong
+
+
+def test_runs_document_suggests_a_pair_and_says_when_no_accelerator_run_exists(tmp_path):
+    for size in (16, 4, 64):
+        shutil.copytree(LOGDIR / f"torch/cnn_torch_cpu_bs{size}", tmp_path / f"cnn_cpu_bs{size}")
+    document = json.loads(run_cli("runs", str(tmp_path), "--json").stdout)
+    assert document["pairs"] == []
+    assert (document["suggested"]["baseline"], document["suggested"]["target"]) == ("cnn_cpu_bs4", "cnn_cpu_bs64")
+    (notice,) = document["notices"]
+    assert "No accelerator run" in notice and "--devices gpu" in notice
+    with_gpu = json.loads(run_cli("runs", str(LOGDIR), "--json").stdout)
+    assert with_gpu["notices"] == [] and with_gpu["suggested"]["target"] == "tf1/mlp_gpu"

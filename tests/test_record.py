@@ -141,3 +141,22 @@ def test_sidecar_claims_that_disagree_with_the_data_are_warned_about(tmp_path):
     assert (facts.batch_size, facts.device) == (4, "CPU")
     assert any("sidecar opcompare.json says batch size 5 but the profile's tensors say 4" in w for w in facts.warnings)
     assert any("sidecar opcompare.json says GPU but the profile shows CPU" in w for w in facts.warnings)
+
+
+def test_record_refuses_a_run_directory_that_already_holds_a_profile(tmp_path):
+    logdir = tmp_path / "logs"
+    occupied = logdir / "tiny_cpu_bs4"
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", occupied)
+    sidecar = json.dumps({"model": "other", "framework": "torch"})
+    (occupied / "opcompare.json").write_text(sidecar)
+    command = ["--", PYTHON, "-c", "print('the training ran')"]
+    refused = run_cli("record", "--logdir", str(logdir), "--model", "tiny", "--batch-sizes", "4", "--devices", "cpu",
+                      *command)
+    assert refused.returncode == 1
+    assert f"{occupied} already holds a profile of model 'other' (torch): pytorch (1 capture)" in refused.stderr
+    assert "--force" in refused.stderr
+    assert not (occupied / "opcompare-record.log").exists()  # the command never ran
+    forced = run_cli("record", "--logdir", str(logdir), "--model", "tiny", "--batch-sizes", "4", "--devices", "cpu",
+                     "--force", *command)
+    assert forced.returncode == 0, forced.stderr
+    assert (occupied / "opcompare-record.log").read_text().strip() == "the training ran"

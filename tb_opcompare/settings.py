@@ -1,0 +1,33 @@
+"""Where parsed profiles are kept and how much a read may cost: one rule for the
+TensorBoard flags and the CLI options. Imports nothing heavy (TensorBoard start-up
+reads this)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+ENV_CACHE_DIR = "TB_OPCOMPARE_CACHE_DIR"
+
+
+def default_cache_dir() -> str:
+    """``$TB_OPCOMPARE_CACHE_DIR``, else ``$XDG_CACHE_HOME/tb-opcompare``, else
+    ``~/.cache/tb-opcompare``: a per-user place, never the logdir."""
+    if os.environ.get(ENV_CACHE_DIR):
+        return os.environ[ENV_CACHE_DIR]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tb-opcompare")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadSettings:
+    cache_dir: str | None  # None: parsed profiles are kept in memory only
+    max_trace_bytes: int | None  # None: the memory guard's default (half of this machine's memory)
+
+    @classmethod
+    def from_options(cls, cache_dir: str | None, no_cache: bool, max_read_gb: float | None) -> ReadSettings:
+        chosen = cache_dir or default_cache_dir()
+        if no_cache or chosen.lower() == "none":
+            chosen = None
+        limit = int(max_read_gb * 1e9) if max_read_gb and max_read_gb > 0 else None
+        return cls(cache_dir=chosen, max_trace_bytes=limit)

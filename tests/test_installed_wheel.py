@@ -1,0 +1,121 @@
+"""The product as users get it: the wheel and the sdist built from this checkout, the
+wheel installed into a fresh virtual environment (not editable, the checkout nowhere on
+sys.path), and TensorBoard from that environment showing the tab in Chromium.
+
+Slow on a cold machine (it installs TensorBoard, pandas and plotly into the new
+environment); pip's cache makes later runs quick.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, open_op_compare
+from tensorboard_server import running_tensorboard
+
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+FRONTEND = sorted(path.name for path in (REPO / "frontend").iterdir() if path.suffix in (".js", ".css"))
+# Neither the checkout nor the test environment may leak into the installed product.
+CLEAN_ENV = {key: value for key, value in os.environ.items()
+             if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")}
+
+
+def _run(*args, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(arg) for arg in args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                            env=CLEAN_ENV)
+    assert result.returncode == 0, f"{' '.join(map(str, args))} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    # Built from a copy of the tracked files, as a fresh clone would be.
+    source = tmp_path_factory.mktemp("source") / "tb-opcompare"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
+    _run(sys.executable, "-m", "build", "--outdir", out, source, cwd=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def installed(dist, tmp_path_factory) -> Path:
+    """A fresh virtual environment with only the wheel (and its dependencies) in it."""
+    home = tmp_path_factory.mktemp("user")
+    env = home / "env"
+    _run(sys.executable, "-m", "venv", env, cwd=home)
+    (wheel,) = dist.glob("*.whl")
+    _run(env / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel, cwd=home)
+    return env
+
+
+def test_wheel_and_sdist_carry_the_tab_and_the_licence_and_nothing_borrowed(dist):
+    (wheel,) = dist.glob("tb_opcompare-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("tb_opcompare/frontend/")) == FRONTEND
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert not [n for n in names if "demo_logs" in n or n.startswith("tests/")]
+    (sdist,) = dist.glob("tb_opcompare-*.tar.gz")
+    members = [m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m]
+    assert {f"frontend/{name}" for name in FRONTEND} <= set(members)
+    assert "LICENSE" in members and "pyproject.toml" in members
+    assert not [m for m in members if "realtraces" in m]
+
+
+def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
+    demo = tmp_path / "logs"
+    shutil.copytree(REPO / "demo_logs", demo)
+    python, cli = installed / "bin" / "python", installed / "bin" / "tb-opcompare"
+    where = _run(python, "-c", "import tb_opcompare; print(tb_opcompare.__file__)", cwd=tmp_path).stdout
+    assert str(installed) in where and str(REPO) not in where
+    assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
+    listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
+    assert listing["errors"] == [] and len(listing["runs"]) == 6 and listing["version"] == VERSION
+    suggested = listing["suggested"]
+    compared = _run(cli, "compare", demo, "--baseline", suggested["baseline"], "--target", suggested["target"],
+                    "--top", "3", cwd=tmp_path).stdout
+    assert f"baseline: {suggested['baseline']}" in compared and compared.count(" matched ") == 3
+
+
+def test_entry_point_loads_the_plugin_without_pandas_or_readers(installed, tmp_path):
+    probe = (
+        "import sys, importlib.metadata as md\n"
+        "from tensorboard.plugins.base_plugin import TBContext\n"
+        "(entry,) = [e for e in md.entry_points(group='tensorboard_plugins') if e.name == 'op_compare']\n"
+        "class Flags: pass\n"
+        f"plugin = entry.load()().load(TBContext(logdir={str(tmp_path)!r}, flags=Flags()))\n"
+        "plugin.get_plugin_apps(); plugin.is_active()\n"
+        "print(sorted(m for m in ('pandas', 'numpy', 'tb_opcompare.catalog', 'tb_opcompare.readers.xplane') "
+        "if m in sys.modules))\n")
+    assert _run(installed / "bin" / "python", "-c", probe, cwd=tmp_path).stdout.strip() == "[]"
+
+
+def test_installed_tab_renders_rows_and_the_batch_sweep(installed, tmp_path, page):
+    demo = tmp_path / "logs"
+    shutil.copytree(REPO / "demo_logs", demo)
+    with running_tensorboard(demo, python=str(installed / "bin" / "python"), cwd=tmp_path,
+                             env={"TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}) as url:
+        frame = open_op_compare(page, url)
+        frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)
+        assert frame.locator("#oc-count").inner_text().startswith("Showing ")
+        # No accelerator run in the demo: the tab says so and how to record one.
+        assert "No accelerator run" in frame.locator("#oc-no-accelerator").inner_text()
+        assert frame.locator("#oc-version").inner_text() == f"tb-opcompare {VERSION}"
+        frame.locator("button[data-page='sweep']").click()
+        frame.locator("#oc-sweep-op_time .scatterlayer .trace >> nth=2").wait_for(timeout=60_000)
+        assert frame.locator("#oc-sweep-step .scatterlayer .point").count() >= 3
+        assert not page.page_errors
