@@ -6,7 +6,7 @@ import {formatCount, formatShare, formatSpeedup, formatTime, h, parseTime, plotl
 import {SweepView} from './sweep.js';
 import {followTheme, themedLayout} from './theme.js';
 import {OpTable} from './table.js';
-import {STATUSES, applyView, isValidQuery} from './view.js';
+import {STATUSES, applyView, isRegexQuery} from './view.js';
 
 const HASH_PREFIX = 'p.op_compare.';
 const SELECTION_KEYS = ['baseline', 'target', 'baseline_session', 'target_session', 'group_by'];
@@ -389,13 +389,34 @@ class OpCompareApp {
 
   onFilterInput() {
     clearTimeout(this.filterTimer);
-    this.filterTimer = setTimeout(() => {
+    this.filterTimer = setTimeout(async () => {
       const query = this.filterInput.value;
-      const valid = isValidQuery(query);
-      this.filterInput.classList.toggle('oc-invalid', !valid);
-      this.filterInput.title = valid ? '' : 'Not a valid regular expression';
-      if (valid) this.setView({q: query});
+      const match = await this.regexKeys(query);
+      if (query !== this.filterInput.value) return; // typed on meanwhile
+      this.showQueryError(match?.error);
+      if (!match?.error) this.setView({q: query}); // an invalid regex changes nothing
     }, 120);
+  }
+
+  showQueryError(error) {
+    this.filterInput.classList.toggle('oc-invalid', Boolean(error));
+    this.filterInput.title = error || '';
+  }
+
+  /** The server's matches for a `/regex/` filter, fetched once per query and comparison. */
+  async regexKeys(query) {
+    if (!isRegexQuery(query) || !this.document) return null;
+    const key = `${query}\n${JSON.stringify(this.selectionParams())}`;
+    if (this.regexMatch?.key !== key) {
+      const params = new URLSearchParams({...this.selectionParams(), q: query});
+      try {
+        const matched = await fetchJson(`compare?${params}`);
+        this.regexMatch = {key, keys: new Set(matched.rows.map((row) => row.key)), error: null};
+      } catch (error) {
+        this.regexMatch = {key, keys: new Set(), error: error.message};
+      }
+    }
+    return this.regexMatch;
   }
 
   onStatusChange() {
@@ -469,11 +490,16 @@ class OpCompareApp {
     this.refreshRows();
   }
 
-  refreshRows() {
+  async refreshRows() {
     this.syncHash();
     if (!this.document) return;
-    const total = this.document.rows.length;
-    this.shownRows = applyView(this.document.rows, this.view);
+    const document = this.document;
+    const ticket = this.refreshTicket = (this.refreshTicket || 0) + 1;
+    const match = await this.regexKeys(this.view.q);
+    if (ticket !== this.refreshTicket || document !== this.document) return; // a newer refresh is under way
+    this.showQueryError(match?.error);
+    const total = document.rows.length;
+    this.shownRows = applyView(document.rows, this.view, match?.keys);
     this.table.setRows(this.shownRows, this.view.sort, this.view.order);
     this.count.textContent = `Showing ${formatCount(this.shownRows.length)} of ${formatCount(total)} ops`;
     const params = new URLSearchParams({...this.selectionParams(), ...this.viewParams()});

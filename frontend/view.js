@@ -4,23 +4,18 @@
 
 export const STATUSES = ['matched', 'baseline_only', 'target_only'];
 
-/** A matcher for the filter box: substring, or /regex/ (both case-insensitive). */
-export function queryMatcher(query) {
-  if (query.length > 2 && query.startsWith('/') && query.endsWith('/')) {
-    const pattern = new RegExp(query.slice(1, -1), 'i'); // throws SyntaxError if invalid
-    return (text) => pattern.test(text);
-  }
-  const needle = query.toLowerCase();
-  return (text) => text.toLowerCase().includes(needle);
+/** A `/regex/` query: matched by the server (RE2, linear time), never by the browser,
+ *  whose RegExp can backtrack for hours on a pathological pattern from a shared link. */
+export function isRegexQuery(query) {
+  return query.length > 2 && query.startsWith('/') && query.endsWith('/');
 }
 
-export function isValidQuery(query) {
-  try {
-    queryMatcher(query);
-    return true;
-  } catch (error) {
-    return false;
-  }
+/** A matcher for the filter box: substring (case-insensitive), or for a regex query the
+ *  set of row keys the server matched (`regexKeys`). */
+export function queryMatcher(query, regexKeys) {
+  if (isRegexQuery(query)) return (row) => Boolean(regexKeys && regexKeys.has(row.key));
+  const needle = query.toLowerCase();
+  return (row) => row.key.toLowerCase().includes(needle) || (row.op_type || '').toLowerCase().includes(needle);
 }
 
 function compareValues(a, b) {
@@ -29,14 +24,14 @@ function compareValues(a, b) {
 
 /**
  * view: {q, status: [..], side: 'all'|'host'|'device', min_us: number, sort: column|null,
- *        order: 'asc'|'desc', top: number|null}
+ *        order: 'asc'|'desc', top: number|null}; regexKeys: see queryMatcher
  */
-export function applyView(rows, view) {
-  const matches = view.q ? queryMatcher(view.q) : null;
+export function applyView(rows, view, regexKeys = null) {
+  const matches = view.q ? queryMatcher(view.q, regexKeys) : null;
   const statuses = new Set(view.status && view.status.length ? view.status : STATUSES);
   const kept = rows.filter((row) => {
     if (!statuses.has(row.status)) return false;
-    if (matches && !(matches(row.key) || matches(row.op_type || ''))) return false;
+    if (matches && !matches(row)) return false;
     const sources = [row.baseline_time_source, row.target_time_source];
     const either = (source) => sources.includes(source) || sources.includes('mixed');
     if (view.side === 'host' && !either('host')) return false;

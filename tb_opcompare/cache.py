@@ -26,7 +26,7 @@ from collections.abc import Callable
 import msgspec
 import pandas as pd
 
-from .errors import ProfileError
+from .errors import ProfileError, ReadRefused
 from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
 READER_VERSION = "4"  # bump when any reader's output changes
@@ -102,9 +102,10 @@ class ProfileCache:
                 flight.result = parse()
             except ProfileError as error:
                 flight.error = error
-            value = flight.result if flight.error is None else flight.error
-            self._remember(key, value)
-            self._store_on_disk(key, value)
+            if not isinstance(flight.error, ReadRefused):
+                value = flight.result if flight.error is None else flight.error
+                self._remember(key, value)
+                self._store_on_disk(key, value)
         finally:
             with self._lock:
                 del self._flights[key]

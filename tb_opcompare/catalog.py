@@ -16,7 +16,7 @@ from . import fs
 from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
                         discover)
-from .errors import ProfileError
+from .errors import ProfileError, ReadRefused
 from .naming import batch_size_from_name, device_from_name, model_key
 from .optable import OpProfile
 from .readers.chrome_json import open_chrome_trace
@@ -73,6 +73,8 @@ class Catalog:
 
     def _session(self, run: str, session: str | None) -> tuple[RunSource, str, tuple]:
         source = self.source(run)
+        if source.refusal:
+            raise ProfileError(source.sessions[source.newest_session][0], source.refusal)
         session = session or source.newest_session
         if session not in source.sessions:
             raise UnknownRunError(f"run {run!r} has no session {session!r}", list(source.sessions))
@@ -93,7 +95,8 @@ class Catalog:
             file_format, signatures = key
             memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
             paths = [path for path, _, _ in signatures]
-            profile = self.cache.get(key, lambda: read_profile(file_format, paths))
+            budget = text_budget(file_format, self.max_trace_bytes)
+            profile = self.cache.get(key, lambda: read_profile(file_format, paths, budget))
         return _settle_facts(source, session, profile)
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
@@ -132,7 +135,7 @@ def estimated_read_bytes(file_format: str, files: list[tuple[str, int]]) -> int:
 def _gzip_original_size(path: str) -> int:
     """The gzip trailer's size field (modulo 4 GiB): the uncompressed size."""
     try:
-        with open(path, "rb") as handle:
+        with fs.open_regular(path) as handle:
             handle.seek(-4, os.SEEK_END)
             return int.from_bytes(handle.read(4), "little")
     except OSError:
@@ -147,7 +150,7 @@ def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: in
     needed = estimated_read_bytes(file_format, files)
     if needed > limit_bytes:
         size_mb = sum(size for _, size in files) / 1e6
-        raise ProfileError(
+        raise ReadRefused(
             files[0][0],
             f"too large to read here: {size_mb:,.0f} MB of trace needs about {needed / 1e9:,.1f} GB of memory, above "
             f"the {limit_bytes / 1e9:,.1f} GB limit (memory guard). Raise it with --opcompare_max_read_gb or "
@@ -156,15 +159,27 @@ def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: in
         )
 
 
-def read_profile(file_format: str, paths: list[str]) -> OpProfile:
+def text_budget(file_format: str, limit_bytes: int) -> int | None:
+    """How much decompressed text a read may produce within the memory limit."""
+    return None if limit_bytes <= 0 else int(limit_bytes / _PEAK_PER_BYTE.get(file_format, _PEAK_PER_BYTE["json"]))
+
+
+def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None = None) -> OpProfile:
     """Read one session's files with the reader their content calls for."""
     try:
-        return _read_profile(file_format, paths)
+        return _read_profile(file_format, paths, max_text_bytes)
     except OSError as error:
         raise ProfileError(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
+    except RecursionError:
+        raise ProfileError(paths[0], "nested more deeply than a profiler ever writes (thousands of levels of JSON "
+                                     "arrays or objects); not read") from None
+    except MemoryError:
+        raise ProfileError(paths[0], "ran out of memory while reading it; lower the memory guard "
+                                     "(--opcompare_max_read_gb / --max-read-gb) so such reads are refused up "
+                                     "front, or read it on a bigger machine with `tb-opcompare index`") from None
 
 
-def _read_profile(file_format: str, paths: list[str]) -> OpProfile:
+def _read_profile(file_format: str, paths: list[str], max_text_bytes: int | None) -> OpProfile:
     if file_format == EMPTY_SESSION:
         raise ProfileError(paths[0], "no .xplane.pb or .trace.json.gz in this profile session directory; the "
                                      "profiler was stopped before writing, or is still writing")
@@ -174,7 +189,7 @@ def _read_profile(file_format: str, paths: list[str]) -> OpProfile:
     data = fs.read_bytes(path)
     if file_format == SUMMARY_JSON:
         return read_summary_json(path, data)
-    text = open_chrome_trace(path, data)
+    text = open_chrome_trace(path, data, max_text_bytes)
     del data  # ``text`` holds the (decompressed) bytes
     if file_format == PYTORCH or is_torch_trace(text):
         return read_torch_trace(path, text)
@@ -187,16 +202,26 @@ def _read_profile(file_format: str, paths: list[str]) -> OpProfile:
     raise ProfileError(path, "a Chrome trace, but neither a TF1 timeline, a TF 2.x trace nor a PyTorch trace")
 
 
+_SIDECAR_MAX_BYTES = 1 << 20
+
+
 def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
+    """The sidecar's JSON object and None, or ``{}`` and why it was ignored."""
     path = fs.join(source.run_dir, SIDECAR)
     try:
-        data = fs.read_bytes(path)
-    except OSError:
+        data = fs.read_head(path, _SIDECAR_MAX_BYTES + 1)
+    except FileNotFoundError:
         return {}, None
+    except OSError as error:
+        return {}, f"{path}: ignored, {error.strerror or error}"
+    if len(data) > _SIDECAR_MAX_BYTES:
+        return {}, f"{path}: ignored, larger than {_SIDECAR_MAX_BYTES:,} bytes (a sidecar is a few hundred)"
     try:
         sidecar = json.loads(data)
         if not isinstance(sidecar, dict):
             raise ValueError("expected a JSON object")
+    except RecursionError:
+        return {}, f"{path}: ignored, JSON nested too deeply"
     except ValueError as error:
         return {}, f"{path}: ignored, not a JSON object ({error})"
     return sidecar, None

@@ -21,6 +21,21 @@ from .settings import ReadSettings
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 
+# Run, op and file names come from users' files: printed raw, an escape sequence could
+# clear the screen and a newline could forge a line of this tool's output.
+_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def shown(value):
+    """``value`` (a string, or a document of them) with control characters escaped."""
+    if isinstance(value, str):
+        return value.translate(_CONTROL)
+    if isinstance(value, dict):
+        return {key: shown(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shown(item) for item in value]
+    return value
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
@@ -28,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except UnknownRunError as error:
-        print(f"error: {error.message}", file=sys.stderr)
-        print("known: " + (", ".join(error.known) if error.known else "(none)"), file=sys.stderr)
+        print(f"error: {shown(error.message)}", file=sys.stderr)
+        print("known: " + (", ".join(shown(error.known)) if error.known else "(none)"), file=sys.stderr)
         return EXIT_USAGE
     except ProfileError as error:
-        print(f"error: cannot read {error.path}: {error.reason}", file=sys.stderr)
+        print(f"error: cannot read {shown(error.path)}: {shown(error.reason)}", file=sys.stderr)
         return EXIT_UNREADABLE
     except BrokenPipeError:
         return EXIT_OK
@@ -119,7 +134,7 @@ def _index(args) -> int:
     print(f"{report.read} read, {report.cached} already cached, {len(report.errors)} unreadable "
           f"in {report.seconds:.1f} s; cache: {catalog.cache.cache_dir or '(memory only)'}")
     for path, reason in report.errors:
-        print(f"  {path}: {reason}", file=sys.stderr)
+        print(f"  {shown(path)}: {shown(reason)}", file=sys.stderr)
     return EXIT_UNREADABLE if report.errors else EXIT_OK
 
 
@@ -178,6 +193,7 @@ def _runs(args) -> int:
 
 
 def _print_runs(document: dict) -> None:
+    document = shown(document)
     if not document["runs"] and not document["errors"]:
         print("no profile runs found")
     for run in document["runs"]:
@@ -211,7 +227,7 @@ def _compare(args) -> int:
         if not pairs:
             print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
                   file=sys.stderr)
-            print("known: " + ", ".join(r["run"] for r in runs["runs"]), file=sys.stderr)
+            print("known: " + ", ".join(shown(r["run"]) for r in runs["runs"]), file=sys.stderr)
             return EXIT_USAGE
     documents = []
     for baseline, target in pairs:
@@ -290,13 +306,14 @@ def _list_sweepable(catalog: Catalog, logdir: str) -> int:
         return EXIT_OK
     print("models with two or more batch sizes on one device (sweep one with --model KEY):")
     for model, sizes in sorted(models.items()):
-        print(f"  {model}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
+        print(f"  {shown(model)}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
     example = sorted(models)[0]
-    print(f"\ne.g. tb-opcompare sweep {logdir} --model {example}")
+    print(f"\ne.g. tb-opcompare sweep {shown(logdir)} --model {shown(example)}")
     return EXIT_OK
 
 
 def _print_sweep(document: dict, table: list[dict]) -> None:
+    document, table = shown(document), shown(table)
     print(f"model {document['model']}: " + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
     for warning in document["warnings"]:
         print(f"warning: {warning}")
@@ -328,6 +345,7 @@ def _format_us(value) -> str:
 
 
 def _print_comparison(document: dict) -> None:
+    document = shown(document)
     summary = document["summary"]
     base, tgt = summary["baseline"], summary["target"]
     print(f"baseline: {base['run']} ({base['device']}{', ' + base['device_name'] if base['device_name'] else ''})")

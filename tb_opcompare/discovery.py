@@ -12,7 +12,11 @@ the default). What makes a run:
   timeline, PyTorch ``export_chrome_trace``), or a ``summary.json`` with
   ``"op_stats"``: the directory is the run, each file a session.
 
-Only file names and, for ambiguous JSON, the first few kilobytes are looked at.
+Only file names and, for ambiguous JSON, the first few kilobytes are looked at. Only
+regular files inside the logdir are ever opened: a FIFO, a device, a directory named
+like a trace or a link out of the logdir (file or directory) becomes a ``REFUSED`` entry
+that is listed with the reason and never read, so one odd entry can neither block the
+listing nor hide the good runs.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ PYTORCH = "pytorch"
 CHROME_TRACE = "chrome_trace"
 SUMMARY_JSON = "summary_json"
 EMPTY_SESSION = "empty_session"  # a profile session directory with no host file: listed, so it can be explained
+REFUSED = "refused"  # an entry named like a trace that must not be read (FIFO, device, link out of the logdir)
 
 SIDECAR = "opcompare.json"
 _SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
@@ -47,6 +52,7 @@ class RunSource:
     format: str
     run_dir: str
     sessions: dict[str, list[str]]  # session name -> files, oldest session first
+    refusal: str | None = None  # why a REFUSED entry is not read
 
     @property
     def newest_session(self) -> str:
@@ -56,14 +62,22 @@ class RunSource:
 def discover(logdir: str) -> list[RunSource]:
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
-    for directory, _subdirs, files in fs.walk(logdir):
+    refused: list[tuple[str, str]] = []  # (path, reason)
+    refused_runs: dict[str, str] = {}  # refused path -> the run directory it belongs to
+    real_root = os.path.realpath(logdir) if not fs.is_remote(logdir) else logdir
+    for directory, subdirs, files in fs.walk(logdir, refused=lambda path, reason: refused.append((path, reason))):
         parent, session = _split(directory)
         profile_root, plugins = _split(parent)
         if session and plugins == "profile" and _split(profile_root)[1] == "plugins":
-            if not _add_profile_session(found, logdir, _split(profile_root)[0], session, directory, files):
+            already_refused = len(refused)
+            # A directory named like a host file is refused by name, so the user learns of it.
+            host_files = _readable(directory, files + subdirs, real_root, refused, _is_host_file)
+            refused_runs.update((path, _split(profile_root)[0]) for path, _ in refused[already_refused:])
+            added = _add_profile_session(found, logdir, _split(profile_root)[0], session, directory, host_files)
+            if not added and len(refused) == already_refused:
                 empty.setdefault(_split(profile_root)[0], []).append((session, directory))
             continue
-        for name in files:
+        for name in _readable(directory, files, real_root, refused, _is_candidate):
             path = fs.join(directory, name)
             kind = _classify(name, path)
             if kind:
@@ -72,21 +86,57 @@ def discover(logdir: str) -> list[RunSource]:
         if (_relative(logdir, run_dir), XPLANE) not in found:
             for session, directory in sessions:
                 _add_files(found, logdir, run_dir, EMPTY_SESSION, session, [directory])
+    for path, reason in refused:
+        # Named as the run the entry would have belonged to (a refused directory: itself).
+        run_dir = refused_runs.get(path) or (_split(path)[0] if _is_candidate(_split(path)[1]) else path)
+        run = _relative(logdir, run_dir)
+        if (run, REFUSED) in found:  # a second refused entry of that run is listed under its own path
+            run = _relative(logdir, path)
+        found[(run, REFUSED)] = RunSource(run=run, format=REFUSED, run_dir=run_dir,
+                                          sessions={_split(path)[1]: [path]}, refusal=reason)
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
 
 
+def _is_host_file(name: str) -> bool:
+    return name.endswith((".xplane.pb", ".trace.json.gz"))
+
+
+def _is_candidate(name: str) -> bool:
+    """Could be a trace by its name alone (the content decides for generic JSON)."""
+    return bool(_TORCH_FILE.search(name)) or (name != SIDECAR and name.endswith((".json", ".json.gz")))
+
+
+def _readable(directory: str, files: list[str], real_root: str, refused: list[tuple[str, str]], wanted) -> list[str]:
+    """The wanted files that are regular files inside the logdir; the others go to
+    ``refused`` with the reason (checked with ``stat``: nothing is opened)."""
+    kept = []
+    for name in files:
+        if not wanted(name):
+            continue
+        path = fs.join(directory, name)
+        reason = fs.refusal(path, real_root)
+        if reason:
+            refused.append((path, reason))
+        else:
+            kept.append(name)
+    return kept
+
+
 def has_profile_runs(logdir: str) -> bool:
-    """Whether discover() would find anything, stopping at the first hit (TensorBoard
-    asks on every plugin listing, so this must stay cheap)."""
+    """Whether discover() would find a readable run, stopping at the first (TensorBoard
+    asks on every plugin listing, so this must stay cheap and must never block)."""
+    real_root = os.path.realpath(logdir) if not fs.is_remote(logdir) else logdir
+    ignored: list[tuple[str, str]] = []
     for directory, _subdirs, files in fs.walk(logdir):
         parent, _session = _split(directory)
         profile_root, plugins = _split(parent)
         if plugins == "profile" and _split(profile_root)[1] == "plugins":
-            if any(f.endswith((".xplane.pb", ".trace.json.gz")) for f in files):
+            if _readable(directory, files, real_root, ignored, _is_host_file):
                 return True
             continue
-        if any(_classify(name, fs.join(directory, name)) for name in files):
-            return True
+        for name in _readable(directory, files, real_root, ignored, _is_candidate):
+            if _classify(name, fs.join(directory, name)):
+                return True
     return False
 
 

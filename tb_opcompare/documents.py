@@ -11,7 +11,6 @@ import csv
 import dataclasses
 import io
 import math
-import re
 from collections.abc import Mapping
 
 from .catalog import Catalog, LoadedRun, UnknownRunError, read_claims
@@ -197,11 +196,22 @@ def _number(params: Mapping[str, str], name: str, default, kind):
 
 
 def _query_matcher(query: str):
+    """Substring, or ``/regex/`` run by RE2: linear time whatever the pattern, so a
+    pathological filter (``/(a+)+$/``) cannot stall the server (Python's ``re`` would
+    backtrack for hours while holding the GIL). RE2 has no backreferences or lookaround."""
     if len(query) > 2 and query.startswith("/") and query.endswith("/"):
+        import re2
+
+        options = re2.Options()
+        options.case_sensitive = False
+        options.log_errors = False
         try:
-            pattern = re.compile(query[1:-1], re.IGNORECASE)
-        except re.error as error:
-            raise ValueError(f"q: not a valid regular expression ({error})") from None
+            pattern = re2.compile(query[1:-1], options)
+        except re2.error as error:
+            reason = error.args[0].decode("utf-8", "replace") if error.args and isinstance(error.args[0], bytes) \
+                else str(error)
+            raise ValueError(f"q: not a valid regular expression ({reason}; backreferences and lookaround are "
+                             "not supported)") from None
         return lambda text: pattern.search(text) is not None
     needle = query.lower()
     return lambda text: needle in text.lower()

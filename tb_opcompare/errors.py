@@ -14,3 +14,8 @@ class ProfileError(Exception):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+
+
+class ReadRefused(ProfileError):
+    """A read stopped by a limit of this process (the memory guard), not by the file:
+    never cached, so a higher limit reads the file next time."""

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterator
+import stat
+from collections.abc import Callable, Iterator
+
+
+class NotARegularFile(OSError):
+    """A path that is a FIFO, a device, a socket or a directory: reading it could block
+    forever (a FIFO without a writer) or never end (``/dev/zero``)."""
 
 
 def is_remote(path: str) -> bool:
@@ -21,22 +27,87 @@ def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
 
 
-def walk(root: str) -> Iterator[tuple[str, list[str], list[str]]]:
-    """Like os.walk, following directory symlinks once each (a symlink loop ends there)."""
+def walk(root: str, refused: Callable[[str, str], None] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
+    """Like os.walk, following directory symlinks once each and only within ``root``
+    (a link out of the logdir, to ``/`` say, is not walked); ``refused(path, reason)``
+    hears of each directory not entered."""
     if is_remote(root):
         from tensorboard.compat.tensorflow_stub.io import gfile
 
         yield from gfile.walk(root)
         return
+    real_root = os.path.realpath(root)
     seen: set[str] = set()
-    for directory, subdirs, files in os.walk(root, followlinks=True, onerror=None):
+
+    def unreadable(error: OSError) -> None:
+        if refused and error.filename and os.path.realpath(error.filename) != real_root:
+            refused(error.filename, f"cannot list this directory: {error.strerror or error}")
+
+    for directory, subdirs, files in os.walk(root, followlinks=True, onerror=unreadable):
         real = os.path.realpath(directory)
         if real in seen:
             subdirs[:] = []
             continue
         seen.add(real)
-        subdirs.sort()
+        kept = []
+        for name in sorted(subdirs):
+            target = os.path.realpath(os.path.join(directory, name))
+            if not within(real_root, target):
+                if refused:
+                    refused(os.path.join(directory, name), f"a link to a directory outside the logdir ({target}); "
+                                                           "not followed")
+                continue
+            kept.append(name)
+        subdirs[:] = kept
         yield directory, subdirs, sorted(files)
+
+
+def within(real_root: str, real_path: str) -> bool:
+    return real_path == real_root or real_path.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def refusal(path: str, real_root: str) -> str | None:
+    """Why ``path`` (found under the logdir whose real path is ``real_root``) must not be
+    read, or None for a regular file inside the logdir. Only ``stat``: never opens it."""
+    if is_remote(path):
+        return None
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        return f"cannot read the file: {error.strerror or error}"
+    if stat.S_ISDIR(info.st_mode):
+        return "a directory named like a trace file, not a trace"
+    if not stat.S_ISREG(info.st_mode):
+        return f"not a regular file ({_kind(info.st_mode)}); not read, as it could block or never end"
+    target = os.path.realpath(path)
+    if not within(real_root, target):
+        return f"a link to a file outside the logdir ({target}); not read"
+    return None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def open_regular(path: str):
+    """Open for reading without blocking on a FIFO, and refuse anything but a regular
+    file (checked on the open descriptor, so a file swapped in between cannot slip by)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, f"not a regular file ({_kind(mode)})", path)
+        os.set_blocking(descriptor, True)
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def read_bytes(path: str) -> bytes:
@@ -45,7 +116,7 @@ def read_bytes(path: str) -> bytes:
 
         with gfile.GFile(path, "rb") as handle:
             return handle.read()
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         return handle.read()
 
 
@@ -55,7 +126,7 @@ def read_head(path: str, size: int) -> bytes:
 
         with gfile.GFile(path, "rb") as handle:
             return handle.read(size)
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         return handle.read(size)
 
 

@@ -166,7 +166,8 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
             warnings.append(f"{run.run}: no step count, so no time per step or throughput")
             continue
         rows.append((run.device, run.batch_size, step_us, run.batch_size / (step_us / 1e6), basis, run.run))
-    table = pd.DataFrame(rows, columns=STEPS_COLUMNS)
+    # Typed even when empty (no run knows its steps), so the maths after it need not care.
+    table = pd.DataFrame(rows, columns=STEPS_COLUMNS).astype({"step_us": "float64", "samples_per_s": "float64"})
     return table.sort_values(["device", "batch_size"], ignore_index=True)
 
 

@@ -13,7 +13,6 @@ import codecs
 import contextlib
 import functools
 import gzip
-import math
 import re
 import zlib
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 import msgspec
 import numpy as np
 
-from ..errors import ProfileError
+from ..errors import ProfileError, ReadRefused
 
 WHOLE_TEXT_BYTES = 16 << 20
 BATCH_BYTES = 4 << 20
@@ -247,17 +246,50 @@ def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
     return open_chrome_trace(path, data).materialize()
 
 
-def open_chrome_trace(path: str, data: bytes) -> TraceText:
+def open_chrome_trace(path: str, data: bytes, max_text_bytes: int | None = None) -> TraceText:
     """The trace's text, decompressed, ready to decode (see ``TraceText``), or a
-    ProfileError naming the problem."""
+    ProfileError naming the problem. ``max_text_bytes`` bounds the decompressed text:
+    counted while inflating, so a gzip bomb stops at the budget whatever its trailer says."""
     if not data:
         raise ProfileError(path, "the file is empty (0 bytes)")
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            data = _gunzip(data, max_text_bytes)
+        except _TooLarge as error:
+            raise ReadRefused(path, f"decompresses to more than {error.limit / 1e9:,.2f} GB of text, more than "
+                                     "this machine's memory limit allows (memory guard): a very large trace, or "
+                                     "a gzip bomb. Raise the limit with --opcompare_max_read_gb or "
+                                     "`tb-opcompare --max-read-gb`") from None
         except (EOFError, OSError, zlib.error) as error:
             raise ProfileError(path, f"the gzip stream is truncated or corrupt: {error}") from None
     return TraceText(path, data)
+
+
+class _TooLarge(Exception):
+    def __init__(self, limit: int):
+        self.limit = limit
+
+
+def _gunzip(data: bytes, limit: int | None, piece: int = 16 << 20) -> bytes:
+    """Every gzip member of ``data`` inflated, at most ``limit`` bytes in all."""
+    parts: list[bytes] = []
+    produced = 0
+    pending = data
+    while pending:
+        inflater = zlib.decompressobj(wbits=31)
+        chunk = inflater.decompress(pending, piece)
+        while True:
+            produced += len(chunk)
+            if limit is not None and produced > limit:
+                raise _TooLarge(limit)
+            parts.append(chunk)
+            if inflater.eof or not inflater.unconsumed_tail:
+                break
+            chunk = inflater.decompress(inflater.unconsumed_tail, piece)
+        if not inflater.eof:
+            raise EOFError("the gzip stream ends before its end marker")
+        pending = inflater.unused_data.lstrip(b"\x00")  # members may be followed by zero padding
+    return b"".join(parts)
 
 
 @contextlib.contextmanager
@@ -287,19 +319,24 @@ def _first_invalid_utf8(data: bytes, piece: int = 1 << 20) -> int | None:
     return None
 
 
+# No profiled op lasts a year: a longer duration is a broken writer, and summing such
+# values would overflow.
+MAX_DURATION_US = 3.2e13
+
+
 def _check_durations(path: str, start: int, events: list) -> None:
-    """A complete ("X") event needs a finite, non-negative duration: anything else means
-    the writer was broken, and no time in the file can be trusted."""
+    """A complete ("X") event needs a finite, non-negative duration below a year:
+    anything else means the writer was broken, and no time in the file can be trusted."""
     try:
         durations = [event.dur for event in events if event.ph == "X"]
-        if not durations or (min(durations) >= 0.0 and math.isfinite(math.fsum(durations))):
+        if not durations or (min(durations) >= 0.0 and max(durations) < MAX_DURATION_US):
             return  # the common case, checked at C speed; the loop below names the culprit
     except TypeError:  # a None among them
         pass
     for index, event in enumerate(events, start):
-        if event.ph == "X" and not (event.dur is not None and 0.0 <= event.dur < math.inf):
+        if event.ph == "X" and not (event.dur is not None and 0.0 <= event.dur < MAX_DURATION_US):
             problem = "no duration" if event.dur is None else f"a negative duration ({event.dur} µs)" \
-                if event.dur < 0 else f"a duration of {event.dur}"
+                if event.dur < 0 else f"a duration of {event.dur} µs (over a year)"
             raise ProfileError(path, f"traceEvents[{index}] ({event.name!r} at ts {event.ts}) is a complete event "
                                      f"with {problem}; the trace writer produced broken events")
 

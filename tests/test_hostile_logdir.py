@@ -1,0 +1,215 @@
+"""Odd and hostile entries in a logdir, made at test time (FIFOs, links, bombs, deep
+JSON): the CLI and a real TensorBoard never hang, never crash, and name each bad entry
+while the good runs keep working. Every probe runs under a time limit, so a hang fails
+the test instead of stalling CI."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import BIG_RUN, LOGDIR, REALTRACES, run_cli
+from tensorboard_server import running_tensorboard
+
+GOOD = "good_cpu_bs4"
+GOOD_TOO = "good_cpu_bs16"
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _torch_trace(size: int) -> Path:
+    return next((LOGDIR / "torch" / f"cnn_torch_cpu_bs{size}").glob("*.pt.trace.json"))
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile") / "logs"
+    for name, size in ((GOOD, 4), (GOOD_TOO, 16)):
+        (root / name).mkdir(parents=True)
+        shutil.copy(_torch_trace(size), root / name)
+    os.mkfifo(root / "pipe.pt.trace.json")
+    (root / "pipes").mkdir()
+    os.mkfifo(root / "pipes" / "timeline.json")
+    os.mkfifo(root / GOOD_TOO / "opcompare.json")  # a sidecar nobody writes
+    session = root / "tf_pipe" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    os.mkfifo(session / "vm.xplane.pb")
+    folder = root / "tf_folder" / "plugins" / "profile" / "2026_01_01_00_00_00" / "vm.xplane.pb"
+    folder.mkdir(parents=True)
+    os.symlink("/", root / "escape")
+    os.symlink("/dev/zero", root / "zero.pt.trace.json")
+    os.symlink("/etc/passwd", root / "passwd.pt.trace.json")
+    text = _torch_trace(4).read_text()
+    extra = '{"ph": "X", "name": "aten::odd", "cat": "cpu_op", "pid": 1, "tid": 77, "ts": 1, "dur": %s, "args": %s},'
+    for name, duration, args in (("deep_cpu", "1", '{"a": ' + DEEP + "}"), ("huge_cpu", "1e308", "{}")):
+        (root / name).mkdir()
+        (root / name / "w.1.pt.trace.json").write_text(text.replace('"traceEvents": [', '"traceEvents": [' +
+                                                                    extra % (duration, args) + extra % (duration, args), 1))
+    (root / "deep_summary").mkdir()
+    (root / "deep_summary" / "summary.json").write_text('{"op_stats": {}, "notes": ' + DEEP + "}")
+    return root
+
+
+def _errors(document: dict) -> dict[str, str]:
+    return {Path(error["path"]).relative_to(document["_root"]).as_posix(): error["message"]
+            for error in document["errors"]}
+
+
+EXPECTED = {
+    "pipe.pt.trace.json": "not a regular file (a named pipe); not read, as it could block or never end",
+    "pipes/timeline.json": "not a regular file (a named pipe); not read, as it could block or never end",
+    "tf_pipe/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb":
+        "not a regular file (a named pipe); not read, as it could block or never end",
+    "tf_folder/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb": "a directory named like a trace file, not a trace",
+    "escape": "a link to a directory outside the logdir (/); not followed",
+    "zero.pt.trace.json": "not a regular file (a device); not read, as it could block or never end",
+    "passwd.pt.trace.json": "a link to a file outside the logdir (/etc/passwd); not read",
+}
+
+
+def _runs(hostile: Path, *flags: str) -> dict:
+    started = time.monotonic()
+    result = run_cli("runs", str(hostile), "--json", "--no-cache", *flags)
+    assert time.monotonic() - started < 60
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    document = json.loads(result.stdout)
+    document["_root"] = str(hostile)
+    return document
+
+
+@pytest.mark.timeout(120)
+def test_listing_names_every_odd_entry_and_keeps_the_good_runs(hostile):
+    document = _runs(hostile)
+    errors = _errors(document)
+    for path, message in EXPECTED.items():
+        assert errors[path] == message
+    assert errors["deep_cpu/w.1.pt.trace.json"].startswith("nested more deeply than a profiler ever writes")
+    assert errors["deep_summary/summary.json"].startswith("nested more deeply than a profiler ever writes")
+    assert errors["huge_cpu/w.1.pt.trace.json"] == (
+        "traceEvents[0] ('aten::odd' at ts 1.0) is a complete event with a duration of 1e+308 µs (over a year); "
+        "the trace writer produced broken events")
+    runs = {run["run"]: run for run in document["runs"]}
+    assert set(runs) == {GOOD, GOOD_TOO}
+    assert runs[GOOD_TOO]["warnings"] == [f"{hostile / GOOD_TOO / 'opcompare.json'}: ignored, not a regular file "
+                                          "(a named pipe)"]
+    lazy = _errors(_runs(hostile, "--lazy"))
+    assert {path: lazy[path] for path in EXPECTED} == EXPECTED
+
+
+@pytest.mark.timeout(120)
+def test_good_runs_compare_beside_odd_entries(hostile):
+    result = run_cli("compare", str(hostile), "--baseline", GOOD, "--target", GOOD_TOO, "--json", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["summary"]["target"]["run"] == GOOD_TOO
+
+
+@pytest.mark.timeout(120)
+def test_a_sidecar_nested_deeply_is_ignored_with_a_warning(tmp_path):
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", tmp_path / "run_cpu")
+    (tmp_path / "run_cpu" / "opcompare.json").write_text('{"model": ' + DEEP + "}")
+    (run,) = json.loads(run_cli("runs", str(tmp_path), "--json", "--no-cache").stdout)["runs"]
+    assert run["warnings"] == [f"{tmp_path / 'run_cpu' / 'opcompare.json'}: ignored, JSON nested too deeply"]
+
+
+@pytest.mark.timeout(180)
+def test_a_gzip_bomb_stops_at_the_memory_budget_and_is_not_remembered(tmp_path):
+    """Two members: the trailer read by the size estimate is the last, tiny one's."""
+    run = tmp_path / "logs" / "bomb_cpu"
+    run.mkdir(parents=True)
+    with open(run / "w.1.pt.trace.json.gz", "wb") as handle:
+        handle.write(gzip.compress(b'{"traceEvents": [' + b" " * (100 << 20), 9))
+        handle.write(gzip.compress(b"]}", 9))
+    cache = str(tmp_path / "cache")
+    refused = run_cli("runs", str(tmp_path / "logs"), "--json", "--cache-dir", cache, "--max-read-gb", "0.03")
+    (error,) = json.loads(refused.stdout)["errors"]
+    assert error["message"].startswith("decompresses to more than 0.01 GB of text, more than this machine's memory "
+                                       "limit allows (memory guard): a very large trace, or a gzip bomb")
+    # A higher limit reads it (the refusal was not cached): valid JSON, but no events.
+    allowed = run_cli("runs", str(tmp_path / "logs"), "--json", "--cache-dir", cache, "--max-read-gb", "2")
+    (error,) = json.loads(allowed.stdout)["errors"]
+    assert "decompresses" not in error["message"]
+
+
+@pytest.fixture(scope="module")
+def hostile_server(hostile):
+    shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", hostile / BIG_RUN)
+    with running_tensorboard(hostile) as url:
+        yield url
+
+
+def _get(url: str, timeout: float = 30):
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+@pytest.mark.timeout(180)
+def test_tensorboard_lists_plugins_and_runs_beside_odd_entries(hostile_server):
+    status, body = _get(f"{hostile_server}/data/plugins_listing")
+    assert status == 200 and json.loads(body)["op_compare"]["enabled"]
+    status, body = _get(f"{hostile_server}/data/plugin/op_compare/runs")
+    assert status == 200
+    document = json.loads(body)
+    assert {GOOD, GOOD_TOO, BIG_RUN} <= {run["run"] for run in document["runs"]}
+    assert len(document["errors"]) == len(EXPECTED) + 3
+
+
+@pytest.mark.timeout(180)
+def test_a_pathological_regex_filter_answers_at_once_and_stalls_nothing(hostile_server):
+    query = urllib.parse.urlencode({"baseline": BIG_RUN, "target": BIG_RUN, "q": "/(.*.*)*~/"})
+    assert _get(f"{hostile_server}/data/plugin/op_compare/compare?baseline={BIG_RUN}&target={BIG_RUN}")[0] == 200
+    answers = {}
+
+    def core_route():
+        time.sleep(0.05)
+        started = time.monotonic()
+        answers["core"] = (_get(f"{hostile_server}/data/plugins_listing")[0], time.monotonic() - started)
+
+    probe = threading.Thread(target=core_route)
+    probe.start()
+    started = time.monotonic()
+    status, body = _get(f"{hostile_server}/data/plugin/op_compare/compare?{query}")
+    elapsed = time.monotonic() - started
+    probe.join(60)
+    assert status == 200 and json.loads(body)["rows"] == [] and elapsed < 10
+    assert answers["core"][0] == 200 and answers["core"][1] < 10
+    backtracking = urllib.parse.urlencode({"baseline": BIG_RUN, "target": BIG_RUN, "q": "/(a+)+$/"})
+    assert _get(f"{hostile_server}/data/plugin/op_compare/compare?{backtracking}")[0] == 200
+    status, body = _get(f"{hostile_server}/data/plugin/op_compare/compare?" + urllib.parse.urlencode(
+        {"baseline": BIG_RUN, "target": BIG_RUN, "q": "/(a)\\1/"}))
+    assert status == 400 and "backreferences and lookaround are not supported" in json.loads(body)["error"]["message"]
+
+
+@pytest.mark.timeout(120)
+def test_a_sweep_of_runs_without_step_markers_answers(tmp_path):
+    """``export_chrome_trace`` without ``profiler.step()``: a real way to record."""
+    source = REALTRACES / "torch_resnet18_cpu" / "export_chrome_trace" / "trace.json"
+    for size in (5, 10):
+        (tmp_path / f"resnet_cpu_bs{size}").mkdir()
+        shutil.copy(source, tmp_path / f"resnet_cpu_bs{size}" / "trace.json")
+    result = run_cli("sweep", str(tmp_path), "--model", "resnet", "--json", "--no-cache")
+    assert "Traceback" not in result.stderr, result.stderr
+    document = json.loads(result.stdout)
+    assert document["steps"] == [] and document["series"]
+    assert any(w.endswith(": no step count, so no time per step or throughput") for w in document["warnings"])
+
+
+@pytest.mark.timeout(120)
+def test_the_cli_escapes_control_characters_in_names(tmp_path):
+    run = tmp_path / "evil\x1b[2J\nunreadable:_cpu"
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", run)
+    result = run_cli("runs", str(tmp_path), "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "unreadable:" not in result.stdout.splitlines()[0][:12]
+    assert result.stdout.startswith("evil\\x1b[2J\\x0aunreadable:_cpu\t")
+    assert len(result.stdout.strip().splitlines()) == 1
