@@ -315,7 +315,8 @@ class OpCompareApp {
   fillChooser() {
     const {baseline, target} = this.selection;
     const pairOptions = this.pairs.map((pair, index) =>
-      h('option', {value: String(index)}, `${pair.baseline} → ${pair.target}`));
+      h('option', {value: String(index)},
+        `${pair.baseline} → ${pair.target}` + (pair.guess ? ' (a guess: batch sizes unknown)' : '')));
     const current = this.pairs.findIndex((pair) => pair.baseline === baseline && pair.target === target);
     this.pairSelect.replaceChildren(
       h('option', {value: 'custom'}, this.pairs.length ? 'Custom (choose below)' : 'No CPU↔GPU pairs found'),
@@ -523,6 +524,7 @@ class OpCompareApp {
     const {summary} = this.document;
     const notes = [];
     if (this.staleLink) notes.push(this.staleLink);
+    notes.push(...(summary.notes || []));
     for (const side of ['baseline', 'target']) {
       for (const warning of summary[side].warnings) notes.push(`${summary[side].run}: ${warning}`);
     }

@@ -227,6 +227,7 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     return sidecar, None
 
 
+WEAK_AGREEMENT = 0.6  # below this share of the evidence (against the runner-up), a sidecar or run name wins
 SIDECAR_SOURCE = SIDECAR
 NAME_SOURCE = "run name"
 _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
@@ -276,14 +277,20 @@ def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedR
     claims = read_claims(source)
     if claims.warning:
         facts.warnings.append(claims.warning)
-    if facts.batch_size is None:
-        if claims.batch_sizes:
-            facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
+    weak = facts.batch_size_agreement is not None and facts.batch_size_agreement < WEAK_AGREEMENT
+    disagreeing = [(size, by) for size, by in claims.batch_sizes if size != facts.batch_size]
+    if facts.batch_size is None and claims.batch_sizes:
+        facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
+    elif weak and disagreeing:
+        measured, agreement = facts.batch_size, facts.batch_size_agreement
+        facts.batch_size, claimed_by = disagreeing[0]
+        facts.batch_size_source, facts.batch_size_agreement = claimed_by, None
+        facts.warnings.append(f"the profile's tensors weakly suggest batch size {measured} (only {agreement:.0%} "
+                              f"of the evidence agrees); using {facts.batch_size} from {_SAID_BY[claimed_by]}")
     else:
-        for size, claimed_by in claims.batch_sizes:
-            if size != facts.batch_size:
-                facts.warnings.append(f"{_SAID_BY[claimed_by]} says batch size {size} but the profile's tensors say "
-                                      f"{facts.batch_size}; using the measured size")
+        for size, claimed_by in disagreeing:
+            facts.warnings.append(f"{_SAID_BY[claimed_by]} says batch size {size} but the profile's tensors say "
+                                  f"{facts.batch_size}; using the measured size")
     if claims.device_source == SIDECAR_SOURCE and claims.device != facts.device:
         facts.warnings.append(f"the sidecar opcompare.json says {claims.device} but the profile shows "
                               f"{facts.device} activity only; using the profile")

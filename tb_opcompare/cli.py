@@ -358,6 +358,8 @@ def _print_comparison(document: dict) -> None:
         f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
         f" baseline-only {summary['baseline_only_ops']}, target-only {summary['target_only_ops']}",
     )
+    for note in summary["notes"]:
+        print(f"note: {note}")
     header = f"{'speedup':>9}  {'base mean':>10}  {'target mean':>11}  {'status':<13}  op"
     print(header)
     for row in document["rows"]:

@@ -160,6 +160,38 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
     return summary
 
 
+def like_for_like(summary: dict, baseline: dict, target: dict, group_by: str) -> tuple[dict, list[str]]:
+    """Figures and notes that say what a comparison does and does not compare.
+    ``baseline``/``target``: each run's ``batch_size`` and ``framework``.
+
+    Returns ``whole_step_speedup`` (all op time per step, ops on one side included) and
+    ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and the
+    notes a user needs to read the headline figures right."""
+    notes = []
+    base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
+    whole = base_step / target_step if base_step and target_step else None
+    base_batch, target_batch = baseline.get("batch_size"), target.get("batch_size")
+    per_sample = None
+    if base_batch and target_batch and base_batch != target_batch:
+        if whole:
+            per_sample = whole * target_batch / base_batch
+        notes.append(f"Batch sizes differ ({base_batch} vs {target_batch}): each op's speedup compares one call at "
+                     "each size, that is different amounts of work." + (
+                         f" Per sample, the whole step is {per_sample:.2f}× "
+                         f"({'faster' if per_sample >= 1 else 'slower'} on the target)." if per_sample else ""))
+    overall = summary["overall_speedup"]
+    if whole and overall and abs(overall / whole - 1) > 0.05:
+        notes.append(f"Overall speedup ({overall:.2f}×) counts the ops both runs have; all op time per step, ops "
+                     f"found on one side only included, gives {whole:.2f}×.")
+    if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
+        frameworks = {baseline.get("framework"), target.get("framework")} - {None}
+        why = (f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
+               if len(frameworks) > 1 else "the runs name their ops differently (another model, or another version)")
+        hint = " Group by op type to compare ops by kind." if group_by == "name" else ""
+        notes.append(f"No op is in both runs: {why}.{hint}")
+    return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+
+
 def _per_step(total: float, steps: int | None) -> float | None:
     return float(total) / steps if steps else None
 

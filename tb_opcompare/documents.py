@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 
 from .catalog import Catalog, LoadedRun, UnknownRunError, read_claims
-from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none
+from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from .discovery import RunSource
 from .errors import ProfileError
 from .naming import model_key
@@ -32,6 +32,7 @@ def run_record(loaded: LoadedRun) -> dict:
         "device_name": facts.device_name,
         "batch_size": facts.batch_size,
         "batch_size_source": facts.batch_size_source,
+        "batch_size_agreement": facts.batch_size_agreement,
         "steps": facts.steps,
         "steps_source": facts.steps_source,
         "model": loaded.model,
@@ -55,6 +56,7 @@ def unread_run_record(source: RunSource) -> dict:
         "device_name": claims.device_name if claims.device not in (None, "CPU") else None,
         "batch_size": batch_size,
         "batch_size_source": batch_size_source,
+        "batch_size_agreement": None,
         "steps": None,
         "steps_source": None,
         "model": claims.model,
@@ -118,8 +120,11 @@ def compare_document(
         baseline_steps=base.profile.facts.steps,
         target_steps=tgt.profile.facts.steps,
     )
-    summary = {key: finite_or_none(value) for key, value in summary.items()}
-    summary.update(group_by=group_by, normalized_types=normalize, baseline=run_record(base), target=run_record(tgt))
+    base_record, target_record = run_record(base), run_record(tgt)
+    figures, notes = like_for_like(summary, base_record, target_record, group_by)
+    summary = {key: finite_or_none(value) for key, value in {**summary, **figures}.items()}
+    summary.update(group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
+                   notes=notes)
     records = [
         {column: finite_or_none(value) for column, value in zip(COMPARE_COLUMNS, row)}
         for row in rows.itertuples(index=False, name=None)

@@ -64,6 +64,9 @@ class ProfileFacts:
     step_time_us: float | None = None  # mean wall time of one profiled step, where markers give it
     batch_size: int | None = None
     batch_size_source: str | None = None
+    # Share of the evidence that agrees on batch_size (1.0: all of it); None where the
+    # format gives one source only. Weak agreement does not override a sidecar or name.
+    batch_size_agreement: float | None = None
     framework: str | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
 

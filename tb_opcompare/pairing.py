@@ -2,8 +2,10 @@
 
 First by name: same model key (or sidecar ``model``) and same batch size. Runs left
 unpaired whose names tell nothing (``log_prefetch/128_20210203-201149``) are then
-paired by the overlap of their op-name sets: Jaccard >= 0.5, best match first, and
-equal batch sizes where both are known.
+paired by the overlap of their op-name sets: Jaccard >= 0.5, best match first, equal
+batch sizes where both are known, and a margin of 0.1 over every other candidate of
+either run (batch sizes of one model share their op names). Such a pair is marked a
+``guess`` where a batch size is unknown.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 JACCARD_THRESHOLD = 0.5
+OVERLAP_MARGIN = 0.1  # how far an overlap-only pair must score above its runner-up
 
 
 @dataclasses.dataclass
@@ -37,31 +40,40 @@ def pair_runs(runs: list[RunForPairing]) -> list[dict]:
             if cpu.model == accelerator.model and cpu.batch_size == accelerator.batch_size:
                 pairs.append(_pair(cpu, accelerator, cpu.model, "run names"))
                 paired.update((cpu.run, accelerator.run))
-    candidates = []
+    scores = {}
     for cpu in baselines:
         for accelerator in targets:
             if cpu.run in paired or accelerator.run in paired:
                 continue
             if cpu.batch_size and accelerator.batch_size and cpu.batch_size != accelerator.batch_size:
                 continue
-            score = jaccard(cpu.op_names, accelerator.op_names)
-            if score >= JACCARD_THRESHOLD:
-                candidates.append((score, cpu, accelerator))
-    for score, cpu, accelerator in sorted(candidates, key=lambda c: -c[0]):
-        if cpu.run in paired or accelerator.run in paired:
+            scores[cpu.run, accelerator.run] = (jaccard(cpu.op_names, accelerator.op_names), cpu, accelerator)
+    for (cpu_run, accelerator_run), (score, cpu, accelerator) in sorted(scores.items(), key=lambda item: -item[1][0]):
+        if score < JACCARD_THRESHOLD or cpu_run in paired or accelerator_run in paired:
             continue
-        pairs.append(_pair(cpu, accelerator, cpu.model, f"op names (Jaccard {score:.2f})"))
-        paired.update((cpu.run, accelerator.run))
+        # Overlap alone is weak: the best match must stand clear of every other candidate
+        # of either run, or runs of other batch sizes of one model would pair at random.
+        rivals = [other for (b, t), (other, _, _) in scores.items()
+                  if (b == cpu_run) != (t == accelerator_run) and b not in paired and t not in paired]
+        runner_up = max(rivals, default=0.0)
+        if score - runner_up < OVERLAP_MARGIN:
+            continue
+        unknown = cpu.batch_size is None or accelerator.batch_size is None
+        how = f"op names (Jaccard {score:.2f}" + (f", next best {runner_up:.2f}" if rivals else "") + ")"
+        pairs.append(_pair(cpu, accelerator, cpu.model, how + ("; a guess: batch sizes unknown" if unknown else ""),
+                           guess=unknown))
+        paired.update((cpu_run, accelerator_run))
     return pairs
 
 
-def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str) -> dict:
+def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False) -> dict:
     return {
         "baseline": baseline.run,
         "target": target.run,
         "model": model,
         "batch_size": baseline.batch_size if baseline.batch_size is not None else target.batch_size,
         "matched_by": matched_by,
+        "guess": guess,
     }
 
 

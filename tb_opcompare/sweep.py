@@ -13,8 +13,9 @@ steps          device, batch_size, step_us, samples_per_s, basis, run. ``basis``
 fits           op, device, fixed_us, per_sample_us, r2, points, poor_fit, share: least
                squares of mean_us = fixed_us + per_sample_us * batch_size, per op and
                device with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
-               three or more points (two points always fit exactly, so R² says nothing
-               there). ``share``: the op's mean share of its runs' op time (the whole
+               three or more points and the line misses them by more than 5% of their
+               mean (RMS): two points always fit exactly, and an op whose time does not
+               change with batch size (a fixed cost) has an R² of noise but a good fit. ``share``: the op's mean share of its runs' op time (the whole
                step: 1), to tell the ops that matter.
 breakeven      op, batch_size, gpu_faster: for ops fitted on CPU and on an accelerator,
                where the lines cross: the accelerator is faster ``above`` (the usual
@@ -40,6 +41,7 @@ from .compare import op_totals
 
 STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
+POOR_FIT_MISS = 0.05  # a poor fit also misses its points by more than 5% of their mean (RMS)
 SERIES_COLUMNS = ["op", "device", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run"]
 STEPS_COLUMNS = ["device", "batch_size", "step_us", "samples_per_s", "basis", "run"]
 FIT_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
@@ -181,18 +183,25 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
         x = group["batch_size"].to_numpy(dtype="float64")
         y = group["mean_us"].to_numpy(dtype="float64")
         per_sample, fixed = np.polyfit(x, y, 1)
-        r2 = r_squared(y, fixed + per_sample * x)
-        poor = len(group) >= 3 and r2 < POOR_FIT_R2
+        predicted = fixed + per_sample * x
+        r2 = r_squared(y, predicted)
+        # R² measures the line against the spread of the points; an op whose time hardly
+        # changes has almost no spread, so its R² is noise. Poor means off by a lot, too.
+        misses = float(np.sqrt(np.mean((y - predicted) ** 2))) > POOR_FIT_MISS * float(np.mean(np.abs(y)))
+        poor = len(group) >= 3 and r2 < POOR_FIT_R2 and misses
         share = float(group["share"].mean()) if "share" in group else None
         rows.append((op, device, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
     return pd.DataFrame(rows, columns=FIT_COLUMNS)
 
 
 def r_squared(measured: np.ndarray, predicted: np.ndarray) -> float:
+    """1 - residual / total sum of squares; points that are all equal (within rounding)
+    are fitted perfectly by a flat line, so R² is 1 there, not 0."""
     residual = float(np.sum((measured - predicted) ** 2))
     total = float(np.sum((measured - measured.mean()) ** 2))
-    if total == 0.0:
-        return 1.0 if residual == 0.0 else 0.0
+    rounding = len(measured) * (1e-9 * float(np.max(np.abs(measured)))) ** 2
+    if total <= rounding:
+        return 1.0 if residual <= rounding else 0.0
     return 1.0 - residual / total
 
 

@@ -164,3 +164,39 @@ def test_runs_document_suggests_a_pair_and_says_when_no_accelerator_run_exists(t
     assert "No accelerator run" in notice and "--devices gpu" in notice
     with_gpu = json.loads(run_cli("runs", str(LOGDIR), "--json").stdout)
     assert with_gpu["notices"] == [] and with_gpu["suggested"]["target"] == "tf1/mlp_gpu"
+
+
+def test_an_overlap_only_pair_needs_a_clear_margin_and_is_marked_a_guess(tmp_path):
+    """Nameless runs (``cpu``, ``gpu``), batch sizes unknown: one CPU candidate pairs, as a
+    guess; two CPU runs equally like the GPU run pair with neither."""
+    for name, device in (("first", "cpu"), ("second", "gpu")):
+        shutil.copytree(LOGDIR / f"tf1/mlp_{device}", tmp_path / "one" / name)
+    (pair,) = json.loads(run_cli("runs", str(tmp_path / "one"), "--json").stdout)["pairs"]
+    assert (pair["baseline"], pair["target"], pair["guess"]) == ("first", "second", True)
+    assert pair["matched_by"] == "op names (Jaccard 0.76); a guess: batch sizes unknown"
+    for name, device in (("first", "cpu"), ("again", "cpu"), ("second", "gpu")):
+        shutil.copytree(LOGDIR / f"tf1/mlp_{device}", tmp_path / "two" / name)
+    assert json.loads(run_cli("runs", str(tmp_path / "two"), "--json").stdout)["pairs"] == []
+
+
+def test_the_summary_says_when_runs_do_not_compare_like_with_like():
+    def summary(baseline, target):
+        result = run_cli("compare", str(LOGDIR), "--baseline", baseline, "--target", target, "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)["summary"]
+
+    sizes = summary("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs64")
+    assert sizes["per_sample_speedup"] == pytest.approx(sizes["whole_step_speedup"] * 64 / 4)
+    assert sizes["notes"][0].startswith("Batch sizes differ (4 vs 64): each op's speedup compares one call at each "
+                                        f"size, that is different amounts of work. Per sample, the whole step is "
+                                        f"{sizes['per_sample_speedup']:.2f}× (faster on the target).")
+    frameworks = summary("tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16")
+    assert frameworks["matched_ops"] == 0
+    assert "No op is in both runs: the runs come from different frameworks (PyTorch and TensorFlow). Group by op " \
+           "type to compare ops by kind." in frameworks["notes"]
+    devices = summary("tf1/mlp_cpu", "tf1/mlp_gpu")
+    assert devices["whole_step_speedup"] == pytest.approx(
+        devices["baseline_time_per_step_us"] / devices["target_time_per_step_us"])
+    assert devices["notes"] == [f"Overall speedup ({devices['overall_speedup']:.2f}×) counts the ops both runs have; "
+                                f"all op time per step, ops found on one side only included, gives "
+                                f"{devices['whole_step_speedup']:.2f}×."]

@@ -36,6 +36,16 @@ def test_fit_recovers_a_line_and_flags_a_poor_one():
     assert fits.loc["two", "points"] == 2 and not fits.loc["two", "poor_fit"]  # two points say nothing
 
 
+def test_a_fixed_cost_is_a_perfect_fit_not_a_poor_one():
+    fits = fit_lines(pd.concat([
+        points("fixed", "CPU", 250.0, 0.0, sizes=(1, 16, 64)),
+        points("nearly", "CPU", 250.0, 0.0, sizes=(1, 16, 64), noise=[1.0, -2.0, 1.5]),
+    ])).set_index("op")
+    assert fits.loc["fixed", "r2"] == 1.0 and not fits.loc["fixed", "poor_fit"]
+    assert fits.loc["fixed", "fixed_us"] == pytest.approx(250.0) and fits.loc["fixed", "per_sample_us"] == pytest.approx(0)
+    assert not fits.loc["nearly", "poor_fit"]  # R² is noise here, but the line misses by under 1%
+
+
 @pytest.mark.parametrize(
     "cpu, gpu, expected",
     [

@@ -94,6 +94,7 @@ class TraceText:
         self._events: list[msgspec.Raw] | None = None  # one view per event, once split
         self._cuts: list[tuple[int, int]] | None = None  # byte ranges of batches, if found
         self._cut_firsts: list[int] = []  # index of each cut batch's first event
+        self.parts_decoded = 0  # parts decoded again by ``events`` (a test counts them)
         if not self.whole:
             self._cuts = self._find_cuts()
             if self._cuts is None:
@@ -133,17 +134,23 @@ class TraceText:
             _check_durations(self.path, start, batch)
             yield start, batch
 
-    def event(self, index: int, event_type: type):
-        """Event ``index`` of the file decoded as ``event_type``, for the few events a
-        reader wants more fields of than its batches hold (after ``batches`` has run)."""
-        if self._cuts is not None and self._cut_firsts:
+    def events(self, indices: list[int], event_type: type) -> list:
+        """Events ``indices`` (ascending) of the file decoded as ``event_type``, for the
+        few events a reader wants more fields of than its batches hold (after ``batches``
+        has run). Each part of the file is decoded at most once, however many are asked."""
+        if self._cuts is None or not self._cut_firsts:
+            if self._events is None:
+                self._split()  # a text decoded whole is small: cutting it up is cheap
+            return [msgspec.json.decode(self._events[index], type=event_type) for index in indices]
+        found, part, raw = [], None, None
+        for index in indices:
             number = bisect.bisect_right(self._cut_firsts, index) - 1
-            begin, end = self._cuts[number]
-            events = _RAW_LIST_DECODER.decode(self._array_text(begin, end))
-            return msgspec.json.decode(events[index - self._cut_firsts[number]], type=event_type)
-        if self._events is None:
-            self._split()  # a text decoded whole is small: cutting it up is cheap
-        return msgspec.json.decode(self._events[index], type=event_type)
+            if number != part:
+                part = number
+                raw = _RAW_LIST_DECODER.decode(self._array_text(*self._cuts[number]))
+                self.parts_decoded += 1
+            found.append(msgspec.json.decode(raw[index - self._cut_firsts[number]], type=event_type))
+        return found
 
     def materialize(self) -> ChromeTrace:
         """Every event as a ``TraceEvent``, for readers of small (TF) traces."""

@@ -17,6 +17,7 @@ Input shapes are decoded afterwards, for the first top-level ops only (batch siz
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 
@@ -169,25 +170,26 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     codes = row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64)
     durations = host.numpy("dur")[order]
     events = OpEvents()
-    parents = _parents_within_threads(thread_codes[order], host.numpy("ts")[order], durations, events,
-                                      keys, codes)
+    parents, counted_as = _parents_within_threads(thread_codes[order], host.numpy("ts")[order], durations, events,
+                                                  keys, codes)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
     if device.rows:
         _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes], parents,
-                     _scatter(host.rows, launches)[order])
+                     counted_as, _scatter(host.rows, launches)[order])
         facts.device = "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
         facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
         facts.step_time_us = sum(steps.values()) / len(steps)
-    top_level_ops = np.flatnonzero(is_op[codes] & (parents == -1))
-    first_ops = top_level_ops[np.argsort(host.numpy("ts")[order][top_level_ops], kind="stable")]
-    for position in first_ops.tolist():
-        batch_size = _batch_from_input_dims(trace.event(int(host.numpy("index")[order[position]]), _WithInputs))
-        if batch_size:
-            facts.batch_size = batch_size
-            facts.batch_size_source = f"data: leading dim of the first input of {keys[codes[position]][0]} (Input Dims)"
-            break
+    step_starts = host.numpy("ts")[is_step]
+    first_step = None
+    if len(step_starts):
+        first = int(np.argmin(step_starts))
+        first_step = (float(step_starts[first]), float(step_starts[first] + host.numpy("dur")[is_step][first]))
+    evidence = _batch_size_evidence(trace, host.numpy("index")[order], host.numpy("ts")[order], parents,
+                                    is_op[codes], [keys[code][0] for code in codes.tolist()], first_step)
+    if evidence:
+        facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 
@@ -213,25 +215,49 @@ def _correlations(events: list) -> list[int]:
 
 
 def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: np.ndarray, events: OpEvents,
-                            keys: list, codes: np.ndarray) -> np.ndarray:
+                            keys: list, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Add the host rows (self time by nesting on each thread); return each event's
-    enclosing event as a position in these sorted arrays (-1: top level)."""
+    enclosing event as a position in these sorted arrays (-1: top level), and the event
+    each one is counted as (``_fold_only_children``)."""
     parents = np.full(len(codes), -1, dtype=np.int64)
     selfs = np.empty(len(codes), dtype=np.float64)
     bounds = [0, *(np.flatnonzero(np.diff(threads)) + 1).tolist(), len(codes)]
     for begin, end in zip(bounds, bounds[1:]):
         selfs[begin:end], local = self_times(starts[begin:end], durations[begin:end])
         parents[begin:end] = np.where(local >= 0, local + begin, -1)
-    events.add_host_codes(keys, codes, durations, selfs)
-    return parents
+    counted_as = _fold_only_children(parents, codes)
+    kept = counted_as == np.arange(len(codes))
+    merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
+    events.add_host_codes(keys, codes[kept], durations[kept], merged_selfs[kept])
+    return parents, counted_as
+
+
+def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """PyTorch's own counting (``key_averages()``): an event that is the only child of a
+    parent with the same name (``aten::div`` calling ``aten::div``) is one call with its
+    parent, its self time added to the parent's. Returns, for each event, the event it is
+    counted as (itself where nothing folds)."""
+    counted_as = np.arange(len(codes))
+    nested = parents >= 0
+    if not nested.any():
+        return counted_as
+    children = np.bincount(parents[nested], minlength=len(codes))
+    folds = np.zeros(len(codes), dtype=bool)
+    folds[nested] = (codes[parents[nested]] == codes[nested]) & (children[parents[nested]] == 1)
+    counted_as[folds] = parents[folds]
+    while True:  # chains (a div in a div in a div) settle on the outermost
+        settled = counted_as[counted_as]
+        if np.array_equal(settled, counted_as):
+            return counted_as
+        counted_as = settled
 
 
 def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
                  kernel_keys: list, host_keys: list,
-                 host_codes: np.ndarray, host_is_op: np.ndarray, parents: np.ndarray,
+                 host_codes: np.ndarray, host_is_op: np.ndarray, parents: np.ndarray, counted_as: np.ndarray,
                  host_correlations: np.ndarray) -> None:
-    """Kernels under the op that launched them; kernels whose launch is not in the
-    trace under their own name."""
+    """Kernels under the op call that launched them (as PyTorch counts calls); kernels
+    whose launch is not in the trace under their own name."""
     launch_correlation, launcher = [], []
     for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~host_is_op).tolist():
         parent = parents[position]
@@ -239,7 +265,7 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
             parent = parents[parent]
         if parent != -1:
             launch_correlation.append(int(host_correlations[position]))
-            launcher.append(int(parent))
+            launcher.append(int(counted_as[parent]))
     correlations = device.numpy("correlation")
     durations = device.numpy("dur")
     invocation = np.full(len(correlations), -1, dtype=np.int64)
@@ -263,14 +289,77 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
                               "own names, typed '(… without a launching op)'")
 
 
-def _batch_from_input_dims(event: _WithInputs) -> int | None:
-    """Leading dim of the first input when that input has rank >= 2 (a batch of samples)."""
+# Ops that see no batch of samples: a DataLoader indexing its whole data set, an
+# optimizer updating parameters. Their inputs are left out of the vote.
+_NOT_MODEL_SCOPES = ("enumerate(DataLoader)", "Optimizer.")
+# A loss's target holds one entry per sample: the strongest evidence a trace has.
+_LOSS_OPS = frozenset({
+    "aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d", "aten::mse_loss",
+    "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss", "aten::binary_cross_entropy",
+    "aten::binary_cross_entropy_with_logits", "aten::kl_div", "aten::ctc_loss", "aten::multi_margin_loss",
+})
+_LOSS_WEIGHT = 25
+_BATCH_PROBES = 4000  # op events looked at: one step of a big model, decoded part by part
+
+
+def _batch_size_evidence(trace: TraceText, file_indices: np.ndarray, starts: np.ndarray, parents: np.ndarray,
+                         is_op: np.ndarray, names: list[str], window: tuple[float, float] | None):
+    """(batch size, where it came from, agreement) from the ops of the first profiled step,
+    or None. Each op votes with the leading dim of its first input of rank >= 2 (the
+    batch of an activation); a loss's target votes strongly. Parameters and a data set
+    are left out (optimizer and DataLoader scopes), so an embedding's vocabulary or a
+    sequence-first LSTM's length loses to the many ops that see the batch."""
+    top = np.arange(len(parents))
+    up = parents.copy()
+    while (moving := up >= 0).any():
+        top[moving] = up[moving]
+        up = np.where(moving, parents[top], -1)
+    in_scope = np.array([not names[t].startswith(_NOT_MODEL_SCOPES) for t in top.tolist()], dtype=bool)
+    wanted = is_op & in_scope
+    if window is not None:
+        wanted &= (starts >= window[0]) & (starts < window[1])
+    probes = np.flatnonzero(wanted)
+    probes = probes[np.argsort(starts[probes], kind="stable")[:_BATCH_PROBES]]
+    if not len(probes):
+        return None
+    order = np.argsort(file_indices[probes], kind="stable")  # file order: each part of the file decoded once
+    decoded = trace.events(file_indices[probes][order].tolist(), _WithInputs)
+    votes: collections.Counter[int] = collections.Counter()  # ops' votes and the loss target's
+    op_votes: collections.Counter[int] = collections.Counter()
+    loss_target = None
+    for position, event in zip(probes[order].tolist(), decoded):
+        dims = _input_dims(event)
+        if not dims:
+            continue
+        first = dims[0]
+        if isinstance(first, list) and len(first) >= 2 and _positive_int(first[0]):
+            votes[first[0]] += 1
+            op_votes[first[0]] += 1
+        if names[position] in _LOSS_OPS and len(dims) >= 2 and isinstance(dims[1], list) and dims[1] \
+                and _positive_int(dims[1][0]):
+            votes[dims[1][0]] += _LOSS_WEIGHT
+            loss_target = loss_target or (names[position], dims[1][0])
+    if not votes:
+        return None
+    (size, weight), *others = votes.most_common(2)
+    # Against the runner-up, not all votes: a model's many other dims split their votes.
+    agreement = 1.0 if loss_target and loss_target[1] == size else weight / (weight + (others[0][1] if others else 0))
+    where = "the first profiled step" if window is not None else "the first ops"
+    source = f"data: batch dim of {op_votes[size]} of {sum(op_votes.values())} shaped ops in {where}"
+    if loss_target and loss_target[1] == size:
+        source += f", and the target of {loss_target[0]}"
+    return size, source + " (Input Dims)", round(agreement, 3)
+
+
+def _input_dims(event: _WithInputs) -> list | None:
     if event.args is None or not len(event.args.input_dims):
         return None
     try:
-        first = json.loads(bytes(event.args.input_dims))[0]
-    except (ValueError, IndexError, TypeError):
+        dims = json.loads(bytes(event.args.input_dims))
+    except ValueError:
         return None
-    if isinstance(first, list) and len(first) >= 2 and isinstance(first[0], int) and first[0] > 0:
-        return first[0]
-    return None
+    return dims if isinstance(dims, list) else None
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -38,13 +38,16 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     device_steps = 0
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
-    input_batches: collections.Counter[int] = collections.Counter()  # tf.data batch size -> elements seen
+    # (tf.data batch size, root iterator's name) -> elements seen
+    input_batches: collections.Counter[tuple[int, str]] = collections.Counter()
+    declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
+    step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per host
     for path in paths:
         planes = _parse(path, read_bytes(path))
         try:
             for plane in planes:
                 if plane.name.startswith("/host:"):
-                    shape = _read_host_plane(plane, events, steps, input_batches)
+                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, step_calls)
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
                 elif plane.name.startswith("/device:"):
@@ -60,7 +63,11 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if device_names:
         facts.device_name = ", ".join(sorted(set(device_names)))
-    if steps:
+    calls = max(step_calls.values(), default=0)
+    if steps and calls > len(steps):
+        # Keras 2 marks one profiled step with step_num but calls its step function for each.
+        facts.steps, facts.steps_source = calls, f"Keras step function calls ({_STEP_FUNCTION}); step markers: {len(steps)}"
+    elif steps:
         facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
         facts.step_time_us = sum(steps.values()) / len(steps) / _PS_PER_US
     elif device_steps:
@@ -71,8 +78,11 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
         facts.batch_size, facts.batch_size_source = first_shape[1], "data: first op input shape in the xplane"
     elif input_batches:
         # The most common, so that a last, partial batch does not count.
-        facts.batch_size = input_batches.most_common(1)[0][0]
-        facts.batch_size_source = f"data: tf.data input elements ({_PIPELINE_ROOT} shapes)"
+        facts.batch_size, root = input_batches.most_common(1)[0][0]
+        facts.batch_size_source = f"data: tf.data input elements ({root} shapes)"
+    elif declared_batches:
+        facts.batch_size = declared_batches.most_common(1)[0][0]
+        facts.batch_size_source = "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 
@@ -92,8 +102,8 @@ def _stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
-def _read_host_plane(plane, events: OpEvents, steps: dict[int, int],
-                     input_batches: collections.Counter[int]) -> tuple[int, int] | None:
+def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batches: collections.Counter,
+                     declared_batches: collections.Counter[int], step_calls: collections.Counter) -> tuple[int, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
     Every host event is touched here, so the three integers each needs are pulled out
@@ -113,11 +123,15 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int],
             op_ids.append(entry.key)
             op_codes.append(key_codes[parsed])
     lookup = _IdLookup(op_ids, op_codes) if op_ids else None
-    pipeline_roots = [entry.key for entry in plane.event_metadata if entry.value.name == _PIPELINE_ROOT]
+    root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in _PIPELINE_ROOTS}
+    pipeline_roots = list(root_names)
+    batch_datasets = [entry.key for entry in plane.event_metadata if _is_batch_dataset(entry.value.name)]
+    step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == _STEP_FUNCTION]
     stat_names = _stat_names(plane)
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
     shapes_stat = next((k for k, v in stat_names.items() if v == "shapes"), None)
+    batch_size_stat = next((k for k, v in stat_names.items() if v == "batch_size"), None)
     carries_step: dict[int, bool] = {}
     first_shape: tuple[int, int] | None = None
     for line in plane.lines:
@@ -136,11 +150,18 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int],
                         shaped = (line.timestamp_ns * 1000 + shaped[0], shaped[1])
                         if first_shape is None or shaped[0] < first_shape[0]:
                             first_shape = shaped
+            if step_functions:
+                step_calls[plane.name] += int(np.isin(ints[:, 0], step_functions).sum())
+            if batch_datasets and batch_size_stat is not None:
+                for index in np.flatnonzero(np.isin(ints[:, 0], batch_datasets))[:_SHAPE_PROBES].tolist():
+                    size = _int_stat(batch[index], batch_size_stat, stat_names)
+                    if size:
+                        declared_batches[size] += 1
             if pipeline_roots and shapes_stat is not None:
                 for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
                     size = _input_batch(batch[index], shapes_stat, stat_names)
                     if size:
-                        input_batches[size] += 1
+                        input_batches[size, root_names[int(ints[index, 0])]] += 1
             if step_stat is not None and not is_op.all():
                 _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps)
             del batch  # one batch of protobuf events alive at a time
@@ -225,9 +246,33 @@ def _first_shaped_op(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_s
     return None
 
 
-# The outermost tf.data iterator: each of its GetNext events delivers one element to
-# the training step, and its ``shapes`` stat lists that element's tensor shapes.
-_PIPELINE_ROOT = "Iterator::Root"
+# The outermost tf.data iterator (``Iterator::Model`` in TF 2.4, ``Iterator::Root`` since):
+# each of its GetNext events delivers one element to the training step, and its
+# ``shapes`` stat lists that element's tensor shapes (``?`` where the last batch may be
+# partial; the batch dataset's own ``batch_size`` stat says it then).
+_PIPELINE_ROOTS = ("Iterator::Root", "Iterator::Model")
+_BATCH_DATASETS = ("BatchV2", "Batch", "PaddedBatchV2", "PaddedBatch", "ParallelBatch", "MapAndBatch")
+_STEP_FUNCTION = "train_function"  # Keras 2 calls it once per training step
+
+
+def _is_batch_dataset(name: str) -> bool:
+    return name.startswith("Iterator::") and name.rsplit("::", 1)[-1] in _BATCH_DATASETS
+
+
+def _int_stat(event, stat_id: int, stat_names: dict[int, str]) -> int | None:
+    stat = _find_stat(event, stat_id)
+    if stat is None:
+        return None
+    which = stat.WhichOneof("value")
+    value = getattr(stat, which) if which in ("int64_value", "uint64_value") else _stat_text(stat, stat_names)
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < _MAX_BATCH else None
+
+
+_MAX_BATCH = 1 << 31
 
 
 def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | None:
