@@ -227,6 +227,7 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     return sidecar, None
 
 
+MAX_BATCH_SIZE = 10_000_000  # a claimed batch size above this is a broken sidecar, not a model
 WEAK_AGREEMENT = 0.6  # below this share of the evidence (against the runner-up), a sidecar or run name wins
 SIDECAR_SOURCE = SIDECAR
 NAME_SOURCE = "run name"
@@ -253,8 +254,11 @@ def read_claims(source: RunSource) -> Claims:
     label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
     sidecar_batch = sidecar.get("batch_size")
     batch_sizes = []
-    if isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and sidecar_batch > 0:
+    if isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and 0 < sidecar_batch <= MAX_BATCH_SIZE:
         batch_sizes.append((sidecar_batch, SIDECAR_SOURCE))
+    elif sidecar_batch is not None and warning is None:
+        warning = (f"{fs.join(source.run_dir, SIDECAR)}: batch_size {str(sidecar_batch)[:40]!r} ignored, not a "
+                   f"whole number from 1 to {MAX_BATCH_SIZE:,}")
     if batch_size_from_name(source.run) is not None:
         batch_sizes.append((batch_size_from_name(source.run), NAME_SOURCE))
     sidecar_device = sidecar.get("device")

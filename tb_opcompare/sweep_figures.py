@@ -2,8 +2,9 @@
 
 The tab draws these same figures with the plotly.js bundle it serves, and the CLI's
 ``--html`` report inlines that bundle, so both show identical plots and neither
-needs a network. Op names come from user files: they are HTML-escaped, because
-plotly renders a few tags in text.
+needs a network. Op, run and device names come from user files: every one goes
+through ``label`` (plotly renders a few HTML tags in text), and hover texts take them
+from each trace's ``meta`` rather than the template, so a ``%{`` in a name is text.
 """
 
 from __future__ import annotations
@@ -70,6 +71,12 @@ def _layout(title: str, x_title: str, y_title: str, log_y: bool = True, **extra)
     return layout
 
 
+def label(text: str) -> str:
+    """A user-file string made safe as plotly text: tags and entities escaped, quotes kept
+    (plotly would show ``&quot;`` literally)."""
+    return html.escape(str(text), quote=False)
+
+
 def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str) -> list[dict]:
     traces = []
     colours = {op: PALETTE[i % len(PALETTE)] for i, op in enumerate(top_ops)}
@@ -77,14 +84,13 @@ def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str) ->
         for device in sorted({row["device"] for row in series if row["op"] == op}):
             points = sorted((row for row in series if row["op"] == op and row["device"] == device),
                             key=lambda row: row["batch_size"])
-            name = html.escape(f"{shorten(op)} · {device}")
-            full = html.escape(f"{op} · {device}")
             traces.append({
-                "type": "scatter", "mode": "lines+markers", "name": name, "legendgroup": html.escape(op),
+                "type": "scatter", "mode": "lines+markers", "name": label(f"{shorten(op)} · {device}"),
+                "legendgroup": label(op), "meta": label(f"{op} · {device}"),
                 "x": [row["batch_size"] for row in points], "y": [row[value] for row in points],
                 "line": {"color": colours[op], "dash": DEVICE_DASH.get(device, "solid"), "width": 2},
                 "marker": {"size": 7},
-                "hovertemplate": f"{full}<br>batch %{{x}}: %{{y:,.2f}} {unit}<extra></extra>",
+                "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}<extra></extra>",
             })
     return traces
 
@@ -105,14 +111,15 @@ def sweep_figures(document: dict) -> dict[str, dict]:
             points = [row for row in document["steps"] if row["device"] == device]
             colour = PALETTE[i % len(PALETTE)]
             x = [row["batch_size"] for row in points]
-            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{device} time per step",
-                         "x": x, "y": [row["step_us"] / 1000 for row in points],
+            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{device} time per step"),
+                         "meta": label(device), "x": x, "y": [row["step_us"] / 1000 for row in points],
                          "line": {"color": colour, "width": 2}, "marker": {"size": 7},
-                         "hovertemplate": f"{device}<br>batch %{{x}}: %{{y:,.2f}} ms per step<extra></extra>"})
-            data.append({"type": "scatter", "mode": "lines+markers", "name": f"{device} samples/s", "yaxis": "y2",
+                         "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.2f} ms per step<extra></extra>"})
+            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{device} samples/s"),
+                         "meta": label(device), "yaxis": "y2",
                          "x": x, "y": [row["samples_per_s"] for row in points],
                          "line": {"color": colour, "width": 2, "dash": "dash"}, "marker": {"size": 7, "symbol": "diamond"},
-                         "hovertemplate": f"{device}<br>batch %{{x}}: %{{y:,.0f}} samples/s<extra></extra>"})
+                         "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>"})
         basis = sorted({row["basis"] for row in document["steps"]})
         figures["step"] = {"data": data, "layout": _layout(
             f"Time per step and throughput ({', '.join(basis)})", "batch size", "time per step (ms)", log_y=False,
@@ -124,11 +131,11 @@ def sweep_figures(document: dict) -> dict[str, dict]:
         data = []
         for i, op in enumerate(ops):
             points = sorted((row for row in document["speedups"] if row["op"] == op), key=lambda r: r["batch_size"])
-            data.append({"type": "scatter", "mode": "lines+markers", "name": html.escape(shorten(op)),
+            data.append({"type": "scatter", "mode": "lines+markers", "name": label(shorten(op)), "meta": label(op),
                          "x": [row["batch_size"] for row in points], "y": [row["speedup"] for row in points],
                          "line": {"color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
                                   "width": 3 if op == STEP else 2},
-                         "hovertemplate": f"{html.escape(op)}<br>batch %{{x}}: %{{y:.2f}}×<extra></extra>"})
+                         "hovertemplate": "%{meta}<br>batch %{x}: %{y:.2f}×<extra></extra>"})
         figures["speedup"] = {"data": data, "layout": _layout(
             "Speedup (CPU / accelerator) vs batch size", "batch size", "speedup (×, > 1: accelerator faster)",
             shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,

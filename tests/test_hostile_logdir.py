@@ -213,3 +213,57 @@ def test_the_cli_escapes_control_characters_in_names(tmp_path):
     assert "\x1b" not in result.stdout and "unreadable:" not in result.stdout.splitlines()[0][:12]
     assert result.stdout.startswith("evil\\x1b[2J\\x0aunreadable:_cpu\t")
     assert len(result.stdout.strip().splitlines()) == 1
+
+
+def _xspace(path: Path):
+    from tb_opcompare.readers.xplane_schema import XSpace
+
+    space = XSpace()
+    space.ParseFromString(path.read_bytes())
+    return space
+
+
+@pytest.mark.timeout(120)
+def test_odd_encodings_numbers_and_names_are_named_or_made_harmless(tmp_path):
+    from tb_opcompare.sweep_figures import label
+
+    text = _torch_trace(4).read_bytes()
+    (tmp_path / "bom_cpu_bs4").mkdir()
+    (tmp_path / "bom_cpu_bs4" / "w.1.pt.trace.json").write_bytes(b"\xef\xbb\xbf" + text)
+    (tmp_path / "wide_cpu").mkdir()
+    (tmp_path / "wide_cpu" / "w.1.pt.trace.json").write_bytes(text.decode("utf-8").encode("utf-16"))
+    (tmp_path / "claims_cpu_bs4").mkdir()
+    shutil.copy(_torch_trace(4), tmp_path / "claims_cpu_bs4")
+    (tmp_path / "claims_cpu_bs4" / "opcompare.json").write_text('{"batch_size": 1000000000000000000000000000000}')
+    xplane = next((LOGDIR / "tf_keras" / "cnn_cpu_bs8").glob("**/*.xplane.pb"))
+    space = _xspace(xplane)
+    from tb_opcompare.readers.tf_ops import parse_host_op
+
+    host = next(plane for plane in space.planes if plane.name.startswith("/host:"))
+    op_ids = {entry.key for entry in host.event_metadata if parse_host_op(entry.value.name)}
+    line, event = next((line, event) for line in host.lines for event in line.events if event.metadata_id in op_ids)
+    event.duration_ps = -5
+    broken = tmp_path / "negative_cpu" / "plugins" / "profile" / "2026_01_01_00_00_00" / "vm.xplane.pb"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(space.SerializeToString())
+    bert = _xspace(next((REALTRACES / "tf2_xplane_bert_multigpu").glob("**/*.xplane.pb")))
+    for plane in bert.planes:
+        plane.name = plane.name.replace("/device:GPU", "/device:<a href=x>GPU</a>")
+    tagged = tmp_path / "tagged" / "plugins" / "profile" / "2026_01_01_00_00_00" / "vm.xplane.pb"
+    tagged.parent.mkdir(parents=True)
+    tagged.write_bytes(bert.SerializeToString())
+
+    document = json.loads(run_cli("runs", str(tmp_path), "--json", "--no-cache").stdout)
+    runs = {run["run"]: run for run in document["runs"]}
+    errors = {error["run"]: error["message"] for error in document["errors"]}
+    assert runs["bom_cpu_bs4"]["batch_size"] == 4 and runs["bom_cpu_bs4"]["steps"] == 2  # read like the original
+    assert errors["wide_cpu"] == ("the text is UTF-16, and a trace must be UTF-8 (as profilers write it); convert "
+                                  "it, e.g. `iconv -f UTF-16 -t UTF-8`")
+    assert runs["claims_cpu_bs4"]["batch_size"] == 4
+    assert runs["claims_cpu_bs4"]["warnings"] == [
+        f"{tmp_path / 'claims_cpu_bs4' / 'opcompare.json'}: batch_size '1000000000000000000000000000000' ignored, not a "
+        "whole number from 1 to 10,000,000"]
+    assert errors["negative_cpu"].startswith(f"plane '/host:CPU', line {line.name!r}: 1 op events have a negative or "
+                                             "impossibly long duration")
+    assert runs["tagged"]["device"] == "accelerator"
+    assert label('a "quoted" <img src=x> & %{x}') == 'a "quoted" &lt;img src=x&gt; &amp; %{x}'

@@ -269,7 +269,31 @@ def open_chrome_trace(path: str, data: bytes, max_text_bytes: int | None = None)
                                      "`tb-opcompare --max-read-gb`") from None
         except (EOFError, OSError, zlib.error) as error:
             raise ProfileError(path, f"the gzip stream is truncated or corrupt: {error}") from None
+    if data[:3] == _UTF8_BOM:
+        data = data[3:]  # some editors and Windows tools add one; JSON parsers refuse it
+    encoding = _utf16_or_32(data)
+    if encoding:
+        raise ProfileError(path, f"the text is {encoding}, and a trace must be UTF-8 (as profilers write it); "
+                                 f"convert it, e.g. `iconv -f {encoding} -t UTF-8`")
     return TraceText(path, data)
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _utf16_or_32(data: bytes) -> str | None:
+    """The UTF-16/32 encoding the text starts in (by its byte-order mark, or by the NUL
+    bytes that ASCII text has around each character in it), or None."""
+    head = data[:4]
+    if head[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):
+        return "UTF-32"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "UTF-16"
+    if len(head) == 4 and head[1] == 0 and head[3] == 0 and head[0] and head[2]:
+        return "UTF-16LE"
+    if len(head) == 4 and head[0] == 0 and head[2] == 0 and head[1] and head[3]:
+        return "UTF-16BE"
+    return None
 
 
 class _TooLarge(Exception):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,6 +57,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
                         device_names.append(name)
                         facts.device = kind
                         device_steps = max(device_steps, plane_steps)
+        except _BrokenEvents as error:
+            raise ProfileError(path, f"plane {plane.name!r}, {error}") from None
         except (DecodeError, RuntimeError, ValueError) as error:
             raise ProfileError(path, f"a line of plane {plane.name!r} is not valid protobuf "
                                      f"(the file may be truncated or corrupt): {error}") from None
@@ -166,7 +169,9 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                 _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps)
             del batch  # one batch of protobuf events alive at a time
         if codes:
-            _add_host_line(events, op_keys, np.concatenate(starts), np.concatenate(durations), np.concatenate(codes))
+            durations, codes = np.concatenate(durations), np.concatenate(codes)
+            _check_durations(durations, op_keys, codes, line.name)
+            _add_host_line(events, op_keys, np.concatenate(starts), durations, codes)
     return first_shape
 
 
@@ -191,6 +196,24 @@ def _event_ints(batch) -> np.ndarray:
     """(n, 3) int64 array of each event's metadata id, offset and duration, read at C speed."""
     flat = itertools.chain.from_iterable(map(_EVENT_INTS, batch))
     return np.fromiter(flat, dtype=np.int64, count=3 * len(batch)).reshape(-1, 3)
+
+
+# No profiled op lasts 11 days (10^18 ps, near the int64 limit of 106 days): a negative or
+# longer duration is a broken writer.
+_MAX_DURATION_PS = 10**18
+
+
+class _BrokenEvents(ValueError):
+    """Events whose times cannot be trusted; the message names what is wrong."""
+
+
+def _check_durations(durations: np.ndarray, op_keys, codes: np.ndarray, line_name: str) -> None:
+    bad = np.flatnonzero((durations < 0) | (durations > _MAX_DURATION_PS))
+    if len(bad):
+        first = int(bad[0])
+        raise _BrokenEvents(f"line {line_name!r}: {len(bad)} op events have a negative or impossibly long duration, "
+                            f"the first {op_keys[codes[first]][0]!r} with {int(durations[first]):,} ps; the profiler "
+                            "wrote broken events")
 
 
 def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.ndarray, codes: np.ndarray) -> None:
@@ -283,6 +306,8 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
 def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
     """Add kernels of a device plane; return (device kind or None if idle, name, steps)."""
     kind = plane.name[len("/device:"):].split(":", 1)[0]
+    if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
+        kind = "accelerator"
     stat_names = _stat_names(plane)
     by_name = {v: k for k, v in stat_names.items()}
     tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
@@ -322,6 +347,9 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
         return None, "", steps
     events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
     return kind, _device_name(plane, stat_names, kind), steps
+
+
+_DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
 def _stat_text(stat, stat_names: dict[int, str]) -> str:
