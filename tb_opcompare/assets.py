@@ -20,8 +20,8 @@ FRONTEND_PACKAGE = "tb_opcompare.frontend"
 FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "sweep.js", "theme.js", "style.css")
 
 
-@functools.lru_cache(maxsize=None)
 def frontend_file(name: str) -> bytes:
+    """Read on each request (a few KB): an edit in a checkout shows on reload."""
     if name not in FRONTEND_FILES:
         raise FileNotFoundError(name)
     try:

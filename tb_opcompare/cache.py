@@ -26,7 +26,7 @@ from collections.abc import Callable
 import msgspec
 import pandas as pd
 
-from .errors import ProfileError, ReadRefused
+from .errors import ProfileError, OverLimit
 from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
 READER_VERSION = "5"  # bump when any reader's output changes
@@ -102,7 +102,7 @@ class ProfileCache:
                 flight.result = parse()
             except ProfileError as error:
                 flight.error = error
-            if not isinstance(flight.error, ReadRefused):
+            if not isinstance(flight.error, OverLimit):
                 value = flight.result if flight.error is None else flight.error
                 self._remember(key, value)
                 self._store_on_disk(key, value)

@@ -16,7 +16,7 @@ from . import fs
 from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
                         discover)
-from .errors import ProfileError, ReadRefused
+from .errors import ProfileError, OverLimit
 from .naming import batch_size_from_name, device_from_name, model_key
 from .optable import OpProfile
 from .readers.chrome_json import open_chrome_trace
@@ -150,7 +150,7 @@ def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: in
     needed = estimated_read_bytes(file_format, files)
     if needed > limit_bytes:
         size_mb = sum(size for _, size in files) / 1e6
-        raise ReadRefused(
+        raise OverLimit(
             files[0][0],
             f"too large to read here: {size_mb:,.0f} MB of trace needs about {needed / 1e9:,.1f} GB of memory, above "
             f"the {limit_bytes / 1e9:,.1f} GB limit (memory guard). Raise it with --opcompare_max_read_gb or "
@@ -173,8 +173,8 @@ def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None 
     except RecursionError:
         raise ProfileError(paths[0], "nested more deeply than a profiler ever writes (thousands of levels of JSON "
                                      "arrays or objects); not read") from None
-    except MemoryError:
-        raise ProfileError(paths[0], "ran out of memory while reading it; lower the memory guard "
+    except MemoryError:  # a limit of this machine, not a fault of the file: never cached
+        raise OverLimit(paths[0], "ran out of memory while reading it; lower the memory guard "
                                      "(--opcompare_max_read_gb / --max-read-gb) so such reads are refused up "
                                      "front, or read it on a bigger machine with `tb-opcompare index`") from None
 
@@ -228,7 +228,7 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
 
 
 MAX_BATCH_SIZE = 10_000_000  # a claimed batch size above this is a broken sidecar, not a model
-WEAK_AGREEMENT = 0.6  # below this share of the evidence (against the runner-up), a sidecar or run name wins
+WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up), a sidecar or run name wins
 SIDECAR_SOURCE = SIDECAR
 NAME_SOURCE = "run name"
 _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
@@ -285,9 +285,9 @@ def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedR
     disagreeing = [(size, by) for size, by in claims.batch_sizes if size != facts.batch_size]
     if facts.batch_size is None and claims.batch_sizes:
         facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
-    elif weak and disagreeing:
+    elif weak and claims.batch_sizes and claims.batch_sizes[0] in disagreeing:  # the most trusted claim decides
         measured, agreement = facts.batch_size, facts.batch_size_agreement
-        facts.batch_size, claimed_by = disagreeing[0]
+        facts.batch_size, claimed_by = claims.batch_sizes[0]
         facts.batch_size_source, facts.batch_size_agreement = claimed_by, None
         facts.warnings.append(f"the profile's tensors weakly suggest batch size {measured} (only {agreement:.0%} "
                               f"of the evidence agrees); using {facts.batch_size} from {_SAID_BY[claimed_by]}")

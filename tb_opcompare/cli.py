@@ -26,14 +26,14 @@ EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 _CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
 
 
-def shown(value):
+def escape_controls(value):
     """``value`` (a string, or a document of them) with control characters escaped."""
     if isinstance(value, str):
         return value.translate(_CONTROL)
     if isinstance(value, dict):
-        return {key: shown(item) for key, item in value.items()}
+        return {key: escape_controls(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [shown(item) for item in value]
+        return [escape_controls(item) for item in value]
     return value
 
 
@@ -43,11 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except UnknownRunError as error:
-        print(f"error: {shown(error.message)}", file=sys.stderr)
-        print("known: " + (", ".join(shown(error.known)) if error.known else "(none)"), file=sys.stderr)
+        print(f"error: {escape_controls(error.message)}", file=sys.stderr)
+        print("known: " + (", ".join(escape_controls(error.known)) if error.known else "(none)"), file=sys.stderr)
         return EXIT_USAGE
     except ProfileError as error:
-        print(f"error: cannot read {shown(error.path)}: {shown(error.reason)}", file=sys.stderr)
+        print(f"error: cannot read {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
         return EXIT_UNREADABLE
     except BrokenPipeError:
         return EXIT_OK
@@ -81,8 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
     compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
     compare.add_argument("--top", type=_positive_int, help="show only the first N rows")
-    compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout); with several "
-                                                       "pairs, each row starts with its baseline and target run")
+    compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout); for the "
+                                                       "automatic pairs, each row starts with its baseline and target run")
     compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
     compare.add_argument("--table", action="store_true", help="print the table too (the default without --csv/--json)")
     compare.set_defaults(handler=_compare)
@@ -134,7 +134,7 @@ def _index(args) -> int:
     print(f"{report.read} read, {report.cached} already cached, {len(report.errors)} unreadable "
           f"in {report.seconds:.1f} s; cache: {catalog.cache.cache_dir or '(memory only)'}")
     for path, reason in report.errors:
-        print(f"  {shown(path)}: {shown(reason)}", file=sys.stderr)
+        print(f"  {escape_controls(path)}: {escape_controls(reason)}", file=sys.stderr)
     return EXIT_UNREADABLE if report.errors else EXIT_OK
 
 
@@ -193,7 +193,7 @@ def _runs(args) -> int:
 
 
 def _print_runs(document: dict) -> None:
-    document = shown(document)
+    document = escape_controls(document)
     if not document["runs"] and not document["errors"]:
         print("no profile runs found")
     for run in document["runs"]:
@@ -227,7 +227,7 @@ def _compare(args) -> int:
         if not pairs:
             print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
                   file=sys.stderr)
-            print("known: " + ", ".join(shown(r["run"]) for r in runs["runs"]), file=sys.stderr)
+            print("known: " + ", ".join(escape_controls(r["run"]) for r in runs["runs"]), file=sys.stderr)
             return EXIT_USAGE
     documents = []
     for baseline, target in pairs:
@@ -243,7 +243,7 @@ def _compare(args) -> int:
         document["rows"] = select_rows(document["rows"], args.sort, args.top)
         documents.append(document)
     if args.csv:
-        text = _pairs_csv(documents)
+        text = _pairs_csv(documents, with_pairs=not args.baseline)
         _write_text(args.csv, text)
         if args.csv != "-":
             rows = sum(len(document["rows"]) for document in documents)
@@ -259,10 +259,11 @@ def _compare(args) -> int:
 PAIR_COLUMNS = ["baseline_run", "target_run"]
 
 
-def _pairs_csv(documents: list[dict]) -> str:
-    """One pair: exactly the bytes of the API's ``compare.csv``. Several: one table, each
-    row led by the pair it belongs to."""
-    if len(documents) == 1:
+def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
+    """Named runs: exactly the bytes of the API's ``compare.csv``. The automatic pairs
+    (however many there are, so scripts see one layout): one table, each row led by the
+    pair it belongs to."""
+    if not with_pairs:
         return compare_csv(documents[0]["rows"])
     rows = [{"baseline_run": d["summary"]["baseline"]["run"], "target_run": d["summary"]["target"]["run"], **row}
             for d in documents for row in d["rows"]]
@@ -306,14 +307,14 @@ def _list_sweepable(catalog: Catalog, logdir: str) -> int:
         return EXIT_OK
     print("models with two or more batch sizes on one device (sweep one with --model KEY):")
     for model, sizes in sorted(models.items()):
-        print(f"  {shown(model)}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
+        print(f"  {escape_controls(model)}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
     example = sorted(models)[0]
-    print(f"\ne.g. tb-opcompare sweep {shown(logdir)} --model {shown(example)}")
+    print(f"\ne.g. tb-opcompare sweep {escape_controls(logdir)} --model {escape_controls(example)}")
     return EXIT_OK
 
 
 def _print_sweep(document: dict, table: list[dict]) -> None:
-    document, table = shown(document), shown(table)
+    document, table = escape_controls(document), escape_controls(table)
     print(f"model {document['model']}: " + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
     for warning in document["warnings"]:
         print(f"warning: {warning}")
@@ -345,7 +346,7 @@ def _format_us(value) -> str:
 
 
 def _print_comparison(document: dict) -> None:
-    document = shown(document)
+    document = escape_controls(document)
     summary = document["summary"]
     base, tgt = summary["baseline"], summary["target"]
     print(f"baseline: {base['run']} ({base['device']}{', ' + base['device_name'] if base['device_name'] else ''})")

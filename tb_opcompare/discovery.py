@@ -40,6 +40,8 @@ REFUSED = "refused"  # an entry named like a trace that must not be read (FIFO, 
 
 SIDECAR = "opcompare.json"
 _SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
+_XPLANE_SUFFIX, _TF_TRACE_SUFFIX = ".xplane.pb", ".trace.json.gz"
+_HOST_SUFFIXES = (_XPLANE_SUFFIX, _TF_TRACE_SUFFIX)
 _TORCH_FILE = re.compile(r"\.pt\.trace\.json(\.gz)?\Z")
 _TORCH_TIMESTAMP = re.compile(r"\.(\d+)\.pt\.trace\.json")
 
@@ -59,36 +61,61 @@ class RunSource:
         return next(reversed(self.sessions))
 
 
-def discover(logdir: str) -> list[RunSource]:
-    found: dict[tuple[str, str], RunSource] = {}
-    empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
-    refused: list[tuple[str, str]] = []  # (path, reason)
-    refused_runs: dict[str, str] = {}  # refused path -> the run directory it belongs to
-    real_root = os.path.realpath(logdir) if not fs.is_remote(logdir) else logdir
-    for directory, subdirs, files in fs.walk(logdir, refused=lambda path, reason: refused.append((path, reason))):
+@dataclasses.dataclass
+class _Session:
+    """A profile session directory (``<run>/plugins/profile/<session>``) and its host files."""
+
+    run_dir: str
+    name: str
+    directory: str
+    host_files: list[str]
+    refused_any: bool
+
+
+@dataclasses.dataclass
+class _File:
+    """A file outside profile sessions whose name or first bytes make it a trace."""
+
+    directory: str
+    name: str
+    kind: str
+
+
+def _entries(logdir: str, refused: list[tuple[str, str, str | None]]):
+    """Every profile session and trace file under ``logdir``, in walk order; what must
+    not be read goes to ``refused`` as (path, reason, run directory or None)."""
+    walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
+    for directory, subdirs, files in walk:
         parent, session = _split(directory)
         profile_root, plugins = _split(parent)
         if session and plugins == "profile" and _split(profile_root)[1] == "plugins":
-            already_refused = len(refused)
+            run_dir = _split(profile_root)[0]
+            before = len(refused)
             # A directory named like a host file is refused by name, so the user learns of it.
-            host_files = _readable(directory, files + subdirs, real_root, refused, _is_host_file)
-            refused_runs.update((path, _split(profile_root)[0]) for path, _ in refused[already_refused:])
-            added = _add_profile_session(found, logdir, _split(profile_root)[0], session, directory, host_files)
-            if not added and len(refused) == already_refused:
-                empty.setdefault(_split(profile_root)[0], []).append((session, directory))
+            host_files = _readable(walk, directory, files + subdirs, refused, _is_host_file, run_dir)
+            yield _Session(run_dir, session, directory, host_files, len(refused) > before)
             continue
-        for name in _readable(directory, files, real_root, refused, _is_candidate):
-            path = fs.join(directory, name)
-            kind = _classify(name, path)
+        for name in _readable(walk, directory, files, refused, _is_candidate, directory):
+            kind = _classify(name, fs.join(directory, name))
             if kind:
-                _add(found, logdir, directory, kind, name, path)
+                yield _File(directory, name, kind)
+
+
+def discover(logdir: str) -> list[RunSource]:
+    found: dict[tuple[str, str], RunSource] = {}
+    empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
+    refused: list[tuple[str, str, str | None]] = []
+    for entry in _entries(logdir, refused):
+        if isinstance(entry, _File):
+            _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
+        elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
+            if not entry.refused_any:
+                empty.setdefault(entry.run_dir, []).append((entry.name, entry.directory))
     for run_dir, sessions in empty.items():
         if (_relative(logdir, run_dir), XPLANE) not in found:
             for session, directory in sessions:
                 _add_files(found, logdir, run_dir, EMPTY_SESSION, session, [directory])
-    for path, reason in refused:
-        # Named as the run the entry would have belonged to (a refused directory: itself).
-        run_dir = refused_runs.get(path) or (_split(path)[0] if _is_candidate(_split(path)[1]) else path)
+    for path, reason, run_dir in refused:
         run = _relative(logdir, run_dir)
         if (run, REFUSED) in found:  # a second refused entry of that run is listed under its own path
             run = _relative(logdir, path)
@@ -97,8 +124,14 @@ def discover(logdir: str) -> list[RunSource]:
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
 
 
+def has_profile_runs(logdir: str) -> bool:
+    """Whether discover() would find a readable run, stopping at the first (TensorBoard
+    asks on every plugin listing, so this must stay cheap and must never block)."""
+    return any(isinstance(entry, _File) or entry.host_files for entry in _entries(logdir, []))
+
+
 def _is_host_file(name: str) -> bool:
-    return name.endswith((".xplane.pb", ".trace.json.gz"))
+    return name.endswith(_HOST_SUFFIXES)
 
 
 def _is_candidate(name: str) -> bool:
@@ -106,38 +139,24 @@ def _is_candidate(name: str) -> bool:
     return bool(_TORCH_FILE.search(name)) or (name != SIDECAR and name.endswith((".json", ".json.gz")))
 
 
-def _readable(directory: str, files: list[str], real_root: str, refused: list[tuple[str, str]], wanted) -> list[str]:
-    """The wanted files that are regular files inside the logdir; the others go to
-    ``refused`` with the reason (checked with ``stat``: nothing is opened)."""
+def _readable(walk: fs.Walk, directory: str, names: list[str], refused: list, wanted, run_dir: str) -> list[str]:
+    """The wanted names that are regular files in a walked place; the others go to
+    ``refused`` with the reason (checked with ``stat``: nothing is opened). A generic
+    ``.json`` linked from elsewhere (a shared config) is passed over in silence: only a
+    name that says "trace" makes a link out of the logdir worth a word."""
     kept = []
-    for name in files:
+    for name in names:
         if not wanted(name):
             continue
         path = fs.join(directory, name)
-        reason = fs.refusal(path, real_root)
-        if reason:
-            refused.append((path, reason))
-        else:
+        reason = walk.refusal(path)
+        if reason is None:
             kept.append(name)
-    return kept
-
-
-def has_profile_runs(logdir: str) -> bool:
-    """Whether discover() would find a readable run, stopping at the first (TensorBoard
-    asks on every plugin listing, so this must stay cheap and must never block)."""
-    real_root = os.path.realpath(logdir) if not fs.is_remote(logdir) else logdir
-    ignored: list[tuple[str, str]] = []
-    for directory, _subdirs, files in fs.walk(logdir):
-        parent, _session = _split(directory)
-        profile_root, plugins = _split(parent)
-        if plugins == "profile" and _split(profile_root)[1] == "plugins":
-            if _readable(directory, files, real_root, ignored, _is_host_file):
-                return True
+        elif reason.startswith(fs.OUTSIDE) and not (_TORCH_FILE.search(name) or _is_host_file(name)):
             continue
-        for name in _readable(directory, files, real_root, ignored, _is_candidate):
-            if _classify(name, fs.join(directory, name)):
-                return True
-    return False
+        else:
+            refused.append((path, reason, run_dir))
+    return kept
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -153,8 +172,8 @@ def _relative(logdir: str, directory: str) -> str:
 
 
 def _add_profile_session(found, logdir, run_dir, session, directory, files) -> bool:
-    xplanes = [fs.join(directory, f) for f in files if f.endswith(".xplane.pb")]
-    traces = [fs.join(directory, f) for f in files if f.endswith(".trace.json.gz")]
+    xplanes = [fs.join(directory, f) for f in files if f.endswith(_XPLANE_SUFFIX)]
+    traces = [fs.join(directory, f) for f in files if f.endswith(_TF_TRACE_SUFFIX)]
     if xplanes:
         _add_files(found, logdir, run_dir, XPLANE, session, xplanes)
     elif traces:

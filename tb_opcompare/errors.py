@@ -16,6 +16,6 @@ class ProfileError(Exception):
         self.reason = reason
 
 
-class ReadRefused(ProfileError):
+class OverLimit(ProfileError):
     """A read stopped by a limit of this process (the memory guard), not by the file:
     never cached, so a higher limit reads the file next time."""

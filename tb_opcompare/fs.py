@@ -27,62 +27,80 @@ def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts) if is_remote(base) else os.path.join(base, *parts)
 
 
-def walk(root: str, refused: Callable[[str, str], None] | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
-    """Like os.walk, following directory symlinks once each and only within ``root``
-    (a link out of the logdir, to ``/`` say, is not walked); ``refused(path, reason)``
-    hears of each directory not entered."""
-    if is_remote(root):
-        from tensorboard.compat.tensorflow_stub.io import gfile
+OUTSIDE = "a link to a file outside the logdir"
 
-        yield from gfile.walk(root)
-        return
-    real_root = os.path.realpath(root)
-    seen: set[str] = set()
 
-    def unreadable(error: OSError) -> None:
-        if refused and error.filename and os.path.realpath(error.filename) != real_root:
-            refused(error.filename, f"cannot list this directory: {error.strerror or error}")
+class Walk:
+    """Like os.walk over a logdir, sorted. Directory links are followed, each real
+    directory once (a cycle ends there), except a link to a directory that holds the
+    logdir (``/``, a parent): walking it would walk everything around the logdir.
+    ``refused(path, reason)`` hears of each directory not entered. The real paths walked
+    (the logdir and each linked directory) are the places files may be read from."""
 
-    for directory, subdirs, files in os.walk(root, followlinks=True, onerror=unreadable):
-        real = os.path.realpath(directory)
-        if real in seen:
-            subdirs[:] = []
-            continue
-        seen.add(real)
-        kept = []
-        for name in sorted(subdirs):
-            target = os.path.realpath(os.path.join(directory, name))
-            if not within(real_root, target):
-                if refused:
-                    refused(os.path.join(directory, name), f"a link to a directory outside the logdir ({target}); "
-                                                           "not followed")
+    def __init__(self, root: str, refused: Callable[[str, str], None] | None = None):
+        self.root = root
+        self.refused = refused
+        self.real_roots = [root if is_remote(root) else os.path.realpath(root)]
+
+    def __iter__(self) -> Iterator[tuple[str, list[str], list[str]]]:
+        if is_remote(self.root):
+            from tensorboard.compat.tensorflow_stub.io import gfile
+
+            yield from gfile.walk(self.root)
+            return
+        real_root = self.real_roots[0]
+        seen: set[str] = set()
+        for directory, subdirs, files in os.walk(self.root, followlinks=True, onerror=self._unreadable):
+            real = os.path.realpath(directory)
+            if real in seen:
+                subdirs[:] = []
                 continue
-            kept.append(name)
-        subdirs[:] = kept
-        yield directory, subdirs, sorted(files)
+            seen.add(real)
+            kept = []
+            for name in sorted(subdirs):
+                target = os.path.realpath(os.path.join(directory, name))
+                if target != real_root and within(target, real_root):  # the logdir itself: a cycle, walked once
+                    self._refuse(os.path.join(directory, name), f"a link to {target}, which holds the logdir; "
+                                                                 "not followed")
+                    continue
+                if not self.allows(target):
+                    self.real_roots.append(target)
+                kept.append(name)
+            subdirs[:] = kept
+            yield directory, subdirs, sorted(files)
+
+    def allows(self, real_path: str) -> bool:
+        return any(within(root, real_path) for root in self.real_roots)
+
+    def refusal(self, path: str) -> str | None:
+        """Why ``path`` must not be read, or None for a regular file in a walked place.
+        Only ``stat``: never opens it."""
+        if is_remote(path):
+            return None
+        try:
+            info = os.stat(path)
+        except OSError as error:
+            return f"cannot read the file: {error.strerror or error}"
+        if stat.S_ISDIR(info.st_mode):
+            return "a directory named like a trace file, not a trace"
+        if not stat.S_ISREG(info.st_mode):
+            return f"not a regular file ({_kind(info.st_mode)}); not read, as it could block or never end"
+        target = os.path.realpath(path)
+        if not self.allows(target):
+            return f"{OUTSIDE} ({target}); not read"
+        return None
+
+    def _unreadable(self, error: OSError) -> None:
+        if error.filename and os.path.realpath(error.filename) != self.real_roots[0]:
+            self._refuse(error.filename, f"cannot list this directory: {error.strerror or error}")
+
+    def _refuse(self, path: str, reason: str) -> None:
+        if self.refused:
+            self.refused(path, reason)
 
 
 def within(real_root: str, real_path: str) -> bool:
     return real_path == real_root or real_path.startswith(real_root.rstrip(os.sep) + os.sep)
-
-
-def refusal(path: str, real_root: str) -> str | None:
-    """Why ``path`` (found under the logdir whose real path is ``real_root``) must not be
-    read, or None for a regular file inside the logdir. Only ``stat``: never opens it."""
-    if is_remote(path):
-        return None
-    try:
-        info = os.stat(path)
-    except OSError as error:
-        return f"cannot read the file: {error.strerror or error}"
-    if stat.S_ISDIR(info.st_mode):
-        return "a directory named like a trace file, not a trace"
-    if not stat.S_ISREG(info.st_mode):
-        return f"not a regular file ({_kind(info.st_mode)}); not read, as it could block or never end"
-    target = os.path.realpath(path)
-    if not within(real_root, target):
-        return f"a link to a file outside the logdir ({target}); not read"
-    return None
 
 
 def _kind(mode: int) -> str:

@@ -56,7 +56,7 @@ def pair_runs(runs: list[RunForPairing]) -> list[dict]:
         rivals = [other for (b, t), (other, _, _) in scores.items()
                   if (b == cpu_run) != (t == accelerator_run) and b not in paired and t not in paired]
         runner_up = max(rivals, default=0.0)
-        if score - runner_up < OVERLAP_MARGIN:
+        if score - runner_up < OVERLAP_MARGIN - 1e-9:  # exactly the margin is enough (float rounding aside)
             continue
         unknown = cpu.batch_size is None or accelerator.batch_size is None
         how = f"op names (Jaccard {score:.2f}" + (f", next best {runner_up:.2f}" if rivals else "") + ")"

@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from . import fs
 from .discovery import SIDECAR, discover
 from .record import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MODEL, ENV_RUN_DIR
 
@@ -68,11 +69,10 @@ def occupied_reason(run_dir: str) -> str | None:
                               for source in existing}))
     described = ""
     try:
-        with open(os.path.join(run_dir, SIDECAR), encoding="utf-8") as handle:
-            sidecar = json.load(handle)
+        sidecar = json.loads(fs.read_head(os.path.join(run_dir, SIDECAR), 1 << 20))  # never blocks on a FIFO
         if isinstance(sidecar, dict):
             described = f" of model {sidecar.get('model')!r} ({sidecar.get('framework') or 'unknown framework'})"
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         pass
     return (f"{run_dir} already holds a profile{described}: {kinds}. Recording into it would put two recordings in "
             "one run and overwrite its opcompare.json; choose another --model or --logdir, or pass --force to add "

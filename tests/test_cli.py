@@ -140,6 +140,11 @@ def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path)
     assert list(rows[0])[:3] == ["baseline_run", "target_run", "key"]
     assert {(r["baseline_run"], r["target_run"]) for r in rows} == {("alpha_cpu", "alpha_gpu"), ("beta_cpu", "beta_gpu")}
     assert len(rows) == 2 * sum(1 for r in rows if r["baseline_run"] == "alpha_cpu")
+    shutil.rmtree(tmp_path / "logs" / "beta_gpu")  # one automatic pair left: the same layout
+    assert run_cli("compare", str(tmp_path / "logs"), "--csv", str(out)).returncode == 0
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert list(rows[0])[:3] == ["baseline_run", "target_run", "key"]
+    assert {(r["baseline_run"], r["target_run"]) for r in rows} == {("alpha_cpu", "alpha_gpu")}
 
 
 def test_lazy_listing_trusts_the_sidecar_over_the_run_name(tmp_path):

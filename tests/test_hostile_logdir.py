@@ -69,7 +69,7 @@ EXPECTED = {
     "tf_pipe/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb":
         "not a regular file (a named pipe); not read, as it could block or never end",
     "tf_folder/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb": "a directory named like a trace file, not a trace",
-    "escape": "a link to a directory outside the logdir (/); not followed",
+    "escape": "a link to /, which holds the logdir; not followed",
     "zero.pt.trace.json": "not a regular file (a device); not read, as it could block or never end",
     "passwd.pt.trace.json": "a link to a file outside the logdir (/etc/passwd); not read",
 }
@@ -102,6 +102,25 @@ def test_listing_names_every_odd_entry_and_keeps_the_good_runs(hostile):
                                           "(a named pipe)"]
     lazy = _errors(_runs(hostile, "--lazy"))
     assert {path: lazy[path] for path in EXPECTED} == EXPECTED
+
+
+@pytest.mark.timeout(120)
+def test_runs_linked_in_from_elsewhere_are_listed_and_shared_configs_ignored(tmp_path):
+    """A logdir assembled from links to run folders kept elsewhere (a common habit), and a
+    run with its config linked from a shared place: all is read, nothing is an error."""
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    os.symlink(LOGDIR / "torch", logdir / "torch")
+    shutil.copytree(LOGDIR / "tf1" / "mlp_cpu", logdir / "mlp_cpu")
+    (tmp_path / "shared.json").write_text('{"lr": 0.1}')
+    os.symlink(tmp_path / "shared.json", logdir / "mlp_cpu" / "hparams.json")
+    os.symlink(logdir, logdir / "torch_again")  # a cycle back into the logdir is walked once
+    result = run_cli("runs", str(logdir), "--json", "--no-cache")
+    assert result.returncode == 0, result.stdout + result.stderr
+    document = json.loads(result.stdout)
+    assert document["errors"] == []
+    assert {run["run"] for run in document["runs"]} == {"mlp_cpu", "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
+                                                        "torch/cnn_torch_cpu_bs64"}
 
 
 @pytest.mark.timeout(120)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -169,3 +170,75 @@ def test_invalid_utf8_names_the_byte_in_the_file(tmp_path, monkeypatch, whole_te
     line = text.count(b"\n", 0, at) + 1
     with pytest.raises(ProfileError, match=f"not valid UTF-8 text at byte {at:,} \\(line {line}\\)"):
         read(path)
+
+
+def test_batch_size_ignores_a_dataloader_inside_a_record_function_wrapper(tmp_path):
+    """Inference over a DataLoader, each step wrapped in ``record_function`` (as Lightning
+    and many loops do): the DataLoader indexes its 1,000-sample data set inside the
+    wrapper, 16 times a step, and must not outvote the model's few ops on the batch of 8."""
+    import torch
+
+    from tb_opcompare.catalog import Catalog
+
+    data = torch.utils.data.TensorDataset(torch.randn(1000, 24), torch.randint(0, 5, (1000,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 12), torch.nn.ReLU(), torch.nn.Linear(12, 5))
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
+    handler = torch.profiler.tensorboard_trace_handler(str(tmp_path / "infer_cpu"))
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                                                 on_trace_ready=handler, record_shapes=True) as profiler:
+        batches = iter(loader)
+        for _ in range(3):
+            with torch.profiler.record_function("infer_step"):
+                features, _labels = next(batches)
+                model(features)
+            profiler.step()
+    facts = Catalog(str(tmp_path), cache_dir=None).load("infer_cpu").profile.facts
+    assert facts.batch_size == 8, facts.batch_size_source
+
+
+def test_a_weak_vote_yields_to_the_most_trusted_claim(tmp_path):
+    """A sequence-first transformer at inference (no loss): its ops see [12, 8, 32], the
+    sequence length first, so the tensors only weakly point at a size. The run name then
+    decides, and where a sidecar speaks, the sidecar does, before the name."""
+    import torch
+
+    from tb_opcompare.catalog import Catalog
+
+    layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=False)
+    model = torch.nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False).eval()
+    schedule = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
+    run = tmp_path / "encoder_cpu_bs8"
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
+                                                 on_trace_ready=torch.profiler.tensorboard_trace_handler(str(run)),
+                                                 record_shapes=True) as profiler:
+        for _ in range(3):
+            model(torch.randn(12, 8, 32))
+            profiler.step()
+    facts = Catalog(str(tmp_path), cache_dir=None).load(run.name).profile.facts
+    assert (facts.batch_size, facts.batch_size_source) == (8, "run name")
+    (warning,) = facts.warnings
+    assert warning.startswith("the profile's tensors weakly suggest batch size 12 (only ")
+    assert warning.endswith("of the evidence agrees); using 8 from the run name")
+    shutil.copytree(run, tmp_path / "encoder_cpu_bs16")
+    (tmp_path / "encoder_cpu_bs16" / "opcompare.json").write_text('{"batch_size": 8}')
+    facts = Catalog(str(tmp_path), cache_dir=None).load("encoder_cpu_bs16").profile.facts
+    assert (facts.batch_size, facts.batch_size_source) == (8, "opcompare.json")
+
+
+def test_a_trace_with_kernels_only_is_read(tmp_path):
+    """The H100 trace's kernels and copies without any host event (as a device-only
+    export leaves them): each is listed under its own name, with a warning."""
+    import gzip
+
+    from tb_opcompare.catalog import Catalog
+
+    document = json.loads(gzip.decompress(BERT_H100.read_bytes()))
+    document["traceEvents"] = [event for event in document["traceEvents"]
+                               if event.get("cat") in ("kernel", "gpu_memcpy") or event.get("ph") == "M"]
+    (tmp_path / "kernels_gpu").mkdir()
+    (tmp_path / "kernels_gpu" / "w.1.pt.trace.json").write_text(json.dumps(document))
+    profile = Catalog(str(tmp_path), cache_dir=None).load("kernels_gpu").profile
+    kernels = sum(1 for event in document["traceEvents"] if event.get("ph") == "X")
+    assert profile.facts.device == "GPU" and int(profile.ops["kernels"].sum()) == kernels
+    assert any("have no launching op in the trace" in warning for warning in profile.facts.warnings)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import msgspec
 import numpy as np
 
-from ..errors import ProfileError, ReadRefused
+from ..errors import OverLimit, ProfileError
 
 WHOLE_TEXT_BYTES = 16 << 20
 BATCH_BYTES = 4 << 20
@@ -263,7 +263,7 @@ def open_chrome_trace(path: str, data: bytes, max_text_bytes: int | None = None)
         try:
             data = _gunzip(data, max_text_bytes)
         except _TooLarge as error:
-            raise ReadRefused(path, f"decompresses to more than {error.limit / 1e9:,.2f} GB of text, more than "
+            raise OverLimit(path, f"decompresses to more than {error.limit / 1e9:,.2f} GB of text, more than "
                                      "this machine's memory limit allows (memory guard): a very large trace, or "
                                      "a gzip bomb. Raise the limit with --opcompare_max_read_gb or "
                                      "`tb-opcompare --max-read-gb`") from None

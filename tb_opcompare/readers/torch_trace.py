@@ -279,7 +279,8 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
     linked = invocation >= 0
     # A linked kernel's row is its launching op's host row key; an orphan gets its own.
     orphan_keys = [(name, f"({cat} without a launching op)") for name, cat in kernel_keys]
-    codes = np.where(linked, host_codes[invocation.clip(min=0)], len(host_keys) + kernel_codes)
+    launched_by = host_codes[invocation.clip(min=0)] if len(host_codes) else np.zeros(len(invocation), np.int64)
+    codes = np.where(linked, launched_by, len(host_keys) + kernel_codes)
     events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation)
     orphans = int((~linked).sum())
     if orphans:
@@ -309,13 +310,12 @@ def _batch_size_evidence(trace: TraceText, file_indices: np.ndarray, starts: np.
     batch of an activation); a loss's target votes strongly. Parameters and a data set
     are left out (optimizer and DataLoader scopes), so an embedding's vocabulary or a
     sequence-first LSTM's length loses to the many ops that see the batch."""
-    top = np.arange(len(parents))
+    excluded = np.array([name.startswith(_NOT_MODEL_SCOPES) for name in names], dtype=bool)
     up = parents.copy()
-    while (moving := up >= 0).any():
-        top[moving] = up[moving]
-        up = np.where(moving, parents[top], -1)
-    in_scope = np.array([not names[t].startswith(_NOT_MODEL_SCOPES) for t in top.tolist()], dtype=bool)
-    wanted = is_op & in_scope
+    while (moving := up >= 0).any():  # any enclosing scope excludes, however deep (record_function wrappers)
+        excluded[moving] |= excluded[up[moving]]
+        up = np.where(moving, parents[up.clip(min=0)], -1)
+    wanted = is_op & ~excluded
     if window is not None:
         wanted &= (starts >= window[0]) & (starts < window[1])
     probes = np.flatnonzero(wanted)

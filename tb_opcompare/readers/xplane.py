@@ -42,13 +42,15 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     # (tf.data batch size, root iterator's name) -> elements seen
     input_batches: collections.Counter[tuple[int, str]] = collections.Counter()
     declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
-    step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per host
+    step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
     for path in paths:
         planes = _parse(path, read_bytes(path))
         try:
             for plane in planes:
                 if plane.name.startswith("/host:"):
-                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, step_calls)
+                    calls = collections.Counter()
+                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls)
+                    step_calls[path, plane.name] = sum(calls.values())
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
                 elif plane.name.startswith("/device:"):
