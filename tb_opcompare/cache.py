@@ -26,7 +26,7 @@ from collections.abc import Callable
 import msgspec
 import pandas as pd
 
-from .errors import ProfileError, OverLimit
+from .errors import OverLimit, ProfileError
 from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
 READER_VERSION = "5"  # bump when any reader's output changes

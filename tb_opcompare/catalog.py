@@ -16,7 +16,7 @@ from . import fs
 from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
                         discover)
-from .errors import ProfileError, OverLimit
+from .errors import OverLimit, ProfileError
 from .naming import batch_size_from_name, device_from_name, model_key
 from .optable import OpProfile
 from .readers.chrome_json import open_chrome_trace
