@@ -568,7 +568,12 @@ class OpCompareApp {
           h('span', {class: 'oc-better'}, `${summary.faster_ops} faster`),
           h('span', {class: 'oc-worse'}, `${summary.slower_ops} slower`)),
         h('div', {class: 'oc-card-detail'},
-          `${summary.baseline_only_ops} only in baseline · ${summary.target_only_ops} only in target`)),
+          `${summary.baseline_only_ops} only in baseline · ${summary.target_only_ops} only in target`),
+        summary.noisy_ops ? h('div', {class: 'oc-card-detail oc-noisy', id: 'oc-noisy-count',
+                                      title: 'matched ops whose per-occurrence time varies widely (CV > 0.5) on ' +
+                                             'either side: their mean, and so their speedup, is unreliable (~ in ' +
+                                             'the table; hover a mean for its spread)'},
+                              `${summary.noisy_ops} noisy (~)`) : ''),
       h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, perStep ? 'Op time per step' : 'Total op time'),
         timeRow('baseline', base, summary.baseline_total_us, summary.baseline_time_per_step_us),
         timeRow('target', tgt, summary.target_total_us, summary.target_time_per_step_us)),

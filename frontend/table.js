@@ -15,8 +15,10 @@ export const COLUMNS = [
   {name: 'status', label: 'Status', kind: 'status', width: '92px'},
   {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '86px',
    title: 'baseline mean / target mean (> 1: the target is faster)'},
-  {name: 'baseline_mean_us', label: 'Base mean', kind: 'time', width: '86px'},
-  {name: 'target_mean_us', label: 'Target mean', kind: 'time', width: '94px'},
+  {name: 'baseline_mean_us', label: 'Base mean', kind: 'mean', side: 'baseline', width: '86px',
+   title: 'self time per occurrence; hover a value for its spread (~: noisy, the mean hides a wide spread)'},
+  {name: 'target_mean_us', label: 'Target mean', kind: 'mean', side: 'target', width: '94px',
+   title: 'self time per occurrence; hover a value for its spread (~: noisy, the mean hides a wide spread)'},
   {name: 'delta_mean_us', label: 'Δ mean', kind: 'delta', width: '80px',
    title: 'target mean − baseline mean'},
   {name: 'baseline_total_us', label: 'Base total', kind: 'time', width: '84px'},
@@ -26,6 +28,22 @@ export const COLUMNS = [
   {name: 'baseline_occurrences', label: 'Base #', kind: 'count', width: '58px', title: 'occurrences in the baseline'},
   {name: 'target_occurrences', label: 'Target #', kind: 'count', width: '64px', title: 'occurrences in the target'},
 ];
+
+/** The spread behind a mean, as the tooltip says it. */
+function spreadText(row, side) {
+  const mean = row[`${side}_mean_us`];
+  if (mean === null || mean === undefined) return '';
+  const parts = [`mean ${mean.toFixed(3)} µs`];
+  const median = row[`${side}_median_us`];
+  if (median !== null && median !== undefined) {
+    parts.push(`median ${formatTime(median)}`,
+               `p10–p90 ${formatTime(row[`${side}_p10_us`])} – ${formatTime(row[`${side}_p90_us`])}`);
+  }
+  const cv = row[`${side}_cv`];
+  if (cv !== null && cv !== undefined) parts.push(`CV ${cv.toFixed(2)}`);
+  if (row[`${side}_noisy`]) parts.push('noisy: the mean hides a wide spread, so the speedup is unreliable');
+  return parts.join(' · ');
+}
 
 function cell(column, row, characters) {
   const value = row[column.name];
@@ -43,6 +61,11 @@ function cell(column, row, characters) {
     }
     case 'time':
       return h('td', {class: 'oc-num', title: value === null ? '' : `${value.toFixed(3)} µs`}, formatTime(value));
+    case 'mean': {
+      const noisy = row[`${column.side}_noisy`];
+      return h('td', {class: `oc-num${noisy ? ' oc-noisy' : ''}`, title: spreadText(row, column.side)},
+               formatTime(value) + (noisy ? ' ~' : ''));
+    }
     case 'delta':
       return h('td', {class: `oc-num ${value < 0 ? 'oc-better' : value > 0 ? 'oc-worse' : ''}`}, formatSignedTime(value));
     case 'share':

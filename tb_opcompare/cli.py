@@ -335,6 +335,11 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
               f"  {breakeven:>11}  {row['op']} ({row['device']}){flag}")
 
 
+def _mean(row: dict, side: str) -> str:
+    """A side's mean time, marked ``~`` where it is noisy."""
+    return _format_us(row[f"{side}_mean_us"]) + (" ~" if row[f"{side}_noisy"] else "  ")
+
+
 def _format_us(value) -> str:
     if value is None:
         return "-"
@@ -361,14 +366,17 @@ def _print_comparison(document: dict) -> None:
     )
     for note in summary["notes"]:
         print(f"note: {note}")
-    header = f"{'speedup':>9}  {'base mean':>10}  {'target mean':>11}  {'status':<13}  op"
+    header = f"{'speedup':>9}  {'base mean':>11}  {'target mean':>12}  {'status':<13}  op"
     print(header)
     for row in document["rows"]:
         speedup = f"{row['speedup']:.2f}x" if row["speedup"] is not None else "-"
         print(
-            f"{speedup:>9}  {_format_us(row['baseline_mean_us']):>10}  {_format_us(row['target_mean_us']):>11}"
+            f"{speedup:>9}  {_mean(row, 'baseline'):>11}  {_mean(row, 'target'):>12}"
             f"  {row['status']:<13}  {row['key']} ({row['op_type']})"
         )
+    if summary["noisy_ops"]:
+        print(f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "
+              "their means and speedups are unreliable (the JSON and CSV have median, p10, p90 and CV)")
     print()
 
 

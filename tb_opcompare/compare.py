@@ -15,6 +15,12 @@ delta_mean_us          ``target_mean_us - baseline_mean_us`` (< 0: the target is
 <side>_share           ``<side>_total_us`` / all op time of that run
 <side>_time_source     ``device`` where the op launched kernels (its time is the kernels'),
                        else ``host``; ``mixed`` when a type groups both
+<side>_p10_us          10th percentile, median and 90th percentile of the self time of one
+<side>_median_us       occurrence (null where the trace does not tell occurrences apart,
+<side>_p90_us          as for GPU kernels that no host op launched, or a type groups ops)
+<side>_cv              coefficient of variation of one occurrence's self time (std / mean)
+<side>_noisy           3 or more occurrences and a CV above ``NOISY_CV``: the mean hides a
+                       wide spread (outliers, warm-up), so its speedup is unreliable
 =====================  ==================================================================
 
 where ``<side>`` is ``baseline`` or ``target``.
@@ -32,7 +38,9 @@ from .optable import DEVICE, HOST
 
 GROUP_BY = ("name", "type")
 SIDES = ("baseline", "target")
-_PER_SIDE = ("occurrences", "mean_us", "total_us", "share", "time_source")
+_PER_SIDE = ("occurrences", "mean_us", "total_us", "share", "time_source", "p10_us", "median_us", "p90_us", "cv",
+             "noisy")
+NOISY_CV = 0.5
 COMPARE_COLUMNS = [
     "key",
     "op_type",
@@ -73,18 +81,44 @@ def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True)
     return _group(effective_ops(ops, normalize), group_by)
 
 
+_SPREAD = ("p10_us", "median_us", "p90_us")
+
+
 def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     key = "op_name" if group_by == "name" else "op_type"
-    groups = chosen.groupby(key, sort=False)
-    grouped = groups.agg(
-        op_type=("op_type", "first"),
-        occurrences=("occurrences", "sum"),
-        total_us=("self_us", "sum"),
-        time_source=("time_source", "first"),
-        sources=("time_source", "nunique"),
-    )
-    grouped["time_source"] = grouped["time_source"].where(grouped.pop("sources") == 1, "mixed")
-    grouped["mean_us"] = grouped["total_us"] / grouped["occurrences"].where(grouped["occurrences"] > 0)
+    # Moments pool across the ops a group holds (sum of n·(std² + mean²)); percentiles do not.
+    members = chosen["occurrences"].where(chosen["occurrences"] > 0)
+    square_sum = members * (chosen["std_us"] ** 2 + (chosen["self_us"] / members) ** 2)
+    if not chosen[key].duplicated().any():  # one op per key, as grouping by name nearly always gives
+        grouped = pd.DataFrame({
+            "op_type": chosen["op_type"].to_numpy(), "occurrences": chosen["occurrences"].to_numpy(),
+            "total_us": chosen["self_us"].to_numpy(), "time_source": chosen["time_source"].to_numpy(),
+            **{column: chosen[column].to_numpy() for column in _SPREAD},
+        }, index=pd.Index(chosen[key].to_numpy(), name=key))
+        square_sum = square_sum.to_numpy()
+    else:
+        groups = chosen.assign(square_sum=square_sum, square_missing=square_sum.isna()).groupby(key, sort=False)
+        grouped = groups.agg(
+            op_type=("op_type", "first"),
+            occurrences=("occurrences", "sum"),
+            total_us=("self_us", "sum"),
+            time_source=("time_source", "first"),
+            sources=("time_source", "nunique"),
+            members=("op_type", "size"),
+            square_sum=("square_sum", "sum"),
+            square_missing=("square_missing", "max"),
+            **{column: (column, "first") for column in _SPREAD},
+        )
+        grouped["time_source"] = grouped["time_source"].where(grouped.pop("sources") == 1, "mixed")
+        single = grouped.pop("members") == 1
+        for column in _SPREAD:
+            grouped[column] = grouped[column].where(single)
+        square_sum = grouped.pop("square_sum").where(~grouped.pop("square_missing").astype(bool)).to_numpy()
+    occurrences = grouped["occurrences"].where(grouped["occurrences"] > 0)
+    grouped["mean_us"] = grouped["total_us"] / occurrences
+    variance = square_sum / occurrences - grouped["mean_us"] ** 2
+    grouped["cv"] = np.sqrt(variance.clip(lower=0)) / grouped["mean_us"].where(grouped["mean_us"] > 0)
+    grouped["noisy"] = (grouped["occurrences"] >= 3) & (grouped["cv"] > NOISY_CV)
     all_time = grouped["total_us"].sum()
     grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0
     return grouped.rename_axis("key")
@@ -104,10 +138,9 @@ def compare_ops(
         "baseline": op_totals(baseline_ops, group_by, normalize),
         "target": op_totals(target_ops, group_by, normalize),
     }
-    merged = pd.DataFrame(index=sides["baseline"].index.union(sides["target"].index, sort=False))
-    for side, table in sides.items():
-        for field in ("op_type", *_PER_SIDE):
-            merged[f"{side}_{field}"] = table[field].reindex(merged.index)
+    keys = sides["baseline"].index.union(sides["target"].index, sort=False)
+    merged = pd.concat([table[["op_type", *_PER_SIDE]].reindex(keys).add_prefix(f"{side}_")
+                        for side, table in sides.items()], axis=1)
     in_baseline = merged["baseline_mean_us"].notna()
     in_target = merged["target_mean_us"].notna()
     merged["status"] = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY)
@@ -117,6 +150,7 @@ def compare_ops(
     merged["delta_mean_us"] = merged["target_mean_us"] - merged["baseline_mean_us"]
     for side in SIDES:
         merged[f"{side}_occurrences"] = merged[f"{side}_occurrences"].astype("Int64")
+        merged[f"{side}_noisy"] = merged[f"{side}_noisy"].astype("boolean")
     rows = merged.reset_index(names="key")
     largest = rows[["baseline_total_us", "target_total_us"]].max(axis=1)
     rows = rows.assign(_order=largest).sort_values("_order", ascending=False, kind="stable")
@@ -144,6 +178,7 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
         "baseline_only_ops": int((rows["status"] == BASELINE_ONLY).sum()),
         "target_only_ops": int((rows["status"] == TARGET_ONLY).sum()),
         "faster_ops": int((matched["speedup"] > 1).sum()),
+        "noisy_ops": int((matched["baseline_noisy"].fillna(False) | matched["target_noisy"].fillna(False)).sum()),
         "slower_ops": int((matched["speedup"] < 1).sum()),
         "baseline_matched_total_us": baseline_matched,
         "target_matched_total_us": target_matched,
@@ -204,4 +239,6 @@ def finite_or_none(value):
         return None if math.isnan(value) or math.isinf(value) else float(value)
     if isinstance(value, np.integer):
         return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
     return value

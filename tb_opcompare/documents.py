@@ -7,18 +7,25 @@
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import io
 import math
+import threading
+import weakref
 from collections.abc import Mapping
 
+import numpy as np
+import pandas as pd
+
+from . import __version__
 from .catalog import Catalog, LoadedRun, UnknownRunError, read_claims
 from .compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from .discovery import RunSource
 from .errors import ProfileError
 from .naming import model_key
-from . import __version__
+from .optable import OpProfile
 from .pairing import RunForPairing, notices, pair_runs, suggest_pair
 from .sweep import SweepRun, build_sweep
 
@@ -112,24 +119,60 @@ def compare_document(
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
     base = catalog.load(baseline, baseline_session)
     tgt = catalog.load(target, target_session)
-    rows, summary = compare_ops(
-        base.profile.ops,
-        tgt.profile.ops,
-        group_by=group_by,
-        normalize=normalize,
-        baseline_steps=base.profile.facts.steps,
-        target_steps=tgt.profile.facts.steps,
-    )
+    records, summary = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     base_record, target_record = run_record(base), run_record(tgt)
     figures, notes = like_for_like(summary, base_record, target_record, group_by)
     summary = {key: finite_or_none(value) for key, value in {**summary, **figures}.items()}
     summary.update(group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
                    notes=notes)
-    records = [
-        {column: finite_or_none(value) for column, value in zip(COMPARE_COLUMNS, row)}
-        for row in rows.itertuples(index=False, name=None)
-    ]
     return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records}
+
+
+class _ComparisonMemo:
+    """The last few comparisons' rows, as JSON-ready records: the tab asks for the same
+    pair again and again (each filter, sort, regex and CSV export). Keyed by the parsed
+    op tables themselves, held weakly: a profile read again after a change is a new
+    table, so a stale entry can never be served. Callers must not change the records."""
+
+    def __init__(self, size: int = 8):  # a 5,000-op comparison is a few MB of records
+        self._size = size
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, baseline: OpProfile, target: OpProfile, group_by: str, normalize: bool) -> tuple[list, dict]:
+        key = (id(baseline.ops), id(target.ops), baseline.facts.steps, target.facts.steps, group_by, normalize)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0]() is baseline.ops and entry[1]() is target.ops:
+                self._entries.move_to_end(key)
+                return entry[2], entry[3]
+        rows, summary = compare_ops(baseline.ops, target.ops, group_by=group_by, normalize=normalize,
+                                    baseline_steps=baseline.facts.steps, target_steps=target.facts.steps)
+        records = [dict(zip(COMPARE_COLUMNS, row)) for row in json_values(rows[COMPARE_COLUMNS])]
+        with self._lock:
+            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), records, summary)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return records, summary
+
+
+_COMPARISONS = _ComparisonMemo()
+
+
+def json_values(frame) -> list[tuple]:
+    """The frame's rows as JSON-ready Python values (NaN, infinities and NA: None),
+    converted a column at a time (numbers at numpy speed) rather than a cell at a time."""
+    columns = []
+    for name in frame.columns:
+        column = frame[name]
+        if column.dtype.kind == "f":
+            data = column.to_numpy(dtype="float64")
+            columns.append(np.where(np.isfinite(data), data, None).tolist())
+        elif column.dtype.kind in "iub" and not column.hasnans:
+            columns.append(column.to_numpy().tolist())
+        else:  # text, and integers or flags with gaps
+            columns.append([None if value is pd.NA or value != value else value for value in column.tolist()])
+    return list(zip(*columns))
 
 
 STATUSES = ("matched", "baseline_only", "target_only")
@@ -267,9 +310,15 @@ def compare_csv(rows: list[dict], columns: list[str] = COMPARE_COLUMNS) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    for row in rows:
-        writer.writerow([_csv_cell(row.get(column)) for column in columns])
+    cells = [[_csv_cell(row.get(column)) for row in rows] if _holds_text(rows, column) else
+             ["" if value is None else value for value in (row.get(column) for row in rows)] for column in columns]
+    writer.writerows(zip(*cells))
     return buffer.getvalue()
+
+
+def _holds_text(rows: list[dict], column: str) -> bool:
+    """Whether a column has any text cell (only those can carry a formula)."""
+    return any(isinstance(row.get(column), str) for row in rows)
 
 
 def _records(frame) -> list[dict]:

@@ -21,6 +21,10 @@ min_us          float64  smallest self time of one occurrence (NaN where the tra
                          not say which kernels belong to one occurrence)
 max_us          float64  largest self time of one occurrence (as above)
 std_us          float64  population standard deviation of per-occurrence self time
+p10_us          float64  10th percentile of per-occurrence self time (linear interpolation;
+                         NaN where occurrences are not told apart, as for ``min_us``)
+median_us       float64  median of per-occurrence self time (as above)
+p90_us          float64  90th percentile of per-occurrence self time (as above)
 ==============  =======  ===================================================================
 
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
@@ -46,7 +50,11 @@ OP_COLUMNS = [
     "min_us",
     "max_us",
     "std_us",
+    "p10_us",
+    "median_us",
+    "p90_us",
 ]
+QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
 HOST = "host"
 DEVICE = "device"
@@ -93,6 +101,9 @@ class OpEvents:
         self.total: list[float] = []
         self.self_time: list[float] = []
         self.host_partials: list[pd.DataFrame] = []  # per-op sums from add_host_batch / add_host_codes
+        # Each occurrence's self time (float32) and op, for the percentiles: 12 bytes an
+        # occurrence, where the partials hold only sums.
+        self.host_samples: list[tuple[list[tuple[str, str]], np.ndarray, np.ndarray]] = []
         self.device_partials: list[pd.DataFrame] = []  # per-op kernel sums from add_device_totals
         self.device_kernels: list[pd.DataFrame] = []  # per-kernel records from add_device_kernels
 
@@ -116,6 +127,8 @@ class OpEvents:
         (a reader that already holds integer op ids never builds a tuple per event)."""
         if len(codes):
             self.host_partials.append(_fold_host(keys, codes, totals_us, selfs_us))
+            self.host_samples.append((keys, np.asarray(codes, dtype=np.int32),
+                                      np.asarray(selfs_us, dtype=np.float32)))
 
     def add_device_totals(self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: Sequence[float]) -> None:
         """Kernel counts and summed kernel time per op, for traces that do not link
@@ -168,11 +181,13 @@ def build_op_table(events: OpEvents) -> pd.DataFrame:
         device = pd.concat([part for part in (device, *events.device_kernels) if len(part)], ignore_index=True)
     tables = []
     partials = list(events.host_partials)
+    samples = list(events.host_samples)
     if len(host):
-        partials.append(_fold_host(*_encode(list(zip(host["op_name"], host["op_type"]))),
-                                   host["total_us"].to_numpy(), host["self_us"].to_numpy()))
+        keys, codes = _encode(list(zip(host["op_name"], host["op_type"])))
+        partials.append(_fold_host(keys, codes, host["total_us"].to_numpy(), host["self_us"].to_numpy()))
+        samples.append((keys, codes, host["self_us"].to_numpy(dtype=np.float32)))
     if partials:
-        tables.append(_combine_host(partials))
+        tables.append(_with_host_quantiles(_combine_host(partials), samples))
     if len(device) or events.device_partials:
         tables.append(_aggregate_device(device, events.device_partials, tables[0] if tables else None))
     table = pd.concat(tables, ignore_index=True)
@@ -235,6 +250,36 @@ def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
+def _with_host_quantiles(table: pd.DataFrame, samples) -> pd.DataFrame:
+    """The host table with the percentiles of each op's per-occurrence self time."""
+    row_of = {key: row for row, key in enumerate(zip(table["op_name"], table["op_type"]))}
+    rows = np.concatenate([np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))[codes]
+                           for keys, codes, _ in samples])
+    values = np.concatenate([selfs for _, _, selfs in samples]).astype(np.float64)
+    return table.assign(**dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T)))
+
+
+def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantiles: list[float]) -> np.ndarray:
+    """(count, len(quantiles)) array: each group's quantiles of its values, with linear
+    interpolation between order statistics (numpy's default); NaN for an empty group.
+    One sort for all groups, so a million ops cost one pass, not a million calls."""
+    result = np.full((count, len(quantiles)), np.nan)
+    if not len(values):
+        return result
+    order = np.lexsort((values, groups))
+    groups, values = groups[order], values[order]
+    sizes = np.bincount(groups, minlength=count)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    present = np.flatnonzero(sizes)
+    for column, quantile in enumerate(quantiles):
+        position = quantile * (sizes[present] - 1)
+        low = np.floor(position).astype(np.int64)
+        high = np.minimum(low + 1, sizes[present] - 1)
+        lower = values[starts[present] + low]
+        result[present, column] = lower + (position - low) * (values[starts[present] + high] - lower)
+    return result
+
+
 def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
                       host_table: pd.DataFrame | None) -> pd.DataFrame:
     keys = _OP_KEYS
@@ -247,13 +292,18 @@ def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
         table["kernels"] = table["kernels"].astype("int64")
     table["self_us"] = table["total_us"]
     linked = device[device["invocation"].notna()]
-    per_invocation = pd.DataFrame(columns=[*keys, "occurrences", "min_us", "max_us", "std_us"])
+    per_invocation = pd.DataFrame(columns=[*keys, "occurrences", "min_us", "max_us", "std_us", *QUANTILES])
     if len(linked):
         sums = linked.groupby([*keys, "invocation"], sort=False)["total_us"].sum().reset_index()
         per_op = sums.groupby(keys, sort=False)["total_us"]
         per_invocation = per_op.agg(occurrences="size", min_us="min", max_us="max").reset_index()
         per_invocation["std_us"] = per_op.std(ddof=0).to_numpy()
+        spread = group_quantiles(per_op.ngroup().to_numpy(), sums["total_us"].to_numpy(dtype=np.float64),
+                                 len(per_invocation), list(QUANTILES.values()))
+        per_invocation = per_invocation.assign(**dict(zip(QUANTILES, spread.T)))
     table = table.merge(per_invocation, on=keys, how="left")
+    spread = ["min_us", "max_us", "std_us", *QUANTILES]  # float even where no kernel was linked (all NaN)
+    table[spread] = table[spread].astype("float64")
     if host_table is not None and len(host_table):
         host_occurrences = host_table.groupby("op_name")["occurrences"].sum()
         table["occurrences"] = table["occurrences"].fillna(table["op_name"].map(host_occurrences))

@@ -209,3 +209,23 @@ def test_a_second_tensorboard_start_serves_a_pair_without_reading_traces(logdir,
                 os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     with running_tensorboard(logdir, env=env) as url:
         assert compare(url) == first
+
+
+def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(logdir):
+    """The tab asks for the same pair over and over; the answer is kept, keyed by the
+    parsed tables, so a trace rewritten in place (a re-profiled run) is compared anew."""
+    from tb_opcompare.documents import compare_document
+
+    catalog = Catalog(str(logdir), cache_dir=None)
+    first = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
+    again = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
+    assert again["rows"] is first["rows"]  # served from the memo, not recomputed
+    target = next((logdir / "torch" / "cnn_torch_cpu_bs16").glob("*.pt.trace.json"))
+    shutil.copyfile(next((logdir / "torch" / "cnn_torch_cpu_bs64").glob("*.pt.trace.json")), target)
+    os.utime(target, (1, 1))  # a new size and time: the profile is read again
+    changed = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
+    assert changed["rows"] is not first["rows"]
+    assert changed["summary"]["target"]["batch_size"] == 64
+    expected = compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4",
+                                "torch/cnn_torch_cpu_bs16")
+    assert changed["rows"] == expected["rows"]

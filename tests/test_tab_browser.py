@@ -326,3 +326,18 @@ def test_the_tab_follows_tensorboards_dark_theme(browser, tensorboard_url):
     page.wait_for_function("() => true")
     assert frame.locator("#oc-chart-target .xtick text").first.evaluate("el => el.style.fill") == "rgb(66, 66, 66)"
     context.close()
+
+
+def test_noisy_means_are_marked_and_their_spread_is_in_the_tooltip(page, tensorboard_url):
+    pair = {"baseline": "torch/cnn_torch_cpu_bs4", "target": "torch/cnn_torch_cpu_bs16"}
+    expected = api(tensorboard_url, "compare", **pair)
+    frame = open_tab(page, tensorboard_url, q="aten::mm", **pair)
+    frame.locator("#oc-count", has_text="Showing 1 of").wait_for()
+    row = next(r for r in expected["rows"] if r["key"] == "aten::mm")
+    assert row["baseline_noisy"] and row["baseline_cv"] > 0.5
+    cell = frame.locator("tr.oc-row td.oc-noisy").first
+    assert cell.inner_text().endswith("~")
+    title = cell.get_attribute("title")
+    assert "median" in title and "p10–p90" in title and f"CV {row['baseline_cv']:.2f}" in title
+    noisy = frame.locator("#oc-noisy-count").inner_text()
+    assert noisy == f"{expected['summary']['noisy_ops']} noisy (~)"

@@ -242,3 +242,30 @@ def test_a_trace_with_kernels_only_is_read(tmp_path):
     kernels = sum(1 for event in document["traceEvents"] if event.get("ph") == "X")
     assert profile.facts.device == "GPU" and int(profile.ops["kernels"].sum()) == kernels
     assert any("have no launching op in the trace" in warning for warning in profile.facts.warnings)
+
+
+def test_spread_of_leaf_ops_matches_their_event_durations():
+    """For ops that never enclose another event, one occurrence's self time is its
+    duration: their percentiles must be numpy's, straight from the trace's events."""
+    import numpy as np
+
+    from tb_opcompare.catalog import Catalog
+
+    path = next((FIXTURES / "logdir" / "torch" / "cnn_torch_cpu_bs4").glob("*.pt.trace.json"))
+    events = [e for e in json.loads(path.read_text())["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    def encloses(outer, inner):
+        return (outer is not inner and outer["tid"] == inner["tid"] and outer["ts"] <= inner["ts"]
+                and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"])
+    by_name: dict[str, list[dict]] = {}
+    for event in events:
+        if event["cat"] == "cpu_op":
+            by_name.setdefault(event["name"], []).append(event)
+    leaves = {name: [e["dur"] for e in group] for name, group in by_name.items()
+              if len(group) >= 4 and not any(encloses(e, other) for e in group for other in events)}
+    assert len(leaves) >= 5
+    ops = Catalog(str(path.parent.parent), cache_dir=None).load(path.parent.name).profile.ops.set_index("op_name")
+    for name, durations in leaves.items():
+        expected = np.quantile(durations, [0.1, 0.5, 0.9])
+        got = ops.loc[name, ["p10_us", "median_us", "p90_us"]].to_numpy(dtype=float)
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-3), name
