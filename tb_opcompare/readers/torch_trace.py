@@ -187,7 +187,7 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
         first = int(np.argmin(step_starts))
         first_step = (float(step_starts[first]), float(step_starts[first] + host.numpy("dur")[is_step][first]))
     evidence = _batch_size_evidence(trace, host.numpy("index")[order], host.numpy("ts")[order], parents,
-                                    is_op[codes], [keys[code][0] for code in codes.tolist()], first_step)
+                                    is_op[codes], keys, codes, first_step)
     if evidence:
         facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
     return OpProfile(facts=facts, ops=build_op_table(events))
@@ -304,13 +304,14 @@ _BATCH_PROBES = 4000  # op events looked at: one step of a big model, decoded pa
 
 
 def _batch_size_evidence(trace: TraceText, file_indices: np.ndarray, starts: np.ndarray, parents: np.ndarray,
-                         is_op: np.ndarray, names: list[str], window: tuple[float, float] | None):
+                         is_op: np.ndarray, keys: list[tuple[str, str]], codes: np.ndarray,
+                         window: tuple[float, float] | None):
     """(batch size, where it came from, agreement) from the ops of the first profiled step,
     or None. Each op votes with the leading dim of its first input of rank >= 2 (the
     batch of an activation); a loss's target votes strongly. Parameters and a data set
     are left out (optimizer and DataLoader scopes), so an embedding's vocabulary or a
     sequence-first LSTM's length loses to the many ops that see the batch."""
-    excluded = np.array([name.startswith(_NOT_MODEL_SCOPES) for name in names], dtype=bool)
+    excluded = np.array([name.startswith(_NOT_MODEL_SCOPES) for name, _ in keys], dtype=bool)[codes]
     up = parents.copy()
     while (moving := up >= 0).any():  # any enclosing scope excludes, however deep (record_function wrappers)
         excluded[moving] |= excluded[up[moving]]
@@ -335,10 +336,10 @@ def _batch_size_evidence(trace: TraceText, file_indices: np.ndarray, starts: np.
         if isinstance(first, list) and len(first) >= 2 and _positive_int(first[0]):
             votes[first[0]] += 1
             op_votes[first[0]] += 1
-        if names[position] in _LOSS_OPS and len(dims) >= 2 and isinstance(dims[1], list) and dims[1] \
+        if keys[codes[position]][0] in _LOSS_OPS and len(dims) >= 2 and isinstance(dims[1], list) and dims[1] \
                 and _positive_int(dims[1][0]):
             votes[dims[1][0]] += _LOSS_WEIGHT
-            loss_target = loss_target or (names[position], dims[1][0])
+            loss_target = loss_target or (keys[codes[position]][0], dims[1][0])
     if not votes:
         return None
     (size, weight), *others = votes.most_common(2)
