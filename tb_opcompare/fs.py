@@ -58,7 +58,11 @@ class Walk:
             seen.add(real)
             kept = []
             for name in sorted(subdirs):
-                target = os.path.realpath(os.path.join(directory, name))
+                path = os.path.join(directory, name)
+                if not os.path.islink(path):  # a plain subdirectory stays in the place its parent is in
+                    kept.append(name)
+                    continue
+                target = os.path.realpath(path)
                 if target != real_root and within(target, real_root):  # the logdir itself: a cycle, walked once
                     self._refuse(os.path.join(directory, name), f"a link to {target}, which holds the logdir; "
                                                                  "not followed")
@@ -78,16 +82,20 @@ class Walk:
         if is_remote(path):
             return None
         try:
-            info = os.stat(path)
+            info = os.lstat(path)
+            linked = stat.S_ISLNK(info.st_mode)
+            if linked:
+                info = os.stat(path)
         except OSError as error:
             return f"cannot read the file: {error.strerror or error}"
         if stat.S_ISDIR(info.st_mode):
             return "a directory named like a trace file, not a trace"
         if not stat.S_ISREG(info.st_mode):
             return f"not a regular file ({_kind(info.st_mode)}); not read, as it could block or never end"
-        target = os.path.realpath(path)
-        if not self.allows(target):
-            return f"{OUTSIDE} ({target}); not read"
+        if linked:  # only a link can lead out of the walked places
+            target = os.path.realpath(path)
+            if not self.allows(target):
+                return f"{OUTSIDE} ({target}); not read"
         return None
 
     def _unreadable(self, error: OSError) -> None:
