@@ -106,6 +106,7 @@ class OpEvents:
         self.host_samples: list[tuple[list[tuple[str, str]], np.ndarray, np.ndarray]] = []
         self.device_partials: list[pd.DataFrame] = []  # per-op kernel sums from add_device_totals
         self.device_kernels: list[pd.DataFrame] = []  # per-kernel records from add_device_kernels
+        self.crossings = 0  # host events that outlive the event they start in (see self_times)
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float) -> None:
         self.side.append(side)
@@ -315,13 +316,21 @@ def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
     return table
 
 
+def crossing_warning(crossings: int) -> str:
+    return (f"{crossings:,} op events overlap the event they start in without ending inside it (the recorder's "
+            "clocks, or asynchronous events on one thread); each takes from the enclosing op's self time only "
+            "the time they share")
+
+
 def add_nested_host_ops(events: OpEvents, threads) -> None:
     """Add host op occurrences, one list per thread of ``(start, duration, (name, type))``,
     with self time taken by nesting within each thread."""
     for thread_events in threads:
         thread_events.sort(key=lambda item: (item[0], -item[1]))
         durations = np.asarray([item[1] for item in thread_events], dtype=np.float64)
-        self_values, _ = self_times([item[0] for item in thread_events], durations)
+        starts = [item[0] for item in thread_events]
+        self_values, parents = self_times(starts, durations)
+        events.crossings += crossing_events(starts, durations, parents)
         events.add_host_batch([item[2] for item in thread_events], durations, self_values)
 
 
@@ -331,8 +340,9 @@ def self_times(starts: Sequence[float] | np.ndarray,
 
     Events must be sorted by start, longer first on ties. An event is nested in the
     innermost earlier event still open when it starts, which is the latest earlier event
-    ending after that start; its duration is taken off that parent's self time (never
-    below zero). Returns ``(self, parent_index)`` with -1 for top-level events.
+    ending after that start; its duration, up to the parent's end where it outlives the
+    parent, is taken off that parent's self time (never below zero). Returns
+    ``(self, parent_index)`` with -1 for top-level events.
 
     Vectorised by pointer jumping: each event keeps a candidate parent such that every
     event between the two ended before it started; a candidate that has ended too is
@@ -357,6 +367,17 @@ def self_times(starts: Sequence[float] | np.ndarray,
             moving = exists & ~encloses
             candidate[active[moving]] = candidate[tried[moving]]
             active = active[moving]
-    nested = parents >= 0
-    children = np.bincount(parents[nested], weights=durations[nested], minlength=count)
+    nested = np.flatnonzero(parents >= 0)
+    # A child that outlives its parent (events that overlap without nesting, which a
+    # thread cannot really run) takes from the parent only the time they share.
+    shared = np.minimum(ends[nested], ends[parents[nested]]) - starts[nested]
+    children = np.bincount(parents[nested], weights=shared, minlength=count)
     return np.maximum(durations - children, 0.0), parents
+
+
+def crossing_events(starts, durations, parents: np.ndarray) -> int:
+    """How many events outlive the event they start in: overlap without nesting."""
+    starts = np.asarray(starts, dtype=np.float64)
+    ends = starts + np.asarray(durations, dtype=np.float64)
+    nested = np.flatnonzero(parents >= 0)
+    return int((ends[nested] > ends[parents[nested]]).sum())

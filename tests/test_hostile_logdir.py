@@ -286,3 +286,20 @@ def test_odd_encodings_numbers_and_names_are_named_or_made_harmless(tmp_path):
                                              "impossibly long duration")
     assert runs["tagged"]["device"] == "accelerator"
     assert label('a "quoted" <img src=x> & %{x}') == 'a "quoted" &lt;img src=x&gt; &amp; %{x}'
+
+
+@pytest.mark.timeout(120)
+def test_events_that_overlap_without_nesting_are_warned_about(tmp_path):
+    """A real trace with one op stretched past the end of the op it starts in."""
+    document = json.loads(_torch_trace(4).read_text())
+    ops = [e for e in document["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    parent, child = next((p, c) for p in ops for c in ops if c is not p and c["tid"] == p["tid"]
+                         and p["ts"] < c["ts"] and c["ts"] + c["dur"] < p["ts"] + p["dur"])
+    child["dur"] = parent["ts"] + parent["dur"] - child["ts"] + 5_000.0
+    (tmp_path / "stretched_cpu").mkdir()
+    (tmp_path / "stretched_cpu" / "w.1.pt.trace.json").write_text(json.dumps(document))
+    (run,) = json.loads(run_cli("runs", str(tmp_path), "--json", "--no-cache").stdout)["runs"]
+    # The stretched op outlives its parent, and the enclosing ops that end before it too.
+    assert any("op events overlap the event they start in without ending inside it" in w for w in run["warnings"])
+    before = json.loads(run_cli("runs", str(LOGDIR / "torch"), "--json", "--no-cache").stdout)["runs"]
+    assert not any("overlap" in w for r in before for w in r["warnings"])

@@ -18,8 +18,9 @@ def stack_walk(starts: list[float], durations: list[float]) -> tuple[list[float]
         while open_events and starts[open_events[-1]] + durations[open_events[-1]] <= start:
             open_events.pop()
         if open_events:
-            parents[index] = open_events[-1]
-            selfs[open_events[-1]] -= duration
+            parent = open_events[-1]
+            parents[index] = parent
+            selfs[parent] -= min(start + duration, starts[parent] + durations[parent]) - start
         open_events.append(index)
     return [max(value, 0.0) for value in selfs], parents
 
@@ -48,3 +49,16 @@ def test_deep_and_wide_threads():
     assert deep[1].tolist() == list(range(-1, count - 1))
     siblings = self_times(np.arange(count, dtype=float), np.full(count, 0.5))
     assert (siblings[1] == -1).all() and (siblings[0] == 0.5).all()
+
+
+def test_an_event_that_outlives_its_parent_takes_only_the_shared_time():
+    """A 0–100 µs and B 50–150 µs on one thread: B starts inside A but does not end there.
+    A keeps the 50 µs it ran alone, not 0, and the crossing is counted for a warning."""
+    from tb_opcompare.optable import crossing_events
+
+    selfs, parents = self_times([0.0, 50.0], [100.0, 100.0])
+    assert parents.tolist() == [-1, 0]
+    assert selfs.tolist() == [50.0, 100.0]
+    assert crossing_events([0.0, 50.0], [100.0, 100.0], parents) == 1
+    nested, nested_parents = self_times([0.0, 50.0], [100.0, 20.0])
+    assert nested.tolist() == [80.0, 20.0] and crossing_events([0.0, 50.0], [100.0, 20.0], nested_parents) == 0

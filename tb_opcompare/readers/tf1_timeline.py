@@ -15,7 +15,8 @@ import re
 from collections import defaultdict
 
 from ..errors import ProfileError
-from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table
+from ..optable import (DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table,
+                       crossing_warning)
 from .chrome_json import ChromeTrace, process_names
 
 FORMAT = "tf1_timeline"
@@ -61,4 +62,6 @@ def read_tf1_timeline(path: str, trace: ChromeTrace) -> OpProfile:
         steps=1,
         steps_source="one session.run per timeline file",
     )
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
     return OpProfile(facts=facts, ops=build_op_table(events))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..errors import ProfileError
-from ..optable import DEVICE, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table
+from ..optable import (DEVICE, OpEvents, OpProfile, ProfileFacts, add_nested_host_ops, build_op_table,
+                       crossing_warning)
 from .chrome_json import ChromeTrace, process_names
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
 
@@ -66,6 +67,8 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
         facts.steps, facts.steps_source = max(steps_per_device.values()), "Steps line of the device process"
     if first_shape:
         facts.batch_size, facts.batch_size_source = first_shape[1], "data: first op input shape in the trace"
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 

@@ -25,7 +25,8 @@ import msgspec
 import numpy as np
 
 from ..errors import ProfileError
-from ..optable import OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from ..optable import (OpEvents, OpProfile, ProfileFacts, build_op_table, crossing_events, crossing_warning,
+                       self_times)
 from .chrome_json import BaseEvent, TraceText
 
 FORMAT = "pytorch"
@@ -190,6 +191,8 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
                                     is_op[codes], keys, codes, first_step)
     if evidence:
         facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 
@@ -224,6 +227,7 @@ def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: 
     bounds = [0, *(np.flatnonzero(np.diff(threads)) + 1).tolist(), len(codes)]
     for begin, end in zip(bounds, bounds[1:]):
         selfs[begin:end], local = self_times(starts[begin:end], durations[begin:end])
+        events.crossings += crossing_events(starts[begin:end], durations[begin:end], local)
         parents[begin:end] = np.where(local >= 0, local + begin, -1)
     counted_as = _fold_only_children(parents, codes)
     kept = counted_as == np.arange(len(codes))

@@ -20,7 +20,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..errors import ProfileError
-from ..optable import OpEvents, OpProfile, ProfileFacts, build_op_table, self_times
+from ..optable import (OpEvents, OpProfile, ProfileFacts, build_op_table, crossing_events, crossing_warning,
+                       self_times)
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op, shared_leading_dim
 from .xplane_wire import split_space
 
@@ -66,6 +67,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
                                      f"(the file may be truncated or corrupt): {error}") from None
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
     if device_names:
         facts.device_name = ", ".join(sorted(set(device_names)))
     calls = max(step_calls.values(), default=0)
@@ -221,7 +224,8 @@ def _check_durations(durations: np.ndarray, op_keys, codes: np.ndarray, line_nam
 def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.ndarray, codes: np.ndarray) -> None:
     order = np.lexsort((-durations, starts))
     starts, durations, codes = starts[order], durations[order], codes[order]
-    self_ps, _ = self_times(starts, durations)
+    self_ps, parents = self_times(starts, durations)
+    events.crossings += crossing_events(starts, durations, parents)
     events.add_host_codes(op_keys, codes, durations / _PS_PER_US, self_ps / _PS_PER_US)
 
 
