@@ -259,8 +259,9 @@ def read_claims(source: RunSource) -> Claims:
     elif sidecar_batch is not None and warning is None:
         warning = (f"{fs.join(source.run_dir, SIDECAR)}: batch_size {str(sidecar_batch)[:40]!r} ignored, not a "
                    f"whole number from 1 to {MAX_BATCH_SIZE:,}")
-    if batch_size_from_name(source.run) is not None:
-        batch_sizes.append((batch_size_from_name(source.run), NAME_SOURCE))
+    named_batch = batch_size_from_name(source.run)
+    if named_batch is not None:
+        batch_sizes.append((named_batch, NAME_SOURCE))
     sidecar_device = sidecar.get("device")
     if isinstance(sidecar_device, str) and sidecar_device.strip():
         device, device_source = sidecar_device.strip().upper(), SIDECAR_SOURCE

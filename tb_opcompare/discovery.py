@@ -13,10 +13,11 @@ the default). What makes a run:
   ``"op_stats"``: the directory is the run, each file a session.
 
 Only file names and, for ambiguous JSON, the first few kilobytes are looked at. Only
-regular files inside the logdir are ever opened: a FIFO, a device, a directory named
-like a trace or a link out of the logdir (file or directory) becomes a ``REFUSED`` entry
-that is listed with the reason and never read, so one odd entry can neither block the
-listing nor hide the good runs.
+regular files in the walked places (the logdir and the directories it links to, see
+``fs.Walk``) are ever opened: a FIFO, a device, a directory named like a trace, a
+trace-named link to a file elsewhere or a link to a directory that holds the logdir
+becomes a ``REFUSED`` entry that is listed with the reason and never read, so one odd
+entry can neither block the listing nor hide the good runs.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ PYTORCH = "pytorch"
 CHROME_TRACE = "chrome_trace"
 SUMMARY_JSON = "summary_json"
 EMPTY_SESSION = "empty_session"  # a profile session directory with no host file: listed, so it can be explained
-REFUSED = "refused"  # an entry named like a trace that must not be read (FIFO, device, link out of the logdir)
+REFUSED = "refused"  # an entry that must not be read or walked (FIFO, device, link out of the walked places)
 
 SIDECAR = "opcompare.json"
 _SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
