@@ -41,7 +41,9 @@ export class SweepView {
       this.element.replaceChildren(h('div', {class: 'oc-loading oc-loading-page'}, h('div', {class: 'oc-spinner'}),
                                      h('span', {}, 'Finding models with several batch sizes…')));
       try {
-        this.models = (await this.fetchJson('sweeps')).models;
+        const listing = await this.fetchJson('sweeps');
+        this.models = listing.models;
+        this.sweepableModels = listing.sweepable;  // best first, as the server orders them
       } catch (error) {
         this.element.replaceChildren(h('div', {class: 'oc-panel oc-panel-error', id: 'oc-sweep-message'},
                                        `Could not list the models: ${error.message}`));
@@ -54,9 +56,7 @@ export class SweepView {
   }
 
   sweepable() {
-    return Object.entries(this.models)
-      .filter(([, sizes]) => Object.values(sizes).some((list) => list.length >= 2))
-      .map(([model, sizes]) => ({model, sizes}));
+    return this.sweepableModels.map((model) => ({model, sizes: this.models[model]}));
   }
 
   build() {

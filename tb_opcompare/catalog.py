@@ -17,7 +17,7 @@ from .cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from .discovery import (CHROME_TRACE, EMPTY_SESSION, PYTORCH, SIDECAR, SUMMARY_JSON, TF_TRACE_JSON, XPLANE, RunSource,
                         discover)
 from .errors import OverLimit, ProfileError
-from .naming import batch_size_from_name, device_from_name, model_key
+from .naming import batch_size_from_name, device_from_name, model_key, repeat_from_name
 from .optable import OpProfile
 from .readers.chrome_json import open_chrome_trace
 from .readers.summary_json import read_summary_json
@@ -43,6 +43,7 @@ class LoadedRun:
     profile: OpProfile
     model: str
     label: str | None
+    repeat: int | None = None
 
 
 class Catalog:
@@ -246,6 +247,7 @@ class Claims:
     device_source: str | None
     device_name: str | None
     warning: str | None  # a sidecar that could not be used
+    repeat: int | None = None  # which recording of one configuration (sidecar ``repeat``, else ``_rep<K>``)
 
 
 def read_claims(source: RunSource) -> Claims:
@@ -269,8 +271,11 @@ def read_claims(source: RunSource) -> Claims:
         device = device_from_name(source.run)
         device_source = NAME_SOURCE if device else None
     device_name = sidecar.get("device_name") if isinstance(sidecar.get("device_name"), str) else None
+    repeat = sidecar.get("repeat")
+    if not (isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0):
+        repeat = repeat_from_name(source.run)
     return Claims(model=model or model_key(source.run), label=label, batch_sizes=tuple(batch_sizes), device=device,
-                  device_source=device_source, device_name=device_name, warning=warning)
+                  device_source=device_source, device_name=device_name, warning=warning, repeat=repeat)
 
 
 def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
@@ -302,4 +307,4 @@ def _settle_facts(source: RunSource, session: str, parsed: OpProfile) -> LoadedR
     if facts.device_name is None and claims.device_name and facts.device != "CPU":
         facts.device_name = claims.device_name
     return LoadedRun(source=source, session=session, profile=OpProfile(facts=facts, ops=parsed.ops),
-                     model=claims.model, label=claims.label)
+                     model=claims.model, label=claims.label, repeat=claims.repeat)

@@ -15,7 +15,7 @@ from . import __version__
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, select_rows, sweep_document,
-                        sweep_models, sweep_table)
+                        sweep_table, sweeps_document)
 from .errors import ProfileError
 from .settings import ReadSettings
 
@@ -100,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
 
     record = commands.add_parser(
         "record", help="run a training command once per device and batch size, profiled",
-        description="Runs COMMAND once per device and batch size into LOGDIR/<model>_<device>_bs<N>. "
+        description="Runs COMMAND once per device and batch size into LOGDIR/<model>_<device>_bs<N> "
+                    "(<model>_<device>_bs<N>_rep<K> with --repeats). "
                     "{batch_size}, {run_dir}, {device} and {model} in COMMAND are filled in; the helpers in "
                     "tb_opcompare.record read the same values from the environment.",
     )
@@ -108,6 +109,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--model", required=True, help="model name: the runs' name prefix and model key")
     record.add_argument("--batch-sizes", required=True, type=_int_list, help="comma-separated, e.g. 1,16,64")
     record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
+    record.add_argument("--repeats", type=_positive_int, default=1,
+                        help="record each device and batch size N times, into <run>_rep1 .. <run>_repN")
     record.add_argument("--force", action="store_true",
                         help="record into run directories that already hold a profile (adds a capture)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
@@ -166,7 +169,8 @@ def _record(args) -> int:
         print("error: give the training command after --, e.g. -- python train.py --batch-size {batch_size}",
               file=sys.stderr)
         return EXIT_USAGE
-    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command, force=args.force)
+    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command, force=args.force,
+                          repeats=args.repeats)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     for result in failed:
@@ -301,14 +305,15 @@ def _sweep(args) -> int:
 
 
 def _list_sweepable(catalog: Catalog, logdir: str) -> int:
-    models = {m: sizes for m, sizes in sweep_models(catalog).items() if any(len(s) >= 2 for s in sizes.values())}
-    if not models:
+    document = sweeps_document(catalog)
+    if not document["sweepable"]:
         print("no model has two or more batch sizes on one device; record more with `tb-opcompare record`")
         return EXIT_OK
     print("models with two or more batch sizes on one device (sweep one with --model KEY):")
-    for model, sizes in sorted(models.items()):
+    for model in sorted(document["sweepable"]):
+        sizes = document["models"][model]
         print(f"  {escape_controls(model)}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
-    example = sorted(models)[0]
+    example = document["sweepable"][0]
     print(f"\ne.g. tb-opcompare sweep {escape_controls(logdir)} --model {escape_controls(example)}")
     return EXIT_OK
 

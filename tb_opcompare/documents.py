@@ -44,6 +44,7 @@ def run_record(loaded: LoadedRun) -> dict:
         "steps_source": facts.steps_source,
         "model": loaded.model,
         "label": loaded.label,
+        "repeat": loaded.repeat,
         "sessions": list(loaded.source.sessions),
         "session": loaded.session,
         "framework": facts.framework,
@@ -68,6 +69,7 @@ def unread_run_record(source: RunSource) -> dict:
         "steps_source": None,
         "model": claims.model,
         "label": claims.label,
+        "repeat": claims.repeat,
         "sessions": list(source.sessions),
         "session": source.newest_session,
         "framework": None,
@@ -99,6 +101,7 @@ def runs_document(catalog: Catalog, load: bool = True) -> dict:
                 model=record["model"],
                 device=record["device"],
                 batch_size=record["batch_size"],
+                repeat=record["repeat"],
                 op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
             )
         )
@@ -338,6 +341,20 @@ def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
         if loaded.profile.facts.batch_size:
             sizes.add(loaded.profile.facts.batch_size)
     return {model: {device: sorted(sizes) for device, sizes in devices.items()} for model, devices in models.items()}
+
+
+def sweeps_document(catalog: Catalog) -> dict:
+    """The ``sweeps`` answer: every model's batch sizes per device, and the models that can
+    be swept (two or more batch sizes on one device), best first: most devices with a
+    sweep (a CPU and a GPU sweep show the speedup), then most runs, then name."""
+    models = sweep_models(catalog)
+
+    def sweeps(model: str) -> list[list[int]]:
+        return [sizes for sizes in models[model].values() if len(sizes) >= 2]
+
+    sweepable = sorted((model for model in models if sweeps(model)),
+                       key=lambda model: (-len(sweeps(model)), -sum(map(len, sweeps(model))), model))
+    return {"models": models, "sweepable": sweepable}
 
 
 def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,

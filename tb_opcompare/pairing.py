@@ -1,6 +1,7 @@
 """Automatic baseline/target pairs: CPU and accelerator runs of the same model.
 
-First by name: same model key (or sidecar ``model``) and same batch size. Runs left
+First by name: same model key (or sidecar ``model``), same batch size and, where both
+runs are numbered repeats (``--repeats``), the same repeat. Runs left
 unpaired whose names tell nothing (``log_prefetch/128_20210203-201149``) are then
 paired by the overlap of their op-name sets: Jaccard >= 0.5, best match first, equal
 batch sizes where both are known, and a margin of 0.1 over every other candidate of
@@ -23,6 +24,7 @@ class RunForPairing:
     device: str | None
     batch_size: int | None
     op_names: frozenset[str]
+    repeat: int | None = None
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -37,7 +39,8 @@ def pair_runs(runs: list[RunForPairing]) -> list[dict]:
     paired: set[str] = set()
     for cpu in baselines:
         for accelerator in targets:
-            if cpu.model == accelerator.model and cpu.batch_size == accelerator.batch_size:
+            same_repeat = cpu.repeat is None or accelerator.repeat is None or cpu.repeat == accelerator.repeat
+            if cpu.model == accelerator.model and cpu.batch_size == accelerator.batch_size and same_repeat:
                 pairs.append(_pair(cpu, accelerator, cpu.model, "run names"))
                 paired.update((cpu.run, accelerator.run))
     scores = {}
@@ -78,13 +81,16 @@ def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by
 
 
 def suggest_pair(runs: list[RunForPairing], pairs: list[dict]) -> dict | None:
-    """The pair a user sees first: the first automatic CPU->accelerator pair; without one,
-    the widest batch-size change of one model on one device (smallest -> largest), which
-    shows the most; else the first two runs."""
+    """The pair a user sees first: the automatic CPU->accelerator pair of the largest batch
+    size (a small model at batch 1 mostly measures launch overhead; the first such pair in
+    name order); without one, the widest batch-size change of one model on one device
+    (smallest -> largest), which shows the most; else the first two runs."""
     if pairs:
-        return {"baseline": pairs[0]["baseline"], "target": pairs[0]["target"],
-                "reason": f"{pairs[0]['baseline']} is the CPU run and {pairs[0]['target']} the accelerator run "
-                          f"of {pairs[0]['model']}"}
+        largest = max(pair["batch_size"] or 0 for pair in pairs)
+        first = next(pair for pair in pairs if (pair["batch_size"] or 0) == largest)
+        return {"baseline": first["baseline"], "target": first["target"],
+                "reason": f"{first['baseline']} is the CPU run and {first['target']} the accelerator run "
+                          f"of {first['model']}" + (f", at the largest batch size ({largest})" if largest else "")}
     groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
     for run in runs:
         if run.batch_size:

@@ -44,6 +44,7 @@ ENV_RUN_DIR = "TB_OPCOMPARE_RUN_DIR"
 ENV_MODEL = "TB_OPCOMPARE_MODEL"
 ENV_BATCH_SIZE = "TB_OPCOMPARE_BATCH_SIZE"
 ENV_DEVICE = "TB_OPCOMPARE_DEVICE"
+ENV_REPEAT = "TB_OPCOMPARE_REPEAT"
 DEFAULT_FIRST_STEP = 3  # after tracing, compilation and warm-up
 DEFAULT_STEPS = 5
 
@@ -62,6 +63,13 @@ def _settings(run_dir: str | None, model: str | None, batch_size: int | None) ->
     return run_dir, model, batch_size
 
 
+def _repeat_from_environment() -> int | None:
+    """Which repeat of one configuration this run is, when ``tb-opcompare record --repeats``
+    runs it several times."""
+    value = os.environ.get(ENV_REPEAT, "")
+    return int(value) if value.isdigit() else None
+
+
 def write_sidecar(run_dir: str, *, model: str | None, batch_size: int | None, device: str, device_name: str | None,
                   framework: str, versions: dict[str, str], extra: dict | None = None) -> str:
     """Write ``opcompare.json``: what the profile itself may not say (model, declared
@@ -77,6 +85,7 @@ def write_sidecar(run_dir: str, *, model: str | None, batch_size: int | None, de
         "command": [sys.executable, *sys.argv],
         "host": platform.node(),
         "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "repeat": _repeat_from_environment(),
         **(extra or {}),
     }
     path = os.path.join(run_dir, SIDECAR)
@@ -238,10 +247,16 @@ class _TorchStepper:
 
 @contextlib.contextmanager
 def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
-                  wait: int = 1, warmup: int = 2, active: int = DEFAULT_STEPS) -> Iterator:
+                  wait: int = 1, warmup: int = 2, active: int = DEFAULT_STEPS, profile_memory: bool = True,
+                  with_stack: bool = False, precision: str | None = None) -> Iterator:
     """``torch.profiler`` over ``active`` steps after ``wait + warmup``, written with
     ``tensorboard_trace_handler`` and ``record_shapes=True`` (so the batch size is read
-    from the data); call ``profiler.step()`` at the end of every training step."""
+    from the data); call ``profiler.step()`` at the end of every training step.
+
+    ``profile_memory`` (on by default: on small models it costs a few percent of trace size)
+    records every allocation, so memory per op can be compared; ``with_stack`` records the
+    Python calls, whose ``nn.Module`` frames give the module tree (traces grow several
+    times). ``precision`` (e.g. ``"bf16"``, what autocast was asked for) goes to the sidecar."""
     if not profiling_enabled():
         yield _NoStep()
         return
@@ -257,9 +272,13 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
         schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir),
         record_shapes=True,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
     ) as profiler:
         yield _TorchStepper(profiler)
+    extra = {"profiled_steps": [wait + warmup, wait + warmup + active - 1], "profile_memory": profile_memory,
+             "with_stack": with_stack, "precision": precision}
     write_sidecar(run_dir, model=model, batch_size=batch_size, device="GPU" if on_gpu else "CPU",
                   device_name=torch.cuda.get_device_name(0) if on_gpu else None,
                   framework=f"PyTorch {torch.__version__}", versions={"torch": torch.__version__},
-                  extra={"profiled_steps": [wait + warmup, wait + warmup + active - 1]})
+                  extra={key: value for key, value in extra.items() if value is not None})

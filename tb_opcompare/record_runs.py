@@ -1,8 +1,9 @@
 """``tb-opcompare record``: run a training command once per device and batch size into
 ``LOGDIR/<model>_<device>_bs<N>``.
 
-Each run gets ``TB_OPCOMPARE_RUN_DIR``, ``TB_OPCOMPARE_MODEL``, ``TB_OPCOMPARE_BATCH_SIZE``
-and ``TB_OPCOMPARE_DEVICE`` (read by ``tb_opcompare.record``'s helpers), and
+Each run gets ``TB_OPCOMPARE_RUN_DIR``, ``TB_OPCOMPARE_MODEL``, ``TB_OPCOMPARE_BATCH_SIZE``,
+``TB_OPCOMPARE_DEVICE`` and, with repeats, ``TB_OPCOMPARE_REPEAT`` (read by
+``tb_opcompare.record``'s helpers), and
 ``{batch_size}``, ``{run_dir}``, ``{device}``, ``{model}`` in the command are filled in.
 CPU runs hide the GPUs (``CUDA_VISIBLE_DEVICES=-1``). The command's output goes to
 ``<run dir>/opcompare-record.log``.
@@ -20,7 +21,7 @@ from collections.abc import Callable
 
 from . import fs
 from .discovery import SIDECAR, discover
-from .record import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MODEL, ENV_RUN_DIR
+from .record import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MODEL, ENV_REPEAT, ENV_RUN_DIR
 
 DEVICES = ("cpu", "gpu")
 LOG_NAME = "opcompare-record.log"
@@ -34,6 +35,7 @@ class RunResult:
     ok: bool
     reason: str = ""
     seconds: float = 0.0
+    repeat: int | None = None
 
 
 def gpu_present() -> bool:
@@ -81,24 +83,29 @@ def occupied_reason(run_dir: str) -> str | None:
 
 def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[str], command: list[str],
                 say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present,
-                force: bool = False) -> list[RunResult]:
+                force: bool = False, repeats: int = 1) -> list[RunResult]:
     wanted = []
     for device in devices:
         if device == "gpu" and not has_gpu():
             say("gpu: no GPU visible here (nvidia-smi finds none); skipping the GPU runs")
             continue
-        wanted.extend((device, size) for size in batch_sizes)
+        # repeats interleave (rep 1 of every size, then rep 2 ...) so that a drift of the
+        # machine over the recording spreads across sizes instead of biasing one
+        wanted.extend((device, size, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes)
     results = []
-    for index, (device, batch_size) in enumerate(wanted, start=1):
-        run_dir = os.path.join(logdir, f"{model}_{device}_bs{batch_size}")
+    for index, (device, batch_size, repeat) in enumerate(wanted, start=1):
+        run_name = f"{model}_{device}_bs{batch_size}" + (f"_rep{repeat}" if repeats > 1 else "")
+        run_dir = os.path.join(logdir, run_name)
         refusal = None if force else occupied_reason(run_dir)
         if refusal:
             say(f"[{index}/{len(wanted)}] {os.path.basename(run_dir)}: refused")
-            results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal))
+            results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal, repeat=repeat))
             continue
         argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model)
         env = {**os.environ, ENV_RUN_DIR: run_dir, ENV_MODEL: model, ENV_BATCH_SIZE: str(batch_size),
                ENV_DEVICE: device.upper()}
+        if repeats > 1:
+            env[ENV_REPEAT] = str(repeat)
         if device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         os.makedirs(run_dir, exist_ok=True)
@@ -117,7 +124,7 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
         elif code == 0 and not discover(run_dir):
             reason = (f"the command succeeded but wrote no profile into {run_dir}; profile with the helpers in "
                       f"tb_opcompare.record, or write the profile to ${ENV_RUN_DIR}")
-        result = RunResult(run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds)
+        result = RunResult(run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds, repeat=repeat)
         say(f"    {'ok' if result.ok else 'FAILED'} ({seconds:.1f} s)")
         results.append(result)
     return results

@@ -31,7 +31,7 @@ from werkzeug import wrappers
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
 from .documents import (SWEEP_CSV_COLUMNS, apply_view, compare_csv, compare_document, runs_document, sweep_document,
-                        sweep_models, sweep_table, view_from_params)
+                        sweep_table, sweeps_document, view_from_params)
 from .errors import ProfileError
 from .settings import ReadSettings
 from .sweep_figures import sweep_figures
@@ -112,7 +112,7 @@ class DataRoutes:
     @wrappers.Request.application
     @_json_errors
     def _serve_sweeps(self, request):
-        return _json(request, {"models": sweep_models(self.catalog)})
+        return _json(request, sweeps_document(self.catalog))
 
     @wrappers.Request.application
     @_json_errors

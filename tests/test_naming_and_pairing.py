@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tb_opcompare.naming import batch_size_from_name, model_key
+from tb_opcompare.naming import batch_size_from_name, model_key, repeat_from_name
 from tb_opcompare.pairing import RunForPairing, pair_runs
 
 
@@ -16,11 +16,19 @@ from tb_opcompare.pairing import RunForPairing, pair_runs
         ("b16_cuda:0_model", "model", 16),
         ("log_prefetch/128_20210203-201149", "log_prefetch/128_20210203-201149", None),
         ("scuba_gpu_cpuinfo", "scuba_cpuinfo", None),
+        ("mnist_gpu_bs64_rep2", "mnist", 64),
+        ("resnet/repeat-3/cuda_b8", "resnet", 8),
+        ("report_cpu_bs4", "report", 4),
     ],
 )
 def test_model_key_and_batch_from_name(run, key, batch):
     assert model_key(run) == key
     assert batch_size_from_name(run) == batch
+
+
+def test_repeat_from_name():
+    assert [repeat_from_name(n) for n in ("m_gpu_bs4_rep2", "resnet/repeat-3/cuda", "report_cpu", "m_rep")] == [
+        2, 3, None, None]
 
 
 def run(name, device, batch=None, ops=("a", "b", "c", "d")):
@@ -34,6 +42,18 @@ def test_pairs_by_model_and_batch_size():
     ])
     assert {(p["baseline"], p["target"]) for p in pairs} == {("m_cpu_bs8", "m_gpu_bs8"), ("m_cpu_bs32", "m_gpu_bs32")}
     assert all(p["matched_by"] == "run names" for p in pairs)
+
+
+def test_repeats_pair_with_the_same_repeat_and_a_single_run_with_each():
+    def repeat(name, device, number):
+        return RunForPairing(run=name, model="m", device=device, batch_size=8, op_names=frozenset("ab"),
+                             repeat=number)
+
+    runs = [repeat(f"m_{d}_bs8_rep{k}", d.upper(), k) for d in ("cpu", "gpu") for k in (1, 2, 3)]
+    assert {(p["baseline"], p["target"]) for p in pair_runs(runs)} == {
+        (f"m_cpu_bs8_rep{k}", f"m_gpu_bs8_rep{k}") for k in (1, 2, 3)}
+    single_cpu = [repeat("m_cpu_bs8", "CPU", None), *runs[3:]]
+    assert len(pair_runs(single_cpu)) == 3
 
 
 def test_pairs_by_op_overlap_when_names_do_not_tell():

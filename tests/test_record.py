@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,6 +116,24 @@ def test_record_cli_runs_every_batch_size_and_skips_an_absent_gpu(tmp_path):
         assert loaded.profile.facts.steps == 3  # 6 steps: wait 1, warm-up 2, active 3
     sweep = json.loads(run_cli("sweep", str(logdir), "--model", "tiny", "--json").stdout)
     assert sweep["batch_sizes"] == {"CPU": [2, 4]}
+
+
+def test_record_cli_repeats_each_run_and_the_demo_records_bf16_and_memory(tmp_path):
+    logdir = tmp_path / "logs"
+    result = run_cli("record", "--logdir", str(logdir), "--model", "tiny", "--batch-sizes", "2,3", "--devices", "cpu",
+                     "--repeats", "2", "--", PYTHON, "-m", "tb_opcompare.demo.mnist_torch",
+                     "--batch-size", "{batch_size}", "--steps", "4", "--precision", "bf16")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # repeats interleave: every batch size once, then again
+    order = re.findall(r"\] (tiny_cpu_bs\d_rep\d):", result.stdout)
+    assert order == ["tiny_cpu_bs2_rep1", "tiny_cpu_bs3_rep1", "tiny_cpu_bs2_rep2", "tiny_cpu_bs3_rep2"]
+    listing = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)
+    assert {(r["run"], r["batch_size"], r["repeat"], r["model"]) for r in listing["runs"]} == {
+        (f"tiny_cpu_bs{n}_rep{k}", n, k, "tiny") for n in (2, 3) for k in (1, 2)}
+    written = sidecar(logdir / "tiny_cpu_bs3_rep2")
+    assert (written["repeat"], written["precision"], written["profile_memory"]) == (2, "bf16", True)
+    trace = next((logdir / "tiny_cpu_bs3_rep2").glob("*.pt.trace.json")).read_text()
+    assert '"[memory]"' in trace and "c10::BFloat16" in trace  # allocations recorded, autocast took effect
 
 
 def test_record_cli_says_which_runs_failed_and_why(tmp_path):

@@ -1,7 +1,9 @@
 """The version matrix (tests/fixtures/versions): real CPU profiles from TF 2.12 (Keras 2)
-and 2.21 (Keras 3), torch 2.5, 2.13 and 2.14, four model shapes, each checked against an
-oracle taken in the recording process (PyTorch's ``key_averages()``) or by xprof's
-converter on a copy (TF), and against the batch size and steps the recorder knew."""
+and 2.21 (Keras 3), torch 2.5, 2.13 and 2.14, and real H100 GPU profiles from torch 2.11
+(gzipped, as ``tensorboard_trace_handler(use_gzip=True)`` writes them), four model shapes,
+each checked against an oracle taken in the recording process (PyTorch's
+``key_averages()``) or by xprof's converter on a copy (TF), and against the batch size and
+steps the recorder knew."""
 
 from __future__ import annotations
 
@@ -27,16 +29,19 @@ def _oracle(run: str, kind: str) -> dict:
 
 
 def test_the_matrix_is_complete():
-    assert len(TORCH_RUNS) == 24 and len(TF_RUNS) == 12
-    assert {run.split("/")[0] for run in TORCH_RUNS + TF_RUNS} == {"torch2.5", "torch2.13", "torch2.14", "tf2.12",
-                                                                   "tf2.21"}
+    assert len(TORCH_RUNS) == 32 and len(TF_RUNS) == 12
+    assert {run.split("/")[0] for run in TORCH_RUNS + TF_RUNS} == {"torch2.5", "torch2.13", "torch2.14",
+                                                                   "torch2.11_h100", "tf2.12", "tf2.21"}
 
 
 @pytest.mark.parametrize("run", TORCH_RUNS)
 def test_pytorch_counts_calls_and_self_time_as_key_averages_does(run):
-    """Including its fold of an only child of the same name (``aten::div`` in ``aten::div``)."""
+    """Including its fold of an only child of the same name (``aten::div`` in ``aten::div``).
+    On GPU traces key_averages() also lists each kernel, and a record_function range a
+    second time for its GPU-side copy; those rows have no CPU time and are not host ops."""
     oracle = _oracle(run, "key_averages")
-    expected = {entry["key"]: entry for entry in oracle["key_averages"] if not entry["key"].startswith("ProfilerStep")}
+    expected = {entry["key"]: entry for entry in oracle["key_averages"]
+                if not entry["key"].startswith("ProfilerStep") and entry["cpu_time_total_us"] > 0}
     loaded = CATALOG.load(run)
     host = loaded.profile.ops[loaded.profile.ops["side"] == "host"].set_index("op_name")
     assert set(host.index) == set(expected)
@@ -69,6 +74,35 @@ def test_tensorflow_self_times_agree_with_xprof_and_facts_with_the_recorder(run)
     facts = loaded.profile.facts
     assert (facts.batch_size, facts.steps) == (oracle["batch_size"], oracle["profiled_steps"])
     assert facts.batch_size_source.startswith("data: ")
+
+
+@pytest.mark.parametrize("run", [run for run in TORCH_RUNS if "_gpu_" in run])
+def test_pytorch_gpu_time_per_op_is_its_kernels_per_execution_as_key_averages_says(run):
+    """A device row sums the kernels (and memcpys, memsets) its op launched, as
+    key_averages()' self device time does, and counts the op's executions, not its kernels:
+    the mean is per execution, which is what a CPU mean is compared with."""
+    oracle = _oracle(run, "key_averages")
+    host_entries = [entry for entry in oracle["key_averages"]
+                    if entry["cpu_time_total_us"] > 0 and not entry["key"].startswith("ProfilerStep")]
+    expected = {entry["key"]: entry for entry in host_entries if entry["self_device_time_total_us"] > 0}
+    loaded = CATALOG.load(run)
+    assert loaded.profile.facts.device == "GPU" and loaded.profile.facts.device_name == "NVIDIA H100 80GB HBM3"
+    device = loaded.profile.ops[loaded.profile.ops["side"] == "device"].set_index("op_name")
+    assert set(device.index) == set(expected)
+    for name, row in device.iterrows():
+        assert row["total_us"] == pytest.approx(expected[name]["self_device_time_total_us"], rel=1e-3, abs=0.01), name
+        assert row["occurrences"] == expected[name]["count"], name
+
+
+def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
+    """cuDNN's LSTM backward launches 7 kernels per call on the H100: 3 profiled steps, 21
+    kernels, and the mean is a third of the total, not a 21st."""
+    for size in (6, 20):
+        ops = CATALOG.load(f"torch2.11_h100/lstm_gpu_bs{size}").profile.ops
+        (row,) = ops[(ops["side"] == "device") & (ops["op_name"] == "aten::_cudnn_rnn_backward")].itertuples()
+        assert (row.kernels, row.occurrences) == (21, 3)
+        assert row.mean_us == pytest.approx(row.total_us / 3)
+        assert row.min_us <= row.median_us <= row.max_us and row.min_us * 3 <= row.total_us <= row.max_us * 3
 
 
 def test_batch_sizes_come_from_the_data_when_names_say_nothing(tmp_path):

@@ -14,7 +14,7 @@ from tb_opcompare.demo import demo_arguments
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = demo_arguments(__doc__, argv)
+    args = demo_arguments(__doc__, argv, precision=True)
     import torch
     from torch import nn
 
@@ -30,13 +30,18 @@ def main(argv: list[str] | None = None) -> None:
     optimizer = torch.optim.Adam(model.parameters())
     loss_fn = nn.CrossEntropyLoss()
     active = min(5, max(1, args.steps - 3))
+    # bf16 as users run it: autocast around forward and loss, fp32 weights and optimizer
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
     with torch_profile(args.run_dir, model=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn_torch",
-                       batch_size=args.batch_size, wait=1, warmup=2, active=active) as profiler:
+                       batch_size=args.batch_size, wait=1, warmup=2, active=active, precision=args.precision,
+                       with_stack=args.with_stack) as profiler:
         for _ in range(args.steps):
             x = torch.randn(args.batch_size, 1, 28, 28, device=device)
             y = torch.randint(0, 10, (args.batch_size,), device=device)
             optimizer.zero_grad()
-            loss_fn(model(x), y).backward()
+            with autocast:
+                loss = loss_fn(model(x), y)
+            loss.backward()
             optimizer.step()
             profiler.step()
     print(f"trained {args.steps} steps at batch size {args.batch_size}")

@@ -1,0 +1,89 @@
+"""Real GPU recordings (tests/fixtures/gpu_h100): the demo CNN recorded by
+``tb-opcompare record --repeats 3`` on one host with an H100, on its CPU and its GPU, at
+batch 1, 16 and 64, fp32 and bf16 (autocast), memory profiling on; and one run with
+Python stacks. What a user sees of them: every run read with the right device and batch
+size, CPU->GPU pairs that keep repeats apart, GPU means per execution, and a GPU that wins
+at batch 64 and loses at batch 1 on this small model."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from conftest import FIXTURES, REPO, run_cli
+from tb_opcompare.catalog import Catalog
+from tb_opcompare.documents import sweeps_document
+
+GPU_FIXTURES = FIXTURES / "gpu_h100"
+DEMO = GPU_FIXTURES / "demo"
+NAME = re.compile(r"mnist_cnn_torch(?P<bf16>_bf16)?_(?P<device>cpu|gpu)_bs(?P<batch>\d+)_rep(?P<repeat>\d)")
+
+
+@pytest.fixture(scope="module")
+def listing() -> dict:
+    return json.loads(run_cli("runs", str(DEMO), "--json", "--no-cache").stdout)
+
+
+def test_every_recording_is_read_with_its_device_batch_size_and_repeat(listing):
+    assert listing["errors"] == [] and listing["notices"] == []
+    assert len(listing["runs"]) == 36
+    for run in listing["runs"]:
+        named = NAME.fullmatch(run["run"]).groupdict()
+        assert run["device"] == named["device"].upper() and not run["warnings"], run["run"]
+        assert run["batch_size"] == int(named["batch"]) and run["batch_size_source"].startswith("data: ")
+        assert run["repeat"] == int(named["repeat"]) and run["steps"] == 5
+        assert run["model"] == "mnist_cnn_torch" + (named["bf16"] or "")
+        if run["device"] == "GPU":
+            assert run["device_name"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_cpu_and_gpu_runs_pair_within_one_repeat(listing):
+    pairs = {(pair["baseline"], pair["target"]) for pair in listing["pairs"]}
+    expected = {(f"mnist_cnn_torch{p}_cpu_bs{n}_rep{k}", f"mnist_cnn_torch{p}_gpu_bs{n}_rep{k}")
+                for p in ("", "_bf16") for n in (1, 16, 64) for k in (1, 2, 3)}
+    assert pairs == expected  # 18 pairs, not the 54 of every CPU repeat with every GPU repeat
+    suggested = listing["suggested"]  # the largest batch size: at batch 1 this model measures launch overhead
+    assert suggested["baseline"].endswith("_cpu_bs64_rep1") and suggested["target"].endswith("_gpu_bs64_rep1")
+    assert "at the largest batch size (64)" in suggested["reason"]
+
+
+def test_the_gpu_wins_at_batch_64_and_not_at_batch_1_in_every_repeat():
+    for repeat in (1, 2, 3):
+        speedups = {}
+        for size in (1, 64):
+            document = json.loads(run_cli(
+                "compare", str(DEMO), "--baseline", f"mnist_cnn_torch_cpu_bs{size}_rep{repeat}",
+                "--target", f"mnist_cnn_torch_gpu_bs{size}_rep{repeat}", "--json", "--no-cache").stdout)
+            speedups[size] = document["summary"]["whole_step_speedup"]
+        assert speedups[64] > 2 and speedups[1] < 1.5, speedups
+
+
+def test_gpu_means_are_per_call_where_one_call_launches_several_kernels():
+    catalog = Catalog(str(DEMO), cache_dir=None)
+    ops = catalog.load("mnist_cnn_torch_gpu_bs64_rep1").profile.ops
+    host = ops[ops["side"] == "host"].set_index("op_name")
+    device = ops[ops["side"] == "device"].set_index("op_name")
+    several = device[device["kernels"] > device["occurrences"]]
+    assert "aten::convolution_backward" in several.index
+    # A device row counts the calls that launched kernels: aten::add_ also runs on the CPU
+    # (Adam's step counters), and those calls are no GPU executions.
+    assert (device["occurrences"] <= host.loc[device.index, "occurrences"]).all()
+    assert device.loc["aten::add_", "occurrences"] < host.loc["aten::add_", "occurrences"]
+    backward = device.loc["aten::convolution_backward"]
+    assert backward["occurrences"] == host.loc["aten::convolution_backward", "occurrences"] == 10  # 2 convs x 5 steps
+    assert backward["mean_us"] == pytest.approx(backward["total_us"] / 10)
+
+
+def test_the_run_with_python_stacks_reads_like_the_others():
+    document = json.loads(run_cli("runs", str(GPU_FIXTURES / "modules"), "--json", "--no-cache").stdout)
+    (run,) = document["runs"]
+    assert (run["device"], run["batch_size"], run["steps"], run["warnings"]) == ("GPU", 16, 5, [])
+
+
+def test_the_demo_sweep_opens_on_the_model_swept_on_both_devices():
+    document = sweeps_document(Catalog(str(REPO / "demo_logs"), cache_dir=None))
+    assert document["models"]["mnist_cnn"] == {"CPU": [1, 16, 64]}
+    assert document["models"]["mnist_cnn_torch"] == {"CPU": [1, 16, 64], "GPU": [1, 16, 64]}
+    assert document["sweepable"] == ["mnist_cnn_torch", "mnist_cnn"]  # not name order
