@@ -1,6 +1,7 @@
 """Scale benchmark: cold and warm reads through the cache, listing a 1,000-run logdir,
-compare API latency for a ~5,000-op pair on a real TensorBoard, and time to the first
-rendered table in Debian's Chromium.
+compare API latency for a ~5,000-op pair on a real TensorBoard, time to the first
+rendered table in Debian's Chromium, and a comparison of two runs of a million distinct
+ops each (``summary.json``, generated) in process.
 
 Uses the recordings of bench_readers.py (benchmarks/.data/, recorded on first use) and
 the real 4,696-op BERT xplane in ../shared/realtraces.
@@ -160,18 +161,57 @@ def browser_first_table(url: str, pair: dict) -> float | None:
     return best
 
 
+_MILLION = r"""
+import resource, sys, time
+from tb_opcompare.catalog import Catalog
+from tb_opcompare.documents import RowView, compare_document, view_from_params
+catalog = Catalog(sys.argv[1], cache_dir=None)
+start = time.perf_counter(); catalog.load("big_cpu"); catalog.load("big_gpu")
+print(f"  read both: {time.perf_counter() - start:,.1f} s")
+for label, view in [("first compare, top 10", RowView(top=10)), ("warm, top 10", RowView(top=10)),
+                    ("warm, sorted by speedup, top 10", RowView(sort="speedup", top=10)),
+                    ("warm, substring filter, top 10", view_from_params({"q": "op99", "top": "10"})),
+                    ("warm, /regex/ filter (RE2), top 10", view_from_params({"q": "/op9+$/", "top": "10"}))]:
+    start = time.perf_counter()
+    compare_document(catalog, "big_cpu", "big_gpu", view=view)
+    print(f"  {label}: {time.perf_counter() - start:,.2f} s")
+print(f"  peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MB")
+"""
+
+
+def write_million_op_runs(root: Path, ops: int) -> Path:
+    """Two summary.json runs (CPU and GPU) of ``ops`` distinct ops each."""
+    for device, scale in (("cpu", 1.0), ("gpu", 0.5)):
+        run = root / f"big_{device}"
+        run.mkdir(parents=True, exist_ok=True)
+        nodes = ",".join(f'"layer{i}/op{i}": {{"duration": {(i % 97 + 1) * scale}, "output": {{}}, "total_bytes": 0}}'
+                         for i in range(ops))
+        (run / "summary.json").write_text(
+            f'{{"app_stats": {{}}, "op_stats": {{"m": {{"0": {{"h": {{"{device.upper()}": {{{nodes}}}}}}}}}}}}}')
+    return root
+
+
+def bench_million_ops(ops: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        logdir = write_million_op_runs(Path(tmp), ops)
+        print(f"compare of two runs of {ops:,} distinct ops each (summary.json, in process):")
+        subprocess.run([sys.executable, "-c", _MILLION, str(logdir)], check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=30)
     parser.add_argument("--xplane-steps", type=int, default=1200)
     parser.add_argument("--torch-steps", type=int, default=2500)
+    parser.add_argument("--ops", type=int, default=1_000_000, help="distinct ops per run in the million-op compare")
     args = parser.parse_args()
     (HERE / ".data").mkdir(exist_ok=True)
     bench_reads(record_xplane(args.xplane_steps), "xplane")
     bench_reads(record_torch(args.torch_steps), "PyTorch Chrome trace")
     bench_listing(args.runs)
     bench_compare_and_browser(args.requests)
+    bench_million_ops(args.ops)
 
 
 if __name__ == "__main__":

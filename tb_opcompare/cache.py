@@ -31,6 +31,7 @@ from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
 READER_VERSION = "6"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
+_ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
 
 
@@ -123,7 +124,9 @@ class ProfileCache:
                 self._held_bytes -= self._memory.pop(key)[1]
             self._memory[key] = (value, size)
             self._held_bytes += size
-            while self._held_bytes > self.memory_bytes and len(self._memory) > 1:
+            # The two most recent stay whatever their size: they are the pair being compared,
+            # and evicting one half to hold the other would read both again on every request.
+            while self._held_bytes > self.memory_bytes and len(self._memory) > _ALWAYS_HELD:
                 _, (_, dropped) = self._memory.popitem(last=False)
                 self._held_bytes -= dropped
 

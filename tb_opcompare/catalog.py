@@ -185,7 +185,7 @@ def _read_profile(file_format: str, paths: list[str], max_text_bytes: int | None
         raise ProfileError(paths[0], "no .xplane.pb or .trace.json.gz in this profile session directory; the "
                                      "profiler was stopped before writing, or is still writing")
     if file_format == XPLANE:
-        return read_xplane_session(paths, fs.read_bytes)
+        return read_xplane_session(paths, fs.read_bytes, max_text_bytes)
     path = paths[0]
     data = fs.read_bytes(path)
     if file_format == SUMMARY_JSON:

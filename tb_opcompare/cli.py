@@ -13,8 +13,8 @@ import sys
 
 from . import __version__
 from .catalog import Catalog, UnknownRunError
-from .compare import GROUP_BY
-from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, select_rows, sweep_document,
+from .compare import COMPARE_COLUMNS, GROUP_BY
+from .documents import (SWEEP_CSV_COLUMNS, RowView, compare_csv, compare_document, runs_document, sweep_document,
                         sweep_table, sweeps_document)
 from .errors import ProfileError
 from .settings import ReadSettings
@@ -233,19 +233,13 @@ def _compare(args) -> int:
                   file=sys.stderr)
             print("known: " + ", ".join(escape_controls(r["run"]) for r in runs["runs"]), file=sys.stderr)
             return EXIT_USAGE
-    documents = []
-    for baseline, target in pairs:
-        document = compare_document(
-            catalog, baseline, target, group_by=args.group_by,
-            baseline_session=args.baseline_session, target_session=args.target_session,
-            normalize=not args.no_normalize_types,
-        )
-        if args.sort and args.sort not in document["columns"]:
-            print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(document['columns'])}",
-                  file=sys.stderr)
-            return EXIT_USAGE
-        document["rows"] = select_rows(document["rows"], args.sort, args.top)
-        documents.append(document)
+    if args.sort and args.sort not in COMPARE_COLUMNS:
+        print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
+        return EXIT_USAGE
+    documents = [compare_document(catalog, baseline, target, group_by=args.group_by,
+                                  baseline_session=args.baseline_session, target_session=args.target_session,
+                                  normalize=not args.no_normalize_types, view=RowView(sort=args.sort, top=args.top))
+                 for baseline, target in pairs]
     if args.csv:
         text = _pairs_csv(documents, with_pairs=not args.baseline)
         _write_text(args.csv, text)

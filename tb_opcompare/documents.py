@@ -1,7 +1,8 @@
 """The documents the CLI prints and the HTTP API serves: one code path for both.
 
 * ``runs_document`` -> ``{"runs": [...], "pairs": [...], "errors": [...]}``
-* ``compare_document`` -> ``{"summary": {...}, "columns": [...], "rows": [...]}``
+* ``compare_document`` -> ``{"summary": {...}, "columns": [...], "rows": [...], "total_rows": N}``
+  (``rows``: the ``RowView`` of the comparison; only those rows become JSON)
 * ``compare_csv`` -> the same rows as CSV text, header row, times in microseconds
 """
 
@@ -118,31 +119,40 @@ def compare_document(
     baseline_session: str | None = None,
     target_session: str | None = None,
     normalize: bool = True,
+    view: RowView | None = None,
 ) -> dict:
-    """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
+    """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones.
+    ``view`` picks and orders the rows (all of them, largest total first, by default);
+    only the rows it keeps are turned into JSON values, so a top-N request on a million
+    ops costs the filter and the sort, not a million records."""
     base = catalog.load(baseline, baseline_session)
     tgt = catalog.load(target, target_session)
-    records, summary = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
+    rows, summary = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
+    shown = apply_view(rows, view or RowView())
+    records = [dict(zip(COMPARE_COLUMNS, values)) for values in json_values(shown)]
     base_record, target_record = run_record(base), run_record(tgt)
     figures, notes = like_for_like(summary, base_record, target_record, group_by)
     summary = {key: finite_or_none(value) for key, value in {**summary, **figures}.items()}
     summary.update(group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
                    notes=notes)
-    return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records}
+    return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records, "total_rows": len(rows)}
 
 
 class _ComparisonMemo:
-    """The last few comparisons' rows, as JSON-ready records: the tab asks for the same
-    pair again and again (each filter, sort, regex and CSV export). Keyed by the parsed
-    op tables themselves, held weakly: a profile read again after a change is a new
-    table, so a stale entry can never be served. Callers must not change the records."""
+    """The last few comparisons (their row tables): the tab asks for the same pair again
+    and again (each filter, sort, regex and CSV export). Keyed by the parsed op tables
+    themselves, held weakly: a profile read again after a change is a new table, so a
+    stale entry can never be served. Bounded by entries and by rows in all (a million-op
+    comparison is a few hundred MB). Callers must not change the tables."""
 
-    def __init__(self, size: int = 8):  # a 5,000-op comparison is a few MB of records
-        self._size = size
+    def __init__(self, size: int = 8, max_rows: int = 2_000_000):
+        self._size, self._max_rows = size, max_rows
         self._entries: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.Lock()
+        self.computed = 0  # comparisons made (not served from the memo); a test counts them
 
-    def get(self, baseline: OpProfile, target: OpProfile, group_by: str, normalize: bool) -> tuple[list, dict]:
+    def get(self, baseline: OpProfile, target: OpProfile, group_by: str,
+            normalize: bool) -> tuple[pd.DataFrame, dict]:
         key = (id(baseline.ops), id(target.ops), baseline.facts.steps, target.facts.steps, group_by, normalize)
         with self._lock:
             entry = self._entries.get(key)
@@ -151,12 +161,14 @@ class _ComparisonMemo:
                 return entry[2], entry[3]
         rows, summary = compare_ops(baseline.ops, target.ops, group_by=group_by, normalize=normalize,
                                     baseline_steps=baseline.facts.steps, target_steps=target.facts.steps)
-        records = [dict(zip(COMPARE_COLUMNS, row)) for row in json_values(rows[COMPARE_COLUMNS])]
+        rows = rows[COMPARE_COLUMNS].reset_index(drop=True)
         with self._lock:
-            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), records, summary)
-            while len(self._entries) > self._size:
+            self.computed += 1
+            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), rows, summary)
+            while len(self._entries) > 1 and (len(self._entries) > self._size or
+                                              sum(len(entry[2]) for entry in self._entries.values()) > self._max_rows):
                 self._entries.popitem(last=False)
-        return records, summary
+        return rows, summary
 
 
 _COMPARISONS = _ComparisonMemo()
@@ -268,33 +280,39 @@ def _query_matcher(query: str):
     return lambda text: needle in text.lower()
 
 
-def apply_view(rows: list[dict], view: RowView) -> list[dict]:
-    matches = _query_matcher(view.query)
-    statuses = set(view.statuses)
-    kept = []
-    for row in rows:
-        if row["status"] not in statuses:
-            continue
-        if view.query and not (matches(row["key"]) or matches(row["op_type"] or "")):
-            continue
-        sources = (row["baseline_time_source"], row["target_time_source"])
-        if view.side == "host" and "host" not in sources and "mixed" not in sources:
-            continue
-        if view.side == "device" and "device" not in sources and "mixed" not in sources:
-            continue
-        if view.min_total_us and max(row["baseline_total_us"] or 0, row["target_total_us"] or 0) < view.min_total_us:
-            continue
-        kept.append(row)
+def apply_view(rows: pd.DataFrame, view: RowView) -> pd.DataFrame:
+    """The rows ``view`` keeps, in its order (a table in, a table out: vectorised, so it
+    scales with the op count)."""
+    keep = rows["status"].isin(view.statuses).to_numpy(copy=True)
+    if view.side != "all":
+        sides = {view.side, "mixed"}
+        keep &= (rows["baseline_time_source"].isin(sides) | rows["target_time_source"].isin(sides)).to_numpy()
+    if view.min_total_us:
+        larger = np.fmax(rows["baseline_total_us"].to_numpy(dtype="float64"),
+                         rows["target_total_us"].to_numpy(dtype="float64"))
+        keep &= np.nan_to_num(larger, nan=0.0) >= view.min_total_us
+    if view.query:
+        matches = _query_matcher(view.query)
+        where = np.flatnonzero(keep)
+        keys, types = rows["key"].to_numpy()[where], rows["op_type"].to_numpy()[where]
+        found = np.fromiter((matches(key) or matches(kind if isinstance(kind, str) else "")
+                             for key, kind in zip(keys, types)), dtype=bool, count=len(where))
+        keep[where[~found]] = False
+    kept = rows[keep]
     if view.sort:
-        present = [r for r in kept if r.get(view.sort) is not None]
-        missing = [r for r in kept if r.get(view.sort) is None]
-        kept = sorted(present, key=lambda r: r[view.sort], reverse=view.descending) + missing
-    return kept[: view.top] if view.top else kept
+        kept = _sorted_missing_last(kept, view.sort, view.descending)
+    return kept.head(view.top) if view.top else kept
 
 
-def select_rows(rows: list[dict], sort: str | None = None, top: int | None = None, descending: bool = True) -> list[dict]:
-    """Sort (missing values last) and cut to the top N, as the CLI's --sort/--top do."""
-    return apply_view(rows, RowView(sort=sort, descending=descending, top=top))
+def _sorted_missing_last(frame: pd.DataFrame, column: str, descending: bool) -> pd.DataFrame:
+    """Ordered by ``column``, missing values (and infinities, which JSON cannot hold) last
+    in either direction, ties in the comparison's own order."""
+    values = frame[column]
+    if values.dtype.kind == "f":
+        values = values.where(np.isfinite(values.to_numpy()))
+    order = pd.DataFrame({"value": values.to_numpy(), "position": np.arange(len(frame))})
+    order = order.sort_values(["value", "position"], ascending=[not descending, True], na_position="last")
+    return frame.iloc[order["position"].to_numpy()]
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -30,7 +30,7 @@ from werkzeug import wrappers
 
 from .catalog import Catalog, UnknownRunError
 from .compare import GROUP_BY
-from .documents import (SWEEP_CSV_COLUMNS, apply_view, compare_csv, compare_document, runs_document, sweep_document,
+from .documents import (SWEEP_CSV_COLUMNS, compare_csv, compare_document, runs_document, sweep_document,
                         sweep_table, sweeps_document, view_from_params)
 from .errors import ProfileError
 from .settings import ReadSettings
@@ -95,19 +95,14 @@ class DataRoutes:
     @wrappers.Request.application
     @_json_errors
     def _serve_compare(self, request):
-        view = self._view(request.args)
-        document = self._compare(request.args)
-        document["total_rows"] = len(document["rows"])
-        document["rows"] = apply_view(document["rows"], view)
-        return _json(request, document)
+        return _json(request, self._compare(request.args, self._view(request.args)))
 
     @wrappers.Request.application
     @_json_errors
     def _serve_compare_csv(self, request):
-        view = self._view(request.args)
-        document = self._compare(request.args)
+        document = self._compare(request.args, self._view(request.args))
         filename = csv_filename(request.args["baseline"], request.args["target"], document["summary"]["group_by"])
-        return _csv_download(request, compare_csv(apply_view(document["rows"], view)), filename)
+        return _csv_download(request, compare_csv(document["rows"]), filename)
 
     @wrappers.Request.application
     @_json_errors
@@ -139,7 +134,7 @@ class DataRoutes:
         ops = [op for op in args.getlist("ops") if op] or None
         return sweep_document(self.catalog, model, top=int(top_text), ops=ops, group_by=group_by)
 
-    def _compare(self, args) -> dict:
+    def _compare(self, args, view) -> dict:
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
             raise BadRequest(f"missing parameter: {', '.join(missing)}")
@@ -147,7 +142,7 @@ class DataRoutes:
         return compare_document(
             self.catalog, args["baseline"], args["target"], group_by=group_by,
             baseline_session=args.get("baseline_session") or None,
-            target_session=args.get("target_session") or None,
+            target_session=args.get("target_session") or None, view=view,
         )
 
     @staticmethod

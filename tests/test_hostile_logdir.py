@@ -157,6 +157,83 @@ def test_a_gzip_bomb_stops_at_the_memory_budget_and_is_not_remembered(tmp_path):
     assert "decompresses" not in error["message"]
 
 
+@pytest.mark.timeout(180)
+def test_millions_of_tiny_events_under_an_escaped_key_stop_at_the_memory_budget(tmp_path):
+    """The batch cutter looks for the literal key; a key spelled with escapes sends the read
+    to the one-object-at-a-time way, whose cost (64 bytes an object) the guard now counts."""
+    run = tmp_path / "logs" / "escaped_cpu"
+    run.mkdir(parents=True)
+    (run / "w.1.pt.trace.json").write_bytes(b'{"trace\\u0045vents": [' + b",".join([b"{}"] * 8_000_000) + b"]}")
+    refused = run_cli("runs", str(tmp_path / "logs"), "--json", "--no-cache", "--max-read-gb", "0.5")
+    (error,) = json.loads(refused.stdout)["errors"]
+    assert error["message"].startswith(
+        'the events array is not where profilers write it (`"traceEvents": [` at the top level), so its events would '
+        "be read one by one: 8,000,001 JSON objects in 24 MB of text would need about 0.5 GB beyond the text")
+    # The same key spelled with escapes in a small trace is read (as JSON says it must be).
+    (run / "w.1.pt.trace.json").write_bytes(
+        b'{"trace\\u0045vents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "pid": 1, '
+        b'"tid": 1}]}')
+    (listed,) = json.loads(run_cli("runs", str(tmp_path / "logs"), "--json", "--no-cache").stdout)["runs"]
+    assert listed["format"] == "pytorch" and listed["loaded"]
+
+
+def _xplane_bytes(*planes) -> bytes:
+    from tb_opcompare.readers.xplane_schema import XSpace
+
+    space = XSpace()
+    for fill in planes:
+        fill(space)
+    return space.SerializeToString()
+
+
+@pytest.mark.timeout(180)
+def test_xplanes_whose_size_says_little_about_their_cost_are_read_or_refused_cheaply(tmp_path):
+    """An empty plane is 2 bytes of wire and over a kilobyte once parsed; a minimal
+    metadata entry 11 bytes and about 220. Planes are now parsed one at a time, empty ones
+    skipped, and elements counted on the wire before anything is parsed."""
+    real = next((LOGDIR / "tf_keras" / "cnn_cpu_bs8").rglob("*.xplane.pb")).read_bytes()
+    logs = tmp_path / "logs"
+
+    def run_with(name: str, data: bytes) -> None:
+        target = logs / name / "plugins" / "profile" / "2026_01_01_00_00_00" / "vm.xplane.pb"
+        target.parent.mkdir(parents=True)
+        target.write_bytes(data)
+
+    def empty_planes(space):
+        for _ in range(300_000):
+            space.planes.add()
+
+    def named_planes(space):
+        for index in range(100_001):
+            space.planes.add().name = f"/host:thread{index}"
+
+    def metadata(space):
+        plane = space.planes.add()
+        plane.name = "/host:CPU"
+        for key in range(1, 1_500_001):
+            entry = plane.event_metadata.add()
+            entry.key, entry.value.name = key, "x"
+
+    run_with("empty_planes_cpu_bs8", _xplane_bytes(empty_planes) + real)
+    run_with("real_cpu_bs8", real)
+    run_with("named_planes_cpu", _xplane_bytes(named_planes))
+    run_with("metadata_cpu", _xplane_bytes(metadata))
+    started = time.monotonic()
+    document = json.loads(run_cli("runs", str(logs), "--json", "--no-cache", "--max-read-gb", "0.5").stdout)
+    assert time.monotonic() - started < 60
+    errors = {error["run"]: error["message"] for error in document["errors"]}
+    assert errors["named_planes_cpu"] == ("the XSpace holds more than 100,000 planes (profilers write one per "
+                                          "device and host view, a few hundred at most); not read (memory guard)")
+    assert errors["metadata_cpu"].startswith("a plane holds 1,500,000 metadata entries, which would need about 0.4 GB "
+                                             "once parsed, more than this machine's memory limit allows")
+    (read,) = [run for run in document["runs"] if run["run"] == "empty_planes_cpu_bs8"]
+    assert read["loaded"] and read["batch_size"] == 8
+    same = json.loads(run_cli("compare", str(logs), "--baseline", "real_cpu_bs8", "--target",
+                              "empty_planes_cpu_bs8", "--json", "--no-cache").stdout)["summary"]
+    assert same["matched_ops"] > 10 and same["baseline_only_ops"] == same["target_only_ops"] == 0
+    assert same["overall_speedup"] == 1
+
+
 @pytest.fixture(scope="module")
 def hostile_server(hostile):
     shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", hostile / BIG_RUN)

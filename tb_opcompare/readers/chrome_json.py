@@ -25,6 +25,7 @@ from ..errors import OverLimit, ProfileError
 WHOLE_TEXT_BYTES = 16 << 20
 BATCH_BYTES = 4 << 20
 BATCH_EVENTS = 8192
+RAW_BYTES_PER_OBJECT = 64  # one msgspec.Raw and its list slot, measured (CPython 3.11, msgspec 0.22)
 NEWLINE = b"\n"
 
 
@@ -83,11 +84,15 @@ class TraceText:
     then ``{``), found by searching the text; a cut in the wrong place (inside a string or
     a nested object) cannot decode as a list of events, so a batch that fails to decode
     sends the rest of the text to the exact way: cutting it into one ``msgspec.Raw`` per
-    event with msgspec's own parser, which costs a second pass over the text.
+    event with msgspec's own parser, which costs a second pass over the text and 64 bytes
+    per event. ``max_text_bytes`` (the read's text budget) bounds that cost too: a text of
+    millions of tiny objects whose events array the search cannot find (a key written with
+    escapes, ``"trace\\u0045vents"``) would otherwise need many times its size.
     """
 
-    def __init__(self, path: str, data: bytes):
+    def __init__(self, path: str, data: bytes, max_text_bytes: int | None = None):
         self.path, self.data = path, data
+        self._max_split_bytes = max_text_bytes
         self.device_names: list[str] = []  # from deviceProperties; known once ``batches`` has begun
         self._is_array = _starts_with_array(data)
         self.whole = len(data) <= WHOLE_TEXT_BYTES
@@ -207,6 +212,16 @@ class TraceText:
         return trace.traceEvents
 
     def _split(self) -> None:
+        if self._max_split_bytes is not None and not self.whole:
+            objects = self.data.count(b"{")  # at least one per event: an upper bound on events
+            needed = objects * RAW_BYTES_PER_OBJECT
+            if needed > self._max_split_bytes:
+                raise OverLimit(self.path, (
+                    f"the events array is not where profilers write it (`\"traceEvents\": [` at the top level), so "
+                    f"its events would be read one by one: {objects:,} JSON objects in {len(self.data) / 1e6:,.0f} MB "
+                    f"of text would need about {needed / 1e9:,.1f} GB beyond the text, more than this machine's memory "
+                    "limit allows (memory guard). Raise it with --opcompare_max_read_gb or `tb-opcompare "
+                    "--max-read-gb` if the file is a real trace"))
         self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
         self._events = self._decode_text(msgspec.Raw)
 
@@ -275,7 +290,7 @@ def open_chrome_trace(path: str, data: bytes, max_text_bytes: int | None = None)
     if encoding:
         raise ProfileError(path, f"the text is {encoding}, and a trace must be UTF-8 (as profilers write it); "
                                  f"convert it, e.g. `iconv -f {encoding} -t UTF-8`")
-    return TraceText(path, data)
+    return TraceText(path, data, max_text_bytes)
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"

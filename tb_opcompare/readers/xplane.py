@@ -19,20 +19,22 @@ from collections.abc import Sequence
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ..errors import ProfileError
+from ..errors import OverLimit, ProfileError
 from ..optable import (OpEvents, OpProfile, ProfileFacts, build_op_table, crossing_events, crossing_warning,
                        self_times)
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op, shared_leading_dim
-from .xplane_wire import split_space
+from .xplane_wire import TooManyElements, split_space
 
 FORMAT = "xplane"
 _PS_PER_US = 1e6
 
 
-def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
+def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None) -> OpProfile:
     """Read one profiling session (one xplane per host) into a single OpProfile.
 
     ``read_bytes(path) -> bytes`` is the file-system layer (local or remote).
+    ``max_parsed_bytes`` bounds what one plane's metadata may take once parsed (the read's
+    memory budget beyond the file itself).
     """
     events = OpEvents()
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
@@ -45,9 +47,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
     step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
     for path in paths:
-        planes = _parse(path, read_bytes(path))
+        space = _parse(path, read_bytes(path), max_parsed_bytes)
+        plane = None
         try:
-            for plane in planes:
+            for plane in space.planes():
                 if plane.name.startswith("/host:"):
                     calls = collections.Counter()
                     shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls)
@@ -62,9 +65,14 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
                         device_steps = max(device_steps, plane_steps)
         except _BrokenEvents as error:
             raise ProfileError(path, f"plane {plane.name!r}, {error}") from None
+        except TooManyElements as error:
+            raise OverLimit(path, f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
+                                  "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
+                                  "real profile") from None
         except (DecodeError, RuntimeError, ValueError) as error:
-            raise ProfileError(path, f"a line of plane {plane.name!r} is not valid protobuf "
-                                     f"(the file may be truncated or corrupt): {error}") from None
+            where = f"a line of plane {plane.name!r}" if plane is not None else "a plane"
+            raise ProfileError(path, f"{where} is not valid protobuf (the file may be truncated or corrupt): "
+                                     f"{error}") from None
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if events.crossings:
@@ -94,16 +102,18 @@ def read_xplane_session(paths: Sequence[str], read_bytes) -> OpProfile:
     return OpProfile(facts=facts, ops=build_op_table(events))
 
 
-def _parse(path: str, data: bytes):
+def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
     if not data:
         raise ProfileError(path, "the file is empty (0 bytes); the profiler may have been killed while writing it")
     try:
-        planes = split_space(data)
+        space = split_space(data, max_parsed_bytes)
+    except TooManyElements as error:
+        raise OverLimit(path, f"{error}; not read (memory guard)") from None
     except (DecodeError, RuntimeError, ValueError) as error:
         raise ProfileError(path, f"not a valid XSpace protobuf (truncated or not an xplane file): {error}") from None
-    if not any(p.name.startswith(("/host:", "/device:")) for p in planes):
+    if not any(name.startswith(("/host:", "/device:")) for name in space.names):
         raise ProfileError(path, "the XSpace has no /host: or /device: plane; this is not a profiler xplane")
-    return planes
+    return space
 
 
 def _stat_names(plane) -> dict[int, str]:

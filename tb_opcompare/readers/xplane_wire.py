@@ -5,6 +5,11 @@ XLine of a long host thread can hold most of a file. So only the wire framing is
 scanned here: each XPlane's small fields (name, metadata, stats) are parsed together,
 and its lines' events are parsed in batches of at most ``EVENT_BATCH_BYTES`` of wire
 data, so memory stays the file plus one batch however large a line grows.
+
+Planes are made one at a time, as the reader asks for them, and a wire that would cost
+far more than its size is refused by counting elements before parsing them: more than
+``MAX_PLANES`` planes (an empty plane is two bytes of wire and over a kilobyte once
+parsed), or a plane whose metadata entries would need more than the read's budget.
 """
 
 from __future__ import annotations
@@ -21,6 +26,14 @@ _LINE_EVENTS = 4
 _LINE_EVENTS_TAG = (_LINE_EVENTS << 3) | 2  # one byte on the wire: 0x22
 
 EVENT_BATCH_BYTES = 1 << 20
+MAX_PLANES = 100_000  # one per host thread group, device and derived view: thousands at most in real profiles
+METADATA_ENTRY_BYTES = 256  # a parsed event/stat metadata entry and the reader's dict entry (measured 137 + 83)
+_PLANE_NAME = 2
+_PLANE_METADATA = (4, 5)  # event_metadata, stat_metadata
+
+
+class TooManyElements(ValueError):
+    """The wire holds more elements than a read may parse within its memory budget."""
 
 
 def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -139,15 +152,21 @@ def _split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[t
 class PlaneView:
     """An XPlane whose ``lines`` are read on demand, one at a time."""
 
-    def __init__(self, data: memoryview, start: int, end: int):
+    def __init__(self, data: memoryview, start: int, end: int, max_metadata_bytes: int | None = None):
         self._data = data
         self._lines: list[tuple[int, int]] = []
         others = []
+        entries = 0
         for field, tag_start, value_start, value_end in fields(data, start, end):
             if field == _PLANE_LINES:
                 self._lines.append((value_start, value_end))
             else:
+                entries += field in _PLANE_METADATA
                 others.append(data[tag_start:value_end])
+        if max_metadata_bytes is not None and entries * METADATA_ENTRY_BYTES > max_metadata_bytes:
+            raise TooManyElements(
+                f"a plane holds {entries:,} metadata entries, which would need about "
+                f"{entries * METADATA_ENTRY_BYTES / 1e9:,.1f} GB once parsed")
         meta = XPlane()
         meta.ParseFromString(b"".join(bytes(part) for part in others))
         self.name = meta.name
@@ -161,8 +180,37 @@ class PlaneView:
             yield LineView(self._data, start, end)
 
 
-def split_space(data: bytes) -> list[PlaneView]:
-    """The planes of a serialized XSpace. Raises DecodeError on broken framing."""
-    view = memoryview(data)
-    return [PlaneView(view, start, end)
-            for field, _, start, end in fields(view, 0, len(view)) if field == _SPACE_PLANES]
+class SpaceView:
+    """A serialized XSpace: the names of its planes at once (read from the wire without
+    parsing the planes), the planes themselves one at a time (``planes``). Raises
+    DecodeError on broken framing and TooManyElements past the bounds above."""
+
+    def __init__(self, data: bytes, max_metadata_bytes: int | None = None):
+        self._view = memoryview(data)
+        self._max_metadata_bytes = max_metadata_bytes
+        self._spans: list[tuple[int, int]] = []
+        self.names: list[str] = []
+        for field, _, start, end in fields(self._view, 0, len(self._view)):
+            if field != _SPACE_PLANES or end == start:  # an empty plane holds nothing to read
+                continue
+            if len(self._spans) == MAX_PLANES:
+                raise TooManyElements(f"the XSpace holds more than {MAX_PLANES:,} planes (profilers write one per "
+                                      "device and host view, a few hundred at most)")
+            self._spans.append((start, end))
+            self.names.append(_plane_name(self._view, start, end))
+
+    def planes(self) -> Iterator[PlaneView]:
+        for start, end in self._spans:
+            yield PlaneView(self._view, start, end, self._max_metadata_bytes)
+
+
+def _plane_name(data: memoryview, start: int, end: int) -> str:
+    for field, _, value_start, value_end in fields(data, start, end):
+        if field == _PLANE_NAME:
+            return bytes(data[value_start:value_end]).decode("utf-8", "replace")
+    return ""
+
+
+def split_space(data: bytes, max_metadata_bytes: int | None = None) -> SpaceView:
+    """The planes of a serialized XSpace (see ``SpaceView``)."""
+    return SpaceView(data, max_metadata_bytes)
