@@ -127,15 +127,41 @@ def compare_document(
     ops costs the filter and the sort, not a million records."""
     base = catalog.load(baseline, baseline_session)
     tgt = catalog.load(target, target_session)
-    rows, summary = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
-    shown = apply_view(rows, view or RowView())
-    records = [dict(zip(COMPARE_COLUMNS, values)) for values in json_values(shown)]
+    comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
+    rows, summary = comparison.rows, comparison.summary
+    records = comparison.records(apply_view(rows, view or RowView()))
     base_record, target_record = run_record(base), run_record(tgt)
     figures, notes = like_for_like(summary, base_record, target_record, group_by)
     summary = {key: finite_or_none(value) for key, value in {**summary, **figures}.items()}
     summary.update(group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
                    notes=notes)
     return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records, "total_rows": len(rows)}
+
+
+class _Comparison:
+    """One comparison: its rows (a table, positions as index), its summary, and the rows
+    as JSON-ready records, made once for a table small enough to keep them (most are:
+    every filter, sort and export of the tab then picks records instead of making them)."""
+
+    KEEP_RECORDS_UP_TO = 100_000  # rows; a record is about 2 KB of Python objects
+
+    def __init__(self, rows: pd.DataFrame, summary: dict):
+        self.rows, self.summary = rows, summary
+        self._all: list[dict] | None = None
+        self._lock = threading.Lock()
+
+    def records(self, positions: np.ndarray) -> list[dict]:
+        """The rows at ``positions`` (in that order) as records."""
+        if len(self.rows) > self.KEEP_RECORDS_UP_TO:
+            return _as_records(self.rows.iloc[positions])
+        with self._lock:
+            if self._all is None:
+                self._all = _as_records(self.rows)
+        return [self._all[position] for position in positions.tolist()]
+
+
+def _as_records(frame: pd.DataFrame) -> list[dict]:
+    return [dict(zip(COMPARE_COLUMNS, values)) for values in json_values(frame)]
 
 
 class _ComparisonMemo:
@@ -151,24 +177,24 @@ class _ComparisonMemo:
         self._lock = threading.Lock()
         self.computed = 0  # comparisons made (not served from the memo); a test counts them
 
-    def get(self, baseline: OpProfile, target: OpProfile, group_by: str,
-            normalize: bool) -> tuple[pd.DataFrame, dict]:
+    def get(self, baseline: OpProfile, target: OpProfile, group_by: str, normalize: bool) -> _Comparison:
         key = (id(baseline.ops), id(target.ops), baseline.facts.steps, target.facts.steps, group_by, normalize)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0]() is baseline.ops and entry[1]() is target.ops:
                 self._entries.move_to_end(key)
-                return entry[2], entry[3]
+                return entry[2]
         rows, summary = compare_ops(baseline.ops, target.ops, group_by=group_by, normalize=normalize,
                                     baseline_steps=baseline.facts.steps, target_steps=target.facts.steps)
-        rows = rows[COMPARE_COLUMNS].reset_index(drop=True)
+        comparison = _Comparison(rows[COMPARE_COLUMNS].reset_index(drop=True), summary)
         with self._lock:
             self.computed += 1
-            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), rows, summary)
-            while len(self._entries) > 1 and (len(self._entries) > self._size or
-                                              sum(len(entry[2]) for entry in self._entries.values()) > self._max_rows):
+            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), comparison)
+            while len(self._entries) > 1 and (
+                    len(self._entries) > self._size
+                    or sum(len(entry[2].rows) for entry in self._entries.values()) > self._max_rows):
                 self._entries.popitem(last=False)
-        return rows, summary
+        return comparison
 
 
 _COMPARISONS = _ComparisonMemo()
@@ -280,10 +306,12 @@ def _query_matcher(query: str):
     return lambda text: needle in text.lower()
 
 
-def apply_view(rows: pd.DataFrame, view: RowView) -> pd.DataFrame:
-    """The rows ``view`` keeps, in its order (a table in, a table out: vectorised, so it
-    scales with the op count)."""
-    keep = rows["status"].isin(view.statuses).to_numpy(copy=True)
+def apply_view(rows: pd.DataFrame, view: RowView) -> np.ndarray:
+    """The positions of the rows ``view`` keeps, in its order: column-wise, so it scales
+    with the op count, and in numpy where it can, as it runs on every request."""
+    keep = np.ones(len(rows), dtype=bool)
+    if set(view.statuses) != set(STATUSES):
+        keep &= rows["status"].isin(view.statuses).to_numpy()
     if view.side != "all":
         sides = {view.side, "mixed"}
         keep &= (rows["baseline_time_source"].isin(sides) | rows["target_time_source"].isin(sides)).to_numpy()
@@ -298,21 +326,22 @@ def apply_view(rows: pd.DataFrame, view: RowView) -> pd.DataFrame:
         found = np.fromiter((matches(key) or matches(kind if isinstance(kind, str) else "")
                              for key, kind in zip(keys, types)), dtype=bool, count=len(where))
         keep[where[~found]] = False
-    kept = rows[keep]
+    positions = np.flatnonzero(keep)
     if view.sort:
-        kept = _sorted_missing_last(kept, view.sort, view.descending)
-    return kept.head(view.top) if view.top else kept
+        positions = positions[_order_missing_last(rows[view.sort].to_numpy()[positions], view.descending)]
+    return positions[: view.top] if view.top else positions
 
 
-def _sorted_missing_last(frame: pd.DataFrame, column: str, descending: bool) -> pd.DataFrame:
-    """Ordered by ``column``, missing values (and infinities, which JSON cannot hold) last
-    in either direction, ties in the comparison's own order."""
-    values = frame[column]
+def _order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
+    """The order of ``values``, missing ones (and infinities, which JSON cannot hold) last
+    in either direction, ties kept in the comparison's own order."""
     if values.dtype.kind == "f":
-        values = values.where(np.isfinite(values.to_numpy()))
-    order = pd.DataFrame({"value": values.to_numpy(), "position": np.arange(len(frame))})
+        present = np.flatnonzero(np.isfinite(values))
+        ranked = present[np.argsort(-values[present] if descending else values[present], kind="stable")]
+        return np.concatenate([ranked, np.flatnonzero(~np.isfinite(values))])
+    order = pd.DataFrame({"value": values, "position": np.arange(len(values))})  # text, flags with gaps
     order = order.sort_values(["value", "position"], ascending=[not descending, True], na_position="last")
-    return frame.iloc[order["position"].to_numpy()]
+    return order["position"].to_numpy()
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -9,6 +9,8 @@ import gzip
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -175,6 +177,34 @@ def test_millions_of_tiny_events_under_an_escaped_key_stop_at_the_memory_budget(
         b'"tid": 1}]}')
     (listed,) = json.loads(run_cli("runs", str(tmp_path / "logs"), "--json", "--no-cache").stdout)["runs"]
     assert listed["format"] == "pytorch" and listed["loaded"]
+
+
+_WITHOUT_ROOT_READS = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
+                       "--inh-caps=-dac_override,-dac_read_search"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and util-linux's setpriv")
+def test_a_run_that_cannot_be_read_is_listed_with_the_reason(tmp_path):
+    """Run as root without the capabilities that let root read anything, so file modes
+    bite as they do for a user: a directory and a trace that cannot be read are listed
+    under errors (exit status 1); the readable run is listed as usual."""
+    logs = tmp_path / "logs"
+    for name in ("good_cpu_bs4", "locked_cpu_bs4", "secret_cpu_bs4"):
+        shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", logs / name)
+    (secret,) = (logs / "secret_cpu_bs4").glob("*.pt.trace.json")
+    secret.chmod(0)
+    (logs / "locked_cpu_bs4").chmod(0)
+    try:
+        listing = subprocess.run([*_WITHOUT_ROOT_READS, str(Path(sys.executable).parent / "tb-opcompare"), "runs",
+                                  str(logs), "--json", "--no-cache"], capture_output=True, text=True, timeout=120)
+    finally:
+        (logs / "locked_cpu_bs4").chmod(0o755)
+    assert listing.returncode == 1, listing.stderr
+    document = json.loads(listing.stdout)
+    assert [run["run"] for run in document["runs"]] == ["good_cpu_bs4"] and document["runs"][0]["loaded"]
+    assert {(error["path"], error["message"]) for error in document["errors"]} == {
+        (str(logs / "locked_cpu_bs4"), "cannot list this directory: Permission denied"),
+        (str(secret), "cannot read the file: Permission denied")}
 
 
 def _xplane_bytes(*planes) -> bytes:
