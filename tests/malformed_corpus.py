@@ -127,6 +127,16 @@ def build_corpus(root: Path) -> list[Case]:
     path = root / "summary_wrong_nesting" / "summary.json"
     path.write_text(json.dumps(summary))
     cases.append(Case("summary_wrong_nesting", path, "op_stats"))
+    for run, duration, problem in (("summary_negative_duration", -5, "duration -5.0 µs is negative"),
+                                   ("summary_huge_duration", 1e308, "duration 1e+308 µs is not a real duration")):
+        summary = json.loads(SUMMARY.read_text())
+        nodes = next(iter(next(iter(next(iter(summary["op_stats"].values())).values())).values()))["CPU"]
+        name = next(iter(nodes))
+        nodes[name]["duration"] = duration
+        (root / run).mkdir()
+        path = root / run / "summary.json"
+        path.write_text(json.dumps(summary))
+        cases.append(Case(run, path, f"-> CPU -> {name!r}: {problem}"))
 
     # Names a page or a spreadsheet could trip on, written as valid (escaped) JSON.
     odd_names = ['<script>alert("x")</script>', 'quote " and \\ backslash', "line one\nline two", "ünïcödé 注意 ⚡"]

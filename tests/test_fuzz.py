@@ -8,6 +8,8 @@ The suite runs a short fuzz (TB_OPCOMPARE_FUZZ_EXAMPLES, default 30 per reader);
 from __future__ import annotations
 
 import gzip
+import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -82,5 +84,82 @@ def test_reader_survives_mutations(seed_name):
             assert error.path and error.reason
             return
         assert list(profile.ops.columns) == OP_COLUMNS
+
+    check()
+
+
+# Structure-aware generation: well-formed JSON traces whose values are odd (extreme or
+# mistyped numbers, odd strings, missing fields, deep nesting), which byte mutations of a
+# real file rarely reach.
+ODD_NUMBERS = st.one_of(
+    st.integers(min_value=-(2**64), max_value=2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, -0.0, 1e308, -1e308, 5e-324, 2**63, -(2**63), 3.2e13, 1e-9]),
+)
+ODD_TEXT = st.one_of(st.text(max_size=12), st.sampled_from(["", "ProfilerStep#1", "cpu_op", "kernel", "X", "B",
+                                                            "aten::mm", "[[4, 8], []]", "\x00", "\ud7ff"]))
+ODD_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), ODD_NUMBERS, ODD_TEXT),
+                          lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                  st.dictionaries(ODD_TEXT, inner, max_size=4)), max_leaves=12)
+
+
+@st.composite
+def odd_event(draw) -> dict:
+    event = {"ph": draw(st.sampled_from(["X", "X", "X", "B", "E", "i", "M", "f", "s"]) | ODD_TEXT),
+             "cat": draw(st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "user_annotation", "gpu_memcpy",
+                                          "Operator", "Kernel"]) | ODD_TEXT),
+             "name": draw(st.sampled_from(["aten::mm", "ProfilerStep#3", "aten::conv2d", "sgemm"]) | ODD_TEXT),
+             "ts": draw(ODD_NUMBERS), "dur": draw(ODD_NUMBERS), "pid": draw(ODD_NUMBERS | ODD_TEXT),
+             "tid": draw(ODD_NUMBERS | ODD_TEXT),
+             "args": draw(st.fixed_dictionaries({}, optional={
+                 "correlation": ODD_NUMBERS, "Input Dims": ODD_VALUES, "External id": ODD_NUMBERS,
+                 "device": ODD_NUMBERS}) | ODD_VALUES)}
+    for field in draw(st.lists(st.sampled_from(sorted(event)), max_size=3)):
+        event.pop(field, None)
+    return event
+
+
+@st.composite
+def odd_trace(draw) -> tuple[str, str, bytes]:
+    """(reader format, file name, bytes)."""
+    kind = draw(st.sampled_from(["pytorch", "chrome_trace", "summary_json"]))
+    if kind == "summary_json":
+        nodes = draw(st.dictionaries(ODD_TEXT, st.fixed_dictionaries({"duration": ODD_NUMBERS}) | ODD_VALUES,
+                                     min_size=1, max_size=6))
+        document = {"op_stats": {"m": {draw(ODD_TEXT): {"h": {draw(st.sampled_from(["CPU", "GPU"]) | ODD_TEXT):
+                                                               nodes}}}}}
+        name = "summary.json"
+    else:
+        document = {"traceEvents": draw(st.lists(odd_event(), max_size=25))}
+        name = "w.1.pt.trace.json" if kind == "pytorch" else "timeline.json"
+    text = json.dumps(document)
+    depth = draw(st.sampled_from([0, 0, 0, 50_000]))
+    if depth:  # nesting far deeper than any writer produces, in the first place a value may go
+        text = text.replace("{", "{" + '"deep": ' + "[" * depth + "]" * depth + ", ", 1)
+    data = text.encode("utf-8", "surrogatepass")
+    if draw(st.booleans()):
+        name, data = name + ".gz", gzip.compress(data, 1)
+    return kind, name, data
+
+
+def test_readers_survive_well_formed_traces_with_odd_values():
+    scratch = Path(tempfile.mkdtemp(prefix="fuzz-structured-"))
+
+    @settings(max_examples=EXAMPLES * 4, deadline=None, derandomize=EXAMPLES <= 50,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(odd_trace())
+    def check(case):
+        kind, name, data = case
+        target = scratch / name
+        target.write_bytes(data)
+        try:
+            profile = read_profile(kind, [str(target)])
+        except ProfileError as error:
+            assert error.path == str(target) and error.reason
+            return
+        finally:
+            target.unlink()
+        assert list(profile.ops.columns) == OP_COLUMNS
+        assert profile.ops["total_us"].map(math.isfinite).all()
 
     check()

@@ -114,3 +114,35 @@ def test_torch_compile_runs_show_their_triton_kernels_per_call():
     host = set(ops.loc[ops["side"] == "host", "op_name"])
     assert {"Torch-Compiled Region: 0/0", "CompiledFunction", "CompiledFunctionBackward"} <= host
     assert any(re.fullmatch(r"## Call CompiledFxGraph \w+ ##", name) for name in host)
+
+
+def test_kernels_launched_under_an_annotation_with_no_op_belong_to_it(tmp_path):
+    """A fused optimizer launches its kernels from inside ``Optimizer.step#…`` with no aten
+    op around the launch. Made from the real H100 trace by taking out the ops inside
+    ``Optimizer.step#Adam.step`` (their launches stay): its kernels now belong to the
+    annotation, per call, and nothing is reported as unlaunched."""
+    import gzip
+
+    (source,) = (DEMO / "mnist_cnn_torch_gpu_bs16_rep1").glob("*.pt.trace.json.gz")
+    trace = json.loads(gzip.decompress(source.read_bytes()))
+    events = trace["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "user_annotation" and e["name"] == "Optimizer.step#Adam.step"]
+
+    def inside_a_step(event) -> bool:
+        return event.get("cat") == "cpu_op" and any(
+            event["tid"] == s["tid"] and s["ts"] <= event["ts"] and event["ts"] + event["dur"] <= s["ts"] + s["dur"]
+            for s in steps)
+
+    trace["traceEvents"] = [e for e in events if not inside_a_step(e)]
+    run = tmp_path / "fused_gpu_bs16"
+    run.mkdir()
+    (run / "w.1.pt.trace.json").write_text(json.dumps(trace))
+    original = Catalog(str(DEMO), cache_dir=None).load("mnist_cnn_torch_gpu_bs16_rep1").profile.ops
+    loaded = Catalog(str(tmp_path), cache_dir=None).load("fused_gpu_bs16")
+    assert not loaded.profile.facts.warnings
+    ops = loaded.profile.ops
+    (row,) = ops[(ops["side"] == "device") & (ops["op_name"] == "Optimizer.step#Adam.step")].itertuples()
+    foreach = original[(original["side"] == "device") & original["op_name"].str.startswith("aten::_foreach_")]
+    assert row.occurrences == 5 and row.kernels == foreach["kernels"].sum()
+    assert row.total_us == pytest.approx(foreach["total_us"].sum())
+    assert not ops["op_type"].str.contains("without a launching op").any()

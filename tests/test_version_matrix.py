@@ -29,7 +29,7 @@ def _oracle(run: str, kind: str) -> dict:
 
 
 def test_the_matrix_is_complete():
-    assert len(TORCH_RUNS) == 32 and len(TF_RUNS) == 12
+    assert len(TORCH_RUNS) == 32 and len(TF_RUNS) == 14
     assert {run.split("/")[0] for run in TORCH_RUNS + TF_RUNS} == {"torch2.5", "torch2.13", "torch2.14",
                                                                    "torch2.11_h100", "tf2.12", "tf2.21"}
 
@@ -126,6 +126,31 @@ def test_an_embedding_vocabulary_no_longer_passes_for_the_batch_size():
             facts = CATALOG.load(f"{version}/lstm_cpu_bs{size}").profile.facts
             assert facts.batch_size == size and not facts.warnings
             assert "and the target of aten::cross_entropy_loss" in facts.batch_size_source
+
+
+def test_keras_2_step_events_batch_size_is_evidence_too(tmp_path):
+    """fit() on arrays: Keras 2's step event carries the batch_size argument. It agrees with
+    the input pipeline here; with the pipeline's events renamed away (as in profiles whose
+    tf.data iterators were not traced), it alone gives the batch size."""
+    from tb_opcompare.readers.xplane_schema import XSpace
+
+    for size in (6, 20):
+        facts = CATALOG.load(f"tf2.12/cnn_arrays_cpu_bs{size}").profile.facts
+        assert facts.batch_size == size and not facts.warnings
+        assert facts.batch_size_source == ("data: tf.data input elements (Iterator::Root shapes); the batch_size of "
+                                           "the Keras step event (fit()'s argument) agrees")
+    source = next((VERSIONS / "tf2.12" / "cnn_arrays_cpu_bs20").rglob("*.xplane.pb"))
+    space = XSpace()
+    space.ParseFromString(source.read_bytes())
+    for plane in space.planes:
+        for entry in plane.event_metadata:
+            entry.value.name = entry.value.name.replace("Iterator::", "Untraced::")
+    target = tmp_path / "no_pipeline" / "plugins" / "profile" / "1" / "vm.xplane.pb"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(space.SerializeToString())
+    facts = Catalog(str(tmp_path), cache_dir=None).load("no_pipeline").profile.facts
+    assert (facts.batch_size, facts.batch_size_source) == (
+        20, "data: the batch_size of the Keras step event (fit()'s argument)")
 
 
 def test_keras_2_steps_count_every_step_function_call():

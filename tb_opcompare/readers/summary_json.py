@@ -16,7 +16,7 @@ import msgspec
 
 from ..errors import ProfileError
 from ..optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts, build_op_table
-from .chrome_json import describe_json_error
+from .chrome_json import MAX_DURATION_US, describe_json_error
 
 FORMAT = "summary_json"
 _NUMBERED_SUFFIX = re.compile(r"_\d+\Z")
@@ -53,7 +53,7 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
     events = OpEvents()
     steps: set[str] = set()
     accelerators: set[str] = set()
-    for model_steps in summary.op_stats.values():
+    for model, model_steps in summary.op_stats.items():
         for step, hosts in model_steps.items():
             steps.add(step)
             for devices in hosts.values():
@@ -62,6 +62,11 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
                     if not is_host:
                         accelerators.add(device.upper())
                     for node_name, stats in nodes.items():
+                        if not 0.0 <= stats.duration < MAX_DURATION_US:  # NaN fails too
+                            problem = "negative" if stats.duration < 0 else "not a real duration (over a year)"
+                            raise ProfileError(path, f"op_stats -> {model} -> step {step} -> {device} -> {node_name!r}: "
+                                                     f"duration {stats.duration} µs is {problem}; the writer "
+                                                     "produced broken entries")
                         op_type = _NUMBERED_SUFFIX.sub("", node_name.rsplit("/", 1)[-1])
                         events.add(HOST if is_host else DEVICE, node_name, op_type, stats.duration, stats.duration)
     if not len(events):

@@ -5,7 +5,9 @@ Host ops are ``cpu_op`` (``Operator`` in PyTorch <= 1.9) events; runtime calls
 (``user_annotation``) are host rows too, as in ``key_averages()``. Self time subtracts
 the ops and runtime calls nested inside an event on the same thread. A kernel
 (``kernel``/``Kernel``, memcpy, memset) belongs to the innermost op enclosing the
-runtime call whose ``correlation`` id it carries. Steps are the distinct
+runtime call whose ``correlation`` id it carries, else (a launch with no op around it,
+as fused optimizers make inside ``Optimizer.step#…``) to the innermost
+``record_function`` range enclosing it. Steps are the distinct
 ``ProfilerStep#N`` annotations.
 
 Traces run to gigabytes, so big ones are decoded a batch of events at a time
@@ -175,8 +177,9 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
                                                   keys, codes)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
     if device.rows:
-        _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes], parents,
-                     counted_as, _scatter(host.rows, launches)[order])
+        is_annotation = np.array([row_type in _ANNOTATION_CATEGORIES for _, row_type in keys], dtype=bool)
+        _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
+                     is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order])
         facts.device = "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
@@ -258,15 +261,20 @@ def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
 
 def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
                  kernel_keys: list, host_keys: list,
-                 host_codes: np.ndarray, host_is_op: np.ndarray, parents: np.ndarray, counted_as: np.ndarray,
-                 host_correlations: np.ndarray) -> None:
-    """Kernels under the op call that launched them (as PyTorch counts calls); kernels
-    whose launch is not in the trace under their own name."""
+                 host_codes: np.ndarray, host_is_op: np.ndarray, host_is_annotation: np.ndarray, parents: np.ndarray,
+                 counted_as: np.ndarray, host_correlations: np.ndarray) -> None:
+    """Kernels under the op call that launched them (as PyTorch counts calls), else under
+    the innermost annotation around the launch; kernels whose launch is not in the trace
+    under their own name."""
     launch_correlation, launcher = [], []
     for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~host_is_op).tolist():
-        parent = parents[position]
+        parent, annotation = parents[position], -1
         while parent != -1 and not host_is_op[parent]:
+            if annotation == -1 and host_is_annotation[parent]:
+                annotation = parent
             parent = parents[parent]
+        if parent == -1:
+            parent = annotation
         if parent != -1:
             launch_correlation.append(int(host_correlations[position]))
             launcher.append(int(counted_as[parent]))

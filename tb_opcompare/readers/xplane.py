@@ -45,6 +45,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     # (tf.data batch size, root iterator's name) -> elements seen
     input_batches: collections.Counter[tuple[int, str]] = collections.Counter()
     declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
+    step_batches: collections.Counter[int] = collections.Counter()  # Keras 2's step event: fit()'s batch_size
     step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
@@ -53,7 +54,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
             for plane in space.planes():
                 if plane.name.startswith("/host:"):
                     calls = collections.Counter()
-                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls)
+                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
+                                             step_batches)
                     step_calls[path, plane.name] = sum(calls.values())
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
@@ -96,6 +98,16 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         # The most common, so that a last, partial batch does not count.
         facts.batch_size, root = input_batches.most_common(1)[0][0]
         facts.batch_size_source = f"data: tf.data input elements ({root} shapes)"
+    elif step_batches:
+        facts.batch_size = step_batches.most_common(1)[0][0]
+        facts.batch_size_source = f"data: {_STEP_EVENT_BATCH}"
+    if step_batches and facts.batch_size_source != f"data: {_STEP_EVENT_BATCH}":
+        declared = step_batches.most_common(1)[0][0]
+        if declared == facts.batch_size:
+            facts.batch_size_source += f"; {_STEP_EVENT_BATCH} agrees"
+        else:
+            facts.warnings.append(f"{_STEP_EVENT_BATCH} is {declared}, but the {facts.batch_size_source[6:]} say "
+                                  f"{facts.batch_size}; using {facts.batch_size}")
     elif declared_batches:
         facts.batch_size = declared_batches.most_common(1)[0][0]
         facts.batch_size_source = "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
@@ -121,7 +133,8 @@ def _stat_names(plane) -> dict[int, str]:
 
 
 def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batches: collections.Counter,
-                     declared_batches: collections.Counter[int], step_calls: collections.Counter) -> tuple[int, int] | None:
+                     declared_batches: collections.Counter[int], step_calls: collections.Counter,
+                     step_batches: collections.Counter[int]) -> tuple[int, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
     Every host event is touched here, so the three integers each needs are pulled out
@@ -181,7 +194,8 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                     if size:
                         input_batches[size, root_names[int(ints[index, 0])]] += 1
             if step_stat is not None and not is_op.all():
-                _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps)
+                _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps,
+                            (batch_size_stat, stat_names, step_batches))
             del batch  # one batch of protobuf events alive at a time
         if codes:
             durations, codes = np.concatenate(durations), np.concatenate(codes)
@@ -240,9 +254,12 @@ def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.
 
 
 def _read_steps(batch, ints: np.ndarray, candidates: np.ndarray, step_stat: int, carries_step: dict[int, bool],
-                steps: dict[int, int]) -> None:
-    """Record ``step_num`` markers among the non-op events ``candidates`` of a batch.
+                steps: dict[int, int], batch_sizes: tuple) -> None:
+    """Record ``step_num`` markers among the non-op events ``candidates`` of a batch, and
+    the ``batch_size`` a marker carries (Keras 2's step event: ``fit()``'s argument when it
+    batches arrays itself, the text ``None`` when it was given a dataset).
     Whether an event metadata carries a step number is learnt from its first event."""
+    batch_size_stat, stat_names, step_batches = batch_sizes
     ids = ints[candidates, 0]
     unique_ids, first = np.unique(ids, return_index=True)
     for metadata_id, index in zip(unique_ids.tolist(), first.tolist()):
@@ -256,6 +273,9 @@ def _read_steps(batch, ints: np.ndarray, candidates: np.ndarray, step_stat: int,
         step = _step_of(event, step_stat)
         if step is not None:
             steps[step] = max(steps.get(step, 0), event.duration_ps)
+            size = _int_stat(event, batch_size_stat, stat_names) if batch_size_stat is not None else None
+            if size:
+                step_batches[size] += 1
 
 
 def _step_of(event, step_stat: int) -> int | None:
@@ -292,6 +312,7 @@ def _first_shaped_op(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_s
 _PIPELINE_ROOTS = ("Iterator::Root", "Iterator::Model")
 _BATCH_DATASETS = ("BatchV2", "Batch", "PaddedBatchV2", "PaddedBatch", "ParallelBatch", "MapAndBatch")
 _STEP_FUNCTION = "train_function"  # Keras 2 calls it once per training step
+_STEP_EVENT_BATCH = "the batch_size of the Keras step event (fit()'s argument)"
 
 
 def _is_batch_dataset(name: str) -> bool:
