@@ -34,6 +34,10 @@ function spreadText(row, side) {
   const mean = row[`${side}_mean_us`];
   if (mean === null || mean === undefined) return '';
   const parts = [`mean ${mean.toFixed(3)} µs`];
+  const kernels = row[`${side}_kernels_per_execution`];
+  if (kernels !== null && kernels !== undefined) {
+    parts.push(`GPU time of ${Number(kernels.toFixed(2))} kernel${kernels === 1 ? '' : 's'} per execution`);
+  }
   const median = row[`${side}_median_us`];
   if (median !== null && median !== undefined) {
     parts.push(`median ${formatTime(median)}`,

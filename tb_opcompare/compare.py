@@ -21,6 +21,8 @@ delta_mean_us          ``target_mean_us - baseline_mean_us`` (< 0: the target is
 <side>_cv              coefficient of variation of one occurrence's self time (std / mean)
 <side>_noisy           3 or more occurrences and a CV above ``NOISY_CV``: the mean hides a
                        wide spread (outliers, warm-up), so its speedup is unreliable
+<side>_kernels_per_    device kernels (and memcpys, memsets) per occurrence where the time
+ execution             is device time (a cuDNN LSTM backward: 7); null for host time
 =====================  ==================================================================
 
 where ``<side>`` is ``baseline`` or ``target``.
@@ -39,7 +41,7 @@ from .optable import DEVICE, HOST
 GROUP_BY = ("name", "type")
 SIDES = ("baseline", "target")
 _PER_SIDE = ("occurrences", "mean_us", "total_us", "share", "time_source", "p10_us", "median_us", "p90_us", "cv",
-             "noisy")
+             "noisy", "kernels_per_execution")
 NOISY_CV = 0.5
 COMPARE_COLUMNS = [
     "key",
@@ -93,6 +95,7 @@ def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
         grouped = pd.DataFrame({
             "op_type": chosen["op_type"].to_numpy(), "occurrences": chosen["occurrences"].to_numpy(),
             "total_us": chosen["self_us"].to_numpy(), "time_source": chosen["time_source"].to_numpy(),
+            "kernels": chosen["kernels"].to_numpy(),
             **{column: chosen[column].to_numpy() for column in _SPREAD},
         }, index=pd.Index(chosen[key].to_numpy(), name=key))
         square_sum = square_sum.to_numpy()
@@ -102,6 +105,7 @@ def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
             op_type=("op_type", "first"),
             occurrences=("occurrences", "sum"),
             total_us=("self_us", "sum"),
+            kernels=("kernels", "sum"),
             time_source=("time_source", "first"),
             sources=("time_source", "nunique"),
             members=("op_type", "size"),
@@ -116,6 +120,9 @@ def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
         square_sum = grouped.pop("square_sum").where(~grouped.pop("square_missing").astype(bool)).to_numpy()
     occurrences = grouped["occurrences"].where(grouped["occurrences"] > 0)
     grouped["mean_us"] = grouped["total_us"] / occurrences
+    # Device kernels (and memcpys) per execution of the op: a mean is per execution, and
+    # this says how many kernels make one (none for host time).
+    grouped["kernels_per_execution"] = grouped.pop("kernels").where(lambda k: k > 0) / occurrences
     variance = square_sum / occurrences - grouped["mean_us"] ** 2
     grouped["cv"] = np.sqrt(variance.clip(lower=0)) / grouped["mean_us"].where(grouped["mean_us"] > 0)
     grouped["noisy"] = (grouped["occurrences"] >= 3) & (grouped["cv"] > NOISY_CV)

@@ -341,3 +341,20 @@ def test_noisy_means_are_marked_and_their_spread_is_in_the_tooltip(page, tensorb
     assert "median" in title and "p10–p90" in title and f"CV {row['baseline_cv']:.2f}" in title
     noisy = frame.locator("#oc-noisy-count").inner_text()
     assert noisy == f"{expected['summary']['noisy_ops']} noisy (~)"
+
+
+def test_a_gpu_mean_says_how_many_kernels_make_one_execution(page, tensorboard_url):
+    pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
+    expected = next(r for r in api(tensorboard_url, "compare", **pair)["rows"]
+                    if r["key"] == "SoftmaxCrossEntropyWithLogits")
+    assert expected["target_kernels_per_execution"] == 7 and expected["baseline_kernels_per_execution"] is None
+    frame = open_tab(page, tensorboard_url, q="/^SoftmaxCrossEntropyWithLogits$/", **pair)
+    frame.locator("#oc-count", has_text="Showing 1 of").wait_for()
+    titles = frame.locator("table").first.evaluate("""table => {
+        const names = [...table.querySelectorAll('th')].map(th => th.dataset.column);
+        const cells = table.querySelectorAll('tr.oc-row td');
+        return {baseline: cells[names.indexOf('baseline_mean_us')].title,
+                target: cells[names.indexOf('target_mean_us')].title};
+    }""")
+    assert "GPU time of 7 kernels per execution" in titles["target"]
+    assert titles["baseline"].startswith("mean ") and "kernel" not in titles["baseline"]

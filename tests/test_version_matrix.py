@@ -103,6 +103,19 @@ def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
         assert (row.kernels, row.occurrences) == (21, 3)
         assert row.mean_us == pytest.approx(row.total_us / 3)
         assert row.min_us <= row.median_us <= row.max_us and row.min_us * 3 <= row.total_us <= row.max_us * 3
+    # what a user sees: a CPU->GPU comparison of the LSTM at batch 20 (the CPU run is torch 2.14's)
+    catalog = Catalog(str(VERSIONS), cache_dir=None)
+    from tb_opcompare.documents import compare_document
+
+    rows = {row["key"]: row for row in compare_document(catalog, "torch2.14/lstm_cpu_bs20",
+                                                        "torch2.11_h100/lstm_gpu_bs20")["rows"]}
+    backward = rows["aten::_cudnn_rnn_backward"]  # cuDNN's: on the GPU only
+    assert (backward["status"], backward["target_kernels_per_execution"], backward["target_occurrences"]) == (
+        "target_only", 7, 3)
+    addmm = rows["aten::addmm"]  # host time on the CPU, 4 kernels a call on the GPU
+    assert (addmm["status"], addmm["baseline_kernels_per_execution"], addmm["target_kernels_per_execution"]) == (
+        "matched", None, 4)
+    assert addmm["target_mean_us"] == pytest.approx(addmm["target_total_us"] / 3)
 
 
 def test_batch_sizes_come_from_the_data_when_names_say_nothing(tmp_path):
