@@ -320,8 +320,10 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
     if document["steps"]:
         print(f"\n{'device':<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
+            pooled = (f"  mean of {row['repeats']} runs, {_format_us(row['step_low_us']).strip()} to "
+                      f"{_format_us(row['step_high_us']).strip()}") if (row.get("repeats") or 1) > 1 else ""
             print(f"{row['device']:<8}{row['batch_size']:>7}{_format_us(row['step_us']):>12}"
-                  f"{row['samples_per_s']:>12,.0f}  {row['basis']}")
+                  f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
     wanted = set(document["top_ops"]) | {"(whole step)"}
     print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even':>11}  op (device)")
     for row in table:

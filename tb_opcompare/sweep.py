@@ -5,11 +5,16 @@ device. No I/O: it takes already-read runs and returns DataFrames.
 
 =============  ========================================================================
 series         op, device, batch_size, mean_us, per_sample_us (= mean_us / batch size),
-               total_us, share, run. One row per op, device and batch size.
-steps          device, batch_size, step_us, samples_per_s, basis, run. ``basis`` says
-               where step_us came from: ``step markers`` (mean wall time of a profiled
-               step) or ``op time per step`` (op time / steps, where no marker gave
-               durations).
+               total_us, share, run, repeats, low_us, high_us. One row per op, device
+               and batch size. Several runs at one device and batch size (repeats) are
+               pooled: mean_us, total_us and share are the mean over the runs (each run
+               weighs the same), low_us/high_us the lowest and highest run's mean_us,
+               ``repeats`` how many runs had the op, ``run`` their names.
+steps          device, batch_size, step_us, samples_per_s, basis, run, repeats,
+               step_low_us, step_high_us. ``basis`` says where step_us came from:
+               ``step markers`` (mean wall time of a profiled step) or ``op time per
+               step`` (op time / steps, where no marker gave durations); repeats pooled
+               as above.
 fits           op, device, fixed_us, per_sample_us, r2, points, poor_fit, share: least
                squares of mean_us = fixed_us + per_sample_us * batch_size, per op and
                device with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
@@ -42,8 +47,10 @@ from .compare import op_totals
 STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
 POOR_FIT_MISS = 0.05  # a poor fit also misses its points by more than 5% of their mean (RMS)
-SERIES_COLUMNS = ["op", "device", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run"]
-STEPS_COLUMNS = ["device", "batch_size", "step_us", "samples_per_s", "basis", "run"]
+SERIES_COLUMNS = ["op", "device", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run", "repeats",
+                  "low_us", "high_us"]
+STEPS_COLUMNS = ["device", "batch_size", "step_us", "samples_per_s", "basis", "run", "repeats", "step_low_us",
+                 "step_high_us"]
 FIT_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
 BREAKEVEN_COLUMNS = ["op", "batch_size", "gpu_faster"]
 SPEEDUP_COLUMNS = ["op", "batch_size", "speedup"]
@@ -81,7 +88,8 @@ def build_sweep(
     normalize: bool = True,
 ) -> Sweep:
     warnings: list[str] = []
-    chosen = _one_run_per_point(runs, warnings)
+    points = _runs_per_point(runs, warnings)
+    chosen = [group[0] for group in points]  # one run per point where one stands for all
     batch_sizes: dict[str, list[int]] = {}
     for run in chosen:
         batch_sizes.setdefault(run.device, []).append(run.batch_size)
@@ -93,19 +101,19 @@ def build_sweep(
     if group_by == "name":
         _warn_if_names_differ(chosen, warnings)
     frames = []
-    for run in chosen:
-        totals = op_totals(run.ops, group_by, normalize)
-        frames.append(pd.DataFrame({
-            "op": totals.index,
-            "device": run.device,
-            "batch_size": run.batch_size,
-            "mean_us": totals["mean_us"].to_numpy(),
-            "per_sample_us": totals["mean_us"].to_numpy() / run.batch_size,
-            "total_us": totals["total_us"].to_numpy(),
-            "share": np.asarray(totals["share"], dtype="float64"),
-            "run": run.run,
-        }))
-    every_op = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SERIES_COLUMNS)
+    for group in points:
+        for run in group:
+            totals = op_totals(run.ops, group_by, normalize)
+            frames.append(pd.DataFrame({
+                "op": totals.index,
+                "device": run.device,
+                "batch_size": run.batch_size,
+                "mean_us": totals["mean_us"].to_numpy(),
+                "total_us": totals["total_us"].to_numpy(),
+                "share": np.asarray(totals["share"], dtype="float64"),
+                "run": run.run,
+            }))
+    every_op = _pooled(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=SERIES_COLUMNS)
     every_op = every_op.sort_values(["op", "device", "batch_size"], kind="stable", ignore_index=True)
 
     if ops:
@@ -120,7 +128,7 @@ def build_sweep(
         top_ops = list(ranking.index[:top])
     series = every_op[every_op["op"].isin(top_ops)].reset_index(drop=True)[SERIES_COLUMNS]
 
-    steps = _step_table(chosen, warnings)
+    steps = _step_table([run for group in points for run in group], warnings)
     step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP, share=1.0)
     fits = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
     breakeven = breakeven_batch_sizes(fits)
@@ -128,19 +136,25 @@ def build_sweep(
     return Sweep(batch_sizes, series, steps, fits, breakeven, speedups, top_ops, warnings)
 
 
-def _one_run_per_point(runs: list[SweepRun], warnings: list[str]) -> list[SweepRun]:
-    chosen: dict[tuple[str, int], SweepRun] = {}
+def _runs_per_point(runs: list[SweepRun], warnings: list[str]) -> list[list[SweepRun]]:
+    """The runs at each device and batch size (repeats of one configuration share a point)."""
+    points: dict[tuple[str, int], list[SweepRun]] = {}
     for run in sorted(runs, key=lambda r: r.run):
         if not run.batch_size:
             warnings.append(f"{run.run}: left out, its batch size is unknown (name it …_bs32, or write a sidecar)")
             continue
-        point = (run.device, run.batch_size)
-        if point in chosen:
-            warnings.append(f"{run.run}: left out, {chosen[point].run} is also {run.device} at batch size "
-                            f"{run.batch_size}")
-            continue
-        chosen[point] = run
-    return list(chosen.values())
+        points.setdefault((run.device, run.batch_size), []).append(run)
+    return list(points.values())
+
+
+def _pooled(every_run: pd.DataFrame) -> pd.DataFrame:
+    """One row per op, device and batch size from one row per op and run."""
+    pooled = every_run.groupby(["op", "device", "batch_size"], sort=False).agg(
+        mean_us=("mean_us", "mean"), total_us=("total_us", "mean"), share=("share", "mean"),
+        run=("run", ", ".join), repeats=("run", "size"), low_us=("mean_us", "min"), high_us=("mean_us", "max"),
+    ).reset_index()
+    pooled["per_sample_us"] = pooled["mean_us"] / pooled["batch_size"]
+    return pooled[SERIES_COLUMNS]
 
 
 def _warn_if_names_differ(runs: list[SweepRun], warnings: list[str]) -> None:
@@ -167,10 +181,16 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
         else:
             warnings.append(f"{run.run}: no step count, so no time per step or throughput")
             continue
-        rows.append((run.device, run.batch_size, step_us, run.batch_size / (step_us / 1e6), basis, run.run))
+        rows.append((run.device, run.batch_size, step_us, basis, run.run))
     # Typed even when empty (no run knows its steps), so the maths after it need not care.
-    table = pd.DataFrame(rows, columns=STEPS_COLUMNS).astype({"step_us": "float64", "samples_per_s": "float64"})
-    return table.sort_values(["device", "batch_size"], ignore_index=True)
+    per_run = pd.DataFrame(rows, columns=["device", "batch_size", "step_us", "basis", "run"]).astype(
+        {"step_us": "float64"})
+    table = per_run.groupby(["device", "batch_size"], sort=True).agg(
+        step_us=("step_us", "mean"), basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size"),
+        step_low_us=("step_us", "min"), step_high_us=("step_us", "max"),
+    ).reset_index()
+    table["samples_per_s"] = table["batch_size"] / (table["step_us"] / 1e6)
+    return table[STEPS_COLUMNS].astype({"step_us": "float64", "samples_per_s": "float64"})
 
 
 def fit_lines(points: pd.DataFrame) -> pd.DataFrame:

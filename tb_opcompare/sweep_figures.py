@@ -84,15 +84,34 @@ def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str) ->
         for device in sorted({row["device"] for row in series if row["op"] == op}):
             points = sorted((row for row in series if row["op"] == op and row["device"] == device),
                             key=lambda row: row["batch_size"])
+            scale = [1 / row["batch_size"] if value == "per_sample_us" else 1 for row in points]
             traces.append({
                 "type": "scatter", "mode": "lines+markers", "name": label(f"{shorten(op)} · {device}"),
                 "legendgroup": label(op), "meta": label(f"{op} · {device}"),
                 "x": [row["batch_size"] for row in points], "y": [row[value] for row in points],
                 "line": {"color": colours[op], "dash": DEVICE_DASH.get(device, "solid"), "width": 2},
                 "marker": {"size": 7},
-                "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}<extra></extra>",
+                "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}{_REPEATS_HOVER}<extra></extra>",
+                **_range_bars(points, value, "low_us", "high_us", scale),
             })
     return traces
+
+
+# Where repeats were pooled, a bar spans the lowest and the highest run's value and the
+# hover says how many runs the point is the mean of.
+_REPEATS_HOVER = "%{customdata}"
+
+
+def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list[float]) -> dict:
+    repeats = [row.get("repeats") or 1 for row in points]
+    extra = {"customdata": [f" (mean of {n} runs)" if n > 1 else "" for n in repeats]}
+    if max(repeats, default=1) > 1:
+        extra["error_y"] = {
+            "type": "data", "symmetric": False, "thickness": 1, "width": 3,
+            "array": [(row[high] * s - row[value]) if row[high] is not None else 0 for row, s in zip(points, scale)],
+            "arrayminus": [(row[value] - row[low] * s) if row[low] is not None else 0 for row, s in zip(points, scale)],
+        }
+    return extra
 
 
 def sweep_figures(document: dict) -> dict[str, dict]:
@@ -111,10 +130,15 @@ def sweep_figures(document: dict) -> dict[str, dict]:
             points = [row for row in document["steps"] if row["device"] == device]
             colour = PALETTE[i % len(PALETTE)]
             x = [row["batch_size"] for row in points]
+            milliseconds = [{key: (row[key] / 1000 if row.get(key) is not None else None) for key in
+                             ("step_us", "step_low_us", "step_high_us")} | {"repeats": row.get("repeats")}
+                            for row in points]
             data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{device} time per step"),
-                         "meta": label(device), "x": x, "y": [row["step_us"] / 1000 for row in points],
+                         "meta": label(device), "x": x, "y": [row["step_us"] for row in milliseconds],
                          "line": {"color": colour, "width": 2}, "marker": {"size": 7},
-                         "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.2f} ms per step<extra></extra>"})
+                         "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}"
+                                          "<extra></extra>",
+                         **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points))})
             data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{device} samples/s"),
                          "meta": label(device), "yaxis": "y2",
                          "x": x, "y": [row["samples_per_s"] for row in points],

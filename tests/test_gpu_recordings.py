@@ -146,3 +146,27 @@ def test_kernels_launched_under_an_annotation_with_no_op_belong_to_it(tmp_path):
     assert row.occurrences == 5 and row.kernels == foreach["kernels"].sum()
     assert row.total_us == pytest.approx(foreach["total_us"].sum())
     assert not ops["op_type"].str.contains("without a launching op").any()
+
+
+def test_the_sweep_pools_repeats_into_one_point_with_its_range():
+    document = json.loads(run_cli("sweep", str(DEMO), "--model", "mnist_cnn_torch", "--json", "--no-cache").stdout)
+    assert not [w for w in document["warnings"] if "left out" in w]
+    assert {(row["device"], row["batch_size"], row["repeats"]) for row in document["steps"]} == {
+        (device, size, 3) for device in ("CPU", "GPU") for size in (1, 16, 64)}
+    catalog = Catalog(str(DEMO), cache_dir=None)
+    for row in document["steps"]:
+        runs = row["run"].split(", ")
+        assert runs == sorted(f"mnist_cnn_torch_{row['device'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3))
+        each = [catalog.load(run).profile.facts.step_time_us for run in runs]
+        assert row["step_us"] == pytest.approx(sum(each) / 3)
+        assert (row["step_low_us"], row["step_high_us"]) == (pytest.approx(min(each)), pytest.approx(max(each)))
+    backward = [row for row in document["series"] if row["op"] == "aten::convolution_backward"]
+    assert len(backward) == 6 and all(r["low_us"] <= r["mean_us"] <= r["high_us"] and r["repeats"] == 3
+                                      for r in backward)
+    from tb_opcompare.documents import sweep_document
+    from tb_opcompare.sweep_figures import sweep_figures
+
+    figures = sweep_figures(sweep_document(catalog, "mnist_cnn_torch"))
+    step_trace = figures["step"]["data"][0]
+    assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (mean of 3 runs)"
+    assert all("error_y" in trace for trace in figures["op_time"]["data"])
