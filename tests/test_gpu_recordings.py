@@ -170,3 +170,21 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_range():
     step_trace = figures["step"]["data"][0]
     assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (mean of 3 runs)"
     assert all("error_y" in trace for trace in figures["op_time"]["data"])
+
+
+def test_resnet18_repeats_pair_one_to_one_and_show_why_one_pair_is_not_enough():
+    """Three CPU and three GPU recordings of one configuration: each CPU repeat pairs with
+    the GPU repeat of its number, the bf16 and Python-stack variants stay apart, and the
+    whole-step speedup moves from pair to pair by more than a fifth (the case for
+    confidence intervals over repeats)."""
+    logdir = GPU_FIXTURES / "resnet18"
+    listing = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)
+    assert listing["errors"] == [] and len(listing["runs"]) == 8
+    assert {(p["baseline"], p["target"]) for p in listing["pairs"]} == {
+        (f"resnet18_cpu_bs32_rep{k}", f"resnet18_gpu_bs32_rep{k}") for k in (1, 2, 3)}
+    models = {run["run"]: run["model"] for run in listing["runs"]}
+    assert models["resnet18_bf16_gpu_bs32"] == "resnet18_bf16" and models["resnet18_stack_gpu_bs32"] == "resnet18_stack"
+    speedups = [json.loads(run_cli("compare", str(logdir), "--baseline", f"resnet18_cpu_bs32_rep{k}", "--target",
+                                   f"resnet18_gpu_bs32_rep{k}", "--json", "--no-cache").stdout)["summary"][
+        "whole_step_speedup"] for k in (1, 2, 3)]
+    assert min(speedups) > 3 and max(speedups) / min(speedups) > 1.2
