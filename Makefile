@@ -33,18 +33,22 @@ demo: $(DEMO_STAMP)
 # Re-record the demo's TF and PyTorch runs with the recording helpers (CPU; the GPU part
 # on a machine with one). Recording needs TensorFlow and PyTorch: the test extra.
 DEMO_BATCH_SIZES ?= 1,16,64
+TRAIN_PYTHON ?= $(BIN)/python
 demo-logs: $(TEST_STAMP)
 	$(MAKE) record-demo DEVICE=cpu
 
+# The test extra pins CPU builds of TensorFlow and torch: on a GPU machine, name an
+# interpreter with CUDA builds, e.g. `make demo-logs-gpu TRAIN_PYTHON=/opt/torch/.venv/bin/python3`
+# (a GPU run whose framework sees no GPU fails with a message instead of recording the CPU).
 demo-logs-gpu: $(TEST_STAMP)
 	$(MAKE) record-demo DEVICE=gpu
 
 record-demo:
 	rm -rf demo_logs/tf_keras/*_$(DEVICE)_bs* demo_logs/torch/*_$(DEVICE)_bs*
 	$(BIN)/tb-opcompare record --logdir demo_logs/tf_keras --model mnist_cnn --batch-sizes $(DEMO_BATCH_SIZES) \
-		--devices $(DEVICE) -- $(BIN)/python -m tb_opcompare.demo.mnist_tf --batch-size {batch_size}
+		--devices $(DEVICE) -- $(TRAIN_PYTHON) -m tb_opcompare.demo.mnist_tf --batch-size {batch_size}
 	$(BIN)/tb-opcompare record --logdir demo_logs/torch --model mnist_cnn_torch --batch-sizes $(DEMO_BATCH_SIZES) \
-		--devices $(DEVICE) -- $(BIN)/python -m tb_opcompare.demo.mnist_torch --batch-size {batch_size}
+		--devices $(DEVICE) -- $(TRAIN_PYTHON) -m tb_opcompare.demo.mnist_torch --batch-size {batch_size}
 	rm -f demo_logs/*/*/opcompare-record.log
 
 # The browser tests drive Debian's Chromium (never a downloaded browser).

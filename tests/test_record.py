@@ -179,3 +179,17 @@ def test_record_refuses_a_run_directory_that_already_holds_a_profile(tmp_path):
                      "--force", *command)
     assert forced.returncode == 0, forced.stderr
     assert (occupied / "opcompare-record.log").read_text().strip() == "the training ran"
+
+
+@pytest.mark.parametrize("module", ["tb_opcompare.demo.mnist_torch", "tb_opcompare.demo.mnist_tf"])
+def test_a_gpu_run_whose_framework_sees_no_gpu_fails_instead_of_profiling_the_cpu(tmp_path, module):
+    """What `tb-opcompare record --devices gpu` sets; this project's CPU builds see no GPU."""
+    if gpu_present():
+        pytest.skip("a GPU is visible here")
+    run_dir = tmp_path / "tiny_gpu_bs2"
+    result = subprocess.run([PYTHON, "-m", module, "--batch-size", "2", "--steps", "4", "--run-dir", str(run_dir)],
+                            capture_output=True, text=True, timeout=240,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "TB_OPCOMPARE_DEVICE": "GPU"})
+    assert result.returncode != 0
+    assert "this is a GPU run (TB_OPCOMPARE_DEVICE=GPU), but" in result.stderr and "sees no GPU here" in result.stderr
+    assert not list(run_dir.rglob("*.json")) and not list(run_dir.rglob("*.xplane.pb"))
