@@ -36,7 +36,8 @@ function spreadText(row, side) {
   const parts = [`mean ${mean.toFixed(3)} µs`];
   const kernels = row[`${side}_kernels_per_execution`];
   if (kernels !== null && kernels !== undefined) {
-    parts.push(`GPU time of ${Number(kernels.toFixed(2))} kernel${kernels === 1 ? '' : 's'} per execution`);
+    const shown = Number(kernels.toFixed(2));
+    parts.push(`device time of ${shown} kernel${shown === 1 ? '' : 's'} per execution`);
   }
   const median = row[`${side}_median_us`];
   if (median !== null && median !== undefined) {
@@ -45,6 +46,8 @@ function spreadText(row, side) {
   }
   const cv = row[`${side}_cv`];
   if (cv !== null && cv !== undefined) parts.push(`CV ${cv.toFixed(2)}`);
+  const perStep = row[`${side}_per_step_cv`];
+  if (perStep !== null && perStep !== undefined) parts.push(`per step: CV ${perStep.toFixed(2)}`);
   if (row[`${side}_noisy`]) parts.push('noisy: the mean hides a wide spread, so the speedup is unreliable');
   return parts.join(' · ');
 }

@@ -29,7 +29,7 @@ import pandas as pd
 from .errors import OverLimit, ProfileError
 from .optable import OP_COLUMNS, OpProfile, ProfileFacts
 
-READER_VERSION = "6"  # bump when any reader's output changes
+READER_VERSION = "7"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)

@@ -23,6 +23,9 @@ delta_mean_us          ``target_mean_us - baseline_mean_us`` (< 0: the target is
                        wide spread (outliers, warm-up), so its speedup is unreliable
 <side>_kernels_per_    device kernels (and memcpys, memsets) per occurrence where the time
  execution             is device time (a cuDNN LSTM backward: 7); null for host time
+<side>_per_step_cv     coefficient of variation of the op's time per profiled step
+                       (``optable``'s ``per_step_cv``; null where steps are not known, and
+                       for a type that groups several ops)
 =====================  ==================================================================
 
 where ``<side>`` is ``baseline`` or ``target``.
@@ -41,7 +44,7 @@ from .optable import DEVICE, HOST
 GROUP_BY = ("name", "type")
 SIDES = ("baseline", "target")
 _PER_SIDE = ("occurrences", "mean_us", "total_us", "share", "time_source", "p10_us", "median_us", "p90_us", "cv",
-             "noisy", "kernels_per_execution")
+             "noisy", "kernels_per_execution", "per_step_cv")
 NOISY_CV = 0.5
 COMPARE_COLUMNS = [
     "key",
@@ -83,7 +86,7 @@ def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True)
     return _group(effective_ops(ops, normalize), group_by)
 
 
-_SPREAD = ("p10_us", "median_us", "p90_us")
+_SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
 
 
 def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:

@@ -190,6 +190,7 @@ class _ComparisonMemo:
         with self._lock:
             self.computed += 1
             self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), comparison)
+            self._entries.move_to_end(key)  # a key made again by a concurrent request is the newest
             while len(self._entries) > 1 and (
                     len(self._entries) > self._size
                     or sum(len(entry[2].rows) for entry in self._entries.values()) > self._max_rows):

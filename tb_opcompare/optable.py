@@ -25,6 +25,11 @@ p10_us          float64  10th percentile of per-occurrence self time (linear int
                          NaN where occurrences are not told apart, as for ``min_us``)
 median_us       float64  median of per-occurrence self time (as above)
 p90_us          float64  90th percentile of per-occurrence self time (as above)
+per_step_cv     float64  coefficient of variation of the op's self time per profiled step
+                         (std / mean over every step, a step without the op counting 0):
+                         how steady the op is from one step to the next. NaN where the
+                         reader cannot place occurrences in steps (fewer than two steps;
+                         formats other than PyTorch's for now)
 ==============  =======  ===================================================================
 
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
@@ -53,6 +58,7 @@ OP_COLUMNS = [
     "p10_us",
     "median_us",
     "p90_us",
+    "per_step_cv",
 ]
 QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
@@ -101,9 +107,12 @@ class OpEvents:
         self.total: list[float] = []
         self.self_time: list[float] = []
         self.host_partials: list[pd.DataFrame] = []  # per-op sums from add_host_batch / add_host_codes
-        # Each occurrence's self time (float32) and op, for the percentiles: 12 bytes an
-        # occurrence, where the partials hold only sums.
+        # Each occurrence's self time (float32), op and, where known, step, for the
+        # percentiles and the per-step spread: 12-16 bytes an occurrence, where the partials
+        # hold only sums.
         self.host_samples: list[tuple[list[tuple[str, str]], np.ndarray, np.ndarray]] = []
+        self.host_sample_steps: list[np.ndarray | None] = []  # each sample's step (-1: none), where known
+        self.step_count = 0  # profiled steps whose occurrences a reader placed (``steps=`` arguments)
         self.device_partials: list[pd.DataFrame] = []  # per-op kernel sums from add_device_totals
         self.device_kernels: list[pd.DataFrame] = []  # per-kernel records from add_device_kernels
         self.crossings = 0  # host events that outlive the event they start in (see self_times)
@@ -123,13 +132,16 @@ class OpEvents:
             self.add_host_codes(keys, codes, totals_us, selfs_us)
 
     def add_host_codes(self, keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray,
-                       selfs_us: np.ndarray) -> None:
+                       selfs_us: np.ndarray, steps: np.ndarray | None = None) -> None:
         """As ``add_host_batch``, with each occurrence's op given as an index into ``keys``
-        (a reader that already holds integer op ids never builds a tuple per event)."""
+        (a reader that already holds integer op ids never builds a tuple per event), and,
+        where the reader knows it, each occurrence's step (0 .. ``step_count`` - 1, -1
+        outside every step)."""
         if len(codes):
             self.host_partials.append(_fold_host(keys, codes, totals_us, selfs_us))
             self.host_samples.append((keys, np.asarray(codes, dtype=np.int32),
                                       np.asarray(selfs_us, dtype=np.float32)))
+            self.host_sample_steps.append(None if steps is None else np.asarray(steps, dtype=np.int32))
 
     def add_device_totals(self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: Sequence[float]) -> None:
         """Kernel counts and summed kernel time per op, for traces that do not link
@@ -144,9 +156,10 @@ class OpEvents:
             }))
 
     def add_device_kernels(self, keys: list[tuple[str, str]], codes: np.ndarray, durations_us: np.ndarray,
-                           invocations: np.ndarray) -> None:
+                           invocations: np.ndarray, steps: np.ndarray | None = None) -> None:
         """One record per kernel, its op an index into ``keys``; ``invocations`` names the
-        host op occurrence that launched it (-1 where unknown)."""
+        host op occurrence that launched it (-1 where unknown); ``steps`` the step it
+        belongs to (that of its launch; -1 where unknown)."""
         if len(codes):
             self.device_kernels.append(pd.DataFrame({
                 "side": DEVICE,
@@ -155,6 +168,7 @@ class OpEvents:
                 "total_us": durations_us,
                 "self_us": durations_us,
                 "invocation": np.where(invocations >= 0, invocations, np.nan),
+                "step": np.full(len(codes), -1, dtype=np.int64) if steps is None else np.asarray(steps, np.int64),
             }))
 
     def __len__(self) -> int:
@@ -177,20 +191,23 @@ def build_op_table(events: OpEvents) -> pd.DataFrame:
         }
     )
     host = frame[frame["side"] == HOST]
-    device = frame[frame["side"] == DEVICE].assign(invocation=np.nan)  # ``add`` knows no launcher
+    device = frame[frame["side"] == DEVICE].assign(invocation=np.nan, step=-1)  # ``add`` knows no launcher
     if events.device_kernels:
         device = pd.concat([part for part in (device, *events.device_kernels) if len(part)], ignore_index=True)
     tables = []
     partials = list(events.host_partials)
     samples = list(events.host_samples)
+    sample_steps = list(events.host_sample_steps)
     if len(host):
         keys, codes = _encode(list(zip(host["op_name"], host["op_type"])))
         partials.append(_fold_host(keys, codes, host["total_us"].to_numpy(), host["self_us"].to_numpy()))
         samples.append((keys, codes, host["self_us"].to_numpy(dtype=np.float32)))
+        sample_steps.append(None)
     if partials:
-        tables.append(_with_host_quantiles(_combine_host(partials), samples))
+        tables.append(_with_host_quantiles(_combine_host(partials), samples, sample_steps, events.step_count))
     if len(device) or events.device_partials:
-        tables.append(_aggregate_device(device, events.device_partials, tables[0] if tables else None))
+        tables.append(_aggregate_device(device, events.device_partials, tables[0] if tables else None,
+                                        events.step_count))
     table = pd.concat(tables, ignore_index=True)
     return table[OP_COLUMNS]
 
@@ -251,13 +268,43 @@ def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
-def _with_host_quantiles(table: pd.DataFrame, samples) -> pd.DataFrame:
-    """The host table with the percentiles of each op's per-occurrence self time."""
+def _with_host_quantiles(table: pd.DataFrame, samples, sample_steps: list, step_count: int) -> pd.DataFrame:
+    """The host table with the percentiles of each op's per-occurrence self time, and its
+    variation from step to step."""
     row_of = {key: row for row, key in enumerate(zip(table["op_name"], table["op_type"]))}
     rows = np.concatenate([np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))[codes]
                            for keys, codes, _ in samples])
     values = np.concatenate([selfs for _, _, selfs in samples])
-    return table.assign(**dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T)))
+    spread = dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T))
+    if step_count < 2:  # no reader placed occurrences in steps: nothing per step to say
+        return table.assign(**spread, per_step_cv=np.nan)
+    steps = np.concatenate([np.full(len(codes), -1, dtype=np.int32) if placed is None else placed
+                            for (_, codes, _), placed in zip(samples, sample_steps)])
+    return table.assign(**spread, per_step_cv=per_step_cv(rows, values, steps, len(table), step_count))
+
+
+def per_step_cv(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, count: int, step_count: int) -> np.ndarray:
+    """Each group's coefficient of variation of its summed values per step, over all
+    ``step_count`` steps (a step where the group has no value sums to 0); NaN with fewer
+    than two steps or no placed value. Only the (group, step) cells that occur are
+    summed: a million ops over a thousand steps never make a dense matrix."""
+    result = np.full(count, np.nan)
+    if step_count < 2:
+        return result
+    placed = (steps >= 0) & (np.asarray(groups) >= 0)
+    if not placed.any():
+        return result
+    cells, cell_of = np.unique(np.asarray(groups, dtype=np.int64)[placed] * step_count + steps[placed],
+                               return_inverse=True)
+    sums = np.bincount(cell_of.reshape(-1), weights=np.asarray(values, dtype=np.float64)[placed])
+    group_of_cell = cells // step_count
+    total = np.bincount(group_of_cell, weights=sums, minlength=count)
+    square = np.bincount(group_of_cell, weights=sums * sums, minlength=count)
+    present = np.bincount(group_of_cell, minlength=count) > 0
+    mean = total / step_count
+    std = np.sqrt(np.clip(square / step_count - mean * mean, 0.0, None))
+    result[present & (mean > 0)] = (std / np.where(mean > 0, mean, 1.0))[present & (mean > 0)]
+    return result
 
 
 def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantiles: list[float]) -> np.ndarray:
@@ -285,7 +332,7 @@ def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantile
 
 
 def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
-                      host_table: pd.DataFrame | None) -> pd.DataFrame:
+                      host_table: pd.DataFrame | None, step_count: int = 0) -> pd.DataFrame:
     keys = _OP_KEYS
     table = device.groupby(keys, sort=False).agg(
         kernels=("total_us", "size"), total_us=("total_us", "sum")
@@ -306,6 +353,11 @@ def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame],
                                  len(per_invocation), list(QUANTILES.values()))
         per_invocation = per_invocation.assign(**dict(zip(QUANTILES, spread.T)))
     table = table.merge(per_invocation, on=keys, how="left")
+    table["per_step_cv"] = np.nan
+    if step_count >= 2 and len(device):  # kernels a reader placed in steps (PyTorch's, by their launch)
+        rows = table.set_index(keys).index.get_indexer(pd.MultiIndex.from_frame(device[keys]))
+        table["per_step_cv"] = per_step_cv(rows, device["total_us"].to_numpy(dtype=np.float64),
+                                           device["step"].to_numpy(dtype=np.int64), len(table), step_count)
     spread = ["min_us", "max_us", "std_us", *QUANTILES]  # float even where no kernel was linked (all NaN)
     table[spread] = table[spread].astype("float64")
     if host_table is not None and len(host_table):

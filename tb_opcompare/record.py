@@ -76,7 +76,7 @@ def _repeat_from_environment() -> int | None:
     """Which repeat of one configuration this run is, when ``tb-opcompare record --repeats``
     runs it several times."""
     value = os.environ.get(ENV_REPEAT, "")
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else None
 
 
 def write_sidecar(run_dir: str, *, model: str | None, batch_size: int | None, device: str, device_name: str | None,

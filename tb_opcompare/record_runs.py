@@ -1,5 +1,5 @@
 """``tb-opcompare record``: run a training command once per device and batch size into
-``LOGDIR/<model>_<device>_bs<N>``.
+``LOGDIR/<model>_<device>_bs<N>`` (``…_rep<K>`` for each of ``--repeats N`` > 1).
 
 Each run gets ``TB_OPCOMPARE_RUN_DIR``, ``TB_OPCOMPARE_MODEL``, ``TB_OPCOMPARE_BATCH_SIZE``,
 ``TB_OPCOMPARE_DEVICE`` and, with repeats, ``TB_OPCOMPARE_REPEAT`` (read by
@@ -94,7 +94,9 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
         wanted.extend((device, size, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes)
     results = []
     for index, (device, batch_size, repeat) in enumerate(wanted, start=1):
-        run_name = f"{model}_{device}_bs{batch_size}" + (f"_rep{repeat}" if repeats > 1 else "")
+        if repeats == 1:
+            repeat = None  # one recording: no repeat number, in the name or the sidecar
+        run_name = f"{model}_{device}_bs{batch_size}" + (f"_rep{repeat}" if repeat else "")
         run_dir = os.path.join(logdir, run_name)
         refusal = None if force else occupied_reason(run_dir)
         if refusal:
@@ -104,8 +106,10 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
         argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model)
         env = {**os.environ, ENV_RUN_DIR: run_dir, ENV_MODEL: model, ENV_BATCH_SIZE: str(batch_size),
                ENV_DEVICE: device.upper()}
-        if repeats > 1:
+        if repeat:
             env[ENV_REPEAT] = str(repeat)
+        else:
+            env.pop(ENV_REPEAT, None)  # not one of several: an inherited number would mislabel it
         if device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = "-1"
         os.makedirs(run_dir, exist_ok=True)

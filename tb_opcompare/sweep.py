@@ -123,7 +123,7 @@ def build_sweep(
         if missing:
             warnings.append(f"not in any run of this model: {', '.join(missing)}")
     else:
-        # Each run weighs the same, so a long profile does not drown the others.
+        # Each point (device and batch size) weighs the same, so a long profile does not drown the others.
         ranking = every_op.groupby("op")["share"].sum().sort_values(ascending=False, kind="stable")
         top_ops = list(ranking.index[:top])
     series = every_op[every_op["op"].isin(top_ops)].reset_index(drop=True)[SERIES_COLUMNS]
@@ -149,7 +149,7 @@ def _runs_per_point(runs: list[SweepRun], warnings: list[str]) -> list[list[Swee
 
 def _pooled(every_run: pd.DataFrame) -> pd.DataFrame:
     """One row per op, device and batch size from one row per op and run."""
-    pooled = every_run.groupby(["op", "device", "batch_size"], sort=False).agg(
+    pooled = every_run.groupby(["op", "device", "batch_size"], sort=False, dropna=False).agg(
         mean_us=("mean_us", "mean"), total_us=("total_us", "mean"), share=("share", "mean"),
         run=("run", ", ".join), repeats=("run", "size"), low_us=("mean_us", "min"), high_us=("mean_us", "max"),
     ).reset_index()

@@ -188,3 +188,69 @@ def test_resnet18_repeats_pair_one_to_one_and_show_why_one_pair_is_not_enough():
                                    f"resnet18_gpu_bs32_rep{k}", "--json", "--no-cache").stdout)["summary"][
         "whole_step_speedup"] for k in (1, 2, 3)]
     assert min(speedups) > 3 and max(speedups) / min(speedups) > 1.2
+
+
+def _per_step_cv(totals: list[float]) -> float:
+    mean = sum(totals) / len(totals)
+    return (sum((t - mean) ** 2 for t in totals) / len(totals)) ** 0.5 / mean
+
+
+def test_each_op_says_how_steady_it_is_from_step_to_step():
+    """Recomputed from the raw trace: a leaf op's durations summed per ProfilerStep range,
+    and an op's kernels summed per step of their launch (by correlation id)."""
+    import gzip
+
+    def read(run: str) -> tuple[list, list]:
+        (path,) = (DEMO / run).glob("*.pt.trace.json.gz")
+        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                       if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+        assert len(steps) == 5
+        return events, steps
+
+    def step_of(steps: list, ts: float) -> int:
+        return next(i for i, (start, end) in enumerate(steps) if start <= ts < end)
+
+    catalog = Catalog(str(DEMO), cache_dir=None)
+    events, steps = read("mnist_cnn_torch_cpu_bs64_rep1")
+    spans = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    by_thread = {}
+    for e in spans:
+        by_thread.setdefault(e["tid"], []).append(e)
+    parents = {e["name"] for e in spans for inner in by_thread[e["tid"]] if inner is not e
+               and e["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= e["ts"] + e["dur"]}
+    leaves = {}  # ops that never hold another event: their self time is their duration
+    for e in spans:
+        if e.get("cat") == "cpu_op" and e["name"] not in parents:
+            leaves.setdefault(e["name"], []).append(e)
+    name, leaf = max(leaves.items(), key=lambda item: sum(e["dur"] for e in item[1]))
+    host = [0.0] * 5
+    for e in leaf:
+        host[step_of(steps, e["ts"])] += e["dur"]
+    ops = catalog.load("mnist_cnn_torch_cpu_bs64_rep1").profile.ops.set_index(["side", "op_name"])
+    assert ops.loc[("host", name), "per_step_cv"] == pytest.approx(_per_step_cv(host), rel=1e-6)
+
+    run = "mnist_cnn_torch_gpu_bs64_rep1"
+    events, steps = read(run)
+    ops = catalog.load(run).profile.ops.set_index(["side", "op_name"])
+    cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]
+    launches, backward_launches = {}, set()
+    for launch in (e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})):
+        launches[launch["args"]["correlation"]] = launch["ts"]
+        around = [op for op in cpu_ops if op["tid"] == launch["tid"] and op["ts"] <= launch["ts"]
+                  and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]]
+        if around and min(around, key=lambda op: op["dur"])["name"] == "aten::convolution_backward":
+            backward_launches.add(launch["args"]["correlation"])  # the innermost op launched it
+    device = [0.0] * 5
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in backward_launches:
+            device[step_of(steps, launches[e["args"]["correlation"]])] += e["dur"]
+    assert sum(device) == pytest.approx(ops.loc[("device", "aten::convolution_backward"), "total_us"])
+    assert ops.loc[("device", "aten::convolution_backward"), "per_step_cv"] == pytest.approx(_per_step_cv(device),
+                                                                                           rel=1e-6)
+    # and in the comparison each side carries it
+    row = next(r for r in json.loads(run_cli("compare", str(DEMO), "--baseline", "mnist_cnn_torch_cpu_bs64_rep1",
+                                             "--target", run, "--json", "--no-cache").stdout)["rows"]
+               if r["key"] == "aten::convolution_backward")
+    assert row["target_per_step_cv"] == pytest.approx(_per_step_cv(device), rel=1e-6)
+    assert row["baseline_per_step_cv"] is not None

@@ -191,9 +191,9 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
     from tb_opcompare.sweep import SweepRun
 
     rows = [("host", "conv", "Conv2D", 2, 0, 2 * conv_us, 2 * conv_us, conv_us, conv_us, conv_us, 0.0, conv_us,
-             conv_us, conv_us),
+             conv_us, conv_us, 0.0),
             ("host", "relu", "Relu", 2, 0, 2 * relu_us, 2 * relu_us, relu_us, relu_us, relu_us, 0.0, relu_us,
-             relu_us, relu_us)]
+             relu_us, relu_us, 0.0)]
     ops = pd.DataFrame(rows, columns=OP_COLUMNS)
     return SweepRun(run=f"m_{device.lower()}_bs{batch_size}", device=device, batch_size=batch_size, ops=ops, steps=2,
                     step_time_us=conv_us + relu_us + 50)

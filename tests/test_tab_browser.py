@@ -356,5 +356,5 @@ def test_a_gpu_mean_says_how_many_kernels_make_one_execution(page, tensorboard_u
         return {baseline: cells[names.indexOf('baseline_mean_us')].title,
                 target: cells[names.indexOf('target_mean_us')].title};
     }""")
-    assert "GPU time of 7 kernels per execution" in titles["target"]
+    assert "device time of 7 kernels per execution" in titles["target"]
     assert titles["baseline"].startswith("mean ") and "kernel" not in titles["baseline"]

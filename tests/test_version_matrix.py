@@ -153,17 +153,39 @@ def test_keras_2_step_events_batch_size_is_evidence_too(tmp_path):
         assert facts.batch_size_source == ("data: tf.data input elements (Iterator::Root shapes); the batch_size of "
                                            "the Keras step event (fit()'s argument) agrees")
     source = next((VERSIONS / "tf2.12" / "cnn_arrays_cpu_bs20").rglob("*.xplane.pb"))
-    space = XSpace()
-    space.ParseFromString(source.read_bytes())
-    for plane in space.planes:
+
+    def variant(name: str, change) -> None:
+        space = XSpace()
+        space.ParseFromString(source.read_bytes())
+        for plane in space.planes:
+            change(plane)
+        target = tmp_path / name / "plugins" / "profile" / "1" / "vm.xplane.pb"
+        target.parent.mkdir(parents=True)
+        target.write_bytes(space.SerializeToString())
+
+    def rename_pipeline(plane) -> None:
         for entry in plane.event_metadata:
             entry.value.name = entry.value.name.replace("Iterator::", "Untraced::")
-    target = tmp_path / "no_pipeline" / "plugins" / "profile" / "1" / "vm.xplane.pb"
-    target.parent.mkdir(parents=True)
-    target.write_bytes(space.SerializeToString())
-    facts = Catalog(str(tmp_path), cache_dir=None).load("no_pipeline").profile.facts
+
+    def rename_step_batch_size(plane) -> None:  # on the step event only: the batch dataset keeps its own
+        batch_size = [entry.key for entry in plane.stat_metadata if entry.value.name == "batch_size"]
+        train = {entry.key for entry in plane.event_metadata if entry.value.name == "train"}
+        for line in plane.lines:
+            for event in line.events:
+                if event.metadata_id in train:
+                    kept = [stat for stat in event.stats if stat.metadata_id not in batch_size]
+                    del event.stats[:]
+                    event.stats.extend(kept)
+
+    variant("no_pipeline", rename_pipeline)
+    variant("no_step_batch_size", rename_step_batch_size)
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    facts = catalog.load("no_pipeline").profile.facts
     assert (facts.batch_size, facts.batch_size_source) == (
         20, "data: the batch_size of the Keras step event (fit()'s argument)")
+    # without the step event's stat, the elements measured still come before the batch dataset's declared size
+    facts = catalog.load("no_step_batch_size").profile.facts
+    assert (facts.batch_size, facts.batch_size_source) == (20, "data: tf.data input elements (Iterator::Root shapes)")
 
 
 def test_keras_2_steps_count_every_step_function_call():

@@ -161,3 +161,23 @@ def _lines(xplane: Path):
     space = XSpace()
     space.ParseFromString(xplane.read_bytes())
     return [line for plane in space.planes for line in plane.lines]
+
+
+def test_batch_size_evidence_keeps_its_order_and_the_step_event_confirms_or_is_warned_about():
+    from collections import Counter
+
+    from tb_opcompare.readers.xplane import batch_size_evidence
+
+    elements, declared = Counter({(20, "Iterator::Root"): 3, (4, "Iterator::Root"): 1}), Counter({7: 3})
+    assert batch_size_evidence(None, elements, Counter(), declared) == (
+        20, "data: tf.data input elements (Iterator::Root shapes)", None)
+    assert batch_size_evidence(32, elements, Counter(), declared)[:2] == (32, "data: first op input shape in the xplane")
+    assert batch_size_evidence(None, Counter(), Counter({16: 3}), declared)[:2] == (
+        16, "data: the batch_size of the Keras step event (fit()'s argument)")
+    assert batch_size_evidence(None, Counter(), Counter(), declared)[:2] == (
+        7, "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)")
+    size, source, warning = batch_size_evidence(None, elements, Counter({16: 3}), declared)
+    assert (size, source) == (20, "data: tf.data input elements (Iterator::Root shapes)")
+    assert warning == ("the batch_size of the Keras step event (fit()'s argument) is 16, but tf.data input elements "
+                       "(Iterator::Root shapes) gives 20; using 20")
+    assert batch_size_evidence(None, Counter(), Counter(), Counter()) == (None, None, None)

@@ -217,11 +217,11 @@ class TraceText:
             needed = objects * RAW_BYTES_PER_OBJECT
             if needed > self._max_split_bytes:
                 raise OverLimit(self.path, (
-                    f"the events array is not where profilers write it (`\"traceEvents\": [` at the top level), so "
-                    f"its events would be read one by one: {objects:,} JSON objects in {len(self.data) / 1e6:,.0f} MB "
-                    f"of text would need about {needed / 1e9:,.1f} GB beyond the text, more than this machine's memory "
-                    "limit allows (memory guard). Raise it with --opcompare_max_read_gb or `tb-opcompare "
-                    "--max-read-gb` if the file is a real trace"))
+                    "its events must be read one by one (the fast way needs `\"traceEvents\": [` at the top level "
+                    f"and clean cuts between events): {objects:,} JSON objects in {len(self.data) / 1e6:,.0f} MB of "
+                    f"text would need about {needed / 1e9:,.1f} GB more, above what this machine's memory limit "
+                    "allows (memory guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if "
+                    "the file is a real trace"))
         self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
         self._events = self._decode_text(msgspec.Raw)
 

@@ -63,7 +63,8 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
                         accelerators.add(device.upper())
                     for node_name, stats in nodes.items():
                         if not 0.0 <= stats.duration < MAX_DURATION_US:  # NaN fails too
-                            problem = "negative" if stats.duration < 0 else "not a real duration (over a year)"
+                            problem = "negative" if stats.duration < 0 else "not a real duration (over a year, or " \
+                                                                            "not a number)"
                             raise ProfileError(path, f"op_stats -> {model} -> step {step} -> {device} -> {node_name!r}: "
                                                      f"duration {stats.duration} µs is {problem}; the writer "
                                                      "produced broken entries")

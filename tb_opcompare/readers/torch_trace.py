@@ -173,13 +173,16 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     codes = row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64)
     durations = host.numpy("dur")[order]
     events = OpEvents()
+    step_of = _steps_of(host.numpy("ts")[order], host.numpy("ts")[is_step], host.numpy("dur")[is_step],
+                        [kinds[code][0] for code in kind_codes[is_step].tolist()])
+    events.step_count = len(steps)
     parents, counted_as = _parents_within_threads(thread_codes[order], host.numpy("ts")[order], durations, events,
-                                                  keys, codes)
+                                                  keys, codes, step_of)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
     if device.rows:
         is_annotation = np.array([row_type in _ANNOTATION_CATEGORIES for _, row_type in keys], dtype=bool)
         _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
-                     is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order])
+                     is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order], step_of)
         facts.device = "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
@@ -220,8 +223,24 @@ def _correlations(events: list) -> list[int]:
     return values
 
 
+def _steps_of(starts: np.ndarray, step_starts: np.ndarray, step_durations: np.ndarray,
+              step_names: list[str]) -> np.ndarray:
+    """Each event's step (an index in start order of the distinct ``ProfilerStep#N``,
+    the longest range of each name), by where it starts; -1 outside every step."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for name, start, duration in zip(step_names, step_starts.tolist(), step_durations.tolist()):
+        if name not in ranges or duration > ranges[name][1] - ranges[name][0]:
+            ranges[name] = (start, start + duration)
+    if not ranges:
+        return np.full(len(starts), -1, dtype=np.int64)
+    bounds = np.asarray(sorted(ranges.values()))
+    step = np.searchsorted(bounds[:, 0], starts, side="right") - 1
+    inside = (step >= 0) & (starts < bounds[step.clip(min=0), 1])
+    return np.where(inside, step, -1)
+
+
 def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: np.ndarray, events: OpEvents,
-                            keys: list, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                            keys: list, codes: np.ndarray, step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Add the host rows (self time by nesting on each thread); return each event's
     enclosing event as a position in these sorted arrays (-1: top level), and the event
     each one is counted as (``_fold_only_children``)."""
@@ -235,7 +254,7 @@ def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: 
     counted_as = _fold_only_children(parents, codes)
     kept = counted_as == np.arange(len(codes))
     merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
-    events.add_host_codes(keys, codes[kept], durations[kept], merged_selfs[kept])
+    events.add_host_codes(keys, codes[kept], durations[kept], merged_selfs[kept], steps=step_of[kept])
     return parents, counted_as
 
 
@@ -262,7 +281,7 @@ def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
 def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
                  kernel_keys: list, host_keys: list,
                  host_codes: np.ndarray, host_is_op: np.ndarray, host_is_annotation: np.ndarray, parents: np.ndarray,
-                 counted_as: np.ndarray, host_correlations: np.ndarray) -> None:
+                 counted_as: np.ndarray, host_correlations: np.ndarray, step_of: np.ndarray) -> None:
     """Kernels under the op call that launched them (as PyTorch counts calls), else under
     the innermost annotation around the launch; kernels whose launch is not in the trace
     under their own name."""
@@ -293,7 +312,8 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
     orphan_keys = [(name, f"({cat} without a launching op)") for name, cat in kernel_keys]
     launched_by = host_codes[invocation.clip(min=0)] if len(host_codes) else np.zeros(len(invocation), np.int64)
     codes = np.where(linked, launched_by, len(host_keys) + kernel_codes)
-    events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation)
+    events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation,
+                              steps=np.where(linked, step_of[invocation.clip(min=0)], -1) if len(step_of) else None)
     orphans = int((~linked).sum())
     if orphans:
         # Usual for kernels launched just before the profiling window opened.

@@ -23,7 +23,7 @@ from ..errors import OverLimit, ProfileError
 from ..optable import (OpEvents, OpProfile, ProfileFacts, build_op_table, crossing_events, crossing_warning,
                        self_times)
 from .tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op, shared_leading_dim
-from .xplane_wire import TooManyElements, split_space
+from .xplane_wire import TooManyElements, TooManyPlanes, split_space
 
 FORMAT = "xplane"
 _PS_PER_US = 1e6
@@ -49,7 +49,6 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
-        plane = None
         try:
             for plane in space.planes():
                 if plane.name.startswith("/host:"):
@@ -66,15 +65,14 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                         facts.device = kind
                         device_steps = max(device_steps, plane_steps)
         except _BrokenEvents as error:
-            raise ProfileError(path, f"plane {plane.name!r}, {error}") from None
+            raise ProfileError(path, f"plane {space.current!r}, {error}") from None
         except TooManyElements as error:
             raise OverLimit(path, f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
                                   "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
                                   "real profile") from None
         except (DecodeError, RuntimeError, ValueError) as error:
-            where = f"a line of plane {plane.name!r}" if plane is not None else "a plane"
-            raise ProfileError(path, f"{where} is not valid protobuf (the file may be truncated or corrupt): "
-                                     f"{error}") from None
+            raise ProfileError(path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or "
+                                     f"corrupt): {error}") from None
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if events.crossings:
@@ -92,26 +90,41 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         facts.steps, facts.steps_source = device_steps, "Steps line of the device plane"
     else:
         facts.steps_source = "unknown: the profile has no step markers (Keras 3 writes none)"
-    if first_shape:
-        facts.batch_size, facts.batch_size_source = first_shape[1], "data: first op input shape in the xplane"
-    elif input_batches:
-        # The most common, so that a last, partial batch does not count.
-        facts.batch_size, root = input_batches.most_common(1)[0][0]
-        facts.batch_size_source = f"data: tf.data input elements ({root} shapes)"
-    elif step_batches:
-        facts.batch_size = step_batches.most_common(1)[0][0]
-        facts.batch_size_source = f"data: {_STEP_EVENT_BATCH}"
-    if step_batches and facts.batch_size_source != f"data: {_STEP_EVENT_BATCH}":
-        declared = step_batches.most_common(1)[0][0]
-        if declared == facts.batch_size:
-            facts.batch_size_source += f"; {_STEP_EVENT_BATCH} agrees"
-        else:
-            facts.warnings.append(f"{_STEP_EVENT_BATCH} is {declared}, but the {facts.batch_size_source[6:]} say "
-                                  f"{facts.batch_size}; using {facts.batch_size}")
-    elif declared_batches:
-        facts.batch_size = declared_batches.most_common(1)[0][0]
-        facts.batch_size_source = "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
+    facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
+        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
+    if warning:
+        facts.warnings.append(warning)
     return OpProfile(facts=facts, ops=build_op_table(events))
+
+
+def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
+                        step_batches: collections.Counter, declared_batches: collections.Counter,
+                        ) -> tuple[int | None, str | None, str | None]:
+    """(batch size, its source, a warning or None) from what an xplane holds, most direct
+    first: an op's input shape (old TF), the tf.data elements delivered to the step (the
+    most common, so that a last, partial batch does not count), Keras 2's step-event
+    ``batch_size`` (``fit()``'s argument), the batch dataset's declared size. The step
+    event, where another source measured the size, confirms it or is warned about."""
+    if first_shape:
+        size, source = first_shape, "first op input shape in the xplane"
+    elif input_batches:
+        (size, root), _ = input_batches.most_common(1)[0]
+        source = f"tf.data input elements ({root} shapes)"
+    elif step_batches:
+        size, source = step_batches.most_common(1)[0][0], _STEP_EVENT_BATCH
+    elif declared_batches:
+        size = declared_batches.most_common(1)[0][0]
+        source = "the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
+    else:
+        return None, None, None
+    warning = None
+    if step_batches and source != _STEP_EVENT_BATCH:
+        declared = step_batches.most_common(1)[0][0]
+        if declared == size:
+            source += f"; {_STEP_EVENT_BATCH} agrees"
+        else:
+            warning = f"{_STEP_EVENT_BATCH} is {declared}, but {source} gives {size}; using {size}"
+    return size, f"data: {source}", warning
 
 
 def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
@@ -119,8 +132,8 @@ def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
         raise ProfileError(path, "the file is empty (0 bytes); the profiler may have been killed while writing it")
     try:
         space = split_space(data, max_parsed_bytes)
-    except TooManyElements as error:
-        raise OverLimit(path, f"{error}; not read (memory guard)") from None
+    except TooManyPlanes as error:
+        raise ProfileError(path, f"{error}; not read") from None
     except (DecodeError, RuntimeError, ValueError) as error:
         raise ProfileError(path, f"not a valid XSpace protobuf (truncated or not an xplane file): {error}") from None
     if not any(name.startswith(("/host:", "/device:")) for name in space.names):

@@ -6,10 +6,11 @@ scanned here: each XPlane's small fields (name, metadata, stats) are parsed toge
 and its lines' events are parsed in batches of at most ``EVENT_BATCH_BYTES`` of wire
 data, so memory stays the file plus one batch however large a line grows.
 
-Planes are made one at a time, as the reader asks for them, and a wire that would cost
-far more than its size is refused by counting elements before parsing them: more than
-``MAX_PLANES`` planes (an empty plane is two bytes of wire and over a kilobyte once
-parsed), or a plane whose metadata entries would need more than the read's budget.
+Planes are made one at a time, as the reader asks for them (an empty plane, two bytes of
+wire and over a kilobyte once parsed, is skipped), and a wire that would cost far more
+than its size is refused by counting elements before parsing them: more than
+``MAX_PLANES`` planes, or a plane whose metadata entries would need more than the read's
+budget.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ _LINE_EVENTS = 4
 _LINE_EVENTS_TAG = (_LINE_EVENTS << 3) | 2  # one byte on the wire: 0x22
 
 EVENT_BATCH_BYTES = 1 << 20
-MAX_PLANES = 100_000  # one per host thread group, device and derived view: thousands at most in real profiles
+MAX_PLANES = 100_000  # one per host, device and derived view: a few hundred at most in real profiles
 METADATA_ENTRY_BYTES = 256  # a parsed event/stat metadata entry and the reader's dict entry (measured 137 + 83)
 _PLANE_NAME = 2
 _PLANE_METADATA = (4, 5)  # event_metadata, stat_metadata
@@ -34,6 +35,10 @@ _PLANE_METADATA = (4, 5)  # event_metadata, stat_metadata
 
 class TooManyElements(ValueError):
     """The wire holds more elements than a read may parse within its memory budget."""
+
+
+class TooManyPlanes(ValueError):
+    """More planes than any profiler writes: a broken or hostile file, whatever the budget."""
 
 
 def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
@@ -190,17 +195,20 @@ class SpaceView:
         self._max_metadata_bytes = max_metadata_bytes
         self._spans: list[tuple[int, int]] = []
         self.names: list[str] = []
+        self.current: str | None = None
         for field, _, start, end in fields(self._view, 0, len(self._view)):
             if field != _SPACE_PLANES or end == start:  # an empty plane holds nothing to read
                 continue
             if len(self._spans) == MAX_PLANES:
-                raise TooManyElements(f"the XSpace holds more than {MAX_PLANES:,} planes (profilers write one per "
+                raise TooManyPlanes(f"the XSpace holds more than {MAX_PLANES:,} planes (profilers write one per "
                                       "device and host view, a few hundred at most)")
             self._spans.append((start, end))
             self.names.append(_plane_name(self._view, start, end))
 
     def planes(self) -> Iterator[PlaneView]:
-        for start, end in self._spans:
+        """Each plane in turn; ``current`` names the one being made or read, for errors."""
+        for (start, end), name in zip(self._spans, self.names):
+            self.current = name
             yield PlaneView(self._view, start, end, self._max_metadata_bytes)
 
 
