@@ -16,20 +16,17 @@ from .catalog import Catalog, UnknownRunError
 from .compare import COMPARE_COLUMNS, GROUP_BY
 from .documents import (SWEEP_CSV_COLUMNS, RowView, compare_csv, compare_document, runs_document, sweep_document,
                         sweep_table, sweeps_document)
-from .errors import ProfileError
+from .errors import ProfileError, escape_control_characters
 from .settings import ReadSettings
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 
 # Run, op and file names come from users' files: printed raw, an escape sequence could
 # clear the screen and a newline could forge a line of this tool's output.
-_CONTROL = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
-
-
 def escape_controls(value):
     """``value`` (a string, or a document of them) with control characters escaped."""
     if isinstance(value, str):
-        return value.translate(_CONTROL)
+        return escape_control_characters(value)
     if isinstance(value, dict):
         return {key: escape_controls(item) for key, item in value.items()}
     if isinstance(value, list):

@@ -161,7 +161,9 @@ class _Comparison:
 
 
 def _as_records(frame: pd.DataFrame) -> list[dict]:
-    return [dict(zip(COMPARE_COLUMNS, values)) for values in json_values(frame)]
+    """The frame's rows as JSON-ready dicts (see ``json_values``)."""
+    columns = list(frame.columns)
+    return [dict(zip(columns, values)) for values in json_values(frame)]
 
 
 class _ComparisonMemo:
@@ -372,11 +374,6 @@ def _holds_text(rows: list[dict], column: str) -> bool:
     return any(isinstance(row.get(column), str) for row in rows)
 
 
-def _records(frame) -> list[dict]:
-    columns = list(frame.columns)
-    return [{c: finite_or_none(v) for c, v in zip(columns, row)} for row in frame.itertuples(index=False, name=None)]
-
-
 def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
     """Every model key with its batch sizes per device (readable runs only)."""
     models: dict[str, dict[str, set]] = {}
@@ -443,11 +440,11 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
         "batch_sizes": sweep.batch_sizes,
         "runs": runs,
         "top_ops": sweep.top_ops,
-        "series": _records(sweep.series),
-        "steps": _records(sweep.steps),
-        "fits": _records(sweep.fits),
-        "breakeven": _records(sweep.breakeven),
-        "speedups": _records(sweep.speedups),
+        "series": _as_records(sweep.series),
+        "steps": _as_records(sweep.steps),
+        "fits": _as_records(sweep.fits),
+        "breakeven": _as_records(sweep.breakeven),
+        "speedups": _as_records(sweep.speedups),
         "warnings": warnings + sweep.warnings,
     }
 

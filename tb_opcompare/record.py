@@ -35,7 +35,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .discovery import SIDECAR
 
@@ -49,10 +49,10 @@ DEFAULT_FIRST_STEP = 3  # after tracing, compilation and warm-up
 DEFAULT_STEPS = 5
 
 
-def _refuse_a_gpu_run_without_a_gpu(framework: str, has_gpu: bool) -> None:
+def _refuse_a_gpu_run_without_a_gpu(framework: str, has_gpu: Callable[[], bool]) -> None:
     """``tb-opcompare record --devices gpu`` with a framework that sees no GPU (a CPU build,
     a driver it cannot load) would record a CPU profile into a ``…_gpu_…`` run."""
-    if os.environ.get(ENV_DEVICE, "").upper() == "GPU" and not has_gpu:
+    if os.environ.get(ENV_DEVICE, "").upper() == "GPU" and not has_gpu():
         raise RuntimeError(f"this is a GPU run ({ENV_DEVICE}=GPU), but {framework} sees no GPU here (a CPU build, "
                            "or no usable driver); not profiling the CPU under a GPU run's name. Run the command with "
                            "an interpreter whose framework has GPU support")
@@ -123,7 +123,7 @@ class _TfSession:
     def __init__(self, run_dir, model, batch_size, first_step, steps):
         import tensorflow as tf
 
-        _refuse_a_gpu_run_without_a_gpu(f"TensorFlow {tf.__version__}", bool(tf.config.list_physical_devices("GPU")))
+        _refuse_a_gpu_run_without_a_gpu(f"TensorFlow {tf.__version__}", lambda: _tf_device()[0] == "GPU")
         self.run_dir, self.model, self.batch_size = run_dir, model, batch_size
         self.first, self.last = first_step, first_step + steps - 1
         self.active = False
@@ -277,7 +277,7 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
     run_dir, model, batch_size = _settings(run_dir, model, batch_size)
     activities = [torch.profiler.ProfilerActivity.CPU]
     on_gpu = torch.cuda.is_available()
-    _refuse_a_gpu_run_without_a_gpu(f"PyTorch {torch.__version__}", on_gpu)
+    _refuse_a_gpu_run_without_a_gpu(f"PyTorch {torch.__version__}", lambda: on_gpu)
     if on_gpu:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(

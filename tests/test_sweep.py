@@ -201,7 +201,7 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
 
 def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     """Small frames with known lines: CPU conv = 10 + 10*bs, GPU conv = 100 + 1*bs (break-even 10)."""
-    from tb_opcompare.documents import _records
+    from tb_opcompare.documents import _as_records
     from tb_opcompare.sweep import build_sweep
     from tb_opcompare.sweep_figures import sweep_figures
 
@@ -215,8 +215,8 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     assert speedups[("conv", 64)] == pytest.approx((10 + 640) / (100 + 64))
     assert speedups[("conv", 1)] < 1 < speedups[("conv", 64)]
     assert (STEP, 8) in speedups.index
-    document = {"series": _records(sweep.series), "top_ops": sweep.top_ops, "steps": _records(sweep.steps),
-                "speedups": _records(sweep.speedups)}
+    document = {"series": _as_records(sweep.series), "top_ops": sweep.top_ops, "steps": _as_records(sweep.steps),
+                "speedups": _as_records(sweep.speedups)}
     figures = sweep_figures(document)
     assert set(figures) == {"op_time", "per_sample", "step", "speedup"}
     names = [trace["name"] for trace in figures["speedup"]["data"]]

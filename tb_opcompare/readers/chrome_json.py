@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import msgspec
 import numpy as np
 
-from ..errors import OverLimit, ProfileError
+from ..errors import OverLimit, ProfileError, escape_control_characters
 
 WHOLE_TEXT_BYTES = 16 << 20
 BATCH_BYTES = 4 << 20
@@ -398,9 +398,6 @@ def _starts_with_array(data: bytes) -> bool:
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # escaped in excerpts: a terminal would act on them
-
-
 def describe_json_error(data: bytes, message: str) -> str:
     """Say whether the file ends early (a killed writer) or is malformed part-way, and
     where, with the text around that point (e.g. an unescaped quote in an op name)."""
@@ -414,7 +411,7 @@ def describe_json_error(data: bytes, message: str) -> str:
     start = max(data.rfind(b"\n", 0, offset) + 1, offset - 60)
     end = data.find(b"\n", offset)
     end = min(end if end >= 0 else len(data), offset + 60)
-    context = _CONTROL.sub(lambda m: f"\\x{ord(m.group(0)):02x}", data[start:end].strip().decode("utf-8", "replace"))
+    context = escape_control_characters(data[start:end].strip().decode("utf-8", "replace"))
     what = message.split(" (byte")[0]
     if data[offset:offset + 3] in (b"NaN", b"Inf") or data[offset:offset + 4] == b"-Inf":
         what = "a NaN or Infinity number, which JSON does not allow (Python's json.dump writes them)"
