@@ -13,37 +13,57 @@ import os
 from tb_opcompare.demo import demo_arguments
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = demo_arguments(__doc__, argv, precision=True)
+INPUT_SHAPE = (1, 28, 28)
+
+
+def build_cnn():
+    """Two convolutions, a pooling layer, two dense layers, for [N, 1, 28, 28] inputs."""
+    from torch import nn
+
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3), nn.ReLU(), nn.Flatten(),
+        nn.Linear(32 * 11 * 11, 64), nn.ReLU(), nn.Linear(64, 10),
+    )
+
+
+def train_profiled(model, optimizer, input_shape: tuple[int, ...], *, run_dir: str | None, model_name: str,
+                   batch_size: int, steps: int, precision: str = "fp32", with_stack: bool = False,
+                   step_model=None) -> None:
+    """``steps`` training steps on random data (10 classes) under ``torch_profile``, which
+    profiles steps 3 .. 7. ``step_model`` (e.g. ``torch.compile(model)``) runs the forward
+    pass where given. bf16 as users run it: autocast around forward and loss, fp32
+    weights and optimizer."""
     import torch
     from torch import nn
 
     from tb_opcompare.record import torch_profile
 
-    torch.manual_seed(0)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = nn.Sequential(
-        nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3), nn.ReLU(), nn.Flatten(),
-        nn.Linear(32 * 11 * 11, 64), nn.ReLU(), nn.Linear(64, 10),
-    ).to(device)
-    optimizer = torch.optim.Adam(model.parameters())
+    device = next(model.parameters()).device.type
     loss_fn = nn.CrossEntropyLoss()
-    active = min(5, max(1, args.steps - 3))
-    # bf16 as users run it: autocast around forward and loss, fp32 weights and optimizer
-    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=args.precision == "bf16")
-    with torch_profile(args.run_dir, model=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn_torch",
-                       batch_size=args.batch_size, wait=1, warmup=2, active=active, precision=args.precision,
-                       with_stack=args.with_stack) as profiler:
-        for _ in range(args.steps):
-            x = torch.randn(args.batch_size, 1, 28, 28, device=device)
-            y = torch.randint(0, 10, (args.batch_size,), device=device)
+    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
+    with torch_profile(run_dir, model=model_name, batch_size=batch_size, wait=1, warmup=2,
+                       active=min(5, max(1, steps - 3)), precision=precision, with_stack=with_stack) as profiler:
+        for _ in range(steps):
+            x = torch.randn(batch_size, *input_shape, device=device)
+            y = torch.randint(0, 10, (batch_size,), device=device)
             optimizer.zero_grad()
             with autocast:
-                loss = loss_fn(model(x), y)
+                loss = loss_fn((step_model or model)(x), y)
             loss.backward()
             optimizer.step()
             profiler.step()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = demo_arguments(__doc__, argv, precision=True)
+    import torch
+
+    torch.manual_seed(0)
+    model = build_cnn().to("cuda" if torch.cuda.is_available() else "cpu")
+    train_profiled(model, torch.optim.Adam(model.parameters()), INPUT_SHAPE, run_dir=args.run_dir,
+                   model_name=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn_torch", batch_size=args.batch_size,
+                   steps=args.steps, precision=args.precision, with_stack=args.with_stack)
     print(f"trained {args.steps} steps at batch size {args.batch_size}")
 
 
