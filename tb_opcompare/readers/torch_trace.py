@@ -158,9 +158,8 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     # ProfilerStep#N ranges give the steps and are not rows.
     is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
     is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
-    steps: dict[str, float] = {}
-    for code, duration in zip(kind_codes[is_step].tolist(), host.numpy("dur")[is_step].tolist()):
-        steps[kinds[code][0]] = max(steps.get(kinds[code][0], 0.0), duration)
+    steps = _step_ranges([kinds[code][0] for code in kind_codes[is_step].tolist()], host.numpy("ts")[is_step],
+                         host.numpy("dur")[is_step])
     row_keys = _Codes()  # (op name, row type): an op's type is its name, a runtime call's its category
     row_of_kind = np.asarray(row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]),
                              dtype=np.int64)
@@ -172,12 +171,11 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     order = kept[np.lexsort((-durations, ts, threads_of))]
     codes = row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64)
     durations = host.numpy("dur")[order]
+    starts = host.numpy("ts")[order]
     events = OpEvents()
-    step_of = _steps_of(host.numpy("ts")[order], host.numpy("ts")[is_step], host.numpy("dur")[is_step],
-                        [kinds[code][0] for code in kind_codes[is_step].tolist()])
+    step_of = _steps_of(starts, steps)
     events.step_count = len(steps)
-    parents, counted_as = _parents_within_threads(thread_codes[order], host.numpy("ts")[order], durations, events,
-                                                  keys, codes, step_of)
+    parents, counted_as = _parents_within_threads(thread_codes[order], starts, durations, events, keys, codes, step_of)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
     if device.rows:
         is_annotation = np.array([row_type in _ANNOTATION_CATEGORIES for _, row_type in keys], dtype=bool)
@@ -187,13 +185,13 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
         facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
-        facts.step_time_us = sum(steps.values()) / len(steps)
+        facts.step_time_us = sum(duration for _, duration in steps.values()) / len(steps)
     step_starts = host.numpy("ts")[is_step]
     first_step = None
     if len(step_starts):
         first = int(np.argmin(step_starts))
         first_step = (float(step_starts[first]), float(step_starts[first] + host.numpy("dur")[is_step][first]))
-    evidence = _batch_size_evidence(trace, host.numpy("index")[order], host.numpy("ts")[order], parents,
+    evidence = _batch_size_evidence(trace, host.numpy("index")[order], starts, parents,
                                     is_op[codes], keys, codes, first_step)
     if evidence:
         facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
@@ -223,17 +221,22 @@ def _correlations(events: list) -> list[int]:
     return values
 
 
-def _steps_of(starts: np.ndarray, step_starts: np.ndarray, step_durations: np.ndarray,
-              step_names: list[str]) -> np.ndarray:
-    """Each event's step (an index in start order of the distinct ``ProfilerStep#N``,
-    the longest range of each name), by where it starts; -1 outside every step."""
+def _step_ranges(names: list[str], starts: np.ndarray, durations: np.ndarray) -> dict[str, tuple[float, float]]:
+    """(start, duration) of each distinct ``ProfilerStep#N``: the longest range of that
+    name (a step can be marked on more than one thread)."""
     ranges: dict[str, tuple[float, float]] = {}
-    for name, start, duration in zip(step_names, step_starts.tolist(), step_durations.tolist()):
-        if name not in ranges or duration > ranges[name][1] - ranges[name][0]:
-            ranges[name] = (start, start + duration)
+    for name, start, duration in zip(names, starts.tolist(), durations.tolist()):
+        if name not in ranges or duration > ranges[name][1]:
+            ranges[name] = (start, duration)
+    return ranges
+
+
+def _steps_of(starts: np.ndarray, ranges: dict[str, tuple[float, float]]) -> np.ndarray:
+    """Each event's step (an index of ``ranges`` in start order), by where it starts; -1
+    outside every step."""
     if not ranges:
         return np.full(len(starts), -1, dtype=np.int64)
-    bounds = np.asarray(sorted(ranges.values()))
+    bounds = np.asarray(sorted((start, start + duration) for start, duration in ranges.values()))
     step = np.searchsorted(bounds[:, 0], starts, side="right") - 1
     inside = (step >= 0) & (starts < bounds[step.clip(min=0), 1])
     return np.where(inside, step, -1)
