@@ -1,0 +1,149 @@
+"""Golden outputs: every document the tab and the CLI produce on the demo logdir and the
+fixtures, byte for byte as committed in ``tests/golden/``.
+
+They pin behaviour across refactoring: a change that moves code must leave every byte
+alone. A change that means to alter an output regenerates them and shows the diff in
+its commit::
+
+    .venv/bin/python tests/test_golden.py --write
+
+Paths of the logdir are written as ``<logdir>`` and the plugin's version as
+``<version>``, so the files do not depend on where the checkout is or its version.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import io
+import json
+import shutil
+import sys
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from conftest import FIXTURES, LOGDIR, REPO, build_plugin_logdir  # noqa: E402
+from in_process import PREFIX, plugin_client  # noqa: E402
+
+from tb_opcompare import __version__  # noqa: E402
+
+GOLDEN = Path(__file__).parent / "golden"
+
+# name -> how to make the logdir in a scratch folder (copies, so nothing is written beside
+# the fixtures and the paths in the documents are the scratch folder's)
+LOGDIRS = {
+    "demo_logs": lambda root: _copy(REPO / "demo_logs", root / "demo_logs"),
+    "fixtures": lambda root: build_plugin_logdir(root),
+    "gpu_h100_demo": lambda root: _copy(FIXTURES / "gpu_h100" / "demo", root / "gpu_h100_demo"),
+    "gpu_h100_zoo": lambda root: _copy(FIXTURES / "gpu_h100" / "zoo", root / "gpu_h100_zoo"),
+    "summary_json": lambda root: _copy(FIXTURES / "summary_json", root / "summary_json"),
+    "tf_trace_json": lambda root: _copy(FIXTURES / "tf_trace_json", root / "tf_trace_json"),
+}
+MAX_PAIRS = 4  # compare documents for the first pairs of each logdir (each has three views)
+VIEW = {"q": "conv", "sort": "speedup", "order": "asc", "top": "5", "status": "matched,target_only"}
+
+
+def _copy(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.md"))
+    return target
+
+
+def outputs(logdir: Path) -> dict[str, bytes]:
+    """Every output of the routes and the CLI on ``logdir``, by a file name."""
+    found: dict[str, bytes] = {}
+    client = plugin_client(logdir)
+
+    def get(name: str, route: str, **params):
+        response = client.get(PREFIX + route + ("?" + urllib.parse.urlencode(params, doseq=True) if params else ""))
+        found[name] = f"{response.status_code} {response.headers.get('Content-Disposition', '')}\n".encode() \
+            + response.get_data()
+
+    get("runs_lazy.json", "/runs", load="0")  # before any read: names and sidecars only
+    get("runs.json", "/runs")
+    runs = json.loads(found["runs.json"].split(b"\n", 1)[1])
+    for number, pair in enumerate(runs["pairs"][:MAX_PAIRS]):
+        ends = {"baseline": pair["baseline"], "target": pair["target"]}
+        get(f"pair{number}_compare.json", "/compare", **ends)
+        get(f"pair{number}_compare_by_type.json", "/compare", group_by="type", **ends)
+        get(f"pair{number}_compare_view.json", "/compare", **ends, **VIEW)
+        get(f"pair{number}_compare.csv", "/compare.csv", **ends)
+    get("sweeps.json", "/sweeps")
+    sweeps = json.loads(found["sweeps.json"].split(b"\n", 1)[1])
+    for number, model in enumerate(sweeps["sweepable"]):
+        get(f"sweep{number}.json", "/sweep", model=model)
+        get(f"sweep{number}.csv", "/sweep.csv", model=model)
+    found["cli_runs.txt"] = _cli("runs", str(logdir))
+    found["cli_compare.txt"] = _cli("compare", str(logdir), "--top", "8")
+    found["cli_sweep.txt"] = _cli("sweep", str(logdir))
+    for number, model in enumerate(sweeps["sweepable"]):
+        found[f"cli_sweep{number}.txt"] = _cli("sweep", str(logdir), "--model", model, "--top", "5")
+    return {name: _portable(data, logdir) for name, data in found.items()}
+
+
+def _cli(*argv: str) -> bytes:
+    from tb_opcompare.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*argv, "--no-cache"])
+    return f"exit {code}\n{out.getvalue()}--- stderr\n{err.getvalue()}".encode()
+
+
+def _portable(data: bytes, logdir: Path) -> bytes:
+    for path, placeholder in ((str(logdir), "<logdir>"), (json.dumps(str(logdir))[1:-1], "<logdir>")):
+        data = data.replace(path.encode(), placeholder.encode())
+    return data.replace(f'"version":"{__version__}"'.encode(), b'"version":"<version>"')
+
+
+def _made(name: str, root: Path) -> Path:
+    root.mkdir(parents=True)
+    return LOGDIRS[name](root)
+
+
+@pytest.mark.parametrize("name", sorted(LOGDIRS))
+def test_outputs_match_the_golden_files(name, tmp_path):
+    produced = outputs(_made(name, tmp_path / name))
+    folder = GOLDEN / name
+    committed = {path.name: path.read_bytes() for path in folder.iterdir()} if folder.is_dir() else {}
+    assert sorted(produced) == sorted(committed), (
+        f"{folder}: outputs made and files committed differ; regenerate with `python tests/test_golden.py --write`")
+    different = [file for file in produced if produced[file] != committed[file]]
+    if different:
+        first = different[0]
+        diff = "\n".join(list(difflib.unified_diff(
+            _readable(committed[first]), _readable(produced[first]), "committed", "produced", lineterm=""))[:60])
+        pytest.fail(f"{len(different)} of {len(produced)} outputs changed ({', '.join(different)}); "
+                    f"first, {folder / first}:\n{diff}")
+
+
+def _readable(data: bytes) -> list[str]:
+    status, _, body = data.partition(b"\n")
+    try:
+        return [status.decode()] + json.dumps(json.loads(body), indent=1, sort_keys=True).splitlines()
+    except ValueError:
+        return data.decode("utf-8", "replace").splitlines()
+
+
+def write_all() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        for name in sorted(LOGDIRS):
+            folder = GOLDEN / name
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            produced = outputs(_made(name, Path(scratch) / name))
+            for file, data in produced.items():
+                (folder / file).write_bytes(data)
+            print(f"{folder}: {len(produced)} files, {sum(map(len, produced.values())) / 1e3:,.0f} kB")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit(__doc__)
+    assert LOGDIR.is_dir()
+    write_all()
