@@ -17,18 +17,36 @@ import importlib.resources
 from pathlib import Path
 
 FRONTEND_PACKAGE = "tb_opcompare.frontend"
-FRONTEND_FILES = ("index.js", "view.js", "format.js", "table.js", "sweep.js", "theme.js", "style.css")
+_SERVED_SUFFIXES = (".js", ".css")
+
+
+def _frontend_root():
+    try:
+        return importlib.resources.files(FRONTEND_PACKAGE)
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parent.parent / "frontend"
+
+
+@functools.lru_cache(maxsize=1)
+def frontend_files() -> tuple[str, ...]:
+    """The tab's files as paths relative to ``frontend/`` (``views/table.js``): whatever
+    ships, so adding a module needs no list kept in step (pyproject's globs decide)."""
+    found, folders = [], [(_frontend_root(), "")]
+    while folders:
+        folder, prefix = folders.pop()
+        for entry in folder.iterdir():
+            if entry.is_dir() and not entry.name.startswith(("_", ".")):
+                folders.append((entry, f"{prefix}{entry.name}/"))
+            elif entry.is_file() and entry.name.endswith(_SERVED_SUFFIXES):
+                found.append(prefix + entry.name)
+    return tuple(sorted(found))
 
 
 def frontend_file(name: str) -> bytes:
     """Read on each request (a few KB): an edit in a checkout shows on reload."""
-    if name not in FRONTEND_FILES:
+    if name not in frontend_files():
         raise FileNotFoundError(name)
-    try:
-        return importlib.resources.files(FRONTEND_PACKAGE).joinpath(name).read_bytes()
-    except ModuleNotFoundError:
-        source_tree = Path(__file__).resolve().parent.parent / "frontend"
-        return (source_tree / name).read_bytes()
+    return _frontend_root().joinpath(*name.split("/")).read_bytes()
 
 
 @functools.lru_cache(maxsize=1)

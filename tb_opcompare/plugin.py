@@ -47,7 +47,7 @@ class OpComparePlugin(base_plugin.TBPlugin):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
 
     def get_plugin_apps(self):
-        apps = {f"/{name}": self._static_app(name, assets.frontend_file) for name in assets.FRONTEND_FILES}
+        apps = {f"/{name}": self._static_app(name, assets.frontend_file) for name in assets.frontend_files()}
         apps["/plotly.min.js"] = self._static_app("plotly.min.js", lambda _name: assets.plotly_bundle(), expires=86400)
         apps.update({route: self._data_app(route) for route in DATA_ROUTES})
         return apps

@@ -25,7 +25,8 @@ from conftest import REPO, open_op_compare
 from tensorboard_server import running_tensorboard
 
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-FRONTEND = sorted(path.name for path in (REPO / "frontend").iterdir() if path.suffix in (".js", ".css"))
+FRONTEND = sorted(path.relative_to(REPO / "frontend").as_posix() for path in (REPO / "frontend").rglob("*")
+                  if path.suffix in (".js", ".css"))
 # Neither the checkout nor the test environment may leak into the installed product.
 CLEAN_ENV = {key: value for key, value in os.environ.items()
              if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")}
@@ -67,7 +68,8 @@ def installed(dist, tmp_path_factory) -> Path:
 def test_wheel_and_sdist_carry_the_tab_and_the_licence_and_nothing_borrowed(dist):
     (wheel,) = dist.glob("tb_opcompare-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("tb_opcompare/frontend/")) == FRONTEND
+    assert sorted(n.removeprefix("tb_opcompare/frontend/") for n in names if n.startswith("tb_opcompare/frontend/")) \
+        == FRONTEND
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not [n for n in names if "demo_logs" in n or n.startswith("tests/")]
     (sdist,) = dist.glob("tb_opcompare-*.tar.gz")
