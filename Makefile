@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo demo-logs demo-logs-gpu record-demo test bench fuzz load dist clean
+.PHONY: demo demo-logs demo-logs-gpu record-demo test bench fuzz load dist clean contract
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,3 +83,8 @@ dist: $(BIN)/python
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# The HTTP API's doc and the tab's JSDoc types, generated from the typed contract
+# (tb_opcompare/schema/contract.py); a test fails when the committed ones drift.
+contract: $(DEMO_STAMP)
+	$(BIN)/python -m tb_opcompare.schema.contract --write

@@ -30,7 +30,7 @@ import json, resource, sys, time
 kind, path = sys.argv[1], sys.argv[2]
 # Imports happen before the clock starts: the figures are read times, not start-up.
 if kind.startswith("ours"):
-    from tb_opcompare.catalog import read_profile
+    from tb_opcompare.ingest.formats import read_profile
 elif kind == "xprof":
     from xprof.convert import raw_to_tool_data
 else:

@@ -33,7 +33,7 @@ from bench_readers import record_torch, record_xplane  # noqa: E402
 
 _READ = r"""
 import json, resource, sys, time
-from tb_opcompare.catalog import Catalog
+from tb_opcompare.store.catalog import Catalog
 logdir, cache_dir, run = sys.argv[1], sys.argv[2], sys.argv[3]
 catalog = Catalog(logdir, cache_dir=cache_dir)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -94,9 +94,10 @@ def get(url: str) -> tuple[float, bytes]:
 
 
 def bench_listing(runs: int) -> None:
-    from tb_opcompare.catalog import Catalog
-    from tb_opcompare.documents import runs_document
     from tensorboard_server import running_tensorboard
+
+    from tb_opcompare.service.runs import runs_document
+    from tb_opcompare.store.catalog import Catalog
 
     with tempfile.TemporaryDirectory() as scratch:
         logdir = build_big_logdir(Path(scratch), runs)
@@ -163,8 +164,9 @@ def browser_first_table(url: str, pair: dict) -> float | None:
 
 _MILLION = r"""
 import resource, sys, time
-from tb_opcompare.catalog import Catalog
-from tb_opcompare.documents import RowView, compare_document, view_from_params
+from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.analysis.row_view import RowView, view_from_params
+from tb_opcompare.service.compare import compare_document
 catalog = Catalog(sys.argv[1], cache_dir=None)
 start = time.perf_counter(); catalog.load("big_cpu"); catalog.load("big_gpu")
 print(f"  read both: {time.perf_counter() - start:,.1f} s")

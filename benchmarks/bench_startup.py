@@ -35,7 +35,7 @@ from tensorboard import default, program
 plugins = default.get_static_plugins() + [entry.load() for entry in entry_points(group="tensorboard_plugins")
                                           if entry.name != "op_compare"]
 if sys.argv[1] == "with":
-    from tb_opcompare.plugin import OpCompareLoader
+    from tb_opcompare.web.plugin import OpCompareLoader
     plugins = plugins + [OpCompareLoader]
 server = program.TensorBoard(plugins=plugins)
 server.configure(argv=["tensorboard", "--logdir", sys.argv[2], "--host", "127.0.0.1", "--port", sys.argv[3],
@@ -48,12 +48,12 @@ import sys, time
 started = time.perf_counter()
 from tensorboard.plugins import base_plugin
 base = time.perf_counter()
-from tb_opcompare.plugin import OpCompareLoader
+from tb_opcompare.web.plugin import OpCompareLoader
 class Flags: pass
 plugin = OpCompareLoader().load(base_plugin.TBContext(logdir=sys.argv[1], flags=Flags()))
 plugin.get_plugin_apps(); plugin.is_active()
 done = time.perf_counter()
-heavy = sorted(m for m in ("pandas", "numpy", "plotly", "tb_opcompare.catalog", "tb_opcompare.readers.xplane")
+heavy = sorted(m for m in ("pandas", "numpy", "plotly", "tb_opcompare.store.catalog", "tb_opcompare.ingest.readers.xplane")
                if m in sys.modules)
 print((done - base) * 1000, heavy)
 """

@@ -8,7 +8,7 @@ import argparse
 from tensorboard.plugins import base_plugin
 from werkzeug import test, wrappers
 
-from tb_opcompare.plugin import OpCompareLoader
+from tb_opcompare.web.plugin import OpCompareLoader
 
 PREFIX = "/data/plugin/op_compare"
 

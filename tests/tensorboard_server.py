@@ -13,7 +13,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-
 PIDS: dict[str, int] = {}  # url -> TensorBoard process id, while it runs
 
 

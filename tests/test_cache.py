@@ -12,11 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import LOGDIR, run_cli
-from tb_opcompare import cache as cache_module
-from tb_opcompare.catalog import Catalog
+
 from tb_opcompare.errors import ProfileError
+from tb_opcompare.store import cache as cache_module
+from tb_opcompare.store.catalog import Catalog
 
 TORCH_RUN = "torch/cnn_torch_cpu_bs64"
 TF_RUN = "tf_keras/cnn_cpu_bs32/train"
@@ -59,7 +59,7 @@ def test_twenty_concurrent_compare_requests_to_the_plugin_parse_each_file_once(l
     """The plugin's own WSGI app under 20 threads, on a cold pair."""
     from werkzeug.test import Client
 
-    from tb_opcompare.plugin import OpComparePlugin
+    from tb_opcompare.web.plugin import OpComparePlugin
 
     class Flags:
         opcompare_cache_dir = str(tmp_path / "cache")
@@ -161,7 +161,7 @@ def test_memory_guard_refuses_a_read_that_would_not_fit(logdir):
 def test_lazy_listing_reads_no_trace_and_knows_cached_runs(logdir, tmp_path):
     cache_dir = str(tmp_path / "cache")
     catalog = Catalog(str(logdir), cache_dir=cache_dir)
-    from tb_opcompare.documents import runs_document
+    from tb_opcompare.service.runs import runs_document
 
     listing = runs_document(catalog, load=False)
     assert not catalog.cache.parses and listing["complete"] is False
@@ -215,7 +215,8 @@ def test_a_second_tensorboard_start_serves_a_pair_without_reading_traces(logdir,
 def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(logdir):
     """The tab asks for the same pair over and over; the answer is kept, keyed by the
     parsed tables, so a trace rewritten in place (a re-profiled run) is compared anew."""
-    from tb_opcompare.documents import _COMPARISONS, RowView, compare_document
+    from tb_opcompare.analysis.row_view import RowView
+    from tb_opcompare.service.compare import _COMPARISONS, compare_document
 
     catalog = Catalog(str(logdir), cache_dir=None)
     first = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")

@@ -8,7 +8,6 @@ import json
 import shutil
 
 import pytest
-
 from conftest import LOGDIR, REALTRACES, run_cli
 
 

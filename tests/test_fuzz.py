@@ -15,13 +15,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, LOGDIR, REALTRACES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, LOGDIR, REALTRACES
-from tb_opcompare.catalog import read_profile
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.optable import OP_COLUMNS
+from tb_opcompare.ingest.formats import read_profile
+from tb_opcompare.schema.optable import OP_COLUMNS
 
 EXAMPLES = int(os.environ.get("TB_OPCOMPARE_FUZZ_EXAMPLES", "30"))
 

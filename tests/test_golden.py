@@ -85,7 +85,7 @@ def outputs(logdir: Path) -> dict[str, bytes]:
 
 
 def _cli(*argv: str) -> bytes:
-    from tb_opcompare.cli import main
+    from tb_opcompare.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

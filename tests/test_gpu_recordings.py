@@ -11,10 +11,10 @@ import json
 import re
 
 import pytest
-
 from conftest import FIXTURES, REPO, run_cli
-from tb_opcompare.catalog import Catalog
-from tb_opcompare.documents import sweeps_document
+
+from tb_opcompare.service.sweep import sweeps_document
+from tb_opcompare.store.catalog import Catalog
 
 GPU_FIXTURES = FIXTURES / "gpu_h100"
 DEMO = GPU_FIXTURES / "demo"
@@ -163,8 +163,8 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_range():
     backward = [row for row in document["series"] if row["op"] == "aten::convolution_backward"]
     assert len(backward) == 6 and all(r["low_us"] <= r["mean_us"] <= r["high_us"] and r["repeats"] == 3
                                       for r in backward)
-    from tb_opcompare.documents import sweep_document
-    from tb_opcompare.sweep_figures import sweep_figures
+    from tb_opcompare.service.figures import sweep_figures
+    from tb_opcompare.service.sweep import sweep_document
 
     figures = sweep_figures(sweep_document(catalog, "mnist_cnn_torch"))
     step_trace = figures["step"]["data"][0]

@@ -18,7 +18,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import BIG_RUN, LOGDIR, REALTRACES, run_cli
 from tensorboard_server import running_tensorboard
 
@@ -208,7 +207,7 @@ def test_a_run_that_cannot_be_read_is_listed_with_the_reason(tmp_path):
 
 
 def _xplane_bytes(*planes) -> bytes:
-    from tb_opcompare.readers.xplane_schema import XSpace
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
 
     space = XSpace()
     for fill in planes:
@@ -342,7 +341,7 @@ def test_the_cli_escapes_control_characters_in_names(tmp_path):
 
 
 def _xspace(path: Path):
-    from tb_opcompare.readers.xplane_schema import XSpace
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
 
     space = XSpace()
     space.ParseFromString(path.read_bytes())
@@ -351,7 +350,7 @@ def _xspace(path: Path):
 
 @pytest.mark.timeout(120)
 def test_odd_encodings_numbers_and_names_are_named_or_made_harmless(tmp_path):
-    from tb_opcompare.sweep_figures import label
+    from tb_opcompare.service.figures import label
 
     text = _torch_trace(4).read_bytes()
     (tmp_path / "bom_cpu_bs4").mkdir()
@@ -363,7 +362,7 @@ def test_odd_encodings_numbers_and_names_are_named_or_made_harmless(tmp_path):
     (tmp_path / "claims_cpu_bs4" / "opcompare.json").write_text('{"batch_size": 1000000000000000000000000000000}')
     xplane = next((LOGDIR / "tf_keras" / "cnn_cpu_bs8").glob("**/*.xplane.pb"))
     space = _xspace(xplane)
-    from tb_opcompare.readers.tf_ops import parse_host_op
+    from tb_opcompare.ingest.readers.tf_ops import parse_host_op
 
     host = next(plane for plane in space.planes if plane.name.startswith("/host:"))
     op_ids = {entry.key for entry in host.event_metadata if parse_host_op(entry.value.name)}

@@ -15,12 +15,11 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
-
+import tomllib
 from conftest import REPO, open_op_compare
 from tensorboard_server import running_tensorboard
 
@@ -104,7 +103,7 @@ def test_entry_point_loads_the_plugin_without_pandas_or_readers(installed, tmp_p
         "class Flags: pass\n"
         f"plugin = entry.load()().load(TBContext(logdir={str(tmp_path)!r}, flags=Flags()))\n"
         "plugin.get_plugin_apps(); plugin.is_active()\n"
-        "print(sorted(m for m in ('pandas', 'numpy', 'tb_opcompare.catalog', 'tb_opcompare.readers.xplane') "
+        "print(sorted(m for m in ('pandas', 'numpy', 'tb_opcompare.store.catalog', 'tb_opcompare.ingest.readers.xplane') "
         "if m in sys.modules))\n")
     assert _run(installed / "bin" / "python", "-c", probe, cwd=tmp_path).stdout.strip() == "[]"
 

@@ -9,11 +9,11 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
 from conftest import run_cli
 from malformed_corpus import build_corpus
-from tb_opcompare.catalog import Catalog
+
 from tb_opcompare.errors import ProfileError
+from tb_opcompare.store.catalog import Catalog
 
 GOOD_RUN = "odd_names_cpu_bs4"
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from tb_opcompare.naming import batch_size_from_name, model_key, repeat_from_name
-from tb_opcompare.pairing import RunForPairing, pair_runs
+from tb_opcompare.analysis.pairing import RunForPairing, pair_runs
+from tb_opcompare.ingest.naming import batch_size_from_name, model_key, repeat_from_name
 
 
 @pytest.mark.parametrize(

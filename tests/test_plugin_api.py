@@ -12,18 +12,29 @@ import urllib.parse
 import urllib.request
 
 import pytest
-
-from conftest import LOGDIR, TRUNCATED_RUN
+from conftest import LOGDIR, REPO, TRUNCATED_RUN
+from in_process import plugin_client
 
 TF1_PAIR = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
 API = "/data/plugin/op_compare"
 
 
-def get(base: str, route: str, **params):
-    """(status, headers, body bytes) of a GET, errors included."""
-    url = f"{base}{API}/{route}"
-    if params:
-        url += "?" + urllib.parse.urlencode(params)
+@pytest.fixture(scope="module")
+def api(plugin_logdir):
+    """The plugin's routes served in this process: what route behaviour needs. The real
+    TensorBoard (``tensorboard_url``) is for what only it can show (the plugin listing,
+    its static file serving)."""
+    return plugin_client(plugin_logdir)
+
+
+def get(base, route: str, **params):
+    """(status, headers, body bytes) of a GET, errors included; ``base`` is a TensorBoard
+    URL or an in-process client (``api``)."""
+    query = "?" + urllib.parse.urlencode(params) if params else ""
+    if not isinstance(base, str):
+        response = base.get(f"{API}/{route}{query}")
+        return response.status_code, response.headers, response.get_data()
+    url = f"{base}{API}/{route}{query}"
     try:
         with urllib.request.urlopen(url, timeout=120) as response:
             return response.status, response.headers, response.read()
@@ -46,8 +57,8 @@ def test_listing_enables_the_tab(tensorboard_url):
     assert entry["loading_mechanism"] == {"type": "IFRAME", "module_path": "/data/plugin/op_compare/index.js"}
 
 
-def test_runs_lists_good_runs_pairs_and_unreadable_files(tensorboard_url):
-    status, document = get_json(tensorboard_url, "runs")
+def test_runs_lists_good_runs_pairs_and_unreadable_files(api):
+    status, document = get_json(api, "runs")
     assert status == 200
     runs = {run["run"]: run for run in document["runs"]}
     assert {"tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16",
@@ -65,8 +76,8 @@ def test_runs_lists_good_runs_pairs_and_unreadable_files(tensorboard_url):
     assert "not valid JSON at line 306" in broken[quote_file]
 
 
-def test_compare_returns_summary_columns_and_rows(tensorboard_url):
-    status, document = get_json(tensorboard_url, "compare", **TF1_PAIR)
+def test_compare_returns_summary_columns_and_rows(api):
+    status, document = get_json(api, "compare", **TF1_PAIR)
     assert status == 200
     assert document["columns"][:4] == ["key", "op_type", "status", "speedup"]
     rows = document["rows"]
@@ -81,9 +92,9 @@ def test_compare_returns_summary_columns_and_rows(tensorboard_url):
         assert row["speedup"] == pytest.approx(row["baseline_mean_us"] / row["target_mean_us"])
 
 
-def test_compare_by_type_groups_ops(tensorboard_url):
-    _, by_name = get_json(tensorboard_url, "compare", **TF1_PAIR)
-    _, by_type = get_json(tensorboard_url, "compare", group_by="type", **TF1_PAIR)
+def test_compare_by_type_groups_ops(api):
+    _, by_name = get_json(api, "compare", **TF1_PAIR)
+    _, by_type = get_json(api, "compare", group_by="type", **TF1_PAIR)
     keys = [row["key"] for row in by_type["rows"]]
     assert len(keys) == len(set(keys)) < len(by_name["rows"])
     matmul = next(row for row in by_type["rows"] if row["key"] == "MatMul")
@@ -91,9 +102,9 @@ def test_compare_by_type_groups_ops(tensorboard_url):
         sum(r["baseline_total_us"] or 0 for r in by_name["rows"] if r["op_type"] == "MatMul"))
 
 
-def test_view_parameters_filter_sort_and_cut(tensorboard_url):
-    _, everything = get_json(tensorboard_url, "compare", **TF1_PAIR)
-    _, view = get_json(tensorboard_url, "compare", q="/^gradients/", status="matched", sort="speedup",
+def test_view_parameters_filter_sort_and_cut(api):
+    _, everything = get_json(api, "compare", **TF1_PAIR)
+    _, view = get_json(api, "compare", q="/^gradients/", status="matched", sort="speedup",
                        order="asc", top=5, **TF1_PAIR)
     expected = sorted(
         (r for r in everything["rows"] if r["key"].startswith("gradients") and r["status"] == "matched"
@@ -104,20 +115,20 @@ def test_view_parameters_filter_sort_and_cut(tensorboard_url):
     assert view["total_rows"] == len(everything["rows"])
 
 
-def test_csv_is_a_named_download_of_the_same_rows(tensorboard_url):
-    status, headers, body = get(tensorboard_url, "compare.csv", sort="baseline_total_us", top=20, **TF1_PAIR)
+def test_csv_is_a_named_download_of_the_same_rows(api):
+    status, headers, body = get(api, "compare.csv", sort="baseline_total_us", top=20, **TF1_PAIR)
     assert status == 200
     assert headers["Content-Type"].startswith("text/csv")
     assert headers["Content-Disposition"] == 'attachment; filename="opcompare_tf1-mlp_cpu_vs_tf1-mlp_gpu.csv"'
     table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
-    _, document = get_json(tensorboard_url, "compare", sort="baseline_total_us", top=20, **TF1_PAIR)
+    _, document = get_json(api, "compare", sort="baseline_total_us", top=20, **TF1_PAIR)
     assert [row["key"] for row in table] == [row["key"] for row in document["rows"]]
     assert float(table[0]["baseline_total_us"]) == pytest.approx(document["rows"][0]["baseline_total_us"])
 
 
-def test_csv_neutralises_formulas_from_op_names(tensorboard_url):
+def test_csv_neutralises_formulas_from_op_names(api):
     run = "torch/hostile_names_cpu_bs4"
-    _, _, body = get(tensorboard_url, "compare.csv", baseline=run, target=run)
+    _, _, body = get(api, "compare.csv", baseline=run, target=run)
     keys = [row["key"] for row in csv.DictReader(io.StringIO(body.decode("utf-8")))]
     assert "'=1+2*cmd|' /C calc'!A0" in keys
     assert "'-2+3 and @SUM(A1)" in keys
@@ -138,9 +149,9 @@ def test_csv_neutralises_formulas_from_op_names(tensorboard_url):
         ({**TF1_PAIR, "min_us": "nan"}, "min_us"),
     ],
 )
-def test_bad_parameters_answer_400(tensorboard_url, params, fragment):
+def test_bad_parameters_answer_400(api, params, fragment):
     for route in ("compare", "compare.csv"):
-        status, document = get_json(tensorboard_url, route, **params)
+        status, document = get_json(api, route, **params)
         assert status == 400
         assert fragment in document["error"]["message"]
 
@@ -150,22 +161,22 @@ def test_bad_parameters_answer_400(tensorboard_url, params, fragment):
     ["no/such/run", "../../etc/passwd", "/etc/passwd", "..%2F..%2Fetc%2Fpasswd", "tf1/../tf1/mlp_cpu",
      str(LOGDIR / "tf1" / "mlp_cpu")],
 )
-def test_unknown_runs_answer_404_and_nothing_is_read_from_a_path(tensorboard_url, run):
-    status, document = get_json(tensorboard_url, "compare", baseline=run, target="tf1/mlp_gpu")
+def test_unknown_runs_answer_404_and_nothing_is_read_from_a_path(api, run):
+    status, document = get_json(api, "compare", baseline=run, target="tf1/mlp_gpu")
     assert status == 404
     assert document["error"]["message"] == f"unknown run {run!r}"
     assert "tf1/mlp_cpu" in document["error"]["known"]
 
 
-def test_unknown_session_answers_404_with_the_known_sessions(tensorboard_url):
-    status, document = get_json(tensorboard_url, "compare", baseline_session="2001_01_01", **TF1_PAIR)
+def test_unknown_session_answers_404_with_the_known_sessions(api):
+    status, document = get_json(api, "compare", baseline_session="2001_01_01", **TF1_PAIR)
     assert status == 404
     assert "no session '2001_01_01'" in document["error"]["message"]
     assert document["error"]["known"] == ["timeline_02_step_1.json"]
 
 
-def test_unreadable_profile_answers_422_naming_file_and_reason(tensorboard_url):
-    status, document = get_json(tensorboard_url, "compare", baseline=TRUNCATED_RUN, target="tf1/mlp_gpu")
+def test_unreadable_profile_answers_422_naming_file_and_reason(api):
+    status, document = get_json(api, "compare", baseline=TRUNCATED_RUN, target="tf1/mlp_gpu")
     assert status == 422
     error = document["error"]
     assert error["path"].endswith("vm.xplane.pb") and TRUNCATED_RUN in error["path"]
@@ -179,8 +190,9 @@ def test_frontend_and_plotly_are_served_locally(tensorboard_url):
     status, headers, body = get(tensorboard_url, "plotly.min.js")
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
     assert body.startswith(b"/**\n* plotly.js v") and len(body) > 1_000_000
-    for name in ("view.js", "table.js", "format.js", "style.css"):
-        assert get(tensorboard_url, name)[0] == 200
+    shipped = [path.relative_to(REPO / "frontend").as_posix() for path in (REPO / "frontend").rglob("*")
+               if path.suffix in (".js", ".css")]
+    assert len(shipped) > 5 and all(get(tensorboard_url, name)[0] == 200 for name in shipped)
 
 
 def test_the_tab_appears_when_the_first_run_is_written(tmp_path):
@@ -201,15 +213,15 @@ def test_the_tab_appears_when_the_first_run_is_written(tmp_path):
         assert [run["run"] for run in document["runs"]] == ["mlp_cpu"]
 
 
-def test_sweeps_lists_models_with_their_batch_sizes(tensorboard_url):
-    status, document = get_json(tensorboard_url, "sweeps")
+def test_sweeps_lists_models_with_their_batch_sizes(api):
+    status, document = get_json(api, "sweeps")
     assert status == 200
     assert document["models"]["torch/cnn_torch"] == {"CPU": [4, 16, 64]}
     assert document["models"]["tf_keras/cnn/train"] == {"CPU": [2, 8, 32]}
 
 
-def test_sweep_document_and_its_figures(tensorboard_url):
-    status, document = get_json(tensorboard_url, "sweep", model="torch/cnn_torch", top=4)
+def test_sweep_document_and_its_figures(api):
+    status, document = get_json(api, "sweep", model="torch/cnn_torch", top=4)
     assert status == 200
     assert set(document) >= {"model", "batch_sizes", "series", "steps", "fits", "breakeven", "warnings", "figures"}
     assert document["batch_sizes"] == {"CPU": [4, 16, 64]}
@@ -222,18 +234,18 @@ def test_sweep_document_and_its_figures(tensorboard_url):
     assert set(figures) == {"op_time", "per_sample", "step"}  # no accelerator: no speedup plot
     assert len(figures["op_time"]["data"]) == 4
     assert figures["op_time"]["layout"]["xaxis"]["type"] == "log"
-    chosen = get_json(tensorboard_url, "sweep", model="torch/cnn_torch", ops="aten::mm")[1]
+    chosen = get_json(api, "sweep", model="torch/cnn_torch", ops="aten::mm")[1]
     assert chosen["top_ops"] == ["aten::mm"]
 
 
-def test_sweep_csv_download(tensorboard_url):
-    status, headers, body = get(tensorboard_url, "sweep.csv", model="torch/cnn_torch")
+def test_sweep_csv_download(api):
+    status, headers, body = get(api, "sweep.csv", model="torch/cnn_torch")
     assert status == 200 and headers["Content-Type"].startswith("text/csv")
     assert headers["Content-Disposition"] == 'attachment; filename="opcompare_sweep_torch-cnn_torch.csv"'
     table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
     assert list(table[0]) == ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
                               "breakeven_batch_size", "gpu_faster"]
-    _, document = get_json(tensorboard_url, "sweep", model="torch/cnn_torch")
+    _, document = get_json(api, "sweep", model="torch/cnn_torch")
     assert [row["op"] for row in table] == [fit["op"] for fit in document["fits"]]
 
 
@@ -243,6 +255,6 @@ def test_sweep_csv_download(tensorboard_url):
      ({"model": "torch/cnn_torch", "group_by": "x"}, 400, "group_by"),
      ({"model": "../../etc"}, 404, "unknown model")],
 )
-def test_sweep_errors(tensorboard_url, params, status, fragment):
-    got, document = get_json(tensorboard_url, "sweep", **params)
+def test_sweep_errors(api, params, status, fragment):
+    got, document = get_json(api, "sweep", **params)
     assert got == status and fragment in document["error"]["message"]

@@ -12,10 +12,10 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import LOGDIR, run_cli
-from tb_opcompare.catalog import Catalog
-from tb_opcompare.record_runs import gpu_present
+
+from tb_opcompare.recording.runner import gpu_present
+from tb_opcompare.store.catalog import Catalog
 
 PYTHON = sys.executable
 
@@ -57,7 +57,7 @@ def test_tf_context_manager_marks_a_custom_loop(tmp_path):
     script.write_text(textwrap.dedent("""
         import sys
         import tensorflow as tf
-        from tb_opcompare.record import tf_profile
+        from tb_opcompare.recording import tf_profile
 
         weights = tf.Variable(tf.random.normal((64, 64)))
 

@@ -8,10 +8,10 @@ import sys
 from collections import defaultdict
 
 import pytest
-
 from conftest import FIXTURES, REPO
+
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.readers.summary_json import read_summary_json
+from tb_opcompare.ingest.readers.summary_json import read_summary_json
 
 RECORD = r"""
 import json, sys

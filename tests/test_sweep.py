@@ -7,11 +7,11 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import LOGDIR, run_cli
-from tb_opcompare.catalog import Catalog
-from tb_opcompare.documents import sweep_document
-from tb_opcompare.sweep import STEP, breakeven_batch_sizes, fit_lines, r_squared
+
+from tb_opcompare.analysis.sweep import STEP, breakeven_batch_sizes, fit_lines, r_squared
+from tb_opcompare.service.sweep import sweep_document
+from tb_opcompare.store.catalog import Catalog
 
 KERAS_MODEL = "tf_keras/cnn/train"  # cnn_cpu_bs{2,8,32}
 TORCH_MODEL = "torch/cnn_torch"  # cnn_torch_cpu_bs{4,16,64}
@@ -154,7 +154,7 @@ def test_runs_recorded_in_one_keras_process_get_a_naming_warning(catalog, tmp_pa
 
 
 def test_unknown_model_lists_the_known_ones(catalog):
-    from tb_opcompare.catalog import UnknownRunError
+    from tb_opcompare.store.catalog import UnknownRunError
 
     with pytest.raises(UnknownRunError) as raised:
         sweep_document(catalog, "no/such/model")
@@ -187,8 +187,8 @@ def test_cli_sweep_without_a_model_lists_the_sweepable_ones():
 
 
 def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
-    from tb_opcompare.optable import OP_COLUMNS
-    from tb_opcompare.sweep import SweepRun
+    from tb_opcompare.analysis.sweep import SweepRun
+    from tb_opcompare.schema.optable import OP_COLUMNS
 
     rows = [("host", "conv", "Conv2D", 2, 0, 2 * conv_us, 2 * conv_us, conv_us, conv_us, conv_us, 0.0, conv_us,
              conv_us, conv_us, 0.0),
@@ -201,9 +201,9 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
 
 def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     """Small frames with known lines: CPU conv = 10 + 10*bs, GPU conv = 100 + 1*bs (break-even 10)."""
-    from tb_opcompare.documents import _as_records
-    from tb_opcompare.sweep import build_sweep
-    from tb_opcompare.sweep_figures import sweep_figures
+    from tb_opcompare.analysis.sweep import build_sweep
+    from tb_opcompare.service.figures import sweep_figures
+    from tb_opcompare.service.records import _as_records
 
     runs = [synthetic_run("CPU", bs, 10 + 10 * bs, 5 + bs) for bs in (1, 8, 64)]
     runs += [synthetic_run("GPU", bs, 100 + 1 * bs, 20 + 0.1 * bs) for bs in (1, 8, 64)]

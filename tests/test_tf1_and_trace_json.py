@@ -6,12 +6,12 @@ import json
 from collections import defaultdict
 
 import pytest
-
 from conftest import FIXTURES, LOGDIR, read_bytes
-from tb_opcompare.readers.chrome_json import decode_chrome_trace
-from tb_opcompare.readers.tf1_timeline import read_tf1_timeline
-from tb_opcompare.readers.tf_trace_json import read_tf_trace_json
-from tb_opcompare.readers.xplane import read_xplane_session
+
+from tb_opcompare.ingest.readers.chrome_json import decode_chrome_trace
+from tb_opcompare.ingest.readers.tf1_timeline import read_tf1_timeline
+from tb_opcompare.ingest.readers.tf_trace_json import read_tf_trace_json
+from tb_opcompare.ingest.readers.xplane import read_xplane_session
 
 CPU = LOGDIR / "tf1/mlp_cpu/timeline_02_step_1.json"
 GPU = LOGDIR / "tf1/mlp_gpu/timeline_02_step_1.json"

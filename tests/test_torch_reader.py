@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import FIXTURES, REALTRACES, read_bytes
+
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.readers import chrome_json
-from tb_opcompare.readers.chrome_json import decode_chrome_trace, open_chrome_trace
-from tb_opcompare.readers.torch_trace import read_torch_trace
+from tb_opcompare.ingest.readers import chrome_json
+from tb_opcompare.ingest.readers.chrome_json import decode_chrome_trace, open_chrome_trace
+from tb_opcompare.ingest.readers.torch_trace import read_torch_trace
 
 
 def read(path: Path):
@@ -178,7 +178,7 @@ def test_batch_size_ignores_a_dataloader_inside_a_record_function_wrapper(tmp_pa
     wrapper, 16 times a step, and must not outvote the model's few ops on the batch of 8."""
     import torch
 
-    from tb_opcompare.catalog import Catalog
+    from tb_opcompare.store.catalog import Catalog
 
     data = torch.utils.data.TensorDataset(torch.randn(1000, 24), torch.randint(0, 5, (1000,)))
     loader = torch.utils.data.DataLoader(data, batch_size=8)
@@ -203,7 +203,7 @@ def test_a_weak_vote_yields_to_the_most_trusted_claim(tmp_path):
     decides, and where a sidecar speaks, the sidecar does, before the name."""
     import torch
 
-    from tb_opcompare.catalog import Catalog
+    from tb_opcompare.store.catalog import Catalog
 
     layer = torch.nn.TransformerEncoderLayer(d_model=32, nhead=4, dim_feedforward=64, batch_first=False)
     model = torch.nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False).eval()
@@ -231,7 +231,7 @@ def test_a_trace_with_kernels_only_is_read(tmp_path):
     export leaves them): each is listed under its own name, with a warning."""
     import gzip
 
-    from tb_opcompare.catalog import Catalog
+    from tb_opcompare.store.catalog import Catalog
 
     document = json.loads(gzip.decompress(BERT_H100.read_bytes()))
     document["traceEvents"] = [event for event in document["traceEvents"]
@@ -249,7 +249,7 @@ def test_spread_of_leaf_ops_matches_their_event_durations():
     duration: their percentiles must be numpy's, straight from the trace's events."""
     import numpy as np
 
-    from tb_opcompare.catalog import Catalog
+    from tb_opcompare.store.catalog import Catalog
 
     path = next((FIXTURES / "logdir" / "torch" / "cnn_torch_cpu_bs4").glob("*.pt.trace.json"))
     events = [e for e in json.loads(path.read_text())["traceEvents"]

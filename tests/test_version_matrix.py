@@ -12,9 +12,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, run_cli
-from tb_opcompare.catalog import Catalog
+
+from tb_opcompare.store.catalog import Catalog
 
 VERSIONS = FIXTURES / "versions"
 ORACLES = VERSIONS / "oracles"
@@ -105,7 +105,7 @@ def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
         assert row.min_us <= row.median_us <= row.max_us and row.min_us * 3 <= row.total_us <= row.max_us * 3
     # what a user sees: a CPU->GPU comparison of the LSTM at batch 20 (the CPU run is torch 2.14's)
     catalog = Catalog(str(VERSIONS), cache_dir=None)
-    from tb_opcompare.documents import compare_document
+    from tb_opcompare.service.compare import compare_document
 
     rows = {row["key"]: row for row in compare_document(catalog, "torch2.14/lstm_cpu_bs20",
                                                         "torch2.11_h100/lstm_gpu_bs20")["rows"]}
@@ -145,7 +145,7 @@ def test_keras_2_step_events_batch_size_is_evidence_too(tmp_path):
     """fit() on arrays: Keras 2's step event carries the batch_size argument. It agrees with
     the input pipeline here; with the pipeline's events renamed away (as in profiles whose
     tf.data iterators were not traced), it alone gives the batch size."""
-    from tb_opcompare.readers.xplane_schema import XSpace
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
 
     for size in (6, 20):
         facts = CATALOG.load(f"tf2.12/cnn_arrays_cpu_bs{size}").profile.facts
@@ -197,11 +197,11 @@ def test_keras_2_steps_count_every_step_function_call():
 
 def test_reading_a_big_trace_decodes_each_part_once(tmp_path):
     """The batch-size probe decodes the parts holding the first step's ops once, not once per op."""
-    from tb_opcompare.readers.chrome_json import open_chrome_trace
-    from tb_opcompare.readers.torch_trace import read_torch_trace
+    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.torch_trace import read_torch_trace
 
     path = next((VERSIONS / "torch2.13" / "transformer_cpu_bs20").glob("*.pt.trace.json"))
-    import tb_opcompare.readers.chrome_json as chrome_json
+    import tb_opcompare.ingest.readers.chrome_json as chrome_json
 
     original = chrome_json.WHOLE_TEXT_BYTES, chrome_json.BATCH_BYTES
     chrome_json.WHOLE_TEXT_BYTES, chrome_json.BATCH_BYTES = 1 << 16, 1 << 16  # cut this 0.9 MB trace into parts

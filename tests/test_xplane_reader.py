@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import LOGDIR, REALTRACES, read_bytes
+
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.readers import xplane_wire
-from tb_opcompare.readers.xplane import read_xplane_session
-from tb_opcompare.readers.xplane_schema import XSpace
+from tb_opcompare.ingest.readers import xplane_wire
+from tb_opcompare.ingest.readers.xplane import read_xplane_session
+from tb_opcompare.ingest.readers.xplane_schema import XSpace
 
 KERAS_XPLANES = sorted(LOGDIR.glob("tf_keras/*/train/plugins/profile/*/*.xplane.pb"))
 BERT_XPLANE = next(REALTRACES.glob("tf2_xplane_bert_multigpu/plugins/profile/*/*.xplane.pb"))
@@ -166,7 +166,7 @@ def _lines(xplane: Path):
 def test_batch_size_evidence_keeps_its_order_and_the_step_event_confirms_or_is_warned_about():
     from collections import Counter
 
-    from tb_opcompare.readers.xplane import batch_size_evidence
+    from tb_opcompare.ingest.readers.xplane import batch_size_evidence
 
     elements, declared = Counter({(20, "Iterator::Root"): 3, (4, "Iterator::Root"): 1}), Counter({7: 3})
     assert batch_size_evidence(None, elements, Counter(), declared) == (

@@ -1,5 +1,5 @@
 """An MNIST-shaped CNN trained with Keras on random data, profiled with
-``tb_opcompare.record.KerasProfiler``.
+``tb_opcompare.recording.KerasProfiler``.
 
     python -m tb_opcompare.demo.mnist_tf --batch-size 16 --run-dir logs/mnist_cnn_cpu_bs16
     tb-opcompare record --logdir logs --model mnist_cnn --batch-sizes 1,16,64 -- \\
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     import numpy as np
     import tensorflow as tf
 
-    from tb_opcompare.record import KerasProfiler
+    from tb_opcompare.recording.profilers import KerasProfiler
 
     tf.keras.utils.set_random_seed(0)
     model = build_model()

@@ -1,5 +1,5 @@
 """An MNIST-shaped CNN trained with PyTorch on random data, profiled with
-``tb_opcompare.record.torch_profile``.
+``tb_opcompare.recording.torch_profile``.
 
     python -m tb_opcompare.demo.mnist_torch --batch-size 16 --run-dir logs/mnist_cnn_torch_cpu_bs16
     tb-opcompare record --logdir logs --model mnist_cnn_torch --batch-sizes 1,16,64 -- \\
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 from tb_opcompare.demo import demo_arguments
-
 
 INPUT_SHAPE = (1, 28, 28)
 
@@ -37,7 +36,7 @@ def train_profiled(model, optimizer, input_shape: tuple[int, ...], *, run_dir: s
     import torch
     from torch import nn
 
-    from tb_opcompare.record import torch_profile
+    from tb_opcompare.recording.profilers import torch_profile
 
     device = next(model.parameters()).device.type
     loss_fn = nn.CrossEntropyLoss()

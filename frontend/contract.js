@@ -1,0 +1,249 @@
+// Generated from tb_opcompare/schema/contract.py by `make contract`; do not edit.
+// The documents the tab receives from the plugin's routes, as JSDoc types.
+
+/**
+ * `runs`: every run, the automatic pairs, what could not be read.
+ * @typedef {Object} RunsDocument
+ * @property {Array<RunRecord>} runs
+ * @property {Array<Pair>} pairs
+ * @property {Array<RunError>} errors
+ * @property {boolean} complete - every run's trace has been read
+ * @property {SuggestedPair|null} suggested
+ * @property {Array<string>} notices - what the user should know about the logdir (e.g. no accelerator run)
+ * @property {string} version - the plugin's version
+ */
+
+/**
+ * One run: its facts from the data, else its sidecar, else its name (the `*_source` fields say which). Runs listed with `load=0` and not yet read carry the claims only.
+ * @typedef {Object} RunRecord
+ * @property {string} run - path of the run under the logdir, `/`-separated; the run's name everywhere
+ * @property {string} format - xplane, tf_trace_json, pytorch, chrome_trace, summary_json or empty_session
+ * @property {string|null} device - CPU, or the accelerator that did the work (GPU, TPU, ...)
+ * @property {string|null} device_name - the accelerator's model name where the profile or sidecar gives it
+ * @property {number|null} batch_size - samples per step
+ * @property {string|null} batch_size_source - where the batch size came from: `data: ...`, the sidecar or the run name
+ * @property {number|null} batch_size_agreement - share of the data's evidence that agrees on the batch size (PyTorch)
+ * @property {number|null} steps - profiled steps
+ * @property {string|null} steps_source - where the step count came from
+ * @property {string} model - model key: the sidecar's model, else the run name without device, batch and repeat tokens
+ * @property {string|null} label - the sidecar's label
+ * @property {number|null} repeat - which recording of one configuration (`--repeats`)
+ * @property {Array<string>} sessions - the run's captures, oldest first
+ * @property {string} session - the capture shown (the newest)
+ * @property {string|null} framework - TensorFlow or PyTorch, where the data says
+ * @property {Array<string>} warnings - what the user should know about this run's facts
+ * @property {boolean} loaded - whether the trace has been read (else only names and sidecars were)
+ */
+
+/**
+ * An automatic baseline/target pair: the CPU and the accelerator run of one model.
+ * @typedef {Object} Pair
+ * @property {string} baseline
+ * @property {string} target
+ * @property {string} model
+ * @property {number|null} batch_size
+ * @property {string} matched_by - `run names`, `sidecar`, or `op-name overlap (Jaccard …)`
+ * @property {boolean} guess - paired by op-name overlap alone: worth a look before trusting
+ */
+
+/**
+ * A run that cannot be read, with the file and the reason.
+ * @typedef {Object} RunError
+ * @property {string} run
+ * @property {string} path
+ * @property {string} message
+ */
+
+/**
+ * The pair the tab opens on, and why.
+ * @typedef {Object} SuggestedPair
+ * @property {string} baseline
+ * @property {string} target
+ * @property {string} reason
+ */
+
+/**
+ * `compare`: the summary and the rows the view keeps, in its order.
+ * @typedef {Object} CompareDocument
+ * @property {CompareSummary} summary
+ * @property {Array<string>} columns - the fields of a row, in order
+ * @property {Array<CompareRow>} rows
+ * @property {number} total_rows - rows before the view's filter and top N
+ */
+
+/**
+ * Whole-run figures of a comparison.
+ * @typedef {Object} CompareSummary
+ * @property {number} matched_ops
+ * @property {number} baseline_only_ops
+ * @property {number} target_only_ops
+ * @property {number} faster_ops - matched ops with speedup > 1
+ * @property {number} noisy_ops - matched ops noisy on either side
+ * @property {number} slower_ops - matched ops with speedup < 1
+ * @property {number} baseline_matched_total_us - op time of the matched ops, µs
+ * @property {number} target_matched_total_us
+ * @property {number} baseline_total_us - all op time, µs
+ * @property {number} target_total_us
+ * @property {number|null} overall_speedup - ratio of matched op time, per step where both runs know their steps
+ * @property {'per step'|'whole profile'} overall_speedup_basis
+ * @property {number|null} geomean_speedup - geometric mean of the matched ops' speedups
+ * @property {number|null} baseline_steps
+ * @property {number|null} target_steps
+ * @property {number|null} baseline_time_per_step_us
+ * @property {number|null} target_time_per_step_us
+ * @property {number|null} whole_step_speedup - all op time per step, ops on one side included
+ * @property {number|null} per_sample_speedup - whole_step_speedup per sample, where the batch sizes differ
+ * @property {'name'|'type'} group_by
+ * @property {boolean} normalized_types
+ * @property {RunRecord} baseline
+ * @property {RunRecord} target
+ * @property {Array<string>} notes - how to read the headline figures (batch sizes differ, no op in common, ...)
+ */
+
+/**
+ * One op (or op type) of a comparison; `baseline_*` and `target_*` are the same figures per run.
+ * @typedef {Object} CompareRow
+ * @property {string} key - op name (group_by=name) or normalised op type (group_by=type)
+ * @property {string|null} op_type - normalised op type (oneDNN/cuDNN variants share one)
+ * @property {'baseline_only'|'matched'|'target_only'} status - whether the op is in both runs or in one only
+ * @property {number|null} speedup - baseline_mean_us / target_mean_us (> 1: the target is faster)
+ * @property {number|null} delta_mean_us - target_mean_us - baseline_mean_us (< 0: the target is faster)
+ * @property {number|null} baseline_occurrences - times the op ran in that run
+ * @property {number|null} baseline_mean_us - self time per occurrence, µs
+ * @property {number|null} baseline_total_us - self time summed over the run, µs
+ * @property {number|null} baseline_share - total_us / all op time of that run
+ * @property {'device'|'host'|'mixed'|null} baseline_time_source - `device` where the op launched kernels (its time is the kernels'), else `host`; `mixed` when a type groups both
+ * @property {number|null} baseline_p10_us - 10th percentile of one occurrence's self time (null where occurrences are not told apart, as for kernels no host op launched, or for a type grouping ops)
+ * @property {number|null} baseline_median_us - median of one occurrence's self time
+ * @property {number|null} baseline_p90_us - 90th percentile of one occurrence's self time
+ * @property {number|null} baseline_cv - coefficient of variation of one occurrence's self time (std / mean)
+ * @property {boolean|null} baseline_noisy - 3 or more occurrences and a CV above 0.5: the mean hides a wide spread, so its speedup is unreliable
+ * @property {number|null} baseline_kernels_per_execution - device kernels (memcpys, memsets) per occurrence where the time is device time; null for host time
+ * @property {number|null} baseline_per_step_cv - coefficient of variation of the op's time per profiled step (null where steps are not known, and for a type that groups ops)
+ * @property {number|null} target_occurrences - times the op ran in that run
+ * @property {number|null} target_mean_us - self time per occurrence, µs
+ * @property {number|null} target_total_us - self time summed over the run, µs
+ * @property {number|null} target_share - total_us / all op time of that run
+ * @property {'device'|'host'|'mixed'|null} target_time_source - `device` where the op launched kernels (its time is the kernels'), else `host`; `mixed` when a type groups both
+ * @property {number|null} target_p10_us - 10th percentile of one occurrence's self time (null where occurrences are not told apart, as for kernels no host op launched, or for a type grouping ops)
+ * @property {number|null} target_median_us - median of one occurrence's self time
+ * @property {number|null} target_p90_us - 90th percentile of one occurrence's self time
+ * @property {number|null} target_cv - coefficient of variation of one occurrence's self time (std / mean)
+ * @property {boolean|null} target_noisy - 3 or more occurrences and a CV above 0.5: the mean hides a wide spread, so its speedup is unreliable
+ * @property {number|null} target_kernels_per_execution - device kernels (memcpys, memsets) per occurrence where the time is device time; null for host time
+ * @property {number|null} target_per_step_cv - coefficient of variation of the op's time per profiled step (null where steps are not known, and for a type that groups ops)
+ */
+
+/**
+ * `sweeps`: every model's batch sizes per device, and the models that can be swept.
+ * @typedef {Object} SweepsDocument
+ * @property {Object<string, Object<string, Array<number>>>} models - model key -> device -> batch sizes
+ * @property {Array<string>} sweepable - models with two or more batch sizes on one device, best first
+ */
+
+/**
+ * `sweep`: how each op and the whole step scale with batch size, per device.
+ * @typedef {Object} SweepDocument
+ * @property {string} model
+ * @property {'name'|'type'} group_by
+ * @property {Object<string, Array<number>>} batch_sizes - device -> batch sizes
+ * @property {Array<SweepRun>} runs
+ * @property {Array<string>} top_ops - the ops plotted
+ * @property {Array<SeriesPoint>} series
+ * @property {Array<StepPoint>} steps
+ * @property {Array<Fit>} fits
+ * @property {Array<Breakeven>} breakeven
+ * @property {Array<SpeedupPoint>} speedups
+ * @property {Array<string>} warnings
+ * @property {Object} [figures] - plotly figures by name (HTTP API only)
+ */
+
+/**
+ * A run of the swept model.
+ * @typedef {Object} SweepRun
+ * @property {string} run
+ * @property {string|null} device
+ * @property {string|null} device_name
+ * @property {number|null} batch_size
+ * @property {string|null} batch_size_source
+ * @property {number|null} steps
+ * @property {number|null} step_time_us
+ * @property {string|null} framework
+ */
+
+/**
+ * One op on one device at one batch size; repeats pooled (each run weighs the same).
+ * @typedef {Object} SeriesPoint
+ * @property {string} op
+ * @property {string} device
+ * @property {number} batch_size
+ * @property {number|null} mean_us
+ * @property {number|null} per_sample_us - mean_us / batch size
+ * @property {number|null} total_us
+ * @property {number|null} share
+ * @property {string} run - the runs pooled, comma-separated
+ * @property {number} repeats - how many runs had the op
+ * @property {number|null} low_us - the lowest run's mean_us
+ * @property {number|null} high_us - the highest run's mean_us
+ */
+
+/**
+ * The whole step on one device at one batch size.
+ * @typedef {Object} StepPoint
+ * @property {string} device
+ * @property {number} batch_size
+ * @property {number|null} step_us
+ * @property {number|null} samples_per_s
+ * @property {string} basis - `step markers` (wall time of a step) or `op time per step`
+ * @property {string} run
+ * @property {number} repeats
+ * @property {number|null} step_low_us
+ * @property {number|null} step_high_us
+ */
+
+/**
+ * Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and device.
+ * @typedef {Object} Fit
+ * @property {string} op - op key, or `(whole step)`
+ * @property {string} device
+ * @property {number|null} fixed_us
+ * @property {number|null} per_sample_us
+ * @property {number|null} r2
+ * @property {number} points
+ * @property {boolean} poor_fit - R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)
+ * @property {number|null} share - the op's mean share of its runs' op time
+ */
+
+/**
+ * Where an op's CPU and accelerator lines cross.
+ * @typedef {Object} Breakeven
+ * @property {string} op
+ * @property {number|null} batch_size - null when the lines do not cross at a batch size >= 1
+ * @property {'above'|'always'|'below'|'never'} gpu_faster
+ */
+
+/**
+ * CPU mean / accelerator mean at a batch size both devices ran.
+ * @typedef {Object} SpeedupPoint
+ * @property {string} op
+ * @property {number} batch_size
+ * @property {number|null} speedup
+ */
+
+/**
+ * The body of every error answer.
+ * @typedef {Object} ErrorDocument
+ * @property {Error} error
+ */
+
+/**
+ * What went wrong: 400 a bad parameter, 404 an unknown run or session, 422 an unreadable profile, 500 a bug (see the TensorBoard log).
+ * @typedef {Object} Error
+ * @property {number} status
+ * @property {string} message
+ * @property {Array<string>} [known] - 404: the names that exist
+ * @property {string} [path] - 422: the file that cannot be read
+ * @property {string} [reason] - 422: what is wrong with it
+ */
+
+export {};

@@ -1,0 +1,219 @@
+"""Op-by-op comparison of two per-op tables: the maths only, no I/O.
+
+``compare_ops(baseline_ops, target_ops)`` returns ``(rows, summary)``. ``rows`` is a
+DataFrame with one row per op key and the columns in ``COMPARE_COLUMNS``: the fields of
+``schema.contract.CompareRow``, where each is described (and from which
+``docs/http_api.md`` is generated).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES
+from tb_opcompare.schema.optable import DEVICE, HOST
+
+GROUP_BY = ("name", "type")
+NOISY_CV = 0.5
+MATCHED, BASELINE_ONLY, TARGET_ONLY = STATUSES
+
+# oneDNN (Mkl) CPU kernels and their GPU counterparts share one type once normalised:
+# "_MklNativeFusedConv2D" and "_FusedConv2D" -> "FusedConv2D"; "_MklMatMul" and
+# "MatMul" -> "MatMul". PyTorch backend variants meet the same way:
+# "aten::mkldnn_convolution", "aten::cudnn_convolution" -> "aten::convolution".
+_TF_BACKEND_PREFIX = re.compile(r"\A_?(?:MklNative|Mkl)")
+_TORCH_BACKEND = re.compile(r"\Aaten::(?:mkldnn_|cudnn_|miopen_)")
+
+
+def normalize_op_type(op_type: str) -> str:
+    op_type = _TORCH_BACKEND.sub("aten::", op_type)
+    return _TF_BACKEND_PREFIX.sub("", op_type).lstrip("_") or op_type
+
+
+def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
+    """One row per op with the time that counts: device time where kernels ran, else host."""
+    device = ops[ops["side"] == DEVICE]
+    host = ops[(ops["side"] == HOST) & ~ops["op_name"].isin(device["op_name"])]
+    chosen = pd.concat(
+        [device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True
+    )
+    types = chosen["op_type"].map(normalize_op_type) if normalize else chosen["op_type"]
+    return chosen.assign(op_type=types)
+
+
+def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True) -> pd.DataFrame:
+    """One run's ops grouped by name or type, indexed by ``key``, with op_type,
+    occurrences, total_us, time_source, mean_us and share (the per-side compare columns)."""
+    return _group(effective_ops(ops, normalize), group_by)
+
+
+_SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
+
+
+def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
+    key = "op_name" if group_by == "name" else "op_type"
+    # Moments pool across the ops a group holds (sum of n·(std² + mean²)); percentiles do not.
+    members = chosen["occurrences"].where(chosen["occurrences"] > 0)
+    square_sum = members * (chosen["std_us"] ** 2 + (chosen["self_us"] / members) ** 2)
+    if not chosen[key].duplicated().any():  # one op per key, as grouping by name nearly always gives
+        grouped = pd.DataFrame({
+            "op_type": chosen["op_type"].to_numpy(), "occurrences": chosen["occurrences"].to_numpy(),
+            "total_us": chosen["self_us"].to_numpy(), "time_source": chosen["time_source"].to_numpy(),
+            "kernels": chosen["kernels"].to_numpy(),
+            **{column: chosen[column].to_numpy() for column in _SPREAD},
+        }, index=pd.Index(chosen[key].to_numpy(), name=key))
+        square_sum = square_sum.to_numpy()
+    else:
+        groups = chosen.assign(square_sum=square_sum, square_missing=square_sum.isna()).groupby(key, sort=False)
+        grouped = groups.agg(
+            op_type=("op_type", "first"),
+            occurrences=("occurrences", "sum"),
+            total_us=("self_us", "sum"),
+            kernels=("kernels", "sum"),
+            time_source=("time_source", "first"),
+            sources=("time_source", "nunique"),
+            members=("op_type", "size"),
+            square_sum=("square_sum", "sum"),
+            square_missing=("square_missing", "max"),
+            **{column: (column, "first") for column in _SPREAD},
+        )
+        grouped["time_source"] = grouped["time_source"].where(grouped.pop("sources") == 1, "mixed")
+        single = grouped.pop("members") == 1
+        for column in _SPREAD:
+            grouped[column] = grouped[column].where(single)
+        square_sum = grouped.pop("square_sum").where(~grouped.pop("square_missing").astype(bool)).to_numpy()
+    occurrences = grouped["occurrences"].where(grouped["occurrences"] > 0)
+    grouped["mean_us"] = grouped["total_us"] / occurrences
+    # Device kernels (and memcpys) per execution of the op: a mean is per execution, and
+    # this says how many kernels make one (none for host time).
+    grouped["kernels_per_execution"] = grouped.pop("kernels").where(lambda k: k > 0) / occurrences
+    variance = square_sum / occurrences - grouped["mean_us"] ** 2
+    grouped["cv"] = np.sqrt(variance.clip(lower=0)) / grouped["mean_us"].where(grouped["mean_us"] > 0)
+    grouped["noisy"] = (grouped["occurrences"] >= 3) & (grouped["cv"] > NOISY_CV)
+    all_time = grouped["total_us"].sum()
+    grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0
+    return grouped.rename_axis("key")
+
+
+def compare_ops(
+    baseline_ops: pd.DataFrame,
+    target_ops: pd.DataFrame,
+    group_by: str = "name",
+    normalize: bool = True,
+    baseline_steps: int | None = None,
+    target_steps: int | None = None,
+) -> tuple[pd.DataFrame, dict]:
+    if group_by not in GROUP_BY:
+        raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
+    sides = {
+        "baseline": op_totals(baseline_ops, group_by, normalize),
+        "target": op_totals(target_ops, group_by, normalize),
+    }
+    keys = sides["baseline"].index.union(sides["target"].index, sort=False)
+    merged = pd.concat([table[["op_type", *PER_SIDE_FIELDS]].reindex(keys).add_prefix(f"{side}_")
+                        for side, table in sides.items()], axis=1)
+    in_baseline = merged["baseline_mean_us"].notna()
+    in_target = merged["target_mean_us"].notna()
+    merged["status"] = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY)
+    merged["op_type"] = merged["baseline_op_type"].fillna(merged["target_op_type"])
+    target_mean = merged["target_mean_us"].where(merged["target_mean_us"] > 0)
+    merged["speedup"] = merged["baseline_mean_us"] / target_mean
+    merged["delta_mean_us"] = merged["target_mean_us"] - merged["baseline_mean_us"]
+    for side in SIDES:
+        merged[f"{side}_occurrences"] = merged[f"{side}_occurrences"].astype("Int64")
+        merged[f"{side}_noisy"] = merged[f"{side}_noisy"].astype("boolean")
+    rows = merged.reset_index(names="key")
+    largest = rows[["baseline_total_us", "target_total_us"]].max(axis=1)
+    rows = rows.assign(_order=largest).sort_values("_order", ascending=False, kind="stable")
+    rows = rows[COMPARE_COLUMNS].reset_index(drop=True)
+    return rows, summarize(rows, baseline_steps, target_steps)
+
+
+def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int | None) -> dict:
+    """Whole-run figures. Overall speedup is the ratio of matched op time, per step when
+    both runs know their step count (so runs profiled over different step counts compare
+    fairly), else over the whole profile."""
+    matched = rows[rows["status"] == MATCHED]
+    baseline_matched = float(matched["baseline_total_us"].sum())
+    target_matched = float(matched["target_total_us"].sum())
+    per_step = bool(baseline_steps and target_steps)
+    if per_step:
+        overall = (baseline_matched / baseline_steps) / (target_matched / target_steps) if target_matched else None
+    else:
+        overall = baseline_matched / target_matched if target_matched else None
+    speedups = matched["speedup"].to_numpy(dtype="float64")
+    speedups = speedups[np.isfinite(speedups) & (speedups > 0)]
+    geomean = float(np.exp(np.mean(np.log(speedups)))) if len(speedups) else None
+    summary = {
+        "matched_ops": int(len(matched)),
+        "baseline_only_ops": int((rows["status"] == BASELINE_ONLY).sum()),
+        "target_only_ops": int((rows["status"] == TARGET_ONLY).sum()),
+        "faster_ops": int((matched["speedup"] > 1).sum()),
+        "noisy_ops": int((matched["baseline_noisy"].fillna(False) | matched["target_noisy"].fillna(False)).sum()),
+        "slower_ops": int((matched["speedup"] < 1).sum()),
+        "baseline_matched_total_us": baseline_matched,
+        "target_matched_total_us": target_matched,
+        "baseline_total_us": float(rows["baseline_total_us"].sum()),
+        "target_total_us": float(rows["target_total_us"].sum()),
+        "overall_speedup": overall,
+        "overall_speedup_basis": "per step" if per_step else "whole profile",
+        "geomean_speedup": geomean,
+        "baseline_steps": baseline_steps,
+        "target_steps": target_steps,
+        "baseline_time_per_step_us": _per_step(rows["baseline_total_us"].sum(), baseline_steps),
+        "target_time_per_step_us": _per_step(rows["target_total_us"].sum(), target_steps),
+    }
+    return summary
+
+
+def like_for_like(summary: dict, baseline: dict, target: dict, group_by: str) -> tuple[dict, list[str]]:
+    """Figures and notes that say what a comparison does and does not compare.
+    ``baseline``/``target``: each run's ``batch_size`` and ``framework``.
+
+    Returns ``whole_step_speedup`` (all op time per step, ops on one side included) and
+    ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and the
+    notes a user needs to read the headline figures right."""
+    notes = []
+    base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
+    whole = base_step / target_step if base_step and target_step else None
+    base_batch, target_batch = baseline.get("batch_size"), target.get("batch_size")
+    per_sample = None
+    if base_batch and target_batch and base_batch != target_batch:
+        if whole:
+            per_sample = whole * target_batch / base_batch
+        notes.append(f"Batch sizes differ ({base_batch} vs {target_batch}): each op's speedup compares one call at "
+                     "each size, that is different amounts of work." + (
+                         f" Per sample, the whole step is {per_sample:.2f}× "
+                         f"({'faster' if per_sample >= 1 else 'slower'} on the target)." if per_sample else ""))
+    overall = summary["overall_speedup"]
+    if whole and overall and abs(overall / whole - 1) > 0.05:
+        notes.append(f"Overall speedup ({overall:.2f}×) counts the ops both runs have; all op time per step, ops "
+                     f"found on one side only included, gives {whole:.2f}×.")
+    if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
+        frameworks = {baseline.get("framework"), target.get("framework")} - {None}
+        why = (f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
+               if len(frameworks) > 1 else "the runs name their ops differently (another model, or another version)")
+        hint = " Group by op type to compare ops by kind." if group_by == "name" else ""
+        notes.append(f"No op is in both runs: {why}.{hint}")
+    return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+
+
+def _per_step(total: float, steps: int | None) -> float | None:
+    return float(total) / steps if steps else None
+
+
+def finite_or_none(value):
+    """JSON has no NaN: missing numbers become null."""
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) or math.isinf(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value

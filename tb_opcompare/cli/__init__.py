@@ -1,0 +1,1 @@
+"""The ``tb-opcompare`` command: the same documents as the tab, for shells, scripts and CI."""

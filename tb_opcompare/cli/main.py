@@ -1,0 +1,385 @@
+"""``tb-opcompare``: list runs and compare them from a shell, a script or CI.
+
+Exit codes: 0 success; 1 a profile could not be read (the file and the reason are
+printed); 2 usage errors and unknown runs (the runs that exist are listed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from tb_opcompare import __version__
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS, GROUP_BY
+from tb_opcompare.analysis.row_view import RowView
+from tb_opcompare.errors import ProfileError, escape_control_characters
+from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.csv_export import compare_csv
+from tb_opcompare.service.runs import runs_document
+from tb_opcompare.service.sweep import SWEEP_CSV_COLUMNS, sweep_document, sweep_table, sweeps_document
+from tb_opcompare.store.catalog import Catalog, UnknownRunError
+from tb_opcompare.store.settings import ReadSettings
+
+EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
+
+# Run, op and file names come from users' files: printed raw, an escape sequence could
+# clear the screen and a newline could forge a line of this tool's output.
+def escape_controls(value):
+    """``value`` (a string, or a document of them) with control characters escaped."""
+    if isinstance(value, str):
+        return escape_control_characters(value)
+    if isinstance(value, dict):
+        return {key: escape_controls(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [escape_controls(item) for item in value]
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except UnknownRunError as error:
+        print(f"error: {escape_controls(error.message)}", file=sys.stderr)
+        print("known: " + (", ".join(escape_controls(error.known)) if error.known else "(none)"), file=sys.stderr)
+        return EXIT_USAGE
+    except ProfileError as error:
+        print(f"error: cannot read {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tb-opcompare", description="Compare per-op times of profile runs.")
+    parser.add_argument("--version", action="version", version=f"tb-opcompare {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    reading = argparse.ArgumentParser(add_help=False)
+    group = reading.add_argument_group("reading")
+    group.add_argument("--cache-dir", help="where parsed profiles are kept (default: $TB_OPCOMPARE_CACHE_DIR, else "
+                                           "~/.cache/tb-opcompare)")
+    group.add_argument("--no-cache", action="store_true", help="keep parsed profiles in memory only")
+    group.add_argument("--max-read-gb", type=float, default=0,
+                       help="refuse reads needing more memory than this (default: half of this machine's memory)")
+
+    runs = commands.add_parser("runs", parents=[reading], help="list the profile runs in a logdir and the automatic pairs")
+    runs.add_argument("logdir")
+    runs.add_argument("--json", action="store_true", help="print the runs document as JSON")
+    runs.add_argument("--lazy", action="store_true", help="read no trace: facts of cached runs, names for the rest")
+    runs.set_defaults(handler=_runs)
+
+    compare = commands.add_parser("compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)")
+    compare.add_argument("logdir")
+    compare.add_argument("--baseline", help="baseline run (default: the CPU run of each pair)")
+    compare.add_argument("--target", help="target run (default: the GPU run of each pair)")
+    compare.add_argument("--baseline-session")
+    compare.add_argument("--target-session")
+    compare.add_argument("--group-by", choices=GROUP_BY, default="name")
+    compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
+    compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
+    compare.add_argument("--top", type=_positive_int, help="show only the first N rows")
+    compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout); for the "
+                                                       "automatic pairs, each row starts with its baseline and target run")
+    compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
+    compare.add_argument("--table", action="store_true", help="print the table too (the default without --csv/--json)")
+    compare.set_defaults(handler=_compare)
+
+    sweep = commands.add_parser("sweep", parents=[reading], help="how each op and the whole step scale with batch size")
+    sweep.add_argument("logdir")
+    sweep.add_argument("--model", help="model key (see `runs`); without it, the models that can be swept are listed")
+    sweep.add_argument("--top", type=_positive_int, default=10, help="plot the N ops with the most time (default 10)")
+    sweep.add_argument("--ops", action="append", metavar="OP", help="plot these ops instead (repeatable)")
+    sweep.add_argument("--group-by", choices=GROUP_BY, default="name")
+    sweep.add_argument("--csv", metavar="FILE", help="write the fits table as CSV to FILE ('-' for stdout)")
+    sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
+    sweep.add_argument("--json", action="store_true", help="print the sweep document as JSON")
+    sweep.set_defaults(handler=_sweep)
+
+    record = commands.add_parser(
+        "record", help="run a training command once per device and batch size, profiled",
+        description="Runs COMMAND once per device and batch size into LOGDIR/<model>_<device>_bs<N> "
+                    "(<model>_<device>_bs<N>_rep<K> with --repeats). "
+                    "{batch_size}, {run_dir}, {device} and {model} in COMMAND are filled in; the helpers in "
+                    "tb_opcompare.recording read the same values from the environment.",
+    )
+    record.add_argument("--logdir", required=True)
+    record.add_argument("--model", required=True, help="model name: the runs' name prefix and model key")
+    record.add_argument("--batch-sizes", required=True, type=_int_list, help="comma-separated, e.g. 1,16,64")
+    record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
+    record.add_argument("--repeats", type=_positive_int, default=1,
+                        help="record each device and batch size N times, into <run>_rep1 .. <run>_repN")
+    record.add_argument("--force", action="store_true",
+                        help="record into run directories that already hold a profile (adds a capture)")
+    record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
+    record.set_defaults(handler=_record)
+
+    index = commands.add_parser("index", parents=[reading],
+                                help="read every run into the cache ahead of time, in parallel")
+    index.add_argument("logdir")
+    index.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, help="worker processes")
+    index.set_defaults(handler=_index)
+    return parser
+
+
+def _catalog(args) -> Catalog:
+    settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
+    return Catalog(args.logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
+
+
+def _index(args) -> int:
+    from tb_opcompare.store.prewarm import index_logdir
+
+    catalog = _catalog(args)
+    report = index_logdir(catalog, jobs=args.jobs, say=print)
+    print(f"{report.read} read, {report.cached} already cached, {len(report.errors)} unreadable "
+          f"in {report.seconds:.1f} s; cache: {catalog.cache.cache_dir or '(memory only)'}")
+    for path, reason in report.errors:
+        print(f"  {escape_controls(path)}: {escape_controls(reason)}", file=sys.stderr)
+    return EXIT_UNREADABLE if report.errors else EXIT_OK
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError("batch sizes must be positive integers")
+    return values
+
+
+def _device_list(text: str) -> list[str]:
+    from tb_opcompare.recording.runner import DEVICES
+
+    devices = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = [d for d in devices if d not in DEVICES]
+    if unknown or not devices:
+        raise argparse.ArgumentTypeError(f"devices must be among {', '.join(DEVICES)}")
+    return devices
+
+
+def _record(args) -> int:
+    from tb_opcompare.recording.runner import record_runs
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("error: give the training command after --, e.g. -- python train.py --batch-size {batch_size}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command, force=args.force,
+                          repeats=args.repeats)
+    failed = [r for r in results if not r.ok]
+    print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
+    for result in failed:
+        print(f"FAILED {result.run_dir}: {result.reason}", file=sys.stderr)
+    if results and not failed:
+        print(f"next: tensorboard --logdir {args.logdir}   (or: tb-opcompare sweep {args.logdir} --model {args.model})")
+    return EXIT_UNREADABLE if failed or not results else EXIT_OK
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def _runs(args) -> int:
+    document = runs_document(_catalog(args), load=not args.lazy)
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        _print_runs(document)
+    return EXIT_UNREADABLE if document["errors"] else EXIT_OK
+
+
+def _print_runs(document: dict) -> None:
+    document = escape_controls(document)
+    if not document["runs"] and not document["errors"]:
+        print("no profile runs found")
+    for run in document["runs"]:
+        batch = f"{run['batch_size']} ({run['batch_size_source']})" if run["batch_size"] else "unknown"
+        steps = run["steps"] if run["steps"] is not None else "unknown"
+        device = (run["device"] or "unknown") + (f" [{run['device_name']}]" if run["device_name"] else "")
+        print(
+            f"{run['run']}\tformat={run['format']}\tdevice={device}\tbatch={batch}\tsteps={steps}"
+            f"\tmodel={run['model']}\tsessions={len(run['sessions'])}" + ("" if run["loaded"] else "\t(not read yet)")
+        )
+    if document["pairs"]:
+        print("\npairs (baseline -> target):")
+        for pair in document["pairs"]:
+            print(f"  {pair['baseline']} -> {pair['target']}\tmodel={pair['model']}\tby {pair['matched_by']}")
+    if document["errors"]:
+        print("\nunreadable:")
+        for error in document["errors"]:
+            print(f"  {error['path']}: {error['message']}")
+
+
+def _compare(args) -> int:
+    catalog = _catalog(args)
+    if bool(args.baseline) != bool(args.target):
+        print("error: give both --baseline and --target, or neither to compare every automatic pair", file=sys.stderr)
+        return EXIT_USAGE
+    if args.baseline:
+        pairs = [(args.baseline, args.target)]
+    else:
+        runs = runs_document(catalog)
+        pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
+        if not pairs:
+            print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
+                  file=sys.stderr)
+            print("known: " + ", ".join(escape_controls(r["run"]) for r in runs["runs"]), file=sys.stderr)
+            return EXIT_USAGE
+    if args.sort and args.sort not in COMPARE_COLUMNS:
+        print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
+        return EXIT_USAGE
+    documents = [compare_document(catalog, baseline, target, group_by=args.group_by,
+                                  baseline_session=args.baseline_session, target_session=args.target_session,
+                                  normalize=not args.no_normalize_types, view=RowView(sort=args.sort, top=args.top))
+                 for baseline, target in pairs]
+    if args.csv:
+        text = _pairs_csv(documents, with_pairs=not args.baseline)
+        _write_text(args.csv, text)
+        if args.csv != "-":
+            rows = sum(len(document["rows"]) for document in documents)
+            print(f"wrote {rows} rows to {args.csv}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+    if args.table or not (args.csv or args.json):
+        for document in documents:
+            _print_comparison(document)
+    return EXIT_OK
+
+
+PAIR_COLUMNS = ["baseline_run", "target_run"]
+
+
+def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
+    """Named runs: exactly the bytes of the API's ``compare.csv``. The automatic pairs
+    (however many there are, so scripts see one layout): one table, each row led by the
+    pair it belongs to."""
+    if not with_pairs:
+        return compare_csv(documents[0]["rows"])
+    rows = [{"baseline_run": d["summary"]["baseline"]["run"], "target_run": d["summary"]["target"]["run"], **row}
+            for d in documents for row in d["rows"]]
+    return compare_csv(rows, PAIR_COLUMNS + list(documents[0]["columns"]))
+
+
+def _write_text(target: str, text: str) -> None:
+    """To a file, or to stdout for '-'."""
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    with open(target, "w", encoding="utf-8", newline="") as handle:
+        handle.write(text)
+
+
+def _sweep(args) -> int:
+    catalog = _catalog(args)
+    if not args.model:
+        return _list_sweepable(catalog, args.logdir)
+    document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by)
+    table = sweep_table(document)
+    if args.csv:
+        _write_text(args.csv, compare_csv(table, SWEEP_CSV_COLUMNS))
+    if args.html:
+        from tb_opcompare.service.figures import sweep_html
+
+        with open(args.html, "w", encoding="utf-8") as handle:
+            handle.write(sweep_html(document, table, SWEEP_CSV_COLUMNS))
+    if args.json:
+        print(json.dumps(document, indent=2))
+    elif args.csv != "-":
+        _print_sweep(document, table)
+    enough = any(len(sizes) >= 2 for sizes in document["batch_sizes"].values())
+    return EXIT_OK if enough else EXIT_USAGE
+
+
+def _list_sweepable(catalog: Catalog, logdir: str) -> int:
+    document = sweeps_document(catalog)
+    if not document["sweepable"]:
+        print("no model has two or more batch sizes on one device; record more with `tb-opcompare record`")
+        return EXIT_OK
+    print("models with two or more batch sizes on one device (sweep one with --model KEY):")
+    for model in sorted(document["sweepable"]):
+        sizes = document["models"][model]
+        print(f"  {escape_controls(model)}\t" + "  ".join(f"{d}: {s}" for d, s in sizes.items()))
+    example = document["sweepable"][0]
+    print(f"\ne.g. tb-opcompare sweep {escape_controls(logdir)} --model {escape_controls(example)}")
+    return EXIT_OK
+
+
+def _print_sweep(document: dict, table: list[dict]) -> None:
+    document, table = escape_controls(document), escape_controls(table)
+    print(f"model {document['model']}: " + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
+    for warning in document["warnings"]:
+        print(f"warning: {warning}")
+    if document["steps"]:
+        print(f"\n{'device':<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
+        for row in document["steps"]:
+            pooled = (f"  mean of {row['repeats']} runs, {_format_us(row['step_low_us']).strip()} to "
+                      f"{_format_us(row['step_high_us']).strip()}") if (row.get("repeats") or 1) > 1 else ""
+            print(f"{row['device']:<8}{row['batch_size']:>7}{_format_us(row['step_us']):>12}"
+                  f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
+    wanted = set(document["top_ops"]) | {"(whole step)"}
+    print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even':>11}  op (device)")
+    for row in table:
+        if row["op"] not in wanted:
+            continue
+        crossing = row["breakeven_batch_size"]
+        breakeven = f"{crossing:.1f}" if crossing is not None else (row["gpu_faster"] or "-")
+        flag = "  poor fit" if row["poor_fit"] else ""
+        print(f"{_format_us(row['fixed_us']):>10}  {_format_us(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
+              f"  {breakeven:>11}  {row['op']} ({row['device']}){flag}")
+
+
+def _mean(row: dict, side: str) -> str:
+    """A side's mean time, marked ``~`` where it is noisy."""
+    return _format_us(row[f"{side}_mean_us"]) + (" ~" if row[f"{side}_noisy"] else "  ")
+
+
+def _format_us(value) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.2f} s"
+    if abs(value) >= 1e3:
+        return f"{value / 1e3:.2f} ms"
+    return f"{value:.1f} µs"
+
+
+def _print_comparison(document: dict) -> None:
+    document = escape_controls(document)
+    summary = document["summary"]
+    base, tgt = summary["baseline"], summary["target"]
+    print(f"baseline: {base['run']} ({base['device']}{', ' + base['device_name'] if base['device_name'] else ''})")
+    print(f"target:   {tgt['run']} ({tgt['device']}{', ' + tgt['device_name'] if tgt['device_name'] else ''})")
+    overall = summary["overall_speedup"]
+    geomean = summary["geomean_speedup"]
+    print(
+        f"overall speedup {overall:.2f}x ({summary['overall_speedup_basis']})" if overall else "overall speedup: n/a",
+        f"| geomean {geomean:.2f}x" if geomean else "| geomean n/a",
+        f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
+        f" baseline-only {summary['baseline_only_ops']}, target-only {summary['target_only_ops']}",
+    )
+    for note in summary["notes"]:
+        print(f"note: {note}")
+    header = f"{'speedup':>9}  {'base mean':>11}  {'target mean':>12}  {'status':<13}  op"
+    print(header)
+    for row in document["rows"]:
+        speedup = f"{row['speedup']:.2f}x" if row["speedup"] is not None else "-"
+        print(
+            f"{speedup:>9}  {_mean(row, 'baseline'):>11}  {_mean(row, 'target'):>12}"
+            f"  {row['status']:<13}  {row['key']} ({row['op_type']})"
+        )
+    if summary["noisy_ops"]:
+        print(f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "
+              "their means and speedups are unreliable (the JSON and CSV have median, p10, p90 and CV)")
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,231 @@
+"""Find profile runs under a logdir without parsing any trace.
+
+A run is one profiled experiment; a session is one capture within it (the newest is
+the default). What makes a run:
+
+* ``<run>/plugins/profile/<session>/<host>.xplane.pb`` (TF >= 2.2): every host file of
+  a session is read together. ``<host>.trace.json.gz`` (TF 2.0-2.3) is used where a
+  session has no xplane.
+* ``<run>/<worker>.<ts>.pt.trace.json[.gz]`` (PyTorch ``tensorboard_trace_handler``):
+  each file is a session.
+* any other ``*.json`` / ``*.json.gz`` whose first bytes show ``"traceEvents"`` (TF1
+  timeline, PyTorch ``export_chrome_trace``), or a ``summary.json`` with
+  ``"op_stats"``: the directory is the run, each file a session.
+
+Only file names and, for ambiguous JSON, the first few kilobytes are looked at. Only
+regular files in the walked places (the logdir and the directories it links to, see
+``fs.Walk``) are ever opened: a FIFO, a device, a directory named like a trace, a
+trace-named link to a file elsewhere or a link to a directory that holds the logdir
+becomes a ``REFUSED`` entry that is listed with the reason and never read, so one odd
+entry can neither block the listing nor hide the good runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import os
+import posixpath
+import re
+import zlib
+
+from tb_opcompare.ingest import fs
+from tb_opcompare.ingest.formats import EMPTY_SESSION, FORMATS, REFUSED, SESSION_FORMATS, SNIFF_BYTES, XPLANE
+from tb_opcompare.ingest.sidecar import SIDECAR
+
+_TORCH_TIMESTAMP = re.compile(r"\.(\d+)\.pt\.trace\.json")
+_SESSION_FORMAT_NAMES = {f.name for f in SESSION_FORMATS}
+_NAMED_FORMATS = tuple(f for f in FORMATS if f.file_name)
+_SNIFFED_FORMATS = tuple(f for f in FORMATS if f.json_marker)
+
+
+@dataclasses.dataclass
+class RunSource:
+    """A run found on disk: where its files are, and which captures it holds."""
+
+    run: str
+    format: str
+    run_dir: str
+    sessions: dict[str, list[str]]  # session name -> files, oldest session first
+    refusal: str | None = None  # why a REFUSED entry is not read
+
+    @property
+    def newest_session(self) -> str:
+        return next(reversed(self.sessions))
+
+
+@dataclasses.dataclass
+class _Session:
+    """A profile session directory (``<run>/plugins/profile/<session>``) and its host files."""
+
+    run_dir: str
+    name: str
+    directory: str
+    host_files: list[str]
+    refused_any: bool
+
+
+@dataclasses.dataclass
+class _File:
+    """A file outside profile sessions whose name or first bytes make it a trace."""
+
+    directory: str
+    name: str
+    kind: str
+
+
+def _entries(logdir: str, refused: list[tuple[str, str, str | None]]):
+    """Every profile session and trace file under ``logdir``, in walk order; what must
+    not be read goes to ``refused`` as (path, reason, run directory or None)."""
+    walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
+    for directory, subdirs, files in walk:
+        parent, session = _split(directory)
+        profile_root, plugins = _split(parent)
+        if session and plugins == "profile" and _split(profile_root)[1] == "plugins":
+            run_dir = _split(profile_root)[0]
+            before = len(refused)
+            # A directory named like a host file is refused by name, so the user learns of it.
+            host_files = _readable(walk, directory, files + subdirs, refused, _is_host_file, run_dir)
+            yield _Session(run_dir, session, directory, host_files, len(refused) > before)
+            continue
+        for name in _readable(walk, directory, files, refused, _is_candidate, directory):
+            kind = _classify(name, fs.join(directory, name))
+            if kind:
+                yield _File(directory, name, kind)
+
+
+def discover(logdir: str) -> list[RunSource]:
+    found: dict[tuple[str, str], RunSource] = {}
+    empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
+    refused: list[tuple[str, str, str | None]] = []
+    for entry in _entries(logdir, refused):
+        if isinstance(entry, _File):
+            _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
+        elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
+            if not entry.refused_any:
+                empty.setdefault(entry.run_dir, []).append((entry.name, entry.directory))
+    for run_dir, sessions in empty.items():
+        if (_relative(logdir, run_dir), XPLANE) not in found:
+            for session, directory in sessions:
+                _add_files(found, logdir, run_dir, EMPTY_SESSION, session, [directory])
+    for path, reason, run_dir in refused:
+        run = _relative(logdir, run_dir)
+        if (run, REFUSED) in found:  # a second refused entry of that run is listed under its own path
+            run = _relative(logdir, path)
+        found[(run, REFUSED)] = RunSource(run=run, format=REFUSED, run_dir=run_dir,
+                                          sessions={_split(path)[1]: [path]}, refusal=reason)
+    return _unique_names(sorted(found.values(), key=lambda r: r.run))
+
+
+def has_profile_runs(logdir: str) -> bool:
+    """Whether discover() would find a readable run, stopping at the first (TensorBoard
+    asks on every plugin listing, so this must stay cheap and must never block)."""
+    return any(isinstance(entry, _File) or entry.host_files for entry in _entries(logdir, []))
+
+
+def _is_host_file(name: str) -> bool:
+    return any(name.endswith(f.session_suffix) for f in SESSION_FORMATS)
+
+
+def _named_format(name: str):
+    return next((f for f in _NAMED_FORMATS if f.file_name.search(name)), None)
+
+
+def _is_json(name: str) -> bool:
+    return name != SIDECAR and name.endswith((".json", ".json.gz"))
+
+
+def _is_candidate(name: str) -> bool:
+    """Could be a trace by its name alone (the content decides for generic JSON)."""
+    return _named_format(name) is not None or _is_json(name)
+
+
+def _readable(walk: fs.Walk, directory: str, names: list[str], refused: list, wanted, run_dir: str) -> list[str]:
+    """The wanted names that are regular files in a walked place; the others go to
+    ``refused`` with the reason (checked with ``stat``: nothing is opened). A generic
+    ``.json`` linked from elsewhere (a shared config) is passed over in silence: only a
+    name that says "trace" makes a link out of the logdir worth a word."""
+    kept = []
+    for name in names:
+        if not wanted(name):
+            continue
+        path = fs.join(directory, name)
+        reason = walk.refusal(path)
+        if reason is None:
+            kept.append(name)
+        elif reason.startswith(fs.OUTSIDE) and not (_named_format(name) or _is_host_file(name)):
+            continue
+        else:
+            refused.append((path, reason, run_dir))
+    return kept
+
+
+def _split(path: str) -> tuple[str, str]:
+    return posixpath.split(path.rstrip("/")) if fs.is_remote(path) else os.path.split(path.rstrip(os.sep))
+
+
+def _relative(logdir: str, directory: str) -> str:
+    if fs.is_remote(logdir):
+        relative = posixpath.relpath(directory, logdir)
+    else:
+        relative = os.path.relpath(directory, logdir).replace(os.sep, "/")
+    return relative
+
+
+def _add_profile_session(found, logdir, run_dir, session, directory, files) -> bool:
+    """The session's host files of the first session format it holds (an xplane over
+    the JSON trace that older TF wrote beside it)."""
+    for session_format in SESSION_FORMATS:
+        host_files = [fs.join(directory, f) for f in files if f.endswith(session_format.session_suffix)]
+        if host_files:
+            _add_files(found, logdir, run_dir, session_format.name, session, host_files)
+            return True
+    return False
+
+
+def _add(found, logdir, directory, kind, session, path) -> None:
+    _add_files(found, logdir, directory, kind, session, [path])
+
+
+def _add_files(found, logdir, run_dir, kind, session, paths) -> None:
+    run = _relative(logdir, run_dir)
+    # one run per profile-session folder, whichever session format each capture holds
+    family = XPLANE if kind == EMPTY_SESSION or kind in _SESSION_FORMAT_NAMES else kind
+    source = found.setdefault((run, family), RunSource(run=run, format=kind, run_dir=run_dir, sessions={}))
+    source.sessions[session] = sorted(paths)
+    source.sessions = dict(sorted(source.sessions.items(), key=lambda item: _session_order(item[0])))
+
+
+def _session_order(session: str) -> tuple:
+    match = _TORCH_TIMESTAMP.search(session)
+    return (int(match.group(1)) if match else 0, session)
+
+
+def _classify(name: str, path: str) -> str | None:
+    named = _named_format(name)
+    if named:
+        return named.name
+    if not _is_json(name):
+        return None
+    head = _sniff(path)
+    return next((f.name for f in _SNIFFED_FORMATS if name.startswith(f.name_prefix) and f.json_marker in head), None)
+
+
+def _sniff(path: str) -> bytes:
+    try:
+        head = fs.read_head(path, SNIFF_BYTES)
+        if head[:2] == b"\x1f\x8b":
+            return zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+        return head
+    except (OSError, zlib.error, gzip.BadGzipFile):
+        return b""
+
+
+def _unique_names(sources: list[RunSource]) -> list[RunSource]:
+    """Two formats in one directory make two runs; the later one is named ``run [format]``."""
+    seen: set[str] = set()
+    for source in sources:
+        if source.run in seen:
+            source.run = f"{source.run} [{source.format}]"
+        seen.add(source.run)
+    return sources

@@ -1,0 +1,44 @@
+"""A run's facts settled: what its profile measured, then what its sidecar and name claim.
+
+The order of trust is data, then sidecar, then name; where a claim disagrees with the
+data, the user is told which source won and why."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tb_opcompare.ingest.sidecar import NAME_SOURCE, SIDECAR_SOURCE, Claims
+from tb_opcompare.schema.optable import ProfileFacts
+
+WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up), a sidecar or run name wins
+_SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
+
+
+def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
+    """The facts to show for a run (a copy; ``measured`` is left alone). Batch size: the profile's tensors, then the sidecar, then the run name; a claim
+    that disagrees with the measured size is shown as a warning. Device: the profile
+    (a device plane with activity); a sidecar that says otherwise gets a warning. Model:
+    the sidecar, then the run name."""
+    facts = dataclasses.replace(measured, warnings=list(measured.warnings))
+    if claims.warning:
+        facts.warnings.append(claims.warning)
+    weak = facts.batch_size_agreement is not None and facts.batch_size_agreement < WEAK_AGREEMENT
+    disagreeing = [(size, by) for size, by in claims.batch_sizes if size != facts.batch_size]
+    if facts.batch_size is None and claims.batch_sizes:
+        facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
+    elif weak and claims.batch_sizes and claims.batch_sizes[0] in disagreeing:  # the most trusted claim decides
+        measured, agreement = facts.batch_size, facts.batch_size_agreement
+        facts.batch_size, claimed_by = claims.batch_sizes[0]
+        facts.batch_size_source, facts.batch_size_agreement = claimed_by, None
+        facts.warnings.append(f"the profile's tensors weakly suggest batch size {measured} (only {agreement:.0%} "
+                              f"of the evidence agrees); using {facts.batch_size} from {_SAID_BY[claimed_by]}")
+    else:
+        for size, claimed_by in disagreeing:
+            facts.warnings.append(f"{_SAID_BY[claimed_by]} says batch size {size} but the profile's tensors say "
+                                  f"{facts.batch_size}; using the measured size")
+    if claims.device_source == SIDECAR_SOURCE and claims.device != facts.device:
+        facts.warnings.append(f"the sidecar opcompare.json says {claims.device} but the profile shows "
+                              f"{facts.device} activity only; using the profile")
+    if facts.device_name is None and claims.device_name and facts.device != "CPU":
+        facts.device_name = claims.device_name
+    return facts

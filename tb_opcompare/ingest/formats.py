@@ -1,0 +1,124 @@
+"""Every profile format Op Compare reads, declared once: its name, how discovery
+recognises it, how much memory its read takes per byte, and its reader.
+
+Discovery (``ingest.discovery``) recognises files from this table, the memory guard
+(``store.memory_guard``) takes each format's factor from it, and the catalog reads
+through ``read_profile``. Adding a format means adding a row here and its reader.
+
+Importing this module is cheap (TensorBoard start-up lists runs through discovery): the
+readers, and pandas with them, are imported when a read happens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+
+from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.ingest import fs
+
+XPLANE = "xplane"
+TF_TRACE_JSON = "tf_trace_json"
+PYTORCH = "pytorch"
+CHROME_TRACE = "chrome_trace"
+SUMMARY_JSON = "summary_json"
+# Not formats but what discovery found instead of one: listed, so each can be explained.
+EMPTY_SESSION = "empty_session"  # a profile session directory with no host file
+REFUSED = "refused"  # an entry that must not be read or walked (FIFO, device, link out of the walked places)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileFormat:
+    """One format. Discovery looks, in this order: host files of a profile session
+    (``<run>/plugins/profile/<session>/<host><session_suffix>``), the first format of
+    ``FORMATS`` whose suffix a session holds winning; file names (``file_name``); then
+    the first ``SNIFF_BYTES`` of other ``*.json[.gz]`` files (``json_marker``, for names
+    starting with ``name_prefix``)."""
+
+    name: str
+    description: str
+    read: Callable[[str, list[str], int | None], object]  # (format name, paths, text budget) -> OpProfile
+    peak_bytes_per_byte: float  # peak memory of a read per byte of (uncompressed) trace, with a margin
+    session_suffix: str | None = None
+    file_name: re.Pattern | None = None
+    json_marker: bytes | None = None
+    name_prefix: str = ""
+
+
+def _read_xplane(_format: str, paths: list[str], max_text_bytes: int | None):
+    from tb_opcompare.ingest.readers.xplane import read_xplane_session
+
+    return read_xplane_session(paths, fs.read_bytes, max_text_bytes)
+
+
+def _read_summary(_format: str, paths: list[str], _max_text_bytes: int | None):
+    from tb_opcompare.ingest.readers.summary_json import read_summary_json
+
+    return read_summary_json(paths[0], fs.read_bytes(paths[0]))
+
+
+def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int | None):
+    """The Chrome-trace dialects share a decoder; a generic ``traceEvents`` file is told
+    apart by its content (PyTorch, a TF 2.0-2.3 trace, a TF1 timeline)."""
+    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.tf1_timeline import is_tf1_timeline, read_tf1_timeline
+    from tb_opcompare.ingest.readers.tf_trace_json import is_tf_trace_json, read_tf_trace_json
+    from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_trace
+
+    path = paths[0]
+    text = open_chrome_trace(path, fs.read_bytes(path), max_text_bytes)
+    if file_format == PYTORCH or is_torch_trace(text):
+        return read_torch_trace(path, text)
+    trace = text.materialize()
+    del text
+    if file_format == TF_TRACE_JSON or is_tf_trace_json(trace):
+        return read_tf_trace_json(path, trace)
+    if file_format == CHROME_TRACE and is_tf1_timeline(trace):
+        return read_tf1_timeline(path, trace)
+    raise ProfileError(path, "a Chrome trace, but neither a TF1 timeline, a TF 2.x trace nor a PyTorch trace")
+
+
+# Factors: what benchmarks/bench_readers.py measures plus a margin (30 MB xplane: 1.9x;
+# 211 MB PyTorch JSON: 1.9x, read in batches); other JSON traces are decoded whole into
+# full events (about 3.4x).
+_WHOLE_JSON_PEAK = 4.5
+FORMATS: tuple[ProfileFormat, ...] = (
+    ProfileFormat(XPLANE, "TensorFlow profiler session, TF >= 2.2 (<host>.xplane.pb)", _read_xplane, 3.0,
+                  session_suffix=".xplane.pb"),
+    ProfileFormat(TF_TRACE_JSON, "TensorFlow profiler session, TF 2.0-2.3 (<host>.trace.json.gz)", _read_chrome_trace,
+                  _WHOLE_JSON_PEAK, session_suffix=".trace.json.gz"),
+    ProfileFormat(PYTORCH, "PyTorch profiler trace (<worker>.<timestamp>.pt.trace.json[.gz])", _read_chrome_trace,
+                  3.0, file_name=re.compile(r"\.pt\.trace\.json(\.gz)?\Z")),
+    ProfileFormat(CHROME_TRACE, "Chrome trace: a TF1 timeline or PyTorch export_chrome_trace (*.json[.gz])",
+                  _read_chrome_trace, _WHOLE_JSON_PEAK, json_marker=b'"traceEvents"'),
+    ProfileFormat(SUMMARY_JSON, "profiler wrapper summary with op_stats (summary*.json)", _read_summary,
+                  _WHOLE_JSON_PEAK, json_marker=b'"op_stats"', name_prefix="summary"),
+)
+BY_NAME = {profile_format.name: profile_format for profile_format in FORMATS}
+SESSION_FORMATS = tuple(f for f in FORMATS if f.session_suffix)
+SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
+
+
+def peak_bytes_per_byte(file_format: str) -> float:
+    known = BY_NAME.get(file_format)
+    return known.peak_bytes_per_byte if known else _WHOLE_JSON_PEAK
+
+
+def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None = None):
+    """Read one session's files (an ``OpProfile``) with their format's reader; every
+    failure becomes a ProfileError (or OverLimit) naming the file."""
+    try:
+        if file_format == EMPTY_SESSION:
+            raise ProfileError(paths[0], "no .xplane.pb or .trace.json.gz in this profile session directory; the "
+                                         "profiler was stopped before writing, or is still writing")
+        return BY_NAME[file_format].read(file_format, paths, max_text_bytes)
+    except OSError as error:
+        raise ProfileError(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
+    except RecursionError:
+        raise ProfileError(paths[0], "nested more deeply than a profiler ever writes (thousands of levels of JSON "
+                                     "arrays or objects); not read") from None
+    except MemoryError:  # a limit of this machine, not a fault of the file: never cached
+        raise OverLimit(paths[0], "ran out of memory while reading it; lower the memory guard "
+                                     "(--opcompare_max_read_gb / --max-read-gb) so such reads are refused up "
+                                     "front, or read it on a bigger machine with `tb-opcompare index`") from None

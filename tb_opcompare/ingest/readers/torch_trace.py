@@ -1,0 +1,408 @@
+"""Reader for PyTorch profiler traces (``export_chrome_trace``, ``tensorboard_trace_handler``).
+
+Host ops are ``cpu_op`` (``Operator`` in PyTorch <= 1.9) events; runtime calls
+(``cuda_runtime``, ``cuda_driver``, ``Runtime``) and ``record_function`` ranges
+(``user_annotation``) are host rows too, as in ``key_averages()``. Self time subtracts
+the ops and runtime calls nested inside an event on the same thread. A kernel
+(``kernel``/``Kernel``, memcpy, memset) belongs to the innermost op enclosing the
+runtime call whose ``correlation`` id it carries, else (a launch with no op around it,
+as fused optimizers make inside ``Optimizer.step#…``) to the innermost
+``record_function`` range enclosing it. Steps are the distinct
+``ProfilerStep#N`` annotations.
+
+Traces run to gigabytes, so big ones are decoded a batch of events at a time
+(``TraceText``), and each event is kept only as a few numbers in flat arrays (codes of
+its name, category and thread, start, duration, index in the file; correlation ids
+only for the runtime calls that have one).
+Input shapes are decoded afterwards, for the first top-level ops only (batch size).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+
+import msgspec
+import numpy as np
+
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
+from tb_opcompare.schema.optable import (
+    OpEvents,
+    OpProfile,
+    ProfileFacts,
+    build_op_table,
+    crossing_events,
+    crossing_warning,
+    self_times,
+)
+
+FORMAT = "pytorch"
+_OP_CATEGORIES = {"cpu_op", "Operator"}
+_ANNOTATION_CATEGORIES = {"user_annotation"}  # record_function ranges, as key_averages() lists them
+_RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
+_DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+_HOST_CATEGORIES = _OP_CATEGORIES | _ANNOTATION_CATEGORIES | _RUNTIME_CATEGORIES
+_STEP_PREFIX = "ProfilerStep#"
+_NO_CORRELATION = -1
+
+
+class _Args(msgspec.Struct, gc=False):
+    correlation: int | None = None  # links a runtime launch to its kernels
+
+
+class _Event(BaseEvent, gc=False):
+    args: _Args | None = None
+
+
+class _InputArgs(msgspec.Struct, gc=False):
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+
+
+class _WithInputs(msgspec.Struct, gc=False):
+    args: _InputArgs | None = None
+
+
+def is_torch_trace(trace: TraceText) -> bool:
+    categories = _OP_CATEGORIES | _DEVICE_CATEGORIES
+    return any(event.cat in categories for _, batch in trace.batches(BaseEvent) for event in batch)
+
+
+class _Columns:
+    """Flat numeric columns, grown a batch at a time and read back as numpy arrays."""
+
+    def __init__(self, **dtypes: str):
+        self._dtypes = dtypes
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in dtypes}
+        self._joined: dict[str, np.ndarray] = {}
+        self.rows = 0
+
+    def add(self, **values: list) -> None:
+        """One batch: a list of equal length for every column."""
+        for name, column in values.items():
+            self._parts[name].append(np.fromiter(column, self._dtypes[name], len(column)))
+        self.rows += len(column)
+
+    def numpy(self, name: str) -> np.ndarray:
+        if name not in self._joined:
+            parts = self._parts.pop(name)
+            self._joined[name] = np.concatenate(parts) if parts else np.zeros(0, self._dtypes[name])
+        return self._joined[name]
+
+
+class _Codes(dict):
+    """Small integer codes for repeated values, assigned in order of first sight."""
+
+    def encode(self, values: list) -> list[int]:
+        codes = list(map(self.get, values))  # C speed: every value but the new ones is known
+        if None in codes:
+            for index in [i for i, code in enumerate(codes) if code is None]:
+                codes[index] = self.setdefault(values[index], len(self))
+        return codes
+
+
+def _complete(batch: list, categories: set[str]) -> list[int]:
+    return [i for i, event in enumerate(batch) if event.cat in categories and event.ph == "X"]
+
+
+@dataclasses.dataclass
+class _TraceColumns:
+    host: _Columns  # cpu ops, runtime calls, annotations
+    launches: _Columns  # the host events that carry a correlation id
+    device: _Columns  # kernels, memcpys, memsets
+    names: list[str]  # decoding the name codes of host and device
+    categories: list[str]
+
+
+def _read_columns(trace: TraceText) -> _TraceColumns:
+    """The events the reader needs, as flat columns.
+
+    Events are sorted into columns a batch at a time with comprehensions (C-speed
+    loops): a per-event Python loop costs twice as much on million-event traces.
+    Strings are coded one field at a time (pairs are formed later, in numpy): hashing
+    a fresh tuple of fresh strings per event costs more than the rest of the loop.
+    """
+    host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
+    launches = _Columns(position="q", correlation="q")
+    device = _Columns(name="q", cat="q", dur="d", correlation="q")
+    names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
+    for start, batch in trace.batches(_Event):
+        indices = _complete(batch, _HOST_CATEGORIES)
+        events = [batch[i] for i in indices]
+        linked = [i for i, e in enumerate(events)
+                  if e.args is not None and e.args.correlation is not None and e.cat not in _OP_CATEGORIES]
+        launches.add(position=[host.rows + i for i in linked],
+                     correlation=[events[i].args.correlation for i in linked])
+        host.add(index=[start + i for i in indices],
+                 ts=[e.ts for e in events],
+                 dur=[e.dur for e in events],
+                 name=names.encode([e.name for e in events]),
+                 cat=categories.encode([e.cat for e in events]),
+                 pid=pids.encode([e.pid for e in events]),
+                 tid=tids.encode([e.tid for e in events]))
+        events = [batch[i] for i in _complete(batch, _DEVICE_CATEGORIES)]
+        device.add(dur=[e.dur for e in events],
+                   name=names.encode([e.name for e in events]),
+                   cat=categories.encode([e.cat for e in events]),
+                   correlation=_correlations(events))
+        del batch, events
+    return _TraceColumns(host, launches, device, list(names), list(categories))
+
+
+def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
+    columns = _read_columns(trace)
+    host, launches, device, names, categories = (columns.host, columns.launches, columns.device, columns.names,
+                                                 columns.categories)
+    if not host.rows and not device.rows:
+        raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
+    kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
+    kinds = [(names[n], categories[c]) for n, c in kind_pairs]
+    thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))
+    device_codes, device_pairs = _pair_codes(device.numpy("name"), device.numpy("cat"))
+    device_kinds = [(names[n], categories[c]) for n, c in device_pairs]
+
+    # ProfilerStep#N ranges give the steps and are not rows.
+    is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
+    is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
+    steps = _step_ranges([kinds[code][0] for code in kind_codes[is_step].tolist()], host.numpy("ts")[is_step],
+                         host.numpy("dur")[is_step])
+    row_keys = _Codes()  # (op name, row type): an op's type is its name, a runtime call's its category
+    row_of_kind = np.asarray(row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]),
+                             dtype=np.int64)
+    keys = list(row_keys)
+    is_op = np.array([row_type == name for name, row_type in keys], dtype=bool)
+
+    kept = np.flatnonzero(~is_step)
+    ts, durations, threads_of = host.numpy("ts")[kept], host.numpy("dur")[kept], thread_codes[kept]
+    order = kept[np.lexsort((-durations, ts, threads_of))]
+    codes = row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64)
+    durations = host.numpy("dur")[order]
+    starts = host.numpy("ts")[order]
+    events = OpEvents()
+    step_of = _steps_of(starts, steps)
+    events.step_count = len(steps)
+    parents, counted_as = _parents_within_threads(thread_codes[order], starts, durations, events, keys, codes, step_of)
+    facts = ProfileFacts(format=FORMAT, framework="PyTorch")
+    if device.rows:
+        is_annotation = np.array([row_type in _ANNOTATION_CATEGORIES for _, row_type in keys], dtype=bool)
+        _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
+                     is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order], step_of)
+        facts.device = "GPU"
+        facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
+    if steps:
+        facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
+        facts.step_time_us = sum(duration for _, duration in steps.values()) / len(steps)
+    step_starts = host.numpy("ts")[is_step]
+    first_step = None
+    if len(step_starts):
+        first = int(np.argmin(step_starts))
+        first_step = (float(step_starts[first]), float(step_starts[first] + host.numpy("dur")[is_step][first]))
+    evidence = _batch_size_evidence(trace, host.numpy("index")[order], starts, parents,
+                                    is_op[codes], keys, codes, first_step)
+    if evidence:
+        facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
+    return OpProfile(facts=facts, ops=build_op_table(events))
+
+
+def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """A code per (first, second) pair of small codes, and the pairs in code order."""
+    combined = (first << 32) | second
+    unique, inverse = np.unique(combined, return_inverse=True)
+    return inverse.reshape(-1), list(zip((unique >> 32).tolist(), (unique & 0xFFFFFFFF).tolist()))
+
+
+def _scatter(count: int, launches: _Columns) -> np.ndarray:
+    """Each host event's correlation id (``_NO_CORRELATION`` where it has none)."""
+    correlations = np.full(count, _NO_CORRELATION, dtype=np.int64)
+    correlations[launches.numpy("position")] = launches.numpy("correlation")
+    return correlations
+
+
+def _correlations(events: list) -> list[int]:
+    values = [e.args.correlation if e.args is not None else None for e in events]
+    if None in values:
+        values = [_NO_CORRELATION if value is None else value for value in values]
+    return values
+
+
+def _step_ranges(names: list[str], starts: np.ndarray, durations: np.ndarray) -> dict[str, tuple[float, float]]:
+    """(start, duration) of each distinct ``ProfilerStep#N``: the longest range of that
+    name (a step can be marked on more than one thread)."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for name, start, duration in zip(names, starts.tolist(), durations.tolist()):
+        if name not in ranges or duration > ranges[name][1]:
+            ranges[name] = (start, duration)
+    return ranges
+
+
+def _steps_of(starts: np.ndarray, ranges: dict[str, tuple[float, float]]) -> np.ndarray:
+    """Each event's step (an index of ``ranges`` in start order), by where it starts; -1
+    outside every step."""
+    if not ranges:
+        return np.full(len(starts), -1, dtype=np.int64)
+    bounds = np.asarray(sorted((start, start + duration) for start, duration in ranges.values()))
+    step = np.searchsorted(bounds[:, 0], starts, side="right") - 1
+    inside = (step >= 0) & (starts < bounds[step.clip(min=0), 1])
+    return np.where(inside, step, -1)
+
+
+def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: np.ndarray, events: OpEvents,
+                            keys: list, codes: np.ndarray, step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Add the host rows (self time by nesting on each thread); return each event's
+    enclosing event as a position in these sorted arrays (-1: top level), and the event
+    each one is counted as (``_fold_only_children``)."""
+    parents = np.full(len(codes), -1, dtype=np.int64)
+    selfs = np.empty(len(codes), dtype=np.float64)
+    bounds = [0, *(np.flatnonzero(np.diff(threads)) + 1).tolist(), len(codes)]
+    for begin, end in zip(bounds, bounds[1:]):
+        selfs[begin:end], local = self_times(starts[begin:end], durations[begin:end])
+        events.crossings += crossing_events(starts[begin:end], durations[begin:end], local)
+        parents[begin:end] = np.where(local >= 0, local + begin, -1)
+    counted_as = _fold_only_children(parents, codes)
+    kept = counted_as == np.arange(len(codes))
+    merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
+    events.add_host_codes(keys, codes[kept], durations[kept], merged_selfs[kept], steps=step_of[kept])
+    return parents, counted_as
+
+
+def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """PyTorch's own counting (``key_averages()``): an event that is the only child of a
+    parent with the same name (``aten::div`` calling ``aten::div``) is one call with its
+    parent, its self time added to the parent's. Returns, for each event, the event it is
+    counted as (itself where nothing folds)."""
+    counted_as = np.arange(len(codes))
+    nested = parents >= 0
+    if not nested.any():
+        return counted_as
+    children = np.bincount(parents[nested], minlength=len(codes))
+    folds = np.zeros(len(codes), dtype=bool)
+    folds[nested] = (codes[parents[nested]] == codes[nested]) & (children[parents[nested]] == 1)
+    counted_as[folds] = parents[folds]
+    while True:  # chains (a div in a div in a div) settle on the outermost
+        settled = counted_as[counted_as]
+        if np.array_equal(settled, counted_as):
+            return counted_as
+        counted_as = settled
+
+
+def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
+                 kernel_keys: list, host_keys: list,
+                 host_codes: np.ndarray, host_is_op: np.ndarray, host_is_annotation: np.ndarray, parents: np.ndarray,
+                 counted_as: np.ndarray, host_correlations: np.ndarray, step_of: np.ndarray) -> None:
+    """Kernels under the op call that launched them (as PyTorch counts calls), else under
+    the innermost annotation around the launch; kernels whose launch is not in the trace
+    under their own name."""
+    launch_correlation, launcher = [], []
+    for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~host_is_op).tolist():
+        parent, annotation = parents[position], -1
+        while parent != -1 and not host_is_op[parent]:
+            if annotation == -1 and host_is_annotation[parent]:
+                annotation = parent
+            parent = parents[parent]
+        if parent == -1:
+            parent = annotation
+        if parent != -1:
+            launch_correlation.append(int(host_correlations[position]))
+            launcher.append(int(counted_as[parent]))
+    correlations = device.numpy("correlation")
+    durations = device.numpy("dur")
+    invocation = np.full(len(correlations), -1, dtype=np.int64)
+    if launch_correlation:
+        known = np.asarray(launch_correlation, dtype=np.int64)
+        sort = np.argsort(known, kind="stable")
+        known, launchers = known[sort], np.asarray(launcher, dtype=np.int64)[sort]
+        where = np.searchsorted(known, correlations).clip(max=len(known) - 1)
+        found = (known[where] == correlations) & (correlations != _NO_CORRELATION)
+        invocation[found] = launchers[where[found]]
+    linked = invocation >= 0
+    # A linked kernel's row is its launching op's host row key; an orphan gets its own.
+    orphan_keys = [(name, f"({cat} without a launching op)") for name, cat in kernel_keys]
+    launched_by = host_codes[invocation.clip(min=0)] if len(host_codes) else np.zeros(len(invocation), np.int64)
+    codes = np.where(linked, launched_by, len(host_keys) + kernel_codes)
+    events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation,
+                              steps=np.where(linked, step_of[invocation.clip(min=0)], -1) if len(step_of) else None)
+    orphans = int((~linked).sum())
+    if orphans:
+        # Usual for kernels launched just before the profiling window opened.
+        facts.warnings.append(f"{orphans} device events ({durations[~linked].sum():,.0f} µs) have no launching op "
+                              "in the trace (their correlation id matches no launch); they are listed under their "
+                              "own names, typed '(… without a launching op)'")
+
+
+# Ops that see no batch of samples: a DataLoader indexing its whole data set, an
+# optimizer updating parameters. Their inputs are left out of the vote.
+_NOT_MODEL_SCOPES = ("enumerate(DataLoader)", "Optimizer.")
+# A loss's target holds one entry per sample: the strongest evidence a trace has.
+_LOSS_OPS = frozenset({
+    "aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d", "aten::mse_loss",
+    "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss", "aten::binary_cross_entropy",
+    "aten::binary_cross_entropy_with_logits", "aten::kl_div", "aten::ctc_loss", "aten::multi_margin_loss",
+})
+_LOSS_WEIGHT = 25
+_BATCH_PROBES = 4000  # op events looked at: one step of a big model, decoded part by part
+
+
+def _batch_size_evidence(trace: TraceText, file_indices: np.ndarray, starts: np.ndarray, parents: np.ndarray,
+                         is_op: np.ndarray, keys: list[tuple[str, str]], codes: np.ndarray,
+                         window: tuple[float, float] | None):
+    """(batch size, where it came from, agreement) from the ops of the first profiled step,
+    or None. Each op votes with the leading dim of its first input of rank >= 2 (the
+    batch of an activation); a loss's target votes strongly. Parameters and a data set
+    are left out (optimizer and DataLoader scopes), so an embedding's vocabulary or a
+    sequence-first LSTM's length loses to the many ops that see the batch."""
+    excluded = np.array([name.startswith(_NOT_MODEL_SCOPES) for name, _ in keys], dtype=bool)[codes]
+    up = parents.copy()
+    while (moving := up >= 0).any():  # any enclosing scope excludes, however deep (record_function wrappers)
+        excluded[moving] |= excluded[up[moving]]
+        up = np.where(moving, parents[up.clip(min=0)], -1)
+    wanted = is_op & ~excluded
+    if window is not None:
+        wanted &= (starts >= window[0]) & (starts < window[1])
+    probes = np.flatnonzero(wanted)
+    probes = probes[np.argsort(starts[probes], kind="stable")[:_BATCH_PROBES]]
+    if not len(probes):
+        return None
+    order = np.argsort(file_indices[probes], kind="stable")  # file order: each part of the file decoded once
+    decoded = trace.events(file_indices[probes][order].tolist(), _WithInputs)
+    votes: collections.Counter[int] = collections.Counter()  # ops' votes and the loss target's
+    op_votes: collections.Counter[int] = collections.Counter()
+    loss_target = None
+    for position, event in zip(probes[order].tolist(), decoded):
+        dims = _input_dims(event)
+        if not dims:
+            continue
+        first = dims[0]
+        if isinstance(first, list) and len(first) >= 2 and _positive_int(first[0]):
+            votes[first[0]] += 1
+            op_votes[first[0]] += 1
+        if keys[codes[position]][0] in _LOSS_OPS and len(dims) >= 2 and isinstance(dims[1], list) and dims[1] \
+                and _positive_int(dims[1][0]):
+            votes[dims[1][0]] += _LOSS_WEIGHT
+            loss_target = loss_target or (keys[codes[position]][0], dims[1][0])
+    if not votes:
+        return None
+    (size, weight), *others = votes.most_common(2)
+    # Against the runner-up, not all votes: a model's many other dims split their votes.
+    agreement = 1.0 if loss_target and loss_target[1] == size else weight / (weight + (others[0][1] if others else 0))
+    where = "the first profiled step" if window is not None else "the first ops"
+    source = f"data: batch dim of {op_votes[size]} of {sum(op_votes.values())} shaped ops in {where}"
+    if loss_target and loss_target[1] == size:
+        source += f", and the target of {loss_target[0]}"
+    return size, source + " (Input Dims)", round(agreement, 3)
+
+
+def _input_dims(event: _WithInputs) -> list | None:
+    if event.args is None or not len(event.args.input_dims):
+        return None
+    try:
+        dims = json.loads(bytes(event.args.input_dims))
+    except ValueError:
+        return None
+    return dims if isinstance(dims, list) else None
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0

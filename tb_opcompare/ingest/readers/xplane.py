@@ -1,0 +1,440 @@
+"""Reader for ``<host>.xplane.pb`` (TensorFlow >= 2.2 profiler sessions).
+
+Host ops are events named ``<op_name>:<op_type>`` on the ``/host:CPU`` plane; their
+self time subtracts nested TF-op events on the same line, as xprof's TensorFlow
+Stats tool does. Device ops are the kernels and memcpys on the ``Stream #`` lines of
+``/device:GPU:N`` planes, attributed to a TF op through the ``tf_op`` stat (current
+TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines such as
+"TensorFlow Ops" repeat the same kernels and are skipped.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import operator
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.ingest.readers.tf_ops import (
+    leading_dim,
+    op_from_annotation,
+    parse_host_op,
+    parse_tf_op,
+    shared_leading_dim,
+)
+from tb_opcompare.ingest.readers.xplane_wire import TooManyElements, TooManyPlanes, split_space
+from tb_opcompare.schema.optable import (
+    OpEvents,
+    OpProfile,
+    ProfileFacts,
+    build_op_table,
+    crossing_events,
+    crossing_warning,
+    self_times,
+)
+
+FORMAT = "xplane"
+_PS_PER_US = 1e6
+
+
+def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None) -> OpProfile:
+    """Read one profiling session (one xplane per host) into a single OpProfile.
+
+    ``read_bytes(path) -> bytes`` is the file-system layer (local or remote).
+    ``max_parsed_bytes`` bounds what one plane's metadata may take once parsed (the read's
+    memory budget beyond the file itself).
+    """
+    events = OpEvents()
+    facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
+    steps: dict[int, int] = {}  # step number -> longest marker duration (ps)
+    device_steps = 0
+    device_names: list[str] = []
+    first_shape: tuple[float, int] | None = None
+    # (tf.data batch size, root iterator's name) -> elements seen
+    input_batches: collections.Counter[tuple[int, str]] = collections.Counter()
+    declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
+    step_batches: collections.Counter[int] = collections.Counter()  # Keras 2's step event: fit()'s batch_size
+    step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
+    for path in paths:
+        space = _parse(path, read_bytes(path), max_parsed_bytes)
+        try:
+            for plane in space.planes():
+                if plane.name.startswith("/host:"):
+                    calls = collections.Counter()
+                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
+                                             step_batches)
+                    step_calls[path, plane.name] = sum(calls.values())
+                    if shape and (first_shape is None or shape[0] < first_shape[0]):
+                        first_shape = shape
+                elif plane.name.startswith("/device:"):
+                    kind, name, plane_steps = _read_device_plane(plane, events)
+                    if kind:
+                        device_names.append(name)
+                        facts.device = kind
+                        device_steps = max(device_steps, plane_steps)
+        except _BrokenEvents as error:
+            raise ProfileError(path, f"plane {space.current!r}, {error}") from None
+        except TooManyElements as error:
+            raise OverLimit(path, f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
+                                  "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
+                                  "real profile") from None
+        except (DecodeError, RuntimeError, ValueError) as error:
+            raise ProfileError(path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or "
+                                     f"corrupt): {error}") from None
+    if not len(events):
+        raise ProfileError(paths[0], "no TensorFlow op events in this profile")
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
+    if device_names:
+        facts.device_name = ", ".join(sorted(set(device_names)))
+    calls = max(step_calls.values(), default=0)
+    if steps and calls > len(steps):
+        # Keras 2 marks one profiled step with step_num but calls its step function for each.
+        facts.steps, facts.steps_source = calls, f"Keras step function calls ({_STEP_FUNCTION}); step markers: {len(steps)}"
+    elif steps:
+        facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
+        facts.step_time_us = sum(steps.values()) / len(steps) / _PS_PER_US
+    elif device_steps:
+        facts.steps, facts.steps_source = device_steps, "Steps line of the device plane"
+    else:
+        facts.steps_source = "unknown: the profile has no step markers (Keras 3 writes none)"
+    facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
+        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
+    if warning:
+        facts.warnings.append(warning)
+    return OpProfile(facts=facts, ops=build_op_table(events))
+
+
+def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
+                        step_batches: collections.Counter, declared_batches: collections.Counter,
+                        ) -> tuple[int | None, str | None, str | None]:
+    """(batch size, its source, a warning or None) from what an xplane holds, most direct
+    first: an op's input shape (old TF), the tf.data elements delivered to the step (the
+    most common, so that a last, partial batch does not count), Keras 2's step-event
+    ``batch_size`` (``fit()``'s argument), the batch dataset's declared size. The step
+    event, where another source measured the size, confirms it or is warned about."""
+    if first_shape:
+        size, source = first_shape, "first op input shape in the xplane"
+    elif input_batches:
+        (size, root), _ = input_batches.most_common(1)[0]
+        source = f"tf.data input elements ({root} shapes)"
+    elif step_batches:
+        size, source = step_batches.most_common(1)[0][0], _STEP_EVENT_BATCH
+    elif declared_batches:
+        size = declared_batches.most_common(1)[0][0]
+        source = "the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
+    else:
+        return None, None, None
+    warning = None
+    if step_batches and source != _STEP_EVENT_BATCH:
+        declared = step_batches.most_common(1)[0][0]
+        if declared == size:
+            source += f"; {_STEP_EVENT_BATCH} agrees"
+        else:
+            warning = f"{_STEP_EVENT_BATCH} is {declared}, but {source} gives {size}; using {size}"
+    return size, f"data: {source}", warning
+
+
+def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
+    if not data:
+        raise ProfileError(path, "the file is empty (0 bytes); the profiler may have been killed while writing it")
+    try:
+        space = split_space(data, max_parsed_bytes)
+    except TooManyPlanes as error:
+        raise ProfileError(path, f"{error}; not read") from None
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise ProfileError(path, f"not a valid XSpace protobuf (truncated or not an xplane file): {error}") from None
+    if not any(name.startswith(("/host:", "/device:")) for name in space.names):
+        raise ProfileError(path, "the XSpace has no /host: or /device: plane; this is not a profiler xplane")
+    return space
+
+
+def _stat_names(plane) -> dict[int, str]:
+    return {entry.key: entry.value.name for entry in plane.stat_metadata}
+
+
+def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batches: collections.Counter,
+                     declared_batches: collections.Counter[int], step_calls: collections.Counter,
+                     step_batches: collections.Counter[int]) -> tuple[int, int] | None:
+    """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
+
+    Every host event is touched here, so the three integers each needs are pulled out
+    of a whole batch at once (``_event_ints``) and sorted out with numpy; stats are
+    read only on the few events that can carry a step number or a shape.
+    """
+    op_keys: list[tuple[str, str]] = []
+    key_codes: dict[tuple[str, str], int] = {}
+    op_ids: list[int] = []
+    op_codes: list[int] = []
+    for entry in plane.event_metadata:
+        parsed = parse_host_op(entry.value.name)
+        if parsed:
+            if parsed not in key_codes:
+                key_codes[parsed] = len(op_keys)
+                op_keys.append(parsed)
+            op_ids.append(entry.key)
+            op_codes.append(key_codes[parsed])
+    lookup = _IdLookup(op_ids, op_codes) if op_ids else None
+    root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in _PIPELINE_ROOTS}
+    pipeline_roots = list(root_names)
+    batch_datasets = [entry.key for entry in plane.event_metadata if _is_batch_dataset(entry.value.name)]
+    step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == _STEP_FUNCTION]
+    stat_names = _stat_names(plane)
+    step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
+    shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
+    shapes_stat = next((k for k, v in stat_names.items() if v == "shapes"), None)
+    batch_size_stat = next((k for k, v in stat_names.items() if v == "batch_size"), None)
+    carries_step: dict[int, bool] = {}
+    first_shape: tuple[int, int] | None = None
+    for line in plane.lines:
+        starts, durations, codes = [], [], []
+        for batch in line.event_batches():
+            ints = _event_ints(batch)
+            code = lookup.codes(ints[:, 0]) if lookup else np.full(len(ints), -1)
+            is_op = code >= 0
+            if is_op.any():
+                starts.append(ints[is_op, 1])
+                durations.append(ints[is_op, 2])
+                codes.append(code[is_op])
+                if shape_stat is not None:
+                    shaped = _first_shaped_op(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
+                    if shaped:
+                        shaped = (line.timestamp_ns * 1000 + shaped[0], shaped[1])
+                        if first_shape is None or shaped[0] < first_shape[0]:
+                            first_shape = shaped
+            if step_functions:
+                step_calls[plane.name] += int(np.isin(ints[:, 0], step_functions).sum())
+            if batch_datasets and batch_size_stat is not None:
+                for index in np.flatnonzero(np.isin(ints[:, 0], batch_datasets))[:_SHAPE_PROBES].tolist():
+                    size = _int_stat(batch[index], batch_size_stat, stat_names)
+                    if size:
+                        declared_batches[size] += 1
+            if pipeline_roots and shapes_stat is not None:
+                for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
+                    size = _input_batch(batch[index], shapes_stat, stat_names)
+                    if size:
+                        input_batches[size, root_names[int(ints[index, 0])]] += 1
+            if step_stat is not None and not is_op.all():
+                _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step, steps,
+                            (batch_size_stat, stat_names, step_batches))
+            del batch  # one batch of protobuf events alive at a time
+        if codes:
+            durations, codes = np.concatenate(durations), np.concatenate(codes)
+            _check_durations(durations, op_keys, codes, line.name)
+            _add_host_line(events, op_keys, np.concatenate(starts), durations, codes)
+    return first_shape
+
+
+class _IdLookup:
+    """Maps event metadata ids (arbitrary int64) to op codes, vectorised."""
+
+    def __init__(self, ids: list[int], codes: list[int]):
+        order = np.argsort(np.asarray(ids, dtype=np.int64))
+        self._ids = np.asarray(ids, dtype=np.int64)[order]
+        self._codes = np.asarray(codes, dtype=np.int64)[order]
+
+    def codes(self, ids: np.ndarray) -> np.ndarray:
+        """The op code of each id, -1 where the id is not an op."""
+        where = np.searchsorted(self._ids, ids).clip(max=len(self._ids) - 1)
+        return np.where(self._ids[where] == ids, self._codes[where], -1)
+
+
+_EVENT_INTS = operator.attrgetter("metadata_id", "offset_ps", "duration_ps")
+
+
+def _event_ints(batch) -> np.ndarray:
+    """(n, 3) int64 array of each event's metadata id, offset and duration, read at C speed."""
+    flat = itertools.chain.from_iterable(map(_EVENT_INTS, batch))
+    return np.fromiter(flat, dtype=np.int64, count=3 * len(batch)).reshape(-1, 3)
+
+
+# No profiled op lasts 11 days (10^18 ps, near the int64 limit of 106 days): a negative or
+# longer duration is a broken writer.
+_MAX_DURATION_PS = 10**18
+
+
+class _BrokenEvents(ValueError):
+    """Events whose times cannot be trusted; the message names what is wrong."""
+
+
+def _check_durations(durations: np.ndarray, op_keys, codes: np.ndarray, line_name: str) -> None:
+    bad = np.flatnonzero((durations < 0) | (durations > _MAX_DURATION_PS))
+    if len(bad):
+        first = int(bad[0])
+        raise _BrokenEvents(f"line {line_name!r}: {len(bad)} op events have a negative or impossibly long duration, "
+                            f"the first {op_keys[codes[first]][0]!r} with {int(durations[first]):,} ps; the profiler "
+                            "wrote broken events")
+
+
+def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.ndarray, codes: np.ndarray) -> None:
+    order = np.lexsort((-durations, starts))
+    starts, durations, codes = starts[order], durations[order], codes[order]
+    self_ps, parents = self_times(starts, durations)
+    events.crossings += crossing_events(starts, durations, parents)
+    events.add_host_codes(op_keys, codes, durations / _PS_PER_US, self_ps / _PS_PER_US)
+
+
+def _read_steps(batch, ints: np.ndarray, candidates: np.ndarray, step_stat: int, carries_step: dict[int, bool],
+                steps: dict[int, int], batch_sizes: tuple) -> None:
+    """Record ``step_num`` markers among the non-op events ``candidates`` of a batch, and
+    the ``batch_size`` a marker carries (Keras 2's step event: ``fit()``'s argument when it
+    batches arrays itself, the text ``None`` when it was given a dataset).
+    Whether an event metadata carries a step number is learnt from its first event."""
+    batch_size_stat, stat_names, step_batches = batch_sizes
+    ids = ints[candidates, 0]
+    unique_ids, first = np.unique(ids, return_index=True)
+    for metadata_id, index in zip(unique_ids.tolist(), first.tolist()):
+        if metadata_id not in carries_step:
+            carries_step[metadata_id] = _step_of(batch[int(candidates[index])], step_stat) is not None
+    stepping = [m for m in unique_ids.tolist() if carries_step[m]]
+    if not stepping:
+        return
+    for index in candidates[np.isin(ids, stepping)].tolist():
+        event = batch[index]
+        step = _step_of(event, step_stat)
+        if step is not None:
+            steps[step] = max(steps.get(step, 0), event.duration_ps)
+            size = _int_stat(event, batch_size_stat, stat_names) if batch_size_stat is not None else None
+            if size:
+                step_batches[size] += 1
+
+
+def _step_of(event, step_stat: int) -> int | None:
+    stat = _find_stat(event, step_stat)
+    return None if stat is None else stat.int64_value or stat.uint64_value
+
+
+def _find_stat(event, stat_id: int):
+    """The event's first stat with metadata ``stat_id``, or None."""
+    return next((stat for stat in event.stats if stat.metadata_id == stat_id), None)
+
+
+# Old TF writes a ``shape`` stat on op events; current TF writes none there (only on
+# allocation events), so only the earliest few op events of a batch are looked at.
+_SHAPE_PROBES = 64
+
+
+def _first_shaped_op(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_stat: int) -> tuple[int, int] | None:
+    """(offset_ps, batch size) of the earliest of the first op events that has a shape."""
+    earliest = op_indices[np.argsort(offsets[op_indices], kind="stable")[:_SHAPE_PROBES]]
+    for index in earliest.tolist():
+        event = batch[index]
+        stat = _find_stat(event, shape_stat)
+        size = leading_dim(stat.str_value) if stat is not None else None
+        if size:
+            return event.offset_ps, size
+    return None
+
+
+# The outermost tf.data iterator (``Iterator::Model`` in TF 2.4, ``Iterator::Root`` since):
+# each of its GetNext events delivers one element to the training step, and its
+# ``shapes`` stat lists that element's tensor shapes (``?`` where the last batch may be
+# partial; the batch dataset's own ``batch_size`` stat says it then).
+_PIPELINE_ROOTS = ("Iterator::Root", "Iterator::Model")
+_BATCH_DATASETS = ("BatchV2", "Batch", "PaddedBatchV2", "PaddedBatch", "ParallelBatch", "MapAndBatch")
+_STEP_FUNCTION = "train_function"  # Keras 2 calls it once per training step
+_STEP_EVENT_BATCH = "the batch_size of the Keras step event (fit()'s argument)"
+
+
+def _is_batch_dataset(name: str) -> bool:
+    return name.startswith("Iterator::") and name.rsplit("::", 1)[-1] in _BATCH_DATASETS
+
+
+def _int_stat(event, stat_id: int, stat_names: dict[int, str]) -> int | None:
+    stat = _find_stat(event, stat_id)
+    if stat is None:
+        return None
+    which = stat.WhichOneof("value")
+    value = getattr(stat, which) if which in ("int64_value", "uint64_value") else _stat_text(stat, stat_names)
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return None
+    return value if 0 < value < _MAX_BATCH else None
+
+
+_MAX_BATCH = 1 << 31
+
+
+def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | None:
+    stat = _find_stat(event, shapes_stat)
+    return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
+
+
+def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
+    """Add kernels of a device plane; return (device kind or None if idle, name, steps)."""
+    kind = plane.name[len("/device:"):].split(":", 1)[0]
+    if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
+        kind = "accelerator"
+    stat_names = _stat_names(plane)
+    by_name = {v: k for k, v in stat_names.items()}
+    tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
+    event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
+    op_by_text: dict[str, tuple[str, str] | None] = {}
+    sums: dict[tuple[str, str], list[int]] = {}  # op -> [kernels, summed duration in ps]
+    steps = 0
+    for line in plane.lines:
+        if line.name == "Steps":
+            steps = sum(len(batch) for batch in line.event_batches())
+        if not line.name.startswith("Stream #"):
+            continue
+        for batch in line.event_batches():
+            for event in batch:
+                op = None
+                for stat in event.stats:
+                    if stat.metadata_id in (tf_op_id, annotation_id, level0_id):
+                        text = _stat_text(stat, stat_names)
+                        if text not in op_by_text:
+                            op_by_text[text] = (
+                                parse_tf_op(text) if stat.metadata_id == tf_op_id else op_from_annotation(text)
+                            )
+                        op = op_by_text[text]
+                        if op is not None and stat.metadata_id != level0_id:
+                            break
+                if op is None:
+                    kernel_name = event_names.get(event.metadata_id, "")
+                    op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
+                totals = sums.get(op)
+                if totals is None:
+                    sums[op] = [1, event.duration_ps]
+                else:
+                    totals[0] += 1
+                    totals[1] += event.duration_ps
+            del batch
+    if not sums:
+        return None, "", steps
+    events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
+    return kind, _device_name(plane, stat_names, kind), steps
+
+
+_DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+
+
+def _stat_text(stat, stat_names: dict[int, str]) -> str:
+    if stat.WhichOneof("value") == "ref_value":
+        return stat_names.get(stat.ref_value, "")
+    return stat.str_value
+
+
+def _device_name(plane, stat_names: dict[int, str], kind: str) -> str:
+    values = {}
+    for stat in plane.stats:
+        which = stat.WhichOneof("value")
+        if which:
+            values[stat_names.get(stat.metadata_id, "")] = (
+                _stat_text(stat, stat_names) if which in ("ref_value", "str_value") else getattr(stat, which)
+            )
+    for key in ("device_name", "device_type_string", "model"):
+        if isinstance(values.get(key), str) and values[key]:
+            return values[key]
+    if "compute_cap_major" in values:
+        major = int(values["compute_cap_major"])
+        minor = int(values.get("compute_cap_minor", 0))
+        cores = values.get("core_count")
+        return f"{kind} (compute capability {major}.{minor}" + (f", {int(cores)} SMs)" if cores else ")")
+    return kind

@@ -1,0 +1,224 @@
+"""Walk an XSpace a bounded piece at a time instead of building the whole message tree.
+
+A profile's protobuf objects take about seven times their wire size in memory, and one
+XLine of a long host thread can hold most of a file. So only the wire framing is
+scanned here: each XPlane's small fields (name, metadata, stats) are parsed together,
+and its lines' events are parsed in batches of at most ``EVENT_BATCH_BYTES`` of wire
+data, so memory stays the file plus one batch however large a line grows.
+
+Planes are made one at a time, as the reader asks for them (an empty plane, two bytes of
+wire and over a kilobyte once parsed, is skipped), and a wire that would cost far more
+than its size is refused by counting elements before parsing them: more than
+``MAX_PLANES`` planes, or a plane whose metadata entries would need more than the read's
+budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from google.protobuf.message import DecodeError
+
+from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane
+
+_SPACE_PLANES = 1
+_PLANE_LINES = 3
+_LINE_EVENTS = 4
+_LINE_EVENTS_TAG = (_LINE_EVENTS << 3) | 2  # one byte on the wire: 0x22
+
+EVENT_BATCH_BYTES = 1 << 20
+MAX_PLANES = 100_000  # one per host, device and derived view: a few hundred at most in real profiles
+METADATA_ENTRY_BYTES = 256  # a parsed event/stat metadata entry and the reader's dict entry (measured 137 + 83)
+_PLANE_NAME = 2
+_PLANE_METADATA = (4, 5)  # event_metadata, stat_metadata
+
+
+class TooManyElements(ValueError):
+    """The wire holds more elements than a read may parse within its memory budget."""
+
+
+class TooManyPlanes(ValueError):
+    """More planes than any profiler writes: a broken or hostile file, whatever the budget."""
+
+
+def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise DecodeError(f"truncated varint at byte {pos}")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise DecodeError(f"varint too long at byte {pos}")
+
+
+def _skip(data: memoryview, tag_start: int, end: int) -> tuple[int, int, int]:
+    """(field number, start of the value, end of the value) of the field at ``tag_start``;
+    for varint and fixed-width fields the value span is returned but not decoded."""
+    key, pos = _varint(data, tag_start, end)
+    field, wire = key >> 3, key & 7
+    if field == 0:
+        raise DecodeError(f"field number 0 at byte {tag_start}")
+    if wire == 0:
+        _, value_end = _varint(data, pos, end)
+    elif wire == 1:
+        value_end = pos + 8
+    elif wire == 5:
+        value_end = pos + 4
+    elif wire == 2:
+        length, pos = _varint(data, pos, end)
+        value_end = pos + length
+    else:
+        raise DecodeError(f"wire type {wire} at byte {tag_start}")
+    if value_end > end:
+        raise DecodeError(f"a field at byte {tag_start} runs past the end ({end})")
+    return field, pos, value_end
+
+
+def fields(data: memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(field number, start of its tag, start of its value, end of its value) for every
+    field in ``data[start:end]``."""
+    pos = start
+    while pos < end:
+        field, value_start, value_end = _skip(data, pos, end)
+        yield field, pos, value_start, value_end
+        pos = value_end
+
+
+class LineView:
+    """An XLine: its small fields at once, its events in batches (``event_batches``)."""
+
+    def __init__(self, data: memoryview, start: int, end: int):
+        self._data = data
+        if end - start <= EVENT_BATCH_BYTES:
+            line = XLine()
+            line.ParseFromString(bytes(data[start:end]))
+            self._whole: XLine | None = line
+            self._batches: list[tuple[int, int]] = []
+        else:
+            self._whole = None
+            header, self._batches = _split_events(data, start, end)
+            line = XLine()
+            line.ParseFromString(header)
+        self.name = line.name
+        self.timestamp_ns = line.timestamp_ns
+
+    def event_batches(self) -> Iterator[Sequence]:
+        """The line's events, in wire order, a batch at a time. Drop each batch before
+        asking for the next: that is what bounds memory."""
+        if self._whole is not None:
+            yield self._whole.events  # a line of at most one batch, parsed when the view was made
+            return
+        for start, end in self._batches:
+            chunk = XLine()
+            chunk.ParseFromString(bytes(self._data[start:end]))
+            events = chunk.events
+            del chunk
+            yield events
+
+
+def _split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """Cut a line into its non-event fields and runs of whole event fields of about
+    ``EVENT_BATCH_BYTES`` each. This loop visits every event of the biggest lines, so
+    the common case (a one-byte tag, a short length) is handled inline."""
+    header: list[bytes] = []
+    batches: list[tuple[int, int]] = []
+    batch_start = -1
+    pos = start
+    while pos < end:
+        if data[pos] == _LINE_EVENTS_TAG:
+            if batch_start < 0:
+                batch_start = pos
+            value_start = pos + 1
+            byte = data[value_start] if value_start < end else 0x80
+            if byte < 0x80:
+                value_end = value_start + 1 + byte
+                if value_end > end:
+                    raise DecodeError(f"an event at byte {pos} runs past the end of its line ({end})")
+            else:
+                _, _, value_end = _skip(data, pos, end)
+            pos = value_end
+            if pos - batch_start >= EVENT_BATCH_BYTES:
+                batches.append((batch_start, pos))
+                batch_start = -1
+        else:
+            _, _, value_end = _skip(data, pos, end)
+            header.append(bytes(data[pos:value_end]))
+            pos = value_end
+    if batch_start >= 0:
+        batches.append((batch_start, pos))
+    return b"".join(header), batches
+
+
+class PlaneView:
+    """An XPlane whose ``lines`` are read on demand, one at a time."""
+
+    def __init__(self, data: memoryview, start: int, end: int, max_metadata_bytes: int | None = None):
+        self._data = data
+        self._lines: list[tuple[int, int]] = []
+        others = []
+        entries = 0
+        for field, tag_start, value_start, value_end in fields(data, start, end):
+            if field == _PLANE_LINES:
+                self._lines.append((value_start, value_end))
+            else:
+                entries += field in _PLANE_METADATA
+                others.append(data[tag_start:value_end])
+        if max_metadata_bytes is not None and entries * METADATA_ENTRY_BYTES > max_metadata_bytes:
+            raise TooManyElements(
+                f"a plane holds {entries:,} metadata entries, which would need about "
+                f"{entries * METADATA_ENTRY_BYTES / 1e9:,.1f} GB once parsed")
+        meta = XPlane()
+        meta.ParseFromString(b"".join(bytes(part) for part in others))
+        self.name = meta.name
+        self.event_metadata = meta.event_metadata
+        self.stat_metadata = meta.stat_metadata
+        self.stats = meta.stats
+
+    @property
+    def lines(self) -> Iterator[LineView]:
+        for start, end in self._lines:
+            yield LineView(self._data, start, end)
+
+
+class SpaceView:
+    """A serialized XSpace: the names of its planes at once (read from the wire without
+    parsing the planes), the planes themselves one at a time (``planes``). Raises
+    DecodeError on broken framing and TooManyElements past the bounds above."""
+
+    def __init__(self, data: bytes, max_metadata_bytes: int | None = None):
+        self._view = memoryview(data)
+        self._max_metadata_bytes = max_metadata_bytes
+        self._spans: list[tuple[int, int]] = []
+        self.names: list[str] = []
+        self.current: str | None = None
+        for field, _, start, end in fields(self._view, 0, len(self._view)):
+            if field != _SPACE_PLANES or end == start:  # an empty plane holds nothing to read
+                continue
+            if len(self._spans) == MAX_PLANES:
+                raise TooManyPlanes(f"the XSpace holds more than {MAX_PLANES:,} planes (profilers write one per "
+                                      "device and host view, a few hundred at most)")
+            self._spans.append((start, end))
+            self.names.append(_plane_name(self._view, start, end))
+
+    def planes(self) -> Iterator[PlaneView]:
+        """Each plane in turn; ``current`` names the one being made or read, for errors."""
+        for (start, end), name in zip(self._spans, self.names):
+            self.current = name
+            yield PlaneView(self._view, start, end, self._max_metadata_bytes)
+
+
+def _plane_name(data: memoryview, start: int, end: int) -> str:
+    for field, _, value_start, value_end in fields(data, start, end):
+        if field == _PLANE_NAME:
+            return bytes(data[value_start:value_end]).decode("utf-8", "replace")
+    return ""
+
+
+def split_space(data: bytes, max_metadata_bytes: int | None = None) -> SpaceView:
+    """The planes of a serialized XSpace (see ``SpaceView``)."""
+    return SpaceView(data, max_metadata_bytes)

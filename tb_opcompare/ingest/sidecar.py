@@ -1,0 +1,116 @@
+"""The sidecar ``opcompare.json`` beside a run: what its recorder said about it (model,
+batch size, device, label, repeat), written by ``tb_opcompare.recording`` and read here
+with the run name's claims, in that order of trust."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+from typing import TYPE_CHECKING
+
+from tb_opcompare.ingest import fs
+from tb_opcompare.ingest.naming import batch_size_from_name, device_from_name, model_key, repeat_from_name
+
+if TYPE_CHECKING:
+    from tb_opcompare.ingest.discovery import RunSource
+
+SIDECAR = "opcompare.json"
+_SIDECAR_MAX_BYTES = 1 << 20
+
+
+def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
+    """The sidecar's JSON object and None, or ``{}`` and why it was ignored."""
+    path = fs.join(source.run_dir, SIDECAR)
+    try:
+        data = fs.read_head(path, _SIDECAR_MAX_BYTES + 1)
+    except FileNotFoundError:
+        return {}, None
+    except OSError as error:
+        return {}, f"{path}: ignored, {error.strerror or error}"
+    if len(data) > _SIDECAR_MAX_BYTES:
+        return {}, f"{path}: ignored, larger than {_SIDECAR_MAX_BYTES:,} bytes (a sidecar is a few hundred)"
+    try:
+        sidecar = json.loads(data)
+        if not isinstance(sidecar, dict):
+            raise ValueError("expected a JSON object")
+    except RecursionError:
+        return {}, f"{path}: ignored, JSON nested too deeply"
+    except ValueError as error:
+        return {}, f"{path}: ignored, not a JSON object ({error})"
+    return sidecar, None
+
+
+MAX_BATCH_SIZE = 10_000_000  # a claimed batch size above this is a broken sidecar, not a model
+SIDECAR_SOURCE = SIDECAR
+NAME_SOURCE = "run name"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claims:
+    """What a run's sidecar and name say, before (or beside) what its data shows. The
+    order of trust is data, then sidecar, then name."""
+
+    model: str  # the sidecar's ``model``, else the run name's model key
+    label: str | None
+    batch_sizes: tuple[tuple[int, str], ...]  # (size, source), most trusted first
+    device: str | None  # the sidecar's device, else the name's
+    device_source: str | None
+    device_name: str | None
+    warning: str | None  # a sidecar that could not be used
+    repeat: int | None = None  # which recording of one configuration (sidecar ``repeat``, else ``_rep<K>``)
+
+
+def read_claims(source: RunSource) -> Claims:
+    sidecar, warning = _read_sidecar(source)
+    model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
+    label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
+    sidecar_batch = sidecar.get("batch_size")
+    batch_sizes = []
+    if isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and 0 < sidecar_batch <= MAX_BATCH_SIZE:
+        batch_sizes.append((sidecar_batch, SIDECAR_SOURCE))
+    elif sidecar_batch is not None and warning is None:
+        warning = (f"{fs.join(source.run_dir, SIDECAR)}: batch_size {str(sidecar_batch)[:40]!r} ignored, not a "
+                   f"whole number from 1 to {MAX_BATCH_SIZE:,}")
+    named_batch = batch_size_from_name(source.run)
+    if named_batch is not None:
+        batch_sizes.append((named_batch, NAME_SOURCE))
+    sidecar_device = sidecar.get("device")
+    if isinstance(sidecar_device, str) and sidecar_device.strip():
+        device, device_source = sidecar_device.strip().upper(), SIDECAR_SOURCE
+    else:
+        device = device_from_name(source.run)
+        device_source = NAME_SOURCE if device else None
+    device_name = sidecar.get("device_name") if isinstance(sidecar.get("device_name"), str) else None
+    repeat = sidecar.get("repeat")
+    if not (isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0):
+        repeat = repeat_from_name(source.run)
+    return Claims(model=model or model_key(source.run), label=label, batch_sizes=tuple(batch_sizes), device=device,
+                  device_source=device_source, device_name=device_name, warning=warning, repeat=repeat)
+
+
+def write_sidecar(run_dir: str, *, model: str | None, batch_size: int | None, device: str, device_name: str | None,
+                  framework: str, versions: dict[str, str], repeat: int | None = None, extra: dict | None = None) -> str:
+    """Write ``opcompare.json``: what the profile itself may not say (model, declared
+    batch size) and what helps later (versions, command line, host)."""
+    os.makedirs(run_dir, exist_ok=True)
+    sidecar = {
+        "model": model,
+        "batch_size": batch_size,
+        "device": device,
+        "device_name": device_name,
+        "framework": framework,
+        "versions": {"python": platform.python_version(), **versions},
+        "command": [sys.executable, *sys.argv],
+        "host": platform.node(),
+        "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "repeat": repeat,
+        **(extra or {}),
+    }
+    path = os.path.join(run_dir, SIDECAR)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({k: v for k, v in sidecar.items() if v is not None}, handle, indent=2)
+    return path

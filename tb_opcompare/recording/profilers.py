@@ -1,0 +1,269 @@
+"""Recording helpers: profile a few training steps into a run directory that Op Compare
+reads, with step markers and a sidecar ``opcompare.json``.
+
+TensorFlow / Keras::
+
+    from tb_opcompare.recording import KerasProfiler
+    model.fit(x, y, batch_size=32, callbacks=[KerasProfiler("logs/mnist_cpu_bs32", model="mnist")])
+
+    # or a custom loop
+    from tb_opcompare.recording import tf_profile
+    with tf_profile("logs/mnist_cpu_bs32", model="mnist", batch_size=32) as profiler:
+        for step, (x, y) in enumerate(dataset):
+            with profiler.step(step):
+                train_step(x, y)
+
+PyTorch::
+
+    from tb_opcompare.recording import torch_profile
+    with torch_profile("logs/mnist_torch_cpu_bs32", model="mnist", batch_size=32) as profiler:
+        for x, y in loader:
+            train_step(x, y)
+            profiler.step()
+
+Every argument left out is read from the environment that ``tb-opcompare record`` sets
+(``TB_OPCOMPARE_RUN_DIR``, ``TB_OPCOMPARE_MODEL``, ``TB_OPCOMPARE_BATCH_SIZE``), and
+``TB_OPCOMPARE_PROFILE=0`` turns every helper into a no-op, so one training script runs
+unprofiled in production. TensorFlow and PyTorch are imported only by their own helper.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+
+from tb_opcompare.ingest.sidecar import write_sidecar
+
+ENV_SWITCH = "TB_OPCOMPARE_PROFILE"
+ENV_RUN_DIR = "TB_OPCOMPARE_RUN_DIR"
+ENV_MODEL = "TB_OPCOMPARE_MODEL"
+ENV_BATCH_SIZE = "TB_OPCOMPARE_BATCH_SIZE"
+ENV_DEVICE = "TB_OPCOMPARE_DEVICE"
+ENV_REPEAT = "TB_OPCOMPARE_REPEAT"
+DEFAULT_FIRST_STEP = 3  # after tracing, compilation and warm-up
+DEFAULT_STEPS = 5
+
+
+def _refuse_a_gpu_run_without_a_gpu(framework: str, has_gpu: Callable[[], bool]) -> None:
+    """``tb-opcompare record --devices gpu`` with a framework that sees no GPU (a CPU build,
+    a driver it cannot load) would record a CPU profile into a ``…_gpu_…`` run."""
+    if os.environ.get(ENV_DEVICE, "").upper() == "GPU" and not has_gpu():
+        raise RuntimeError(f"this is a GPU run ({ENV_DEVICE}=GPU), but {framework} sees no GPU here (a CPU build, "
+                           "or no usable driver); not profiling the CPU under a GPU run's name. Run the command with "
+                           "an interpreter whose framework has GPU support")
+
+
+def profiling_enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _settings(run_dir: str | None, model: str | None, batch_size: int | None) -> tuple[str, str | None, int | None]:
+    run_dir = run_dir or os.environ.get(ENV_RUN_DIR)
+    if not run_dir:
+        raise ValueError(f"no run directory: pass one, or set {ENV_RUN_DIR} (tb-opcompare record does)")
+    model = model or os.environ.get(ENV_MODEL) or None
+    if batch_size is None and os.environ.get(ENV_BATCH_SIZE):
+        batch_size = int(os.environ[ENV_BATCH_SIZE])
+    return run_dir, model, batch_size
+
+
+def _repeat_from_environment() -> int | None:
+    """Which repeat of one configuration this run is, when ``tb-opcompare record --repeats``
+    runs it several times."""
+    value = os.environ.get(ENV_REPEAT, "")
+    return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# TensorFlow
+
+
+def _tf_device() -> tuple[str, str | None]:
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return "CPU", None
+    details = tf.config.experimental.get_device_details(gpus[0])
+    return "GPU", details.get("device_name")
+
+
+class _TfSession:
+    """Profiles steps ``first`` .. ``first + steps - 1`` and marks every step inside."""
+
+    def __init__(self, run_dir, model, batch_size, first_step, steps):
+        import tensorflow as tf
+
+        _refuse_a_gpu_run_without_a_gpu(f"TensorFlow {tf.__version__}", lambda: _tf_device()[0] == "GPU")
+        self.run_dir, self.model, self.batch_size = run_dir, model, batch_size
+        self.first, self.last = first_step, first_step + steps - 1
+        self.active = False
+        self.done = False
+
+    def begin(self, step: int):
+        import tensorflow as tf
+
+        if not self.done and not self.active and step >= self.first:
+            tf.profiler.experimental.start(self.run_dir)
+            self.active = True
+        if self.active:
+            marker = tf.profiler.experimental.Trace("train", step_num=step, _r=1)
+            marker.__enter__()
+            return marker
+        return None
+
+    def end(self, step: int, marker) -> None:
+        if marker is not None:
+            marker.__exit__(None, None, None)
+        if self.active and step >= self.last:
+            self.stop()
+
+    def stop(self) -> None:
+        import tensorflow as tf
+
+        if self.active:
+            tf.profiler.experimental.stop()
+            self.active, self.done = False, True
+
+    def write_sidecar(self) -> None:
+        import tensorflow as tf
+
+        device, name = _tf_device()
+        versions = {"tensorflow": tf.__version__}
+        try:
+            import keras
+
+            versions["keras"] = keras.__version__
+        except ImportError:
+            pass
+        write_sidecar(self.run_dir, model=self.model, batch_size=self.batch_size, device=device, device_name=name,
+                      framework=f"TensorFlow {tf.__version__}", versions=versions,
+                      repeat=_repeat_from_environment(), extra={"profiled_steps": [self.first, self.last]})
+
+
+class _NoStep:
+    """What every helper yields when profiling is off: ``with profiler.step(i):`` and
+    ``profiler.step()`` both do nothing."""
+
+    def step(self, step: int | None = None):
+        return contextlib.nullcontext()
+
+
+class _TfStepper:
+    def __init__(self, session: _TfSession):
+        self._session = session
+
+    @contextlib.contextmanager
+    def step(self, step: int):
+        marker = self._session.begin(step)
+        try:
+            yield
+        finally:
+            self._session.end(step, marker)
+
+
+@contextlib.contextmanager
+def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
+               first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS) -> Iterator:
+    """Profile steps ``first_step`` .. ``first_step + steps - 1`` of a custom TF loop;
+    wrap each step in ``profiler.step(step_number)``."""
+    if not profiling_enabled():
+        yield _NoStep()
+        return
+    session = _TfSession(*_settings(run_dir, model, batch_size), first_step, steps)
+    try:
+        yield _TfStepper(session)
+    finally:
+        session.stop()
+        session.write_sidecar()
+
+
+def KerasProfiler(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
+                  first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS):
+    """A Keras callback that profiles training batches ``first_step`` ..
+    ``first_step + steps - 1`` of the first epoch, with a step marker per batch (Keras 3
+    writes none), and writes the sidecar when training ends. Keras does not tell a
+    callback the batch size: pass it (or let ``tb-opcompare record`` set it), else it
+    comes from the run name."""
+    import tensorflow as tf
+
+    if not profiling_enabled():
+        return tf.keras.callbacks.Callback()
+    session = _TfSession(*_settings(run_dir, model, batch_size), first_step, steps)
+
+    class _KerasProfiler(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self._marker = None
+            self._epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._epoch = epoch
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self._epoch == 0:
+                self._marker = session.begin(batch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self._epoch == 0:
+                session.end(batch, self._marker)
+                self._marker = None
+
+        def on_train_end(self, logs=None):
+            session.stop()
+            session.write_sidecar()
+
+    return _KerasProfiler()
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch
+
+
+class _TorchStepper:
+    def __init__(self, profiler):
+        self._profiler = profiler
+
+    def step(self) -> None:
+        self._profiler.step()
+
+
+@contextlib.contextmanager
+def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
+                  wait: int = 1, warmup: int = 2, active: int = DEFAULT_STEPS, profile_memory: bool = True,
+                  with_stack: bool = False, precision: str | None = None) -> Iterator:
+    """``torch.profiler`` over ``active`` steps after ``wait + warmup``, written with
+    ``tensorboard_trace_handler`` and ``record_shapes=True`` (so the batch size is read
+    from the data); call ``profiler.step()`` at the end of every training step.
+
+    ``profile_memory`` (on by default: on small models it costs a few percent of trace size)
+    records every allocation, so memory per op can be compared; ``with_stack`` records the
+    Python calls, whose ``nn.Module`` frames give the module tree (traces grow several
+    times). ``precision`` (e.g. ``"bf16"``, what autocast was asked for) goes to the sidecar."""
+    if not profiling_enabled():
+        yield _NoStep()
+        return
+    import torch
+
+    run_dir, model, batch_size = _settings(run_dir, model, batch_size)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    on_gpu = torch.cuda.is_available()
+    _refuse_a_gpu_run_without_a_gpu(f"PyTorch {torch.__version__}", lambda: on_gpu)
+    if on_gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(
+        activities=activities,
+        schedule=torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(run_dir),
+        record_shapes=True,
+        profile_memory=profile_memory,
+        with_stack=with_stack,
+    ) as profiler:
+        yield _TorchStepper(profiler)
+    extra = {"profiled_steps": [wait + warmup, wait + warmup + active - 1], "profile_memory": profile_memory,
+             "with_stack": with_stack, "precision": precision}
+    write_sidecar(run_dir, model=model, batch_size=batch_size, device="GPU" if on_gpu else "CPU",
+                  device_name=torch.cuda.get_device_name(0) if on_gpu else None,
+                  framework=f"PyTorch {torch.__version__}", versions={"torch": torch.__version__},
+                  repeat=_repeat_from_environment(), extra={key: value for key, value in extra.items() if value is not None})

@@ -1,0 +1,388 @@
+"""The documents of the HTTP API and ``tb-opcompare … --json``, declared once as msgspec
+Structs: the contract between the Python side and the tab.
+
+``docs/http_api.md`` and ``frontend/contract.js`` (JSDoc typedefs for the tab) are
+generated from these declarations (``python -m tb_opcompare.schema.contract --write``,
+or ``make contract``), and a test fails when either drifts. Every golden document of
+``tests/golden`` is decoded strictly against them, and the compare table's columns
+(``COMPARE_COLUMNS``) are the fields of ``CompareRow``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta
+
+STATUSES = ("matched", "baseline_only", "target_only")
+Status = Literal[STATUSES]
+TimeSource = Literal["host", "device", "mixed"]
+SIDES = ("baseline", "target")
+
+
+def _d(kind, description: str):
+    return Annotated[kind, Meta(description=description)]
+
+
+class _Document(msgspec.Struct, kw_only=True):
+    pass
+
+
+class RunRecord(_Document):
+    """One run: its facts from the data, else its sidecar, else its name (the `*_source`
+    fields say which). Runs listed with `load=0` and not yet read carry the claims only."""
+
+    run: _d(str, "path of the run under the logdir, `/`-separated; the run's name everywhere")
+    format: _d(str, "xplane, tf_trace_json, pytorch, chrome_trace, summary_json or empty_session")
+    device: _d(str | None, "CPU, or the accelerator that did the work (GPU, TPU, ...)")
+    device_name: _d(str | None, "the accelerator's model name where the profile or sidecar gives it")
+    batch_size: _d(int | None, "samples per step")
+    batch_size_source: _d(str | None, "where the batch size came from: `data: ...`, the sidecar or the run name")
+    batch_size_agreement: _d(float | None, "share of the data's evidence that agrees on the batch size (PyTorch)")
+    steps: _d(int | None, "profiled steps")
+    steps_source: _d(str | None, "where the step count came from")
+    model: _d(str, "model key: the sidecar's model, else the run name without device, batch and repeat tokens")
+    label: _d(str | None, "the sidecar's label")
+    repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
+    sessions: _d(list[str], "the run's captures, oldest first")
+    session: _d(str, "the capture shown (the newest)")
+    framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
+    warnings: _d(list[str], "what the user should know about this run's facts")
+    loaded: _d(bool, "whether the trace has been read (else only names and sidecars were)")
+
+
+class Pair(_Document):
+    """An automatic baseline/target pair: the CPU and the accelerator run of one model."""
+
+    baseline: str
+    target: str
+    model: str
+    batch_size: int | None
+    matched_by: _d(str, "`run names`, `sidecar`, or `op-name overlap (Jaccard …)`")
+    guess: _d(bool, "paired by op-name overlap alone: worth a look before trusting")
+
+
+class RunError(_Document):
+    """A run that cannot be read, with the file and the reason."""
+
+    run: str
+    path: str
+    message: str
+
+
+class SuggestedPair(_Document):
+    """The pair the tab opens on, and why."""
+
+    baseline: str
+    target: str
+    reason: str
+
+
+class RunsDocument(_Document):
+    """`runs`: every run, the automatic pairs, what could not be read."""
+
+    runs: list[RunRecord]
+    pairs: list[Pair]
+    errors: list[RunError]
+    complete: _d(bool, "every run's trace has been read")
+    suggested: SuggestedPair | None
+    notices: _d(list[str], "what the user should know about the logdir (e.g. no accelerator run)")
+    version: _d(str, "the plugin's version")
+
+
+_PER_SIDE: tuple[tuple[str, Any, str], ...] = (
+    ("occurrences", int | None, "times the op ran in that run"),
+    ("mean_us", float | None, "self time per occurrence, µs"),
+    ("total_us", float | None, "self time summed over the run, µs"),
+    ("share", float | None, "total_us / all op time of that run"),
+    ("time_source", TimeSource | None, "`device` where the op launched kernels (its time is the kernels'), else "
+                                       "`host`; `mixed` when a type groups both"),
+    ("p10_us", float | None, "10th percentile of one occurrence's self time (null where occurrences are not told "
+                             "apart, as for kernels no host op launched, or for a type grouping ops)"),
+    ("median_us", float | None, "median of one occurrence's self time"),
+    ("p90_us", float | None, "90th percentile of one occurrence's self time"),
+    ("cv", float | None, "coefficient of variation of one occurrence's self time (std / mean)"),
+    ("noisy", bool | None, "3 or more occurrences and a CV above 0.5: the mean hides a wide spread, so its speedup "
+                           "is unreliable"),
+    ("kernels_per_execution", float | None, "device kernels (memcpys, memsets) per occurrence where the time is "
+                                            "device time; null for host time"),
+    ("per_step_cv", float | None, "coefficient of variation of the op's time per profiled step (null where steps "
+                                  "are not known, and for a type that groups ops)"),
+)
+CompareRow = msgspec.defstruct(
+    "CompareRow",
+    [
+        ("key", _d(str, "op name (group_by=name) or normalised op type (group_by=type)")),
+        ("op_type", _d(str | None, "normalised op type (oneDNN/cuDNN variants share one)")),
+        ("status", _d(Status, "whether the op is in both runs or in one only")),
+        ("speedup", _d(float | None, "baseline_mean_us / target_mean_us (> 1: the target is faster)")),
+        ("delta_mean_us", _d(float | None, "target_mean_us - baseline_mean_us (< 0: the target is faster)")),
+        *[(f"{side}_{name}", _d(kind, description)) for side in SIDES for name, kind, description in _PER_SIDE],
+    ],
+    bases=(_Document,), kw_only=True, module=__name__,
+)
+CompareRow.__doc__ = "One op (or op type) of a comparison; `baseline_*` and `target_*` are the same figures per run."
+COMPARE_COLUMNS: list[str] = list(CompareRow.__struct_fields__)
+PER_SIDE_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in _PER_SIDE)
+
+
+class CompareSummary(_Document):
+    """Whole-run figures of a comparison."""
+
+    matched_ops: int
+    baseline_only_ops: int
+    target_only_ops: int
+    faster_ops: _d(int, "matched ops with speedup > 1")
+    noisy_ops: _d(int, "matched ops noisy on either side")
+    slower_ops: _d(int, "matched ops with speedup < 1")
+    baseline_matched_total_us: _d(float, "op time of the matched ops, µs")
+    target_matched_total_us: float
+    baseline_total_us: _d(float, "all op time, µs")
+    target_total_us: float
+    overall_speedup: _d(float | None, "ratio of matched op time, per step where both runs know their steps")
+    overall_speedup_basis: Literal["per step", "whole profile"]
+    geomean_speedup: _d(float | None, "geometric mean of the matched ops' speedups")
+    baseline_steps: int | None
+    target_steps: int | None
+    baseline_time_per_step_us: float | None
+    target_time_per_step_us: float | None
+    whole_step_speedup: _d(float | None, "all op time per step, ops on one side included")
+    per_sample_speedup: _d(float | None, "whole_step_speedup per sample, where the batch sizes differ")
+    group_by: Literal["name", "type"]
+    normalized_types: bool
+    baseline: RunRecord
+    target: RunRecord
+    notes: _d(list[str], "how to read the headline figures (batch sizes differ, no op in common, ...)")
+
+
+class CompareDocument(_Document):
+    """`compare`: the summary and the rows the view keeps, in its order."""
+
+    summary: CompareSummary
+    columns: _d(list[str], "the fields of a row, in order")
+    rows: list[CompareRow]
+    total_rows: _d(int, "rows before the view's filter and top N")
+
+
+class SweepsDocument(_Document):
+    """`sweeps`: every model's batch sizes per device, and the models that can be swept."""
+
+    models: _d(dict[str, dict[str, list[int]]], "model key -> device -> batch sizes")
+    sweepable: _d(list[str], "models with two or more batch sizes on one device, best first")
+
+
+class SweepRun(_Document):
+    """A run of the swept model."""
+
+    run: str
+    device: str | None
+    device_name: str | None
+    batch_size: int | None
+    batch_size_source: str | None
+    steps: int | None
+    step_time_us: float | None
+    framework: str | None
+
+
+class SeriesPoint(_Document):
+    """One op on one device at one batch size; repeats pooled (each run weighs the same)."""
+
+    op: str
+    device: str
+    batch_size: int
+    mean_us: float | None
+    per_sample_us: _d(float | None, "mean_us / batch size")
+    total_us: float | None
+    share: float | None
+    run: _d(str, "the runs pooled, comma-separated")
+    repeats: _d(int, "how many runs had the op")
+    low_us: _d(float | None, "the lowest run's mean_us")
+    high_us: _d(float | None, "the highest run's mean_us")
+
+
+class StepPoint(_Document):
+    """The whole step on one device at one batch size."""
+
+    device: str
+    batch_size: int
+    step_us: float | None
+    samples_per_s: float | None
+    basis: _d(str, "`step markers` (wall time of a step) or `op time per step`")
+    run: str
+    repeats: int
+    step_low_us: float | None
+    step_high_us: float | None
+
+
+class Fit(_Document):
+    """Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and device."""
+
+    op: _d(str, "op key, or `(whole step)`")
+    device: str
+    fixed_us: float | None
+    per_sample_us: float | None
+    r2: float | None
+    points: int
+    poor_fit: _d(bool, "R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)")
+    share: _d(float | None, "the op's mean share of its runs' op time")
+
+
+class Breakeven(_Document):
+    """Where an op's CPU and accelerator lines cross."""
+
+    op: str
+    batch_size: _d(float | None, "null when the lines do not cross at a batch size >= 1")
+    gpu_faster: Literal["above", "below", "always", "never"]
+
+
+class SpeedupPoint(_Document):
+    """CPU mean / accelerator mean at a batch size both devices ran."""
+
+    op: str
+    batch_size: int
+    speedup: float | None
+
+
+class SweepDocument(_Document):
+    """`sweep`: how each op and the whole step scale with batch size, per device."""
+
+    model: str
+    group_by: Literal["name", "type"]
+    batch_sizes: _d(dict[str, list[int]], "device -> batch sizes")
+    runs: list[SweepRun]
+    top_ops: _d(list[str], "the ops plotted")
+    series: list[SeriesPoint]
+    steps: list[StepPoint]
+    fits: list[Fit]
+    breakeven: list[Breakeven]
+    speedups: list[SpeedupPoint]
+    warnings: list[str]
+    figures: _d(dict[str, Any] | msgspec.UnsetType, "plotly figures by name (HTTP API only)") = msgspec.UNSET
+
+
+class Error(_Document):
+    """What went wrong: 400 a bad parameter, 404 an unknown run or session, 422 an
+    unreadable profile, 500 a bug (see the TensorBoard log)."""
+
+    status: int
+    message: str
+    known: _d(list[str] | msgspec.UnsetType, "404: the names that exist") = msgspec.UNSET
+    path: _d(str | msgspec.UnsetType, "422: the file that cannot be read") = msgspec.UNSET
+    reason: _d(str | msgspec.UnsetType, "422: what is wrong with it") = msgspec.UNSET
+
+
+class ErrorDocument(_Document):
+    """The body of every error answer."""
+
+    error: Error
+
+
+# route -> (document, what it takes); the order of docs/http_api.md
+ROUTES: tuple[tuple[str, type, str], ...] = (
+    ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
+    ("compare", CompareDocument, "`baseline`, `target`, `group_by=name|type`, `baseline_session`, `target_session`, "
+                                 "and the view: `q` (substring or `/regex/`), `status` (comma list), "
+                                 "`side=all|host|device`, `min_us`, `sort` (a column), `order=desc|asc`, `top`"),
+    ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
+    ("sweeps", SweepsDocument, "none"),
+    ("sweep", SweepDocument, "`model`, `top` (1-50), `ops` (repeatable), `group_by`"),
+    ("sweep.csv", SweepDocument, "as `sweep`; answers the fits with each op's break-even as CSV"),
+)
+DOCUMENTS = (RunsDocument, CompareDocument, SweepsDocument, SweepDocument, ErrorDocument)
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated files
+
+
+def _components() -> dict[str, dict]:
+    _, components = msgspec.json.schema_components(DOCUMENTS, ref_template="{name}")
+    return components
+
+
+def _type_text(schema: dict, js: bool) -> str:
+    if "$ref" in schema:
+        return schema["$ref"]
+    if "anyOf" in schema:
+        return ("|" if js else " or ").join(dict.fromkeys(_type_text(option, js) for option in schema["anyOf"]))
+    if "enum" in schema:
+        return "|".join(f"'{value}'" for value in schema["enum"]) if js else \
+            " or ".join(f"`{value}`" for value in schema["enum"])
+    kind = schema.get("type")
+    if kind == "array":
+        inner = _type_text(schema.get("items", {}), js)
+        return f"Array<{inner}>" if js else f"list of {inner}"
+    if kind == "object":
+        values = schema.get("additionalProperties")
+        if isinstance(values, dict):
+            return f"Object<string, {_type_text(values, js)}>" if js else f"map of {_type_text(values, js)}"
+        return "Object" if js else "object"
+    if kind is None:
+        return "*" if js else "any"
+    return {"integer": "number", "number": "number", "string": "string", "boolean": "boolean", "null": "null"}[kind] \
+        if js else {"integer": "int", "number": "number"}.get(kind, kind)
+
+
+def http_api_markdown() -> str:
+    components = _components()
+    lines = [
+        "# HTTP API of the Op Compare plugin",
+        "",
+        "<!-- Generated from tb_opcompare/schema/contract.py by `make contract`; do not edit. -->",
+        "",
+        "Routes live under `/data/plugin/op_compare/`. `tb-opcompare runs|compare|sweep … --json` prints the same "
+        "documents. Fields marked optional are left out when they do not apply; `null` means unknown.",
+        "",
+        "| route | answers | parameters |",
+        "|---|---|---|",
+        *[f"| `{route}` | {document.__name__} | {params.replace('|', chr(92) + '|')} |"
+          for route, document, params in ROUTES],
+        "",
+        "Any error answers ErrorDocument with its status code.",
+    ]
+    for name, schema in components.items():
+        lines += ["", f"## {name}", "", " ".join((schema.get("description") or "").split()), "",
+                  "| field | type | meaning |", "|---|---|---|"]
+        required = set(schema.get("required", ()))
+        for field, spec in schema.get("properties", {}).items():
+            optional = "" if field in required else " (optional)"
+            meaning = spec.get("description", "").replace("|", "\\|")
+            lines.append(f"| `{field}` | {_type_text(spec, js=False)}{optional} | {meaning} |")
+    return "\n".join(lines) + "\n"
+
+
+def jsdoc_typedefs() -> str:
+    components = _components()
+    lines = ["// Generated from tb_opcompare/schema/contract.py by `make contract`; do not edit.",
+             "// The documents the tab receives from the plugin's routes, as JSDoc types.", ""]
+    for name, schema in components.items():
+        lines.append("/**")
+        description = " ".join((schema.get("description") or "").split())
+        if description:
+            lines.append(f" * {description}")
+        lines.append(f" * @typedef {{Object}} {name}")
+        required = set(schema.get("required", ()))
+        for field, spec in schema.get("properties", {}).items():
+            kind = _type_text(spec, js=True)
+            field_name = field if field in required else f"[{field}]"
+            meaning = " ".join(spec.get("description", "").split())
+            lines.append(f" * @property {{{kind}}} {field_name}" + (f" - {meaning}" if meaning else ""))
+        lines += [" */", ""]
+    lines.append("export {};")
+    return "\n".join(lines) + "\n"
+
+
+GENERATED = {"docs/http_api.md": http_api_markdown, "frontend/contract.js": jsdoc_typedefs}
+
+
+if __name__ == "__main__":
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    if sys.argv[1:] != ["--write"]:
+        sys.exit("usage: python -m tb_opcompare.schema.contract --write  (rewrites " + ", ".join(GENERATED) + ")")
+    for relative, make in GENERATED.items():
+        (root / relative).write_text(make(), encoding="utf-8")
+        print(f"wrote {relative}")

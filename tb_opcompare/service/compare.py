@@ -1,0 +1,108 @@
+"""The compare document of two runs: one code path for the tab's JSON, its CSV download
+and the CLI.
+
+``compare_document`` -> ``{"summary": {...}, "columns": [...], "rows": [...], "total_rows": N}``
+(``rows``: the ``RowView`` of the comparison; only those rows become JSON)
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import weakref
+
+import numpy as np
+import pandas as pd
+
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
+from tb_opcompare.analysis.row_view import RowView, apply_view
+from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.service.records import _as_records
+from tb_opcompare.service.runs import run_record
+from tb_opcompare.store.catalog import Catalog
+
+
+def compare_document(
+    catalog: Catalog,
+    baseline: str,
+    target: str,
+    group_by: str = "name",
+    baseline_session: str | None = None,
+    target_session: str | None = None,
+    normalize: bool = True,
+    view: RowView | None = None,
+) -> dict:
+    """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones.
+    ``view`` picks and orders the rows (all of them, largest total first, by default);
+    only the rows it keeps are turned into JSON values, so a top-N request on a million
+    ops costs the filter and the sort, not a million records."""
+    base = catalog.load(baseline, baseline_session)
+    tgt = catalog.load(target, target_session)
+    comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
+    rows, summary = comparison.rows, comparison.summary
+    records = comparison.records(apply_view(rows, view or RowView()))
+    base_record, target_record = run_record(base), run_record(tgt)
+    figures, notes = like_for_like(summary, base_record, target_record, group_by)
+    summary = {key: finite_or_none(value) for key, value in {**summary, **figures}.items()}
+    summary.update(group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
+                   notes=notes)
+    return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records, "total_rows": len(rows)}
+
+
+class _Comparison:
+    """One comparison: its rows (a table, positions as index), its summary, and the rows
+    as JSON-ready records, made once for a table small enough to keep them (most are:
+    every filter, sort and export of the tab then picks records instead of making them)."""
+
+    KEEP_RECORDS_UP_TO = 100_000  # rows; a record is about 2 KB of Python objects
+
+    def __init__(self, rows: pd.DataFrame, summary: dict):
+        self.rows, self.summary = rows, summary
+        self._all: list[dict] | None = None
+        self._lock = threading.Lock()
+
+    def records(self, positions: np.ndarray) -> list[dict]:
+        """The rows at ``positions`` (in that order) as records."""
+        if len(self.rows) > self.KEEP_RECORDS_UP_TO:
+            return _as_records(self.rows.iloc[positions])
+        with self._lock:
+            if self._all is None:
+                self._all = _as_records(self.rows)
+        return [self._all[position] for position in positions.tolist()]
+
+
+class _ComparisonMemo:
+    """The last few comparisons (their row tables): the tab asks for the same pair again
+    and again (each filter, sort, regex and CSV export). Keyed by the parsed op tables
+    themselves, held weakly: a profile read again after a change is a new table, so a
+    stale entry can never be served. Bounded by entries and by rows in all (a million-op
+    comparison is a few hundred MB). Callers must not change the tables."""
+
+    def __init__(self, size: int = 8, max_rows: int = 2_000_000):
+        self._size, self._max_rows = size, max_rows
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.computed = 0  # comparisons made (not served from the memo); a test counts them
+
+    def get(self, baseline: OpProfile, target: OpProfile, group_by: str, normalize: bool) -> _Comparison:
+        key = (id(baseline.ops), id(target.ops), baseline.facts.steps, target.facts.steps, group_by, normalize)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0]() is baseline.ops and entry[1]() is target.ops:
+                self._entries.move_to_end(key)
+                return entry[2]
+        rows, summary = compare_ops(baseline.ops, target.ops, group_by=group_by, normalize=normalize,
+                                    baseline_steps=baseline.facts.steps, target_steps=target.facts.steps)
+        comparison = _Comparison(rows[COMPARE_COLUMNS].reset_index(drop=True), summary)
+        with self._lock:
+            self.computed += 1
+            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), comparison)
+            self._entries.move_to_end(key)  # a key made again by a concurrent request is the newest
+            while len(self._entries) > 1 and (
+                    len(self._entries) > self._size
+                    or sum(len(entry[2].rows) for entry in self._entries.values()) > self._max_rows):
+                self._entries.popitem(last=False)
+        return comparison
+
+
+_COMPARISONS = _ComparisonMemo()

@@ -1,0 +1,35 @@
+"""Records as CSV text: the compare rows and the sweep's fits, for the tab's downloads
+and the CLI's ``--csv`` alike (one writer, so both give the same bytes)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_cell(value) -> object:
+    """Neutralise spreadsheet formulas in text cells (op names come from user files)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def compare_csv(rows: list[dict], columns: list[str] = COMPARE_COLUMNS) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    cells = [[_csv_cell(row.get(column)) for row in rows] if _holds_text(rows, column) else
+             ["" if value is None else value for value in (row.get(column) for row in rows)] for column in columns]
+    writer.writerows(zip(*cells))
+    return buffer.getvalue()
+
+
+def _holds_text(rows: list[dict], column: str) -> bool:
+    """Whether a column has any text cell (only those can carry a formula)."""
+    return any(isinstance(row.get(column), str) for row in rows)

@@ -1,0 +1,104 @@
+"""The batch sweep documents: which models can be swept, and one model's sweep.
+
+``sweeps_document`` -> ``{"models": {model: {device: [batch sizes]}}, "sweepable": [...]}``
+``sweep_document`` -> ``{"model", "group_by", "batch_sizes", "runs", "top_ops", "series",
+"steps", "fits", "breakeven", "speedups", "warnings"}``
+"""
+
+from __future__ import annotations
+
+from tb_opcompare.analysis.compare import finite_or_none
+from tb_opcompare.analysis.sweep import SweepRun, build_sweep
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.naming import model_key
+from tb_opcompare.service.records import _as_records
+from tb_opcompare.store.catalog import Catalog, UnknownRunError
+
+
+def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
+    """Every model key with its batch sizes per device (readable runs only)."""
+    models: dict[str, dict[str, set]] = {}
+    for source in catalog.sources(refresh=True):
+        try:
+            loaded = catalog.load(source.run)
+        except ProfileError:
+            continue
+        sizes = models.setdefault(loaded.model, {}).setdefault(loaded.profile.facts.device, set())
+        if loaded.profile.facts.batch_size:
+            sizes.add(loaded.profile.facts.batch_size)
+    return {model: {device: sorted(sizes) for device, sizes in devices.items()} for model, devices in models.items()}
+
+
+def sweeps_document(catalog: Catalog) -> dict:
+    """The ``sweeps`` answer: every model's batch sizes per device, and the models that can
+    be swept (two or more batch sizes on one device), best first: most devices with a
+    sweep (a CPU and a GPU sweep show the speedup), then most runs, then name."""
+    models = sweep_models(catalog)
+
+    def sweeps(model: str) -> list[list[int]]:
+        return [sizes for sizes in models[model].values() if len(sizes) >= 2]
+
+    sweepable = sorted((model for model in models if sweeps(model)),
+                       key=lambda model: (-len(sweeps(model)), -sum(map(len, sweeps(model))), model))
+    return {"models": models, "sweepable": sweepable}
+
+
+def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
+                   group_by: str = "name") -> dict:
+    """The batch sweep of one model key. A run that cannot be read becomes a warning
+    (it never hides the others); an unknown model raises UnknownRunError."""
+    loaded_runs, warnings, known = [], [], set()
+    for source in catalog.sources(refresh=True):
+        try:
+            loaded = catalog.load(source.run)
+        except ProfileError as error:
+            if model_key(source.run) == model:
+                warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
+            continue
+        known.add(loaded.model)
+        if loaded.model == model:
+            loaded_runs.append(loaded)
+    if not loaded_runs:
+        raise UnknownRunError(f"unknown model {model!r}", sorted(known))
+    runs = []
+    for loaded in loaded_runs:
+        facts = loaded.profile.facts
+        warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
+        runs.append({
+            "run": loaded.source.run, "device": facts.device, "device_name": facts.device_name,
+            "batch_size": facts.batch_size, "batch_size_source": facts.batch_size_source,
+            "steps": facts.steps, "step_time_us": finite_or_none(facts.step_time_us), "framework": facts.framework,
+        })
+    sweep = build_sweep(
+        [SweepRun(run=run.source.run, device=run.profile.facts.device, batch_size=run.profile.facts.batch_size,
+                  ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
+         for run in loaded_runs],
+        top=top, ops=ops, group_by=group_by,
+    )
+    return {
+        "model": model,
+        "group_by": group_by,
+        "batch_sizes": sweep.batch_sizes,
+        "runs": runs,
+        "top_ops": sweep.top_ops,
+        "series": _as_records(sweep.series),
+        "steps": _as_records(sweep.steps),
+        "fits": _as_records(sweep.fits),
+        "breakeven": _as_records(sweep.breakeven),
+        "speedups": _as_records(sweep.speedups),
+        "warnings": warnings + sweep.warnings,
+    }
+
+
+SWEEP_CSV_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
+                     "breakeven_batch_size", "gpu_faster"]
+
+
+def sweep_table(document: dict) -> list[dict]:
+    """The fits table of a sweep document, each row with its op's break-even."""
+    crossings = {row["op"]: row for row in document["breakeven"]}
+    return [
+        {**fit, "breakeven_batch_size": crossings.get(fit["op"], {}).get("batch_size"),
+         "gpu_faster": crossings.get(fit["op"], {}).get("gpu_faster")}
+        for fit in document["fits"]
+    ]

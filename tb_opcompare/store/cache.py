@@ -1,0 +1,181 @@
+"""Parsed profiles, kept so a trace is read once: in memory (bounded, least recently used
+out first) and on disk (so a second TensorBoard start reads no trace at all).
+
+The key of a profile is its format and, for every file of the session, the path, size
+and modification time, plus ``READER_VERSION``: a file that changes is read again, and a
+reader change invalidates every stored table. Concurrent requests for the same key wait
+for one parse. A profile that cannot be read is remembered too (its ``ProfileError``),
+so a broken run costs one attempt, not one per listing.
+
+On disk each profile is one msgpack file of plain columns (``ops`` as column -> list,
+``facts`` as a dict), written atomically. Columnar and dependency-free: loading a
+5,000-op table takes milliseconds, without pulling pyarrow into TensorBoard.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+
+import msgspec
+import pandas as pd
+
+from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.schema.optable import OP_COLUMNS, OpProfile, ProfileFacts
+
+READER_VERSION = "7"  # bump when any reader's output changes
+DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
+_ALWAYS_HELD = 2
+_logger = logging.getLogger(__name__)
+
+
+class _Flight:
+    def __init__(self):
+        self.done = threading.Event()
+        self.result: OpProfile | None = None
+        self.error: ProfileError | None = None
+
+
+class ProfileCache:
+    def __init__(self, cache_dir: str | None = None, memory_bytes: int = DEFAULT_MEMORY_BYTES):
+        """``cache_dir=None`` keeps profiles in memory only."""
+        self.cache_dir = cache_dir
+        self.memory_bytes = memory_bytes
+        self.parses: Counter = Counter()  # key -> times parsed in this process (tests and benchmarks read it)
+        self._lock = threading.Lock()
+        self._memory: OrderedDict[tuple, tuple[OpProfile | ProfileError, int]] = OrderedDict()
+        self._held_bytes = 0
+        self._flights: dict[tuple, _Flight] = {}
+        self._disk_warning_given = False
+
+    # -- lookups ------------------------------------------------------------------------------
+
+    def peek(self, key: tuple) -> OpProfile | None:
+        """The profile if memory or disk has it; never parses. Raises its ProfileError if
+        the file is known to be unreadable."""
+        with self._lock:
+            entry = self._memory.get(key)
+            if entry is not None:
+                self._memory.move_to_end(key)
+        if entry is None:
+            entry_value = self._load_from_disk(key)
+            if entry_value is None:
+                return None
+            self._remember(key, entry_value)
+            value = entry_value
+        else:
+            value = entry[0]
+        if isinstance(value, ProfileError):
+            raise value
+        return value
+
+    def get(self, key: tuple, parse: Callable[[], OpProfile]) -> OpProfile:
+        """The profile for ``key``, parsing it (once, however many threads ask) if needed."""
+        cached = self.peek(key)
+        if cached is not None:
+            return cached
+        with self._lock:
+            # Look again under the lock: a parse may have finished since the peek.
+            entry = self._memory.get(key)
+            flight = self._flights.get(key)
+            leader = entry is None and flight is None
+            if leader:
+                flight = self._flights[key] = _Flight()
+        if entry is not None:
+            if isinstance(entry[0], ProfileError):
+                raise entry[0]
+            return entry[0]
+        if not leader:
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            return flight.result
+        try:
+            with self._lock:
+                self.parses[key] += 1
+            try:
+                flight.result = parse()
+            except ProfileError as error:
+                flight.error = error
+            if not isinstance(flight.error, OverLimit):
+                value = flight.result if flight.error is None else flight.error
+                self._remember(key, value)
+                self._store_on_disk(key, value)
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
+        if flight.error is not None:
+            raise flight.error
+        return flight.result
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def _remember(self, key: tuple, value) -> None:
+        size = int(value.ops.memory_usage(deep=True).sum()) if isinstance(value, OpProfile) else 1024
+        with self._lock:
+            if key in self._memory:
+                self._held_bytes -= self._memory.pop(key)[1]
+            self._memory[key] = (value, size)
+            self._held_bytes += size
+            # The two most recent stay whatever their size: they are the pair being compared,
+            # and evicting one half to hold the other would read both again on every request.
+            while self._held_bytes > self.memory_bytes and len(self._memory) > _ALWAYS_HELD:
+                _, (_, dropped) = self._memory.popitem(last=False)
+                self._held_bytes -= dropped
+
+    @property
+    def held_bytes(self) -> int:
+        return self._held_bytes
+
+    # -- disk ---------------------------------------------------------------------------------
+
+    def _path(self, key: tuple) -> str:
+        digest = hashlib.sha256(repr((READER_VERSION, key)).encode("utf-8")).hexdigest()
+        return os.path.join(self.cache_dir, digest[:2], digest + ".msgpack")
+
+    def _load_from_disk(self, key: tuple):
+        if not self.cache_dir:
+            return None
+        try:
+            with open(self._path(key), "rb") as handle:
+                stored = msgspec.msgpack.decode(handle.read())
+        except FileNotFoundError:
+            return None
+        except (OSError, msgspec.DecodeError, ValueError) as error:
+            _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
+            return None
+        if stored.get("key") != repr(key):
+            return None  # a hash collision, or a file from elsewhere
+        if "error" in stored:
+            return ProfileError(stored["error"]["path"], stored["error"]["reason"])
+        facts = ProfileFacts(**stored["facts"])
+        ops = pd.DataFrame(stored["ops"], columns=OP_COLUMNS)
+        return OpProfile(facts=facts, ops=ops)
+
+    def _store_on_disk(self, key: tuple, value) -> None:
+        if not self.cache_dir:
+            return
+        if isinstance(value, ProfileError):
+            stored = {"key": repr(key), "error": {"path": value.path, "reason": value.reason}}
+        else:
+            stored = {"key": repr(key), "facts": dataclasses.asdict(value.facts),
+                      "ops": {column: value.ops[column].tolist() for column in OP_COLUMNS}}
+        path = self._path(key)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            handle, scratch = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            with os.fdopen(handle, "wb") as out:
+                out.write(msgspec.msgpack.encode(stored))
+            os.replace(scratch, path)
+        except OSError as error:
+            if not self._disk_warning_given:
+                self._disk_warning_given = True
+                _logger.warning("op_compare: cannot write the profile cache in %s (%s); keeping profiles in memory "
+                                "only", self.cache_dir, error)

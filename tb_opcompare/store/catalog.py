@@ -1,0 +1,109 @@
+"""A logdir's runs, each read once into an OpProfile with its facts settled.
+
+The CLI and the HTTP routes both go through here: discovery finds the runs, the format
+registry reads them (behind the memory guard and the cache), and the sidecar and the
+run name add what the data cannot say. Parsed profiles are kept keyed by the files'
+size and modification time, so a run that changes on disk is read again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest import fs
+from tb_opcompare.ingest.discovery import RunSource, discover
+from tb_opcompare.ingest.facts import settle_facts
+from tb_opcompare.ingest.formats import read_profile
+from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
+from tb_opcompare.store.memory_guard import default_trace_limit, memory_guard, text_budget
+
+
+class UnknownRunError(KeyError):
+    """A run or session name that is not among the discovered ones."""
+
+    def __init__(self, message: str, known: list[str]):
+        super().__init__(message)
+        self.message = message
+        self.known = known
+
+
+@dataclasses.dataclass
+class LoadedRun:
+    source: RunSource
+    session: str
+    profile: OpProfile
+    model: str
+    label: str | None
+    repeat: int | None = None
+
+
+class Catalog:
+    """``cache_dir``: where parsed profiles are kept between processes (None: memory
+    only). ``max_trace_bytes``: the memory guard, see ``memory_guard``."""
+
+    def __init__(self, logdir: str, cache_dir: str | None = None, memory_bytes: int = DEFAULT_MEMORY_BYTES,
+                 max_trace_bytes: int | None = None):
+        self.logdir = logdir
+        self.cache = ProfileCache(cache_dir, memory_bytes)
+        self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
+        self._sources: list[RunSource] | None = None
+
+    def sources(self, refresh: bool = False) -> list[RunSource]:
+        if refresh or self._sources is None:
+            self._sources = discover(self.logdir)
+        return self._sources
+
+    def source(self, run: str) -> RunSource:
+        for source in self.sources():
+            if source.run == run:
+                return source
+        for source in self.sources(refresh=True):
+            if source.run == run:
+                return source
+        known = [s.run for s in self._sources or []]
+        raise UnknownRunError(f"unknown run {run!r}", known)
+
+    def _session(self, run: str, session: str | None) -> tuple[RunSource, str, tuple]:
+        source = self.source(run)
+        if source.refusal:
+            raise ProfileError(source.sessions[source.newest_session][0], source.refusal)
+        session = session or source.newest_session
+        if session not in source.sessions:
+            raise UnknownRunError(f"run {run!r} has no session {session!r}", list(source.sessions))
+        signatures = []
+        for path in source.sessions[session]:
+            try:
+                signatures.append((path, *fs.signature(path)))
+            except OSError as error:
+                raise ProfileError(path, f"cannot read the file: {error.strerror or error}") from None
+        return source, session, (source.format, tuple(signatures))
+
+    def load(self, run: str, session: str | None = None) -> LoadedRun:
+        """The run's profile, read once and then served from the caches. Raises
+        UnknownRunError or ProfileError."""
+        source, session, key = self._session(run, session)
+        profile = self.cache.peek(key)
+        if profile is None:
+            file_format, signatures = key
+            memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
+            paths = [path for path, _, _ in signatures]
+            budget = text_budget(file_format, self.max_trace_bytes)
+            profile = self.cache.get(key, lambda: read_profile(file_format, paths, budget))
+        return _settled(source, session, profile)
+
+    def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
+        """The run if its profile is already in a cache (memory or disk), else None; never
+        reads a trace. Raises ProfileError for a file already known to be unreadable."""
+        source, session, key = self._session(run, session)
+        profile = self.cache.peek(key)
+        return None if profile is None else _settled(source, session, profile)
+
+
+def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
+    claims = read_claims(source)
+    return LoadedRun(source=source, session=session,
+                     profile=OpProfile(facts=settle_facts(parsed.facts, claims), ops=parsed.ops),
+                     model=claims.model, label=claims.label, repeat=claims.repeat)

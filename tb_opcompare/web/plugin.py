@@ -1,0 +1,101 @@
+"""The TensorBoard entry point: the "Op Compare" tab.
+
+TensorBoard imports this module and builds the plugin at start-up whether or not the tab
+is ever opened, so it imports nothing heavy: the tab's static files are served from
+here, and the data routes (``routes.DataRoutes``: pandas, the readers, the maths) are
+imported and built on the first data request.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import threading
+
+from tensorboard.backend import http_util
+from tensorboard.plugins import base_plugin
+from werkzeug import wrappers
+
+from tb_opcompare.ingest.discovery import has_profile_runs
+from tb_opcompare.store.settings import ReadSettings
+from tb_opcompare.web import assets
+
+PLUGIN_NAME = "op_compare"
+TAB_NAME = "Op Compare"
+DATA_ROUTES = ("/runs", "/compare", "/compare.csv", "/sweeps", "/sweep", "/sweep.csv")
+
+
+class OpComparePlugin(base_plugin.TBPlugin):
+    plugin_name = PLUGIN_NAME
+
+    def __init__(self, context: base_plugin.TBContext):
+        self._logdir = context.logdir or ""
+        flags = context.flags
+        self._settings = ReadSettings.from_options(
+            getattr(flags, "opcompare_cache_dir", None), False, getattr(flags, "opcompare_max_read_gb", 0))
+        self._active = False
+        self._routes = None
+        self._routes_lock = threading.Lock()
+
+    def is_active(self) -> bool:
+        # Once runs exist they rarely vanish; until then look again on every listing so
+        # runs written while TensorBoard is up make the tab appear.
+        if not self._active and self._logdir:
+            self._active = has_profile_runs(self._logdir)
+        return self._active
+
+    def frontend_metadata(self):
+        return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
+
+    def get_plugin_apps(self):
+        apps = {f"/{name}": self._static_app(name, assets.frontend_file) for name in assets.frontend_files()}
+        apps["/plotly.min.js"] = self._static_app("plotly.min.js", lambda _name: assets.plotly_bundle(), expires=86400)
+        apps.update({route: self._data_app(route) for route in DATA_ROUTES})
+        return apps
+
+    @property
+    def _catalog(self):
+        return self.data_routes().catalog
+
+    def data_routes(self):
+        """The data routes, built once, on first use."""
+        if self._routes is None:
+            with self._routes_lock:
+                if self._routes is None:
+                    from tb_opcompare.web.routes import DataRoutes
+
+                    self._routes = DataRoutes(self._logdir, self._settings)
+        return self._routes
+
+    @staticmethod
+    def _static_app(name: str, read, expires: int = 0):
+        content_type = "text/javascript" if name.endswith(".js") else mimetypes.guess_type(name)[0]
+
+        @wrappers.Request.application
+        def serve(request):
+            return http_util.Respond(request, read(name), content_type, expires=expires)
+
+        return serve
+
+    def _data_app(self, route: str):
+        def serve(environ, start_response):
+            return self.data_routes().apps[route](environ, start_response)
+
+        return serve
+
+
+class OpCompareLoader(base_plugin.TBLoader):
+    """Entry point for TensorBoard (``tensorboard_plugins`` in pyproject.toml)."""
+
+    def define_flags(self, parser):
+        group = parser.add_argument_group("op_compare")
+        group.add_argument(
+            "--opcompare_cache_dir", metavar="DIR", default=None,
+            help="Op Compare: where parsed profiles are kept between starts (default: $TB_OPCOMPARE_CACHE_DIR, "
+                 "else ~/.cache/tb-opcompare; 'none' keeps them in memory only). Never the logdir.")
+        group.add_argument(
+            "--opcompare_max_read_gb", metavar="GB", type=float, default=0,
+            help="Op Compare: refuse to read a trace whose read would need more memory than this "
+                 "(default 0: half of this machine's memory).")
+
+    def load(self, context):
+        return OpComparePlugin(context)

@@ -1,0 +1,179 @@
+"""The tab's data routes, all under ``/data/plugin/op_compare/``.
+
+================  ===========================================================================
+``runs``          ``documents.runs_document``: runs, automatic pairs, unreadable files;
+                  ``load=0`` reads no trace (cached facts, else sidecars and names)
+``compare``       ``documents.compare_document`` for ``baseline``/``target`` (+ ``group_by``,
+                  ``baseline_session``, ``target_session``); the view parameters of
+                  ``documents.view_from_params`` narrow and order the rows
+``compare.csv``   the same rows as a CSV download
+``sweeps``        every model key with its batch sizes per device
+``sweep``         ``documents.sweep_document`` for ``model`` (+ ``top``, repeated ``ops``,
+                  ``group_by``), with the plotly ``figures`` of ``sweep_figures``
+``sweep.csv``     the fits table with each op's break-even batch size
+================  ===========================================================================
+
+Errors are JSON ``{"error": {"status", "message", ...}}``: 400 bad parameters, 404 an
+unknown run or session (with the known names), 422 a profile that cannot be read (with
+its path). Routes only parse parameters and call ``documents``; the maths lives there.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+
+import msgspec
+from tensorboard.backend import http_util
+from werkzeug import wrappers
+
+from tb_opcompare.analysis.compare import GROUP_BY
+from tb_opcompare.analysis.row_view import view_from_params
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.schema.contract import Error, ErrorDocument
+from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.csv_export import compare_csv
+from tb_opcompare.service.figures import sweep_figures
+from tb_opcompare.service.runs import runs_document
+from tb_opcompare.service.sweep import SWEEP_CSV_COLUMNS, sweep_document, sweep_table, sweeps_document
+from tb_opcompare.store.catalog import Catalog, UnknownRunError
+from tb_opcompare.store.settings import ReadSettings
+
+_logger = logging.getLogger(__name__)
+
+
+class BadRequest(ValueError):
+    """A request parameter that is missing or malformed."""
+
+
+def _json(request, document, code: int = 200):
+    return http_util.Respond(request, msgspec.json.encode(document), "application/json", code=code)
+
+
+def _error(request, code: int, message: str, **extra):
+    return _json(request, ErrorDocument(error=Error(status=code, message=message, **extra)), code=code)
+
+
+def _json_errors(route):
+    """Bad input becomes a JSON error the tab can show, never a traceback page."""
+
+    @functools.wraps(route)
+    def wrapped(self, request):
+        try:
+            return route(self, request)
+        except BadRequest as error:
+            return _error(request, 400, str(error))
+        except UnknownRunError as error:
+            return _error(request, 404, error.message, known=error.known)
+        except ProfileError as error:
+            return _error(request, 422, f"cannot read {error.path}: {error.reason}", path=error.path,
+                          reason=error.reason)
+        except Exception:  # a bug, not bad data: log it, answer without leaking internals
+            _logger.exception("op_compare: %s failed", request.path)
+            return _error(request, 500, "internal error in the Op Compare plugin; see the TensorBoard log")
+
+    return wrapped
+
+
+class DataRoutes:
+    def __init__(self, logdir: str, settings: ReadSettings):
+        self.catalog = Catalog(logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
+        self.apps = {
+            "/runs": self._serve_runs,
+            "/compare": self._serve_compare,
+            "/compare.csv": self._serve_compare_csv,
+            "/sweeps": self._serve_sweeps,
+            "/sweep": self._serve_sweep,
+            "/sweep.csv": self._serve_sweep_csv,
+        }
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_runs(self, request):
+        load = request.args.get("load", "1")
+        if load not in ("0", "1"):
+            raise BadRequest(f"load: expected 0 or 1, not {load!r}")
+        return _json(request, runs_document(self.catalog, load=load == "1"))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_compare(self, request):
+        return _json(request, self._compare(request.args, self._view(request.args)))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_compare_csv(self, request):
+        document = self._compare(request.args, self._view(request.args))
+        filename = csv_filename(request.args["baseline"], request.args["target"], document["summary"]["group_by"])
+        return _csv_download(request, compare_csv(document["rows"]), filename)
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_sweeps(self, request):
+        return _json(request, sweeps_document(self.catalog))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_sweep(self, request):
+        document = self._sweep(request.args)
+        document["figures"] = sweep_figures(document)
+        return _json(request, document)
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_sweep_csv(self, request):
+        document = self._sweep(request.args)
+        return _csv_download(request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS),
+                             f"opcompare_sweep_{_safe_name(document['model'])}.csv")
+
+    def _sweep(self, args) -> dict:
+        model = args.get("model")
+        if not model:
+            raise BadRequest("missing parameter: model")
+        group_by = _group_by(args)
+        top_text = args.get("top") or "10"
+        if not top_text.isdigit() or not 1 <= int(top_text) <= 50:
+            raise BadRequest(f"top: expected an integer from 1 to 50, not {top_text!r}")
+        ops = [op for op in args.getlist("ops") if op] or None
+        return sweep_document(self.catalog, model, top=int(top_text), ops=ops, group_by=group_by)
+
+    def _compare(self, args, view) -> dict:
+        missing = [name for name in ("baseline", "target") if not args.get(name)]
+        if missing:
+            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+        group_by = _group_by(args)
+        return compare_document(
+            self.catalog, args["baseline"], args["target"], group_by=group_by,
+            baseline_session=args.get("baseline_session") or None,
+            target_session=args.get("target_session") or None, view=view,
+        )
+
+    @staticmethod
+    def _view(args):
+        try:
+            return view_from_params(args)
+        except ValueError as error:
+            raise BadRequest(str(error)) from None
+
+
+def _group_by(args) -> str:
+    group_by = args.get("group_by") or "name"
+    if group_by not in GROUP_BY:
+        raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+    return group_by
+
+
+def _csv_download(request, text: str, filename: str):
+    return http_util.Respond(request, text, "text/csv",
+                             headers=[("Content-Disposition", f'attachment; filename="{filename}"')])
+
+
+def _safe_name(name: str) -> str:
+    """A run or model name reduced to characters safe in a header and a file name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "run"
+
+
+def csv_filename(baseline: str, target: str, group_by: str) -> str:
+    suffix = "_by-type" if group_by == "type" else ""
+    return f"opcompare_{_safe_name(baseline)}_vs_{_safe_name(target)}{suffix}.csv"
