@@ -147,7 +147,7 @@
  * @property {string} model
  * @property {'name'|'type'} group_by
  * @property {Object<string, Array<number>>} batch_sizes - device -> batch sizes
- * @property {Array<SweepRun>} runs
+ * @property {Array<SweptRun>} runs
  * @property {Array<string>} top_ops - the ops plotted
  * @property {Array<SeriesPoint>} series
  * @property {Array<StepPoint>} steps
@@ -160,7 +160,7 @@
 
 /**
  * A run of the swept model.
- * @typedef {Object} SweepRun
+ * @typedef {Object} SweptRun
  * @property {string} run
  * @property {string|null} device
  * @property {string|null} device_name

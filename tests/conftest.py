@@ -145,3 +145,11 @@ def open_op_compare(page, url: str, ready: str = "#oc-count, #oc-message, #oc-em
     frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
     frame.locator(ready).first.wait_for(timeout=60_000)
     return frame
+
+
+def as_json(document):
+    """A service's document as the JSON values a user receives (what the routes and
+    ``--json`` encode), so tests assert on what users see."""
+    import msgspec
+
+    return msgspec.to_builtins(document)

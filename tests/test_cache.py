@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import LOGDIR, run_cli
+from conftest import LOGDIR, as_json, run_cli
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.store import cache as cache_module
@@ -163,14 +163,14 @@ def test_lazy_listing_reads_no_trace_and_knows_cached_runs(logdir, tmp_path):
     catalog = Catalog(str(logdir), cache_dir=cache_dir)
     from tb_opcompare.service.runs import runs_document
 
-    listing = runs_document(catalog, load=False)
+    listing = as_json(runs_document(catalog, load=False))
     assert not catalog.cache.parses and listing["complete"] is False
     gpu = next(run for run in listing["runs"] if run["run"] == "tf1/mlp_gpu")
     assert (gpu["device"], gpu["loaded"]) == ("GPU", False)  # from the name, until read
     assert listing["pairs"][0]["baseline"] == "tf1/mlp_cpu"
     catalog.load(TORCH_RUN)
     fresh = Catalog(str(logdir), cache_dir=cache_dir)
-    listing = runs_document(fresh, load=False)
+    listing = as_json(runs_document(fresh, load=False))
     torch_run = next(run for run in listing["runs"] if run["run"] == TORCH_RUN)
     assert torch_run["loaded"] is True and torch_run["steps"] == 2 and not fresh.cache.parses
 
@@ -219,18 +219,18 @@ def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(lo
     from tb_opcompare.service.compare import _COMPARISONS, compare_document
 
     catalog = Catalog(str(logdir), cache_dir=None)
-    first = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
+    first = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
     made = _COMPARISONS.computed
-    again = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
-                             view=RowView(sort="speedup", top=5))
+    again = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
+                             view=RowView(sort="speedup", top=5)))
     assert _COMPARISONS.computed == made  # served from the memo, not recomputed
     assert again["total_rows"] == first["total_rows"] and len(again["rows"]) == 5
     target = next((logdir / "torch" / "cnn_torch_cpu_bs16").glob("*.pt.trace.json"))
     shutil.copyfile(next((logdir / "torch" / "cnn_torch_cpu_bs64").glob("*.pt.trace.json")), target)
     os.utime(target, (1, 1))  # a new size and time: the profile is read again
-    changed = compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
+    changed = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
     assert _COMPARISONS.computed == made + 1
     assert changed["summary"]["target"]["batch_size"] == 64
-    expected = compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4",
-                                "torch/cnn_torch_cpu_bs16")
+    expected = as_json(compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4",
+                                "torch/cnn_torch_cpu_bs16"))
     assert changed["rows"] == expected["rows"]

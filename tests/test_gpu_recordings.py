@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from conftest import FIXTURES, REPO, run_cli
+from conftest import FIXTURES, REPO, as_json, run_cli
 
 from tb_opcompare.service.sweep import sweeps_document
 from tb_opcompare.store.catalog import Catalog
@@ -83,7 +83,7 @@ def test_the_run_with_python_stacks_reads_like_the_others():
 
 
 def test_the_demo_sweep_opens_on_the_model_swept_on_both_devices():
-    document = sweeps_document(Catalog(str(REPO / "demo_logs"), cache_dir=None))
+    document = as_json(sweeps_document(Catalog(str(REPO / "demo_logs"), cache_dir=None)))
     assert document["models"]["mnist_cnn"] == {"CPU": [1, 16, 64]}
     assert document["models"]["mnist_cnn_torch"] == {"CPU": [1, 16, 64], "GPU": [1, 16, 64]}
     assert document["sweepable"] == ["mnist_cnn_torch", "mnist_cnn"]  # not name order

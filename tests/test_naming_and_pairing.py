@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import as_json
 
 from tb_opcompare.analysis.pairing import RunForPairing, pair_runs
 from tb_opcompare.ingest.naming import batch_size_from_name, model_key, repeat_from_name
@@ -36,10 +37,10 @@ def run(name, device, batch=None, ops=("a", "b", "c", "d")):
 
 
 def test_pairs_by_model_and_batch_size():
-    pairs = pair_runs([
+    pairs = as_json(pair_runs([
         run("m_cpu_bs8", "CPU", 8), run("m_gpu_bs8", "GPU", 8),
         run("m_cpu_bs32", "CPU", 32), run("m_gpu_bs32", "GPU", 32),
-    ])
+    ]))
     assert {(p["baseline"], p["target"]) for p in pairs} == {("m_cpu_bs8", "m_gpu_bs8"), ("m_cpu_bs32", "m_gpu_bs32")}
     assert all(p["matched_by"] == "run names" for p in pairs)
 
@@ -50,23 +51,23 @@ def test_repeats_pair_with_the_same_repeat_and_a_single_run_with_each():
                              repeat=number)
 
     runs = [repeat(f"m_{d}_bs8_rep{k}", d.upper(), k) for d in ("cpu", "gpu") for k in (1, 2, 3)]
-    assert {(p["baseline"], p["target"]) for p in pair_runs(runs)} == {
+    assert {(p["baseline"], p["target"]) for p in as_json(pair_runs(runs))} == {
         (f"m_cpu_bs8_rep{k}", f"m_gpu_bs8_rep{k}") for k in (1, 2, 3)}
     single_cpu = [repeat("m_cpu_bs8", "CPU", None), *runs[3:]]
-    assert len(pair_runs(single_cpu)) == 3
+    assert len(as_json(pair_runs(single_cpu))) == 3
 
 
 def test_pairs_by_op_overlap_when_names_do_not_tell():
-    pairs = pair_runs([
+    pairs = as_json(pair_runs([
         run("log_prefetch/128_20210203-201149", "CPU", ops="abcdef"),
         run("download128-20210202-131252", "GPU", ops="abcdeg"),
         run("other-20210202", "GPU", ops="xyz"),
-    ])
+    ]))
     assert len(pairs) == 1
     assert pairs[0]["target"] == "download128-20210202-131252"
     assert pairs[0]["matched_by"].startswith("op names (Jaccard 0.71")
 
 
 def test_no_pair_below_jaccard_threshold_or_between_two_cpus():
-    assert pair_runs([run("a", "CPU", ops="abcd"), run("b", "GPU", ops="cdef")]) == []
-    assert pair_runs([run("x_cpu", "CPU"), run("y_cpu", "CPU")]) == []
+    assert as_json(pair_runs([run("a", "CPU", ops="abcd"), run("b", "GPU", ops="cdef")])) == []
+    assert as_json(pair_runs([run("x_cpu", "CPU"), run("y_cpu", "CPU")])) == []

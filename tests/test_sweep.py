@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import LOGDIR, run_cli
+from conftest import LOGDIR, as_json, run_cli
 
 from tb_opcompare.analysis.sweep import STEP, breakeven_batch_sizes, fit_lines, r_squared
 from tb_opcompare.service.sweep import sweep_document
@@ -71,7 +71,7 @@ def catalog():
 
 @pytest.mark.parametrize("model, sizes", [(KERAS_MODEL, [2, 8, 32]), (TORCH_MODEL, [4, 16, 64])])
 def test_real_sweep_has_one_point_per_batch_size(catalog, model, sizes):
-    document = sweep_document(catalog, model, top=8)
+    document = as_json(sweep_document(catalog, model, top=8))
     assert document["batch_sizes"] == {"CPU": sizes}
     assert len(document["top_ops"]) == 8
     for op in document["top_ops"]:
@@ -87,7 +87,7 @@ def test_real_sweep_has_one_point_per_batch_size(catalog, model, sizes):
      (TORCH_MODEL, {"aten::convolution", "aten::convolution_backward"})],
 )
 def test_per_sample_time_of_conv_ops_falls_as_the_batch_grows(catalog, model, conv_types):
-    document = sweep_document(catalog, model, top=50, group_by="type")
+    document = as_json(sweep_document(catalog, model, top=50, group_by="type"))
     series = pd.DataFrame(document["series"])
     conv = series[series["op"].isin(conv_types)]
     assert set(conv["op"]) == conv_types
@@ -98,7 +98,7 @@ def test_per_sample_time_of_conv_ops_falls_as_the_batch_grows(catalog, model, co
 
 @pytest.mark.parametrize("model", [KERAS_MODEL, TORCH_MODEL])
 def test_fits_reproduce_the_measured_points_within_their_r2(catalog, model):
-    document = sweep_document(catalog, model, top=50, group_by="type")
+    document = as_json(sweep_document(catalog, model, top=50, group_by="type"))
     measured = pd.DataFrame(document["series"])
     steps = pd.DataFrame(document["steps"]).rename(columns={"step_us": "mean_us"}).assign(op=STEP)
     measured = pd.concat([measured, steps])
@@ -120,7 +120,7 @@ def test_fits_reproduce_the_measured_points_within_their_r2(catalog, model):
 
 
 def test_throughput_rises_with_batch_size_on_cpu(catalog):
-    steps = sweep_document(catalog, TORCH_MODEL)["steps"]
+    steps = as_json(sweep_document(catalog, TORCH_MODEL))["steps"]
     throughput = [row["samples_per_s"] for row in steps]
     assert throughput == sorted(throughput) and throughput[-1] > 3 * throughput[0]
     for row in steps:
@@ -133,7 +133,7 @@ def test_a_run_whose_name_lies_is_shown_with_the_measured_batch_size(tmp_path):
     for size in (4, 16):
         shutil.copytree(LOGDIR / "torch" / f"cnn_torch_cpu_bs{size}", logdir / f"cnn_torch_cpu_bs{size}")
     shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs64", logdir / "cnn_torch_cpu_bs32")
-    document = sweep_document(Catalog(str(logdir)), "cnn_torch")
+    document = as_json(sweep_document(Catalog(str(logdir)), "cnn_torch"))
     assert document["batch_sizes"] == {"CPU": [4, 16, 64]}
     liar = next(run for run in document["runs"] if run["run"] == "cnn_torch_cpu_bs32")
     assert liar["batch_size"] == 64 and liar["batch_size_source"].startswith("data")
@@ -148,16 +148,16 @@ def test_runs_recorded_in_one_keras_process_get_a_naming_warning(catalog, tmp_pa
     logdir = tmp_path / "logs"
     shutil.copytree(LOGDIR / "tf_keras" / "cnn_cpu_bs8" / "train", logdir / "mixed_cpu_bs8")
     shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs16", logdir / "mixed_cpu_bs16")
-    document = sweep_document(Catalog(str(logdir)), "mixed")
+    document = as_json(sweep_document(Catalog(str(logdir)), "mixed"))
     assert any("share few op names" in w for w in document["warnings"])
-    assert not any("share few op names" in w for w in sweep_document(catalog, TORCH_MODEL)["warnings"])
+    assert not any("share few op names" in w for w in as_json(sweep_document(catalog, TORCH_MODEL))["warnings"])
 
 
 def test_unknown_model_lists_the_known_ones(catalog):
     from tb_opcompare.store.catalog import UnknownRunError
 
     with pytest.raises(UnknownRunError) as raised:
-        sweep_document(catalog, "no/such/model")
+        as_json(sweep_document(catalog, "no/such/model"))
     assert TORCH_MODEL in raised.value.known and KERAS_MODEL in raised.value.known
 
 
@@ -203,7 +203,8 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     """Small frames with known lines: CPU conv = 10 + 10*bs, GPU conv = 100 + 1*bs (break-even 10)."""
     from tb_opcompare.analysis.sweep import build_sweep
     from tb_opcompare.service.figures import sweep_figures
-    from tb_opcompare.service.records import _as_records
+    from tb_opcompare.schema.contract import SweepDocument
+    from tb_opcompare.service.records import as_records
 
     runs = [synthetic_run("CPU", bs, 10 + 10 * bs, 5 + bs) for bs in (1, 8, 64)]
     runs += [synthetic_run("GPU", bs, 100 + 1 * bs, 20 + 0.1 * bs) for bs in (1, 8, 64)]
@@ -215,8 +216,10 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     assert speedups[("conv", 64)] == pytest.approx((10 + 640) / (100 + 64))
     assert speedups[("conv", 1)] < 1 < speedups[("conv", 64)]
     assert (STEP, 8) in speedups.index
-    document = {"series": _as_records(sweep.series), "top_ops": sweep.top_ops, "steps": _as_records(sweep.steps),
-                "speedups": _as_records(sweep.speedups)}
+    document = SweepDocument(
+        model="synthetic", group_by="name", batch_sizes=sweep.batch_sizes, runs=[], top_ops=sweep.top_ops,
+        series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
+        breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups), warnings=[])
     figures = sweep_figures(document)
     assert set(figures) == {"op_time", "per_sample", "step", "speedup"}
     names = [trace["name"] for trace in figures["speedup"]["data"]]

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, as_json, run_cli
 
 from tb_opcompare.store.catalog import Catalog
 
@@ -107,8 +107,8 @@ def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
     catalog = Catalog(str(VERSIONS), cache_dir=None)
     from tb_opcompare.service.compare import compare_document
 
-    rows = {row["key"]: row for row in compare_document(catalog, "torch2.14/lstm_cpu_bs20",
-                                                        "torch2.11_h100/lstm_gpu_bs20")["rows"]}
+    rows = {row["key"]: row for row in as_json(compare_document(catalog, "torch2.14/lstm_cpu_bs20",
+                                                        "torch2.11_h100/lstm_gpu_bs20"))["rows"]}
     backward = rows["aten::_cudnn_rnn_backward"]  # cuDNN's: on the GPU only
     assert (backward["status"], backward["target_kernels_per_execution"], backward["target_occurrences"]) == (
         "target_only", 7, 3)

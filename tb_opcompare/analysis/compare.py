@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES
+from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.optable import DEVICE, HOST
 
 GROUP_BY = ("name", "type")
@@ -170,7 +170,7 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
     return summary
 
 
-def like_for_like(summary: dict, baseline: dict, target: dict, group_by: str) -> tuple[dict, list[str]]:
+def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str) -> tuple[dict, list[str]]:
     """Figures and notes that say what a comparison does and does not compare.
     ``baseline``/``target``: each run's ``batch_size`` and ``framework``.
 
@@ -180,7 +180,7 @@ def like_for_like(summary: dict, baseline: dict, target: dict, group_by: str) ->
     notes = []
     base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
     whole = base_step / target_step if base_step and target_step else None
-    base_batch, target_batch = baseline.get("batch_size"), target.get("batch_size")
+    base_batch, target_batch = baseline.batch_size, target.batch_size
     per_sample = None
     if base_batch and target_batch and base_batch != target_batch:
         if whole:
@@ -194,7 +194,7 @@ def like_for_like(summary: dict, baseline: dict, target: dict, group_by: str) ->
         notes.append(f"Overall speedup ({overall:.2f}×) counts the ops both runs have; all op time per step, ops "
                      f"found on one side only included, gives {whole:.2f}×.")
     if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
-        frameworks = {baseline.get("framework"), target.get("framework")} - {None}
+        frameworks = {baseline.framework, target.framework} - {None}
         why = (f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
                if len(frameworks) > 1 else "the runs name their ops differently (another model, or another version)")
         hint = " Group by op type to compare ops by kind." if group_by == "name" else ""

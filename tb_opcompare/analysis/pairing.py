@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from tb_opcompare.schema.contract import Pair, SuggestedPair
+
 JACCARD_THRESHOLD = 0.5
 OVERLAP_MARGIN = 0.1  # how far an overlap-only pair must score above its runner-up
 
@@ -32,7 +34,7 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def pair_runs(runs: list[RunForPairing]) -> list[dict]:
+def pair_runs(runs: list[RunForPairing]) -> list[Pair]:
     baselines = [r for r in runs if r.device == "CPU"]
     targets = [r for r in runs if r.device not in (None, "CPU")]  # None: not read yet, name says nothing
     pairs = []
@@ -69,28 +71,23 @@ def pair_runs(runs: list[RunForPairing]) -> list[dict]:
     return pairs
 
 
-def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False) -> dict:
-    return {
-        "baseline": baseline.run,
-        "target": target.run,
-        "model": model,
-        "batch_size": baseline.batch_size if baseline.batch_size is not None else target.batch_size,
-        "matched_by": matched_by,
-        "guess": guess,
-    }
+def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False) -> Pair:
+    return Pair(baseline=baseline.run, target=target.run, model=model,
+                batch_size=baseline.batch_size if baseline.batch_size is not None else target.batch_size,
+                matched_by=matched_by, guess=guess)
 
 
-def suggest_pair(runs: list[RunForPairing], pairs: list[dict]) -> dict | None:
+def suggest_pair(runs: list[RunForPairing], pairs: list[Pair]) -> SuggestedPair | None:
     """The pair a user sees first: the automatic CPU->accelerator pair of the largest batch
     size (a small model at batch 1 mostly measures launch overhead; the first such pair in
     name order); without one, the widest batch-size change of one model on one device
     (smallest -> largest), which shows the most; else the first two runs."""
     if pairs:
-        largest = max(pair["batch_size"] or 0 for pair in pairs)
-        first = next(pair for pair in pairs if (pair["batch_size"] or 0) == largest)
-        return {"baseline": first["baseline"], "target": first["target"],
-                "reason": f"{first['baseline']} is the CPU run and {first['target']} the accelerator run "
-                          f"of {first['model']}" + (f", at the largest batch size ({largest})" if largest else "")}
+        largest = max(pair.batch_size or 0 for pair in pairs)
+        first = next(pair for pair in pairs if (pair.batch_size or 0) == largest)
+        return SuggestedPair(baseline=first.baseline, target=first.target,
+                             reason=f"{first.baseline} is the CPU run and {first.target} the accelerator run of "
+                                    f"{first.model}" + (f", at the largest batch size ({largest})" if largest else ""))
     groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
     for run in runs:
         if run.batch_size:
@@ -100,13 +97,13 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[dict]) -> dict | None:
     if sweeps:
         widest = max(sweeps, key=lambda g: (g[-1].batch_size / g[0].batch_size, len(g)))
         small, large = widest[0], widest[-1]
-        return {"baseline": small.run, "target": large.run,
-                "reason": f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
-                          f"{small.device or 'one device'}: the widest batch-size change in this logdir"}
+        return SuggestedPair(baseline=small.run, target=large.run,
+                             reason=f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
+                                    f"{small.device or 'one device'}: the widest batch-size change in this logdir")
     if len(runs) >= 2:
-        return {"baseline": runs[0].run, "target": runs[1].run, "reason": "the first two runs"}
+        return SuggestedPair(baseline=runs[0].run, target=runs[1].run, reason="the first two runs")
     if runs:
-        return {"baseline": runs[0].run, "target": runs[0].run, "reason": "the only run"}
+        return SuggestedPair(baseline=runs[0].run, target=runs[0].run, reason="the only run")
     return None
 
 

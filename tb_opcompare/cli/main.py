@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+import msgspec
+
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, GROUP_BY
 from tb_opcompare.analysis.row_view import RowView
@@ -188,7 +190,7 @@ def _positive_int(text: str) -> int:
 
 
 def _runs(args) -> int:
-    document = runs_document(_catalog(args), load=not args.lazy)
+    document = msgspec.to_builtins(runs_document(_catalog(args), load=not args.lazy))
     if args.json:
         print(json.dumps(document, indent=2))
     else:
@@ -226,7 +228,7 @@ def _compare(args) -> int:
     if args.baseline:
         pairs = [(args.baseline, args.target)]
     else:
-        runs = runs_document(catalog)
+        runs = msgspec.to_builtins(runs_document(catalog))
         pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
         if not pairs:
             print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
@@ -236,10 +238,10 @@ def _compare(args) -> int:
     if args.sort and args.sort not in COMPARE_COLUMNS:
         print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
         return EXIT_USAGE
-    documents = [compare_document(catalog, baseline, target, group_by=args.group_by,
-                                  baseline_session=args.baseline_session, target_session=args.target_session,
-                                  normalize=not args.no_normalize_types, view=RowView(sort=args.sort, top=args.top))
-                 for baseline, target in pairs]
+    documents = [msgspec.to_builtins(compare_document(
+        catalog, baseline, target, group_by=args.group_by, baseline_session=args.baseline_session,
+        target_session=args.target_session, normalize=not args.no_normalize_types,
+        view=RowView(sort=args.sort, top=args.top))) for baseline, target in pairs]
     if args.csv:
         text = _pairs_csv(documents, with_pairs=not args.baseline)
         _write_text(args.csv, text)
@@ -291,15 +293,15 @@ def _sweep(args) -> int:
         with open(args.html, "w", encoding="utf-8") as handle:
             handle.write(sweep_html(document, table, SWEEP_CSV_COLUMNS))
     if args.json:
-        print(json.dumps(document, indent=2))
+        print(json.dumps(msgspec.to_builtins(document), indent=2))
     elif args.csv != "-":
-        _print_sweep(document, table)
-    enough = any(len(sizes) >= 2 for sizes in document["batch_sizes"].values())
+        _print_sweep(msgspec.to_builtins(document), table)
+    enough = any(len(sizes) >= 2 for sizes in document.batch_sizes.values())
     return EXIT_OK if enough else EXIT_USAGE
 
 
 def _list_sweepable(catalog: Catalog, logdir: str) -> int:
-    document = sweeps_document(catalog)
+    document = msgspec.to_builtins(sweeps_document(catalog))
     if not document["sweepable"]:
         print("no model has two or more batch sizes on one device; record more with `tb-opcompare record`")
         return EXIT_OK

@@ -173,7 +173,7 @@ class SweepsDocument(_Document):
     sweepable: _d(list[str], "models with two or more batch sizes on one device, best first")
 
 
-class SweepRun(_Document):
+class SweptRun(_Document):
     """A run of the swept model."""
 
     run: str
@@ -251,7 +251,7 @@ class SweepDocument(_Document):
     model: str
     group_by: Literal["name", "type"]
     batch_sizes: _d(dict[str, list[int]], "device -> batch sizes")
-    runs: list[SweepRun]
+    runs: list[SweptRun]
     top_ops: _d(list[str], "the ops plotted")
     series: list[SeriesPoint]
     steps: list[StepPoint]

@@ -16,8 +16,9 @@ import pandas as pd
 
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.row_view import RowView, apply_view
+from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
-from tb_opcompare.service.records import _as_records
+from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import run_record
 from tb_opcompare.store.catalog import Catalog
 
@@ -31,7 +32,7 @@ def compare_document(
     target_session: str | None = None,
     normalize: bool = True,
     view: RowView | None = None,
-) -> dict:
+) -> CompareDocument:
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones.
     ``view`` picks and orders the rows (all of them, largest total first, by default);
     only the rows it keeps are turned into JSON values, so a top-N request on a million
@@ -43,10 +44,11 @@ def compare_document(
     records = comparison.records(apply_view(rows, view or RowView()))
     base_record, target_record = run_record(base), run_record(tgt)
     figures, notes = like_for_like(summary, base_record, target_record, group_by)
-    summary = {key: finite_or_none(value) for key, value in {**summary, **figures}.items()}
-    summary.update(group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
-                   notes=notes)
-    return {"summary": summary, "columns": list(COMPARE_COLUMNS), "rows": records, "total_rows": len(rows)}
+    summary = CompareSummary(**{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
+                             group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
+                             notes=notes)
+    # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
+    return CompareDocument(summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows))
 
 
 class _Comparison:
@@ -64,10 +66,10 @@ class _Comparison:
     def records(self, positions: np.ndarray) -> list[dict]:
         """The rows at ``positions`` (in that order) as records."""
         if len(self.rows) > self.KEEP_RECORDS_UP_TO:
-            return _as_records(self.rows.iloc[positions])
+            return as_records(self.rows.iloc[positions])
         with self._lock:
             if self._all is None:
-                self._all = _as_records(self.rows)
+                self._all = as_records(self.rows)
         return [self._all[position] for position in positions.tolist()]
 
 

@@ -13,6 +13,7 @@ import html
 import json
 
 from tb_opcompare.analysis.sweep import STEP
+from tb_opcompare.schema.contract import SweepDocument
 from tb_opcompare.web.assets import plotly_bundle
 
 PALETTE = ["#1976d2", "#f57c00", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64",
@@ -114,20 +115,20 @@ def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list
     return extra
 
 
-def sweep_figures(document: dict) -> dict[str, dict]:
+def sweep_figures(document: SweepDocument) -> dict[str, dict]:
     """``op_time``, ``per_sample``, ``step`` and ``speedup`` figures (the last two only where
     the data allow)."""
-    series, top_ops = document["series"], document["top_ops"]
+    series, top_ops = document.series, document.top_ops
     figures = {
         "op_time": {"data": _op_traces(series, top_ops, "mean_us", "µs"),
                     "layout": _layout("Mean time per op vs batch size", "batch size", "mean time per op (µs)")},
         "per_sample": {"data": _op_traces(series, top_ops, "per_sample_us", "µs/sample"),
                        "layout": _layout("Time per sample vs batch size", "batch size", "time per sample (µs)")},
     }
-    if document["steps"]:
+    if document.steps:
         data = []
-        for i, device in enumerate(sorted({row["device"] for row in document["steps"]})):
-            points = [row for row in document["steps"] if row["device"] == device]
+        for i, device in enumerate(sorted({row["device"] for row in document.steps})):
+            points = [row for row in document.steps if row["device"] == device]
             colour = PALETTE[i % len(PALETTE)]
             x = [row["batch_size"] for row in points]
             milliseconds = [{key: (row[key] / 1000 if row.get(key) is not None else None) for key in
@@ -144,17 +145,17 @@ def sweep_figures(document: dict) -> dict[str, dict]:
                          "x": x, "y": [row["samples_per_s"] for row in points],
                          "line": {"color": colour, "width": 2, "dash": "dash"}, "marker": {"size": 7, "symbol": "diamond"},
                          "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>"})
-        basis = sorted({row["basis"] for row in document["steps"]})
+        basis = sorted({row["basis"] for row in document.steps})
         figures["step"] = {"data": data, "layout": _layout(
             f"Time per step and throughput ({', '.join(basis)})", "batch size", "time per step (ms)", log_y=False,
             yaxis2={"title": {"text": "throughput (samples/s)"}, "type": "linear", "overlaying": "y", "side": "right",
                     "showgrid": False, "rangemode": "tozero"},
             margin={"l": 64, "r": 72, "t": 40, "b": 24})}
-    if document["speedups"]:
-        ops = [op for op in [STEP, *top_ops] if any(row["op"] == op for row in document["speedups"])]
+    if document.speedups:
+        ops = [op for op in [STEP, *top_ops] if any(row["op"] == op for row in document.speedups)]
         data = []
         for i, op in enumerate(ops):
-            points = sorted((row for row in document["speedups"] if row["op"] == op), key=lambda r: r["batch_size"])
+            points = sorted((row for row in document.speedups if row["op"] == op), key=lambda r: r["batch_size"])
             data.append({"type": "scatter", "mode": "lines+markers", "name": label(shorten(op)), "meta": label(op),
                          "x": [row["batch_size"] for row in points], "y": [row["speedup"] for row in points],
                          "line": {"color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
@@ -177,7 +178,7 @@ def _cell(value) -> str:
     return html.escape(str(value))
 
 
-def sweep_html(document: dict, table: list[dict], columns: list[str]) -> str:
+def sweep_html(document: SweepDocument, table: list[dict], columns: list[str]) -> str:
     """One self-contained, offline HTML file: the sweep plots (plotly.js inlined), the
     fits table and the warnings."""
     figures = sweep_figures(document)
@@ -185,11 +186,11 @@ def sweep_html(document: dict, table: list[dict], columns: list[str]) -> str:
     divs = "\n".join(f'<div class="plot" id="{name}"></div>' for name in figures)
     header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = "\n".join("<tr>" + "".join(f"<td>{_cell(row.get(c))}</td>" for c in columns) + "</tr>" for row in table)
-    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in document["warnings"])
+    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in document.warnings)
     runs = "".join(
-        f"<li>{html.escape(r['run'])}: {html.escape(r['device'])}, batch {r['batch_size'] or 'unknown'}"
-        f" ({html.escape(r['batch_size_source'] or 'no source')})</li>" for r in document["runs"])
-    title = html.escape(f"Batch sweep: {document['model']}")
+        f"<li>{html.escape(r.run)}: {html.escape(r.device)}, batch {r.batch_size or 'unknown'}"
+        f" ({html.escape(r.batch_size_source or 'no source')})</li>" for r in document.runs)
+    title = html.escape(f"Batch sweep: {document.model}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>

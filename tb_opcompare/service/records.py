@@ -22,7 +22,7 @@ def json_values(frame) -> list[tuple]:
     return list(zip(*columns))
 
 
-def _as_records(frame: pd.DataFrame) -> list[dict]:
+def as_records(frame: pd.DataFrame) -> list[dict]:
     """The frame's rows as JSON-ready dicts (see ``json_values``)."""
     columns = list(frame.columns)
     return [dict(zip(columns, values)) for values in json_values(frame)]

@@ -10,58 +10,36 @@ from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, sug
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
-def run_record(loaded: LoadedRun) -> dict:
+def run_record(loaded: LoadedRun) -> RunRecord:
     facts = loaded.profile.facts
-    return {
-        "run": loaded.source.run,
-        "format": facts.format,
-        "device": facts.device,
-        "device_name": facts.device_name,
-        "batch_size": facts.batch_size,
-        "batch_size_source": facts.batch_size_source,
-        "batch_size_agreement": facts.batch_size_agreement,
-        "steps": facts.steps,
-        "steps_source": facts.steps_source,
-        "model": loaded.model,
-        "label": loaded.label,
-        "repeat": loaded.repeat,
-        "sessions": list(loaded.source.sessions),
-        "session": loaded.session,
-        "framework": facts.framework,
-        "warnings": list(facts.warnings),
-        "loaded": True,
-    }
+    return RunRecord(
+        run=loaded.source.run, format=facts.format, device=facts.device, device_name=facts.device_name,
+        batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
+        batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
+        model=loaded.model, label=loaded.label, repeat=loaded.repeat, sessions=list(loaded.source.sessions),
+        session=loaded.session, framework=facts.framework, warnings=list(facts.warnings), loaded=True,
+    )
 
 
-def unread_run_record(source: RunSource) -> dict:
+def unread_run_record(source: RunSource) -> RunRecord:
     """What is known of a run before its trace is read: its sidecar, then its name."""
     claims = read_claims(source)
     batch_size, batch_size_source = claims.batch_sizes[0] if claims.batch_sizes else (None, None)
-    return {
-        "run": source.run,
-        "format": source.format,
-        "device": claims.device,
-        "device_name": claims.device_name if claims.device not in (None, "CPU") else None,
-        "batch_size": batch_size,
-        "batch_size_source": batch_size_source,
-        "batch_size_agreement": None,
-        "steps": None,
-        "steps_source": None,
-        "model": claims.model,
-        "label": claims.label,
-        "repeat": claims.repeat,
-        "sessions": list(source.sessions),
-        "session": source.newest_session,
-        "framework": None,
-        "warnings": [claims.warning] if claims.warning else [],
-        "loaded": False,
-    }
+    return RunRecord(
+        run=source.run, format=source.format, device=claims.device,
+        device_name=claims.device_name if claims.device not in (None, "CPU") else None, batch_size=batch_size,
+        batch_size_source=batch_size_source, batch_size_agreement=None, steps=None, steps_source=None,
+        model=claims.model, label=claims.label, repeat=claims.repeat, sessions=list(source.sessions),
+        session=source.newest_session, framework=None, warnings=[claims.warning] if claims.warning else [],
+        loaded=False,
+    )
 
 
-def runs_document(catalog: Catalog, load: bool = True) -> dict:
+def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     """Every run's facts (newest session), the automatic pairs, what could not be read,
     the pair to show first (``suggested``), ``notices`` for the user (no accelerator run)
     and the plugin's ``version``.
@@ -74,20 +52,15 @@ def runs_document(catalog: Catalog, load: bool = True) -> dict:
         try:
             loaded = catalog.load(source.run) if load else catalog.peek(source.run)
         except ProfileError as error:
-            errors.append({"run": source.run, "path": error.path, "message": error.reason})
+            errors.append(RunError(run=source.run, path=error.path, message=error.reason))
             continue
         record = run_record(loaded) if loaded else unread_run_record(source)
         runs.append(record)
         for_pairing.append(
-            RunForPairing(
-                run=record["run"],
-                model=record["model"],
-                device=record["device"],
-                batch_size=record["batch_size"],
-                repeat=record["repeat"],
-                op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
-            )
+            RunForPairing(run=record.run, model=record.model, device=record.device, batch_size=record.batch_size,
+                          repeat=record.repeat,
+                          op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset())
         )
     pairs = pair_runs(for_pairing)
-    return {"runs": runs, "pairs": pairs, "errors": errors, "complete": all(run["loaded"] for run in runs),
-            "suggested": suggest_pair(for_pairing, pairs), "notices": notices(for_pairing), "version": __version__}
+    return RunsDocument(runs=runs, pairs=pairs, errors=errors, complete=all(run.loaded for run in runs),
+                        suggested=suggest_pair(for_pairing, pairs), notices=notices(for_pairing), version=__version__)

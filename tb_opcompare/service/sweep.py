@@ -10,8 +10,9 @@ from __future__ import annotations
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.sweep import SweepRun, build_sweep
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest.naming import model_key
-from tb_opcompare.service.records import _as_records
+from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.schema.contract import SweepDocument, SweepsDocument, SweptRun
+from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 
 
@@ -29,7 +30,7 @@ def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
     return {model: {device: sorted(sizes) for device, sizes in devices.items()} for model, devices in models.items()}
 
 
-def sweeps_document(catalog: Catalog) -> dict:
+def sweeps_document(catalog: Catalog) -> SweepsDocument:
     """The ``sweeps`` answer: every model's batch sizes per device, and the models that can
     be swept (two or more batch sizes on one device), best first: most devices with a
     sweep (a CPU and a GPU sweep show the speedup), then most runs, then name."""
@@ -40,65 +41,60 @@ def sweeps_document(catalog: Catalog) -> dict:
 
     sweepable = sorted((model for model in models if sweeps(model)),
                        key=lambda model: (-len(sweeps(model)), -sum(map(len, sweeps(model))), model))
-    return {"models": models, "sweepable": sweepable}
+    return SweepsDocument(models=models, sweepable=sweepable)
 
 
 def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
-                   group_by: str = "name") -> dict:
-    """The batch sweep of one model key. A run that cannot be read becomes a warning
-    (it never hides the others); an unknown model raises UnknownRunError."""
+                   group_by: str = "name") -> SweepDocument:
+    """The batch sweep of one model key. Only that model's runs are read (the model key
+    is the sidecar's or the run name's, never the data's). A run that cannot be read
+    becomes a warning (it never hides the others); an unknown model raises
+    UnknownRunError."""
     loaded_runs, warnings, known = [], [], set()
     for source in catalog.sources(refresh=True):
-        try:
-            loaded = catalog.load(source.run)
-        except ProfileError as error:
-            if model_key(source.run) == model:
-                warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
+        claimed = read_claims(source).model
+        known.add(claimed)
+        if claimed != model:
             continue
-        known.add(loaded.model)
-        if loaded.model == model:
-            loaded_runs.append(loaded)
+        try:
+            loaded_runs.append(catalog.load(source.run))
+        except ProfileError as error:
+            warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
     if not loaded_runs:
         raise UnknownRunError(f"unknown model {model!r}", sorted(known))
     runs = []
     for loaded in loaded_runs:
         facts = loaded.profile.facts
         warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
-        runs.append({
-            "run": loaded.source.run, "device": facts.device, "device_name": facts.device_name,
-            "batch_size": facts.batch_size, "batch_size_source": facts.batch_size_source,
-            "steps": facts.steps, "step_time_us": finite_or_none(facts.step_time_us), "framework": facts.framework,
-        })
+        runs.append(SweptRun(
+            run=loaded.source.run, device=facts.device, device_name=facts.device_name, batch_size=facts.batch_size,
+            batch_size_source=facts.batch_size_source, steps=facts.steps,
+            step_time_us=finite_or_none(facts.step_time_us), framework=facts.framework,
+        ))
     sweep = build_sweep(
         [SweepRun(run=run.source.run, device=run.profile.facts.device, batch_size=run.profile.facts.batch_size,
                   ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
          for run in loaded_runs],
         top=top, ops=ops, group_by=group_by,
     )
-    return {
-        "model": model,
-        "group_by": group_by,
-        "batch_sizes": sweep.batch_sizes,
-        "runs": runs,
-        "top_ops": sweep.top_ops,
-        "series": _as_records(sweep.series),
-        "steps": _as_records(sweep.steps),
-        "fits": _as_records(sweep.fits),
-        "breakeven": _as_records(sweep.breakeven),
-        "speedups": _as_records(sweep.speedups),
-        "warnings": warnings + sweep.warnings,
-    }
+    # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
+    return SweepDocument(
+        model=model, group_by=group_by, batch_sizes=sweep.batch_sizes, runs=runs, top_ops=sweep.top_ops,
+        series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
+        breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups),
+        warnings=warnings + sweep.warnings,
+    )
 
 
 SWEEP_CSV_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
                      "breakeven_batch_size", "gpu_faster"]
 
 
-def sweep_table(document: dict) -> list[dict]:
+def sweep_table(document: SweepDocument) -> list[dict]:
     """The fits table of a sweep document, each row with its op's break-even."""
-    crossings = {row["op"]: row for row in document["breakeven"]}
+    crossings = {row["op"]: row for row in document.breakeven}
     return [
         {**fit, "breakeven_batch_size": crossings.get(fit["op"], {}).get("batch_size"),
          "gpu_faster": crossings.get(fit["op"], {}).get("gpu_faster")}
-        for fit in document["fits"]
+        for fit in document.fits
     ]

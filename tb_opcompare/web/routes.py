@@ -31,7 +31,7 @@ from werkzeug import wrappers
 from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.analysis.row_view import view_from_params
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.schema.contract import Error, ErrorDocument
+from tb_opcompare.schema.contract import CompareDocument, Error, ErrorDocument, SweepDocument
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv
 from tb_opcompare.service.figures import sweep_figures
@@ -105,8 +105,8 @@ class DataRoutes:
     @_json_errors
     def _serve_compare_csv(self, request):
         document = self._compare(request.args, self._view(request.args))
-        filename = csv_filename(request.args["baseline"], request.args["target"], document["summary"]["group_by"])
-        return _csv_download(request, compare_csv(document["rows"]), filename)
+        filename = csv_filename(request.args["baseline"], request.args["target"], document.summary.group_by)
+        return _csv_download(request, compare_csv(document.rows), filename)
 
     @wrappers.Request.application
     @_json_errors
@@ -117,7 +117,7 @@ class DataRoutes:
     @_json_errors
     def _serve_sweep(self, request):
         document = self._sweep(request.args)
-        document["figures"] = sweep_figures(document)
+        document.figures = sweep_figures(document)
         return _json(request, document)
 
     @wrappers.Request.application
@@ -125,9 +125,9 @@ class DataRoutes:
     def _serve_sweep_csv(self, request):
         document = self._sweep(request.args)
         return _csv_download(request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS),
-                             f"opcompare_sweep_{_safe_name(document['model'])}.csv")
+                             f"opcompare_sweep_{_safe_name(document.model)}.csv")
 
-    def _sweep(self, args) -> dict:
+    def _sweep(self, args) -> SweepDocument:
         model = args.get("model")
         if not model:
             raise BadRequest("missing parameter: model")
@@ -138,7 +138,7 @@ class DataRoutes:
         ops = [op for op in args.getlist("ops") if op] or None
         return sweep_document(self.catalog, model, top=int(top_text), ops=ops, group_by=group_by)
 
-    def _compare(self, args, view) -> dict:
+    def _compare(self, args, view) -> CompareDocument:
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
             raise BadRequest(f"missing parameter: {', '.join(missing)}")
