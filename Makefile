@@ -60,7 +60,14 @@ $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 		chromium fonts-liberation fonts-dejavu-core >/dev/null
 
-test: $(TEST_STAMP) $(CHROMIUM)
+# The tab's view rule runs under node too (tests/js), on the same golden cases as Python.
+NODE := /usr/bin/node
+$(NODE):
+	@echo "installing Debian's nodejs for the tab's JavaScript tests"
+	$(SUDO) apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends nodejs >/dev/null
+
+test: $(TEST_STAMP) $(CHROMIUM) $(NODE)
 	$(BIN)/python -m pytest -q
 
 # Long runs of what the suite does briefly: fuzz every reader, load the server for a minute.

@@ -1,23 +1,10 @@
-// Human units and the speedup colour scale. Everything that reaches the page goes
-// through h(), which only ever creates text nodes: op and run names come from user
-// files and must never be parsed as HTML.
+// Numbers and words as the tab shows them: human time units, shares, speedups, op
+// statuses, and the speedup colour scale.
 
-/** Create an element; children are nodes or strings (strings become text nodes). */
-export function h(tag, attributes = {}, ...children) {
-  const element = document.createElement(tag);
-  for (const [name, value] of Object.entries(attributes)) {
-    if (value === null || value === undefined || value === false) continue;
-    if (name === 'class') element.className = value;
-    else if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
-    else if (name === 'style' && typeof value === 'object') Object.assign(element.style, value);
-    else element.setAttribute(name, value === true ? '' : String(value));
-  }
-  for (const child of children.flat()) {
-    if (child === null || child === undefined || child === false) continue;
-    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return element;
-}
+const STATUS_WORDS = {matched: 'matched', baseline_only: 'baseline only', target_only: 'target only'};
+
+/** The ways to group ops, as the choices say them. */
+export const GROUP_BY_LABELS = {name: 'By op name', type: 'By op type'};
 
 export function formatTime(us) {
   if (us === null || us === undefined) return '–';
@@ -50,6 +37,15 @@ export function formatSpeedup(speedup) {
 export function formatCount(count) {
   if (count === null || count === undefined) return '–';
   return count.toLocaleString('en-US');
+}
+
+/** A row status in words ("baseline only"); a status the tab does not know, as it is. */
+export function formatStatus(status) {
+  return STATUS_WORDS[status] || status;
+}
+
+export function capitalise(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 /**

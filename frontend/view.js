@@ -1,6 +1,20 @@
-// Which compare rows the user sees, and in which order. This mirrors
-// tb_opcompare.documents.apply_view exactly, so compare.csv with the same view
-// parameters is the table on screen, row for row.
+// Which compare rows the user sees, and in which order. This mirrors the server's row
+// view (view_from_params / apply_view) exactly, so compare.csv with the same view
+// parameters is the table on screen, row for row; tests/golden/view_cases.json holds
+// both copies to the same answers.
+
+/** @typedef {import('./contract.js').CompareRow} CompareRow */
+
+/**
+ * @typedef {Object} RowView
+ * @property {string} q substring of the op key or type (any case), or a `/regex/`
+ * @property {string[]} status the statuses to keep, never empty
+ * @property {'all'|'host'|'device'} side keep ops whose time on either side came from there
+ * @property {number} min_us keep ops whose larger total time (either side) is at least this
+ * @property {string|null} sort column to order by; null keeps the server's order
+ * @property {'asc'|'desc'} order
+ * @property {number|null} top keep the first N after filtering and sorting
+ */
 
 export const STATUSES = ['matched', 'baseline_only', 'target_only'];
 
@@ -10,8 +24,13 @@ export function isRegexQuery(query) {
   return query.length > 2 && query.startsWith('/') && query.endsWith('/');
 }
 
-/** A matcher for the filter box: substring (case-insensitive), or for a regex query the
- *  set of row keys the server matched (`regexKeys`). */
+/**
+ * A matcher for the filter box: substring (case-insensitive), or for a regex query the
+ * set of row keys the server matched.
+ * @param {string} query
+ * @param {Set<string>|null} regexKeys
+ * @returns {(row: CompareRow) => boolean}
+ */
 export function queryMatcher(query, regexKeys) {
   if (isRegexQuery(query)) return (row) => Boolean(regexKeys && regexKeys.has(row.key));
   const needle = query.toLowerCase();
@@ -23,8 +42,27 @@ function compareValues(a, b) {
 }
 
 /**
- * view: {q, status: [..], side: 'all'|'host'|'device', min_us: number, sort: column|null,
- *        order: 'asc'|'desc', top: number|null}; regexKeys: see queryMatcher
+ * Rows ordered by one column, missing values (null, undefined) last in either direction,
+ * ties in their given order.
+ * @template {Object} Row
+ * @param {Row[]} rows
+ * @param {string} column
+ * @param {'asc'|'desc'} order
+ * @returns {Row[]}
+ */
+export function sortMissingLast(rows, column, order) {
+  const isMissing = (row) => row[column] === null || row[column] === undefined;
+  const direction = order === 'asc' ? 1 : -1;
+  const present = rows.filter((row) => !isMissing(row));
+  present.sort((a, b) => direction * compareValues(a[column], b[column]));
+  return present.concat(rows.filter(isMissing));
+}
+
+/**
+ * @param {CompareRow[]} rows
+ * @param {RowView} view
+ * @param {Set<string>|null} [regexKeys] for a `/regex/` query: the keys the server matched
+ * @returns {CompareRow[]}
  */
 export function applyView(rows, view, regexKeys = null) {
   const matches = view.q ? queryMatcher(view.q, regexKeys) : null;
@@ -42,14 +80,6 @@ export function applyView(rows, view, regexKeys = null) {
     }
     return true;
   });
-  let ordered = kept;
-  if (view.sort) {
-    const column = view.sort;
-    const present = kept.filter((row) => row[column] !== null && row[column] !== undefined);
-    const missing = kept.filter((row) => row[column] === null || row[column] === undefined);
-    const direction = view.order === 'asc' ? 1 : -1;
-    present.sort((a, b) => direction * compareValues(a[column], b[column]));
-    ordered = present.concat(missing);
-  }
+  const ordered = view.sort ? sortMissingLast(kept, view.sort, view.order) : kept;
   return view.top ? ordered.slice(0, view.top) : ordered;
 }

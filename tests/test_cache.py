@@ -189,6 +189,20 @@ def test_index_fills_the_cache_with_worker_processes(logdir, tmp_path):
     assert file_listing(logdir) == before  # nothing is ever written into the logdir
 
 
+def test_an_index_worker_reads_the_run_it_is_given_without_walking_the_logdir(logdir, tmp_path, monkeypatch):
+    from tb_opcompare.store import catalog as catalog_module
+    from tb_opcompare.store.prewarm import _read_one
+
+    (source,) = [s for s in Catalog(str(logdir)).sources() if s.run == TORCH_RUN]
+    walks = []
+    monkeypatch.setattr(catalog_module, "discover", lambda logdir: walks.append(logdir) or [])
+    assert _read_one(str(logdir), str(tmp_path / "cache"), 0, source, source.newest_session) == (
+        TORCH_RUN, source.newest_session, None)
+    assert walks == []
+    assert Catalog(str(logdir), cache_dir=str(tmp_path / "cache")).cache.peek(
+        catalog_module.Catalog(str(logdir))._session(source, None)[1]) is not None
+
+
 def test_a_second_tensorboard_start_serves_a_pair_without_reading_traces(logdir, tmp_path):
     from tensorboard_server import running_tensorboard
 

@@ -202,8 +202,8 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
 def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     """Small frames with known lines: CPU conv = 10 + 10*bs, GPU conv = 100 + 1*bs (break-even 10)."""
     from tb_opcompare.analysis.sweep import build_sweep
-    from tb_opcompare.service.figures import sweep_figures
     from tb_opcompare.schema.contract import SweepDocument
+    from tb_opcompare.service.figures import sweep_figures
     from tb_opcompare.service.records import as_records
 
     runs = [synthetic_run("CPU", bs, 10 + 10 * bs, 5 + bs) for bs in (1, 8, 64)]

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 from conftest import FIXTURES, LOGDIR, read_bytes
 
-from tb_opcompare.ingest.readers.chrome_json import decode_chrome_trace
+from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
 from tb_opcompare.ingest.readers.tf1_timeline import read_tf1_timeline
 from tb_opcompare.ingest.readers.tf_trace_json import read_tf_trace_json
 from tb_opcompare.ingest.readers.xplane import read_xplane_session
@@ -18,7 +18,7 @@ GPU = LOGDIR / "tf1/mlp_gpu/timeline_02_step_1.json"
 
 
 def read(path):
-    return read_tf1_timeline(str(path), decode_chrome_trace(str(path), read_bytes(path)))
+    return read_tf1_timeline(str(path), open_chrome_trace(str(path), read_bytes(path)).materialize())
 
 
 def sums_by_process(path, predicate):
@@ -54,7 +54,8 @@ def test_gpu_kernels_counted_once_from_stream_all_and_memcpy():
 def test_trace_json_agrees_with_the_xplane_it_was_converted_from():
     (trace_path,) = (FIXTURES / "tf_trace_json").glob("**/*.trace.json.gz")
     (xplane,) = LOGDIR.glob("tf_keras/cnn_cpu_bs8/**/*.xplane.pb")
-    from_json = read_tf_trace_json(str(trace_path), decode_chrome_trace(str(trace_path), read_bytes(trace_path))).ops
+    trace = open_chrome_trace(str(trace_path), read_bytes(trace_path)).materialize()
+    from_json = read_tf_trace_json(str(trace_path), trace).ops
     from_xplane = read_xplane_session([str(xplane)], read_bytes).ops
     left = from_json.set_index("op_name")["self_us"].sort_index()
     right = from_xplane.set_index("op_name")["self_us"].sort_index()

@@ -15,7 +15,7 @@ from conftest import FIXTURES, REALTRACES, read_bytes
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers import chrome_json
-from tb_opcompare.ingest.readers.chrome_json import decode_chrome_trace, open_chrome_trace
+from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
 from tb_opcompare.ingest.readers.torch_trace import read_torch_trace
 
 
@@ -94,14 +94,14 @@ def test_truncated_gzip_names_the_problem(tmp_path):
     path = tmp_path / "w.1.pt.trace.json.gz"
     path.write_bytes(source[: len(source) // 3])
     with pytest.raises(ProfileError, match="gzip stream is truncated"):
-        decode_chrome_trace(str(path), path.read_bytes())
+        open_chrome_trace(str(path), path.read_bytes()).materialize()
 
 
 def test_json_that_is_not_a_trace(tmp_path):
     path = tmp_path / "x.json"
     path.write_text('{"traceEvents": 3}')
     with pytest.raises(ProfileError, match="not a Chrome trace"):
-        decode_chrome_trace(str(path), path.read_bytes())
+        open_chrome_trace(str(path), path.read_bytes()).materialize()
 
 
 BERT_H100 = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz"

@@ -16,6 +16,7 @@ import msgspec
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, GROUP_BY
 from tb_opcompare.analysis.row_view import RowView
+from tb_opcompare.analysis.sweep import STEP
 from tb_opcompare.errors import ProfileError, escape_control_characters
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv
@@ -326,7 +327,7 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
                       f"{_format_us(row['step_high_us']).strip()}") if (row.get("repeats") or 1) > 1 else ""
             print(f"{row['device']:<8}{row['batch_size']:>7}{_format_us(row['step_us']):>12}"
                   f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
-    wanted = set(document["top_ops"]) | {"(whole step)"}
+    wanted = set(document["top_ops"]) | {STEP}
     print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even':>11}  op (device)")
     for row in table:
         if row["op"] not in wanted:

@@ -66,8 +66,8 @@ class Catalog:
         known = [s.run for s in self._sources or []]
         raise UnknownRunError(f"unknown run {run!r}", known)
 
-    def _session(self, run: str, session: str | None) -> tuple[RunSource, str, tuple]:
-        source = self.source(run)
+    def _session(self, source: RunSource, session: str | None) -> tuple[str, tuple]:
+        run = source.run
         if source.refusal:
             raise ProfileError(source.sessions[source.newest_session][0], source.refusal)
         session = session or source.newest_session
@@ -79,12 +79,16 @@ class Catalog:
                 signatures.append((path, *fs.signature(path)))
             except OSError as error:
                 raise ProfileError(path, f"cannot read the file: {error.strerror or error}") from None
-        return source, session, (source.format, tuple(signatures))
+        return session, (source.format, tuple(signatures))
 
     def load(self, run: str, session: str | None = None) -> LoadedRun:
         """The run's profile, read once and then served from the caches. Raises
         UnknownRunError or ProfileError."""
-        source, session, key = self._session(run, session)
+        return self.load_source(self.source(run), session)
+
+    def load_source(self, source: RunSource, session: str | None = None) -> LoadedRun:
+        """``load`` for a run already found (no lookup, so no walk of the logdir)."""
+        session, key = self._session(source, session)
         profile = self.cache.peek(key)
         if profile is None:
             file_format, signatures = key
@@ -97,7 +101,8 @@ class Catalog:
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
         """The run if its profile is already in a cache (memory or disk), else None; never
         reads a trace. Raises ProfileError for a file already known to be unreadable."""
-        source, session, key = self._session(run, session)
+        source = self.source(run)
+        session, key = self._session(source, session)
         profile = self.cache.peek(key)
         return None if profile is None else _settled(source, session, profile)
 

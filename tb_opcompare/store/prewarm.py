@@ -9,6 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.store.catalog import Catalog
 
 
@@ -20,13 +21,14 @@ class IndexReport:
     seconds: float = 0.0
 
 
-def _read_one(logdir: str, cache_dir: str | None, max_trace_bytes: int, run: str, session: str):
+def _read_one(logdir: str, cache_dir: str | None, max_trace_bytes: int, source: RunSource, session: str):
+    # the source found by the parent: a worker never walks the logdir again
     catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes)
     try:
-        catalog.load(run, session)
+        catalog.load_source(source, session)
     except ProfileError as error:
-        return run, session, (error.path, error.reason)
-    return run, session, None
+        return source.run, session, (error.path, error.reason)
+    return source.run, session, None
 
 
 def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print) -> IndexReport:
@@ -43,12 +45,12 @@ def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print
             if known is not None:
                 report.cached += 1
             else:
-                todo.append((source.run, session))
+                todo.append((source, session))
     if todo:
         say(f"reading {len(todo)} sessions with {min(jobs, len(todo))} worker processes")
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
             futures = [pool.submit(_read_one, catalog.logdir, catalog.cache.cache_dir, catalog.max_trace_bytes,
-                                   run, session) for run, session in todo]
+                                   source, session) for source, session in todo]
             for done, future in enumerate(as_completed(futures), start=1):
                 run, session, error = future.result()
                 if error:

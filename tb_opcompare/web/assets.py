@@ -46,7 +46,10 @@ def frontend_file(name: str) -> bytes:
     """Read on each request (a few KB): an edit in a checkout shows on reload."""
     if name not in frontend_files():
         raise FileNotFoundError(name)
-    return _frontend_root().joinpath(*name.split("/")).read_bytes()
+    resource = _frontend_root()
+    for part in name.split("/"):  # one segment at a time: Python 3.11's MultiplexedPath.joinpath takes one
+        resource = resource.joinpath(part)
+    return resource.read_bytes()
 
 
 @functools.lru_cache(maxsize=1)

@@ -262,11 +262,6 @@ def _names(properties: list[DeviceProperties] | None) -> list[str]:
     return [p.name for p in properties or [] if p.name]
 
 
-def decode_chrome_trace(path: str, data: bytes) -> ChromeTrace:
-    """Decode bytes (gzip detected by magic number) or raise ProfileError naming the problem."""
-    return open_chrome_trace(path, data).materialize()
-
-
 def open_chrome_trace(path: str, data: bytes, max_text_bytes: int | None = None) -> TraceText:
     """The trace's text, decompressed, ready to decode (see ``TraceText``), or a
     ProfileError naming the problem. ``max_text_bytes`` bounds the decompressed text:

@@ -33,10 +33,6 @@ class _Summary(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_Summary)
 
 
-def looks_like_summary(head: bytes) -> bool:
-    return b'"op_stats"' in head
-
-
 def read_summary_json(path: str, data: bytes) -> OpProfile:
     try:
         summary = _DECODER.decode(data)

@@ -1,15 +1,17 @@
 // The per-op table. Only the rows in view are in the DOM (plus a margin), so 5,000
 // ops scroll as smoothly as 50.
 
-import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatTime, h, speedupColor,
-        truncateMiddle} from './format.js';
+import {h} from '../dom.js';
+import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatStatus, formatTime, speedupColor,
+        truncateMiddle} from '../format.js';
+import {sortIndicator} from './sorting.js';
+
+/** @typedef {import('../contract.js').CompareRow} CompareRow */
 
 const ROW_HEIGHT = 28;
 const OVERSCAN = 12;
 
-const STATUS_LABELS = {matched: 'matched', baseline_only: 'baseline only', target_only: 'target only'};
-
-export const COLUMNS = [
+const COLUMNS = [
   {name: 'key', label: 'Op', kind: 'text', width: 'auto'}, // takes what the others leave
   {name: 'op_type', label: 'Type', kind: 'text', width: '13%'},
   {name: 'status', label: 'Status', kind: 'status', width: '92px'},
@@ -28,6 +30,12 @@ export const COLUMNS = [
   {name: 'baseline_occurrences', label: 'Base #', kind: 'count', width: '58px', title: 'occurrences in the baseline'},
   {name: 'target_occurrences', label: 'Target #', kind: 'count', width: '64px', title: 'occurrences in the target'},
 ];
+
+/** Whether `name` is a column of words (sorted A first) rather than of numbers. */
+export function isTextColumn(name) {
+  const column = COLUMNS.find((candidate) => candidate.name === name);
+  return column.kind === 'text' || column.kind === 'status';
+}
 
 /** The spread behind a mean, as the tooltip says it. */
 function spreadText(row, side) {
@@ -59,7 +67,7 @@ function cell(column, row, characters) {
       return h('td', {class: 'oc-text', title: value || ''},
                value ? truncateMiddle(value, characters[column.name] || value.length) : '–');
     case 'status':
-      return h('td', {}, h('span', {class: `oc-status oc-status-${value}`}, STATUS_LABELS[value] || value));
+      return h('td', {}, h('span', {class: `oc-status oc-status-${value}`}, formatStatus(value)));
     case 'speedup': {
       const colours = speedupColor(value);
       const chip = h('span', {class: 'oc-speedup'}, formatSpeedup(value));
@@ -83,15 +91,14 @@ function cell(column, row, characters) {
 }
 
 export class OpTable {
+  /** @param {{onSort: (column: string) => void}} handlers a header was clicked */
   constructor({onSort}) {
     this.rows = [];
-    this.sort = null;
-    this.order = 'desc';
     this.onSort = onSort;
     this.body = h('tbody');
     this.headerCells = COLUMNS.map((column) =>
       h('th', {scope: 'col', title: column.title, 'data-column': column.name,
-               class: column.kind === 'text' || column.kind === 'status' ? '' : 'oc-num',
+               class: isTextColumn(column.name) ? '' : 'oc-num',
                onclick: () => this.onSort(column.name)},
         h('span', {}, column.label), h('span', {class: 'oc-sort-mark'})));
     this.table = h('table', {class: 'oc-table'},
@@ -107,15 +114,19 @@ export class OpTable {
     });
   }
 
+  /**
+   * @param {CompareRow[]} rows
+   * @param {string|null} sort
+   * @param {'asc'|'desc'} order
+   */
   setRows(rows, sort, order) {
     this.rows = rows;
-    this.sort = sort;
-    this.order = order;
     for (const th of this.headerCells) {
       const sorted = th.dataset.column === sort;
+      const {ariaSort, mark} = sortIndicator(sorted, order);
       th.classList.toggle('oc-sorted', sorted);
-      th.setAttribute('aria-sort', sorted ? (order === 'asc' ? 'ascending' : 'descending') : 'none');
-      th.querySelector('.oc-sort-mark').textContent = sorted ? (order === 'asc' ? '▲' : '▼') : '';
+      th.setAttribute('aria-sort', ariaSort);
+      th.querySelector('.oc-sort-mark').textContent = mark;
     }
     this.lastWindow = null;
     this.renderWindow();

@@ -1,0 +1,90 @@
+// The plugin's routes. URLs are relative: the tab's module is served from
+// /data/plugin/op_compare/, and so are the routes and the plotly.js bundle.
+
+import {h} from './dom.js';
+
+/** @typedef {import('./contract.js').RunsDocument} RunsDocument */
+/** @typedef {import('./contract.js').CompareDocument} CompareDocument */
+/** @typedef {import('./contract.js').SweepsDocument} SweepsDocument */
+/** @typedef {import('./contract.js').SweepDocument} SweepDocument */
+
+/**
+ * What every failed request rejects with: the server's own JSON error where it sent one
+ * (with its extra fields), else a message saying what went wrong on the way.
+ * @typedef {Object} ApiError
+ * @property {number} status HTTP status; 0 when TensorBoard did not answer
+ * @property {string} message
+ */
+
+async function fetchJson(url) {
+  let response;
+  try {
+    response = await fetch(url, {headers: {Accept: 'application/json'}});
+  } catch (error) {
+    throw {status: 0, message: `TensorBoard did not answer (${error.message}); is it still running?`};
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (error) {
+    throw {status: response.status, message: `unexpected answer from TensorBoard (HTTP ${response.status})`};
+  }
+  if (!response.ok) throw body.error || {status: response.status, message: `HTTP ${response.status}`};
+  return body;
+}
+
+/**
+ * The runs, pairs and unreadable runs. Without `load`, no trace is read: instant even
+ * for a big logdir, with the facts of runs never read taken from sidecars and names.
+ * @param {{load: boolean}} options
+ * @returns {Promise<RunsDocument>}
+ */
+export function fetchRuns({load}) {
+  return fetchJson(load ? 'runs' : 'runs?load=0');
+}
+
+/**
+ * @param {Object<string, string>} params runs, grouping and view (state.js)
+ * @returns {Promise<CompareDocument>}
+ */
+export function fetchComparison(params) {
+  return fetchJson(`compare?${new URLSearchParams(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchComparison */
+export function compareCsvUrl(params) {
+  return `compare.csv?${new URLSearchParams(params)}`;
+}
+
+/** @returns {Promise<SweepsDocument>} */
+export function fetchSweeps() {
+  return fetchJson('sweeps');
+}
+
+/**
+ * @param {Object<string, string>} params model, top and group_by (state.js)
+ * @returns {Promise<SweepDocument>}
+ */
+export function fetchSweep(params) {
+  return fetchJson(`sweep?${new URLSearchParams(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchSweep */
+export function sweepCsvUrl(params) {
+  return `sweep.csv?${new URLSearchParams(params)}`;
+}
+
+let plotlyPromise = null;
+
+/** plotly.js, from the bundle the plugin serves (no CDN: works air-gapped), loaded once. */
+export function loadPlotly() {
+  if (!plotlyPromise) {
+    plotlyPromise = new Promise((resolve, reject) => {
+      const script = h('script', {src: 'plotly.min.js'});
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => reject(new Error('plotly.min.js could not be loaded'));
+      document.head.append(script);
+    });
+  }
+  return plotlyPromise;
+}

@@ -1,0 +1,33 @@
+// Building the page. Everything that reaches it goes through h(), which only ever creates
+// text nodes: op and run names come from user files and must never be parsed as HTML.
+
+/**
+ * Create an element; children are nodes or strings (strings become text nodes), arrays
+ * of them are flattened, and null/undefined/false are left out.
+ * @param {string} tag
+ * @param {Object<string, *>} [attributes] `class`, `style` (an object), `on<event>`
+ *   listeners, else attributes (true: present and empty; null/undefined/false: absent)
+ * @param {...*} children
+ * @returns {HTMLElement}
+ */
+export function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === 'class') element.className = value;
+    else if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
+    else if (name === 'style' && typeof value === 'object') Object.assign(element.style, value);
+    else element.setAttribute(name, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return element;
+}
+
+/** Load a stylesheet once, however often the tab is rendered. */
+export function addStylesheet(href) {
+  if (document.querySelector('link[data-op-compare]')) return;
+  document.head.append(h('link', {rel: 'stylesheet', href, 'data-op-compare': true}));
+}

@@ -1,0 +1,223 @@
+// The "Compare runs" view: the run chooser over one comparison's notices, summary cards,
+// charts and op table. It owns the comparison shown and keeps the table in step with the
+// row view; the server is asked again only for new runs and for `/regex/` matches.
+
+import {compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
+import {h} from '../dom.js';
+import {selectionParams, viewParams} from '../state.js';
+import {applyView, isRegexQuery} from '../view.js';
+import {TopOpsCharts} from './charts.js';
+import {RunChooser} from './chooser.js';
+import {RowFilters} from './filters.js';
+import {comparisonNotices, listingNotices, runErrorsPanel} from './notices.js';
+import {nextSort} from './sorting.js';
+import {emptyLogdir, loadingIndicator, messageBox} from './states.js';
+import {summaryCards} from './summary.js';
+import {OpTable, isTextColumn} from './table.js';
+
+/** @typedef {import('../contract.js').RunsDocument} RunsDocument */
+/** @typedef {import('../contract.js').CompareDocument} CompareDocument */
+/** @typedef {import('../api.js').ApiError} ApiError */
+/** @typedef {import('../state.js').TabState} TabState */
+/** @typedef {import('../state.js').Selection} Selection */
+/** @typedef {import('../view.js').RowView} RowView */
+
+/** @param {ApiError} error */
+function comparisonFailed(error) {
+  const unreadable = error.status === 422;
+  const title = unreadable ? 'This profile cannot be read' : error.status === 404 ? 'Not found' : 'The comparison failed';
+  return messageBox({kind: 'error', title, text: error.message, id: 'oc-message',
+                     hint: unreadable ? 'Choose another run above; the other runs are not affected.' : null});
+}
+
+export class CompareView {
+  /**
+   * @param {{state: TabState, onStateChange: () => void}} options `state`'s selection and
+   *   view are changed in place, then `onStateChange` runs
+   */
+  constructor({state, onStateChange}) {
+    this.selection = state.selection;
+    this.view = state.view;
+    this.onStateChange = onStateChange;
+    this.element = h('div', {class: 'oc-compare'});
+    this.table = new OpTable({onSort: (column) => this.sortBy(column)});
+    /** @type {RunsDocument|null} */
+    this.listing = null;
+    /** @type {CompareDocument|null} */
+    this.comparison = null;
+    this.staleLink = null;
+    this.requestId = 0;
+    this.refreshTicket = 0;
+  }
+
+  /**
+   * List the runs and build the view; false when there is nothing to compare (the view
+   * then says why).
+   * @returns {Promise<boolean>}
+   */
+  async start() {
+    this.element.replaceChildren(loadingIndicator('Finding profile runs…'));
+    loadPlotly().catch(() => {}); // early, for the charts; a failure shows there
+    // First the listing that reads no trace (instant, even for a big logdir); the full
+    // one, which fills in the facts of runs never read, follows in showComparison.
+    let listing;
+    try {
+      listing = await fetchRuns({load: false});
+      if (!listing.runs.length && !listing.complete) listing = await fetchRuns({load: true});
+    } catch (error) {
+      this.element.replaceChildren(messageBox({kind: 'error', title: 'Could not list the profile runs',
+                                               text: error.message, id: 'oc-message'}));
+      return false;
+    }
+    this.listing = listing;
+    if (!listing.runs.length) {
+      this.element.replaceChildren(runErrorsPanel(listing.errors) || '', emptyLogdir());
+      return false;
+    }
+    this.chooseDefaultRuns();
+    this.build();
+    return true;
+  }
+
+  /** Load the chosen comparison, and meanwhile the full listing if runs were never read. */
+  async showComparison() {
+    const comparison = this.loadComparison();
+    if (!this.listing.complete) {
+      fetchRuns({load: true}).then((full) => {
+        this.listing = full;
+        this.chooser.setListing(full);
+        this.errorsSlot.replaceChildren(runErrorsPanel(full.errors) || '');
+        this.showListingNotices();
+        this.chooser.showSelection(this.selection);
+      }).catch(() => {});
+    }
+    await comparison;
+  }
+
+  chooseDefaultRuns() {
+    const {runs, errors, suggested} = this.listing;
+    // Unreadable runs count as known: a link to one shows why it cannot be read.
+    const known = new Set([...runs, ...errors].map((entry) => entry.run));
+    const valid = known.has(this.selection.baseline) && known.has(this.selection.target);
+    if (this.selection.baseline && !valid) {
+      this.staleLink = `This link names runs that are not in this logdir (${this.selection.baseline} → ` +
+        `${this.selection.target}); showing the suggested pair instead.`;
+    }
+    if (valid || !suggested) return;
+    Object.assign(this.selection, {baseline: suggested.baseline, target: suggested.target,
+                                   baseline_session: null, target_session: null});
+  }
+
+  build() {
+    this.chooser = new RunChooser({onChange: (changes) => this.setSelection(changes)});
+    this.notices = h('div', {class: 'oc-notices'});
+    this.summary = h('section', {class: 'oc-summary', 'aria-label': 'summary'});
+    this.charts = new TopOpsCharts();
+    this.filters = new RowFilters(this.view, {
+      onViewChange: (changes) => this.setView(changes),
+      checkQuery: async (query) => (await this.regexMatch(query))?.error,
+    });
+    this.errorsSlot = h('div', {class: 'oc-errors-slot'}, runErrorsPanel(this.listing.errors) || '');
+    this.listingNoticesSlot = h('div', {class: 'oc-listing-notices'});
+    this.footer = h('footer', {class: 'oc-footer', id: 'oc-version'});
+    this.content = h('div', {class: 'oc-content'}, this.notices, this.summary, this.charts.element,
+                     this.filters.element, this.table.element);
+    this.overlay = loadingIndicator('', {overlay: true});
+    this.messageSlot = h('div', {class: 'oc-message-slot'});
+    this.element.replaceChildren(this.chooser.element, this.errorsSlot, this.listingNoticesSlot, this.messageSlot,
+                                 h('div', {class: 'oc-body'}, this.content, this.overlay), this.footer);
+    this.showListingNotices();
+    this.chooser.setListing(this.listing);
+    this.chooser.showSelection(this.selection);
+  }
+
+  showListingNotices() {
+    this.listingNoticesSlot.replaceChildren(...listingNotices(this.listing.notices || []));
+    this.footer.textContent = this.listing.version ? `tb-opcompare ${this.listing.version}` : '';
+  }
+
+  /** @param {Partial<Selection>} changes */
+  setSelection(changes) {
+    Object.assign(this.selection, changes);
+    this.chooser.showSelection(this.selection);
+    this.loadComparison();
+  }
+
+  /** @param {Partial<RowView>} changes */
+  setView(changes) {
+    Object.assign(this.view, changes);
+    this.refreshRows();
+  }
+
+  sortBy(column) {
+    const {order} = nextSort({column: this.view.sort, order: this.view.order}, column, isTextColumn(column));
+    this.setView({sort: column, order});
+  }
+
+  /**
+   * The server's matches for a `/regex/` query, fetched once per query and comparison;
+   * null for a plain query.
+   * @param {string} query
+   * @returns {Promise<{keys: Set<string>, error: string|null}|null>}
+   */
+  async regexMatch(query) {
+    if (!isRegexQuery(query) || !this.comparison) return null;
+    const runs = selectionParams(this.selection);
+    const key = `${query}\n${JSON.stringify(runs)}`;
+    if (this.regexMatchCache?.key !== key) {
+      try {
+        const matched = await fetchComparison({...runs, q: query});
+        this.regexMatchCache = {key, keys: new Set(matched.rows.map((row) => row.key)), error: null};
+      } catch (error) {
+        this.regexMatchCache = {key, keys: new Set(), error: error.message};
+      }
+    }
+    return this.regexMatchCache;
+  }
+
+  async loadComparison() {
+    const id = ++this.requestId;
+    const {baseline, target} = this.selection;
+    this.overlay.querySelector('.oc-loading-text').textContent = `Reading ${baseline} and ${target}…`;
+    this.overlay.hidden = false;
+    this.messageSlot.replaceChildren();
+    let comparison;
+    try {
+      comparison = await fetchComparison(selectionParams(this.selection));
+    } catch (error) {
+      if (id !== this.requestId) return; // a newer choice is loading
+      this.overlay.hidden = true;
+      this.comparison = null;
+      this.content.hidden = true;
+      this.messageSlot.replaceChildren(comparisonFailed(error));
+      this.onStateChange();
+      return;
+    }
+    if (id !== this.requestId) return;
+    this.overlay.hidden = true;
+    this.content.hidden = false;
+    this.comparison = comparison;
+    this.notices.replaceChildren(...comparisonNotices(comparison.summary, this.staleLink));
+    this.summary.replaceChildren(...summaryCards(comparison.summary));
+    this.charts.show(comparison);
+    this.refreshRows();
+  }
+
+  async refreshRows() {
+    this.onStateChange();
+    if (!this.comparison) return;
+    const comparison = this.comparison;
+    const ticket = ++this.refreshTicket;
+    const match = await this.regexMatch(this.view.q);
+    if (ticket !== this.refreshTicket || comparison !== this.comparison) return; // a newer refresh is under way
+    this.filters.showQueryError(match?.error);
+    const rows = applyView(comparison.rows, this.view, match?.keys);
+    this.table.setRows(rows, this.view.sort, this.view.order);
+    this.filters.showRows(rows.length, comparison.rows.length,
+                          compareCsvUrl({...selectionParams(this.selection), ...viewParams(this.view)}));
+  }
+
+  redrawCharts() {
+    if (this.comparison) this.charts.show(this.comparison);
+  }
+}

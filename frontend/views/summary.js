@@ -1,0 +1,81 @@
+// The cards above the charts: the headline speedups, the op counts, the total times, and
+// the two runs.
+
+import {h} from '../dom.js';
+import {formatSpeedup, formatTime} from '../format.js';
+import {SIDE_LABELS, sideSwatch} from './sides.js';
+
+/** @typedef {import('../contract.js').CompareSummary} CompareSummary */
+/** @typedef {import('../contract.js').RunRecord} RunRecord */
+/** @typedef {import('./sides.js').Side} Side */
+
+const NOISY_TITLE = 'matched ops whose per-occurrence time varies widely (CV > 0.5) on either side: their mean, ' +
+  'and so their speedup, is unreliable (~ in the table; hover a mean for its spread)';
+
+function speedupCard(title, value, detail, id) {
+  const figure = h('div', {class: 'oc-figure', id}, formatSpeedup(value));
+  if (value > 1.02) figure.classList.add('oc-better');
+  if (value !== null && value < 0.98) figure.classList.add('oc-worse');
+  return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, title), figure,
+           h('div', {class: 'oc-card-detail'}, detail));
+}
+
+/** @param {CompareSummary} summary */
+function opsCard(summary) {
+  return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, 'Ops'),
+    h('div', {class: 'oc-counts'},
+      h('span', {class: 'oc-better'}, `${summary.faster_ops} faster`),
+      h('span', {class: 'oc-worse'}, `${summary.slower_ops} slower`)),
+    h('div', {class: 'oc-card-detail'},
+      `${summary.baseline_only_ops} only in baseline · ${summary.target_only_ops} only in target`),
+    summary.noisy_ops ? h('div', {class: 'oc-card-detail oc-noisy', id: 'oc-noisy-count', title: NOISY_TITLE},
+                          `${summary.noisy_ops} noisy (~)`) : '');
+}
+
+/** Per step where both runs know their step count, else over the whole profile. */
+function timeCard(summary) {
+  const perStep = summary.baseline_time_per_step_us !== null && summary.target_time_per_step_us !== null;
+  /** @param {Side} side */
+  const timeRow = (side) => h('div', {class: 'oc-kv'}, sideSwatch(side),
+    h('span', {class: 'oc-kv-key'}, SIDE_LABELS[side]),
+    h('span', {class: 'oc-kv-value'},
+      perStep ? `${formatTime(summary[`${side}_time_per_step_us`])} / step` : formatTime(summary[`${side}_total_us`])));
+  return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, perStep ? 'Op time per step' : 'Total op time'),
+    timeRow('baseline'), timeRow('target'));
+}
+
+/** @param {RunRecord} run */
+function deviceText(run) {
+  return run.device_name ? `${run.device} · ${run.device_name}` : run.device;
+}
+
+/**
+ * @param {Side} side
+ * @param {RunRecord} run
+ */
+function runCard(side, run) {
+  return h('div', {class: 'oc-card oc-run-card'},
+    h('div', {class: 'oc-card-title'}, sideSwatch(side), SIDE_LABELS[side]),
+    h('div', {class: 'oc-run-name', title: run.run}, run.run),
+    h('div', {class: 'oc-card-detail'}, deviceText(run)),
+    h('div', {class: 'oc-card-detail'},
+      run.batch_size ? `batch ${run.batch_size} (from ${run.batch_size_source})` : 'batch size unknown',
+      ' · ', run.steps !== null ? `${run.steps} ${run.steps === 1 ? 'step' : 'steps'}` : 'steps unknown',
+      ' · ', run.format));
+}
+
+/**
+ * @param {CompareSummary} summary
+ * @returns {HTMLElement[]}
+ */
+export function summaryCards(summary) {
+  return [
+    speedupCard('Overall speedup', summary.overall_speedup, `matched op time, ${summary.overall_speedup_basis}`,
+                'oc-overall'),
+    speedupCard('Geomean speedup', summary.geomean_speedup, `over ${summary.matched_ops} matched ops`, 'oc-geomean'),
+    opsCard(summary),
+    timeCard(summary),
+    runCard('baseline', summary.baseline),
+    runCard('target', summary.target),
+  ];
+}

@@ -1,0 +1,166 @@
+// The "Batch sweep" view: how each op and the whole step scale with batch size.
+// The plots come ready-made from the server, the same figures the CLI's offline HTML
+// report shows.
+
+import {fetchSweep, fetchSweeps, loadPlotly, sweepCsvUrl} from '../api.js';
+import {h} from '../dom.js';
+import {GROUP_BY_LABELS} from '../format.js';
+import {DEFAULT_SWEEP_TOP, sweepParams} from '../state.js';
+import {themedLayout} from '../theme.js';
+import {FitsTable} from './fits.js';
+import {loadingIndicator, messageBox} from './states.js';
+
+/** @typedef {import('../contract.js').SweepDocument} SweepDocument */
+/** @typedef {import('../state.js').SweepState} SweepState */
+
+const FIGURE_NAMES = ['op_time', 'per_sample', 'step', 'speedup'];
+const MAX_PLOTTED_OPS = 50; // the sweep route's limit
+
+export class SweepView {
+  /**
+   * @param {{state: SweepState, onStateChange: () => void}} options `state` is changed in
+   *   place, then `onStateChange` runs
+   */
+  constructor({state, onStateChange}) {
+    this.state = state;
+    this.onStateChange = onStateChange;
+    this.requestId = 0;
+    /** @type {SweepDocument|null} */
+    this.document = null;
+    this.element = h('section', {class: 'oc-sweep', id: 'oc-sweep'});
+  }
+
+  /** Each time the view is opened: the models are listed once, the chosen one is loaded. */
+  async show() {
+    if (!this.models) {
+      this.element.replaceChildren(loadingIndicator('Finding models with several batch sizes…'));
+      try {
+        const listing = await fetchSweeps();
+        this.models = listing.models;
+        this.sweepableModels = listing.sweepable;  // best first, as the server orders them
+      } catch (error) {
+        this.element.replaceChildren(h('div', {class: 'oc-panel oc-panel-error', id: 'oc-sweep-message'},
+                                       `Could not list the models: ${error.message}`));
+        return;
+      }
+      this.build();
+      this.onStateChange();
+    }
+    if (this.state.model) await this.load();
+  }
+
+  sweepable() {
+    return this.sweepableModels.map((model) => ({model, sizes: this.models[model]}));
+  }
+
+  build() {
+    const models = this.sweepable();
+    if (!models.length) {
+      this.element.replaceChildren(h('div', {class: 'oc-empty', id: 'oc-sweep-empty'},
+        h('h2', {}, 'No model has runs at two or more batch sizes'),
+        h('p', {}, 'Profile the same model at several batch sizes into one logdir and name the runs after the ',
+          'model, the device and the batch size, e.g. ', h('code', {}, 'mnist_cpu_bs1'), ', ',
+          h('code', {}, 'mnist_cpu_bs16'), ', ', h('code', {}, 'mnist_gpu_bs16'),
+          '. Runs whose tensors record their shapes get the measured batch size.')));
+      return;
+    }
+    if (!models.some((entry) => entry.model === this.state.model)) this.state.model = models[0].model;
+    this.modelSelect = h('select', {class: 'oc-select', id: 'oc-sweep-model', 'aria-label': 'model',
+                                    onchange: () => this.change({model: this.modelSelect.value})},
+      models.map(({model, sizes}) => h('option', {value: model},
+        `${model} — ${Object.entries(sizes).map(([device, list]) => `${device} ${list.join('/')}`).join(', ')}`)));
+    this.modelSelect.value = this.state.model;
+    this.groupSelect = h('select', {class: 'oc-select', id: 'oc-sweep-group', 'aria-label': 'group ops by',
+                                    onchange: () => this.change({group_by: this.groupSelect.value})},
+      Object.entries(GROUP_BY_LABELS).map(([value, label]) => h('option', {value}, label)));
+    this.groupSelect.value = this.state.group_by;
+    this.topInput = h('input', {class: 'oc-input oc-short', id: 'oc-sweep-top', type: 'number', min: 1,
+                                max: MAX_PLOTTED_OPS, value: this.state.top, 'aria-label': 'ops to plot',
+                                onchange: () => this.change({top: this.typedTop()})});
+    this.exportLink = h('a', {class: 'oc-button', id: 'oc-sweep-export', download: '', href: '#'}, 'Export CSV');
+    this.warnings = h('div', {class: 'oc-notices'});
+    this.runsList = h('div', {class: 'oc-card oc-sweep-runs'});
+    this.plots = Object.fromEntries(FIGURE_NAMES.map((name) => [name, h('div', {class: 'oc-sweep-plot', id: `oc-sweep-${name}`})]));
+    this.fits = new FitsTable();
+    this.body = h('div', {class: 'oc-body'},
+      this.warnings,
+      this.runsList,
+      h('div', {class: 'oc-sweep-plots'}, FIGURE_NAMES.map((name) => h('div', {class: 'oc-card'}, this.plots[name]))),
+      h('section', {class: 'oc-filters'}, h('strong', {}, 'Linear fits: mean time = fixed + per sample × batch size'),
+        this.fits.filter, h('span', {class: 'oc-spacer-flex'}), this.fits.count, this.exportLink),
+      this.fits.element);
+    this.overlay = loadingIndicator('Reading the runs…', {overlay: true});
+    this.message = h('div', {class: 'oc-message-slot'});
+    this.element.replaceChildren(
+      h('section', {class: 'oc-chooser'},
+        h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Model'), this.modelSelect),
+        h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Group'), this.groupSelect),
+        h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Ops to plot'), this.topInput)),
+      this.message,
+      h('div', {class: 'oc-body'}, this.body, this.overlay));
+  }
+
+  /** The number typed, within what the route takes; nothing or not a number: the default. */
+  typedTop() {
+    const typed = parseInt(this.topInput.value, 10) || DEFAULT_SWEEP_TOP;
+    return Math.min(MAX_PLOTTED_OPS, Math.max(1, typed));
+  }
+
+  change(changes) {
+    Object.assign(this.state, changes);
+    this.onStateChange();
+    this.load();
+  }
+
+  async load() {
+    if (!this.modelSelect) return;
+    const id = ++this.requestId;
+    this.overlay.hidden = false;
+    this.message.replaceChildren();
+    let document;
+    try {
+      document = await fetchSweep(sweepParams(this.state));
+    } catch (error) {
+      if (id !== this.requestId) return;
+      this.overlay.hidden = true;
+      this.body.hidden = true;
+      this.message.replaceChildren(messageBox({kind: 'error', title: 'The sweep failed', text: error.message,
+                                               id: 'oc-sweep-message'}));
+      return;
+    }
+    if (id !== this.requestId) return;
+    this.overlay.hidden = true;
+    this.body.hidden = false;
+    this.document = document;
+    this.exportLink.href = sweepCsvUrl(sweepParams(this.state));
+    this.warnings.replaceChildren(...document.warnings.map((warning) =>
+      h('div', {class: 'oc-panel oc-panel-warning oc-sweep-warning'}, warning)));
+    this.runsList.replaceChildren(h('div', {class: 'oc-card-title'}, 'Runs in this sweep'),
+      h('ul', {class: 'oc-sweep-run-list'}, document.runs.map((run) => h('li', {},
+        h('span', {class: 'oc-run-name'}, run.run), ` · ${run.device}`, run.device_name ? ` (${run.device_name})` : '',
+        ' · ', run.batch_size ? `batch ${run.batch_size}` : 'batch size unknown',
+        h('span', {class: 'oc-card-detail'}, run.batch_size_source ? ` — from ${run.batch_size_source}` : '')))));
+    this.fits.show(document);
+    await this.drawPlots(id);
+  }
+
+  async drawPlots(id = this.requestId) {
+    const Plotly = await loadPlotly();
+    if (id !== this.requestId || !this.document) return;
+    for (const name of FIGURE_NAMES) {
+      const figure = this.document.figures[name];
+      const element = this.plots[name];
+      element.parentElement.hidden = !figure;
+      if (figure) {
+        await Plotly.react(element, figure.data, themedLayout(figure.layout), {displaylogo: false, responsive: true});
+      } else {
+        Plotly.purge(element);
+      }
+    }
+  }
+
+  /** Draw the plots again (in the current theme), if they are on screen. */
+  redraw() {
+    if (this.document && !this.element.hidden) this.drawPlots();
+  }
+}
