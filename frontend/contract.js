@@ -212,6 +212,8 @@
  * @property {number} points
  * @property {boolean} poor_fit - R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)
  * @property {number|null} share - the op's mean share of its runs' op time
+ * @property {number|null} breakeven_batch_size - the op's Breakeven batch size (null where it has none)
+ * @property {'above'|'always'|'below'|'never'|null} gpu_faster - the op's Breakeven: where the accelerator is faster (null without an accelerator fit)
  */
 
 /**

@@ -6,14 +6,20 @@ const STATUS_WORDS = {matched: 'matched', baseline_only: 'baseline only', target
 /** The ways to group ops, as the choices say them. */
 export const GROUP_BY_LABELS = {name: 'By op name', type: 'By op type'};
 
+/** `toFixed`, without the minus of a value that rounds to zero ("-0.00"). */
+function fixed(value, digits) {
+  const text = value.toFixed(digits);
+  return /^-0(\.0*)?$/.test(text) ? text.slice(1) : text;
+}
+
 export function formatTime(us) {
   if (us === null || us === undefined) return '–';
   const magnitude = Math.abs(us);
-  if (magnitude >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
-  if (magnitude >= 1e3) return `${(us / 1e3).toFixed(magnitude >= 1e5 ? 0 : magnitude >= 1e4 ? 1 : 2)} ms`;
-  if (magnitude >= 100) return `${us.toFixed(0)} µs`;
-  if (magnitude >= 10) return `${us.toFixed(1)} µs`;
-  return `${us.toFixed(2)} µs`;
+  if (magnitude >= 1e6) return `${fixed(us / 1e6, 2)} s`;
+  if (magnitude >= 1e3) return `${fixed(us / 1e3, magnitude >= 1e5 ? 0 : magnitude >= 1e4 ? 1 : 2)} ms`;
+  if (magnitude >= 100) return `${fixed(us, 0)} µs`;
+  if (magnitude >= 10) return `${fixed(us, 1)} µs`;
+  return `${fixed(us, 2)} µs`;
 }
 
 export function formatSignedTime(us) {
@@ -24,14 +30,12 @@ export function formatSignedTime(us) {
 export function formatShare(share) {
   if (share === null || share === undefined) return '–';
   const percent = share * 100;
-  return `${percent >= 10 ? percent.toFixed(1) : percent.toFixed(2)}%`;
+  return `${fixed(percent, percent >= 10 ? 1 : 2)}%`;
 }
 
 export function formatSpeedup(speedup) {
   if (speedup === null || speedup === undefined) return '–';
-  if (speedup >= 100) return `${speedup.toFixed(0)}×`;
-  if (speedup >= 10) return `${speedup.toFixed(1)}×`;
-  return `${speedup.toFixed(2)}×`;
+  return `${fixed(speedup, speedup >= 100 ? 0 : speedup >= 10 ? 1 : 2)}×`;
 }
 
 export function formatCount(count) {
@@ -78,28 +82,43 @@ export function plotlyText(text) {
 }
 
 /**
- * Shorten an op name to `length` characters. Op names are scope paths that share long
- * prefixes and differ in a few segments ("gradients/layer_1/…/MatMul_grad/MatMul_1"),
- * so whole segments are elided, longest first, never the op's own last segment; runs
- * of elided segments become one "…".
+ * Each name cut to `length` characters so that the names stay told apart (the rule of
+ * tb_opcompare/service/text.py, on the same golden cases). Op names are scope paths that
+ * share most segments: segments shared with other names are elided first (longest
+ * first), then the others, never a name's own last segment nor one that holds `keep`
+ * (the text a filter matched); runs of elided segments become one "…". A name still too
+ * long is cut in the middle.
  */
+export function shortenNames(names, length, keep = '') {
+  const shared = new Map();
+  for (const name of names) {
+    for (const segment of new Set(name.split('/').slice(0, -1))) shared.set(segment, (shared.get(segment) || 0) + 1);
+  }
+  const needle = keep.toLowerCase();
+  return names.map((name) => shortenOne(name, length, shared, needle));
+}
+
+/** One name shortened on its own (see shortenNames). */
 export function truncateMiddle(text, length) {
-  if (text.length <= length) return text;
-  const parts = text.split('/');
+  return shortenNames([text], length)[0];
+}
+
+function shortenOne(name, length, shared, needle) {
+  if (name.length <= length) return name;
+  const parts = name.split('/');
   const kept = parts.map(() => true);
   const joined = () => parts.map((part, i) => (kept[i] ? part : '…'))
     .filter((part, i, all) => part !== '…' || all[i - 1] !== '…').join('/');
-  let shortened = joined();
-  while (shortened.length > length) {
-    let longest = -1;
-    for (let i = 0; i < parts.length - 1; i++) {
-      if (kept[i] && (longest < 0 || parts[i].length > parts[longest].length)) longest = i;
-    }
-    if (longest < 0) break;
-    kept[longest] = false;
-    shortened = joined();
+  const order = parts.slice(0, -1).map((_, i) => i)
+    .filter((i) => !(needle && parts[i].toLowerCase().includes(needle)))
+    .sort((a, b) => (shared.get(parts[b]) - shared.get(parts[a])) || (parts[b].length - parts[a].length) || (a - b));
+  let text = joined();
+  for (const i of order) {
+    if (text.length <= length) break;
+    kept[i] = false;
+    text = joined();
   }
-  if (shortened.length <= length) return shortened;
+  if (text.length <= length) return text;
   const tail = Math.ceil((length - 1) * 0.6);
-  return `${text.slice(0, length - 1 - tail)}…${text.slice(text.length - tail)}`;
+  return `${name.slice(0, length - 1 - tail)}…${name.slice(name.length - tail)}`;
 }

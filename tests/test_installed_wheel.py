@@ -90,7 +90,7 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     suggested = listing["suggested"]
     compared = _run(cli, "compare", demo, "--baseline", suggested["baseline"], "--target", suggested["target"],
                     "--top", "3", cwd=tmp_path).stdout
-    table_row = re.compile(r"\s+([\d.]+x|-)\s.* (matched|baseline_only|target_only) ")
+    table_row = re.compile(r"\s+([\d.]+×|–)\s.* (matched|baseline_only|target_only) ")
     rows = [line for line in compared.splitlines() if table_row.match(line)]
     assert f"baseline: {suggested['baseline']}" in compared and len(rows) == 3
 

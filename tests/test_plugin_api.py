@@ -249,6 +249,17 @@ def test_sweep_csv_download(api):
     assert [row["op"] for row in table] == [fit["op"] for fit in document["fits"]]
 
 
+def test_sweep_csv_follows_the_fits_tables_filter_and_sort(api):
+    """The tab's Export CSV passes its fits table's filter and sort: the download is the table."""
+    _, document = get_json(api, "sweep", model="torch/cnn_torch")
+    _, _, body = get(api, "sweep.csv", model="torch/cnn_torch", op_contains="CONV", sort="per_sample_us", order="asc")
+    table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
+    expected = sorted((fit for fit in document["fits"] if "conv" in fit["op"].lower()), key=lambda f: f["per_sample_us"])
+    assert [row["op"] for row in table] == [fit["op"] for fit in expected] and len(table) >= 2
+    status, error = get_json(api, "sweep.csv", model="torch/cnn_torch", sort="__class__")
+    assert status == 400 and "sort: unknown column" in error["error"]["message"]
+
+
 @pytest.mark.parametrize(
     "params, status, fragment",
     [({}, 400, "missing parameter: model"), ({"model": "torch/cnn_torch", "top": "0"}, 400, "top"),

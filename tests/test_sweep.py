@@ -175,6 +175,17 @@ def test_cli_sweep_writes_csv_and_an_offline_html_report(tmp_path):
     assert "plotly.js v" in page  # the bundle is inlined ...
     assert "<script src=" not in page and "cdn" not in page.lower().split("plotly.js v")[0]  # ... not fetched
     assert "Batch sweep: torch/cnn_torch" in page
+    # the report's fits table reads like the tab's: named columns, shares in percent, largest share first
+    import html as html_module
+    import re
+
+    header = re.search(r"<thead><tr>(.*?)</tr></thead>", page).group(1)
+    assert re.findall(r"<th>(.*?)</th>", header) == ["Op", "Device", "Share", "Fixed", "Per sample", "R²", "Points",
+                                                     "Break-even batch"]
+    cells = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", page)]
+    shares = [float(html_module.unescape(row[2]).rstrip("%")) for row in cells]
+    assert cells and all(row[2].endswith("%") for row in cells) and shares == sorted(shares, reverse=True)
+    assert cells[0][0] == STEP  # the whole step: 100%
 
 
 def test_cli_sweep_without_a_model_lists_the_sweepable_ones():
@@ -224,5 +235,8 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     assert set(figures) == {"op_time", "per_sample", "step", "speedup"}
     names = [trace["name"] for trace in figures["speedup"]["data"]]
     assert names[0] == STEP and set(names) == {STEP, "conv", "relu"}
-    dashes = {trace["name"]: trace["line"]["dash"] for trace in figures["op_time"]["data"]}
+    dashes = {trace["meta"]: trace["line"]["dash"] for trace in figures["op_time"]["data"]}
     assert dashes == {"conv · CPU": "dot", "conv · GPU": "solid", "relu · CPU": "dot", "relu · GPU": "solid"}
+    # one legend entry per op (its colour); the title says which dash is which device
+    assert [t["name"] for t in figures["op_time"]["data"] if t["showlegend"]] == ["conv", "relu"]
+    assert "CPU dotted, GPU solid" in figures["op_time"]["layout"]["title"]["text"]

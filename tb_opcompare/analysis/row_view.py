@@ -15,7 +15,7 @@ import pandas as pd
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, STATUSES
 
 SIDE_FILTERS = ("all", "host", "device")
-_MAX_PATTERN = 500
+MAX_PATTERN = 500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,9 +44,7 @@ class RowView:
 
 def view_from_params(params: Mapping[str, str]) -> RowView:
     """Read a RowView from URL/query parameters; ValueError names the bad parameter."""
-    query = params.get("q", "") or ""
-    if len(query) > _MAX_PATTERN:
-        raise ValueError(f"q: longer than {_MAX_PATTERN} characters")
+    query = text_from_params(params, "q")
     _query_matcher(query)
     statuses = tuple(s for s in (params.get("status") or ",".join(STATUSES)).split(",") if s)
     unknown = [s for s in statuses if s not in STATUSES]
@@ -59,13 +57,28 @@ def view_from_params(params: Mapping[str, str]) -> RowView:
     sort = params.get("sort") or None
     if sort is not None and sort not in COMPARE_COLUMNS:
         raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")
-    order = params.get("order") or "desc"
-    if order not in ("asc", "desc"):
-        raise ValueError(f"order: expected asc or desc, not {order!r}")
+    descending = descending_from_params(params)
     top = _number(params, "top", None, int)
     if top is not None and top <= 0:
         raise ValueError("top: must be a positive integer")
-    return RowView(query, statuses, side, min_total_us, sort, order == "desc", top)
+    return RowView(query, statuses, side, min_total_us, sort, descending, top)
+
+
+def descending_from_params(params: Mapping[str, str]) -> bool:
+    """The ``order`` parameter (``desc``, the default, or ``asc``); ValueError names it."""
+    order = params.get("order") or "desc"
+    if order not in ("asc", "desc"):
+        raise ValueError(f"order: expected asc or desc, not {order!r}")
+    return order == "desc"
+
+
+def text_from_params(params: Mapping[str, str], name: str) -> str:
+    """A free-text parameter (a filter), bounded so no request makes the server match a
+    novel against every op."""
+    text = params.get(name, "") or ""
+    if len(text) > MAX_PATTERN:
+        raise ValueError(f"{name}: longer than {MAX_PATTERN} characters")
+    return text
 
 
 def _number(params: Mapping[str, str], name: str, default, kind):
@@ -125,11 +138,11 @@ def apply_view(rows: pd.DataFrame, view: RowView) -> np.ndarray:
         keep[where[~found]] = False
     positions = np.flatnonzero(keep)
     if view.sort:
-        positions = positions[_order_missing_last(rows[view.sort].to_numpy()[positions], view.descending)]
+        positions = positions[order_missing_last(rows[view.sort].to_numpy()[positions], view.descending)]
     return positions[: view.top] if view.top else positions
 
 
-def _order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
+def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
     """The order of ``values``, missing ones (and infinities, which JSON cannot hold) last
     in either direction, ties kept in the comparison's own order."""
     if values.dtype.kind == "f":

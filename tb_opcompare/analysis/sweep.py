@@ -20,8 +20,11 @@ fits           op, device, fixed_us, per_sample_us, r2, points, poor_fit, share:
                device with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
                three or more points and the line misses them by more than 5% of their
                mean (RMS): two points always fit exactly, and an op whose time does not
-               change with batch size (a fixed cost) has an R² of noise but a good fit. ``share``: the op's mean share of its runs' op time (the whole
-               step: 1), to tell the ops that matter.
+               change with batch size (a fixed cost) has an R² of noise but a good fit.
+               ``share``: the op's mean share of its runs' op time (the whole step:
+               1), to tell the ops that matter. breakeven_batch_size, gpu_faster: the
+               op's break-even (below), on each of its rows, so a table of fits needs
+               no join.
 breakeven      op, batch_size, gpu_faster: for ops fitted on CPU and on an accelerator,
                where the lines cross: the accelerator is faster ``above`` (the usual
                case: a higher fixed cost, a lower cost per sample) or ``below`` that
@@ -51,7 +54,8 @@ SERIES_COLUMNS = ["op", "device", "batch_size", "mean_us", "per_sample_us", "tot
                   "low_us", "high_us"]
 STEPS_COLUMNS = ["device", "batch_size", "step_us", "samples_per_s", "basis", "run", "repeats", "step_low_us",
                  "step_high_us"]
-FIT_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
+LINE_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
+FIT_COLUMNS = [*LINE_COLUMNS, "breakeven_batch_size", "gpu_faster"]
 BREAKEVEN_COLUMNS = ["op", "batch_size", "gpu_faster"]
 SPEEDUP_COLUMNS = ["op", "batch_size", "speedup"]
 
@@ -130,8 +134,10 @@ def build_sweep(
 
     steps = _step_table([run for group in points for run in group], warnings)
     step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP, share=1.0)
-    fits = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
-    breakeven = breakeven_batch_sizes(fits)
+    lines = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
+    breakeven = breakeven_batch_sizes(lines)
+    crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
+    fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
     speedups = speedup_table(pd.concat([series, step_points], ignore_index=True))
     return Sweep(batch_sizes, series, steps, fits, breakeven, speedups, top_ops, warnings)
 
@@ -211,7 +217,7 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
         poor = len(group) >= 3 and r2 < POOR_FIT_R2 and misses
         share = float(group["share"].mean()) if "share" in group else None
         rows.append((op, device, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
-    return pd.DataFrame(rows, columns=FIT_COLUMNS)
+    return pd.DataFrame(rows, columns=LINE_COLUMNS)
 
 
 def r_squared(measured: np.ndarray, predicted: np.ndarray) -> float:

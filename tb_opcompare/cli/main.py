@@ -16,12 +16,13 @@ import msgspec
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, GROUP_BY
 from tb_opcompare.analysis.row_view import RowView
-from tb_opcompare.analysis.sweep import STEP
+from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.errors import ProfileError, escape_control_characters
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv
 from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import SWEEP_CSV_COLUMNS, sweep_document, sweep_table, sweeps_document
+from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
+from tb_opcompare.service.text import format_breakeven, format_speedup, format_time
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
 
@@ -285,14 +286,14 @@ def _sweep(args) -> int:
     if not args.model:
         return _list_sweepable(catalog, args.logdir)
     document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by)
-    table = sweep_table(document)
+    table = fits_table(document)
     if args.csv:
-        _write_text(args.csv, compare_csv(table, SWEEP_CSV_COLUMNS))
+        _write_text(args.csv, compare_csv(table, FIT_COLUMNS))
     if args.html:
-        from tb_opcompare.service.figures import sweep_html
+        from tb_opcompare.cli.html_report import sweep_html
 
         with open(args.html, "w", encoding="utf-8") as handle:
-            handle.write(sweep_html(document, table, SWEEP_CSV_COLUMNS))
+            handle.write(sweep_html(document))
     if args.json:
         print(json.dumps(msgspec.to_builtins(document), indent=2))
     elif args.csv != "-":
@@ -323,35 +324,24 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
     if document["steps"]:
         print(f"\n{'device':<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
-            pooled = (f"  mean of {row['repeats']} runs, {_format_us(row['step_low_us']).strip()} to "
-                      f"{_format_us(row['step_high_us']).strip()}") if (row.get("repeats") or 1) > 1 else ""
-            print(f"{row['device']:<8}{row['batch_size']:>7}{_format_us(row['step_us']):>12}"
+            pooled = (f"  mean of {row['repeats']} runs, {format_time(row['step_low_us'])} to "
+                      f"{format_time(row['step_high_us'])}") if (row.get("repeats") or 1) > 1 else ""
+            print(f"{row['device']:<8}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
                   f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
     wanted = set(document["top_ops"]) | {STEP}
-    print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even':>11}  op (device)")
+    print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even batch':>20}  op (device)")
     for row in table:
         if row["op"] not in wanted:
             continue
-        crossing = row["breakeven_batch_size"]
-        breakeven = f"{crossing:.1f}" if crossing is not None else (row["gpu_faster"] or "-")
+        breakeven = format_breakeven(row["breakeven_batch_size"], row["gpu_faster"])
         flag = "  poor fit" if row["poor_fit"] else ""
-        print(f"{_format_us(row['fixed_us']):>10}  {_format_us(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
-              f"  {breakeven:>11}  {row['op']} ({row['device']}){flag}")
+        print(f"{format_time(row['fixed_us']):>10}  {format_time(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
+              f"  {breakeven:>20}  {row['op']} ({row['device']}){flag}")
 
 
 def _mean(row: dict, side: str) -> str:
     """A side's mean time, marked ``~`` where it is noisy."""
-    return _format_us(row[f"{side}_mean_us"]) + (" ~" if row[f"{side}_noisy"] else "  ")
-
-
-def _format_us(value) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:.2f} s"
-    if abs(value) >= 1e3:
-        return f"{value / 1e3:.2f} ms"
-    return f"{value:.1f} µs"
+    return format_time(row[f"{side}_mean_us"]) + (" ~" if row[f"{side}_noisy"] else "  ")
 
 
 def _print_comparison(document: dict) -> None:
@@ -363,8 +353,9 @@ def _print_comparison(document: dict) -> None:
     overall = summary["overall_speedup"]
     geomean = summary["geomean_speedup"]
     print(
-        f"overall speedup {overall:.2f}x ({summary['overall_speedup_basis']})" if overall else "overall speedup: n/a",
-        f"| geomean {geomean:.2f}x" if geomean else "| geomean n/a",
+        f"overall speedup {format_speedup(overall)} ({summary['overall_speedup_basis']})" if overall
+        else "overall speedup: n/a",
+        f"| geomean {format_speedup(geomean)}" if geomean else "| geomean n/a",
         f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
         f" baseline-only {summary['baseline_only_ops']}, target-only {summary['target_only_ops']}",
     )
@@ -373,10 +364,11 @@ def _print_comparison(document: dict) -> None:
     header = f"{'speedup':>9}  {'base mean':>11}  {'target mean':>12}  {'status':<13}  op"
     print(header)
     for row in document["rows"]:
-        speedup = f"{row['speedup']:.2f}x" if row["speedup"] is not None else "-"
+        speedup = format_speedup(row["speedup"])
         print(
             f"{speedup:>9}  {_mean(row, 'baseline'):>11}  {_mean(row, 'target'):>12}"
-            f"  {row['status']:<13}  {row['key']} ({row['op_type']})"
+            f"  {row['status']:<13}  {row['key']}" + (f" ({row['op_type']})" if row["op_type"] not in (None, row["key"])
+                                                      else "")
         )
     if summary["noisy_ops"]:
         print(f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "

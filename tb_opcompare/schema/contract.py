@@ -227,6 +227,9 @@ class Fit(_Document):
     points: int
     poor_fit: _d(bool, "R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)")
     share: _d(float | None, "the op's mean share of its runs' op time")
+    breakeven_batch_size: _d(float | None, "the op's Breakeven batch size (null where it has none)")
+    gpu_faster: _d(Literal["above", "below", "always", "never"] | None,
+                   "the op's Breakeven: where the accelerator is faster (null without an accelerator fit)")
 
 
 class Breakeven(_Document):

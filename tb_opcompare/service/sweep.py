@@ -7,8 +7,11 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from tb_opcompare.analysis.compare import finite_or_none
-from tb_opcompare.analysis.sweep import SweepRun, build_sweep
+from tb_opcompare.analysis.row_view import order_missing_last
+from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SweepDocument, SweepsDocument, SweptRun
@@ -86,15 +89,16 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     )
 
 
-SWEEP_CSV_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
-                     "breakeven_batch_size", "gpu_faster"]
-
-
-def sweep_table(document: SweepDocument) -> list[dict]:
-    """The fits table of a sweep document, each row with its op's break-even."""
-    crossings = {row["op"]: row for row in document.breakeven}
-    return [
-        {**fit, "breakeven_batch_size": crossings.get(fit["op"], {}).get("batch_size"),
-         "gpu_faster": crossings.get(fit["op"], {}).get("gpu_faster")}
-        for fit in document.fits
-    ]
+def fits_table(document: SweepDocument, op_contains: str = "", sort: str | None = None,
+               descending: bool = True) -> list[dict]:
+    """The fits as the user sees them: ops whose name holds ``op_contains`` (any case),
+    ordered by ``sort`` (a column of FIT_COLUMNS; missing values last, ties in the
+    document's order), as the tab's fits table shows them and its export writes them."""
+    rows = document.fits
+    if op_contains:
+        needle = op_contains.lower()
+        rows = [row for row in rows if needle in row["op"].lower()]
+    if sort and rows:
+        values = pd.DataFrame(rows, columns=FIT_COLUMNS)[sort].to_numpy()
+        rows = [rows[position] for position in order_missing_last(values, descending).tolist()]
+    return rows

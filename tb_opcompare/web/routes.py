@@ -29,14 +29,15 @@ from tensorboard.backend import http_util
 from werkzeug import wrappers
 
 from tb_opcompare.analysis.compare import GROUP_BY
-from tb_opcompare.analysis.row_view import view_from_params
+from tb_opcompare.analysis.row_view import descending_from_params, text_from_params, view_from_params
+from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, Error, ErrorDocument, SweepDocument
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import SWEEP_CSV_COLUMNS, sweep_document, sweep_table, sweeps_document
+from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
 
@@ -124,7 +125,15 @@ class DataRoutes:
     @_json_errors
     def _serve_sweep_csv(self, request):
         document = self._sweep(request.args)
-        return _csv_download(request, compare_csv(sweep_table(document), SWEEP_CSV_COLUMNS),
+        try:
+            sort = request.args.get("sort") or None
+            if sort is not None and sort not in FIT_COLUMNS:
+                raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(FIT_COLUMNS)}")
+            rows = fits_table(document, text_from_params(request.args, "op_contains"), sort,
+                              descending_from_params(request.args))
+        except ValueError as error:
+            raise BadRequest(str(error)) from None
+        return _csv_download(request, compare_csv(rows, FIT_COLUMNS),
                              f"opcompare_sweep_{_safe_name(document.model)}.csv")
 
     def _sweep(self, args) -> SweepDocument:

@@ -1,0 +1,111 @@
+"""Numbers and names as users read them, in the CLI and the offline HTML report.
+
+The tab writes the same with ``frontend/format.js``; both run the cases of
+``tests/golden/text_cases.json``, so a figure reads the same wherever it is shown
+(``384 µs``, ``59.1×``, ``−12.0 µs``, ``12.5%``).
+"""
+
+from __future__ import annotations
+
+import collections
+from decimal import ROUND_HALF_UP, Decimal
+
+MISSING = "–"
+MINUS = "−"
+
+
+def _fixed(value: float, digits: int) -> str:
+    """``value`` with ``digits`` decimals, rounded as JavaScript's ``toFixed`` does (half
+    away from zero, on the exact binary value), so both sides print the same digits."""
+    text = str(Decimal(value).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+    return "0" + text[2:] if text.startswith("-0") and Decimal(text) == 0 else text
+
+
+def format_time(us: float | None) -> str:
+    if us is None:
+        return MISSING
+    magnitude = abs(us)
+    if magnitude >= 1e6:
+        return f"{_fixed(us / 1e6, 2)} s"
+    if magnitude >= 1e3:
+        return f"{_fixed(us / 1e3, 0 if magnitude >= 1e5 else 1 if magnitude >= 1e4 else 2)} ms"
+    if magnitude >= 100:
+        return f"{_fixed(us, 0)} µs"
+    if magnitude >= 10:
+        return f"{_fixed(us, 1)} µs"
+    return f"{_fixed(us, 2)} µs"
+
+
+def format_signed_time(us: float | None) -> str:
+    if us is None:
+        return MISSING
+    return ("+" if us > 0 else MINUS if us < 0 else "") + format_time(abs(us))
+
+
+def format_share(share: float | None) -> str:
+    if share is None:
+        return MISSING
+    percent = share * 100
+    return f"{_fixed(percent, 1 if percent >= 10 else 2)}%"
+
+
+def format_speedup(speedup: float | None) -> str:
+    if speedup is None:
+        return MISSING
+    return f"{_fixed(speedup, 0 if speedup >= 100 else 1 if speedup >= 10 else 2)}×"
+
+
+def format_count(count: int | None) -> str:
+    return MISSING if count is None else f"{count:,}"
+
+
+def format_breakeven(batch_size: float | None, gpu_faster: str | None) -> str:
+    """Where an op's accelerator line crosses its CPU line, in words."""
+    if batch_size is not None:
+        size = _fixed(batch_size, 1 if batch_size < 10 else 0)
+        return f"GPU faster {'below' if gpu_faster == 'below' else 'above'} {size}"
+    return {"always": "GPU always faster", "never": "GPU never faster"}.get(gpu_faster, MISSING)
+
+
+ELLIPSIS = "…"
+
+
+def shorten_names(names: list[str], length: int, keep: str = "") -> list[str]:
+    """Each name cut to ``length`` characters so that the names stay told apart. Op names
+    are scope paths that share most segments (``gradients/layer_1/weights/Apply…`` and
+    ``gradients/layer_2/weights/Apply…``): segments shared with other names are elided
+    first (longest first), then the others, never a name's own last segment nor one that
+    holds ``keep`` (the text a filter matched); runs of elided segments become one
+    ``…``. A name still too long is cut in the middle."""
+    shared = collections.Counter(segment for name in names for segment in set(name.split("/")[:-1]))
+    needle = keep.lower()
+    return [_shorten(name, length, shared, needle) for name in names]
+
+
+def _shorten(name: str, length: int, shared: collections.Counter, needle: str) -> str:
+    if len(name) <= length:
+        return name
+    parts = name.split("/")
+    kept = [True] * len(parts)
+
+    def joined() -> str:
+        out: list[str] = []
+        for part, keep in zip(parts, kept):
+            if keep:
+                out.append(part)
+            elif not out or out[-1] != ELLIPSIS:
+                out.append(ELLIPSIS)
+        return "/".join(out)
+
+    order = sorted((i for i in range(len(parts) - 1) if not (needle and needle in parts[i].lower())),
+                   key=lambda i: (-shared[parts[i]], -len(parts[i]), i))
+    text = joined()
+    for i in order:
+        if len(text) <= length:
+            break
+        kept[i] = False
+        text = joined()
+    if len(text) <= length:
+        return text
+    tail = -(-(length - 1) * 3 // 5)
+    return f"{name[: length - 1 - tail]}{ELLIPSIS}{name[len(name) - tail:]}"

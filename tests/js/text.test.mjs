@@ -1,0 +1,25 @@
+// The tab's numbers and names (frontend/format.js) on the golden cases that the CLI's
+// (tb_opcompare/service/text.py) runs too: a figure reads the same wherever it is shown.
+import assert from 'node:assert/strict';
+import {readFileSync} from 'node:fs';
+import {test} from 'node:test';
+
+import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatTime, shortenNames} from '../../frontend/format.js';
+
+const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
+const formatters = {
+  format_time: formatTime, format_signed_time: formatSignedTime, format_share: formatShare,
+  format_speedup: formatSpeedup, format_count: formatCount,
+};
+
+for (const [name, format] of Object.entries(formatters)) {
+  test(name, () => {
+    for (const [value, expected] of cases[name]) assert.equal(format(value), expected, `${name}(${value})`);
+  });
+}
+
+test('shorten_names', () => {
+  for (const {names, length, keep, expected} of cases.shorten_names) {
+    assert.deepEqual(shortenNames(names, length, keep), expected, JSON.stringify({names, length, keep}));
+  }
+});
