@@ -38,6 +38,14 @@ export function formatSpeedup(speedup) {
   return `${fixed(speedup, speedup >= 100 ? 0 : speedup >= 10 ? 1 : 2)}×`;
 }
 
+/** Where an op's accelerator line crosses its CPU line, in words. */
+export function formatBreakeven(batchSize, gpuFaster) {
+  if (batchSize !== null && batchSize !== undefined) {
+    return `GPU faster ${gpuFaster === 'below' ? 'below' : 'above'} ${fixed(batchSize, batchSize < 10 ? 1 : 0)}`;
+  }
+  return {always: 'GPU always faster', never: 'GPU never faster'}[gpuFaster] || '–';
+}
+
 export function formatCount(count) {
   if (count === null || count === undefined) return '–';
   return count.toLocaleString('en-US');

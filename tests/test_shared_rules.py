@@ -35,7 +35,8 @@ def test_the_server_rule_gives_the_golden_rows(case):
 @pytest.mark.parametrize("name", [name for name in TEXT if name.startswith("format_")])
 def test_numbers_read_as_the_golden_cases(name):
     format_value = getattr(text, name)
-    assert [format_value(value) for value, _ in TEXT[name]] == [expected for _, expected in TEXT[name]]
+    arguments = [value if name == "format_breakeven" else [value] for value, _ in TEXT[name]]
+    assert [format_value(*values) for values in arguments] == [expected for _, expected in TEXT[name]]
 
 
 def test_names_shorten_as_the_golden_cases():

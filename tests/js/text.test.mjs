@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import {readFileSync} from 'node:fs';
 import {test} from 'node:test';
 
-import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatTime, shortenNames} from '../../frontend/format.js';
+import {formatBreakeven, formatCount, formatShare, formatSignedTime, formatSpeedup, formatTime, shortenNames}
+  from '../../frontend/format.js';
 
 const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
 const formatters = {
@@ -17,6 +18,12 @@ for (const [name, format] of Object.entries(formatters)) {
     for (const [value, expected] of cases[name]) assert.equal(format(value), expected, `${name}(${value})`);
   });
 }
+
+test('format_breakeven', () => {
+  for (const [[batchSize, gpuFaster], expected] of cases.format_breakeven) {
+    assert.equal(formatBreakeven(batchSize, gpuFaster), expected, `format_breakeven(${batchSize}, ${gpuFaster})`);
+  }
+});
 
 test('shorten_names', () => {
   for (const {names, length, keep, expected} of cases.shorten_names) {
