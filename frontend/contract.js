@@ -25,6 +25,7 @@
  * @property {number|null} batch_size_agreement - share of the data's evidence that agrees on the batch size (PyTorch)
  * @property {number|null} steps - profiled steps
  * @property {string|null} steps_source - where the step count came from
+ * @property {number|null} step_time_us - mean wall time of one profiled step, µs, where step markers give it
  * @property {string} model - model key: the sidecar's model, else the run name without device, batch and repeat tokens
  * @property {string|null} label - the sidecar's label
  * @property {number|null} repeat - which recording of one configuration (`--repeats`)
@@ -147,7 +148,7 @@
  * @property {string} model
  * @property {'name'|'type'} group_by
  * @property {Object<string, Array<number>>} batch_sizes - device -> batch sizes
- * @property {Array<SweptRun>} runs
+ * @property {Array<RunRecord>} runs - the swept model's runs
  * @property {Array<string>} top_ops - the ops plotted
  * @property {Array<SeriesPoint>} series
  * @property {Array<StepPoint>} steps
@@ -156,19 +157,6 @@
  * @property {Array<SpeedupPoint>} speedups
  * @property {Array<string>} warnings
  * @property {Object} [figures] - plotly figures by name (HTTP API only)
- */
-
-/**
- * A run of the swept model.
- * @typedef {Object} SweptRun
- * @property {string} run
- * @property {string|null} device
- * @property {string|null} device_name
- * @property {number|null} batch_size
- * @property {string|null} batch_size_source
- * @property {number|null} steps
- * @property {number|null} step_time_us
- * @property {string|null} framework
  */
 
 /**

@@ -14,6 +14,16 @@ WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up
 _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
 
 
+def claimed_facts(file_format: str, claims: Claims) -> ProfileFacts:
+    """What is known of a run before its trace is read: its sidecar, then its name."""
+    batch_size, batch_size_source = claims.batch_sizes[0] if claims.batch_sizes else (None, None)
+    return ProfileFacts(
+        format=file_format, device=claims.device,
+        device_name=claims.device_name if claims.device not in (None, "CPU") else None,
+        steps_source=None, batch_size=batch_size, batch_size_source=batch_size_source,
+        warnings=[claims.warning] if claims.warning else [])
+
+
 def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
     """The facts to show for a run (a copy; ``measured`` is left alone). Batch size: the profile's tensors, then the sidecar, then the run name; a claim
     that disagrees with the measured size is shown as a warning. Device: the profile

@@ -43,6 +43,7 @@ class RunRecord(_Document):
     batch_size_agreement: _d(float | None, "share of the data's evidence that agrees on the batch size (PyTorch)")
     steps: _d(int | None, "profiled steps")
     steps_source: _d(str | None, "where the step count came from")
+    step_time_us: _d(float | None, "mean wall time of one profiled step, µs, where step markers give it")
     model: _d(str, "model key: the sidecar's model, else the run name without device, batch and repeat tokens")
     label: _d(str | None, "the sidecar's label")
     repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
@@ -173,19 +174,6 @@ class SweepsDocument(_Document):
     sweepable: _d(list[str], "models with two or more batch sizes on one device, best first")
 
 
-class SweptRun(_Document):
-    """A run of the swept model."""
-
-    run: str
-    device: str | None
-    device_name: str | None
-    batch_size: int | None
-    batch_size_source: str | None
-    steps: int | None
-    step_time_us: float | None
-    framework: str | None
-
-
 class SeriesPoint(_Document):
     """One op on one device at one batch size; repeats pooled (each run weighs the same)."""
 
@@ -254,7 +242,7 @@ class SweepDocument(_Document):
     model: str
     group_by: Literal["name", "type"]
     batch_sizes: _d(dict[str, list[int]], "device -> batch sizes")
-    runs: list[SweptRun]
+    runs: _d(list[RunRecord], "the swept model's runs")
     top_ops: _d(list[str], "the ops plotted")
     series: list[SeriesPoint]
     steps: list[StepPoint]

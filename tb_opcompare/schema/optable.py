@@ -71,10 +71,10 @@ class ProfileFacts:
     """Run-level facts read from the profile itself (then sidecar, then run name)."""
 
     format: str
-    device: str = "CPU"  # CPU, GPU, TPU or another accelerator's kind
+    device: str | None = "CPU"  # CPU, GPU, TPU or another accelerator's kind; None: unknown (not read yet)
     device_name: str | None = None
     steps: int | None = None
-    steps_source: str = "unknown: the profile has no step markers"
+    steps_source: str | None = "unknown: the profile has no step markers"
     step_time_us: float | None = None  # mean wall time of one profiled step, where markers give it
     batch_size: int | None = None
     batch_size_source: str | None = None

@@ -6,36 +6,38 @@
 from __future__ import annotations
 
 from tb_opcompare import __version__
+from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
+from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
+from tb_opcompare.schema.optable import ProfileFacts
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
 def run_record(loaded: LoadedRun) -> RunRecord:
-    facts = loaded.profile.facts
-    return RunRecord(
-        run=loaded.source.run, format=facts.format, device=facts.device, device_name=facts.device_name,
-        batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
-        batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
-        model=loaded.model, label=loaded.label, repeat=loaded.repeat, sessions=list(loaded.source.sessions),
-        session=loaded.session, framework=facts.framework, warnings=list(facts.warnings), loaded=True,
-    )
+    return _record(loaded.source, loaded.session, loaded.profile.facts, loaded.model, loaded.label, loaded.repeat,
+                   loaded=True)
 
 
 def unread_run_record(source: RunSource) -> RunRecord:
     """What is known of a run before its trace is read: its sidecar, then its name."""
     claims = read_claims(source)
-    batch_size, batch_size_source = claims.batch_sizes[0] if claims.batch_sizes else (None, None)
+    return _record(source, source.newest_session, claimed_facts(source.format, claims), claims.model, claims.label,
+                   claims.repeat, loaded=False)
+
+
+def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, label: str | None, repeat: int | None,
+            loaded: bool) -> RunRecord:
     return RunRecord(
-        run=source.run, format=source.format, device=claims.device,
-        device_name=claims.device_name if claims.device not in (None, "CPU") else None, batch_size=batch_size,
-        batch_size_source=batch_size_source, batch_size_agreement=None, steps=None, steps_source=None,
-        model=claims.model, label=claims.label, repeat=claims.repeat, sessions=list(source.sessions),
-        session=source.newest_session, framework=None, warnings=[claims.warning] if claims.warning else [],
-        loaded=False,
+        run=source.run, format=facts.format, device=facts.device, device_name=facts.device_name,
+        batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
+        batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
+        step_time_us=finite_or_none(facts.step_time_us), model=model, label=label, repeat=repeat,
+        sessions=list(source.sessions), session=session, framework=facts.framework, warnings=list(facts.warnings),
+        loaded=loaded,
     )
 
 

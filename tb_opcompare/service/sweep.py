@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims
-from tb_opcompare.schema.contract import SweepDocument, SweepsDocument, SweptRun
+from tb_opcompare.schema.contract import SweepDocument, SweepsDocument
 from tb_opcompare.service.records import as_records
+from tb_opcompare.service.runs import run_record
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 
 
@@ -69,11 +69,7 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     for loaded in loaded_runs:
         facts = loaded.profile.facts
         warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
-        runs.append(SweptRun(
-            run=loaded.source.run, device=facts.device, device_name=facts.device_name, batch_size=facts.batch_size,
-            batch_size_source=facts.batch_size_source, steps=facts.steps,
-            step_time_us=finite_or_none(facts.step_time_us), framework=facts.framework,
-        ))
+        runs.append(run_record(loaded))
     sweep = build_sweep(
         [SweepRun(run=run.source.run, device=run.profile.facts.device, batch_size=run.profile.facts.batch_size,
                   ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
