@@ -14,6 +14,7 @@ from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SweepDocument, SweepsDocument
+from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import run_record
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
@@ -48,11 +49,11 @@ def sweeps_document(catalog: Catalog) -> SweepsDocument:
 
 
 def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
-                   group_by: str = "name") -> SweepDocument:
+                   group_by: str = "name", figures: bool = False) -> SweepDocument:
     """The batch sweep of one model key. Only that model's runs are read (the model key
     is the sidecar's or the run name's, never the data's). A run that cannot be read
     becomes a warning (it never hides the others); an unknown model raises
-    UnknownRunError."""
+    UnknownRunError. ``figures``: with the plotly figures the tab draws."""
     loaded_runs, warnings, known = [], [], set()
     for source in catalog.sources(refresh=True):
         claimed = read_claims(source).model
@@ -77,12 +78,15 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
         top=top, ops=ops, group_by=group_by,
     )
     # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
-    return SweepDocument(
+    document = SweepDocument(
         model=model, group_by=group_by, batch_sizes=sweep.batch_sizes, runs=runs, top_ops=sweep.top_ops,
         series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
         breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups),
         warnings=warnings + sweep.warnings,
     )
+    if figures:
+        document.figures = sweep_figures(document)
+    return document
 
 
 def fits_table(document: SweepDocument, op_contains: str = "", sort: str | None = None,

@@ -1,21 +1,21 @@
-"""The tab's data routes, all under ``/data/plugin/op_compare/``.
+"""The tab's data routes, all under ``/data/plugin/op_compare/``: each parses its
+parameters (a bad one answers 400) and returns what a service makes, encoded from the
+contract's Structs. The routes, their parameters and their documents are listed in
+``docs/http_api.md`` (generated from ``schema/contract.py``).
 
 ================  ===========================================================================
-``runs``          ``documents.runs_document``: runs, automatic pairs, unreadable files;
-                  ``load=0`` reads no trace (cached facts, else sidecars and names)
-``compare``       ``documents.compare_document`` for ``baseline``/``target`` (+ ``group_by``,
-                  ``baseline_session``, ``target_session``); the view parameters of
-                  ``documents.view_from_params`` narrow and order the rows
+``runs``          ``service.runs.runs_document``
+``compare``       ``service.compare.compare_document``, rows narrowed and ordered by the view
+                  (``analysis.row_view.view_from_params``)
 ``compare.csv``   the same rows as a CSV download
-``sweeps``        every model key with its batch sizes per device
-``sweep``         ``documents.sweep_document`` for ``model`` (+ ``top``, repeated ``ops``,
-                  ``group_by``), with the plotly ``figures`` of ``sweep_figures``
-``sweep.csv``     the fits table with each op's break-even batch size
+``sweeps``        ``service.sweep.sweeps_document``
+``sweep``         ``service.sweep.sweep_document``, with its plotly figures
+``sweep.csv``     its fits as the tab's fits table shows them (``service.sweep.fits_table``)
 ================  ===========================================================================
 
-Errors are JSON ``{"error": {"status", "message", ...}}``: 400 bad parameters, 404 an
-unknown run or session (with the known names), 422 a profile that cannot be read (with
-its path). Routes only parse parameters and call ``documents``; the maths lives there.
+Errors are ``ErrorDocument``s: 400 bad parameters, 404 an unknown run or session (with the
+known names), 422 a profile that cannot be read (with its path), 500 a bug (logged; no
+internals in the answer).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, Error, ErrorDocument, SweepDocument
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv
-from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
@@ -117,9 +116,7 @@ class DataRoutes:
     @wrappers.Request.application
     @_json_errors
     def _serve_sweep(self, request):
-        document = self._sweep(request.args)
-        document.figures = sweep_figures(document)
-        return _json(request, document)
+        return _json(request, self._sweep(request.args, figures=True))
 
     @wrappers.Request.application
     @_json_errors
@@ -136,7 +133,7 @@ class DataRoutes:
         return _csv_download(request, compare_csv(rows, FIT_COLUMNS),
                              f"opcompare_sweep_{_safe_name(document.model)}.csv")
 
-    def _sweep(self, args) -> SweepDocument:
+    def _sweep(self, args, figures: bool = False) -> SweepDocument:
         model = args.get("model")
         if not model:
             raise BadRequest("missing parameter: model")
@@ -145,7 +142,7 @@ class DataRoutes:
         if not top_text.isdigit() or not 1 <= int(top_text) <= 50:
             raise BadRequest(f"top: expected an integer from 1 to 50, not {top_text!r}")
         ops = [op for op in args.getlist("ops") if op] or None
-        return sweep_document(self.catalog, model, top=int(top_text), ops=ops, group_by=group_by)
+        return sweep_document(self.catalog, model, top=int(top_text), ops=ops, group_by=group_by, figures=figures)
 
     def _compare(self, args, view) -> CompareDocument:
         missing = [name for name in ("baseline", "target") if not args.get(name)]
