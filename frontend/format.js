@@ -91,7 +91,7 @@ export function plotlyText(text) {
 
 /**
  * Each name cut to `length` characters so that the names stay told apart (the rule of
- * tb_opcompare/service/text.py, on the same golden cases). Op names are scope paths that
+ * tb_opcompare/schema/text.py, on the same golden cases). Op names are scope paths that
  * share most segments: segments shared with other names are elided first (longest
  * first), then the others, never a name's own last segment nor one that holds `keep`
  * (the text a filter matched); runs of elided segments become one "…". A name still too
@@ -104,6 +104,18 @@ export function shortenNames(names, length, keep = '') {
   }
   const needle = keep.toLowerCase();
   return names.map((name) => shortenOne(name, length, shared, needle));
+}
+
+/**
+ * `name` in two: the start it shares with `other`, back to a separator ("/", "_", "-",
+ * "."), and the rest, which tells the two apart (the device, the batch size, …).
+ * @returns {[string, string]}
+ */
+export function splitFromOther(name, other) {
+  let same = 0;
+  while (same < name.length && name[same] === other[same]) same++;
+  const cut = Math.max(...['/', '_', '-', '.'].map((separator) => name.lastIndexOf(separator, same - 1))) + 1;
+  return [name.slice(0, cut), name.slice(cut)];
 }
 
 /** One name shortened on its own (see shortenNames). */

@@ -10,6 +10,8 @@ import shutil
 import pytest
 from conftest import LOGDIR, REALTRACES, run_cli
 
+from tb_opcompare.schema.text import format_speedup
+
 
 @pytest.fixture(scope="module")
 def runs_doc():
@@ -194,7 +196,7 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
     assert sizes["per_sample_speedup"] == pytest.approx(sizes["whole_step_speedup"] * 64 / 4)
     assert sizes["notes"][0].startswith("Batch sizes differ (4 vs 64): each op's speedup compares one call at each "
                                         f"size, that is different amounts of work. Per sample, the whole step is "
-                                        f"{sizes['per_sample_speedup']:.2f}× (faster on the target).")
+                                        f"{format_speedup(sizes['per_sample_speedup'])} (faster on the target).")
     frameworks = summary("tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16")
     assert frameworks["matched_ops"] == 0
     assert "No op is in both runs: the runs come from different frameworks (PyTorch and TensorFlow). Group by op " \
@@ -202,6 +204,7 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
     devices = summary("tf1/mlp_cpu", "tf1/mlp_gpu")
     assert devices["whole_step_speedup"] == pytest.approx(
         devices["baseline_time_per_step_us"] / devices["target_time_per_step_us"])
-    assert devices["notes"] == [f"Overall speedup ({devices['overall_speedup']:.2f}×) counts the ops both runs have; "
-                                f"all op time per step, ops found on one side only included, gives "
-                                f"{devices['whole_step_speedup']:.2f}×."]
+    # the notes write speedups as everything else does (schema.text, the tab's format.js)
+    assert devices["notes"] == [f"Overall speedup ({format_speedup(devices['overall_speedup'])}) counts the ops both "
+                                f"runs have; all op time per step, ops found on one side only included, gives "
+                                f"{format_speedup(devices['whole_step_speedup'])}."]

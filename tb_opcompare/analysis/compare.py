@@ -16,6 +16,7 @@ import pandas as pd
 
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.optable import DEVICE, HOST
+from tb_opcompare.schema.text import format_speedup
 
 GROUP_BY = ("name", "type")
 NOISY_CV = 0.5
@@ -187,12 +188,12 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
             per_sample = whole * target_batch / base_batch
         notes.append(f"Batch sizes differ ({base_batch} vs {target_batch}): each op's speedup compares one call at "
                      "each size, that is different amounts of work." + (
-                         f" Per sample, the whole step is {per_sample:.2f}× "
+                         f" Per sample, the whole step is {format_speedup(per_sample)} "
                          f"({'faster' if per_sample >= 1 else 'slower'} on the target)." if per_sample else ""))
     overall = summary["overall_speedup"]
     if whole and overall and abs(overall / whole - 1) > 0.05:
-        notes.append(f"Overall speedup ({overall:.2f}×) counts the ops both runs have; all op time per step, ops "
-                     f"found on one side only included, gives {whole:.2f}×.")
+        notes.append(f"Overall speedup ({format_speedup(overall)}) counts the ops both runs have; all op time per "
+                     f"step, ops found on one side only included, gives {format_speedup(whole)}.")
     if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
         frameworks = {baseline.framework, target.framework} - {None}
         why = (f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"

@@ -18,11 +18,11 @@ from tb_opcompare.analysis.compare import COMPARE_COLUMNS, GROUP_BY
 from tb_opcompare.analysis.row_view import RowView
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.errors import ProfileError, escape_control_characters
+from tb_opcompare.schema.text import format_breakeven, format_speedup, format_time
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
-from tb_opcompare.service.text import format_breakeven, format_speedup, format_time
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
 

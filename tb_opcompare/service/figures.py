@@ -13,7 +13,7 @@ import html
 
 from tb_opcompare.analysis.sweep import STEP
 from tb_opcompare.schema.contract import SweepDocument
-from tb_opcompare.service.text import shorten_names
+from tb_opcompare.schema.text import shorten_names
 
 PALETTE = ["#1976d2", "#f57c00", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64",
            "#afb42b", "#512da8", "#00796b"]
