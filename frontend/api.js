@@ -69,7 +69,7 @@ export function fetchSweep(params) {
   return fetchJson(`sweep?${new URLSearchParams(params)}`);
 }
 
-/** @param {Object<string, string>} params as for fetchSweep */
+/** @param {Object<string, string>} params as for fetchSweep, and the fits table's sort, order and op_contains */
 export function sweepCsvUrl(params) {
   return `sweep.csv?${new URLSearchParams(params)}`;
 }

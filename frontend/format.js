@@ -94,8 +94,9 @@ export function plotlyText(text) {
  * tb_opcompare/schema/text.py, on the same golden cases). Op names are scope paths that
  * share most segments: segments shared with other names are elided first (longest
  * first), then the others, never a name's own last segment nor one that holds `keep`
- * (the text a filter matched); runs of elided segments become one "…". A name still too
- * long is cut in the middle.
+ * (the text a filter matched); runs of elided segments become one "…". Where two
+ * different names would still read the same, the segments that tell them apart are kept
+ * too (a few rounds). A name still too long is cut in the middle.
  */
 export function shortenNames(names, length, keep = '') {
   const shared = new Map();
@@ -103,8 +104,26 @@ export function shortenNames(names, length, keep = '') {
     for (const segment of new Set(name.split('/').slice(0, -1))) shared.set(segment, (shared.get(segment) || 0) + 1);
   }
   const needle = keep.toLowerCase();
-  return names.map((name) => shortenOne(name, length, shared, needle));
+  const protectedSegments = new Map(names.map((name) => [name, new Set()]));
+  let short = names.map((name) => shortenOne(name, length, shared, needle, protectedSegments.get(name)));
+  for (let round = 0; round < SHORTEN_ROUNDS; round++) {
+    const readers = new Map();
+    names.forEach((name, i) => readers.set(short[i], (readers.get(short[i]) || new Set()).add(name)));
+    const alike = [...readers.values()].filter((group) => group.size > 1);
+    if (!alike.length) break;
+    for (const group of alike) {
+      const splits = [...group].map((name) => new Set(name.split('/')));
+      const common = new Set([...splits[0]].filter((segment) => splits.every((split) => split.has(segment))));
+      for (const name of group) {
+        for (const segment of name.split('/')) if (!common.has(segment)) protectedSegments.get(name).add(segment);
+      }
+    }
+    short = names.map((name) => shortenOne(name, length, shared, needle, protectedSegments.get(name)));
+  }
+  return short;
 }
+
+const SHORTEN_ROUNDS = 3;
 
 /**
  * `name` in two: the start it shares with `other`, back to a separator ("/", "_", "-",
@@ -123,14 +142,14 @@ export function truncateMiddle(text, length) {
   return shortenNames([text], length)[0];
 }
 
-function shortenOne(name, length, shared, needle) {
+function shortenOne(name, length, shared, needle, protectedSegments) {
   if (name.length <= length) return name;
   const parts = name.split('/');
   const kept = parts.map(() => true);
   const joined = () => parts.map((part, i) => (kept[i] ? part : '…'))
     .filter((part, i, all) => part !== '…' || all[i - 1] !== '…').join('/');
   const order = parts.slice(0, -1).map((_, i) => i)
-    .filter((i) => !(needle && parts[i].toLowerCase().includes(needle)))
+    .filter((i) => !protectedSegments.has(parts[i]) && !(needle && parts[i].toLowerCase().includes(needle)))
     .sort((a, b) => (shared.get(parts[b]) - shared.get(parts[a])) || (parts[b].length - parts[a].length) || (a - b));
   let text = joined();
   for (const i of order) {

@@ -6,7 +6,7 @@
 // two views, "Compare runs" and "Batch sweep", under one tab and keeps the hash in step.
 
 import {addStylesheet, h} from './dom.js';
-import {readHash, writeHash} from './state.js';
+import {keepStateInHash, readHash, writeHash} from './state.js';
 import {followTheme} from './theme.js';
 import {CompareView} from './views/compare.js';
 import {SweepView} from './views/sweep.js';
@@ -18,6 +18,7 @@ export async function render() {
   addStylesheet('style.css');
   const state = readHash();
   const syncHash = () => writeHash(state);
+  keepStateInHash(state);
   const compare = new CompareView({state, onStateChange: syncHash});
   const sweep = new SweepView({state: state.sweep, onStateChange: syncHash});
   // Before the page is built, so it never shows in the wrong theme.

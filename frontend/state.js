@@ -5,7 +5,9 @@
 //
 // TensorBoard's own hash (#op_compare) carries the state, with keys prefixed
 // "p.op_compare." as TensorBoard's plugin library does. Inside a frame we cannot reach,
-// the frame's own hash is used.
+// the frame's own hash is used. TensorBoard drops our keys when the user visits another
+// of its tabs and comes back, so the last state is also kept in the browser tab's
+// sessionStorage, and put back into the hash from there.
 
 import {STATUSES} from './view.js';
 
@@ -26,6 +28,14 @@ import {STATUSES} from './view.js';
  * @property {string|null} model
  * @property {number} top how many ops to plot
  * @property {'name'|'type'} group_by
+ */
+
+/**
+ * How the sweep's fits table is ordered and filtered.
+ * @typedef {Object} FitsView
+ * @property {string} sort a fits column
+ * @property {'asc'|'desc'} order
+ * @property {string} op_contains substring of the op, any case
  */
 
 /**
@@ -116,6 +126,19 @@ export function sweepParams(sweep) {
 }
 
 /**
+ * The sweep CSV route's parameters: the sweep's, and the fits table's order and filter,
+ * so the file holds the table's rows in the table's order.
+ * @param {SweepState} sweep
+ * @param {FitsView} fits
+ * @returns {Object<string, string>}
+ */
+export function sweepCsvParams(sweep, fits) {
+  const params = {...sweepParams(sweep), sort: fits.sort, order: fits.order};
+  if (fits.op_contains) params.op_contains = fits.op_contains;
+  return params;
+}
+
+/**
  * @param {Params} params the hash's parameters, unprefixed
  * @returns {TabState}
  */
@@ -156,27 +179,79 @@ function hashWindow() {
   }
 }
 
-/** @returns {TabState} */
-export function readHash() {
+/** Our parameters in `hash`, unprefixed. */
+function hashParams(hash) {
   const params = {};
-  for (const part of hashWindow().location.hash.replace(/^#/, '').split('&')) {
+  for (const part of hash.replace(/^#/, '').split('&')) {
     const separator = part.indexOf('=');
     if (separator < 0) continue;
     const key = decodeURIComponent(part.slice(0, separator));
     if (key.startsWith(HASH_PREFIX)) params[key.slice(HASH_PREFIX.length)] = decodeURIComponent(part.slice(separator + 1));
   }
-  return stateFromParams(params);
+  return params;
+}
+
+/** Whether `host`'s hash is this tab's: TensorBoard's names the plugin shown first. */
+function showsThisTab(host) {
+  return host === window || host.location.hash.replace(/^#/, '').split('&')[0] === 'op_compare';
+}
+
+// One TensorBoard per origin and path prefix; sessionStorage is per origin and browser tab.
+function storageKey(host) {
+  return `${HASH_PREFIX}state:${host.location.pathname}`;
+}
+
+/** The parameters last written, or none; storage may be off (private modes, policies). */
+function savedParams(host) {
+  try {
+    return JSON.parse(host.sessionStorage.getItem(storageKey(host))) || {};
+  } catch (error) {
+    return {};
+  }
+}
+
+function saveParams(host, params) {
+  try {
+    host.sessionStorage.setItem(storageKey(host), JSON.stringify(params));
+  } catch (error) {
+    // the hash still holds the state
+  }
+}
+
+/**
+ * The state in the hash; a hash without any of ours (TensorBoard dropped them, or the tab
+ * was opened plainly) gives the state last written in this browser tab.
+ * @returns {TabState}
+ */
+export function readHash() {
+  const host = hashWindow();
+  const params = hashParams(host.location.hash);
+  return stateFromParams(Object.keys(params).length ? params : savedParams(host));
 }
 
 /** Put `state` in the hash in place of what is there of ours; TensorBoard's own parts stay. */
 export function writeHash(state) {
   const host = hashWindow();
+  const params = stateParams(state);
+  saveParams(host, params);
   const kept = host.location.hash.replace(/^#/, '').split('&')
     .filter((part) => part && !decodeURIComponent(part.split('=')[0]).startsWith(HASH_PREFIX));
   if (host === window.parent && !kept.length) kept.push('op_compare');
-  for (const [key, value] of Object.entries(stateParams(state))) {
+  for (const [key, value] of Object.entries(params)) {
     kept.push(`${encodeURIComponent(HASH_PREFIX + key)}=${encodeURIComponent(value)}`);
   }
   const hash = `#${kept.join('&')}`;
   if (host.location.hash !== hash) host.history.replaceState(host.history.state, '', hash);
+}
+
+/**
+ * Keep `state` in the hash while the tab lives: TensorBoard keeps this frame when the user
+ * visits another of its tabs, and on coming back its hash names this tab without our keys.
+ * @param {TabState} state
+ */
+export function keepStateInHash(state) {
+  const host = hashWindow();
+  host.addEventListener('hashchange', () => {
+    if (showsThisTab(host) && !Object.keys(hashParams(host.location.hash)).length) writeHash(state);
+  });
 }

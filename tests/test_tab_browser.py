@@ -7,10 +7,12 @@ import csv
 import io
 import json
 import re
+import shutil
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
 from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -35,6 +37,21 @@ def api(url: str, route: str, **params):
 
 def shown_keys(frame) -> list[str]:
     return frame.locator("tr.oc-row").evaluate_all("rows => rows.map(row => row.dataset.key)")
+
+
+FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
+
+
+@pytest.fixture(scope="module")
+def demo_tensorboard_url(tmp_path_factory):
+    """TensorBoard on a copy of demo_logs: real CPU and H100 runs of one PyTorch model at
+    three batch sizes, named as users name them (torch/mnist_cnn_torch_gpu_bs64)."""
+    from tensorboard_server import running_tensorboard
+
+    logdir = tmp_path_factory.mktemp("demo") / "logs"
+    shutil.copytree(REPO / "demo_logs", logdir)
+    with running_tensorboard(logdir) as url:
+        yield url
 
 
 def tab_state(page) -> dict[str, str]:
@@ -319,7 +336,7 @@ def test_the_tab_follows_tensorboards_dark_theme(browser, tensorboard_url):
     assert tick_colour == "rgb(224, 224, 224)"
     # switching TensorBoard's theme from its menu switches the open tab at once
     page.get_by_label("Menu for changing light or dark theme").click()
-    page.get_by_role("menuitem", name=re.compile("light", re.I)).click()
+    page.get_by_role("menuitem", name=re.compile("light", re.IGNORECASE)).click()
     frame.locator("html:not(.oc-dark)").wait_for(state="attached")
     assert frame.locator("body").evaluate("el => getComputedStyle(el).backgroundColor") == "rgb(245, 245, 245)"
     page.wait_for_function("() => true")
@@ -357,3 +374,205 @@ def test_a_gpu_mean_says_how_many_kernels_make_one_execution(page, tensorboard_u
     }""")
     assert "device time of 7 kernels per execution" in titles["target"]
     assert titles["baseline"].startswith("mean ") and "kernel" not in titles["baseline"]
+
+
+def test_the_view_survives_a_visit_to_another_tensorboard_tab_and_a_reload(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    frame.locator("#oc-filter").fill("grad")
+    frame.locator("#oc-count", has_not_text="Showing 87 of").wait_for()
+    frame.locator("th[data-column='speedup']").click()
+    frame.locator("th[data-column='speedup'][aria-sort='descending']").wait_for()
+    page.wait_for_function("() => location.hash.includes('p.op_compare.q=grad')")
+    state = tab_state(page)
+    assert state["q"] == "grad" and state["sort"] == "speedup"
+    count, shown = frame.locator("#oc-count").inner_text(), shown_keys(frame)
+
+    def shows_the_same_view(frame):
+        frame.locator("#oc-count", has_text=count).wait_for()
+        assert frame.locator("#oc-filter").input_value() == "grad"
+        assert frame.locator("th[data-column='speedup']").get_attribute("aria-sort") == "descending"
+        assert shown_keys(frame) == shown
+
+    # TensorBoard keeps the tab's frame, but comes back with a hash that names only the tab
+    page.evaluate("location.hash = '#timeseries'")
+    page.evaluate("location.hash = '#op_compare'")
+    page.wait_for_function("() => location.hash.includes('p.op_compare.sort=speedup')")
+    assert tab_state(page) == state
+    page.reload()
+    shows_the_same_view(page.frame_locator(FRAME))
+    assert tab_state(page) == state
+    # a frame made afresh from a link without the state: TensorBoard was reloaded on another tab
+    page.evaluate("location.hash = '#timeseries'")
+    page.reload()
+    page.evaluate("location.hash = '#op_compare'")
+    shows_the_same_view(page.frame_locator(FRAME))
+    page.wait_for_function("() => location.hash.includes('p.op_compare.sort=speedup')")
+    assert tab_state(page) == state
+
+
+def test_op_names_on_screen_stay_told_apart(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)  # tf1/mlp: long, nearly equal scope paths
+    scroller = frame.locator(".oc-table-scroll")
+    for top in range(0, 87 * 28, 300):
+        scroller.evaluate(f"el => {{ el.scrollTop = {top}; }}")
+        page.wait_for_timeout(50)
+        cells = frame.locator("tr.oc-row td:first-child").evaluate_all(
+            "cells => cells.map(cell => [cell.parentElement.dataset.key, cell.textContent, cell.title])")
+        assert all(title == key for key, _, title in cells)  # the whole name on hover
+        by_text = {}
+        for key, text, _ in cells:
+            by_text.setdefault(text, set()).add(key)
+        assert {text: keys for text, keys in by_text.items() if len(keys) > 1} == {}
+
+
+def test_a_shortened_op_name_keeps_what_the_filter_matched(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url, baseline=BIG_RUN, target="tf_keras/cnn_cpu_bs8/train")
+    frame.locator("#oc-filter").fill("self_attention")  # BERT's scopes: some 100 characters deep
+    frame.locator("#oc-count", has_text=re.compile(r"^Showing 1,\d{3} of")).wait_for()
+    cells = frame.locator("tr.oc-row td:first-child").evaluate_all(
+        "cells => cells.map(cell => [cell.title, cell.textContent])")
+    assert len(cells) > 20 and all("self_attention" in key for key, _ in cells)
+    assert all(len(text) < len(key) for key, text in cells)  # shortened, yet the match shows
+    assert [text for _, text in cells if "self_attention" not in text] == []
+
+
+def column_widths(frame) -> dict[str, float]:
+    return frame.locator("th").evaluate_all(
+        "ths => Object.fromEntries(ths.map(th => [th.dataset.column, th.getBoundingClientRect().width]))")
+
+
+def test_status_words_show_whole_and_the_op_column_is_the_widest(page, tensorboard_url):
+    # The tab's sans-serif is whatever the system has: here DejaVu Sans, Linux's default
+    # where Arial and its look-alikes are missing, and wider than they are.
+    page.add_init_script("""addEventListener('DOMContentLoaded', () => {
+        if (!location.pathname.endsWith('plugin_entry.html')) return;
+        const style = document.createElement('style');
+        style.textContent = "#op-compare { font-family: 'DejaVu Sans' !important; }";
+        document.head.append(style);
+    })""")
+    frame = open_tab(page, tensorboard_url, status="baseline_only")
+    frame.locator("#oc-count", has_text="Showing 1 of").wait_for()
+    assert "DejaVu Sans" in frame.locator(".oc-status").evaluate("el => getComputedStyle(el).fontFamily")
+    status = frame.locator("tr.oc-row td:has(.oc-status)")
+    assert status.inner_text() == "baseline only"
+    for element in (status, status.locator(".oc-status")):
+        assert element.evaluate("el => el.scrollWidth <= el.clientWidth"), "the status word is cut"
+    widths = column_widths(frame)
+    assert max(widths, key=widths.get) == "key", widths
+    assert widths["key"] >= 0.35 * sum(widths.values()), widths
+
+
+def test_the_type_column_leaves_out_a_type_that_is_the_op_name(page, tensorboard_url):
+    """PyTorch ops are named by their type: the room goes to the op column instead."""
+    pair = {"baseline": "torch/cnn_torch_cpu_bs4", "target": "torch/cnn_torch_cpu_bs16"}
+    types = {row["key"]: row["op_type"] for row in api(tensorboard_url, "compare", **pair)["rows"]}
+    frame = open_tab(page, tensorboard_url, **pair)
+    shown = frame.locator("tr.oc-row").evaluate_all(
+        "rows => rows.map(row => [row.dataset.key, row.children[1].textContent])")
+    assert {key: text for key, text in shown if types[key] == key and text} == {}
+    assert {key: text for key, text in shown if types[key] != key and text != types[key]} == {}
+    assert any(types[key] != key for key, _ in shown)
+    widths = column_widths(frame)
+    assert widths["key"] > 2 * widths["op_type"], widths
+
+
+# The characters of an element's text that a user sees: inside every box that clips them,
+# and not under the ellipsis of a box that overflows.
+VISIBLE_TEXT = """el => {
+    let seen = '';
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const clips = [];
+        for (let box = node.parentElement; box && box !== el.parentElement; box = box.parentElement) {
+            if (getComputedStyle(box).overflowX !== 'visible') clips.push(box);
+        }
+        for (let i = 0; i < node.length; i++) {
+            const range = document.createRange();
+            range.setStart(node, i);
+            range.setEnd(node, i + 1);
+            const glyph = range.getBoundingClientRect();
+            const shown = clips.every((box) => {
+                const edge = box.getBoundingClientRect();
+                const ellipsis = box.scrollWidth > box.clientWidth ? parseFloat(getComputedStyle(box).fontSize) : 0;
+                return glyph.left >= edge.left - 0.5 && glyph.right <= edge.right - ellipsis + 0.5;
+            });
+            if (shown) seen += node.data[i];
+        }
+    }
+    return seen;
+}"""
+
+
+def test_run_cards_show_where_the_two_run_names_differ(page, demo_tensorboard_url):
+    page.set_viewport_size({"width": 1100, "height": 1000})  # the cards narrower than the names
+    runs = {"baseline": "torch/mnist_cnn_torch_cpu_bs64", "target": "torch/mnist_cnn_torch_gpu_bs64"}
+    frame = open_tab(page, demo_tensorboard_url, **runs)
+    for side, differs in (("baseline", "cpu_bs64"), ("target", "gpu_bs64")):
+        name = frame.locator(".oc-run-card", has=frame.locator(".oc-card-title", has_text=side)).locator(".oc-run-name")
+        assert name.get_attribute("title") == runs[side]
+        assert name.evaluate("el => el.scrollWidth > el.clientWidth || "
+                             "[...el.children].some(c => c.scrollWidth > c.clientWidth)"), "the name fits: no test"
+        assert differs in name.evaluate(VISIBLE_TEXT), name.evaluate(VISIBLE_TEXT)
+
+
+def test_the_default_order_is_marked_until_a_sort_is_chosen(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url)
+    marks = "ths => Object.fromEntries(ths.map(th => [th.dataset.column, [th.innerText.trim(), th.title]]))"
+    headers = frame.locator("th").evaluate_all(marks)
+    for column in ("baseline_total_us", "target_total_us"):
+        label, title = headers[column]
+        assert label.endswith("▼") and title.startswith("default order: the larger of the two total times")
+    assert [column for column, (label, _) in headers.items() if label.endswith(("▼", "▲"))] == [
+        "baseline_total_us", "target_total_us"]
+    frame.locator("th[data-column='speedup']").click()
+    frame.locator("th[data-column='speedup'][aria-sort='descending']").wait_for()
+    headers = frame.locator("th").evaluate_all(marks)
+    assert [column for column, (label, _) in headers.items() if label.endswith(("▼", "▲"))] == ["speedup"]
+    assert not any("default order" in title for _, title in headers.values())
+
+
+def test_a_sweep_without_an_accelerator_run_says_why_it_has_no_speedups(page, tensorboard_url):
+    frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch")
+    frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
+    why = "No accelerator run of this model: speedups and break-even need CPU and accelerator runs"
+    frame.locator(".oc-sweep-plots").get_by_text(why).wait_for()  # where the speedup plot would be
+    breakeven = frame.locator("#oc-fits tbody tr td:nth-child(8)")
+    assert set(breakeven.all_inner_texts()) == {"–"}
+    assert all(title.startswith(why) for title in breakeven.evaluate_all("cells => cells.map(c => c.title)"))
+    assert not page.page_errors
+
+
+def test_sweep_plots_keep_most_of_their_card_for_the_plot(page, demo_tensorboard_url):
+    frame = open_tab(page, demo_tensorboard_url, ready="#oc-sweep-model", view="sweep", model="mnist_cnn_torch")
+    frame.locator("#oc-sweep-speedup .nsewdrag").first.wait_for(timeout=60_000)
+    for name in ("op_time", "per_sample", "step", "speedup"):
+        plot = frame.locator(f"#oc-sweep-{name}")
+        boxes = plot.evaluate("""el => {
+            const box = (node) => { const r = node.getBoundingClientRect(); return [r.top, r.bottom]; };
+            return {area: box(el.querySelector('.nsewdrag')), figure: box(el.querySelector('svg.main-svg')),
+                    card: box(el.closest('.oc-card'))};
+        }""")
+        (area_top, area_bottom), (_, figure_bottom), (card_top, card_bottom) = (
+            boxes["area"], boxes["figure"], boxes["card"])
+        assert figure_bottom <= card_bottom, f"{name}: the legend runs out of its card"
+        assert area_bottom - area_top >= 0.6 * (card_bottom - card_top), f"{name}: {boxes}"
+
+
+def test_sweep_export_holds_the_fits_tables_rows_in_its_order(page, demo_tensorboard_url):
+    frame = open_tab(page, demo_tensorboard_url, ready="#oc-sweep-model", view="sweep", model="mnist_cnn_torch")
+    frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
+    every = frame.locator("#oc-fits tbody tr").count()
+    frame.locator("#oc-fits th[data-column='per_sample_us']").click()
+    frame.locator("#oc-fits th[data-column='per_sample_us']").click()
+    frame.locator("#oc-fits th[data-column='per_sample_us'][aria-sort='ascending']").wait_for()
+    frame.get_by_label("filter fits").fill("ATEN::CONV")
+    frame.locator("#oc-sweep-count", has_not_text=f"{every} fits").wait_for()
+    table = frame.locator("#oc-fits tbody tr").evaluate_all(
+        "rows => rows.map(row => [row.children[0].textContent, row.children[1].textContent])")
+    assert 2 < len(table) < every
+    with page.expect_download() as download_info:
+        frame.locator("#oc-sweep-export").click()
+    rows = list(csv.DictReader(io.StringIO(Path(download_info.value.path()).read_text(encoding="utf-8"))))
+    assert [[row["op"], row["device"]] for row in rows] == table
+    per_sample = [float(row["per_sample_us"]) for row in rows]
+    assert per_sample == sorted(per_sample)

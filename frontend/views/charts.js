@@ -2,7 +2,7 @@
 
 import {loadPlotly} from '../api.js';
 import {h} from '../dom.js';
-import {formatShare, formatTime, plotlyText, truncateMiddle} from '../format.js';
+import {formatShare, formatTime, plotlyText, shortenNames} from '../format.js';
 import {themedLayout} from '../theme.js';
 import {SIDES, SIDE_COLOURS, sideSwatch} from './sides.js';
 
@@ -11,6 +11,7 @@ import {SIDES, SIDE_COLOURS, sideSwatch} from './sides.js';
 /** @typedef {import('./sides.js').Side} Side */
 
 const TOP = 10;
+const LABEL_LENGTH = 40;
 
 /**
  * @param {CompareRow[]} rows
@@ -42,8 +43,8 @@ function figure(top, side) {
     margin: {l: 8, r: 16, t: 4, b: 32}, height: 300,
     xaxis: {title: {text: '% of op time', font: {size: 11}}, ticksuffix: '%', gridcolor: '#eee', zeroline: false},
     // Positions, not names, on the axis: two ops may shorten to the same label.
-    yaxis: {automargin: true, tickfont: {size: 11, family: 'Roboto Mono, monospace'},
-            tickvals: top.map((row, i) => i), ticktext: top.map((row) => plotlyText(truncateMiddle(row.key, 40)))},
+    yaxis: {automargin: true, tickfont: {size: 11, family: 'Roboto Mono, monospace'}, tickvals: top.map((row, i) => i),
+            ticktext: shortenNames(top.map((row) => row.key), LABEL_LENGTH).map(plotlyText)},
     font: {family: 'Roboto, sans-serif', size: 12, color: '#424242'},
     paper_bgcolor: 'rgba(0,0,0,0)', plot_bgcolor: 'rgba(0,0,0,0)',
   };

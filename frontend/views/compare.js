@@ -212,7 +212,7 @@ export class CompareView {
     if (ticket !== this.refreshTicket || comparison !== this.comparison) return; // a newer refresh is under way
     this.filters.showQueryError(match?.error);
     const rows = applyView(comparison.rows, this.view, match?.keys);
-    this.table.setRows(rows, this.view.sort, this.view.order);
+    this.table.setRows(rows, this.view, comparison.rows);
     this.filters.showRows(rows.length, comparison.rows.length,
                           compareCsvUrl({...selectionParams(this.selection), ...viewParams(this.view)}));
   }

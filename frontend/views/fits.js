@@ -2,11 +2,12 @@
 // accelerator starts to win.
 
 import {h} from '../dom.js';
-import {formatShare, formatTime} from '../format.js';
+import {formatBreakeven, formatShare, formatTime} from '../format.js';
 import {sortMissingLast} from '../view.js';
 import {nextSort, sortIndicator} from './sorting.js';
 
 /** @typedef {import('../contract.js').SweepDocument} SweepDocument */
+/** @typedef {import('../state.js').FitsView} FitsView */
 
 const COLUMNS = [
   {name: 'op', label: 'Op', text: true},
@@ -20,23 +21,14 @@ const COLUMNS = [
 ];
 // A DOM this size stays quick to build on each keystroke in the filter.
 const MAX_SHOWN = 2000;
+const NOT_FITTED_ON_BOTH = 'no break-even: this op is not fitted on both the CPU and the accelerator (each needs ' +
+  'two or more batch sizes)';
 
-function breakevenText(row) {
-  if (row.breakeven_batch_size !== null && row.breakeven_batch_size !== undefined) {
-    const size = row.breakeven_batch_size.toFixed(row.breakeven_batch_size < 10 ? 1 : 0);
-    return row.gpu_faster === 'below' ? `GPU faster below ${size}` : `GPU faster above ${size}`;
-  }
-  return {always: 'GPU always faster', never: 'GPU never faster'}[row.gpu_faster] || '–';
-}
-
-/** @param {SweepDocument} sweep */
-function fitsWithBreakeven(sweep) {
-  const crossings = new Map(sweep.breakeven.map((row) => [row.op, row]));
-  return sweep.fits.map((fit) => ({...fit, breakeven_batch_size: crossings.get(fit.op)?.batch_size ?? null,
-                                   gpu_faster: crossings.get(fit.op)?.gpu_faster ?? null}));
-}
-
-function fitRow(row) {
+/**
+ * @param {Object} row
+ * @param {string|null} noBreakeven why no op of the sweep can have a break-even
+ */
+function fitRow(row, noBreakeven) {
   return h('tr', {class: row.poor_fit ? 'oc-poor-fit' : ''},
     h('td', {class: 'oc-text', title: row.op}, row.op),
     h('td', {}, row.device),
@@ -44,18 +36,24 @@ function fitRow(row) {
     h('td', {class: 'oc-num'}, formatTime(row.fixed_us)),
     h('td', {class: 'oc-num'}, formatTime(row.per_sample_us)),
     h('td', {class: 'oc-num', title: row.poor_fit ? 'poor fit: the points are not on a line' : ''},
-      row.r2.toFixed(3), row.poor_fit ? ' ⚠' : ''),
+      row.r2 === null || row.r2 === undefined ? '–' : row.r2.toFixed(3), row.poor_fit ? ' ⚠' : ''),
     h('td', {class: 'oc-num'}, String(row.points)),
-    h('td', {class: 'oc-num'}, breakevenText(row)));
+    h('td', {class: 'oc-num', title: row.gpu_faster ? '' : noBreakeven || NOT_FITTED_ON_BOTH},
+      formatBreakeven(row.breakeven_batch_size, row.gpu_faster)));
 }
 
 export class FitsTable {
-  constructor() {
-    this.sort = {column: 'share', order: 'desc'};
+  /** @param {{onChange: () => void}} handlers the sort or the filter changed */
+  constructor({onChange}) {
+    /** @type {FitsView} */
+    this.view = {sort: 'share', order: 'desc', op_contains: ''};
+    this.onChange = onChange;
     /** @type {SweepDocument|null} */
     this.sweep = null;
-    this.filter = h('input', {class: 'oc-input oc-filter', type: 'search', placeholder: 'Filter ops',
-                              'aria-label': 'filter fits', oninput: () => this.render()});
+    this.noBreakeven = null;
+    this.filter = h('input', {class: 'oc-input oc-filter', id: 'oc-fits-filter', type: 'search',
+                              placeholder: 'Filter ops', 'aria-label': 'filter fits',
+                              oninput: () => this.setView({op_contains: this.filter.value})});
     this.count = h('span', {class: 'oc-count', id: 'oc-sweep-count'});
     this.head = h('tr');
     this.body = h('tbody');
@@ -63,30 +61,41 @@ export class FitsTable {
       h('table', {class: 'oc-table oc-fits', id: 'oc-fits'}, h('thead', {}, this.head), this.body));
   }
 
-  /** @param {SweepDocument} sweep */
-  show(sweep) {
+  /**
+   * @param {SweepDocument} sweep
+   * @param {string|null} noBreakeven why no op of it can have a break-even, if so
+   */
+  show(sweep, noBreakeven) {
     this.sweep = sweep;
+    this.noBreakeven = noBreakeven;
     this.render();
   }
 
-  sortBy(column) {
-    this.sort = nextSort(this.sort, column, Boolean(COLUMNS.find((c) => c.name === column).text));
+  /** @param {Partial<FitsView>} changes */
+  setView(changes) {
+    Object.assign(this.view, changes);
     this.render();
+    this.onChange();
+  }
+
+  sortBy(column) {
+    const {order} = nextSort({column: this.view.sort, order: this.view.order}, column,
+                             Boolean(COLUMNS.find((c) => c.name === column).text));
+    this.setView({sort: column, order});
   }
 
   render() {
     if (!this.sweep) return;
-    let rows = fitsWithBreakeven(this.sweep);
-    const needle = this.filter.value.toLowerCase();
-    if (needle) rows = rows.filter((row) => row.op.toLowerCase().includes(needle));
-    const {column, order} = this.sort;
-    rows = sortMissingLast(rows, column, order);
+    const {sort, order, op_contains: opContains} = this.view;
+    // The rule of the sweep.csv route's op_contains and sort, so the export is this table.
+    const needle = opContains.toLowerCase();
+    const rows = sortMissingLast(this.sweep.fits.filter((row) => row.op.toLowerCase().includes(needle)), sort, order);
     this.head.replaceChildren(...COLUMNS.map((c) => {
-      const {ariaSort, mark} = sortIndicator(c.name === column, order);
+      const {ariaSort, mark} = sortIndicator(c.name === sort, order);
       return h('th', {'data-column': c.name, title: c.title, class: c.text ? '' : 'oc-num', 'aria-sort': ariaSort,
                       onclick: () => this.sortBy(c.name)}, c.label, h('span', {class: 'oc-sort-mark'}, mark));
     }));
-    this.body.replaceChildren(...rows.slice(0, MAX_SHOWN).map(fitRow));
+    this.body.replaceChildren(...rows.slice(0, MAX_SHOWN).map((row) => fitRow(row, this.noBreakeven)));
     this.count.textContent = `${rows.length} fits`;
   }
 }

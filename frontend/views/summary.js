@@ -2,7 +2,7 @@
 // the two runs.
 
 import {h} from '../dom.js';
-import {formatSpeedup, formatTime} from '../format.js';
+import {formatSpeedup, formatTime, splitFromOther} from '../format.js';
 import {SIDE_LABELS, sideSwatch} from './sides.js';
 
 /** @typedef {import('../contract.js').CompareSummary} CompareSummary */
@@ -52,11 +52,15 @@ function deviceText(run) {
 /**
  * @param {Side} side
  * @param {RunRecord} run
+ * @param {RunRecord} other the other side's run
  */
-function runCard(side, run) {
+function runCard(side, run, other) {
+  // Too long for the card, the start the two names share gives way first: their ends differ.
+  const [shared, own] = splitFromOther(run.run, other.run);
   return h('div', {class: 'oc-card oc-run-card'},
     h('div', {class: 'oc-card-title'}, sideSwatch(side), SIDE_LABELS[side]),
-    h('div', {class: 'oc-run-name', title: run.run}, run.run),
+    h('div', {class: 'oc-run-name', title: run.run},
+      shared && h('span', {class: 'oc-run-shared'}, shared), h('span', {class: 'oc-run-own'}, own)),
     h('div', {class: 'oc-card-detail'}, deviceText(run)),
     h('div', {class: 'oc-card-detail'},
       run.batch_size ? `batch ${run.batch_size} (from ${run.batch_size_source})` : 'batch size unknown',
@@ -75,7 +79,7 @@ export function summaryCards(summary) {
     speedupCard('Geomean speedup', summary.geomean_speedup, `over ${summary.matched_ops} matched ops`, 'oc-geomean'),
     opsCard(summary),
     timeCard(summary),
-    runCard('baseline', summary.baseline),
-    runCard('target', summary.target),
+    runCard('baseline', summary.baseline, summary.target),
+    runCard('target', summary.target, summary.baseline),
   ];
 }

@@ -5,7 +5,7 @@
 import {fetchSweep, fetchSweeps, loadPlotly, sweepCsvUrl} from '../api.js';
 import {h} from '../dom.js';
 import {GROUP_BY_LABELS} from '../format.js';
-import {DEFAULT_SWEEP_TOP, sweepParams} from '../state.js';
+import {DEFAULT_SWEEP_TOP, sweepCsvParams, sweepParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {FitsTable} from './fits.js';
 import {loadingIndicator, messageBox} from './states.js';
@@ -15,6 +15,26 @@ import {loadingIndicator, messageBox} from './states.js';
 
 const FIGURE_NAMES = ['op_time', 'per_sample', 'step', 'speedup'];
 const MAX_PLOTTED_OPS = 50; // the sweep route's limit
+const BASELINE_DEVICE = 'CPU'; // speedups are CPU time / accelerator time (analysis/sweep.py)
+const NEED_BOTH = 'speedups and break-even need CPU and accelerator runs at the same batch sizes';
+
+/**
+ * Why no op of the sweep can have a speedup or a break-even, where none can: the model
+ * lacks CPU or accelerator runs. Null where it has both.
+ * @param {SweepDocument} sweep
+ */
+function missingDevice(sweep) {
+  const devices = Object.keys(sweep.batch_sizes);
+  if (!devices.some((device) => device !== BASELINE_DEVICE)) return `No accelerator run of this model: ${NEED_BOTH}.`;
+  if (!devices.includes(BASELINE_DEVICE)) return `No CPU run of this model: ${NEED_BOTH}.`;
+  return null;
+}
+
+/** @param {SweepDocument} sweep */
+function noSpeedupReason(sweep) {
+  if (sweep.speedups.length) return null;
+  return missingDevice(sweep) || `No batch size was run on both the CPU and the accelerator: ${NEED_BOTH}.`;
+}
 
 export class SweepView {
   /**
@@ -81,11 +101,14 @@ export class SweepView {
     this.warnings = h('div', {class: 'oc-notices'});
     this.runsList = h('div', {class: 'oc-card oc-sweep-runs'});
     this.plots = Object.fromEntries(FIGURE_NAMES.map((name) => [name, h('div', {class: 'oc-sweep-plot', id: `oc-sweep-${name}`})]));
-    this.fits = new FitsTable();
+    // Where the speedups cannot be plotted, why, in their place.
+    this.speedupNote = h('div', {class: 'oc-sweep-plot-note', id: 'oc-sweep-speedup-note', hidden: true});
+    this.fits = new FitsTable({onChange: () => this.showExportLink()});
     this.body = h('div', {class: 'oc-body'},
       this.warnings,
       this.runsList,
-      h('div', {class: 'oc-sweep-plots'}, FIGURE_NAMES.map((name) => h('div', {class: 'oc-card'}, this.plots[name]))),
+      h('div', {class: 'oc-sweep-plots'}, FIGURE_NAMES.map((name) =>
+        h('div', {class: 'oc-card'}, this.plots[name], name === 'speedup' ? this.speedupNote : null))),
       h('section', {class: 'oc-filters'}, h('strong', {}, 'Linear fits: mean time = fixed + per sample × batch size'),
         this.fits.filter, h('span', {class: 'oc-spacer-flex'}), this.fits.count, this.exportLink),
       this.fits.element);
@@ -132,7 +155,7 @@ export class SweepView {
     this.overlay.hidden = true;
     this.body.hidden = false;
     this.document = document;
-    this.exportLink.href = sweepCsvUrl(sweepParams(this.state));
+    this.showExportLink();
     this.warnings.replaceChildren(...document.warnings.map((warning) =>
       h('div', {class: 'oc-panel oc-panel-warning oc-sweep-warning'}, warning)));
     this.runsList.replaceChildren(h('div', {class: 'oc-card-title'}, 'Runs in this sweep'),
@@ -140,8 +163,13 @@ export class SweepView {
         h('span', {class: 'oc-run-name'}, run.run), ` · ${run.device}`, run.device_name ? ` (${run.device_name})` : '',
         ' · ', run.batch_size ? `batch ${run.batch_size}` : 'batch size unknown',
         h('span', {class: 'oc-card-detail'}, run.batch_size_source ? ` — from ${run.batch_size_source}` : '')))));
-    this.fits.show(document);
+    this.fits.show(document, missingDevice(document));
     await this.drawPlots(id);
+  }
+
+  /** The export of the fits table as it is shown: its rows, in its order. */
+  showExportLink() {
+    this.exportLink.href = sweepCsvUrl(sweepCsvParams(this.state, this.fits.view));
   }
 
   async drawPlots(id = this.requestId) {
@@ -150,7 +178,13 @@ export class SweepView {
     for (const name of FIGURE_NAMES) {
       const figure = this.document.figures[name];
       const element = this.plots[name];
-      element.parentElement.hidden = !figure;
+      const why = name === 'speedup' && !figure ? noSpeedupReason(this.document) : null;
+      element.parentElement.hidden = !figure && !why;
+      element.hidden = !figure;
+      if (name === 'speedup') {
+        this.speedupNote.hidden = !why;
+        this.speedupNote.textContent = why || '';
+      }
       if (figure) {
         await Plotly.react(element, figure.data, themedLayout(figure.layout), {displaylogo: false, responsive: true});
       } else {

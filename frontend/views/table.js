@@ -2,39 +2,45 @@
 // ops scroll as smoothly as 50.
 
 import {h} from '../dom.js';
-import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatStatus, formatTime, speedupColor,
-        truncateMiddle} from '../format.js';
+import {formatCount, formatShare, formatSignedTime, formatSpeedup, formatStatus, formatTime, shortenNames,
+        speedupColor, truncateMiddle} from '../format.js';
+import {isRegexQuery} from '../view.js';
 import {sortIndicator} from './sorting.js';
 
 /** @typedef {import('../contract.js').CompareRow} CompareRow */
+/** @typedef {import('../view.js').RowView} RowView */
 
 const ROW_HEIGHT = 28;
 const OVERSCAN = 12;
+// Every column but the op's is as wide as its widest value, the op's takes the rest; a
+// long op type is shortened rather than squeezing the op names.
+const MIN_OP_WIDTH = 320;
+const MAX_TYPE_WIDTH = 240;
+// The server's order when no sort is chosen (analysis/compare.py).
+const DEFAULT_ORDER_COLUMNS = ['baseline_total_us', 'target_total_us'];
+const DEFAULT_ORDER_TITLE = 'default order: the larger of the two total times, largest first';
 
 const COLUMNS = [
-  {name: 'key', label: 'Op', kind: 'text', width: 'auto'}, // takes what the others leave
-  {name: 'op_type', label: 'Type', kind: 'text', width: '13%'},
-  {name: 'status', label: 'Status', kind: 'status', width: '92px'},
-  {name: 'speedup', label: 'Speedup', kind: 'speedup', width: '86px',
-   title: 'baseline mean / target mean (> 1: the target is faster)'},
-  {name: 'baseline_mean_us', label: 'Base mean', kind: 'mean', side: 'baseline', width: '86px',
+  {name: 'key', label: 'Op', kind: 'op'},
+  {name: 'op_type', label: 'Type', kind: 'type'},
+  {name: 'status', label: 'Status', kind: 'status'},
+  {name: 'speedup', label: 'Speedup', kind: 'speedup', title: 'baseline mean / target mean (> 1: the target is faster)'},
+  {name: 'baseline_mean_us', label: 'Base mean', kind: 'mean', side: 'baseline',
    title: 'self time per occurrence; hover a value for its spread (~: noisy, the mean hides a wide spread)'},
-  {name: 'target_mean_us', label: 'Target mean', kind: 'mean', side: 'target', width: '94px',
+  {name: 'target_mean_us', label: 'Target mean', kind: 'mean', side: 'target',
    title: 'self time per occurrence; hover a value for its spread (~: noisy, the mean hides a wide spread)'},
-  {name: 'delta_mean_us', label: 'Δ mean', kind: 'delta', width: '80px',
-   title: 'target mean − baseline mean'},
-  {name: 'baseline_total_us', label: 'Base total', kind: 'time', width: '84px'},
-  {name: 'target_total_us', label: 'Target total', kind: 'time', width: '92px'},
-  {name: 'baseline_share', label: 'Base %', kind: 'share', width: '62px', title: 'share of all op time in the baseline'},
-  {name: 'target_share', label: 'Target %', kind: 'share', width: '68px', title: 'share of all op time in the target'},
-  {name: 'baseline_occurrences', label: 'Base #', kind: 'count', width: '58px', title: 'occurrences in the baseline'},
-  {name: 'target_occurrences', label: 'Target #', kind: 'count', width: '64px', title: 'occurrences in the target'},
+  {name: 'delta_mean_us', label: 'Δ mean', kind: 'delta', title: 'target mean − baseline mean'},
+  {name: 'baseline_total_us', label: 'Base total', kind: 'time'},
+  {name: 'target_total_us', label: 'Target total', kind: 'time'},
+  {name: 'baseline_share', label: 'Base %', kind: 'share', title: 'share of all op time in the baseline'},
+  {name: 'target_share', label: 'Target %', kind: 'share', title: 'share of all op time in the target'},
+  {name: 'baseline_occurrences', label: 'Base #', kind: 'count', title: 'occurrences in the baseline'},
+  {name: 'target_occurrences', label: 'Target #', kind: 'count', title: 'occurrences in the target'},
 ];
 
 /** Whether `name` is a column of words (sorted A first) rather than of numbers. */
 export function isTextColumn(name) {
-  const column = COLUMNS.find((candidate) => candidate.name === name);
-  return column.kind === 'text' || column.kind === 'status';
+  return ['op', 'type', 'status'].includes(COLUMNS.find((candidate) => candidate.name === name).kind);
 }
 
 /** The spread behind a mean, as the tooltip says it. */
@@ -60,76 +66,160 @@ function spreadText(row, side) {
   return parts.join(' · ');
 }
 
-function cell(column, row, characters) {
+/**
+ * What a cell says, names whole.
+ * @param {Object} column
+ * @param {CompareRow} row
+ */
+function cellText(column, row) {
   const value = row[column.name];
   switch (column.kind) {
-    case 'text':
-      return h('td', {class: 'oc-text', title: value || ''},
-               value ? truncateMiddle(value, characters[column.name] || value.length) : '–');
+    case 'op':
+      return value;
+    case 'type':
+      return value === row.key ? '' : value || '–'; // a PyTorch op's type is its name: no news
     case 'status':
-      return h('td', {}, h('span', {class: `oc-status oc-status-${value}`}, formatStatus(value)));
+      return formatStatus(value);
+    case 'speedup':
+      return formatSpeedup(value);
+    case 'mean':
+      return formatTime(value) + (row[`${column.side}_noisy`] ? ' ~' : '');
+    case 'time':
+      return formatTime(value);
+    case 'delta':
+      return formatSignedTime(value);
+    case 'share':
+      return formatShare(value);
+    default:
+      return formatCount(value);
+  }
+}
+
+/**
+ * @param {Object} column
+ * @param {CompareRow} row
+ * @param {{op: string, typeLength: number}} shown the op's name as shown, and how many
+ *   characters of the type fit
+ */
+function cell(column, row, shown) {
+  const value = row[column.name];
+  const text = cellText(column, row);
+  switch (column.kind) {
+    case 'op':
+      return h('td', {class: 'oc-text', title: value}, shown.op);
+    case 'type':
+      return h('td', {class: 'oc-text', title: value && text ? value : null}, truncateMiddle(text, shown.typeLength));
+    case 'status':
+      return h('td', {}, h('span', {class: `oc-status oc-status-${value}`}, text));
     case 'speedup': {
-      const colours = speedupColor(value);
-      const chip = h('span', {class: 'oc-speedup'}, formatSpeedup(value));
-      if (colours) Object.assign(chip.style, colours);
+      const chip = h('span', {class: 'oc-speedup', style: speedupColor(value)}, text);
       return h('td', {class: 'oc-num'}, chip);
     }
     case 'time':
-      return h('td', {class: 'oc-num', title: value === null ? '' : `${value.toFixed(3)} µs`}, formatTime(value));
-    case 'mean': {
-      const noisy = row[`${column.side}_noisy`];
-      return h('td', {class: `oc-num${noisy ? ' oc-noisy' : ''}`, title: spreadText(row, column.side)},
-               formatTime(value) + (noisy ? ' ~' : ''));
-    }
+      return h('td', {class: 'oc-num', title: value === null ? '' : `${value.toFixed(3)} µs`}, text);
+    case 'mean':
+      return h('td', {class: `oc-num${row[`${column.side}_noisy`] ? ' oc-noisy' : ''}`,
+                      title: spreadText(row, column.side)}, text);
     case 'delta':
-      return h('td', {class: `oc-num ${value < 0 ? 'oc-better' : value > 0 ? 'oc-worse' : ''}`}, formatSignedTime(value));
-    case 'share':
-      return h('td', {class: 'oc-num'}, formatShare(value));
+      return h('td', {class: `oc-num ${value < 0 ? 'oc-better' : value > 0 ? 'oc-worse' : ''}`}, text);
     default:
-      return h('td', {class: 'oc-num'}, formatCount(value));
+      return h('td', {class: 'oc-num'}, text);
   }
+}
+
+/**
+ * The row whose `column` says the most: the widest, in the table's fonts (monospace
+ * names, tabular digits).
+ * @param {CompareRow[]} rows
+ */
+function longestRow(rows, column) {
+  let longest = rows[0];
+  let length = -1;
+  for (const row of rows) {
+    const text = cellText(column, row);
+    if (text.length > length) [longest, length] = [row, text.length];
+  }
+  return longest;
+}
+
+/** @param {() => void} [onclick] */
+function headerCell(column, onclick) {
+  return h('th', {scope: 'col', title: column.title, 'data-column': column.name,
+                  class: isTextColumn(column.name) ? '' : 'oc-num', onclick},
+    h('span', {}, column.label), h('span', {class: 'oc-sort-mark'}));
 }
 
 export class OpTable {
   /** @param {{onSort: (column: string) => void}} handlers a header was clicked */
   constructor({onSort}) {
     this.rows = [];
+    /** @type {CompareRow[]} */
+    this.allRows = [];
+    this.keep = '';
     this.onSort = onSort;
     this.body = h('tbody');
-    this.headerCells = COLUMNS.map((column) =>
-      h('th', {scope: 'col', title: column.title, 'data-column': column.name,
-               class: isTextColumn(column.name) ? '' : 'oc-num',
-               onclick: () => this.onSort(column.name)},
-        h('span', {}, column.label), h('span', {class: 'oc-sort-mark'})));
-    this.table = h('table', {class: 'oc-table'},
-      h('colgroup', {}, COLUMNS.map((column) => h('col', {style: {width: column.width === 'auto' ? null : column.width}}))),
-      h('thead', {}, h('tr', {}, this.headerCells)),
-      this.body);
+    this.headerCells = COLUMNS.map((column) => headerCell(column, () => this.onSort(column.name)));
+    this.columns = COLUMNS.map(() => h('col'));
+    this.table = h('table', {class: 'oc-table'}, h('colgroup', {}, this.columns),
+                   h('thead', {}, h('tr', {}, this.headerCells)), this.body);
     this.element = h('div', {class: 'oc-table-scroll', role: 'region', 'aria-label': 'ops'}, this.table);
     this.element.addEventListener('scroll', () => this.renderWindow(), {passive: true});
     this.lastWindow = null;
-    window.addEventListener('resize', () => {
+    this.fitted = null;
+    // Also when the view is shown again: a hidden table has no widths to fit names in.
+    new ResizeObserver(() => {
       this.lastWindow = null;
       this.renderWindow();
-    });
+    }).observe(this.element);
   }
 
   /**
    * @param {CompareRow[]} rows
-   * @param {string|null} sort
-   * @param {'asc'|'desc'} order
+   * @param {RowView} view
+   * @param {CompareRow[]} allRows the comparison's: the columns fit all of them, so
+   *   filtering does not move them
    */
-  setRows(rows, sort, order) {
+  setRows(rows, view, allRows) {
     this.rows = rows;
-    for (const th of this.headerCells) {
-      const sorted = th.dataset.column === sort;
-      const {ariaSort, mark} = sortIndicator(sorted, order);
+    // A name keeps the segment a plain filter matched; a regex's match is the server's.
+    this.keep = isRegexQuery(view.q) ? '' : view.q;
+    for (const [i, th] of this.headerCells.entries()) {
+      const sorted = th.dataset.column === view.sort;
+      const {ariaSort, mark} = sortIndicator(sorted, view.order);
+      const byDefault = !view.sort && DEFAULT_ORDER_COLUMNS.includes(th.dataset.column);
       th.classList.toggle('oc-sorted', sorted);
+      th.classList.toggle('oc-default-order', byDefault);
       th.setAttribute('aria-sort', ariaSort);
-      th.querySelector('.oc-sort-mark').textContent = mark;
+      th.title = byDefault ? DEFAULT_ORDER_TITLE : COLUMNS[i].title || '';
+      th.querySelector('.oc-sort-mark').textContent = byDefault ? sortIndicator(true, 'desc').mark : mark;
     }
+    this.allRows = allRows;
     this.lastWindow = null;
     this.renderWindow();
+  }
+
+  /**
+   * Each column as wide as its widest value or the longest word of its label, measured
+   * in a hidden copy of the table laid out by the browser; the op column takes the rest.
+   * @param {CompareRow[]} rows
+   */
+  fitColumns(rows) {
+    if (!rows.length || !this.element.clientWidth) return; // again once rows are there and shown
+    const heads = COLUMNS.map((column) => headerCell(column));
+    for (const th of heads) th.querySelector('.oc-sort-mark').textContent = '▼';
+    const widest = COLUMNS.map((column) => (column.kind === 'op' ? h('td') : cell(column, longestRow(rows, column),
+                                                                              {op: '', typeLength: Infinity})));
+    const probe = h('table', {class: 'oc-table oc-probe', 'aria-hidden': 'true'},
+                    h('thead', {}, h('tr', {}, heads)), h('tbody', {}, h('tr', {}, widest)));
+    this.element.append(probe);
+    const widths = heads.map((th, i) => Math.min(Math.ceil(th.getBoundingClientRect().width),
+                                                 COLUMNS[i].kind === 'type' ? MAX_TYPE_WIDTH : Infinity));
+    probe.remove();
+    widths.forEach((width, i) => {
+      this.columns[i].style.width = COLUMNS[i].kind === 'op' ? '' : `${width}px`;
+    });
+    this.table.style.minWidth = `${widths.slice(1).reduce((sum, width) => sum + width, MIN_OP_WIDTH)}px`;
+    this.fitted = rows;
   }
 
   /** Width of one character of the op-name font, measured once it is laid out. */
@@ -143,7 +233,20 @@ export class OpTable {
     return this.charWidth;
   }
 
+  /** How many characters fit in the column of `kind`; all of them while it has no width. */
+  characters(kind) {
+    const width = this.headerCells[COLUMNS.findIndex((column) => column.kind === kind)].clientWidth;
+    return width ? Math.max(8, Math.floor((width - 16) / this.monospaceCharWidth())) : Infinity;
+  }
+
   renderWindow() {
+    if (!this.rows.length) {
+      this.body.replaceChildren(h('tr', {}, h('td', {colspan: COLUMNS.length, class: 'oc-no-rows'},
+                                                   'No ops match these filters.')));
+      return;
+    }
+    if (this.fitted !== this.allRows) this.fitColumns(this.allRows);
+    if (this.fitted !== this.allRows) return; // hidden: drawn once shown
     const viewport = this.element.clientHeight || 600;
     const first = Math.max(0, Math.floor(this.element.scrollTop / ROW_HEIGHT) - OVERSCAN);
     const last = Math.min(this.rows.length, Math.ceil((this.element.scrollTop + viewport) / ROW_HEIGHT) + OVERSCAN);
@@ -152,19 +255,12 @@ export class OpTable {
     this.lastWindow = span;
     const spacer = (height) => h('tr', {class: 'oc-spacer', 'aria-hidden': 'true', style: {height: `${height}px`}},
                                    h('td', {colspan: COLUMNS.length}));
-    const characters = {};
-    const charWidth = this.monospaceCharWidth();
-    for (const [index, column] of COLUMNS.entries()) {
-      const width = this.headerCells[index].clientWidth;
-      if (column.kind === 'text' && width) characters[column.name] = Math.max(8, Math.floor((width - 16) / charWidth));
-    }
-    const visible = this.rows.slice(first, last).map((row) =>
-      h('tr', {class: 'oc-row', 'data-key': row.key}, COLUMNS.map((column) => cell(column, row, characters))));
-    if (!this.rows.length) {
-      this.body.replaceChildren(h('tr', {}, h('td', {colspan: COLUMNS.length, class: 'oc-no-rows'},
-                                                   'No ops match these filters.')));
-      return;
-    }
+    const rows = this.rows.slice(first, last);
+    // Shortened together: what the names on screen share gives way first.
+    const names = shortenNames(rows.map((row) => row.key), this.characters('op'), this.keep);
+    const typeLength = this.characters('type');
+    const visible = rows.map((row, i) => h('tr', {class: 'oc-row', 'data-key': row.key},
+      COLUMNS.map((column) => cell(column, row, {op: names[i], typeLength}))));
     this.body.replaceChildren(spacer(first * ROW_HEIGHT), ...visible,
                               spacer((this.rows.length - last) * ROW_HEIGHT));
   }

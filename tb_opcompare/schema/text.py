@@ -76,13 +76,32 @@ def shorten_names(names: list[str], length: int, keep: str = "") -> list[str]:
     ``gradients/layer_2/weights/Apply…``): segments shared with other names are elided
     first (longest first), then the others, never a name's own last segment nor one that
     holds ``keep`` (the text a filter matched); runs of elided segments become one
-    ``…``. A name still too long is cut in the middle."""
+    ``…``. Where two different names would still read the same, the segments that tell
+    them apart are kept too (a few rounds, as keeping them can meet a third name). A
+    name still too long is cut in the middle."""
     shared = collections.Counter(segment for name in names for segment in set(name.split("/")[:-1]))
     needle = keep.lower()
-    return [_shorten(name, length, shared, needle) for name in names]
+    protected: dict[str, set[str]] = collections.defaultdict(set)
+    short = [_shorten(name, length, shared, needle, set()) for name in names]
+    for _ in range(_ROUNDS):
+        readers: dict[str, set[str]] = collections.defaultdict(set)
+        for name, text in zip(names, short):
+            readers[text].add(name)
+        alike = [group for group in readers.values() if len(group) > 1]
+        if not alike:
+            break
+        for group in alike:
+            common = set.intersection(*(set(name.split("/")) for name in group))
+            for name in group:
+                protected[name] |= set(name.split("/")) - common
+        short = [_shorten(name, length, shared, needle, protected[name]) for name in names]
+    return short
 
 
-def _shorten(name: str, length: int, shared: collections.Counter, needle: str) -> str:
+_ROUNDS = 3
+
+
+def _shorten(name: str, length: int, shared: collections.Counter, needle: str, protected: set[str]) -> str:
     if len(name) <= length:
         return name
     parts = name.split("/")
@@ -97,7 +116,8 @@ def _shorten(name: str, length: int, shared: collections.Counter, needle: str) -
                 out.append(ELLIPSIS)
         return "/".join(out)
 
-    order = sorted((i for i in range(len(parts) - 1) if not (needle and needle in parts[i].lower())),
+    order = sorted((i for i in range(len(parts) - 1)
+                    if parts[i] not in protected and not (needle and needle in parts[i].lower())),
                    key=lambda i: (-shared[parts[i]], -len(parts[i]), i))
     text = joined()
     for i in order:

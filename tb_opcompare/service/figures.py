@@ -21,9 +21,10 @@ DEVICE_DASH = {"CPU": "dot"}  # accelerators solid, CPU dotted
 FONT = {"family": "Roboto, sans-serif", "size": 12, "color": "#424242"}
 
 
-PLOT_HEIGHT = 320  # px of plotting area, whatever the legend below it needs
+PLOT_HEIGHT = 420  # px of plotting area, whatever the legend below it needs
 LEGEND_NAME_LENGTH = 36
 _LEGEND_ROW = 20  # px per row of legend entries
+_BELOW_PLOT = 56  # px under the plotting area for the x axis's ticks and title, above the legend
 _LEGEND_ENTRIES_PER_ROW = 2  # at the width of a card in the tab (about 700 px) and of these names
 
 
@@ -35,12 +36,12 @@ def _layout(title: str, x_title: str, y_title: str, legend_entries: int, log_y: 
         "title": {"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left"},
         "font": FONT,
         "margin": {"l": 64, "r": 24, "t": 40, "b": 24},
-        "height": 40 + PLOT_HEIGHT + 56 + legend_rows * _LEGEND_ROW + 24,
+        "height": 40 + PLOT_HEIGHT + _BELOW_PLOT + legend_rows * _LEGEND_ROW + 24,
         "xaxis": {"title": {"text": x_title}, "type": "log", "gridcolor": "#eee", "dtick": 0.30102999566},
         # no fixed dtick: within one decade a log axis would show a single tick
         "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear", "gridcolor": "#eee",
                   **({"minor": {"showgrid": True, "gridcolor": "#f7f7f7"}} if log_y else {"rangemode": "tozero"})},
-        "legend": {"font": {"size": 11, "family": "Roboto Mono, monospace"}, "orientation": "h", "y": -0.2,
+        "legend": {"font": {"size": 11, "family": "Roboto Mono, monospace"}, "orientation": "h", "y": -_BELOW_PLOT / PLOT_HEIGHT,
                    "yanchor": "top", "x": 0, "xanchor": "left"},
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",

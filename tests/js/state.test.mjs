@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {stateFromParams, stateParams} from '../../frontend/state.js';
+import {stateFromParams, stateParams, sweepCsvParams} from '../../frontend/state.js';
 
 test('a link with every parameter is written back as it was read', () => {
   const link = {baseline: 'tf1/mlp_cpu', target: 'tf1/mlp_gpu', group_by: 'type', baseline_session: '2026_01_05',
@@ -30,4 +30,11 @@ test('values the tab cannot use fall back to the defaults', () => {
                                 sort: null, order: 'desc', top: null});
   assert.equal(state.selection.group_by, 'name');
   assert.equal(state.sweep.top, 10);
+});
+
+test('the sweep export is asked for the fits table as it is shown', () => {
+  const sweep = stateFromParams({model: 'torch/cnn', sweep_top: '5'}).sweep;
+  assert.deepEqual(sweepCsvParams(sweep, {sort: 'r2', order: 'asc', op_contains: 'conv'}),
+                   {model: 'torch/cnn', top: '5', group_by: 'name', sort: 'r2', order: 'asc', op_contains: 'conv'});
+  assert.equal('op_contains' in sweepCsvParams(sweep, {sort: 'share', order: 'desc', op_contains: ''}), false);
 });
