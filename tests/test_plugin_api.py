@@ -159,7 +159,7 @@ def test_bad_parameters_answer_400(api, params, fragment):
 @pytest.mark.parametrize(
     "run",
     ["no/such/run", "../../etc/passwd", "/etc/passwd", "..%2F..%2Fetc%2Fpasswd", "tf1/../tf1/mlp_cpu",
-     str(LOGDIR / "tf1" / "mlp_cpu")],
+     pytest.param(str(LOGDIR / "tf1" / "mlp_cpu"), id="absolute-path-of-a-run")],
 )
 def test_unknown_runs_answer_404_and_nothing_is_read_from_a_path(api, run):
     status, document = get_json(api, "compare", baseline=run, target="tf1/mlp_gpu")
