@@ -50,6 +50,13 @@ import {STATUSES} from './view.js';
 
 const HASH_PREFIX = 'p.op_compare.';
 export const DEFAULT_SWEEP_TOP = 10;
+export const MAX_SWEEP_TOP = 50; // the sweep route's limit
+
+/** How many ops to plot, within what the sweep route takes; null for text that is no number. */
+export function sweepTop(text) {
+  const value = positiveInteger(text);
+  return value === null ? null : Math.min(MAX_SWEEP_TOP, value);
+}
 
 /** @returns {number|null} */
 export function positiveInteger(text) {
@@ -149,7 +156,7 @@ export function stateFromParams(params) {
                 baseline_session: params.baseline_session || null, target_session: params.target_session || null,
                 group_by: groupBy(params.group_by)},
     view: viewFromParams(params),
-    sweep: {model: params.model || null, top: positiveInteger(params.sweep_top) || DEFAULT_SWEEP_TOP,
+    sweep: {model: params.model || null, top: sweepTop(params.sweep_top) || DEFAULT_SWEEP_TOP,
             group_by: groupBy(params.sweep_group_by)},
   };
 }

@@ -5,7 +5,7 @@
 import {fetchSweep, fetchSweeps, loadPlotly, sweepCsvUrl} from '../api.js';
 import {h} from '../dom.js';
 import {GROUP_BY_LABELS} from '../format.js';
-import {DEFAULT_SWEEP_TOP, sweepCsvParams, sweepParams} from '../state.js';
+import {DEFAULT_SWEEP_TOP, MAX_SWEEP_TOP, sweepCsvParams, sweepParams, sweepTop} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {FitsTable} from './fits.js';
 import {loadingIndicator, messageBox} from './states.js';
@@ -14,7 +14,6 @@ import {loadingIndicator, messageBox} from './states.js';
 /** @typedef {import('../state.js').SweepState} SweepState */
 
 const FIGURE_NAMES = ['op_time', 'per_sample', 'step', 'speedup'];
-const MAX_PLOTTED_OPS = 50; // the sweep route's limit
 const BASELINE_DEVICE = 'CPU'; // speedups are CPU time / accelerator time (analysis/sweep.py)
 const NEED_BOTH = 'speedups and break-even need CPU and accelerator runs at the same batch sizes';
 
@@ -95,7 +94,7 @@ export class SweepView {
       Object.entries(GROUP_BY_LABELS).map(([value, label]) => h('option', {value}, label)));
     this.groupSelect.value = this.state.group_by;
     this.topInput = h('input', {class: 'oc-input oc-short', id: 'oc-sweep-top', type: 'number', min: 1,
-                                max: MAX_PLOTTED_OPS, value: this.state.top, 'aria-label': 'ops to plot',
+                                max: MAX_SWEEP_TOP, value: this.state.top, 'aria-label': 'ops to plot',
                                 onchange: () => this.change({top: this.typedTop()})});
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-sweep-export', download: '', href: '#'}, 'Export CSV');
     this.warnings = h('div', {class: 'oc-notices'});
@@ -125,8 +124,7 @@ export class SweepView {
 
   /** The number typed, within what the route takes; nothing or not a number: the default. */
   typedTop() {
-    const typed = parseInt(this.topInput.value, 10) || DEFAULT_SWEEP_TOP;
-    return Math.min(MAX_PLOTTED_OPS, Math.max(1, typed));
+    return sweepTop(this.topInput.value) || DEFAULT_SWEEP_TOP;
   }
 
   change(changes) {

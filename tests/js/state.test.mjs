@@ -32,6 +32,10 @@ test('values the tab cannot use fall back to the defaults', () => {
   assert.equal(state.sweep.top, 10);
 });
 
+test('a link asking to plot more ops than the sweep route takes plots the most it takes', () => {
+  assert.equal(stateFromParams({model: 'torch/cnn', sweep_top: '500'}).sweep.top, 50);
+});
+
 test('the sweep export is asked for the fits table as it is shown', () => {
   const sweep = stateFromParams({model: 'torch/cnn', sweep_top: '5'}).sweep;
   assert.deepEqual(sweepCsvParams(sweep, {sort: 'r2', order: 'asc', op_contains: 'conv'}),
