@@ -531,6 +531,17 @@ def test_the_default_order_is_marked_until_a_sort_is_chosen(page, tensorboard_ur
     assert not any("default order" in title for _, title in headers.values())
 
 
+def test_a_link_to_the_sweep_asks_for_the_models_and_the_sweep_once(page, tensorboard_url):
+    asked = []
+    page.on("request", lambda request: asked.append(request.url.split("/data/plugin/op_compare/")[-1].split("?")[0])
+            if "/data/plugin/op_compare/sweep" in request.url else None)
+    frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch")
+    frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
+    frame.locator("#oc-run-select, #oc-count, .oc-chooser").first.wait_for(state="attached", timeout=60_000)
+    page.wait_for_timeout(1000)  # the start-up's second showing of the view, had it asked again
+    assert sorted(asked) == ["sweep", "sweeps"]
+
+
 def test_a_sweep_without_an_accelerator_run_says_why_it_has_no_speedups(page, tensorboard_url):
     frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch")
     frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)

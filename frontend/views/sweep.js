@@ -44,6 +44,8 @@ export class SweepView {
     this.state = state;
     this.onStateChange = onStateChange;
     this.requestId = 0;
+    this.listing = null;  // the models, once listed (a promise)
+    this.loading = null;  // the sweep being fetched and drawn, with its parameters
     /** @type {SweepDocument|null} */
     this.document = null;
     this.element = h('section', {class: 'oc-sweep', id: 'oc-sweep'});
@@ -51,21 +53,29 @@ export class SweepView {
 
   /** Each time the view is opened: the models are listed once, the chosen one is loaded. */
   async show() {
-    if (!this.models) {
-      this.element.replaceChildren(loadingIndicator('Finding models with several batch sizes…'));
-      try {
-        const listing = await fetchSweeps();
-        this.models = listing.models;
-        this.sweepableModels = listing.sweepable;  // best first, as the server orders them
-      } catch (error) {
-        this.element.replaceChildren(h('div', {class: 'oc-panel oc-panel-error', id: 'oc-sweep-message'},
-                                       `Could not list the models: ${error.message}`));
-        return;
-      }
-      this.build();
-      this.onStateChange();
-    }
+    // The tab shows this view at start-up and again once the runs are listed: one
+    // request for the listing and one for the sweep, however often it is shown meanwhile.
+    if (!this.listing) this.listing = this.list();
+    if (!await this.listing) return;
     if (this.state.model) await this.load();
+  }
+
+  /** @returns {Promise<boolean>} whether the models could be listed */
+  async list() {
+    this.element.replaceChildren(loadingIndicator('Finding models with several batch sizes…'));
+    try {
+      const listing = await fetchSweeps();
+      this.models = listing.models;
+      this.sweepableModels = listing.sweepable;  // best first, as the server orders them
+    } catch (error) {
+      this.element.replaceChildren(h('div', {class: 'oc-panel oc-panel-error', id: 'oc-sweep-message'},
+                                     `Could not list the models: ${error.message}`));
+      this.listing = null;  // shown again, it asks again
+      return false;
+    }
+    this.build();
+    this.onStateChange();
+    return true;
   }
 
   sweepable() {
@@ -133,7 +143,17 @@ export class SweepView {
     this.load();
   }
 
-  async load() {
+  load() {
+    const key = JSON.stringify(sweepParams(this.state));
+    if (this.loading && this.loading.key === key) return this.loading.done;
+    const done = this.fetchAndDraw().finally(() => {
+      if (this.loading && this.loading.done === done) this.loading = null;
+    });
+    this.loading = {key, done};
+    return done;
+  }
+
+  async fetchAndDraw() {
     if (!this.modelSelect) return;
     const id = ++this.requestId;
     this.overlay.hidden = false;
