@@ -54,14 +54,20 @@ def view_from_params(params: Mapping[str, str]) -> RowView:
     if side not in SIDE_FILTERS:
         raise ValueError(f"side: expected one of {', '.join(SIDE_FILTERS)}, not {side!r}")
     min_total_us = _number(params, "min_us", 0.0, float)
-    sort = params.get("sort") or None
-    if sort is not None and sort not in COMPARE_COLUMNS:
-        raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")
+    sort = sort_from_params(params, COMPARE_COLUMNS)
     descending = descending_from_params(params)
     top = _number(params, "top", None, int)
     if top is not None and top <= 0:
         raise ValueError("top: must be a positive integer")
     return RowView(query, statuses, side, min_total_us, sort, descending, top)
+
+
+def sort_from_params(params: Mapping[str, str], columns: list[str]) -> str | None:
+    """The ``sort`` parameter: one of ``columns``, or None for the table's own order."""
+    sort = params.get("sort") or None
+    if sort is not None and sort not in columns:
+        raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(columns)}")
+    return sort
 
 
 def descending_from_params(params: Mapping[str, str]) -> bool:

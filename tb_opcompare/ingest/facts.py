@@ -25,10 +25,10 @@ def claimed_facts(file_format: str, claims: Claims) -> ProfileFacts:
 
 
 def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
-    """The facts to show for a run (a copy; ``measured`` is left alone). Batch size: the profile's tensors, then the sidecar, then the run name; a claim
-    that disagrees with the measured size is shown as a warning. Device: the profile
-    (a device plane with activity); a sidecar that says otherwise gets a warning. Model:
-    the sidecar, then the run name."""
+    """The facts to show for a run (a copy; ``measured`` is left alone). Batch size: the
+    profile's tensors, then the sidecar, then the run name; a claim that disagrees with
+    the measured size is shown as a warning. Device: the profile (a device plane with
+    activity); a sidecar that says otherwise gets a warning."""
     facts = dataclasses.replace(measured, warnings=list(measured.warnings))
     if claims.warning:
         facts.warnings.append(claims.warning)

@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 SIDECAR = "opcompare.json"
 _SIDECAR_MAX_BYTES = 1 << 20
+MAX_BATCH_SIZE = 10_000_000  # a claimed batch size above this is a broken sidecar, not a model
+SIDECAR_SOURCE = SIDECAR
+NAME_SOURCE = "run name"
 
 
 def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
@@ -42,11 +45,6 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     except ValueError as error:
         return {}, f"{path}: ignored, not a JSON object ({error})"
     return sidecar, None
-
-
-MAX_BATCH_SIZE = 10_000_000  # a claimed batch size above this is a broken sidecar, not a model
-SIDECAR_SOURCE = SIDECAR
-NAME_SOURCE = "run name"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,7 +29,7 @@ from tensorboard.backend import http_util
 from werkzeug import wrappers
 
 from tb_opcompare.analysis.compare import GROUP_BY
-from tb_opcompare.analysis.row_view import descending_from_params, text_from_params, view_from_params
+from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, Error, ErrorDocument, SweepDocument
@@ -121,15 +121,14 @@ class DataRoutes:
     @wrappers.Request.application
     @_json_errors
     def _serve_sweep_csv(self, request):
-        document = self._sweep(request.args)
-        try:
-            sort = request.args.get("sort") or None
-            if sort is not None and sort not in FIT_COLUMNS:
-                raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(FIT_COLUMNS)}")
-            rows = fits_table(document, text_from_params(request.args, "op_contains"), sort,
-                              descending_from_params(request.args))
+        try:  # parameters first: a bad one costs no sweep
+            op_contains = text_from_params(request.args, "op_contains")
+            sort = sort_from_params(request.args, FIT_COLUMNS)
+            descending = descending_from_params(request.args)
         except ValueError as error:
             raise BadRequest(str(error)) from None
+        document = self._sweep(request.args)
+        rows = fits_table(document, op_contains, sort, descending)
         return _csv_download(request, compare_csv(rows, FIT_COLUMNS),
                              f"opcompare_sweep_{_safe_name(document.model)}.csv")
 
