@@ -9,6 +9,7 @@ import {h} from './dom.js';
 /** @typedef {import('./contract.js').SweepDocument} SweepDocument */
 /** @typedef {import('./contract.js').CheckDocument} CheckDocument */
 /** @typedef {import('./contract.js').TrendDocument} TrendDocument */
+/** @typedef {import('./contract.js').MatrixDocument} MatrixDocument */
 
 /**
  * A query string; an array value becomes the parameter repeated, once per item (the
@@ -112,6 +113,22 @@ export function fetchTrend(params) {
 /** @param {Object<string, string>} params as for fetchTrend */
 export function trendCsvUrl(params) {
   return `trend.csv?${queryString(params)}`;
+}
+
+/**
+ * Step latency, throughput and speedups of every model and batch size on every device,
+ * precision and compiler; rejects with the server's 400 (a reference that is not
+ * DEVICE/precision/compiler, a bad warm-up).
+ * @param {Object<string, string>} params reference and warmup (state.js matrixParams)
+ * @returns {Promise<MatrixDocument>}
+ */
+export function fetchMatrix(params) {
+  return fetchJson(`matrix?${queryString(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchMatrix */
+export function matrixCsvUrl(params) {
+  return `matrix.csv?${queryString(params)}`;
 }
 
 let plotlyPromise = null;

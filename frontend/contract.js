@@ -303,6 +303,50 @@
  */
 
 /**
+ * Steady-state step latency and throughput of every model and batch size (rows) on every device, precision and compiler (columns), with the speedup against a reference column.
+ * @typedef {Object} MatrixDocument
+ * @property {string|null} reference - the reference column's key (default: CPU · fp32 · eager where present, else the first column)
+ * @property {number|null} warmup - leading steps dropped from every run as asked; null: detected per run (steps slower than 1.5x the median of the steps after them)
+ * @property {Array<MatrixColumn>} columns - CPU first, then fp32, then eager
+ * @property {Array<MatrixRow>} rows - by model, then batch size
+ * @property {Array<MatrixCell>} cells - the filled cells, row by row
+ * @property {Array<string>} warnings
+ */
+
+/**
+ * One column of the matrix: a device, a precision and a compiler (`?` where unknown).
+ * @typedef {Object} MatrixColumn
+ * @property {string} key - `DEVICE · precision · compiler`, as shown and as `reference` takes it
+ * @property {string} device
+ * @property {string} precision
+ * @property {string} compiler
+ */
+
+/**
+ * @typedef {Object} MatrixRow
+ * @property {string} model
+ * @property {number|null} batch_size
+ */
+
+/**
+ * The runs of one model at one batch size in one column, and their steady-state step.
+ * @typedef {Object} MatrixCell
+ * @property {string} model - the model without its precision and compiler
+ * @property {number|null} batch_size - samples per step
+ * @property {string} column - the key of its MatrixColumn
+ * @property {Array<string>} runs - the runs pooled here (repeats of one configuration)
+ * @property {number} steps - steady steps pooled (after warm-up); 0 where the runs have no step markers
+ * @property {number} warmup_steps - leading steps left out as warm-up, over all its runs
+ * @property {number|null} latency_us - mean wall time of a steady step, µs (step markers); null without markers
+ * @property {number|null} latency_std_us - standard deviation of the steady steps' wall time, µs
+ * @property {number|null} latency_p10_us - 10th percentile of the steady steps' wall time, µs
+ * @property {number|null} latency_p90_us - 90th percentile of the steady steps' wall time, µs
+ * @property {number|null} throughput_per_s - samples per second: batch size x 10^6 / latency_us
+ * @property {number|null} speedup - the reference cell's latency / this cell's, in the same row; null without both
+ * @property {boolean} reference - whether this is the reference cell of its row
+ */
+
+/**
  * The body of every error answer.
  * @typedef {Object} ErrorDocument
  * @property {Error} error

@@ -57,6 +57,12 @@ export function formatCount(count) {
   return count.toLocaleString('en-US');
 }
 
+/** Whole samples a second, read as counts ("4,736 samples/s"). */
+export function formatThroughput(perSecond) {
+  if (perSecond === null || perSecond === undefined) return '–';
+  return `${formatCount(Math.round(perSecond))} samples/s`;
+}
+
 /** A row status in words ("baseline only"); a status the tab does not know, as it is. */
 export function formatStatus(status) {
   return STATUS_WORDS[status] || status;

@@ -3,16 +3,18 @@
 //
 // The layers: state.js holds the tab's state and its URL hash, api.js the plugin's
 // routes, view.js the row rule the server shares; views/ draws them. This entry puts the
-// two views, "Compare runs" and "Batch sweep", under one tab and keeps the hash in step.
+// views, "Compare runs", "Batch sweep", "Trend" and "Matrix", under one tab and keeps the
+// hash in step.
 
 import {addStylesheet, h} from './dom.js';
 import {keepStateInHash, readHash, writeHash} from './state.js';
 import {followTheme} from './theme.js';
 import {CompareView} from './views/compare.js';
+import {MatrixView} from './views/matrix.js';
 import {SweepView} from './views/sweep.js';
 import {TrendView, modelRuns} from './views/trend.js';
 
-const PAGES = [['compare', 'Compare runs'], ['sweep', 'Batch sweep'], ['trend', 'Trend']];
+const PAGES = [['compare', 'Compare runs'], ['sweep', 'Batch sweep'], ['trend', 'Trend'], ['matrix', 'Matrix']];
 
 /** TensorBoard calls this once the plugin's frame has loaded the module. */
 export async function render() {
@@ -27,6 +29,14 @@ export async function render() {
   const trend = new TrendView({state: state.trend, onStateChange: syncHash,
                                defaultRuns: async () => ((await started) ?
                                  modelRuns(compare.listing, compare.selection.baseline) : null)});
+  // A matrix cell opens the comparison of its run with its row's reference run.
+  const matrix = new MatrixView({state: state.matrix, onStateChange: syncHash,
+                                 onOpenCompare: async ({baseline, target}) => {
+                                   if (!await started) return;
+                                   compare.setSelection({baseline, target, baseline_session: null,
+                                                         target_session: null});
+                                   showPage('compare');
+                                 }});
   // Before the page is built, so it never shows in the wrong theme.
   followTheme(() => {
     compare.redrawCharts();
@@ -46,16 +56,19 @@ export async function render() {
     compare.element.hidden = page !== 'compare';
     sweep.element.hidden = page !== 'sweep';
     trend.element.hidden = page !== 'trend';
+    matrix.element.hidden = page !== 'matrix';
     syncHash();
     if (page === 'sweep') sweep.show();
     if (page === 'trend') trend.show();
+    if (page === 'matrix') matrix.show();
   }
 
   sweep.element.hidden = true;
   trend.element.hidden = true;
+  matrix.element.hidden = true;
   document.body.replaceChildren(h('div', {id: 'op-compare'},
     h('div', {class: 'oc-page'}, h('nav', {class: 'oc-page-tabs', role: 'tablist'}, pageButtons), compare.element,
-      sweep.element, trend.element)));
+      sweep.element, trend.element, matrix.element)));
   started = compare.start();
   if (state.page !== 'compare') showPage(state.page);
   if (!await started) return;

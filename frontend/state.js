@@ -49,20 +49,30 @@ import {STATUSES} from './view.js';
  */
 
 /**
+ * The Matrix view: step latency and throughput of every model and batch size on every
+ * device, precision and compiler.
+ * @typedef {Object} MatrixState
+ * @property {string|null} reference the reference column's key; null: the route's default
+ *   (CPU · fp32 · eager where present)
+ * @property {number|null} warmup leading steps dropped from every run; null: detected per run
+ */
+
+/**
  * @typedef {Object} TabState
- * @property {'compare'|'sweep'|'trend'} page
+ * @property {'compare'|'sweep'|'trend'|'matrix'} page
  * @property {Selection} selection
  * @property {RowView} view
  * @property {boolean} significant the op table shows only the ops the Confidence check
  *   finds significantly changed (their keys come from the check, never from the link)
  * @property {SweepState} sweep
  * @property {TrendState} trend
+ * @property {MatrixState} matrix
  */
 
 /** @typedef {Object<string, string|undefined>} Params parameters by name, as text */
 
 const HASH_PREFIX = 'p.op_compare.';
-const PAGES = ['compare', 'sweep', 'trend'];
+const PAGES = ['compare', 'sweep', 'trend', 'matrix'];
 export const DEFAULT_SWEEP_TOP = 10;
 export const MAX_SWEEP_TOP = 50; // the sweep route's limit
 export const DEFAULT_TREND_TOP = 10; // as the trend route's
@@ -81,6 +91,17 @@ export function sweepTop(text) {
 export function positiveInteger(text) {
   const value = parseInt(text, 10);
   return value > 0 ? value : null;
+}
+
+/**
+ * Warm-up steps as the matrix route takes them: digits only (0 or more); null for
+ * anything else, empty included (the route then detects each run's warm-up).
+ * @param {string|number|null|undefined} text
+ * @returns {number|null}
+ */
+export function warmupSteps(text) {
+  const trimmed = String(text ?? '').trim();
+  return /^[0-9]+$/.test(trimmed) ? parseInt(trimmed, 10) : null;
 }
 
 /** The known statuses among `statuses`; none means all. */
@@ -209,6 +230,18 @@ export function trendParams(trend, runs) {
 }
 
 /**
+ * The matrix route's parameters (and its CSV's); defaults are left out.
+ * @param {MatrixState} matrix
+ * @returns {Object<string, string>}
+ */
+export function matrixParams(matrix) {
+  const params = {};
+  if (matrix.reference) params.reference = matrix.reference;
+  if (matrix.warmup !== null) params.warmup = String(matrix.warmup);
+  return params;
+}
+
+/**
  * @param {Params} params the hash's parameters, unprefixed
  * @returns {TabState}
  */
@@ -225,6 +258,7 @@ export function stateFromParams(params) {
             group_by: groupBy(params.sweep_group_by)},
     trend: {runs: (params.trend_runs || '').trim() || null, order_by: trendOrder(params.trend_order),
             top: sweepTop(params.trend_top) || DEFAULT_TREND_TOP, group_by: groupBy(params.trend_group_by)},
+    matrix: {reference: (params.matrix_reference || '').trim() || null, warmup: warmupSteps(params.matrix_warmup)},
   };
 }
 
@@ -247,6 +281,8 @@ export function stateParams(state) {
   if (state.trend.order_by !== DEFAULT_TREND_ORDER) params.trend_order = state.trend.order_by;
   if (state.trend.top !== DEFAULT_TREND_TOP) params.trend_top = String(state.trend.top);
   if (state.trend.group_by !== 'name') params.trend_group_by = state.trend.group_by;
+  if (state.matrix.reference) params.matrix_reference = state.matrix.reference;
+  if (state.matrix.warmup !== null) params.matrix_warmup = String(state.matrix.warmup);
   return params;
 }
 

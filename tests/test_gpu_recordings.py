@@ -34,7 +34,9 @@ def test_every_recording_is_read_with_its_device_batch_size_and_repeat(listing):
         assert run["device"] == named["device"].upper() and not run["warnings"], run["run"]
         assert run["batch_size"] == int(named["batch"]) and run["batch_size_source"].startswith("data: ")
         assert run["repeat"] == int(named["repeat"]) and run["steps"] == 5
-        assert run["model"] == "mnist_cnn_torch" + (named["bf16"] or "")
+        # bf16 is a dimension of the run beside its model, not part of the model's name
+        assert run["model"] == "mnist_cnn_torch" + (" [bf16]" if named["bf16"] else "")
+        assert run["precision"] == ("bf16" if named["bf16"] else "fp32")
         if run["device"] == "GPU":
             assert run["device_name"] == "NVIDIA H100 80GB HBM3"
 
@@ -86,7 +88,10 @@ def test_the_demo_sweep_opens_on_the_model_swept_on_both_devices():
     document = as_json(sweeps_document(Catalog(str(REPO / "demo_logs"), cache_dir=None)))
     assert document["models"]["mnist_cnn"] == {"CPU": [1, 16, 64]}
     assert document["models"]["mnist_cnn_torch"] == {"CPU": [1, 16, 64], "GPU": [1, 16, 64]}
-    assert document["sweepable"] == ["mnist_cnn_torch", "mnist_cnn"]  # not name order
+    # each precision and compiler of the matrix is its own sweep; fp32 eager on both devices first
+    assert document["sweepable"][0] == "mnist_cnn_torch"
+    assert document["models"]["mnist_cnn [bf16, XLA]"] == {"CPU": [1, 16, 64]}
+    assert document["models"]["mnist_cnn_torch [bf16, torch.compile]"] == {"CPU": [1, 16, 64], "GPU": [1, 16, 64]}
 
 
 ZOO = GPU_FIXTURES / "zoo"
@@ -183,7 +188,7 @@ def test_resnet18_repeats_pair_one_to_one_and_show_why_one_pair_is_not_enough():
     assert {(p["baseline"], p["target"]) for p in listing["pairs"]} == {
         (f"resnet18_cpu_bs32_rep{k}", f"resnet18_gpu_bs32_rep{k}") for k in (1, 2, 3)}
     models = {run["run"]: run["model"] for run in listing["runs"]}
-    assert models["resnet18_bf16_gpu_bs32"] == "resnet18_bf16" and models["resnet18_stack_gpu_bs32"] == "resnet18_stack"
+    assert models["resnet18_bf16_gpu_bs32"] == "resnet18 [bf16]" and models["resnet18_stack_gpu_bs32"] == "resnet18_stack"
     speedups = [json.loads(run_cli("compare", str(logdir), "--baseline", f"resnet18_cpu_bs32_rep{k}", "--target",
                                    f"resnet18_gpu_bs32_rep{k}", "--json", "--no-cache").stdout)["summary"][
         "whole_step_speedup"] for k in (1, 2, 3)]

@@ -8,6 +8,8 @@ environment); pip's cache makes later runs quick.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -86,7 +88,12 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     assert str(installed) in where and str(REPO) not in where
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
-    assert listing["errors"] == [] and len(listing["runs"]) == 9 and listing["version"] == VERSION
+    assert listing["errors"] == [] and len(listing["runs"]) == 36 and listing["version"] == VERSION
+    # the precision x compiler matrix of both demo models, one run a cell
+    matrix = list(csv.DictReader(io.StringIO(_run(cli, "matrix", demo, "--csv", "-", cwd=tmp_path).stdout)))
+    assert len(matrix) == 36 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
+    assert {(line["model"], line["compiler"]) for line in matrix if line["precision"] == "bf16"} == {
+        ("mnist_cnn", "eager"), ("mnist_cnn", "XLA"), ("mnist_cnn_torch", "eager"), ("mnist_cnn_torch", "torch.compile")}
     suggested = listing["suggested"]
     compared = _run(cli, "compare", demo, "--baseline", suggested["baseline"], "--target", suggested["target"],
                     "--top", "3", cwd=tmp_path).stdout

@@ -129,11 +129,49 @@ def test_record_cli_repeats_each_run_and_the_demo_records_bf16_and_memory(tmp_pa
     assert order == ["tiny_cpu_bs2_rep1", "tiny_cpu_bs3_rep1", "tiny_cpu_bs2_rep2", "tiny_cpu_bs3_rep2"]
     listing = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)
     assert {(r["run"], r["batch_size"], r["repeat"], r["model"]) for r in listing["runs"]} == {
-        (f"tiny_cpu_bs{n}_rep{k}", n, k, "tiny") for n in (2, 3) for k in (1, 2)}
+        (f"tiny_cpu_bs{n}_rep{k}", n, k, "tiny [bf16]") for n in (2, 3) for k in (1, 2)}
     written = sidecar(logdir / "tiny_cpu_bs3_rep2")
     assert (written["repeat"], written["precision"], written["profile_memory"]) == (2, "bf16", True)
     trace = next((logdir / "tiny_cpu_bs3_rep2").glob("*.pt.trace.json")).read_text()
     assert '"[memory]"' in trace and "c10::BFloat16" in trace  # allocations recorded, autocast took effect
+
+
+def test_record_matrix_runs_every_cell_in_its_own_process_and_the_matrix_places_them(tmp_path):
+    """``--matrix precision=fp32,bf16 --matrix backend=eager,xla`` on the Keras demo: four
+    runs at one batch size, each value a name token and a sidecar fact, and the matrix
+    puts each in the column its data (else its sidecar) says."""
+    logdir = tmp_path / "logs"
+    result = run_cli("record", "--logdir", str(logdir), "--model", "cnn", "--batch-sizes", "4", "--devices", "cpu",
+                     "--matrix", "precision=fp32,bf16", "--matrix", "backend=eager,xla", "--", PYTHON, "-m",
+                     "tb_opcompare.demo.mnist_tf", "--batch-size", "{batch_size}", "--steps", "6",
+                     "--precision", "{precision}", "--backend", "{backend}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.findall(r"\] (cnn_cpu_bs4_\w+):", result.stdout) == [
+        "cnn_cpu_bs4_fp32_eager", "cnn_cpu_bs4_fp32_xla", "cnn_cpu_bs4_bf16_eager", "cnn_cpu_bs4_bf16_xla"]
+    assert "tb-opcompare matrix" in result.stdout
+    written = sidecar(logdir / "cnn_cpu_bs4_bf16_xla")
+    assert (written["model"], written["precision"], written["compiler"]) == ("cnn", "bf16", "xla")
+    assert "dimensions" not in written
+    matrix = json.loads(run_cli("matrix", str(logdir), "--json", "--no-cache").stdout)
+    assert [column["key"] for column in matrix["columns"]] == [
+        "CPU · fp32 · eager", "CPU · fp32 · XLA", "CPU · bf16 · eager", "CPU · bf16 · XLA"]
+    assert [(cell["column"], cell["runs"]) for cell in matrix["cells"]] == [
+        ("CPU · fp32 · eager", ["cnn_cpu_bs4_fp32_eager"]), ("CPU · fp32 · XLA", ["cnn_cpu_bs4_fp32_xla"]),
+        ("CPU · bf16 · eager", ["cnn_cpu_bs4_bf16_eager"]), ("CPU · bf16 · XLA", ["cnn_cpu_bs4_bf16_xla"])]
+    assert all(cell["latency_us"] > 0 and cell["steps"] >= 1 for cell in matrix["cells"])
+
+
+@pytest.mark.parametrize("matrix, message", [
+    ("precision", "give comma-separated values"),
+    ("my-dim=a", "lower-case word"),
+    ("batch_size=1,2", "other than batch_size"),
+    ("precision=fp32,fp32", "given twice"),
+    ("precision=fp 32", "letters, digits"),
+])
+def test_record_refuses_a_matrix_it_cannot_name_runs_by(tmp_path, matrix, message):
+    result = run_cli("record", "--logdir", str(tmp_path), "--model", "m", "--batch-sizes", "1", "--devices", "cpu",
+                     "--matrix", matrix, "--", PYTHON, "-c", "pass")
+    assert result.returncode == 2 and message in result.stderr and not list(tmp_path.iterdir())
 
 
 def test_record_cli_says_which_runs_failed_and_why(tmp_path):

@@ -60,15 +60,24 @@ def test_a_sidecar_that_disagrees_is_warned_about_and_the_data_wins(tmp_path):
 PRECISION = FIXTURES / "precision" / "logdir"  # Keras 3 runs recorded without sidecars
 
 
-@pytest.mark.parametrize("run, precision, compiler", [
-    ("keras_fp32_eager_cpu_bs16/train", "fp32", "no XLA"),
-    ("keras_bf16_eager_cpu_bs16/train", "mixed bf16/fp32", "no XLA"),  # mixed_bfloat16: float32 variables, loss
-    ("keras_fp32_xla_cpu_bs16/train", None, "XLA"),  # XLA's allocations name no op and no dtype
-    ("keras_bf16_xla_cpu_bs16/train", None, "XLA"),
+@pytest.mark.parametrize("run, precision, precision_by, compiler", [
+    ("keras_fp32_eager_cpu_bs16/train", "fp32", "data: ", "eager"),
+    # mixed_bfloat16: float32 variables and loss; the name's "bf16" agrees with it (no warning)
+    ("keras_bf16_eager_cpu_bs16/train", "mixed bf16/fp32", "data: ", "eager"),
+    # XLA's allocations name no op and no dtype: the run name says the precision
+    ("keras_fp32_xla_cpu_bs16/train", "fp32", "the run name", "XLA"),
+    ("keras_bf16_xla_cpu_bs16/train", "bf16", "the run name", "XLA"),
 ])
-def test_keras_precision_and_xla_come_from_the_data(run, precision, compiler):
-    facts = Catalog(str(PRECISION), cache_dir=None).load(run).profile.facts
+def test_keras_precision_and_xla_come_from_the_data(run, precision, precision_by, compiler):
+    loaded = Catalog(str(PRECISION), cache_dir=None).load(run)
+    facts = loaded.profile.facts
     assert (facts.precision, facts.compiler) == (precision, compiler)
+    assert facts.precision_source.startswith(precision_by) and facts.compiler_source.startswith("data: ")
+    assert not [warning for warning in facts.warnings if "precision" in warning or "compiler" in warning]
+    # the four are one model in four configurations: never pooled or paired with each other
+    assert loaded.base_model == "keras/train"
+    assert loaded.model == {"fp32": "keras/train", "mixed bf16/fp32": "keras/train [bf16]"}.get(
+        precision if compiler == "eager" else None, f"keras/train [{precision}, XLA]".replace("[fp32, ", "["))
 
 
 def test_xla_compiled_ops_are_read_as_ops():

@@ -272,7 +272,7 @@ def test_five_thousand_rows_scroll_with_a_small_dom(page, tensorboard_url):
     frame.locator("th[data-column='key']").click()
     frame.locator("th[data-column='key'][aria-sort='ascending']").wait_for()
     sort_ms = page.evaluate("performance.now()") - started
-    frame.locator(".oc-table-scroll").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+    frame.locator(".oc-table-scroll[aria-label=ops]").evaluate("el => { el.scrollTop = el.scrollHeight; }")
     page.wait_for_timeout(300)
     by_name = api(tensorboard_url, "compare", sort="key", order="asc", **pair)["rows"]
     assert shown_keys(frame)[-1] == by_name[-1]["key"]
@@ -412,7 +412,7 @@ def test_the_view_survives_a_visit_to_another_tensorboard_tab_and_a_reload(page,
 
 def test_op_names_on_screen_stay_told_apart(page, tensorboard_url):
     frame = open_tab(page, tensorboard_url)  # tf1/mlp: long, nearly equal scope paths
-    scroller = frame.locator(".oc-table-scroll")
+    scroller = frame.locator(".oc-table-scroll[aria-label=ops]")
     for top in range(0, 87 * 28, 300):
         scroller.evaluate(f"el => {{ el.scrollTop = {top}; }}")
         page.wait_for_timeout(50)

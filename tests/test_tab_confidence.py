@@ -36,7 +36,7 @@ def speedup_cell(frame, url: str, key: str):
     """The speedup cell of the op table's row `key`, scrolled into the rows rendered (the
     table shows the compare route's order)."""
     keys = [row["key"] for row in route(url, "compare", **PAIR)[1]["rows"]]
-    frame.locator(".oc-table-scroll").evaluate("(el, top) => { el.scrollTop = top; }",
+    frame.locator(".oc-table-scroll[aria-label=ops]").evaluate("(el, top) => { el.scrollTop = top; }",
                                                max(0, keys.index(key) * 28 - 100))
     row = frame.locator(f"tr.oc-row[data-key='{key}']")
     row.wait_for()

@@ -78,7 +78,7 @@ def test_each_mean_has_a_whisker_of_its_spread_on_the_rows_own_scale(browser, te
     # the larger p90 of the two ends the track: that side's range reaches the whisker's end
     wider = max(sides, key=lambda side: sides[side][2])
     assert abs(cells[wider]["whisker"]["p90"] - WIDTH) <= 1
-    frame.locator(".oc-table-scroll").screenshot(path=SCREENSHOT)
+    frame.locator(".oc-table-scroll[aria-label=ops]").screenshot(path=SCREENSHOT)
 
     # a GPU op's kernels, not told apart per occurrence: no percentiles, no whisker
     pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}

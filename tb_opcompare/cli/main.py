@@ -20,7 +20,14 @@ from tb_opcompare.analysis.row_view import RowView
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.cli import check_report
 from tb_opcompare.errors import ProfileError, escape_control_characters
-from tb_opcompare.schema.text import format_breakeven, format_bytes, format_speedup, format_time, parse_share
+from tb_opcompare.schema.text import (
+    format_breakeven,
+    format_bytes,
+    format_speedup,
+    format_throughput,
+    format_time,
+    parse_share,
+)
 from tb_opcompare.service.check import (
     DEFAULT_MIN_SHARE,
     DEFAULT_THRESHOLD,
@@ -30,7 +37,8 @@ from tb_opcompare.service.check import (
     split_runs,
 )
 from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import check_csv, compare_csv, trend_csv
+from tb_opcompare.service.csv_export import check_csv, compare_csv, matrix_csv, trend_csv
+from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import TrendUsageError, trend_document
@@ -158,12 +166,30 @@ def _parser() -> argparse.ArgumentParser:
     trend.add_argument("--json", action="store_true", help="print the trend document as JSON")
     trend.set_defaults(handler=_trend)
 
+    matrix = commands.add_parser(
+        "matrix", parents=[reading], help="step latency and throughput: model x batch size against device, precision "
+                                          "and compiler",
+        description="Every run placed by model and batch size (rows) against device, precision and compiler "
+                    "(columns, from the data, else the sidecar or the run name); each cell the mean wall time of a "
+                    "steady step (step markers, warm-up steps left out), its spread, the throughput (batch x 10^6 / "
+                    "step us) and the speedup against the reference column. Repeats of one cell are pooled.")
+    matrix.add_argument("logdir")
+    matrix.add_argument("--reference", metavar="DEVICE/PRECISION/COMPILER",
+                        help="the column speedups are against (default: CPU/fp32/eager where present)")
+    matrix.add_argument("--warmup", type=_non_negative_int, metavar="N",
+                        help="leave out the first N steps of every run (default: detected per run)")
+    matrix.add_argument("--model", action="append", metavar="MODEL", help="only this model (repeatable)")
+    matrix.add_argument("--csv", metavar="FILE", help="write one line per cell as CSV to FILE ('-' for stdout)")
+    matrix.add_argument("--json", action="store_true", help="print the matrix document as JSON")
+    matrix.set_defaults(handler=_matrix)
+
     record = commands.add_parser(
         "record", help="run a training command once per device and batch size, profiled",
-        description="Runs COMMAND once per device and batch size into LOGDIR/<model>_<device>_bs<N> "
-                    "(<model>_<device>_bs<N>_rep<K> with --repeats). "
-                    "{batch_size}, {run_dir}, {device} and {model} in COMMAND are filled in; the helpers in "
-                    "tb_opcompare.recording read the same values from the environment.",
+        description="Runs COMMAND once per device, batch size and --matrix cell into "
+                    "LOGDIR/<model>_<device>_bs<N>[_<value>...] (<...>_rep<K> with --repeats). "
+                    "{batch_size}, {run_dir}, {device}, {model} and each --matrix dimension ({precision}, "
+                    "{backend} ...) in COMMAND are filled in; the helpers in tb_opcompare.recording read the same "
+                    "values from the environment and write them to the run's opcompare.json.",
     )
     record.add_argument("--logdir", required=True)
     record.add_argument("--model", required=True, help="model name: the runs' name prefix and model key")
@@ -171,6 +197,10 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
     record.add_argument("--repeats", type=_positive_int, default=1,
                         help="record each device and batch size N times, into <run>_rep1 .. <run>_repN")
+    record.add_argument("--matrix", action="append", default=[], metavar="DIMENSION=V1,V2",
+                        help="record every combination of these values too (repeatable), e.g. "
+                             "--matrix precision=fp32,bf16 --matrix backend=eager,compile; precision and backend "
+                             "(or compiler) become the runs' facts, other dimensions go to the sidecar")
     record.add_argument("--force", action="store_true",
                         help="record into run directories that already hold a profile (adds a capture)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
@@ -222,7 +252,13 @@ def _device_list(text: str) -> list[str]:
 
 
 def _record(args) -> int:
-    from tb_opcompare.recording.runner import record_runs
+    from tb_opcompare.recording.runner import parse_matrix, record_runs
+
+    try:
+        matrix = parse_matrix(args.matrix)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
@@ -230,13 +266,14 @@ def _record(args) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command, force=args.force,
-                          repeats=args.repeats)
+                          repeats=args.repeats, matrix=matrix)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     for result in failed:
         print(f"FAILED {result.run_dir}: {result.reason}", file=sys.stderr)
     if results and not failed:
-        print(f"next: tensorboard --logdir {args.logdir}   (or: tb-opcompare sweep {args.logdir} --model {args.model})")
+        print(f"next: tensorboard --logdir {args.logdir}   (or: tb-opcompare "
+              + (f"matrix {args.logdir})" if matrix else f"sweep {args.logdir} --model {args.model})"))
     return EXIT_UNREADABLE if failed or not results else EXIT_OK
 
 
@@ -245,6 +282,12 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be a positive integer")
     return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("must be 0 or a positive integer")
+    return int(text)
 
 
 def _runs(args) -> int:
@@ -398,6 +441,42 @@ def _print_trend(document) -> None:
     print(f"mean time per execution by {document.order_by} (runs pooled at each point in brackets)")
     for row in table:
         print("  ".join(escape_controls(value).ljust(width) for value, width in zip(row, widths)).rstrip())
+    for warning in document.warnings:
+        print(f"warning: {escape_controls(warning)}", file=sys.stderr)
+
+
+def _matrix(args) -> int:
+    try:
+        document = matrix_document(_catalog(args), reference=args.reference, warmup=args.warmup, models=args.model)
+    except MatrixUsageError as error:
+        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.csv:
+        _write_text(args.csv, matrix_csv(document))
+        if args.csv != "-":
+            print(f"wrote {len(document.cells)} cells to {args.csv}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+    elif not args.csv:
+        _print_matrix(document)
+    return EXIT_OK if document.cells else EXIT_USAGE
+
+
+def _print_matrix(document) -> None:
+    cells = {(cell.model, cell.batch_size, cell.column): cell for cell in document.cells}
+    print(f"steady step latency, samples/s and speedup against {document.reference or '(no reference)'}; "
+          f"warm-up: {'detected per run' if document.warmup is None else f'{document.warmup} steps left out'}")
+    for column in document.columns:
+        print(f"\n{column.key}")
+        for row in document.rows:
+            cell = cells.get((row.model, row.batch_size, column.key))
+            if cell is None:
+                continue
+            spread = (f" (p10-p90 {format_time(cell.latency_p10_us)}-{format_time(cell.latency_p90_us)})"
+                      if cell.latency_p10_us is not None else "")
+            speedup = "reference" if cell.reference else format_speedup(cell.speedup)
+            print(f"  {escape_controls(row.model)} bs{row.batch_size or '?'}: {format_time(cell.latency_us)}{spread}  "
+                  f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]")
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)
 

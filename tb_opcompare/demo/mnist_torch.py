@@ -4,6 +4,9 @@
     python -m tb_opcompare.demo.mnist_torch --batch-size 16 --run-dir logs/mnist_cnn_torch_cpu_bs16
     tb-opcompare record --logdir logs --model mnist_cnn_torch --batch-sizes 1,16,64 -- \\
         python -m tb_opcompare.demo.mnist_torch --batch-size {batch_size}
+    tb-opcompare record --logdir logs --model mnist_cnn_torch --batch-sizes 1,16,64 \\
+        --matrix precision=fp32,bf16 --matrix backend=eager,compile -- \\
+        python -m tb_opcompare.demo.mnist_torch --batch-size {batch_size} --precision {precision} --backend {backend}
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def train_profiled(model, optimizer, input_shape: tuple[int, ...], *, run_dir: s
     loss_fn = nn.CrossEntropyLoss()
     autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
     with torch_profile(run_dir, model=model_name, batch_size=batch_size, wait=1, warmup=2,
-                       active=min(5, max(1, steps - 3)), precision=precision, with_stack=with_stack) as profiler:
+                       active=min(5, max(1, steps - 3)), precision=precision, with_stack=with_stack,
+                       compiler="torch.compile" if step_model is not None else "eager") as profiler:
         for _ in range(steps):
             x = torch.randn(batch_size, *input_shape, device=device)
             y = torch.randint(0, 10, (batch_size,), device=device)
@@ -55,14 +59,16 @@ def train_profiled(model, optimizer, input_shape: tuple[int, ...], *, run_dir: s
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = demo_arguments(__doc__, argv, precision=True)
+    args = demo_arguments(__doc__, argv, framework="torch")
     import torch
 
     torch.manual_seed(0)
     model = build_cnn().to("cuda" if torch.cuda.is_available() else "cpu")
+    # compiled during the unprofiled first steps (wait + warm-up), as a user's warm-up would
+    step_model = torch.compile(model) if args.backend == "compile" else None
     train_profiled(model, torch.optim.Adam(model.parameters()), INPUT_SHAPE, run_dir=args.run_dir,
                    model_name=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn_torch", batch_size=args.batch_size,
-                   steps=args.steps, precision=args.precision, with_stack=args.with_stack)
+                   steps=args.steps, precision=args.precision, with_stack=args.with_stack, step_model=step_model)
     print(f"trained {args.steps} steps at batch size {args.batch_size}")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tb_opcompare.ingest.naming import canonical_compiler, canonical_precision
 from tb_opcompare.ingest.sidecar import NAME_SOURCE, SIDECAR_SOURCE, Claims
 from tb_opcompare.schema.optable import ProfileFacts
 
@@ -21,8 +22,8 @@ def claimed_facts(file_format: str, claims: Claims) -> ProfileFacts:
         format=file_format, device=claims.device,
         device_name=claims.device_name if claims.device not in (None, "CPU") else None,
         steps_source=None, batch_size=batch_size, batch_size_source=batch_size_source,
-        precision=claims.precision, precision_source=_SAID_BY[SIDECAR_SOURCE] if claims.precision else None,
-        compiler=claims.compiler, compiler_source=_SAID_BY[SIDECAR_SOURCE] if claims.compiler else None,
+        precision=claims.precision, precision_source=_SAID_BY.get(claims.precision_source),
+        compiler=claims.compiler, compiler_source=_SAID_BY.get(claims.compiler_source),
         warnings=[claims.warning] if claims.warning else [])
 
 
@@ -54,35 +55,36 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
                               f"{facts.device} activity only; using the profile")
     if facts.device_name is None and claims.device_name and facts.device != "CPU":
         facts.device_name = claims.device_name
-    for fact, claimed in (("precision", claims.precision), ("compiler", claims.compiler)):
+    for fact, claimed, claimed_by in (("precision", claims.precision, claims.precision_source),
+                                      ("compiler", claims.compiler, claims.compiler_source)):
         measured_value = getattr(facts, fact)
         if measured_value is None and claimed:
             setattr(facts, fact, claimed)
-            setattr(facts, f"{fact}_source", _SAID_BY[SIDECAR_SOURCE])
+            setattr(facts, f"{fact}_source", _SAID_BY[claimed_by])
         elif claimed and measured_value and not _same(fact, claimed, measured_value):
-            facts.warnings.append(f"the sidecar opcompare.json says {fact} {claimed} but the profile shows "
+            facts.warnings.append(f"{_SAID_BY[claimed_by]} says {fact} {claimed} but the profile shows "
                                   f"{measured_value}; using the profile")
     return facts
 
 
-# The words recorders and frameworks use for one precision or compiler, and this tool's word.
-_PRECISION_WORDS = {"float32": "fp32", "float": "fp32", "f32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                    "half": "fp16", "float64": "fp64", "double": "fp64"}
-_COMPILER_WORDS = {"inductor": "torch.compile", "compile": "torch.compile", "compiled": "torch.compile",
-                   "jit_compile": "xla", "jit": "xla", "eager": "none", "graph": "none", "tf graph": "none",
-                   "no xla": "none", "none": "none"}
+def configured(fact: str, claimed: str | None, measured: str | None) -> str | None:
+    """The precision or compiler a run was configured with, for grouping it with others:
+    the claim (the recorder's or the name's word: ``bf16`` for Keras's ``mixed_bfloat16``,
+    whose data says ``mixed bf16/fp32``) where the data agrees or says nothing, else what
+    the data says."""
+    if claimed and (measured is None or _same(fact, claimed, measured)):
+        return claimed
+    return measured
 
 
 def _same(fact: str, claimed: str, measured: str) -> bool:
-    """Whether a sidecar's word and the data's say the same: ``float32`` is ``fp32``,
-    Keras's ``mixed_bfloat16`` is ``mixed bf16/fp32``, ``inductor`` is ``torch.compile``,
-    and for TF ``eager`` is what "no XLA" means."""
+    """Whether a claim and the data say the same: ``float32`` is ``fp32``, ``inductor`` is
+    ``torch.compile``, for TF ``eager`` is what "no XLA" means, and ``bf16`` is what users
+    call Keras's ``mixed_bfloat16`` (``mixed bf16/fp32``)."""
     if fact == "compiler":
-        return _COMPILER_WORDS.get(claimed.lower(), claimed.lower()) == _COMPILER_WORDS.get(measured.lower(),
-                                                                                           measured.lower())
-    claim_words, measured_words = (set(_PRECISION_WORDS.get(word, word) for word in
-                                       text.lower().replace("_", " ").replace("/", " ").split())
+        return canonical_compiler(claimed) == canonical_compiler(measured)
+    claim_words, measured_words = (set(canonical_precision(text).replace("/", " ").split())
                                    for text in (claimed, measured))
-    if ("mixed" in claim_words) != ("mixed" in measured_words):
-        return False
+    if "mixed" in measured_words and "mixed" not in claim_words:
+        measured_words -= {"fp32"}  # "bf16" names a bf16/fp32 mix; "fp32" does not
     return claim_words - {"mixed"} <= measured_words - {"mixed"}

@@ -13,7 +13,18 @@ import sys
 from typing import TYPE_CHECKING
 
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.naming import batch_size_from_name, device_from_name, model_key, repeat_from_name
+from tb_opcompare.ingest.naming import (
+    batch_size_from_name,
+    canonical_compiler,
+    canonical_precision,
+    compiler_from_name,
+    configuration_key,
+    device_from_name,
+    model_key,
+    precision_from_name,
+    repeat_from_name,
+    without_dimensions,
+)
 
 if TYPE_CHECKING:
     from tb_opcompare.ingest.discovery import RunSource
@@ -63,7 +74,7 @@ class Claims:
     """What a run's sidecar and name say, before (or beside) what its data shows. The
     order of trust is data, then sidecar, then name."""
 
-    model: str  # the sidecar's ``model``, else the run name's model key
+    model: str  # what runs are grouped by: ``configuration_key`` of base_model, precision, compiler
     label: str | None
     batch_sizes: tuple[tuple[int, str], ...]  # (size, source), most trusted first
     device: str | None  # the sidecar's device, else the name's
@@ -71,8 +82,12 @@ class Claims:
     device_name: str | None
     warning: str | None  # a sidecar that could not be used
     repeat: int | None = None  # which recording of one configuration (sidecar ``repeat``, else ``_rep<K>``)
-    precision: str | None = None  # the sidecar's ``precision`` (fp32, bf16 ...)
-    compiler: str | None = None  # the sidecar's ``compiler`` (eager, torch.compile, xla ...)
+    precision: str | None = None  # the sidecar's ``precision``, else the name's (fp32, bf16 ...)
+    compiler: str | None = None  # the sidecar's ``compiler``, else the name's (eager, torch.compile, XLA ...)
+    precision_source: str | None = None  # SIDECAR_SOURCE or NAME_SOURCE
+    compiler_source: str | None = None
+    base_model: str = ""  # the sidecar's ``model``, else the run name's model key; without precision and
+    # compiler tokens (``resnet_bf16`` -> ``resnet``)
 
 
 def read_claims(source: RunSource) -> Claims:
@@ -100,9 +115,19 @@ def read_claims(source: RunSource) -> Claims:
     if not (isinstance(repeat, int) and not isinstance(repeat, bool) and repeat > 0):
         repeat = repeat_from_name(source.run)
     precision, compiler = (_short_text(sidecar.get(field)) for field in ("precision", "compiler"))
-    return Claims(model=model or model_key(source.run), label=label, batch_sizes=tuple(batch_sizes), device=device,
-                  device_source=device_source, device_name=device_name, warning=warning, repeat=repeat,
-                  precision=precision, compiler=compiler)
+    precision_source = SIDECAR_SOURCE if precision else None
+    compiler_source = SIDECAR_SOURCE if compiler else None
+    if not precision and (precision := precision_from_name(source.run) or precision_from_name(model or "")):
+        precision_source = NAME_SOURCE if precision_from_name(source.run) else SIDECAR_SOURCE
+    if not compiler and (compiler := compiler_from_name(source.run) or compiler_from_name(model or "")):
+        compiler_source = NAME_SOURCE if compiler_from_name(source.run) else SIDECAR_SOURCE
+    precision = canonical_precision(precision) if precision else None
+    compiler = canonical_compiler(compiler) if compiler else None
+    base_model = without_dimensions(model) if model else model_key(source.run)
+    return Claims(model=configuration_key(base_model, precision, compiler), label=label,
+                  batch_sizes=tuple(batch_sizes), device=device, device_source=device_source, device_name=device_name,
+                  warning=warning, repeat=repeat, precision=precision, compiler=compiler,
+                  precision_source=precision_source, compiler_source=compiler_source, base_model=base_model)
 
 
 def _short_text(value) -> str | None:

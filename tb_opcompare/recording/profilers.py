@@ -30,6 +30,7 @@ unprofiled in production. TensorFlow and PyTorch are imported only by their own 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator
 
@@ -41,6 +42,9 @@ ENV_MODEL = "TB_OPCOMPARE_MODEL"
 ENV_BATCH_SIZE = "TB_OPCOMPARE_BATCH_SIZE"
 ENV_DEVICE = "TB_OPCOMPARE_DEVICE"
 ENV_REPEAT = "TB_OPCOMPARE_REPEAT"
+ENV_MATRIX = "TB_OPCOMPARE_MATRIX"  # JSON {dimension: value} of ``tb-opcompare record --matrix``
+# Dimensions of ``--matrix`` that are run facts, and the sidecar field each one fills.
+MATRIX_FACTS = {"precision": "precision", "backend": "compiler", "compiler": "compiler"}
 DEFAULT_FIRST_STEP = 3  # after tracing, compilation and warm-up
 DEFAULT_STEPS = 5
 
@@ -75,6 +79,24 @@ def _repeat_from_environment() -> int | None:
     return int(value) if value.isascii() and value.isdigit() and int(value) > 0 else None
 
 
+def _matrix_from_environment(**given) -> dict:
+    """Sidecar fields for the cell of ``tb-opcompare record --matrix`` this run is: its
+    precision and compiler as facts, any other dimension under ``dimensions``. What the
+    training script passed itself (``given``, where not None) wins."""
+    try:
+        cell = json.loads(os.environ.get(ENV_MATRIX) or "{}")
+    except ValueError:
+        cell = {}
+    fields: dict = {}
+    for dimension, value in (cell.items() if isinstance(cell, dict) else ()):
+        if dimension in MATRIX_FACTS:
+            fields[MATRIX_FACTS[dimension]] = str(value)
+        else:
+            fields.setdefault("dimensions", {})[str(dimension)] = str(value)
+    fields.update({field: value for field, value in given.items() if value is not None})
+    return fields
+
+
 # ---------------------------------------------------------------------------------------------
 # TensorFlow
 
@@ -92,11 +114,12 @@ def _tf_device() -> tuple[str, str | None]:
 class _TfSession:
     """Profiles steps ``first`` .. ``first + steps - 1`` and marks every step inside."""
 
-    def __init__(self, run_dir, model, batch_size, first_step, steps):
+    def __init__(self, run_dir, model, batch_size, first_step, steps, precision=None, compiler=None):
         import tensorflow as tf
 
         _refuse_a_gpu_run_without_a_gpu(f"TensorFlow {tf.__version__}", lambda: _tf_device()[0] == "GPU")
         self.run_dir, self.model, self.batch_size = run_dir, model, batch_size
+        self.facts = _matrix_from_environment(precision=precision, compiler=compiler)
         self.first, self.last = first_step, first_step + steps - 1
         self.active = False
         self.done = False
@@ -139,7 +162,8 @@ class _TfSession:
             pass
         write_sidecar(self.run_dir, model=self.model, batch_size=self.batch_size, device=device, device_name=name,
                       framework=f"TensorFlow {tf.__version__}", versions=versions,
-                      repeat=_repeat_from_environment(), extra={"profiled_steps": [self.first, self.last]})
+                      repeat=_repeat_from_environment(),
+                      extra={"profiled_steps": [self.first, self.last], **self.facts})
 
 
 class _NoStep:
@@ -165,13 +189,15 @@ class _TfStepper:
 
 @contextlib.contextmanager
 def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
-               first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS) -> Iterator:
+               first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS, precision: str | None = None,
+               compiler: str | None = None) -> Iterator:
     """Profile steps ``first_step`` .. ``first_step + steps - 1`` of a custom TF loop;
-    wrap each step in ``profiler.step(step_number)``."""
+    wrap each step in ``profiler.step(step_number)``. ``precision`` and ``compiler``
+    (what the script asked for, e.g. ``"bf16"``, ``"xla"``) go to the sidecar."""
     if not profiling_enabled():
         yield _NoStep()
         return
-    session = _TfSession(*_settings(run_dir, model, batch_size), first_step, steps)
+    session = _TfSession(*_settings(run_dir, model, batch_size), first_step, steps, precision, compiler)
     try:
         yield _TfStepper(session)
     finally:
@@ -180,17 +206,18 @@ def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_si
 
 
 def KerasProfiler(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
-                  first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS):
+                  first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS, precision: str | None = None,
+                  compiler: str | None = None):
     """A Keras callback that profiles training batches ``first_step`` ..
     ``first_step + steps - 1`` of the first epoch, with a step marker per batch (Keras 3
     writes none), and writes the sidecar when training ends. Keras does not tell a
     callback the batch size: pass it (or let ``tb-opcompare record`` set it), else it
-    comes from the run name."""
+    comes from the run name. ``precision`` and ``compiler`` go to the sidecar."""
     import tensorflow as tf
 
     if not profiling_enabled():
         return tf.keras.callbacks.Callback()
-    session = _TfSession(*_settings(run_dir, model, batch_size), first_step, steps)
+    session = _TfSession(*_settings(run_dir, model, batch_size), first_step, steps, precision, compiler)
 
     class _KerasProfiler(tf.keras.callbacks.Callback):
         def __init__(self):
@@ -232,7 +259,7 @@ class _TorchStepper:
 @contextlib.contextmanager
 def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
                   wait: int = 1, warmup: int = 2, active: int = DEFAULT_STEPS, profile_memory: bool = True,
-                  with_stack: bool = False, precision: str | None = None) -> Iterator:
+                  with_stack: bool = False, precision: str | None = None, compiler: str | None = None) -> Iterator:
     """``torch.profiler`` over ``active`` steps after ``wait + warmup``, written with
     ``tensorboard_trace_handler`` and ``record_shapes=True`` (so the batch size is read
     from the data); call ``profiler.step()`` at the end of every training step.
@@ -240,7 +267,8 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
     ``profile_memory`` (on by default: on small models it costs a few percent of trace size)
     records every allocation, so memory per op can be compared; ``with_stack`` records the
     Python calls, whose ``nn.Module`` frames give the module tree (traces grow several
-    times). ``precision`` (e.g. ``"bf16"``, what autocast was asked for) goes to the sidecar."""
+    times). ``precision`` (e.g. ``"bf16"``, what autocast was asked for) and ``compiler``
+    (``"torch.compile"``) go to the sidecar."""
     if not profiling_enabled():
         yield _NoStep()
         return
@@ -262,7 +290,7 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
     ) as profiler:
         yield _TorchStepper(profiler)
     extra = {"profiled_steps": [wait + warmup, wait + warmup + active - 1], "profile_memory": profile_memory,
-             "with_stack": with_stack, "precision": precision}
+             "with_stack": with_stack, **_matrix_from_environment(precision=precision, compiler=compiler)}
     write_sidecar(run_dir, model=model, batch_size=batch_size, device="GPU" if on_gpu else "CPU",
                   device_name=torch.cuda.get_device_name(0) if on_gpu else None,
                   framework=f"PyTorch {torch.__version__}", versions={"torch": torch.__version__},

@@ -1,5 +1,9 @@
-"""``tb-opcompare record``: run a training command once per device and batch size into
-``LOGDIR/<model>_<device>_bs<N>`` (``…_rep<K>`` for each of ``--repeats N`` > 1).
+"""``tb-opcompare record``: run a training command once per device, batch size and cell of
+``--matrix`` into ``LOGDIR/<model>_<device>_bs<N>[_<value>...]`` (``…_rep<K>`` for each of
+``--repeats N`` > 1). ``--matrix precision=fp32,bf16 --matrix backend=eager,compile``
+records every combination, each value as a token of the run name and, for the helpers,
+in ``TB_OPCOMPARE_MATRIX`` (JSON); ``{precision}``, ``{backend}`` ... in the command are
+filled in like ``{batch_size}``.
 
 Each run gets ``TB_OPCOMPARE_RUN_DIR``, ``TB_OPCOMPARE_MODEL``, ``TB_OPCOMPARE_BATCH_SIZE``,
 ``TB_OPCOMPARE_DEVICE`` and, with repeats, ``TB_OPCOMPARE_REPEAT`` (read by
@@ -12,8 +16,10 @@ CPU runs hide the GPUs (``CUDA_VISIBLE_DEVICES=-1``). The command's output goes 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -22,7 +28,7 @@ from collections.abc import Callable
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import discover
 from tb_opcompare.ingest.sidecar import SIDECAR
-from tb_opcompare.recording.profilers import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MODEL, ENV_REPEAT, ENV_RUN_DIR
+from tb_opcompare.recording.profilers import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MATRIX, ENV_MODEL, ENV_REPEAT, ENV_RUN_DIR
 
 DEVICES = ("cpu", "gpu")
 LOG_NAME = "opcompare-record.log"
@@ -37,6 +43,31 @@ class RunResult:
     reason: str = ""
     seconds: float = 0.0
     repeat: int | None = None
+    cell: dict[str, str] = dataclasses.field(default_factory=dict)  # this run's value of each --matrix dimension
+
+
+MATRIX_NAME = re.compile(r"[a-z][a-z0-9_]*")
+MATRIX_VALUE = re.compile(r"[A-Za-z0-9.+-]+")
+RESERVED = ("batch_size", "run_dir", "device", "model")
+
+
+def parse_matrix(texts: list[str]) -> list[tuple[str, list[str]]]:
+    """``["precision=fp32,bf16", "backend=eager,compile"]`` -> dimensions and their values;
+    ValueError naming the part that is wrong."""
+    dimensions: list[tuple[str, list[str]]] = []
+    for text in texts:
+        name, _, values_text = text.partition("=")
+        name = name.strip().lower()
+        values = [value.strip() for value in values_text.split(",") if value.strip()]
+        if not MATRIX_NAME.fullmatch(name) or name in RESERVED:
+            raise ValueError(f"--matrix {text!r}: the dimension must be a lower-case word other than "
+                             f"{', '.join(RESERVED)} (e.g. precision=fp32,bf16)")
+        if not values or any(not MATRIX_VALUE.fullmatch(value) for value in values):
+            raise ValueError(f"--matrix {text!r}: give comma-separated values of letters, digits, '.', '+' or '-'")
+        if len(set(values)) < len(values) or name in (known for known, _ in dimensions):
+            raise ValueError(f"--matrix {text!r}: a dimension or value is given twice")
+        dimensions.append((name, values))
+    return dimensions
 
 
 def gpu_present() -> bool:
@@ -84,29 +115,34 @@ def occupied_reason(run_dir: str) -> str | None:
 
 def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[str], command: list[str],
                 say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present,
-                force: bool = False, repeats: int = 1) -> list[RunResult]:
+                force: bool = False, repeats: int = 1,
+                matrix: list[tuple[str, list[str]]] | None = None) -> list[RunResult]:
+    names = [name for name, _ in matrix or []]
+    cells = [dict(zip(names, values)) for values in itertools.product(*(values for _, values in matrix or []))]
     wanted = []
     for device in devices:
         if device == "gpu" and not has_gpu():
             say("gpu: no GPU visible here (nvidia-smi finds none); skipping the GPU runs")
             continue
-        # repeats interleave (rep 1 of every size, then rep 2 ...) so that a drift of the
-        # machine over the recording spreads across sizes instead of biasing one
-        wanted.extend((device, size, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes)
+        # repeats interleave (rep 1 of every size and cell, then rep 2 ...) so that a drift
+        # of the machine over the recording spreads across them instead of biasing one
+        wanted.extend((device, size, cell, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes
+                      for cell in cells)
     results = []
-    for index, (device, batch_size, repeat) in enumerate(wanted, start=1):
+    for index, (device, batch_size, cell, repeat) in enumerate(wanted, start=1):
         if repeats == 1:
             repeat = None  # one recording: no repeat number, in the name or the sidecar
-        run_name = f"{model}_{device}_bs{batch_size}" + (f"_rep{repeat}" if repeat else "")
+        run_name = (f"{model}_{device}_bs{batch_size}" + "".join(f"_{value}" for value in cell.values())
+                    + (f"_rep{repeat}" if repeat else ""))
         run_dir = os.path.join(logdir, run_name)
         refusal = None if force else occupied_reason(run_dir)
         if refusal:
             say(f"[{index}/{len(wanted)}] {os.path.basename(run_dir)}: refused")
-            results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal, repeat=repeat))
+            results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal, repeat=repeat, cell=cell))
             continue
-        argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model)
+        argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model, **cell)
         env = {**os.environ, ENV_RUN_DIR: run_dir, ENV_MODEL: model, ENV_BATCH_SIZE: str(batch_size),
-               ENV_DEVICE: device.upper()}
+               ENV_DEVICE: device.upper(), ENV_MATRIX: json.dumps(cell)}
         if repeat:
             env[ENV_REPEAT] = str(repeat)
         else:
@@ -129,7 +165,8 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
         elif code == 0 and not discover(run_dir):
             reason = (f"the command succeeded but wrote no profile into {run_dir}; profile with the helpers in "
                       f"tb_opcompare.recording, or write the profile to ${ENV_RUN_DIR}")
-        result = RunResult(run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds, repeat=repeat)
+        result = RunResult(run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds, repeat=repeat,
+                           cell=cell)
         say(f"    {'ok' if result.ok else 'FAILED'} ({seconds:.1f} s)")
         results.append(result)
     return results

@@ -371,6 +371,58 @@ class TrendDocument(_Document):
     warnings: list[str]
 
 
+class MatrixColumn(_Document):
+    """One column of the matrix: a device, a precision and a compiler (`?` where unknown)."""
+
+    key: _d(str, "`DEVICE · precision · compiler`, as shown and as `reference` takes it")
+    device: str
+    precision: str
+    compiler: str
+
+
+class MatrixCell(_Document):
+    """The runs of one model at one batch size in one column, and their steady-state step."""
+
+    model: _d(str, "the model without its precision and compiler")
+    batch_size: _d(int | None, "samples per step")
+    column: _d(str, "the key of its MatrixColumn")
+    runs: _d(list[str], "the runs pooled here (repeats of one configuration)")
+    steps: _d(int, "steady steps pooled (after warm-up); 0 where the runs have no step markers")
+    warmup_steps: _d(int, "leading steps left out as warm-up, over all its runs")
+    latency_us: _d(float | None, "mean wall time of a steady step, µs (step markers); null without markers")
+    latency_std_us: _d(float | None, "standard deviation of the steady steps' wall time, µs")
+    latency_p10_us: _d(float | None, "10th percentile of the steady steps' wall time, µs")
+    latency_p90_us: _d(float | None, "90th percentile of the steady steps' wall time, µs")
+    throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
+    speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
+    reference: _d(bool, "whether this is the reference cell of its row")
+
+
+class MatrixRow(_Document):
+    model: str
+    batch_size: int | None
+
+
+class MatrixDocument(_Document):
+    """Steady-state step latency and throughput of every model and batch size (rows) on
+    every device, precision and compiler (columns), with the speedup against a reference
+    column."""
+
+    reference: _d(str | None, "the reference column's key (default: CPU · fp32 · eager where present, else the "
+                              "first column)")
+    warmup: _d(int | None, "leading steps dropped from every run as asked; null: detected per run (steps slower "
+                           "than 1.5x the median of the steps after them)")
+    columns: _d(list[MatrixColumn], "CPU first, then fp32, then eager")
+    rows: _d(list[MatrixRow], "by model, then batch size")
+    cells: _d(list[MatrixCell], "the filled cells, row by row")
+    warnings: list[str]
+
+
+MATRIX_CSV_COLUMNS = ["model", "batch_size", "device", "precision", "compiler", "runs", "steps", "warmup_steps",
+                      "latency_us", "latency_std_us", "latency_p10_us", "latency_p90_us", "throughput_per_s",
+                      "speedup", "reference"]
+
+
 ROUTES: tuple[tuple[str, type, str], ...] = (
     ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
     ("compare", CompareDocument, "`baseline`, `target`, `group_by=name|type`, `baseline_session`, `target_session`, "
@@ -386,9 +438,12 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
     ("check", CheckDocument, "`baseline`, `target` (comma lists; shell patterns), `repeats=0|1` (add each run's "
                              "repeats), `max_regression` (`5%` or `0.05`), `min_share`, `ops` (RE2), `group_by`, "
                              "`allow_one_run=0|1`"),
+    ("matrix", MatrixDocument, "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
+                               "`model` (repeatable: only these models)"),
+    ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
 )
 DOCUMENTS = (RunsDocument, CompareDocument, SweepsDocument, SweepDocument, CheckDocument, TrendDocument,
-             ErrorDocument)
+             MatrixDocument, ErrorDocument)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -102,6 +102,9 @@ class ProfileFacts:
     steps: int | None = None
     steps_source: str | None = "unknown: the profile has no step markers"
     step_time_us: float | None = None  # mean wall time of one profiled step, where markers give it
+    # Wall time of each profiled step in the order they started, where markers give it (the
+    # samples behind step_time_us: the matrix's latency spread and warm-up detection)
+    step_times_us: list[float] = dataclasses.field(default_factory=list)
     batch_size: int | None = None
     batch_size_source: str | None = None
     # Share of the evidence that agrees on batch_size (1.0: all of it); None where the

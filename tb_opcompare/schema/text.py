@@ -8,6 +8,7 @@ The tab writes the same with ``frontend/format.js``; both run the cases of
 from __future__ import annotations
 
 import collections
+import math
 from decimal import ROUND_HALF_UP, Decimal
 
 MISSING = "–"
@@ -92,6 +93,11 @@ def format_interval(low: float | None, high: float | None) -> str:
 
 def format_count(count: int | None) -> str:
     return MISSING if count is None else f"{count:,}"
+
+
+def format_throughput(per_second: float | None) -> str:
+    """Whole samples a second, read as counts ("4,736 samples/s"); halves round up, as the tab's."""
+    return MISSING if per_second is None else f"{math.floor(per_second + 0.5):,} samples/s"
 
 
 def format_breakeven(batch_size: float | None, gpu_faster: str | None) -> str:

@@ -51,3 +51,17 @@ def check_csv(document) -> str:
     columns = list(type(document.whole_step).__struct_fields__)
     rows = [msgspec.structs.asdict(row) for row in (document.whole_step, *document.rows)]
     return compare_csv(rows, columns)
+
+
+def matrix_csv(document) -> str:
+    """One line per filled cell of a matrix: its row, its column's parts, its runs
+    ``;``-separated, and its latency, throughput and speedup."""
+    from tb_opcompare.schema.contract import MATRIX_CSV_COLUMNS
+
+    columns = {column.key: column for column in document.columns}
+    rows = []
+    for cell in document.cells:
+        column = columns[cell.column]
+        rows.append({**msgspec.structs.asdict(cell), "device": column.device, "precision": column.precision,
+                     "compiler": column.compiler, "runs": ";".join(cell.runs)})
+    return compare_csv(rows, MATRIX_CSV_COLUMNS)

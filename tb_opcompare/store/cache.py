@@ -29,7 +29,7 @@ import pandas as pd
 from tb_opcompare.errors import OverLimit, ProfileError
 from tb_opcompare.schema.optable import OP_COLUMNS, STEP_COLUMNS, OpProfile, ProfileFacts, empty_step_table
 
-READER_VERSION = "13"  # bump when any reader's output changes
+READER_VERSION = "14"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)

@@ -38,6 +38,7 @@ class LoadedRun:
     model: str
     label: str | None
     repeat: int | None = None
+    base_model: str = ""  # the model without its precision and compiler (``model`` is the grouping key)
 
 
 class Catalog:
@@ -111,4 +112,4 @@ def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
     claims = read_claims(source)
     return LoadedRun(source=source, session=session,
                      profile=dataclasses.replace(parsed, facts=settle_facts(parsed.facts, claims)),
-                     model=claims.model, label=claims.label, repeat=claims.repeat)
+                     model=claims.model, label=claims.label, repeat=claims.repeat, base_model=claims.base_model)

@@ -14,6 +14,9 @@ contract's Structs. The routes, their parameters and their documents are listed 
 ``check``         ``service.check.check_document``: confidence per op between two groups of runs
 ``trend``         ``service.trend.trend_document``: top ops across many runs, in a chosen order
 ``trend.csv``     its rows as a CSV download
+``matrix``        ``service.matrix.matrix_document``: latency and throughput per model, batch size,
+                  device, precision and compiler
+``matrix.csv``    its cells as a CSV download
 ================  ===========================================================================
 
 Errors are ``ErrorDocument``s: 400 bad parameters, 404 an unknown run or session (with the
@@ -35,7 +38,14 @@ from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.schema.contract import CompareDocument, Error, ErrorDocument, SweepDocument, TrendDocument
+from tb_opcompare.schema.contract import (
+    CompareDocument,
+    Error,
+    ErrorDocument,
+    MatrixDocument,
+    SweepDocument,
+    TrendDocument,
+)
 from tb_opcompare.schema.text import parse_share
 from tb_opcompare.service.check import (
     DEFAULT_MIN_SHARE,
@@ -46,7 +56,8 @@ from tb_opcompare.service.check import (
     split_runs,
 )
 from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import compare_csv, trend_csv
+from tb_opcompare.service.csv_export import compare_csv, matrix_csv, trend_csv
+from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import TrendUsageError, trend_document
@@ -102,6 +113,8 @@ class DataRoutes:
             "/check": self._serve_check,
             "/trend": self._serve_trend,
             "/trend.csv": self._serve_trend_csv,
+            "/matrix": self._serve_matrix,
+            "/matrix.csv": self._serve_matrix_csv,
         }
 
     @wrappers.Request.application
@@ -189,6 +202,28 @@ class DataRoutes:
             return trend_document(self.catalog, runs, order_by=args.get("order_by") or "recorded",
                                   top=top, group_by=_group_by(args))
         except TrendUsageError as error:
+            raise BadRequest(str(error)) from None
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_matrix(self, request):
+        return _json(request, self._matrix(request.args))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_matrix_csv(self, request):
+        return _csv_download(request, matrix_csv(self._matrix(request.args)), "opcompare_matrix.csv")
+
+    def _matrix(self, args) -> MatrixDocument:
+        warmup_text = args.get("warmup") or ""
+        if warmup_text and not warmup_text.isdigit():
+            raise BadRequest(f"warmup: expected a number of steps (0 or more), or nothing to detect it, not "
+                             f"{warmup_text!r}")
+        try:
+            return matrix_document(self.catalog, reference=args.get("reference") or None,
+                                   warmup=int(warmup_text) if warmup_text else None,
+                                   models=[model for model in args.getlist("model") if model] or None)
+        except MatrixUsageError as error:
             raise BadRequest(str(error)) from None
 
     def _sweep(self, args, figures: bool = False) -> SweepDocument:

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {selectionParams, stateFromParams, stateParams, sweepCsvParams, trendParams, viewParams} from '../../frontend/state.js';
+import {matrixParams, selectionParams, stateFromParams, stateParams, sweepCsvParams, trendParams, viewParams,
+        warmupSteps} from '../../frontend/state.js';
 import {queryString} from '../../frontend/api.js';
 
 test('a link with every parameter is written back as it was read', () => {
@@ -11,7 +12,8 @@ test('a link with every parameter is written back as it was read', () => {
                 target_session: '2026_01_06', q: 'conv', status: 'matched,target_only', side: 'device',
                 min_us: '1000', sort: 'speedup', order: 'asc', top: '15', significant: '1', view: 'sweep',
                 model: 'torch/cnn', sweep_top: '5', sweep_group_by: 'type', trend_runs: 'cnn*,torch2.5/cnn_cpu_bs6',
-                trend_order: 'sidecar:versions.torch', trend_top: '4', trend_group_by: 'type'};
+                trend_order: 'sidecar:versions.torch', trend_top: '4', trend_group_by: 'type',
+                matrix_reference: 'GPU · bf16 · torch.compile', matrix_warmup: '0'};
   assert.deepEqual(stateParams(stateFromParams(link)), link);
 });
 
@@ -21,6 +23,23 @@ test('the trend view and its settings are kept in the link', () => {
   assert.deepEqual(state.trend, {runs: 'cnn*', order_by: 'run', top: 50, group_by: 'name'});
   assert.deepEqual(stateParams(state), {view: 'trend', trend_runs: 'cnn*', trend_order: 'run', trend_top: '50'});
   assert.deepEqual(trendParams(state.trend, 'a,b'), {runs: 'a,b', order_by: 'run', top: '50', group_by: 'name'});
+});
+
+test('the matrix view, its reference and its warm-up are kept in the link', () => {
+  const state = stateFromParams({view: 'matrix', matrix_reference: ' GPU/fp32/eager ', matrix_warmup: '2'});
+  assert.equal(state.page, 'matrix');
+  assert.deepEqual(state.matrix, {reference: 'GPU/fp32/eager', warmup: 2});
+  assert.deepEqual(stateParams(state), {view: 'matrix', matrix_reference: 'GPU/fp32/eager', matrix_warmup: '2'});
+  assert.deepEqual(matrixParams(state.matrix), {reference: 'GPU/fp32/eager', warmup: '2'});
+  // defaults: the route's reference, the warm-up detected per run; neither in the link nor asked for
+  const plain = stateFromParams({view: 'matrix', matrix_warmup: 'soon'});
+  assert.deepEqual(plain.matrix, {reference: null, warmup: null});
+  assert.deepEqual(stateParams(plain), {view: 'matrix'});
+  assert.deepEqual(matrixParams(plain.matrix), {});
+});
+
+test('warm-up steps are digits, as the matrix route takes them; zero is a choice, empty detects', () => {
+  assert.deepEqual(['0', ' 3 ', '', '-1', '1.5', 'x', null, 4].map(warmupSteps), [0, 3, null, null, null, null, null, 4]);
 });
 
 test('a trend order the route does not take falls back to the recording time', () => {

@@ -214,6 +214,7 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     if steps:
         facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
         facts.step_time_us = sum(duration for _, duration in steps.values()) / len(steps)
+        facts.step_times_us = [float(duration) for _, duration in sorted(steps.values())]
     step_starts = host.numpy("ts")[is_step]
     first_step = None
     if len(step_starts):

@@ -106,6 +106,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     elif steps:
         facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
         facts.step_time_us = sum(steps.values()) / len(steps) / _PS_PER_US
+        facts.step_times_us = [steps[step] / _PS_PER_US for step in sorted(steps)]
     elif device_steps:
         facts.steps, facts.steps_source = device_steps, "Steps line of the device plane"
     else:
@@ -118,7 +119,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     if kinds["xla"]:
         facts.compiler, facts.compiler_source = "XLA", f"data: {kinds['xla']:,} XLA op events (hlo_op) on the host"
     elif kinds["tf"]:
-        facts.compiler, facts.compiler_source = NO_XLA, f"data: {kinds['tf']:,} TensorFlow op events, no XLA op"
+        facts.compiler, facts.compiler_source = NO_XLA, (f"data: {kinds['tf']:,} TensorFlow op events, no XLA op "
+                                                         "(graph or eager: not compiled)")
     if facts.batch_size is None:
         vote = allocation_batch_vote(allocated_shapes)
         if vote:
@@ -339,7 +341,10 @@ class _HloOps:
         return self.key_codes[key]
 
 
-NO_XLA = "no XLA"  # TF ops ran as themselves (graph or eager: the profile does not tell them apart)
+# TF ops ran as themselves, not compiled: called eager as torch's uncompiled runs are, so
+# that both frameworks meet in one column of the matrix (graph or eager: the profile does
+# not tell them apart)
+NO_XLA = "eager"
 _HLO_INSTANCE = re.compile(r"\.\d+$")
 _TF_DTYPES = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16"}  # tensorflow DataType
 

@@ -1,0 +1,132 @@
+"""The latency/throughput matrix: rows are model x batch size, columns device x precision x
+compiler, each cell the steady-state step latency of the runs recorded there.
+
+A cell pools the step wall times (from step markers) of all its runs, after each run's
+warm-up: the leading steps that are much slower than the rest (``detect_warmup``), or a
+number of steps the user sets. Latency is the mean over the pooled steps, with their
+spread (standard deviation, 10th and 90th percentiles); throughput is
+``batch size x 10^6 / latency in µs`` samples per second; the speedup of a cell is the
+reference cell's latency over its own, within one row (one model, one batch size).
+Plain data in, plain data out: no I/O, so it is tested on small lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Sequence
+
+import numpy as np
+
+# A leading step slower than this many times the median of the steps after it is warm-up
+# (first-call allocations, autotuning, compilation caches); steady steps of the recordings
+# here differ by less than 1.3x from their median.
+WARMUP_FACTOR = 1.5
+DEVICE_ORDER = {"CPU": 0}
+PRECISION_ORDER = {"fp32": 0}
+COMPILER_ORDER = {"eager": 0}
+UNKNOWN = "?"
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixRun:
+    run: str
+    model: str  # the model without precision and compiler
+    batch_size: int | None
+    device: str | None
+    precision: str | None
+    compiler: str | None
+    step_times_us: Sequence[float]  # wall time of each profiled step, in order; empty without markers
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    device: str
+    precision: str
+    compiler: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.device} · {self.precision} · {self.compiler}"
+
+
+@dataclasses.dataclass
+class Cell:
+    model: str
+    batch_size: int | None
+    column: Column
+    runs: list[str]
+    steps: int  # steady steps pooled
+    warmup_steps: int  # steps left out as warm-up, over all runs
+    latency_us: float | None
+    latency_std_us: float | None
+    latency_p10_us: float | None
+    latency_p90_us: float | None
+    throughput_per_s: float | None
+    speedup: float | None = None  # reference latency / this latency; None without both
+
+
+def column_of(run: MatrixRun) -> Column:
+    return Column(run.device or UNKNOWN, run.precision or UNKNOWN, run.compiler or UNKNOWN)
+
+
+def column_order(column: Column) -> tuple:
+    return (DEVICE_ORDER.get(column.device, 1), column.device, PRECISION_ORDER.get(column.precision, 1),
+            column.precision, COMPILER_ORDER.get(column.compiler, 1), column.compiler)
+
+
+def parse_column(text: str) -> Column:
+    """``GPU/bf16/torch.compile`` (or with `` · ``) -> Column; ValueError when it is not three parts."""
+    parts = [part.strip() for part in text.replace("·", "/").split("/")]
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"expected DEVICE/PRECISION/COMPILER such as CPU/fp32/eager, not {text!r}")
+    return Column(parts[0].upper(), parts[1], parts[2])
+
+
+def detect_warmup(step_times_us: Sequence[float]) -> int:
+    """How many leading steps are warm-up: each is slower than ``WARMUP_FACTOR`` times the
+    median of the steps after it. At most half the steps, so a run that only slows down
+    keeps its steps."""
+    times = list(step_times_us)
+    warmup = 0
+    while warmup < len(times) // 2 and times[warmup] > WARMUP_FACTOR * statistics.median(times[warmup + 1:]):
+        warmup += 1
+    return warmup
+
+
+def build_matrix(runs: Sequence[MatrixRun], reference: Column | None = None,
+                 warmup: int | None = None) -> tuple[list[Cell], list[Column], Column | None]:
+    """The cells (rows in model, batch size order; columns in ``column_order``), the
+    columns, and the reference column used for speedups: ``reference`` where given, else
+    CPU · fp32 · eager where present, else the first column. ``warmup``: steps to drop
+    from the start of every run (None: detected per run)."""
+    grouped: dict[tuple, list[MatrixRun]] = {}
+    for run in runs:
+        grouped.setdefault((run.model, run.batch_size, column_of(run)), []).append(run)
+    columns = sorted({column for _, _, column in grouped}, key=column_order)
+    if reference is None and columns:
+        reference = next((column for column in columns if column == Column("CPU", "fp32", "eager")), columns[0])
+    cells = []
+    for (model, batch_size, column), members in sorted(
+            grouped.items(), key=lambda item: (item[0][0], item[0][1] is None, item[0][1] or 0,
+                                               column_order(item[0][2]))):
+        steady, dropped = [], 0
+        for run in sorted(members, key=lambda member: member.run):
+            skip = min(len(run.step_times_us), detect_warmup(run.step_times_us) if warmup is None else warmup)
+            steady.extend(run.step_times_us[skip:])
+            dropped += skip
+        latency = std = p10 = p90 = throughput = None
+        if steady:
+            times = np.asarray(steady, dtype=float)
+            latency, std = float(times.mean()), float(times.std())
+            p10, p90 = (float(value) for value in np.percentile(times, [10, 90]))
+            throughput = batch_size * 1e6 / latency if batch_size and latency > 0 else None
+        cells.append(Cell(model, batch_size, column, [run.run for run in sorted(members, key=lambda m: m.run)],
+                          len(steady), dropped, latency, std, p10, p90, throughput))
+    reference_latency = {(cell.model, cell.batch_size): cell.latency_us for cell in cells
+                         if cell.column == reference}
+    for cell in cells:
+        base = reference_latency.get((cell.model, cell.batch_size))
+        if base and cell.latency_us:
+            cell.speedup = base / cell.latency_us
+    return cells, columns, reference

@@ -1,0 +1,72 @@
+"""The matrix document: every run of the logdir (or of the chosen models) placed by model
+and batch size against device, precision and compiler, with its steady-state latency.
+A run's column is its configuration: the precision and compiler its sidecar or name
+claims where its data agrees (Keras's ``mixed_bfloat16`` is the ``bf16`` column), else
+what its data shows."""
+
+from __future__ import annotations
+
+from tb_opcompare.analysis.compare import finite_or_none
+from tb_opcompare.analysis.matrix import MatrixRun, build_matrix, parse_column
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.facts import configured
+from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
+from tb_opcompare.store.catalog import Catalog
+
+
+class MatrixUsageError(ValueError):
+    """A matrix that cannot be made as asked."""
+
+
+def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int | None = None,
+                    models: list[str] | None = None) -> MatrixDocument:
+    """Reads every run (each once; the cache keeps them); a run that cannot be read
+    becomes a warning and never hides the others. ``models`` keeps only these models
+    (without precision and compiler, as the matrix's rows name them)."""
+    try:
+        reference_column = parse_column(reference) if reference else None
+    except ValueError as error:
+        raise MatrixUsageError(f"reference: {error}") from None
+    if warmup is not None and warmup < 0:
+        raise MatrixUsageError(f"warmup: expected 0 or more steps, not {warmup}")
+    runs, warnings = [], []
+    for source in catalog.sources(refresh=True):
+        try:
+            loaded = catalog.load_source(source)
+        except ProfileError as error:
+            warnings.append(f"{source.run}: not read: {error.path}: {error.reason}")
+            continue
+        if models and loaded.base_model not in models:
+            continue
+        facts, claims = loaded.profile.facts, read_claims(source)
+        runs.append(MatrixRun(run=source.run, model=loaded.base_model, batch_size=facts.batch_size,
+                              device=facts.device,
+                              precision=configured("precision", claims.precision, facts.precision),
+                              compiler=configured("compiler", claims.compiler, facts.compiler),
+                              step_times_us=facts.step_times_us))
+    if models and not runs:
+        raise MatrixUsageError(f"no readable run of model {', '.join(models)}")
+    without_markers = sorted(run.run for run in runs if not run.step_times_us)
+    if without_markers:
+        warnings.append(f"{len(without_markers)} run(s) have no step markers, so no latency: "
+                        f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}")
+    cells, columns, reference_column = build_matrix(runs, reference_column, warmup)
+    if reference and reference_column not in columns:
+        warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
+    return MatrixDocument(
+        reference=reference_column.key if reference_column else None, warmup=warmup,
+        columns=[MatrixColumn(key=column.key, device=column.device, precision=column.precision,
+                              compiler=column.compiler) for column in columns],
+        rows=[MatrixRow(model=model, batch_size=size)
+              for model, size in dict.fromkeys((cell.model, cell.batch_size) for cell in cells)],
+        cells=[MatrixCell(model=cell.model, batch_size=cell.batch_size, column=cell.column.key, runs=cell.runs,
+                          steps=cell.steps, warmup_steps=cell.warmup_steps,
+                          latency_us=finite_or_none(cell.latency_us),
+                          latency_std_us=finite_or_none(cell.latency_std_us),
+                          latency_p10_us=finite_or_none(cell.latency_p10_us),
+                          latency_p90_us=finite_or_none(cell.latency_p90_us),
+                          throughput_per_s=finite_or_none(cell.throughput_per_s),
+                          speedup=finite_or_none(cell.speedup), reference=cell.column == reference_column)
+               for cell in cells],
+        warnings=warnings)

@@ -1,0 +1,159 @@
+"""The latency/throughput matrix (issue 18): model x batch size against device, precision
+and compiler, on the real matrix recorded on an H100 host and GPU (tests/fixtures/gpu_h100/
+matrix: the demo CNN, fp32/bf16 x eager/torch.compile x batch 1/16/64, CPU and GPU), and the
+maths on small lists."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import shutil
+
+import msgspec
+import pytest
+from conftest import FIXTURES, run_cli
+from in_process import PREFIX, plugin_client
+
+from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, detect_warmup, parse_column
+from tb_opcompare.schema.contract import MatrixDocument
+from tb_opcompare.store.catalog import Catalog
+
+MATRIX = FIXTURES / "gpu_h100" / "matrix"
+
+
+def _run(name, times, model="m", batch=8, device="CPU", precision="fp32", compiler="eager"):
+    return MatrixRun(run=name, model=model, batch_size=batch, device=device, precision=precision, compiler=compiler,
+                     step_times_us=times)
+
+
+@pytest.mark.parametrize("times, warmup", [
+    ([3.0, 3.1, 2.9, 3.0], 0),
+    ([40.0, 3.1, 2.9, 3.0], 1),
+    ([40.0, 9.0, 3.1, 2.9, 3.0, 3.0], 2),
+    ([3.0, 3.0, 10.0, 10.0], 0),  # slowing down is not warm-up
+    ([50.0, 50.0, 50.0, 3.0], 0),  # at most half the steps, and these are not faster later on median
+    ([], 0),
+])
+def test_warmup_is_the_leading_steps_much_slower_than_the_rest(times, warmup):
+    assert detect_warmup(times) == warmup
+
+
+def test_cells_pool_repeats_and_take_speedups_within_their_row():
+    runs = [_run("cpu_a", [100.0, 10.0, 10.0, 10.0]), _run("cpu_b", [12.0, 12.0]),
+            _run("gpu", [4.0, 4.0], device="GPU"), _run("gpu_bf16", [2.0, 2.0], device="GPU", precision="bf16"),
+            _run("other_batch", [5.0, 5.0], batch=16, device="GPU"),
+            _run("no_markers", [], batch=16)]
+    cells, columns, reference = build_matrix(runs)
+    assert reference == Column("CPU", "fp32", "eager")
+    assert [column.key for column in columns] == ["CPU · fp32 · eager", "GPU · fp32 · eager", "GPU · bf16 · eager"]
+    by = {(cell.batch_size, cell.column.key): cell for cell in cells}
+    cpu = by[8, "CPU · fp32 · eager"]
+    assert (cpu.runs, cpu.steps, cpu.warmup_steps) == (["cpu_a", "cpu_b"], 5, 1)
+    assert cpu.latency_us == pytest.approx(54 / 5) and cpu.speedup == pytest.approx(1.0)
+    assert cpu.throughput_per_s == pytest.approx(8 * 1e6 / (54 / 5))
+    assert by[8, "GPU · bf16 · eager"].speedup == pytest.approx((54 / 5) / 2)
+    assert by[16, "GPU · fp32 · eager"].speedup is None  # its row has no reference with a latency
+    assert by[16, "CPU · fp32 · eager"].latency_us is None and by[16, "CPU · fp32 · eager"].steps == 0
+    cells, _, reference = build_matrix(runs, reference=parse_column("gpu/fp32/eager"), warmup=0)
+    by = {(cell.batch_size, cell.column.key): cell for cell in cells}
+    assert reference.key == "GPU · fp32 · eager"
+    assert by[8, "CPU · fp32 · eager"].speedup == pytest.approx(4.0 / (154 / 6))  # nothing dropped
+    assert by[16, "GPU · fp32 · eager"].speedup == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="DEVICE/PRECISION/COMPILER"):
+        parse_column("GPU/bf16")
+
+
+def _marker_steps(run_dir) -> list[float]:
+    """Independent of the reader: each ProfilerStep#N's longest range in the raw trace, in
+    the order the steps started."""
+    (path,) = run_dir.glob("*.pt.trace.json.gz")
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ranges: dict[str, tuple[float, float]] = {}
+    for event in events:
+        name = event.get("name", "")
+        if event.get("ph") == "X" and name.startswith("ProfilerStep#"):
+            if name not in ranges or event["dur"] > ranges[name][1]:
+                ranges[name] = (event["ts"], event["dur"])
+    return [duration for _, duration in sorted(ranges.values())]
+
+
+def _matrix(*args) -> MatrixDocument:
+    result = run_cli("matrix", str(MATRIX), "--no-cache", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    return msgspec.json.decode(result.stdout, type=MatrixDocument)
+
+
+def test_the_real_matrix_places_every_run_and_its_latency_is_the_step_markers():
+    document = _matrix("--warmup", "0")
+    assert [column.key for column in document.columns] == [
+        f"{device} · {precision} · {compiler}" for device in ("CPU", "GPU") for precision in ("fp32", "bf16")
+        for compiler in ("eager", "torch.compile")]
+    assert [(row.model, row.batch_size) for row in document.rows] == [("mnist_cnn_torch", n) for n in (1, 16, 64)]
+    assert len(document.cells) == 24 and sum(len(cell.runs) for cell in document.cells) == 36
+    assert document.reference == "CPU · fp32 · eager"
+    columns = {column.key: column for column in document.columns}
+    for cell in document.cells:
+        column = columns[cell.column]
+        token = {"eager": "eager", "torch.compile": "compile"}[column.compiler]
+        for run in cell.runs:  # the run's name says where it was recorded; the data put it there
+            assert f"_{column.device.lower()}_bs{cell.batch_size}_{column.precision}_{token}" in run
+        steps = [time for run in cell.runs for time in _marker_steps(MATRIX / run)]
+        assert cell.steps == len(steps) == 5 * len(cell.runs)
+        assert cell.latency_us == pytest.approx(sum(steps) / len(steps), rel=1e-9)
+        assert cell.throughput_per_s == pytest.approx(cell.batch_size * 1e6 / cell.latency_us, rel=1e-12)
+    reference = {(cell.batch_size): cell.latency_us for cell in document.cells if cell.reference}
+    for cell in document.cells:
+        assert cell.speedup == pytest.approx(reference[cell.batch_size] / cell.latency_us, rel=1e-12)
+
+
+def test_precision_and_compiler_come_from_the_data_without_sidecars_or_telling_names(tmp_path):
+    """Every run copied under a name that says nothing, its sidecar left behind: the
+    matrix still places it by the dtypes and the torch.compile events in its trace."""
+    neutral = tmp_path / "logdir"
+    truth = {}
+    for position, run_dir in enumerate(sorted(MATRIX.iterdir())):
+        target = neutral / f"run{position:02d}"
+        target.mkdir(parents=True)
+        for trace in run_dir.glob("*.pt.trace.json.gz"):
+            shutil.copy(trace, target / trace.name)
+        name = run_dir.name
+        truth[target.name] = ("bf16" if "_bf16_" in name else "fp32",
+                              "torch.compile" if "_compile" in name else "eager", "GPU" if "_gpu_" in name else "CPU")
+    catalog = Catalog(str(neutral), cache_dir=None)
+    for run, (precision, compiler, device) in truth.items():
+        facts = catalog.load(run).profile.facts
+        assert (facts.precision, facts.compiler, facts.device) == (precision, compiler, device), run
+        assert facts.precision_source.startswith("data: ") and facts.compiler_source.startswith("data: ")
+
+
+def test_route_cli_and_csv_agree_and_bad_parameters_answer_400():
+    client = plugin_client(MATRIX)
+    answer = client.get(f"{PREFIX}/matrix?reference=GPU/fp32/eager&warmup=1")
+    assert answer.status_code == 200
+    document = msgspec.json.decode(answer.data, type=MatrixDocument)
+    assert document == _matrix("--reference", "GPU/fp32/eager", "--warmup", "1")
+    assert document.reference == "GPU · fp32 · eager" and all(cell.warmup_steps == len(cell.runs)
+                                                                 for cell in document.cells)
+    text = client.get(f"{PREFIX}/matrix.csv?reference=GPU/fp32/eager&warmup=1").data.decode()
+    lines = list(csv.DictReader(io.StringIO(text)))
+    assert len(lines) == len(document.cells)
+    for line, cell in zip(lines, document.cells):
+        assert line["runs"].split(";") == cell.runs
+        assert float(line["latency_us"]) == pytest.approx(cell.latency_us, rel=1e-12)
+        assert (line["speedup"] and float(line["speedup"])) == pytest.approx(cell.speedup, rel=1e-12)
+    cli_csv = run_cli("matrix", str(MATRIX), "--no-cache", "--csv", "-", "--reference", "GPU/fp32/eager",
+                      "--warmup", "1")
+    assert cli_csv.stdout == text
+    for query, message in (("reference=GPU", "DEVICE/PRECISION/COMPILER"), ("warmup=x", "warmup"),
+                           ("model=nothing", "no readable run of model nothing")):
+        bad = client.get(f"{PREFIX}/matrix?{query}")
+        assert bad.status_code == 400 and message in bad.json["error"]["message"], bad.data
+
+
+def test_text_output_names_the_reference_and_each_cell():
+    result = run_cli("matrix", str(MATRIX), "--no-cache", "--model", "mnist_cnn_torch")
+    assert result.returncode == 0, result.stderr
+    assert "against CPU · fp32 · eager" in result.stdout
+    assert result.stdout.count("reference  [1 run, ") == 3 and result.stdout.count("[2 runs, 10 steps]") == 12

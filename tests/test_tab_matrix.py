@@ -1,0 +1,261 @@
+"""The Matrix view in a real browser (Debian's Chromium driven by Playwright) against a real
+TensorBoard on 36 real runs of a CNN on an H100 host and GPU (fp32/bf16 x eager/torch.compile
+x batch 1/16/64): the table, its reference, warm-up, sort, CSV download and the comparison a
+cell opens, read against the matrix route's own documents."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, open_op_compare
+
+from tb_opcompare.schema.text import format_speedup, format_throughput, format_time
+
+SCREENSHOT = "/tmp/opcompare-matrix.png"
+SCREENSHOT_DARK = "/tmp/opcompare-matrix-dark.png"
+FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
+CPU_FP32_EAGER = "CPU · fp32 · eager"
+GPU_FP32_EAGER = "GPU · fp32 · eager"
+
+
+@pytest.fixture(scope="module")
+def matrix_tensorboard_url(tmp_path_factory):
+    """TensorBoard on a copy of tests/fixtures/gpu_h100/matrix."""
+    from tensorboard_server import running_tensorboard
+
+    logdir = tmp_path_factory.mktemp("matrix") / "logdir"
+    shutil.copytree(FIXTURES / "gpu_h100" / "matrix", logdir)
+    with running_tensorboard(logdir) as url:
+        yield url
+
+
+def route(url: str, name: str, **params) -> tuple[int, bytes]:
+    """The route's status and body, errors included."""
+    try:
+        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{name}?{urllib.parse.urlencode(params)}") as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def matrix(url: str, **params) -> dict:
+    status, body = route(url, "matrix", **params)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def tab_state(page) -> dict[str, str]:
+    pairs = [part.split("=", 1) for part in page.evaluate("location.hash").lstrip("#").split("&") if "=" in part]
+    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
+            if urllib.parse.unquote(k).startswith("p.op_compare.")}
+
+
+def console_errors(page) -> list[str]:
+    """The errors the page logs from now on, but for the Confidence card's expected 400
+    (its check refuses a side of one run; the card explains how to record repeats)."""
+    errors: list[str] = []
+
+    def log(message):
+        if message.type != "error":
+            return
+        where = message.location.get("url", "")
+        if "Failed to load resource" in message.text and urllib.parse.urlsplit(where).path.endswith("/check"):
+            return
+        errors.append(f"{message.text} ({where})")
+
+    page.on("console", log)
+    return errors
+
+
+def cell_locator(frame, cell: dict):
+    return frame.locator(f"#oc-matrix-table tbody tr[data-model='{cell['model']}']"
+                         f"[data-batch-size='{cell['batch_size']}'] td[data-column='{cell['column']}']")
+
+
+def wait_for_reference(frame, key: str):
+    frame.locator("#oc-matrix-table th.oc-matrix-reference", has_text="reference").and_(
+        frame.locator(f"th[data-column='{key}']")).wait_for(timeout=60_000)
+
+
+def check_cells(frame, document: dict):
+    """Every cell on screen says what the document says of it, written by the tab's rules
+    (the same golden rules as schema/text.py's)."""
+    for cell in document["cells"]:
+        shown = cell_locator(frame, cell)
+        assert shown.locator(".oc-matrix-latency").inner_text() == format_time(cell["latency_us"])
+        assert shown.locator(".oc-matrix-range").inner_text() == (
+            f"p10–p90 {format_time(cell['latency_p10_us'])} – {format_time(cell['latency_p90_us'])}")
+        assert shown.locator(".oc-matrix-throughput").inner_text() == format_throughput(cell["throughput_per_s"])
+        speedup = shown.locator(".oc-matrix-speedup").inner_text()
+        assert speedup == ("reference" if cell["reference"] else format_speedup(cell["speedup"]))
+        runs = len(cell["runs"])
+        title = shown.get_attribute("title")
+        assert title.startswith(f"{runs} run{'s' if runs > 1 else ''} pooled: {', '.join(cell['runs'])}\n")
+        assert f"{cell['steps']} steady steps" in title
+        assert ("oc-matrix-link" in shown.get_attribute("class")) is (not cell["reference"])
+
+
+def shown_order(frame) -> list[int]:
+    return [int(size) for size in
+            frame.locator("#oc-matrix-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.batchSize)")]
+
+
+def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_opens(page, matrix_tensorboard_url):
+    url = matrix_tensorboard_url
+    errors = console_errors(page)
+    document = matrix(url)
+    assert document["reference"] == CPU_FP32_EAGER and document["warmup"] is None
+    assert len(document["columns"]) == 8 and len(document["rows"]) == 3 and len(document["cells"]) == 24
+
+    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
+    headers = frame.locator("#oc-matrix-table thead th.oc-matrix-column")
+    assert headers.count() == 8
+    for header, column in zip(headers.all(), document["columns"]):
+        assert header.get_attribute("data-column") == column["key"]
+        assert header.locator(".oc-matrix-device").inner_text() == column["device"]
+        assert header.locator(".oc-matrix-precision").inner_text() == column["precision"]
+        assert header.locator(".oc-matrix-compiler").inner_text() == column["compiler"]
+    assert frame.locator("thead th.oc-matrix-reference").get_attribute("data-column") == CPU_FP32_EAGER
+    assert frame.locator("#oc-matrix-table tbody tr").count() == 3
+    assert shown_order(frame) == [row["batch_size"] for row in document["rows"]]
+    check_cells(frame, document)
+    assert frame.locator("#oc-matrix-reference").input_value() == CPU_FP32_EAGER
+    assert frame.locator("#oc-matrix-warmup").input_value() == ""
+    assert frame.locator(".oc-matrix-warning").count() == len(document["warnings"])
+    # the comparison the Compare view chose is in the link too; nothing of the matrix's defaults
+    assert {key: value for key, value in tab_state(page).items() if key not in ("baseline", "target")} == {
+        "view": "matrix"}
+    page.screenshot(path=SCREENSHOT, full_page=True)
+
+    # a header sorts the rows by its column's latency, largest first; again, smallest first
+    latency = {(cell["batch_size"], cell["column"]): cell["latency_us"] for cell in document["cells"]}
+    by_gpu = sorted((row["batch_size"] for row in document["rows"]), key=lambda size: latency[size, GPU_FP32_EAGER])
+    frame.locator(f"thead th[data-column='{GPU_FP32_EAGER}']").click()
+    assert shown_order(frame) == by_gpu[::-1]
+    frame.locator(f"thead th[data-column='{GPU_FP32_EAGER}']").click()
+    assert shown_order(frame) == by_gpu
+    check_cells(frame, document)
+
+    # another reference: the route's speedups against it, and the link says so
+    frame.locator("#oc-matrix-reference").select_option(GPU_FP32_EAGER)
+    against_gpu = matrix(url, reference=GPU_FP32_EAGER)
+    wait_for_reference(frame, GPU_FP32_EAGER)
+    page.wait_for_function("() => location.hash.includes('matrix_reference=')")
+    check_cells(frame, against_gpu)
+    speedups = {(cell["batch_size"], cell["column"]): cell["speedup"] for cell in document["cells"]}
+    assert any(cell["speedup"] != speedups[cell["batch_size"], cell["column"]] for cell in against_gpu["cells"])
+    assert tab_state(page)["matrix_reference"] == GPU_FP32_EAGER
+
+    # a warm-up of one step: the route's latencies without each run's first step
+    frame.locator("#oc-matrix-warmup").fill("1")
+    frame.locator("#oc-matrix-warmup").press("Enter")
+    params = {"reference": GPU_FP32_EAGER, "warmup": "1"}
+    warm = matrix(url, **params)
+    assert warm["warmup"] == 1 and all(cell["warmup_steps"] == len(cell["runs"]) for cell in warm["cells"])
+    frame.locator("#oc-matrix-caption", has_text="the first 1 step of every run").wait_for()
+    check_cells(frame, warm)
+    assert {key: tab_state(page).get(key) for key in ("view", "matrix_reference", "matrix_warmup")} == {
+        "view": "matrix", "matrix_reference": GPU_FP32_EAGER, "matrix_warmup": "1"}
+
+    # the CSV: the route's for the same parameters, one line per cell and a header
+    href = frame.locator("#oc-matrix-export").get_attribute("href")
+    assert urllib.parse.urlsplit(href).path == "matrix.csv"
+    assert dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(href).query)) == params
+    with page.expect_download() as download_info:
+        frame.locator("#oc-matrix-export").click()
+    downloaded = Path(download_info.value.path()).read_bytes()
+    status, body = route(url, "matrix.csv", **params)
+    assert status == 200 and downloaded == body
+    lines = list(csv.reader(io.StringIO(downloaded.decode("utf-8"))))
+    assert len(lines) == len(warm["cells"]) + 1 == 25
+    assert [line[lines[0].index("runs")] for line in lines[1:]] == [";".join(cell["runs"]) for cell in warm["cells"]]
+
+    # the link brings it all back
+    page.reload()
+    frame = page.frame_locator(FRAME)
+    frame.locator("#oc-matrix-table tbody tr").first.wait_for(timeout=60_000)
+    wait_for_reference(frame, GPU_FP32_EAGER)
+    assert frame.locator("#oc-matrix-reference").input_value() == GPU_FP32_EAGER
+    assert frame.locator("#oc-matrix-warmup").input_value() == "1"
+    check_cells(frame, warm)
+
+    # a GPU cell opens the comparison of its row's reference run (baseline) with its own run
+    cell = next(cell for cell in warm["cells"]
+                if cell["column"] == "GPU · bf16 · torch.compile" and cell["batch_size"] == 64)
+    reference = next(other for other in warm["cells"] if other["reference"] and other["batch_size"] == 64)
+    expected = {"baseline": reference["runs"][0], "target": cell["runs"][0]}
+    assert expected == {"baseline": "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1",
+                        "target": "mnist_cnn_torch_gpu_bs64_bf16_compile_rep1"}
+    cell_locator(frame, cell).click()
+    frame.locator("#oc-count").wait_for(timeout=60_000)
+    assert frame.locator("#oc-matrix").is_hidden()
+    assert frame.locator(".oc-page-tab.oc-active").inner_text().lower() == "compare runs"
+    assert frame.locator("#oc-baseline").input_value() == expected["baseline"]
+    assert frame.locator("#oc-target").input_value() == expected["target"]
+    comparison = json.loads(route(url, "compare", **expected)[1])
+    assert frame.locator("#oc-count").inner_text() == f"Showing {len(comparison['rows'])} of {len(comparison['rows'])} ops"
+    state = tab_state(page)
+    assert {key: state.get(key) for key in ("baseline", "target", "view")} == {**expected, "view": None}
+    assert state["matrix_reference"] == GPU_FP32_EAGER  # the matrix keeps its settings for the way back
+
+    # the reference cell itself opens nothing
+    frame.locator(".oc-page-tab[data-page='matrix']").click()
+    reference_cell = cell_locator(frame, reference)
+    reference_cell.click()
+    assert frame.locator("#oc-matrix").is_visible() and reference_cell.get_attribute("role") is None
+    assert not page.page_errors
+    assert not errors
+
+
+def test_a_reference_without_runs_is_warned_of_and_a_bad_one_explained(page, matrix_tensorboard_url):
+    url = matrix_tensorboard_url
+    # a column no run has: the route's warning above the table, no speedups
+    absent = matrix(url, reference="TPU/fp32/eager")
+    assert absent["reference"] == "TPU · fp32 · eager" and absent["warnings"]
+    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix",
+                            matrix_reference="TPU/fp32/eager")
+    warnings = frame.locator("#oc-matrix-warnings .oc-matrix-warning")
+    assert warnings.all_inner_texts() == absent["warnings"]
+    assert frame.locator("#oc-matrix-reference").input_value() == "TPU · fp32 · eager"
+    assert frame.locator("thead th.oc-matrix-reference").count() == 0
+    assert set(frame.locator(".oc-matrix-speedup").all_inner_texts()) == {format_speedup(None)}
+
+    # a reference that is no column at all: the route's 400, and the default to go back to
+    status, body = route(url, "matrix", reference="bogus")
+    assert status == 400
+    page.goto("about:blank")
+    frame = open_op_compare(page, url, ready="#oc-matrix-message", view="matrix", matrix_reference="bogus")
+    assert json.loads(body)["error"]["message"] in frame.locator("#oc-matrix-message").inner_text()
+    assert frame.locator("#oc-matrix-export").is_hidden()
+    frame.locator("#oc-matrix-reference").select_option("")
+    wait_for_reference(frame, CPU_FP32_EAGER)
+    check_cells(frame, matrix(url))
+    assert "matrix_reference" not in tab_state(page)
+    assert not page.page_errors
+
+
+def test_the_matrix_in_tensorboards_dark_theme(browser, matrix_tensorboard_url):
+    context = browser.new_context(viewport={"width": 1500, "height": 1000}, color_scheme="dark")
+    page = context.new_page()
+    errors = console_errors(page)
+    frame = open_op_compare(page, matrix_tensorboard_url, ready="#oc-matrix-table tbody tr", view="matrix")
+    assert frame.locator("html").get_attribute("class") == "oc-dark"
+    style = "(el, property) => getComputedStyle(el)[property]"
+    surface, text = "rgb(58, 58, 58)", "rgb(232, 232, 232)"  # --oc-surface, --oc-text of html.oc-dark
+    assert frame.locator(".oc-matrix-scroll").evaluate(style, "backgroundColor") == surface
+    assert frame.locator("#oc-matrix-table tbody th").first.evaluate(style, "backgroundColor") == surface
+    assert frame.locator(".oc-matrix-latency").first.evaluate(style, "color") == text
+    assert frame.locator(".oc-matrix-device").first.evaluate(style, "color") == text
+    header = frame.locator("#oc-matrix-table thead th").first.evaluate(style, "backgroundColor")
+    assert header == "rgb(64, 64, 64)"
+    page.screenshot(path=SCREENSHOT_DARK, full_page=True)
+    assert not errors
+    context.close()
