@@ -5,7 +5,8 @@
  * `runs`: every run, the automatic pairs, what could not be read.
  * @typedef {Object} RunsDocument
  * @property {Array<RunRecord>} runs
- * @property {Array<Pair>} pairs
+ * @property {Array<Pair>} pairs - CPU -> accelerator pairs of one model, batch size, precision and compiler
+ * @property {Array<Pair>} variant_pairs - pairs that differ in precision or compiler only (same model, device and batch size), the default (fp32, eager) as the baseline
  * @property {Array<RunError>} errors
  * @property {boolean} complete - every run's trace has been read
  * @property {SuggestedPair|null} suggested
@@ -48,8 +49,9 @@
  * @property {string} target
  * @property {string} model
  * @property {number|null} batch_size
- * @property {string} matched_by - `run names`, `sidecar`, or `op-name overlap (Jaccard …)`
+ * @property {string} matched_by - `run names`, `sidecar`, `op-name overlap (Jaccard …)`, or `run facts` (variant pairs)
  * @property {boolean} guess - paired by op-name overlap alone: worth a look before trusting
+ * @property {string} [varies] - the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` (fp32 -> another) or `compiler` (eager -> a compiler)
  */
 
 /**

@@ -157,3 +157,54 @@ def test_text_output_names_the_reference_and_each_cell():
     assert result.returncode == 0, result.stderr
     assert "against CPU · fp32 · eager" in result.stdout
     assert result.stdout.count("reference  [1 run, ") == 3 and result.stdout.count("[2 runs, 10 steps]") == 12
+
+
+def test_a_compare_across_compilers_says_the_whole_step_is_where_they_meet():
+    """Eager against torch.compile on the H100: Inductor's Triton kernels and graph calls
+    replace aten ops, so many ops are on one side only; the compare says why and gives the
+    step-marker ratio, and a compare within one compiler says nothing of the kind."""
+    base, target = "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1", "mnist_cnn_torch_gpu_bs64_fp32_compile_rep1"
+    document = json.loads(run_cli("compare", str(MATRIX), "--baseline", base, "--target", target, "--json",
+                                  "--no-cache").stdout)
+    (note,) = [note for note in document["summary"]["notes"] if "different compilers" in note]
+    catalog = Catalog(str(MATRIX), cache_dir=None)
+    wall = catalog.load(base).profile.facts.step_time_us / catalog.load(target).profile.facts.step_time_us
+    assert "(eager and torch.compile)" in note and f"{wall:.2f}× in step wall time" in note
+    assert document["summary"]["target_only_ops"] > 0
+    same = json.loads(run_cli("compare", str(MATRIX), "--baseline", base, "--target",
+                              "mnist_cnn_torch_gpu_bs64_fp32_eager_rep2", "--json", "--no-cache").stdout)
+    assert not [note for note in same["summary"]["notes"] if "compilers" in note]
+
+
+def test_variant_pairs_vary_one_dimension_and_hold_the_rest():
+    from tb_opcompare.analysis.pairing import RunForPairing, variant_pairs
+
+    def run(name, precision="fp32", compiler="eager", device="GPU", batch=8, repeat=None, model="m"):
+        return RunForPairing(run=name, model=model, device=device, batch_size=batch, op_names=frozenset(),
+                             repeat=repeat, base_model=model, precision=precision, compiler=compiler)
+
+    runs = [run("a"), run("a_bf16", precision="bf16"), run("a_compile", compiler="torch.compile"),
+            run("a_bf16_compile", precision="bf16", compiler="torch.compile"),
+            run("other_batch_bf16", precision="bf16", batch=16), run("cpu_bf16", precision="bf16", device="CPU"),
+            run("other_model_bf16", precision="bf16", model="n"), run("unknown", precision=None)]
+    pairs = [(pair.baseline, pair.target, pair.varies) for pair in variant_pairs(runs)]
+    assert pairs == [("a", "a_bf16", "precision"), ("a_compile", "a_bf16_compile", "precision"),
+                     ("a_bf16", "a_bf16_compile", "compiler"), ("a", "a_compile", "compiler")]
+    repeats = [run("r1", repeat=1), run("r2", repeat=2), run("r1_bf16", precision="bf16", repeat=1)]
+    assert [(pair.baseline, pair.target) for pair in variant_pairs(repeats)] == [("r1", "r1_bf16")]
+
+
+def test_the_demo_logdir_pairs_every_cell_with_its_default_along_each_dimension():
+    """demo_logs holds both demo models' precision x compiler matrices: every non-default
+    run is the target of one pair per dimension it differs in, and Keras's
+    mixed_bfloat16 eager run (data: mixed bf16/fp32) pairs with its XLA run (bf16)."""
+    document = json.loads(run_cli("runs", str(FIXTURES.parent.parent / "demo_logs"), "--json", "--no-cache").stdout)
+    pairs = {(pair["baseline"], pair["target"]): pair["varies"] for pair in document["variant_pairs"]}
+    assert len(pairs) == 36 and set(pairs.values()) == {"precision", "compiler"}
+    assert pairs["tf_keras/mnist_cnn_cpu_bs16_bf16_eager", "tf_keras/mnist_cnn_cpu_bs16_bf16_xla"] == "compiler"
+    assert pairs["torch/mnist_cnn_torch_gpu_bs64", "torch/mnist_cnn_torch_gpu_bs64_bf16_eager"] == "precision"
+    records = {record["run"]: record for record in document["runs"]}
+    for (baseline, target), varies in pairs.items():
+        for held in ("device", "batch_size"):
+            assert records[baseline][held] == records[target][held]
+    assert all(pair["varies"] == "device" for pair in document["pairs"])

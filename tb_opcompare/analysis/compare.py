@@ -196,7 +196,8 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
 
 def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str) -> tuple[dict, list[str]]:
     """Figures and notes that say what a comparison does and does not compare.
-    ``baseline``/``target``: each run's ``batch_size`` and ``framework``.
+    ``baseline``/``target``: each run's ``batch_size``, ``framework``, ``compiler`` and
+    ``step_time_us``.
 
     Returns ``whole_step_speedup`` (all op time per step, ops on one side included) and
     ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and the
@@ -223,6 +224,15 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
                if len(frameworks) > 1 else "the runs name their ops differently (another model, or another version)")
         hint = " Group by op type to compare ops by kind." if group_by == "name" else ""
         notes.append(f"No op is in both runs: {why}.{hint}")
+    compilers = (baseline.compiler, target.compiler)
+    if None not in compilers and compilers[0] != compilers[1]:
+        wall = (baseline.step_time_us / target.step_time_us
+                if baseline.step_time_us and target.step_time_us else None)
+        notes.append(f"The runs ran under different compilers ({compilers[0]} and {compilers[1]}): a compiler fuses and "
+                     "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
+                     "only what both kept. The whole step is where both meet" + (
+                         f": {format_speedup(wall)} in step wall time (step markers)" if wall else "")
+                     + "; the Matrix view compares whole steps across compilers.")
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
 
 

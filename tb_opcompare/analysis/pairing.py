@@ -7,6 +7,11 @@ paired by the overlap of their op-name sets: Jaccard >= 0.5, best match first, e
 batch sizes where both are known, and a margin of 0.1 over every other candidate of
 either run (batch sizes of one model share their op names). Such a pair is marked a
 ``guess`` where a batch size is unknown.
+
+``variant_pairs`` pairs along the other dimensions: each run of a precision or compiler
+other than the default (fp32, eager) with the run that differs from it in that one
+dimension only (same model, device and batch size, same repeat where both are numbered),
+the default as the baseline: fp32 -> bf16, eager -> torch.compile.
 """
 
 from __future__ import annotations
@@ -27,6 +32,12 @@ class RunForPairing:
     batch_size: int | None
     op_names: frozenset[str]
     repeat: int | None = None
+    base_model: str = ""  # the model without precision and compiler (``model`` holds them)
+    precision: str | None = None  # as configured: the claim where the data agrees, else the data
+    compiler: str | None = None
+
+
+VARIANT_DIMENSIONS = {"precision": "fp32", "compiler": "eager"}  # each dimension and its default (the baseline)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -71,10 +82,30 @@ def pair_runs(runs: list[RunForPairing]) -> list[Pair]:
     return pairs
 
 
-def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False) -> Pair:
+def variant_pairs(runs: list[RunForPairing]) -> list[Pair]:
+    """Pairs that vary one dimension other than the device (see the module's docstring),
+    in the order of ``VARIANT_DIMENSIONS``, then the target run's name."""
+    pairs = []
+    for dimension, default in VARIANT_DIMENSIONS.items():
+        held = [other for other in VARIANT_DIMENSIONS if other != dimension]
+        for target in sorted(runs, key=lambda run: run.run):
+            if getattr(target, dimension) in (None, default) or target.device is None:
+                continue
+            for baseline in sorted(runs, key=lambda run: run.run):
+                same_repeat = baseline.repeat is None or target.repeat is None or baseline.repeat == target.repeat
+                if (getattr(baseline, dimension) == default and same_repeat
+                        and (baseline.base_model, baseline.device, baseline.batch_size)
+                        == (target.base_model, target.device, target.batch_size)
+                        and all(getattr(baseline, other) == getattr(target, other) for other in held)):
+                    pairs.append(_pair(baseline, target, target.base_model, "run facts", varies=dimension))
+    return pairs
+
+
+def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False,
+          varies: str = "device") -> Pair:
     return Pair(baseline=baseline.run, target=target.run, model=model,
                 batch_size=baseline.batch_size if baseline.batch_size is not None else target.batch_size,
-                matched_by=matched_by, guess=guess)
+                matched_by=matched_by, guess=guess, varies=varies)
 
 
 def suggest_pair(runs: list[RunForPairing], pairs: list[Pair]) -> SuggestedPair | None:

@@ -316,6 +316,10 @@ def _print_runs(document: dict) -> None:
         print("\npairs (baseline -> target):")
         for pair in document["pairs"]:
             print(f"  {pair['baseline']} -> {pair['target']}\tmodel={pair['model']}\tby {pair['matched_by']}")
+    if document["variant_pairs"]:
+        print("\nprecision and compiler pairs (baseline -> target; compare one with --baseline/--target):")
+        for pair in document["variant_pairs"]:
+            print(f"  {pair['baseline']} -> {pair['target']}\t{pair['varies']}\tmodel={pair['model']}")
     if document["errors"]:
         print("\nunreadable:")
         for error in document["errors"]:

@@ -69,8 +69,10 @@ class Pair(_Document):
     target: str
     model: str
     batch_size: int | None
-    matched_by: _d(str, "`run names`, `sidecar`, or `op-name overlap (Jaccard …)`")
+    matched_by: _d(str, "`run names`, `sidecar`, `op-name overlap (Jaccard …)`, or `run facts` (variant pairs)")
     guess: _d(bool, "paired by op-name overlap alone: worth a look before trusting")
+    varies: _d(str, "the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` "
+                    "(fp32 -> another) or `compiler` (eager -> a compiler)") = "device"
 
 
 class RunError(_Document):
@@ -93,7 +95,9 @@ class RunsDocument(_Document):
     """`runs`: every run, the automatic pairs, what could not be read."""
 
     runs: list[RunRecord]
-    pairs: list[Pair]
+    pairs: _d(list[Pair], "CPU -> accelerator pairs of one model, batch size, precision and compiler")
+    variant_pairs: _d(list[Pair], "pairs that differ in precision or compiler only (same model, device and batch "
+                                  "size), the default (fp32, eager) as the baseline")
     errors: list[RunError]
     complete: _d(bool, "every run's trace has been read")
     suggested: SuggestedPair | None
