@@ -158,6 +158,31 @@ def open_op_compare(page, url: str, ready: str = "#oc-count, #oc-message, #oc-em
     return frame
 
 
+def route(url: str, name: str, params=(), **named) -> tuple[int, bytes]:
+    """A plugin route's status and body from a running TensorBoard, errors included;
+    ``params`` a dict or a list of pairs (to repeat a name), ``named`` more of them."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    query = urllib.parse.urlencode([*(params.items() if isinstance(params, dict) else params), *named.items()],
+                                   doseq=True)
+    try:
+        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{name}?{query}") as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def tab_state(page) -> dict[str, str]:
+    """The tab's state as its URL fragment holds it (``p.op_compare.<key>=<value>``)."""
+    import urllib.parse
+
+    pairs = [part.split("=", 1) for part in page.evaluate("location.hash").lstrip("#").split("&") if "=" in part]
+    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
+            if urllib.parse.unquote(k).startswith("p.op_compare.")}
+
+
 def as_json(document):
     """A service's document as the JSON values a user receives (what the routes and
     ``--json`` encode), so tests assert on what users see."""

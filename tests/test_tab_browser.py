@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare
+from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare, tab_state
 
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE_RUN = "torch/hostile_names_cpu_bs4"
@@ -52,13 +52,6 @@ def demo_tensorboard_url(tmp_path_factory):
     shutil.copytree(REPO / "demo_logs", logdir)
     with running_tensorboard(logdir) as url:
         yield url
-
-
-def tab_state(page) -> dict[str, str]:
-    fragment = page.evaluate("location.hash")
-    pairs = [part.split("=", 1) for part in fragment.lstrip("#").split("&") if "=" in part]
-    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
-            if urllib.parse.unquote(k).startswith("p.op_compare.")}
 
 
 def test_tab_appears_beside_profile_and_fills_the_table(page, tensorboard_url):

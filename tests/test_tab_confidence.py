@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 
 from conftest import open_op_compare
+from conftest import route as raw_route
 
 from tb_opcompare.schema.text import format_interval, format_speedup
 
@@ -20,12 +18,9 @@ SCREENSHOT = "/tmp/opcompare-confidence.png"
 
 
 def route(url: str, name: str, **params) -> tuple[int, dict]:
-    """The route's status and JSON body, errors included."""
-    try:
-        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{name}?{urllib.parse.urlencode(params)}") as answer:
-            return answer.status, json.load(answer)
-    except urllib.error.HTTPError as error:
-        return error.code, json.load(error)
+    status, body = raw_route(url, name, **params)
+    return status, json.loads(body)
+
 
 
 def interval(row: dict) -> str:

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, open_op_compare
+from conftest import FIXTURES, open_op_compare, route, tab_state
 
 from tb_opcompare.schema.text import format_speedup, format_throughput, format_time
 
@@ -37,25 +37,10 @@ def matrix_tensorboard_url(tmp_path_factory):
         yield url
 
 
-def route(url: str, name: str, **params) -> tuple[int, bytes]:
-    """The route's status and body, errors included."""
-    try:
-        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{name}?{urllib.parse.urlencode(params)}") as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
 def matrix(url: str, **params) -> dict:
     status, body = route(url, "matrix", **params)
     assert status == 200, body
     return json.loads(body)
-
-
-def tab_state(page) -> dict[str, str]:
-    pairs = [part.split("=", 1) for part in page.evaluate("location.hash").lstrip("#").split("&") if "=" in part]
-    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
-            if urllib.parse.unquote(k).startswith("p.op_compare.")}
 
 
 def console_errors(page) -> list[str]:

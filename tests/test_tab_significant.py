@@ -13,23 +13,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from conftest import open_op_compare
+from conftest import open_op_compare, route, tab_state
 
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
 SIGNIFICANT = ("slower", "faster", "only in target", "only in baseline")
 SCREENSHOT = "/tmp/opcompare-significant.png"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 
-
-
-def route(url: str, name: str, params) -> tuple[int, bytes]:
-    """The route's status and body; `params` a dict or a list of pairs (a repeated name)."""
-    query = urllib.parse.urlencode(params, doseq=True)
-    try:
-        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{name}?{query}") as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
 
 
 def significant_keys(url: str, group_by: str = "name") -> list[str]:
@@ -40,12 +30,6 @@ def significant_keys(url: str, group_by: str = "name") -> list[str]:
 
 def shown_keys(frame) -> list[str]:
     return frame.locator("tr.oc-row").evaluate_all("rows => rows.map(row => row.dataset.key)")
-
-
-def tab_state(page) -> dict[str, str]:
-    pairs = [part.split("=", 1) for part in page.evaluate("location.hash").lstrip("#").split("&") if "=" in part]
-    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
-            if urllib.parse.unquote(k).startswith("p.op_compare.")}
 
 
 def test_significant_changes_only_narrows_the_table_and_its_export(page, repeats_tensorboard_url):

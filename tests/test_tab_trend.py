@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, open_op_compare
+from conftest import FIXTURES, open_op_compare, route, tab_state
 
 from tb_opcompare.schema.text import format_time, shorten_names
 
@@ -35,25 +35,10 @@ def versions_tensorboard_url(tmp_path_factory):
         yield url
 
 
-def route(url: str, name: str, **params) -> tuple[int, bytes]:
-    """The route's status and body, errors included."""
-    try:
-        with urllib.request.urlopen(f"{url}/data/plugin/op_compare/{name}?{urllib.parse.urlencode(params)}") as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
 def trend(url: str, **params) -> dict:
     status, body = route(url, "trend", **params)
     assert status == 200, body
     return json.loads(body)
-
-
-def tab_state(page) -> dict[str, str]:
-    pairs = [part.split("=", 1) for part in page.evaluate("location.hash").lstrip("#").split("&") if "=" in part]
-    return {urllib.parse.unquote(k)[len("p.op_compare."):]: urllib.parse.unquote(v) for k, v in pairs
-            if urllib.parse.unquote(k).startswith("p.op_compare.")}
 
 
 def wait_for_trend(frame, document: dict):
@@ -62,6 +47,7 @@ def wait_for_trend(frame, document: dict):
     ops = len(document["keys"]) - 1
     points = len(document["points"])
     frame.locator(f"#oc-trend-ops .scatterlayer .trace >> nth={ops - 1}").wait_for(timeout=60_000)
+    frame.locator("#oc-trend-step .scatterlayer .trace").wait_for()  # drawn after the ops plot
     frame.locator("#oc-trend-points", has_text=f"{points} point").wait_for()
     return ops, points
 

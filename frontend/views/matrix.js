@@ -9,6 +9,7 @@ import {h} from '../dom.js';
 import {formatSpeedup, formatThroughput, formatTime, speedupColor} from '../format.js';
 import {matrixParams, warmupSteps} from '../state.js';
 import {sortMissingLast} from '../view.js';
+import {showLatest} from './latest.js';
 import {nextSort, sortIndicator} from './sorting.js';
 import {loadingIndicator, messageBox} from './states.js';
 
@@ -212,40 +213,20 @@ export class MatrixView {
 
   /** Each time the view is opened or changed: the matrix, unless it is on screen. */
   show() {
-    const params = matrixParams(this.state);
-    const key = JSON.stringify(params);
-    if (key === this.shownKey) return;
-    if (this.loading && this.loading.key === key) return this.loading.done;
-    const done = this.fetchAndDraw(params, key).finally(() => {
-      if (this.loading && this.loading.done === done) this.loading = null;
+    return showLatest(this, matrixParams(this.state), {
+      fetch: fetchMatrix,
+      failed: (error) => {
+        this.document = null;
+        this.showReferences();
+        this.message.replaceChildren(matrixFailed(error));
+      },
+      draw: (document, params) => this.draw(document, params),
     });
-    this.loading = {key, done};
-    return done;
   }
 
-  async fetchAndDraw(params, key) {
-    const id = ++this.requestId;
-    this.shownKey = null;
-    this.overlay.hidden = false;
-    this.message.replaceChildren();
-    let document;
-    try {
-      document = await fetchMatrix(params);
-    } catch (error) {
-      if (id !== this.requestId) return;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.document = null;
-      this.showReferences();
-      this.message.replaceChildren(matrixFailed(error));
-      return;
-    }
-    if (id !== this.requestId) return;
-    this.overlay.hidden = true;
+  draw(document, params) {
     this.document = document;
     this.columnKeys = document.columns.map((column) => column.key);
-    this.shownKey = key;
     this.showReferences();
     if (!document.columns.length) {
       this.body.hidden = true;

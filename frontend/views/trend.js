@@ -9,6 +9,7 @@ import {GROUP_BY_LABELS, formatTime, plotlyText, shortenNames} from '../format.j
 import {DEFAULT_TREND_TOP, MAX_SWEEP_TOP, SIDECAR_ORDER, TREND_ORDERS, sweepTop, trendParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {roundLogTicks} from '../ticks.js';
+import {showLatest} from './latest.js';
 import {loadingIndicator, messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').TrendDocument} TrendDocument */
@@ -327,38 +328,16 @@ export class TrendView {
           '(every run of a model over time, or across framework versions).'}));
       return;
     }
-    const params = trendParams(this.state, runs);
-    const key = JSON.stringify(params);
-    if (key === this.shownKey) return;
-    if (this.loading && this.loading.key === key) return this.loading.done;
-    const done = this.fetchAndDraw(params, key).finally(() => {
-      if (this.loading && this.loading.done === done) this.loading = null;
+    return showLatest(this, trendParams(this.state, runs), {
+      fetch: fetchTrend,
+      failed: (error) => this.message.replaceChildren(trendFailed(error)),
+      draw: (document, params, id) => this.draw(document, params, id),
     });
-    this.loading = {key, done};
-    return done;
   }
 
-  async fetchAndDraw(params, key) {
-    const id = ++this.requestId;
-    this.shownKey = null;
-    this.overlay.hidden = false;
-    this.message.replaceChildren();
-    let document;
-    try {
-      document = await fetchTrend(params);
-    } catch (error) {
-      if (id !== this.requestId) return;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.message.replaceChildren(trendFailed(error));
-      return;
-    }
-    if (id !== this.requestId) return;
-    this.overlay.hidden = true;
+  async draw(document, params, id) {
     this.body.hidden = false;
     this.document = document;
-    this.shownKey = key;
     this.exportLink.hidden = false;
     this.exportLink.href = trendCsvUrl(params);
     this.warnings.replaceChildren(...document.warnings.map((warning) =>

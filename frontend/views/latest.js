@@ -1,0 +1,50 @@
+// A view that fetches one document for its parameters and draws it. The user may change the
+// parameters while a fetch is under way: only the latest request may touch the screen, an
+// answer to an older one arrives late and is dropped, and asking again for what is loading
+// or on screen fetches nothing.
+
+/**
+ * Fetch and draw the document for `params`, unless it is on screen or being loaded.
+ * @template D
+ * @param {{requestId: number, loading: ?{key: string, done: Promise<void>}, shownKey: ?string,
+ *          overlay: HTMLElement, message: HTMLElement, body: HTMLElement, exportLink: HTMLElement}} view
+ *   its loading state (`requestId` also lets later drawing tell it is stale) and elements
+ * @param {Object<string, string>} params
+ * @param {{fetch: (params: Object<string, string>) => Promise<D>, failed: (error: Error) => void,
+ *          draw: (document: D, params: Object<string, string>, id: number) => (void|Promise<void>)}} steps
+ *   `failed` shows the error, with the body and export link already hidden; `draw` shows the
+ *   document, with `id` to check after each of its own waits
+ * @returns {Promise<void>|undefined} settles once drawn; undefined when on screen already
+ */
+export function showLatest(view, params, steps) {
+  const key = JSON.stringify(params);
+  if (key === view.shownKey) return;
+  if (view.loading && view.loading.key === key) return view.loading.done;
+  const done = fetchAndDraw(view, params, key, steps).finally(() => {
+    if (view.loading && view.loading.done === done) view.loading = null;
+  });
+  view.loading = {key, done};
+  return done;
+}
+
+async function fetchAndDraw(view, params, key, {fetch, failed, draw}) {
+  const id = ++view.requestId;
+  view.shownKey = null;
+  view.overlay.hidden = false;
+  view.message.replaceChildren();
+  let document;
+  try {
+    document = await fetch(params);
+  } catch (error) {
+    if (id !== view.requestId) return;
+    view.overlay.hidden = true;
+    view.body.hidden = true;
+    view.exportLink.hidden = true;
+    failed(error);
+    return;
+  }
+  if (id !== view.requestId) return;
+  view.overlay.hidden = true;
+  view.shownKey = key;
+  await draw(document, params, id);
+}
