@@ -101,7 +101,7 @@
  * @property {number|null} target_time_per_step_us
  * @property {number|null} whole_step_speedup - all op time per step, ops on one side included
  * @property {number|null} per_sample_speedup - whole_step_speedup per sample, where the batch sizes differ
- * @property {'name'|'type'} group_by
+ * @property {'module'|'name'|'type'} group_by
  * @property {boolean} normalized_types
  * @property {RunRecord} baseline
  * @property {RunRecord} target
@@ -111,7 +111,7 @@
 /**
  * One op (or op type) of a comparison; `baseline_*` and `target_*` are the same figures per run.
  * @typedef {Object} CompareRow
- * @property {string} key - op name (group_by=name) or normalised op type (group_by=type)
+ * @property {string} key - op name (group_by=name), normalised op type (group_by=type), or module path (group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`)
  * @property {string|null} op_type - normalised op type (oneDNN/cuDNN variants share one)
  * @property {'baseline_only'|'matched'|'target_only'} status - whether the op is in both runs or in one only
  * @property {number|null} speedup - baseline_mean_us / target_mean_us (> 1: the target is faster)

@@ -5,6 +5,9 @@ const STATUS_WORDS = {matched: 'matched', baseline_only: 'baseline only', target
 
 /** The ways to group ops, as the choices say them. */
 export const GROUP_BY_LABELS = {name: 'By op name', type: 'By op type'};
+// The compare table can also group ops by the module they ran in (sweeps, trends and the
+// confidence of a check are per op or op type).
+export const COMPARE_GROUP_BY_LABELS = {...GROUP_BY_LABELS, module: 'By module'};
 
 /** `toFixed`, without the minus of a value that rounds to zero ("-0.00"). */
 function fixed(value, digits) {

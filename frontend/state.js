@@ -20,7 +20,7 @@ import {STATUSES} from './view.js';
  * @property {string|null} target
  * @property {string|null} baseline_session
  * @property {string|null} target_session
- * @property {'name'|'type'} group_by
+ * @property {'name'|'type'|'module'} group_by
  */
 
 /**
@@ -110,8 +110,8 @@ export function statusesOrAll(statuses) {
   return known.length ? known : [...STATUSES];
 }
 
-function groupBy(text) {
-  return text === 'type' ? 'type' : 'name';
+function groupBy(text, allowed = ['name', 'type']) {
+  return allowed.includes(text) ? text : 'name';
 }
 
 /**
@@ -250,7 +250,7 @@ export function stateFromParams(params) {
     page: PAGES.includes(params.view) ? params.view : 'compare',
     selection: {baseline: params.baseline || null, target: params.target || null,
                 baseline_session: params.baseline_session || null, target_session: params.target_session || null,
-                group_by: groupBy(params.group_by)},
+                group_by: groupBy(params.group_by, ['name', 'type', 'module'])},
     // Op keys come from the check at run time, never from a link.
     view: {...viewFromParams(params), keys: null},
     significant: params.significant === '1',

@@ -186,10 +186,13 @@ def test_variant_pairs_vary_one_dimension_and_hold_the_rest():
     runs = [run("a"), run("a_bf16", precision="bf16"), run("a_compile", compiler="torch.compile"),
             run("a_bf16_compile", precision="bf16", compiler="torch.compile"),
             run("other_batch_bf16", precision="bf16", batch=16), run("cpu_bf16", precision="bf16", device="CPU"),
-            run("other_model_bf16", precision="bf16", model="n"), run("unknown", precision=None)]
+            run("other_model_bf16", precision="bf16", model="n")]
     pairs = [(pair.baseline, pair.target, pair.varies) for pair in variant_pairs(runs)]
     assert pairs == [("a", "a_bf16", "precision"), ("a_compile", "a_bf16_compile", "precision"),
                      ("a_bf16", "a_bf16_compile", "compiler"), ("a", "a_compile", "compiler")]
+    # unknown (listed before its trace is read, nothing in its name) reads as the default
+    unknown = [run("unread", precision=None, compiler=None), run("unread_bf16", precision="bf16", compiler=None)]
+    assert [(pair.baseline, pair.target) for pair in variant_pairs(unknown)] == [("unread", "unread_bf16")]
     repeats = [run("r1", repeat=1), run("r2", repeat=2), run("r1_bf16", precision="bf16", repeat=1)]
     assert [(pair.baseline, pair.target) for pair in variant_pairs(repeats)] == [("r1", "r1_bf16")]
 

@@ -1,13 +1,21 @@
 // Which runs to compare: a suggested pair, or a baseline and a target (and, for a run
 // profiled more than once, which capture), and whether ops are grouped by name or type.
+// Suggested pairs come in groups: CPU -> accelerator, and the pairs that differ in
+// precision or in compiler only.
 
 import {h} from '../dom.js';
-import {GROUP_BY_LABELS} from '../format.js';
+import {COMPARE_GROUP_BY_LABELS, capitalise} from '../format.js';
 import {SIDES} from './sides.js';
 
 /** @typedef {import('../contract.js').RunsDocument} RunsDocument */
 /** @typedef {import('../contract.js').RunRecord} RunRecord */
+/** @typedef {import('../contract.js').Pair} Pair */
 /** @typedef {import('../state.js').Selection} Selection */
+
+/** The pair select's groups, by what a pair's runs differ in, in this order. */
+const PAIR_GROUPS = {device: 'CPU → accelerator', precision: 'Precision (fp32 → …)', compiler: 'Compiler (eager → …)'};
+/** For a variant pair, the dimension the two runs share, shown where it is not the default. */
+const SHARED = {precision: ['compiler', 'eager'], compiler: ['precision', 'fp32']};
 
 /** @param {RunRecord} run */
 function runLabel(run) {
@@ -15,6 +23,36 @@ function runLabel(run) {
   if (run.batch_size) parts.push(`bs ${run.batch_size}`);
   if (!run.loaded) parts.push('not read yet');
   return parts.join(' · ');
+}
+
+/**
+ * A CPU -> accelerator pair as its run names say it.
+ * @param {Pair} pair
+ */
+function devicePairLabel(pair) {
+  return `${pair.baseline} → ${pair.target}` + (pair.guess ? ' (a guess: batch sizes unknown)' : '');
+}
+
+/**
+ * A pair that differs in one dimension as what differs, after what the two runs share:
+ * "mnist_cnn_torch · GPU · batch 64: fp32 → bf16" (the shared compiler or precision
+ * named where it is not the default). Run names where the records do not say.
+ * @param {Pair} pair
+ * @param {Map<string, RunRecord>} records
+ */
+function variantPairLabel(pair, records) {
+  const baseline = records.get(pair.baseline);
+  const target = records.get(pair.target);
+  const from = baseline && baseline[pair.varies];
+  const to = target && target[pair.varies];
+  if (!from || !to || typeof from !== 'string' || typeof to !== 'string') return devicePairLabel(pair);
+  const shared = [pair.model];
+  if (baseline.device) shared.push(baseline.device);
+  if (pair.batch_size) shared.push(`batch ${pair.batch_size}`);
+  const [otherField, otherDefault] = SHARED[pair.varies] || [];
+  const other = otherField && baseline[otherField];
+  if (other && other !== otherDefault) shared.push(other);
+  return `${shared.join(' · ')}: ${from} → ${to}`;
 }
 
 function field(label, ...controls) {
@@ -31,7 +69,7 @@ export class RunChooser {
                                    onchange: () => this.choosePair(this.pairSelect.value)});
     this.runSelects = Object.fromEntries(SIDES.map((side) => [side, this.runSelect(side)]));
     this.sessionSelects = Object.fromEntries(SIDES.map((side) => [side, this.sessionSelect(side)]));
-    this.groupButtons = Object.entries(GROUP_BY_LABELS).map(([groupBy, label]) =>
+    this.groupButtons = Object.entries(COMPARE_GROUP_BY_LABELS).map(([groupBy, label]) =>
       h('button', {class: 'oc-segment', 'data-group-by': groupBy, type: 'button',
                    onclick: () => this.onChange({group_by: groupBy})}, label));
     const sideField = (side, label) =>
@@ -74,15 +112,15 @@ export class RunChooser {
   /** @param {Selection} selection */
   showSelection(selection) {
     this.selection = selection;
-    const {pairs, runs} = this.listing;
-    const pairOptions = pairs.map((pair, index) =>
-      h('option', {value: String(index)},
-        `${pair.baseline} → ${pair.target}` + (pair.guess ? ' (a guess: batch sizes unknown)' : '')));
+    const {runs} = this.listing;
+    const pairs = this.suggestedPairs();
     const current = pairs.findIndex((pair) => pair.baseline === selection.baseline && pair.target === selection.target);
     this.pairSelect.replaceChildren(
       h('option', {value: 'custom'}, pairs.length ? 'Custom (choose below)' : 'No CPU↔GPU pairs found'),
-      ...pairOptions);
+      ...this.pairGroups(pairs));
     this.pairSelect.value = current >= 0 ? String(current) : 'custom';
+    // the chosen pair's label in full, where the select is narrower than it
+    this.pairSelect.title = this.pairSelect.selectedOptions[0]?.textContent || '';
     for (const side of SIDES) {
       this.runSelects[side].value = selection[side];
       const run = runs.find((candidate) => candidate.run === selection[side]);
@@ -99,9 +137,41 @@ export class RunChooser {
     }
   }
 
+  /**
+   * Every suggested pair, the CPU -> accelerator ones first; an option's value is its index.
+   * @returns {Pair[]}
+   */
+  suggestedPairs() {
+    const {pairs, variant_pairs: variantPairs} = this.listing;
+    return [...pairs, ...(variantPairs || [])];
+  }
+
+  /**
+   * The options of `pairs`, grouped by what the two runs differ in; within a group, by
+   * model, device and batch size, the defaults of the shared dimension first.
+   * @param {Pair[]} pairs
+   */
+  pairGroups(pairs) {
+    const records = new Map(this.listing.runs.map((run) => [run.run, run]));
+    const groups = new Map(Object.keys(PAIR_GROUPS).map((varies) => [varies, []]));
+    pairs.forEach((pair, index) => {
+      const varies = pair.varies || 'device';
+      const label = varies === 'device' ? devicePairLabel(pair) : variantPairLabel(pair, records);
+      if (!groups.has(varies)) groups.set(varies, []);
+      groups.get(varies).push({pair, index, label, device: records.get(pair.baseline)?.device || ''});
+    });
+    const byRuns = (a, b) => (a.pair.model || '').localeCompare(b.pair.model || '') || a.device.localeCompare(b.device) ||
+      (a.pair.batch_size ?? Infinity) - (b.pair.batch_size ?? Infinity) || a.label.length - b.label.length ||
+      a.label.localeCompare(b.label);
+    return [...groups].filter(([, entries]) => entries.length).map(([varies, entries]) =>
+      h('optgroup', {label: PAIR_GROUPS[varies] || capitalise(varies), 'data-varies': varies},
+        ...(varies === 'device' ? entries : [...entries].sort(byRuns)).map(({pair, index, label}) =>
+          h('option', {value: String(index), title: `${pair.baseline} → ${pair.target}`}, label))));
+  }
+
   choosePair(value) {
     if (value === 'custom') return;
-    const pair = this.listing.pairs[Number(value)];
+    const pair = this.suggestedPairs()[Number(value)];
     this.onChange({baseline: pair.baseline, target: pair.target, baseline_session: null, target_session: null});
   }
 

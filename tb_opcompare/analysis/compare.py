@@ -19,6 +19,13 @@ from tb_opcompare.schema.optable import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
 
 GROUP_BY = ("name", "type")
+# A compare can also group by module: PyTorch's nn.Module calls (``OpProfile.module_ops``),
+# else the scopes of TF op names (``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
+COMPARE_GROUP_BY = (*GROUP_BY, "module")
+OUTSIDE_MODULES = "(outside modules)"
+TOP_LEVEL = "(top level)"
+MODULE_TYPE = "module"  # the op_type of a module's row
+_KEYS = {"name": "op_name", "type": "op_type", "module": "module"}
 NOISY_CV = 0.5
 MATCHED, BASELINE_ONLY, TARGET_ONLY = STATUSES
 
@@ -63,20 +70,43 @@ def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
         [device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True
     )
     types = chosen["op_type"].map(normalize_op_type) if normalize else chosen["op_type"]
-    return chosen.assign(op_type=types)
+    return chosen.assign(recorded_type=chosen["op_type"], op_type=types)
 
 
-def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True) -> pd.DataFrame:
-    """One run's ops grouped by name or type, indexed by ``key``, with op_type,
-    occurrences, total_us, time_source, mean_us and share (the per-side compare columns)."""
-    return _group(effective_ops(ops, normalize), group_by)
+def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True,
+              modules: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One run's ops grouped by name, type or module, indexed by ``key``, with op_type,
+    occurrences, total_us, time_source, mean_us and share (the per-side compare columns).
+    ``modules``: the run's ``OpProfile.module_ops``, for ``group_by="module"``."""
+    chosen = effective_ops(ops, normalize)
+    if group_by == "module":
+        chosen = in_modules(chosen, modules)
+    return _group(chosen, group_by)
+
+
+def in_modules(chosen: pd.DataFrame, modules: pd.DataFrame | None) -> pd.DataFrame:
+    """``effective_ops`` rows placed in modules (a ``module`` column): split over the
+    modules each op ran in where ``modules`` has them (executions and time per module; no
+    spread or memory for a part of an op), else each op whole in the scope its name gives
+    (``sequential/conv2d/Relu`` -> ``sequential/conv2d``; ``(top level)`` without one)."""
+    if modules is None or not len(modules):
+        scopes = chosen["op_name"].str.rpartition("/")[0]
+        return chosen.assign(module=scopes.where(scopes != "", TOP_LEVEL), op_type=MODULE_TYPE)
+    placed = chosen.drop(columns=["occurrences", "self_us"]).merge(
+        modules.rename(columns={"op_type": "recorded_type"}), on=["side", "op_name", "recorded_type"], how="inner")
+    spread = ["std_us", "p10_us", "median_us", "p90_us", "per_step_cv", *_MEMORY]
+    placed = placed.assign(module=placed["module"].where(placed["module"] != "", OUTSIDE_MODULES), kernels=0,
+                           **{column: np.nan for column in spread})
+    unplaced = chosen[~chosen.set_index(["side", "op_name", "recorded_type"]).index.isin(
+        modules.set_index(["side", "op_name", "op_type"]).index)]
+    return pd.concat([placed, unplaced.assign(module=OUTSIDE_MODULES)], ignore_index=True).assign(op_type=MODULE_TYPE)
 
 
 _SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
 
 
 def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
-    key = "op_name" if group_by == "name" else "op_type"
+    key = _KEYS[group_by]
     # Moments pool across the ops a group holds (sum of n·(std² + mean²)); percentiles do not.
     members = chosen["occurrences"].where(chosen["occurrences"] > 0)
     square_sum = members * (chosen["std_us"] ** 2 + (chosen["self_us"] / members) ** 2)
@@ -130,12 +160,14 @@ def compare_ops(
     normalize: bool = True,
     baseline_steps: int | None = None,
     target_steps: int | None = None,
+    baseline_modules: pd.DataFrame | None = None,
+    target_modules: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    if group_by not in GROUP_BY:
-        raise ValueError(f"group_by must be one of {GROUP_BY}, not {group_by!r}")
+    if group_by not in COMPARE_GROUP_BY:
+        raise ValueError(f"group_by must be one of {COMPARE_GROUP_BY}, not {group_by!r}")
     sides = {
-        "baseline": op_totals(baseline_ops, group_by, normalize),
-        "target": op_totals(target_ops, group_by, normalize),
+        "baseline": op_totals(baseline_ops, group_by, normalize, baseline_modules),
+        "target": op_totals(target_ops, group_by, normalize, target_modules),
     }
     keys = sides["baseline"].index.union(sides["target"].index, sort=False)
     merged = pd.concat([table[["op_type", *PER_SIDE_FIELDS]].reindex(keys).add_prefix(f"{side}_")

@@ -89,16 +89,23 @@ def variant_pairs(runs: list[RunForPairing]) -> list[Pair]:
     for dimension, default in VARIANT_DIMENSIONS.items():
         held = [other for other in VARIANT_DIMENSIONS if other != dimension]
         for target in sorted(runs, key=lambda run: run.run):
-            if getattr(target, dimension) in (None, default) or target.device is None:
+            if _value(target, dimension) == default or target.device is None:
                 continue
             for baseline in sorted(runs, key=lambda run: run.run):
                 same_repeat = baseline.repeat is None or target.repeat is None or baseline.repeat == target.repeat
-                if (getattr(baseline, dimension) == default and same_repeat
+                if (_value(baseline, dimension) == default and same_repeat
                         and (baseline.base_model, baseline.device, baseline.batch_size)
                         == (target.base_model, target.device, target.batch_size)
-                        and all(getattr(baseline, other) == getattr(target, other) for other in held)):
+                        and all(_value(baseline, other) == _value(target, other) for other in held)):
                     pairs.append(_pair(baseline, target, target.base_model, "run facts", varies=dimension))
     return pairs
+
+
+def _value(run: RunForPairing, dimension: str) -> str:
+    """A run's precision or compiler; unknown reads as the default, as in its model key
+    (a run listed before its trace is read, with nothing in its name or sidecar, pairs as
+    it will once read)."""
+    return getattr(run, dimension) or VARIANT_DIMENSIONS[dimension]
 
 
 def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False,

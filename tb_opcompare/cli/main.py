@@ -15,7 +15,7 @@ import sys
 import msgspec
 
 from tb_opcompare import __version__
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS, GROUP_BY
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS, COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.analysis.row_view import RowView
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.cli import check_report
@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--target", help="target run (default: the GPU run of each pair)")
     compare.add_argument("--baseline-session")
     compare.add_argument("--target-session")
-    compare.add_argument("--group-by", choices=GROUP_BY, default="name")
+    compare.add_argument("--group-by", choices=COMPARE_GROUP_BY, default="name",
+                         help="module: PyTorch nn.Module calls (recorded with with_stack=True), else TF name scopes")
     compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
     compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
     compare.add_argument("--top", type=_positive_int, help="show only the first N rows")

@@ -132,7 +132,8 @@ _PER_SIDE: tuple[tuple[str, Any, str], ...] = (
 CompareRow = msgspec.defstruct(
     "CompareRow",
     [
-        ("key", _d(str, "op name (group_by=name) or normalised op type (group_by=type)")),
+        ("key", _d(str, "op name (group_by=name), normalised op type (group_by=type), or module path "
+                        "(group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`)")),
         ("op_type", _d(str | None, "normalised op type (oneDNN/cuDNN variants share one)")),
         ("status", _d(Status, "whether the op is in both runs or in one only")),
         ("speedup", _d(float | None, "baseline_mean_us / target_mean_us (> 1: the target is faster)")),
@@ -168,7 +169,7 @@ class CompareSummary(_Document):
     target_time_per_step_us: float | None
     whole_step_speedup: _d(float | None, "all op time per step, ops on one side included")
     per_sample_speedup: _d(float | None, "whole_step_speedup per sample, where the batch sizes differ")
-    group_by: Literal["name", "type"]
+    group_by: Literal["name", "type", "module"]
     normalized_types: bool
     baseline: RunRecord
     target: RunRecord
@@ -429,7 +430,7 @@ MATRIX_CSV_COLUMNS = ["model", "batch_size", "device", "precision", "compiler", 
 
 ROUTES: tuple[tuple[str, type, str], ...] = (
     ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
-    ("compare", CompareDocument, "`baseline`, `target`, `group_by=name|type`, `baseline_session`, `target_session`, "
+    ("compare", CompareDocument, "`baseline`, `target`, `group_by=name|type|module`, `baseline_session`, `target_session`, "
                                  "and the view: `q` (substring or `/regex/`), `status` (comma list), "
                                  "`side=all|host|device`, `min_us`, `key` (repeatable: only these op keys), "
                                  "`sort` (a column), `order=desc|asc`, `top`"),

@@ -55,6 +55,23 @@ self_us         float64  their summed self time (device rows: kernel time)
 A step where an op did not run has no row: its time there is 0. Readers that cannot place
 occurrences in steps (or profiles with fewer than two steps) leave the table empty.
 
+Schema of ``OpProfile.module_ops`` (one row per op x module it ran in; PyTorch traces
+recorded with ``with_stack=True``, whose ``nn.Module`` calls place each op; empty where the
+profile names no modules, and TF ops carry theirs in their names' scopes):
+
+==============  =======  ===================================================================
+column          dtype    meaning
+==============  =======  ===================================================================
+side            str      as in ``ops``
+op_name         str      as in ``ops``
+op_type         str      as in ``ops``
+module          str      the innermost module call around the op's start, as a path of
+                         ``nn.Module`` instances (``Sequential_0/Conv2d_0``); empty outside
+                         every module (the backward pass, the optimizer)
+occurrences     int64    executions of the op there (device rows: launching occurrences)
+self_us         float64  their self time (device rows: kernel time)
+==============  =======  ===================================================================
+
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
 """
 
@@ -86,6 +103,7 @@ OP_COLUMNS = [
     "net_bytes",
 ]
 STEP_COLUMNS = ["row", "step", "occurrences", "self_us"]
+MODULE_COLUMNS = ["side", "op_name", "op_type", "module", "occurrences", "self_us"]
 QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
 HOST = "host"
@@ -143,6 +161,7 @@ class OpProfile:
     ops: pd.DataFrame
     step_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_step_table())
     step_count: int = 0  # steps the occurrences of ``step_ops`` were placed in
+    module_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_module_table())
 
     @classmethod
     def from_events(cls, facts: ProfileFacts, events: OpEvents) -> OpProfile:
@@ -317,6 +336,11 @@ def empty_op_table() -> pd.DataFrame:
 
 
 _OP_KEYS = ["side", "op_name", "op_type"]
+
+
+def empty_module_table() -> pd.DataFrame:
+    dtypes = {"occurrences": "int64", "self_us": "float64"}
+    return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in MODULE_COLUMNS})
 
 
 def empty_step_table() -> pd.DataFrame:

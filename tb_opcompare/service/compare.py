@@ -94,7 +94,8 @@ class _ComparisonMemo:
                 self._entries.move_to_end(key)
                 return entry[2]
         rows, summary = compare_ops(baseline.ops, target.ops, group_by=group_by, normalize=normalize,
-                                    baseline_steps=baseline.facts.steps, target_steps=target.facts.steps)
+                                    baseline_steps=baseline.facts.steps, target_steps=target.facts.steps,
+                                    baseline_modules=baseline.module_ops, target_modules=target.module_ops)
         comparison = _Comparison(rows[COMPARE_COLUMNS].reset_index(drop=True), summary)
         with self._lock:
             self.computed += 1

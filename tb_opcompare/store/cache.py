@@ -27,9 +27,17 @@ import msgspec
 import pandas as pd
 
 from tb_opcompare.errors import OverLimit, ProfileError
-from tb_opcompare.schema.optable import OP_COLUMNS, STEP_COLUMNS, OpProfile, ProfileFacts, empty_step_table
+from tb_opcompare.schema.optable import (
+    MODULE_COLUMNS,
+    OP_COLUMNS,
+    STEP_COLUMNS,
+    OpProfile,
+    ProfileFacts,
+    empty_module_table,
+    empty_step_table,
+)
 
-READER_VERSION = "14"  # bump when any reader's output changes
+READER_VERSION = "15"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
@@ -159,7 +167,9 @@ class ProfileCache:
         facts = ProfileFacts(**stored["facts"])
         ops = pd.DataFrame(stored["ops"], columns=OP_COLUMNS)
         step_ops = pd.DataFrame(stored["step_ops"], columns=STEP_COLUMNS).astype(empty_step_table().dtypes)
-        return OpProfile(facts=facts, ops=ops, step_ops=step_ops, step_count=stored["step_count"])
+        module_ops = pd.DataFrame(stored["module_ops"], columns=MODULE_COLUMNS).astype(empty_module_table().dtypes)
+        return OpProfile(facts=facts, ops=ops, step_ops=step_ops, step_count=stored["step_count"],
+                         module_ops=module_ops)
 
     def _store_on_disk(self, key: tuple, value) -> None:
         if not self.cache_dir:
@@ -170,7 +180,8 @@ class ProfileCache:
             stored = {"key": repr(key), "facts": dataclasses.asdict(value.facts),
                       "ops": {column: value.ops[column].tolist() for column in OP_COLUMNS},
                       "step_ops": {column: value.step_ops[column].tolist() for column in STEP_COLUMNS},
-                      "step_count": value.step_count}
+                      "step_count": value.step_count,
+                      "module_ops": {column: value.module_ops[column].tolist() for column in MODULE_COLUMNS}}
         path = self._path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -34,7 +34,7 @@ import msgspec
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
-from tb_opcompare.analysis.compare import GROUP_BY
+from tb_opcompare.analysis.compare import COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError
@@ -239,7 +239,7 @@ class DataRoutes:
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
             raise BadRequest(f"missing parameter: {', '.join(missing)}")
-        group_by = _group_by(args)
+        group_by = _group_by(args, COMPARE_GROUP_BY)
         return compare_document(
             self.catalog, args["baseline"], args["target"], group_by=group_by,
             baseline_session=args.get("baseline_session") or None,
@@ -269,10 +269,12 @@ def _flag(args, name: str) -> bool:
     return value == "1"
 
 
-def _group_by(args) -> str:
+def _group_by(args, allowed: tuple[str, ...] = GROUP_BY) -> str:
     group_by = args.get("group_by") or "name"
-    if group_by not in GROUP_BY:
-        raise BadRequest(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}")
+    if group_by not in allowed:
+        why = (" (modules are for the compare table: confidence, sweeps and trends are per op or op type)"
+               if group_by in COMPARE_GROUP_BY else "")
+        raise BadRequest(f"group_by: expected one of {', '.join(allowed)}, not {group_by!r}{why}")
     return group_by
 
 

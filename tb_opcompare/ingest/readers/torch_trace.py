@@ -25,10 +25,14 @@ import json
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.schema.optable import (
+    DEVICE,
+    HOST,
+    MODULE_COLUMNS,
     OpEvents,
     OpProfile,
     ProfileFacts,
@@ -45,6 +49,8 @@ _ANNOTATION_CATEGORIES = {"user_annotation"}  # record_function ranges, as key_a
 _RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 _DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
 _HOST_CATEGORIES = _OP_CATEGORIES | _ANNOTATION_CATEGORIES | _RUNTIME_CATEGORIES
+_PYTHON_CATEGORY = "python_function"
+_MODULE_PREFIX = "nn.Module: "  # the Python frame of an nn.Module's call, with_stack=True
 _STEP_PREFIX = "ProfilerStep#"
 _NO_CORRELATION = -1
 
@@ -120,6 +126,7 @@ class _TraceColumns:
     launches: _Columns  # the host events that carry a correlation id
     memory: _Columns  # allocations and frees (``[memory]`` instant events)
     device: _Columns  # kernels, memcpys, memsets
+    modules: _Columns  # ``nn.Module: <Name>_<k>`` ranges (``with_stack=True``), the modules' calls
     names: list[str]  # decoding the name codes of host and device
     categories: list[str]
     pids: list  # decoding the process and thread codes of host and memory events
@@ -138,6 +145,7 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
     launches = _Columns(position="q", correlation="q")
     memory = _Columns(pid="q", tid="q", ts="d", bytes="q", total="q", device="q")
     device = _Columns(name="q", cat="q", dur="d", correlation="q")
+    modules = _Columns(name="q", pid="q", tid="q", ts="d", dur="d")
     names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
@@ -160,13 +168,19 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
                        total=[_NOT_REPORTED if e.args.total_allocated is None else e.args.total_allocated
                               for e in events],
                        device=[_memory_device(e.args) for e in events])
+        events = [e for e in batch if e.cat == _PYTHON_CATEGORY and e.ph == "X" and e.name.startswith(_MODULE_PREFIX)]
+        if events:
+            modules.add(name=names.encode([e.name[len(_MODULE_PREFIX):] for e in events]),
+                        pid=pids.encode([e.pid for e in events]), tid=tids.encode([e.tid for e in events]),
+                        ts=[e.ts for e in events], dur=[e.dur for e in events])
         events = [batch[i] for i in _complete(batch, _DEVICE_CATEGORIES)]
         device.add(dur=[e.dur for e in events],
                    name=names.encode([e.name for e in events]),
                    cat=categories.encode([e.cat for e in events]),
                    correlation=_correlations(events))
         del batch, events
-    return _TraceColumns(host, launches, memory, device, list(names), list(categories), list(pids), list(tids))
+    return _TraceColumns(host, launches, memory, device, modules, list(names), list(categories), list(pids),
+                         list(tids))
 
 
 def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
@@ -201,14 +215,17 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     events = OpEvents()
     step_of = _steps_of(starts, steps)
     events.step_count = len(steps)
-    parents, counted_as = _parents_within_threads(thread_codes[order], starts, durations, events, keys, codes, step_of)
+    parents, counted_as, counted_selfs = _parents_within_threads(thread_codes[order], starts, durations, events, keys,
+                                                                 codes, step_of)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
     if columns.memory.rows:
         _add_memory(events, facts, columns, order, starts, starts + durations, parents, keys, codes)
+    kernels = None
     if device.rows:
         is_annotation = np.array([row_type in _ANNOTATION_CATEGORIES for _, row_type in keys], dtype=bool)
-        _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
-                     is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order], step_of)
+        kernels = _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
+                               is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order],
+                               step_of)
         facts.device = "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
@@ -233,7 +250,11 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
         facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
-    return OpProfile.from_events(facts, events)
+    profile = OpProfile.from_events(facts, events)
+    if columns.modules.rows:
+        module_of, paths = _modules_of(columns, host.numpy("pid")[order], host.numpy("tid")[order], starts)
+        profile.module_ops = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels)
+    return profile
 
 
 def _same_text(values: list) -> np.ndarray:
@@ -343,10 +364,11 @@ def _steps_of(starts: np.ndarray, ranges: dict[str, tuple[float, float]]) -> np.
 
 
 def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: np.ndarray, events: OpEvents,
-                            keys: list, codes: np.ndarray, step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                            keys: list, codes: np.ndarray,
+                            step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Add the host rows (self time by nesting on each thread); return each event's
-    enclosing event as a position in these sorted arrays (-1: top level), and the event
-    each one is counted as (``_fold_only_children``)."""
+    enclosing event as a position in these sorted arrays (-1: top level), the event
+    each one is counted as (``_fold_only_children``), and its self time as counted."""
     parents = np.full(len(codes), -1, dtype=np.int64)
     selfs = np.empty(len(codes), dtype=np.float64)
     bounds = [0, *(np.flatnonzero(np.diff(threads)) + 1).tolist(), len(codes)]
@@ -358,7 +380,68 @@ def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: 
     kept = counted_as == np.arange(len(codes))
     merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
     events.add_host_codes(keys, codes[kept], durations[kept], merged_selfs[kept], steps=step_of[kept])
-    return parents, counted_as
+    return parents, counted_as, merged_selfs
+
+
+def _modules_of(columns: _TraceColumns, pids: np.ndarray, tids: np.ndarray,
+                starts: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each host event's innermost ``nn.Module`` call on its thread (an index into the
+    returned paths, ``Sequential_0/Conv2d_0``; -1 outside every module). Module calls
+    and event starts (as points) are nested together: a point's enclosing range is the
+    innermost module open when the event starts."""
+    modules = columns.modules
+    module_threads = (modules.numpy("pid") << 32) | modules.numpy("tid")
+    event_threads = (pids << 32) | tids
+    threads = np.concatenate([module_threads, event_threads])
+    begin = np.concatenate([modules.numpy("ts"), starts])
+    length = np.concatenate([modules.numpy("dur"), np.zeros(len(starts))])
+    order = np.lexsort((-length, begin, threads))
+    parent_of = np.full(len(order), -1, dtype=np.int64)
+    bounds = [0, *(np.flatnonzero(np.diff(threads[order])) + 1).tolist(), len(order)]
+    for first, last in zip(bounds, bounds[1:]):
+        local = self_times(begin[order[first:last]], length[order[first:last]])[1]
+        parent_of[order[first:last]] = np.where(local >= 0, order[first:last][local.clip(min=0)], -1)
+    module_count = modules.rows
+    names = [columns.names[code] for code in modules.numpy("name").tolist()]
+    path_of: list[str] = [""] * module_count
+    for position in order.tolist():  # a module starts before the modules it calls
+        if position < module_count:
+            parent = int(parent_of[position])
+            path_of[position] = f"{path_of[parent]}/{names[position]}" if parent >= 0 else names[position]
+    paths = list(dict.fromkeys(path_of))
+    index = {path: i for i, path in enumerate(paths)}
+    module_index = np.asarray([index[path] for path in path_of], dtype=np.int64)
+    innermost = parent_of[module_count:]
+    return np.where(innermost >= 0, module_index[innermost.clip(min=0)], -1), paths
+
+
+def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted_selfs: np.ndarray,
+                  module_of: np.ndarray, paths: list[str], kernels: tuple | None) -> pd.DataFrame:
+    """``OpProfile.module_ops``: each op's executions and self time per module it ran in
+    (host: as counted, ``_fold_only_children``; device: kernels under the module of their
+    launching occurrence)."""
+    kept = np.flatnonzero(counted_as == np.arange(len(codes)))
+    named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
+    parts = [pd.DataFrame({"side": HOST, "op_name": np.asarray([k[0] for k in keys], dtype=object)[codes[kept]],
+                           "op_type": np.asarray([k[1] for k in keys], dtype=object)[codes[kept]],
+                           "module": named[module_of[kept]], "occurrences": 1, "self_us": counted_selfs[kept]})]
+    if kernels is not None:
+        kernel_keys, kernel_codes, durations, invocations = kernels
+        launched = invocations >= 0
+        parts.append(pd.DataFrame({
+            "side": DEVICE, "op_name": np.asarray([k[0] for k in kernel_keys], dtype=object)[kernel_codes],
+            "op_type": np.asarray([k[1] for k in kernel_keys], dtype=object)[kernel_codes],
+            "module": named[np.where(launched, module_of[invocations.clip(min=0)], -1)],
+            "invocation": np.where(launched, invocations, -1 - np.arange(len(invocations))),
+            "self_us": durations}))
+    frame = pd.concat(parts, ignore_index=True)
+    device = frame["side"] == DEVICE
+    if device.any():  # an execution of an op on the device: its launching occurrence, however many kernels
+        frame.loc[device, "occurrences"] = (~frame[device].duplicated(["op_name", "op_type", "module",
+                                                                      "invocation"])).astype(int)
+    table = frame.groupby(["side", "op_name", "op_type", "module"], sort=False, as_index=False).agg(
+        occurrences=("occurrences", "sum"), self_us=("self_us", "sum"))
+    return table.astype({"occurrences": "int64", "self_us": "float64"})[MODULE_COLUMNS]
 
 
 def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -384,10 +467,11 @@ def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
 def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
                  kernel_keys: list, host_keys: list,
                  host_codes: np.ndarray, host_is_op: np.ndarray, host_is_annotation: np.ndarray, parents: np.ndarray,
-                 counted_as: np.ndarray, host_correlations: np.ndarray, step_of: np.ndarray) -> None:
+                 counted_as: np.ndarray, host_correlations: np.ndarray, step_of: np.ndarray) -> tuple:
     """Kernels under the op call that launched them (as PyTorch counts calls), else under
     the innermost annotation around the launch; kernels whose launch is not in the trace
-    under their own name."""
+    under their own name. Returns the kernels' keys, their codes in them, their durations
+    and launching occurrences (-1: none)."""
     launch_correlation, launcher = [], []
     for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~host_is_op).tolist():
         parent, annotation = parents[position], -1
@@ -417,12 +501,14 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
     codes = np.where(linked, launched_by, len(host_keys) + kernel_codes)
     events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation,
                               steps=np.where(linked, step_of[invocation.clip(min=0)], -1) if len(step_of) else None)
+    kernels = (host_keys + orphan_keys, codes, durations, invocation)
     orphans = int((~linked).sum())
     if orphans:
         # Usual for kernels launched just before the profiling window opened.
         facts.warnings.append(f"{orphans} device events ({durations[~linked].sum():,.0f} µs) have no launching op "
                               "in the trace (their correlation id matches no launch); they are listed under their "
                               "own names, typed '(… without a launching op)'")
+    return kernels
 
 
 # Ops that see no batch of samples: a DataLoader indexing its whole data set, an
