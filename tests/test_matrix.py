@@ -211,3 +211,33 @@ def test_the_demo_logdir_pairs_every_cell_with_its_default_along_each_dimension(
         for held in ("device", "batch_size"):
             assert records[baseline][held] == records[target][held]
     assert all(pair["varies"] == "device" for pair in document["pairs"])
+
+
+def test_a_run_whose_data_alone_says_bf16_is_never_pooled_with_fp32(tmp_path):
+    """Two GPU runs of one model whose sidecars say only the model: the data's bf16 puts
+    one in its own configuration (model key, matrix column) and makes the pair a precision
+    pair, not two repeats of one run."""
+    logdir = tmp_path / "logdir"
+    for name, source in (("plain", "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1"),
+                         ("autocast", "mnist_cnn_torch_gpu_bs64_bf16_eager_rep1")):
+        run = logdir / name
+        run.mkdir(parents=True)
+        for trace in (MATRIX / source).glob("*.pt.trace.json.gz"):
+            shutil.copy(trace, run / trace.name)
+        (run / "opcompare.json").write_text(json.dumps({"model": "cnn"}))
+    catalog = Catalog(str(logdir), cache_dir=None)
+    assert (catalog.load("plain").model, catalog.load("autocast").model) == ("cnn", "cnn [bf16]")
+    listing = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)
+    assert [(pair["baseline"], pair["target"], pair["varies"]) for pair in listing["variant_pairs"]] == [
+        ("plain", "autocast", "precision")]
+    matrix = json.loads(run_cli("matrix", str(logdir), "--json", "--no-cache").stdout)
+    assert [column["key"] for column in matrix["columns"]] == ["GPU · fp32 · eager", "GPU · bf16 · eager"]
+
+
+def test_references_are_read_in_the_columns_words():
+    assert parse_column("GPU · mixed bf16/fp32 · eager") == Column("GPU", "mixed bf16/fp32", "eager")
+    assert parse_column("gpu/mixed bf16/fp32/eager") == Column("GPU", "mixed bf16/fp32", "eager")
+    document = _matrix("--reference", "gpu/float32/compile")
+    assert document.reference == "GPU · fp32 · torch.compile"
+    assert all(cell.speedup is not None for cell in document.cells)
+    assert plugin_client(MATRIX).get(f"{PREFIX}/matrix?warmup=%C2%B2").status_code == 400  # "²" is no step count

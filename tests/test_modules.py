@@ -100,3 +100,11 @@ def test_routes_take_module_for_compare_only():
     assert client.get(f"{PREFIX}/compare?baseline={RUN}&target={RUN}&group_by=module").status_code == 200
     answer = client.get(f"{PREFIX}/sweep?model=mnist_cnn_torch&group_by=module")
     assert answer.status_code == 400 and "expected one of name, type" in answer.json["error"]["message"]
+
+
+def test_a_module_compare_against_a_run_without_stacks_says_why_nothing_matches():
+    document = json.loads(run_cli("compare", str(MODULES.parent), "--baseline", f"modules/{RUN}", "--target",
+                                  "demo/mnist_cnn_torch_gpu_bs16_rep1", "--group-by", "module", "--json",
+                                  "--no-cache").stdout)
+    assert any(note.startswith(f"Only modules/{RUN} records its nn.Module calls") for note in
+               document["summary"]["notes"]), document["summary"]["notes"]

@@ -71,3 +71,16 @@ def test_pairs_by_op_overlap_when_names_do_not_tell():
 def test_no_pair_below_jaccard_threshold_or_between_two_cpus():
     assert as_json(pair_runs([run("a", "CPU", ops="abcd"), run("b", "GPU", ops="cdef")])) == []
     assert as_json(pair_runs([run("x_cpu", "CPU"), run("y_cpu", "CPU")])) == []
+
+
+@pytest.mark.parametrize("run, precision, compiler, key", [
+    ("resnet_bf16_gpu_bs64", "bf16", None, "resnet"),
+    ("fp16_study/resnet_gpu_bs32_bf16", "bf16", None, "study/resnet"),  # the run's own part speaks last
+    ("resnet_jit_gpu_bs32", None, None, "resnet_jit"),  # TorchScript's word in PyTorch, XLA's in TF: no claim
+    ("keras_fp32_xla_cpu_bs16/train", "fp32", "XLA", "keras/train"),
+    ("mnist_cnn_compiled_gpu_bs64", None, "torch.compile", "mnist_cnn"),
+])
+def test_names_claim_precision_and_compiler_and_keys_leave_them_out(run, precision, compiler, key):
+    from tb_opcompare.ingest.naming import compiler_from_name, precision_from_name
+
+    assert (precision_from_name(run), compiler_from_name(run), model_key(run)) == (precision, compiler, key)

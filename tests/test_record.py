@@ -151,7 +151,6 @@ def test_record_matrix_runs_every_cell_in_its_own_process_and_the_matrix_places_
     assert "tb-opcompare matrix" in result.stdout
     written = sidecar(logdir / "cnn_cpu_bs4_bf16_xla")
     assert (written["model"], written["precision"], written["compiler"]) == ("cnn", "bf16", "xla")
-    assert "dimensions" not in written
     matrix = json.loads(run_cli("matrix", str(logdir), "--json", "--no-cache").stdout)
     assert [column["key"] for column in matrix["columns"]] == [
         "CPU · fp32 · eager", "CPU · fp32 · XLA", "CPU · bf16 · eager", "CPU · bf16 · XLA"]
@@ -163,8 +162,8 @@ def test_record_matrix_runs_every_cell_in_its_own_process_and_the_matrix_places_
 
 @pytest.mark.parametrize("matrix, message", [
     ("precision", "give comma-separated values"),
-    ("my-dim=a", "lower-case word"),
-    ("batch_size=1,2", "other than batch_size"),
+    ("optimizer=adam,sgd", "the dimensions are precision, backend, compiler"),
+    ("batch_size=1,2", "the dimensions are"),
     ("precision=fp32,fp32", "given twice"),
     ("precision=fp 32", "letters, digits"),
 ])

@@ -110,7 +110,7 @@ def test_xla_compiled_ops_are_read_as_ops():
     ("fp32", "mixed bf16/fp32", False), ("bf16", "fp32", False), ("e", "fp32", False),
 ])
 def test_sidecar_precision_words_are_read_as_the_data_writes_them(claimed, measured, same):
-    from tb_opcompare.ingest.facts import _same
+    from tb_opcompare.schema.dimensions import same_dimension as _same
 
     assert _same("precision", claimed, measured) is same
 
@@ -120,6 +120,6 @@ def test_sidecar_precision_words_are_read_as_the_data_writes_them(claimed, measu
     ("eager", "torch.compile", False), ("xla", "no XLA", False),
 ])
 def test_sidecar_compiler_words_are_read_as_the_data_writes_them(claimed, measured, same):
-    from tb_opcompare.ingest.facts import _same
+    from tb_opcompare.schema.dimensions import same_dimension as _same
 
     assert _same("compiler", claimed, measured) is same

@@ -18,14 +18,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION
+
 # A leading step slower than this many times the median of the steps after it is warm-up
 # (first-call allocations, autotuning, compilation caches); steady steps of the recordings
 # here differ by less than 1.3x from their median.
 WARMUP_FACTOR = 1.5
 DEVICE_ORDER = {"CPU": 0}
-PRECISION_ORDER = {"fp32": 0}
-COMPILER_ORDER = {"eager": 0}
 UNKNOWN = "?"
+DEFAULT_COLUMN_DEVICE = "CPU"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,14 +71,20 @@ def column_of(run: MatrixRun) -> Column:
     return Column(run.device or UNKNOWN, run.precision or UNKNOWN, run.compiler or UNKNOWN)
 
 
+DEFAULT_REFERENCE = Column(DEFAULT_COLUMN_DEVICE, DEFAULT_PRECISION, DEFAULT_COMPILER)
+
+
 def column_order(column: Column) -> tuple:
-    return (DEVICE_ORDER.get(column.device, 1), column.device, PRECISION_ORDER.get(column.precision, 1),
-            column.precision, COMPILER_ORDER.get(column.compiler, 1), column.compiler)
+    return (DEVICE_ORDER.get(column.device, 1), column.device, column.precision != DEFAULT_PRECISION,
+            column.precision, column.compiler != DEFAULT_COMPILER, column.compiler)
 
 
 def parse_column(text: str) -> Column:
-    """``GPU/bf16/torch.compile`` (or with `` · ``) -> Column; ValueError when it is not three parts."""
-    parts = [part.strip() for part in text.replace("·", "/").split("/")]
+    """A column's key (``GPU · mixed bf16/fp32 · eager``) or ``GPU/bf16/torch.compile`` ->
+    Column (a precision may hold a ``/`` itself); ValueError when it is not three parts."""
+    parts = [part.strip() for part in text.split("·")] if "·" in text else [part.strip() for part in text.split("/")]
+    if len(parts) > 3 and "·" not in text:
+        parts = [parts[0], "/".join(parts[1:-1]), parts[-1]]
     if len(parts) != 3 or not all(parts):
         raise ValueError(f"expected DEVICE/PRECISION/COMPILER such as CPU/fp32/eager, not {text!r}")
     return Column(parts[0].upper(), parts[1], parts[2])
@@ -105,7 +112,7 @@ def build_matrix(runs: Sequence[MatrixRun], reference: Column | None = None,
         grouped.setdefault((run.model, run.batch_size, column_of(run)), []).append(run)
     columns = sorted({column for _, _, column in grouped}, key=column_order)
     if reference is None and columns:
-        reference = next((column for column in columns if column == Column("CPU", "fp32", "eager")), columns[0])
+        reference = next((column for column in columns if column == DEFAULT_REFERENCE), columns[0])
     cells = []
     for (model, batch_size, column), members in sorted(
             grouped.items(), key=lambda item: (item[0][0], item[0][1] is None, item[0][1] or 0,

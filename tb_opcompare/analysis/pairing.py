@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 
 from tb_opcompare.schema.contract import Pair, SuggestedPair
+from tb_opcompare.schema.dimensions import DEFAULTS
 
 JACCARD_THRESHOLD = 0.5
 OVERLAP_MARGIN = 0.1  # how far an overlap-only pair must score above its runner-up
@@ -37,7 +38,7 @@ class RunForPairing:
     compiler: str | None = None
 
 
-VARIANT_DIMENSIONS = {"precision": "fp32", "compiler": "eager"}  # each dimension and its default (the baseline)
+VARIANT_DIMENSIONS = DEFAULTS  # each dimension other than the device, and its default (the baseline)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -200,8 +200,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="record each device and batch size N times, into <run>_rep1 .. <run>_repN")
     record.add_argument("--matrix", action="append", default=[], metavar="DIMENSION=V1,V2",
                         help="record every combination of these values too (repeatable), e.g. "
-                             "--matrix precision=fp32,bf16 --matrix backend=eager,compile; precision and backend "
-                             "(or compiler) become the runs' facts, other dimensions go to the sidecar")
+                             "--matrix precision=fp32,bf16 --matrix backend=eager,compile (precision, and backend or "
+                             "compiler: the runs' facts, in their names and sidecars)")
     record.add_argument("--force", action="store_true",
                         help="record into run directories that already hold a profile (adds a capture)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
@@ -286,7 +286,7 @@ def _positive_int(text: str) -> int:
 
 
 def _non_negative_int(text: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError("must be 0 or a positive integer")
     return int(text)
 

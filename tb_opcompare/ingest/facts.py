@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tb_opcompare.ingest.naming import canonical_compiler, canonical_precision
 from tb_opcompare.ingest.sidecar import NAME_SOURCE, SIDECAR_SOURCE, Claims
+from tb_opcompare.schema.dimensions import same_dimension
 from tb_opcompare.schema.optable import ProfileFacts
 
 WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up), a sidecar or run name wins
@@ -61,30 +61,7 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
         if measured_value is None and claimed:
             setattr(facts, fact, claimed)
             setattr(facts, f"{fact}_source", _SAID_BY[claimed_by])
-        elif claimed and measured_value and not _same(fact, claimed, measured_value):
+        elif claimed and measured_value and not same_dimension(fact, claimed, measured_value):
             facts.warnings.append(f"{_SAID_BY[claimed_by]} says {fact} {claimed} but the profile shows "
                                   f"{measured_value}; using the profile")
     return facts
-
-
-def configured(fact: str, claimed: str | None, measured: str | None) -> str | None:
-    """The precision or compiler a run was configured with, for grouping it with others:
-    the claim (the recorder's or the name's word: ``bf16`` for Keras's ``mixed_bfloat16``,
-    whose data says ``mixed bf16/fp32``) where the data agrees or says nothing, else what
-    the data says."""
-    if claimed and (measured is None or _same(fact, claimed, measured)):
-        return claimed
-    return measured
-
-
-def _same(fact: str, claimed: str, measured: str) -> bool:
-    """Whether a claim and the data say the same: ``float32`` is ``fp32``, ``inductor`` is
-    ``torch.compile``, for TF ``eager`` is what "no XLA" means, and ``bf16`` is what users
-    call Keras's ``mixed_bfloat16`` (``mixed bf16/fp32``)."""
-    if fact == "compiler":
-        return canonical_compiler(claimed) == canonical_compiler(measured)
-    claim_words, measured_words = (set(canonical_precision(text).replace("/", " ").split())
-                                   for text in (claimed, measured))
-    if "mixed" in measured_words and "mixed" not in claim_words:
-        measured_words -= {"fp32"}  # "bf16" names a bf16/fp32 mix; "fp32" does not
-    return claim_words - {"mixed"} <= measured_words - {"mixed"}

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision
+
 _SEPARATORS = r"[/_\-.=:\s]"
 _DEVICE = r"(?:cpu|gpu|cuda|xpu|tpu|mps)(?:[:_\-]?\d+)?"
 _BATCH = r"(?:bs|batch|batch[_\-]?size|b)[=_\-]?(\d+)"
@@ -24,7 +26,8 @@ _BATCH_TOKEN = re.compile(rf"(?<![a-z0-9]){_BATCH}(?![a-z0-9])", re.IGNORECASE)
 _REPEAT_TOKEN = re.compile(r"(?<![a-z0-9])rep(?:eat)?[=_\-]?(\d+)(?![a-z0-9])", re.IGNORECASE)
 _PRECISION_TOKEN = re.compile(r"(?<![a-z0-9])(fp8|fp16|fp32|fp64|bf16|tf32|int8|float16|float32|bfloat16)"
                               r"(?![a-z0-9])", re.IGNORECASE)
-_COMPILER_TOKEN = re.compile(r"(?<![a-z0-9])(eager|xla|jit|compiled?|inductor|trt|tensorrt|onnxruntime|ort)"
+# not "jit": TorchScript's word in PyTorch, XLA's in TF
+_COMPILER_TOKEN = re.compile(r"(?<![a-z0-9])(eager|xla|compiled?|inductor|trt|tensorrt|onnxruntime|ort)"
                              r"(?![a-z0-9])", re.IGNORECASE)
 _REPEATED_SEPARATORS = re.compile(rf"({_SEPARATORS})(?:{_SEPARATORS})+")
 
@@ -50,13 +53,15 @@ def device_from_name(run: str) -> str | None:
 
 
 def precision_from_name(run: str) -> str | None:
-    match = _PRECISION_TOKEN.search(run)
-    return canonical_precision(match.group(1)) if match else None
+    """The last precision token of the name (``fp16_study/resnet_bf16`` ran in bf16: the
+    run's own part of a path speaks last)."""
+    matches = _PRECISION_TOKEN.findall(run)
+    return canonical_precision(matches[-1]) if matches else None
 
 
 def compiler_from_name(run: str) -> str | None:
-    match = _COMPILER_TOKEN.search(run)
-    return canonical_compiler(match.group(1)) if match else None
+    matches = _COMPILER_TOKEN.findall(run)
+    return canonical_compiler(matches[-1]) if matches else None
 
 
 def model_key(run: str) -> str:
@@ -73,38 +78,3 @@ def without_dimensions(model: str) -> str:
 def _tidy(key: str) -> str:
     key = _REPEATED_SEPARATORS.sub(lambda m: "/" if "/" in m.group(0) else m.group(1), key)
     return re.sub(r"(^|/)[_\-.=:]+|[_\-.=:]+($|/)", r"\1\2", key).strip("/")
-
-
-# The words recorders, names and frameworks use for one precision or compiler, and this
-# tool's word for it.
-DEFAULT_PRECISION, DEFAULT_COMPILER = "fp32", "eager"
-_PRECISION_WORDS = {"float32": "fp32", "float": "fp32", "f32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                    "half": "fp16", "float64": "fp64", "double": "fp64"}
-_COMPILER_WORDS = {"inductor": "torch.compile", "compile": "torch.compile", "compiled": "torch.compile",
-                   "torch.compile": "torch.compile", "jit_compile": "XLA", "jit": "XLA", "xla": "XLA",
-                   "eager": DEFAULT_COMPILER, "graph": DEFAULT_COMPILER, "tf graph": DEFAULT_COMPILER,
-                   "no xla": DEFAULT_COMPILER, "none": DEFAULT_COMPILER, "trt": "TensorRT", "tensorrt": "TensorRT",
-                   "tf-trt": "TensorRT", "onnxruntime": "ONNX Runtime", "ort": "ONNX Runtime"}
-
-
-def canonical_precision(word: str) -> str:
-    """``float32`` -> ``fp32``, Keras's ``mixed_bfloat16`` -> ``mixed bf16/fp32``."""
-    words = [_PRECISION_WORDS.get(part, part) for part in word.lower().replace("_", " ").replace("/", " ").split()]
-    if words[:1] == ["mixed"]:
-        rest = [part for part in words[1:] if part != "fp32"]
-        return "mixed " + "/".join([*rest, "fp32"])
-    return " ".join(words)
-
-
-def canonical_compiler(word: str) -> str:
-    """``inductor`` -> ``torch.compile``, ``jit_compile`` -> ``XLA``; TF's "no XLA" is eager."""
-    return _COMPILER_WORDS.get(word.strip().lower(), word.strip())
-
-
-def configuration_key(model: str, precision: str | None, compiler: str | None) -> str:
-    """The key runs are grouped by (pairs, repeats, sweeps): the model with the precision
-    and compiler it ran with where they are not the defaults (fp32, eager), so
-    ``resnet [bf16, torch.compile]`` is never pooled with or paired against ``resnet``."""
-    variant = [value for value, default in ((precision, DEFAULT_PRECISION), (compiler, DEFAULT_COMPILER))
-               if value and value != default]
-    return f"{model} [{', '.join(variant)}]" if variant else model

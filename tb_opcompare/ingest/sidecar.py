@@ -15,16 +15,14 @@ from typing import TYPE_CHECKING
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.naming import (
     batch_size_from_name,
-    canonical_compiler,
-    canonical_precision,
     compiler_from_name,
-    configuration_key,
     device_from_name,
     model_key,
     precision_from_name,
     repeat_from_name,
     without_dimensions,
 )
+from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision, configuration_key
 
 if TYPE_CHECKING:
     from tb_opcompare.ingest.discovery import RunSource
@@ -74,7 +72,10 @@ class Claims:
     """What a run's sidecar and name say, before (or beside) what its data shows. The
     order of trust is data, then sidecar, then name."""
 
-    model: str  # what runs are grouped by: ``configuration_key`` of base_model, precision, compiler
+    # What runs are grouped by before their traces are read: ``configuration_key`` of
+    # base_model and the claimed precision and compiler (a read run's key follows its data:
+    # ``store.catalog``)
+    model: str
     label: str | None
     batch_sizes: tuple[tuple[int, str], ...]  # (size, source), most trusted first
     device: str | None  # the sidecar's device, else the name's

@@ -43,7 +43,7 @@ ENV_BATCH_SIZE = "TB_OPCOMPARE_BATCH_SIZE"
 ENV_DEVICE = "TB_OPCOMPARE_DEVICE"
 ENV_REPEAT = "TB_OPCOMPARE_REPEAT"
 ENV_MATRIX = "TB_OPCOMPARE_MATRIX"  # JSON {dimension: value} of ``tb-opcompare record --matrix``
-# Dimensions of ``--matrix`` that are run facts, and the sidecar field each one fills.
+# The dimensions of ``--matrix``, and the sidecar field (the run fact) each one fills.
 MATRIX_FACTS = {"precision": "precision", "backend": "compiler", "compiler": "compiler"}
 DEFAULT_FIRST_STEP = 3  # after tracing, compilation and warm-up
 DEFAULT_STEPS = 5
@@ -81,18 +81,14 @@ def _repeat_from_environment() -> int | None:
 
 def _matrix_from_environment(**given) -> dict:
     """Sidecar fields for the cell of ``tb-opcompare record --matrix`` this run is: its
-    precision and compiler as facts, any other dimension under ``dimensions``. What the
-    training script passed itself (``given``, where not None) wins."""
+    precision and compiler. What the training script passed itself (``given``, where not
+    None) wins."""
     try:
         cell = json.loads(os.environ.get(ENV_MATRIX) or "{}")
     except ValueError:
         cell = {}
-    fields: dict = {}
-    for dimension, value in (cell.items() if isinstance(cell, dict) else ()):
-        if dimension in MATRIX_FACTS:
-            fields[MATRIX_FACTS[dimension]] = str(value)
-        else:
-            fields.setdefault("dimensions", {})[str(dimension)] = str(value)
+    fields = {MATRIX_FACTS[dimension]: str(value) for dimension, value in (cell.items() if isinstance(cell, dict)
+                                                                           else ()) if dimension in MATRIX_FACTS}
     fields.update({field: value for field, value in given.items() if value is not None})
     return fields
 

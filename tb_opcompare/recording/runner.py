@@ -2,7 +2,8 @@
 ``--matrix`` into ``LOGDIR/<model>_<device>_bs<N>[_<value>...]`` (``…_rep<K>`` for each of
 ``--repeats N`` > 1). ``--matrix precision=fp32,bf16 --matrix backend=eager,compile``
 records every combination, each value as a token of the run name and, for the helpers,
-in ``TB_OPCOMPARE_MATRIX`` (JSON); ``{precision}``, ``{backend}`` ... in the command are
+in ``TB_OPCOMPARE_MATRIX`` (JSON), which they write to the sidecar as the run's precision
+and compiler; ``{precision}``, ``{backend}`` ... in the command are
 filled in like ``{batch_size}``.
 
 Each run gets ``TB_OPCOMPARE_RUN_DIR``, ``TB_OPCOMPARE_MODEL``, ``TB_OPCOMPARE_BATCH_SIZE``,
@@ -28,7 +29,15 @@ from collections.abc import Callable
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import discover
 from tb_opcompare.ingest.sidecar import SIDECAR
-from tb_opcompare.recording.profilers import ENV_BATCH_SIZE, ENV_DEVICE, ENV_MATRIX, ENV_MODEL, ENV_REPEAT, ENV_RUN_DIR
+from tb_opcompare.recording.profilers import (
+    ENV_BATCH_SIZE,
+    ENV_DEVICE,
+    ENV_MATRIX,
+    ENV_MODEL,
+    ENV_REPEAT,
+    ENV_RUN_DIR,
+    MATRIX_FACTS,
+)
 
 DEVICES = ("cpu", "gpu")
 LOG_NAME = "opcompare-record.log"
@@ -46,9 +55,7 @@ class RunResult:
     cell: dict[str, str] = dataclasses.field(default_factory=dict)  # this run's value of each --matrix dimension
 
 
-MATRIX_NAME = re.compile(r"[a-z][a-z0-9_]*")
 MATRIX_VALUE = re.compile(r"[A-Za-z0-9.+-]+")
-RESERVED = ("batch_size", "run_dir", "device", "model")
 
 
 def parse_matrix(texts: list[str]) -> list[tuple[str, list[str]]]:
@@ -59,9 +66,11 @@ def parse_matrix(texts: list[str]) -> list[tuple[str, list[str]]]:
         name, _, values_text = text.partition("=")
         name = name.strip().lower()
         values = [value.strip() for value in values_text.split(",") if value.strip()]
-        if not MATRIX_NAME.fullmatch(name) or name in RESERVED:
-            raise ValueError(f"--matrix {text!r}: the dimension must be a lower-case word other than "
-                             f"{', '.join(RESERVED)} (e.g. precision=fp32,bf16)")
+        if name not in MATRIX_FACTS:
+            # another dimension would be in the run names only, and runs differing in it
+            # would be pooled as repeats of one configuration
+            raise ValueError(f"--matrix {text!r}: the dimensions are {', '.join(MATRIX_FACTS)} (e.g. "
+                             "precision=fp32,bf16); record other variations under another --model")
         if not values or any(not MATRIX_VALUE.fullmatch(value) for value in values):
             raise ValueError(f"--matrix {text!r}: give comma-separated values of letters, digits, '.', '+' or '-'")
         if len(set(values)) < len(values) or name in (known for known, _ in dimensions):

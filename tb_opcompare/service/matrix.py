@@ -7,11 +7,10 @@ what its data shows."""
 from __future__ import annotations
 
 from tb_opcompare.analysis.compare import finite_or_none
-from tb_opcompare.analysis.matrix import MatrixRun, build_matrix, parse_column
+from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest.facts import configured
-from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
+from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision
 from tb_opcompare.store.catalog import Catalog
 
 
@@ -28,6 +27,9 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
         reference_column = parse_column(reference) if reference else None
     except ValueError as error:
         raise MatrixUsageError(f"reference: {error}") from None
+    if reference_column:  # in the words the columns use: gpu/float32/compile is GPU · fp32 · torch.compile
+        reference_column = Column(reference_column.device, canonical_precision(reference_column.precision),
+                                  canonical_compiler(reference_column.compiler))
     if warmup is not None and warmup < 0:
         raise MatrixUsageError(f"warmup: expected 0 or more steps, not {warmup}")
     runs, warnings = [], []
@@ -39,11 +41,9 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
             continue
         if models and loaded.base_model not in models:
             continue
-        facts, claims = loaded.profile.facts, read_claims(source)
+        facts = loaded.profile.facts
         runs.append(MatrixRun(run=source.run, model=loaded.base_model, batch_size=facts.batch_size,
-                              device=facts.device,
-                              precision=configured("precision", claims.precision, facts.precision),
-                              compiler=configured("compiler", claims.compiler, facts.compiler),
+                              device=facts.device, precision=loaded.precision, compiler=loaded.compiler,
                               step_times_us=facts.step_times_us))
     if models and not runs:
         raise MatrixUsageError(f"no readable run of model {', '.join(models)}")

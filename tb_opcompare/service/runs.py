@@ -10,7 +10,7 @@ from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
-from tb_opcompare.ingest.facts import claimed_facts, configured
+from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
 from tb_opcompare.schema.optable import ProfileFacts
@@ -60,14 +60,13 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
             continue
         record = run_record(loaded) if loaded else unread_run_record(source)
         runs.append(record)
-        claims = read_claims(source)
+        configured_by = loaded or read_claims(source)  # a read run by its data, else by its claims
         for_pairing.append(
             RunForPairing(run=record.run, model=record.model, device=record.device, batch_size=record.batch_size,
                           repeat=record.repeat,
                           op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
-                          base_model=claims.base_model,
-                          precision=configured("precision", claims.precision, record.precision),
-                          compiler=configured("compiler", claims.compiler, record.compiler))
+                          base_model=configured_by.base_model, precision=configured_by.precision,
+                          compiler=configured_by.compiler)
         )
     pairs = pair_runs(for_pairing)
     return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variant_pairs(for_pairing), errors=errors,

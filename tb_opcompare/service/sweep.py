@@ -50,20 +50,25 @@ def sweeps_document(catalog: Catalog) -> SweepsDocument:
 
 def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
                    group_by: str = "name", figures: bool = False) -> SweepDocument:
-    """The batch sweep of one model key. Only that model's runs are read (the model key
-    is the sidecar's or the run name's, never the data's). A run that cannot be read
+    """The batch sweep of one model key. Only that model's runs are read (the model is the
+    sidecar's or the run name's; its precision and compiler may be the data's). A run that cannot be read
     becomes a warning (it never hides the others); an unknown model raises
     UnknownRunError. ``figures``: with the plotly figures the tab draws."""
     loaded_runs, warnings, known = [], [], set()
     for source in catalog.sources(refresh=True):
-        claimed = read_claims(source).model
-        known.add(claimed)
-        if claimed != model:
+        claims = read_claims(source)
+        known.add(claims.model)
+        # only runs of this model are read; its precision and compiler may come from the data
+        if model != claims.base_model and not model.startswith(claims.base_model + " ["):
             continue
         try:
-            loaded_runs.append(catalog.load(source.run))
+            loaded = catalog.load(source.run)
         except ProfileError as error:
-            warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
+            if claims.model == model:
+                warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
+            continue
+        if loaded.model == model:
+            loaded_runs.append(loaded)
     if not loaded_runs:
         raise UnknownRunError(f"unknown model {model!r}", sorted(known))
     runs = []

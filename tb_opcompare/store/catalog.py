@@ -16,6 +16,7 @@ from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from tb_opcompare.store.memory_guard import default_trace_limit, memory_guard, text_budget
@@ -39,6 +40,8 @@ class LoadedRun:
     label: str | None
     repeat: int | None = None
     base_model: str = ""  # the model without its precision and compiler (``model`` is the grouping key)
+    precision: str | None = None  # as configured (``schema.dimensions.configured``): the grouping's precision
+    compiler: str | None = None
 
 
 class Catalog:
@@ -109,7 +112,13 @@ class Catalog:
 
 
 def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
+    """The run with its facts settled, and grouped by what it was configured with: the
+    claimed precision and compiler where the data agrees, else the data's (an unclaimed
+    bf16 run is never pooled with fp32 runs)."""
     claims = read_claims(source)
-    return LoadedRun(source=source, session=session,
-                     profile=dataclasses.replace(parsed, facts=settle_facts(parsed.facts, claims)),
-                     model=claims.model, label=claims.label, repeat=claims.repeat, base_model=claims.base_model)
+    facts = settle_facts(parsed.facts, claims)
+    precision = configured("precision", claims.precision, parsed.facts.precision)
+    compiler = configured("compiler", claims.compiler, parsed.facts.compiler)
+    return LoadedRun(source=source, session=session, profile=dataclasses.replace(parsed, facts=facts),
+                     model=configuration_key(claims.base_model, precision, compiler), label=claims.label,
+                     repeat=claims.repeat, base_model=claims.base_model, precision=precision, compiler=compiler)

@@ -216,7 +216,7 @@ class DataRoutes:
 
     def _matrix(self, args) -> MatrixDocument:
         warmup_text = args.get("warmup") or ""
-        if warmup_text and not warmup_text.isdigit():
+        if warmup_text and not (warmup_text.isascii() and warmup_text.isdigit()):
             raise BadRequest(f"warmup: expected a number of steps (0 or more), or nothing to detect it, not "
                              f"{warmup_text!r}")
         try:
@@ -257,7 +257,7 @@ class DataRoutes:
 def _top(args) -> int:
     """How many ops a plot shows: 1 to 50, 10 by default."""
     text = args.get("top") or "10"
-    if not text.isdigit() or not 1 <= int(text) <= 50:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 50:
         raise BadRequest(f"top: expected an integer from 1 to 50, not {text!r}")
     return int(text)
 

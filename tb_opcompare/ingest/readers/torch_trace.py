@@ -253,7 +253,9 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     profile = OpProfile.from_events(facts, events)
     if columns.modules.rows:
         module_of, paths = _modules_of(columns, host.numpy("pid")[order], host.numpy("tid")[order], starts)
-        profile.module_ops = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels)
+        table = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels)
+        named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
+        profile.module_ops = table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
     return profile
 
 
@@ -404,10 +406,9 @@ def _modules_of(columns: _TraceColumns, pids: np.ndarray, tids: np.ndarray,
     module_count = modules.rows
     names = [columns.names[code] for code in modules.numpy("name").tolist()]
     path_of: list[str] = [""] * module_count
-    for position in order.tolist():  # a module starts before the modules it calls
-        if position < module_count:
-            parent = int(parent_of[position])
-            path_of[position] = f"{path_of[parent]}/{names[position]}" if parent >= 0 else names[position]
+    for position in order[order < module_count].tolist():  # a module starts before the modules it calls
+        parent = int(parent_of[position])
+        path_of[position] = f"{path_of[parent]}/{names[position]}" if parent >= 0 else names[position]
     paths = list(dict.fromkeys(path_of))
     index = {path: i for i, path in enumerate(paths)}
     module_index = np.asarray([index[path] for path in path_of], dtype=np.int64)
@@ -419,29 +420,34 @@ def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted
                   module_of: np.ndarray, paths: list[str], kernels: tuple | None) -> pd.DataFrame:
     """``OpProfile.module_ops``: each op's executions and self time per module it ran in
     (host: as counted, ``_fold_only_children``; device: kernels under the module of their
-    launching occurrence)."""
+    launching occurrence, an execution per launching occurrence). Summed on integer codes,
+    so a trace with millions of events makes no string per event."""
     kept = np.flatnonzero(counted_as == np.arange(len(codes)))
-    named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
-    parts = [pd.DataFrame({"side": HOST, "op_name": np.asarray([k[0] for k in keys], dtype=object)[codes[kept]],
-                           "op_type": np.asarray([k[1] for k in keys], dtype=object)[codes[kept]],
-                           "module": named[module_of[kept]], "occurrences": 1, "self_us": counted_selfs[kept]})]
+    parts = [_by_op_and_module(HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64),
+                               counted_selfs[kept])]
     if kernels is not None:
         kernel_keys, kernel_codes, durations, invocations = kernels
         launched = invocations >= 0
-        parts.append(pd.DataFrame({
-            "side": DEVICE, "op_name": np.asarray([k[0] for k in kernel_keys], dtype=object)[kernel_codes],
-            "op_type": np.asarray([k[1] for k in kernel_keys], dtype=object)[kernel_codes],
-            "module": named[np.where(launched, module_of[invocations.clip(min=0)], -1)],
-            "invocation": np.where(launched, invocations, -1 - np.arange(len(invocations))),
-            "self_us": durations}))
-    frame = pd.concat(parts, ignore_index=True)
-    device = frame["side"] == DEVICE
-    if device.any():  # an execution of an op on the device: its launching occurrence, however many kernels
-        frame.loc[device, "occurrences"] = (~frame[device].duplicated(["op_name", "op_type", "module",
-                                                                      "invocation"])).astype(int)
-    table = frame.groupby(["side", "op_name", "op_type", "module"], sort=False, as_index=False).agg(
-        occurrences=("occurrences", "sum"), self_us=("self_us", "sum"))
-    return table.astype({"occurrences": "int64", "self_us": "float64"})[MODULE_COLUMNS]
+        modules = np.where(launched, module_of[invocations.clip(min=0)], -1)
+        # an execution is a launching occurrence, however many kernels it launched
+        launch = np.where(launched, invocations, -1 - np.arange(len(invocations)))
+        first = np.zeros(len(launch), dtype=np.int64)
+        first[np.unique(np.stack([kernel_codes, modules, launch]), axis=1, return_index=True)[1]] = 1
+        parts.append(_by_op_and_module(DEVICE, kernel_keys, kernel_codes, modules, first, durations))
+    return pd.concat(parts, ignore_index=True)[MODULE_COLUMNS]
+
+
+def _by_op_and_module(side: str, keys: list, codes: np.ndarray, modules: np.ndarray, occurrences: np.ndarray,
+                      selfs: np.ndarray) -> pd.DataFrame:
+    pairs, where = np.unique(np.stack([codes, modules]), axis=1, return_inverse=True)
+    where = where.reshape(-1)
+    op_codes, module_codes = pairs.tolist() if pairs.size else ([], [])
+    return pd.DataFrame({
+        "side": side, "op_name": [keys[code][0] for code in op_codes], "op_type": [keys[code][1] for code in op_codes],
+        "module": module_codes,
+        "occurrences": np.bincount(where, weights=occurrences, minlength=pairs.shape[1]).astype(np.int64),
+        "self_us": np.bincount(where, weights=selfs, minlength=pairs.shape[1]).astype(np.float64),
+    })
 
 
 def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
