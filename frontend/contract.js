@@ -349,6 +349,33 @@
  */
 
 /**
+ * Two runs' module trees side by side: model -> module -> op (PyTorch nn.Module calls, recorded with with_stack=True; else TF name scopes).
+ * @typedef {Object} ModulesDocument
+ * @property {string} baseline
+ * @property {string} target
+ * @property {boolean} per_step - whether times are per profiled step (both runs know their step count)
+ * @property {string} source - where modules come from: `nn.Module calls`, `name scopes`, or `mixed` (one run each)
+ * @property {Array<ModuleNode>} nodes - depth first from the root, the larger child first
+ * @property {Array<string>} notes
+ */
+
+/**
+ * A node of the module tree: the whole model, a module (its sub-modules included), or an op inside a module.
+ * @typedef {Object} ModuleNode
+ * @property {string} id - the node's path: modules `/`-joined, an op's name after its module's path; the root is empty
+ * @property {string|null} parent - the parent's id; null for the root
+ * @property {string} name - the last part of the path: a module instance (`Conv2d_0`), a TF scope, or an op
+ * @property {string} kind - `module` or `op`
+ * @property {number} depth - 0 for the root
+ * @property {number|null} baseline_us - time inside the node on the baseline, per profiled step where both runs know their steps, else in all; null where only the target has it
+ * @property {number|null} target_us - as baseline_us, on the target
+ * @property {number|null} baseline_share - of the baseline's whole model
+ * @property {number|null} target_share - of the target's whole model
+ * @property {number|null} speedup - baseline_us / target_us
+ * @property {string} status - `matched`, `baseline_only` or `target_only`
+ */
+
+/**
  * The body of every error answer.
  * @typedef {Object} ErrorDocument
  * @property {Error} error

@@ -108,3 +108,57 @@ def test_a_module_compare_against_a_run_without_stacks_says_why_nothing_matches(
                                   "--no-cache").stdout)
     assert any(note.startswith(f"Only modules/{RUN} records its nn.Module calls") for note in
                document["summary"]["notes"]), document["summary"]["notes"]
+
+
+def _tree(logdir, baseline, target) -> dict:
+    result = run_cli("modules", str(logdir), "--baseline", baseline, "--target", target, "--json", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _children_add_up(nodes: list[dict]) -> None:
+    children = collections.defaultdict(list)
+    for node in nodes:
+        children[node["parent"]].append(node)
+    for node in nodes:
+        kids = children.get(node["id"])
+        if node["kind"] == "module" and kids:
+            for side in ("baseline_us", "target_us"):
+                assert node[side] == pytest.approx(sum(kid[side] or 0.0 for kid in kids), rel=1e-9), node["id"]
+
+
+def test_the_module_tree_adds_up_from_ops_to_the_whole_model():
+    """PyTorch nn.Module calls: every module's time is its sub-modules' and ops'; the root
+    is the compare's op time per step; an op sits under the module call it ran in."""
+    document = _tree(MODULES, RUN, RUN)
+    nodes = document["nodes"]
+    assert (document["source"], document["per_step"], document["notes"]) == ("nn.Module calls", True, [])
+    assert nodes[0]["id"] == "" and nodes[0]["parent"] is None and nodes[0]["baseline_share"] == 1.0
+    _children_add_up(nodes)
+    compared = json.loads(run_cli("compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--json",
+                                  "--no-cache").stdout)["summary"]
+    assert nodes[0]["baseline_us"] == pytest.approx(compared["baseline_time_per_step_us"], rel=1e-9)
+    by_id = {node["id"]: node for node in nodes}
+    assert by_id["Sequential_0/Conv2d_0/aten::conv2d"]["parent"] == "Sequential_0/Conv2d_0"
+    assert by_id["Sequential_0/Conv2d_0"]["parent"] == "Sequential_0"
+    positions = {node["id"]: position for position, node in enumerate(nodes)}
+    assert all(positions[node["parent"]] < positions[node["id"]] for node in nodes[1:])  # parents first
+
+
+def test_the_keras_tree_follows_name_scopes_and_compares_per_step():
+    demo = REPO / "demo_logs"
+    document = _tree(demo, "tf_keras/mnist_cnn_cpu_bs16", "tf_keras/mnist_cnn_cpu_bs64")
+    assert document["source"] == "name scopes"
+    nodes = document["nodes"]
+    _children_add_up(nodes)
+    dense = next(node for node in nodes if node["id"] == "StatefulPartitionedCall/sequential_1/dense_1")
+    assert dense["speedup"] == pytest.approx(dense["baseline_us"] / dense["target_us"], rel=1e-12)
+    ops = [node for node in nodes if node["parent"] == dense["id"] and node["kind"] == "op"]
+    assert ops and all("/" not in node["name"] for node in ops)  # an op is named in its scope
+    csv_text = run_cli("modules", str(demo), "--baseline", "tf_keras/mnist_cnn_cpu_bs16", "--target",
+                       "tf_keras/mnist_cnn_cpu_bs64", "--csv", "-", "--no-cache").stdout
+    client = plugin_client(demo)
+    answer = client.get(f"{PREFIX}/modules.csv?baseline=tf_keras/mnist_cnn_cpu_bs16&target=tf_keras/mnist_cnn_cpu_bs64")
+    assert answer.data.decode() == csv_text and len(csv_text.splitlines()) == len(nodes) + 1
+    assert client.get(f"{PREFIX}/modules?baseline=nope&target=tf_keras/mnist_cnn_cpu_bs64").status_code == 404
+    assert client.get(f"{PREFIX}/modules?baseline=tf_keras/mnist_cnn_cpu_bs16").status_code == 400

@@ -23,6 +23,7 @@ from tb_opcompare.errors import ProfileError, escape_control_characters
 from tb_opcompare.schema.text import (
     format_breakeven,
     format_bytes,
+    format_share,
     format_speedup,
     format_throughput,
     format_time,
@@ -37,8 +38,9 @@ from tb_opcompare.service.check import (
     split_runs,
 )
 from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import check_csv, compare_csv, matrix_csv, trend_csv
+from tb_opcompare.service.csv_export import check_csv, compare_csv, matrix_csv, modules_csv, trend_csv
 from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
+from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import TrendUsageError, trend_document
@@ -183,6 +185,19 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--csv", metavar="FILE", help="write one line per cell as CSV to FILE ('-' for stdout)")
     matrix.add_argument("--json", action="store_true", help="print the matrix document as JSON")
     matrix.set_defaults(handler=_matrix)
+
+    modules = commands.add_parser(
+        "modules", parents=[reading], help="two runs' module trees side by side (model -> module -> op)",
+        description="Each op placed in its module (PyTorch: the nn.Module call it ran in, recorded with "
+                    "with_stack=True; TF: the scope of its name), and every module's time with its sub-modules, on "
+                    "both runs, per profiled step where both know their steps; speedup = baseline / target.")
+    modules.add_argument("logdir")
+    modules.add_argument("--baseline", required=True)
+    modules.add_argument("--target", required=True)
+    modules.add_argument("--depth", type=_positive_int, default=3, help="print modules down to this depth (default 3)")
+    modules.add_argument("--csv", metavar="FILE", help="write every node as CSV to FILE ('-' for stdout)")
+    modules.add_argument("--json", action="store_true", help="print the modules document as JSON")
+    modules.set_defaults(handler=_modules)
 
     record = commands.add_parser(
         "record", help="run a training command once per device and batch size, profiled",
@@ -448,6 +463,27 @@ def _print_trend(document) -> None:
         print("  ".join(escape_controls(value).ljust(width) for value, width in zip(row, widths)).rstrip())
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)
+
+
+def _modules(args) -> int:
+    document = modules_document(_catalog(args), args.baseline, args.target)
+    if args.csv:
+        _write_text(args.csv, modules_csv(document))
+        if args.csv != "-":
+            print(f"wrote {len(document.nodes)} nodes to {args.csv}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+    elif not args.csv:
+        unit = "per step" if document.per_step else "in all"
+        print(f"modules from {document.source}; time {unit}, baseline -> target, speedup")
+        for node in document.nodes:
+            if node.kind == "module" and node.depth <= args.depth:
+                print(f"{'  ' * node.depth}{escape_controls(node.name)}  {format_time(node.baseline_us)} -> "
+                      f"{format_time(node.target_us)}  {format_speedup(node.speedup)}  "
+                      f"({format_share(node.baseline_share)} -> {format_share(node.target_share)})")
+        for note in document.notes:
+            print(f"note: {escape_controls(note)}")
+    return EXIT_OK
 
 
 def _matrix(args) -> int:

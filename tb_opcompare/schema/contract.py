@@ -423,6 +423,40 @@ class MatrixDocument(_Document):
     warnings: list[str]
 
 
+class ModuleNode(_Document):
+    """A node of the module tree: the whole model, a module (its sub-modules included), or
+    an op inside a module."""
+
+    id: _d(str, "the node's path: modules `/`-joined, an op's name after its module's path; the root is empty")
+    parent: _d(str | None, "the parent's id; null for the root")
+    name: _d(str, "the last part of the path: a module instance (`Conv2d_0`), a TF scope, or an op")
+    kind: _d(str, "`module` or `op`")
+    depth: _d(int, "0 for the root")
+    baseline_us: _d(float | None, "time inside the node on the baseline, per profiled step where both runs know "
+                                  "their steps, else in all; null where only the target has it")
+    target_us: _d(float | None, "as baseline_us, on the target")
+    baseline_share: _d(float | None, "of the baseline's whole model")
+    target_share: _d(float | None, "of the target's whole model")
+    speedup: _d(float | None, "baseline_us / target_us")
+    status: _d(str, "`matched`, `baseline_only` or `target_only`")
+
+
+class ModulesDocument(_Document):
+    """Two runs' module trees side by side: model -> module -> op (PyTorch nn.Module calls,
+    recorded with with_stack=True; else TF name scopes)."""
+
+    baseline: str
+    target: str
+    per_step: _d(bool, "whether times are per profiled step (both runs know their step count)")
+    source: _d(str, "where modules come from: `nn.Module calls`, `name scopes`, or `mixed` (one run each)")
+    nodes: _d(list[ModuleNode], "depth first from the root, the larger child first")
+    notes: list[str]
+
+
+MODULE_CSV_COLUMNS = ["id", "parent", "name", "kind", "depth", "baseline_us", "target_us", "baseline_share",
+                      "target_share", "speedup", "status"]
+
+
 MATRIX_CSV_COLUMNS = ["model", "batch_size", "device", "precision", "compiler", "runs", "steps", "warmup_steps",
                       "latency_us", "latency_std_us", "latency_p10_us", "latency_p90_us", "throughput_per_s",
                       "speedup", "reference"]
@@ -446,9 +480,11 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
     ("matrix", MatrixDocument, "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
                                "`model` (repeatable: only these models)"),
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
+    ("modules", ModulesDocument, "`baseline`, `target`"),
+    ("modules.csv", ModulesDocument, "as `modules`; answers one line per node, with its path (`id`)"),
 )
 DOCUMENTS = (RunsDocument, CompareDocument, SweepsDocument, SweepDocument, CheckDocument, TrendDocument,
-             MatrixDocument, ErrorDocument)
+             MatrixDocument, ModulesDocument, ErrorDocument)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_o
 from tb_opcompare.analysis.row_view import RowView, apply_view
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.service.modules import module_source
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import run_record
 from tb_opcompare.store.catalog import Catalog
@@ -44,10 +45,8 @@ def compare_document(
     records = comparison.records(apply_view(rows, view or RowView()))
     base_record, target_record = run_record(base), run_record(tgt)
     figures, notes = like_for_like(summary, base_record, target_record, group_by)
-    with_modules = [loaded.source.run for loaded in (base, tgt) if len(loaded.profile.module_ops)]
-    if group_by == "module" and len(with_modules) == 1:
-        notes.append(f"Only {with_modules[0]} records its nn.Module calls (PyTorch's with_stack=True); the other run's "
-                     "ops are placed by the scopes of their names, so few modules can match. Record both with stacks.")
+    if group_by == "module":
+        notes.extend(module_source(base, tgt)[1])
     summary = CompareSummary(**{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
                              group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
                              notes=notes)

@@ -65,3 +65,10 @@ def matrix_csv(document) -> str:
         rows.append({**msgspec.structs.asdict(cell), "device": column.device, "precision": column.precision,
                      "compiler": column.compiler, "runs": ";".join(cell.runs)})
     return compare_csv(rows, MATRIX_CSV_COLUMNS)
+
+
+def modules_csv(document) -> str:
+    """One line per node of a module tree, its path first."""
+    from tb_opcompare.schema.contract import MODULE_CSV_COLUMNS
+
+    return compare_csv([msgspec.structs.asdict(node) for node in document.nodes], MODULE_CSV_COLUMNS)

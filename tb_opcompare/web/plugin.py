@@ -22,7 +22,8 @@ from tb_opcompare.web import assets
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
 DATA_ROUTES = ("/runs", "/compare", "/compare.csv", "/sweeps", "/sweep", "/sweep.csv", "/check", "/trend",
-               "/trend.csv", "/matrix", "/matrix.csv")
+               "/trend.csv", "/matrix", "/matrix.csv",
+               "/modules", "/modules.csv")
 
 
 class OpComparePlugin(base_plugin.TBPlugin):

@@ -17,6 +17,8 @@ contract's Structs. The routes, their parameters and their documents are listed 
 ``matrix``        ``service.matrix.matrix_document``: latency and throughput per model, batch size,
                   device, precision and compiler
 ``matrix.csv``    its cells as a CSV download
+``modules``       ``service.modules.modules_document``: two runs' module trees side by side
+``modules.csv``   its nodes as a CSV download
 ================  ===========================================================================
 
 Errors are ``ErrorDocument``s: 400 bad parameters, 404 an unknown run or session (with the
@@ -56,8 +58,9 @@ from tb_opcompare.service.check import (
     split_runs,
 )
 from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import compare_csv, matrix_csv, trend_csv
+from tb_opcompare.service.csv_export import compare_csv, matrix_csv, modules_csv, trend_csv
 from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
+from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import TrendUsageError, trend_document
@@ -115,6 +118,8 @@ class DataRoutes:
             "/trend.csv": self._serve_trend_csv,
             "/matrix": self._serve_matrix,
             "/matrix.csv": self._serve_matrix_csv,
+            "/modules": self._serve_modules,
+            "/modules.csv": self._serve_modules_csv,
         }
 
     @wrappers.Request.application
@@ -213,6 +218,24 @@ class DataRoutes:
     @_json_errors
     def _serve_matrix_csv(self, request):
         return _csv_download(request, matrix_csv(self._matrix(request.args)), "opcompare_matrix.csv")
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_modules(self, request):
+        return _json(request, self._modules(request.args))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_modules_csv(self, request):
+        document = self._modules(request.args)
+        return _csv_download(request, modules_csv(document),
+                             f"opcompare_modules_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv")
+
+    def _modules(self, args):
+        missing = [name for name in ("baseline", "target") if not args.get(name)]
+        if missing:
+            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+        return modules_document(self.catalog, args["baseline"], args["target"])
 
     def _matrix(self, args) -> MatrixDocument:
         warmup_text = args.get("warmup") or ""
