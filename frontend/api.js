@@ -10,6 +10,7 @@ import {h} from './dom.js';
 /** @typedef {import('./contract.js').CheckDocument} CheckDocument */
 /** @typedef {import('./contract.js').TrendDocument} TrendDocument */
 /** @typedef {import('./contract.js').MatrixDocument} MatrixDocument */
+/** @typedef {import('./contract.js').ModulesDocument} ModulesDocument */
 
 /**
  * A query string; an array value becomes the parameter repeated, once per item (the
@@ -129,6 +130,21 @@ export function fetchMatrix(params) {
 /** @param {Object<string, string>} params as for fetchMatrix */
 export function matrixCsvUrl(params) {
   return `matrix.csv?${queryString(params)}`;
+}
+
+/**
+ * Two runs' module trees side by side; rejects with the server's 404 (an unknown run) or
+ * 422 (an unreadable profile).
+ * @param {Object<string, string>} params baseline and target (state.js modulesParams)
+ * @returns {Promise<ModulesDocument>}
+ */
+export function fetchModules(params) {
+  return fetchJson(`modules?${queryString(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchModules */
+export function modulesCsvUrl(params) {
+  return `modules.csv?${queryString(params)}`;
 }
 
 let plotlyPromise = null;

@@ -184,8 +184,8 @@
  * @property {number|null} share
  * @property {string} run - the runs pooled, comma-separated
  * @property {number} repeats - how many runs had the op
- * @property {number|null} low_us - the lowest run's mean_us
- * @property {number|null} high_us - the highest run's mean_us
+ * @property {number|null} low_us - lower end of the 95% interval of mean_us over the repeats pooled here (Student's t on the log means; null for one run)
+ * @property {number|null} high_us - upper end of that interval
  */
 
 /**
@@ -198,8 +198,8 @@
  * @property {string} basis - `step markers` (wall time of a step) or `op time per step`
  * @property {string} run
  * @property {number} repeats
- * @property {number|null} step_low_us
- * @property {number|null} step_high_us
+ * @property {number|null} step_low_us - lower end of the 95% interval of step_us over the repeats (null for one run)
+ * @property {number|null} step_high_us - upper end of that interval
  */
 
 /**

@@ -3,18 +3,20 @@
 //
 // The layers: state.js holds the tab's state and its URL hash, api.js the plugin's
 // routes, view.js the row rule the server shares; views/ draws them. This entry puts the
-// views, "Compare runs", "Batch sweep", "Trend" and "Matrix", under one tab and keeps the
-// hash in step.
+// views, "Compare runs", "Batch sweep", "Trend", "Matrix" and "Modules", under one tab and
+// keeps the hash in step.
 
 import {addStylesheet, h} from './dom.js';
 import {keepStateInHash, readHash, writeHash} from './state.js';
 import {followTheme} from './theme.js';
 import {CompareView} from './views/compare.js';
 import {MatrixView} from './views/matrix.js';
+import {ModulesView} from './views/modules.js';
 import {SweepView} from './views/sweep.js';
 import {TrendView, modelRuns} from './views/trend.js';
 
-const PAGES = [['compare', 'Compare runs'], ['sweep', 'Batch sweep'], ['trend', 'Trend'], ['matrix', 'Matrix']];
+const PAGES = [['compare', 'Compare runs'], ['sweep', 'Batch sweep'], ['trend', 'Trend'], ['matrix', 'Matrix'],
+               ['modules', 'Modules']];
 
 /** TensorBoard calls this once the plugin's frame has loaded the module. */
 export async function render() {
@@ -37,6 +39,9 @@ export async function render() {
                                                          target_session: null});
                                    showPage('compare');
                                  }});
+  // The module trees of the runs the Compare page compares, once it knows the runs.
+  const modules = new ModulesView({selection: state.selection, ready: () => started,
+                                   onOpenCompare: () => showPage('compare')});
   // Before the page is built, so it never shows in the wrong theme.
   followTheme(() => {
     compare.redrawCharts();
@@ -57,18 +62,21 @@ export async function render() {
     sweep.element.hidden = page !== 'sweep';
     trend.element.hidden = page !== 'trend';
     matrix.element.hidden = page !== 'matrix';
+    modules.element.hidden = page !== 'modules';
     syncHash();
     if (page === 'sweep') sweep.show();
     if (page === 'trend') trend.show();
     if (page === 'matrix') matrix.show();
+    if (page === 'modules') modules.show();
   }
 
   sweep.element.hidden = true;
   trend.element.hidden = true;
   matrix.element.hidden = true;
+  modules.element.hidden = true;
   document.body.replaceChildren(h('div', {id: 'op-compare'},
     h('div', {class: 'oc-page'}, h('nav', {class: 'oc-page-tabs', role: 'tablist'}, pageButtons), compare.element,
-      sweep.element, trend.element, matrix.element)));
+      sweep.element, trend.element, matrix.element, modules.element)));
   started = compare.start();
   if (state.page !== 'compare') showPage(state.page);
   if (!await started) return;

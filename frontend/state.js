@@ -59,7 +59,8 @@ import {STATUSES} from './view.js';
 
 /**
  * @typedef {Object} TabState
- * @property {'compare'|'sweep'|'trend'|'matrix'} page
+ * @property {'compare'|'sweep'|'trend'|'matrix'|'modules'} page the page shown; `modules`
+ *   compares the module trees of the selection's runs
  * @property {Selection} selection
  * @property {RowView} view
  * @property {boolean} significant the op table shows only the ops the Confidence check
@@ -72,7 +73,7 @@ import {STATUSES} from './view.js';
 /** @typedef {Object<string, string|undefined>} Params parameters by name, as text */
 
 const HASH_PREFIX = 'p.op_compare.';
-const PAGES = ['compare', 'sweep', 'trend', 'matrix'];
+const PAGES = ['compare', 'sweep', 'trend', 'matrix', 'modules'];
 export const DEFAULT_SWEEP_TOP = 10;
 export const MAX_SWEEP_TOP = 50; // the sweep route's limit
 export const DEFAULT_TREND_TOP = 10; // as the trend route's
@@ -239,6 +240,17 @@ export function matrixParams(matrix) {
   if (matrix.reference) params.reference = matrix.reference;
   if (matrix.warmup !== null) params.warmup = String(matrix.warmup);
   return params;
+}
+
+/**
+ * The modules route's parameters (and its CSV's): the selection's runs, each its newest
+ * capture (the route takes no session); null until both runs are chosen.
+ * @param {Selection} selection
+ * @returns {Object<string, string>|null}
+ */
+export function modulesParams(selection) {
+  if (!selection.baseline || !selection.target) return null;
+  return {baseline: selection.baseline, target: selection.target};
 }
 
 /**

@@ -8,7 +8,9 @@ at batch 64 and loses at batch 1 on this small model."""
 from __future__ import annotations
 
 import json
+import math
 import re
+import statistics
 
 import pytest
 from conftest import FIXTURES, REPO, as_json, run_cli
@@ -153,7 +155,12 @@ def test_kernels_launched_under_an_annotation_with_no_op_belong_to_it(tmp_path):
     assert not ops["op_type"].str.contains("without a launching op").any()
 
 
-def test_the_sweep_pools_repeats_into_one_point_with_its_range():
+T_975_TWO_DEGREES = 4.302652729911275  # Student's t, 97.5th percentile, 2 degrees of freedom (printed tables)
+
+
+def test_the_sweep_pools_repeats_into_one_point_with_its_interval():
+    """Three repeats a point, pooled as the check and the trend pool them: the geometric
+    mean of the runs' step times, and its 95% interval from Student's t on the logs."""
     document = json.loads(run_cli("sweep", str(DEMO), "--model", "mnist_cnn_torch", "--json", "--no-cache").stdout)
     assert not [w for w in document["warnings"] if "left out" in w]
     assert {(row["device"], row["batch_size"], row["repeats"]) for row in document["steps"]} == {
@@ -162,9 +169,12 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_range():
     for row in document["steps"]:
         runs = row["run"].split(", ")
         assert runs == sorted(f"mnist_cnn_torch_{row['device'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3))
-        each = [catalog.load(run).profile.facts.step_time_us for run in runs]
-        assert row["step_us"] == pytest.approx(sum(each) / 3)
-        assert (row["step_low_us"], row["step_high_us"]) == (pytest.approx(min(each)), pytest.approx(max(each)))
+        logs = [math.log(catalog.load(run).profile.facts.step_time_us) for run in runs]
+        mean, spread = statistics.mean(logs), statistics.stdev(logs)
+        margin = T_975_TWO_DEGREES * spread / math.sqrt(3)
+        assert row["step_us"] == pytest.approx(math.exp(mean), rel=1e-9)
+        assert (row["step_low_us"], row["step_high_us"]) == (pytest.approx(math.exp(mean - margin), rel=1e-6),
+                                                             pytest.approx(math.exp(mean + margin), rel=1e-6))
     backward = [row for row in document["series"] if row["op"] == "aten::convolution_backward"]
     assert len(backward) == 6 and all(r["low_us"] <= r["mean_us"] <= r["high_us"] and r["repeats"] == 3
                                       for r in backward)
@@ -173,7 +183,7 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_range():
 
     figures = sweep_figures(sweep_document(catalog, "mnist_cnn_torch"))
     step_trace = figures["step"]["data"][0]
-    assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (mean of 3 runs)"
+    assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (mean of 3 runs, bar: 95% interval)"
     assert all("error_y" in trace for trace in figures["op_time"]["data"])
 
 

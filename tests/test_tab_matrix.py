@@ -8,14 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, open_op_compare, route, tab_state
+from conftest import FIXTURES, console_errors, open_op_compare, route, tab_state, tensorboard_on_copy
 
 from tb_opcompare.schema.text import format_speedup, format_throughput, format_time
 
@@ -29,11 +28,7 @@ GPU_FP32_EAGER = "GPU · fp32 · eager"
 @pytest.fixture(scope="module")
 def matrix_tensorboard_url(tmp_path_factory):
     """TensorBoard on a copy of tests/fixtures/gpu_h100/matrix."""
-    from tensorboard_server import running_tensorboard
-
-    logdir = tmp_path_factory.mktemp("matrix") / "logdir"
-    shutil.copytree(FIXTURES / "gpu_h100" / "matrix", logdir)
-    with running_tensorboard(logdir) as url:
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h100" / "matrix") as url:
         yield url
 
 
@@ -41,23 +36,6 @@ def matrix(url: str, **params) -> dict:
     status, body = route(url, "matrix", **params)
     assert status == 200, body
     return json.loads(body)
-
-
-def console_errors(page) -> list[str]:
-    """The errors the page logs from now on, but for the Confidence card's expected 400
-    (its check refuses a side of one run; the card explains how to record repeats)."""
-    errors: list[str] = []
-
-    def log(message):
-        if message.type != "error":
-            return
-        where = message.location.get("url", "")
-        if "Failed to load resource" in message.text and urllib.parse.urlsplit(where).path.endswith("/check"):
-            return
-        errors.append(f"{message.text} ({where})")
-
-    page.on("console", log)
-    return errors
 
 
 def cell_locator(frame, cell: dict):

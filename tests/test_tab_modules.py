@@ -4,21 +4,16 @@ PyTorch CNN recorded with Python stacks on an H100 (tests/fixtures/gpu_h100/modu
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from conftest import FIXTURES, open_op_compare, route, tab_state
+from conftest import FIXTURES, open_op_compare, route, tab_state, tensorboard_on_copy
 
 RUN = "mnist_cnn_torch_stack_gpu_bs16"
 
 
 @pytest.fixture(scope="module")
 def modules_tensorboard_url(tmp_path_factory):
-    from tensorboard_server import running_tensorboard
-
-    logdir = tmp_path_factory.mktemp("modules") / "logdir"
-    shutil.copytree(FIXTURES / "gpu_h100" / "modules", logdir)
-    with running_tensorboard(logdir) as url:
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h100" / "modules") as url:
         yield url
 
 

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, open_op_compare, route, tab_state
+from conftest import FIXTURES, open_op_compare, route, tab_state, tensorboard_on_copy
 
 from tb_opcompare.schema.text import format_time, shorten_names
 
@@ -27,11 +27,7 @@ LABEL_LENGTH = 26  # frontend/views/trend.js
 def versions_tensorboard_url(tmp_path_factory):
     """TensorBoard on a copy of the version matrix: one CNN recorded with torch 2.5, 2.13
     and 2.14 (and TF), one run per version and batch size."""
-    from tensorboard_server import running_tensorboard
-
-    logdir = tmp_path_factory.mktemp("versions") / "logdir"
-    shutil.copytree(FIXTURES / "versions", logdir, ignore=shutil.ignore_patterns("oracles", "*.md"))
-    with running_tensorboard(logdir) as url:
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "versions", ignore=shutil.ignore_patterns("oracles", "*.md")) as url:
         yield url
 
 

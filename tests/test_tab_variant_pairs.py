@@ -6,11 +6,9 @@ differs; choosing one loads that comparison, and a reload keeps it chosen."""
 from __future__ import annotations
 
 import json
-import shutil
-import urllib.parse
 
 import pytest
-from conftest import REPO, open_op_compare, route, tab_state
+from conftest import REPO, console_errors, open_op_compare, route, tab_state, tensorboard_on_copy
 
 SCREENSHOT = "/tmp/opcompare-variant-pairs.png"
 PAIR_SELECT = "select[aria-label='suggested pair']"
@@ -26,11 +24,7 @@ COMPILER_LABEL = "mnist_cnn_torch · GPU · batch 64: eager → torch.compile"
 def demo_url(tmp_path_factory):
     """TensorBoard on a copy of demo_logs: 36 runs, fp32/bf16 x eager/compiled x batch 1/16/64
     of a PyTorch CNN on CPU and H100, and of a Keras CNN on CPU (eager and XLA)."""
-    from tensorboard_server import running_tensorboard
-
-    logdir = tmp_path_factory.mktemp("variant_pairs") / "logs"
-    shutil.copytree(REPO / "demo_logs", logdir)
-    with running_tensorboard(logdir) as url:
+    with tensorboard_on_copy(tmp_path_factory, REPO / "demo_logs") as url:
         yield url
 
 
@@ -38,23 +32,6 @@ def runs_document(url: str) -> dict:
     status, body = route(url, "runs")
     assert status == 200, body
     return json.loads(body)
-
-
-def console_errors(page) -> list[str]:
-    """The errors the page logs from now on, but for the Confidence card's expected 400
-    (its check refuses a side of one run; the card explains how to record repeats)."""
-    errors: list[str] = []
-
-    def log(message):
-        if message.type != "error":
-            return
-        where = message.location.get("url", "")
-        if "Failed to load resource" in message.text and urllib.parse.urlsplit(where).path.endswith("/check"):
-            return
-        errors.append(f"{message.text} ({where})")
-
-    page.on("console", log)
-    return errors
 
 
 def pair_groups(frame) -> list[dict]:

@@ -168,6 +168,20 @@ def mean_with_interval(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     return mean, margin, count
 
 
+def pooled_means(values: np.ndarray, groups: np.ndarray, positions: np.ndarray,
+                 count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Repeats of one configuration pooled, as the check and the trend pool them: for each
+    of ``count`` groups (``groups`` gives each value's, ``positions`` its place in it), the
+    geometric mean of its positive values and the 95% interval of that mean (Student's t
+    on the logs; NaN bounds for a group of one)."""
+    values = np.asarray(values, dtype=np.float64)
+    logs = np.full((int(positions.max()) + 1 if len(positions) else 1, count), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs[positions, groups] = np.where(values > 0, np.log(values), np.nan)
+    mean, margin, _ = mean_with_interval(logs)
+    return np.exp(mean), np.exp(mean - margin), np.exp(mean + margin)
+
+
 def benjamini_hochberg(p_values: np.ndarray, rate: float = FALSE_DISCOVERY_RATE) -> np.ndarray:
     """Which hypotheses are rejected with the false discovery rate held at ``rate``."""
     p_values = np.asarray(p_values, dtype=np.float64)

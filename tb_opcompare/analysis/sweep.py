@@ -7,8 +7,9 @@ device. No I/O: it takes already-read runs and returns DataFrames.
 series         op, device, batch_size, mean_us, per_sample_us (= mean_us / batch size),
                total_us, share, run, repeats, low_us, high_us. One row per op, device
                and batch size. Several runs at one device and batch size (repeats) are
-               pooled: mean_us, total_us and share are the mean over the runs (each run
-               weighs the same), low_us/high_us the lowest and highest run's mean_us,
+               pooled as the check and the trend pool them: mean_us is the geometric
+               mean of the runs' means, low_us/high_us its 95% interval (Student's t on
+               the logs; null for one run), total_us and share the runs' average,
                ``repeats`` how many runs had the op, ``run`` their names.
 steps          device, batch_size, step_us, samples_per_s, basis, run, repeats,
                step_low_us, step_high_us. ``basis`` says where step_us came from:
@@ -46,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import op_totals
+from tb_opcompare.analysis.confidence import pooled_means
 
 STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
@@ -154,11 +156,13 @@ def _runs_per_point(runs: list[SweepRun], warnings: list[str]) -> list[list[Swee
 
 
 def _pooled(every_run: pd.DataFrame) -> pd.DataFrame:
-    """One row per op, device and batch size from one row per op and run."""
-    pooled = every_run.groupby(["op", "device", "batch_size"], sort=False, dropna=False).agg(
-        mean_us=("mean_us", "mean"), total_us=("total_us", "mean"), share=("share", "mean"),
-        run=("run", ", ".join), repeats=("run", "size"), low_us=("mean_us", "min"), high_us=("mean_us", "max"),
-    ).reset_index()
+    """One row per op, device and batch size from one row per op and run: repeats pooled
+    as everywhere (``confidence.pooled_means``: geometric mean, 95% interval)."""
+    grouped = every_run.groupby(["op", "device", "batch_size"], sort=False, dropna=False)
+    pooled = grouped.agg(total_us=("total_us", "mean"), share=("share", "mean"), run=("run", ", ".join),
+                         repeats=("run", "size")).reset_index()
+    pooled["mean_us"], pooled["low_us"], pooled["high_us"] = pooled_means(
+        every_run["mean_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(pooled))
     pooled["per_sample_us"] = pooled["mean_us"] / pooled["batch_size"]
     return pooled[SERIES_COLUMNS]
 
@@ -191,10 +195,10 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
     # Typed even when empty (no run knows its steps), so the maths after it need not care.
     per_run = pd.DataFrame(rows, columns=["device", "batch_size", "step_us", "basis", "run"]).astype(
         {"step_us": "float64"})
-    table = per_run.groupby(["device", "batch_size"], sort=True).agg(
-        step_us=("step_us", "mean"), basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size"),
-        step_low_us=("step_us", "min"), step_high_us=("step_us", "max"),
-    ).reset_index()
+    grouped = per_run.groupby(["device", "batch_size"], sort=True)
+    table = grouped.agg(basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size")).reset_index()
+    table["step_us"], table["step_low_us"], table["step_high_us"] = pooled_means(
+        per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table))
     table["samples_per_s"] = table["batch_size"] / (table["step_us"] / 1e6)
     return table[STEPS_COLUMNS].astype({"step_us": "float64", "samples_per_s": "float64"})
 

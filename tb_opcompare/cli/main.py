@@ -441,14 +441,7 @@ def _trend(args) -> int:
     except TrendUsageError as error:
         print(f"error: {escape_controls(str(error))}", file=sys.stderr)
         return EXIT_USAGE
-    if args.csv:
-        _write_text(args.csv, trend_csv(document))
-        if args.csv != "-":
-            print(f"wrote {len(document.rows)} rows to {args.csv}", file=sys.stderr)
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
-    elif not args.csv:
-        _print_trend(document)
+    _emit(args, document, trend_csv, f"{len(document.rows)} rows", _print_trend)
     return EXIT_OK
 
 
@@ -467,23 +460,20 @@ def _print_trend(document) -> None:
 
 def _modules(args) -> int:
     document = modules_document(_catalog(args), args.baseline, args.target)
-    if args.csv:
-        _write_text(args.csv, modules_csv(document))
-        if args.csv != "-":
-            print(f"wrote {len(document.nodes)} nodes to {args.csv}", file=sys.stderr)
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
-    elif not args.csv:
-        unit = "per step" if document.per_step else "in all"
-        print(f"modules from {document.source}; time {unit}, baseline -> target, speedup")
-        for node in document.nodes:
-            if node.kind == "module" and node.depth <= args.depth:
-                print(f"{'  ' * node.depth}{escape_controls(node.name)}  {format_time(node.baseline_us)} -> "
-                      f"{format_time(node.target_us)}  {format_speedup(node.speedup)}  "
-                      f"({format_share(node.baseline_share)} -> {format_share(node.target_share)})")
-        for note in document.notes:
-            print(f"note: {escape_controls(note)}")
+    _emit(args, document, modules_csv, f"{len(document.nodes)} nodes", lambda tree: _print_modules(tree, args.depth))
     return EXIT_OK
+
+
+def _print_modules(document, depth: int) -> None:
+    unit = "per step" if document.per_step else "in all"
+    print(f"modules from {document.source}; time {unit}, baseline -> target, speedup")
+    for node in document.nodes:
+        if node.kind == "module" and node.depth <= depth:
+            print(f"{'  ' * node.depth}{escape_controls(node.name)}  {format_time(node.baseline_us)} -> "
+                  f"{format_time(node.target_us)}  {format_speedup(node.speedup)}  "
+                  f"({format_share(node.baseline_share)} -> {format_share(node.target_share)})")
+    for note in document.notes:
+        print(f"note: {escape_controls(note)}")
 
 
 def _matrix(args) -> int:
@@ -492,14 +482,7 @@ def _matrix(args) -> int:
     except MatrixUsageError as error:
         print(f"error: {escape_controls(str(error))}", file=sys.stderr)
         return EXIT_USAGE
-    if args.csv:
-        _write_text(args.csv, matrix_csv(document))
-        if args.csv != "-":
-            print(f"wrote {len(document.cells)} cells to {args.csv}", file=sys.stderr)
-    if args.json:
-        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
-    elif not args.csv:
-        _print_matrix(document)
+    _emit(args, document, matrix_csv, f"{len(document.cells)} cells", _print_matrix)
     return EXIT_OK if document.cells else EXIT_USAGE
 
 
@@ -520,6 +503,19 @@ def _print_matrix(document) -> None:
                   f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]")
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)
+
+
+def _emit(args, document, to_csv, counted: str, to_text) -> None:
+    """A document as the options ask: ``--csv FILE`` (saying ``wrote <counted>`` on stderr
+    unless to stdout), ``--json``, and the text otherwise."""
+    if args.csv:
+        _write_text(args.csv, to_csv(document))
+        if args.csv != "-":
+            print(f"wrote {counted} to {args.csv}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+    elif not args.csv:
+        to_text(document)
 
 
 def _write_text(target: str, text: str) -> None:
@@ -574,7 +570,7 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
     if document["steps"]:
         print(f"\n{'device':<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
-            pooled = (f"  mean of {row['repeats']} runs, {format_time(row['step_low_us'])} to "
+            pooled = (f"  mean of {row['repeats']} runs, 95% interval {format_time(row['step_low_us'])} to "
                       f"{format_time(row['step_high_us'])}") if (row.get("repeats") or 1) > 1 else ""
             print(f"{row['device']:<8}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
                   f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")

@@ -204,8 +204,9 @@ class SeriesPoint(_Document):
     share: float | None
     run: _d(str, "the runs pooled, comma-separated")
     repeats: _d(int, "how many runs had the op")
-    low_us: _d(float | None, "the lowest run's mean_us")
-    high_us: _d(float | None, "the highest run's mean_us")
+    low_us: _d(float | None, "lower end of the 95% interval of mean_us over the repeats pooled here (Student's t "
+                             "on the log means; null for one run)")
+    high_us: _d(float | None, "upper end of that interval")
 
 
 class StepPoint(_Document):
@@ -218,8 +219,8 @@ class StepPoint(_Document):
     basis: _d(str, "`step markers` (wall time of a step) or `op time per step`")
     run: str
     repeats: int
-    step_low_us: float | None
-    step_high_us: float | None
+    step_low_us: _d(float | None, "lower end of the 95% interval of step_us over the repeats (null for one run)")
+    step_high_us: _d(float | None, "upper end of that interval")
 
 
 class Fit(_Document):

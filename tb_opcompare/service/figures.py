@@ -85,14 +85,14 @@ def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str) ->
     return traces
 
 
-# Where repeats were pooled, a bar spans the lowest and the highest run's value and the
-# hover says how many runs the point is the mean of.
+# Where repeats were pooled, a bar spans the 95% interval of the point's mean and the
+# hover says how many runs the point pools.
 _REPEATS_HOVER = "%{customdata}"
 
 
 def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list[float]) -> dict:
     repeats = [row.get("repeats") or 1 for row in points]
-    extra = {"customdata": [f" (mean of {n} runs)" if n > 1 else "" for n in repeats]}
+    extra = {"customdata": [f" (mean of {n} runs, bar: 95% interval)" if n > 1 else "" for n in repeats]}
     if max(repeats, default=1) > 1:
         extra["error_y"] = {
             "type": "data", "symmetric": False, "thickness": 1, "width": 3,
