@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -54,6 +55,19 @@ def expected_labels(document: dict) -> list[str]:
             for value, point in zip(values, document["points"])]
 
 
+def plotted(frame, plot: str, keys: list[str]) -> list[dict]:
+    """A plot's traces once they are `keys` (Plotly redraws a plot after the list of points
+    says the new document is in, and the whole-step plot after the ops plot), or what it
+    holds after 30 s."""
+    deadline = time.monotonic() + 30
+    while True:
+        data = frame.locator(f"#oc-trend-{plot}").evaluate(
+            "el => (el.data || []).map(t => ({meta: t.meta, x: t.x, y: t.y, error_y: t.error_y || null}))")
+        if [trace["meta"] for trace in data] == keys or time.monotonic() > deadline:
+            return data
+        time.sleep(0.1)
+
+
 def check_plots(frame, document: dict):
     """The plots hold exactly the document: one line per op over its points, in its order,
     mean per execution on y, bars from low_us to high_us; the whole step on its own plot;
@@ -61,8 +75,7 @@ def check_plots(frame, document: dict):
     rows = {(row["key"], row["point"]): row for row in document["rows"]}
     ops = [key for key in document["keys"] if key != WHOLE_STEP]
     for plot, keys in (("ops", ops), ("step", [WHOLE_STEP])):
-        data = frame.locator(f"#oc-trend-{plot}").evaluate(
-            "el => el.data.map(t => ({meta: t.meta, x: t.x, y: t.y, error_y: t.error_y || null}))")
+        data = plotted(frame, plot, keys)
         assert [trace["meta"] for trace in data] == keys
         for trace in data:
             assert trace["x"] == list(range(len(document["points"])))
