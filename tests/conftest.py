@@ -151,6 +151,14 @@ def repeats_tensorboard_url(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def modules_tensorboard_url(tmp_path_factory):
+    """TensorBoard on a copy of tests/fixtures/gpu_h100/modules: the demo's PyTorch CNN on
+    an H100 with Python stacks (nn.Module calls)."""
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h100" / "modules") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
 
@@ -200,6 +208,15 @@ def route(url: str, name: str, params=(), **named) -> tuple[int, bytes]:
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def route_json(url: str, name: str, params=(), **named):
+    """A route's JSON document, which must answer 200 (as ``route`` takes parameters)."""
+    import json
+
+    status, body = route(url, name, params, **named)
+    assert status == 200, body
+    return json.loads(body)
 
 
 def tab_state(page) -> dict[str, str]:

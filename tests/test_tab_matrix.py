@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, console_errors, open_op_compare, route, tab_state, tensorboard_on_copy
+from conftest import FIXTURES, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
 from tb_opcompare.schema.text import format_speedup, format_throughput, format_time
 
@@ -30,12 +30,6 @@ def matrix_tensorboard_url(tmp_path_factory):
     """TensorBoard on a copy of tests/fixtures/gpu_h100/matrix."""
     with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h100" / "matrix") as url:
         yield url
-
-
-def matrix(url: str, **params) -> dict:
-    status, body = route(url, "matrix", **params)
-    assert status == 200, body
-    return json.loads(body)
 
 
 def cell_locator(frame, cell: dict):
@@ -74,7 +68,7 @@ def shown_order(frame) -> list[int]:
 def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_opens(page, matrix_tensorboard_url):
     url = matrix_tensorboard_url
     errors = console_errors(page)
-    document = matrix(url)
+    document = route_json(url, "matrix")
     assert document["reference"] == CPU_FP32_EAGER and document["warmup"] is None
     assert len(document["columns"]) == 8 and len(document["rows"]) == 3 and len(document["cells"]) == 24
 
@@ -109,7 +103,7 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
 
     # another reference: the route's speedups against it, and the link says so
     frame.locator("#oc-matrix-reference").select_option(GPU_FP32_EAGER)
-    against_gpu = matrix(url, reference=GPU_FP32_EAGER)
+    against_gpu = route_json(url, "matrix", reference=GPU_FP32_EAGER)
     wait_for_reference(frame, GPU_FP32_EAGER)
     page.wait_for_function("() => location.hash.includes('matrix_reference=')")
     check_cells(frame, against_gpu)
@@ -121,7 +115,7 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     frame.locator("#oc-matrix-warmup").fill("1")
     frame.locator("#oc-matrix-warmup").press("Enter")
     params = {"reference": GPU_FP32_EAGER, "warmup": "1"}
-    warm = matrix(url, **params)
+    warm = route_json(url, "matrix", **params)
     assert warm["warmup"] == 1 and all(cell["warmup_steps"] == len(cell["runs"]) for cell in warm["cells"])
     frame.locator("#oc-matrix-caption", has_text="the first 1 step of every run").wait_for()
     check_cells(frame, warm)
@@ -163,8 +157,8 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     assert frame.locator(".oc-page-tab.oc-active").inner_text().lower() == "compare runs"
     assert frame.locator("#oc-baseline").input_value() == expected["baseline"]
     assert frame.locator("#oc-target").input_value() == expected["target"]
-    comparison = json.loads(route(url, "compare", **expected)[1])
-    assert frame.locator("#oc-count").inner_text() == f"Showing {len(comparison['rows'])} of {len(comparison['rows'])} ops"
+    rows = len(route_json(url, "compare", **expected)["rows"])
+    assert frame.locator("#oc-count").inner_text() == f"Showing {rows} of {rows} ops"
     state = tab_state(page)
     assert {key: state.get(key) for key in ("baseline", "target", "view")} == {**expected, "view": None}
     assert state["matrix_reference"] == GPU_FP32_EAGER  # the matrix keeps its settings for the way back
@@ -181,7 +175,7 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
 def test_a_reference_without_runs_is_warned_of_and_a_bad_one_explained(page, matrix_tensorboard_url):
     url = matrix_tensorboard_url
     # a column no run has: the route's warning above the table, no speedups
-    absent = matrix(url, reference="TPU/fp32/eager")
+    absent = route_json(url, "matrix", reference="TPU/fp32/eager")
     assert absent["reference"] == "TPU · fp32 · eager" and absent["warnings"]
     frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix",
                             matrix_reference="TPU/fp32/eager")
@@ -200,7 +194,7 @@ def test_a_reference_without_runs_is_warned_of_and_a_bad_one_explained(page, mat
     assert frame.locator("#oc-matrix-export").is_hidden()
     frame.locator("#oc-matrix-reference").select_option("")
     wait_for_reference(frame, CPU_FP32_EAGER)
-    check_cells(frame, matrix(url))
+    check_cells(frame, route_json(url, "matrix"))
     assert "matrix_reference" not in tab_state(page)
     assert not page.page_errors
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from conftest import FIXTURES, open_op_compare, route, tab_state, tensorboard_on_copy
+from conftest import open_op_compare, route, tab_state
 
 RUN = "mnist_cnn_torch_stack_gpu_bs16"
-
-
-@pytest.fixture(scope="module")
-def modules_tensorboard_url(tmp_path_factory):
-    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h100" / "modules") as url:
-        yield url
 
 
 def test_the_table_groups_by_module_and_the_confidence_card_says_why_it_stays_per_op(page, modules_tensorboard_url):

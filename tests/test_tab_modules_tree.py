@@ -5,12 +5,10 @@ link, read against the modules route's own document."""
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 from pathlib import Path
 
-import pytest
-from conftest import FIXTURES, console_errors, open_op_compare, route, tab_state, tensorboard_on_copy
+from conftest import console_errors, open_op_compare, route, route_json, tab_state
 
 from tb_opcompare.schema.text import format_share, format_speedup, format_time
 
@@ -18,19 +16,6 @@ RUN = "mnist_cnn_torch_stack_gpu_bs16"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 ROWS = "#oc-modules-table tbody tr.oc-tree-row"
 CONV = "Sequential_0/Conv2d_0"
-
-
-@pytest.fixture(scope="module")
-def modules_tensorboard_url(tmp_path_factory):
-    """TensorBoard on a copy of tests/fixtures/gpu_h100/modules."""
-    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h100" / "modules") as url:
-        yield url
-
-
-def modules(url: str) -> dict:
-    status, body = route(url, "modules", baseline=RUN, target=RUN)
-    assert status == 200, body
-    return json.loads(body)
 
 
 def shown_ids(frame) -> list[str]:
@@ -54,7 +39,7 @@ def check_row(frame, node: dict):
 def test_the_module_tree_expands_collapses_filters_downloads_and_survives_a_reload(page, modules_tensorboard_url):
     url = modules_tensorboard_url
     errors = console_errors(page)
-    document = modules(url)
+    document = route_json(url, "modules", baseline=RUN, target=RUN)
     nodes = document["nodes"]
     by_id = {node["id"]: node for node in nodes}
     assert document["source"] == "nn.Module calls" and document["per_step"] is True

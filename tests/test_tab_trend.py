@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, open_op_compare, route, tab_state, tensorboard_on_copy
+from conftest import FIXTURES, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
 from tb_opcompare.schema.text import format_time, shorten_names
 
@@ -28,14 +28,9 @@ LABEL_LENGTH = 26  # frontend/views/trend.js
 def versions_tensorboard_url(tmp_path_factory):
     """TensorBoard on a copy of the version matrix: one CNN recorded with torch 2.5, 2.13
     and 2.14 (and TF), one run per version and batch size."""
-    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "versions", ignore=shutil.ignore_patterns("oracles", "*.md")) as url:
+    ignore = shutil.ignore_patterns("oracles", "*.md")
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "versions", ignore=ignore) as url:
         yield url
-
-
-def trend(url: str, **params) -> dict:
-    status, body = route(url, "trend", **params)
-    assert status == 200, body
-    return json.loads(body)
 
 
 def wait_for_trend(frame, document: dict):
@@ -109,7 +104,7 @@ def test_trend_of_the_comparisons_model_then_of_two_models_by_a_sidecar_field(pa
     listing = json.loads(route(url, "runs", load="0")[1])
     model = next(run["model"] for run in listing["runs"] if run["run"] == pair["baseline"])
     runs = ",".join(run["run"] for run in listing["runs"] if run["model"] == model)
-    default = trend(url, runs=runs)
+    default = route_json(url, "trend", runs=runs)
     assert default["order_by"] == "recorded" and len(default["points"]) == 6
     wait_for_trend(frame, default)
     assert frame.locator("#oc-trend-runs").input_value() == runs
@@ -125,7 +120,7 @@ def test_trend_of_the_comparisons_model_then_of_two_models_by_a_sidecar_field(pa
     frame.locator("#oc-trend-field").fill("model")
     frame.locator("#oc-trend-field").press("Enter")
     params = {"runs": "cnn*", "order_by": "sidecar:model", "top": "10", "group_by": "name"}
-    document = trend(url, **params)
+    document = route_json(url, "trend", **params)
     assert [point["value"] for point in document["points"]] == ["cnn", "cnnslow"]
     frame.locator("#oc-trend-points", has_text="2 points, by sidecar field model").wait_for(timeout=60_000)
     wait_for_trend(frame, document)
@@ -179,7 +174,7 @@ def test_trend_of_the_comparisons_model_then_of_two_models_by_a_sidecar_field(pa
 def test_trend_across_framework_versions_ordered_by_run(page, versions_tensorboard_url):
     url = versions_tensorboard_url
     params = {"runs": "torch*/cnn_cpu_bs6", "order_by": "run", "top": "4", "group_by": "name"}
-    document = trend(url, **params)
+    document = route_json(url, "trend", **params)
     assert len(document["points"]) == 3 and all(len(point["runs"]) == 1 for point in document["points"])
     frame = open_op_compare(page, url, ready="#oc-trend-runs", view="trend", trend_runs=params["runs"],
                             trend_order="run", trend_top="4")
@@ -194,7 +189,7 @@ def test_trend_across_framework_versions_ordered_by_run(page, versions_tensorboa
 
     # grouping by op type asks for the trend of the types
     frame.locator("#oc-trend-group").select_option("type")
-    by_type = trend(url, **{**params, "group_by": "type"})
+    by_type = route_json(url, "trend", **{**params, "group_by": "type"})
     page.wait_for_function("() => location.hash.includes('trend_group_by=type')")
     frame.locator("#oc-trend-ops").evaluate("""(el, keys) => new Promise((resolve) => {
         const done = () => JSON.stringify(el.data.map(t => t.meta)) === JSON.stringify(keys);

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO, console_errors, open_op_compare, route, tab_state, tensorboard_on_copy
+from conftest import REPO, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
 SCREENSHOT = "/tmp/opcompare-variant-pairs.png"
 PAIR_SELECT = "select[aria-label='suggested pair']"
@@ -26,12 +26,6 @@ def demo_url(tmp_path_factory):
     of a PyTorch CNN on CPU and H100, and of a Keras CNN on CPU (eager and XLA)."""
     with tensorboard_on_copy(tmp_path_factory, REPO / "demo_logs") as url:
         yield url
-
-
-def runs_document(url: str) -> dict:
-    status, body = route(url, "runs")
-    assert status == 200, body
-    return json.loads(body)
 
 
 def pair_groups(frame) -> list[dict]:
@@ -56,7 +50,7 @@ def wait_for_compare(frame, baseline: str, target: str):
 
 def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url):
     errors = console_errors(page)
-    document = runs_document(demo_url)
+    document = route_json(demo_url, "runs")
     expected = {"device": document["pairs"],
                 **{varies: [pair for pair in document["variant_pairs"] if pair["varies"] == varies]
                    for varies in ("precision", "compiler")}}
@@ -147,7 +141,7 @@ def test_the_no_pairs_text_shows_only_without_pairs_of_any_kind(page, demo_url, 
     """The runs document as a logdir without CPU -> accelerator pairs would give (and
     without variant pairs either): the select says so only when it has no pair at all."""
     errors = console_errors(page)
-    document = runs_document(demo_url)
+    document = route_json(demo_url, "runs")
 
     def without_pairs(handled):
         answer = handled.fetch()
