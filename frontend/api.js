@@ -11,6 +11,8 @@ import {h} from './dom.js';
 /** @typedef {import('./contract.js').TrendDocument} TrendDocument */
 /** @typedef {import('./contract.js').MatrixDocument} MatrixDocument */
 /** @typedef {import('./contract.js').ModulesDocument} ModulesDocument */
+/** @typedef {import('./contract.js').MemoryDocument} MemoryDocument */
+/** @typedef {import('./contract.js').LayersDocument} LayersDocument */
 
 /**
  * A query string; an array value becomes the parameter repeated, once per item (the
@@ -145,6 +147,37 @@ export function fetchModules(params) {
 /** @param {Object<string, string>} params as for fetchModules */
 export function modulesCsvUrl(params) {
   return `modules.csv?${queryString(params)}`;
+}
+
+/**
+ * Two runs' application, framework, runtime and device time, and the application's and
+ * runtime's rows; rejects with the server's 404 (an unknown run or session) or 422 (an
+ * unreadable profile).
+ * @param {Object<string, string>} params baseline, target and their sessions (state.js layersParams)
+ * @returns {Promise<LayersDocument>}
+ */
+export function fetchLayers(params) {
+  return fetchJson(`layers?${queryString(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchLayers */
+export function layersCsvUrl(params) {
+  return `layers.csv?${queryString(params)}`;
+}
+
+/**
+ * Two runs' memory: peaks per device, memory over time, each op's allocations; rejects
+ * with the server's 404 (an unknown run or session) or 422 (an unreadable profile).
+ * @param {Object<string, string>} params baseline, target and their sessions (state.js memoryParams)
+ * @returns {Promise<MemoryDocument>}
+ */
+export function fetchMemory(params) {
+  return fetchJson(`memory?${queryString(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchMemory */
+export function memoryCsvUrl(params) {
+  return `memory.csv?${queryString(params)}`;
 }
 
 let plotlyPromise = null;

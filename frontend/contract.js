@@ -103,8 +103,10 @@
  * @property {number|null} per_sample_speedup - whole_step_speedup per sample, where the batch sizes differ
  * @property {'module'|'name'|'type'} group_by
  * @property {boolean} normalized_types
- * @property {RunRecord} baseline
- * @property {RunRecord} target
+ * @property {RunRecord} baseline - the baseline run; for a run group, its first run's record with the group's steps
+ * @property {RunRecord} target - as baseline, for the target
+ * @property {Array<string>} baseline_runs - the runs pooled on the baseline side (one, unless a run group was asked for: their executions together)
+ * @property {Array<string>} target_runs - as baseline_runs, on the target side
  * @property {Array<string>} notes - how to read the headline figures (batch sizes differ, no op in common, ...)
  */
 
@@ -376,6 +378,100 @@
  */
 
 /**
+ * Two runs' layers side by side: how much of a step is application, framework, runtime and device, and the application's and runtime's rows.
+ * @typedef {Object} LayersDocument
+ * @property {string} baseline
+ * @property {string} target
+ * @property {boolean} per_step - whether times are per profiled step (both runs know their step count)
+ * @property {Array<LayerTotal>} layers - application, framework, runtime, device: those either run records
+ * @property {Array<LayerRow>} rows - application rows, then runtime rows, the larger first
+ * @property {Array<string>} notes
+ */
+
+/**
+ * One layer's time in both runs.
+ * @typedef {Object} LayerTotal
+ * @property {'application'|'device'|'framework'|'runtime'} layer - application: user ranges (record_function, app_stats); framework: ops; runtime: CUDA/HIP runtime and driver calls; device: kernels, memcpys, memsets
+ * @property {string} basis - how the time is measured: `self` (host time in the layer's own work, nested work of other layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` (summed device time)
+ * @property {number|null} baseline_us - per profiled step where both runs know their steps, else in all; null where the baseline records nothing of the layer
+ * @property {number|null} target_us - as baseline_us, on the target
+ * @property {number|null} baseline_share - of the baseline's step wall time (several host threads can pass 100%); null where the step time is unknown
+ * @property {number|null} target_share - as baseline_share, on the target
+ * @property {number|null} speedup - baseline_us / target_us
+ */
+
+/**
+ * An application range or runtime call, compared like an op: wall time, not mixed into op self time.
+ * @typedef {Object} LayerRow
+ * @property {'application'|'runtime'} layer - the layer the row belongs to
+ * @property {string} name - the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)
+ * @property {string} kind - what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`) or `app_stats`
+ * @property {number|null} baseline_calls - times it ran in the baseline (all profiled steps); null where only the target has it
+ * @property {number|null} baseline_wall_us - its summed wall time, per step or in all as the layers
+ * @property {number|null} baseline_self_us - its wall time less the ops and calls inside it; null where not known
+ * @property {number|null} baseline_mean_us - wall time per call
+ * @property {number|null} target_calls - as baseline_calls, on the target
+ * @property {number|null} target_wall_us - as baseline_wall_us, on the target
+ * @property {number|null} target_self_us - as baseline_self_us, on the target
+ * @property {number|null} target_mean_us - as baseline_mean_us, on the target
+ * @property {number|null} speedup - baseline_mean_us / target_mean_us
+ * @property {'baseline_only'|'matched'|'target_only'} status
+ */
+
+/**
+ * Two runs' memory side by side: peaks per device, memory over time, and what each op allocated.
+ * @typedef {Object} MemoryDocument
+ * @property {MemoryRun} baseline
+ * @property {MemoryRun} target
+ * @property {Array<MemorySeries>} series - memory over time: the baseline's devices, then the target's, each by name
+ * @property {Array<string>} columns - the fields of a row, in order
+ * @property {Array<MemoryRow>} rows - the ops that allocated or freed memory, the largest allocation (either run's) first
+ * @property {Array<string>} notes - what the user should know: a run that records no memory and how to record it, what TensorFlow leaves out
+ */
+
+/**
+ * What one run records of memory, over its whole profile.
+ * @typedef {Object} MemoryRun
+ * @property {string} run
+ * @property {string|null} framework - TensorFlow or PyTorch, where the data says
+ * @property {string} format - the profile's format (as RunRecord's)
+ * @property {boolean} recorded - whether the profile records memory at all: allocations per op, memory in use, or both
+ * @property {Object<string, number>} peak_memory_bytes - memory in use at its highest per device (PyTorch: `CPU`, `GPU:0`; TensorFlow: its allocators, `mklcpu`, `GPU_0_bfc`); empty where not recorded
+ * @property {number|null} steps - profiled steps, where known
+ * @property {number|null} memory_events - allocations and frees recorded (PyTorch `[memory]` events; TensorFlow MemoryAllocation and MemoryDeallocation events); null where none
+ * @property {number|null} memory_events_per_step - memory_events per profiled step
+ * @property {number|null} allocated_bytes - bytes the ops allocated over the profile, each op's own allocations summed; null where the profile records no allocation per op
+ * @property {number|null} allocated_bytes_per_step - allocated_bytes per profiled step
+ */
+
+/**
+ * One run's memory in use over time on one device, as plotted (at most 2,000 points, each the highest of the stretch of time it stands for, so its highest point is the peak).
+ * @typedef {Object} MemorySeries
+ * @property {'baseline'|'target'} side - the run it is of
+ * @property {string} device - a key of that run's peak_memory_bytes
+ * @property {number} peak_bytes - the highest bytes_in_use: that run's peak_memory_bytes on the device
+ * @property {Array<number>} time_us - since the run's first memory sample (any device), µs
+ * @property {Array<number>} bytes_in_use - bytes the allocator held then
+ */
+
+/**
+ * One op that allocated or freed memory in either run: the memory columns of the comparison by op name.
+ * @typedef {Object} MemoryRow
+ * @property {string} key - op name
+ * @property {string|null} op_type - normalised op type
+ * @property {'baseline_only'|'matched'|'target_only'} status - whether the op is in both runs or in one only
+ * @property {number|null} baseline_occurrences - times the op ran in that run
+ * @property {number|null} baseline_alloc_bytes - bytes the op itself allocated over the run (not the ops it called), host and device memory together; null where the profile records no memory
+ * @property {number|null} baseline_alloc_bytes_per_execution - alloc_bytes per call of the op on the host
+ * @property {number|null} baseline_net_bytes - allocated minus freed by the op itself (PyTorch's self memory usage); null where frees are not attributed to ops (TensorFlow) or memory is not recorded
+ * @property {number|null} target_occurrences - times the op ran in that run
+ * @property {number|null} target_alloc_bytes - bytes the op itself allocated over the run (not the ops it called), host and device memory together; null where the profile records no memory
+ * @property {number|null} target_alloc_bytes_per_execution - alloc_bytes per call of the op on the host
+ * @property {number|null} target_net_bytes - allocated minus freed by the op itself (PyTorch's self memory usage); null where frees are not attributed to ops (TensorFlow) or memory is not recorded
+ * @property {number|null} ratio - target_alloc_bytes_per_execution / baseline_alloc_bytes_per_execution (> 1: the target allocates more per call); null where the baseline allocates nothing
+ */
+
+/**
  * The body of every error answer.
  * @typedef {Object} ErrorDocument
  * @property {Error} error
@@ -391,4 +487,6 @@
  * @property {string} [reason] - 422: what is wrong with it
  */
 
-export {};
+// Words the server spells, for the tab to use as they are.
+export const LAYERS = Object.freeze(["application", "framework", "runtime", "device"]);
+export const TREND_ORDERS = Object.freeze(["recorded", "label", "run", "repeat", "device", "batch_size", "precision", "compiler"]);

@@ -25,6 +25,20 @@ export function formatTime(us) {
   return `${fixed(us, 2)} µs`;
 }
 
+/** `1536` -> `1.50 KiB`: three significant digits, binary units as memory tools use; mirrors format_bytes in schema/text.py. */
+export function formatBytes(size) {
+  if (size === null || size === undefined) return '–';
+  const magnitude = Math.abs(size);
+  for (const [unit, scale] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]]) {
+    if (magnitude >= scale) {
+      const value = size / scale;
+      const digits = Math.abs(value) < 10 ? 2 : Math.abs(value) < 100 ? 1 : 0;
+      return `${fixed(value, digits)} ${unit}`;
+    }
+  }
+  return `${fixed(size, 0)} B`;
+}
+
 export function formatSignedTime(us) {
   if (us === null || us === undefined) return '–';
   return (us > 0 ? '+' : us < 0 ? '−' : '') + formatTime(Math.abs(us));

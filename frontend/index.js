@@ -3,7 +3,7 @@
 //
 // The layers: state.js holds the tab's state and its URL hash, api.js the plugin's
 // routes, view.js the row rule the server shares; views/ draws them. This entry puts the
-// views, "Compare runs", "Batch sweep", "Trend", "Matrix" and "Modules", under one tab and
+// views, "Compare runs", "Batch sweep", "Trend", "Matrix", "Modules", "Memory" and "Layers", under one tab and
 // keeps the hash in step.
 
 import {addStylesheet, h} from './dom.js';
@@ -11,12 +11,14 @@ import {keepStateInHash, readHash, writeHash} from './state.js';
 import {followTheme} from './theme.js';
 import {CompareView} from './views/compare.js';
 import {MatrixView} from './views/matrix.js';
+import {MemoryView} from './views/memory.js';
+import {LayersView} from './views/layers.js';
 import {ModulesView} from './views/modules.js';
 import {SweepView} from './views/sweep.js';
 import {TrendView, modelRuns} from './views/trend.js';
 
 const PAGES = [['compare', 'Compare runs'], ['sweep', 'Batch sweep'], ['trend', 'Trend'], ['matrix', 'Matrix'],
-               ['modules', 'Modules']];
+               ['modules', 'Modules'], ['memory', 'Memory'], ['layers', 'Layers']];
 
 /** TensorBoard calls this once the plugin's frame has loaded the module. */
 export async function render() {
@@ -42,11 +44,18 @@ export async function render() {
   // The module trees of the runs the Compare page compares, once it knows the runs.
   const modules = new ModulesView({selection: state.selection, ready: () => started,
                                    onOpenCompare: () => showPage('compare')});
+  // The layers of the same runs (and sessions), with its rows table's sort and filter in the link.
+  const layers = new LayersView({selection: state.selection, state: state.layers, onStateChange: syncHash,
+                                 ready: () => started, onOpenCompare: () => showPage('compare')});
+  // The memory of the same runs (and sessions): peaks, memory over time, each op's allocations.
+  const memory = new MemoryView({selection: state.selection, state: state.memory, onStateChange: syncHash,
+                                 ready: () => started, onOpenCompare: () => showPage('compare')});
   // Before the page is built, so it never shows in the wrong theme.
   followTheme(() => {
     compare.redrawCharts();
     sweep.redraw();
     trend.redraw();
+    memory.redraw();
   });
 
   const pageButtons = PAGES.map(([page, label]) =>
@@ -63,20 +72,27 @@ export async function render() {
     trend.element.hidden = page !== 'trend';
     matrix.element.hidden = page !== 'matrix';
     modules.element.hidden = page !== 'modules';
+    layers.element.hidden = page !== 'layers';
+    memory.element.hidden = page !== 'memory';
     syncHash();
     if (page === 'sweep') sweep.show();
     if (page === 'trend') trend.show();
     if (page === 'matrix') matrix.show();
     if (page === 'modules') modules.show();
+    if (page === 'layers') layers.show();
+    if (page === 'memory') memory.show();
   }
 
   sweep.element.hidden = true;
   trend.element.hidden = true;
   matrix.element.hidden = true;
   modules.element.hidden = true;
+  layers.element.hidden = true;
+  memory.element.hidden = true;
   document.body.replaceChildren(h('div', {id: 'op-compare'},
     h('div', {class: 'oc-page'}, h('nav', {class: 'oc-page-tabs', role: 'tablist'}, pageButtons), compare.element,
-      sweep.element, trend.element, matrix.element, modules.element)));
+      sweep.element, trend.element, matrix.element, modules.element, layers.element,
+      memory.element)));
   started = compare.start();
   if (state.page !== 'compare') showPage(state.page);
   if (!await started) return;

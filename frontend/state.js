@@ -9,6 +9,7 @@
 // of its tabs and comes back, so the last state is also kept in the browser tab's
 // sessionStorage, and put back into the hash from there.
 
+import {TREND_ORDERS} from './contract.js';
 import {STATUSES} from './view.js';
 
 /** @typedef {import('./view.js').RowView} RowView */
@@ -21,6 +22,9 @@ import {STATUSES} from './view.js';
  * @property {string|null} baseline_session
  * @property {string|null} target_session
  * @property {'name'|'type'|'module'} group_by
+ * @property {boolean} repeats the Compare page pools each run with its repeats (the compare
+ *   route's `repeats=1`: the server decides which runs pool, and its summary names them);
+ *   kept while the runs chosen have no repeats, for the next pair that has
  */
 
 /**
@@ -58,9 +62,26 @@ import {STATUSES} from './view.js';
  */
 
 /**
+ * The Layers page's rows table: its order and filter (the runs are the selection's).
+ * @typedef {Object} LayersState
+ * @property {string|null} sort a rows column; null: the route's order (the larger first)
+ * @property {'asc'|'desc'} order
+ * @property {string} q the rows whose name or kind holds this (any case)
+ */
+
+/**
+ * The Memory page's op table: its order and filter (the runs are the selection's).
+ * @typedef {Object} MemoryState
+ * @property {string|null} sort a column of the table; null: the route's order (the largest allocation first)
+ * @property {'asc'|'desc'} order
+ * @property {string} q the ops whose name holds this (any case)
+ */
+
+/**
  * @typedef {Object} TabState
- * @property {'compare'|'sweep'|'trend'|'matrix'|'modules'} page the page shown; `modules`
- *   compares the module trees of the selection's runs
+ * @property {'compare'|'sweep'|'trend'|'matrix'|'modules'|'layers'|'memory'} page the page shown; `modules`
+ *   compares the module trees of the selection's runs, `layers` their application,
+ *   framework, runtime and device time
  * @property {Selection} selection
  * @property {RowView} view
  * @property {boolean} significant the op table shows only the ops the Confidence check
@@ -68,18 +89,20 @@ import {STATUSES} from './view.js';
  * @property {SweepState} sweep
  * @property {TrendState} trend
  * @property {MatrixState} matrix
+ * @property {MemoryState} memory
+ * @property {LayersState} layers
  */
 
 /** @typedef {Object<string, string|undefined>} Params parameters by name, as text */
 
 const HASH_PREFIX = 'p.op_compare.';
-const PAGES = ['compare', 'sweep', 'trend', 'matrix', 'modules'];
+const PAGES = ['compare', 'sweep', 'trend', 'matrix', 'modules', 'layers', 'memory'];
 export const DEFAULT_SWEEP_TOP = 10;
 export const MAX_SWEEP_TOP = 50; // the sweep route's limit
 export const DEFAULT_TREND_TOP = 10; // as the trend route's
 export const DEFAULT_TREND_ORDER = 'recorded';
 /** The trend route's orders, but for `sidecar:FIELD`. */
-export const TREND_ORDERS = ['recorded', 'label', 'run', 'repeat'];
+export {TREND_ORDERS};
 export const SIDECAR_ORDER = 'sidecar:';
 
 /** How many ops to plot, within what the sweep route takes; null for text that is no number. */
@@ -167,15 +190,31 @@ export function viewParams(view) {
 }
 
 /**
- * The compare route's run parameters.
+ * The compare route's run parameters (and its CSV's).
  * @param {Selection} selection
+ * @param {boolean} [pool] whether to ask for each run pooled with its repeats: the
+ *   selection's choice unless told (the Compare page asks only where the runs have repeats,
+ *   `hasRepeats`)
  * @returns {Object<string, string>}
  */
-export function selectionParams(selection) {
+export function selectionParams(selection, pool = selection.repeats) {
   const params = {baseline: selection.baseline, target: selection.target, group_by: selection.group_by};
   if (selection.baseline_session) params.baseline_session = selection.baseline_session;
   if (selection.target_session) params.target_session = selection.target_session;
+  if (pool) params.repeats = '1';
   return params;
+}
+
+/**
+ * Whether "Pool repeats" applies to the selection: either run is one recording of several
+ * (its record has a `repeat`, `tb-opcompare record --repeats N`). Which runs pool with it
+ * is the server's rule; the compare summary's `baseline_runs` and `target_runs` say.
+ * @param {Selection} selection
+ * @param {import('./contract.js').RunRecord[]} runs the runs document's
+ */
+export function hasRepeats(selection, runs) {
+  return runs.some((run) => (run.run === selection.baseline || run.run === selection.target) &&
+    run.repeat !== null && run.repeat !== undefined);
 }
 
 /**
@@ -254,6 +293,34 @@ export function modulesParams(selection) {
 }
 
 /**
+ * The layers route's parameters (and its CSV's): the selection's runs and sessions (none:
+ * each run's newest capture); null until both runs are chosen.
+ * @param {Selection} selection
+ * @returns {Object<string, string>|null}
+ */
+export function layersParams(selection) {
+  if (!selection.baseline || !selection.target) return null;
+  const params = {baseline: selection.baseline, target: selection.target};
+  if (selection.baseline_session) params.baseline_session = selection.baseline_session;
+  if (selection.target_session) params.target_session = selection.target_session;
+  return params;
+}
+
+/**
+ * The memory route's parameters (and its CSV's): the selection's runs and sessions (none:
+ * each run's newest capture); null until both runs are chosen.
+ * @param {Selection} selection
+ * @returns {Object<string, string>|null}
+ */
+export function memoryParams(selection) {
+  if (!selection.baseline || !selection.target) return null;
+  const params = {baseline: selection.baseline, target: selection.target};
+  if (selection.baseline_session) params.baseline_session = selection.baseline_session;
+  if (selection.target_session) params.target_session = selection.target_session;
+  return params;
+}
+
+/**
  * @param {Params} params the hash's parameters, unprefixed
  * @returns {TabState}
  */
@@ -262,7 +329,7 @@ export function stateFromParams(params) {
     page: PAGES.includes(params.view) ? params.view : 'compare',
     selection: {baseline: params.baseline || null, target: params.target || null,
                 baseline_session: params.baseline_session || null, target_session: params.target_session || null,
-                group_by: groupBy(params.group_by, ['name', 'type', 'module'])},
+                group_by: groupBy(params.group_by, ['name', 'type', 'module']), repeats: params.repeats === '1'},
     // Op keys come from the check at run time, never from a link.
     view: {...viewFromParams(params), keys: null},
     significant: params.significant === '1',
@@ -271,6 +338,10 @@ export function stateFromParams(params) {
     trend: {runs: (params.trend_runs || '').trim() || null, order_by: trendOrder(params.trend_order),
             top: sweepTop(params.trend_top) || DEFAULT_TREND_TOP, group_by: groupBy(params.trend_group_by)},
     matrix: {reference: (params.matrix_reference || '').trim() || null, warmup: warmupSteps(params.matrix_warmup)},
+    memory: {sort: (params.memory_sort || '').trim() || null, order: params.memory_order === 'asc' ? 'asc' : 'desc',
+             q: params.memory_q || ''},
+    layers: {sort: (params.layers_sort || '').trim() || null, order: params.layers_order === 'asc' ? 'asc' : 'desc',
+             q: params.layers_q || ''},
   };
 }
 
@@ -295,6 +366,16 @@ export function stateParams(state) {
   if (state.trend.group_by !== 'name') params.trend_group_by = state.trend.group_by;
   if (state.matrix.reference) params.matrix_reference = state.matrix.reference;
   if (state.matrix.warmup !== null) params.matrix_warmup = String(state.matrix.warmup);
+  if (state.memory.sort) {
+    params.memory_sort = state.memory.sort;
+    params.memory_order = state.memory.order;
+  }
+  if (state.memory.q) params.memory_q = state.memory.q;
+  if (state.layers.sort) {
+    params.layers_sort = state.layers.sort;
+    params.layers_order = state.layers.order;
+  }
+  if (state.layers.q) params.layers_q = state.layers.q;
   return params;
 }
 

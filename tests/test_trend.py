@@ -74,7 +74,8 @@ def test_trend_csv_from_the_route_and_the_cli_are_the_same_rows():
 
 @pytest.mark.parametrize("query, status, message", [
     ("order_by=recorded", 400, "missing parameter: runs"),
-    ("runs=*&order_by=height", 400, "order_by: expected one of recorded, label, run, repeat or sidecar:<field>"),
+    ("runs=*&order_by=height", 400, "order_by: expected one of recorded, label, run, repeat, device, batch_size, precision, compiler or "
+                                         "sidecar:<field>"),
     ("runs=*&top=0", 400, "top: expected an integer from 1 to 50"),
     ("runs=gpu_*", 404, "no run matches 'gpu_*'"),
 ])
@@ -82,3 +83,34 @@ def test_trend_route_says_what_is_wrong(query, status, message):
     answer = plugin_client(REPEATS).get(f"{PREFIX}/trend?{query}")
     assert answer.status_code == status
     assert message in answer.get_json()["error"]["message"]
+
+
+MATRIX = FIXTURES / "gpu_h100" / "matrix"
+
+
+def test_ordered_by_a_dimension_the_trend_is_a_sweep_over_it():
+    """The H100 matrix's GPU batch-64 eager runs, ordered by the precision their data
+    shows: one point per precision, each pooling its two repeats, and nothing mixed."""
+    document = _trend(MATRIX, "--runs", "mnist_cnn_torch_gpu_bs64_*_eager_rep*", "--order-by", "precision")
+    assert [(point.value, sorted(point.runs)) for point in document.points] == [
+        ("bf16", ["mnist_cnn_torch_gpu_bs64_bf16_eager_rep1", "mnist_cnn_torch_gpu_bs64_bf16_eager_rep2"]),
+        ("fp32", ["mnist_cnn_torch_gpu_bs64_fp32_eager_rep1", "mnist_cnn_torch_gpu_bs64_fp32_eager_rep2"])]
+    assert not document.warnings
+    sizes = _trend(MATRIX, "--runs", "mnist_cnn_torch_cpu_bs*_fp32_eager", "--order-by", "batch_size")
+    assert [point.value for point in sizes.points] == ["1", "16", "64"]  # as numbers, not as text
+    catalog = Catalog(str(MATRIX), cache_dir=None)
+    step = {row.point: row.mean_us for row in sizes.rows if row.key == "(whole step)"}
+    for position, point in enumerate(sizes.points):
+        profile = catalog.load(point.runs[0]).profile
+        assert step[position] == pytest.approx(profile.step_ops["self_us"].sum() / profile.step_count, rel=1e-6)
+
+
+def test_a_point_that_pools_another_dimension_names_it():
+    document = _trend(MATRIX, "--runs", "mnist_cnn_torch_gpu_bs64_*_rep1", "--order-by", "precision")
+    assert [len(point.runs) for point in document.points] == [2, 2]
+    assert len(document.warnings) == 2
+    assert all("compiler: eager, torch.compile" in warning and "batch" not in warning for warning in document.warnings)
+    client = plugin_client(MATRIX)
+    answer = client.get(f"{PREFIX}/trend", query_string={"runs": "mnist_cnn_torch_gpu_bs64_*_rep1",
+                                                         "order_by": "precision"})
+    assert msgspec.json.decode(answer.data, type=TrendDocument) == document

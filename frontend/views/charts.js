@@ -71,8 +71,10 @@ export class TopOpsCharts {
   async show(comparison) {
     this.comparison = comparison;
     for (const side of SIDES) {
+      const pooled = comparison.summary[`${side}_runs`]?.length || 1; // a run group: its first run named
       this.titles[side].replaceChildren(sideSwatch(side), `Top ${TOP} ops by time share — ${side}: `,
-        h('span', {class: 'oc-chart-run'}, comparison.summary[side].run));
+        h('span', {class: 'oc-chart-run'}, comparison.summary[side].run),
+        pooled > 1 ? ` and its repeats (${pooled} runs pooled)` : '');
     }
     let Plotly;
     try {

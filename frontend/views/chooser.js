@@ -1,11 +1,18 @@
 // Which runs to compare: a suggested pair, or a baseline and a target (and, for a run
-// profiled more than once, which capture), and whether ops are grouped by name or type.
+// profiled more than once, which capture), whether each run is pooled with its repeats,
+// and whether ops are grouped by name or type.
 // Suggested pairs come in groups: CPU -> accelerator, and the pairs that differ in
 // precision or in compiler only.
 
 import {h} from '../dom.js';
 import {COMPARE_GROUP_BY_LABELS, capitalise} from '../format.js';
+import {hasRepeats} from '../state.js';
 import {SIDES} from './sides.js';
+
+const POOL_TITLE = 'Compare each run pooled with its repeats (the runs of the same model, device, batch size and ' +
+  'label): every execution of every repeat counts; p10–p90 spreads are not pooled';
+const NO_REPEATS_TITLE = 'Neither run has repeats to pool: record several runs of one configuration with ' +
+  '`tb-opcompare record --repeats N`';
 
 /** @typedef {import('../contract.js').RunsDocument} RunsDocument */
 /** @typedef {import('../contract.js').RunRecord} RunRecord */
@@ -72,6 +79,11 @@ export class RunChooser {
     this.groupButtons = Object.entries(COMPARE_GROUP_BY_LABELS).map(([groupBy, label]) =>
       h('button', {class: 'oc-segment', 'data-group-by': groupBy, type: 'button',
                    onclick: () => this.onChange({group_by: groupBy})}, label));
+    // Enabled where either run has repeats (showSelection); the choice is kept while not.
+    this.poolBox = h('input', {type: 'checkbox', id: 'oc-pool', disabled: true,
+                               onchange: () => this.onChange({repeats: this.poolBox.checked})});
+    this.poolLabel = h('label', {class: 'oc-check oc-pool oc-disabled', title: NO_REPEATS_TITLE},
+                       this.poolBox, 'Pool repeats');
     const sideField = (side, label) =>
       field(label, h('div', {class: 'oc-inline'}, this.runSelects[side], this.sessionSelects[side]));
     this.element = h('section', {class: 'oc-chooser', 'aria-label': 'runs to compare'},
@@ -80,6 +92,7 @@ export class RunChooser {
       h('button', {class: 'oc-icon-button', id: 'oc-swap', type: 'button', title: 'Swap baseline and target',
                    'aria-label': 'swap baseline and target', onclick: () => this.swap()}, '⇄'),
       sideField('target', 'Target'),
+      field('Repeats', h('div', {class: 'oc-inline oc-pool-field'}, this.poolLabel)),
       field('Group', h('div', {class: 'oc-segments'}, this.groupButtons)));
   }
 
@@ -131,6 +144,11 @@ export class RunChooser {
       select.value = selection[`${side}_session`] || sessions[0] || '';
       select.hidden = sessions.length < 2;
     }
+    const poolable = hasRepeats(selection, runs);
+    this.poolBox.disabled = !poolable;
+    this.poolBox.checked = poolable && Boolean(selection.repeats);
+    this.poolLabel.classList.toggle('oc-disabled', !poolable);
+    this.poolLabel.title = poolable ? POOL_TITLE : NO_REPEATS_TITLE;
     for (const button of this.groupButtons) {
       button.classList.toggle('oc-active', button.dataset.groupBy === selection.group_by);
       button.setAttribute('aria-pressed', String(button.dataset.groupBy === selection.group_by));

@@ -6,7 +6,7 @@
 
 import {compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
 import {h} from '../dom.js';
-import {checkParams, selectionParams, viewParams} from '../state.js';
+import {checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
 import {TopOpsCharts} from './charts.js';
 import {RunChooser} from './chooser.js';
@@ -193,6 +193,19 @@ export class CompareView {
     return keys ? {...this.view, keys} : this.view;
   }
 
+  /**
+   * Whether the comparison pools each run with its repeats: asked for ("Pool repeats"),
+   * and either run has some (the checkbox is disabled otherwise).
+   */
+  pooled() {
+    return Boolean(this.selection.repeats) && hasRepeats(this.selection, this.listing?.runs || []);
+  }
+
+  /** The compare route's run parameters for the comparison shown (and its CSV's). */
+  runParams() {
+    return selectionParams(this.selection, this.pooled());
+  }
+
   sortBy(column) {
     const {order} = nextSort({column: this.view.sort, order: this.view.order}, column, isTextColumn(column));
     this.setView({sort: column, order});
@@ -206,7 +219,7 @@ export class CompareView {
    */
   async regexMatch(query) {
     if (!isRegexQuery(query) || !this.comparison) return null;
-    const runs = selectionParams(this.selection);
+    const runs = this.runParams();
     const key = `${query}\n${JSON.stringify(runs)}`;
     if (this.regexMatchCache?.key !== key) {
       try {
@@ -222,12 +235,23 @@ export class CompareView {
   async loadComparison() {
     const id = ++this.requestId;
     const {baseline, target} = this.selection;
-    this.overlay.querySelector('.oc-loading-text').textContent = `Reading ${baseline} and ${target}…`;
+    if (!baseline || !target) { // no pair suggested (one device, one batch size): the user picks
+      this.overlay.hidden = true;
+      this.comparison = null;
+      this.content.hidden = true;
+      this.messageSlot.replaceChildren(messageBox({
+        kind: 'note', title: 'Choose two runs to compare', id: 'oc-message',
+        text: 'No pair of runs suggests itself in this logdir: pick a baseline and a target above.'}));
+      this.onStateChange();
+      return;
+    }
+    this.overlay.querySelector('.oc-loading-text').textContent =
+      `Reading ${baseline} and ${target}${this.pooled() ? ', each with its repeats' : ''}…`;
     this.overlay.hidden = false;
     this.messageSlot.replaceChildren();
     let comparison;
     try {
-      comparison = await fetchComparison(selectionParams(this.selection));
+      comparison = await fetchComparison(this.runParams());
     } catch (error) {
       if (id !== this.requestId) return; // a newer choice is loading
       this.overlay.hidden = true;
@@ -261,7 +285,7 @@ export class CompareView {
     const rows = applyView(comparison.rows, view, match?.keys);
     this.table.setRows(rows, view, comparison.rows);
     this.filters.showRows(rows.length, comparison.rows.length,
-                          compareCsvUrl({...selectionParams(this.selection), ...viewParams(view)}));
+                          compareCsvUrl({...this.runParams(), ...viewParams(view)}));
   }
 
   redrawCharts() {

@@ -235,7 +235,7 @@ export class ConfidencePanel {
         `${check.not_tested} not tested (on one side only, or too small a share of op time)`) : null,
       wholeStep(check.whole_step),
       h('div', {class: 'oc-small-print', id: 'oc-confidence-noise'}, check.noise),
-      check.warnings.map((warning) => h('div', {class: 'oc-small-print oc-confidence-warning'}, warning)));
+      ...check.warnings.map((warning) => h('div', {class: 'oc-small-print oc-confidence-warning'}, warning)));
   }
 
   /** Draw the forest plot of the check shown; again after a theme switch. */

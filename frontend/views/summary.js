@@ -50,17 +50,32 @@ function deviceText(run) {
 }
 
 /**
+ * "6 runs pooled" where the side is a run group (the compare route's `repeats=1`), the
+ * runs in its tooltip; nothing for one run.
  * @param {Side} side
- * @param {RunRecord} run
- * @param {RunRecord} other the other side's run
+ * @param {string[]|undefined} runs the summary's `baseline_runs` or `target_runs`
  */
-function runCard(side, run, other) {
+function pooledLine(side, runs) {
+  if (!runs || runs.length < 2) return '';
+  return h('div', {class: 'oc-card-detail oc-pooled', id: `oc-${side}-pooled`,
+                   title: `The runs pooled, each its newest capture:\n${runs.join('\n')}`},
+           `${runs.length} runs pooled`);
+}
+
+/**
+ * @param {Side} side
+ * @param {RunRecord} run for a run group, its first run's record with the group's steps
+ * @param {RunRecord} other the other side's run
+ * @param {string[]} [pooled] the runs pooled on this side
+ */
+function runCard(side, run, other, pooled) {
   // Too long for the card, the start the two names share gives way first: their ends differ.
   const [shared, own] = splitFromOther(run.run, other.run);
   return h('div', {class: 'oc-card oc-run-card'},
     h('div', {class: 'oc-card-title'}, sideSwatch(side), SIDE_LABELS[side]),
     h('div', {class: 'oc-run-name', title: run.run},
       shared && h('span', {class: 'oc-run-shared'}, shared), h('span', {class: 'oc-run-own'}, own)),
+    pooledLine(side, pooled),
     h('div', {class: 'oc-card-detail'}, deviceText(run)),
     h('div', {class: 'oc-card-detail'},
       run.batch_size ? `batch ${run.batch_size} (from ${run.batch_size_source})` : 'batch size unknown',
@@ -79,7 +94,7 @@ export function summaryCards(summary) {
     speedupCard('Geomean speedup', summary.geomean_speedup, `over ${summary.matched_ops} matched ops`, 'oc-geomean'),
     opsCard(summary),
     timeCard(summary),
-    runCard('baseline', summary.baseline, summary.target),
-    runCard('target', summary.target, summary.baseline),
+    runCard('baseline', summary.baseline, summary.target, summary.baseline_runs),
+    runCard('target', summary.target, summary.baseline, summary.target_runs),
   ];
 }

@@ -1,7 +1,8 @@
 // The "Trend" view: a model's top ops and its whole step across many runs, in a chosen
-// order (recording time, label, run name, repeat, or a sidecar field such as a framework
-// version). The trend route pools the runs that share a value of the order into one
-// point (geometric mean with a 95% interval); this draws its document as it is.
+// order (recording time, label, run name, repeat, a sidecar field such as a framework
+// version, or a run dimension such as the precision: a sweep over it). The trend route
+// pools the runs that share a value of the order into one point (geometric mean with a
+// 95% interval); this draws its document as it is.
 
 import {fetchTrend, loadPlotly, trendCsvUrl} from '../api.js';
 import {h} from '../dom.js';
@@ -19,7 +20,8 @@ import {loadingIndicator, messageBox} from './states.js';
 /** @typedef {import('../api.js').ApiError} ApiError */
 
 export const WHOLE_STEP = '(whole step)'; // the trend's last key (analysis/confidence.py)
-const ORDER_LABELS = {recorded: 'Recorded time', label: 'Label', run: 'Run name', repeat: 'Repeat'};
+const ORDER_LABELS = {recorded: 'Recorded time', label: 'Label', run: 'Run name', repeat: 'Repeat', device: 'Device',
+                      batch_size: 'Batch size', precision: 'Precision', compiler: 'Compiler'};
 const SIDECAR = 'sidecar';
 const SIDECAR_EXAMPLE = 'versions.torch';
 // The colours of the batch sweep's figures (service/figures.py PALETTE): one op, one colour.

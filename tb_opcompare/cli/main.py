@@ -20,6 +20,7 @@ from tb_opcompare.analysis.row_view import RowView
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.cli import check_report
 from tb_opcompare.errors import ProfileError, escape_control_characters
+from tb_opcompare.schema.contract import ROW_LAYERS
 from tb_opcompare.schema.text import (
     format_breakeven,
     format_bytes,
@@ -35,11 +36,22 @@ from tb_opcompare.service.check import (
     CheckUsageError,
     check_document,
     expand_runs,
+    side_runs,
     split_runs,
 )
 from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import check_csv, compare_csv, matrix_csv, modules_csv, trend_csv
+from tb_opcompare.service.csv_export import (
+    check_csv,
+    compare_csv,
+    layers_csv,
+    matrix_csv,
+    memory_csv,
+    modules_csv,
+    trend_csv,
+)
+from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
+from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
@@ -99,8 +111,12 @@ def _parser() -> argparse.ArgumentParser:
 
     compare = commands.add_parser("compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)")
     compare.add_argument("logdir")
-    compare.add_argument("--baseline", help="baseline run (default: the CPU run of each pair)")
-    compare.add_argument("--target", help="target run (default: the GPU run of each pair)")
+    compare.add_argument("--baseline", help="baseline run (default: the CPU run of each pair), or a run group: runs "
+                                            "and shell patterns, comma-separated, their executions pooled")
+    compare.add_argument("--target", help="target run (default: the GPU run of each pair), or a run group, as "
+                                          "--baseline")
+    compare.add_argument("--repeats", action="store_true",
+                         help="pool each side's repeats (the runs of its model, device, batch size and label)")
     compare.add_argument("--baseline-session")
     compare.add_argument("--target-session")
     compare.add_argument("--group-by", choices=COMPARE_GROUP_BY, default="name",
@@ -155,14 +171,18 @@ def _parser() -> argparse.ArgumentParser:
     check.set_defaults(handler=_check)
 
     trend = commands.add_parser(
-        "trend", parents=[reading], help="a model's top ops across many runs, in order (time, label, version)",
+        "trend", parents=[reading],
+        help="a model's top ops across many runs, in order (time, label, version, or a swept dimension)",
         description="Each op's mean per execution at each point of an order; runs that share a value of the "
-                    "order (the repeats of one version, say) are pooled, with a 95%% interval.")
+                    "order (the repeats of one version, say) are pooled, with a 95%% interval. Ordered by a run "
+                    "dimension (device, batch_size, precision, compiler) it sweeps that dimension: choose runs that "
+                    "hold the others (a point that pools runs differing in another dimension is warned about).")
     trend.add_argument("logdir")
     trend.add_argument("--runs", required=True, type=_run_list,
                        help="runs, comma-separated; shell patterns such as 'resnet_cpu_bs32_*' work")
     trend.add_argument("--order-by", default="recorded",
-                       help="recorded (default), label, run, repeat, or sidecar:<field> (e.g. sidecar:versions.torch)")
+                       help="recorded (default), label, run, repeat, device, batch_size, precision, compiler, or "
+                            "sidecar:<field> (e.g. sidecar:versions.torch)")
     trend.add_argument("--top", type=_positive_int, default=10, help="the N ops with the largest share (default 10)")
     trend.add_argument("--group-by", choices=GROUP_BY, default="name")
     trend.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout)")
@@ -198,6 +218,41 @@ def _parser() -> argparse.ArgumentParser:
     modules.add_argument("--csv", metavar="FILE", help="write every node as CSV to FILE ('-' for stdout)")
     modules.add_argument("--json", action="store_true", help="print the modules document as JSON")
     modules.set_defaults(handler=_modules)
+
+    layers = commands.add_parser(
+        "layers", parents=[reading], help="two runs' application, framework, runtime and device time",
+        description="How much of a step each layer takes on both runs: the application (record_function ranges, "
+                    "app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
+                    "device (kernels); then each application range and runtime call compared by its wall time per "
+                    "call (speedup = baseline / target).")
+    layers.add_argument("logdir")
+    layers.add_argument("--baseline", required=True)
+    layers.add_argument("--target", required=True)
+    layers.add_argument("--baseline-session")
+    layers.add_argument("--target-session")
+    layers.add_argument("--top", type=_positive_int, default=10, help="print the N largest rows of each layer "
+                                                                      "(default 10)")
+    layers.add_argument("--csv", metavar="FILE", help="write every row as CSV to FILE ('-' for stdout)")
+    layers.add_argument("--json", action="store_true", help="print the layers document as JSON")
+    layers.set_defaults(handler=_layers)
+
+    memory = commands.add_parser(
+        "memory", parents=[reading], help="two runs' memory: peaks per device and what each op allocated",
+        description="Each run's peak memory per device, its memory events and bytes allocated per profiled step, "
+                    "and the ops that allocated or freed memory, the largest first: bytes allocated in all and per "
+                    "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
+                    "profile_memory=True; TensorFlow with its allocation events.")
+    memory.add_argument("logdir")
+    memory.add_argument("--baseline", required=True)
+    memory.add_argument("--target", required=True)
+    memory.add_argument("--baseline-session")
+    memory.add_argument("--target-session")
+    memory.add_argument("--top", type=_positive_int, default=10, help="print the N ops that allocated the most "
+                                                                      "(default 10)")
+    memory.add_argument("--csv", metavar="FILE", help="write every op row as CSV to FILE ('-' for stdout)")
+    memory.add_argument("--json", action="store_true", help="print the memory document as JSON (with the memory "
+                                                            "over time per device)")
+    memory.set_defaults(handler=_memory)
 
     record = commands.add_parser(
         "record", help="run a training command once per device and batch size, profiled",
@@ -348,7 +403,7 @@ def _compare(args) -> int:
         print("error: give both --baseline and --target, or neither to compare every automatic pair", file=sys.stderr)
         return EXIT_USAGE
     if args.baseline:
-        pairs = [(args.baseline, args.target)]
+        pairs = [(side_runs(catalog, args.baseline, args.repeats), side_runs(catalog, args.target, args.repeats))]
     else:
         runs = msgspec.to_builtins(runs_document(catalog))
         pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
@@ -464,6 +519,37 @@ def _modules(args) -> int:
     return EXIT_OK
 
 
+def _layers(args) -> int:
+    document = layers_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
+    _emit(args, document, layers_csv, f"{len(document.rows)} rows", lambda layers: _print_layers(layers, args.top))
+    return EXIT_OK
+
+
+def _print_layers(document, top: int) -> None:
+    unit = "per step" if document.per_step else "in all"
+    print(f"layers, time {unit}: baseline -> target, speedup (share of the step)")
+    for layer in document.layers:
+        print(f"  {layer.layer:<12} {format_time(layer.baseline_us)} -> {format_time(layer.target_us)}  "
+              f"{format_speedup(layer.speedup)}  ({format_share(layer.baseline_share)} -> "
+              f"{format_share(layer.target_share)}; {layer.basis} time)")
+    for name in ROW_LAYERS:
+        rows = [row for row in document.rows if row.layer == name]
+        if rows:
+            print(f"\n{name}: wall time per call, baseline -> target, speedup")
+        for row in rows[:top]:
+            print(f"  {escape_controls(row.name)}  {format_time(row.baseline_mean_us)} -> "
+                  f"{format_time(row.target_mean_us)}  {format_speedup(row.speedup)}  "
+                  f"[{_count(row.baseline_calls)} -> {_count(row.target_calls)} calls]")
+        if len(rows) > top:
+            print(f"  … {len(rows) - top} more (--top, --csv)")
+    for note in document.notes:
+        print(f"note: {escape_controls(note)}")
+
+
+def _count(calls: int | None) -> str:
+    return "–" if calls is None else str(calls)
+
+
 def _print_modules(document, depth: int) -> None:
     unit = "per step" if document.per_step else "in all"
     print(f"modules from {document.source}; time {unit}, baseline -> target, speedup")
@@ -472,6 +558,37 @@ def _print_modules(document, depth: int) -> None:
             print(f"{'  ' * node.depth}{escape_controls(node.name)}  {format_time(node.baseline_us)} -> "
                   f"{format_time(node.target_us)}  {format_speedup(node.speedup)}  "
                   f"({format_share(node.baseline_share)} -> {format_share(node.target_share)})")
+    for note in document.notes:
+        print(f"note: {escape_controls(note)}")
+
+
+def _memory(args) -> int:
+    document = memory_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
+    _emit(args, document, memory_csv, f"{len(document.rows)} ops", lambda memory: _print_memory(memory, args.top))
+    return EXIT_OK
+
+
+def _print_memory(document, top: int) -> None:
+    for side in ("baseline", "target"):
+        run = getattr(document, side)
+        peaks = ", ".join(f"{device} {format_bytes(size)}" for device, size in run.peak_memory_bytes.items())
+        rates = [f"{format_bytes(run.allocated_bytes_per_step)} allocated per step"
+                 if run.allocated_bytes_per_step is not None else None,
+                 f"{run.memory_events_per_step:,.0f} memory events per step"
+                 if run.memory_events_per_step is not None else None]
+        print(escape_controls(f"{side + ':':<9} {run.run}: peak {peaks or 'not recorded'}"
+                              + "".join(f"; {rate}" for rate in rates if rate)))
+    if document.rows:
+        print(f"\nops by bytes allocated (either run), {min(top, len(document.rows))} of {len(document.rows)}; "
+              "ratio = target / baseline per call")
+        print(f"{'base alloc':>11}  {'target alloc':>12}  {'base/call':>11}  {'target/call':>11}  {'ratio':>7}  op")
+        for row in document.rows[:top]:
+            print(f"{format_bytes(row['baseline_alloc_bytes']):>11}  {format_bytes(row['target_alloc_bytes']):>12}  "
+                  f"{format_bytes(row['baseline_alloc_bytes_per_execution']):>11}  "
+                  f"{format_bytes(row['target_alloc_bytes_per_execution']):>11}  {format_speedup(row['ratio']):>7}  "
+                  f"{escape_controls(row['key'])}")
+        if len(document.rows) > top:
+            print(f"… {len(document.rows) - top} more (--top, --csv)")
     for note in document.notes:
         print(f"note: {escape_controls(note)}")
 
@@ -594,8 +711,9 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
     document = escape_controls(document)
     summary = document["summary"]
     base, tgt = summary["baseline"], summary["target"]
-    print(f"baseline: {base['run']} ({base['device']}{', ' + base['device_name'] if base['device_name'] else ''})")
-    print(f"target:   {tgt['run']} ({tgt['device']}{', ' + tgt['device_name'] if tgt['device_name'] else ''})")
+    for label, record, runs in (("baseline:", base, summary["baseline_runs"]), ("target:  ", tgt, summary["target_runs"])):
+        name = record["run"] if len(runs) == 1 else f"{len(runs)} runs pooled ({', '.join(runs)})"
+        print(f"{label} {name} ({record['device']}{', ' + record['device_name'] if record['device_name'] else ''})")
     overall = summary["overall_speedup"]
     geomean = summary["geomean_speedup"]
     print(

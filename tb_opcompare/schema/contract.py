@@ -10,6 +10,7 @@ or ``make contract``), and a test fails when either drifts. Every golden documen
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated, Any, Literal
 
@@ -20,6 +21,12 @@ STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]
 TimeSource = Literal["host", "device", "mixed"]
 SIDES = ("baseline", "target")
+LAYERS = ("application", "framework", "runtime", "device")  # a profile's layers, top down
+ROW_LAYERS = LAYERS[0:3:2]  # application and runtime: listed row by row (the Ops view lists the others' ops)
+TREND_DIMENSIONS = ("device", "batch_size", "precision", "compiler")  # run facts a trend can be ordered by (a sweep)
+TREND_ORDERS = ("recorded", "label", "run", "repeat", *TREND_DIMENSIONS)  # and `sidecar:FIELD`
+# Words the tab needs as the server spells them: exported by the generated frontend/contract.js.
+SHARED_WORDS = {"LAYERS": LAYERS, "TREND_ORDERS": TREND_ORDERS}
 
 
 def _d(kind, description: str):
@@ -171,8 +178,11 @@ class CompareSummary(_Document):
     per_sample_speedup: _d(float | None, "whole_step_speedup per sample, where the batch sizes differ")
     group_by: Literal["name", "type", "module"]
     normalized_types: bool
-    baseline: RunRecord
-    target: RunRecord
+    baseline: _d(RunRecord, "the baseline run; for a run group, its first run's record with the group's steps")
+    target: _d(RunRecord, "as baseline, for the target")
+    baseline_runs: _d(list[str], "the runs pooled on the baseline side (one, unless a run group was asked for: "
+                                 "their executions together)")
+    target_runs: _d(list[str], "as baseline_runs, on the target side")
     notes: _d(list[str], "how to read the headline figures (batch sizes differ, no op in common, ...)")
 
 
@@ -454,8 +464,123 @@ class ModulesDocument(_Document):
     notes: list[str]
 
 
+class LayerTotal(_Document):
+    """One layer's time in both runs."""
+
+    layer: _d(Literal[LAYERS],
+              "application: user ranges (record_function, app_stats); framework: ops; runtime: CUDA/HIP runtime and "
+              "driver calls; device: kernels, memcpys, memsets")
+    basis: _d(str, "how the time is measured: `self` (host time in the layer's own work, nested work of other "
+                   "layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` "
+                   "(summed device time)")
+    baseline_us: _d(float | None, "per profiled step where both runs know their steps, else in all; null where the "
+                                  "baseline records nothing of the layer")
+    target_us: _d(float | None, "as baseline_us, on the target")
+    baseline_share: _d(float | None, "of the baseline's step wall time (several host threads can pass 100%); null "
+                                     "where the step time is unknown")
+    target_share: _d(float | None, "as baseline_share, on the target")
+    speedup: _d(float | None, "baseline_us / target_us")
+
+
+class LayerRow(_Document):
+    """An application range or runtime call, compared like an op: wall time, not mixed into op
+    self time."""
+
+    layer: _d(Literal[ROW_LAYERS], "the layer the row belongs to")
+    name: _d(str, "the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)")
+    kind: _d(str, "what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`) or "
+                  "`app_stats`")
+    baseline_calls: _d(int | None, "times it ran in the baseline (all profiled steps); null where only the target has it")
+    baseline_wall_us: _d(float | None, "its summed wall time, per step or in all as the layers")
+    baseline_self_us: _d(float | None, "its wall time less the ops and calls inside it; null where not known")
+    baseline_mean_us: _d(float | None, "wall time per call")
+    target_calls: _d(int | None, "as baseline_calls, on the target")
+    target_wall_us: _d(float | None, "as baseline_wall_us, on the target")
+    target_self_us: _d(float | None, "as baseline_self_us, on the target")
+    target_mean_us: _d(float | None, "as baseline_mean_us, on the target")
+    speedup: _d(float | None, "baseline_mean_us / target_mean_us")
+    status: Status
+
+
+class LayersDocument(_Document):
+    """Two runs' layers side by side: how much of a step is application, framework, runtime
+    and device, and the application's and runtime's rows."""
+
+    baseline: str
+    target: str
+    per_step: _d(bool, "whether times are per profiled step (both runs know their step count)")
+    layers: _d(list[LayerTotal], "application, framework, runtime, device: those either run records")
+    rows: _d(list[LayerRow], "application rows, then runtime rows, the larger first")
+    notes: list[str]
+
+
+LAYER_COLUMNS = list(LayerRow.__struct_fields__)  # the rows' table, its CSV included
+
+
 MODULE_CSV_COLUMNS = ["id", "parent", "name", "kind", "depth", "baseline_us", "target_us", "baseline_share",
                       "target_share", "speedup", "status"]
+
+
+class MemoryRun(_Document):
+    """What one run records of memory, over its whole profile."""
+
+    run: str
+    framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
+    format: _d(str, "the profile's format (as RunRecord's)")
+    recorded: _d(bool, "whether the profile records memory at all: allocations per op, memory in use, or both")
+    peak_memory_bytes: _d(dict[str, int], "memory in use at its highest per device (PyTorch: `CPU`, `GPU:0`; "
+                                          "TensorFlow: its allocators, `mklcpu`, `GPU_0_bfc`); empty where not "
+                                          "recorded")
+    steps: _d(int | None, "profiled steps, where known")
+    memory_events: _d(int | None, "allocations and frees recorded (PyTorch `[memory]` events; TensorFlow "
+                                  "MemoryAllocation and MemoryDeallocation events); null where none")
+    memory_events_per_step: _d(float | None, "memory_events per profiled step")
+    allocated_bytes: _d(float | None, "bytes the ops allocated over the profile, each op's own allocations summed; "
+                                      "null where the profile records no allocation per op")
+    allocated_bytes_per_step: _d(float | None, "allocated_bytes per profiled step")
+
+
+class MemorySeries(_Document):
+    """One run's memory in use over time on one device, as plotted (at most 2,000 points, each
+    the highest of the stretch of time it stands for, so its highest point is the peak)."""
+
+    side: _d(Literal[SIDES], "the run it is of")
+    device: _d(str, "a key of that run's peak_memory_bytes")
+    peak_bytes: _d(int, "the highest bytes_in_use: that run's peak_memory_bytes on the device")
+    time_us: _d(list[float], "since the run's first memory sample (any device), µs")
+    bytes_in_use: _d(list[float], "bytes the allocator held then")
+
+
+_MEMORY_PER_SIDE = ("occurrences", "alloc_bytes", "alloc_bytes_per_execution", "net_bytes")
+MemoryRow = msgspec.defstruct(
+    "MemoryRow",
+    [
+        ("key", _d(str, "op name")),
+        ("op_type", _d(str | None, "normalised op type")),
+        ("status", _d(Status, "whether the op is in both runs or in one only")),
+        *[(f"{side}_{name}", _d(kind, description)) for side in SIDES for name, kind, description in _PER_SIDE
+          if name in _MEMORY_PER_SIDE],
+        ("ratio", _d(float | None, "target_alloc_bytes_per_execution / baseline_alloc_bytes_per_execution (> 1: the "
+                                   "target allocates more per call); null where the baseline allocates nothing")),
+    ],
+    bases=(_Document,), kw_only=True, module=__name__,
+)
+MemoryRow.__doc__ = ("One op that allocated or freed memory in either run: the memory columns of the comparison "
+                     "by op name.")
+MEMORY_COLUMNS: list[str] = list(MemoryRow.__struct_fields__)  # the rows' table, its CSV included
+
+
+class MemoryDocument(_Document):
+    """Two runs' memory side by side: peaks per device, memory over time, and what each op
+    allocated."""
+
+    baseline: MemoryRun
+    target: MemoryRun
+    series: _d(list[MemorySeries], "memory over time: the baseline's devices, then the target's, each by name")
+    columns: _d(list[str], "the fields of a row, in order")
+    rows: _d(list[MemoryRow], "the ops that allocated or freed memory, the largest allocation (either run's) first")
+    notes: _d(list[str], "what the user should know: a run that records no memory and how to record it, what "
+                         "TensorFlow leaves out")
 
 
 MATRIX_CSV_COLUMNS = ["model", "batch_size", "device", "precision", "compiler", "runs", "steps", "warmup_steps",
@@ -483,9 +608,13 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
     ("modules", ModulesDocument, "`baseline`, `target`"),
     ("modules.csv", ModulesDocument, "as `modules`; answers one line per node, with its path (`id`)"),
+    ("layers", LayersDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("layers.csv", LayersDocument, "as `layers`; answers its rows (application ranges, runtime calls)"),
+    ("memory", MemoryDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("memory.csv", MemoryDocument, "as `memory`; answers its rows (the ops that allocated or freed memory)"),
 )
 DOCUMENTS = (RunsDocument, CompareDocument, SweepsDocument, SweepDocument, CheckDocument, TrendDocument,
-             MatrixDocument, ModulesDocument, ErrorDocument)
+             MatrixDocument, ModulesDocument, LayersDocument, MemoryDocument, ErrorDocument)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,7 +694,8 @@ def jsdoc_typedefs() -> str:
             meaning = " ".join(spec.get("description", "").split())
             lines.append(f" * @property {{{kind}}} {field_name}" + (f" - {meaning}" if meaning else ""))
         lines += [" */", ""]
-    lines.append("export {};")
+    lines.append("// Words the server spells, for the tab to use as they are.")
+    lines += [f"export const {name} = Object.freeze({json.dumps(list(words))});" for name, words in SHARED_WORDS.items()]
     return "\n".join(lines) + "\n"
 
 

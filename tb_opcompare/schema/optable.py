@@ -72,6 +72,32 @@ occurrences     int64    executions of the op there (device rows: launching occu
 self_us         float64  their self time (device rows: kernel time)
 ==============  =======  ===================================================================
 
+Schema of ``OpProfile.annotations`` (application ranges a reader found beside its op table
+that are not rows of it: the seed wrapper's ``app_stats``, TF's tf.data iterator calls;
+PyTorch's ``record_function`` ranges are rows of ``ops`` already, typed ``user_annotation``):
+
+==============  =======  ===================================================================
+column          dtype    meaning
+==============  =======  ===================================================================
+name            str      the range's name (``session_run``, ``Iterator::Root::Prefetch``)
+kind            str      what recorded it (``app_stats``, ``tf.data``)
+occurrences     int64    how many times the range was entered
+total_us        float64  summed wall time of the ranges (nested ranges of one name once)
+==============  =======  ===================================================================
+
+Schema of ``OpProfile.memory_timeline`` (memory in use over the profiled window, one row per
+device x sample; at most ``MEMORY_TIMELINE_POINTS`` samples a device, each the highest value
+of the stretch of time it stands for, so peaks survive the thinning; empty where the
+profile records no memory):
+
+==============  =======  ===================================================================
+column          dtype    meaning
+==============  =======  ===================================================================
+device          str      as the keys of ``ProfileFacts.peak_memory_bytes`` (``CPU``, ``GPU:0``)
+time_us         float64  since the first sample of the run, any device
+bytes_in_use    float64  memory the allocator held then
+==============  =======  ===================================================================
+
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
 """
 
@@ -104,6 +130,14 @@ OP_COLUMNS = [
 ]
 STEP_COLUMNS = ["row", "step", "occurrences", "self_us"]
 MODULE_COLUMNS = ["side", "op_name", "op_type", "module", "occurrences", "self_us"]
+ANNOTATION_COLUMNS = ["name", "kind", "occurrences", "total_us"]
+MEMORY_TIMELINE_COLUMNS = ["device", "time_us", "bytes_in_use"]
+MEMORY_TIMELINE_POINTS = 2000
+
+# Host rows of ``ops`` that are not framework ops, by their ``op_type``: the words PyTorch's
+# trace categories use, which every reader writes (the layers of a profile rest on them).
+RUNTIME_TYPES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})  # CUDA/HIP runtime and driver calls
+ANNOTATION_TYPES = frozenset({"user_annotation"})  # record_function ranges, as key_averages() lists them
 QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
 HOST = "host"
@@ -162,11 +196,15 @@ class OpProfile:
     step_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_step_table())
     step_count: int = 0  # steps the occurrences of ``step_ops`` were placed in
     module_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_module_table())
+    annotations: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_annotation_table())
+    memory_timeline: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_memory_timeline())
 
     @classmethod
     def from_events(cls, facts: ProfileFacts, events: OpEvents) -> OpProfile:
         ops, step_ops = build_tables(events)
-        return cls(facts=facts, ops=ops, step_ops=step_ops, step_count=events.step_count if len(step_ops) else 0)
+        timeline = events.memory_timeline if events.memory_timeline is not None else empty_memory_timeline()
+        return cls(facts=facts, ops=ops, step_ops=step_ops, step_count=events.step_count if len(step_ops) else 0,
+                   memory_timeline=timeline)
 
 
 class OpEvents:
@@ -196,6 +234,7 @@ class OpEvents:
         self.crossings = 0  # host events that outlive the event they start in (see self_times)
         self.memory_partials: list[pd.DataFrame] = []  # per-op allocated and net bytes (add_memory)
         self.net_memory_known = True  # False where frees are not attributed to ops
+        self.memory_timeline: pd.DataFrame | None = None  # memory in use over time, where the profile records it
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float) -> None:
         self.side.append(side)
@@ -341,6 +380,16 @@ _OP_KEYS = ["side", "op_name", "op_type"]
 def empty_module_table() -> pd.DataFrame:
     dtypes = {"occurrences": "int64", "self_us": "float64"}
     return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in MODULE_COLUMNS})
+
+
+def empty_annotation_table() -> pd.DataFrame:
+    dtypes = {"occurrences": "int64", "total_us": "float64"}
+    return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in ANNOTATION_COLUMNS})
+
+
+def empty_memory_timeline() -> pd.DataFrame:
+    return pd.DataFrame({column: pd.Series(dtype="object" if column == "device" else "float64")
+                         for column in MEMORY_TIMELINE_COLUMNS})
 
 
 def empty_step_table() -> pd.DataFrame:

@@ -52,7 +52,7 @@ def format_bytes(size: float | None) -> str:
         if magnitude >= scale:
             value = size / scale
             return f"{_fixed(value, 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0)} {unit}"
-    return f"{size:.0f} B"
+    return f"{_fixed(size, 0)} B"  # rounded as the tab rounds (a mean per call can be a fraction of a byte)
 
 
 def format_share(share: float | None) -> str:

@@ -38,6 +38,13 @@ def split_runs(text: str) -> list[str]:
     return [run.strip() for run in text.split(",") if run.strip()]
 
 
+def side_runs(catalog: Catalog, text: str, repeats: bool = False) -> list[str]:
+    """The runs a side names: a run's exact name (commas and all), else a comma list of
+    names and shell patterns (``expand_runs``), with each run's repeats where asked."""
+    names = {source.run for source in catalog.sources()}
+    return expand_runs(catalog, [text] if text in names else split_runs(text), repeats)
+
+
 def check_document(catalog: Catalog, baseline: list[str], target: list[str], threshold: float = DEFAULT_THRESHOLD,
                    ops: str | None = None, min_share: float = DEFAULT_MIN_SHARE, group_by: str = "name",
                    allow_one_run: bool = False, resamples: int = confidence.RESAMPLES) -> CheckDocument:
@@ -110,8 +117,9 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
     sources = catalog.sources()
     names = [source.run for source in sources]
     expanded: list[str] = []
+    known = set(names)
     for item in runs:
-        if any(char in item for char in "*?["):
+        if item not in known and any(char in item for char in "*?["):  # a run's own name is never a pattern
             matched = fnmatch.filter(names, item)
             if not matched:
                 raise UnknownRunError(f"no run matches {item!r}", names)

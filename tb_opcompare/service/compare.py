@@ -8,6 +8,7 @@ and the CLI.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import weakref
 
@@ -15,19 +16,20 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
+from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, apply_view
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.service.modules import module_source
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import run_record
-from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
 def compare_document(
     catalog: Catalog,
-    baseline: str,
-    target: str,
+    baseline: str | list[str],
+    target: str | list[str],
     group_by: str = "name",
     baseline_session: str | None = None,
     target_session: str | None = None,
@@ -35,11 +37,13 @@ def compare_document(
     view: RowView | None = None,
 ) -> CompareDocument:
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones.
+    A side given as several runs is their run group: their executions pooled
+    (``analysis.pooling``); a session applies to a side of one run.
     ``view`` picks and orders the rows (all of them, largest total first, by default);
     only the rows it keeps are turned into JSON values, so a top-N request on a million
     ops costs the filter and the sort, not a million records."""
-    base = catalog.load(baseline, baseline_session)
-    tgt = catalog.load(target, target_session)
+    base, baseline_runs = _side(catalog, baseline, baseline_session)
+    tgt, target_runs = _side(catalog, target, target_session)
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     rows, summary = comparison.rows, comparison.summary
     records = comparison.records(apply_view(rows, view or RowView()))
@@ -49,9 +53,47 @@ def compare_document(
         notes.extend(module_source(base, tgt)[1])
     summary = CompareSummary(**{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
                              group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
-                             notes=notes)
+                             baseline_runs=baseline_runs, target_runs=target_runs, notes=notes)
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
     return CompareDocument(summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows))
+
+
+def _side(catalog: Catalog, runs: str | list[str], session: str | None) -> tuple[LoadedRun, list[str]]:
+    """A side's run, or its runs' group as one run (the first run's record, the group's
+    executions), and the names of the runs in it."""
+    names = [runs] if isinstance(runs, str) else list(dict.fromkeys(runs))
+    if len(names) == 1:
+        return catalog.load(names[0], session), names
+    loaded = [catalog.load(name) for name in names]
+    return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), names
+
+
+class _PoolMemo:
+    """The last few run groups' pooled profiles, so that the compare memo (keyed by the
+    tables themselves) finds the same pooled table on the tab's next request. Held while
+    every run's table is the one read now (weakly, as the compare memo)."""
+
+    def __init__(self, size: int = 4):
+        self._size = size
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, profiles: list[OpProfile]) -> OpProfile:
+        key = tuple(id(profile.ops) for profile in profiles)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and all(ref() is profile.ops for ref, profile in zip(entry[0], profiles)):
+                self._entries.move_to_end(key)
+                return entry[1]
+        pooled = pool_profiles(profiles)
+        with self._lock:
+            self._entries[key] = ([weakref.ref(profile.ops) for profile in profiles], pooled)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return pooled
+
+
+_POOLS = _PoolMemo()
 
 
 class _Comparison:
@@ -112,3 +154,10 @@ class _ComparisonMemo:
 
 
 _COMPARISONS = _ComparisonMemo()
+
+
+def comparison_rows(baseline: OpProfile, target: OpProfile, group_by: str = "name") -> pd.DataFrame:
+    """The rows of two profiles' comparison (``COMPARE_COLUMNS``, largest first, types
+    normalised), from the memo the compare document uses: a document built on the
+    comparison (memory) reads the same rows, made once. Callers must not change them."""
+    return _COMPARISONS.get(baseline, target, group_by, True).rows

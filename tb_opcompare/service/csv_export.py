@@ -72,3 +72,17 @@ def modules_csv(document) -> str:
     from tb_opcompare.schema.contract import MODULE_CSV_COLUMNS
 
     return compare_csv([msgspec.structs.asdict(node) for node in document.nodes], MODULE_CSV_COLUMNS)
+
+
+def memory_csv(document) -> str:
+    """One line per op of a memory document that allocated or freed memory, largest first."""
+    from tb_opcompare.schema.contract import MEMORY_COLUMNS
+
+    return compare_csv(document.rows, MEMORY_COLUMNS)
+
+
+def layers_csv(document) -> str:
+    """One line per application range and runtime call of a layers document."""
+    from tb_opcompare.schema.contract import LAYER_COLUMNS
+
+    return compare_csv([msgspec.structs.asdict(row) for row in document.rows], LAYER_COLUMNS)

@@ -1,5 +1,8 @@
 """The trend document: a model's top ops and whole step across many runs, in a chosen
-order (recording time, label, run name, repeat, or any sidecar field such as a version)."""
+order (recording time, label, run name, repeat, any sidecar field such as a version, or a
+run dimension: device, batch size, precision, compiler). Ordered by a dimension, it is a
+sweep over that dimension: the runs chosen hold the others, and a point that pools runs
+differing in another dimension is named in a warning."""
 
 from __future__ import annotations
 
@@ -9,11 +12,11 @@ from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, natural_key, trend_table
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims, sidecar_field
-from tb_opcompare.schema.contract import TrendDocument, TrendPoint
+from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
 from tb_opcompare.service.records import as_records
-from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.catalog import Catalog, LoadedRun
 
-ORDERS = ("recorded", "label", "run", "repeat")
+ORDERS, DIMENSIONS = TREND_ORDERS, TREND_DIMENSIONS
 SIDECAR_ORDER = "sidecar:"
 MISSING = "(none)"
 
@@ -28,8 +31,19 @@ def check_order(order_by: str) -> None:
                               f"sidecar:versions.torch, not {order_by!r}")
 
 
-def _order_value(catalog: Catalog, run: str, order_by: str) -> str:
+def _dimensions(loaded: LoadedRun) -> dict[str, str]:
+    """The run's model and dimensions, as the words a point is named by."""
+    facts = loaded.profile.facts
+    values = {"model": loaded.base_model or loaded.model, "device": facts.device,
+              "batch_size": facts.batch_size, "precision": loaded.precision, "compiler": loaded.compiler}
+    return {name: MISSING if value is None else str(value) for name, value in values.items()}
+
+
+def _order_value(catalog: Catalog, loaded: LoadedRun, order_by: str) -> str:
+    run = loaded.source.run
     source = catalog.source(run)
+    if order_by in DIMENSIONS:
+        return _dimensions(loaded)[order_by]
     if order_by == "run":
         return run
     if order_by == "recorded":
@@ -49,24 +63,27 @@ def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded"
     check_order(order_by)
     warnings: list[str] = []
     by_value: dict[str, list[tuple[str, confidence.RunSamples]]] = collections.defaultdict(list)
-    configurations: dict[str, set] = collections.defaultdict(set)
+    held: dict[str, dict[str, set]] = collections.defaultdict(lambda: collections.defaultdict(set))
     for run in runs:
         try:
-            profile = catalog.load(run).profile
+            loaded = catalog.load(run)
         except ProfileError as error:
             warnings.append(f"{run}: not read: {error.path}: {error.reason}")
             continue
-        value = _order_value(catalog, run, order_by)
-        by_value[value].append((run, confidence.profile_samples(profile, group_by)))
-        configurations[value].add((profile.facts.device, profile.facts.batch_size))
+        value = _order_value(catalog, loaded, order_by)
+        by_value[value].append((run, confidence.profile_samples(loaded.profile, group_by)))
+        for name, dimension in _dimensions(loaded).items():
+            if name != order_by:
+                held[value][name].add(dimension)
     if not by_value:
         raise TrendUsageError("none of the runs could be read" if runs else "no runs given")
     values = sorted(by_value, key=natural_key)
     for value in values:
-        if len(configurations[value]) > 1:
-            mixed = ", ".join(f"{device} batch {size}" for device, size in sorted(configurations[value], key=str))
-            warnings.append(f"the runs at {value!r} pooled different devices or batch sizes ({mixed}); select runs "
-                            "of one configuration")
+        mixed = {name: sorted(found, key=natural_key) for name, found in held[value].items() if len(found) > 1}
+        if mixed:
+            what = "; ".join(f"{name.replace('_', ' ')}: {', '.join(found)}" for name, found in mixed.items())
+            warnings.append(f"the runs at {value!r} pooled runs that differ in more than the order ({what}); choose "
+                            "runs that hold those fixed")
     points = [[samples for _, samples in by_value[value]] for value in values]
     keys = largest_keys([samples for runs_at in points for samples in runs_at], top)
     table = trend_table(points, keys)

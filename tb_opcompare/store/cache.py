@@ -28,16 +28,20 @@ import pandas as pd
 
 from tb_opcompare.errors import OverLimit, ProfileError
 from tb_opcompare.schema.optable import (
+    ANNOTATION_COLUMNS,
+    MEMORY_TIMELINE_COLUMNS,
     MODULE_COLUMNS,
     OP_COLUMNS,
     STEP_COLUMNS,
     OpProfile,
     ProfileFacts,
+    empty_annotation_table,
+    empty_memory_timeline,
     empty_module_table,
     empty_step_table,
 )
 
-READER_VERSION = "15"  # bump when any reader's output changes
+READER_VERSION = "16"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
@@ -168,8 +172,12 @@ class ProfileCache:
         ops = pd.DataFrame(stored["ops"], columns=OP_COLUMNS)
         step_ops = pd.DataFrame(stored["step_ops"], columns=STEP_COLUMNS).astype(empty_step_table().dtypes)
         module_ops = pd.DataFrame(stored["module_ops"], columns=MODULE_COLUMNS).astype(empty_module_table().dtypes)
+        annotations = pd.DataFrame(stored["annotations"], columns=ANNOTATION_COLUMNS).astype(
+            empty_annotation_table().dtypes)
+        memory_timeline = pd.DataFrame(stored["memory_timeline"], columns=MEMORY_TIMELINE_COLUMNS).astype(
+            empty_memory_timeline().dtypes)
         return OpProfile(facts=facts, ops=ops, step_ops=step_ops, step_count=stored["step_count"],
-                         module_ops=module_ops)
+                         module_ops=module_ops, annotations=annotations, memory_timeline=memory_timeline)
 
     def _store_on_disk(self, key: tuple, value) -> None:
         if not self.cache_dir:
@@ -181,7 +189,10 @@ class ProfileCache:
                       "ops": {column: value.ops[column].tolist() for column in OP_COLUMNS},
                       "step_ops": {column: value.step_ops[column].tolist() for column in STEP_COLUMNS},
                       "step_count": value.step_count,
-                      "module_ops": {column: value.module_ops[column].tolist() for column in MODULE_COLUMNS}}
+                      "module_ops": {column: value.module_ops[column].tolist() for column in MODULE_COLUMNS},
+                      "annotations": {column: value.annotations[column].tolist() for column in ANNOTATION_COLUMNS},
+                      "memory_timeline": {column: value.memory_timeline[column].tolist()
+                                          for column in MEMORY_TIMELINE_COLUMNS}}
         path = self._path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -16,14 +16,13 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from tb_opcompare.ingest.discovery import has_profile_runs
+from tb_opcompare.schema.contract import ROUTES
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.web import assets
 
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
-DATA_ROUTES = ("/runs", "/compare", "/compare.csv", "/sweeps", "/sweep", "/sweep.csv", "/check", "/trend",
-               "/trend.csv", "/matrix", "/matrix.csv",
-               "/modules", "/modules.csv")
+DATA_ROUTES = tuple(f"/{name}" for name, _, _ in ROUTES)  # the contract lists every data route once
 
 
 class OpComparePlugin(base_plugin.TBPlugin):

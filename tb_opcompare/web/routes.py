@@ -19,6 +19,12 @@ contract's Structs. The routes, their parameters and their documents are listed 
 ``matrix.csv``    its cells as a CSV download
 ``modules``       ``service.modules.modules_document``: two runs' module trees side by side
 ``modules.csv``   its nodes as a CSV download
+``memory``        ``service.memory.memory_document``: two runs' peaks, memory over time and each op's
+                  allocations
+``memory.csv``    its op rows as a CSV download
+``layers``        ``service.layers.layers_document``: two runs' application, framework, runtime and
+                  device time, and the application's and runtime's rows
+``layers.csv``    those rows as a CSV download
 ================  ===========================================================================
 
 Errors are ``ErrorDocument``s: 400 bad parameters, 404 an unknown run or session (with the
@@ -55,11 +61,14 @@ from tb_opcompare.service.check import (
     CheckUsageError,
     check_document,
     expand_runs,
+    side_runs,
     split_runs,
 )
 from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import compare_csv, matrix_csv, modules_csv, trend_csv
+from tb_opcompare.service.csv_export import compare_csv, layers_csv, matrix_csv, memory_csv, modules_csv, trend_csv
+from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
+from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
@@ -120,6 +129,10 @@ class DataRoutes:
             "/matrix.csv": self._serve_matrix_csv,
             "/modules": self._serve_modules,
             "/modules.csv": self._serve_modules_csv,
+            "/memory": self._serve_memory,
+            "/memory.csv": self._serve_memory_csv,
+            "/layers": self._serve_layers,
+            "/layers.csv": self._serve_layers_csv,
         }
 
     @wrappers.Request.application
@@ -231,6 +244,44 @@ class DataRoutes:
         return _csv_download(request, modules_csv(document),
                              f"opcompare_modules_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv")
 
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_layers(self, request):
+        return _json(request, self._layers(request.args))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_layers_csv(self, request):
+        document = self._layers(request.args)
+        return _csv_download(request, layers_csv(document),
+                             f"opcompare_layers_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv")
+
+    def _layers(self, args):
+        missing = [name for name in ("baseline", "target") if not args.get(name)]
+        if missing:
+            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+        return layers_document(self.catalog, args["baseline"], args["target"], args.get("baseline_session") or None,
+                               args.get("target_session") or None)
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_memory(self, request):
+        return _json(request, self._memory(request.args))
+
+    @wrappers.Request.application
+    @_json_errors
+    def _serve_memory_csv(self, request):
+        document = self._memory(request.args)
+        return _csv_download(request, memory_csv(document), f"opcompare_memory_{_safe_name(document.baseline.run)}"
+                                                            f"_vs_{_safe_name(document.target.run)}.csv")
+
+    def _memory(self, args):
+        missing = [name for name in ("baseline", "target") if not args.get(name)]
+        if missing:
+            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+        return memory_document(self.catalog, args["baseline"], args["target"], args.get("baseline_session") or None,
+                               args.get("target_session") or None)
+
     def _modules(self, args):
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
@@ -263,8 +314,13 @@ class DataRoutes:
         if missing:
             raise BadRequest(f"missing parameter: {', '.join(missing)}")
         group_by = _group_by(args, COMPARE_GROUP_BY)
+        try:
+            repeats = _flag(args, "repeats")
+        except ValueError as error:
+            raise BadRequest(str(error)) from None
+        baseline, target = (side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target"))
         return compare_document(
-            self.catalog, args["baseline"], args["target"], group_by=group_by,
+            self.catalog, baseline, target, group_by=group_by,
             baseline_session=args.get("baseline_session") or None,
             target_session=args.get("target_session") or None, view=view,
         )

@@ -3,14 +3,14 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {matrixParams, selectionParams, stateFromParams, stateParams, sweepCsvParams, trendParams, viewParams,
-        warmupSteps} from '../../frontend/state.js';
+import {hasRepeats, matrixParams, selectionParams, stateFromParams, stateParams, sweepCsvParams, trendParams,
+        viewParams, warmupSteps} from '../../frontend/state.js';
 import {queryString} from '../../frontend/api.js';
 
 test('a link with every parameter is written back as it was read', () => {
   const link = {baseline: 'tf1/mlp_cpu', target: 'tf1/mlp_gpu', group_by: 'type', baseline_session: '2026_01_05',
                 target_session: '2026_01_06', q: 'conv', status: 'matched,target_only', side: 'device',
-                min_us: '1000', sort: 'speedup', order: 'asc', top: '15', significant: '1', view: 'sweep',
+                min_us: '1000', sort: 'speedup', order: 'asc', top: '15', significant: '1', repeats: '1', view: 'sweep',
                 model: 'torch/cnn', sweep_top: '5', sweep_group_by: 'type', trend_runs: 'cnn*,torch2.5/cnn_cpu_bs6',
                 trend_order: 'sidecar:versions.torch', trend_top: '4', trend_group_by: 'type',
                 matrix_reference: 'GPU · bf16 · torch.compile', matrix_warmup: '0'};
@@ -70,6 +70,36 @@ test('the compare route gets each key as its own parameter, commas and all', () 
   assert.deepEqual(query.getAll('key'), ['a,b', 'c&d', 'e']);
   assert.equal(query.get('top'), '3');
   assert.equal(query.get('baseline'), 'x');
+});
+
+test('"pool repeats" is kept in the link and asks the compare route for run groups', () => {
+  const state = stateFromParams({baseline: 'cnn_rep1', target: 'slow_rep1', repeats: '1'});
+  assert.equal(state.selection.repeats, true);
+  assert.deepEqual(stateParams(state), {baseline: 'cnn_rep1', target: 'slow_rep1', repeats: '1'});
+  assert.equal(selectionParams(state.selection).repeats, '1');
+  // the page asks without it where the runs have no repeats; the link keeps the choice
+  assert.equal('repeats' in selectionParams(state.selection, false), false);
+  assert.deepEqual(stateParams(state), {baseline: 'cnn_rep1', target: 'slow_rep1', repeats: '1'});
+  // the CSV export carries it beside the view's parameters
+  const query = new URLSearchParams(queryString({...selectionParams(state.selection), ...viewParams(state.view)}));
+  assert.equal(query.get('repeats'), '1');
+  // off: neither in the link nor asked for
+  state.selection.repeats = false;
+  assert.deepEqual(stateParams(state), {baseline: 'cnn_rep1', target: 'slow_rep1'});
+  assert.equal('repeats' in selectionParams(state.selection), false);
+  for (const value of ['0', 'yes', '', undefined]) {
+    assert.equal(stateFromParams({baseline: 'a', target: 'b', repeats: value}).selection.repeats, false);
+  }
+});
+
+test('"pool repeats" applies where either run chosen is one recording of several', () => {
+  const runs = [{run: 'cnn_rep1', repeat: 1}, {run: 'cnn_cpu', repeat: null}, {run: 'cnn_gpu', repeat: null},
+                {run: 'old'}];
+  assert.equal(hasRepeats({baseline: 'cnn_rep1', target: 'cnn_gpu'}, runs), true);
+  assert.equal(hasRepeats({baseline: 'cnn_gpu', target: 'cnn_rep1'}, runs), true);
+  assert.equal(hasRepeats({baseline: 'cnn_cpu', target: 'cnn_gpu'}, runs), false);
+  assert.equal(hasRepeats({baseline: 'old', target: 'unknown'}, runs), false);
+  assert.equal(hasRepeats({baseline: null, target: null}, runs), false);
 });
 
 test('defaults are left out of the link', () => {

@@ -4,13 +4,14 @@ import assert from 'node:assert/strict';
 import {readFileSync} from 'node:fs';
 import {test} from 'node:test';
 
-import {formatBreakeven, formatCount, formatInterval, formatShare, formatSignedTime, formatSpeedup, formatThroughput,
-  formatTime, shortenNames} from '../../frontend/format.js';
+import {formatBreakeven, formatBytes, formatCount, formatInterval, formatShare, formatSignedTime, formatSpeedup,
+  formatThroughput, formatTime, shortenNames} from '../../frontend/format.js';
 
 const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
 const formatters = {
   format_time: formatTime, format_signed_time: formatSignedTime, format_share: formatShare,
   format_speedup: formatSpeedup, format_count: formatCount, format_throughput: formatThroughput,
+  format_bytes: formatBytes,
 };
 
 for (const [name, format] of Object.entries(formatters)) {

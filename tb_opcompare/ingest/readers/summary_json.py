@@ -13,12 +13,22 @@ from __future__ import annotations
 import re
 
 import msgspec
+import pandas as pd
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import MAX_DURATION_US, describe_json_error
-from tb_opcompare.schema.optable import DEVICE, HOST, OpEvents, OpProfile, ProfileFacts
+from tb_opcompare.schema.optable import (
+    ANNOTATION_COLUMNS,
+    DEVICE,
+    HOST,
+    OpEvents,
+    OpProfile,
+    ProfileFacts,
+    empty_annotation_table,
+)
 
 FORMAT = "summary_json"
+APP_STATS = "app_stats"
 _NUMBERED_SUFFIX = re.compile(r"_\d+\Z")
 
 
@@ -26,8 +36,13 @@ class _NodeStats(msgspec.Struct):
     duration: float
 
 
+class _ActivityStats(msgspec.Struct):
+    duration: float
+
+
 class _Summary(msgspec.Struct):
     op_stats: dict[str, dict[str, dict[str, dict[str, dict[str, _NodeStats]]]]]
+    app_stats: dict[str, dict[str, _ActivityStats]] = {}  # step -> activity (``session_run``): the application layer
 
 
 _DECODER = msgspec.json.Decoder(_Summary)
@@ -73,4 +88,22 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
         facts.device = "GPU" if "GPU" in accelerators else sorted(accelerators)[0]
         facts.device_name = ", ".join(sorted(accelerators))
     facts.steps, facts.steps_source = len(steps), "step keys of op_stats"
-    return OpProfile.from_events(facts, events)
+    profile = OpProfile.from_events(facts, events)
+    profile.annotations = _app_activities(path, summary.app_stats)
+    return profile
+
+
+def _app_activities(path: str, app_stats: dict[str, dict[str, _ActivityStats]]) -> pd.DataFrame:
+    """The wrapper's ``app_stats``: each activity's calls (one a step it appears in) and wall time."""
+    calls: dict[str, int] = {}
+    wall: dict[str, float] = {}
+    for step, activities in app_stats.items():
+        for activity, stats in activities.items():
+            if not 0.0 <= stats.duration < MAX_DURATION_US:
+                raise ProfileError(path, f"app_stats -> step {step} -> {activity!r}: duration {stats.duration} µs is "
+                                         "not a real duration (negative, over a year, or not a number)")
+            calls[activity] = calls.get(activity, 0) + 1
+            wall[activity] = wall.get(activity, 0.0) + stats.duration
+    table = pd.DataFrame({"name": list(calls), "kind": APP_STATS, "occurrences": list(calls.values()),
+                          "total_us": [wall[name] for name in calls]}, columns=ANNOTATION_COLUMNS)
+    return table.astype(empty_annotation_table().dtypes)

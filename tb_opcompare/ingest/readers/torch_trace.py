@@ -29,10 +29,13 @@ import pandas as pd
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
+from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
 from tb_opcompare.schema.optable import (
+    ANNOTATION_TYPES,
     DEVICE,
     HOST,
     MODULE_COLUMNS,
+    RUNTIME_TYPES,
     OpEvents,
     OpProfile,
     ProfileFacts,
@@ -45,10 +48,8 @@ from tb_opcompare.schema.optable import (
 
 FORMAT = "pytorch"
 _OP_CATEGORIES = {"cpu_op", "Operator"}
-_ANNOTATION_CATEGORIES = {"user_annotation"}  # record_function ranges, as key_averages() lists them
-_RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "Runtime", "Driver"}
 _DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
-_HOST_CATEGORIES = _OP_CATEGORIES | _ANNOTATION_CATEGORIES | _RUNTIME_CATEGORIES
+_HOST_CATEGORIES = _OP_CATEGORIES | ANNOTATION_TYPES | RUNTIME_TYPES
 _PYTHON_CATEGORY = "python_function"
 _MODULE_PREFIX = "nn.Module: "  # the Python frame of an nn.Module's call, with_stack=True
 _STEP_PREFIX = "ProfilerStep#"
@@ -222,7 +223,7 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
         _add_memory(events, facts, columns, order, starts, starts + durations, parents, keys, codes)
     kernels = None
     if device.rows:
-        is_annotation = np.array([row_type in _ANNOTATION_CATEGORIES for _, row_type in keys], dtype=bool)
+        is_annotation = np.array([row_type in ANNOTATION_TYPES for _, row_type in keys], dtype=bool)
         kernels = _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
                                is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order],
                                step_of)
@@ -317,12 +318,18 @@ def _add_memory(events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, o
     sizes = memory.numpy("bytes")
     placed = container >= 0
     events.add_memory(keys, codes[container[placed]], sizes[placed])
-    devices = memory.numpy("device")
-    for device in np.unique(devices).tolist():
-        on_device = devices == device
-        peak = int(memory.numpy("total")[on_device].max())
-        if peak != _NOT_REPORTED:
-            facts.peak_memory_bytes[_memory_device_name(device)] = peak
+    # Memory in use after each record, per device, where reported (PyTorch 1.8 wrote no
+    # "Total Allocated": no peak and no timeline there, rather than zeros). The peak and the
+    # timeline come from the same samples, and the timeline's thinning keeps highs, so the
+    # timeline peaks at the peak.
+    totals, devices = memory.numpy("total"), memory.numpy("device")
+    reported = totals != _NOT_REPORTED
+    device_codes, device_of = np.unique(devices[reported], return_inverse=True)
+    names = [_memory_device_name(device) for device in device_codes.tolist()]
+    peaks = np.full(len(names), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(peaks, device_of.reshape(-1), totals[reported])
+    facts.peak_memory_bytes.update(zip(names, peaks.tolist()))
+    events.memory_timeline = memory_timeline(names, device_of.reshape(-1), stamps[reported], totals[reported])
     facts.memory_events = int(len(sizes))
 
 

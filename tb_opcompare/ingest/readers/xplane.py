@@ -20,6 +20,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
     allocation_batch_vote,
     is_optimizer_scope,
@@ -66,6 +67,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     allocated_shapes: dict[str, set[str]] = {}  # memory allocations: tensor shape -> tf_ops that allocated it
     kinds = collections.Counter()  # host op events: "xla" (compiled ops) and "tf" (TF graph ops)
     allocated_dtypes = collections.Counter()
+    in_use = _MemoryInUse()  # every host plane's, for the peak and the timeline
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
         try:
@@ -73,8 +75,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                 if plane.name.startswith("/host:"):
                     calls = collections.Counter()
                     shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
-                                             step_batches, allocated_shapes, facts.peak_memory_bytes, kinds,
-                                             allocated_dtypes)
+                                             step_batches, allocated_shapes, in_use, kinds, allocated_dtypes)
                     step_calls[path, plane.name] = sum(calls.values())
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
@@ -130,6 +131,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                                        "allocations (optimizer state left out)")
     if warning:
         facts.warnings.append(warning)
+    if in_use.samples:
+        facts.peak_memory_bytes.update(in_use.peaks())
+        facts.memory_events = in_use.samples
+        events.memory_timeline = in_use.timeline()
     return OpProfile.from_events(facts, events)
 
 
@@ -184,7 +189,7 @@ def _stat_names(plane) -> dict[int, str]:
 def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batches: collections.Counter,
                      declared_batches: collections.Counter[int], step_calls: collections.Counter,
                      step_batches: collections.Counter[int], allocated_shapes: dict[str, set[str]],
-                     peak_memory: dict[str, int], kinds: collections.Counter,
+                     in_use: _MemoryInUse, kinds: collections.Counter,
                      allocated_dtypes: collections.Counter) -> tuple[int, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
@@ -210,6 +215,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     batch_datasets = [entry.key for entry in plane.event_metadata if _is_batch_dataset(entry.value.name)]
     step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == _STEP_FUNCTION]
     allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
+    deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
     stat_names = _stat_names(plane)
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     hlo_stat = next((k for k, v in stat_names.items() if v == "hlo_op"), None)
@@ -222,7 +228,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     marker_ranges: dict[int, tuple[int, int]] = {}  # step number -> (start, duration) of its longest marker
     call_ranges: list[np.ndarray] = []  # (start, duration) of each Keras 2 step function call
     op_lines = []  # each line's op events, added once the plane's steps are known
-    memory = _Allocations(peak_memory, allocated_dtypes)
+    memory = _Allocations(allocated_dtypes)
     clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
     for line in plane.lines:
         starts, durations, codes = [], [], []
@@ -263,6 +269,11 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                     if "shape" in stats and len(allocated_shapes) < _MAX_ALLOCATED_SHAPES:
                         allocated_shapes.setdefault(_stat_text(stats["shape"], stat_names), set()).add(tf_op)
                     memory.add(tf_op, stats, stat_names)
+                    in_use.add(stats, stat_names, line.timestamp_ns, int(ints[index, 1]))
+            if deallocations:  # a free names no op; it only tells what the allocator holds after it
+                for index in np.flatnonzero(np.isin(ints[:, 0], deallocations)).tolist():
+                    stats = {stat_names.get(stat.metadata_id): stat for stat in batch[index].stats}
+                    in_use.add(stats, stat_names, line.timestamp_ns, int(ints[index, 1]))
             if pipeline_roots and shapes_stat is not None:
                 for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
                     size = _input_batch(batch[index], shapes_stat, stat_names)
@@ -349,15 +360,62 @@ _HLO_INSTANCE = re.compile(r"\.\d+$")
 _TF_DTYPES = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16"}  # tensorflow DataType
 
 
+class _MemoryInUse:
+    """What each allocator held over the session: TF writes ``bytes_allocated``, the bytes
+    the allocator holds just after the event, on every ``MemoryAllocation`` and
+    ``MemoryDeallocation`` (``peak_bytes_in_use`` is since the process started, not the
+    profiled window). The run's peak per allocator is the highest of these samples, and
+    its timeline is made of the same samples, so the two agree."""
+
+    def __init__(self):
+        self.allocators: dict[str, int] = {}  # name -> code, in the order first seen
+        self.codes: list[int] = []
+        # a sample's time is its line's start (ns since the epoch) plus its offset (ps): in
+        # one integer they would overflow int64, so they are kept apart until subtracted
+        self.line_ns: list[int] = []
+        self.offset_ps: list[int] = []
+        self.bytes_in_use: list[float] = []
+
+    @property
+    def samples(self) -> int:
+        return len(self.codes)
+
+    def add(self, stats: dict, stat_names: dict[int, str], line_ns: int, offset_ps: int) -> None:
+        if "bytes_allocated" not in stats:
+            return
+        allocator = _stat_text(stats["allocator_name"], stat_names) if "allocator_name" in stats else "memory"
+        self.codes.append(self.allocators.setdefault(allocator, len(self.allocators)))
+        self.line_ns.append(line_ns)
+        self.offset_ps.append(offset_ps)
+        self.bytes_in_use.append(_number(stats["bytes_allocated"]))
+
+    def _highest(self) -> np.ndarray:
+        highest = np.zeros(len(self.allocators))
+        np.maximum.at(highest, np.asarray(self.codes, dtype=np.int64), np.asarray(self.bytes_in_use))
+        return highest
+
+    def peaks(self) -> dict[str, int]:
+        """The highest memory in use per allocator; none for an allocator that never held any."""
+        highest = self._highest()
+        return {name: int(highest[code]) for name, code in self.allocators.items() if highest[code] > 0}
+
+    def timeline(self):
+        """``OpProfile.memory_timeline`` of the allocators that have a peak."""
+        codes = np.asarray(self.codes, dtype=np.int64)
+        line_ns = np.asarray(self.line_ns, dtype=np.int64)
+        times_us = ((line_ns - line_ns.min()) * 1000 + np.asarray(self.offset_ps, dtype=np.int64)) / _PS_PER_US
+        shown = (self._highest() > 0)[codes]
+        return memory_timeline(list(self.allocators), codes[shown], times_us[shown],
+                               np.asarray(self.bytes_in_use)[shown])
+
+
 class _Allocations:
     """TF's ``MemoryAllocation`` events: bytes each op asked for (``requested_bytes``;
-    its ``tf_op`` stat names it), and the highest memory in use per allocator during the
-    profile (``bytes_allocated``; ``peak_bytes_in_use`` is since the process started).
-    Frees carry no op, so an op's net memory is not known."""
+    its ``tf_op`` stat names it). Frees carry no op, so an op's net memory is not known;
+    memory in use is ``_MemoryInUse``'s."""
 
-    def __init__(self, peak_memory: dict[str, int], dtypes: collections.Counter):
+    def __init__(self, dtypes: collections.Counter):
         self.requested: dict[str, float] = collections.defaultdict(float)
-        self.peak_memory = peak_memory
         self.dtypes = dtypes  # the precision's evidence: dtypes of what the model's ops allocate
 
     def add(self, tf_op: str, stats: dict, stat_names: dict[int, str]) -> None:
@@ -367,10 +425,6 @@ class _Allocations:
             dtype = _TF_DTYPES.get(int(_number(stats.get("data_type"))))
             if dtype and not is_optimizer_scope(tf_op):  # optimizer state keeps the variables' dtype
                 self.dtypes[dtype] += 1
-        allocator = _stat_text(stats["allocator_name"], stat_names) if "allocator_name" in stats else "memory"
-        in_use = _number(stats.get("bytes_allocated"))  # the highest in the profiled window, not since start-up
-        if in_use > self.peak_memory.get(allocator, 0):
-            self.peak_memory[allocator] = int(in_use)
 
     def attribute(self, events: OpEvents, op_keys: list[tuple[str, str]]) -> None:
         if not self.requested:

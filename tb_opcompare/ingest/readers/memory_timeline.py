@@ -1,0 +1,55 @@
+"""Memory in use over time, as the readers hand it to ``OpProfile.memory_timeline``.
+
+A profile records memory in use at every allocation and free (PyTorch's ``Total
+Allocated``, TF's ``bytes_allocated``): tens of thousands of samples on a real model, more
+than a figure needs. Each device keeps at most ``MEMORY_TIMELINE_POINTS`` samples: its
+window cut into that many stretches of equal time, and from each the sample that held the
+most, at its own time. So the highest point of a thinned series is the run's peak exactly,
+where an average or a sample picked at random would cut the peak off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tb_opcompare.schema.optable import MEMORY_TIMELINE_POINTS, empty_memory_timeline
+
+
+def memory_timeline(devices: list[str], device_codes: np.ndarray, times_us: np.ndarray, bytes_in_use: np.ndarray,
+                    points: int = MEMORY_TIMELINE_POINTS) -> pd.DataFrame:
+    """The ``memory_timeline`` table of these samples: ``device_codes`` index ``devices``;
+    ``times_us`` on any clock (the result counts from the earliest sample of all
+    devices); samples of one time keep their order here. Devices by name, each in time
+    order."""
+    codes = np.asarray(device_codes, dtype=np.int64)
+    times = np.asarray(times_us, dtype=np.float64)
+    values = np.asarray(bytes_in_use, dtype=np.float64)
+    if not len(codes):
+        return empty_memory_timeline()
+    times = times - times.min()
+    order = np.lexsort((times, codes))  # stable: samples of one time stay in the order recorded
+    codes, times, values = codes[order], times[order], values[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(codes)]
+    kept_parts = []
+    for start, end in sorted(zip(starts.tolist(), ends.tolist()), key=lambda bounds: devices[codes[bounds[0]]]):
+        kept_parts.append(start + _highest_per_stretch(times[start:end], values[start:end], points))
+    kept = np.concatenate(kept_parts)
+    names = np.asarray(devices, dtype=object)
+    table = pd.DataFrame({"device": names[codes[kept]], "time_us": times[kept], "bytes_in_use": values[kept]})
+    return table.astype(empty_memory_timeline().dtypes)  # object names, as the disk cache gives them back
+
+
+def _highest_per_stretch(times: np.ndarray, values: np.ndarray, points: int) -> np.ndarray:
+    """Positions (time order) of the samples kept of one device's series, sorted by time:
+    all of them up to ``points``, else the highest of each of ``points`` stretches of equal
+    time (the first of equal highs)."""
+    if len(times) <= points:
+        return np.arange(len(times))
+    span = times[-1] - times[0]
+    stretch = (np.floor((times - times[0]) / span * points).astype(np.int64).clip(max=points - 1) if span > 0
+               else np.zeros(len(times), dtype=np.int64))
+    by_height = np.lexsort((-values, stretch))  # each stretch's samples, the highest first
+    first = np.r_[True, stretch[by_height][1:] != stretch[by_height][:-1]]
+    return np.sort(by_height[first])

@@ -1,0 +1,188 @@
+"""The layers of a profile (issue 17): application, framework, runtime and device time of two
+runs side by side, and the application's ranges and the runtime's calls compared row by row.
+
+Oracles: an independent walk over the raw trace events (each host event's time less the
+events directly inside it on its thread, by category), PyTorch's own ``key_averages()``
+taken in the recording process (tests/fixtures/memory/oracles), and the numbers written in
+a real summary.json."""
+
+from __future__ import annotations
+
+import collections
+import csv
+import gzip
+import io
+import json
+
+import msgspec
+import pytest
+from conftest import FIXTURES, REALTRACES, run_cli
+from in_process import PREFIX, plugin_client
+
+from tb_opcompare.schema.contract import LayersDocument
+from tb_opcompare.store.catalog import Catalog
+
+H100 = FIXTURES / "gpu_h100" / "demo"
+CPU_RUN, GPU_RUN = "mnist_cnn_torch_cpu_bs16_rep1", "mnist_cnn_torch_gpu_bs16_rep1"
+MEMORY = FIXTURES / "memory"
+_LAYER_OF_CATEGORY = {"cpu_op": "framework", "user_annotation": "application", "cuda_runtime": "runtime",
+                      "cuda_driver": "runtime"}
+_DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def _trace_events(path) -> list[dict]:
+    with gzip.open(path) as handle:
+        return json.load(handle)["traceEvents"]
+
+
+def _raw_layers(events: list[dict]) -> tuple[dict[str, float], dict[str, tuple[int, float]], int]:
+    """Independent of the reader: each layer's self time (an event's duration less the
+    events directly inside it on its thread; ProfilerStep ranges are steps, not work),
+    device time, each runtime call's (calls, wall time), and the step count."""
+    host = [e for e in events if e.get("ph") == "X" and e.get("cat") in _LAYER_OF_CATEGORY
+            and not e["name"].startswith("ProfilerStep#")]
+    by_thread = collections.defaultdict(list)
+    for event in host:
+        by_thread[(str(event["pid"]), str(event["tid"]))].append(event)
+    layers = collections.Counter()
+    for thread_events in by_thread.values():
+        thread_events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        open_events: list[dict] = []
+        for event in thread_events:
+            while open_events and open_events[-1]["ts"] + open_events[-1]["dur"] <= event["ts"]:
+                open_events.pop()
+            if open_events:
+                layers[_LAYER_OF_CATEGORY[open_events[-1]["cat"]]] -= event["dur"]
+            layers[_LAYER_OF_CATEGORY[event["cat"]]] += event["dur"]
+            open_events.append(event)
+    layers["device"] = sum(e["dur"] for e in events if e.get("ph") == "X" and e.get("cat") in _DEVICE_CATEGORIES)
+    calls = collections.defaultdict(lambda: [0, 0.0])
+    for event in host:
+        if _LAYER_OF_CATEGORY[event["cat"]] == "runtime":
+            calls[event["name"]][0] += 1
+            calls[event["name"]][1] += event["dur"]
+    steps = len({e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")})
+    return {layer: time for layer, time in layers.items() if time}, {k: tuple(v) for k, v in calls.items()}, steps
+
+
+def _layers(logdir, baseline: str, target: str) -> LayersDocument:
+    return msgspec.json.decode(run_cli("layers", str(logdir), "--baseline", baseline, "--target", target, "--json",
+                                       "--no-cache").stdout, type=LayersDocument)
+
+
+@pytest.fixture(scope="module")
+def h100_layers() -> LayersDocument:
+    return _layers(H100, CPU_RUN, GPU_RUN)
+
+
+def test_each_layer_equals_the_raw_trace_per_step(h100_layers):
+    for run, side in ((CPU_RUN, "baseline"), (GPU_RUN, "target")):
+        (path,) = (H100 / run).glob("*.pt.trace.json.gz")
+        raw, _, steps = _raw_layers(_trace_events(path))
+        shown = {layer.layer: getattr(layer, f"{side}_us") for layer in h100_layers.layers
+                 if getattr(layer, f"{side}_us") is not None}
+        assert shown.keys() == raw.keys(), run
+        for layer, time in raw.items():
+            assert shown[layer] == pytest.approx(time / steps, rel=1e-5), (run, layer)
+    assert h100_layers.per_step
+    assert {layer.layer for layer in h100_layers.layers} == {"application", "framework", "runtime", "device"}
+    cpu_only = [layer.layer for layer in h100_layers.layers if layer.baseline_us is None]
+    assert sorted(cpu_only) == ["device", "runtime"]  # a CPU run launches no kernels
+
+
+def test_runtime_calls_are_rows_with_the_raw_counts_and_wall_time(h100_layers):
+    (path,) = (H100 / GPU_RUN).glob("*.pt.trace.json.gz")
+    _, calls, steps = _raw_layers(_trace_events(path))
+    rows = {row.name: row for row in h100_layers.rows if row.layer == "runtime"}
+    assert rows.keys() == calls.keys()
+    for name, (count, wall) in calls.items():
+        assert rows[name].target_calls == count
+        assert rows[name].target_wall_us == pytest.approx(wall / steps, rel=1e-9)
+        assert rows[name].target_mean_us == pytest.approx(wall / count, rel=1e-9)
+        assert rows[name].status == "target_only" and rows[name].baseline_calls is None
+    assert "cudaLaunchKernel" in rows
+
+
+@pytest.mark.parametrize("batch", [8, 32])
+def test_application_ranges_agree_with_key_averages_of_the_recording_process(batch):
+    oracle = json.loads((MEMORY / "oracles" / f"torch_cnn_cpu_bs{batch}.key_averages.json").read_text())
+    document = _layers(MEMORY / "logdir", f"torch_cnn_cpu_bs{batch}", f"torch_cnn_cpu_bs{batch}")
+    steps = oracle["profiled_steps"]
+    # rel=1e-5: the trace's times are decimal µs read as doubles, key_averages() sums integer ns
+    rows = {row.name: row for row in document.rows if row.layer == "application"}
+    expected = {row["key"]: row for row in oracle["key_averages"] if row["key"].startswith("Optimizer.")}
+    assert rows.keys() == expected.keys()
+    for name, row in expected.items():
+        assert rows[name].baseline_calls == row["count"]
+        assert rows[name].baseline_mean_us == pytest.approx(row["cpu_time_total"] / row["count"], rel=1e-6)
+        assert rows[name].baseline_self_us == pytest.approx(row["self_cpu_time_total"] / steps, rel=1e-5)
+        assert rows[name].speedup == pytest.approx(1.0)
+    application = next(layer for layer in document.layers if layer.layer == "application")
+    assert application.baseline_us == pytest.approx(sum(row["self_cpu_time_total"] for row in expected.values())
+                                                     / steps, rel=1e-5)
+
+
+def test_public_v100_trace_layers_equal_the_raw_events():
+    (path,) = (REALTRACES / "torch_resnet50_v100").glob("*.pt.trace.json.gz")
+    catalog = Catalog(str(path.parent.parent), cache_dir=None)
+    run = next(source.run for source in catalog.sources() if source.run.endswith("torch_resnet50_v100"))
+    profile = catalog.load(run).profile
+    from tb_opcompare.analysis.layers import run_layers
+
+    totals, rows = run_layers(profile.ops, profile.annotations)
+    raw, calls, _ = _raw_layers(_trace_events(path))
+    # The 2021 trace names its categories "Operator", "Runtime", "Kernel" ...: read as the same layers.
+    for layer in ("framework", "runtime", "device"):
+        assert layer in totals, layer
+    if raw:  # the modern category names: the same totals
+        for layer, time in raw.items():
+            assert totals[layer][0] == pytest.approx(time, rel=1e-9), layer
+    launches = rows[rows["name"] == "cudaLaunchKernel"]
+    assert len(launches) == 1 and launches["calls"].iloc[0] > 1000
+
+
+def test_app_stats_of_a_summary_json_are_the_application_layer_by_wall_time():
+    path = FIXTURES / "summary_json" / "mlp_cpu" / "summary.json"
+    app_stats = json.loads(path.read_text())["app_stats"]
+    steps = len(app_stats)
+    wall = sum(activity["duration"] for step in app_stats.values() for activity in step.values())
+    document = _layers(FIXTURES / "summary_json", "mlp_cpu", "mlp_cpu")
+    (row,) = [row for row in document.rows if row.layer == "application"]
+    assert (row.name, row.kind, row.baseline_calls) == ("session_run", "app_stats", steps)
+    assert row.baseline_wall_us == pytest.approx(wall / steps) and row.baseline_self_us is None
+    application = next(layer for layer in document.layers if layer.layer == "application")
+    assert application.basis == "wall" and application.baseline_us == pytest.approx(wall / steps)
+    assert any("wall time" in note and "overlap" in note for note in document.notes)
+
+
+def test_runs_without_application_ranges_say_how_to_record_them():
+    tf = _layers(FIXTURES.parent.parent / "demo_logs", "tf_keras/mnist_cnn_cpu_bs64", "tf_keras/mnist_cnn_cpu_bs16")
+    assert [layer.layer for layer in tf.layers] == ["framework"] and not tf.rows
+    assert any("no application ranges" in note for note in tf.notes)
+    assert any("several host threads" in note for note in tf.notes) == any(
+        (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in tf.layers)
+
+
+def test_route_cli_and_csv_agree(h100_layers):
+    client = plugin_client(str(H100))
+    answer = client.get(f"{PREFIX}/layers", query_string={"baseline": CPU_RUN, "target": GPU_RUN})
+    assert answer.status_code == 200
+    assert msgspec.json.decode(answer.data, type=LayersDocument) == h100_layers
+    download = client.get(f"{PREFIX}/layers.csv", query_string={"baseline": CPU_RUN, "target": GPU_RUN})
+    assert download.status_code == 200 and "attachment" in download.headers["Content-Disposition"]
+    cli_csv = run_cli("layers", str(H100), "--baseline", CPU_RUN, "--target", GPU_RUN, "--csv", "-",
+                      "--no-cache").stdout
+    assert download.data.decode() == cli_csv
+    lines = list(csv.DictReader(io.StringIO(cli_csv)))
+    assert [line["name"] for line in lines] == [row.name for row in h100_layers.rows]
+    missing = client.get(f"{PREFIX}/layers", query_string={"baseline": CPU_RUN})
+    assert missing.status_code == 400 and b"target" in missing.data
+    unknown = client.get(f"{PREFIX}/layers", query_string={"baseline": CPU_RUN, "target": "no_such_run"})
+    assert unknown.status_code == 404
+
+
+def test_layers_survive_the_disk_cache(tmp_path):
+    first = Catalog(str(FIXTURES / "summary_json"), cache_dir=str(tmp_path)).load("mlp_cpu").profile
+    again = Catalog(str(FIXTURES / "summary_json"), cache_dir=str(tmp_path)).load("mlp_cpu").profile
+    assert again is not first
+    assert again.annotations.equals(first.annotations) and len(again.annotations) == 1
