@@ -137,7 +137,7 @@ export function matrixCsvUrl(params) {
 /**
  * Two runs' module trees side by side; rejects with the server's 404 (an unknown run) or
  * 422 (an unreadable profile).
- * @param {Object<string, string>} params baseline and target (state.js modulesParams)
+ * @param {Object<string, string>} params baseline and target (state.js pairParams)
  * @returns {Promise<ModulesDocument>}
  */
 export function fetchModules(params) {
@@ -153,7 +153,7 @@ export function modulesCsvUrl(params) {
  * Two runs' application, framework, runtime and device time, and the application's and
  * runtime's rows; rejects with the server's 404 (an unknown run or session) or 422 (an
  * unreadable profile).
- * @param {Object<string, string>} params baseline, target and their sessions (state.js layersParams)
+ * @param {Object<string, string>} params baseline, target and their sessions (state.js pairParams)
  * @returns {Promise<LayersDocument>}
  */
 export function fetchLayers(params) {
@@ -168,7 +168,7 @@ export function layersCsvUrl(params) {
 /**
  * Two runs' memory: peaks per device, memory over time, each op's allocations; rejects
  * with the server's 404 (an unknown run or session) or 422 (an unreadable profile).
- * @param {Object<string, string>} params baseline, target and their sessions (state.js memoryParams)
+ * @param {Object<string, string>} params baseline, target and their sessions (state.js pairParams)
  * @returns {Promise<MemoryDocument>}
  */
 export function fetchMemory(params) {

@@ -30,6 +30,7 @@
  * @property {string} model - model key: the sidecar's model, else the run name without device, batch and repeat tokens
  * @property {string|null} label - the sidecar's label
  * @property {number|null} repeat - which recording of one configuration (`--repeats`)
+ * @property {number|null} repeat_runs - the runs of its repeat group (same model, device, batch size and label, each a repeat), itself included: what pooling its repeats would pool; 1 for a run without repeats; null outside the runs document
  * @property {Array<string>} sessions - the run's captures, oldest first
  * @property {string} session - the capture shown (the newest)
  * @property {string|null} framework - TensorFlow or PyTorch, where the data says
@@ -374,6 +375,8 @@
  * @property {number|null} baseline_share - of the baseline's whole model
  * @property {number|null} target_share - of the target's whole model
  * @property {number|null} speedup - baseline_us / target_us
+ * @property {number|null} baseline_alloc_bytes - bytes the ops inside the node allocated on the baseline, per step or in all as baseline_us; null where the run records no memory
+ * @property {number|null} target_alloc_bytes - as baseline_alloc_bytes, on the target
  * @property {string} status - `matched`, `baseline_only` or `target_only`
  */
 
@@ -391,7 +394,7 @@
 /**
  * One layer's time in both runs.
  * @typedef {Object} LayerTotal
- * @property {'application'|'device'|'framework'|'runtime'} layer - application: user ranges (record_function, app_stats); framework: ops; runtime: CUDA/HIP runtime and driver calls; device: kernels, memcpys, memsets
+ * @property {'application'|'device'|'framework'|'runtime'} layer - application: user ranges (record_function, app_stats) and the tf.data input pipeline; framework: ops; runtime: CUDA/HIP runtime and driver calls; device: kernels, memcpys, memsets
  * @property {string} basis - how the time is measured: `self` (host time in the layer's own work, nested work of other layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` (summed device time)
  * @property {number|null} baseline_us - per profiled step where both runs know their steps, else in all; null where the baseline records nothing of the layer
  * @property {number|null} target_us - as baseline_us, on the target
@@ -405,7 +408,7 @@
  * @typedef {Object} LayerRow
  * @property {'application'|'runtime'} layer - the layer the row belongs to
  * @property {string} name - the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)
- * @property {string} kind - what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`) or `app_stats`
+ * @property {string} kind - what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`), `Dataset` (a tf.data iterator) or `app_stats`
  * @property {number|null} baseline_calls - times it ran in the baseline (all profiled steps); null where only the target has it
  * @property {number|null} baseline_wall_us - its summed wall time, per step or in all as the layers
  * @property {number|null} baseline_self_us - its wall time less the ops and calls inside it; null where not known
@@ -489,4 +492,5 @@
 
 // Words the server spells, for the tab to use as they are.
 export const LAYERS = Object.freeze(["application", "framework", "runtime", "device"]);
+export const ROW_LAYERS = Object.freeze(["application", "runtime"]);
 export const TREND_ORDERS = Object.freeze(["recorded", "label", "run", "repeat", "device", "batch_size", "precision", "compiler"]);

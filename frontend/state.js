@@ -214,7 +214,7 @@ export function selectionParams(selection, pool = selection.repeats) {
  */
 export function hasRepeats(selection, runs) {
   return runs.some((run) => (run.run === selection.baseline || run.run === selection.target) &&
-    run.repeat !== null && run.repeat !== undefined);
+    run.repeat_runs > 1);
 }
 
 /**
@@ -282,37 +282,13 @@ export function matrixParams(matrix) {
 }
 
 /**
- * The modules route's parameters (and its CSV's): the selection's runs, each its newest
- * capture (the route takes no session); null until both runs are chosen.
+ * The parameters of the routes that read the two runs chosen on Compare (modules,
+ * layers, memory, and their CSVs): the runs and their sessions (none: each run's newest
+ * capture); null until both runs are chosen.
  * @param {Selection} selection
  * @returns {Object<string, string>|null}
  */
-export function modulesParams(selection) {
-  if (!selection.baseline || !selection.target) return null;
-  return {baseline: selection.baseline, target: selection.target};
-}
-
-/**
- * The layers route's parameters (and its CSV's): the selection's runs and sessions (none:
- * each run's newest capture); null until both runs are chosen.
- * @param {Selection} selection
- * @returns {Object<string, string>|null}
- */
-export function layersParams(selection) {
-  if (!selection.baseline || !selection.target) return null;
-  const params = {baseline: selection.baseline, target: selection.target};
-  if (selection.baseline_session) params.baseline_session = selection.baseline_session;
-  if (selection.target_session) params.target_session = selection.target_session;
-  return params;
-}
-
-/**
- * The memory route's parameters (and its CSV's): the selection's runs and sessions (none:
- * each run's newest capture); null until both runs are chosen.
- * @param {Selection} selection
- * @returns {Object<string, string>|null}
- */
-export function memoryParams(selection) {
+export function pairParams(selection) {
   if (!selection.baseline || !selection.target) return null;
   const params = {baseline: selection.baseline, target: selection.target};
   if (selection.baseline_session) params.baseline_session = selection.baseline_session;

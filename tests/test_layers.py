@@ -155,12 +155,33 @@ def test_app_stats_of_a_summary_json_are_the_application_layer_by_wall_time():
     assert any("wall time" in note and "overlap" in note for note in document.notes)
 
 
-def test_runs_without_application_ranges_say_how_to_record_them():
-    tf = _layers(FIXTURES.parent.parent / "demo_logs", "tf_keras/mnist_cnn_cpu_bs64", "tf_keras/mnist_cnn_cpu_bs16")
-    assert [layer.layer for layer in tf.layers] == ["framework"] and not tf.rows
-    assert any("no application ranges" in note for note in tf.notes)
-    assert any("several host threads" in note for note in tf.notes) == any(
-        (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in tf.layers)
+def test_the_tf_data_input_pipeline_is_the_application_layer_of_a_keras_run():
+    demo = FIXTURES.parent.parent / "demo_logs"
+    runs = "tf_keras/mnist_cnn_cpu_bs64", "tf_keras/mnist_cnn_cpu_bs16"
+    document = _layers(demo, *runs)
+    assert [layer.layer for layer in document.layers] == ["application", "framework"]
+    catalog = Catalog(str(demo), cache_dir=None)
+    for run, side in zip(runs, ("baseline", "target")):
+        profile = catalog.load(run).profile
+        pipeline = profile.ops[profile.ops["op_type"] == "Dataset"]
+        assert len(pipeline) and pipeline["op_name"].str.startswith("Iterator::").all()
+        shown = {row.name: getattr(row, f"{side}_self_us") for row in document.rows}
+        assert shown.keys() == set(pipeline["op_name"])
+        application = getattr(document.layers[0], f"{side}_us")
+        assert application == pytest.approx(pipeline["self_us"].sum() / profile.facts.steps, rel=1e-9)
+        framework = getattr(document.layers[1], f"{side}_us")
+        others = profile.ops[(profile.ops["op_type"] != "Dataset") & (profile.ops["side"] == "host")]
+        assert framework == pytest.approx(others["self_us"].sum() / profile.facts.steps, rel=1e-9)
+    assert any("several host threads" in note for note in document.notes) == any(
+        (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in document.layers)
+
+
+def test_runs_without_application_ranges_or_runtime_calls_say_so():
+    document = _layers(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu", "cpu", "gpu")  # public TF1 timelines
+    assert [layer.layer for layer in document.layers] == ["framework", "device"] and not document.rows
+    assert any("no application ranges" in note and "tf.data" in note for note in document.notes)
+    assert any(note.startswith("No runtime calls recorded in gpu") for note in document.notes)
+    assert document.layers[1].baseline_us is None and document.layers[1].target_us > 0
 
 
 def test_route_cli_and_csv_agree(h100_layers):

@@ -64,13 +64,18 @@ def _check_timeline_against_the_raw_trace(timeline: pd.DataFrame, peaks: dict[st
             assert kept["bytes_in_use"].tolist() == samples["total"].tolist()
             assert kept["time_us"].to_numpy() == pytest.approx(samples["time_us"].to_numpy(), abs=1e-3)
             continue
-        # thinned: one sample per stretch of equal time, the stretch's highest
+        # thinned: per stretch of equal time (half as many as points), its lowest and highest
         assert len(kept) <= MEMORY_TIMELINE_POINTS
+        stretches = MEMORY_TIMELINE_POINTS // 2
         start, span = samples["time_us"].min(), samples["time_us"].max() - samples["time_us"].min()
-        stretch = ((samples["time_us"] - start) / span * MEMORY_TIMELINE_POINTS).astype(int).clip(
-            upper=MEMORY_TIMELINE_POINTS - 1)
-        highest = samples.groupby(stretch)["total"].max()
-        assert kept["bytes_in_use"].tolist() == highest.tolist()
+
+        def stretch_of(times):
+            return ((times - start) / span * stretches).astype(int).clip(upper=stretches - 1)
+
+        extremes = samples.groupby(stretch_of(samples["time_us"]))["total"].agg(["min", "max"])
+        shown = kept.groupby(stretch_of(kept["time_us"]))["bytes_in_use"].agg(lambda values: set(values.tolist()))
+        assert shown.index.tolist() == extremes.index.tolist()
+        assert shown.tolist() == [{low, high} for low, high in zip(extremes["min"], extremes["max"])]
         assert len(kept) < len(samples)
 
 
@@ -92,13 +97,15 @@ def test_the_timeline_peaks_where_the_h100_trace_does(run):
 
 def test_resnet18_on_the_cpu_is_thinned_and_keeps_its_peak():
     """Over 6,000 samples come in bursts (the steps' allocations), so fewer stretches than
-    the limit hold one: the timeline keeps one sample for each that does."""
+    the limit hold any: the timeline keeps the lowest and highest of each that does, the
+    memory released between steps as well as the peak."""
     profile = Catalog(str(H100), cache_dir=None).load("resnet18/resnet18_cpu_bs32_rep1").profile
     raw = _raw_memory_samples(H100 / "resnet18/resnet18_cpu_bs32_rep1")
     timeline = profile.memory_timeline
     assert len(timeline) <= MEMORY_TIMELINE_POINTS < 3 * MEMORY_TIMELINE_POINTS < len(raw)
     assert timeline["bytes_in_use"].max() == raw["total"].max() == profile.facts.peak_memory_bytes["CPU"]
     assert timeline["time_us"].max() == pytest.approx(raw["ts"].max() - raw["ts"].min(), rel=1e-3)
+    assert timeline["bytes_in_use"].min() == raw["total"].min()
 
 
 def test_public_traces_rocm_names_its_gpu_and_pytorch_1_8_has_no_timeline():

@@ -14,6 +14,7 @@ import pytest
 from conftest import FIXTURES, REPO, run_cli
 from in_process import PREFIX, plugin_client
 
+from tb_opcompare.analysis.modules import module_tree
 from tb_opcompare.schema.contract import CompareDocument
 from tb_opcompare.store.catalog import Catalog
 
@@ -162,3 +163,37 @@ def test_the_keras_tree_follows_name_scopes_and_compares_per_step():
     assert answer.data.decode() == csv_text and len(csv_text.splitlines()) == len(nodes) + 1
     assert client.get(f"{PREFIX}/modules?baseline=nope&target=tf_keras/mnist_cnn_cpu_bs64").status_code == 404
     assert client.get(f"{PREFIX}/modules?baseline=tf_keras/mnist_cnn_cpu_bs16").status_code == 400
+
+
+def test_each_modules_memory_is_what_was_allocated_inside_its_calls(profile):
+    """Independent of the reader: the bytes of the raw trace's allocations ([memory]
+    records, Bytes > 0) that fall inside each top-level module's calls on their thread,
+    against the tree's bytes for that module; and the whole model's bytes are the op
+    table's."""
+    (path,) = (MODULES / RUN).glob("*.pt.trace.json.gz")
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    calls = collections.defaultdict(list)
+    for event in events:
+        if event.get("cat") == "python_function" and event["name"].startswith("nn.Module: "):
+            calls[event["name"][len("nn.Module: "):]].append(event)
+    every_call = [call for ranges in calls.values() for call in ranges]
+
+    def inside_another(call: dict) -> bool:
+        return any(other is not call and other["tid"] == call["tid"] and other["ts"] <= call["ts"]
+                   and call["ts"] + call["dur"] <= other["ts"] + other["dur"] for other in every_call)
+
+    tops = {name: ranges for name, ranges in calls.items() if not inside_another(ranges[0])}
+    allocated = collections.Counter()
+    for event in events:
+        if event.get("name") == "[memory]" and event["args"].get("Bytes", 0) > 0:
+            for name, ranges in tops.items():
+                if any(str(r["tid"]) == str(event["tid"]) and r["ts"] <= event["ts"] <= r["ts"] + r["dur"]
+                       for r in ranges):
+                    allocated[name] += event["args"]["Bytes"]
+    tree = module_tree(profile.ops, profile.ops, profile.module_ops, profile.module_ops)  # in all, not per step
+    nodes = tree.set_index("id")
+    assert {"Sequential_0", "CrossEntropyLoss_0"} <= tops.keys()
+    for name in tops:
+        assert nodes.loc[name, "baseline_alloc_bytes"] == allocated[name], name
+    assert nodes.loc["", "baseline_alloc_bytes"] == profile.ops["alloc_bytes"].sum()
+    assert nodes.loc["Sequential_0", "baseline_alloc_bytes"] > 0

@@ -7,11 +7,12 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import shutil
 
 import msgspec
 import numpy as np
 import pytest
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, REALTRACES, run_cli
 from in_process import PREFIX, plugin_client
 
 from tb_opcompare.analysis.pooling import pool_profiles
@@ -114,3 +115,62 @@ def test_compare_with_run_groups_from_the_cli_the_route_and_repeats(catalog):
     assert bad.status_code == 400 and b"repeats" in bad.data
     unknown = client.get(f"{PREFIX}/compare", query_string={"baseline": "cnn_cpu_bs16_rep1,nope", "target": SLOW[0]})
     assert unknown.status_code == 404
+
+
+def test_a_group_without_step_markers_counts_a_step_per_run(tmp_path):
+    """Three copies of one public trace that has no ProfilerStep markers, two pooled
+    against the third: per run, identical, so no change (summing the two would read 2x)."""
+    trace = REALTRACES / "torch_resnet18_cpu" / "export_chrome_trace" / "trace.json"
+    for k in (1, 2, 3):
+        (tmp_path / f"r18_cpu_bs5_rep{k}").mkdir()
+        shutil.copy(trace, tmp_path / f"r18_cpu_bs5_rep{k}" / trace.name)
+    document = msgspec.json.decode(run_cli("compare", str(tmp_path), "--no-cache", "--json", "--baseline",
+                                           "r18_cpu_bs5_rep1,r18_cpu_bs5_rep2", "--target", "r18_cpu_bs5_rep3").stdout,
+                                   type=CompareDocument)
+    summary = document.summary
+    assert (summary.baseline_steps, summary.target_steps) == (2, 1)
+    assert summary.overall_speedup == pytest.approx(1.0) and summary.whole_step_speedup == pytest.approx(1.0)
+    assert any("each run counts as one step" in note for note in summary.notes)
+    assert summary.baseline.steps_source.startswith("no step markers: one step per run")
+
+
+def test_groups_that_cannot_be_compared_are_refused_with_the_reason(tmp_path):
+    client = plugin_client(REPEATS)
+    for query, message in [
+        ({"baseline": ",", "target": SLOW[0]}, "no baseline runs given"),
+        ({"baseline": " , ", "target": SLOW[0]}, "no baseline runs given"),
+        ({"baseline": BASE[0], "target": BASE[1], "repeats": "1"}, "share cnn_cpu_bs16_rep1"),
+        ({"baseline": f"{BASE[0]},{BASE[1]}", "target": SLOW[0], "baseline_session": "x"}, "baseline_session"),
+    ]:
+        answer = client.get(f"{PREFIX}/compare", query_string=query)
+        assert answer.status_code == 400, query
+        assert message in json.loads(answer.data)["error"]["message"], query
+    result = run_cli("compare", str(REPEATS), "--no-cache", "--baseline", ",", "--target", SLOW[0])
+    assert result.returncode == 2 and "no baseline runs given" in result.stderr
+    result = run_cli("compare", str(REPEATS), "--no-cache", "--repeats")
+    assert result.returncode == 2 and "--baseline" in result.stderr
+
+
+def test_an_unreadable_repeat_is_left_out_and_named(tmp_path):
+    logdir = tmp_path / "logdir"
+    shutil.copytree(REPEATS, logdir)
+    (broken,) = (logdir / BASE[1]).glob("*.pt.trace.json.gz")
+    broken.write_bytes(broken.read_bytes()[:2000])  # a truncated file
+    document = msgspec.json.decode(plugin_client(logdir).get(
+        f"{PREFIX}/compare", query_string={"baseline": BASE[0], "target": SLOW[0], "repeats": "1"}).data,
+        type=CompareDocument)
+    assert document.summary.baseline_runs == [run for run in BASE if run != BASE[1]]
+    assert document.summary.target_runs == SLOW
+    assert any(note.startswith(f"{BASE[1]} left out of the baseline group") for note in document.summary.notes)
+
+
+def test_a_group_mixing_configurations_says_which_dimensions_differ():
+    h100 = FIXTURES / "gpu_h100" / "demo"
+    document = msgspec.json.decode(run_cli(
+        "compare", str(h100), "--no-cache", "--json", "--baseline",
+        "mnist_cnn_torch_cpu_bs16_rep1,mnist_cnn_torch_gpu_bs64_rep1", "--target", "mnist_cnn_torch_gpu_bs16_rep1").stdout,
+        type=CompareDocument)
+    (note,) = [note for note in document.summary.notes if note.startswith("The baseline group pools")]
+    assert "device: CPU, GPU" in note and "batch size: 16, 64" in note and "precision" not in note
+    assert document.summary.baseline.device is None and document.summary.baseline.batch_size is None
+    assert document.summary.baseline.batch_size_source == "the runs of the group differ"

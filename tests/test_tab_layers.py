@@ -15,7 +15,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, console_errors, open_op_compare, route, route_json, tab_state
+from conftest import FIXTURES, REALTRACES, REPO, console_errors, open_op_compare, route, route_json, tab_state
 
 CPU = "mnist_cnn_torch_bf16_cpu_bs16_rep1"
 GPU = "mnist_cnn_torch_bf16_gpu_bs16_rep1"
@@ -57,6 +57,8 @@ def layers_tensorboard_url(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("layers") / "logdir"
     shutil.copytree(FIXTURES / "gpu_h100" / "demo", logdir)
     shutil.copytree(REPO / "demo_logs" / "tf_keras", logdir / "tf_keras")
+    for device in ("cpu", "gpu"):  # the public TF1 timelines: no application ranges, no runtime calls
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, logdir / "tf1" / device)
     with running_tensorboard(logdir) as url:
         yield url
 
@@ -222,28 +224,41 @@ def test_the_layers_of_a_cpu_and_a_gpu_run_sort_filter_download_and_survive_a_re
     assert not errors
 
 
-def test_a_cpu_only_keras_pair_shows_its_notes_and_dashes(page, layers_tensorboard_url):
+def test_a_cpu_only_keras_pair_shows_its_input_pipeline_and_dashes(page, layers_tensorboard_url):
     url = layers_tensorboard_url
     errors = console_errors(page)
     document = route_json(url, "layers", baseline=TF_BASELINE, target=TF_TARGET)
-    assert [total["layer"] for total in document["layers"]] == ["framework"]
-    assert document["rows"] == [] and len(document["notes"]) >= 1
+    assert [total["layer"] for total in document["layers"]] == ["application", "framework"]
+    assert document["rows"] and {row["kind"] for row in document["rows"]} == {"Dataset"}
 
     frame = open_op_compare(page, url, ready=SUMMARY, view="layers", baseline=TF_BASELINE, target=TF_TARGET)
     formatted = plugin_frame(page).evaluate(FORMATTED, document)
     check_summary(frame, document, formatted)
     notes = frame.locator("#oc-layers-notes .oc-layers-note")
     assert notes.all_inner_texts() == document["notes"]
+    assert frame.locator("#oc-layers-count").inner_text() == f"{len(document['rows'])} rows"
+    # a share past 100% (several host threads): a full bar, and the route's number
+    if (document["layers"][1]["baseline_share"] or 0) > 1:
+        bar = frame.locator(f"{SUMMARY}[data-layer='framework'] td[data-layers-column='baseline_share'] .oc-layers-bar")
+        assert "oc-layers-bar-over" in bar.get_attribute("class")
+    page.screenshot(path="/tmp/layers-keras.png", full_page=True)
+    assert not page.page_errors
+    assert not errors
+
+
+def test_runs_without_application_ranges_say_so(page, layers_tensorboard_url):
+    url = layers_tensorboard_url
+    errors = console_errors(page)
+    document = route_json(url, "layers", baseline="tf1/cpu", target="tf1/gpu")
+    assert [total["layer"] for total in document["layers"]] == ["framework", "device"] and not document["rows"]
+    frame = open_op_compare(page, url, ready=SUMMARY, view="layers", baseline="tf1/cpu", target="tf1/gpu")
+    check_summary(frame, document, plugin_frame(page).evaluate(FORMATTED, document))
+    assert frame.locator("#oc-layers-notes .oc-layers-note").all_inner_texts() == document["notes"]
     assert any("no application ranges" in note for note in document["notes"])
     assert frame.locator("#oc-layers-table .oc-no-rows").inner_text() == (
         "No application ranges or runtime calls in these runs")
     assert frame.locator("#oc-layers-count").inner_text() == "0 rows"
     assert frame.locator("#oc-layers-export").is_visible()
-    # a share past 100% (several host threads): a full bar, and the route's number
-    if (document["layers"][0]["baseline_share"] or 0) > 1:
-        bar = frame.locator(f"{SUMMARY}[data-layer='framework'] td[data-layers-column='baseline_share'] .oc-layers-bar")
-        assert "oc-layers-bar-over" in bar.get_attribute("class")
-    page.screenshot(path="/tmp/layers-keras.png", full_page=True)
     assert not page.page_errors
     assert not errors
 

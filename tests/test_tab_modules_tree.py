@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import console_errors, open_op_compare, route, route_json, tab_state
 
-from tb_opcompare.schema.text import format_share, format_speedup, format_time
+from tb_opcompare.schema.text import format_bytes, format_share, format_speedup, format_time
 
 RUN = "mnist_cnn_torch_stack_gpu_bs16"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
@@ -33,7 +33,8 @@ def check_row(frame, node: dict):
     assert node["name"] in cells[0]
     assert cells[1:] == [format_time(node["baseline_us"]), format_time(node["target_us"]),
                          format_share(node["baseline_share"]), format_share(node["target_share"]),
-                         format_speedup(node["speedup"])]
+                         format_speedup(node["speedup"]), format_bytes(node["baseline_alloc_bytes"]),
+                         format_bytes(node["target_alloc_bytes"])]
 
 
 def test_the_module_tree_expands_collapses_filters_downloads_and_survives_a_reload(page, modules_tensorboard_url):

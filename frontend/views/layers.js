@@ -8,7 +8,8 @@
 import {fetchLayers, layersCsvUrl} from '../api.js';
 import {h} from '../dom.js';
 import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
-import {layersParams} from '../state.js';
+import {LAYERS, ROW_LAYERS} from '../contract.js';
+import {pairParams} from '../state.js';
 import {sortMissingLast} from '../view.js';
 import {showLatest} from './latest.js';
 import {nextSort, sortIndicator} from './sorting.js';
@@ -21,10 +22,9 @@ import {loadingIndicator, messageBox} from './states.js';
 /** @typedef {import('../state.js').LayersState} LayersState */
 /** @typedef {import('../api.js').ApiError} ApiError */
 
-/** The layers, top of the stack first: the summary always shows the four. */
-export const LAYERS = ['application', 'framework', 'runtime', 'device'];
-/** The layers that have rows, in the order the rows table groups them. */
-export const ROW_LAYERS = ['application', 'runtime'];
+// The layers, top of the stack first (the summary always shows the four), and those that
+// have rows, in the order the rows table groups them: as the server names them.
+export {LAYERS, ROW_LAYERS};
 
 const LAYER_LABELS = {application: 'Application', framework: 'Framework', runtime: 'Runtime', device: 'Device'};
 const LAYER_DETAILS = {
@@ -227,7 +227,7 @@ export class LayersView {
   /** Each time the view is opened: the layers of the Compare page's runs, unless on screen. */
   async show() {
     const ready = await this.ready();
-    const params = layersParams(this.selection);
+    const params = pairParams(this.selection);
     if (!ready || !params) {
       this.requestId++; // an answer still on its way is for other runs
       this.loading = null;

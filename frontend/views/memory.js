@@ -7,7 +7,7 @@
 import {fetchMemory, loadPlotly, memoryCsvUrl} from '../api.js';
 import {h} from '../dom.js';
 import {formatBytes, formatCount, formatSpeedup, formatStatus, plotlyText, shortenNames} from '../format.js';
-import {memoryParams} from '../state.js';
+import {pairParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {sortMissingLast} from '../view.js';
 import {showLatest} from './latest.js';
@@ -244,7 +244,7 @@ export class MemoryView {
   /** Each time the view is opened: the memory of the Compare page's runs, unless on screen. */
   async show() {
     const ready = await this.ready();
-    const params = memoryParams(this.selection);
+    const params = pairParams(this.selection);
     if (!ready || !params) {
       this.requestId++; // an answer still on its way is for other runs
       this.loading = null;

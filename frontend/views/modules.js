@@ -6,8 +6,8 @@
 
 import {fetchModules, modulesCsvUrl} from '../api.js';
 import {h} from '../dom.js';
-import {formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
-import {modulesParams} from '../state.js';
+import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
+import {pairParams} from '../state.js';
 import {showLatest} from './latest.js';
 import {loadingIndicator, messageBox} from './states.js';
 
@@ -123,8 +123,8 @@ export function visibleRows(tree, open, kept = null) {
 export function captionText(document) {
   const per = document.per_step ? 'per profiled step' :
     'in all (not per step: a run does not know its step count)';
-  return `${document.baseline} → ${document.target}: modules from ${document.source}; times ${per}, ` +
-    'shares of each run\'s whole model, speedup = baseline time / target time.';
+  return `${document.baseline} → ${document.target}: modules from ${document.source}; times and bytes ` +
+    `allocated ${per}, shares of each run's whole model, speedup = baseline time / target time.`;
 }
 
 /** @param {ApiError} error */
@@ -170,14 +170,16 @@ export class ModulesView {
     this.rows = h('tbody');
     const numeric = (text, title) => h('th', {class: 'oc-num', scope: 'col', title}, text);
     this.table = h('table', {class: 'oc-table oc-modules', id: 'oc-modules-table'},
-      h('colgroup', {}, h('col', {}), [1, 2, 3, 4, 5].map(() => h('col', {class: 'oc-modules-number-column'}))),
+      h('colgroup', {}, h('col', {}), [1, 2, 3, 4, 5, 6, 7].map(() => h('col', {class: 'oc-modules-number-column'}))),
       h('thead', {}, h('tr', {},
         h('th', {scope: 'col'}, 'Module / op'),
         numeric('Baseline', 'time inside the node on the baseline'),
         numeric('Target', 'time inside the node on the target'),
         numeric('Baseline share', 'of the baseline\'s whole model'),
         numeric('Target share', 'of the target\'s whole model'),
-        numeric('Speedup', 'baseline time / target time'))),
+        numeric('Speedup', 'baseline time / target time'),
+        numeric('Baseline alloc', 'bytes the ops inside the node allocated on the baseline (– : memory not recorded)'),
+        numeric('Target alloc', 'bytes the ops inside the node allocated on the target'))),
       this.rows);
     this.body = h('div', {class: 'oc-body'}, this.notes, this.caption,
       h('div', {class: 'oc-table-scroll oc-modules-scroll'}, this.table));
@@ -195,7 +197,7 @@ export class ModulesView {
   /** Each time the view is opened: the trees of the Compare page's runs, unless on screen. */
   async show() {
     const ready = await this.ready();
-    const params = modulesParams(this.selection);
+    const params = pairParams(this.selection);
     if (!ready || !params) {
       this.requestId++; // an answer still on its way is for other runs
       this.loading = null;
@@ -258,7 +260,7 @@ export class ModulesView {
     this.expandButton.disabled = kept !== null;
     this.collapseButton.disabled = kept !== null;
     if (!rows.length) {
-      this.rows.replaceChildren(h('tr', {}, h('td', {class: 'oc-no-rows', colspan: 6},
+      this.rows.replaceChildren(h('tr', {}, h('td', {class: 'oc-no-rows', colspan: 8},
         kept ? 'No module or op has that name' : 'No modules')));
       return;
     }
@@ -287,6 +289,7 @@ export class ModulesView {
       side(node.baseline_us, formatTime), side(node.target_us, formatTime),
       side(node.baseline_share, formatShare), side(node.target_share, formatShare),
       h('td', {class: 'oc-num'}, h('span', {class: 'oc-speedup', style: speedupColor(node.speedup)},
-        formatSpeedup(node.speedup))));
+        formatSpeedup(node.speedup))),
+      side(node.baseline_alloc_bytes, formatBytes), side(node.target_alloc_bytes, formatBytes));
   }
 }

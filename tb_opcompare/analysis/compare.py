@@ -86,17 +86,22 @@ def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True,
 
 def in_modules(chosen: pd.DataFrame, modules: pd.DataFrame | None) -> pd.DataFrame:
     """``effective_ops`` rows placed in modules (a ``module`` column): split over the
-    modules each op ran in where ``modules`` has them (executions and time per module; no
-    spread or memory for a part of an op), else each op whole in the scope its name gives
+    modules each op ran in where ``modules`` has them (executions, time and bytes allocated
+    per module; no spread or net memory for a part of an op), else each op whole in the
+    scope its name gives
     (``sequential/conv2d/Relu`` -> ``sequential/conv2d``; ``(top level)`` without one)."""
     if modules is None or not len(modules):
         scopes = chosen["op_name"].str.rpartition("/")[0]
         return chosen.assign(module=scopes.where(scopes != "", TOP_LEVEL), op_type=MODULE_TYPE)
-    placed = chosen.drop(columns=["occurrences", "self_us"]).merge(
+    placed = chosen.drop(columns=["occurrences", "self_us", "alloc_bytes"]).merge(
         modules.rename(columns={"op_type": "recorded_type"}), on=["side", "op_name", "recorded_type"], how="inner")
-    spread = ["std_us", "p10_us", "median_us", "p90_us", "per_step_cv", *_MEMORY]
+    spread = ["std_us", "p10_us", "median_us", "p90_us", "per_step_cv", "net_bytes", "memory_calls"]
+    # an op's memory is on its host rows, also where its kernels' time counts
+    host_memory = modules[modules["side"] == HOST].groupby(["op_name", "op_type", "module"])["alloc_bytes"].sum(
+        min_count=1)
+    where = pd.MultiIndex.from_arrays([placed["op_name"], placed["recorded_type"], placed["module"]])
     placed = placed.assign(module=placed["module"].where(placed["module"] != "", OUTSIDE_MODULES), kernels=0,
-                           **{column: np.nan for column in spread})
+                           alloc_bytes=host_memory.reindex(where).to_numpy(), **{column: np.nan for column in spread})
     unplaced = chosen[~chosen.set_index(["side", "op_name", "recorded_type"]).index.isin(
         modules.set_index(["side", "op_name", "op_type"]).index)]
     return pd.concat([placed, unplaced.assign(module=OUTSIDE_MODULES)], ignore_index=True).assign(op_type=MODULE_TYPE)
@@ -105,11 +110,23 @@ def in_modules(chosen: pd.DataFrame, modules: pd.DataFrame | None) -> pd.DataFra
 _SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
 
 
+def execution_square_sums(occurrences: pd.Series, self_us: pd.Series, std_us: pd.Series) -> pd.Series:
+    """Each row's sum of squared execution times, n·(std² + mean²), from its count, total
+    and (population) std: sums of these add up across ops or runs, so their moments pool
+    where percentiles cannot. NaN where the std is unknown."""
+    executions = occurrences.where(occurrences > 0)
+    return executions * (std_us ** 2 + (self_us / executions) ** 2)
+
+
+def execution_std(square_sums: pd.Series, occurrences: pd.Series, self_us: pd.Series) -> pd.Series:
+    """The population std of the executions whose summed squares, count and total these are."""
+    executions = occurrences.where(occurrences > 0)
+    return np.sqrt((square_sums / executions - (self_us / executions) ** 2).clip(lower=0.0))
+
+
 def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     key = _KEYS[group_by]
-    # Moments pool across the ops a group holds (sum of n·(std² + mean²)); percentiles do not.
-    members = chosen["occurrences"].where(chosen["occurrences"] > 0)
-    square_sum = members * (chosen["std_us"] ** 2 + (chosen["self_us"] / members) ** 2)
+    square_sum = execution_square_sums(chosen["occurrences"], chosen["self_us"], chosen["std_us"])
     if not chosen[key].duplicated().any():  # one op per key, as grouping by name nearly always gives
         grouped = pd.DataFrame({
             "op_type": chosen["op_type"].to_numpy(), "occurrences": chosen["occurrences"].to_numpy(),
@@ -145,8 +162,8 @@ def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     grouped["kernels_per_execution"] = grouped.pop("kernels").where(lambda k: k > 0) / occurrences
     calls = grouped.pop("memory_calls")
     grouped["alloc_bytes_per_execution"] = grouped["alloc_bytes"] / calls.where(calls > 0)
-    variance = square_sum / occurrences - grouped["mean_us"] ** 2
-    grouped["cv"] = np.sqrt(variance.clip(lower=0)) / grouped["mean_us"].where(grouped["mean_us"] > 0)
+    std = execution_std(pd.Series(square_sum, index=grouped.index), grouped["occurrences"], grouped["total_us"])
+    grouped["cv"] = std / grouped["mean_us"].where(grouped["mean_us"] > 0)
     grouped["noisy"] = (grouped["occurrences"] >= 3) & (grouped["cv"] > NOISY_CV)
     all_time = grouped["total_us"].sum()
     grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0

@@ -2,9 +2,9 @@
 the runtime and the device each took, and the application's and runtime's own rows.
 
 A host row of the op table belongs to a layer by its type (``layer_of``): ``user_annotation``
-ranges (PyTorch ``record_function``, the DataLoader's and optimizer's own ranges) are the
-application, CUDA/HIP runtime and driver calls the runtime, every other host row the
-framework; device rows (kernels, memcpys, memsets) are the device. Host self times never
+ranges (PyTorch ``record_function``, the DataLoader's and optimizer's own ranges) and TF's
+input pipeline (tf.data iterator events, ``Dataset``) are the application, CUDA/HIP runtime
+and driver calls the runtime, every other host row the framework; device rows (kernels, memcpys, memsets) are the device. Host self times never
 overlap on one thread (a range's self time leaves out the ops and calls inside it), so the
 host layers add up to the busy time of the host threads; the device layer is kernel time,
 which overlaps the host. The application ranges a reader keeps beside its op table
@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.schema.contract import LAYER_COLUMNS, LAYERS, ROW_LAYERS, LayerTotal
-from tb_opcompare.schema.optable import ANNOTATION_TYPES, DEVICE, HOST, RUNTIME_TYPES
+from tb_opcompare.schema.optable import APPLICATION_TYPES, DEVICE, HOST, RUNTIME_TYPES
 
 APPLICATION, FRAMEWORK, RUNTIME, DEVICE_LAYER = LAYERS
 SELF, WALL, KERNEL = "self", "wall", "kernel"  # how a layer's time is measured
@@ -33,7 +33,7 @@ def layer_of(ops: pd.DataFrame) -> np.ndarray:
     """Each op-table row's layer."""
     op_type = ops["op_type"].to_numpy(dtype=object)
     layers = np.full(len(ops), FRAMEWORK, dtype=object)
-    layers[np.isin(op_type, list(ANNOTATION_TYPES))] = APPLICATION
+    layers[np.isin(op_type, list(APPLICATION_TYPES))] = APPLICATION
     layers[np.isin(op_type, list(RUNTIME_TYPES))] = RUNTIME
     layers[ops["side"].to_numpy(dtype=object) == DEVICE] = DEVICE_LAYER
     return layers

@@ -4,7 +4,8 @@ node.
 Each op execution is placed in its module (``compare.in_modules``: PyTorch's nn.Module
 calls, else TF name scopes); a module's time is everything that ran inside it, its
 sub-modules included, so the time of a node is the sum of its children's plus what ran in
-it directly. Times are per profiled step where both runs know their step count (runs of
+it directly. The bytes its ops allocated add up the same way (empty for a run that
+records no memory). Times are per profiled step where both runs know their step count (runs of
 different lengths compare), else totals; the speedup of a node is its baseline time over
 its target time. Plain tables in, plain records out: no I/O.
 """
@@ -14,10 +15,11 @@ from __future__ import annotations
 import pandas as pd
 
 from tb_opcompare.analysis.compare import effective_ops, in_modules
+from tb_opcompare.schema.contract import MODULE_NODE_COLUMNS
 
 MODULE, OP = "module", "op"
-TREE_COLUMNS = ["id", "parent", "name", "kind", "depth", "baseline_us", "target_us", "baseline_share",
-                "target_share", "speedup", "status"]
+TREE_COLUMNS = MODULE_NODE_COLUMNS
+_SIDES = ("baseline", "target")
 
 
 def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_modules: pd.DataFrame | None,
@@ -31,11 +33,13 @@ def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_m
     sides = {}
     for side, ops, modules, steps in (("baseline", baseline_ops, baseline_modules, baseline_steps),
                                       ("target", target_ops, target_modules, target_steps)):
-        placed = in_modules(effective_ops(ops), modules)
-        times = placed.groupby(["module", "op_name"], sort=False)["self_us"].sum()
-        sides[side] = times / steps if per_step else times
-    leaves = pd.concat(sides, axis=1).fillna({"baseline": 0.0, "target": 0.0})
-    present = pd.concat({side: table.reindex(leaves.index).notna() for side, table in sides.items()}, axis=1)
+        placed = in_modules(effective_ops(ops), modules).groupby(["module", "op_name"], sort=False)
+        measured = pd.DataFrame({side: placed["self_us"].sum(), f"{side}_alloc": placed["alloc_bytes"].sum(min_count=1)})
+        sides[side] = measured / steps if per_step else measured
+    leaves = pd.concat(sides.values(), axis=1)
+    present = pd.DataFrame({side: leaves[side].notna() for side in _SIDES})
+    recorded = {side: bool(sides[side][f"{side}_alloc"].notna().any()) for side in _SIDES}  # memory profiled
+    leaves = leaves.fillna(0.0)
     nodes: dict[str, dict] = {"": _node("", None, "(whole model)", MODULE, 0)}
     for (module, op), times in leaves.iterrows():
         parts = module.split("/")
@@ -56,6 +60,8 @@ def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_m
         frame[f"{side}_share"] = frame[f"{side}_us"] / whole if whole > 0 else float("nan")
         frame[f"{side}_us"] = frame[f"{side}_us"].where(frame[f"in_{side}"])
     frame["speedup"] = frame["baseline_us"] / frame["target_us"].where(frame["target_us"] > 0)
+    for side in _SIDES:
+        frame[f"{side}_alloc_bytes"] = frame[f"{side}_alloc_bytes"].where(frame[f"in_{side}"] & recorded[side])
     frame["status"] = [("matched" if b and t else "baseline_only" if b else "target_only")
                        for b, t in zip(frame["in_baseline"], frame["in_target"])]
     frame["parent"] = frame["parent"].astype(object).where(frame["parent"].notna(), None)
@@ -64,12 +70,14 @@ def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_m
 
 def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) -> dict:
     return {"id": node_id, "parent": parent, "name": name, "kind": kind, "depth": depth, "baseline_us": 0.0,
-            "target_us": 0.0, "in_baseline": False, "in_target": False}
+            "target_us": 0.0, "baseline_alloc_bytes": 0.0, "target_alloc_bytes": 0.0, "in_baseline": False,
+            "in_target": False}
 
 
 def _add(node: dict, times: pd.Series, present: pd.Series) -> None:
-    node["baseline_us"] += times["baseline"]
-    node["target_us"] += times["target"]
+    for side in _SIDES:
+        node[f"{side}_us"] += times[side]
+        node[f"{side}_alloc_bytes"] += times[f"{side}_alloc"]
     node["in_baseline"] = node["in_baseline"] or bool(present["baseline"])
     node["in_target"] = node["in_target"] or bool(present["target"])
 

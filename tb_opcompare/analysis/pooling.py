@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from tb_opcompare.analysis.compare import execution_square_sums, execution_std
 from tb_opcompare.schema.optable import (
     ANNOTATION_COLUMNS,
     MODULE_COLUMNS,
@@ -40,21 +41,22 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     parts = []
     for position, profile in enumerate(profiles):
         ops = profile.ops
-        means = ops["self_us"] / ops["occurrences"].where(ops["occurrences"] > 0)
         parts.append(ops.assign(run=position, row=np.arange(len(ops)),
-                                square_sum=ops["occurrences"] * (ops["std_us"] ** 2 + means ** 2)))
+                                square_sum=execution_square_sums(ops["occurrences"], ops["self_us"], ops["std_us"])))
     stacked = pd.concat(parts, ignore_index=True)
     grouped = stacked.groupby(_KEYS, sort=False)
     ops = grouped[_ADDED].sum()
     ops[_MEMORY] = grouped[_MEMORY].sum(min_count=1)
-    ops["min_us"], ops["max_us"] = grouped["min_us"].min(), grouped["max_us"].max()
-    executions = ops["occurrences"].where(ops["occurrences"] > 0)
-    ops["mean_us"] = ops["self_us"] / executions
-    # every run's std known: E[x^2] of all executions less the square of their mean
-    square_sum = grouped["square_sum"].sum(min_count=len(profiles))
-    known_everywhere = grouped["std_us"].count() == grouped.size()
-    variance = (square_sum / executions - ops["mean_us"] ** 2).clip(lower=0.0)
-    ops["std_us"] = np.sqrt(variance.where(known_everywhere))
+    runs = grouped.size()
+
+    def known_in_every_run(column: str) -> pd.Series:  # of the runs that have the op; else unknown pooled
+        return grouped[column].count() == runs
+
+    ops["min_us"] = grouped["min_us"].min().where(known_in_every_run("min_us"))
+    ops["max_us"] = grouped["max_us"].max().where(known_in_every_run("max_us"))
+    ops["mean_us"] = ops["self_us"] / ops["occurrences"].where(ops["occurrences"] > 0)
+    ops["std_us"] = execution_std(grouped["square_sum"].sum(), ops["occurrences"], ops["self_us"]).where(
+        known_in_every_run("std_us"))
     for column in QUANTILES:
         ops[column] = np.nan
     ops = ops.reset_index()
@@ -64,7 +66,8 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     return OpProfile(
         facts=_pooled_facts([profile.facts for profile in profiles]), ops=ops[OP_COLUMNS], step_ops=step_ops,
         step_count=step_count if len(step_ops) else 0,
-        module_ops=_added([profile.module_ops for profile in profiles], MODULE_COLUMNS[:4], ["occurrences", "self_us"]),
+        module_ops=_added([profile.module_ops for profile in profiles], MODULE_COLUMNS[:4],
+                          ["occurrences", "self_us", "alloc_bytes"]),
         annotations=_added([profile.annotations for profile in profiles], ANNOTATION_COLUMNS[:2],
                            ["occurrences", "total_us"]),
         memory_timeline=empty_memory_timeline())  # a timeline is one run's: the group draws none
@@ -91,7 +94,7 @@ def _added(tables: list[pd.DataFrame], keys: list[str], added: list[str]) -> pd.
     frame = pd.concat(tables, ignore_index=True)
     if not len(frame):
         return tables[0]
-    summed = frame.groupby(keys, sort=False, dropna=False)[added].sum().reset_index()
+    summed = frame.groupby(keys, sort=False, dropna=False)[added].sum(min_count=1).reset_index()  # NaN: not recorded
     return summed[list(tables[0].columns)].astype(tables[0].dtypes.to_dict())
 
 
@@ -107,6 +110,8 @@ def _pooled_facts(facts: list[ProfileFacts]) -> ProfileFacts:
     for name in ("device", "device_name", "batch_size", "precision", "compiler", "framework"):
         if len({getattr(f, name) for f in facts}) > 1:
             setattr(pooled, name, None)
+            if hasattr(pooled, f"{name}_source"):
+                setattr(pooled, f"{name}_source", "the runs of the group differ")
     peaks = {}
     for f in facts:
         for device, peak in f.peak_memory_bytes.items():

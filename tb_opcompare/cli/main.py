@@ -39,7 +39,7 @@ from tb_opcompare.service.check import (
     side_runs,
     split_runs,
 )
-from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.compare import CompareUsageError, compare_document
 from tb_opcompare.service.csv_export import (
     check_csv,
     compare_csv,
@@ -402,6 +402,9 @@ def _compare(args) -> int:
     if bool(args.baseline) != bool(args.target):
         print("error: give both --baseline and --target, or neither to compare every automatic pair", file=sys.stderr)
         return EXIT_USAGE
+    if args.repeats and not args.baseline:
+        print("error: --repeats pools the runs given with --baseline/--target; name them", file=sys.stderr)
+        return EXIT_USAGE
     if args.baseline:
         pairs = [(side_runs(catalog, args.baseline, args.repeats), side_runs(catalog, args.target, args.repeats))]
     else:
@@ -415,10 +418,14 @@ def _compare(args) -> int:
     if args.sort and args.sort not in COMPARE_COLUMNS:
         print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
         return EXIT_USAGE
-    documents = [msgspec.to_builtins(compare_document(
-        catalog, baseline, target, group_by=args.group_by, baseline_session=args.baseline_session,
-        target_session=args.target_session, normalize=not args.no_normalize_types,
-        view=RowView(sort=args.sort, top=args.top))) for baseline, target in pairs]
+    try:
+        documents = [msgspec.to_builtins(compare_document(
+            catalog, baseline, target, group_by=args.group_by, baseline_session=args.baseline_session,
+            target_session=args.target_session, normalize=not args.no_normalize_types,
+            view=RowView(sort=args.sort, top=args.top))) for baseline, target in pairs]
+    except CompareUsageError as error:
+        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
+        return EXIT_USAGE
     if args.csv:
         text = _pairs_csv(documents, with_pairs=not args.baseline)
         _write_text(args.csv, text)

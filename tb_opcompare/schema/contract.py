@@ -26,7 +26,7 @@ ROW_LAYERS = LAYERS[0:3:2]  # application and runtime: listed row by row (the Op
 TREND_DIMENSIONS = ("device", "batch_size", "precision", "compiler")  # run facts a trend can be ordered by (a sweep)
 TREND_ORDERS = ("recorded", "label", "run", "repeat", *TREND_DIMENSIONS)  # and `sidecar:FIELD`
 # Words the tab needs as the server spells them: exported by the generated frontend/contract.js.
-SHARED_WORDS = {"LAYERS": LAYERS, "TREND_ORDERS": TREND_ORDERS}
+SHARED_WORDS = {"LAYERS": LAYERS, "ROW_LAYERS": ROW_LAYERS, "TREND_ORDERS": TREND_ORDERS}
 
 
 def _d(kind, description: str):
@@ -55,6 +55,9 @@ class RunRecord(_Document):
     model: _d(str, "model key: the sidecar's model, else the run name without device, batch and repeat tokens")
     label: _d(str | None, "the sidecar's label")
     repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
+    repeat_runs: _d(int | None, "the runs of its repeat group (same model, device, batch size and label, each a "
+                                "repeat), itself included: what pooling its repeats would pool; 1 for a run without "
+                                "repeats; null outside the runs document")
     sessions: _d(list[str], "the run's captures, oldest first")
     session: _d(str, "the capture shown (the newest)")
     framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
@@ -449,6 +452,9 @@ class ModuleNode(_Document):
     baseline_share: _d(float | None, "of the baseline's whole model")
     target_share: _d(float | None, "of the target's whole model")
     speedup: _d(float | None, "baseline_us / target_us")
+    baseline_alloc_bytes: _d(float | None, "bytes the ops inside the node allocated on the baseline, per step or in "
+                                           "all as baseline_us; null where the run records no memory")
+    target_alloc_bytes: _d(float | None, "as baseline_alloc_bytes, on the target")
     status: _d(str, "`matched`, `baseline_only` or `target_only`")
 
 
@@ -468,7 +474,8 @@ class LayerTotal(_Document):
     """One layer's time in both runs."""
 
     layer: _d(Literal[LAYERS],
-              "application: user ranges (record_function, app_stats); framework: ops; runtime: CUDA/HIP runtime and "
+              "application: user ranges (record_function, app_stats) and the tf.data input pipeline; framework: ops; "
+              "runtime: CUDA/HIP runtime and "
               "driver calls; device: kernels, memcpys, memsets")
     basis: _d(str, "how the time is measured: `self` (host time in the layer's own work, nested work of other "
                    "layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` "
@@ -488,8 +495,8 @@ class LayerRow(_Document):
 
     layer: _d(Literal[ROW_LAYERS], "the layer the row belongs to")
     name: _d(str, "the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)")
-    kind: _d(str, "what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`) or "
-                  "`app_stats`")
+    kind: _d(str, "what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`), "
+                  "`Dataset` (a tf.data iterator) or `app_stats`")
     baseline_calls: _d(int | None, "times it ran in the baseline (all profiled steps); null where only the target has it")
     baseline_wall_us: _d(float | None, "its summed wall time, per step or in all as the layers")
     baseline_self_us: _d(float | None, "its wall time less the ops and calls inside it; null where not known")
@@ -517,8 +524,7 @@ class LayersDocument(_Document):
 LAYER_COLUMNS = list(LayerRow.__struct_fields__)  # the rows' table, its CSV included
 
 
-MODULE_CSV_COLUMNS = ["id", "parent", "name", "kind", "depth", "baseline_us", "target_us", "baseline_share",
-                      "target_share", "speedup", "status"]
+MODULE_NODE_COLUMNS = list(ModuleNode.__struct_fields__)  # the tree's table, its CSV included
 
 
 class MemoryRun(_Document):
@@ -590,8 +596,10 @@ MATRIX_CSV_COLUMNS = ["model", "batch_size", "device", "precision", "compiler", 
 
 ROUTES: tuple[tuple[str, type, str], ...] = (
     ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
-    ("compare", CompareDocument, "`baseline`, `target`, `group_by=name|type|module`, `baseline_session`, `target_session`, "
-                                 "and the view: `q` (substring or `/regex/`), `status` (comma list), "
+    ("compare", CompareDocument, "`baseline`, `target` (a run, or a run group: runs and shell patterns, comma "
+                                 "list, their executions pooled), `repeats=0|1` (pool each side's repeats), "
+                                 "`group_by=name|type|module`, `baseline_session`, `target_session` (a side of one "
+                                 "run), and the view: `q` (substring or `/regex/`), `status` (comma list), "
                                  "`side=all|host|device`, `min_us`, `key` (repeatable: only these op keys), "
                                  "`sort` (a column), `order=desc|asc`, `top`"),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
@@ -606,7 +614,7 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
     ("matrix", MatrixDocument, "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
                                "`model` (repeatable: only these models)"),
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
-    ("modules", ModulesDocument, "`baseline`, `target`"),
+    ("modules", ModulesDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
     ("modules.csv", ModulesDocument, "as `modules`; answers one line per node, with its path (`id`)"),
     ("layers", LayersDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
     ("layers.csv", LayersDocument, "as `layers`; answers its rows (application ranges, runtime calls)"),

@@ -70,6 +70,8 @@ module          str      the innermost module call around the op's start, as a p
                          every module (the backward pass, the optimizer)
 occurrences     int64    executions of the op there (device rows: launching occurrences)
 self_us         float64  their self time (device rows: kernel time)
+alloc_bytes     float64  host rows: bytes the op itself allocated there (as ``ops``); NaN where
+                         the profile records no memory, and on device rows
 ==============  =======  ===================================================================
 
 Schema of ``OpProfile.annotations`` (application ranges a reader found beside its op table
@@ -129,7 +131,7 @@ OP_COLUMNS = [
     "net_bytes",
 ]
 STEP_COLUMNS = ["row", "step", "occurrences", "self_us"]
-MODULE_COLUMNS = ["side", "op_name", "op_type", "module", "occurrences", "self_us"]
+MODULE_COLUMNS = ["side", "op_name", "op_type", "module", "occurrences", "self_us", "alloc_bytes"]
 ANNOTATION_COLUMNS = ["name", "kind", "occurrences", "total_us"]
 MEMORY_TIMELINE_COLUMNS = ["device", "time_us", "bytes_in_use"]
 MEMORY_TIMELINE_POINTS = 2000
@@ -138,6 +140,9 @@ MEMORY_TIMELINE_POINTS = 2000
 # trace categories use, which every reader writes (the layers of a profile rest on them).
 RUNTIME_TYPES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})  # CUDA/HIP runtime and driver calls
 ANNOTATION_TYPES = frozenset({"user_annotation"})  # record_function ranges, as key_averages() lists them
+# The application's own work among the rows: its ranges, and TF's input pipeline (tf.data
+# iterator events, typed ``Dataset`` as xprof's TensorFlow Stats types them): data preparation.
+APPLICATION_TYPES = ANNOTATION_TYPES | {"Dataset"}
 QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
 HOST = "host"
@@ -378,7 +383,7 @@ _OP_KEYS = ["side", "op_name", "op_type"]
 
 
 def empty_module_table() -> pd.DataFrame:
-    dtypes = {"occurrences": "int64", "self_us": "float64"}
+    dtypes = {"occurrences": "int64", "self_us": "float64", "alloc_bytes": "float64"}
     return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in MODULE_COLUMNS})
 
 

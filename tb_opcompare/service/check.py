@@ -127,12 +127,21 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
         else:
             expanded.append(catalog.source(item).run)
     if repeats:
-        configuration = {source.run: _configuration(claims) for source in sources
-                         if (claims := read_claims(source)).repeat is not None}
-        expanded = [other for run in expanded for other in
-                    ([name for name in names if run in configuration
-                      and configuration.get(name) == configuration[run]] or [run])]
+        groups = repeat_groups(sources)
+        expanded = [other for run in expanded for other in groups.get(run, [run])]
     return list(dict.fromkeys(expanded))
+
+
+def repeat_groups(sources) -> dict[str, list[str]]:
+    """Each repeated run's repeat group: the runs whose sidecar or name gives the same
+    model, device, batch size and label, each a repeat (itself included; runs without a
+    repeat are in none)."""
+    configuration = {source.run: _configuration(claims) for source in sources
+                     if (claims := read_claims(source)).repeat is not None}
+    members: dict[tuple, list[str]] = {}
+    for run, key in configuration.items():
+        members.setdefault(key, []).append(run)
+    return {run: members[key] for run, key in configuration.items()}
 
 
 def _configuration(claims) -> tuple:

@@ -18,11 +18,12 @@ import pandas as pd
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, apply_view
+from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.service.modules import module_source
 from tb_opcompare.service.records import as_records
-from tb_opcompare.service.runs import run_record
+from tb_opcompare.service.runs import run_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
@@ -42,13 +43,14 @@ def compare_document(
     ``view`` picks and orders the rows (all of them, largest total first, by default);
     only the rows it keeps are turned into JSON values, so a top-N request on a million
     ops costs the filter and the sort, not a million records."""
-    base, baseline_runs = _side(catalog, baseline, baseline_session)
-    tgt, target_runs = _side(catalog, target, target_session)
+    base, tgt, baseline_runs, target_runs, group_notes = _sides(catalog, baseline, target, baseline_session,
+                                                                target_session)
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     rows, summary = comparison.rows, comparison.summary
     records = comparison.records(apply_view(rows, view or RowView()))
     base_record, target_record = run_record(base), run_record(tgt)
     figures, notes = like_for_like(summary, base_record, target_record, group_by)
+    notes[:0] = group_notes
     if group_by == "module":
         notes.extend(module_source(base, tgt)[1])
     summary = CompareSummary(**{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
@@ -58,14 +60,80 @@ def compare_document(
     return CompareDocument(summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows))
 
 
-def _side(catalog: Catalog, runs: str | list[str], session: str | None) -> tuple[LoadedRun, list[str]]:
-    """A side's run, or its runs' group as one run (the first run's record, the group's
-    executions), and the names of the runs in it."""
-    names = [runs] if isinstance(runs, str) else list(dict.fromkeys(runs))
+class CompareUsageError(ValueError):
+    """Two sides that cannot be compared as asked (the message says why)."""
+
+
+def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str], baseline_session: str | None,
+           target_session: str | None) -> tuple[LoadedRun, LoadedRun, list[str], list[str], list[str]]:
+    """Both sides, each a run or its run group as one run, the runs in each, and notes on
+    the groups. Raises CompareUsageError where a side is empty, the sides share runs, or
+    a session is given for a group."""
+    sides, notes = [], []
+    names = {}
+    for label, runs, session in (("baseline", baseline, baseline_session), ("target", target, target_session)):
+        names[label] = [runs] if isinstance(runs, str) else list(dict.fromkeys(runs))
+        if not names[label]:
+            raise CompareUsageError(f"no {label} runs given")
+        if session and len(names[label]) > 1:
+            raise CompareUsageError(f"{label}_session: a session picks one run's capture; a run group reads each "
+                                    "run's newest")
+    shared = [run for run in names["baseline"] if run in names["target"]]
+    if shared and (len(names["baseline"]) > 1 or len(names["target"]) > 1):
+        raise CompareUsageError(f"the baseline and target groups share {', '.join(shared)}: a group compared with "
+                                "itself shows no change (pool repeats of two different configurations)")
+    for label, session in (("baseline", baseline_session), ("target", target_session)):
+        loaded, kept, side_notes = _side(catalog, names[label], session, label)
+        sides.append(loaded)
+        names[label] = kept
+        notes += side_notes
+    pooled = len(names["baseline"]) > 1 or len(names["target"]) > 1
+    if pooled and not all(side.profile.facts.steps for side in sides):
+        sides = [_runs_as_steps(side, len(names[label])) for side, label in zip(sides, ("baseline", "target"))]
+        notes.append("These runs have no step markers, so each run counts as one step: a group's times are per run, "
+                     "comparable with a single run's.")
+    return sides[0], sides[1], names["baseline"], names["target"], notes
+
+
+def _side(catalog: Catalog, names: list[str], session: str | None,
+          label: str) -> tuple[LoadedRun, list[str], list[str]]:
+    """One run, or a run group as one run (the first readable run's record with the group's
+    executions): runs of a group that cannot be read are left out and named, unless none can."""
     if len(names) == 1:
-        return catalog.load(names[0], session), names
-    loaded = [catalog.load(name) for name in names]
-    return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), names
+        return catalog.load(names[0], session), names, []
+    loaded, notes, first_error = [], [], None
+    for name in names:
+        try:
+            loaded.append(catalog.load(name))
+        except ProfileError as error:
+            first_error = first_error or error
+            notes.append(f"{name} left out of the {label} group: {error.path}: {error.reason}")
+    if not loaded:
+        raise first_error
+    kept = [run.source.run for run in loaded]
+    differing = {dimension: values for dimension, values in _dimensions_of(loaded).items() if len(values) > 1}
+    if differing:
+        what = "; ".join(f"{dimension.replace('_', ' ')}: {', '.join(values)}" for dimension, values in differing.items())
+        notes.append(f"The {label} group pools runs that differ in more than their repeat ({what}): its means mix "
+                     "configurations. Group repeats of one configuration.")
+    return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), kept, notes
+
+
+def _dimensions_of(runs: list[LoadedRun]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for run in runs:
+        for dimension, value in run_dimensions(run).items():
+            found.setdefault(dimension, [])
+            if value not in found[dimension]:
+                found[dimension].append(value)
+    return found
+
+
+def _runs_as_steps(side: LoadedRun, runs: int) -> LoadedRun:
+    """The side with a step per run: where markers are missing, the run is the unit."""
+    facts = dataclasses.replace(side.profile.facts, steps=runs, step_time_us=None, step_times_us=[],
+                                steps_source=f"no step markers: one step per run ({runs} run{'s' * (runs > 1)})")
+    return dataclasses.replace(side, profile=dataclasses.replace(side.profile, facts=facts))
 
 
 class _PoolMemo:

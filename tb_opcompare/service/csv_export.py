@@ -69,9 +69,9 @@ def matrix_csv(document) -> str:
 
 def modules_csv(document) -> str:
     """One line per node of a module tree, its path first."""
-    from tb_opcompare.schema.contract import MODULE_CSV_COLUMNS
+    from tb_opcompare.schema.contract import MODULE_NODE_COLUMNS
 
-    return compare_csv([msgspec.structs.asdict(node) for node in document.nodes], MODULE_CSV_COLUMNS)
+    return compare_csv([msgspec.structs.asdict(node) for node in document.nodes], MODULE_NODE_COLUMNS)
 
 
 def memory_csv(document) -> str:

@@ -34,7 +34,8 @@ def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal]) -> 
                          "torch.profiler.record_function(\"name\") to see them as rows here.")
         else:
             notes.append("These runs record no application ranges that Op Compare reads (PyTorch record_function "
-                         "ranges, or the profiler wrapper's app_stats in summary.json).")
+                         "ranges, TensorFlow's tf.data input pipeline, or the profiler wrapper's app_stats in "
+                         "summary.json).")
     elif WALL in present[APPLICATION].basis:
         notes.append("Application time from app_stats is wall time: the ops that ran inside it count in the "
                       "framework layer too, so the layers overlap.")

@@ -8,9 +8,10 @@ from tb_opcompare.schema.contract import ModuleNode, ModulesDocument
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
-def modules_document(catalog: Catalog, baseline: str, target: str) -> ModulesDocument:
-    """Raises UnknownRunError for unknown runs, ProfileError for unreadable ones."""
-    base, tgt = catalog.load(baseline), catalog.load(target)
+def modules_document(catalog: Catalog, baseline: str, target: str, baseline_session: str | None = None,
+                     target_session: str | None = None) -> ModulesDocument:
+    """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
+    base, tgt = catalog.load(baseline, baseline_session), catalog.load(target, target_session)
     steps = base.profile.facts.steps, tgt.profile.facts.steps
     tree = module_tree(base.profile.ops, tgt.profile.ops, base.profile.module_ops, tgt.profile.module_ops, *steps)
     source, notes = module_source(base, tgt)

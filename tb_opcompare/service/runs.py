@@ -14,7 +14,18 @@ from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
 from tb_opcompare.schema.optable import ProfileFacts
+from tb_opcompare.service.check import repeat_groups
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+
+MISSING_DIMENSION = "(none)"
+
+
+def run_dimensions(loaded: LoadedRun) -> dict[str, str]:
+    """A read run's model and dimensions, in the words points and notes name them by."""
+    facts = loaded.profile.facts
+    values = {"model": loaded.base_model or loaded.model, "device": facts.device,
+              "batch_size": facts.batch_size, "precision": loaded.precision, "compiler": loaded.compiler}
+    return {name: MISSING_DIMENSION if value is None else str(value) for name, value in values.items()}
 
 
 def run_record(loaded: LoadedRun) -> RunRecord:
@@ -32,7 +43,7 @@ def unread_run_record(source: RunSource) -> RunRecord:
 def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, label: str | None, repeat: int | None,
             loaded: bool) -> RunRecord:
     return RunRecord(
-        run=source.run, format=facts.format, device=facts.device, device_name=facts.device_name,
+        run=source.run, repeat_runs=None, format=facts.format, device=facts.device, device_name=facts.device_name,
         batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
         batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
         step_time_us=finite_or_none(facts.step_time_us), model=model, label=label, repeat=repeat,
@@ -52,13 +63,16 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     what their sidecars, then names, say (``"loaded": false``).
     """
     runs, errors, for_pairing = [], [], []
-    for source in catalog.sources(refresh=True):
+    sources = catalog.sources(refresh=True)
+    groups = repeat_groups(sources)
+    for source in sources:
         try:
             loaded = catalog.load(source.run) if load else catalog.peek(source.run)
         except ProfileError as error:
             errors.append(RunError(run=source.run, path=error.path, message=error.reason))
             continue
         record = run_record(loaded) if loaded else unread_run_record(source)
+        record.repeat_runs = len(groups.get(source.run, [source.run]))
         runs.append(record)
         configured_by = loaded or read_claims(source)  # a read run by its data, else by its claims
         for_pairing.append(

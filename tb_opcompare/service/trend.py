@@ -14,11 +14,12 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims, sidecar_field
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
 from tb_opcompare.service.records import as_records
+from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 ORDERS, DIMENSIONS = TREND_ORDERS, TREND_DIMENSIONS
 SIDECAR_ORDER = "sidecar:"
-MISSING = "(none)"
+MISSING = MISSING_DIMENSION
 
 
 class TrendUsageError(ValueError):
@@ -31,19 +32,11 @@ def check_order(order_by: str) -> None:
                               f"sidecar:versions.torch, not {order_by!r}")
 
 
-def _dimensions(loaded: LoadedRun) -> dict[str, str]:
-    """The run's model and dimensions, as the words a point is named by."""
-    facts = loaded.profile.facts
-    values = {"model": loaded.base_model or loaded.model, "device": facts.device,
-              "batch_size": facts.batch_size, "precision": loaded.precision, "compiler": loaded.compiler}
-    return {name: MISSING if value is None else str(value) for name, value in values.items()}
-
-
 def _order_value(catalog: Catalog, loaded: LoadedRun, order_by: str) -> str:
     run = loaded.source.run
     source = catalog.source(run)
     if order_by in DIMENSIONS:
-        return _dimensions(loaded)[order_by]
+        return run_dimensions(loaded)[order_by]
     if order_by == "run":
         return run
     if order_by == "recorded":
@@ -72,7 +65,7 @@ def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded"
             continue
         value = _order_value(catalog, loaded, order_by)
         by_value[value].append((run, confidence.profile_samples(loaded.profile, group_by)))
-        for name, dimension in _dimensions(loaded).items():
+        for name, dimension in run_dimensions(loaded).items():
             if name != order_by:
                 held[value][name].add(dimension)
     if not by_value:

@@ -41,7 +41,7 @@ from tb_opcompare.schema.optable import (
     empty_step_table,
 )
 
-READER_VERSION = "16"  # bump when any reader's output changes
+READER_VERSION = "17"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
@@ -130,7 +130,8 @@ class ProfileCache:
     # -- memory -------------------------------------------------------------------------------
 
     def _remember(self, key: tuple, value) -> None:
-        size = (int(value.ops.memory_usage(deep=True).sum()) + int(value.step_ops.memory_usage().sum())
+        size = (sum(int(table.memory_usage(deep=True).sum()) for table in (
+                    value.ops, value.step_ops, value.module_ops, value.annotations, value.memory_timeline))
                 if isinstance(value, OpProfile) else 1024)
         with self._lock:
             if key in self._memory:

@@ -64,7 +64,7 @@ from tb_opcompare.service.check import (
     side_runs,
     split_runs,
 )
-from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.compare import CompareUsageError, compare_document
 from tb_opcompare.service.csv_export import compare_csv, layers_csv, matrix_csv, memory_csv, modules_csv, trend_csv
 from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
@@ -152,7 +152,9 @@ class DataRoutes:
     @_json_errors
     def _serve_compare_csv(self, request):
         document = self._compare(request.args, self._view(request.args))
-        filename = csv_filename(request.args["baseline"], request.args["target"], document.summary.group_by)
+        summary = document.summary
+        filename = csv_filename(summary.baseline_runs[0], summary.target_runs[0], summary.group_by,
+                                pooled=len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1)
         return _csv_download(request, compare_csv(document.rows), filename)
 
     @wrappers.Request.application
@@ -257,11 +259,7 @@ class DataRoutes:
                              f"opcompare_layers_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv")
 
     def _layers(self, args):
-        missing = [name for name in ("baseline", "target") if not args.get(name)]
-        if missing:
-            raise BadRequest(f"missing parameter: {', '.join(missing)}")
-        return layers_document(self.catalog, args["baseline"], args["target"], args.get("baseline_session") or None,
-                               args.get("target_session") or None)
+        return layers_document(self.catalog, *_pair(args))
 
     @wrappers.Request.application
     @_json_errors
@@ -276,17 +274,10 @@ class DataRoutes:
                                                             f"_vs_{_safe_name(document.target.run)}.csv")
 
     def _memory(self, args):
-        missing = [name for name in ("baseline", "target") if not args.get(name)]
-        if missing:
-            raise BadRequest(f"missing parameter: {', '.join(missing)}")
-        return memory_document(self.catalog, args["baseline"], args["target"], args.get("baseline_session") or None,
-                               args.get("target_session") or None)
+        return memory_document(self.catalog, *_pair(args))
 
     def _modules(self, args):
-        missing = [name for name in ("baseline", "target") if not args.get(name)]
-        if missing:
-            raise BadRequest(f"missing parameter: {', '.join(missing)}")
-        return modules_document(self.catalog, args["baseline"], args["target"])
+        return modules_document(self.catalog, *_pair(args))
 
     def _matrix(self, args) -> MatrixDocument:
         warmup_text = args.get("warmup") or ""
@@ -319,11 +310,12 @@ class DataRoutes:
         except ValueError as error:
             raise BadRequest(str(error)) from None
         baseline, target = (side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target"))
-        return compare_document(
-            self.catalog, baseline, target, group_by=group_by,
-            baseline_session=args.get("baseline_session") or None,
-            target_session=args.get("target_session") or None, view=view,
-        )
+        try:
+            return compare_document(self.catalog, baseline, target, group_by=group_by,
+                                    baseline_session=args.get("baseline_session") or None,
+                                    target_session=args.get("target_session") or None, view=view)
+        except CompareUsageError as error:
+            raise BadRequest(str(error)) from None
 
     @staticmethod
     def _view(args):
@@ -331,6 +323,14 @@ class DataRoutes:
             return view_from_params(args)
         except ValueError as error:
             raise BadRequest(str(error)) from None
+
+
+def _pair(args) -> tuple[str, str, str | None, str | None]:
+    """The two runs a pair route names, and their sessions (None: each run's newest)."""
+    missing = [name for name in ("baseline", "target") if not args.get(name)]
+    if missing:
+        raise BadRequest(f"missing parameter: {', '.join(missing)}")
+    return args["baseline"], args["target"], args.get("baseline_session") or None, args.get("target_session") or None
 
 
 def _top(args) -> int:
@@ -367,6 +367,6 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:80] or "run"
 
 
-def csv_filename(baseline: str, target: str, group_by: str) -> str:
-    suffix = "_by-type" if group_by == "type" else ""
+def csv_filename(baseline: str, target: str, group_by: str, pooled: bool = False) -> str:
+    suffix = ("_by-type" if group_by == "type" else "") + ("_pooled" if pooled else "")
     return f"opcompare_{_safe_name(baseline)}_vs_{_safe_name(target)}{suffix}.csv"

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {layersParams, stateFromParams, stateParams} from '../../frontend/state.js';
+import {pairParams, stateFromParams, stateParams} from '../../frontend/state.js';
 import {basisText, basisTitle, captionText, countText, layerGroups, layerSummary, sortColumn}
   from '../../frontend/views/layers.js';
 
@@ -93,7 +93,7 @@ test('the route takes the selection\'s runs and sessions; the page, sort and fil
                                  layers_sort: 'speedup', layers_order: 'asc', layers_q: 'launch'});
   assert.equal(state.page, 'layers');
   assert.deepEqual(state.layers, {sort: 'speedup', order: 'asc', q: 'launch'});
-  assert.deepEqual(layersParams(state.selection), {baseline: 'cpu', target: 'gpu', target_session: 's2'});
+  assert.deepEqual(pairParams(state.selection), {baseline: 'cpu', target: 'gpu', target_session: 's2'});
   const params = stateParams(state);
   assert.equal(params.view, 'layers');
   assert.deepEqual([params.layers_sort, params.layers_order, params.layers_q], ['speedup', 'asc', 'launch']);
@@ -101,6 +101,6 @@ test('the route takes the selection\'s runs and sessions; the page, sort and fil
   // defaults stay out of the link
   const plain = stateFromParams({view: 'layers'});
   assert.deepEqual(plain.layers, {sort: null, order: 'desc', q: ''});
-  assert.equal(layersParams(plain.selection), null);
+  assert.equal(pairParams(plain.selection), null);
   assert.deepEqual(Object.keys(stateParams(plain)), ['view']);
 });

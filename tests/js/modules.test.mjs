@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {modulesParams, stateFromParams, stateParams} from '../../frontend/state.js';
+import {pairParams, stateFromParams, stateParams} from '../../frontend/state.js';
 import {allBranches, captionText, filterKeeps, initiallyOpen, moduleTree, visibleRows}
   from '../../frontend/views/modules.js';
 
@@ -64,14 +64,14 @@ test('a filter keeps the nodes whose name holds it, any case, and their ancestor
 
 test('the caption says where modules come from and whether times are per step', () => {
   const document = {baseline: 'a', target: 'b', source: 'name scopes', per_step: false, nodes: [], notes: []};
-  assert.match(captionText(document), /modules from name scopes; times in all \(not per step/);
-  assert.match(captionText({...document, per_step: true}), /times per profiled step/);
+  assert.match(captionText(document), /modules from name scopes; times and bytes allocated in all \(not per step/);
+  assert.match(captionText({...document, per_step: true}), /times and bytes allocated per profiled step/);
 });
 
 test('the Modules page is kept in the link; its route takes the selection\'s runs', () => {
   const state = stateFromParams({view: 'modules', baseline: 'cpu', target: 'gpu'});
   assert.equal(state.page, 'modules');
   assert.equal(stateParams(state).view, 'modules');
-  assert.deepEqual(modulesParams(state.selection), {baseline: 'cpu', target: 'gpu'});
-  assert.equal(modulesParams(stateFromParams({view: 'modules'}).selection), null);
+  assert.deepEqual(pairParams(state.selection), {baseline: 'cpu', target: 'gpu'});
+  assert.equal(pairParams(stateFromParams({view: 'modules'}).selection), null);
 });

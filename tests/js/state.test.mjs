@@ -93,11 +93,14 @@ test('"pool repeats" is kept in the link and asks the compare route for run grou
 });
 
 test('"pool repeats" applies where either run chosen is one recording of several', () => {
-  const runs = [{run: 'cnn_rep1', repeat: 1}, {run: 'cnn_cpu', repeat: null}, {run: 'cnn_gpu', repeat: null},
+  // the server counts each run's repeat group: a run recorded once with --repeats has nothing to pool
+  const runs = [{run: 'cnn_rep1', repeat: 1, repeat_runs: 3}, {run: 'cnn_cpu', repeat: null, repeat_runs: 1},
+                {run: 'cnn_gpu', repeat: null, repeat_runs: 1}, {run: 'alone_rep1', repeat: 1, repeat_runs: 1},
                 {run: 'old'}];
   assert.equal(hasRepeats({baseline: 'cnn_rep1', target: 'cnn_gpu'}, runs), true);
   assert.equal(hasRepeats({baseline: 'cnn_gpu', target: 'cnn_rep1'}, runs), true);
   assert.equal(hasRepeats({baseline: 'cnn_cpu', target: 'cnn_gpu'}, runs), false);
+  assert.equal(hasRepeats({baseline: 'alone_rep1', target: 'cnn_gpu'}, runs), false);
   assert.equal(hasRepeats({baseline: 'old', target: 'unknown'}, runs), false);
   assert.equal(hasRepeats({baseline: null, target: null}, runs), false);
 });

@@ -3,9 +3,10 @@
 A profile records memory in use at every allocation and free (PyTorch's ``Total
 Allocated``, TF's ``bytes_allocated``): tens of thousands of samples on a real model, more
 than a figure needs. Each device keeps at most ``MEMORY_TIMELINE_POINTS`` samples: its
-window cut into that many stretches of equal time, and from each the sample that held the
-most, at its own time. So the highest point of a thinned series is the run's peak exactly,
-where an average or a sample picked at random would cut the peak off.
+window cut into half that many stretches of equal time, and from each the sample that held
+the least and the one that held the most, each at its own time. So the thinned series
+reaches the run's peak exactly and still drops where memory was released between steps,
+where an average or a sample picked at random would cut both off.
 """
 
 from __future__ import annotations
@@ -34,22 +35,25 @@ def memory_timeline(devices: list[str], device_codes: np.ndarray, times_us: np.n
     ends = np.r_[starts[1:], len(codes)]
     kept_parts = []
     for start, end in sorted(zip(starts.tolist(), ends.tolist()), key=lambda bounds: devices[codes[bounds[0]]]):
-        kept_parts.append(start + _highest_per_stretch(times[start:end], values[start:end], points))
+        kept_parts.append(start + _extremes_per_stretch(times[start:end], values[start:end], points))
     kept = np.concatenate(kept_parts)
     names = np.asarray(devices, dtype=object)
     table = pd.DataFrame({"device": names[codes[kept]], "time_us": times[kept], "bytes_in_use": values[kept]})
     return table.astype(empty_memory_timeline().dtypes)  # object names, as the disk cache gives them back
 
 
-def _highest_per_stretch(times: np.ndarray, values: np.ndarray, points: int) -> np.ndarray:
-    """Positions (time order) of the samples kept of one device's series, sorted by time:
-    all of them up to ``points``, else the highest of each of ``points`` stretches of equal
-    time (the first of equal highs)."""
+def _extremes_per_stretch(times: np.ndarray, values: np.ndarray, points: int) -> np.ndarray:
+    """Positions of the samples kept of one device's series (sorted by time): all of them
+    up to ``points``, else the lowest and the highest of each of ``points // 2`` stretches
+    of equal time (the first of equal values)."""
     if len(times) <= points:
         return np.arange(len(times))
+    stretches = max(points // 2, 1)
     span = times[-1] - times[0]
-    stretch = (np.floor((times - times[0]) / span * points).astype(np.int64).clip(max=points - 1) if span > 0
+    stretch = (np.floor((times - times[0]) / span * stretches).astype(np.int64).clip(max=stretches - 1) if span > 0
                else np.zeros(len(times), dtype=np.int64))
-    by_height = np.lexsort((-values, stretch))  # each stretch's samples, the highest first
-    first = np.r_[True, stretch[by_height][1:] != stretch[by_height][:-1]]
-    return np.sort(by_height[first])
+    kept = []
+    for sign in (-1, 1):  # each stretch's samples, the highest first, then the lowest first
+        by_value = np.lexsort((sign * values, stretch))
+        kept.append(by_value[np.r_[True, stretch[by_value][1:] != stretch[by_value][:-1]]])
+    return np.unique(np.concatenate(kept))

@@ -219,8 +219,9 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     parents, counted_as, counted_selfs = _parents_within_threads(thread_codes[order], starts, durations, events, keys,
                                                                  codes, step_of)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
+    allocations = None
     if columns.memory.rows:
-        _add_memory(events, facts, columns, order, starts, starts + durations, parents, keys, codes)
+        allocations = _add_memory(events, facts, columns, order, starts, starts + durations, parents, keys, codes)
     kernels = None
     if device.rows:
         is_annotation = np.array([row_type in ANNOTATION_TYPES for _, row_type in keys], dtype=bool)
@@ -254,7 +255,7 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     profile = OpProfile.from_events(facts, events)
     if columns.modules.rows:
         module_of, paths = _modules_of(columns, host.numpy("pid")[order], host.numpy("tid")[order], starts)
-        table = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels)
+        table = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels, allocations)
         named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
         profile.module_ops = table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
     return profile
@@ -287,9 +288,11 @@ def _memory_device_name(code: int) -> str:
 
 
 def _add_memory(events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, order: np.ndarray,
-                starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, keys: list, codes: np.ndarray) -> None:
+                starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, keys: list,
+                codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each allocation and free to the innermost host event around it on its thread (as
     ``key_averages()`` counts an op's self memory), and the run's peak memory per device.
+    Returns each allocation's host event (a position in ``order``) and its bytes.
     A thread is matched by its ids' text: PyTorch 1.8 wrote an op's ``tid`` as a string
     and a memory record's as a number."""
     host, memory = columns.host, columns.memory
@@ -318,6 +321,7 @@ def _add_memory(events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, o
     sizes = memory.numpy("bytes")
     placed = container >= 0
     events.add_memory(keys, codes[container[placed]], sizes[placed])
+    allocations = placed & (sizes > 0)
     # Memory in use after each record, per device, where reported (PyTorch 1.8 wrote no
     # "Total Allocated": no peak and no timeline there, rather than zeros). The peak and the
     # timeline come from the same samples, and the timeline's thinning keeps highs, so the
@@ -331,6 +335,7 @@ def _add_memory(events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, o
     facts.peak_memory_bytes.update(zip(names, peaks.tolist()))
     events.memory_timeline = memory_timeline(names, device_of.reshape(-1), stamps[reported], totals[reported])
     facts.memory_events = int(len(sizes))
+    return container[allocations], sizes[allocations]
 
 
 def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -424,14 +429,24 @@ def _modules_of(columns: _TraceColumns, pids: np.ndarray, tids: np.ndarray,
 
 
 def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted_selfs: np.ndarray,
-                  module_of: np.ndarray, paths: list[str], kernels: tuple | None) -> pd.DataFrame:
+                  module_of: np.ndarray, paths: list[str], kernels: tuple | None,
+                  allocations: tuple[np.ndarray, np.ndarray] | None) -> pd.DataFrame:
     """``OpProfile.module_ops``: each op's executions and self time per module it ran in
     (host: as counted, ``_fold_only_children``; device: kernels under the module of their
-    launching occurrence, an execution per launching occurrence). Summed on integer codes,
-    so a trace with millions of events makes no string per event."""
+    launching occurrence, an execution per launching occurrence), and the bytes the op
+    allocated there (``allocations``: each allocation's host event and size, as the op
+    table counts them). Summed on integer codes, so a trace with millions of events makes
+    no string per event."""
     kept = np.flatnonzero(counted_as == np.arange(len(codes)))
-    parts = [_by_op_and_module(HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64),
-                               counted_selfs[kept])]
+    host = _by_op_and_module(HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64),
+                             counted_selfs[kept])
+    if allocations is not None:
+        events, sizes = allocations
+        memory = _by_op_and_module(HOST, keys, codes[events], module_of[events], np.zeros(len(events)), sizes)
+        host = host.merge(memory.rename(columns={"self_us": "alloc_bytes"}).drop(columns="occurrences"),
+                          on=["side", "op_name", "op_type", "module"], how="outer")
+        host = host.fillna({"occurrences": 0, "self_us": 0.0, "alloc_bytes": 0.0}).astype({"occurrences": "int64"})
+    parts = [host]
     if kernels is not None:
         kernel_keys, kernel_codes, durations, invocations = kernels
         launched = invocations >= 0
@@ -441,7 +456,8 @@ def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted
         first = np.zeros(len(launch), dtype=np.int64)
         first[np.unique(np.stack([kernel_codes, modules, launch]), axis=1, return_index=True)[1]] = 1
         parts.append(_by_op_and_module(DEVICE, kernel_keys, kernel_codes, modules, first, durations))
-    return pd.concat(parts, ignore_index=True)[MODULE_COLUMNS]
+    table = pd.concat(parts, ignore_index=True).reindex(columns=MODULE_COLUMNS)  # no memory recorded: NaN bytes
+    return table.astype({"alloc_bytes": "float64"})
 
 
 def _by_op_and_module(side: str, keys: list, codes: np.ndarray, modules: np.ndarray, occurrences: np.ndarray,
