@@ -17,7 +17,7 @@ import re2
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import CheckDocument, CheckRow
 from tb_opcompare.schema.text import format_percent
 from tb_opcompare.service.records import as_records
@@ -127,17 +127,16 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
         else:
             expanded.append(catalog.source(item).run)
     if repeats:
-        groups = repeat_groups(sources)
+        groups = repeat_groups({source.run: read_claims(source) for source in sources})
         expanded = [other for run in expanded for other in groups.get(run, [run])]
     return list(dict.fromkeys(expanded))
 
 
-def repeat_groups(sources) -> dict[str, list[str]]:
-    """Each repeated run's repeat group: the runs whose sidecar or name gives the same
-    model, device, batch size and label, each a repeat (itself included; runs without a
-    repeat are in none)."""
-    configuration = {source.run: _configuration(claims) for source in sources
-                     if (claims := read_claims(source)).repeat is not None}
+def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
+    """Each repeated run's repeat group, from every run's claims: the runs whose sidecar
+    or name gives the same model, device, batch size and label, each a repeat (itself
+    included; runs without a repeat are in none)."""
+    configuration = {run: _configuration(claimed) for run, claimed in claims.items() if claimed.repeat is not None}
     members: dict[tuple, list[str]] = {}
     for run, key in configuration.items():
         members.setdefault(key, []).append(run)

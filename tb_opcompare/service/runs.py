@@ -11,7 +11,7 @@ from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, sug
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
-from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
 from tb_opcompare.schema.optable import ProfileFacts
 from tb_opcompare.service.check import repeat_groups
@@ -33,9 +33,10 @@ def run_record(loaded: LoadedRun) -> RunRecord:
                    loaded=True)
 
 
-def unread_run_record(source: RunSource) -> RunRecord:
-    """What is known of a run before its trace is read: its sidecar, then its name."""
-    claims = read_claims(source)
+def unread_run_record(source: RunSource, claims: Claims | None = None) -> RunRecord:
+    """What is known of a run before its trace is read: its sidecar, then its name
+    (``claims``, where the caller has read them)."""
+    claims = claims or read_claims(source)
     return _record(source, source.newest_session, claimed_facts(source.format, claims), claims.model, claims.label,
                    claims.repeat, loaded=False)
 
@@ -64,17 +65,18 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     """
     runs, errors, for_pairing = [], [], []
     sources = catalog.sources(refresh=True)
-    groups = repeat_groups(sources)
+    claims = {source.run: read_claims(source) for source in sources}  # each sidecar read once
+    groups = repeat_groups(claims)
     for source in sources:
         try:
             loaded = catalog.load(source.run) if load else catalog.peek(source.run)
         except ProfileError as error:
             errors.append(RunError(run=source.run, path=error.path, message=error.reason))
             continue
-        record = run_record(loaded) if loaded else unread_run_record(source)
+        record = run_record(loaded) if loaded else unread_run_record(source, claims[source.run])
         record.repeat_runs = len(groups.get(source.run, [source.run]))
         runs.append(record)
-        configured_by = loaded or read_claims(source)  # a read run by its data, else by its claims
+        configured_by = loaded or claims[source.run]  # a read run by its data, else by its claims
         for_pairing.append(
             RunForPairing(run=record.run, model=record.model, device=record.device, batch_size=record.batch_size,
                           repeat=record.repeat,
