@@ -8,7 +8,7 @@ import sys
 from collections import defaultdict
 
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, run_cli
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.summary_json import read_summary_json
@@ -47,6 +47,43 @@ def test_committed_fixture_reads():
     profile = read_summary_json(str(path), path.read_bytes())
     assert profile.facts.format == "summary_json" and profile.facts.steps == 2
     assert "logits/MatMul" in set(profile.ops["op_name"])
+
+
+def _allocated_per_node(summary: dict) -> dict[str, int]:
+    """Independent of the reader: each node's total_bytes summed over the file's steps."""
+    totals: dict[str, int] = {}
+    for model_steps in summary["op_stats"].values():
+        for hosts in model_steps.values():
+            for devices in hosts.values():
+                for nodes in devices.values():
+                    for name, node in nodes.items():
+                        totals[name] = totals.get(name, 0) + node["total_bytes"]
+    return totals
+
+
+def test_each_nodes_total_bytes_are_its_memory_allocated_on_either_device(tmp_path):
+    path = FIXTURES / "summary_json/mlp_cpu/summary.json"
+    summary = json.loads(path.read_text())
+    expected = _allocated_per_node(summary)
+    assert max(expected.values()) > 0
+    ops = read_summary_json(str(path), path.read_bytes()).ops.set_index("op_name")
+    assert ops["alloc_bytes"].to_dict() == pytest.approx(expected)
+    assert ops["net_bytes"].isna().all()  # frees are not recorded
+    # The wrapper writes accelerator nodes under their device's key: the same real nodes under
+    # "GPU" have device rows only, which then hold the memory.
+    for hosts in summary["op_stats"]["mlp"].values():
+        for devices in hosts.values():
+            devices["GPU"] = devices.pop("CPU")
+    (tmp_path / "mlp_gpu").mkdir()
+    gpu = tmp_path / "mlp_gpu" / "summary.json"
+    gpu.write_text(json.dumps(summary))
+    device_ops = read_summary_json(str(gpu), gpu.read_bytes()).ops
+    assert set(device_ops["side"]) == {"device"}
+    assert device_ops.set_index("op_name")["alloc_bytes"].to_dict() == pytest.approx(expected)
+    result = run_cli("compare", str(tmp_path), "--baseline", "mlp_gpu", "--target", "mlp_gpu", "--json", "--no-cache")
+    rows = {row["key"]: row for row in json.loads(result.stdout)["rows"]}
+    name = max(expected, key=expected.get)
+    assert rows[name]["baseline_alloc_bytes"] == expected[name]
 
 
 def test_wrong_nesting_names_the_expected_layout(tmp_path):

@@ -64,7 +64,9 @@ def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
     on_host = ops["side"] == HOST
     if len(device) and on_host.any():
         memory = ops.loc[on_host, ["op_name", *_MEMORY]].groupby("op_name", sort=False).sum(min_count=1)
-        device = device.assign(**{column: device["op_name"].map(memory[column]).to_numpy() for column in _MEMORY})
+        has_host_row = device["op_name"].isin(memory.index)  # else the device row holds the op's memory
+        device = device.assign(**{column: device["op_name"].map(memory[column]).where(has_host_row, device[column])
+                                  for column in _MEMORY})
     host = counted[counted["side"] == HOST]
     chosen = pd.concat(
         [device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True

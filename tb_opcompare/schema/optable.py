@@ -33,7 +33,8 @@ per_step_cv     float64  coefficient of variation of the op's self time per prof
 alloc_bytes     float64  host rows: bytes the op itself allocated (not the ops it called), on
                          any device, summed over its occurrences; NaN where the profile
                          records no memory (PyTorch ``profile_memory=True``; TF allocations
-                         carry the op). Device rows: NaN (an op's memory is on its host row)
+                         carry the op; summary.json's ``total_bytes``). Device rows: NaN (an
+                         op's memory is on its host row), but for an op with no host row
 net_bytes       float64  host rows: allocated minus freed by the op itself, as
                          ``key_averages()``' ``self_*_memory_usage``; NaN where frees are not
                          attributed to ops (TF) or memory is not recorded
@@ -365,10 +366,14 @@ def _with_memory(table: pd.DataFrame, events: OpEvents) -> pd.DataFrame:
     memory = pd.concat(events.memory_partials, ignore_index=True).groupby(["op_name", "op_type"], sort=False).sum()
     keys = pd.MultiIndex.from_arrays([table["op_name"], table["op_type"]])
     host = (table["side"] == HOST).to_numpy()
+    # an op's memory is on its host row; an op with none (summary.json's accelerator
+    # nodes) keeps it on its device row
+    with_host_row = pd.MultiIndex.from_arrays([table["op_name"][host], table["op_type"][host]])
+    holder = host | ~keys.isin(with_host_row)
     columns = {}
     for column in ("alloc_bytes", "net_bytes"):
         values = memory[column].reindex(keys).fillna(0.0).to_numpy()
-        columns[column] = np.where(host, values, np.nan)
+        columns[column] = np.where(holder, values, np.nan)
     if not events.net_memory_known:
         columns["net_bytes"] = np.full(len(table), np.nan)
     return table.assign(**columns)

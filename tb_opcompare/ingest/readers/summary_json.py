@@ -34,6 +34,7 @@ _NUMBERED_SUFFIX = re.compile(r"_\d+\Z")
 
 class _NodeStats(msgspec.Struct):
     duration: float
+    total_bytes: int | None = None  # bytes of the node's outputs allocated in that step (the op's memory)
 
 
 class _ActivityStats(msgspec.Struct):
@@ -62,6 +63,7 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
     except UnicodeDecodeError as error:
         raise ProfileError(path, f"not valid UTF-8 text at byte {error.start:,}") from None
     events = OpEvents()
+    allocated: dict[tuple[str, str], int] = {}
     steps: set[str] = set()
     accelerators: set[str] = set()
     for model, model_steps in summary.op_stats.items():
@@ -81,8 +83,14 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
                                                      "produced broken entries")
                         op_type = _NUMBERED_SUFFIX.sub("", node_name.rsplit("/", 1)[-1])
                         events.add(HOST if is_host else DEVICE, node_name, op_type, stats.duration, stats.duration)
+                        if stats.total_bytes is not None and stats.total_bytes >= 0:
+                            allocated.setdefault((node_name, op_type), 0)
+                            allocated[node_name, op_type] += stats.total_bytes
     if not len(events):
         raise ProfileError(path, "summary.json holds no op entries under op_stats")
+    if allocated:  # frees are not recorded: allocated bytes only
+        keys = list(allocated)
+        events.add_memory(keys, range(len(keys)), [allocated[key] for key in keys], net_known=False)
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow (summary.json)")
     if accelerators:
         facts.device = "GPU" if "GPU" in accelerators else sorted(accelerators)[0]
