@@ -3,6 +3,9 @@
 // answer to an older one arrives late and is dropped, and asking again for what is loading
 // or on screen fetches nothing.
 
+import {h} from '../dom.js';
+import {messageBox} from './states.js';
+
 /**
  * Fetch and draw the document for `params`, unless it is on screen or being loaded.
  * @template D
@@ -47,4 +50,31 @@ async function fetchAndDraw(view, params, key, {fetch, failed, draw}) {
   view.overlay.hidden = true;
   view.shownKey = key;
   await draw(document, params, id);
+}
+
+
+/**
+ * A page of the two runs chosen on Compare (Modules, Layers, Memory) with no runs chosen:
+ * drop whatever was loading or shown, and say where to choose them.
+ * @param {{requestId: number, loading: ?Object, shownKey: ?string, overlay: HTMLElement,
+ *          message: HTMLElement, body: HTMLElement, exportLink: HTMLElement}} view
+ * @param {{id: string, text: string, onOpenCompare: () => void}} page `id` prefixes the
+ *   message's and button's ids (`oc-layers`); `text` says what the page compares
+ */
+export function showNoRuns(view, {id, text, onOpenCompare}) {
+  view.requestId++; // an answer still on its way is for other runs
+  view.loading = null;
+  view.shownKey = null;
+  view.overlay.hidden = true;
+  view.body.hidden = true;
+  view.exportLink.hidden = true;
+  view.message.replaceChildren(messageBox({
+    kind: 'note', title: 'No runs chosen', id: `${id}-message`, text,
+    hint: 'Choose a baseline and a target there, then come back.'}), openCompareButton(id, onOpenCompare));
+}
+
+/** The button that takes a pair page back to the Compare page. */
+export function openCompareButton(id, onOpenCompare) {
+  return h('button', {class: 'oc-segment', id: `${id}-open-compare`, type: 'button', onclick: () => onOpenCompare()},
+           'Go to Compare runs');
 }

@@ -11,7 +11,7 @@ import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, speed
 import {LAYERS, ROW_LAYERS} from '../contract.js';
 import {pairParams} from '../state.js';
 import {sortMissingLast} from '../view.js';
-import {showLatest} from './latest.js';
+import {showLatest, showNoRuns} from './latest.js';
 import {nextSort, sortIndicator} from './sorting.js';
 import {loadingIndicator, messageBox} from './states.js';
 
@@ -229,20 +229,10 @@ export class LayersView {
     const ready = await this.ready();
     const params = pairParams(this.selection);
     if (!ready || !params) {
-      this.requestId++; // an answer still on its way is for other runs
-      this.loading = null;
-      this.shownKey = null;
       this.document = null;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.message.replaceChildren(messageBox({
-        kind: 'note', title: 'No runs chosen', id: 'oc-layers-message',
-        text: 'This page compares the layers (application, framework, runtime, device) of the runs chosen on ' +
-          'the Compare runs page.',
-        hint: 'Choose a baseline and a target there, then come back.'}),
-      h('button', {class: 'oc-segment', id: 'oc-layers-open-compare', type: 'button',
-                   onclick: () => this.onOpenCompare()}, 'Go to Compare runs'));
+      showNoRuns(this, {id: 'oc-layers', onOpenCompare: this.onOpenCompare,
+                        text: 'This page compares the layers (application, framework, runtime, device) of the runs ' +
+                          'chosen on the Compare runs page.'});
       return;
     }
     return showLatest(this, params, {

@@ -10,7 +10,7 @@ import {formatBytes, formatCount, formatSpeedup, formatStatus, plotlyText, short
 import {pairParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {sortMissingLast} from '../view.js';
-import {showLatest} from './latest.js';
+import {openCompareButton, showLatest, showNoRuns} from './latest.js';
 import {SIDES, SIDE_COLOURS, SIDE_LABELS, sideSwatch} from './sides.js';
 import {nextSort, sortIndicator} from './sorting.js';
 import {loadingIndicator, messageBox} from './states.js';
@@ -246,17 +246,9 @@ export class MemoryView {
     const ready = await this.ready();
     const params = pairParams(this.selection);
     if (!ready || !params) {
-      this.requestId++; // an answer still on its way is for other runs
-      this.loading = null;
-      this.shownKey = null;
       this.document = null;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.message.replaceChildren(messageBox({
-        kind: 'note', title: 'No runs chosen', id: 'oc-memory-message',
-        text: 'This page compares the memory of the runs chosen on the Compare runs page.',
-        hint: 'Choose a baseline and a target there, then come back.'}), this.compareButton());
+      showNoRuns(this, {id: 'oc-memory', onOpenCompare: this.onOpenCompare,
+                        text: 'This page compares the memory of the runs chosen on the Compare runs page.'});
       return;
     }
     return showLatest(this, params, {
@@ -267,11 +259,6 @@ export class MemoryView {
       },
       draw: (document, drawnParams, id) => this.draw(document, drawnParams, id),
     });
-  }
-
-  compareButton() {
-    return h('button', {class: 'oc-segment', id: 'oc-memory-open-compare', type: 'button',
-                        onclick: () => this.onOpenCompare()}, 'Go to Compare runs');
   }
 
   /** @param {MemoryDocument} document */
@@ -288,7 +275,7 @@ export class MemoryView {
         h('ul', {class: 'oc-memory-reasons'}, document.notes.map((note) => h('li', {}, note))),
         h('div', {class: 'oc-panel-hint'}, 'Record the runs again with memory profiling on (PyTorch: ' +
           'torch.profiler.profile(profile_memory=True)), or choose other runs on the Compare runs page.')),
-      this.compareButton());
+      openCompareButton('oc-memory', this.onOpenCompare));
       return;
     }
     this.message.replaceChildren();

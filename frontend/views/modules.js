@@ -8,7 +8,7 @@ import {fetchModules, modulesCsvUrl} from '../api.js';
 import {h} from '../dom.js';
 import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
 import {pairParams} from '../state.js';
-import {showLatest} from './latest.js';
+import {showLatest, showNoRuns} from './latest.js';
 import {loadingIndicator, messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').ModulesDocument} ModulesDocument */
@@ -199,19 +199,9 @@ export class ModulesView {
     const ready = await this.ready();
     const params = pairParams(this.selection);
     if (!ready || !params) {
-      this.requestId++; // an answer still on its way is for other runs
-      this.loading = null;
-      this.shownKey = null;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
       this.controls.hidden = true;
-      this.message.replaceChildren(messageBox({
-        kind: 'note', title: 'No runs chosen', id: 'oc-modules-message',
-        text: 'This page compares the module trees of the runs chosen on the Compare runs page.',
-        hint: 'Choose a baseline and a target there, then come back.'}),
-      h('button', {class: 'oc-segment', id: 'oc-modules-open-compare', type: 'button',
-                   onclick: () => this.onOpenCompare()}, 'Go to Compare runs'));
+      showNoRuns(this, {id: 'oc-modules', onOpenCompare: this.onOpenCompare,
+                        text: 'This page compares the module trees of the runs chosen on the Compare runs page.'});
       return;
     }
     this.controls.hidden = false;

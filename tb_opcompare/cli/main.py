@@ -206,52 +206,42 @@ def _parser() -> argparse.ArgumentParser:
     matrix.add_argument("--json", action="store_true", help="print the matrix document as JSON")
     matrix.set_defaults(handler=_matrix)
 
+    # the pages of the two runs chosen on Compare: modules, layers, memory
+    two_runs = argparse.ArgumentParser(add_help=False)
+    two_runs.add_argument("logdir")
+    two_runs.add_argument("--baseline", required=True)
+    two_runs.add_argument("--target", required=True)
+    two_runs.add_argument("--baseline-session")
+    two_runs.add_argument("--target-session")
+    two_runs.add_argument("--csv", metavar="FILE", help="write the document's rows as CSV to FILE ('-' for stdout)")
+    two_runs.add_argument("--json", action="store_true", help="print the document as JSON")
+
     modules = commands.add_parser(
-        "modules", parents=[reading], help="two runs' module trees side by side (model -> module -> op)",
+        "modules", parents=[reading, two_runs], help="two runs' module trees side by side (model -> module -> op)",
         description="Each op placed in its module (PyTorch: the nn.Module call it ran in, recorded with "
                     "with_stack=True; TF: the scope of its name), and every module's time with its sub-modules, on "
                     "both runs, per profiled step where both know their steps; speedup = baseline / target.")
-    modules.add_argument("logdir")
-    modules.add_argument("--baseline", required=True)
-    modules.add_argument("--target", required=True)
     modules.add_argument("--depth", type=_positive_int, default=3, help="print modules down to this depth (default 3)")
-    modules.add_argument("--csv", metavar="FILE", help="write every node as CSV to FILE ('-' for stdout)")
-    modules.add_argument("--json", action="store_true", help="print the modules document as JSON")
     modules.set_defaults(handler=_modules)
 
     layers = commands.add_parser(
-        "layers", parents=[reading], help="two runs' application, framework, runtime and device time",
+        "layers", parents=[reading, two_runs], help="two runs' application, framework, runtime and device time",
         description="How much of a step each layer takes on both runs: the application (record_function ranges, "
                     "app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
                     "device (kernels); then each application range and runtime call compared by its wall time per "
                     "call (speedup = baseline / target).")
-    layers.add_argument("logdir")
-    layers.add_argument("--baseline", required=True)
-    layers.add_argument("--target", required=True)
-    layers.add_argument("--baseline-session")
-    layers.add_argument("--target-session")
     layers.add_argument("--top", type=_positive_int, default=10, help="print the N largest rows of each layer "
                                                                       "(default 10)")
-    layers.add_argument("--csv", metavar="FILE", help="write every row as CSV to FILE ('-' for stdout)")
-    layers.add_argument("--json", action="store_true", help="print the layers document as JSON")
     layers.set_defaults(handler=_layers)
 
     memory = commands.add_parser(
-        "memory", parents=[reading], help="two runs' memory: peaks per device and what each op allocated",
+        "memory", parents=[reading, two_runs], help="two runs' memory: peaks per device and what each op allocated",
         description="Each run's peak memory per device, its memory events and bytes allocated per profiled step, "
                     "and the ops that allocated or freed memory, the largest first: bytes allocated in all and per "
                     "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
                     "profile_memory=True; TensorFlow with its allocation events.")
-    memory.add_argument("logdir")
-    memory.add_argument("--baseline", required=True)
-    memory.add_argument("--target", required=True)
-    memory.add_argument("--baseline-session")
-    memory.add_argument("--target-session")
     memory.add_argument("--top", type=_positive_int, default=10, help="print the N ops that allocated the most "
                                                                       "(default 10)")
-    memory.add_argument("--csv", metavar="FILE", help="write every op row as CSV to FILE ('-' for stdout)")
-    memory.add_argument("--json", action="store_true", help="print the memory document as JSON (with the memory "
-                                                            "over time per device)")
     memory.set_defaults(handler=_memory)
 
     record = commands.add_parser(
@@ -521,7 +511,7 @@ def _print_trend(document) -> None:
 
 
 def _modules(args) -> int:
-    document = modules_document(_catalog(args), args.baseline, args.target)
+    document = modules_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, modules_csv, f"{len(document.nodes)} nodes", lambda tree: _print_modules(tree, args.depth))
     return EXIT_OK
 
