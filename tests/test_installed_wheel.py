@@ -109,6 +109,16 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     assert gate.returncode == 1, gate.stderr
     report = json.loads(gate.stdout)
     assert not report["passed"] and report["rows"][0]["key"] == "head" and report["rows"][0]["verdict"] == "slower"
+    # the pooled compare, the layers and the memory of the same runs, from the installed package
+    pooled = json.loads(_run(cli, "compare", repeats, "--baseline", "cnn_cpu_bs16_rep1", "--target",
+                             "cnnslow_cpu_bs16_rep1", "--repeats", "--json", cwd=tmp_path).stdout)
+    assert len(pooled["summary"]["baseline_runs"]) == 6 and len(pooled["summary"]["target_runs"]) == 6
+    layers = json.loads(_run(cli, "layers", repeats, "--baseline", "cnn_cpu_bs16_rep1", "--target",
+                             "cnnslow_cpu_bs16_rep1", "--json", cwd=tmp_path).stdout)
+    assert "head" in {row["name"] for row in layers["rows"] if row["layer"] == "application"}
+    memory = json.loads(_run(cli, "memory", repeats, "--baseline", "cnn_cpu_bs16_rep1", "--target",
+                             "cnnslow_cpu_bs16_rep1", "--json", cwd=tmp_path).stdout)
+    assert memory["rows"] and memory["baseline"]["peak_memory_bytes"]["CPU"] > 0
 
 
 def test_entry_point_loads_the_plugin_without_pandas_or_readers(installed, tmp_path):

@@ -207,3 +207,19 @@ def test_layers_survive_the_disk_cache(tmp_path):
     again = Catalog(str(FIXTURES / "summary_json"), cache_dir=str(tmp_path)).load("mlp_cpu").profile
     assert again is not first
     assert again.annotations.equals(first.annotations) and len(again.annotations) == 1
+
+
+def test_cuda_and_hip_runtime_calls_meet_across_vendors():
+    """The public BERT pair, H100 against MI300X: cudaLaunchKernel and hipLaunchKernel are
+    one row, each side with its own trace's count."""
+    pair = REALTRACES / "torch_bert_small_h100_vs_mi300"
+    document = _layers(pair, "h100", "mi300")
+    rows = {row.name: row for row in document.rows}
+    launch = rows["cudaLaunchKernel / hipLaunchKernel"]
+    assert launch.status == "matched" and launch.kind == "cuda_runtime"
+    for side, run in (("baseline", "h100"), ("target", "mi300")):
+        (path,) = (pair / run).glob("*.json.gz")
+        count = sum(1 for e in _trace_events(path) if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
+                    and e["name"] in ("cudaLaunchKernel", "hipLaunchKernel"))
+        assert getattr(launch, f"{side}_calls") == count > 0
+    assert rows["cuLaunchKernel"].status == "baseline_only"  # a driver call meets no runtime call

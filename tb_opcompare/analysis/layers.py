@@ -18,6 +18,8 @@ target mean per call, as in the op table. Plain tables in, plain tables out: no 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -96,12 +98,15 @@ def compare_layers(baseline: tuple[pd.DataFrame, pd.DataFrame], target: tuple[pd
     totals = pd.DataFrame(total_rows, columns=TOTAL_COLUMNS)
     per_side = []
     for side, (_, rows) in sides.items():
-        grouped = rows.groupby(["layer", "name", "kind"], sort=False).agg(
-            calls=("calls", "sum"), wall_us=("wall_us", "sum"), self_us=("self_us", lambda s: s.sum(min_count=1)))
+        keys = rows["name"].where(rows["layer"] != RUNTIME, rows["name"].map(runtime_call_key))
+        grouped = rows.assign(key=keys).groupby(["layer", "kind", "key"], sort=False).agg(
+            name=("name", lambda names: " / ".join(dict.fromkeys(names))), calls=("calls", "sum"),
+            wall_us=("wall_us", "sum"), self_us=("self_us", lambda s: s.sum(min_count=1)))
         grouped["mean_us"] = grouped["wall_us"] / grouped["calls"].where(grouped["calls"] > 0)
         grouped[["wall_us", "self_us"]] = grouped[["wall_us", "self_us"]] / scale[side]
         per_side.append(grouped.add_prefix(f"{side}_"))
     joined = pd.concat(per_side, axis=1).reset_index()
+    joined["name"] = [_shown_name(base, target) for base, target in zip(joined["baseline_name"], joined["target_name"])]
     in_baseline, in_target = joined["baseline_calls"].notna(), joined["target_calls"].notna()
     joined["status"] = np.select([in_baseline & in_target, in_baseline], ["matched", "baseline_only"], "target_only")
     joined["speedup"] = joined["baseline_mean_us"] / joined["target_mean_us"].where(joined["target_mean_us"] > 0)
@@ -110,6 +115,22 @@ def compare_layers(baseline: tuple[pd.DataFrame, pd.DataFrame], target: tuple[pd
     size = joined[["baseline_wall_us", "target_wall_us"]].max(axis=1)
     order = np.lexsort((-size.fillna(0.0).to_numpy(), joined["layer"].map(LAYERS.index).to_numpy()))
     return totals, joined.iloc[order].reset_index(drop=True)[LAYER_COLUMNS], per_step
+
+
+_VENDOR_PREFIX = re.compile(r"\A(?:cuda|hip|cu)(?=[A-Z])")
+
+
+def runtime_call_key(name: str) -> str:
+    """What a runtime call is, whichever vendor's runtime made it: ``cudaLaunchKernel`` and
+    ``hipLaunchKernel`` are ``LaunchKernel`` (an H100 run and an MI300X run then meet row by
+    row); the call's kind (runtime or driver) still tells ``cuLaunchKernel`` apart."""
+    return _VENDOR_PREFIX.sub("", name)
+
+
+def _shown_name(baseline, target) -> str:
+    """A row's name: one where the sides agree or only one has the row, both where the
+    vendors' names differ (``cudaLaunchKernel / hipLaunchKernel``)."""
+    return " / ".join(dict.fromkeys(name for name in (baseline, target) if isinstance(name, str)))
 
 
 def _ratio(baseline: float, target: float) -> float:
