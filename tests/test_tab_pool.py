@@ -140,3 +140,21 @@ def test_pool_repeats_is_disabled_where_the_runs_have_no_repeats(page, tensorboa
     assert frame.locator(".oc-pooled").count() == 0
     assert not page.page_errors
     assert errors == []
+
+
+def test_the_pages_of_the_chosen_runs_say_they_do_not_pool(page, repeats_tensorboard_url):
+    """Layers, Memory and Modules read the two runs chosen: with Pool repeats on, each says so."""
+    url = repeats_tensorboard_url
+    errors = console_errors(page)
+    pages = (("layers", "#oc-layers-summary tr"), ("memory", ".oc-memory-card"),
+             ("modules", "#oc-modules-table tbody tr"))
+    for view, ready in pages:  # first without pooling: the tab keeps its last state for the browser tab
+        page.goto("about:blank")  # a new hash alone would not load the tab again
+        frame = open_op_compare(page, url, ready=ready, view=view, **PAIR)
+        assert frame.locator(".oc-pool-note").count() == 0, view
+    for view, ready in pages:
+        page.goto("about:blank")
+        frame = open_op_compare(page, url, ready=ready, view=view, repeats="1", **PAIR)
+        note = frame.locator(".oc-pool-note:visible")
+        assert note.count() == 1 and "not their repeats" in note.inner_text(), view
+    assert not page.page_errors and not errors

@@ -4,6 +4,7 @@
 // or on screen fetches nothing.
 
 import {h} from '../dom.js';
+
 import {messageBox} from './states.js';
 
 /**
@@ -77,4 +78,21 @@ export function showNoRuns(view, {id, text, onOpenCompare}) {
 export function openCompareButton(id, onOpenCompare) {
   return h('button', {class: 'oc-segment', id: `${id}-open-compare`, type: 'button', onclick: () => onOpenCompare()},
            'Go to Compare runs');
+}
+
+
+/** Where a page of the two runs chosen on Compare says that Compare pools their repeats. */
+export function poolNoteSlot() {
+  return h('div', {class: 'oc-pool-slot'});
+}
+
+/**
+ * Each time the page is shown: a note while the Compare page pools repeats (this page
+ * reads the two runs chosen, not their repeats), none otherwise.
+ * @param {HTMLElement} slot
+ * @param {{repeats?: boolean}} selection
+ */
+export function showPoolNote(slot, selection) {
+  slot.replaceChildren(...(selection.repeats ? [h('div', {class: 'oc-panel oc-panel-note oc-pool-note'},
+    'Pool repeats applies to the Compare table: this page shows the two runs chosen, not their repeats.')] : []));
 }

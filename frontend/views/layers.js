@@ -11,7 +11,7 @@ import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, speed
 import {LAYERS, ROW_LAYERS} from '../contract.js';
 import {pairParams} from '../state.js';
 import {sortMissingLast} from '../view.js';
-import {showLatest, showNoRuns} from './latest.js';
+import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
 import {nextSort, sortIndicator} from './sorting.js';
 import {loadingIndicator, messageBox} from './states.js';
 
@@ -214,7 +214,8 @@ export class LayersView {
     this.table = h('table', {class: 'oc-table oc-layers-rows', id: 'oc-layers-table'},
       h('colgroup', {}, ROW_COLUMNS.map((column) => h('col', {class: `oc-layers-col-${column.name}`}))),
       h('thead', {}, this.head), this.rows);
-    this.body = h('div', {class: 'oc-layers-body'}, this.caption, this.notes, this.summaryCard,
+    this.poolSlot = poolNoteSlot();
+    this.body = h('div', {class: 'oc-layers-body'}, this.caption, this.poolSlot, this.notes, this.summaryCard,
       h('div', {class: 'oc-filters oc-layers-filters'}, this.filterInput, h('span', {class: 'oc-spacer-flex'}),
         this.count, this.exportLink),
       h('div', {class: 'oc-table-scroll oc-layers-scroll'}, this.table));
@@ -235,6 +236,7 @@ export class LayersView {
                           'chosen on the Compare runs page.'});
       return;
     }
+    showPoolNote(this.poolSlot, this.selection);
     return showLatest(this, params, {
       fetch: fetchLayers,
       failed: (error) => {

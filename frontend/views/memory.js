@@ -10,7 +10,7 @@ import {formatBytes, formatCount, formatSpeedup, formatStatus, plotlyText, short
 import {pairParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {sortMissingLast} from '../view.js';
-import {openCompareButton, showLatest, showNoRuns} from './latest.js';
+import {openCompareButton, poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
 import {SIDES, SIDE_COLOURS, SIDE_LABELS, sideSwatch} from './sides.js';
 import {nextSort, sortIndicator} from './sorting.js';
 import {loadingIndicator, messageBox} from './states.js';
@@ -231,7 +231,8 @@ export class MemoryView {
     this.table = h('table', {class: 'oc-table oc-memory-table', id: 'oc-memory-table'},
       h('colgroup', {}, MEMORY_COLUMNS.map((column) => h('col', {class: `oc-memory-col-${column.name}`}))),
       h('thead', {}, this.head), this.rows);
-    this.body = h('div', {class: 'oc-memory-body'}, this.caption, this.notes, this.cards, this.plots,
+    this.poolSlot = poolNoteSlot();
+    this.body = h('div', {class: 'oc-memory-body'}, this.caption, this.poolSlot, this.notes, this.cards, this.plots,
       h('div', {class: 'oc-filters oc-memory-filters'}, this.filterInput, h('span', {class: 'oc-spacer-flex'}),
         this.count, this.exportLink),
       h('div', {class: 'oc-table-scroll oc-memory-scroll'}, this.table));
@@ -251,6 +252,7 @@ export class MemoryView {
                         text: 'This page compares the memory of the runs chosen on the Compare runs page.'});
       return;
     }
+    showPoolNote(this.poolSlot, this.selection);
     return showLatest(this, params, {
       fetch: fetchMemory,
       failed: (error) => {

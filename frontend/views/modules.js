@@ -8,7 +8,7 @@ import {fetchModules, modulesCsvUrl} from '../api.js';
 import {h} from '../dom.js';
 import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
 import {pairParams} from '../state.js';
-import {showLatest, showNoRuns} from './latest.js';
+import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
 import {loadingIndicator, messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').ModulesDocument} ModulesDocument */
@@ -181,7 +181,8 @@ export class ModulesView {
         numeric('Baseline alloc', 'bytes the ops inside the node allocated on the baseline (– : memory not recorded)'),
         numeric('Target alloc', 'bytes the ops inside the node allocated on the target'))),
       this.rows);
-    this.body = h('div', {class: 'oc-body'}, this.notes, this.caption,
+    this.poolSlot = poolNoteSlot();
+    this.body = h('div', {class: 'oc-body'}, this.poolSlot, this.notes, this.caption,
       h('div', {class: 'oc-table-scroll oc-modules-scroll'}, this.table));
     this.body.hidden = true;
     this.controls = h('section', {class: 'oc-chooser'},
@@ -205,6 +206,7 @@ export class ModulesView {
       return;
     }
     this.controls.hidden = false;
+    showPoolNote(this.poolSlot, this.selection);
     return showLatest(this, params, {
       fetch: fetchModules,
       failed: (error) => {

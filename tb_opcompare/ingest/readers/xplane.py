@@ -217,6 +217,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
     deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
     stat_names = _stat_names(plane)
+    in_use_stats = {key: name for key, name in stat_names.items() if name in _MemoryInUse.STATS}
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     hlo_stat = next((k for k, v in stat_names.items() if v == "hlo_op"), None)
     hlo = _HloOps(hlo_stat, op_keys, key_codes, {entry.key: entry.value.name for entry in plane.event_metadata})
@@ -272,7 +273,8 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                     in_use.add(stats, stat_names, line.timestamp_ns, int(ints[index, 1]))
             if deallocations:  # a free names no op; it only tells what the allocator holds after it
                 for index in np.flatnonzero(np.isin(ints[:, 0], deallocations)).tolist():
-                    stats = {stat_names.get(stat.metadata_id): stat for stat in batch[index].stats}
+                    stats = {in_use_stats[stat.metadata_id]: stat for stat in batch[index].stats
+                             if stat.metadata_id in in_use_stats}
                     in_use.add(stats, stat_names, line.timestamp_ns, int(ints[index, 1]))
             if pipeline_roots and shapes_stat is not None:
                 for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
@@ -379,6 +381,8 @@ class _MemoryInUse:
     @property
     def samples(self) -> int:
         return len(self.codes)
+
+    STATS = ("bytes_allocated", "allocator_name")  # what a sample needs of an event's stats
 
     def add(self, stats: dict, stat_names: dict[int, str], line_ns: int, offset_ps: int) -> None:
         if "bytes_allocated" not in stats:
