@@ -23,7 +23,7 @@ from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.service.modules import module_source
 from tb_opcompare.service.records import as_records
-from tb_opcompare.service.runs import run_dimensions, run_record
+from tb_opcompare.service.runs import mixed_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
@@ -111,22 +111,11 @@ def _side(catalog: Catalog, names: list[str], session: str | None,
     if not loaded:
         raise first_error
     kept = [run.source.run for run in loaded]
-    differing = {dimension: values for dimension, values in _dimensions_of(loaded).items() if len(values) > 1}
-    if differing:
-        what = "; ".join(f"{dimension.replace('_', ' ')}: {', '.join(values)}" for dimension, values in differing.items())
+    what = mixed_dimensions(loaded)
+    if what:
         notes.append(f"The {label} group pools runs that differ in more than their repeat ({what}): its means mix "
                      "configurations. Group repeats of one configuration.")
     return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), kept, notes
-
-
-def _dimensions_of(runs: list[LoadedRun]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for run in runs:
-        for dimension, value in run_dimensions(run).items():
-            found.setdefault(dimension, [])
-            if value not in found[dimension]:
-                found[dimension].append(value)
-    return found
 
 
 def _runs_as_steps(side: LoadedRun, runs: int) -> LoadedRun:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
+from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
@@ -26,6 +27,19 @@ def run_dimensions(loaded: LoadedRun) -> dict[str, str]:
     values = {"model": loaded.base_model or loaded.model, "device": facts.device,
               "batch_size": facts.batch_size, "precision": loaded.precision, "compiler": loaded.compiler}
     return {name: MISSING_DIMENSION if value is None else str(value) for name, value in values.items()}
+
+
+def mixed_dimensions(runs: list[LoadedRun], leaving_out: str | None = None) -> str | None:
+    """Which of the runs' model and dimensions differ among them, as text (``device: CPU,
+    GPU; batch size: 16, 64``); None where they agree. ``leaving_out``: a dimension the
+    runs are meant to differ in."""
+    found: dict[str, set[str]] = {}
+    for run in runs:
+        for dimension, value in run_dimensions(run).items():
+            found.setdefault(dimension, set()).add(value)
+    mixed = [f"{dimension.replace('_', ' ')}: {', '.join(sorted(values, key=natural_key))}"
+             for dimension, values in found.items() if len(values) > 1 and dimension != leaving_out]
+    return "; ".join(mixed) or None
 
 
 def run_record(loaded: LoadedRun) -> RunRecord:

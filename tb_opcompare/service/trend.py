@@ -14,7 +14,7 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims, sidecar_field
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
 from tb_opcompare.service.records import as_records
-from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions
+from tb_opcompare.service.runs import MISSING_DIMENSION, mixed_dimensions, run_dimensions
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 ORDERS, DIMENSIONS = TREND_ORDERS, TREND_DIMENSIONS
@@ -56,7 +56,7 @@ def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded"
     check_order(order_by)
     warnings: list[str] = []
     by_value: dict[str, list[tuple[str, confidence.RunSamples]]] = collections.defaultdict(list)
-    held: dict[str, dict[str, set]] = collections.defaultdict(lambda: collections.defaultdict(set))
+    loaded_at: dict[str, list[LoadedRun]] = collections.defaultdict(list)
     for run in runs:
         try:
             loaded = catalog.load(run)
@@ -65,16 +65,13 @@ def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded"
             continue
         value = _order_value(catalog, loaded, order_by)
         by_value[value].append((run, confidence.profile_samples(loaded.profile, group_by)))
-        for name, dimension in run_dimensions(loaded).items():
-            if name != order_by:
-                held[value][name].add(dimension)
+        loaded_at[value].append(loaded)
     if not by_value:
         raise TrendUsageError("none of the runs could be read" if runs else "no runs given")
     values = sorted(by_value, key=natural_key)
     for value in values:
-        mixed = {name: sorted(found, key=natural_key) for name, found in held[value].items() if len(found) > 1}
-        if mixed:
-            what = "; ".join(f"{name.replace('_', ' ')}: {', '.join(found)}" for name, found in mixed.items())
+        what = mixed_dimensions(loaded_at[value], leaving_out=order_by)
+        if what:
             warnings.append(f"the runs at {value!r} pooled runs that differ in more than the order ({what}); choose "
                             "runs that hold those fixed")
     points = [[samples for _, samples in by_value[value]] for value in values]
