@@ -267,7 +267,7 @@
  * @property {string} key - op name (group_by=name), op type (group_by=type), or `(whole step)`: all op time of a step
  * @property {'faster'|'not tested'|'only in baseline'|'only in target'|'slower'|'within noise'} verdict - `slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; `within noise`: no significant change beyond the threshold; `only in baseline` / `only in target`: the op ran on one side only; `not tested`: outside --ops / --min-share (its interval is still given), or no interval could be made
  * @property {number|null} speedup - baseline mean / target mean per execution: geometric means of the runs' means
- * @property {number|null} adjusted_speedup - the speedup with each run's speed factor taken out (the median over ops of how much faster or slower the run was than the average run): what the interval and verdict are about; the whole step is not adjusted
+ * @property {number|null} adjusted_speedup - the speedup of the runs' typical times (each run's median over its steps) with each run's speed factor taken out (the median over ops of how much faster or slower the run was than the average run): what the interval and verdict are about; the whole step's speed is not taken out
  * @property {number|null} speedup_low - lower end of the 95% confidence interval of the adjusted speedup
  * @property {number|null} speedup_high - upper end of the 95% confidence interval of the adjusted speedup
  * @property {number|null} p_value - p-value against a change of at most the threshold (two-sided)

@@ -69,7 +69,8 @@ def test_one_run_a_side_is_refused_unless_allowed_and_then_learns_noise_from_rep
     assert re.fullmatch(
         r"run-to-run noise from the runs compared \(1 baseline run, 1 target run\) and the logdir's repeats "
         r"\(baseline: 6 other repeated CPU runs, typical \d+% per op; target: 6 other repeated CPU runs, typical "
-        r"\d+% per op\); Welch's t on the log of each run's mean; each run's speed factor taken out of its ops",
+        r"\d+% per op\); Welch's t on the log of each run's typical time \(the median of its steps\); "
+        r"each run's speed factor taken out of its ops",
         document.noise), document.noise
     whole = document.whole_step
     assert whole.speedup_low < whole.speedup < whole.speedup_high
@@ -138,6 +139,50 @@ def test_run_samples_hold_every_step_of_every_op(catalog):
         assert samples.step_time_us[:, column].sum() == pytest.approx(ops.loc[key, "self_us"], rel=1e-6)
 
 
+def test_a_runs_sample_is_the_median_of_its_steps(catalog):
+    """What each run contributes to a test: per op, the median over its five profiled steps
+    of that step's time per execution (recomputed here from the reader's step cells with
+    pandas), and for the whole step the median of the steps' op time."""
+    runs = [catalog.load(run).profile for run in BASE[:2]]
+    samples = [confidence.profile_samples(profile) for profile in runs]
+    keys = pd.Index(["head", "aten::convolution_backward", "aten::addmm", "aten::sqrt"])
+    typical = np.exp(confidence.log_run_typical(samples, keys))
+    for position, profile in enumerate(runs):
+        cells = profile.step_ops.join(profile.ops["op_name"], on="row")
+        per_step = cells.groupby(["op_name", "step"])[["self_us", "occurrences"]].sum()
+        median = (per_step["self_us"] / per_step["occurrences"]).groupby(level="op_name").median()
+        assert typical[position, :-1] == pytest.approx(median.reindex(keys).to_numpy(), rel=1e-9)
+        steps = cells[cells["row"].isin(counted_rows(profile.ops))].groupby("step")["self_us"].sum()
+        assert typical[position, -1] == pytest.approx(steps.median(), rel=1e-9)
+    # and the speedup the check reports is still the plain means' (as the compare table's)
+    assert not np.allclose(typical, np.exp(confidence.log_run_means(samples, keys)))
+
+
+def test_one_stalled_step_does_not_make_a_change():
+    """Identical runs, three a side, ten ops; in one baseline run one step of one op
+    stalled for 30x its time (a first step after a pause, a neighbour's burst). A run's
+    mean carries the stall (that run's mean of the op is 6.8x the others'), its median
+    over steps does not: the op's interval stays as narrow as its steady neighbours'
+    instead of spanning an order of magnitude, and nothing is flagged."""
+    rng = np.random.default_rng(7)
+    keys = pd.Index([f"op{k}" for k in range(10)])
+
+    def run(stall: bool = False) -> confidence.RunSamples:
+        time = 100 * rng.uniform(0.95, 1.05, (5, len(keys)))
+        if stall:
+            time[0, 0] *= 30
+        return confidence.RunSamples(keys, time.sum(axis=0), np.full(len(keys), 5.0), 5, time,
+                                     np.ones((5, len(keys))))
+
+    result = confidence.compare_with_confidence([run(stall=True), run(), run()], [run(), run(), run()],
+                                                threshold=0.05)
+    table = result.table.set_index("key")
+    assert table.loc["op0", "speedup"] > 1.5  # as measured (plain means), the stall shows
+    assert 0.9 < table.loc["op0", "speedup_low"] < 1 < table.loc["op0", "speedup_high"] < 1.1
+    verdicts = confidence.verdicts(result.table, family=np.ones(len(result.table), dtype=bool))
+    assert set(verdicts) == {"within noise"}
+
+
 def test_op_time_no_step_holds_still_counts():
     """TF GPU kernels come as totals per op, not per step: such ops are tested on their
     runs' means like any other, and their time is in the whole step (an H100 run's
@@ -172,8 +217,8 @@ def test_ops_on_one_side_are_named_and_one_step_runs_are_not_tested():
 
     result = confidence.compare_with_confidence([run(5, [1, 1, 0])], [run(5, [1, 1, 1])], threshold=0.05)
     assert result.basis == confidence.STEPS
-    is_op = (result.table["key"] != confidence.WHOLE_STEP).to_numpy()
-    verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=is_op, alone=~is_op)))
+    every_row = np.ones(len(result.table), dtype=bool)
+    verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=every_row)))
     assert verdicts["op2"] == "only in target" and verdicts["op0"] == "within noise"
     single = confidence.compare_with_confidence([run(1, [1, 1, 1])], [run(1, [1, 1, 1])], threshold=0.05)
     assert single.table["p_value"].isna().all()
@@ -191,8 +236,8 @@ def test_few_shared_ops_are_not_adjusted_for_run_speed():
 
     result = confidence.compare_with_confidence([run(1), run(1), run(1)], [run(2), run(2), run(2)], threshold=0.05)
     assert not result.adjusted
-    is_op = (result.table["key"] != confidence.WHOLE_STEP).to_numpy()
-    verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=is_op, alone=~is_op)))
+    every_row = np.ones(len(result.table), dtype=bool)
+    verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=every_row)))
     assert verdicts == {"changed": "slower", "steady": "within noise", confidence.WHOLE_STEP: "slower"}
 
 
@@ -221,8 +266,7 @@ def test_intervals_on_small_frames():
     result = confidence.compare_with_confidence(baseline, target, threshold=0.05)
     assert result.basis == confidence.RUNS and result.adjusted
     table = result.table
-    is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
-    table["verdict"] = confidence.verdicts(table, family=is_op, alone=~is_op)
+    table["verdict"] = confidence.verdicts(table, family=np.ones(len(table), dtype=bool))
     rows = table.set_index("key")
     assert rows.loc["slowed", "verdict"] == "slower"
     assert rows.loc["slowed", "speedup_low"] < 0.5 < rows.loc["slowed", "speedup_high"]
@@ -311,7 +355,28 @@ def test_a_change_of_every_op_is_named_and_still_fails_the_gate():
     result = confidence.compare_with_confidence([run(1), run(1), run(1)], [run(1.3), run(1.3), run(1.3)],
                                                 threshold=0.05)
     assert result.common_change == pytest.approx(1.3, rel=0.03)
-    is_op = (result.table["key"] != confidence.WHOLE_STEP).to_numpy()
-    verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=is_op, alone=~is_op)))
+    every_row = np.ones(len(result.table), dtype=bool)
+    verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=every_row)))
     assert verdicts.pop(confidence.WHOLE_STEP) == "slower"
     assert set(verdicts.values()) == {"within noise"}
+
+
+def test_a_20_percent_slowdown_of_one_op_is_caught_and_identical_halves_pass():
+    """The issue's proof on tests/fixtures/repeats20: `head` (about 2% of the step) made
+    about 20% slower by a busy loop, 16 interleaved repeats a side on this noisy 2-core VM,
+    where one op's typical time moves 8-10% from run to run. The check fails on `head` and
+    on nothing else; each variant's first eight repeats against its last eight pass. (The
+    rates over many splits, and how many repeats it takes, are benchmarks/bench_check.py's.)"""
+    catalog = Catalog(str(FIXTURES / "repeats20" / "logdir"), cache_dir=None)
+    base = [f"cnn_cpu_bs16_rep{k}" for k in range(1, 17)]
+    slow = [f"cnn20_cpu_bs16_rep{k}" for k in range(1, 17)]
+    document = check_document(catalog, base, slow)
+    assert not document.passed
+    assert [row.key for row in document.rows if row.verdict == "slower" and row.gated] == ["head"]
+    head = next(row for row in document.rows if row.key == "head")
+    assert min(head.baseline_share, head.target_share) >= 0.01
+    assert 1 / 1.3 < head.speedup_low < head.adjusted_speedup < head.speedup_high < 1 / 1.05
+    for runs in (base, slow):
+        halves = check_document(catalog, runs[:8], runs[8:])
+        assert halves.passed, halves.headline
+        assert halves.slower == 0 and halves.whole_step.verdict != "slower"

@@ -4,9 +4,11 @@ of runs, and verdicts with the false discovery rate controlled: the maths only, 
 The unit of noise is the run. Two runs of one configuration differ by more than their
 steps vary (another process, another moment of a shared machine; 10-30% here), so an
 interval built from steps alone is too narrow and flags unchanged ops. Each run gives
-one sample per op, the log of its mean per execution over the run; the speedup is the
-ratio of the two sides' geometric means of those (baseline over target: above 1, the
-target is faster). Where ten ops or more ran in every run, each run's speed factor (the
+one sample per op, the log of its typical time per execution (``log_run_typical``: the
+median over the run's profiled steps of the op's mean per execution in each, so that one
+stalled step does not move the run); the speedup as measured is the ratio of the two
+sides' geometric means of the runs' plain means (baseline over target: above 1, the
+target is faster), the tests and intervals are on the typical times. Where ten ops or more ran in every run, each run's speed factor (the
 median over those ops of how much faster or slower the run was than the average run) is
 first taken out of its ops: a machine busier during one run moves all its ops together,
 and one op that really changed does not move a median. The interval is Welch's: each
@@ -44,6 +46,7 @@ FALSE_DISCOVERY_RATE = 0.05
 RESAMPLES = 4000
 SEED = 20261123  # fixed: the same profiles always give the same intervals and verdicts
 MIN_SHARED_OPS = 10  # fewer ops in every run cannot tell a run's speed from an op's change
+MIN_STEPS_FOR_MEDIAN = 3  # a median of two steps is their mean
 WHOLE_STEP = "(whole step)"
 SLOWER, FASTER, WITHIN_NOISE, UNTESTED, ONLY_BASELINE, ONLY_TARGET = VERDICTS
 RUNS, STEPS = "runs", "steps"  # what the intervals of a comparison rest on
@@ -140,6 +143,36 @@ def log_run_means(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     return np.vstack(rows)
 
 
+def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
+    """(runs, keys + whole step): log of each run's typical time per execution, the sample
+    the tests are made on: the median over the run's profiled steps of the op's mean per
+    execution in that step (the whole step: of its op time per step) where the op ran in
+    ``MIN_STEPS_FOR_MEDIAN`` steps or more, else its mean over the run (NaN where it did
+    not run). Step times have heavy tails (a first step after a pause, a neighbour's burst
+    on a shared machine: one step of ``convolution_backward`` at 24 ms among steps of
+    0.4 ms), and a mean carries such a step into the run's sample where a median does
+    not; on this project's repeats the median halves the false alarms of two runs a side."""
+    means = log_run_means(runs, index)
+    for position, run in enumerate(runs):
+        if len(run.step_time_us) < MIN_STEPS_FOR_MEDIAN:
+            continue
+        time, count = _step_matrix(run, index)
+        ran = count > 0
+        medians = _nan_median(np.where(ran, _mean_per_execution(time, count), np.nan))
+        enough = ran.sum(axis=0) >= MIN_STEPS_FOR_MEDIAN
+        # a step's op time is the whole step only where the reader placed all of it in steps
+        enough[-1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            means[position] = np.where(enough & (medians > 0), np.log(medians), means[position])
+    return means
+
+
+def _nan_median(values: np.ndarray) -> np.ndarray:
+    with warnings.catch_warnings():  # a column with no step is NaN, which the caller replaces
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(values, axis=0)
+
+
 def column_mean(logs: np.ndarray) -> np.ndarray:
     """Each column's mean over its finite entries; NaN for a column with none."""
     finite = np.isfinite(logs)
@@ -229,8 +262,7 @@ def run_noise(groups: list[list[RunSamples]]) -> RunNoise | None:
         if len(runs) < 2:
             continue
         keys = pd.Index(sorted(set().union(*(set(run.keys) for run in runs))), dtype=object)
-        logs = log_run_means(runs, keys)
-        logs = _adjusted_for_run_speed(logs)[0]
+        logs = _adjusted_for_run_speed(log_run_typical(runs, keys))[0]
         variance, freedom = sample_variance(logs)
         parts.append(pd.DataFrame({"key": [*keys, WHOLE_STEP], "weighted": variance * freedom, "freedom": freedom,
                                    "runs": len(runs)}))
@@ -290,9 +322,9 @@ def _adjusted_for_run_speed(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray | 
 def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """Welch's interval and test on the log run means (see the module's docstring)."""
     columns = [*index, WHOLE_STEP]
-    raw = [log_run_means(runs, index) for runs, _ in sides]
-    adjusted, speed = _adjusted_for_run_speed(np.vstack(raw))
-    adjusted = [adjusted[:len(raw[0])], adjusted[len(raw[0]):]]
+    typical = [log_run_typical(runs, index) for runs, _ in sides]
+    adjusted, speed = _adjusted_for_run_speed(np.vstack(typical))
+    adjusted = [adjusted[:len(typical[0])], adjusted[len(typical[0]):]]
     estimates = []
     for (runs, noise), logs in zip(sides, adjusted):
         own, own_freedom = sample_variance(logs)
@@ -319,7 +351,7 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
         # one-sided: slower beyond the threshold (difference < -shift), faster beyond it
         slower_p[tested] = student_t_cdf((difference[tested] + shift) / error[tested], freedom[tested])
         faster_p[tested] = student_t_cdf(-(difference[tested] - shift) / error[tested], freedom[tested])
-    raw_difference = [column_mean(logs) for logs in raw]  # as measured: the means the speedup is of
+    raw_difference = [column_mean(log_run_means(runs, index)) for runs, _ in sides]  # as measured
     return {
         "baseline_mean_us": np.exp(raw_difference[0]), "target_mean_us": np.exp(raw_difference[1]),
         "speedup": np.exp(raw_difference[0] - raw_difference[1]), "adjusted_speedup": np.exp(difference),
@@ -384,20 +416,18 @@ def _step_matrix(run: RunSamples, index: pd.Index) -> tuple[np.ndarray, np.ndarr
     return time, count
 
 
-def verdicts(table: pd.DataFrame, family: np.ndarray, alone: np.ndarray | None = None) -> np.ndarray:
+def verdicts(table: pd.DataFrame, family: np.ndarray) -> np.ndarray:
     """The verdict of each row of a confidence table: an op one side lacks is only in the
     other; the rows of ``family`` are tested together with the false discovery rate
-    held, the rows of ``alone`` (the whole step) each on its own; any other row, or one
-    without a p-value, is not tested."""
+    held (so where nothing changed, the chance of flagging any of them is held at that
+    rate); any other row, or one without a p-value, is not tested."""
     p_value = table["p_value"].to_numpy(dtype=np.float64)
-    has_p = np.isfinite(p_value)
-    family = np.asarray(family, dtype=bool) & has_p
-    alone = (np.zeros(len(table), dtype=bool) if alone is None else np.asarray(alone, dtype=bool)) & has_p & ~family
-    significant = alone & (p_value <= FALSE_DISCOVERY_RATE)
+    family = np.asarray(family, dtype=bool) & np.isfinite(p_value)
+    significant = np.zeros(len(table), dtype=bool)
     members = np.flatnonzero(family)
     significant[members] = benjamini_hochberg(p_value[members])
     slower = table["slower"].to_numpy(dtype=bool)
-    verdict = np.where(~(family | alone), UNTESTED, np.where(significant & slower, SLOWER,
+    verdict = np.where(~family, UNTESTED, np.where(significant & slower, SLOWER,
                                                              np.where(significant, FASTER, WITHIN_NOISE)))
     in_baseline = np.isfinite(table["baseline_mean_us"].to_numpy(dtype=np.float64))
     in_target = np.isfinite(table["target_mean_us"].to_numpy(dtype=np.float64))

@@ -146,8 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser(
         "check", parents=[reading], help="fail (exit 1) when an op got significantly slower: a gate for CI",
         description="Compares two groups of runs (two or more each) op by op with 95%% confidence intervals "
-                    "(Welch's t on the log of each run's mean, each run's overall speed taken out of its ops) and "
-                    "holds the false discovery rate at 5%%. Exits 0 when "
+                    "(Welch's t on the log of each run's typical time, the median of its steps, with each run's "
+                    "overall speed taken out of its ops) and holds the false discovery rate at 5%%. Exits 0 when "
                     "no op above --min-share (and not the whole step) is significantly slower by more than "
                     "--max-regression, 1 when one is, 2 on usage errors.",
     )

@@ -317,9 +317,10 @@ class CheckRow(_Document):
                          "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
                          "--min-share (its interval is still given), or no interval could be made")
     speedup: _d(float | None, "baseline mean / target mean per execution: geometric means of the runs' means")
-    adjusted_speedup: _d(float | None, "the speedup with each run's speed factor taken out (the median over ops of "
+    adjusted_speedup: _d(float | None, "the speedup of the runs' typical times (each run's median over its "
+                                       "steps) with each run's speed factor taken out (the median over ops of "
                                        "how much faster or slower the run was than the average run): what the "
-                                       "interval and verdict are about; the whole step is not adjusted")
+                                       "interval and verdict are about; the whole step's speed is not taken out")
     speedup_low: _d(float | None, "lower end of the 95% confidence interval of the adjusted speedup")
     speedup_high: _d(float | None, "upper end of the 95% confidence interval of the adjusted speedup")
     p_value: _d(float | None, "p-value against a change of at most the threshold (two-sided)")

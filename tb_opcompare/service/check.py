@@ -16,6 +16,7 @@ import re2
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import GROUP_BY
+from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import CheckDocument, CheckRow
@@ -50,8 +51,8 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
                    allow_one_run: bool = False, resamples: int = confidence.RESAMPLES) -> CheckDocument:
     """The check of ``target`` runs against ``baseline`` runs. Each side needs two runs or
     more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
-    machine during that run (on this project's repeats, 40% of one-against-one checks of
-    identical configurations failed, against 6% with two runs a side and none with three).
+    machine during that run (on this project's repeats, 18% of one-against-one checks of
+    identical configurations failed, against 4.5% with two runs a side and none with three).
     Raises CheckUsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
     if group_by not in GROUP_BY:
         raise CheckUsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
@@ -62,7 +63,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     if lone and not allow_one_run:
         raise CheckUsageError(
             f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
-            "regression from a hiccup of the machine during that run (identical configurations failed 40% of "
+            "regression from a hiccup of the machine during that run (identical configurations failed 18% of "
             "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
             "them; with one run a side, verdicts are only indicative (`--allow-one-run`)")
     overlap = set(baseline) & set(target)
@@ -82,7 +83,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
     if pattern is not None:
         in_scope &= np.fromiter((bool(pattern.search(key)) for key in table["key"]), dtype=bool, count=len(table))
-    table["verdict"] = confidence.verdicts(table, family=in_scope, alone=~is_op)
+    table["verdict"] = confidence.verdicts(table, family=in_scope | ~is_op)
     # The whole step is gated even under --ops: ops are judged net of what moved every op
     # together, so a change that slowed every op shows only there.
     table["gated"] = in_scope | ~is_op
@@ -123,7 +124,7 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
             matched = fnmatch.filter(names, item)
             if not matched:
                 raise UnknownRunError(f"no run matches {item!r}", names)
-            expanded += sorted(matched)
+            expanded += sorted(matched, key=natural_key)  # rep2 before rep10
         else:
             expanded.append(catalog.source(item).run)
     if repeats:
@@ -200,7 +201,7 @@ def _noise_text(sides: dict[str, list[LoadedRun]], noise: dict, result: confiden
              f"no run speed factor taken out (fewer than {confidence.MIN_SHARED_OPS} ops ran in every run)")
     return (f"run-to-run noise from the runs compared ({runs})"
             + (f" and the logdir's repeats ({'; '.join(learned)})" if learned else "")
-            + f"; Welch's t on the log of each run's mean; {speed}")
+            + f"; Welch's t on the log of each run's typical time (the median of its steps); {speed}")
 
 
 _VERDICT_ORDER = {confidence.SLOWER: 0, confidence.ONLY_TARGET: 1, confidence.FASTER: 2, confidence.ONLY_BASELINE: 3,
