@@ -276,6 +276,7 @@
  * @property {number} baseline_share - share of the baseline's op time
  * @property {number} target_share - share of the target's op time
  * @property {boolean} gated - whether a `slower` verdict here fails the check (within --ops and --min-share; the whole step always)
+ * @property {boolean} significant - a gated row whose verdict is a change (slower, faster, only in one side): what the tab's "significant changes only" and `significant=1` on the compare routes keep
  */
 
 /**

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from conftest import open_op_compare, route, tab_state
 
+from tb_opcompare.schema.contract import SIGNIFICANT_VERDICTS
+
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
-SIGNIFICANT = ("slower", "faster", "only in target", "only in baseline")
 SCREENSHOT = "/tmp/opcompare-significant.png"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 
@@ -25,7 +26,10 @@ FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 def significant_keys(url: str, group_by: str = "name") -> list[str]:
     status, body = route(url, "check", {**PAIR, "repeats": "1", "group_by": group_by})
     assert status == 200, body
-    return [row["key"] for row in json.loads(body)["rows"] if row["gated"] and row["verdict"] in SIGNIFICANT]
+    rows = json.loads(body)["rows"]
+    for row in rows:  # the server's mark is the rule: gated, and a change rather than noise
+        assert row["significant"] == (row["gated"] and row["verdict"] in SIGNIFICANT_VERDICTS), row
+    return [row["key"] for row in rows if row["significant"]]
 
 
 def shown_keys(frame) -> list[str]:
@@ -54,9 +58,12 @@ def test_significant_changes_only_narrows_the_table_and_its_export(page, repeats
     frame.locator("section.oc-filters").evaluate("el => el.scrollIntoView({block: 'center'})")
     page.screenshot(path=SCREENSHOT)
 
-    # the export is the table: the compare.csv route with the same keys, byte for byte
+    # the export is the table: the link asks the server for the significant ops (never their
+    # keys: hundreds of long TF names would pass a request line's length), and the file is
+    # the compare.csv route with those keys, byte for byte
     href = frame.locator("#oc-export").get_attribute("href")
-    assert sorted(urllib.parse.parse_qs(urllib.parse.urlsplit(href).query)["key"]) == sorted(keys)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(href).query)
+    assert query["significant"] == ["1"] and "key" not in query
     with page.expect_download() as download_info:
         frame.locator("#oc-export").click()
     downloaded = Path(download_info.value.path()).read_bytes()
@@ -108,3 +115,18 @@ def test_an_op_key_holding_a_comma_is_one_key(repeats_tensorboard_url):
     status, body = route(url, "compare.csv", [*PAIR.items(), ("key", "head"), ("key", "head,aten::mm")])
     assert status == 200
     assert [row["key"] for row in csv.DictReader(io.StringIO(body.decode("utf-8")))] == ["head"]
+
+
+def test_significant_narrows_the_compare_routes_to_the_checks_changes(repeats_tensorboard_url):
+    """`significant=1` keeps the rows the check (each side with its repeats) marks
+    significant, as the repeated `key` would; with a side the check refuses, the reason."""
+    url = repeats_tensorboard_url
+    keys = significant_keys(url)
+    for name in ("compare", "compare.csv"):
+        status, narrowed = route(url, name, {**PAIR, "significant": "1"})
+        assert status == 200, narrowed
+        assert narrowed == route(url, name, [*PAIR.items(), *(("key", key) for key in keys)])[1]
+    status, body = route(url, "compare", {**PAIR, "significant": "1", "group_by": "module"})
+    assert status == 400 and "group_by" in json.loads(body)["error"]["message"], body
+    status, body = route(url, "compare", {**PAIR, "significant": "yes"})
+    assert status == 400 and "significant: expected 0 or 1" in json.loads(body)["error"]["message"], body

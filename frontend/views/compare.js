@@ -284,8 +284,11 @@ export class CompareView {
     const view = this.shownView();
     const rows = applyView(comparison.rows, view, match?.keys);
     this.table.setRows(rows, view, comparison.rows);
+    // the server narrows the file to the significant ops itself: their keys in the link
+    // would pass the length of a request line on a large model
+    const narrowed = view.keys ? {significant: '1'} : {};
     this.filters.showRows(rows.length, comparison.rows.length,
-                          compareCsvUrl({...this.runParams(), ...viewParams(view)}));
+                          compareCsvUrl({...this.runParams(), ...viewParams(this.view), ...narrowed}));
   }
 
   redrawCharts() {

@@ -29,17 +29,13 @@ const PLOTTED_VERDICTS = [
 /** The marks beside a speedup in the op table; none for `within noise` and `not tested`. */
 export const VERDICT_MARKS = {slower: '▲', faster: '▼'};
 
-/** The verdicts of a significant change: what "significant changes only" keeps. */
-export const SIGNIFICANT_VERDICTS = ['slower', 'faster', 'only in target', 'only in baseline'];
-
 /**
- * The ops the check finds significantly changed: a significant verdict, and gated
- * (within the check's op filter and minimum share, as its counts are).
+ * The ops the check finds significantly changed (the server marks them: CheckRow.significant).
  * @param {CheckDocument} check
  * @returns {string[]} op keys, in the check's order
  */
 export function significantKeys(check) {
-  return check.rows.filter((row) => row.gated && SIGNIFICANT_VERDICTS.includes(row.verdict)).map((row) => row.key);
+  return check.rows.filter((row) => row.significant).map((row) => row.key);
 }
 
 /** `within noise` -> `oc-verdict-within-noise` */

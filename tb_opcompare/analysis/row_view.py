@@ -32,8 +32,8 @@ class RowView:
     descending   sort direction
     top          keep the first N after filtering and sorting
     keys         keep only the rows of these op keys (the tab's "significant changes
-                 only": the keys the confidence check found changed); None or empty
-                 keeps every key
+                 only": the keys the confidence check found changed); None keeps every
+                 key, an empty tuple none
     """
 
     query: str = ""
@@ -143,7 +143,7 @@ def apply_view(rows: pd.DataFrame, view: RowView) -> np.ndarray:
     """The positions of the rows ``view`` keeps, in its order: column-wise, so it scales
     with the op count, and in numpy where it can, as it runs on every request."""
     keep = np.ones(len(rows), dtype=bool)
-    if view.keys:
+    if view.keys is not None:
         keep &= rows["key"].isin(view.keys).to_numpy()
     if set(view.statuses) != set(STATUSES):
         keep &= rows["status"].isin(view.statuses).to_numpy()

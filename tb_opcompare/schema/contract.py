@@ -305,6 +305,7 @@ class ErrorDocument(_Document):
 # route -> (document, what it takes); the order of docs/http_api.md
 VERDICTS = ("slower", "faster", "within noise", "not tested", "only in baseline", "only in target")
 Verdict = Literal[VERDICTS]
+SIGNIFICANT_VERDICTS = ("slower", "faster", "only in target", "only in baseline")  # a change, not noise
 
 
 class CheckRow(_Document):
@@ -330,6 +331,8 @@ class CheckRow(_Document):
     target_share: _d(float, "share of the target's op time")
     gated: _d(bool, "whether a `slower` verdict here fails the check (within --ops and --min-share; the whole "
                     "step always)")
+    significant: _d(bool, "a gated row whose verdict is a change (slower, faster, only in one side): what the "
+                          "tab's \"significant changes only\" and `significant=1` on the compare routes keep")
 
 
 class CheckDocument(_Document):
@@ -602,7 +605,9 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
                                  "`group_by=name|type|module`, `baseline_session`, `target_session` (a side of one "
                                  "run), and the view: `q` (substring or `/regex/`), `status` (comma list), "
                                  "`side=all|host|device`, `min_us`, `key` (repeatable: only these op keys), "
-                                 "`sort` (a column), `order=desc|asc`, `top`"),
+                                 "`significant=0|1` (only the ops the `check` of the two sides, each with its "
+                                 "repeats, finds significantly changed: CheckRow.significant), `sort` (a column), "
+                                 "`order=desc|asc`, `top`"),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
     ("sweeps", SweepsDocument, "none"),
     ("sweep", SweepDocument, "`model`, `top` (1-50), `ops` (repeatable), `group_by`"),

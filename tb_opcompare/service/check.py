@@ -19,7 +19,7 @@ from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import Claims, read_claims
-from tb_opcompare.schema.contract import CheckDocument, CheckRow
+from tb_opcompare.schema.contract import SIGNIFICANT_VERDICTS, CheckDocument, CheckRow
 from tb_opcompare.schema.text import format_percent
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
@@ -87,6 +87,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     # The whole step is gated even under --ops: ops are judged net of what moved every op
     # together, so a change that slowed every op shows only there.
     table["gated"] = in_scope | ~is_op
+    table["significant"] = table["gated"] & table["verdict"].isin(SIGNIFICANT_VERDICTS)
     ops_rows, whole = _ordered(table[is_op]), table[~is_op]
     gated_verdicts = ops_rows.loc[ops_rows["gated"], "verdict"]
     counts = gated_verdicts.value_counts()
@@ -107,6 +108,15 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
         only_target=int(counts.get(confidence.ONLY_TARGET, 0)),
         whole_step=_rows(whole)[0], rows=_rows(ops_rows), warnings=warnings, resamples=resamples,
     )
+
+
+def significant_keys(catalog: Catalog, baseline: str, target: str, group_by: str = "name") -> tuple[str, ...]:
+    """The op keys that changed significantly between two sides as the compare routes
+    name them (``side_runs``), each pooled with its repeats, as the tab's Confidence card
+    checks them: what "significant changes only" keeps. Raises as ``check_document``."""
+    document = check_document(catalog, side_runs(catalog, baseline, repeats=True),
+                              side_runs(catalog, target, repeats=True), group_by=group_by)
+    return tuple(row.key for row in document.rows if row.significant)
 
 
 def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> list[str]:

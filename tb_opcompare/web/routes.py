@@ -34,6 +34,7 @@ internals in the answer).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -62,6 +63,7 @@ from tb_opcompare.service.check import (
     check_document,
     expand_runs,
     side_runs,
+    significant_keys,
     split_runs,
 )
 from tb_opcompare.service.compare import CompareUsageError, compare_document
@@ -194,7 +196,7 @@ class DataRoutes:
             repeats, allow_one_run = (_flag(args, name) for name in ("repeats", "allow_one_run"))
         except ValueError as error:
             raise BadRequest(str(error)) from None
-        sides = [expand_runs(self.catalog, split_runs(args[name]), repeats) for name in ("baseline", "target")]
+        sides = [side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target")]
         try:
             document = check_document(self.catalog, *sides, threshold=threshold, ops=args.get("ops") or None,
                                       min_share=min_share, group_by=_group_by(args), allow_one_run=allow_one_run)
@@ -310,6 +312,12 @@ class DataRoutes:
         except ValueError as error:
             raise BadRequest(str(error)) from None
         baseline, target = (side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target"))
+        try:
+            if _flag(args, "significant"):
+                view = dataclasses.replace(view, keys=significant_keys(self.catalog, args["baseline"], args["target"],
+                                                                       group_by))
+        except (ValueError, CheckUsageError) as error:
+            raise BadRequest(str(error)) from None
         try:
             return compare_document(self.catalog, baseline, target, group_by=group_by,
                                     baseline_session=args.get("baseline_session") or None,
