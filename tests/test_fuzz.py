@@ -40,6 +40,8 @@ SEEDS = {
     "chrome_trace": ("timeline.json", (LOGDIR / "tf1" / "mlp_gpu" / "timeline_02_step_1.json").read_bytes()),
     "tf_trace_json": ("vm.trace.json.gz", _first(FIXTURES / "tf_trace_json", "**/*.trace.json.gz").read_bytes()),
     "summary_json": ("summary.json", (FIXTURES / "summary_json" / "mlp_cpu" / "summary.json").read_bytes()),
+    "onnxruntime": ("onnxruntime_profile_x.json", _first(FIXTURES / "onnxruntime" / "logdir",
+                                                         "cnn_infer_cpu_bs16_ort/onnxruntime_profile_*.json").read_bytes()),
 }
 READER_FORMAT = {"xplane-gpu": "xplane", "pytorch-gz": "pytorch"}
 
@@ -107,13 +109,15 @@ ODD_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), ODD_NUMBERS, ODD_T
 def odd_event(draw) -> dict:
     event = {"ph": draw(st.sampled_from(["X", "X", "X", "B", "E", "i", "M", "f", "s"]) | ODD_TEXT),
              "cat": draw(st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "user_annotation", "gpu_memcpy",
-                                          "Operator", "Kernel"]) | ODD_TEXT),
-             "name": draw(st.sampled_from(["aten::mm", "ProfilerStep#3", "aten::conv2d", "sgemm"]) | ODD_TEXT),
+                                          "Operator", "Kernel", "Node", "Session"]) | ODD_TEXT),
+             "name": draw(st.sampled_from(["aten::mm", "ProfilerStep#3", "aten::conv2d", "sgemm", "model_run",
+                                           "/1/Conv_kernel_time", "_kernel_time"]) | ODD_TEXT),
              "ts": draw(ODD_NUMBERS), "dur": draw(ODD_NUMBERS), "pid": draw(ODD_NUMBERS | ODD_TEXT),
              "tid": draw(ODD_NUMBERS | ODD_TEXT),
              "args": draw(st.fixed_dictionaries({}, optional={
                  "correlation": ODD_NUMBERS, "Input Dims": ODD_VALUES, "External id": ODD_NUMBERS,
-                 "device": ODD_NUMBERS}) | ODD_VALUES)}
+                 "device": ODD_NUMBERS, "op_name": ODD_TEXT, "provider": ODD_TEXT,
+                 "input_type_shape": ODD_VALUES}) | ODD_VALUES)}
     for field in draw(st.lists(st.sampled_from(sorted(event)), max_size=3)):
         event.pop(field, None)
     return event
@@ -122,13 +126,16 @@ def odd_event(draw) -> dict:
 @st.composite
 def odd_trace(draw) -> tuple[str, str, bytes]:
     """(reader format, file name, bytes)."""
-    kind = draw(st.sampled_from(["pytorch", "chrome_trace", "summary_json"]))
+    kind = draw(st.sampled_from(["pytorch", "chrome_trace", "summary_json", "onnxruntime"]))
     if kind == "summary_json":
         nodes = draw(st.dictionaries(ODD_TEXT, st.fixed_dictionaries({"duration": ODD_NUMBERS}) | ODD_VALUES,
                                      min_size=1, max_size=6))
         document = {"op_stats": {"m": {draw(ODD_TEXT): {"h": {draw(st.sampled_from(["CPU", "GPU"]) | ODD_TEXT):
                                                                nodes}}}}}
         name = "summary.json"
+    elif kind == "onnxruntime":  # a bare array of events
+        document = draw(st.lists(odd_event(), max_size=25))
+        name = "onnxruntime_profile_x.json"
     else:
         document = {"traceEvents": draw(st.lists(odd_event(), max_size=25))}
         name = "w.1.pt.trace.json" if kind == "pytorch" else "timeline.json"

@@ -271,9 +271,11 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
                      f"step, ops found on one side only included, gives {format_speedup(whole)}.")
     if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
         frameworks = {baseline.framework, target.framework} - {None}
+        families = {_framework_family(framework) for framework in frameworks}
         why = (f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
-               if len(frameworks) > 1 else "the runs name their ops differently (another model, or another version)")
-        hint = " Group by op type to compare ops by kind." if group_by == "name" else ""
+               if len(families) > 1 else "the runs name their ops differently (another model, or another version)")
+        # op types meet within one framework only: TensorFlow's Conv2D is never PyTorch's aten::convolution
+        hint = " Group by op type to compare ops by kind." if group_by == "name" and len(families) <= 1 else ""
         notes.append(f"No op is in both runs: {why}.{hint}")
     compilers = (baseline.compiler, target.compiler)
     if None not in compilers and compilers[0] != compilers[1]:
@@ -285,6 +287,12 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
                          f": {format_speedup(wall)} in step wall time (step markers)" if wall else "")
                      + "; the Matrix view compares whole steps across compilers.")
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+
+
+def _framework_family(framework: str) -> str:
+    """``PyTorch 2.13.0+cpu`` -> ``PyTorch``, ``TensorFlow 1.x`` -> ``TensorFlow``."""
+    name, _, version = framework.rpartition(" ")
+    return name if name and version[:1].isdigit() else framework
 
 
 def _per_step(total: float, steps: int | None) -> float | None:

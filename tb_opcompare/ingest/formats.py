@@ -23,6 +23,7 @@ TF_TRACE_JSON = "tf_trace_json"
 PYTORCH = "pytorch"
 CHROME_TRACE = "chrome_trace"
 SUMMARY_JSON = "summary_json"
+ONNXRUNTIME = "onnxruntime"
 # Not formats but what discovery found instead of one: listed, so each can be explained.
 EMPTY_SESSION = "empty_session"  # a profile session directory with no host file
 REFUSED = "refused"  # an entry that must not be read or walked (FIFO, device, link out of the walked places)
@@ -56,6 +57,13 @@ def _read_summary(_format: str, paths: list[str], _max_text_bytes: int | None):
     from tb_opcompare.ingest.readers.summary_json import read_summary_json
 
     return read_summary_json(paths[0], fs.read_bytes(paths[0]))
+
+
+def _read_onnxruntime(_format: str, paths: list[str], max_text_bytes: int | None):
+    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.onnxruntime_json import read_onnxruntime
+
+    return read_onnxruntime(paths[0], open_chrome_trace(paths[0], fs.read_bytes(paths[0]), max_text_bytes))
 
 
 def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int | None):
@@ -94,6 +102,10 @@ FORMATS: tuple[ProfileFormat, ...] = (
                   _read_chrome_trace, _WHOLE_JSON_PEAK, json_marker=b'"traceEvents"'),
     ProfileFormat(SUMMARY_JSON, "profiler wrapper summary with op_stats (summary*.json)", _read_summary,
                   _WHOLE_JSON_PEAK, json_marker=b'"op_stats"', name_prefix="summary"),
+    # a JSON array of events, whatever prefix the session was given: its session's own
+    # events, among the first written, tell it
+    ProfileFormat(ONNXRUNTIME, "ONNX Runtime profile (SessionOptions.enable_profiling: <prefix>_<date>.json)",
+                  _read_onnxruntime, _WHOLE_JSON_PEAK, json_marker=b'"session_initialization"'),
 )
 BY_NAME = {profile_format.name: profile_format for profile_format in FORMATS}
 SESSION_FORMATS = tuple(f for f in FORMATS if f.session_suffix)

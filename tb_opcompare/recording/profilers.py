@@ -291,3 +291,45 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
                   device_name=torch.cuda.get_device_name(0) if on_gpu else None,
                   framework=f"PyTorch {torch.__version__}", versions={"torch": torch.__version__},
                   repeat=_repeat_from_environment(), extra={key: value for key, value in extra.items() if value is not None})
+
+
+# ---------------------------------------------------------------------------------------------
+# ONNX Runtime
+
+
+@contextlib.contextmanager
+def onnxruntime_profile(model_path: str, run_dir: str | None = None, *, model: str | None = None,
+                        batch_size: int | None = None, providers: list[str] | None = None,
+                        session_options=None, precision: str | None = None) -> Iterator:
+    """An ONNX Runtime ``InferenceSession`` of ``model_path`` (an ``.onnx`` file) with ONNX
+    Runtime's own profiler on: each ``session.run`` is a profiled step, written on leaving
+    the block to ``<run_dir>/onnxruntime_profile_<date>.json`` with the sidecar. For
+    comparing a model exported from PyTorch or TensorFlow with its framework's own runs:
+    the op names differ by design, and the compare meets them at the whole step.
+
+    ONNX Runtime profiles a session from its start and cannot pause, so warm-up runs are
+    steps of the profile too (the matrix leaves out slow leading steps). ``providers``
+    defaults to the CPU's; ``session_options`` are the caller's, profiling added."""
+    import onnxruntime
+
+    providers = providers or ["CPUExecutionProvider"]
+    if not profiling_enabled():
+        yield onnxruntime.InferenceSession(model_path, session_options, providers=providers)
+        return
+    run_dir, model, batch_size = _settings(run_dir, model, batch_size)
+    os.makedirs(run_dir, exist_ok=True)
+    options = session_options or onnxruntime.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = os.path.join(run_dir, "onnxruntime_profile")
+    session = onnxruntime.InferenceSession(model_path, options, providers=providers)
+    on_gpu = any(provider != "CPUExecutionProvider" for provider in session.get_providers())
+    _refuse_a_gpu_run_without_a_gpu(f"ONNX Runtime {onnxruntime.__version__}", lambda: on_gpu)
+    try:
+        yield session
+    finally:
+        session.end_profiling()
+    extra = {"providers": session.get_providers(),
+             **_matrix_from_environment(precision=precision, compiler="ONNX Runtime")}
+    write_sidecar(run_dir, model=model, batch_size=batch_size, device="GPU" if on_gpu else "CPU", device_name=None,
+                  framework=f"ONNX Runtime {onnxruntime.__version__}", versions={"onnxruntime": onnxruntime.__version__},
+                  repeat=_repeat_from_environment(), extra=extra)

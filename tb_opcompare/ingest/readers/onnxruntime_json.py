@@ -1,0 +1,120 @@
+"""Reader for ONNX Runtime's own profile (``SessionOptions.enable_profiling``): a JSON array
+of Chrome-trace events that ``InferenceSession.end_profiling()`` writes.
+
+Each node execution is a ``Node`` event named ``<node name>_kernel_time`` whose
+``args.op_name`` is the node's operator (``Conv``, ``FusedGemm``) and ``args.provider``
+the execution provider that ran it; older versions add ``_fence_before`` /
+``_fence_after`` events around it, which are waits, not the node. Each
+``InferenceSession.run`` is a ``Session`` event ``model_run``: the profile's steps. Nodes
+never nest, so a node's time is its self time. The batch size is read from the nodes'
+first inputs (``args.input_type_shape``), as the PyTorch reader reads it from ``Input
+Dims``; the precision from those inputs' element types.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import msgspec
+import numpy as np
+
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
+from tb_opcompare.schema.dimensions import canonical_precision
+from tb_opcompare.schema.optable import OpEvents, OpProfile, ProfileFacts, precision_from_dtypes, steps_of
+
+FORMAT = "onnxruntime"
+COMPILER = "ONNX Runtime"
+_KERNEL_SUFFIX = "_kernel_time"
+_STEP_EVENT = "model_run"
+# Providers whose nodes run on an accelerator; any other (CPU, OpenVINO on a CPU, ...) is the CPU.
+_ACCELERATOR_PROVIDERS = {"CUDAExecutionProvider": "GPU", "TensorrtExecutionProvider": "GPU",
+                          "ROCMExecutionProvider": "GPU", "MIGraphXExecutionProvider": "GPU",
+                          "DmlExecutionProvider": "GPU", "NvTensorRTRTXExecutionProvider": "GPU"}
+_FLOAT_TYPES = {"float", "float16", "bfloat16", "double"}  # what a node computes in; integers are indices and shapes
+_MIN_BATCH_VOTES = 2
+
+
+class OrtArgs(msgspec.Struct, gc=False):
+    op_name: str | None = None
+    provider: str | None = None
+    input_type_shape: list[dict[str, list[int]]] | None = None
+
+
+class OrtEvent(BaseEvent, gc=False):
+    args: OrtArgs | None = None
+
+
+def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
+    steps: list[tuple[float, float]] = []
+    starts, durations, keys_of_events = [], [], []
+    providers: collections.Counter = collections.Counter()
+    leading: collections.Counter = collections.Counter()
+    dtypes: collections.Counter = collections.Counter()
+    for _, batch in text.batches(OrtEvent):
+        for event in batch:
+            if event.ph != "X":
+                continue
+            if event.cat == "Session" and event.name == _STEP_EVENT:
+                steps.append((event.ts, event.dur or 0.0))
+            elif event.cat == "Node" and event.name.endswith(_KERNEL_SUFFIX):
+                args = event.args or OrtArgs()
+                node = event.name[:-len(_KERNEL_SUFFIX)]
+                keys_of_events.append((node, args.op_name or node))
+                starts.append(event.ts)
+                durations.append(event.dur or 0.0)
+                providers[args.provider or "unknown provider"] += 1
+                _count_first_input(args, leading, dtypes)
+    if not keys_of_events:
+        raise ProfileError(path, "an ONNX Runtime profile with no node events ('<node>_kernel_time'): the session "
+                                 "was profiled but never run, or the profile was cut before its runs")
+    keys = list(dict.fromkeys(keys_of_events))
+    code_of = {key: code for code, key in enumerate(keys)}
+    codes = np.fromiter((code_of[key] for key in keys_of_events), dtype=np.int64, count=len(keys_of_events))
+    times = np.asarray(durations, dtype=np.float64)
+    events = OpEvents()
+    step_bounds = np.array(sorted((start, start + length) for start, length in steps), dtype=np.float64).reshape(-1, 2)
+    placed = steps_of(np.asarray(starts, dtype=np.float64), step_bounds) if len(step_bounds) else None
+    events.add_host_codes(keys, codes, times, times, steps=placed)
+    events.step_count = len(step_bounds)
+    return OpProfile.from_events(_facts(steps, providers, leading, dtypes), events)
+
+
+def _count_first_input(args: OrtArgs, leading: collections.Counter, dtypes: collections.Counter) -> None:
+    """A node's first input: its leading dimension where it has two or more (a batch of
+    rows, images or tokens; weights come later), and its element type."""
+    if not args.input_type_shape:
+        return
+    for element_type, dims in args.input_type_shape[0].items():
+        if element_type in _FLOAT_TYPES:
+            dtypes[canonical_precision(element_type)] += 1
+        if len(dims) >= 2 and dims[0] > 0:
+            leading[dims[0]] += 1
+
+
+def _facts(steps: list[tuple[float, float]], providers: collections.Counter, leading: collections.Counter,
+           dtypes: collections.Counter) -> ProfileFacts:
+    devices = {_ACCELERATOR_PROVIDERS.get(provider, "CPU") for provider in providers}
+    device = "GPU" if "GPU" in devices else "CPU"
+    named = ", ".join(f"{provider} ({count:,} nodes)" for provider, count in providers.most_common())
+    facts = ProfileFacts(format=FORMAT, framework=COMPILER, device=device,
+                         compiler=COMPILER, compiler_source=f"data: an ONNX Runtime profile; providers {named}")
+    if steps:
+        facts.steps = len(steps)
+        facts.steps_source = f"data: {len(steps)} '{_STEP_EVENT}' events (each InferenceSession.run)"
+        facts.step_times_us = [length for _, length in sorted(steps)]
+        facts.step_time_us = float(np.mean(facts.step_times_us))
+    votes = sum(leading.values())
+    if votes >= _MIN_BATCH_VOTES:
+        size, agreeing = leading.most_common(1)[0]
+        facts.batch_size = int(size)
+        facts.batch_size_agreement = agreeing / votes
+        facts.batch_size_source = (f"data: leading dimension of the first input of {agreeing:,} of {votes:,} node "
+                                   "executions with a 2-D or larger first input")
+    found = precision_from_dtypes(dict(dtypes), "element types of the first input of {total} node executions")
+    if found:
+        facts.precision, facts.precision_source = found
+    if device != "CPU":
+        facts.warnings.append(f"nodes ran on {named}: ONNX Runtime times each node on the host, so an "
+                              "accelerator's node time is its launch, or its kernel where the provider waits for it")
+    return facts
