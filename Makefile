@@ -14,11 +14,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+# The optional C extension (tb_opcompare/ingest/readers/_xplane_wire.c) is compiled into
+# the checkout by the editable install, so editing it must re-run the install.
+PACKAGING := pyproject.toml setup.py tb_opcompare/ingest/readers/_xplane_wire.c
+
+$(DEMO_STAMP): $(PACKAGING) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
+$(TEST_STAMP): $(PACKAGING) | $(BIN)/python
 	$(BIN)/pip install --quiet -e ".[test]"
 	touch $@ $(DEMO_STAMP)
 
@@ -93,6 +97,7 @@ dist: $(BIN)/python
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+	rm -f tb_opcompare/ingest/readers/_xplane_wire.*.so
 
 # The HTTP API's doc and the tab's JSDoc types, generated from the typed contract
 # (tb_opcompare/schema/contract.py); a test fails when the committed ones drift.

@@ -30,6 +30,9 @@ import json, resource, sys, time
 kind, path = sys.argv[1], sys.argv[2]
 # Imports happen before the clock starts: the figures are read times, not start-up.
 if kind.startswith("ours"):
+    # the readers (and pandas with them) load on a format's first read: here, before the clock
+    import tb_opcompare.ingest.readers.torch_trace  # noqa: F401
+    import tb_opcompare.ingest.readers.xplane  # noqa: F401
     from tb_opcompare.ingest.formats import read_profile
 elif kind == "xprof":
     from xprof.convert import raw_to_tool_data
@@ -81,7 +84,9 @@ print(json.dumps({"seconds": elapsed, "peak_mb": peak_mb, "added_mb": peak_mb - 
 """
 
 
-def measure(kind: str, path: Path, repeat: int) -> dict:
+def measure(kind: str, path: Path, repeat: int, pure_python: bool = False) -> dict:
+    """``pure_python``: the xplane reader without its optional C extension."""
+    extra_env = {"TB_OPCOMPARE_PURE_PYTHON": "1"} if pure_python else {}
     runs = []
     for _ in range(repeat):
         target = path
@@ -90,7 +95,8 @@ def measure(kind: str, path: Path, repeat: int) -> dict:
             target = scratch / path.name
             shutil.copy(path, target)
         out = subprocess.run([sys.executable, "-c", _MEASURE, kind, str(target)], capture_output=True, text=True,
-                             cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3"})
+                             cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3",
+                                          **extra_env})
         if out.returncode:
             raise SystemExit(f"{kind} failed:\n{out.stderr[-2000:]}")
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -136,7 +142,10 @@ def main() -> None:
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
 
-    head_to_head("xplane", record_xplane(args.xplane_steps), "ours-xplane", "xprof", "xprof", 3, args.repeat)
+    xplane = record_xplane(args.xplane_steps)
+    head_to_head("xplane", xplane, "ours-xplane", "xprof", "xprof", 3, args.repeat)
+    report("tb-opcompare without its C extension (TB_OPCOMPARE_PURE_PYTHON=1)",
+           measure("ours-xplane", xplane, args.repeat, pure_python=True))
     torch_trace = record_torch(args.torch_steps)
     head_to_head("chrome trace", torch_trace, "ours-json", "orjson-python",
                  "orjson.loads, then per-op self times in Python", 5, args.repeat)

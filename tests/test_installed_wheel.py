@@ -78,6 +78,9 @@ def test_wheel_and_sdist_carry_the_tab_and_the_licence_and_nothing_borrowed(dist
     assert {f"frontend/{name}" for name in FRONTEND} <= set(members)
     assert "LICENSE" in members and "pyproject.toml" in members
     assert not [m for m in members if "realtraces" in m]
+    # the xplane reader's C extension: compiled into the wheel, its source in the sdist to build anywhere
+    assert [n for n in names if n.startswith("tb_opcompare/ingest/readers/_xplane_wire.") and n.endswith(".so")]
+    assert "tb_opcompare/ingest/readers/_xplane_wire.c" in members
 
 
 def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
@@ -86,6 +89,9 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     python, cli = installed / "bin" / "python", installed / "bin" / "tb-opcompare"
     where = _run(python, "-c", "import tb_opcompare; print(tb_opcompare.__file__)", cwd=tmp_path).stdout
     assert str(installed) in where and str(REPO) not in where
+    native = _run(python, "-c", "from tb_opcompare.ingest.readers.xplane_wire import native; print(native())",
+                  cwd=tmp_path).stdout
+    assert "_xplane_wire" in native and str(installed) in native  # the reader runs the compiled loops
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
     assert listing["errors"] == [] and len(listing["runs"]) == 36 and listing["version"] == VERSION

@@ -4,8 +4,10 @@ compiler that ran it."""
 
 from __future__ import annotations
 
+import collections
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, run_cli
@@ -64,9 +66,10 @@ PRECISION = FIXTURES / "precision" / "logdir"  # Keras 3 runs recorded without s
     ("keras_fp32_eager_cpu_bs16/train", "fp32", "data: ", "eager"),
     # mixed_bfloat16: float32 variables and loss; the name's "bf16" agrees with it (no warning)
     ("keras_bf16_eager_cpu_bs16/train", "mixed bf16/fp32", "data: ", "eager"),
-    # XLA's allocations name no op and no dtype: the run name says the precision
-    ("keras_fp32_xla_cpu_bs16/train", "fp32", "the run name", "XLA"),
-    ("keras_bf16_xla_cpu_bs16/train", "bf16", "the run name", "XLA"),
+    # XLA's allocations name no op and no dtype: its programs (HLO) give the precision
+    ("keras_fp32_xla_cpu_bs16/train", "fp32", "data: ", "XLA"),
+    # a bf16 Keras model under XLA on a CPU stores bf16 but computes its convolutions in fp32
+    ("keras_bf16_xla_cpu_bs16/train", "mixed bf16/fp32", "data: ", "XLA"),
 ])
 def test_keras_precision_and_xla_come_from_the_data(run, precision, precision_by, compiler):
     loaded = Catalog(str(PRECISION), cache_dir=None).load(run)
@@ -76,8 +79,53 @@ def test_keras_precision_and_xla_come_from_the_data(run, precision, precision_by
     assert not [warning for warning in facts.warnings if "precision" in warning or "compiler" in warning]
     # the four are one model in four configurations: never pooled or paired with each other
     assert loaded.base_model == "keras/train"
-    assert loaded.model == {"fp32": "keras/train", "mixed bf16/fp32": "keras/train [bf16]"}.get(
-        precision if compiler == "eager" else None, f"keras/train [{precision}, XLA]".replace("[fp32, ", "["))
+    # grouped as configured: the name's bf16 agrees with the data's bf16/fp32 mix
+    assert loaded.model == {"keras_fp32_eager": "keras/train", "keras_bf16_eager": "keras/train [bf16]",
+                            "keras_fp32_xla": "keras/train [XLA]", "keras_bf16_xla": "keras/train [bf16, XLA]"}[
+        run.split("_cpu")[0]]
+
+
+XLA_XPLANES = sorted([*PRECISION.glob("*_xla_*/**/*.xplane.pb"),
+                      *(FIXTURES.parent.parent / "demo_logs" / "tf_keras").glob("*_xla/**/*.xplane.pb")])
+
+
+def _xla_run(xplane: Path) -> str:
+    return next(part for part in xplane.parts if "_xla" in part)
+
+
+@pytest.mark.parametrize("xplane", XLA_XPLANES, ids=_xla_run)
+def test_xla_precision_is_the_element_types_tensorflow_s_own_hlo_proto_gives(xplane):
+    """The XLA programs in the metadata plane, parsed with TensorFlow's own XSpace and
+    HloProto classes: every floating-point instruction's element type, counted once."""
+    from tensorflow.compiler.xla import xla_data_pb2
+    from tensorflow.compiler.xla.service import hlo_pb2
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
+
+    space = xplane_pb2.XSpace.FromString(xplane.read_bytes())
+    (metadata,) = [plane for plane in space.planes if plane.name == METADATA_PLANE]
+    names = {"F16": "fp16", "F32": "fp32", "F64": "fp64", "BF16": "bf16"}
+    expected, compute = collections.Counter(), collections.Counter()
+    for event_metadata in metadata.event_metadata.values():
+        for stat in event_metadata.stats:
+            if metadata.stat_metadata[stat.metadata_id].name == "Hlo Proto":
+                program = hlo_pb2.HloProto.FromString(stat.bytes_value)
+                for computation in program.hlo_module.computations:
+                    for instruction in computation.instructions:
+                        name = names.get(xla_data_pb2.PrimitiveType.Name(instruction.shape.element_type))
+                        if name:
+                            expected[name] += 1
+                            compute[name] += instruction.opcode in ("convolution", "dot")
+    evidence = HloEvidence()
+    for plane in XSpace.FromString(xplane.read_bytes()).planes:
+        if plane.name == METADATA_PLANE:
+            evidence.add(plane)
+    assert evidence.values == expected and sum(expected.values()) > 100
+    assert evidence.compute == +compute
+    # a bf16 model's programs hold bf16 values; an fp32 model's none
+    assert ("bf16" in expected) == ("bf16" in _xla_run(xplane))
 
 
 def test_xla_compiled_ops_are_read_as_ops():

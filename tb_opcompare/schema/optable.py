@@ -112,6 +112,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from tb_opcompare.schema.dimensions import canonical_precision
+
 OP_COLUMNS = [
     "side",
     "op_name",
@@ -190,7 +192,9 @@ def precision_from_dtypes(dtypes: dict[str, int], evidence: str) -> tuple[str, s
     if not total:
         return None
     ranked = sorted(dtypes, key=lambda name: (-dtypes[name], name))
-    precision = ranked[0] if dtypes[ranked[0]] >= MIXED_SHARE * total else "mixed " + "/".join(ranked)
+    # a mix is spelt one way whichever dtype leads (fp32 last), as canonical_precision spells it
+    leading = dtypes[ranked[0]] >= MIXED_SHARE * total
+    precision = ranked[0] if leading else canonical_precision("mixed " + "/".join(ranked))
     shares = ", ".join(f"{dtypes[name]} {name}" for name in ranked)
     return precision, f"data: {evidence.format(total=total)} ({shares})"
 

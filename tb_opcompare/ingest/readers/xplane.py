@@ -30,6 +30,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     parse_tf_op,
     shared_leading_dim,
 )
+from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
 from tb_opcompare.ingest.readers.xplane_wire import TooManyElements, TooManyPlanes, split_space
 from tb_opcompare.schema.optable import (
     OpEvents,
@@ -67,12 +68,15 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     allocated_shapes: dict[str, set[str]] = {}  # memory allocations: tensor shape -> tf_ops that allocated it
     kinds = collections.Counter()  # host op events: "xla" (compiled ops) and "tf" (TF graph ops)
     allocated_dtypes = collections.Counter()
+    hlo = HloEvidence()  # XLA programs: their precision, where allocations carry none
     in_use = _MemoryInUse()  # every host plane's, for the peak and the timeline
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
         try:
             for plane in space.planes():
-                if plane.name.startswith("/host:"):
+                if plane.name == METADATA_PLANE:
+                    hlo.add(plane)
+                elif plane.name.startswith("/host:"):
                     calls = collections.Counter()
                     shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
                                              step_batches, allocated_shapes, in_use, kinds, allocated_dtypes)
@@ -115,6 +119,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
         first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
     precision = precision_from_dtypes(allocated_dtypes, "dtypes of {total} tensors the model's ops allocated")
+    if kinds["xla"]:
+        precision = hlo.precision() or precision
     if precision:
         facts.precision, facts.precision_source = precision
     if kinds["xla"]:
@@ -467,7 +473,19 @@ _EVENT_INTS = operator.attrgetter("metadata_id", "offset_ps", "duration_ps")
 
 
 def _event_ints(batch) -> np.ndarray:
-    """(n, 3) int64 array of each event's metadata id, offset and duration, read at C speed."""
+    """(n, 3) int64 array of each event's metadata id, offset and duration: decoded from
+    the batch's wire bytes by the C extension where it is built (touching no parsed
+    event), else read from the parsed events (``_event_ints_python``)."""
+    wire_ints = getattr(batch, "wire_ints", None)
+    ints = wire_ints() if wire_ints is not None else None
+    if ints is None:
+        return _event_ints_python(batch)
+    return np.frombuffer(ints, dtype=np.int64).reshape(-1, 3)
+
+
+def _event_ints_python(batch) -> np.ndarray:
+    """``_event_ints`` from the parsed events: attrgetter and fromiter keep the loop out of
+    the interpreter, but every event object is still visited."""
     flat = itertools.chain.from_iterable(map(_EVENT_INTS, batch))
     return np.fromiter(flat, dtype=np.int64, count=3 * len(batch)).reshape(-1, 3)
 

@@ -1,6 +1,8 @@
 """The XSpace wire format (``*.xplane.pb``), declared here so reading needs no TensorFlow.
 
-The field numbers mirror ``tsl/profiler/protobuf/xplane.proto``. The descriptor is
+The field numbers mirror ``tsl/profiler/protobuf/xplane.proto``, and for the XLA programs
+an XSpace's ``/host:metadata`` plane holds (``HloProto``), the few fields of
+``xla/service/hlo.proto`` and ``xla/xla_data.proto`` the readers use. The descriptor is
 built at import time into a private pool, so it never clashes with TensorFlow's own
 ``tensorflow.profiler.XSpace`` when both are loaded in one process, and it does not
 depend on a ``protoc`` version matching the installed protobuf runtime.
@@ -17,6 +19,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 _PACKAGE = "tb_opcompare.xplane"
 
 _I64 = descriptor_pb2.FieldDescriptorProto.TYPE_INT64
+_I32 = descriptor_pb2.FieldDescriptorProto.TYPE_INT32
 _U64 = descriptor_pb2.FieldDescriptorProto.TYPE_UINT64
 _F64 = descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE
 _STR = descriptor_pb2.FieldDescriptorProto.TYPE_STRING
@@ -87,6 +90,27 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("warnings", 3, _STR, _REP, None),
         ("hostnames", 4, _STR, _REP, None),
     ],
+    # XLA: a compiled program, its computations (fused ones included) and their instructions
+    "ShapeProto": [
+        ("element_type", 2, _I32, _OPT, None),  # the PrimitiveType enum: F32 = 11, BF16 = 16 ...
+        ("tuple_shapes", 4, _MSG, _REP, "ShapeProto"),
+    ],
+    "HloInstructionProto": [
+        ("name", 1, _STR, _OPT, None),
+        ("opcode", 2, _STR, _OPT, None),
+        ("shape", 3, _MSG, _OPT, "ShapeProto"),
+    ],
+    "HloComputationProto": [
+        ("name", 1, _STR, _OPT, None),
+        ("instructions", 2, _MSG, _REP, "HloInstructionProto"),
+    ],
+    "HloModuleProto": [
+        ("name", 1, _STR, _OPT, None),
+        ("computations", 3, _MSG, _REP, "HloComputationProto"),
+    ],
+    "HloProto": [
+        ("hlo_module", 1, _MSG, _OPT, "HloModuleProto"),
+    ],
 }
 
 
@@ -121,3 +145,4 @@ _POOL.Add(_build_file())
 XSpace = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XSpace"))
 XPlane = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XPlane"))
 XLine = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.XLine"))
+HloProto = message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.HloProto"))

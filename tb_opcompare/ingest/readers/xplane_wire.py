@@ -11,15 +11,38 @@ wire and over a kilobyte once parsed, is skipped), and a wire that would cost fa
 than its size is refused by counting elements before parsing them: more than
 ``MAX_PLANES`` planes, or a plane whose metadata entries would need more than the read's
 budget.
+
+The two loops that visit every event (cutting a big line into batches, and reading each
+event's metadata id, offset and duration) run in the optional C extension
+``_xplane_wire`` where it was built; ``TB_OPCOMPARE_PURE_PYTHON=1`` makes them use the
+Python code here, which gives the same results.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane
+
+try:
+    from tb_opcompare.ingest.readers import _xplane_wire as _compiled
+except ImportError:  # built without a compiler: the pure-Python code below does it all
+    _compiled = None
+
+PURE_PYTHON_ENV = "TB_OPCOMPARE_PURE_PYTHON"
+
+
+def native() -> ModuleType | None:
+    """The C helpers, or None where they were not built or ``TB_OPCOMPARE_PURE_PYTHON``
+    asks for the Python code (read on each call, so tests can switch paths)."""
+    if _compiled is None or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    return _compiled
+
 
 _SPACE_PLANES = 1
 _PLANE_LINES = 3
@@ -89,6 +112,42 @@ def fields(data: memoryview, start: int, end: int) -> Iterator[tuple[int, int, i
         pos = value_end
 
 
+class EventBatch(Sequence):
+    """Parsed XEvents (``events``) and the wire span they were parsed from, so that what
+    every event needs can be read from the wire in C (``wire_ints``) while the parsed
+    events serve the few whose stats are read."""
+
+    __slots__ = ("events", "_data", "_start", "_end")
+
+    def __init__(self, events, data: memoryview, start: int, end: int):
+        self.events = events
+        self._data, self._start, self._end = data, start, end
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __getitem__(self, index):
+        return self.events[index]
+
+    def __iter__(self):
+        return iter(self.events)
+
+    def wire_ints(self) -> bytearray | None:
+        """metadata_id, offset_ps, duration_ps of each event as native int64 triples, read
+        from the wire by the C helper; None without it, or where it disagrees with the
+        parsed events, for the caller to read them from ``events`` instead."""
+        helpers = native()
+        if helpers is None:
+            return None
+        try:
+            ints = helpers.event_ints(self._data, self._start, self._end)
+        except helpers.WireError:
+            # protobuf already accepted these bytes; a corner the C code refuses (groups
+            # nested past its limit) is not worth an error: the parsed events answer
+            return None
+        return ints if len(ints) == 24 * len(self.events) else None
+
+
 class LineView:
     """An XLine: its small fields at once, its events in batches (``event_batches``)."""
 
@@ -98,27 +157,40 @@ class LineView:
             line = XLine()
             line.ParseFromString(bytes(data[start:end]))
             self._whole: XLine | None = line
-            self._batches: list[tuple[int, int]] = []
+            self._batches: list[tuple[int, int]] = [(start, end)]  # one batch: the whole line
         else:
             self._whole = None
-            header, self._batches = _split_events(data, start, end)
+            header, self._batches = split_events(data, start, end)
             line = XLine()
             line.ParseFromString(header)
         self.name = line.name
         self.timestamp_ns = line.timestamp_ns
 
-    def event_batches(self) -> Iterator[Sequence]:
+    def event_batches(self) -> Iterator[EventBatch]:
         """The line's events, in wire order, a batch at a time. Drop each batch before
         asking for the next: that is what bounds memory."""
         if self._whole is not None:
-            yield self._whole.events  # a line of at most one batch, parsed when the view was made
+            # parsed when the view was made; the C reader skips the line's non-event fields
+            (start, end), = self._batches
+            yield EventBatch(self._whole.events, self._data, start, end)
             return
         for start, end in self._batches:
             chunk = XLine()
             chunk.ParseFromString(bytes(self._data[start:end]))
             events = chunk.events
             del chunk
-            yield events
+            yield EventBatch(events, self._data, start, end)
+
+
+def split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """``_split_events``, in C where it was built (same batches, same errors)."""
+    helpers = native()
+    if helpers is None:
+        return _split_events(data, start, end)
+    try:
+        return helpers.split_events(data, start, end, EVENT_BATCH_BYTES)
+    except helpers.WireError as error:
+        raise DecodeError(str(error)) from None
 
 
 def _split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:

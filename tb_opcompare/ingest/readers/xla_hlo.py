@@ -1,0 +1,71 @@
+"""What the XLA programs of a TensorFlow profile say about its precision.
+
+With XLA, TensorFlow's ops become compiled programs whose allocations carry no dtype,
+so the precision is read where XLA keeps it: the ``HloProto`` of each program, which the
+profiler stores in the ``/host:metadata`` plane (stat ``Hlo Proto``). The evidence is the
+element type of every floating-point value the programs compute (each instruction once,
+fused computations included); the convolutions' and dots' own types are named beside it,
+as XLA may compute them wider than the model stores its values (on a CPU, a bf16 model's
+convolutions are converted to fp32 and computed there).
+"""
+
+from __future__ import annotations
+
+import collections
+
+from google.protobuf.message import DecodeError
+
+from tb_opcompare.ingest.readers.xplane_schema import HloProto
+from tb_opcompare.schema.optable import precision_from_dtypes
+
+METADATA_PLANE = "/host:metadata"
+_HLO_STAT = "Hlo Proto"
+_COMPUTE_OPCODES = frozenset({"convolution", "dot"})
+# xla_data.proto's PrimitiveType, for the floating types a model computes in
+_ELEMENT_TYPES = {10: "fp16", 11: "fp32", 12: "fp64", 16: "bf16", 19: "fp8", 20: "fp8", 21: "fp8", 22: "fp8", 23: "fp8"}
+
+
+class HloEvidence:
+    """Element types counted over the XLA programs of a profile's metadata planes."""
+
+    def __init__(self) -> None:
+        self.values: collections.Counter = collections.Counter()  # every floating-point instruction
+        self.compute: collections.Counter = collections.Counter()  # convolutions and dots
+        self.programs = 0
+
+    def add(self, plane) -> None:
+        """Count the programs of a metadata plane. One that does not parse is left out: the
+        precision then rests on the others, or on the sidecar."""
+        stat_ids = {entry.key for entry in plane.stat_metadata if entry.value.name == _HLO_STAT}
+        if not stat_ids:
+            return
+        for entry in plane.event_metadata:
+            for stat in entry.value.stats:
+                if stat.metadata_id in stat_ids and stat.bytes_value:
+                    self._add_program(stat.bytes_value)
+
+    def _add_program(self, data: bytes) -> None:
+        program = HloProto()
+        try:
+            program.ParseFromString(data)
+        except DecodeError:
+            return
+        self.programs += 1
+        for computation in program.hlo_module.computations:
+            for instruction in computation.instructions:
+                precision = _ELEMENT_TYPES.get(instruction.shape.element_type)
+                if precision:
+                    self.values[precision] += 1
+                    if instruction.opcode in _COMPUTE_OPCODES:
+                        self.compute[precision] += 1
+
+    def precision(self) -> tuple[str, str] | None:
+        """(precision, its source) as ``precision_from_dtypes`` gives them; None without a
+        floating-point instruction."""
+        programs = f"{self.programs} XLA program{'s' if self.programs != 1 else ''}"
+        found = precision_from_dtypes(dict(self.values),
+                                      f"element types of {{total}} floating-point instructions of {programs}")
+        if found and self.compute:
+            compute = ", ".join(f"{count} {name}" for name, count in self.compute.most_common())
+            found = found[0], f"{found[1]}; convolutions and dots output {compute}"
+        return found
