@@ -380,3 +380,39 @@ def test_a_20_percent_slowdown_of_one_op_is_caught_and_identical_halves_pass():
         halves = check_document(catalog, runs[:8], runs[8:])
         assert halves.passed, halves.headline
         assert halves.slower == 0 and halves.whole_step.verdict != "slower"
+
+
+def test_one_estimator_for_all_runs_compared():
+    """A run of two steps cannot give a median: then every run compared gives its mean for
+    that op, so a side recorded with fewer steps is not read as slower because a mean
+    carries the tail its medians leave out."""
+    keys = pd.Index(["op"])
+
+    def run(step_times: list[float]) -> confidence.RunSamples:
+        time = np.array(step_times, dtype=float).reshape(-1, 1)
+        return confidence.RunSamples(keys, time.sum(axis=0), np.full(1, len(time)), len(time), time,
+                                     np.ones_like(time))
+
+    long_run, short_run = run([100, 100, 100, 100, 900]), run([100, 900])
+    mixed = np.exp(confidence.log_run_typical([long_run, short_run], keys))
+    assert mixed[:, 0] == pytest.approx([260, 500])  # both means
+    alone = np.exp(confidence.log_run_typical([long_run, run([100, 100, 900])], keys))
+    assert alone[:, 0] == pytest.approx([100, 100])  # both medians
+
+
+def test_the_whole_step_is_tested_on_its_own_at_half_the_rate():
+    """The whole step's verdict does not depend on how many ops are gated beside it: it is
+    tested alone at 2.5%, the ops' family at 2.5% (5% in all where nothing changed)."""
+    for ops in (5, 500):
+        table = pd.DataFrame({"key": [*(f"op{k}" for k in range(ops)), confidence.WHOLE_STEP],
+                              "p_value": [0.5] * ops + [0.02], "slower": True,
+                              "baseline_mean_us": 1.0, "target_mean_us": 1.0})
+        is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
+        verdict = confidence.verdicts(table, family=is_op, alone=~is_op)
+        assert verdict[-1] == "slower" and set(verdict[:-1]) == {"within noise"}
+        table.loc[table.index[-1], "p_value"] = 0.03
+        assert confidence.verdicts(table, family=is_op, alone=~is_op)[-1] == "within noise"
+    # an op alone in its family keeps the family's half: p 0.03 is within noise beside a whole step
+    table = pd.DataFrame({"key": ["op", confidence.WHOLE_STEP], "p_value": [0.03, 0.9], "slower": True,
+                          "baseline_mean_us": 1.0, "target_mean_us": 1.0})
+    assert list(confidence.verdicts(table, family=[True, False], alone=[False, True])) == ["within noise"] * 2

@@ -84,3 +84,13 @@ def test_names_claim_precision_and_compiler_and_keys_leave_them_out(run, precisi
     from tb_opcompare.ingest.naming import compiler_from_name, precision_from_name
 
     assert (precision_from_name(run), compiler_from_name(run), model_key(run)) == (precision, compiler, key)
+
+
+@pytest.mark.parametrize("framework, family", [
+    ("PyTorch 2.13.0+cpu", "PyTorch"), ("TensorFlow 2.16.1 (Keras 3)", "TensorFlow"),
+    ("TensorFlow (summary.json)", "TensorFlow"), ("ONNX Runtime 1.32.0", "ONNX Runtime"),
+    ("TensorFlow 1.x", "TensorFlow"), ("TensorFlow", "TensorFlow")])
+def test_a_framework_s_family_is_its_name_without_version_or_note(framework, family):
+    from tb_opcompare.analysis.compare import _framework_family
+
+    assert _framework_family(framework) == family

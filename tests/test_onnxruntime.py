@@ -139,3 +139,21 @@ def _torch_marker_steps(run_dir: Path) -> list[float]:
             if name not in ranges or event["dur"] > ranges[name][1]:
                 ranges[name] = (event["ts"], event["dur"])
     return [duration for _, duration in sorted(ranges.values())]
+
+
+def test_a_hostile_batch_dimension_is_not_a_batch_size(tmp_path):
+    """Leading dimensions no model has (2**62, 10**30) are not votes for a batch size, and
+    nothing downstream (the cache, the runs listing) is asked to keep them."""
+    events = json.loads(_profile_path(LOGDIR / "cnn_infer_cpu_bs16_ort").read_text())
+    for event in events:
+        for shape in (event.get("args") or {}).get("input_type_shape") or []:
+            for dims in shape.values():
+                if len(dims) >= 2:
+                    dims[0] = 10**30 if event["name"].startswith("/1/") else 2**62
+    run_dir = tmp_path / "hostile"
+    run_dir.mkdir()
+    (run_dir / "onnxruntime_profile_x.json").write_text(json.dumps(events))
+    result = run_cli("runs", str(tmp_path), "--json")  # with the cache, which must store the facts
+    assert result.returncode == 0, result.stderr
+    (run,) = msgspec.json.decode(result.stdout, type=RunsDocument).runs
+    assert run.batch_size is None and run.format == ONNXRUNTIME

@@ -171,3 +171,13 @@ def test_sidecar_compiler_words_are_read_as_the_data_writes_them(claimed, measur
     from tb_opcompare.schema.dimensions import same_dimension as _same
 
     assert _same("compiler", claimed, measured) is same
+
+
+def test_a_mix_is_spelt_one_way_whichever_dtype_leads():
+    """Runs of one configuration group together: the data's counts decide which dtype is
+    most common, not how the mix is written."""
+    from tb_opcompare.schema.optable import precision_from_dtypes
+
+    spelt = {precision_from_dtypes(counts, "{total}")[0] for counts in (
+        {"fp16": 5, "bf16": 3, "fp32": 1}, {"bf16": 5, "fp16": 3, "fp32": 1}, {"fp32": 5, "fp16": 3, "bf16": 1})}
+    assert spelt == {"mixed bf16/fp16/fp32"}

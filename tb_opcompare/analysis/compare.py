@@ -290,9 +290,9 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
 
 
 def _framework_family(framework: str) -> str:
-    """``PyTorch 2.13.0+cpu`` -> ``PyTorch``, ``TensorFlow 1.x`` -> ``TensorFlow``."""
-    name, _, version = framework.rpartition(" ")
-    return name if name and version[:1].isdigit() else framework
+    """``PyTorch 2.13.0+cpu`` -> ``PyTorch``, ``TensorFlow 2.16.1 (Keras 3)`` and
+    ``TensorFlow (summary.json)`` -> ``TensorFlow``: the words before a version or a note."""
+    return re.match(r"[^\d(]*", framework).group().strip() or framework
 
 
 def _per_step(total: float, steps: int | None) -> float | None:

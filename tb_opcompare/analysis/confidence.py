@@ -8,15 +8,15 @@ one sample per op, the log of its typical time per execution (``log_run_typical`
 median over the run's profiled steps of the op's mean per execution in each, so that one
 stalled step does not move the run); the speedup as measured is the ratio of the two
 sides' geometric means of the runs' plain means (baseline over target: above 1, the
-target is faster), the tests and intervals are on the typical times. Where ten ops or more ran in every run, each run's speed factor (the
-median over those ops of how much faster or slower the run was than the average run) is
+target is faster); the tests and intervals are on the typical times. Where ten ops or
+more ran in every run, each run's speed factor (the median over those ops of how much faster or slower the run was than the average run) is
 first taken out of its ops: a machine busier during one run moves all its ops together,
 and one op that really changed does not move a median. The interval is Welch's: each
-side's variance of (adjusted) log run means, pooled with the run-to-run noise learned
+side's variance of (adjusted) log typical times, pooled with the run-to-run noise learned
 from the logdir's repeated runs on that device (``run_noise``) where there are some, and
 Student's t with the Welch–Satterthwaite degrees of freedom. A side of one run takes its
 variance from the learned noise, else from the other side (equal noise assumed). The
-whole step (all op time per profiled step) is never adjusted.
+whole step (all op time per profiled step) is never adjusted for run speed.
 
 Only where both sides are one run each and no repeats exist is there no run-to-run noise
 to go on: the interval then comes from a bootstrap over the profiled steps, and the
@@ -24,9 +24,10 @@ caller must say that it is too narrow.
 
 With a threshold ``t`` (``--max-regression``), an op is *slower* when the data reject
 "the target is at most t slower" and *faster* when they reject "the target is at most t
-faster"; the p-values of the tested ops go through Benjamini–Hochberg at 5%: where no op
-changed, the chance of flagging any is held at 5%; where some did, about 1 in 20 of the
-flagged ones may be a false discovery.
+faster"; the p-values of the tested ops go through Benjamini–Hochberg at 2.5% and the
+whole step is tested on its own at 2.5% (``verdicts``): where nothing changed, the chance
+of flagging anything is held at 5%; where some ops did, about 1 in 40 of the flagged ones
+may be a false discovery.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ RESAMPLES = 4000
 SEED = 20261123  # fixed: the same profiles always give the same intervals and verdicts
 MIN_SHARED_OPS = 10  # fewer ops in every run cannot tell a run's speed from an op's change
 MIN_STEPS_FOR_MEDIAN = 3  # a median of two steps is their mean
+MIN_PLACED_SHARE = 0.9  # a median of the few executions placed in steps would not be the op's
 WHOLE_STEP = "(whole step)"
 SLOWER, FASTER, WITHIN_NOISE, UNTESTED, ONLY_BASELINE, ONLY_TARGET = VERDICTS
 RUNS, STEPS = "runs", "steps"  # what the intervals of a comparison rest on
@@ -146,25 +148,34 @@ def log_run_means(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
 def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     """(runs, keys + whole step): log of each run's typical time per execution, the sample
     the tests are made on: the median over the run's profiled steps of the op's mean per
-    execution in that step (the whole step: of its op time per step) where the op ran in
-    ``MIN_STEPS_FOR_MEDIAN`` steps or more, else its mean over the run (NaN where it did
-    not run). Step times have heavy tails (a first step after a pause, a neighbour's burst
-    on a shared machine: one step of ``convolution_backward`` at 24 ms among steps of
-    0.4 ms), and a mean carries such a step into the run's sample where a median does
-    not; on this project's repeats the median halves the false alarms of two runs a side."""
+    execution in that step (the whole step: of its op time per step), else its mean over
+    the run (NaN where it did not run). Step times have heavy tails (a first step after a
+    pause, a neighbour's burst on a shared machine: one step of ``convolution_backward``
+    at 24 ms among steps of 0.4 ms), and a mean carries such a step into the run's sample
+    where a median does not; on this project's repeats the median halves the false alarms
+    of two runs a side.
+
+    The median serves a column only where every run that has the op ran it in
+    ``MIN_STEPS_FOR_MEDIAN`` steps or more, with ``MIN_PLACED_SHARE`` of its executions in
+    steps (for the whole step: all op time in steps); else every run gives its mean. One
+    estimator for all the runs compared: a mean beside medians would read the mean's tail
+    as a change."""
     means = log_run_means(runs, index)
+    medians = np.full(means.shape, np.nan)
+    usable = np.zeros(means.shape, dtype=bool)
     for position, run in enumerate(runs):
         if len(run.step_time_us) < MIN_STEPS_FOR_MEDIAN:
             continue
         time, count = _step_matrix(run, index)
         ran = count > 0
-        medians = _nan_median(np.where(ran, _mean_per_execution(time, count), np.nan))
-        enough = ran.sum(axis=0) >= MIN_STEPS_FOR_MEDIAN
-        # a step's op time is the whole step only where the reader placed all of it in steps
-        enough[-1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
         with np.errstate(divide="ignore", invalid="ignore"):
-            means[position] = np.where(enough & (medians > 0), np.log(medians), means[position])
-    return means
+            medians[position] = np.log(_nan_median(np.where(ran, _mean_per_execution(time, count), np.nan)))
+        executions = _aligned(run, index)[1]
+        usable[position] = ((ran.sum(axis=0) >= MIN_STEPS_FOR_MEDIAN) & np.isfinite(medians[position])
+                            & (count.sum(axis=0) >= MIN_PLACED_SHARE * executions))
+        usable[position, -1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
+    use_median = (usable | ~np.isfinite(means)).all(axis=0) & usable.any(axis=0)
+    return np.where(use_median, medians, means)
 
 
 def _nan_median(values: np.ndarray) -> np.ndarray:
@@ -203,7 +214,7 @@ def mean_with_interval(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
 
 def pooled_means(values: np.ndarray, groups: np.ndarray, positions: np.ndarray,
                  count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Repeats of one configuration pooled, as the check and the trend pool them: for each
+    """Repeats of one configuration pooled, as the trend and the sweep pool them: for each
     of ``count`` groups (``groups`` gives each value's, ``positions`` its place in it), the
     geometric mean of its positive values and the 95% interval of that mean (Student's t
     on the logs; NaN bounds for a group of one)."""
@@ -232,7 +243,8 @@ def benjamini_hochberg(p_values: np.ndarray, rate: float = FALSE_DISCOVERY_RATE)
 @dataclasses.dataclass(frozen=True)
 class RunNoise:
     """Run-to-run noise learned from repeated runs: per op key (and the whole step), the
-    variance of the log of the op's mean per execution between runs of one configuration,
+    variance of the log of the op's typical time per execution (``log_run_typical``, with
+    each run's speed factor taken out) between runs of one configuration,
     pooled over configurations with its degrees of freedom (runs less one, summed);
     ``typical`` (the median over keys) stands for keys no repeat measured."""
 
@@ -307,7 +319,7 @@ def compare_with_confidence(baseline: list[RunSamples], target: list[RunSamples]
 
 
 def _adjusted_for_run_speed(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Log run means (runs x ops + whole step) with each run's speed factor taken out of
+    """Log run samples (runs x ops + whole step) with each run's speed factor taken out of
     its ops (see the module's docstring), and the factors (log time, per run); None where
     not taken out: fewer than ``MIN_SHARED_OPS`` ops in every run, or one run."""
     ops = logs[:, :-1]
@@ -320,11 +332,11 @@ def _adjusted_for_run_speed(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray | 
 
 
 def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
-    """Welch's interval and test on the log run means (see the module's docstring)."""
+    """Welch's interval and test on the runs' log typical times (see the module's docstring)."""
     columns = [*index, WHOLE_STEP]
-    typical = [log_run_typical(runs, index) for runs, _ in sides]
-    adjusted, speed = _adjusted_for_run_speed(np.vstack(typical))
-    adjusted = [adjusted[:len(typical[0])], adjusted[len(typical[0]):]]
+    baseline_runs = len(sides[0][0])
+    adjusted, speed = _adjusted_for_run_speed(log_run_typical(sides[0][0] + sides[1][0], index))
+    adjusted = [adjusted[:baseline_runs], adjusted[baseline_runs:]]
     estimates = []
     for (runs, noise), logs in zip(sides, adjusted):
         own, own_freedom = sample_variance(logs)
@@ -416,18 +428,24 @@ def _step_matrix(run: RunSamples, index: pd.Index) -> tuple[np.ndarray, np.ndarr
     return time, count
 
 
-def verdicts(table: pd.DataFrame, family: np.ndarray) -> np.ndarray:
+def verdicts(table: pd.DataFrame, family: np.ndarray, alone: np.ndarray | None = None) -> np.ndarray:
     """The verdict of each row of a confidence table: an op one side lacks is only in the
-    other; the rows of ``family`` are tested together with the false discovery rate
-    held (so where nothing changed, the chance of flagging any of them is held at that
-    rate); any other row, or one without a p-value, is not tested."""
+    other; the rows of ``family`` are tested together with the false discovery rate held,
+    each row of ``alone`` (the whole step) on its own; any other row, or one without a
+    p-value, is not tested. With rows alone, the family gets half of
+    ``FALSE_DISCOVERY_RATE`` and the rows alone the other half between them, so where
+    nothing changed the chance of flagging anything stays within the rate, and the whole
+    step's test does not depend on how many ops are gated beside it."""
     p_value = table["p_value"].to_numpy(dtype=np.float64)
-    family = np.asarray(family, dtype=bool) & np.isfinite(p_value)
-    significant = np.zeros(len(table), dtype=bool)
+    has_p = np.isfinite(p_value)
+    family = np.asarray(family, dtype=bool) & has_p
+    alone = (np.zeros(len(table), dtype=bool) if alone is None else np.asarray(alone, dtype=bool)) & has_p & ~family
+    alone_rate = FALSE_DISCOVERY_RATE / 2 if alone.any() else 0.0
+    significant = alone & (p_value <= alone_rate / max(int(alone.sum()), 1))
     members = np.flatnonzero(family)
-    significant[members] = benjamini_hochberg(p_value[members])
+    significant[members] = benjamini_hochberg(p_value[members], FALSE_DISCOVERY_RATE - alone_rate)
     slower = table["slower"].to_numpy(dtype=bool)
-    verdict = np.where(~family, UNTESTED, np.where(significant & slower, SLOWER,
+    verdict = np.where(~(family | alone), UNTESTED, np.where(significant & slower, SLOWER,
                                                              np.where(significant, FASTER, WITHIN_NOISE)))
     in_baseline = np.isfinite(table["baseline_mean_us"].to_numpy(dtype=np.float64))
     in_target = np.isfinite(table["target_mean_us"].to_numpy(dtype=np.float64))

@@ -23,13 +23,13 @@ from tb_opcompare.ingest.naming import (
     without_dimensions,
 )
 from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision, configuration_key
+from tb_opcompare.schema.optable import MAX_BATCH_SIZE, is_batch_size
 
 if TYPE_CHECKING:
     from tb_opcompare.ingest.discovery import RunSource
 
 SIDECAR = "opcompare.json"
 _SIDECAR_MAX_BYTES = 1 << 20
-MAX_BATCH_SIZE = 10_000_000  # a claimed batch size above this is a broken sidecar, not a model
 SIDECAR_SOURCE = SIDECAR
 NAME_SOURCE = "run name"
 
@@ -97,7 +97,7 @@ def read_claims(source: RunSource) -> Claims:
     label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
     sidecar_batch = sidecar.get("batch_size")
     batch_sizes = []
-    if isinstance(sidecar_batch, int) and not isinstance(sidecar_batch, bool) and 0 < sidecar_batch <= MAX_BATCH_SIZE:
+    if is_batch_size(sidecar_batch):
         batch_sizes.append((sidecar_batch, SIDECAR_SOURCE))
     elif sidecar_batch is not None and warning is None:
         warning = (f"{fs.join(source.run_dir, SIDECAR)}: batch_size {str(sidecar_batch)[:40]!r} ignored, not a "

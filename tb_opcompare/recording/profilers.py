@@ -312,6 +312,8 @@ def onnxruntime_profile(model_path: str, run_dir: str | None = None, *, model: s
     defaults to the CPU's; ``session_options`` are the caller's, profiling added."""
     import onnxruntime
 
+    from tb_opcompare.ingest.readers.onnxruntime_json import device_of_providers
+
     providers = providers or ["CPUExecutionProvider"]
     if not profiling_enabled():
         yield onnxruntime.InferenceSession(model_path, session_options, providers=providers)
@@ -322,7 +324,7 @@ def onnxruntime_profile(model_path: str, run_dir: str | None = None, *, model: s
     options.enable_profiling = True
     options.profile_file_prefix = os.path.join(run_dir, "onnxruntime_profile")
     session = onnxruntime.InferenceSession(model_path, options, providers=providers)
-    on_gpu = any(provider != "CPUExecutionProvider" for provider in session.get_providers())
+    on_gpu = device_of_providers(session.get_providers()) == "GPU"
     _refuse_a_gpu_run_without_a_gpu(f"ONNX Runtime {onnxruntime.__version__}", lambda: on_gpu)
     try:
         yield session

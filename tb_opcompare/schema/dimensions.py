@@ -21,7 +21,8 @@ def canonical_precision(word: str) -> str:
     """``float32`` -> ``fp32``, Keras's ``mixed_bfloat16`` -> ``mixed bf16/fp32``."""
     words = [_PRECISION_WORDS.get(part, part) for part in word.lower().replace("_", " ").replace("/", " ").split()]
     if words[:1] == ["mixed"]:
-        rest = [part for part in words[1:] if part != "fp32"]
+        # one spelling per mix, whichever dtype leads: the others in order, fp32 last
+        rest = sorted({part for part in words[1:] if part != "fp32"})
         return "mixed " + "/".join([*rest, "fp32"])
     return " ".join(words)
 

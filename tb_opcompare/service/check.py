@@ -51,8 +51,8 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
                    allow_one_run: bool = False, resamples: int = confidence.RESAMPLES) -> CheckDocument:
     """The check of ``target`` runs against ``baseline`` runs. Each side needs two runs or
     more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
-    machine during that run (on this project's repeats, 18% of one-against-one checks of
-    identical configurations failed, against 4.5% with two runs a side and none with three).
+    machine during that run (on this project's repeats, 16% of one-against-one checks of
+    identical configurations failed, against 4.2% with two runs a side and none with three).
     Raises CheckUsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
     if group_by not in GROUP_BY:
         raise CheckUsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
@@ -63,7 +63,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     if lone and not allow_one_run:
         raise CheckUsageError(
             f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
-            "regression from a hiccup of the machine during that run (identical configurations failed 18% of "
+            "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
             "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
             "them; with one run a side, verdicts are only indicative (`--allow-one-run`)")
     overlap = set(baseline) & set(target)
@@ -83,7 +83,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
     if pattern is not None:
         in_scope &= np.fromiter((bool(pattern.search(key)) for key in table["key"]), dtype=bool, count=len(table))
-    table["verdict"] = confidence.verdicts(table, family=in_scope | ~is_op)
+    table["verdict"] = confidence.verdicts(table, family=in_scope, alone=~is_op)
     # The whole step is gated even under --ops: ops are judged net of what moved every op
     # together, so a change that slowed every op shows only there.
     table["gated"] = in_scope | ~is_op
@@ -230,8 +230,9 @@ def _rows(table: pd.DataFrame) -> list[CheckRow]:
 
 
 def _headline(regressions: int, counts: pd.Series, whole: pd.Series, threshold: float) -> str:
-    step = f"whole step {whole['verdict']}" + (
-        f" ({_change(whole['speedup'])})" if np.isfinite(whole["speedup"]) else "")
+    # the value the verdict is about: the runs' typical steps (a stalled step moves the plain mean)
+    tested = whole["adjusted_speedup"] if np.isfinite(whole["adjusted_speedup"]) else whole["speedup"]
+    step = f"whole step {whole['verdict']}" + (f" ({_change(tested)})" if np.isfinite(tested) else "")
     tally = (f"{int(counts.get(confidence.SLOWER, 0))} ops significantly slower, "
              f"{int(counts.get(confidence.FASTER, 0))} faster, {int(counts.get(confidence.WITHIN_NOISE, 0))} within "
              f"noise")

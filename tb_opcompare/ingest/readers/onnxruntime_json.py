@@ -5,9 +5,10 @@ Each node execution is a ``Node`` event named ``<node name>_kernel_time`` whose
 ``args.op_name`` is the node's operator (``Conv``, ``FusedGemm``) and ``args.provider``
 the execution provider that ran it; older versions add ``_fence_before`` /
 ``_fence_after`` events around it, which are waits, not the node. Each
-``InferenceSession.run`` is a ``Session`` event ``model_run``: the profile's steps. Nodes
-never nest, so a node's time is its self time. The batch size is read from the nodes'
-first inputs (``args.input_type_shape``), as the PyTorch reader reads it from ``Input
+``InferenceSession.run`` is a ``Session`` event ``model_run``: the profile's steps. The
+nodes of a control-flow node's subgraph (``Loop``, ``If``, ``Scan``) run inside its event
+on its thread, so self time is taken by nesting per thread, as for any trace. The batch
+size is read from the nodes' first inputs (``args.input_type_shape``), as the PyTorch reader reads it from ``Input
 Dims``; the precision from those inputs' element types.
 """
 
@@ -21,18 +22,34 @@ import numpy as np
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.schema.dimensions import canonical_precision
-from tb_opcompare.schema.optable import OpEvents, OpProfile, ProfileFacts, precision_from_dtypes, steps_of
+from tb_opcompare.schema.optable import (
+    OpEvents,
+    OpProfile,
+    ProfileFacts,
+    crossing_events,
+    crossing_warning,
+    is_batch_size,
+    precision_from_dtypes,
+    self_times,
+    steps_of,
+)
 
 FORMAT = "onnxruntime"
 COMPILER = "ONNX Runtime"
 _KERNEL_SUFFIX = "_kernel_time"
 _STEP_EVENT = "model_run"
 # Providers whose nodes run on an accelerator; any other (CPU, OpenVINO on a CPU, ...) is the CPU.
-_ACCELERATOR_PROVIDERS = {"CUDAExecutionProvider": "GPU", "TensorrtExecutionProvider": "GPU",
-                          "ROCMExecutionProvider": "GPU", "MIGraphXExecutionProvider": "GPU",
-                          "DmlExecutionProvider": "GPU", "NvTensorRTRTXExecutionProvider": "GPU"}
+_ACCELERATOR_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider",
+                                    "MIGraphXExecutionProvider", "DmlExecutionProvider",
+                                    "NvTensorRTRTXExecutionProvider"})
 _FLOAT_TYPES = {"float", "float16", "bfloat16", "double"}  # what a node computes in; integers are indices and shapes
 _MIN_BATCH_VOTES = 2
+
+
+def device_of_providers(providers) -> str:
+    """The device a session's execution providers run nodes on: ``GPU`` where one is an
+    accelerator's, else ``CPU`` (the recording helper and the reader ask this one rule)."""
+    return "GPU" if any(provider in _ACCELERATOR_PROVIDERS for provider in providers) else "CPU"
 
 
 class OrtArgs(msgspec.Struct, gc=False):
@@ -47,7 +64,7 @@ class OrtEvent(BaseEvent, gc=False):
 
 def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
     steps: list[tuple[float, float]] = []
-    starts, durations, keys_of_events = [], [], []
+    threads: dict[tuple, list[tuple[float, float, tuple[str, str]]]] = collections.defaultdict(list)
     providers: collections.Counter = collections.Counter()
     leading: collections.Counter = collections.Counter()
     dtypes: collections.Counter = collections.Counter()
@@ -60,24 +77,29 @@ def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
             elif event.cat == "Node" and event.name.endswith(_KERNEL_SUFFIX):
                 args = event.args or OrtArgs()
                 node = event.name[:-len(_KERNEL_SUFFIX)]
-                keys_of_events.append((node, args.op_name or node))
-                starts.append(event.ts)
-                durations.append(event.dur or 0.0)
+                threads[str(event.pid), str(event.tid)].append((event.ts, event.dur or 0.0, (node, args.op_name or node)))
                 providers[args.provider or "unknown provider"] += 1
                 _count_first_input(args, leading, dtypes)
-    if not keys_of_events:
+    if not threads:
         raise ProfileError(path, "an ONNX Runtime profile with no node events ('<node>_kernel_time'): the session "
                                  "was profiled but never run, or the profile was cut before its runs")
-    keys = list(dict.fromkeys(keys_of_events))
-    code_of = {key: code for code, key in enumerate(keys)}
-    codes = np.fromiter((code_of[key] for key in keys_of_events), dtype=np.int64, count=len(keys_of_events))
-    times = np.asarray(durations, dtype=np.float64)
     events = OpEvents()
     step_bounds = np.array(sorted((start, start + length) for start, length in steps), dtype=np.float64).reshape(-1, 2)
-    placed = steps_of(np.asarray(starts, dtype=np.float64), step_bounds) if len(step_bounds) else None
-    events.add_host_codes(keys, codes, times, times, steps=placed)
+    keys: dict[tuple[str, str], int] = {}
+    for nodes in threads.values():
+        nodes.sort(key=lambda node: (node[0], -node[1]))
+        starts = np.fromiter((node[0] for node in nodes), dtype=np.float64, count=len(nodes))
+        durations = np.fromiter((node[1] for node in nodes), dtype=np.float64, count=len(nodes))
+        codes = np.fromiter((keys.setdefault(node[2], len(keys)) for node in nodes), dtype=np.int64, count=len(nodes))
+        own, parents = self_times(starts, durations)
+        events.crossings += crossing_events(starts, durations, parents)
+        events.add_host_codes(list(keys), codes, durations, own,
+                              steps=steps_of(starts, step_bounds) if len(step_bounds) else None)
     events.step_count = len(step_bounds)
-    return OpProfile.from_events(_facts(steps, providers, leading, dtypes), events)
+    facts = _facts(steps, providers, leading, dtypes)
+    if events.crossings:
+        facts.warnings.append(crossing_warning(events.crossings))
+    return OpProfile.from_events(facts, events)
 
 
 def _count_first_input(args: OrtArgs, leading: collections.Counter, dtypes: collections.Counter) -> None:
@@ -88,14 +110,13 @@ def _count_first_input(args: OrtArgs, leading: collections.Counter, dtypes: coll
     for element_type, dims in args.input_type_shape[0].items():
         if element_type in _FLOAT_TYPES:
             dtypes[canonical_precision(element_type)] += 1
-        if len(dims) >= 2 and dims[0] > 0:
+        if len(dims) >= 2 and is_batch_size(dims[0]):
             leading[dims[0]] += 1
 
 
 def _facts(steps: list[tuple[float, float]], providers: collections.Counter, leading: collections.Counter,
            dtypes: collections.Counter) -> ProfileFacts:
-    devices = {_ACCELERATOR_PROVIDERS.get(provider, "CPU") for provider in providers}
-    device = "GPU" if "GPU" in devices else "CPU"
+    device = device_of_providers(providers)
     named = ", ".join(f"{provider} ({count:,} nodes)" for provider, count in providers.most_common())
     facts = ProfileFacts(format=FORMAT, framework=COMPILER, device=device,
                          compiler=COMPILER, compiler_source=f"data: an ONNX Runtime profile; providers {named}")

@@ -41,6 +41,7 @@ from tb_opcompare.schema.optable import (
     ProfileFacts,
     crossing_events,
     crossing_warning,
+    is_batch_size,
     precision_from_dtypes,
     self_times,
     steps_of,
@@ -595,11 +596,11 @@ def _batch_size_evidence(probes: np.ndarray, decoded: dict[int, _WithInputs], ke
         if not dims:
             continue
         first = dims[0]
-        if isinstance(first, list) and len(first) >= 2 and _positive_int(first[0]):
+        if isinstance(first, list) and len(first) >= 2 and is_batch_size(first[0]):
             votes[first[0]] += 1
             op_votes[first[0]] += 1
         if keys[codes[position]][0] in _LOSS_OPS and len(dims) >= 2 and isinstance(dims[1], list) and dims[1] \
-                and _positive_int(dims[1][0]):
+                and is_batch_size(dims[1][0]):
             votes[dims[1][0]] += _LOSS_WEIGHT
             loss_target = loss_target or (keys[codes[position]][0], dims[1][0])
     if not votes:
@@ -670,7 +671,3 @@ def _compiler_of(kinds: list[tuple[str, str]], kind_codes: np.ndarray) -> tuple[
         events = int(np.isin(kind_codes, marked).sum())
         return "torch.compile", f"data: {events} torch.compile graph events ({kinds[marked[0]][0][:40]} ...)"
     return "eager", "data: no torch.compile graph events"
-
-
-def _positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0

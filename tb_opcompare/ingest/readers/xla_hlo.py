@@ -21,8 +21,11 @@ from tb_opcompare.schema.optable import precision_from_dtypes
 METADATA_PLANE = "/host:metadata"
 _HLO_STAT = "Hlo Proto"
 _COMPUTE_OPCODES = frozenset({"convolution", "dot"})
-# xla_data.proto's PrimitiveType, for the floating types a model computes in
-_ELEMENT_TYPES = {10: "fp16", 11: "fp32", 12: "fp64", 16: "bf16", 19: "fp8", 20: "fp8", 21: "fp8", 22: "fp8", 23: "fp8"}
+# xla_data.proto's PrimitiveType, for the floating types a model computes in: F16 10, F32 11,
+# F64 12, BF16 16, the fp8 kinds (F8E5M2 19, F8E4M3FN 20, F8E4M3B11FNUZ 23, F8E5M2FNUZ 24,
+# F8E4M3FNUZ 25, F8E4M3 28, F8E3M4 29, F8E8M0FNU 33) and F4E2M1FN 32; 21 and 22 are 4-bit integers
+_ELEMENT_TYPES = {10: "fp16", 11: "fp32", 12: "fp64", 16: "bf16", **dict.fromkeys((19, 20, 23, 24, 25, 28, 29, 33), "fp8"),
+                  32: "fp4"}
 
 
 class HloEvidence:

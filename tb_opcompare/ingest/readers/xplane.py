@@ -38,6 +38,7 @@ from tb_opcompare.schema.optable import (
     ProfileFacts,
     crossing_events,
     crossing_warning,
+    is_batch_size,
     precision_from_dtypes,
     self_times,
     steps_of,
@@ -597,10 +598,9 @@ def _int_stat(event, stat_id: int, stat_names: dict[int, str]) -> int | None:
         value = int(value)
     except (TypeError, ValueError):
         return None
-    return value if 0 < value < _MAX_BATCH else None
+    return value if is_batch_size(value) else None
 
 
-_MAX_BATCH = 1 << 31
 _MAX_ALLOCATED_SHAPES = 10_000  # distinct shapes kept for the vote: plenty, and bounded on hostile files
 
 

@@ -134,8 +134,9 @@ class EventBatch(Sequence):
 
     def wire_ints(self) -> bytearray | None:
         """metadata_id, offset_ps, duration_ps of each event as native int64 triples, read
-        from the wire by the C helper; None without it, or where it disagrees with the
-        parsed events, for the caller to read them from ``events`` instead."""
+        from the wire by the C helper; None without it, or where it counts other events than
+        protobuf parsed (a safeguard: the tests check the values are protobuf's), for the
+        caller to read them from ``events`` instead."""
         helpers = native()
         if helpers is None:
             return None
