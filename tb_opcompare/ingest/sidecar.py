@@ -22,8 +22,13 @@ from tb_opcompare.ingest.naming import (
     repeat_from_name,
     without_dimensions,
 )
-from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision, configuration_key
-from tb_opcompare.schema.optable import MAX_BATCH_SIZE, is_batch_size
+from tb_opcompare.schema.dimensions import (
+    MAX_BATCH_SIZE,
+    canonical_compiler,
+    canonical_precision,
+    configuration_key,
+    is_batch_size,
+)
 
 if TYPE_CHECKING:
     from tb_opcompare.ingest.discovery import RunSource

@@ -33,6 +33,13 @@ def canonical_compiler(word: str) -> str:
 
 
 DEFAULTS = {"precision": DEFAULT_PRECISION, "compiler": DEFAULT_COMPILER}
+MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
+
+
+def is_batch_size(value) -> bool:
+    """Whether a value read from a file can be a batch size: a whole number from 1 to
+    ``MAX_BATCH_SIZE`` (hostile files carry 2**62 and 10**30, which no store can keep)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BATCH_SIZE
 
 
 def configuration_key(model: str, precision: str | None, compiler: str | None) -> str:

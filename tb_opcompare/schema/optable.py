@@ -181,15 +181,6 @@ class ProfileFacts:
     warnings: list[str] = dataclasses.field(default_factory=list)
 
 
-MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
-
-
-def is_batch_size(value) -> bool:
-    """Whether a value read from a file can be a batch size: a whole number from 1 to
-    ``MAX_BATCH_SIZE`` (hostile files carry 2**62 and 10**30, which no store can keep)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BATCH_SIZE
-
-
 MIXED_SHARE = 0.9  # below this share for its most common dtype, a run is "mixed"
 
 

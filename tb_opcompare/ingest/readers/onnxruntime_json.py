@@ -21,14 +21,13 @@ import numpy as np
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
-from tb_opcompare.schema.dimensions import canonical_precision
+from tb_opcompare.schema.dimensions import canonical_precision, is_batch_size
 from tb_opcompare.schema.optable import (
     OpEvents,
     OpProfile,
     ProfileFacts,
     crossing_events,
     crossing_warning,
-    is_batch_size,
     precision_from_dtypes,
     self_times,
     steps_of,

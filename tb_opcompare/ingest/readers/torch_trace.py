@@ -30,6 +30,7 @@ import pandas as pd
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
     ANNOTATION_TYPES,
     DEVICE,
@@ -41,7 +42,6 @@ from tb_opcompare.schema.optable import (
     ProfileFacts,
     crossing_events,
     crossing_warning,
-    is_batch_size,
     precision_from_dtypes,
     self_times,
     steps_of,

@@ -32,13 +32,13 @@ from tb_opcompare.ingest.readers.tf_ops import (
 )
 from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
 from tb_opcompare.ingest.readers.xplane_wire import TooManyElements, TooManyPlanes, split_space
+from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
     OpEvents,
     OpProfile,
     ProfileFacts,
     crossing_events,
     crossing_warning,
-    is_batch_size,
     precision_from_dtypes,
     self_times,
     steps_of,
