@@ -50,6 +50,22 @@ def read_bytes(path) -> bytes:
     return Path(path).read_bytes()
 
 
+def profiler_step_durations(run_dir: Path) -> list[float]:
+    """Independent of the reader: each ProfilerStep#N's longest range (µs) in a PyTorch
+    run's raw trace, in the order the steps started."""
+    import gzip
+    import json
+
+    (path,) = run_dir.glob("*.pt.trace.json.gz")
+    ranges: dict[str, tuple[float, float]] = {}
+    for event in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
+        name = event.get("name", "")
+        if event.get("ph") == "X" and name.startswith("ProfilerStep#"):
+            if name not in ranges or event["dur"] > ranges[name][1]:
+                ranges[name] = (event["ts"], event["dur"])
+    return [duration for _, duration in sorted(ranges.values())]
+
+
 def run_cli(*args: str, cwd: Path | None = None):
     """Run the installed ``tb-opcompare`` console script for real."""
     import subprocess

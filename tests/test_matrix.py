@@ -6,14 +6,13 @@ maths on small lists."""
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import json
 import shutil
 
 import msgspec
 import pytest
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, profiler_step_durations, run_cli
 from in_process import PREFIX, plugin_client
 
 from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, detect_warmup, parse_column
@@ -65,20 +64,6 @@ def test_cells_pool_repeats_and_take_speedups_within_their_row():
         parse_column("GPU/bf16")
 
 
-def _marker_steps(run_dir) -> list[float]:
-    """Independent of the reader: each ProfilerStep#N's longest range in the raw trace, in
-    the order the steps started."""
-    (path,) = run_dir.glob("*.pt.trace.json.gz")
-    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-    ranges: dict[str, tuple[float, float]] = {}
-    for event in events:
-        name = event.get("name", "")
-        if event.get("ph") == "X" and name.startswith("ProfilerStep#"):
-            if name not in ranges or event["dur"] > ranges[name][1]:
-                ranges[name] = (event["ts"], event["dur"])
-    return [duration for _, duration in sorted(ranges.values())]
-
-
 def _matrix(*args) -> MatrixDocument:
     result = run_cli("matrix", str(MATRIX), "--no-cache", "--json", *args)
     assert result.returncode == 0, result.stderr
@@ -99,7 +84,7 @@ def test_the_real_matrix_places_every_run_and_its_latency_is_the_step_markers():
         token = {"eager": "eager", "torch.compile": "compile"}[column.compiler]
         for run in cell.runs:  # the run's name says where it was recorded; the data put it there
             assert f"_{column.device.lower()}_bs{cell.batch_size}_{column.precision}_{token}" in run
-        steps = [time for run in cell.runs for time in _marker_steps(MATRIX / run)]
+        steps = [time for run in cell.runs for time in profiler_step_durations(MATRIX / run)]
         assert cell.steps == len(steps) == 5 * len(cell.runs)
         assert cell.latency_us == pytest.approx(sum(steps) / len(steps), rel=1e-9)
         assert cell.throughput_per_s == pytest.approx(cell.batch_size * 1e6 / cell.latency_us, rel=1e-12)

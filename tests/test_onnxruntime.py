@@ -6,14 +6,13 @@ and 1.20 (batch 16), beside the same model's PyTorch eager inference
 from __future__ import annotations
 
 import collections
-import gzip
 import json
 import shutil
 from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, profiler_step_durations, run_cli
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import ONNXRUNTIME, read_profile
@@ -98,7 +97,7 @@ def test_pytorch_and_onnx_runtime_pair_and_meet_at_the_whole_step():
     compare = msgspec.json.decode(result.stdout, type=CompareDocument)
     notes = " ".join(compare.summary.notes)
     assert "different frameworks" in notes and "Group by op type" not in notes
-    torch_steps = _torch_marker_steps(LOGDIR / "cnn_infer_cpu_bs64")
+    torch_steps = profiler_step_durations(LOGDIR / "cnn_infer_cpu_bs64")
     ort_steps = _raw_runs(_profile_path(LOGDIR / "cnn_infer_cpu_bs64_ort"))
     ratio = (sum(torch_steps) / len(torch_steps)) / (sum(ort_steps) / len(ort_steps))
     assert f"{ratio:.2f}× in step wall time" in notes
@@ -111,7 +110,7 @@ def test_the_matrix_has_an_onnx_runtime_column_whose_latency_is_the_runs():
     for cell in document.cells:
         (run,) = cell.runs
         steps = (_raw_runs(_profile_path(LOGDIR / run)) if run.endswith("_ort")
-                 else _torch_marker_steps(LOGDIR / run))
+                 else profiler_step_durations(LOGDIR / run))
         assert cell.latency_us == pytest.approx(sum(steps) / len(steps), rel=1e-9)
 
 
@@ -128,17 +127,6 @@ def test_a_broken_profile_names_the_file_and_what_is_wrong(tmp_path):
                                  and event["name"] != "model_run"]))
     with pytest.raises(ProfileError, match="no node events"):
         read_profile(ONNXRUNTIME, [str(unrun)])
-
-
-def _torch_marker_steps(run_dir: Path) -> list[float]:
-    (path,) = run_dir.glob("*.pt.trace.json.gz")
-    ranges: dict[str, tuple[float, float]] = {}
-    for event in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
-        name = event.get("name", "")
-        if event.get("ph") == "X" and name.startswith("ProfilerStep#"):
-            if name not in ranges or event["dur"] > ranges[name][1]:
-                ranges[name] = (event["ts"], event["dur"])
-    return [duration for _, duration in sorted(ranges.values())]
 
 
 def test_a_hostile_batch_dimension_is_not_a_batch_size(tmp_path):
