@@ -145,3 +145,32 @@ def test_a_hostile_batch_dimension_is_not_a_batch_size(tmp_path):
     assert result.returncode == 0, result.stderr
     (run,) = msgspec.json.decode(result.stdout, type=RunsDocument).runs
     assert run.batch_size is None and run.format == ONNXRUNTIME
+
+
+def test_a_large_profile_is_read_in_batches_cut_between_lines(tmp_path, monkeypatch):
+    """Over 16 MB a trace is decoded a batch at a time, cut where one event ends and the
+    next begins. ONNX Runtime's input shapes hold "},{" inside an event; cuts are made at
+    the line breaks it writes between events, so the fast path holds (the exact, slower
+    way would be taken only where a cut failed to decode)."""
+    from tb_opcompare.ingest.readers import chrome_json
+
+    events = json.loads(_profile_path(LOGDIR / "cnn_infer_cpu_bs16_ort").read_text())
+    period = max(event["ts"] + event["dur"] for event in events) + 1
+    once = {"model_loading_uri", "session_initialization"}  # a session's start, not its runs
+    runs = [event for event in events if event.get("cat") in ("Node", "Session") and event["name"] not in once]
+    copies = chrome_json.WHOLE_TEXT_BYTES // len(json.dumps(runs)) + 2
+    lines = [json.dumps({**event, "ts": event["ts"] + copy * period}) for copy in range(copies) for event in runs]
+    path = tmp_path / "onnxruntime_profile_big.json"
+    path.write_text("[\n" + ",\n".join(lines) + "\n]\n")
+    assert path.stat().st_size > chrome_json.WHOLE_TEXT_BYTES
+
+    def no_exact_way(self):
+        raise AssertionError("a cut failed to decode: the reader fell back to splitting per event")
+
+    monkeypatch.setattr(chrome_json.TraceText, "_split", no_exact_way)
+    profile = read_profile(ONNXRUNTIME, [str(path)])
+    nodes = _raw_nodes(_profile_path(LOGDIR / "cnn_infer_cpu_bs16_ort"))
+    rows = profile.ops.set_index("op_name")
+    assert {name: rows.loc[name, "occurrences"] for name in nodes} == {
+        name: node["count"] * copies for name, node in nodes.items()}
+    assert profile.facts.steps == 10 * copies

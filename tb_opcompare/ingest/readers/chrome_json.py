@@ -191,9 +191,11 @@ class TraceText:
             self.device_names = _names(rest.deviceProperties)
         last = closing.start() + 1  # just after the last event's closing brace
         begin = data.find(b"{", opening, last)
+        between_events = (_BETWEEN_LINES if _BETWEEN_LINES.search(data, begin, min(begin + BATCH_BYTES, last))
+                          else _BETWEEN_EVENTS)
         cuts = []
         while 0 <= begin < last:
-            between = _BETWEEN_EVENTS.search(data, min(begin + BATCH_BYTES, last), last)
+            between = between_events.search(data, min(begin + BATCH_BYTES, last), last)
             end = between.start() + 1 if between else last
             cuts.append((begin, end))
             begin = between.end() - 1 if between else last
@@ -255,6 +257,10 @@ class TraceText:
 
 _EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+# Writers put a line break between events (PyTorch, ONNX Runtime), and rarely inside one,
+# where lists of objects (ONNX Runtime's input shapes) hold "},{" too: cuts at line breaks
+# decode where cuts at any "},{" would fall back to the slow exact way.
+_BETWEEN_LINES = re.compile(rb"\}\s*,[ \t\r]*\n\s*\{")
 _LAST_EVENT_END = re.compile(rb"\}\s*\]")
 
 
