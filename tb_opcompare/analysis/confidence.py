@@ -9,9 +9,10 @@ median over the run's profiled steps of the op's mean per execution in each, so 
 stalled step does not move the run); the speedup as measured is the ratio of the two
 sides' geometric means of the runs' plain means (baseline over target: above 1, the
 target is faster); the tests and intervals are on the typical times. Where ten ops or
-more ran in every run, each run's speed factor (the median over those ops of how much faster or slower the run was than the average run) is
-first taken out of its ops: a machine busier during one run moves all its ops together,
-and one op that really changed does not move a median. The interval is Welch's: each
+more ran in every run, each run's speed factor (the median over those ops of how much
+faster or slower the run was than the average run) is first taken out of its ops: a
+machine busier during one run moves all its ops together, and one op that really changed
+does not move a median. The interval is Welch's: each
 side's variance of (adjusted) log typical times, pooled with the run-to-run noise learned
 from the logdir's repeated runs on that device (``run_noise``) where there are some, and
 Student's t with the Welch–Satterthwaite degrees of freedom. A side of one run takes its
@@ -137,12 +138,12 @@ def _mean_per_execution(time: np.ndarray, executions: np.ndarray) -> np.ndarray:
 def log_run_means(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     """(runs, keys + whole step): log of each run's mean per execution (NaN where the op
     did not run)."""
-    rows = []
-    for run in runs:
-        time, count = _aligned(run, index)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rows.append(np.log(_mean_per_execution(time, count)))
-    return np.vstack(rows)
+    return np.vstack([_log_mean(*_aligned(run, index)) for run in runs])
+
+
+def _log_mean(time: np.ndarray, count: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(_mean_per_execution(time, count))
 
 
 def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
@@ -160,7 +161,8 @@ def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     steps (for the whole step: all op time in steps); else every run gives its mean. One
     estimator for all the runs compared: a mean beside medians would read the mean's tail
     as a change."""
-    means = log_run_means(runs, index)
+    aligned = [_aligned(run, index) for run in runs]
+    means = np.vstack([_log_mean(*whole_run) for whole_run in aligned])
     medians = np.full(means.shape, np.nan)
     usable = np.zeros(means.shape, dtype=bool)
     for position, run in enumerate(runs):
@@ -170,7 +172,7 @@ def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
         ran = count > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             medians[position] = np.log(_nan_median(np.where(ran, _mean_per_execution(time, count), np.nan)))
-        executions = _aligned(run, index)[1]
+        executions = aligned[position][1]
         usable[position] = ((ran.sum(axis=0) >= MIN_STEPS_FOR_MEDIAN) & np.isfinite(medians[position])
                             & (count.sum(axis=0) >= MIN_PLACED_SHARE * executions))
         usable[position, -1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
