@@ -161,6 +161,11 @@ def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     steps (for the whole step: all op time in steps); else every run gives its mean. One
     estimator for all the runs compared: a mean beside medians would read the mean's tail
     as a change."""
+    return _run_logs(runs, index)[1]
+
+
+def _run_logs(runs: list[RunSamples], index: pd.Index) -> tuple[np.ndarray, np.ndarray]:
+    """(``log_run_means``, ``log_run_typical``) of the runs, each run aligned to ``index`` once."""
     aligned = [_aligned(run, index) for run in runs]
     means = np.vstack([_log_mean(*whole_run) for whole_run in aligned])
     medians = np.full(means.shape, np.nan)
@@ -177,7 +182,7 @@ def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
                             & (count.sum(axis=0) >= MIN_PLACED_SHARE * executions))
         usable[position, -1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
     use_median = (usable | ~np.isfinite(means)).all(axis=0) & usable.any(axis=0)
-    return np.where(use_median, medians, means)
+    return means, np.where(use_median, medians, means)
 
 
 def _nan_median(values: np.ndarray) -> np.ndarray:
@@ -337,7 +342,8 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
     """Welch's interval and test on the runs' log typical times (see the module's docstring)."""
     columns = [*index, WHOLE_STEP]
     baseline_runs = len(sides[0][0])
-    adjusted, speed = _adjusted_for_run_speed(log_run_typical(sides[0][0] + sides[1][0], index))
+    means, typical = _run_logs(sides[0][0] + sides[1][0], index)
+    adjusted, speed = _adjusted_for_run_speed(typical)
     adjusted = [adjusted[:baseline_runs], adjusted[baseline_runs:]]
     estimates = []
     for (runs, noise), logs in zip(sides, adjusted):
@@ -365,7 +371,7 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
         # one-sided: slower beyond the threshold (difference < -shift), faster beyond it
         slower_p[tested] = student_t_cdf((difference[tested] + shift) / error[tested], freedom[tested])
         faster_p[tested] = student_t_cdf(-(difference[tested] - shift) / error[tested], freedom[tested])
-    raw_difference = [column_mean(log_run_means(runs, index)) for runs, _ in sides]  # as measured
+    raw_difference = [column_mean(means[:baseline_runs]), column_mean(means[baseline_runs:])]  # as measured
     return {
         "baseline_mean_us": np.exp(raw_difference[0]), "target_mean_us": np.exp(raw_difference[1]),
         "speedup": np.exp(raw_difference[0] - raw_difference[1]), "adjusted_speedup": np.exp(difference),
