@@ -395,7 +395,7 @@
 /**
  * One layer's time in both runs.
  * @typedef {Object} LayerTotal
- * @property {'application'|'device'|'framework'|'runtime'} layer - application: user ranges (record_function, app_stats) and the tf.data input pipeline; framework: ops; runtime: CUDA/HIP runtime and driver calls; device: kernels, memcpys, memsets
+ * @property {'application'|'device'|'framework'|'runtime'} layer - application: user ranges (record_function, TF Trace, app_stats) and the tf.data input pipeline; framework: ops; runtime: CUDA/HIP runtime and driver calls; device: kernels, memcpys, memsets
  * @property {string} basis - how the time is measured: `self` (host time in the layer's own work, nested work of other layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` (summed device time)
  * @property {number|null} baseline_us - per profiled step where both runs know their steps, else in all; null where the baseline records nothing of the layer
  * @property {number|null} target_us - as baseline_us, on the target

@@ -176,6 +176,87 @@ def test_the_tf_data_input_pipeline_is_the_application_layer_of_a_keras_run():
         (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in document.layers)
 
 
+TF_ANNOTATED = FIXTURES / "tf_annotations" / "logdir"
+TF_USER_RANGES = ("load_batch", "update", "postprocess", "metrics")  # record_tf_annotations.py's names
+TF_NESTED_RANGE = "metrics"  # inside postprocess
+
+
+def _raw_python_thread_ranges(run: str) -> tuple[dict[str, list[int]], int]:
+    """Independent of the reader (TF's own protobuf classes): the duration (ps) of each
+    event of the user's range names on the Python thread, and the step markers."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = (TF_ANNOTATED / run).glob("plugins/profile/*/*.xplane.pb")
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name == "/host:CPU"]
+    names = {key: metadata.name for key, metadata in host.event_metadata.items()}
+    durations, steps = collections.defaultdict(list), 0
+    for line in host.lines:
+        for event in line.events:
+            name = names[event.metadata_id]
+            if line.name == "python" and name in TF_USER_RANGES:
+                durations[name].append(event.duration_ps)
+            steps += name == "train"
+    return durations, steps
+
+
+def test_tf_trace_ranges_are_application_rows_with_the_raw_wall_time():
+    runs = "annotated_cnn_cpu_bs16", "annotated_cnn_cpu_bs64"
+    document = _layers(TF_ANNOTATED, *runs)
+    application = {row.name: row for row in document.rows if row.layer == "application"}
+    assert set(application) == set(TF_USER_RANGES)  # none of TensorFlow's own ranges
+    assert {row.kind for row in application.values()} == {"tf.profiler Trace"}
+    for run, side in zip(runs, ("baseline", "target")):
+        durations, steps = _raw_python_thread_ranges(run)
+        assert steps == 6
+        for name, row in application.items():
+            assert getattr(row, f"{side}_calls") == len(durations[name]) == steps
+            assert getattr(row, f"{side}_wall_us") == pytest.approx(sum(durations[name]) / 1e6 / steps, rel=1e-9)
+            assert getattr(row, f"{side}_self_us") is None
+        layer = next(layer for layer in document.layers if layer.layer == "application")
+        outermost = sum(sum(durations[name]) for name in TF_USER_RANGES if name != TF_NESTED_RANGE)
+        assert layer.basis == "wall"
+        assert getattr(layer, f"{side}_us") == pytest.approx(outermost / 1e6 / steps, rel=1e-9)
+    assert any("outermost ranges" in note and "overlap" in note for note in document.notes)
+
+
+def test_tf_xplanes_without_user_ranges_read_none():
+    """Every other TF xplane at hand (TF 2.12 and 2.21 here, the public TF 2.4-era BERT
+    one) holds TensorFlow's own ranges only: none may read as the user's."""
+    from tb_opcompare.ingest.formats import read_profile
+
+    paths = [path for root in (FIXTURES, FIXTURES.parent.parent / "demo_logs", REALTRACES)
+             for path in sorted(root.glob("**/*.xplane.pb"))
+             if TF_ANNOTATED not in path.parents and "hostile" not in path.parts and "malformed" not in path.parts]
+    assert len(paths) >= 20
+    read = 0
+    for path in paths:
+        try:
+            profile = read_profile("xplane", [str(path)])
+        except Exception:  # the deliberately broken ones have their own tests
+            continue
+        read += 1
+        assert profile.annotations.empty, (path, list(profile.annotations["name"]))
+    assert read >= 20
+
+
+def test_user_ranges_nested_in_their_own_name_count_once():
+    from tb_opcompare.ingest.readers.xplane import _UserRanges
+
+    ranges = _UserRanges()
+    main, loader = ("/host:CPU", 0), ("/host:CPU", 1)
+    ranges.add("outer", main, 0, 100)
+    ranges.add("outer", main, 10, 50)  # recursion: counts once, as the outer range
+    ranges.add("inner", main, 20, 10)  # inside another range: not outermost
+    ranges.add("outer", main, 200, 30)
+    ranges.add("inner", loader, 25, 40)  # another thread: outermost there
+    table = ranges.table().set_index("name")
+    assert table.loc["outer", "occurrences"] == 2 and table.loc["outer", "total_us"] == pytest.approx(130e-6)
+    assert table.loc["outer", "outermost_us"] == pytest.approx(130e-6)
+    assert table.loc["inner", "occurrences"] == 2 and table.loc["inner", "total_us"] == pytest.approx(50e-6)
+    assert table.loc["inner", "outermost_us"] == pytest.approx(40e-6)
+
+
 def test_runs_without_application_ranges_or_runtime_calls_say_so():
     document = _layers(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu", "cpu", "gpu")  # public TF1 timelines
     assert [layer.layer for layer in document.layers] == ["framework", "device"] and not document.rows

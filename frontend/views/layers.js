@@ -28,7 +28,7 @@ export {LAYERS, ROW_LAYERS};
 
 const LAYER_LABELS = {application: 'Application', framework: 'Framework', runtime: 'Runtime', device: 'Device'};
 const LAYER_DETAILS = {
-  application: 'user ranges (record_function, app_stats)',
+  application: 'user ranges (record_function, TF Trace, app_stats)',
   framework: 'ops',
   runtime: 'CUDA/HIP runtime and driver calls',
   device: 'kernels, memcpys, memsets',
@@ -199,7 +199,7 @@ export class LayersView {
       h('div', {class: 'oc-small-print oc-layers-legend'},
         'Host layers are self time: a range or call leaves out the ops and calls inside it, so application, ',
         'framework and runtime add up to the host threads\' busy time. Device time is kernel time, which ',
-        'overlaps the host\'s. Wall time (app_stats) includes the ops inside the ranges. – : not recorded.'));
+        'overlaps the host\'s. Wall time (TF Trace ranges, app_stats) includes the ops inside the ranges. – : not recorded.'));
 
     this.filterInput = h('input', {class: 'oc-input oc-filter', id: 'oc-layers-filter', type: 'search',
                                    placeholder: 'Filter ranges and calls', 'aria-label': 'filter rows',

@@ -8,8 +8,9 @@ and driver calls the runtime, every other host row the framework; device rows (k
 overlap on one thread (a range's self time leaves out the ops and calls inside it), so the
 host layers add up to the busy time of the host threads; the device layer is kernel time,
 which overlaps the host. The application ranges a reader keeps beside its op table
-(``OpProfile.annotations``: the seed wrapper's ``app_stats``) have a wall time only: the ops
-inside them are framework time too, so the layer is then measured by wall time and says so.
+(``OpProfile.annotations``: the seed wrapper's ``app_stats``, TF's ``Trace`` ranges) have a
+wall time only: the ops inside them are framework time too, so the layer is then measured
+by the wall time of the outermost ranges and says so.
 
 Times are per profiled step where both runs know their step count (runs of different
 lengths compare), else per run; a row's speedup is its baseline mean per call over its
@@ -65,7 +66,7 @@ def run_layers(ops: pd.DataFrame, annotations: pd.DataFrame) -> tuple[dict[str, 
                              "wall_us": annotations["total_us"].to_numpy(), "self_us": np.nan})
         rows = pd.concat([rows, kept], ignore_index=True)
         if APPLICATION not in totals:
-            totals[APPLICATION] = (float(annotations["total_us"].sum()), WALL)
+            totals[APPLICATION] = (float(annotations["outermost_us"].sum()), WALL)
     return totals, rows
 
 

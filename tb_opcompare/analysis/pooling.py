@@ -69,7 +69,7 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
         module_ops=_added([profile.module_ops for profile in profiles], MODULE_COLUMNS[:4],
                           ["occurrences", "self_us", "alloc_bytes"]),
         annotations=_added([profile.annotations for profile in profiles], ANNOTATION_COLUMNS[:2],
-                           ["occurrences", "total_us"]),
+                           ["occurrences", "total_us", "outermost_us"]),
         memory_timeline=empty_memory_timeline())  # a timeline is one run's: the group draws none
 
 

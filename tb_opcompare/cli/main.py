@@ -226,8 +226,8 @@ def _parser() -> argparse.ArgumentParser:
 
     layers = commands.add_parser(
         "layers", parents=[reading, two_runs], help="two runs' application, framework, runtime and device time",
-        description="How much of a step each layer takes on both runs: the application (record_function ranges, "
-                    "app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
+        description="How much of a step each layer takes on both runs: the application (record_function and "
+                    "TF Trace ranges, app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
                     "device (kernels); then each application range and runtime call compared by its wall time per "
                     "call (speedup = baseline / target).")
     layers.add_argument("--top", type=_positive_int, default=10, help="print the N largest rows of each layer "

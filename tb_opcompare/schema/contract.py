@@ -478,7 +478,7 @@ class LayerTotal(_Document):
     """One layer's time in both runs."""
 
     layer: _d(Literal[LAYERS],
-              "application: user ranges (record_function, app_stats) and the tf.data input pipeline; framework: ops; "
+              "application: user ranges (record_function, TF Trace, app_stats) and the tf.data input pipeline; framework: ops; "
               "runtime: CUDA/HIP runtime and "
               "driver calls; device: kernels, memcpys, memsets")
     basis: _d(str, "how the time is measured: `self` (host time in the layer's own work, nested work of other "

@@ -76,16 +76,20 @@ alloc_bytes     float64  host rows: bytes the op itself allocated there (as ``op
 ==============  =======  ===================================================================
 
 Schema of ``OpProfile.annotations`` (application ranges a reader found beside its op table
-that are not rows of it: the seed wrapper's ``app_stats``, TF's tf.data iterator calls;
-PyTorch's ``record_function`` ranges are rows of ``ops`` already, typed ``user_annotation``):
+that are not rows of it: the seed wrapper's ``app_stats``, TF's ``tf.profiler.experimental.Trace``
+ranges; PyTorch's ``record_function`` ranges are rows of ``ops`` already, typed
+``user_annotation``, and TF's tf.data iterator calls too, typed ``Dataset``):
 
 ==============  =======  ===================================================================
 column          dtype    meaning
 ==============  =======  ===================================================================
-name            str      the range's name (``session_run``, ``Iterator::Root::Prefetch``)
-kind            str      what recorded it (``app_stats``, ``tf.data``)
+name            str      the range's name (``session_run``, ``load_batch``)
+kind            str      what recorded it (``app_stats``, ``tf.profiler Trace``)
 occurrences     int64    how many times the range was entered
 total_us        float64  summed wall time of the ranges (nested ranges of one name once)
+outermost_us    float64  the part of ``total_us`` in ranges inside no other range of the
+                         table on their thread: summed over the table, the application's
+                         wall time with no moment counted twice
 ==============  =======  ===================================================================
 
 Schema of ``OpProfile.memory_timeline`` (memory in use over the profiled window, one row per
@@ -135,7 +139,7 @@ OP_COLUMNS = [
 ]
 STEP_COLUMNS = ["row", "step", "occurrences", "self_us"]
 MODULE_COLUMNS = ["side", "op_name", "op_type", "module", "occurrences", "self_us", "alloc_bytes"]
-ANNOTATION_COLUMNS = ["name", "kind", "occurrences", "total_us"]
+ANNOTATION_COLUMNS = ["name", "kind", "occurrences", "total_us", "outermost_us"]
 MEMORY_TIMELINE_COLUMNS = ["device", "time_us", "bytes_in_use"]
 MEMORY_TIMELINE_POINTS = 2000
 
@@ -397,7 +401,7 @@ def empty_module_table() -> pd.DataFrame:
 
 
 def empty_annotation_table() -> pd.DataFrame:
-    dtypes = {"occurrences": "int64", "total_us": "float64"}
+    dtypes = {"occurrences": "int64", "total_us": "float64", "outermost_us": "float64"}
     return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in ANNOTATION_COLUMNS})
 
 

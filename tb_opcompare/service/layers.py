@@ -34,11 +34,12 @@ def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal]) -> 
                          "torch.profiler.record_function(\"name\") to see them as rows here.")
         else:
             notes.append("These runs record no application ranges that Op Compare reads (PyTorch record_function "
-                         "ranges, TensorFlow's tf.data input pipeline, or the profiler wrapper's app_stats in "
-                         "summary.json).")
+                         "ranges, TensorFlow's tf.profiler.experimental.Trace ranges and tf.data input pipeline, or "
+                         "the profiler wrapper's app_stats in summary.json).")
     elif WALL in present[APPLICATION].basis:
-        notes.append("Application time from app_stats is wall time: the ops that ran inside it count in the "
-                      "framework layer too, so the layers overlap.")
+        notes.append("Application time from ranges that have a wall time only (TF Trace ranges, app_stats) is "
+                      "the wall time of the outermost ranges: the ops that ran inside them count in the framework "
+                      "layer too, so the layers overlap.")
     if RUNTIME not in present:
         gpu_runs = [loaded.source.run for loaded in (baseline, target) if loaded.profile.facts.device not in (None, "CPU")]
         if gpu_runs:

@@ -113,5 +113,7 @@ def _app_activities(path: str, app_stats: dict[str, dict[str, _ActivityStats]]) 
             calls[activity] = calls.get(activity, 0) + 1
             wall[activity] = wall.get(activity, 0.0) + stats.duration
     table = pd.DataFrame({"name": list(calls), "kind": APP_STATS, "occurrences": list(calls.values()),
-                          "total_us": [wall[name] for name in calls]}, columns=ANNOTATION_COLUMNS)
+                          "total_us": [wall[name] for name in calls],
+                          "outermost_us": [wall[name] for name in calls]},  # no start times: nesting unknown
+                         columns=ANNOTATION_COLUMNS)
     return table.astype(empty_annotation_table().dtypes)

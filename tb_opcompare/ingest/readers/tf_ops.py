@@ -28,6 +28,34 @@ def parse_host_op(full_name: str) -> tuple[str, str] | None:
     return parse_tf_op(full_name)
 
 
+# TensorFlow's own TraceMe ranges on the threads that run Python, as TF 2.4 to 2.21 write
+# them (every TF xplane in tests/fixtures and the public BERT one): the eager runtime
+# (``EagerExecute``, ``EagerLocalExecute: Conv2D``, ``TFE_Py_ExecuteCancelable``), C++ scopes
+# (``KernelAndDeviceFunc::Run``, ``ThreadpoolListener::Record``), executor callbacks,
+# copies, memory events, and the Python API's own (``tf.constant``, ``convert_to_tensor``).
+# The xplane keeps nothing else that tells them from the user's
+# ``tf.profiler.experimental.Trace`` ranges: a name the rules miss reads as the user's.
+_TF_RANGE_PREFIXES = ("Eager", "TFE_", "Executor", "Memcpy", "MemCpy", "Memory", "RemoteCall", "tf.",
+                      "__inference_", "_send_", "_recv_")
+_TF_RANGES = frozenset({"FunctionRun", "ValidateInputTypeAndPlacement", "convert_to_tensor", "BlockUntilReady",
+                        "ParallelFor", "PartitionedCallOp", "SessionRun", "RemoteCallOp", "RemoteCallOpDone"})
+# Stats only TF's own ranges carry: a tf.function call's, a step marker's, and the flow
+# (producer/consumer) links TF draws between threads.
+TF_RANGE_STATS = frozenset({"tf_function_call", "step_num", "_r", "_p", "_c", "_pt", "_ct"})
+# TF's thread pools (``tf_Compute``, ``tf_numa_0_Eigen``, ``tf_data_…``, ``collective_ops``):
+# their non-op events are the runtime's, never the user's Python.
+_TF_THREADS = ("tf_", "collective_ops")
+
+
+def is_tf_range(name: str) -> bool:
+    """Whether a host event that is not an op is one of TensorFlow's own ranges."""
+    return "::" in name or name.startswith(_TF_RANGE_PREFIXES) or name in _TF_RANGES
+
+
+def is_tf_thread(line_name: str) -> bool:
+    return line_name.startswith(_TF_THREADS)
+
+
 def op_from_annotation(annotation: str) -> tuple[str, str] | None:
     """The op a kernel's annotation names: its innermost ``::``-joined entry with the
     ``#shape=...#`` suffix dropped. An entry that is not ``name:type`` (a TraceMe such

@@ -17,13 +17,17 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
+    TF_RANGE_STATS,
     allocation_batch_vote,
     is_optimizer_scope,
+    is_tf_range,
+    is_tf_thread,
     leading_dim,
     op_from_annotation,
     parse_host_op,
@@ -34,11 +38,13 @@ from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
 from tb_opcompare.ingest.readers.xplane_wire import TooManyElements, TooManyPlanes, split_space
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
+    ANNOTATION_COLUMNS,
     OpEvents,
     OpProfile,
     ProfileFacts,
     crossing_events,
     crossing_warning,
+    empty_annotation_table,
     precision_from_dtypes,
     self_times,
     steps_of,
@@ -71,6 +77,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     allocated_dtypes = collections.Counter()
     hlo = HloEvidence()  # XLA programs: their precision, where allocations carry none
     in_use = _MemoryInUse()  # every host plane's, for the peak and the timeline
+    user_ranges = _UserRanges()
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
         try:
@@ -80,7 +87,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                 elif plane.name.startswith("/host:"):
                     calls = collections.Counter()
                     shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
-                                             step_batches, allocated_shapes, in_use, kinds, allocated_dtypes)
+                                             step_batches, allocated_shapes, in_use, kinds, allocated_dtypes,
+                                             user_ranges)
                     step_calls[path, plane.name] = sum(calls.values())
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
@@ -99,6 +107,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         except (DecodeError, RuntimeError, ValueError) as error:
             raise ProfileError(path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or "
                                      f"corrupt): {error}") from None
+        # the file's bytes (held by the space and its last plane) are not needed to build the tables
+        space = plane = None
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if events.crossings:
@@ -142,7 +152,9 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         facts.peak_memory_bytes.update(in_use.peaks())
         facts.memory_events = in_use.samples
         events.memory_timeline = in_use.timeline()
-    return OpProfile.from_events(facts, events)
+    profile = OpProfile.from_events(facts, events)
+    profile.annotations = user_ranges.table()
+    return profile
 
 
 def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
@@ -197,7 +209,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                      declared_batches: collections.Counter[int], step_calls: collections.Counter,
                      step_batches: collections.Counter[int], allocated_shapes: dict[str, set[str]],
                      in_use: _MemoryInUse, kinds: collections.Counter,
-                     allocated_dtypes: collections.Counter) -> tuple[int, int] | None:
+                     allocated_dtypes: collections.Counter, user_ranges: _UserRanges) -> tuple[int, int] | None:
     """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
 
     Every host event is touched here, so the three integers each needs are pulled out
@@ -220,6 +232,9 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in _PIPELINE_ROOTS}
     pipeline_roots = list(root_names)
     batch_datasets = [entry.key for entry in plane.event_metadata if _is_batch_dataset(entry.value.name)]
+    user_range_names = {entry.key: entry.value.name for entry in plane.event_metadata
+                        if entry.value.name and not parse_host_op(entry.value.name) and not is_tf_range(entry.value.name)}
+    user_range_ids = np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names))
     step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == _STEP_FUNCTION]
     allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
     deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
@@ -238,8 +253,9 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     op_lines = []  # each line's op events, added once the plane's steps are known
     memory = _Allocations(allocated_dtypes)
     clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
-    for line in plane.lines:
+    for line_number, line in enumerate(plane.lines):
         starts, durations, codes = [], [], []
+        reads_user_ranges = bool(user_range_names) and not is_tf_thread(line.name)
         if clock_origin_ns is None:
             clock_origin_ns = line.timestamp_ns
         line_start_ps = (line.timestamp_ns - clock_origin_ns) * 1000
@@ -288,6 +304,11 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                     size = _input_batch(batch[index], shapes_stat, stat_names)
                     if size:
                         input_batches[size, root_names[int(ints[index, 0])]] += 1
+            if reads_user_ranges:
+                for index in np.flatnonzero(np.isin(ints[:, 0], user_range_ids)).tolist():
+                    if not any(stat_names.get(stat.metadata_id) in TF_RANGE_STATS for stat in batch[index].stats):
+                        user_ranges.add(user_range_names[int(ints[index, 0])], (plane.name, line_number),
+                                        line_start_ps + int(ints[index, 1]), int(ints[index, 2]))
             if step_stat is not None and not is_op.all():
                 _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step,
                             (line_start_ps, marker_ranges), (batch_size_stat, stat_names, step_batches))
@@ -418,6 +439,44 @@ class _MemoryInUse:
         shown = (self._highest() > 0)[codes]
         return memory_timeline(list(self.allocators), codes[shown], times_us[shown],
                                np.asarray(self.bytes_in_use)[shown])
+
+
+class _UserRanges:
+    """The user's own ranges (``tf.profiler.experimental.Trace``, a TraceMe): the events on
+    the threads that run Python that are neither ops nor TensorFlow's own (``is_tf_range``),
+    with their wall time. A range nested in one of its own name on its thread counts once,
+    as the outer one; a range inside any other of the user's is left out of ``outermost_us``."""
+
+    KIND = "tf.profiler Trace"
+
+    def __init__(self):
+        self._threads: dict[tuple, list[tuple[int, int, str]]] = collections.defaultdict(list)
+
+    def add(self, name: str, thread: tuple, start_ps: int, duration_ps: int) -> None:
+        self._threads[thread].append((start_ps, -duration_ps, name))
+
+    def table(self) -> pd.DataFrame:
+        """``OpProfile.annotations`` rows, one per name, in the order first seen."""
+        calls: dict[str, int] = {}
+        wall_ps: dict[str, int] = collections.Counter()
+        outermost_ps: dict[str, int] = collections.Counter()
+        for ranges in self._threads.values():
+            open_until: dict[str, int] = {}  # name -> end of its open outer range
+            any_open_until = None
+            for start, negative_duration, name in sorted(ranges):  # outer ranges before what they hold
+                end = start - negative_duration
+                if start >= open_until.get(name, start):
+                    calls[name] = calls.get(name, 0) + 1
+                    wall_ps[name] += end - start
+                    open_until[name] = end
+                if any_open_until is None or start >= any_open_until:
+                    outermost_ps[name] += end - start
+                    any_open_until = end
+        table = pd.DataFrame({"name": list(calls), "kind": self.KIND, "occurrences": list(calls.values()),
+                              "total_us": [wall_ps[name] / _PS_PER_US for name in calls],
+                              "outermost_us": [outermost_ps[name] / _PS_PER_US for name in calls]},
+                             columns=ANNOTATION_COLUMNS)
+        return table.astype(empty_annotation_table().dtypes)
 
 
 class _Allocations:
