@@ -14,7 +14,7 @@ import collections
 import itertools
 import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     hlo = HloEvidence()  # XLA programs: their precision, where allocations carry none
     in_use = _MemoryInUse()  # every host plane's, for the peak and the timeline
     user_ranges = _UserRanges()
+    host_ops: list[Callable[[], None]] = []  # each host plane's ops, added once its file is let go
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
         try:
@@ -86,9 +87,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                     hlo.add(plane)
                 elif plane.name.startswith("/host:"):
                     calls = collections.Counter()
-                    shape = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
-                                             step_batches, allocated_shapes, in_use, kinds, allocated_dtypes,
-                                             user_ranges)
+                    shape, add_ops = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
+                                                      step_batches, allocated_shapes, in_use, kinds, allocated_dtypes,
+                                                      user_ranges)
+                    host_ops.append(add_ops)
                     step_calls[path, plane.name] = sum(calls.values())
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
@@ -107,8 +109,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         except (DecodeError, RuntimeError, ValueError) as error:
             raise ProfileError(path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or "
                                      f"corrupt): {error}") from None
-        # the file's bytes (held by the space and its last plane) are not needed to build the tables
+        # the file's bytes (held by the space and its last plane) are not needed any more
         space = plane = None
+        while host_ops:
+            host_ops.pop(0)()
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     if events.crossings:
@@ -209,8 +213,12 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                      declared_batches: collections.Counter[int], step_calls: collections.Counter,
                      step_batches: collections.Counter[int], allocated_shapes: dict[str, set[str]],
                      in_use: _MemoryInUse, kinds: collections.Counter,
-                     allocated_dtypes: collections.Counter, user_ranges: _UserRanges) -> tuple[int, int] | None:
-    """Add the plane's TF ops to ``events``; return (start_ps, batch) of the first shaped op.
+                     allocated_dtypes: collections.Counter, user_ranges: _UserRanges,
+                     ) -> tuple[tuple[int, int] | None, Callable[[], None]]:
+    """Read the plane's TF ops; return (start_ps, batch) of the first shaped op, and a
+    function that adds the ops to ``events``. The ops' times are held until the plane's
+    steps are known; they are added once the caller has let the file's bytes go, so that
+    the two are never in memory together.
 
     Every host event is touched here, so the three integers each needs are pulled out
     of a whole batch at once (``_event_ints``) and sorted out with numpy; stats are
@@ -320,15 +328,19 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
             placeable = abs(line_start_ps) < _MAX_DURATION_PS
             op_lines.append((np.concatenate(starts) + (line_start_ps if placeable else 0), durations, codes,
                              placeable))
-    memory.attribute(events, op_keys)
     kinds["xla"] += hlo.events
     for step, (_, duration) in marker_ranges.items():
         steps[step] = max(steps.get(step, 0), duration)
     bounds = _step_bounds(marker_ranges, call_ranges)
     events.step_count = max(events.step_count, len(bounds))
-    for starts, durations, codes, placeable in op_lines:
-        _add_host_line(events, op_keys, starts, durations, codes, bounds if placeable else bounds[:0])
-    return first_shape
+
+    def add_ops() -> None:
+        memory.attribute(events, op_keys)
+        while op_lines:  # each line's arrays are let go once added
+            starts, durations, codes, placeable = op_lines.pop(0)
+            _add_host_line(events, op_keys, starts, durations, codes, bounds if placeable else bounds[:0])
+
+    return first_shape, add_ops
 
 
 def _step_bounds(marker_ranges: dict[int, tuple[int, int]], call_ranges: list[np.ndarray]) -> np.ndarray:
