@@ -146,3 +146,61 @@ def test_peaks_on_public_traces_name_the_gpu_and_never_invent_a_zero():
     resnet = catalog.load("torch_resnet50_v100").profile
     assert resnet.facts.peak_memory_bytes == {}
     assert resnet.ops["alloc_bytes"].sum() > 0  # its allocations are still counted per op
+
+
+TF1_MEMORY = FIXTURES / "tf1_memory"
+
+
+def _step_stats_bytes(run: str) -> dict[str, int]:
+    """TF's own record of the traced step (saved beside the timeline by the recording):
+    the bytes each node's output tensors asked for."""
+    from tensorflow.core.framework import step_stats_pb2
+
+    stats = step_stats_pb2.StepStats.FromString((TF1_MEMORY / "oracles" / f"{run}.step_stats.pb").read_bytes())
+    requested: dict[str, int] = {}
+    for device in stats.dev_stats:
+        for node in device.node_stats:
+            size = sum(output.tensor_description.allocation_description.requested_bytes for output in node.output)
+            if size:
+                requested[node.node_name] = requested.get(node.node_name, 0) + size
+    return requested
+
+
+@pytest.mark.parametrize("run", ["mlp_cpu_bs32", "mlp_cpu_bs128"])
+def test_tf1_timeline_memory_agrees_with_tensorflows_step_stats(run):
+    """A TF1 timeline written with show_memory=True: each op's allocated bytes equal its
+    output tensors' requested bytes in the step's StepStats, and the peak per allocator
+    equals the highest of the timeline's own Memory counters."""
+    profile = Catalog(str(TF1_MEMORY / "logdir"), cache_dir=None).load(run).profile
+    host = profile.ops[profile.ops["side"] == "host"]
+    allocated = dict(zip(host["op_name"], host["alloc_bytes"]))
+    requested = _step_stats_bytes(run)
+    assert len(requested) > 20
+    assert {name: allocated[name] for name in requested} == pytest.approx(requested, rel=0, abs=0)
+    assert all(allocated[name] == 0 for name in allocated if name not in requested)
+    raw = json.loads((TF1_MEMORY / "logdir" / run / "timeline.json").read_text())["traceEvents"]
+    counters = [event for event in raw if event["ph"] == "C" and event["cat"] == "Memory"]
+    peaks: dict[str, int] = {}
+    for event in counters:
+        peaks[event["name"]] = max(peaks.get(event["name"], 0), event["args"][event["name"]])
+    assert profile.facts.peak_memory_bytes == peaks and profile.facts.memory_events == len(counters)
+    timeline = profile.memory_timeline
+    assert set(timeline["device"]) == set(peaks) and timeline["bytes_in_use"].max() == max(peaks.values())
+
+
+def test_tf1_timeline_activations_grow_with_the_batch_and_weights_do_not():
+    catalog = Catalog(str(TF1_MEMORY / "logdir"), cache_dir=None)
+    small, large = _host(catalog, "mlp_cpu_bs32"), _host(catalog, "mlp_cpu_bs128")
+    for activation in ("hidden", "gradients/hidden_grad/ReluGrad", "_arg_images_0_0"):
+        assert _per_execution(large, activation) == 4 * _per_execution(small, activation) > 0
+    for weight in ("hidden_matmul/ReadVariableOp", "gradients/hidden_matmul_grad/MatMul_1"):
+        assert _per_execution(large, weight) == _per_execution(small, weight) == 784 * 256 * 4
+
+
+def test_tf1_timeline_batch_size_and_precision_come_from_its_tensors():
+    from tb_opcompare.ingest.formats import read_profile
+
+    for size in (32, 128):
+        facts = read_profile("chrome_trace", [str(TF1_MEMORY / "logdir" / f"mlp_cpu_bs{size}" / "timeline.json")]).facts
+        assert facts.batch_size == size and facts.batch_size_source.startswith("data: leading dimension")
+        assert facts.precision == "fp32" and "tensors the ops produced" in facts.precision_source

@@ -18,7 +18,8 @@ GPU = LOGDIR / "tf1/mlp_gpu/timeline_02_step_1.json"
 
 
 def read(path):
-    return read_tf1_timeline(str(path), open_chrome_trace(str(path), read_bytes(path)).materialize())
+    text = open_chrome_trace(str(path), read_bytes(path))
+    return read_tf1_timeline(str(path), text.materialize(), text)
 
 
 def sums_by_process(path, predicate):

@@ -79,11 +79,11 @@ def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int |
     if file_format == PYTORCH or is_torch_trace(text):
         return read_torch_trace(path, text)
     trace = text.materialize()
-    del text
     if file_format == TF_TRACE_JSON or is_tf_trace_json(trace):
+        del text
         return read_tf_trace_json(path, trace)
     if file_format == CHROME_TRACE and is_tf1_timeline(trace):
-        return read_tf1_timeline(path, trace)
+        return read_tf1_timeline(path, trace, text)  # its memory events are decoded from the text again
     raise ProfileError(path, "a Chrome trace, but neither a TF1 timeline, a TF 2.x trace nor a PyTorch trace")
 
 

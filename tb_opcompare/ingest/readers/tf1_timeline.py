@@ -7,15 +7,27 @@ once on ``/gpu:0/stream:all Compute`` and again on each ``/gpu:0/stream:N
 Compute``; copies are on ``/gpu:0/memcpy Compute``. Device time is read from
 ``stream:all`` plus ``memcpy`` so no kernel is counted twice; per-stream
 processes are used only where a trace has no ``stream:all``.
+
+A timeline written with ``show_memory=True`` also holds memory: a ``Memory`` counter per
+allocator (bytes in use after each allocation and free) and a ``Tensor`` snapshot of every
+tensor an op produced (``requested_bytes``, dtype, shape). They give the run's memory
+over time and peak per allocator, each op's allocated bytes (its output tensors), the
+batch size (leading dimension of the tensors' shapes) and the precision (their dtypes).
 """
 
 from __future__ import annotations
 
+import collections
 import re
 from collections import defaultdict
+from typing import Any
+
+import numpy as np
 
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest.readers.chrome_json import ChromeTrace, process_names
+from tb_opcompare.ingest.readers.chrome_json import BaseEvent, ChromeTrace, TraceText, process_names
+from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.ingest.readers.tf_ops import allocation_batch_vote
 from tb_opcompare.schema.optable import (
     DEVICE,
     HOST,
@@ -24,19 +36,32 @@ from tb_opcompare.schema.optable import (
     ProfileFacts,
     add_nested_host_ops,
     crossing_warning,
+    precision_from_dtypes,
 )
 
 FORMAT = "tf1_timeline"
 _STREAM_ALL = re.compile(r"/(?:gpu|GPU|device:GPU):\d+/stream:all Compute$")
 _STREAM_N = re.compile(r"/(?:gpu|GPU|device:GPU):\d+/stream:\d+ Compute$")
 _MEMCPY = re.compile(r"/(?:gpu|GPU|device:GPU):\d+/memcpy Compute$")
+_REQUESTED_BYTES = re.compile(r"requested_bytes: (\d+)")
+_DTYPE = re.compile(r"dtype: (DT_\w+)")
+_DIM = re.compile(r"size: (-?\d+)")
+_PRECISIONS = {"DT_FLOAT": "fp32", "DT_DOUBLE": "fp64", "DT_HALF": "fp16", "DT_BFLOAT16": "bf16"}
+_OUTPUT_INDEX = re.compile(r":\d+\Z")  # a tensor is named after its op, ``op:N`` for outputs past the first
+
+
+class _MemoryEvent(BaseEvent, gc=False):
+    """A ``Memory`` counter (``args``: {allocator: bytes in use}) or a ``Tensor`` snapshot
+    (``args``: {"snapshot": {"tensor_description": protobuf text}})."""
+
+    args: dict[str, Any] | None = None
 
 
 def is_tf1_timeline(trace: ChromeTrace) -> bool:
     return any(name.endswith(" Compute") for name in process_names(trace).values())
 
 
-def read_tf1_timeline(path: str, trace: ChromeTrace) -> OpProfile:
+def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfile:
     names = process_names(trace)
     has_stream_all = any(_STREAM_ALL.search(n) for n in names.values())
     roles: dict[int | str, str] = {}
@@ -50,7 +75,10 @@ def read_tf1_timeline(path: str, trace: ChromeTrace) -> OpProfile:
             roles[pid] = HOST
     host_threads: dict[tuple, list] = defaultdict(list)
     events = OpEvents()
-    for event in trace.traceEvents:
+    memory_indices = []
+    for index, event in enumerate(trace.traceEvents):
+        if (event.ph, event.cat) in (("C", "Memory"), ("O", "Tensor")):
+            memory_indices.append(index)
         if event.ph != "X" or event.pid not in roles or not event.args or not event.args.name:
             continue
         duration = event.dur or 0.0
@@ -71,4 +99,64 @@ def read_tf1_timeline(path: str, trace: ChromeTrace) -> OpProfile:
     )
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
+    if memory_indices:
+        host_ops = {key[0]: key for thread in host_threads.values() for _, _, key in thread}
+        _read_memory(text.events(memory_indices, _MemoryEvent), host_ops, events, facts)
     return OpProfile.from_events(facts, events)
+
+
+def _read_memory(memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[str, str]], events: OpEvents,
+                 facts: ProfileFacts) -> None:
+    """``host_ops``: the op key of each node name that ran on the host."""
+    allocators: dict[str, int] = {}
+    codes, times_us, in_use = [], [], []
+    op_bytes: collections.Counter[str] = collections.Counter()
+    shapes: dict[str, set[str]] = {}
+    dtypes: collections.Counter[str] = collections.Counter()
+    for event in memory_events:
+        if event.ph == "C":
+            value = (event.args or {}).get(event.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1 << 62:
+                codes.append(allocators.setdefault(event.name, len(allocators)))
+                times_us.append(event.ts)
+                in_use.append(float(value))
+            continue
+        snapshot = (event.args or {}).get("snapshot")
+        description = snapshot.get("tensor_description") if isinstance(snapshot, dict) else None
+        if not isinstance(description, str):
+            continue
+        op_name = _OUTPUT_INDEX.sub("", event.name)
+        requested = _REQUESTED_BYTES.search(description)
+        if requested:
+            op_bytes[op_name] += int(requested.group(1))
+        dims = _DIM.findall(description)
+        if len(dims) >= 2:
+            shapes.setdefault(f"[{','.join(dims)}]", set()).add(op_name)
+        dtype = _DTYPE.search(description)
+        if dtype and dtype.group(1) in _PRECISIONS:
+            dtypes[_PRECISIONS[dtype.group(1)]] += 1
+    if allocators:
+        names = list(allocators)
+        facts.peak_memory_bytes.update({name: int(peak) for name, peak in zip(names, _peaks(codes, in_use, len(names)))
+                                        if peak > 0})
+        facts.memory_events = len(codes)
+        events.memory_timeline = memory_timeline(names, np.asarray(codes), np.asarray(times_us), np.asarray(in_use))
+    known = [(host_ops[name], size) for name, size in op_bytes.items() if name in host_ops]
+    if known:
+        keys = [key for key, _ in known]
+        events.add_memory(keys, np.arange(len(keys)), np.asarray([size for _, size in known], dtype=np.float64),
+                          net_known=False)
+    precision = precision_from_dtypes(dtypes, "dtypes of {total} tensors the ops produced")
+    if precision:
+        facts.precision, facts.precision_source = precision
+    vote = allocation_batch_vote(shapes)
+    if vote:
+        size, agreeing, voting = vote
+        facts.batch_size, facts.batch_size_agreement = size, agreeing / voting
+        facts.batch_size_source = f"data: leading dimension of {agreeing} of {voting} tensor shapes in the timeline"
+
+
+def _peaks(codes: list[int], in_use: list[float], count: int) -> np.ndarray:
+    highest = np.zeros(count)
+    np.maximum.at(highest, np.asarray(codes, dtype=np.int64), np.asarray(in_use))
+    return highest
