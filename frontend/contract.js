@@ -159,11 +159,15 @@
  */
 
 /**
- * `sweep`: how each op and the whole step scale with batch size, per device.
+ * `sweep`: how each op and the whole step scale with batch size, one line per series (device, precision or compiler), the other dimensions held.
  * @typedef {Object} SweepDocument
  * @property {string} model
  * @property {'name'|'type'} group_by
- * @property {Object<string, Array<number>>} batch_sizes - device -> batch sizes
+ * @property {'compiler'|'device'|'precision'} series_by - the dimension the lines are drawn by
+ * @property {Object<string, string>} held - the other dimensions, each held at one value (device, precision, compiler)
+ * @property {string} baseline_series - the series speedups and break-evens are against: CPU, fp32 or eager (a key of batch_sizes where the sweep has runs there)
+ * @property {string|null} target_series - the series compared with it: the first other one (null where there is none)
+ * @property {Object<string, Array<number>>} batch_sizes - series -> batch sizes
  * @property {Array<RunRecord>} runs - the swept model's runs
  * @property {Array<string>} top_ops - the ops plotted
  * @property {Array<SeriesPoint>} series
@@ -176,10 +180,10 @@
  */
 
 /**
- * One op on one device at one batch size; repeats pooled (each run weighs the same).
+ * One op on one series (a device, precision or compiler) at one batch size; repeats pooled (each run weighs the same).
  * @typedef {Object} SeriesPoint
  * @property {string} op
- * @property {string} device
+ * @property {string} series - the series: the run's value of the dimension the lines are drawn by (`series_by`)
  * @property {number} batch_size
  * @property {number|null} mean_us
  * @property {number|null} per_sample_us - mean_us / batch size
@@ -192,9 +196,9 @@
  */
 
 /**
- * The whole step on one device at one batch size.
+ * The whole step on one series at one batch size.
  * @typedef {Object} StepPoint
- * @property {string} device
+ * @property {string} series - the series: the run's value of the dimension the lines are drawn by (`series_by`)
  * @property {number} batch_size
  * @property {number|null} step_us
  * @property {number|null} samples_per_s
@@ -206,10 +210,10 @@
  */
 
 /**
- * Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and device.
+ * Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and series.
  * @typedef {Object} Fit
  * @property {string} op - op key, or `(whole step)`
- * @property {string} device
+ * @property {string} series - the series: the run's value of the dimension the lines are drawn by (`series_by`)
  * @property {number|null} fixed_us
  * @property {number|null} per_sample_us
  * @property {number|null} r2
@@ -217,19 +221,19 @@
  * @property {boolean} poor_fit - R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)
  * @property {number|null} share - the op's mean share of its runs' op time
  * @property {number|null} breakeven_batch_size - the op's Breakeven batch size (null where it has none)
- * @property {'above'|'always'|'below'|'never'|null} gpu_faster - the op's Breakeven: where the accelerator is faster (null without an accelerator fit)
+ * @property {'above'|'always'|'below'|'never'|null} target_faster - the op's Breakeven: where the target series is faster (null without fits on both)
  */
 
 /**
- * Where an op's CPU and accelerator lines cross.
+ * Where an op's lines on the baseline and the target series cross.
  * @typedef {Object} Breakeven
  * @property {string} op
  * @property {number|null} batch_size - null when the lines do not cross at a batch size >= 1
- * @property {'above'|'always'|'below'|'never'} gpu_faster
+ * @property {'above'|'always'|'below'|'never'} target_faster
  */
 
 /**
- * CPU mean / accelerator mean at a batch size both devices ran.
+ * Baseline series mean / target series mean at a batch size both ran.
  * @typedef {Object} SpeedupPoint
  * @property {string} op
  * @property {number} batch_size
@@ -495,3 +499,4 @@
 export const LAYERS = Object.freeze(["application", "framework", "runtime", "device"]);
 export const ROW_LAYERS = Object.freeze(["application", "runtime"]);
 export const TREND_ORDERS = Object.freeze(["recorded", "label", "run", "repeat", "device", "batch_size", "precision", "compiler"]);
+export const SERIES_DIMENSIONS = Object.freeze(["device", "precision", "compiler"]);

@@ -62,11 +62,12 @@ export function formatInterval(low, high) {
 }
 
 /** Where an op's accelerator line crosses its CPU line, in words. */
-export function formatBreakeven(batchSize, gpuFaster) {
+/** Where an op's line on the target series (GPU, bf16) crosses its baseline line, in words. */
+export function formatBreakeven(batchSize, targetFaster, target) {
   if (batchSize !== null && batchSize !== undefined) {
-    return `GPU faster ${gpuFaster === 'below' ? 'below' : 'above'} ${fixed(batchSize, batchSize < 10 ? 1 : 0)}`;
+    return `${target} faster ${targetFaster === 'below' ? 'below' : 'above'} ${fixed(batchSize, batchSize < 10 ? 1 : 0)}`;
   }
-  return {always: 'GPU always faster', never: 'GPU never faster'}[gpuFaster] || '–';
+  return {always: `${target} always faster`, never: `${target} never faster`}[targetFaster] || '–';
 }
 
 export function formatCount(count) {

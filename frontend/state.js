@@ -9,7 +9,7 @@
 // of its tabs and comes back, so the last state is also kept in the browser tab's
 // sessionStorage, and put back into the hash from there.
 
-import {TREND_ORDERS} from './contract.js';
+import {SERIES_DIMENSIONS, TREND_ORDERS} from './contract.js';
 import {STATUSES} from './view.js';
 
 /** @typedef {import('./view.js').RowView} RowView */
@@ -32,6 +32,9 @@ import {STATUSES} from './view.js';
  * @property {string|null} model
  * @property {number} top how many ops to plot
  * @property {'name'|'type'} group_by
+ * @property {'device'|'precision'|'compiler'} series_by what the lines are drawn by
+ * @property {string|null} device the device held where the lines are not devices (null: the
+ *   server's choice, the device most runs were recorded on)
  */
 
 /**
@@ -233,7 +236,12 @@ export function checkParams(selection) {
  * @returns {Object<string, string>}
  */
 export function sweepParams(sweep) {
-  return {model: sweep.model, top: String(sweep.top), group_by: sweep.group_by};
+  const params = {model: sweep.model, top: String(sweep.top), group_by: sweep.group_by};
+  if (sweep.series_by !== 'device') {
+    params.series_by = sweep.series_by;
+    if (sweep.device) params.device = sweep.device;
+  }
+  return params;
 }
 
 /**
@@ -310,7 +318,9 @@ export function stateFromParams(params) {
     view: {...viewFromParams(params), keys: null},
     significant: params.significant === '1',
     sweep: {model: params.model || null, top: sweepTop(params.sweep_top) || DEFAULT_SWEEP_TOP,
-            group_by: groupBy(params.sweep_group_by)},
+            group_by: groupBy(params.sweep_group_by),
+            series_by: SERIES_DIMENSIONS.includes(params.sweep_series_by) ? params.sweep_series_by : 'device',
+            device: (params.sweep_device || '').trim() || null},
     trend: {runs: (params.trend_runs || '').trim() || null, order_by: trendOrder(params.trend_order),
             top: sweepTop(params.trend_top) || DEFAULT_TREND_TOP, group_by: groupBy(params.trend_group_by)},
     matrix: {reference: (params.matrix_reference || '').trim() || null, warmup: warmupSteps(params.matrix_warmup)},
@@ -336,6 +346,8 @@ export function stateParams(state) {
   if (state.sweep.model) params.model = state.sweep.model;
   if (state.sweep.top !== DEFAULT_SWEEP_TOP) params.sweep_top = String(state.sweep.top);
   if (state.sweep.group_by !== 'name') params.sweep_group_by = state.sweep.group_by;
+  if (state.sweep.series_by !== 'device') params.sweep_series_by = state.sweep.series_by;
+  if (state.sweep.device) params.sweep_device = state.sweep.device;
   if (state.trend.runs) params.trend_runs = state.trend.runs;
   if (state.trend.order_by !== DEFAULT_TREND_ORDER) params.trend_order = state.trend.order_by;
   if (state.trend.top !== DEFAULT_TREND_TOP) params.trend_top = String(state.trend.top);

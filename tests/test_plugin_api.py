@@ -225,9 +225,11 @@ def test_sweep_document_and_its_figures(api):
     assert status == 200
     assert set(document) >= {"model", "batch_sizes", "series", "steps", "fits", "breakeven", "warnings", "figures"}
     assert document["batch_sizes"] == {"CPU": [4, 16, 64]}
+    assert (document["series_by"], document["baseline_series"], document["target_series"]) == ("device", "CPU", None)
+    assert document["held"] == {"precision": "fp32", "compiler": "eager"}
     assert len(document["top_ops"]) == 4 and len(document["series"]) == 4 * 3
     row = document["series"][0]
-    assert set(row) >= {"op", "device", "batch_size", "mean_us", "per_sample_us"}
+    assert set(row) >= {"op", "series", "batch_size", "mean_us", "per_sample_us"}
     assert row["per_sample_us"] == pytest.approx(row["mean_us"] / row["batch_size"])
     assert {fit["op"] for fit in document["fits"]} >= set(document["top_ops"]) | {"(whole step)"}
     figures = document["figures"]
@@ -243,8 +245,8 @@ def test_sweep_csv_download(api):
     assert status == 200 and headers["Content-Type"].startswith("text/csv")
     assert headers["Content-Disposition"] == 'attachment; filename="opcompare_sweep_torch-cnn_torch.csv"'
     table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
-    assert list(table[0]) == ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
-                              "breakeven_batch_size", "gpu_faster"]
+    assert list(table[0]) == ["op", "series", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
+                              "breakeven_batch_size", "target_faster"]
     _, document = get_json(api, "sweep", model="torch/cnn_torch")
     assert [row["op"] for row in table] == [fit["op"] for fit in document["fits"]]
 
@@ -264,6 +266,8 @@ def test_sweep_csv_follows_the_fits_tables_filter_and_sort(api):
     "params, status, fragment",
     [({}, 400, "missing parameter: model"), ({"model": "torch/cnn_torch", "top": "0"}, 400, "top"),
      ({"model": "torch/cnn_torch", "group_by": "x"}, 400, "group_by"),
+     ({"model": "torch/cnn_torch", "series_by": "batch_size"}, 400, "series_by: expected one of"),
+     ({"model": "torch/cnn_torch", "series_by": "precision", "precision": "bf16"}, 400, "cannot hold precision"),
      ({"model": "../../etc"}, 404, "unknown model")],
 )
 def test_sweep_errors(api, params, status, fragment):

@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import LOGDIR, as_json, run_cli
+from conftest import FIXTURES, LOGDIR, as_json, run_cli
 
 from tb_opcompare.analysis.sweep import STEP, breakeven_batch_sizes, fit_lines, r_squared
 from tb_opcompare.service.sweep import sweep_document
@@ -17,10 +17,10 @@ KERAS_MODEL = "tf_keras/cnn/train"  # cnn_cpu_bs{2,8,32}
 TORCH_MODEL = "torch/cnn_torch"  # cnn_torch_cpu_bs{4,16,64}
 
 
-def points(op: str, device: str, fixed: float, per_sample: float, sizes=(1, 8, 64), noise=None) -> pd.DataFrame:
+def points(op: str, series: str, fixed: float, per_sample: float, sizes=(1, 8, 64), noise=None) -> pd.DataFrame:
     sizes = np.asarray(sizes, dtype=float)
     mean = fixed + per_sample * sizes + (0 if noise is None else np.asarray(noise))
-    return pd.DataFrame({"op": op, "device": device, "batch_size": sizes.astype(int), "mean_us": mean})
+    return pd.DataFrame({"op": op, "series": series, "batch_size": sizes.astype(int), "mean_us": mean})
 
 
 def test_fit_recovers_a_line_and_flags_a_poor_one():
@@ -60,7 +60,7 @@ def test_breakeven_batch_size(cpu, gpu, expected):
     fits = fit_lines(pd.concat([points("op", "CPU", *cpu), points("op", "GPU", *gpu)]))
     (row,) = breakeven_batch_sizes(fits).to_dict("records")
     batch_size, side = expected
-    assert row["gpu_faster"] == side
+    assert row["target_faster"] == side
     assert row["batch_size"] == (pytest.approx(batch_size) if batch_size else None)
 
 
@@ -104,7 +104,7 @@ def test_fits_reproduce_the_measured_points_within_their_r2(catalog, model):
     measured = pd.concat([measured, steps])
     checked = 0
     for fit in document["fits"]:
-        rows = measured[(measured["op"] == fit["op"]) & (measured["device"] == fit["device"])]
+        rows = measured[(measured["op"] == fit["op"]) & (measured["series"] == fit["series"])]
         if rows.empty:
             continue  # ops beyond the top 50 have fits but no series
         x = rows["batch_size"].to_numpy(dtype=float)
@@ -166,21 +166,22 @@ def test_cli_sweep_writes_csv_and_an_offline_html_report(tmp_path):
     result = run_cli("sweep", str(LOGDIR), "--model", TORCH_MODEL, "--top", "5", "--csv", str(csv_path),
                      "--html", str(html_path))
     assert result.returncode == 0, result.stderr
-    assert "model torch/cnn_torch: CPU at batch sizes [4, 16, 64]" in result.stdout
+    assert ("model torch/cnn_torch (precision fp32, compiler eager), lines by device: CPU at batch sizes [4, 16, 64]"
+            in result.stdout)
     assert "(whole step) (CPU)" in result.stdout
     table = pd.read_csv(csv_path)
-    assert list(table.columns[:5]) == ["op", "device", "fixed_us", "per_sample_us", "r2"]
-    assert (table["device"] == "CPU").all() and STEP in set(table["op"])
+    assert list(table.columns[:5]) == ["op", "series", "fixed_us", "per_sample_us", "r2"]
+    assert (table["series"] == "CPU").all() and STEP in set(table["op"])
     page = html_path.read_text(encoding="utf-8")
     assert "plotly.js v" in page  # the bundle is inlined ...
     assert "<script src=" not in page and "cdn" not in page.lower().split("plotly.js v")[0]  # ... not fetched
-    assert "Batch sweep: torch/cnn_torch" in page
+    assert "Batch sweep: torch/cnn_torch (precision fp32, compiler eager), lines by device" in page
     # the report's fits table reads like the tab's: named columns, shares in percent, largest share first
     import html as html_module
     import re
 
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", page).group(1)
-    assert re.findall(r"<th>(.*?)</th>", header) == ["Op", "Device", "Share", "Fixed", "Per sample", "R²", "Points",
+    assert re.findall(r"<th>(.*?)</th>", header) == ["Op", "Line", "Share", "Fixed", "Per sample", "R²", "Points",
                                                      "Break-even batch"]
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", page)]
     shares = [float(html_module.unescape(row[2]).rstrip("%")) for row in cells]
@@ -206,7 +207,7 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
                  p90_us=mean, per_step_cv=0.0) for name, op_type, mean in (("conv", "Conv2D", conv_us),
                                                                           ("relu", "Relu", relu_us))]
     ops = pd.DataFrame(rows, columns=OP_COLUMNS)  # columns the rows leave out (memory) are unknown
-    return SweepRun(run=f"m_{device.lower()}_bs{batch_size}", device=device, batch_size=batch_size, ops=ops, steps=2,
+    return SweepRun(run=f"m_{device.lower()}_bs{batch_size}", series=device, batch_size=batch_size, ops=ops, steps=2,
                     step_time_us=conv_us + relu_us + 50)
 
 
@@ -222,13 +223,14 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     sweep = build_sweep(runs)
     crossing = sweep.breakeven.set_index("op")
     assert crossing.loc["conv", "batch_size"] == pytest.approx(10.0)
-    assert crossing.loc["conv", "gpu_faster"] == "above"
+    assert crossing.loc["conv", "target_faster"] == "above"
     speedups = sweep.speedups.set_index(["op", "batch_size"])["speedup"]
     assert speedups[("conv", 64)] == pytest.approx((10 + 640) / (100 + 64))
     assert speedups[("conv", 1)] < 1 < speedups[("conv", 64)]
     assert (STEP, 8) in speedups.index
     document = SweepDocument(
-        model="synthetic", group_by="name", batch_sizes=sweep.batch_sizes, runs=[], top_ops=sweep.top_ops,
+        model="synthetic", group_by="name", series_by="device", held={}, baseline_series=sweep.baseline,
+        target_series=sweep.target, batch_sizes=sweep.batch_sizes, runs=[], top_ops=sweep.top_ops,
         series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
         breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups), warnings=[])
     figures = sweep_figures(document)
@@ -240,3 +242,56 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     # one legend entry per op (its colour); the title says which dash is which device
     assert [t["name"] for t in figures["op_time"]["data"] if t["showlegend"]] == ["conv", "relu"]
     assert "CPU dotted, GPU solid" in figures["op_time"]["layout"]["title"]["text"]
+
+
+H100_DEMO = FIXTURES / "gpu_h100" / "demo"  # fp32 and bf16, CPU and GPU, batch 1/16/64, 3 repeats
+
+
+def test_lines_by_precision_are_the_precisions_own_device_sweeps_side_by_side():
+    """The H100 recordings swept with one line per precision on the GPU: each line is the
+    GPU line of that precision's own device sweep (same pooled points), the speedups are
+    fp32 over bf16 at each batch size, and the break-even is where the fitted lines cross."""
+    catalog = Catalog(str(H100_DEMO), cache_dir=None)
+    by_precision = as_json(sweep_document(catalog, "mnist_cnn_torch", top=50, series_by="precision",
+                                          held={"device": "GPU"}))
+    assert by_precision["held"] == {"device": "GPU", "compiler": "eager"}
+    assert (by_precision["baseline_series"], by_precision["target_series"]) == ("fp32", "bf16")
+    assert by_precision["batch_sizes"] == {"bf16": [1, 16, 64], "fp32": [1, 16, 64]}
+    assert {run["precision"] for run in by_precision["runs"]} == {"fp32", "bf16"}
+    assert {run["device"] for run in by_precision["runs"]} == {"GPU"} and len(by_precision["runs"]) == 18
+    lines = {}
+    for precision, key in (("fp32", "mnist_cnn_torch"), ("bf16", "mnist_cnn_torch [bf16]")):
+        by_device = as_json(sweep_document(catalog, key, top=50))
+        own = {(row["op"], row["batch_size"]): row["mean_us"] for row in by_device["series"]
+               if row["series"] == "GPU"}
+        mine = {(row["op"], row["batch_size"]): row["mean_us"] for row in by_precision["series"]
+                if row["series"] == precision}
+        shared = own.keys() & mine.keys()
+        assert len(shared) >= 20 and all(mine[k] == pytest.approx(own[k], rel=1e-12) for k in shared)
+        steps = {row["batch_size"]: row["step_us"] for row in by_device["steps"] if row["series"] == "GPU"}
+        assert steps == {row["batch_size"]: row["step_us"] for row in by_precision["steps"] if row["series"] == precision}
+        lines[precision] = steps
+    speedups = {row["batch_size"]: row["speedup"] for row in by_precision["speedups"] if row["op"] == STEP}
+    assert speedups == {size: pytest.approx(lines["fp32"][size] / lines["bf16"][size]) for size in (1, 16, 64)}
+    fits = {row["series"]: row for row in by_precision["fits"] if row["op"] == STEP}
+    (crossing,) = [row for row in by_precision["breakeven"] if row["op"] == STEP]
+    base, other = fits["fp32"], fits["bf16"]
+    if crossing["batch_size"] is not None:
+        at = crossing["batch_size"]
+        assert base["fixed_us"] + base["per_sample_us"] * at == pytest.approx(other["fixed_us"] + other["per_sample_us"] * at)
+    assert fits["bf16"]["target_faster"] == crossing["target_faster"]
+    left_out = [warning for warning in by_precision["warnings"] if "left out" in warning]
+    assert left_out == ["runs of this model left out, holding device GPU, compiler eager: 18 at device CPU (choose the "
+                        "held values to sweep those)"]
+
+
+def test_cli_sweeps_lines_by_precision_and_holds_the_device_asked():
+    result = run_cli("sweep", str(H100_DEMO), "--model", "mnist_cnn_torch", "--series-by", "precision",
+                     "--device", "CPU", "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert ("model mnist_cnn_torch (device CPU, compiler eager), lines by precision: bf16 at batch sizes [1, 16, 64], "
+            "fp32 at batch sizes [1, 16, 64]") in result.stdout
+    assert "(whole step) (bf16)" in result.stdout and "bf16 " in result.stdout
+    wrong = run_cli("sweep", str(H100_DEMO), "--model", "mnist_cnn_torch", "--series-by", "device", "--device", "GPU",
+                    "--no-cache")
+    assert wrong.returncode == 2 and "cannot hold device" in wrong.stderr

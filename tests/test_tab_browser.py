@@ -538,7 +538,7 @@ def test_a_link_to_the_sweep_asks_for_the_models_and_the_sweep_once(page, tensor
 def test_a_sweep_without_an_accelerator_run_says_why_it_has_no_speedups(page, tensorboard_url):
     frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch")
     frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
-    why = "No accelerator run of this model: speedups and break-even need CPU and accelerator runs"
+    why = "Only CPU runs in this sweep: speedups and break-even need CPU runs and runs of another device"
     frame.locator(".oc-sweep-plots").get_by_text(why).wait_for()  # where the speedup plot would be
     breakeven = frame.locator("#oc-fits tbody tr td:nth-child(8)")
     assert set(breakeven.all_inner_texts()) == {"–"}
@@ -562,6 +562,37 @@ def test_sweep_plots_keep_most_of_their_card_for_the_plot(page, demo_tensorboard
         assert area_bottom - area_top >= 0.6 * (card_bottom - card_top), f"{name}: {boxes}"
 
 
+def test_sweep_lines_by_precision_hold_the_device_chosen(page, demo_tensorboard_url):
+    """The demo's PyTorch runs, one line per precision: the fits name the precision, the
+    break-evens and the speedup plot are bf16 against fp32, the device held is the one
+    chosen, and the link keeps all of it."""
+    frame = open_tab(page, demo_tensorboard_url, ready="#oc-sweep-model", view="sweep", model="mnist_cnn_torch")
+    frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
+    assert frame.locator("#oc-sweep-device").is_hidden()  # lines by device: no device to hold
+    frame.locator("#oc-sweep-series").select_option("precision")
+    frame.locator("#oc-sweep-device").wait_for()
+    frame.locator("#oc-sweep-device").select_option("GPU")
+    frame.locator(".oc-sweep-runs", has_text="device GPU, compiler eager").wait_for(timeout=60_000)
+    frame.locator("#oc-fits th[data-column='series']", has_text="Precision").wait_for()
+    lines = set(frame.locator("#oc-fits tbody tr td:nth-child(2)").all_inner_texts())
+    assert lines == {"fp32", "bf16"}
+    runs = frame.locator(".oc-sweep-run-list li").all_inner_texts()
+    assert len(runs) == 6 and all(" · GPU" in run for run in runs)
+    assert {("fp32" in run, "bf16" in run) for run in runs} == {(True, False), (False, True)}
+    breakevens = set(frame.locator("#oc-fits tbody tr td:nth-child(8)").all_inner_texts()) - {"–"}
+    assert breakevens and all("bf16" in text and "GPU" not in text for text in breakevens)
+    frame.locator("#oc-sweep-speedup .scatterlayer .trace >> nth=0").wait_for(timeout=60_000)
+    assert "Speedup (fp32 / bf16)" in frame.locator("#oc-sweep-speedup .gtitle").text_content()
+    assert "sweep_series_by=precision" in page.url and "sweep_device=GPU" in page.url
+    page.reload()
+    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame.locator(".oc-sweep-runs", has_text="device GPU, compiler eager").wait_for(timeout=60_000)
+    assert frame.locator("#oc-sweep-series").input_value() == "precision"
+    assert frame.locator("#oc-sweep-device").input_value() == "GPU"
+    page.screenshot(path=str(ARTIFACTS / "op_compare_sweep_precision.png"), full_page=True)
+    assert not page.page_errors
+
+
 def test_sweep_export_holds_the_fits_tables_rows_in_its_order(page, demo_tensorboard_url):
     frame = open_tab(page, demo_tensorboard_url, ready="#oc-sweep-model", view="sweep", model="mnist_cnn_torch")
     frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
@@ -577,6 +608,6 @@ def test_sweep_export_holds_the_fits_tables_rows_in_its_order(page, demo_tensorb
     with page.expect_download() as download_info:
         frame.locator("#oc-sweep-export").click()
     rows = list(csv.DictReader(io.StringIO(Path(download_info.value.path()).read_text(encoding="utf-8"))))
-    assert [[row["op"], row["device"]] for row in rows] == table
+    assert [[row["op"], row["series"]] for row in rows] == table
     per_sample = [float(row["per_sample_us"]) for row in rows]
     assert per_sample == sorted(per_sample)

@@ -1,38 +1,39 @@
-// The "Batch sweep" view: how each op and the whole step scale with batch size.
-// The plots come ready-made from the server, the same figures the CLI's offline HTML
-// report shows.
+// The "Batch sweep" view: how each op and the whole step scale with batch size, one line
+// per device (or precision, or compiler: "Lines by"). The plots come ready-made from the
+// server, the same figures the CLI's offline HTML report shows.
 
 import {fetchSweep, fetchSweeps, loadPlotly, sweepCsvUrl} from '../api.js';
+import {SERIES_DIMENSIONS} from '../contract.js';
 import {h} from '../dom.js';
 import {GROUP_BY_LABELS} from '../format.js';
 import {DEFAULT_SWEEP_TOP, MAX_SWEEP_TOP, sweepCsvParams, sweepParams, sweepTop} from '../state.js';
 import {themedLayout} from '../theme.js';
-import {FitsTable} from './fits.js';
+import {FitsTable, SERIES_LABELS} from './fits.js';
 import {loadingIndicator, messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').SweepDocument} SweepDocument */
 /** @typedef {import('../state.js').SweepState} SweepState */
 
 const FIGURE_NAMES = ['op_time', 'per_sample', 'step', 'speedup'];
-const BASELINE_DEVICE = 'CPU'; // speedups are CPU time / accelerator time (analysis/sweep.py)
-const NEED_BOTH = 'speedups and break-even need CPU and accelerator runs at the same batch sizes';
-
 /**
- * Why no op of the sweep can have a speedup or a break-even, where none can: the model
- * lacks CPU or accelerator runs. Null where it has both.
+ * Why no op of the sweep can have a speedup or a break-even, where none can: the sweep
+ * has no baseline line (CPU, fp32, eager) or no other line. Null where it has both.
  * @param {SweepDocument} sweep
  */
-function missingDevice(sweep) {
-  const devices = Object.keys(sweep.batch_sizes);
-  if (!devices.some((device) => device !== BASELINE_DEVICE)) return `No accelerator run of this model: ${NEED_BOTH}.`;
-  if (!devices.includes(BASELINE_DEVICE)) return `No CPU run of this model: ${NEED_BOTH}.`;
+function missingSeries(sweep) {
+  const baseline = sweep.baseline_series;
+  const need = `speedups and break-even need ${baseline} runs and runs of another ${sweep.series_by} at the same ` +
+    'batch sizes';
+  if (!(baseline in sweep.batch_sizes)) return `No ${baseline} run in this sweep: ${need}.`;
+  if (!sweep.target_series) return `Only ${baseline} runs in this sweep: ${need}.`;
   return null;
 }
 
 /** @param {SweepDocument} sweep */
 function noSpeedupReason(sweep) {
   if (sweep.speedups.length) return null;
-  return missingDevice(sweep) || `No batch size was run on both the CPU and the accelerator: ${NEED_BOTH}.`;
+  return missingSeries(sweep) ||
+    `No batch size was run at both ${sweep.baseline_series} and ${sweep.target_series}: speedups need both.`;
 }
 
 export class SweepView {
@@ -103,6 +104,16 @@ export class SweepView {
                                     onchange: () => this.change({group_by: this.groupSelect.value})},
       Object.entries(GROUP_BY_LABELS).map(([value, label]) => h('option', {value}, label)));
     this.groupSelect.value = this.state.group_by;
+    this.seriesSelect = h('select', {class: 'oc-select', id: 'oc-sweep-series', 'aria-label': 'lines by',
+                                     onchange: () => this.change({series_by: this.seriesSelect.value})},
+      SERIES_DIMENSIONS.map((dimension) => h('option', {value: dimension}, SERIES_LABELS[dimension])));
+    this.seriesSelect.value = this.state.series_by;
+    // Where the lines are precisions or compilers, the device is held: the server's
+    // choice (the device most runs were on) until one is picked.
+    this.deviceSelect = h('select', {class: 'oc-select', id: 'oc-sweep-device', 'aria-label': 'device held',
+                                     onchange: () => this.change({device: this.deviceSelect.value || null})});
+    this.deviceField = h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Device'), this.deviceSelect);
+    this.showDevices();
     this.topInput = h('input', {class: 'oc-input oc-short', id: 'oc-sweep-top', type: 'number', min: 1,
                                 max: MAX_SWEEP_TOP, value: this.state.top, 'aria-label': 'ops to plot',
                                 onchange: () => this.change({top: this.typedTop()})});
@@ -126,6 +137,8 @@ export class SweepView {
     this.element.replaceChildren(
       h('section', {class: 'oc-chooser'},
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Model'), this.modelSelect),
+        h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Lines by'), this.seriesSelect),
+        this.deviceField,
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Group'), this.groupSelect),
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Ops to plot'), this.topInput)),
       this.message,
@@ -137,8 +150,19 @@ export class SweepView {
     return sweepTop(this.topInput.value) || DEFAULT_SWEEP_TOP;
   }
 
+  /** The devices the chosen model ran on, offered where the lines are not devices. */
+  showDevices() {
+    const devices = Object.keys((this.models || {})[this.state.model] || {});
+    if (this.state.device && !devices.includes(this.state.device)) this.state.device = null;
+    this.deviceSelect.replaceChildren(h('option', {value: ''}, 'most runs'),
+      ...devices.map((device) => h('option', {value: device}, device)));
+    this.deviceSelect.value = this.state.device || '';
+    this.deviceField.hidden = this.state.series_by === 'device' || devices.length < 2;
+  }
+
   change(changes) {
     Object.assign(this.state, changes);
+    this.showDevices();
     this.onStateChange();
     this.load();
   }
@@ -176,12 +200,14 @@ export class SweepView {
     this.showExportLink();
     this.warnings.replaceChildren(...document.warnings.map((warning) =>
       h('div', {class: 'oc-panel oc-panel-warning oc-sweep-warning'}, warning)));
-    this.runsList.replaceChildren(h('div', {class: 'oc-card-title'}, 'Runs in this sweep'),
+    const held = Object.entries(document.held).map(([dimension, value]) => `${dimension} ${value}`).join(', ');
+    this.runsList.replaceChildren(h('div', {class: 'oc-card-title'}, `Runs in this sweep (${held})`),
       h('ul', {class: 'oc-sweep-run-list'}, document.runs.map((run) => h('li', {},
         h('span', {class: 'oc-run-name'}, run.run), ` · ${run.device}`, run.device_name ? ` (${run.device_name})` : '',
+        ` · ${run.precision || 'precision unknown'} · ${run.compiler || 'compiler unknown'}`,
         ' · ', run.batch_size ? `batch ${run.batch_size}` : 'batch size unknown',
         h('span', {class: 'oc-card-detail'}, run.batch_size_source ? ` — from ${run.batch_size_source}` : '')))));
-    this.fits.show(document, missingDevice(document));
+    this.fits.show(document, missingSeries(document));
     await this.drawPlots(id);
   }
 

@@ -1,38 +1,41 @@
-"""Batch-size sweep maths: how each op and the whole step scale with batch size, per
-device. No I/O: it takes already-read runs and returns DataFrames.
+"""Batch-size sweep maths: how each op and the whole step scale with batch size, one line
+per value of a run dimension (a *series*: the device by default, or the precision or
+the compiler, the other dimensions held). No I/O: it takes already-read runs and returns
+DataFrames.
 
 ``build_sweep(runs)`` -> ``Sweep`` with these tables:
 
 =============  ========================================================================
-series         op, device, batch_size, mean_us, per_sample_us (= mean_us / batch size),
-               total_us, share, run, repeats, low_us, high_us. One row per op, device
-               and batch size. Several runs at one device and batch size (repeats) are
+series         op, series, batch_size, mean_us, per_sample_us (= mean_us / batch size),
+               total_us, share, run, repeats, low_us, high_us. One row per op, series
+               and batch size. Several runs at one series and batch size (repeats) are
                pooled as the check and the trend pool them: mean_us is the geometric
                mean of the runs' means, low_us/high_us its 95% interval (Student's t on
                the logs; null for one run), total_us and share the runs' average,
                ``repeats`` how many runs had the op, ``run`` their names.
-steps          device, batch_size, step_us, samples_per_s, basis, run, repeats,
+steps          series, batch_size, step_us, samples_per_s, basis, run, repeats,
                step_low_us, step_high_us. ``basis`` says where step_us came from:
                ``step markers`` (mean wall time of a profiled step) or ``op time per
                step`` (op time / steps, where no marker gave durations); repeats pooled
                as above.
-fits           op, device, fixed_us, per_sample_us, r2, points, poor_fit, share: least
+fits           op, series, fixed_us, per_sample_us, r2, points, poor_fit, share: least
                squares of mean_us = fixed_us + per_sample_us * batch_size, per op and
-               device with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
+               series with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
                three or more points and the line misses them by more than 5% of their
                mean (RMS): two points always fit exactly, and an op whose time does not
                change with batch size (a fixed cost) has an R² of noise but a good fit.
                ``share``: the op's mean share of its runs' op time (the whole step:
-               1), to tell the ops that matter. breakeven_batch_size, gpu_faster: the
+               1), to tell the ops that matter. breakeven_batch_size, target_faster: the
                op's break-even (below), on each of its rows, so a table of fits needs
                no join.
-breakeven      op, batch_size, gpu_faster: for ops fitted on CPU and on an accelerator,
-               where the lines cross: the accelerator is faster ``above`` (the usual
-               case: a higher fixed cost, a lower cost per sample) or ``below`` that
-               batch size, or ``always`` / ``never`` when they do not cross at a batch
-               size >= 1 (batch_size is then null).
-speedups       op, batch_size, speedup (CPU mean / accelerator mean) at batch sizes
-               both devices ran.
+breakeven      op, batch_size, target_faster: for ops fitted on the baseline series
+               (CPU, fp32, eager) and on the target (the first other), where the lines
+               cross: the target is faster ``above`` (the usual case for an accelerator:
+               a higher fixed cost, a lower cost per sample) or ``below`` that batch
+               size, or ``always`` / ``never`` when they do not cross at a batch size
+               >= 1 (batch_size is then null).
+speedups       op, batch_size, speedup (baseline mean / target mean) at batch sizes
+               both series ran.
 =============  ========================================================================
 
 The whole step appears in fits, breakeven and speedups as the op ``STEP``.
@@ -52,13 +55,13 @@ from tb_opcompare.analysis.confidence import pooled_means
 STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
 POOR_FIT_MISS = 0.05  # a poor fit also misses its points by more than 5% of their mean (RMS)
-SERIES_COLUMNS = ["op", "device", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run", "repeats",
+SERIES_COLUMNS = ["op", "series", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run", "repeats",
                   "low_us", "high_us"]
-STEPS_COLUMNS = ["device", "batch_size", "step_us", "samples_per_s", "basis", "run", "repeats", "step_low_us",
+STEPS_COLUMNS = ["series", "batch_size", "step_us", "samples_per_s", "basis", "run", "repeats", "step_low_us",
                  "step_high_us"]
-LINE_COLUMNS = ["op", "device", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
-FIT_COLUMNS = [*LINE_COLUMNS, "breakeven_batch_size", "gpu_faster"]
-BREAKEVEN_COLUMNS = ["op", "batch_size", "gpu_faster"]
+LINE_COLUMNS = ["op", "series", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
+FIT_COLUMNS = [*LINE_COLUMNS, "breakeven_batch_size", "target_faster"]
+BREAKEVEN_COLUMNS = ["op", "batch_size", "target_faster"]
 SPEEDUP_COLUMNS = ["op", "batch_size", "speedup"]
 
 
@@ -67,7 +70,7 @@ class SweepRun:
     """One run of the model, as the sweep needs it."""
 
     run: str
-    device: str
+    series: str  # its value of the dimension the lines are drawn by (its device, precision or compiler)
     batch_size: int | None
     ops: pd.DataFrame  # optable.OP_COLUMNS
     steps: int | None = None
@@ -76,7 +79,9 @@ class SweepRun:
 
 @dataclasses.dataclass
 class Sweep:
-    batch_sizes: dict[str, list[int]]
+    batch_sizes: dict[str, list[int]]  # series -> batch sizes
+    baseline: str  # the series speedups and break-evens are against (whether or not runs are there)
+    target: str | None  # the first other series, where there is one
     series: pd.DataFrame
     steps: pd.DataFrame
     fits: pd.DataFrame
@@ -92,17 +97,22 @@ def build_sweep(
     ops: list[str] | None = None,
     group_by: str = "name",
     normalize: bool = True,
+    baseline: str = "CPU",
+    series_by: str = "device",
 ) -> Sweep:
+    """``baseline``: the series the others are compared with (speedups, break-evens);
+    ``series_by`` names the dimension the series are values of, for the warnings."""
     warnings: list[str] = []
     points = _runs_per_point(runs, warnings)
     chosen = [group[0] for group in points]  # one run per point where one stands for all
     batch_sizes: dict[str, list[int]] = {}
     for run in chosen:
-        batch_sizes.setdefault(run.device, []).append(run.batch_size)
-    batch_sizes = {device: sorted(sizes) for device, sizes in sorted(batch_sizes.items())}
+        batch_sizes.setdefault(run.series, []).append(run.batch_size)
+    batch_sizes = {series: sorted(sizes) for series, sizes in sorted(batch_sizes.items())}
     if not any(len(sizes) >= 2 for sizes in batch_sizes.values()):
-        warnings.append("a sweep needs at least two batch sizes on one device; found "
+        warnings.append(f"a sweep needs at least two batch sizes at one {series_by.replace('_', ' ')}; found "
                         + (", ".join(f"{d}: {s}" for d, s in batch_sizes.items()) or "no runs with a batch size"))
+    target = next((series for series in batch_sizes if series != baseline), None)
 
     if group_by == "name":
         _warn_if_names_differ(chosen, warnings)
@@ -112,7 +122,7 @@ def build_sweep(
             totals = op_totals(run.ops, group_by, normalize)
             frames.append(pd.DataFrame({
                 "op": totals.index,
-                "device": run.device,
+                "series": run.series,
                 "batch_size": run.batch_size,
                 "mean_us": totals["mean_us"].to_numpy(),
                 "total_us": totals["total_us"].to_numpy(),
@@ -120,7 +130,7 @@ def build_sweep(
                 "run": run.run,
             }))
     every_op = _pooled(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=SERIES_COLUMNS)
-    every_op = every_op.sort_values(["op", "device", "batch_size"], kind="stable", ignore_index=True)
+    every_op = every_op.sort_values(["op", "series", "batch_size"], kind="stable", ignore_index=True)
 
     if ops:
         present = set(every_op["op"])
@@ -129,7 +139,7 @@ def build_sweep(
         if missing:
             warnings.append(f"not in any run of this model: {', '.join(missing)}")
     else:
-        # Each point (device and batch size) weighs the same, so a long profile does not drown the others.
+        # Each point (series and batch size) weighs the same, so a long profile does not drown the others.
         ranking = every_op.groupby("op")["share"].sum().sort_values(ascending=False, kind="stable")
         top_ops = list(ranking.index[:top])
     series = every_op[every_op["op"].isin(top_ops)].reset_index(drop=True)[SERIES_COLUMNS]
@@ -137,28 +147,30 @@ def build_sweep(
     steps = _step_table([run for group in points for run in group], warnings)
     step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP, share=1.0)
     lines = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
-    breakeven = breakeven_batch_sizes(lines)
+    has_baseline = baseline in batch_sizes
+    breakeven = breakeven_batch_sizes(lines, baseline, target) if has_baseline else empty_breakeven()
     crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
     fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
-    speedups = speedup_table(pd.concat([series, step_points], ignore_index=True))
-    return Sweep(batch_sizes, series, steps, fits, breakeven, speedups, top_ops, warnings)
+    speedups = (speedup_table(pd.concat([series, step_points], ignore_index=True), baseline, target)
+                if has_baseline else pd.DataFrame(columns=SPEEDUP_COLUMNS))
+    return Sweep(batch_sizes, baseline, target, series, steps, fits, breakeven, speedups, top_ops, warnings)
 
 
 def _runs_per_point(runs: list[SweepRun], warnings: list[str]) -> list[list[SweepRun]]:
-    """The runs at each device and batch size (repeats of one configuration share a point)."""
+    """The runs at each series and batch size (repeats of one configuration share a point)."""
     points: dict[tuple[str, int], list[SweepRun]] = {}
     for run in sorted(runs, key=lambda r: r.run):
         if not run.batch_size:
             warnings.append(f"{run.run}: left out, its batch size is unknown (name it …_bs32, or write a sidecar)")
             continue
-        points.setdefault((run.device, run.batch_size), []).append(run)
+        points.setdefault((run.series, run.batch_size), []).append(run)
     return list(points.values())
 
 
 def _pooled(every_run: pd.DataFrame) -> pd.DataFrame:
-    """One row per op, device and batch size from one row per op and run: repeats pooled
+    """One row per op, series and batch size from one row per op and run: repeats pooled
     as everywhere (``confidence.pooled_means``: geometric mean, 95% interval)."""
-    grouped = every_run.groupby(["op", "device", "batch_size"], sort=False, dropna=False)
+    grouped = every_run.groupby(["op", "series", "batch_size"], sort=False, dropna=False)
     pooled = grouped.agg(total_us=("total_us", "mean"), share=("share", "mean"), run=("run", ", ".join),
                          repeats=("run", "size")).reset_index()
     pooled["mean_us"], pooled["low_us"], pooled["high_us"] = pooled_means(
@@ -169,14 +181,15 @@ def _pooled(every_run: pd.DataFrame) -> pd.DataFrame:
 
 def _warn_if_names_differ(runs: list[SweepRun], warnings: list[str]) -> None:
     """Keras numbers layers per process (sequential_1/conv2d_3 in the second model built),
-    so runs recorded one after another in one script share few op names."""
-    names = [(run.run, set(run.ops["op_name"])) for run in runs]
-    for i, (first, first_names) in enumerate(names):
-        for second, second_names in names[i + 1:]:
+    so runs recorded one after another in one script share few op names. Runs of one
+    series only: a compiler's ops differ from eager's by design."""
+    names = [(run.run, run.series, set(run.ops["op_name"])) for run in runs]
+    for i, (first, series, first_names) in enumerate(names):
+        for second, _, second_names in (entry for entry in names[i + 1:] if entry[1] == series):
             union = first_names | second_names
             if union and len(first_names & second_names) / len(union) < 0.5:
                 warnings.append(
-                    f"{first} and {second} share few op names, so most ops have one point per device; group by "
+                    f"{first} and {second} share few op names, so most ops have one point per line; group by "
                     "op type, or record each batch size in a fresh process (Keras numbers layers per process)")
                 return
 
@@ -191,11 +204,11 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
         else:
             warnings.append(f"{run.run}: no step count, so no time per step or throughput")
             continue
-        rows.append((run.device, run.batch_size, step_us, basis, run.run))
+        rows.append((run.series, run.batch_size, step_us, basis, run.run))
     # Typed even when empty (no run knows its steps), so the maths after it need not care.
-    per_run = pd.DataFrame(rows, columns=["device", "batch_size", "step_us", "basis", "run"]).astype(
+    per_run = pd.DataFrame(rows, columns=["series", "batch_size", "step_us", "basis", "run"]).astype(
         {"step_us": "float64"})
-    grouped = per_run.groupby(["device", "batch_size"], sort=True)
+    grouped = per_run.groupby(["series", "batch_size"], sort=True)
     table = grouped.agg(basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size")).reset_index()
     table["step_us"], table["step_low_us"], table["step_high_us"] = pooled_means(
         per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table))
@@ -204,9 +217,9 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
 
 
 def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
-    """Least-squares mean_us = fixed_us + per_sample_us * batch_size per (op, device)."""
+    """Least-squares mean_us = fixed_us + per_sample_us * batch_size per (op, series)."""
     rows = []
-    for (op, device), group in points.groupby(["op", "device"], sort=True):
+    for (op, series), group in points.groupby(["op", "series"], sort=True):
         group = group[np.isfinite(group["mean_us"])]
         if group["batch_size"].nunique() < 2:
             continue
@@ -220,7 +233,7 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
         misses = float(np.sqrt(np.mean((y - predicted) ** 2))) > POOR_FIT_MISS * float(np.mean(np.abs(y)))
         poor = len(group) >= 3 and r2 < POOR_FIT_R2 and misses
         share = float(group["share"].mean()) if "share" in group else None
-        rows.append((op, device, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
+        rows.append((op, series, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
     return pd.DataFrame(rows, columns=LINE_COLUMNS)
 
 
@@ -235,38 +248,45 @@ def r_squared(measured: np.ndarray, predicted: np.ndarray) -> float:
     return 1.0 - residual / total
 
 
-def breakeven_batch_sizes(fits: pd.DataFrame, baseline: str = "CPU") -> pd.DataFrame:
-    """Where the accelerator's line drops below the CPU's, for ops fitted on both."""
+def empty_breakeven() -> pd.DataFrame:
+    return pd.DataFrame(columns=BREAKEVEN_COLUMNS)
+
+
+def breakeven_batch_sizes(fits: pd.DataFrame, baseline: str = "CPU", target: str | None = None) -> pd.DataFrame:
+    """Where the target series' line drops below the baseline's, for ops fitted on both;
+    ``target`` None: the first other series."""
     rows = []
-    accelerators = sorted(set(fits["device"]) - {baseline})
-    if not accelerators:
-        return pd.DataFrame(columns=BREAKEVEN_COLUMNS)
-    cpu = fits[fits["device"] == baseline].set_index("op")
-    accelerator = fits[fits["device"] == accelerators[0]].set_index("op")
-    for op in cpu.index.intersection(accelerator.index):
-        a_cpu, b_cpu = cpu.at[op, "fixed_us"], cpu.at[op, "per_sample_us"]
-        a_acc, b_acc = accelerator.at[op, "fixed_us"], accelerator.at[op, "per_sample_us"]
-        rows.append((op, *_crossing(a_cpu, b_cpu, a_acc, b_acc)))
+    target = target or next(iter(sorted(set(fits["series"]) - {baseline})), None)
+    if target is None:
+        return empty_breakeven()
+    base = fits[fits["series"] == baseline].set_index("op")
+    other = fits[fits["series"] == target].set_index("op")
+    for op in base.index.intersection(other.index):
+        a_base, b_base = base.at[op, "fixed_us"], base.at[op, "per_sample_us"]
+        a_target, b_target = other.at[op, "fixed_us"], other.at[op, "per_sample_us"]
+        rows.append((op, *_crossing(a_base, b_base, a_target, b_target)))
     return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS)
 
 
-def _crossing(a_cpu: float, b_cpu: float, a_acc: float, b_acc: float) -> tuple[float | None, str]:
-    """Solve a_acc + b_acc*bs < a_cpu + b_cpu*bs for bs >= 1."""
-    faster_at_one = a_acc + b_acc < a_cpu + b_cpu
-    if math.isclose(b_cpu, b_acc):
+def _crossing(a_base: float, b_base: float, a_target: float, b_target: float) -> tuple[float | None, str]:
+    """Solve a_target + b_target*bs < a_base + b_base*bs for bs >= 1."""
+    faster_at_one = a_target + b_target < a_base + b_base
+    if math.isclose(b_base, b_target):
         return None, "always" if faster_at_one else "never"
-    crossing = (a_acc - a_cpu) / (b_cpu - b_acc)
-    if b_cpu > b_acc:  # the accelerator's line is flatter: it wins above the crossing
+    crossing = (a_target - a_base) / (b_base - b_target)
+    if b_base > b_target:  # the target's line is flatter: it wins above the crossing
         return (None, "always") if crossing <= 1 else (float(crossing), "above")
     return (None, "never") if crossing <= 1 else (float(crossing), "below")
 
 
-def speedup_table(points: pd.DataFrame, baseline: str = "CPU") -> pd.DataFrame:
-    accelerators = sorted(set(points["device"]) - {baseline})
-    if not accelerators or baseline not in set(points["device"]):
+def speedup_table(points: pd.DataFrame, baseline: str = "CPU", target: str | None = None) -> pd.DataFrame:
+    """Baseline mean / target mean per op and batch size both ran; ``target`` None: the
+    first other series."""
+    target = target or next(iter(sorted(set(points["series"]) - {baseline})), None)
+    if target is None or baseline not in set(points["series"]):
         return pd.DataFrame(columns=SPEEDUP_COLUMNS)
-    cpu = points[points["device"] == baseline].set_index(["op", "batch_size"])["mean_us"]
-    accelerator = points[points["device"] == accelerators[0]].set_index(["op", "batch_size"])["mean_us"]
-    both = cpu.index.intersection(accelerator.index)
-    speedup = (cpu.loc[both] / accelerator.loc[both].where(accelerator.loc[both] > 0)).rename("speedup")
+    base = points[points["series"] == baseline].set_index(["op", "batch_size"])["mean_us"]
+    other = points[points["series"] == target].set_index(["op", "batch_size"])["mean_us"]
+    both = base.index.intersection(other.index)
+    speedup = (base.loc[both] / other.loc[both].where(other.loc[both] > 0)).rename("speedup")
     return speedup.reset_index()[SPEEDUP_COLUMNS].sort_values(["op", "batch_size"], ignore_index=True)

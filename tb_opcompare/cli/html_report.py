@@ -13,16 +13,18 @@ from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.sweep import fits_table
 from tb_opcompare.web.assets import plotly_bundle
 
-# The offline report's fits table: what the tab's table shows, in its default order.
+# The offline report's fits table: what the tab's table shows, in its default order; each
+# cell from the row and the document (the target series names the break-even).
 _FIT_CELLS = (
-    ("Op", lambda row: row["op"]),
-    ("Device", lambda row: row["device"]),
-    ("Share", lambda row: format_share(row["share"])),
-    ("Fixed", lambda row: format_time(row["fixed_us"])),
-    ("Per sample", lambda row: format_time(row["per_sample_us"])),
-    ("R²", lambda row: ("–" if row["r2"] is None else f"{row['r2']:.3f}") + (" ⚠ poor fit" if row["poor_fit"] else "")),
-    ("Points", lambda row: str(row["points"])),
-    ("Break-even batch", lambda row: format_breakeven(row["breakeven_batch_size"], row["gpu_faster"])),
+    ("Op", lambda row, _: row["op"]),
+    ("Line", lambda row, _: row["series"]),
+    ("Share", lambda row, _: format_share(row["share"])),
+    ("Fixed", lambda row, _: format_time(row["fixed_us"])),
+    ("Per sample", lambda row, _: format_time(row["per_sample_us"])),
+    ("R²", lambda row, _: ("–" if row["r2"] is None else f"{row['r2']:.3f}") + (" ⚠ poor fit" if row["poor_fit"] else "")),
+    ("Points", lambda row, _: str(row["points"])),
+    ("Break-even batch", lambda row, document: format_breakeven(row["breakeven_batch_size"], row["target_faster"],
+                                                               document.target_series)),
 )
 
 
@@ -33,13 +35,15 @@ def sweep_html(document: SweepDocument) -> str:
     payload = json.dumps(figures).replace("</", "<\\/")
     divs = "\n".join(f'<div class="plot" id="{name}"></div>' for name in figures)
     header = "".join(f"<th>{html.escape(title)}</th>" for title, _ in _FIT_CELLS)
-    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(row))}</td>" for _, cell in _FIT_CELLS) + "</tr>"
+    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(row, document))}</td>" for _, cell in _FIT_CELLS)
+                     + "</tr>"
                      for row in fits_table(document, sort="share"))
     warnings = "".join(f"<li>{html.escape(w)}</li>" for w in document.warnings)
     runs = "".join(
         f"<li>{html.escape(r.run)}: {html.escape(r.device)}, batch {r.batch_size or 'unknown'}"
         f" ({html.escape(r.batch_size_source or 'no source')})</li>" for r in document.runs)
-    title = html.escape(f"Batch sweep: {document.model}")
+    held = ", ".join(f"{dimension} {value}" for dimension, value in document.held.items())
+    title = html.escape(f"Batch sweep: {document.model} ({held}), lines by {document.series_by}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
 <style>

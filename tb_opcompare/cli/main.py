@@ -20,7 +20,7 @@ from tb_opcompare.analysis.row_view import RowView
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.cli import check_report
 from tb_opcompare.errors import ProfileError, escape_control_characters
-from tb_opcompare.schema.contract import ROW_LAYERS
+from tb_opcompare.schema.contract import ROW_LAYERS, SERIES_DIMENSIONS
 from tb_opcompare.schema.text import (
     format_breakeven,
     format_bytes,
@@ -54,7 +54,7 @@ from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
 from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
+from tb_opcompare.service.sweep import SweepUsageError, fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import TrendUsageError, trend_document
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
@@ -138,6 +138,13 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--top", type=_positive_int, default=10, help="plot the N ops with the most time (default 10)")
     sweep.add_argument("--ops", action="append", metavar="OP", help="plot these ops instead (repeatable)")
     sweep.add_argument("--group-by", choices=GROUP_BY, default="name")
+    sweep.add_argument("--series-by", choices=SERIES_DIMENSIONS, default="device",
+                       help="draw one line per device (default), precision or compiler; speedups and break-evens "
+                            "are against CPU, fp32 or eager")
+    for dimension in SERIES_DIMENSIONS:
+        sweep.add_argument(f"--{dimension}", metavar="VALUE",
+                           help=f"hold the {dimension} at VALUE where the lines are not drawn by it (default: the "
+                                + ("device most runs were recorded on)" if dimension == "device" else "model key's)"))
     sweep.add_argument("--csv", metavar="FILE", help="write the fits table as CSV to FILE ('-' for stdout)")
     sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
     sweep.add_argument("--json", action="store_true", help="print the sweep document as JSON")
@@ -645,7 +652,13 @@ def _sweep(args) -> int:
     catalog = _catalog(args)
     if not args.model:
         return _list_sweepable(catalog, args.logdir)
-    document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by)
+    held = {dimension: getattr(args, dimension) for dimension in SERIES_DIMENSIONS if getattr(args, dimension)}
+    try:
+        document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by,
+                                  series_by=args.series_by, held=held)
+    except SweepUsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     table = fits_table(document)
     if args.csv:
         _write_text(args.csv, compare_csv(table, FIT_COLUMNS))
@@ -678,25 +691,27 @@ def _list_sweepable(catalog: Catalog, logdir: str) -> int:
 
 def _print_sweep(document: dict, table: list[dict]) -> None:
     document, table = escape_controls(document), escape_controls(table)
-    print(f"model {document['model']}: " + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
+    held = ", ".join(f"{dimension} {value}" for dimension, value in document["held"].items())
+    print(f"model {document['model']} ({held}), lines by {document['series_by']}: "
+          + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
     for warning in document["warnings"]:
         print(f"warning: {warning}")
     if document["steps"]:
-        print(f"\n{'device':<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
+        print(f"\n{document['series_by']:<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
             pooled = (f"  mean of {row['repeats']} runs, 95% interval {format_time(row['step_low_us'])} to "
                       f"{format_time(row['step_high_us'])}") if (row.get("repeats") or 1) > 1 else ""
-            print(f"{row['device']:<8}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
+            print(f"{row['series']:<8}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
                   f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
     wanted = set(document["top_ops"]) | {STEP}
-    print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even batch':>20}  op (device)")
+    print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even batch':>20}  op ({document['series_by']})")
     for row in table:
         if row["op"] not in wanted:
             continue
-        breakeven = format_breakeven(row["breakeven_batch_size"], row["gpu_faster"])
+        breakeven = format_breakeven(row["breakeven_batch_size"], row["target_faster"], document["target_series"])
         flag = "  poor fit" if row["poor_fit"] else ""
         print(f"{format_time(row['fixed_us']):>10}  {format_time(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
-              f"  {breakeven:>20}  {row['op']} ({row['device']}){flag}")
+              f"  {breakeven:>20}  {row['op']} ({row['series']}){flag}")
 
 
 def _mean(row: dict, side: str) -> str:

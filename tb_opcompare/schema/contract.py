@@ -25,8 +25,10 @@ LAYERS = ("application", "framework", "runtime", "device")  # a profile's layers
 ROW_LAYERS = LAYERS[0:3:2]  # application and runtime: listed row by row (the Ops view lists the others' ops)
 TREND_DIMENSIONS = ("device", "batch_size", "precision", "compiler")  # run facts a trend can be ordered by (a sweep)
 TREND_ORDERS = ("recorded", "label", "run", "repeat", *TREND_DIMENSIONS)  # and `sidecar:FIELD`
+SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines can be drawn by
 # Words the tab needs as the server spells them: exported by the generated frontend/contract.js.
-SHARED_WORDS = {"LAYERS": LAYERS, "ROW_LAYERS": ROW_LAYERS, "TREND_ORDERS": TREND_ORDERS}
+SHARED_WORDS = {"LAYERS": LAYERS, "ROW_LAYERS": ROW_LAYERS, "TREND_ORDERS": TREND_ORDERS,
+                "SERIES_DIMENSIONS": SERIES_DIMENSIONS}
 
 
 def _d(kind, description: str):
@@ -205,11 +207,15 @@ class SweepsDocument(_Document):
     sweepable: _d(list[str], "models with two or more batch sizes on one device, best first")
 
 
+_SERIES = "the series: the run's value of the dimension the lines are drawn by (`series_by`)"
+
+
 class SeriesPoint(_Document):
-    """One op on one device at one batch size; repeats pooled (each run weighs the same)."""
+    """One op on one series (a device, precision or compiler) at one batch size; repeats
+    pooled (each run weighs the same)."""
 
     op: str
-    device: str
+    series: _d(str, _SERIES)
     batch_size: int
     mean_us: float | None
     per_sample_us: _d(float | None, "mean_us / batch size")
@@ -223,9 +229,9 @@ class SeriesPoint(_Document):
 
 
 class StepPoint(_Document):
-    """The whole step on one device at one batch size."""
+    """The whole step on one series at one batch size."""
 
-    device: str
+    series: _d(str, _SERIES)
     batch_size: int
     step_us: float | None
     samples_per_s: float | None
@@ -237,10 +243,10 @@ class StepPoint(_Document):
 
 
 class Fit(_Document):
-    """Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and device."""
+    """Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and series."""
 
     op: _d(str, "op key, or `(whole step)`")
-    device: str
+    series: _d(str, _SERIES)
     fixed_us: float | None
     per_sample_us: float | None
     r2: float | None
@@ -248,20 +254,20 @@ class Fit(_Document):
     poor_fit: _d(bool, "R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)")
     share: _d(float | None, "the op's mean share of its runs' op time")
     breakeven_batch_size: _d(float | None, "the op's Breakeven batch size (null where it has none)")
-    gpu_faster: _d(Literal["above", "below", "always", "never"] | None,
-                   "the op's Breakeven: where the accelerator is faster (null without an accelerator fit)")
+    target_faster: _d(Literal["above", "below", "always", "never"] | None,
+                      "the op's Breakeven: where the target series is faster (null without fits on both)")
 
 
 class Breakeven(_Document):
-    """Where an op's CPU and accelerator lines cross."""
+    """Where an op's lines on the baseline and the target series cross."""
 
     op: str
     batch_size: _d(float | None, "null when the lines do not cross at a batch size >= 1")
-    gpu_faster: Literal["above", "below", "always", "never"]
+    target_faster: Literal["above", "below", "always", "never"]
 
 
 class SpeedupPoint(_Document):
-    """CPU mean / accelerator mean at a batch size both devices ran."""
+    """Baseline series mean / target series mean at a batch size both ran."""
 
     op: str
     batch_size: int
@@ -269,11 +275,17 @@ class SpeedupPoint(_Document):
 
 
 class SweepDocument(_Document):
-    """`sweep`: how each op and the whole step scale with batch size, per device."""
+    """`sweep`: how each op and the whole step scale with batch size, one line per series
+    (device, precision or compiler), the other dimensions held."""
 
     model: str
     group_by: Literal["name", "type"]
-    batch_sizes: _d(dict[str, list[int]], "device -> batch sizes")
+    series_by: _d(Literal[SERIES_DIMENSIONS], "the dimension the lines are drawn by")
+    held: _d(dict[str, str], "the other dimensions, each held at one value (device, precision, compiler)")
+    baseline_series: _d(str, "the series speedups and break-evens are against: CPU, fp32 or eager (a key of "
+                             "batch_sizes where the sweep has runs there)")
+    target_series: _d(str | None, "the series compared with it: the first other one (null where there is none)")
+    batch_sizes: _d(dict[str, list[int]], "series -> batch sizes")
     runs: _d(list[RunRecord], "the swept model's runs")
     top_ops: _d(list[str], "the ops plotted")
     series: list[SeriesPoint]
@@ -610,7 +622,9 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
                                  "`order=desc|asc`, `top`"),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
     ("sweeps", SweepsDocument, "none"),
-    ("sweep", SweepDocument, "`model`, `top` (1-50), `ops` (repeatable), `group_by`"),
+    ("sweep", SweepDocument, "`model`, `top` (1-50), `ops` (repeatable), `group_by`, `series_by=device|precision|"
+                             "compiler` (what the lines are drawn by), and a value to hold each other dimension at: "
+                             "`device`, `precision`, `compiler` (default: the model key's, the commonest device)"),
     ("sweep.csv", SweepDocument, "as `sweep`; answers the fits with each op's break-even as CSV"),
     ("trend", TrendDocument, "`runs` (comma list; shell patterns), `order_by`, `top` (1-50), `group_by`"),
     ("trend.csv", TrendDocument, "as `trend`; answers the rows as CSV, the point as its value"),

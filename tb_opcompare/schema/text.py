@@ -100,12 +100,13 @@ def format_throughput(per_second: float | None) -> str:
     return MISSING if per_second is None else f"{math.floor(per_second + 0.5):,} samples/s"
 
 
-def format_breakeven(batch_size: float | None, gpu_faster: str | None) -> str:
-    """Where an op's accelerator line crosses its CPU line, in words."""
+def format_breakeven(batch_size: float | None, target_faster: str | None, target: str | None) -> str:
+    """Where an op's line on the target series (``GPU``, ``bf16``) crosses its line on the
+    baseline, in words."""
     if batch_size is not None:
         size = _fixed(batch_size, 1 if batch_size < 10 else 0)
-        return f"GPU faster {'below' if gpu_faster == 'below' else 'above'} {size}"
-    return {"always": "GPU always faster", "never": "GPU never faster"}.get(gpu_faster, MISSING)
+        return f"{target} faster {'below' if target_faster == 'below' else 'above'} {size}"
+    return {"always": f"{target} always faster", "never": f"{target} never faster"}.get(target_faster, MISSING)
 
 
 ELLIPSIS = "…"

@@ -17,7 +17,6 @@ from tb_opcompare.schema.text import shorten_names
 
 PALETTE = ["#1976d2", "#f57c00", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64",
            "#afb42b", "#512da8", "#00796b"]
-DEVICE_DASH = {"CPU": "dot"}  # accelerators solid, CPU dotted
 FONT = {"family": "Roboto, sans-serif", "size": 12, "color": "#424242"}
 
 
@@ -51,8 +50,16 @@ def _layout(title: str, x_title: str, y_title: str, legend_entries: int, log_y: 
     return layout
 
 
-def _line_styles(devices: list[str]) -> str:
-    return ", ".join(f"{device} {'dotted' if DEVICE_DASH.get(device) == 'dot' else 'solid'}" for device in devices)
+def _dashes(series: list[str], baseline: str | None) -> dict[str, str]:
+    """Each series' dash: the baseline (CPU, fp32, eager) dotted, the first other solid,
+    further ones dashed."""
+    others = [value for value in series if value != baseline]
+    return {value: "dot" if value == baseline else ("solid", "dash", "dashdot", "longdash")[others.index(value) % 4]
+            for value in series}
+
+
+def _line_styles(dashes: dict[str, str]) -> str:
+    return ", ".join(f"{value} {'dotted' if dash == 'dot' else dash}" for value, dash in dashes.items())
 
 
 def label(text: str) -> str:
@@ -61,23 +68,24 @@ def label(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
-def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str) -> list[dict]:
-    """One line per op and device; one legend entry per op (its colour), the device told by
-    the line's dash (the title says which)."""
+def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str, dashes: dict[str, str]) -> list[dict]:
+    """One line per op and series; one legend entry per op (its colour), the series told
+    by the line's dash (the title says which)."""
     traces = []
     colours = {op: PALETTE[i % len(PALETTE)] for i, op in enumerate(top_ops)}
     short = dict(zip(top_ops, shorten_names(top_ops, LEGEND_NAME_LENGTH)))
     for op in top_ops:
-        devices = sorted({row["device"] for row in series if row["op"] == op})
-        for device in devices:
-            points = sorted((row for row in series if row["op"] == op and row["device"] == device),
+        values = sorted({row["series"] for row in series if row["op"] == op})
+        for series_value in values:
+            points = sorted((row for row in series if row["op"] == op and row["series"] == series_value),
                             key=lambda row: row["batch_size"])
             scale = [1 / row["batch_size"] if value == "per_sample_us" else 1 for row in points]
             traces.append({
-                "type": "scatter", "mode": "lines+markers", "name": label(short[op]), "showlegend": device == devices[-1],
-                "legendgroup": label(op), "meta": label(f"{op} · {device}"),
+                "type": "scatter", "mode": "lines+markers", "name": label(short[op]),
+                "showlegend": series_value == values[-1], "legendgroup": label(op),
+                "meta": label(f"{op} · {series_value}"),
                 "x": [row["batch_size"] for row in points], "y": [row[value] for row in points],
-                "line": {"color": colours[op], "dash": DEVICE_DASH.get(device, "solid"), "width": 2},
+                "line": {"color": colours[op], "dash": dashes[series_value], "width": 2},
                 "marker": {"size": 7},
                 "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}{_REPEATS_HOVER}<extra></extra>",
                 **_range_bars(points, value, "low_us", "high_us", scale),
@@ -106,33 +114,33 @@ def sweep_figures(document: SweepDocument) -> dict[str, dict]:
     """``op_time``, ``per_sample``, ``step`` and ``speedup`` figures (the last two only where
     the data allow)."""
     series, top_ops = document.series, document.top_ops
-    devices = sorted({row["device"] for row in series})
-    styles = f" ({_line_styles(devices)})" if len(devices) > 1 else ""
+    dashes = _dashes(sorted({row["series"] for row in series}), document.baseline_series)
+    styles = f" ({_line_styles(dashes)})" if len(dashes) > 1 else ""
     figures = {
-        "op_time": {"data": _op_traces(series, top_ops, "mean_us", "µs"),
+        "op_time": {"data": _op_traces(series, top_ops, "mean_us", "µs", dashes),
                     "layout": _layout(f"Mean time per op vs batch size{styles}", "batch size",
                                       "mean time per op (µs)", len(top_ops))},
-        "per_sample": {"data": _op_traces(series, top_ops, "per_sample_us", "µs/sample"),
+        "per_sample": {"data": _op_traces(series, top_ops, "per_sample_us", "µs/sample", dashes),
                        "layout": _layout(f"Time per sample vs batch size{styles}", "batch size",
                                          "time per sample (µs)", len(top_ops))},
     }
     if document.steps:
         data = []
-        for i, device in enumerate(sorted({row["device"] for row in document.steps})):
-            points = [row for row in document.steps if row["device"] == device]
+        for i, series_value in enumerate(sorted({row["series"] for row in document.steps})):
+            points = [row for row in document.steps if row["series"] == series_value]
             colour = PALETTE[i % len(PALETTE)]
             x = [row["batch_size"] for row in points]
             milliseconds = [{key: (row[key] / 1000 if row.get(key) is not None else None) for key in
                              ("step_us", "step_low_us", "step_high_us")} | {"repeats": row.get("repeats")}
                             for row in points]
-            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{device} time per step"),
-                         "meta": label(device), "x": x, "y": [row["step_us"] for row in milliseconds],
+            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{series_value} time per step"),
+                         "meta": label(series_value), "x": x, "y": [row["step_us"] for row in milliseconds],
                          "line": {"color": colour, "width": 2}, "marker": {"size": 7},
                          "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}"
                                           "<extra></extra>",
                          **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points))})
-            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{device} samples/s"),
-                         "meta": label(device), "yaxis": "y2",
+            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{series_value} samples/s"),
+                         "meta": label(series_value), "yaxis": "y2",
                          "x": x, "y": [row["samples_per_s"] for row in points],
                          "line": {"color": colour, "width": 2, "dash": "dash"}, "marker": {"size": 7, "symbol": "diamond"},
                          "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>"})
@@ -156,7 +164,8 @@ def sweep_figures(document: SweepDocument) -> dict[str, dict]:
                                   "width": 3 if op == STEP else 2},
                          "hovertemplate": "%{meta}<br>batch %{x}: %{y:.2f}×<extra></extra>"})
         figures["speedup"] = {"data": data, "layout": _layout(
-            "Speedup (CPU / accelerator) vs batch size", "batch size", "speedup (×, > 1: accelerator faster)",
+            label(f"Speedup ({document.baseline_series} / {document.target_series}) vs batch size"), "batch size",
+            label(f"speedup (×, > 1: {document.target_series} faster)"),
             len(data), shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                      "line": {"color": "#9e9e9e", "dash": "dash", "width": 1}}])}
     return figures

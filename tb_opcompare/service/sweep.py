@@ -1,11 +1,19 @@
 """The batch sweep documents: which models can be swept, and one model's sweep.
 
 ``sweeps_document`` -> ``{"models": {model: {device: [batch sizes]}}, "sweepable": [...]}``
-``sweep_document`` -> ``{"model", "group_by", "batch_sizes", "runs", "top_ops", "series",
-"steps", "fits", "breakeven", "speedups", "warnings"}``
+``sweep_document`` -> ``{"model", "group_by", "series_by", "held", "baseline_series",
+"target_series", "batch_sizes", "runs", "top_ops", "series", "steps", "fits", "breakeven",
+"speedups", "warnings"}``
+
+A sweep draws one line per value of one dimension (``series_by``: the device by default,
+or the precision or the compiler) and holds the other two: the model key's precision and
+compiler (``mnist_cnn [bf16]``), and, where the lines are not devices, the device the
+most runs of the model were recorded on, unless ``held`` names one.
 """
 
 from __future__ import annotations
+
+import collections
 
 import pandas as pd
 
@@ -13,11 +21,12 @@ from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims
-from tb_opcompare.schema.contract import SweepDocument, SweepsDocument
+from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
+from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.records import as_records
-from tb_opcompare.service.runs import run_record
-from tb_opcompare.store.catalog import Catalog, UnknownRunError
+from tb_opcompare.service.runs import run_dimensions, run_record
+from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
 
 def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
@@ -48,12 +57,29 @@ def sweeps_document(catalog: Catalog) -> SweepsDocument:
     return SweepsDocument(models=models, sweepable=sweepable)
 
 
+# The series speedups and break-evens are measured against, per dimension.
+BASELINE_SERIES = {"device": "CPU", "precision": DEFAULT_PRECISION, "compiler": DEFAULT_COMPILER}
+
+
+class SweepUsageError(ValueError):
+    """A sweep that cannot be made as asked."""
+
+
 def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
-                   group_by: str = "name", figures: bool = False) -> SweepDocument:
-    """The batch sweep of one model key. Only that model's runs are read (the model is the
-    sidecar's or the run name's; its precision and compiler may be the data's). A run that cannot be read
-    becomes a warning (it never hides the others); an unknown model raises
-    UnknownRunError. ``figures``: with the plotly figures the tab draws."""
+                   group_by: str = "name", figures: bool = False, series_by: str = "device",
+                   held: dict[str, str] | None = None) -> SweepDocument:
+    """The batch sweep of one model key, its lines drawn by ``series_by``. Only that
+    model's runs are read (the model is the sidecar's or the run name's; its precision and
+    compiler may be the data's). A run that cannot be read becomes a warning (it never
+    hides the others); an unknown model raises UnknownRunError. ``held``: values for the
+    dimensions the lines are not drawn by (the model key's and the commonest device
+    otherwise). ``figures``: with the plotly figures the tab draws."""
+    if series_by not in SERIES_DIMENSIONS:
+        raise SweepUsageError(f"series_by: expected one of {', '.join(SERIES_DIMENSIONS)}, not {series_by!r}")
+    unknown = sorted(set(held or {}) - set(SERIES_DIMENSIONS) | ({series_by} & set(held or {})))
+    if unknown:
+        raise SweepUsageError(f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
+                              f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})")
     loaded_runs, warnings, known = [], [], set()
     for source in catalog.sources(refresh=True):
         claims = read_claims(source)
@@ -67,24 +93,27 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
             if claims.model == model:
                 warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
             continue
-        if loaded.model == model:
-            loaded_runs.append(loaded)
-    if not loaded_runs:
+        loaded_runs.append(loaded)
+    keyed = [loaded for loaded in loaded_runs if loaded.model == model]
+    if not keyed:
         raise UnknownRunError(f"unknown model {model!r}", sorted(known))
+    loaded_runs, held = _held_runs([loaded for loaded in loaded_runs if loaded.base_model == keyed[0].base_model],
+                                   run_dimensions(keyed[0]), series_by, dict(held or {}), warnings)
     runs = []
     for loaded in loaded_runs:
         facts = loaded.profile.facts
         warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
         runs.append(run_record(loaded))
     sweep = build_sweep(
-        [SweepRun(run=run.source.run, device=run.profile.facts.device, batch_size=run.profile.facts.batch_size,
+        [SweepRun(run=run.source.run, series=run_dimensions(run)[series_by], batch_size=run.profile.facts.batch_size,
                   ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
          for run in loaded_runs],
-        top=top, ops=ops, group_by=group_by,
+        top=top, ops=ops, group_by=group_by, baseline=BASELINE_SERIES[series_by], series_by=series_by,
     )
     # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
     document = SweepDocument(
-        model=model, group_by=group_by, batch_sizes=sweep.batch_sizes, runs=runs, top_ops=sweep.top_ops,
+        model=model, group_by=group_by, series_by=series_by, held=held, baseline_series=sweep.baseline,
+        target_series=sweep.target, batch_sizes=sweep.batch_sizes, runs=runs, top_ops=sweep.top_ops,
         series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
         breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups),
         warnings=warnings + sweep.warnings,
@@ -92,6 +121,38 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     if figures:
         document.figures = sweep_figures(document)
     return document
+
+
+def _held_runs(runs: list[LoadedRun], key: dict[str, str], series_by: str, held: dict[str, str],
+               warnings: list[str]) -> tuple[list[LoadedRun], dict[str, str]]:
+    """The runs of the model that hold every dimension but ``series_by`` at one value, and
+    those values: ``held``'s, else the model key's precision and compiler, else (the
+    device) the one the most runs were recorded on. Runs left out for a value not in the
+    model key are named in a warning (other precisions and compilers are other keys)."""
+    named = {dimension for dimension in SERIES_DIMENSIONS if dimension in held or dimension == "device"}
+    for dimension in SERIES_DIMENSIONS:
+        if dimension == series_by or dimension in held:
+            continue
+        if dimension != "device":
+            held[dimension] = key[dimension]
+            continue
+        counts = collections.Counter(run_dimensions(run)["device"] for run in runs
+                                     if all(run_dimensions(run)[d] == v for d, v in held.items()))
+        held[dimension] = max(sorted(counts), key=counts.__getitem__) if counts else key[dimension]
+    kept, left_out = [], collections.Counter()
+    for run in runs:
+        dimensions = run_dimensions(run)
+        differing = [(d, dimensions[d]) for d in SERIES_DIMENSIONS if d in held and dimensions[d] != held[d]]
+        if not differing:
+            kept.append(run)
+        elif all(d in named for d, _ in differing):
+            left_out.update(differing)
+    if left_out:
+        warnings.append("runs of this model left out, holding " + ", ".join(f"{d} {v}" for d, v in held.items())
+                        + ": " + ", ".join(f"{count} at {d} {v}" for (d, v), count in sorted(left_out.items()))
+                        + " (choose the held values to sweep those)")
+    ordered = {dimension: held[dimension] for dimension in SERIES_DIMENSIONS if dimension in held}
+    return kept, ordered
 
 
 def fits_table(document: SweepDocument, op_contains: str = "", sort: str | None = None,

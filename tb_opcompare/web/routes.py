@@ -48,6 +48,7 @@ from tb_opcompare.analysis.row_view import descending_from_params, sort_from_par
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import (
+    SERIES_DIMENSIONS,
     CompareDocument,
     Error,
     ErrorDocument,
@@ -73,7 +74,7 @@ from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
 from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
+from tb_opcompare.service.sweep import SweepUsageError, fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import TrendUsageError, trend_document
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
@@ -300,7 +301,13 @@ class DataRoutes:
         group_by = _group_by(args)
         top = _top(args)
         ops = [op for op in args.getlist("ops") if op] or None
-        return sweep_document(self.catalog, model, top=top, ops=ops, group_by=group_by, figures=figures)
+        series_by = args.get("series_by") or "device"
+        held = {name: args[name] for name in SERIES_DIMENSIONS if args.get(name)}
+        try:
+            return sweep_document(self.catalog, model, top=top, ops=ops, group_by=group_by, figures=figures,
+                                  series_by=series_by, held=held)
+        except SweepUsageError as error:
+            raise BadRequest(str(error)) from None
 
     def _compare(self, args, view) -> CompareDocument:
         missing = [name for name in ("baseline", "target") if not args.get(name)]

@@ -3,15 +3,16 @@
 import assert from 'node:assert/strict';
 import {test} from 'node:test';
 
-import {hasRepeats, matrixParams, selectionParams, stateFromParams, stateParams, sweepCsvParams, trendParams,
-        viewParams, warmupSteps} from '../../frontend/state.js';
+import {hasRepeats, matrixParams, selectionParams, stateFromParams, stateParams, sweepCsvParams, sweepParams,
+        trendParams, viewParams, warmupSteps} from '../../frontend/state.js';
 import {queryString} from '../../frontend/api.js';
 
 test('a link with every parameter is written back as it was read', () => {
   const link = {baseline: 'tf1/mlp_cpu', target: 'tf1/mlp_gpu', group_by: 'type', baseline_session: '2026_01_05',
                 target_session: '2026_01_06', q: 'conv', status: 'matched,target_only', side: 'device',
                 min_us: '1000', sort: 'speedup', order: 'asc', top: '15', significant: '1', repeats: '1', view: 'sweep',
-                model: 'torch/cnn', sweep_top: '5', sweep_group_by: 'type', trend_runs: 'cnn*,torch2.5/cnn_cpu_bs6',
+                model: 'torch/cnn', sweep_top: '5', sweep_group_by: 'type', sweep_series_by: 'precision',
+                sweep_device: 'GPU', trend_runs: 'cnn*,torch2.5/cnn_cpu_bs6',
                 trend_order: 'sidecar:versions.torch', trend_top: '4', trend_group_by: 'type',
                 matrix_reference: 'GPU · bf16 · torch.compile', matrix_warmup: '0'};
   assert.deepEqual(stateParams(stateFromParams(link)), link);
@@ -127,6 +128,15 @@ test('values the tab cannot use fall back to the defaults', () => {
 
 test('a link asking to plot more ops than the sweep route takes plots the most it takes', () => {
   assert.equal(stateFromParams({model: 'torch/cnn', sweep_top: '500'}).sweep.top, 50);
+});
+
+test('a sweep asks for its lines and the device held only where the lines are not devices', () => {
+  const byPrecision = stateFromParams({model: 'torch/cnn', sweep_series_by: 'precision', sweep_device: 'GPU'}).sweep;
+  assert.deepEqual(sweepParams(byPrecision),
+                   {model: 'torch/cnn', top: '10', group_by: 'name', series_by: 'precision', device: 'GPU'});
+  const byDevice = stateFromParams({model: 'torch/cnn', sweep_device: 'GPU'}).sweep;
+  assert.deepEqual(sweepParams(byDevice), {model: 'torch/cnn', top: '10', group_by: 'name'});
+  assert.equal(stateFromParams({sweep_series_by: 'batch_size'}).sweep.series_by, 'device');
 });
 
 test('the sweep export is asked for the fits table as it is shown', () => {

@@ -21,8 +21,9 @@ for (const [name, format] of Object.entries(formatters)) {
 }
 
 test('format_breakeven', () => {
-  for (const [[batchSize, gpuFaster], expected] of cases.format_breakeven) {
-    assert.equal(formatBreakeven(batchSize, gpuFaster), expected, `format_breakeven(${batchSize}, ${gpuFaster})`);
+  for (const [[batchSize, targetFaster, target], expected] of cases.format_breakeven) {
+    assert.equal(formatBreakeven(batchSize, targetFaster, target), expected,
+                 `format_breakeven(${batchSize}, ${targetFaster}, ${target})`);
   }
 });
 
