@@ -163,12 +163,12 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_interval():
     mean of the runs' step times, and its 95% interval from Student's t on the logs."""
     document = json.loads(run_cli("sweep", str(DEMO), "--model", "mnist_cnn_torch", "--json", "--no-cache").stdout)
     assert not [w for w in document["warnings"] if "left out" in w]
-    assert {(row["device"], row["batch_size"], row["repeats"]) for row in document["steps"]} == {
+    assert {(row["series"], row["batch_size"], row["repeats"]) for row in document["steps"]} == {
         (device, size, 3) for device in ("CPU", "GPU") for size in (1, 16, 64)}
     catalog = Catalog(str(DEMO), cache_dir=None)
     for row in document["steps"]:
         runs = row["run"].split(", ")
-        assert runs == sorted(f"mnist_cnn_torch_{row['device'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3))
+        assert runs == sorted(f"mnist_cnn_torch_{row['series'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3))
         logs = [math.log(catalog.load(run).profile.facts.step_time_us) for run in runs]
         mean, spread = statistics.mean(logs), statistics.stdev(logs)
         margin = T_975_TWO_DEGREES * spread / math.sqrt(3)

@@ -1,12 +1,16 @@
 """The xplane reader's C helpers (``_xplane_wire``) against its pure-Python code, on the
 real xplanes this project has: the same batches, the same event integers, the same
-tables, the same errors on broken wire, and no crash whatever the bytes."""
+memory events' stats, the same tables, the same errors on broken wire, and no crash
+whatever the bytes."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
+import math
 import random
+import struct
 import subprocess
 import sys
 import textwrap
@@ -20,7 +24,7 @@ from conftest import FIXTURES, REALTRACES, REPO
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.ingest.readers import xplane, xplane_wire
-from tb_opcompare.ingest.readers.xplane_schema import XLine
+from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane
 
 _XPLANE_ROOTS = [FIXTURES, REPO / "demo_logs"] + ([REALTRACES] if REALTRACES.is_dir() else [])
 XPLANES = sorted(path for root in _XPLANE_ROOTS for path in root.rglob("*.xplane.pb"))
@@ -120,6 +124,10 @@ def _assert_same_outcome(native, pure) -> None:
         expected, got = getattr(pure, field.name), getattr(native, field.name)
         if isinstance(expected, pd.DataFrame):
             pd.testing.assert_frame_equal(got, expected, check_exact=True, obj=field.name)
+            for column in expected.columns:  # bit for bit: 0.0 and -0.0 pass the frame check
+                if expected[column].dtype.kind in "biuf":
+                    assert got[column].to_numpy().tobytes() == expected[column].to_numpy().tobytes(), \
+                        f"{field.name}.{column}"
         elif field.name == "facts":
             assert vars(got) == vars(expected)
         else:
@@ -130,7 +138,8 @@ class _Spy:
     """The compiled module, counting its calls (so a native read is known to use it)."""
 
     def __init__(self, module):
-        self.module, self.WireError, self.calls = module, module.WireError, {"split_events": 0, "event_ints": 0}
+        self.module, self.WireError = module, module.WireError
+        self.calls = {"split_events": 0, "event_ints": 0, "event_stats": 0}
 
     def split_events(self, *args):
         self.calls["split_events"] += 1
@@ -140,8 +149,12 @@ class _Spy:
         self.calls["event_ints"] += 1
         return self.module.event_ints(*args)
 
+    def event_stats(self, *args):
+        self.calls["event_stats"] += 1
+        return self.module.event_stats(*args)
 
-def _never_called(batch):
+
+def _never_called(*args):
     raise AssertionError("the native read fell back to reading the parsed events")
 
 
@@ -154,12 +167,31 @@ def test_read_profile_gives_the_same_tables_on_both_paths(path, batch_bytes, com
     monkeypatch.setattr(xplane_wire, "_compiled", spy)
     with monkeypatch.context() as patched:
         patched.setattr(xplane, "_event_ints_python", _never_called)
+        patched.setattr(xplane._MemoryEvents, "_read_parsed", _never_called)
         native = _read(path, False, monkeypatch)
     _assert_same_outcome(native, pure)
     if not isinstance(pure, Exception):
         assert spy.calls["event_ints"] > 0
         if batch_bytes == SMALL_BATCH:
             assert spy.calls["split_events"] > 0
+        if pure.facts.memory_events:
+            assert spy.calls["event_stats"] > 0
+
+
+def test_the_real_xplanes_hold_every_memory_output(monkeypatch):
+    """The comparison above covers the memory outputs only where real files carry them:
+    allocations and frees (the timeline, the peaks, the ops' allocated bytes), the precision
+    from the dtypes allocated, and the batch size voted by the shapes allocated."""
+    profiles = [profile for profile in (_read(path, False, monkeypatch) for path in XPLANES)
+                if not isinstance(profile, Exception)]
+    with_memory = [profile for profile in profiles if profile.facts.memory_events]
+    assert len(with_memory) >= 10
+    assert all(len(profile.memory_timeline) and profile.facts.peak_memory_bytes for profile in with_memory)
+    assert sum((profile.ops["alloc_bytes"] > 0).any() for profile in with_memory) >= 10  # XLA's ops name none
+    assert any("tensors the model's ops allocated" in (profile.facts.precision_source or "")
+               for profile in with_memory)
+    assert any("tensor shapes in memory allocations" in (profile.facts.batch_size_source or "")
+               for profile in with_memory)
 
 
 # Broken copies of real files: cut at a few places, and bytes flipped (deterministically).
@@ -291,6 +323,255 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+# Real memory events whose stats are refs to stat metadata (current TF) and strs (TF 2.4).
+_MEMORY_SOURCES = [path for path in XPLANES if "tf_keras" in str(path) and "cpu" in path.parts[-6]][:1] + \
+    [path for path in XPLANES if "bert" in str(path)][:1]
+_MEMORY_EVENT_NAMES = ("MemoryAllocation", "MemoryDeallocation")
+# what event_stats reports for each XStat value (the field number), 1 for none
+_KINDS = {None: xplane_wire.STAT_WITHOUT_VALUE, "double_value": xplane_wire.STAT_DOUBLE,
+          "uint64_value": xplane_wire.STAT_UINT64, "int64_value": xplane_wire.STAT_INT64,
+          "str_value": xplane_wire.STAT_STR, "bytes_value": xplane_wire.STAT_BYTES,
+          "ref_value": xplane_wire.STAT_REF}
+
+
+def _host_memory_plane(path: Path) -> tuple[XPlane, list, list]:
+    """The first host plane's metadata, with a second stat id for some of the memory stats'
+    names (a writer may repeat a name), its memory events and some of its other events."""
+    space = xplane_wire.split_space(path.read_bytes())
+    view = next(view for view in space.planes() if view.name.startswith("/host:"))
+    plane = XPlane()
+    plane.event_metadata.extend(view.event_metadata)
+    plane.stat_metadata.extend(view.stat_metadata)
+    next_id = max(entry.key for entry in plane.stat_metadata) + 1
+    for offset, name in enumerate(("tf_op", "shape", "allocator_name", "bytes_allocated")):
+        entry = plane.stat_metadata.add(key=next_id + offset)
+        entry.value.id, entry.value.name = next_id + offset, name
+    memory_ids = {entry.key for entry in plane.event_metadata if entry.value.name in _MEMORY_EVENT_NAMES}
+    memory, others = [], []
+    for line in view.lines:
+        for batch in line.event_batches():
+            for event in batch:
+                (memory if event.metadata_id in memory_ids else others).append(_copy(event))
+        if len(memory) > 300:
+            break
+    assert len(memory) > 20 and others
+    return plane, memory, others[:100]
+
+
+def _field(number: int, value: int) -> bytes:
+    return _tag(number, 0) + _varint(value & (1 << 64) - 1)
+
+
+def _bytes_field(number: int, value: bytes) -> bytes:
+    return _tag(number, 2) + _varint(len(value)) + value
+
+
+def _double(value: float) -> bytes:
+    return _tag(2, 1) + struct.pack("<d", value)
+
+
+def _stat(metadata_id: int | None, *values: bytes) -> bytes:
+    """An XEvent.stats field: its metadata id first, then ``values`` as they are."""
+    body = (_field(1, metadata_id) if metadata_id is not None else b"") + b"".join(values)
+    return _bytes_field(4, body)
+
+
+def _reencoded_memory_line(plane: XPlane, memory: list, others: list, rng: random.Random) -> bytes:
+    """Real memory events among other events, and the same events with stats added the
+    ways a writer may legally write them: a later stat of the same name or of another id
+    of that name, values of every kind and range, several values in one stat (the last
+    one is its oneof's), its metadata id after its value or twice, no value, known field
+    numbers with other wire types, unknown fields and groups, and event metadata ids
+    written twice."""
+    ids = {}
+    for entry in plane.stat_metadata:
+        ids.setdefault(entry.value.name, []).append(entry.key)
+    first, last = {name: keys[0] for name, keys in ids.items()}, {name: keys[-1] for name, keys in ids.items()}
+    memory_id = next(entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation")
+    texts = [b"", "形状/[2,3]".encode(), b"model/dense/MatMul", b"training/Adam/m/dense", b"[32,10]", b"[7,3]",
+             b"[7,3,2]", b"[16,4]"]
+    numbers = [_field(4, 0), _field(4, -5), _field(4, 1 << 62), _field(4, (1 << 62) - 1), _field(3, 1 << 63),
+               _field(3, (1 << 64) - 1), _field(3, 4096), _double(math.nan), _double(-0.0), _double(math.inf),
+               _double(1.5), _double(1.9), _double(14.0), _double(float(1 << 62)),
+               _double(math.nextafter(float(1 << 62), 0)), _double(-1.0), _field(4, 19), _field(4, 2),
+               _field(7, 3)]
+    stat_ids = [entry.key for entry in plane.stat_metadata]
+
+    def a_value() -> bytes:
+        choice = rng.random()
+        if choice < 0.35:
+            return _bytes_field(5, rng.choice(texts))
+        if choice < 0.5:
+            return _field(7, rng.choice(stat_ids + [1 << 63, (1 << 64) - 1, 10**9]))
+        if choice < 0.55:
+            return _bytes_field(6, b"\x00\xff")
+        return rng.choice(numbers)
+
+    def a_stat() -> bytes:
+        name = rng.choice(xplane._MemoryEvents.STATS)
+        metadata_id = rng.choice([first[name], last[name]])
+        shape = rng.random()
+        if shape < 0.5:
+            return _stat(metadata_id, a_value())
+        if shape < 0.6:
+            return _stat(metadata_id, a_value(), a_value(), a_value())
+        if shape < 0.7:
+            return _stat(None, a_value(), _field(1, metadata_id))
+        if shape < 0.75:
+            return _stat(rng.choice(stat_ids), a_value(), _field(1, metadata_id))
+        if shape < 0.8:
+            return _stat(metadata_id)
+        if shape < 0.85:  # XStat field numbers with other wire types, which protobuf keeps as unknown
+            return _stat(metadata_id, a_value(), _field(5, 7), _field(2, 1), _bytes_field(3, b"\x01"),
+                         _tag(7, 1) + bytes(8))
+        if shape < 0.9:
+            return _stat(metadata_id, _group(rng.randint(9, 300), _field(1, 5) + _group(2, b"")), a_value(),
+                         _field(12, 1))
+        return _bytes_field(4, b"")  # a stat with nothing at all: metadata id 0
+
+    variants = []
+    for event in memory:
+        wire = event.SerializeToString()
+        variants.append(wire)
+        variants.append(wire + b"".join(a_stat() for _ in range(rng.randint(1, 4))))
+        variants.append(b"".join(a_stat() for _ in range(rng.randint(0, 3))) + wire)
+        variants.append(wire + rng.choice(memory).SerializeToString())
+        variants.append(wire + rng.choice(others).SerializeToString())  # no longer a memory event
+        variants.append(rng.choice(others).SerializeToString() + wire + a_stat())  # become one
+    for event in others:
+        variants.append(event.SerializeToString())
+        variants.append(event.SerializeToString() + _field(1, memory_id) + a_stat())
+    rng.shuffle(variants)
+    return b"".join(_bytes_field(4, variant) for variant in variants)
+
+
+def _python_event_stats(events, event_ids, stat_columns: dict[int, int], column_count: int) -> list:
+    """event_stats' rows as the protobuf runtime reads the events: (index, [(kind, value)])."""
+    rows = []
+    for index, event in enumerate(events):
+        if event.metadata_id not in event_ids:
+            continue
+        cells = [(xplane_wire.STAT_ABSENT, 0)] * column_count
+        for stat in event.stats:
+            column = stat_columns.get(stat.metadata_id)
+            if column is None:
+                continue
+            which = stat.WhichOneof("value")
+            value = getattr(stat, which) if which else 0
+            if which == "double_value":
+                value = struct.unpack("<q", struct.pack("<d", value))[0]
+            elif which in ("uint64_value", "ref_value"):
+                value = struct.unpack("<q", struct.pack("<Q", value))[0]
+            elif which == "bytes_value":
+                value = 0
+            cells[column] = (_KINDS[which], value)
+        rows.append((index, cells))
+    return rows
+
+
+def _c_event_stats(compiled, wire: bytes, event_ids, stat_columns: dict[int, int], column_count: int) -> list:
+    rows, spans = compiled.event_stats(wire, 0, len(wire), event_ids, stat_columns, column_count)
+    texts = [wire[offset:offset + length].decode() for offset, length in spans]
+    assert len(set(texts)) == len(texts)  # each distinct str once
+    table = np.frombuffer(rows, dtype=np.int64).reshape(-1, 1 + 2 * column_count).tolist()
+    return [(row[0], [(kind, texts[value] if kind == xplane_wire.STAT_STR else value)
+                      for kind, value in zip(row[1::2], row[2::2])]) for row in table]
+
+
+def _memory_state(plane: XPlane, batch, pure_python: bool, monkeypatch) -> tuple:
+    """What ``_MemoryEvents`` makes of the batch, read twice (so sums and first-seen orders
+    carry over from a batch to the next), float values as their exact hex."""
+    if pure_python:
+        monkeypatch.setenv(xplane_wire.PURE_PYTHON_ENV, "1")
+    else:
+        monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
+    try:
+        dtypes, in_use, shapes = collections.Counter(), xplane._MemoryInUse(), {}
+        memory = xplane._Allocations(dtypes)
+        reader = xplane._MemoryEvents(plane, xplane._stat_names(plane), memory, in_use, shapes)
+        ints = xplane._event_ints(batch)
+        for line_ns in (1_700_000_000_000_000_000, 1_700_000_000_000_000_777):
+            reader.read(batch, ints, line_ns)
+    finally:
+        monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
+    return (list(shapes), shapes, [(op, size.hex()) for op, size in memory.requested.items()], list(dtypes.items()),
+            list(in_use.allocators.items()), in_use.codes, in_use.line_ns, in_use.offset_ps,
+            [value.hex() for value in in_use.bytes_in_use])
+
+
+@pytest.mark.parametrize("path", _MEMORY_SOURCES, ids=_name)
+def test_memory_stats_follow_protobuf_on_reencoded_real_events(path, compiled, monkeypatch):
+    """Memory events re-encoded (``_reencoded_memory_line``): the C helper's stats are the
+    protobuf runtime's, and the reader makes the same allocations, memory in use and
+    allocated shapes of them on both paths, with the cap on shapes reached or not."""
+    assert len(_MEMORY_SOURCES) == 2, "no real seed files found"
+    plane, memory, others = _host_memory_plane(path)
+    wire = _reencoded_memory_line(plane, memory, others, random.Random(len(path.name)))
+    events = XLine.FromString(wire).events
+    reader = xplane._MemoryEvents(plane, xplane._stat_names(plane), None, None, None)
+    columns = len(reader.STATS)
+    expected = _python_event_stats(events, set(reader.event_ids), reader.stat_columns, columns)
+    assert len(expected) > 100
+    got = _c_event_stats(compiled, wire, reader.event_ids, reader.stat_columns, columns)
+    assert got == expected
+    kinds = {kind for _, cells in expected for kind, _ in cells}
+    assert kinds == set(range(8))  # every kind met, absent and no value included
+
+    batch = xplane_wire.EventBatch(events, memoryview(wire), 0, len(wire))
+    for cap in (xplane._MAX_ALLOCATED_SHAPES, 4):
+        monkeypatch.setattr(xplane, "_MAX_ALLOCATED_SHAPES", cap)
+        pure = _memory_state(plane, batch, True, monkeypatch)
+        with monkeypatch.context() as patched:
+            patched.setattr(xplane._MemoryEvents, "_read_parsed", _never_called)
+            native = _memory_state(plane, batch, False, monkeypatch)
+        assert native == pure
+        assert pure[2] and pure[3] and pure[5]  # allocations, dtypes and samples were made
+        assert len(pure[0]) == min(cap, len(pure[0]))
+
+
+def test_event_stats_refuses_bad_arguments(compiled):
+    wire = _bytes_field(4, _field(1, 5) + _stat(3, _field(4, 9)))
+    table, spans = compiled.event_stats(wire, 0, len(wire), [5], {3: 1}, 2)
+    assert np.frombuffer(table, dtype=np.int64).tolist() == [0, 0, 0, xplane_wire.STAT_INT64, 9] and spans == []
+    for event_ids, stat_columns, column_count, error in [
+        ([5], {3: 2}, 2, ValueError), ([5], {3: -1}, 2, ValueError), ([5], {3: 0}, -1, ValueError),
+        ([5], {3: 0}, 1 << 20, ValueError), ([5], [(3, 0)], 1, TypeError), (["5"], {3: 0}, 1, TypeError),
+        (5, {3: 0}, 1, TypeError), ([5], {"3": 0}, 1, TypeError), ([1 << 64], {3: 0}, 1, OverflowError),
+    ]:
+        with pytest.raises(error):
+            compiled.event_stats(wire, 0, len(wire), event_ids, stat_columns, column_count)
+    with pytest.raises(compiled.WireError, match="past the end at byte 5"):
+        broken = _bytes_field(4, _field(1, 5) + _tag(4, 2) + _varint(9))
+        compiled.event_stats(broken, 0, len(broken), [5], {3: 0}, 1)
+
+
+def test_event_stats_gives_up_on_texts_piled_on_one_hash(compiled):
+    """The C helper's table of distinct str values has an unkeyed hash: texts a hostile file
+    piles on one slot make it give up (WireError: the reader then reads the parsed events)
+    instead of taking quadratic time. As many texts spread as usual are read."""
+    candidates = np.arange(2_000_000, dtype=np.uint64)
+    digits = candidates[:, None] // np.uint64(10) ** np.arange(7, -1, -1, dtype=np.uint64) % np.uint64(10) + \
+        np.uint64(ord("0"))
+    hashes = np.full(len(candidates), 14695981039346656037, dtype=np.uint64)  # FNV-1a, as the C code
+    for column in digits.T:
+        hashes = (hashes ^ column) * np.uint64(1099511628211)
+    piled = np.flatnonzero(hashes & np.uint64(1023) == 0)[:400]  # one slot while the table has 1024
+    assert len(piled) == 400
+
+    def line(numbers) -> bytes:
+        return b"".join(_bytes_field(4, _field(1, 5) + _stat(3, _bytes_field(5, b"%08d" % number)))
+                        for number in numbers)
+
+    wire = line(piled.tolist())
+    with pytest.raises(compiled.WireError, match="share a hash"):
+        compiled.event_stats(wire, 0, len(wire), [5], {3: 0}, 1)
+    assert xplane_wire.EventBatch(XLine.FromString(wire).events, memoryview(wire), 0, len(wire)).wire_stats(
+        [5], {3: 0}, 1) is None
+    spread = line(range(400))
+    _, spans = compiled.event_stats(spread, 0, len(spread), [5], {3: 0}, 1)
+    assert len(spans) == 400
+
+
 _CRASH_PROBE = textwrap.dedent("""
     import json, random, sys
     from tb_opcompare.ingest.readers import _xplane_wire as c
@@ -303,8 +584,11 @@ _CRASH_PROBE = textwrap.dedent("""
             if piece:
                 piece[rng.randrange(len(piece))] = rng.randrange(256)
         piece = bytes(piece)
+        ids = rng.sample(range(200), rng.randint(0, 4))
+        columns = {rng.randrange(200): rng.randrange(4) for _ in range(rng.randint(0, 8))}
         for call in (lambda: c.event_ints(piece, 0, len(piece)),
-                     lambda: c.split_events(piece, 0, len(piece), rng.choice([1, 64, 4096]))):
+                     lambda: c.split_events(piece, 0, len(piece), rng.choice([1, 64, 4096])),
+                     lambda: c.event_stats(piece, 0, len(piece), ids, columns, 4)):
             try:
                 call()
                 outcome = "ok"
@@ -312,7 +596,8 @@ _CRASH_PROBE = textwrap.dedent("""
                 outcome = "WireError"
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
     for start, end in [(-1, 3), (5, 2), (0, len(data) + 1)]:
-        for call in (lambda: c.event_ints(data, start, end), lambda: c.split_events(data, start, end, 4096)):
+        for call in (lambda: c.event_ints(data, start, end), lambda: c.split_events(data, start, end, 4096),
+                     lambda: c.event_stats(data, start, end, [1], {1: 0}, 1)):
             try:
                 call()
                 raise SystemExit(f"span {start}, {end} was accepted")

@@ -1,4 +1,4 @@
-/* The two per-event loops of the xplane reader, straight from the wire bytes.
+/* The per-event loops of the xplane reader, straight from the wire bytes.
  *
  * Optional: xplane_wire.py falls back to its pure-Python code when this module did not
  * build or TB_OPCOMPARE_PURE_PYTHON is set, and both must give the same results.
@@ -8,9 +8,20 @@
  *   event_ints(buffer, start, end) -> bytearray of native int64 triples
  *       (metadata_id, offset_ps, duration_ps) of every XLine.events field in the span,
  *       with protobuf's semantics for what it reads (last occurrence wins, offset_ps and
- *       num_occurrences share a oneof, unknown fields of every wire type skipped).
+ *       num_occurrences share a oneof, unknown fields of every wire type skipped);
+ *   event_stats(buffer, start, end, event_ids, stat_columns, column_count) -> (rows, text_spans)
+ *       chosen stats of the events whose metadata_id is in ``event_ids``: a row of native
+ *       int64 per such event, its index among the span's events and then a (kind, value)
+ *       pair per column, ``stat_columns`` mapping a stat metadata id to its column (several
+ *       ids may share one: the last stat of the event in a column wins). kind 0: the event
+ *       has no such stat; 1: the stat holds no value; else the field number of the value
+ *       the XStat's oneof holds: 2 double_value (value: its bits), 3 uint64_value (its
+ *       bits), 4 int64_value, 5 str_value (value: an index into ``text_spans``, the distinct
+ *       str values as (offset, length) in the buffer, so each is decoded once), 6
+ *       bytes_value (value 0), 7 ref_value (its bits). Protobuf's semantics as above, in
+ *       the XStats too.
  *
- * Both scan with the GIL released: the buffer is held for the whole call, and what is
+ * All three scan with the GIL released: the buffer is held for the whole call, and what is
  * found is kept in C until the GIL is back.
  */
 
@@ -502,6 +513,432 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* event_stats: chosen stats of the events of chosen metadata.                          */
+
+/* What a row says of a stat: absent, present without a value, or the field number of
+ * the value it holds (XStat's value oneof). */
+enum { STAT_ABSENT = 0, STAT_WITHOUT_VALUE = 1 };
+enum { XSTAT_METADATA_ID = 1, XSTAT_DOUBLE = 2, XSTAT_UINT64 = 3, XSTAT_INT64 = 4, XSTAT_STR = 5, XSTAT_BYTES = 6,
+       XSTAT_REF = 7 };
+enum { XEVENT_STATS = 4 };
+
+typedef struct {
+    int64_t stat_id;
+    Py_ssize_t column;
+} stat_column;
+
+typedef struct {
+    int64_t *event_ids; /* sorted */
+    Py_ssize_t event_id_count;
+    stat_column *columns; /* sorted by stat_id */
+    Py_ssize_t column_entries, column_count;
+} stat_query;
+
+static int compare_int64(const void *left, const void *right) {
+    int64_t a = *(const int64_t *)left, b = *(const int64_t *)right;
+    return (a > b) - (a < b);
+}
+
+static int compare_stat_column(const void *left, const void *right) {
+    return compare_int64(&((const stat_column *)left)->stat_id, &((const stat_column *)right)->stat_id);
+}
+
+static int query_has_event(const stat_query *query, int64_t metadata_id) {
+    return bsearch(&metadata_id, query->event_ids, (size_t)query->event_id_count, sizeof(int64_t),
+                   compare_int64) != NULL;
+}
+
+static Py_ssize_t query_column(const stat_query *query, int64_t stat_id) {
+    stat_column key = {stat_id, 0};
+    const stat_column *found = bsearch(&key, query->columns, (size_t)query->column_entries, sizeof(stat_column),
+                                       compare_stat_column);
+    return found ? found->column : -1;
+}
+
+/* The distinct str values met, so that Python decodes each once however many events
+ * repeat it (a tf_op or a shape recurs in every step). FNV-1a is not keyed: a hostile file
+ * could pile thousands of texts on one slot, so the probes are counted and a table that
+ * takes far more than its share is given up (the caller then reads the parsed events). */
+typedef struct {
+    const unsigned char *start;
+    Py_ssize_t length;
+    uint64_t hash;
+} text_entry;
+
+typedef struct {
+    text_entry *entries;
+    Py_ssize_t count, capacity;
+    Py_ssize_t *slots; /* open addressing: entry index + 1, 0 for a free slot */
+    Py_ssize_t slot_count; /* a power of two, at least twice count */
+    Py_ssize_t lookups, probes;
+} text_table;
+
+/* Half full, a table takes about 1.5 probes a lookup with a fair hash. */
+#define TEXT_PROBES_PER_LOOKUP 64
+enum { TEXT_NO_MEMORY = -1, TEXT_COLLISIONS = -2 };
+
+static uint64_t text_hash(const unsigned char *start, Py_ssize_t length) {
+    uint64_t hash = 14695981039346656037ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < length; i++)
+        hash = (hash ^ start[i]) * 1099511628211ULL;
+    return hash;
+}
+
+static int text_table_grow(text_table *table) {
+    Py_ssize_t slot_count = table->slot_count ? table->slot_count * 2 : 256;
+    Py_ssize_t *slots = PyMem_RawCalloc((size_t)slot_count, sizeof(Py_ssize_t));
+    if (!slots)
+        return -1;
+    for (Py_ssize_t i = 0; i < table->count; i++) {
+        size_t slot = (size_t)table->entries[i].hash & (size_t)(slot_count - 1);
+        while (slots[slot])
+            slot = (slot + 1) & (size_t)(slot_count - 1);
+        slots[slot] = i + 1;
+    }
+    PyMem_RawFree(table->slots);
+    table->slots = slots;
+    table->slot_count = slot_count;
+    return 0;
+}
+
+/* The index of the text among the distinct ones, or TEXT_NO_MEMORY, TEXT_COLLISIONS. */
+static Py_ssize_t text_index(text_table *table, const unsigned char *start, Py_ssize_t length) {
+    if (2 * (table->count + 1) > table->slot_count && text_table_grow(table) < 0)
+        return TEXT_NO_MEMORY;
+    uint64_t hash = text_hash(start, length);
+    size_t slot = (size_t)hash & (size_t)(table->slot_count - 1);
+    table->lookups++;
+    for (; table->slots[slot]; slot = (slot + 1) & (size_t)(table->slot_count - 1)) {
+        const text_entry *entry = &table->entries[table->slots[slot] - 1];
+        if (entry->hash == hash && entry->length == length && memcmp(entry->start, start, (size_t)length) == 0)
+            return table->slots[slot] - 1;
+        if (++table->probes > TEXT_PROBES_PER_LOOKUP * table->lookups + 1024)
+            return TEXT_COLLISIONS;
+    }
+    if (table->count == table->capacity) {
+        Py_ssize_t capacity = table->capacity ? table->capacity * 2 : 64;
+        text_entry *grown = PyMem_RawRealloc(table->entries, (size_t)capacity * sizeof(text_entry));
+        if (!grown)
+            return TEXT_NO_MEMORY;
+        table->entries = grown;
+        table->capacity = capacity;
+    }
+    table->entries[table->count] = (text_entry){start, length, hash};
+    table->slots[slot] = table->count + 1;
+    return table->count++;
+}
+
+typedef struct {
+    int64_t *items;
+    Py_ssize_t count, capacity, width; /* in rows of ``width`` int64 */
+} row_list;
+
+static int64_t *row_append(row_list *rows) {
+    if (rows->count == rows->capacity) {
+        Py_ssize_t capacity = rows->capacity ? rows->capacity * 2 : 256;
+        int64_t *grown = PyMem_RawRealloc(rows->items, (size_t)capacity * (size_t)rows->width * sizeof(int64_t));
+        if (!grown)
+            return NULL;
+        rows->items = grown;
+        rows->capacity = capacity;
+    }
+    int64_t *row = rows->items + rows->count++ * rows->width;
+    memset(row, 0, (size_t)rows->width * sizeof(int64_t)); /* every stat STAT_ABSENT */
+    return row;
+}
+
+/* An event's metadata_id as protobuf reads it (the last one wins), the whole event
+ * checked on the way. */
+static int event_metadata_id(wire_cursor *event, int64_t *metadata_id) {
+    *metadata_id = 0;
+    while (event->pos < event->end) {
+        uint32_t field;
+        int wire;
+        uint64_t value;
+        if (wire_tag(event, &field, &wire) < 0)
+            return -1;
+        if (field == XEVENT_METADATA_ID && wire == 0) {
+            if (wire_varint(event, &value) < 0)
+                return -1;
+            *metadata_id = (int64_t)value;
+        } else if (wire_skip(event, field, wire, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static uint64_t little_endian_64(const unsigned char *bytes) {
+    uint64_t value = 0;
+    for (int i = 7; i >= 0; i--)
+        value = value << 8 | bytes[i];
+    return value;
+}
+
+typedef struct {
+    int64_t metadata_id;
+    int kind;
+    uint64_t value;                    /* numbers and refs; a double's bits */
+    const unsigned char *text_start; /* str and bytes values */
+    Py_ssize_t text_length;
+} stat_value;
+
+/* One XStat as protobuf reads it: the last occurrence of a field wins, and the last value
+ * field read is the one its oneof holds. */
+static int decode_stat(wire_cursor *stat, stat_value *out) {
+    *out = (stat_value){0, STAT_WITHOUT_VALUE, 0, NULL, 0};
+    while (stat->pos < stat->end) {
+        const unsigned char *value_start;
+        uint32_t field;
+        int wire;
+        uint64_t value;
+        if (wire_tag(stat, &field, &wire) < 0)
+            return -1;
+        value_start = stat->pos;
+        /* A known number with another wire type is an unknown field to protobuf. */
+        if (wire == 0 && (field == XSTAT_METADATA_ID || field == XSTAT_UINT64 || field == XSTAT_INT64 ||
+                          field == XSTAT_REF)) {
+            if (wire_varint(stat, &value) < 0)
+                return -1;
+            if (field == XSTAT_METADATA_ID) {
+                out->metadata_id = (int64_t)value;
+            } else {
+                out->kind = (int)field;
+                out->value = value;
+            }
+        } else if (wire == 1 && field == XSTAT_DOUBLE) {
+            if (stat->end - stat->pos < 8)
+                return wire_fail(stat, "fixed-width value past the end", value_start);
+            out->kind = XSTAT_DOUBLE;
+            out->value = little_endian_64(stat->pos);
+            stat->pos += 8;
+        } else if (wire == 2 && (field == XSTAT_STR || field == XSTAT_BYTES)) {
+            if (wire_varint(stat, &value) < 0)
+                return -1;
+            if (value > (uint64_t)(stat->end - stat->pos))
+                return wire_fail(stat, "length-delimited value past the end", value_start);
+            out->kind = (int)field;
+            out->value = 0;
+            out->text_start = stat->pos;
+            out->text_length = (Py_ssize_t)value;
+            stat->pos += value;
+        } else if (wire_skip(stat, field, wire, 0) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The queried stats of one event into ``row`` (kind, value pairs by column): a later stat
+ * of a column replaces an earlier one, as a dict built from the stats in order would. */
+static int read_event_stats(wire_cursor *event, const stat_query *query, int64_t *row, text_table *texts) {
+    while (event->pos < event->end) {
+        uint32_t field;
+        int wire;
+        if (wire_tag(event, &field, &wire) < 0)
+            return -1;
+        if (field != XEVENT_STATS || wire != 2) {
+            if (wire_skip(event, field, wire, 0) < 0)
+                return -1;
+            continue;
+        }
+        const unsigned char *length_at = event->pos;
+        uint64_t length;
+        if (wire_varint(event, &length) < 0)
+            return -1;
+        if (length > (uint64_t)(event->end - event->pos))
+            return wire_fail(event, "stat past the end", length_at);
+        wire_cursor stat = {event->pos, event->pos + length, NULL, NULL};
+        stat_value value;
+        if (decode_stat(&stat, &value) < 0) {
+            *event = stat;
+            return -1;
+        }
+        event->pos = stat.end;
+        Py_ssize_t column = query_column(query, value.metadata_id);
+        if (column < 0)
+            continue;
+        row[2 * column] = value.kind;
+        if (value.kind == XSTAT_STR) {
+            Py_ssize_t index = text_index(texts, value.text_start, value.text_length);
+            if (index == TEXT_NO_MEMORY)
+                return wire_fail(event, NULL, NULL);
+            if (index == TEXT_COLLISIONS)
+                return wire_fail(event, "too many str values share a hash", value.text_start);
+            row[2 * column + 1] = index;
+        } else {
+            row[2 * column + 1] = (int64_t)value.value;
+        }
+    }
+    return 0;
+}
+
+static int scan_event_stats(wire_cursor *line, const stat_query *query, row_list *rows, text_table *texts) {
+    enum { XLINE_EVENTS = 4 };
+    int64_t index = 0;
+    while (line->pos < line->end) {
+        uint32_t field;
+        int wire;
+        if (wire_tag(line, &field, &wire) < 0)
+            return -1;
+        if (field != XLINE_EVENTS || wire != 2) {
+            if (wire_skip(line, field, wire, 0) < 0)
+                return -1;
+            continue;
+        }
+        const unsigned char *length_at = line->pos;
+        uint64_t length;
+        if (wire_varint(line, &length) < 0)
+            return -1;
+        if (length > (uint64_t)(line->end - line->pos))
+            return wire_fail(line, "event past the end", length_at);
+        wire_cursor event = {line->pos, line->pos + length, NULL, NULL};
+        int64_t metadata_id;
+        if (event_metadata_id(&event, &metadata_id) < 0) {
+            *line = event;
+            return -1;
+        }
+        if (query_has_event(query, metadata_id)) {
+            int64_t *row = row_append(rows);
+            if (!row)
+                return wire_fail(line, NULL, NULL);
+            row[0] = index;
+            event.pos = line->pos; /* read again, for its stats this time */
+            if (read_event_stats(&event, query, row + 1, texts) < 0) {
+                *line = event;
+                return -1;
+            }
+        }
+        index++;
+        line->pos = event.end;
+    }
+    return 0;
+}
+
+/* Far more than any caller reads; it keeps a row's size from overflowing. */
+#define MAX_STAT_COLUMNS 4096
+
+/* The query's Python arguments in C arrays, read while the GIL is held. */
+static int parse_query(PyObject *event_ids, PyObject *stat_columns, Py_ssize_t column_count, stat_query *query) {
+    if (column_count < 0 || column_count > MAX_STAT_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "column_count must be within [0, %d]", MAX_STAT_COLUMNS);
+        return -1;
+    }
+    query->column_count = column_count;
+    PyObject *ids = PySequence_Fast(event_ids, "event_ids must be a sequence of ints");
+    if (!ids)
+        return -1;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(ids);
+    query->event_ids = PyMem_RawMalloc((size_t)(count ? count : 1) * sizeof(int64_t));
+    if (!query->event_ids) {
+        Py_DECREF(ids);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long long id = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(ids, i));
+        if (id == -1 && PyErr_Occurred()) {
+            Py_DECREF(ids);
+            return -1;
+        }
+        query->event_ids[i] = id;
+    }
+    Py_DECREF(ids);
+    query->event_id_count = count;
+    qsort(query->event_ids, (size_t)count, sizeof(int64_t), compare_int64);
+
+    if (!PyDict_Check(stat_columns)) {
+        PyErr_SetString(PyExc_TypeError, "stat_columns must be a dict {stat metadata id: column}");
+        return -1;
+    }
+    Py_ssize_t entries = PyDict_Size(stat_columns), position = 0, at = 0;
+    query->columns = PyMem_RawMalloc((size_t)(entries ? entries : 1) * sizeof(stat_column));
+    if (!query->columns) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *key, *value;
+    while (PyDict_Next(stat_columns, &position, &key, &value)) {
+        long long stat_id = PyLong_AsLongLong(key);
+        if (stat_id == -1 && PyErr_Occurred())
+            return -1;
+        Py_ssize_t column = PyLong_AsSsize_t(value);
+        if (column == -1 && PyErr_Occurred())
+            return -1;
+        if (column < 0 || column >= column_count) {
+            PyErr_Format(PyExc_ValueError, "column %zd of stat %lld is outside [0, %zd)", column, stat_id,
+                         column_count);
+            return -1;
+        }
+        query->columns[at++] = (stat_column){stat_id, column};
+    }
+    query->column_entries = at;
+    qsort(query->columns, (size_t)at, sizeof(stat_column), compare_stat_column);
+    return 0;
+}
+
+static PyObject *build_stats_result(const unsigned char *data, const row_list *rows, const text_table *texts) {
+    PyObject *spans = PyList_New(texts->count);
+    if (!spans)
+        return NULL;
+    for (Py_ssize_t i = 0; i < texts->count; i++) {
+        PyObject *span = Py_BuildValue("(nn)", (Py_ssize_t)(texts->entries[i].start - data), texts->entries[i].length);
+        if (!span) {
+            Py_DECREF(spans);
+            return NULL;
+        }
+        PyList_SET_ITEM(spans, i, span);
+    }
+    PyObject *table = PyByteArray_FromStringAndSize((const char *)rows->items,
+                                                    rows->count * rows->width * (Py_ssize_t)sizeof(int64_t));
+    if (!table) {
+        Py_DECREF(spans);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", table, spans);
+}
+
+static PyObject *event_stats(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t start, end, column_count;
+    PyObject *event_ids, *stat_columns;
+    if (!PyArg_ParseTuple(args, "y*nnOOn:event_stats", &buffer, &start, &end, &event_ids, &stat_columns,
+                          &column_count))
+        return NULL;
+    PyObject *result = NULL;
+    stat_query query = {0};
+    row_list rows = {0};
+    text_table texts = {0};
+    const unsigned char *data = buffer.buf;
+    wire_cursor line = {NULL, NULL, NULL, NULL};
+    int status;
+    if (check_span(&buffer, start, end) < 0 || parse_query(event_ids, stat_columns, column_count, &query) < 0)
+        goto done;
+    rows.width = 1 + 2 * column_count;
+    line.pos = data + start;
+    line.end = data + end;
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_event_stats(&line, &query, &rows, &texts);
+    Py_END_ALLOW_THREADS
+    if (status < 0) {
+        if (line.failure)
+            PyErr_Format(WireError, "%s at byte %zd", line.failure, (Py_ssize_t)(line.failure_at - data));
+        else
+            PyErr_NoMemory();
+        goto done;
+    }
+    result = build_stats_result(data, &rows, &texts);
+done:
+    PyMem_RawFree(query.event_ids);
+    PyMem_RawFree(query.columns);
+    PyMem_RawFree(rows.items);
+    PyMem_RawFree(texts.entries);
+    PyMem_RawFree(texts.slots);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"split_events", split_events, METH_VARARGS,
      "split_events(buffer, start, end, batch_bytes) -> (header, [(start, end), ...]): an XLine's non-event "
@@ -509,6 +946,13 @@ static PyMethodDef methods[] = {
     {"event_ints", event_ints, METH_VARARGS,
      "event_ints(buffer, start, end) -> bytearray: metadata_id, offset_ps, duration_ps of each XLine.events "
      "field in buffer[start:end], as native int64 triples in wire order."},
+    {"event_stats", event_stats, METH_VARARGS,
+     "event_stats(buffer, start, end, event_ids, stat_columns, column_count) -> (rows, text_spans): for each "
+     "XLine.events field in buffer[start:end] whose metadata_id is in event_ids, a row of native int64: the "
+     "event's index, then a (kind, value) pair per column, the column of a stat being stat_columns[its "
+     "metadata_id]. kind: 0 absent, 1 a stat without a value, else the field number of its value (2 double, "
+     "value its bits; 3 uint64, its bits; 4 int64; 5 str, value an index into text_spans, the distinct str "
+     "values as (offset, length) in buffer; 6 bytes, value 0; 7 ref_value, its bits)."},
     {NULL, NULL, 0, NULL},
 };
 

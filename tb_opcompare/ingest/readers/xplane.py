@@ -35,7 +35,18 @@ from tb_opcompare.ingest.readers.tf_ops import (
     shared_leading_dim,
 )
 from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
-from tb_opcompare.ingest.readers.xplane_wire import TooManyElements, TooManyPlanes, split_space
+from tb_opcompare.ingest.readers.xplane_wire import (
+    STAT_ABSENT,
+    STAT_DOUBLE,
+    STAT_INT64,
+    STAT_REF,
+    STAT_STR,
+    STAT_UINT64,
+    EventStats,
+    TooManyElements,
+    TooManyPlanes,
+    split_space,
+)
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
     ANNOTATION_COLUMNS,
@@ -222,7 +233,8 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
 
     Every host event is touched here, so the three integers each needs are pulled out
     of a whole batch at once (``_event_ints``) and sorted out with numpy; stats are
-    read only on the few events that can carry a step number or a shape.
+    read only on the few events that can carry a step number or a shape, and on the
+    memory events (``_MemoryEvents``: from the wire too, where the C helper was built).
     """
     op_keys: list[tuple[str, str]] = []
     key_codes: dict[tuple[str, str], int] = {}
@@ -244,10 +256,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                         if entry.value.name and not parse_host_op(entry.value.name) and not is_tf_range(entry.value.name)}
     user_range_ids = np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names))
     step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == _STEP_FUNCTION]
-    allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
-    deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
     stat_names = _stat_names(plane)
-    in_use_stats = {key: name for key, name in stat_names.items() if name in _MemoryInUse.STATS}
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     hlo_stat = next((k for k, v in stat_names.items() if v == "hlo_op"), None)
     hlo = _HloOps(hlo_stat, op_keys, key_codes, {entry.key: entry.value.name for entry in plane.event_metadata})
@@ -260,6 +269,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     call_ranges: list[np.ndarray] = []  # (start, duration) of each Keras 2 step function call
     op_lines = []  # each line's op events, added once the plane's steps are known
     memory = _Allocations(allocated_dtypes)
+    memory_events = _MemoryEvents(plane, stat_names, memory, in_use, allocated_shapes)
     clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
     for line_number, line in enumerate(plane.lines):
         starts, durations, codes = [], [], []
@@ -294,19 +304,8 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                     size = _int_stat(batch[index], batch_size_stat, stat_names)
                     if size:
                         declared_batches[size] += 1
-            if allocations:
-                for index in np.flatnonzero(np.isin(ints[:, 0], allocations)).tolist():
-                    stats = {stat_names.get(stat.metadata_id): stat for stat in batch[index].stats}
-                    tf_op = _stat_text(stats["tf_op"], stat_names) if "tf_op" in stats else ""
-                    if "shape" in stats and len(allocated_shapes) < _MAX_ALLOCATED_SHAPES:
-                        allocated_shapes.setdefault(_stat_text(stats["shape"], stat_names), set()).add(tf_op)
-                    memory.add(tf_op, stats, stat_names)
-                    in_use.add(stats, stat_names, line.timestamp_ns, int(ints[index, 1]))
-            if deallocations:  # a free names no op; it only tells what the allocator holds after it
-                for index in np.flatnonzero(np.isin(ints[:, 0], deallocations)).tolist():
-                    stats = {in_use_stats[stat.metadata_id]: stat for stat in batch[index].stats
-                             if stat.metadata_id in in_use_stats}
-                    in_use.add(stats, stat_names, line.timestamp_ns, int(ints[index, 1]))
+            if memory_events.event_ids:
+                memory_events.read(batch, ints, line.timestamp_ns)
             if pipeline_roots and shapes_stat is not None:
                 for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
                     size = _input_batch(batch[index], shapes_stat, stat_names)
@@ -433,6 +432,20 @@ class _MemoryInUse:
         self.offset_ps.append(offset_ps)
         self.bytes_in_use.append(_number(stats["bytes_allocated"]))
 
+    def add_batch(self, names: list[str], allocators: np.ndarray, line_ns: int, offsets_ps: np.ndarray,
+                  bytes_in_use: np.ndarray) -> None:
+        """``add`` of many samples in order: ``allocators`` index ``names``."""
+        if not len(allocators):
+            return
+        unique, first, where = np.unique(allocators, return_index=True, return_inverse=True)
+        codes = np.empty(len(unique), dtype=np.int64)
+        for index in np.argsort(first).tolist():  # allocators are numbered in the order first seen
+            codes[index] = self.allocators.setdefault(names[unique[index]], len(self.allocators))
+        self.codes.extend(codes[where].tolist())
+        self.line_ns.extend([line_ns] * len(allocators))
+        self.offset_ps.extend(offsets_ps.tolist())
+        self.bytes_in_use.extend(bytes_in_use.tolist())
+
     def _highest(self) -> np.ndarray:
         highest = np.zeros(len(self.allocators))
         np.maximum.at(highest, np.asarray(self.codes, dtype=np.int64), np.asarray(self.bytes_in_use))
@@ -451,6 +464,147 @@ class _MemoryInUse:
         shown = (self._highest() > 0)[codes]
         return memory_timeline(list(self.allocators), codes[shown], times_us[shown],
                                np.asarray(self.bytes_in_use)[shown])
+
+
+class _MemoryEvents:
+    """A host plane's ``MemoryAllocation`` and ``MemoryDeallocation`` events: the bytes each
+    op asked for (``_Allocations``), the memory in use (``_MemoryInUse``) and the shapes
+    allocated (the batch size's vote). Tens of thousands in a long profile, each with a
+    dozen stats: so their stats are read from the wire into arrays where the C helper was
+    built (``_read_wire``), else from the parsed events (``_read_parsed``), with the same
+    results."""
+
+    # the stats read, in the columns of EventStats
+    STATS = ("tf_op", "shape", "allocator_name", "bytes_allocated", "requested_bytes", "allocation_bytes", "data_type")
+
+    def __init__(self, plane, stat_names: dict[int, str], memory: _Allocations, in_use: _MemoryInUse,
+                 allocated_shapes: dict[str, set[str]]):
+        self.allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
+        self.deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
+        self.event_ids = self.allocations + self.deallocations
+        self.stat_names, self.memory, self.in_use, self.allocated_shapes = stat_names, memory, in_use, allocated_shapes
+        # several ids of one name share a column: the dict of ``_read_parsed`` keeps the last stat of a name
+        self.stat_columns = {key: self.STATS.index(name) for key, name in stat_names.items() if name in self.STATS}
+        self.in_use_stats = {key: name for key, name in stat_names.items() if name in _MemoryInUse.STATS}
+
+    def read(self, batch, ints: np.ndarray, line_ns: int) -> None:
+        """The memory events of a batch (``ints``: its ``_event_ints``)."""
+        indices = np.flatnonzero(np.isin(ints[:, 0], self.event_ids))
+        if not len(indices):
+            return
+        wire_stats = getattr(batch, "wire_stats", None)
+        stats = wire_stats(self.event_ids, self.stat_columns, len(self.STATS)) if wire_stats is not None else None
+        # the same events protobuf parsed, or the parsed events answer (a safeguard: the tests
+        # check both paths agree)
+        if stats is not None and np.array_equal(stats.indices, indices):
+            self._read_wire(stats, ints[indices], line_ns)
+        else:
+            self._read_parsed(batch, ints, line_ns)
+
+    def _read_parsed(self, batch, ints: np.ndarray, line_ns: int) -> None:
+        """An event at a time, from the parsed events' stats."""
+        stat_names, in_use_stats = self.stat_names, self.in_use_stats
+        for index in np.flatnonzero(np.isin(ints[:, 0], self.allocations)).tolist():
+            stats = {stat_names.get(stat.metadata_id): stat for stat in batch[index].stats}
+            tf_op = _stat_text(stats["tf_op"], stat_names) if "tf_op" in stats else ""
+            if "shape" in stats and len(self.allocated_shapes) < _MAX_ALLOCATED_SHAPES:
+                self.allocated_shapes.setdefault(_stat_text(stats["shape"], stat_names), set()).add(tf_op)
+            self.memory.add(tf_op, stats, stat_names)
+            self.in_use.add(stats, stat_names, line_ns, int(ints[index, 1]))
+        # a free names no op; it only tells what the allocator holds after it
+        for index in np.flatnonzero(np.isin(ints[:, 0], self.deallocations)).tolist():
+            stats = {in_use_stats[stat.metadata_id]: stat for stat in batch[index].stats
+                     if stat.metadata_id in in_use_stats}
+            self.in_use.add(stats, stat_names, line_ns, int(ints[index, 1]))
+
+    def _read_wire(self, stats: EventStats, ints: np.ndarray, line_ns: int) -> None:
+        """``_read_parsed`` on arrays: the same rules, in the same order (a batch's
+        allocations before its frees)."""
+        texts = _Texts()
+        wire_texts = np.fromiter(map(texts.code, stats.texts), dtype=np.int64, count=len(stats.texts))
+        kinds = {name: stats.kinds[:, column] for column, name in enumerate(self.STATS)}
+        values = {name: stats.values[:, column] for column, name in enumerate(self.STATS)}
+
+        def text_codes(name: str, rows: np.ndarray) -> np.ndarray:
+            return _stat_text_codes(kinds[name][rows], values[name][rows], wire_texts, self.stat_names, texts)
+
+        def numbers(name: str, rows: np.ndarray) -> np.ndarray:
+            return _stat_numbers(kinds[name][rows], values[name][rows])
+
+        def holding(name: str, rows: np.ndarray) -> np.ndarray:
+            return rows[kinds[name][rows] != STAT_ABSENT]
+
+        is_allocation = np.isin(ints[:, 0], self.allocations)
+        allocations, frees = np.flatnonzero(is_allocation), np.flatnonzero(~is_allocation)
+        tf_ops = text_codes("tf_op", allocations)
+        shaped = np.flatnonzero(kinds["shape"][allocations] != STAT_ABSENT)
+        if len(shaped) and len(self.allocated_shapes) < _MAX_ALLOCATED_SHAPES:
+            self._add_shapes(texts.names, text_codes("shape", allocations[shaped]), tf_ops[shaped])
+        requested = numbers("requested_bytes", allocations)
+        # ``_number(requested_bytes) or _number(allocation_bytes)``
+        sizes = np.where(requested != 0, requested, numbers("allocation_bytes", allocations))
+        self.memory.add_batch(texts.names, tf_ops, sizes, numbers("data_type", allocations))
+
+        sampled = np.concatenate([holding("bytes_allocated", allocations), holding("bytes_allocated", frees)])
+        allocators = np.full(len(sampled), texts.code("memory"))
+        named = kinds["allocator_name"][sampled] != STAT_ABSENT
+        allocators[named] = text_codes("allocator_name", sampled[named])
+        self.in_use.add_batch(texts.names, allocators, line_ns, ints[sampled, 1], numbers("bytes_allocated", sampled))
+
+    def _add_shapes(self, names: list[str], shapes: np.ndarray, tf_ops: np.ndarray) -> None:
+        """Each (shape, tf_op) pair in order, as ``_read_parsed`` adds them: only a pair's
+        first event can change anything (the set holds the op from then on, or the cap was
+        reached, and it stays reached)."""
+        _, first = np.unique(shapes * len(names) + tf_ops, return_index=True)
+        first.sort()
+        for shape, tf_op in zip(shapes[first].tolist(), tf_ops[first].tolist()):
+            if len(self.allocated_shapes) >= _MAX_ALLOCATED_SHAPES:
+                break
+            self.allocated_shapes.setdefault(names[shape], set()).add(names[tf_op])
+
+
+class _Texts:
+    """The distinct texts of a batch's stats, so that arrays carry them as codes; ``""``
+    is code 0."""
+
+    def __init__(self):
+        self.names: list[str] = [""]
+        self._codes: dict[str, int] = {"": 0}
+
+    def code(self, text: str) -> int:
+        code = self._codes.get(text)
+        if code is None:
+            code = self._codes[text] = len(self.names)
+            self.names.append(text)
+        return code
+
+
+def _stat_text_codes(kinds: np.ndarray, values: np.ndarray, wire_texts: np.ndarray, stat_names: dict[int, str],
+                     texts: _Texts) -> np.ndarray:
+    """``_stat_text`` of stats as ``EventStats`` holds them, as codes of ``texts``
+    (``wire_texts``: the code of each of its str values)."""
+    codes = np.zeros(len(kinds), dtype=np.int64)
+    is_str = kinds == STAT_STR
+    codes[is_str] = wire_texts[values[is_str]]
+    is_ref = kinds == STAT_REF
+    if is_ref.any():
+        refs, where = np.unique(values[is_ref].view(np.uint64), return_inverse=True)
+        ref_codes = [texts.code(stat_names.get(ref, "")) for ref in refs.tolist()]
+        codes[is_ref] = np.asarray(ref_codes, dtype=np.int64)[where]
+    return codes
+
+
+def _stat_numbers(kinds: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``_number`` of stats as ``EventStats`` holds them."""
+    numbers = np.zeros(len(kinds))
+    # a uint64 of 2**63 or more has a negative int64's bits: left out like any other >= 2**62
+    integer = ((kinds == STAT_INT64) | (kinds == STAT_UINT64)) & (values >= 0) & (values < 1 << 62)
+    numbers[integer] = values[integer]
+    double = np.flatnonzero(kinds == STAT_DOUBLE)
+    doubles = values[double].view(np.float64)
+    in_range = (doubles >= 0) & (doubles < float(1 << 62))  # NaN is not
+    numbers[double[in_range]] = doubles[in_range]
+    return numbers
 
 
 class _UserRanges:
@@ -499,6 +653,7 @@ class _Allocations:
     def __init__(self, dtypes: collections.Counter):
         self.requested: dict[str, float] = collections.defaultdict(float)
         self.dtypes = dtypes  # the precision's evidence: dtypes of what the model's ops allocate
+        self._optimizer_scope: dict[str, bool] = {}  # tf_op -> is_optimizer_scope: a few hundred ops repeat
 
     def add(self, tf_op: str, stats: dict, stat_names: dict[int, str]) -> None:
         size = _number(stats.get("requested_bytes")) or _number(stats.get("allocation_bytes"))
@@ -507,6 +662,31 @@ class _Allocations:
             dtype = _TF_DTYPES.get(int(_number(stats.get("data_type"))))
             if dtype and not is_optimizer_scope(tf_op):  # optimizer state keeps the variables' dtype
                 self.dtypes[dtype] += 1
+
+    def add_batch(self, names: list[str], tf_ops: np.ndarray, sizes: np.ndarray, data_types: np.ndarray) -> None:
+        """``add`` of many allocations in order: ``tf_ops`` index ``names``, ``sizes`` and
+        ``data_types`` are the ``_number``s of the stats."""
+        counted = np.flatnonzero((sizes != 0) & (tf_ops != 0))  # names[0] is ""
+        if not len(counted):
+            return
+        tf_ops, sizes, data_types = tf_ops[counted], sizes[counted], data_types[counted]
+        # one by one, in order: a float sum depends on its order, and both paths must give the same bits
+        for tf_op, size in zip(tf_ops.tolist(), sizes.tolist()):
+            self.requested[names[tf_op]] += size
+        dtypes = data_types.astype(np.int64)  # truncated as int() truncates: all are in [0, 2**62)
+        unique_ops = np.unique(tf_ops)
+        optimizer = np.zeros(len(names), dtype=bool)
+        optimizer[unique_ops] = [self._is_optimizer_scope(names[tf_op]) for tf_op in unique_ops.tolist()]
+        kept = dtypes[np.isin(dtypes, list(_TF_DTYPES)) & ~optimizer[tf_ops]]
+        unique, first, counts = np.unique(kept, return_index=True, return_counts=True)
+        for index in np.argsort(first).tolist():  # the Counter's keys in the order first seen
+            self.dtypes[_TF_DTYPES[int(unique[index])]] += int(counts[index])
+
+    def _is_optimizer_scope(self, tf_op: str) -> bool:
+        scope = self._optimizer_scope.get(tf_op)
+        if scope is None:
+            scope = self._optimizer_scope[tf_op] = is_optimizer_scope(tf_op)
+        return scope
 
     def attribute(self, events: OpEvents, op_keys: list[tuple[str, str]]) -> None:
         if not self.requested:

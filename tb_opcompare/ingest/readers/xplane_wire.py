@@ -15,15 +15,20 @@ budget.
 The two loops that visit every event (cutting a big line into batches, and reading each
 event's metadata id, offset and duration) run in the optional C extension
 ``_xplane_wire`` where it was built; ``TB_OPCOMPARE_PURE_PYTHON=1`` makes them use the
-Python code here, which gives the same results.
+Python code here, which gives the same results. So does a third, for the many events
+whose stats the reader needs (memory allocations and frees): ``EventBatch.wire_stats``
+reads chosen stats of chosen events from the wire into arrays (``EventStats``), or gives
+None without the C helper, for the caller to read the parsed events instead.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
+from typing import NamedTuple
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane
@@ -112,10 +117,31 @@ def fields(data: memoryview, start: int, end: int) -> Iterator[tuple[int, int, i
         pos = value_end
 
 
+# What ``EventStats.kinds`` says of a stat: the event has none, it holds no value, or the
+# field number of the value its oneof holds (XStat's numbering)
+STAT_ABSENT, STAT_WITHOUT_VALUE = 0, 1
+STAT_DOUBLE, STAT_UINT64, STAT_INT64, STAT_STR, STAT_BYTES, STAT_REF = 2, 3, 4, 5, 6, 7
+
+
+class EventStats(NamedTuple):
+    """Chosen stats of a batch's chosen events (``EventBatch.wire_stats``), a column per
+    stat: where an event holds several stats of one column, the last one, as a dict built
+    from its stats in order would keep."""
+
+    indices: np.ndarray  # the events' positions in the batch, in wire order
+    kinds: np.ndarray  # (events, columns) of STAT_*
+    # (events, columns) int64: the int64; a uint64's or a ref_value's bits (view them as
+    # uint64), a double's bits (view them as float64); for STAT_STR an index into ``texts``;
+    # 0 for the other kinds
+    values: np.ndarray
+    texts: list[str]  # the distinct str values, each decoded once
+
+
 class EventBatch(Sequence):
     """Parsed XEvents (``events``) and the wire span they were parsed from, so that what
-    every event needs can be read from the wire in C (``wire_ints``) while the parsed
-    events serve the few whose stats are read."""
+    every event needs (``wire_ints``), and the stats of the many events whose stats are
+    all read (``wire_stats``), can be read from the wire in C while the parsed events
+    serve the few others whose stats are read."""
 
     __slots__ = ("events", "_data", "_start", "_end")
 
@@ -147,6 +173,29 @@ class EventBatch(Sequence):
             # nested past its limit) is not worth an error: the parsed events answer
             return None
         return ints if len(ints) == 24 * len(self.events) else None
+
+    def wire_stats(self, event_ids: Sequence[int], stat_columns: Mapping[int, int],
+                   column_count: int) -> EventStats | None:
+        """The stats of the events whose metadata id is in ``event_ids``, read from the wire
+        by the C helper: the stat of metadata id ``m`` in column ``stat_columns[m]`` (several
+        ids may share a column). None without the helper or where it refuses the wire,
+        for the caller to read the parsed events instead."""
+        helpers = native()
+        if helpers is None:
+            return None
+        try:
+            rows, spans = helpers.event_stats(self._data, self._start, self._end, event_ids, dict(stat_columns),
+                                              column_count)
+        except helpers.WireError:  # as in wire_ints: protobuf accepted these bytes, its events answer
+            return None
+        try:
+            texts = [str(self._data[offset:offset + length], "utf-8") for offset, length in spans]
+        except UnicodeDecodeError:
+            # protobuf checks a str is UTF-8 when it parses the batch; should a text pass its
+            # check and not Python's, the parsed events give protobuf's own reading of it
+            return None
+        table = np.frombuffer(rows, dtype=np.int64).reshape(-1, 1 + 2 * column_count)
+        return EventStats(table[:, 0], table[:, 1::2], table[:, 2::2], texts)
 
 
 class LineView:
