@@ -1,5 +1,7 @@
 """Peer benchmark: tb-opcompare's readers against Holistic Trace Analysis (HTA) and xprof,
-on the real traces of ``../shared/realtraces``.
+on the real traces of ``../shared/realtraces`` and the large ones ``bench_readers.py``
+records into ``benchmarks/.data`` (the smallest PyTorch CPU trace of 200 MiB or more, the
+largest recorded xplane).
 
 What is measured, for each trace, in fresh processes (median of --repeat, the two tools
 alternating so that drift of this shared machine hits both alike):
@@ -271,10 +273,27 @@ def table_row(label: str, path: Path, ours: dict, peer: dict) -> list[str]:
     return [label, size_label(path), *figures(ours), *figures(peer), *ratios]
 
 
+LARGE_TORCH_BYTES = 200 * 2**20
+
+
+def recorded_traces(prefix: str, pattern: str) -> list[Path]:
+    """Traces ``bench_readers.py`` recorded (``benchmarks/.data/<prefix><steps>/``); not
+    its tiled copies (``…_x4``), which only our reader is timed on."""
+    return [path for folder in DATA.glob(f"{prefix}*") if folder.name[len(prefix):].isdigit()
+            for path in folder.glob(f"**/{pattern}")]
+
+
 def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
     rows, agreement = [], []
-    for label, relative_path, kind in TORCH_TRACES:
-        path = REAL / relative_path
+    traces = [(label, REAL / relative_path, kind) for label, relative_path, kind in TORCH_TRACES]
+    large = sorted((path for path in recorded_traces("torch_", "*.pt.trace.json")
+                    if path.stat().st_size >= LARGE_TORCH_BYTES), key=lambda p: p.stat().st_size)
+    if large:  # the smallest of them: HTA takes minutes on one
+        traces.append((f"CNN train, CPU ({large[0].relative_to(DATA).parts[0]})", large[0], "cpu"))
+    else:
+        print("(no recorded PyTorch trace of 200 MiB or more under benchmarks/.data: "
+              "`python benchmarks/bench_readers.py` makes one)")
+    for label, path, kind in traces:
         if not path.exists():
             agreement.append(f"{label}: {path} is missing; skipped")
             continue
@@ -312,8 +331,7 @@ def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
 
 def xplane_benchmarks(repeat: int, quick: bool) -> list[str]:
     planes = [("TF2 BERT, 8 GPUs (xplane)", REAL / BERT_XPLANE)]
-    recorded = sorted((p for p in DATA.glob("**/*.xplane.pb") if HTA_VENV not in p.parents),
-                      key=lambda p: p.stat().st_size)
+    recorded = sorted(recorded_traces("xplane_", "*.xplane.pb"), key=lambda p: p.stat().st_size)
     if recorded:
         planes.append((f"Keras CNN CPU ({recorded[-1].relative_to(DATA).parts[0]})", recorded[-1]))
     else:

@@ -116,6 +116,42 @@ def record_xplane(steps: int) -> Path:
     return found[0]
 
 
+def tile_xplane(source: Path, copies: int) -> Path:
+    """A larger xplane made of a recorded one: its host plane's lines (threads) repeated
+    ``copies`` times, at the wire level (TF needs about 34 times a file's size in memory
+    to write one, so no 1 GiB xplane can be recorded on this machine). Each copy is read
+    as another thread that ran the same ops at the same times: the same work per event
+    as the recorded file, ``copies`` times the events."""
+    out = DATA / f"{source.relative_to(DATA).parts[0]}_x{copies}" / source.name
+    if out.exists():
+        return out
+    sys.path.insert(0, str(REPO))
+    from tb_opcompare.ingest.readers.xplane_wire import fields
+
+    def length_delimited(field: int, payload: bytes) -> bytes:
+        header, value = bytearray([(field << 3) | 2]), len(payload)
+        while value >= 0x80:
+            header.append((value & 0x7F) | 0x80)
+            value >>= 7
+        header.append(value)
+        return bytes(header) + payload
+
+    data = memoryview(source.read_bytes())
+    planes = []
+    for space_field, tag, start, end in fields(data, 0, len(data)):
+        if space_field != 1:  # not a plane (host names, errors): as it was
+            planes.append(bytes(data[tag:end]))
+            continue
+        plane = bytes(data[start:end])
+        lines = [bytes(data[tag:value_end]) for field, tag, _, value_end in fields(data, start, end) if field == 3]
+        is_host = any(field == 2 and bytes(data[a:b]).startswith(b"/host:")
+                      for field, _, a, b in fields(data, start, end))
+        planes.append(length_delimited(1, plane + b"".join(lines) * (copies - 1) if is_host else plane))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(b"".join(planes))
+    return out
+
+
 def record_torch(steps: int) -> Path:
     out = DATA / f"torch_{steps}"
     found = sorted(out.glob("**/*.pt.trace.json"))
@@ -139,6 +175,9 @@ def main() -> None:
     parser.add_argument("--xplane-steps", type=int, default=1200)
     parser.add_argument("--torch-steps", type=int, default=2500)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--xplane-copies", type=int, default=1,
+                        help="also read the recorded xplane with its host threads repeated N times (see tile_xplane); "
+                             "xprof is not run on it")
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
 
@@ -146,6 +185,13 @@ def main() -> None:
     head_to_head("xplane", xplane, "ours-xplane", "xprof", "xprof", 3, args.repeat)
     report("tb-opcompare without its C extension (TB_OPCOMPARE_PURE_PYTHON=1)",
            measure("ours-xplane", xplane, args.repeat, pure_python=True))
+    if args.xplane_copies > 1:
+        tiled = tile_xplane(xplane, args.xplane_copies)
+        size_mb = tiled.stat().st_size / 2**20
+        ours = measure("ours-xplane", tiled, min(args.repeat, 3))
+        print(f"xplane {tiled.parent.name}/{tiled.name}: {size_mb:.0f} MB (host threads x{args.xplane_copies})")
+        report("tb-opcompare", ours)
+        print(f"  memory added by the read / file size {ours['added_mb'] / size_mb:.2f}x (target <= 2x)")
     torch_trace = record_torch(args.torch_steps)
     head_to_head("chrome trace", torch_trace, "ours-json", "orjson-python",
                  "orjson.loads, then per-op self times in Python", 5, args.repeat)

@@ -443,24 +443,39 @@ typedef struct {
     Py_ssize_t count, capacity; /* in triples */
 } triple_list;
 
-static int scan_events(wire_cursor *line, triple_list *triples) {
-    enum { XLINE_EVENTS = 4 };
-    while (line->pos < line->end) {
+/* The next length-delimited field ``wanted`` of ``outer`` (the others skipped) as a
+ * cursor over its bytes, ``outer`` left past it: 1 found, 0 at the end, -1 on broken
+ * framing (``past_end`` names a field that runs past its parent's end). */
+static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner) {
+    while (outer->pos < outer->end) {
         uint32_t field;
         int wire;
-        if (wire_tag(line, &field, &wire) < 0)
+        if (wire_tag(outer, &field, &wire) < 0)
             return -1;
-        if (field != XLINE_EVENTS || wire != 2) {
-            if (wire_skip(line, field, wire, 0) < 0)
+        if (field != wanted || wire != 2) {
+            if (wire_skip(outer, field, wire, 0) < 0)
                 return -1;
             continue;
         }
-        const unsigned char *length_at = line->pos;
+        const unsigned char *length_at = outer->pos;
         uint64_t length;
-        if (wire_varint(line, &length) < 0)
+        if (wire_varint(outer, &length) < 0)
             return -1;
-        if (length > (uint64_t)(line->end - line->pos))
-            return wire_fail(line, "event past the end", length_at);
+        if (length > (uint64_t)(outer->end - outer->pos))
+            return wire_fail(outer, past_end, length_at);
+        *inner = (wire_cursor){outer->pos, outer->pos + length, NULL, NULL};
+        outer->pos += length;
+        return 1;
+    }
+    return 0;
+}
+
+enum { XLINE_EVENTS = 4 };
+
+static int scan_events(wire_cursor *line, triple_list *triples) {
+    wire_cursor event;
+    int found;
+    while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event)) > 0) {
         if (triples->count == triples->capacity) {
             Py_ssize_t capacity = triples->capacity ? triples->capacity * 2 : 1024;
             int64_t *grown = PyMem_RawRealloc(triples->items, (size_t)capacity * 3 * sizeof(int64_t));
@@ -469,15 +484,21 @@ static int scan_events(wire_cursor *line, triple_list *triples) {
             triples->items = grown;
             triples->capacity = capacity;
         }
-        wire_cursor event = {line->pos, line->pos + length, NULL, NULL};
         if (decode_event(&event, triples->items + 3 * triples->count) < 0) {
             *line = event;
             return -1;
         }
         triples->count++;
-        line->pos = event.end;
     }
-    return 0;
+    return found;
+}
+
+/* The exception for a scan that stopped at ``cursor``'s failure (none: out of memory). */
+static void raise_wire_failure(const wire_cursor *cursor, const unsigned char *data) {
+    if (cursor->failure)
+        PyErr_Format(WireError, "%s at byte %zd", cursor->failure, (Py_ssize_t)(cursor->failure_at - data));
+    else
+        PyErr_NoMemory();
 }
 
 static PyObject *event_ints(PyObject *module, PyObject *args) {
@@ -498,10 +519,7 @@ static PyObject *event_ints(PyObject *module, PyObject *args) {
     status = scan_events(&line, &triples);
     Py_END_ALLOW_THREADS
     if (status < 0) {
-        if (line.failure)
-            PyErr_Format(WireError, "%s at byte %zd", line.failure, (Py_ssize_t)(line.failure_at - data));
-        else
-            PyErr_NoMemory();
+        raise_wire_failure(&line, data);
         goto done;
     }
     /* A bytearray, so numpy's view of it is writable like an array the Python path makes. */
@@ -648,27 +666,6 @@ static int64_t *row_append(row_list *rows) {
     return row;
 }
 
-/* An event's metadata_id as protobuf reads it (the last one wins), the whole event
- * checked on the way. */
-static int event_metadata_id(wire_cursor *event, int64_t *metadata_id) {
-    *metadata_id = 0;
-    while (event->pos < event->end) {
-        uint32_t field;
-        int wire;
-        uint64_t value;
-        if (wire_tag(event, &field, &wire) < 0)
-            return -1;
-        if (field == XEVENT_METADATA_ID && wire == 0) {
-            if (wire_varint(event, &value) < 0)
-                return -1;
-            *metadata_id = (int64_t)value;
-        } else if (wire_skip(event, field, wire, 0) < 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
 static uint64_t little_endian_64(const unsigned char *bytes) {
     uint64_t value = 0;
     for (int i = 7; i >= 0; i--)
@@ -733,29 +730,14 @@ static int decode_stat(wire_cursor *stat, stat_value *out) {
 /* The queried stats of one event into ``row`` (kind, value pairs by column): a later stat
  * of a column replaces an earlier one, as a dict built from the stats in order would. */
 static int read_event_stats(wire_cursor *event, const stat_query *query, int64_t *row, text_table *texts) {
-    while (event->pos < event->end) {
-        uint32_t field;
-        int wire;
-        if (wire_tag(event, &field, &wire) < 0)
-            return -1;
-        if (field != XEVENT_STATS || wire != 2) {
-            if (wire_skip(event, field, wire, 0) < 0)
-                return -1;
-            continue;
-        }
-        const unsigned char *length_at = event->pos;
-        uint64_t length;
-        if (wire_varint(event, &length) < 0)
-            return -1;
-        if (length > (uint64_t)(event->end - event->pos))
-            return wire_fail(event, "stat past the end", length_at);
-        wire_cursor stat = {event->pos, event->pos + length, NULL, NULL};
+    wire_cursor stat;
+    int found;
+    while ((found = next_message(event, XEVENT_STATS, "stat past the end", &stat)) > 0) {
         stat_value value;
         if (decode_stat(&stat, &value) < 0) {
             *event = stat;
             return -1;
         }
-        event->pos = stat.end;
         Py_ssize_t column = query_column(query, value.metadata_id);
         if (column < 0)
             continue;
@@ -771,49 +753,33 @@ static int read_event_stats(wire_cursor *event, const stat_query *query, int64_t
             row[2 * column + 1] = (int64_t)value.value;
         }
     }
-    return 0;
+    return found;
 }
 
 static int scan_event_stats(wire_cursor *line, const stat_query *query, row_list *rows, text_table *texts) {
-    enum { XLINE_EVENTS = 4 };
     int64_t index = 0;
-    while (line->pos < line->end) {
-        uint32_t field;
-        int wire;
-        if (wire_tag(line, &field, &wire) < 0)
-            return -1;
-        if (field != XLINE_EVENTS || wire != 2) {
-            if (wire_skip(line, field, wire, 0) < 0)
-                return -1;
-            continue;
-        }
-        const unsigned char *length_at = line->pos;
-        uint64_t length;
-        if (wire_varint(line, &length) < 0)
-            return -1;
-        if (length > (uint64_t)(line->end - line->pos))
-            return wire_fail(line, "event past the end", length_at);
-        wire_cursor event = {line->pos, line->pos + length, NULL, NULL};
-        int64_t metadata_id;
-        if (event_metadata_id(&event, &metadata_id) < 0) {
+    wire_cursor event;
+    int found;
+    while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event)) > 0) {
+        wire_cursor whole = event; /* read again, for its stats, where it is one asked for */
+        int64_t ints[3]; /* metadata_id, offset_ps, duration_ps: the first is the one needed */
+        if (decode_event(&event, ints) < 0) {
             *line = event;
             return -1;
         }
-        if (query_has_event(query, metadata_id)) {
+        if (query_has_event(query, ints[0])) {
             int64_t *row = row_append(rows);
             if (!row)
                 return wire_fail(line, NULL, NULL);
             row[0] = index;
-            event.pos = line->pos; /* read again, for its stats this time */
-            if (read_event_stats(&event, query, row + 1, texts) < 0) {
-                *line = event;
+            if (read_event_stats(&whole, query, row + 1, texts) < 0) {
+                *line = whole;
                 return -1;
             }
         }
         index++;
-        line->pos = event.end;
     }
-    return 0;
+    return found;
 }
 
 /* Far more than any caller reads; it keeps a row's size from overflowing. */
@@ -922,10 +888,7 @@ static PyObject *event_stats(PyObject *module, PyObject *args) {
     status = scan_event_stats(&line, &query, &rows, &texts);
     Py_END_ALLOW_THREADS
     if (status < 0) {
-        if (line.failure)
-            PyErr_Format(WireError, "%s at byte %zd", line.failure, (Py_ssize_t)(line.failure_at - data));
-        else
-            PyErr_NoMemory();
+        raise_wire_failure(&line, data);
         goto done;
     }
     result = build_stats_result(data, &rows, &texts);
