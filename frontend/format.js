@@ -61,7 +61,6 @@ export function formatInterval(low, high) {
   return `${formatSpeedup(low)} – ${formatSpeedup(high)}`;
 }
 
-/** Where an op's accelerator line crosses its CPU line, in words. */
 /** Where an op's line on the target series (GPU, bf16) crosses its baseline line, in words. */
 export function formatBreakeven(batchSize, targetFaster, target) {
   if (batchSize !== null && batchSize !== undefined) {

@@ -204,3 +204,23 @@ def test_tf1_timeline_batch_size_and_precision_come_from_its_tensors():
         facts = read_profile("chrome_trace", [str(TF1_MEMORY / "logdir" / f"mlp_cpu_bs{size}" / "timeline.json")]).facts
         assert facts.batch_size == size and facts.batch_size_source.startswith("data: leading dimension")
         assert facts.precision == "fp32" and "tensors the ops produced" in facts.precision_source
+
+
+def test_tf1_timeline_numbers_past_int64_are_left_out_not_a_traceback(tmp_path):
+    """A hostile timeline: a tensor that asks for 400 digits of bytes and shapes with
+    dimensions of 10**30 and 5,000 digits read as no allocation and no batch size."""
+    from tb_opcompare.ingest.formats import read_profile
+
+    events = json.loads((TF1_MEMORY / "logdir" / "mlp_cpu_bs32" / "timeline.json").read_text())
+    tensors = [event for event in events["traceEvents"] if event["ph"] == "O"]
+    huge = "dtype: DT_FLOAT\nshape {\n  dim {\n    size: %s\n  }\n  dim {\n    size: 7\n  }\n}\n" \
+           "allocation_description {\n  requested_bytes: %s\n  allocator_name: mklcpu\n}\n"
+    for event, (dim, size) in zip(tensors, [("1" + "0" * 30, "9" * 400), ("1" + "0" * 30, "4"), ("7" * 5000, "4")]):
+        event["args"]["snapshot"]["tensor_description"] = huge % (dim, size)
+    path = tmp_path / "timeline.json"
+    path.write_text(json.dumps(events))
+    profile = read_profile("chrome_trace", [str(path)])
+    host = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+    assert host.loc[tensors[0]["name"], "alloc_bytes"] == 0  # the 400 digits are no size
+    assert host.loc[tensors[1]["name"], "alloc_bytes"] == 4
+    assert profile.facts.batch_size == 32  # the real tensors still vote; 10**30 does not

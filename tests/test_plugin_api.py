@@ -268,6 +268,8 @@ def test_sweep_csv_follows_the_fits_tables_filter_and_sort(api):
      ({"model": "torch/cnn_torch", "group_by": "x"}, 400, "group_by"),
      ({"model": "torch/cnn_torch", "series_by": "batch_size"}, 400, "series_by: expected one of"),
      ({"model": "torch/cnn_torch", "series_by": "precision", "precision": "bf16"}, 400, "cannot hold precision"),
+     ({"model": "torch/cnn_torch", "series_by": "precision", "device": "TPU"}, 400,
+      "no run of 'torch/cnn_torch' at device TPU, compiler eager"),
      ({"model": "../../etc"}, 404, "unknown model")],
 )
 def test_sweep_errors(api, params, status, fragment):

@@ -89,7 +89,8 @@ occurrences     int64    how many times the range was entered
 total_us        float64  summed wall time of the ranges (nested ranges of one name once)
 outermost_us    float64  the part of ``total_us`` in ranges inside no other range of the
                          table on their thread: summed over the table, the application's
-                         wall time with no moment counted twice
+                         wall time with no moment of a thread counted twice (``app_stats``
+                         carry no start times: there it is ``total_us``)
 ==============  =======  ===================================================================
 
 Schema of ``OpProfile.memory_timeline`` (memory in use over the profiled window, one row per

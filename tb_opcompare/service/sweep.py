@@ -22,10 +22,10 @@ from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
-from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION
+from tb_opcompare.schema.dimensions import DEFAULTS
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.records import as_records
-from tb_opcompare.service.runs import run_dimensions, run_record
+from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
 
@@ -58,7 +58,14 @@ def sweeps_document(catalog: Catalog) -> SweepsDocument:
 
 
 # The series speedups and break-evens are measured against, per dimension.
-BASELINE_SERIES = {"device": "CPU", "precision": DEFAULT_PRECISION, "compiler": DEFAULT_COMPILER}
+BASELINE_SERIES = {"device": "CPU", **DEFAULTS}
+
+
+def _sweep_dimensions(run: LoadedRun) -> dict[str, str]:
+    """A run's dimensions as a sweep holds and draws them: an unknown precision or compiler
+    is the default one, as the model key (``configuration_key``) counts it."""
+    dimensions = run_dimensions(run)
+    return {**dimensions, **{name: value for name, value in DEFAULTS.items() if dimensions[name] == MISSING_DIMENSION}}
 
 
 class SweepUsageError(ValueError):
@@ -98,14 +105,16 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     if not keyed:
         raise UnknownRunError(f"unknown model {model!r}", sorted(known))
     loaded_runs, held = _held_runs([loaded for loaded in loaded_runs if loaded.base_model == keyed[0].base_model],
-                                   run_dimensions(keyed[0]), series_by, dict(held or {}), warnings)
+                                   _sweep_dimensions(keyed[0]), series_by, dict(held or {}), warnings)
+    if not loaded_runs:
+        raise SweepUsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
     runs = []
     for loaded in loaded_runs:
         facts = loaded.profile.facts
         warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
         runs.append(run_record(loaded))
     sweep = build_sweep(
-        [SweepRun(run=run.source.run, series=run_dimensions(run)[series_by], batch_size=run.profile.facts.batch_size,
+        [SweepRun(run=run.source.run, series=_sweep_dimensions(run)[series_by], batch_size=run.profile.facts.batch_size,
                   ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
          for run in loaded_runs],
         top=top, ops=ops, group_by=group_by, baseline=BASELINE_SERIES[series_by], series_by=series_by,
@@ -130,18 +139,20 @@ def _held_runs(runs: list[LoadedRun], key: dict[str, str], series_by: str, held:
     device) the one the most runs were recorded on. Runs left out for a value not in the
     model key are named in a warning (other precisions and compilers are other keys)."""
     named = {dimension for dimension in SERIES_DIMENSIONS if dimension in held or dimension == "device"}
-    for dimension in SERIES_DIMENSIONS:
+    dimensions_of = {id(run): _sweep_dimensions(run) for run in runs}
+    # precision and compiler first: the device is the commonest among the runs that hold them
+    for dimension in ("precision", "compiler", "device"):
         if dimension == series_by or dimension in held:
             continue
         if dimension != "device":
             held[dimension] = key[dimension]
             continue
-        counts = collections.Counter(run_dimensions(run)["device"] for run in runs
-                                     if all(run_dimensions(run)[d] == v for d, v in held.items()))
+        counts = collections.Counter(dimensions_of[id(run)]["device"] for run in runs
+                                     if all(dimensions_of[id(run)][d] == v for d, v in held.items()))
         held[dimension] = max(sorted(counts), key=counts.__getitem__) if counts else key[dimension]
     kept, left_out = [], collections.Counter()
     for run in runs:
-        dimensions = run_dimensions(run)
+        dimensions = dimensions_of[id(run)]
         differing = [(d, dimensions[d]) for d in SERIES_DIMENSIONS if d in held and dimensions[d] != held[d]]
         if not differing:
             kept.append(run)

@@ -43,9 +43,10 @@ FORMAT = "tf1_timeline"
 _STREAM_ALL = re.compile(r"/(?:gpu|GPU|device:GPU):\d+/stream:all Compute$")
 _STREAM_N = re.compile(r"/(?:gpu|GPU|device:GPU):\d+/stream:\d+ Compute$")
 _MEMCPY = re.compile(r"/(?:gpu|GPU|device:GPU):\d+/memcpy Compute$")
-_REQUESTED_BYTES = re.compile(r"requested_bytes: (\d+)")
+# at most 18 digits: a number past int64 is no real tensor's, and a hostile file's can be long
+_REQUESTED_BYTES = re.compile(r"requested_bytes: (\d{1,18})\b")
 _DTYPE = re.compile(r"dtype: (DT_\w+)")
-_DIM = re.compile(r"size: (-?\d+)")
+_DIM = re.compile(r"size: (-?\d{1,18})\b")
 _PRECISIONS = {"DT_FLOAT": "fp32", "DT_DOUBLE": "fp64", "DT_HALF": "fp16", "DT_BFLOAT16": "bf16"}
 _OUTPUT_INDEX = re.compile(r":\d+\Z")  # a tensor is named after its op, ``op:N`` for outputs past the first
 

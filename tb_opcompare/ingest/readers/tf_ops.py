@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from tb_opcompare.schema.dimensions import is_batch_size
+
 # The rule xprof uses to tell a TF op event ("<name>:<type>") from other host
 # activity such as "EagerLocalExecute: Identity" or "ExecutorState::Process".
 _OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*\Z")
@@ -106,7 +108,10 @@ def allocation_batch_vote(shapes_by_op: dict[str, set[str]]) -> tuple[int, int, 
     votes: dict[int, int] = {}
     for shape, tf_ops in shapes_by_op.items():
         dims = shape.strip("[]").split(",")
-        if len(dims) < 2 or not all(d.isdigit() and int(d) > 0 for d in dims):
+        # a dimension past int64 is no real tensor's (and a hostile file's digits can be many)
+        if len(dims) < 2 or not all(d.isdigit() and len(d) <= 18 and int(d) > 0 for d in dims):
+            continue
+        if not is_batch_size(int(dims[0])):
             continue
         if any(is_optimizer_scope(op) for op in tf_ops):
             continue
