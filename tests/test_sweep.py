@@ -181,7 +181,7 @@ def test_cli_sweep_writes_csv_and_an_offline_html_report(tmp_path):
     import re
 
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", page).group(1)
-    assert re.findall(r"<th>(.*?)</th>", header) == ["Op", "Line", "Share", "Fixed", "Per sample", "R²", "Points",
+    assert re.findall(r"<th>(.*?)</th>", header) == ["Op", "Device", "Share", "Fixed", "Per sample", "R²", "Points",
                                                      "Break-even batch"]
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", page)]
     shares = [float(html_module.unescape(row[2]).rstrip("%")) for row in cells]

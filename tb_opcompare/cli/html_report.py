@@ -17,7 +17,7 @@ from tb_opcompare.web.assets import plotly_bundle
 # cell from the row and the document (the target series names the break-even).
 _FIT_CELLS = (
     ("Op", lambda row, _: row["op"]),
-    ("Line", lambda row, _: row["series"]),
+    ("Line", lambda row, _: row["series"]),  # headed by the sweep's series_by, as in the tab
     ("Share", lambda row, _: format_share(row["share"])),
     ("Fixed", lambda row, _: format_time(row["fixed_us"])),
     ("Per sample", lambda row, _: format_time(row["per_sample_us"])),
@@ -34,7 +34,8 @@ def sweep_html(document: SweepDocument) -> str:
     figures = sweep_figures(document)
     payload = json.dumps(figures).replace("</", "<\\/")
     divs = "\n".join(f'<div class="plot" id="{name}"></div>' for name in figures)
-    header = "".join(f"<th>{html.escape(title)}</th>" for title, _ in _FIT_CELLS)
+    header = "".join(f"<th>{html.escape(document.series_by.capitalize() if title == 'Line' else title)}</th>"
+                     for title, _ in _FIT_CELLS)
     body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(row, document))}</td>" for _, cell in _FIT_CELLS)
                      + "</tr>"
                      for row in fits_table(document, sort="share"))

@@ -697,11 +697,12 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
     for warning in document["warnings"]:
         print(f"warning: {warning}")
     if document["steps"]:
-        print(f"\n{document['series_by']:<8}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
+        width = max(8, len(document["series_by"]) + 1, *(len(row["series"]) + 1 for row in document["steps"]))
+        print(f"\n{document['series_by']:<{width}}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
             pooled = (f"  mean of {row['repeats']} runs, 95% interval {format_time(row['step_low_us'])} to "
                       f"{format_time(row['step_high_us'])}") if (row.get("repeats") or 1) > 1 else ""
-            print(f"{row['series']:<8}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
+            print(f"{row['series']:<{width}}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
                   f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
     wanted = set(document["top_ops"]) | {STEP}
     print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even batch':>20}  op ({document['series_by']})")
