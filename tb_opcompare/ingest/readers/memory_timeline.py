@@ -17,6 +17,14 @@ import pandas as pd
 from tb_opcompare.schema.optable import MEMORY_TIMELINE_POINTS, empty_memory_timeline
 
 
+def highest_per_device(device_codes, bytes_in_use, count: int) -> np.ndarray:
+    """Each of ``count`` devices' highest memory in use among these samples (0 for a
+    device without one): the run's peak, from the samples its timeline is made of."""
+    highest = np.zeros(count)
+    np.maximum.at(highest, np.asarray(device_codes, dtype=np.int64), np.asarray(bytes_in_use, dtype=np.float64))
+    return highest
+
+
 def memory_timeline(devices: list[str], device_codes: np.ndarray, times_us: np.ndarray, bytes_in_use: np.ndarray,
                     points: int = MEMORY_TIMELINE_POINTS) -> pd.DataFrame:
     """The ``memory_timeline`` table of these samples: ``device_codes`` index ``devices``;

@@ -26,7 +26,7 @@ import numpy as np
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, ChromeTrace, TraceText, process_names
-from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import allocation_batch_vote
 from tb_opcompare.schema.optable import (
     DEVICE,
@@ -138,8 +138,8 @@ def _read_memory(memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[st
             dtypes[_PRECISIONS[dtype.group(1)]] += 1
     if allocators:
         names = list(allocators)
-        facts.peak_memory_bytes.update({name: int(peak) for name, peak in zip(names, _peaks(codes, in_use, len(names)))
-                                        if peak > 0})
+        peaks = highest_per_device(codes, in_use, len(names))
+        facts.peak_memory_bytes.update({name: int(peak) for name, peak in zip(names, peaks) if peak > 0})
         facts.memory_events = len(codes)
         events.memory_timeline = memory_timeline(names, np.asarray(codes), np.asarray(times_us), np.asarray(in_use))
     known = [(host_ops[name], size) for name, size in op_bytes.items() if name in host_ops]
@@ -155,9 +155,3 @@ def _read_memory(memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[st
         size, agreeing, voting = vote
         facts.batch_size, facts.batch_size_agreement = size, agreeing / voting
         facts.batch_size_source = f"data: leading dimension of {agreeing} of {voting} tensor shapes in the timeline"
-
-
-def _peaks(codes: list[int], in_use: list[float], count: int) -> np.ndarray:
-    highest = np.zeros(count)
-    np.maximum.at(highest, np.asarray(codes, dtype=np.int64), np.asarray(in_use))
-    return highest

@@ -21,7 +21,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
-from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
     TF_RANGE_STATS,
     allocation_batch_vote,
@@ -447,9 +447,7 @@ class _MemoryInUse:
         self.bytes_in_use.extend(bytes_in_use.tolist())
 
     def _highest(self) -> np.ndarray:
-        highest = np.zeros(len(self.allocators))
-        np.maximum.at(highest, np.asarray(self.codes, dtype=np.int64), np.asarray(self.bytes_in_use))
-        return highest
+        return highest_per_device(self.codes, self.bytes_in_use, len(self.allocators))
 
     def peaks(self) -> dict[str, int]:
         """The highest memory in use per allocator; none for an allocator that never held any."""
