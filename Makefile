@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo demo-logs demo-logs-gpu record-demo test bench fuzz load dist clean contract
+.PHONY: demo demo-logs demo-logs-gpu record-demo test bench fuzz load dist clean contract constraints \
+	golden-portability
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,9 +23,19 @@ $(DEMO_STAMP): $(PACKAGING) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(TEST_STAMP): $(PACKAGING) | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[test]"
+# The test extra installs at the versions CI last passed with (tests/constraints.txt), so a
+# fresh clone tests what CI tested; users' installs keep pyproject.toml's ranges.
+TEST_CONSTRAINTS := tests/constraints.txt
+$(TEST_STAMP): $(PACKAGING) $(TEST_CONSTRAINTS) | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[test]" -c $(TEST_CONSTRAINTS)
 	touch $@ $(DEMO_STAMP)
+
+# Refresh the test constraints from .venv (after upgrading it on purpose and a green run);
+# local version labels (torch's +cpu) are dropped so the pins match any build of a version.
+constraints: $(TEST_STAMP)
+	{ sed -n '/^#/p' $(TEST_CONSTRAINTS); $(BIN)/pip freeze --exclude-editable | sed -E 's/\+[A-Za-z0-9.]+$$//'; } \
+		> $(TEST_CONSTRAINTS).new
+	mv $(TEST_CONSTRAINTS).new $(TEST_CONSTRAINTS)
 
 HOST ?= localhost
 PORT ?= 6006
@@ -74,7 +85,29 @@ $(NODE):
 # Test files run in parallel, one file per worker (its fixtures, TensorBoard servers and
 # browser stay in one process); most of the suite waits on subprocesses, so 2 cores give ~1.6x.
 test: $(TEST_STAMP) $(CHROMIUM) $(NODE)
+	$(BIN)/python tests/environment_report.py
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+
+# The golden tier and the flag-stability tests under other numerics than the machine's:
+# forced OpenBLAS kernels, one BLAS thread, and the newest and the oldest numpy and
+# pandas that pyproject.toml admits (each in a venv of its own: the plugin, TensorBoard
+# and pytest only). All must pass unchanged: goldens compare numbers to 1e-9.
+PORTABLE_TESTS := tests/test_golden.py tests/test_golden_compare.py tests/test_numerics.py
+OLDEST_NUMERICS := "numpy==1.24.*" "pandas==2.0.*"
+golden-portability: $(TEST_STAMP)
+	for kernel in Sandybridge Prescott; do \
+		echo "== OPENBLAS_CORETYPE=$$kernel"; \
+		OPENBLAS_CORETYPE=$$kernel $(BIN)/python -m pytest -q -p no:cacheprovider $(PORTABLE_TESTS) || exit 1; \
+	done
+	echo "== OPENBLAS_NUM_THREADS=1"; OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PORTABLE_TESTS)
+	for numerics in newest oldest; do \
+		venv=.venv-numerics-$$numerics; \
+		[ -x $$venv/bin/python ] || $(PYTHON) -m venv $$venv || exit 1; \
+		if [ $$numerics = oldest ]; then pins='$(OLDEST_NUMERICS)'; else pins="--upgrade numpy pandas"; fi; \
+		eval $$venv/bin/pip install --quiet -e . pytest pytest-timeout $$pins || exit 1; \
+		echo "== $$numerics numerics: $$($$venv/bin/python -c 'import numpy, pandas; print("numpy", numpy.__version__, "pandas", pandas.__version__)')"; \
+		$$venv/bin/python -m pytest -q -p no:cacheprovider $(PORTABLE_TESTS) || exit 1; \
+	done
 
 # Long runs of what the suite does briefly: fuzz every reader, load the server for a minute.
 fuzz: $(TEST_STAMP)
@@ -96,7 +129,7 @@ dist: $(BIN)/python
 	$(BIN)/python -m build --outdir dist .
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) .venv-numerics-* build dist *.egg-info
 	rm -f tb_opcompare/ingest/readers/_xplane_wire.*.so
 
 # The HTTP API's doc and the tab's JSDoc types, generated from the typed contract

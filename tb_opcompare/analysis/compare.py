@@ -14,6 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.optable import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
@@ -166,7 +167,7 @@ def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     grouped["alloc_bytes_per_execution"] = grouped["alloc_bytes"] / calls.where(calls > 0)
     std = execution_std(pd.Series(square_sum, index=grouped.index), grouped["occurrences"], grouped["total_us"])
     grouped["cv"] = std / grouped["mean_us"].where(grouped["mean_us"] > 0)
-    grouped["noisy"] = (grouped["occurrences"] >= 3) & (grouped["cv"] > NOISY_CV)
+    grouped["noisy"] = (grouped["occurrences"] >= 3) & above(grouped["cv"], NOISY_CV)
     all_time = grouped["total_us"].sum()
     grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0
     return grouped.rename_axis("key")
@@ -222,14 +223,14 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
         overall = baseline_matched / target_matched if target_matched else None
     speedups = matched["speedup"].to_numpy(dtype="float64")
     speedups = speedups[np.isfinite(speedups) & (speedups > 0)]
-    geomean = float(np.exp(np.mean(np.log(speedups)))) if len(speedups) else None
+    geomean = geometric_mean(speedups)
     summary = {
         "matched_ops": int(len(matched)),
         "baseline_only_ops": int((rows["status"] == BASELINE_ONLY).sum()),
         "target_only_ops": int((rows["status"] == TARGET_ONLY).sum()),
-        "faster_ops": int((matched["speedup"] > 1).sum()),
+        "faster_ops": int(above(matched["speedup"], 1.0).sum()),
         "noisy_ops": int((matched["baseline_noisy"].fillna(False) | matched["target_noisy"].fillna(False)).sum()),
-        "slower_ops": int((matched["speedup"] < 1).sum()),
+        "slower_ops": int(below(matched["speedup"], 1.0).sum()),
         "baseline_matched_total_us": baseline_matched,
         "target_matched_total_us": target_matched,
         "baseline_total_us": float(rows["baseline_total_us"].sum()),

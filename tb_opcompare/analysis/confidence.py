@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import counted_rows, normalize_op_type
+from tb_opcompare.analysis.numerics import at_most
 from tb_opcompare.schema.contract import VERDICTS
 
 CONFIDENCE = 0.95
@@ -241,7 +242,7 @@ def benjamini_hochberg(p_values: np.ndarray, rate: float = FALSE_DISCOVERY_RATE)
     if not count:
         return rejected
     order = np.argsort(p_values, kind="stable")
-    passing = np.flatnonzero(p_values[order] <= rate * np.arange(1, count + 1) / count)
+    passing = np.flatnonzero(at_most(p_values[order], rate * np.arange(1, count + 1) / count))
     if len(passing):
         rejected[order[: passing[-1] + 1]] = True
     return rejected
@@ -449,7 +450,7 @@ def verdicts(table: pd.DataFrame, family: np.ndarray, alone: np.ndarray | None =
     family = np.asarray(family, dtype=bool) & has_p
     alone = (np.zeros(len(table), dtype=bool) if alone is None else np.asarray(alone, dtype=bool)) & has_p & ~family
     alone_rate = FALSE_DISCOVERY_RATE / 2 if alone.any() else 0.0
-    significant = alone & (p_value <= alone_rate / max(int(alone.sum()), 1))
+    significant = alone & at_most(p_value, alone_rate / max(int(alone.sum()), 1))
     members = np.flatnonzero(family)
     significant[members] = benjamini_hochberg(p_value[members], FALSE_DISCOVERY_RATE - alone_rate)
     slower = table["slower"].to_numpy(dtype=bool)

@@ -51,6 +51,7 @@ import pandas as pd
 
 from tb_opcompare.analysis.compare import op_totals
 from tb_opcompare.analysis.confidence import pooled_means
+from tb_opcompare.analysis.numerics import above, below, line_fit
 
 STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
@@ -225,13 +226,13 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
             continue
         x = group["batch_size"].to_numpy(dtype="float64")
         y = group["mean_us"].to_numpy(dtype="float64")
-        per_sample, fixed = np.polyfit(x, y, 1)
+        per_sample, fixed = line_fit(x, y)
         predicted = fixed + per_sample * x
         r2 = r_squared(y, predicted)
         # R² measures the line against the spread of the points; an op whose time hardly
         # changes has almost no spread, so its R² is noise. Poor means off by a lot, too.
-        misses = float(np.sqrt(np.mean((y - predicted) ** 2))) > POOR_FIT_MISS * float(np.mean(np.abs(y)))
-        poor = len(group) >= 3 and r2 < POOR_FIT_R2 and misses
+        misses = above(float(np.sqrt(np.mean((y - predicted) ** 2))), POOR_FIT_MISS * float(np.mean(np.abs(y))))
+        poor = len(group) >= 3 and below(r2, POOR_FIT_R2) and misses
         share = float(group["share"].mean()) if "share" in group else None
         rows.append((op, series, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
     return pd.DataFrame(rows, columns=LINE_COLUMNS)
@@ -270,13 +271,14 @@ def breakeven_batch_sizes(fits: pd.DataFrame, baseline: str = "CPU", target: str
 
 def _crossing(a_base: float, b_base: float, a_target: float, b_target: float) -> tuple[float | None, str]:
     """Solve a_target + b_target*bs < a_base + b_base*bs for bs >= 1."""
-    faster_at_one = a_target + b_target < a_base + b_base
+    faster_at_one = below(a_target + b_target, a_base + b_base)
     if math.isclose(b_base, b_target):
         return None, "always" if faster_at_one else "never"
     crossing = (a_target - a_base) / (b_base - b_target)
+    beyond_one = above(crossing, 1.0)
     if b_base > b_target:  # the target's line is flatter: it wins above the crossing
-        return (None, "always") if crossing <= 1 else (float(crossing), "above")
-    return (None, "never") if crossing <= 1 else (float(crossing), "below")
+        return (float(crossing), "above") if beyond_one else (None, "always")
+    return (float(crossing), "below") if beyond_one else (None, "never")
 
 
 def speedup_table(points: pd.DataFrame, baseline: str = "CPU", target: str | None = None) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import re2
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import GROUP_BY
+from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import Claims, read_claims
@@ -92,7 +93,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     gated_verdicts = ops_rows.loc[ops_rows["gated"], "verdict"]
     counts = gated_verdicts.value_counts()
     regressions = int(counts.get(confidence.SLOWER, 0)) + int(whole["verdict"].iloc[0] == confidence.SLOWER)
-    if result.common_change is not None and abs(math.log(result.common_change)) > math.log1p(threshold):
+    if result.common_change is not None and above(abs(math.log(result.common_change)), math.log1p(threshold)):
         warnings.append(f"every op ran {_change(1 / result.common_change)} together in the target (a change of the "
                         "machine, a setting or a library that touches everything): the op verdicts are net of it, "
                         "the whole step carries it")

@@ -1,0 +1,75 @@
+"""Numbers that come out the same on every machine, and decisions on them that rounding
+noise cannot flip.
+
+A BLAS kernel, a CPU's vector width or a numpy release changes the last bits of a
+least-squares fit or of a vectorised logarithm. Users compare outputs across machines
+(a CI gate, a teammate's report), so:
+
+- the few results whose last bits BLAS or SIMD decide are computed here with plain IEEE
+  arithmetic and exactly rounded sums (``math.fsum``), which every machine does alike;
+- a flag or verdict drawn from a number near its threshold (a poor fit, a noisy op, a
+  significant change) decides on the number at ``SIGNIFICANT_DIGITS`` (``settled``):
+  two numbers equal to 1e-9 relative are the same measurement, so they get the same
+  verdict. The golden tier compares numbers at the same tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SIGNIFICANT_DIGITS = 9
+
+
+def settled(value: float) -> float:
+    """``value`` at ``SIGNIFICANT_DIGITS`` significant digits (CPython's decimal rounding,
+    the same on every machine); NaN and infinities stay as they are."""
+    return float(f"{value:.{SIGNIFICANT_DIGITS - 1}e}") if math.isfinite(value) else value
+
+
+def above(values, limits):
+    """``settled(values) > limits`` for floats or arrays (a limit per value, or one for
+    all), deciding with the settled value only where it can differ from the raw one:
+    within a millionth of the limit (cheap on large arrays, where a string per value
+    would not be)."""
+    return _decide(values, limits, np.greater)
+
+
+def below(values, limits):
+    """``settled(values) < limits``, as ``above``."""
+    return _decide(values, limits, np.less)
+
+
+def at_most(values, limits):
+    """``settled(values) <= limits``, as ``above``."""
+    return _decide(values, limits, np.less_equal)
+
+
+def _decide(values, limits, compare):
+    array, limit = np.broadcast_arrays(np.asarray(values, dtype="float64"), np.asarray(limits, dtype="float64"))
+    decided = np.array(compare(array, limit))
+    with np.errstate(invalid="ignore"):
+        near = np.abs(array - limit) <= 1e-6 * np.maximum(np.abs(limit), 1e-300)
+    if near.any():
+        decided[near] = [compare(settled(value), bound)
+                         for value, bound in zip(array[near].tolist(), limit[near].tolist())]
+    return bool(decided) if decided.ndim == 0 else decided
+
+
+def line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Least squares ``y = intercept + slope * x`` (at least two distinct x): the slope
+    and the intercept, from exactly rounded centred sums, so every machine gets the same
+    bits (``np.polyfit`` goes through LAPACK, whose last bits depend on the BLAS)."""
+    xs, ys = [float(value) for value in x], [float(value) for value in y]
+    count = len(xs)
+    x_mean, y_mean = math.fsum(xs) / count, math.fsum(ys) / count
+    spread = math.fsum((value - x_mean) ** 2 for value in xs)
+    slope = math.fsum((a - x_mean) * (b - y_mean) for a, b in zip(xs, ys)) / spread
+    return slope, y_mean - slope * x_mean
+
+
+def geometric_mean(values: np.ndarray) -> float | None:
+    """exp(mean(log)) of positive values, the sum exactly rounded; None when empty."""
+    logs = [math.log(float(value)) for value in values]
+    return math.exp(math.fsum(logs) / len(logs)) if logs else None
