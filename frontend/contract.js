@@ -26,7 +26,7 @@
  * @property {number|null} batch_size_agreement - share of the data's evidence that agrees on the batch size (PyTorch; TF memory allocations)
  * @property {number|null} steps - profiled steps
  * @property {string|null} steps_source - where the step count came from
- * @property {number|null} step_time_us - mean wall time of one profiled step, µs, where step markers give it
+ * @property {number|null} step_time_us - median wall time of a steady profiled step (warm-up left out), µs, where step markers give it: the headline's figure
  * @property {string} model - model key: the sidecar's model, else the run name without device, batch and repeat tokens
  * @property {string|null} label - the sidecar's label
  * @property {number|null} repeat - which recording of one configuration (`--repeats`)
@@ -83,6 +83,12 @@
 /**
  * Whole-run figures of a comparison.
  * @typedef {Object} CompareSummary
+ * @property {number|null} headline_speedup - the speedup a user reads first, the same in every view for the same runs: baseline over target median steady step wall time (step markers, each run's warm-up left out, a group's steps pooled), per sample where the batch sizes differ; where a side has no step markers, op time per step (see headline_basis)
+ * @property {'op time'|'op time per step'|'step wall time'} headline_basis - what headline_speedup is the ratio of
+ * @property {boolean} headline_per_sample - headline_speedup compares time per sample (the batch sizes differ)
+ * @property {string} headline_text - headline_speedup's basis in words, with the two times it is the ratio of
+ * @property {number|null} baseline_step_wall_us - median steady step wall time, µs; null without step markers
+ * @property {number|null} target_step_wall_us - as baseline_step_wall_us, for the target
  * @property {number} matched_ops
  * @property {number} baseline_only_ops
  * @property {number} target_only_ops
@@ -93,7 +99,7 @@
  * @property {number} target_matched_total_us
  * @property {number} baseline_total_us - all op time, µs
  * @property {number} target_total_us
- * @property {number|null} overall_speedup - ratio of matched op time, per step where both runs know their steps
+ * @property {number|null} overall_speedup - ratio of matched op time (not wall time), per step where both runs know their steps
  * @property {'per step'|'whole profile'} overall_speedup_basis
  * @property {number|null} geomean_speedup - geometric mean of the matched ops' speedups
  * @property {number|null} baseline_steps
@@ -347,7 +353,7 @@
  * @property {Array<string>} runs - the runs pooled here (repeats of one configuration)
  * @property {number} steps - steady steps pooled (after warm-up); 0 where the runs have no step markers
  * @property {number} warmup_steps - leading steps left out as warm-up, over all its runs
- * @property {number|null} latency_us - mean wall time of a steady step, µs (step markers); null without markers
+ * @property {number|null} latency_us - median wall time of a steady step, µs (step markers; the headline's rule); null without markers
  * @property {number|null} latency_std_us - standard deviation of the steady steps' wall time, µs
  * @property {number|null} latency_p10_us - 10th percentile of the steady steps' wall time, µs
  * @property {number|null} latency_p90_us - 90th percentile of the steady steps' wall time, µs

@@ -56,14 +56,34 @@ def profiler_step_durations(run_dir: Path) -> list[float]:
     import gzip
     import json
 
-    (path,) = run_dir.glob("*.pt.trace.json.gz")
+    (path,) = run_dir.glob("*.pt.trace.json*")
+    data = path.read_bytes()
     ranges: dict[str, tuple[float, float]] = {}
-    for event in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
+    for event in json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)["traceEvents"]:
         name = event.get("name", "")
         if event.get("ph") == "X" and name.startswith("ProfilerStep#"):
             if name not in ranges or event["dur"] > ranges[name][1]:
                 ranges[name] = (event["ts"], event["dur"])
     return [duration for _, duration in sorted(ranges.values())]
+
+
+def steady_steps(durations: list[float]) -> list[float]:
+    """The headline's steps, written out apart from the code: the leading steps each
+    slower than 1.5x the median of the steps after them (at most half of all) are
+    warm-up; the rest are steady."""
+    import statistics
+
+    skip = 0
+    while skip < len(durations) // 2 and durations[skip] > 1.5 * statistics.median(durations[skip + 1:]):
+        skip += 1
+    return durations[skip:]
+
+
+def steady_median(durations: list[float]) -> float:
+    """The headline's step time of one run: the median of its steady steps."""
+    import statistics
+
+    return statistics.median(steady_steps(durations))
 
 
 def run_cli(*args: str, cwd: Path | None = None):

@@ -8,7 +8,7 @@ import json
 import shutil
 
 import pytest
-from conftest import LOGDIR, REALTRACES, run_cli
+from conftest import LOGDIR, REALTRACES, profiler_step_durations, run_cli, steady_median
 
 from tb_opcompare.schema.text import format_speedup
 
@@ -61,7 +61,7 @@ def test_compare_without_runs_uses_the_automatic_pairs():
     result = run_cli("compare", str(LOGDIR), "--top", "3")
     assert result.returncode == 0, result.stderr
     assert "baseline: tf1/mlp_cpu" in result.stdout
-    assert "overall speedup" in result.stdout
+    assert "\nspeedup 13.3× (step wall time" in result.stdout and "\nop time: matched " in result.stdout
 
 
 def test_compare_csv_matches_json_rows_sorted_and_cut(tmp_path):
@@ -194,9 +194,13 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
 
     sizes = summary("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs64")
     assert sizes["per_sample_speedup"] == pytest.approx(sizes["whole_step_speedup"] * 64 / 4)
-    assert sizes["notes"][0].startswith("Batch sizes differ (4 vs 64): each op's speedup compares one call at each "
-                                        f"size, that is different amounts of work. Per sample, the whole step is "
-                                        f"{format_speedup(sizes['per_sample_speedup'])} (faster on the target).")
+    assert sizes["notes"][0] == ("Batch sizes differ (4 vs 64): the headline is per sample, and each op's speedup "
+                                 "compares one call at each size, that is different amounts of work.")
+    # the headline: the median step wall time per sample, from the runs' own ProfilerStep markers
+    assert sizes["headline_per_sample"] and sizes["headline_basis"] == "step wall time"
+    walls = [steady_median(profiler_step_durations(LOGDIR / run)) for run in ("torch/cnn_torch_cpu_bs4",
+                                                                                   "torch/cnn_torch_cpu_bs64")]
+    assert sizes["headline_speedup"] == pytest.approx(walls[0] / 4 / (walls[1] / 64), rel=1e-9)
     frameworks = summary("tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16")
     assert frameworks["matched_ops"] == 0
     # no "group by op type" hint: op types meet within one framework only (Conv2D is never aten::convolution)
@@ -205,7 +209,12 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
     devices = summary("tf1/mlp_cpu", "tf1/mlp_gpu")
     assert devices["whole_step_speedup"] == pytest.approx(
         devices["baseline_time_per_step_us"] / devices["target_time_per_step_us"])
-    # the notes write speedups as everything else does (schema.text, the tab's format.js)
-    assert devices["notes"] == [f"Overall speedup ({format_speedup(devices['overall_speedup'])}) counts the ops both "
-                                f"runs have; all op time per step, ops found on one side only included, gives "
-                                f"{format_speedup(devices['whole_step_speedup'])}."]
+    # the notes write speedups as everything else does (schema.text, the tab's format.js); a TF1 timeline is
+    # one session.run, whose wall time is the headline, and op time (CPU ops side by side) says why it differs
+    assert devices["headline_basis"] == "step wall time"
+    assert devices["notes"] == [
+        f"Op time per step gives {format_speedup(devices['whole_step_speedup'])}, the step wall time "
+        f"{format_speedup(devices['headline_speedup'])}: op time adds up ops that ran side by side on parallel threads "
+        "and misses time outside ops (a data loader, Python, waiting on a device), so the headline is the wall time.",
+        f"Matched op time ({format_speedup(devices['overall_speedup'])}) counts the ops both runs have; all op time per "
+        f"step, ops found on one side only included, gives {format_speedup(devices['whole_step_speedup'])}."]

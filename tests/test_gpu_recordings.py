@@ -13,7 +13,7 @@ import re
 import statistics
 
 import pytest
-from conftest import FIXTURES, REPO, as_json, run_cli
+from conftest import FIXTURES, REPO, as_json, profiler_step_durations, run_cli, steady_median, steady_steps
 
 from tb_opcompare.service.sweep import sweeps_document
 from tb_opcompare.store.catalog import Catalog
@@ -159,8 +159,9 @@ T_975_TWO_DEGREES = 4.302652729911275  # Student's t, 97.5th percentile, 2 degre
 
 
 def test_the_sweep_pools_repeats_into_one_point_with_its_interval():
-    """Three repeats a point, pooled as the check and the trend pool them: the geometric
-    mean of the runs' step times, and its 95% interval from Student's t on the logs."""
+    """Three repeats a point: the median of the runs' steady steps pooled (the headline's
+    rule, as the Matrix reads the same runs), and around it the runs' 95% interval from
+    Student's t on the logs of each run's own step time, as the check and the trend pool."""
     document = json.loads(run_cli("sweep", str(DEMO), "--model", "mnist_cnn_torch", "--json", "--no-cache").stdout)
     assert not [w for w in document["warnings"] if "left out" in w]
     assert {(row["series"], row["batch_size"], row["repeats"]) for row in document["steps"]} == {
@@ -169,12 +170,13 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_interval():
     for row in document["steps"]:
         runs = row["run"].split(", ")
         assert runs == sorted(f"mnist_cnn_torch_{row['series'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3))
-        logs = [math.log(catalog.load(run).profile.facts.step_time_us) for run in runs]
-        mean, spread = statistics.mean(logs), statistics.stdev(logs)
-        margin = T_975_TWO_DEGREES * spread / math.sqrt(3)
-        assert row["step_us"] == pytest.approx(math.exp(mean), rel=1e-9)
-        assert (row["step_low_us"], row["step_high_us"]) == (pytest.approx(math.exp(mean - margin), rel=1e-6),
-                                                             pytest.approx(math.exp(mean + margin), rel=1e-6))
+        durations = [profiler_step_durations(DEMO / run) for run in runs]
+        logs = [math.log(steady_median(steps)) for steps in durations]
+        margin = T_975_TWO_DEGREES * statistics.stdev(logs) / math.sqrt(3)
+        center = statistics.median([step for steps in durations for step in steady_steps(steps)])
+        assert row["step_us"] == pytest.approx(center, rel=1e-9)
+        assert (row["step_low_us"], row["step_high_us"]) == (pytest.approx(center * math.exp(-margin), rel=1e-6),
+                                                             pytest.approx(center * math.exp(margin), rel=1e-6))
     backward = [row for row in document["series"] if row["op"] == "aten::convolution_backward"]
     assert len(backward) == 6 and all(r["low_us"] <= r["mean_us"] <= r["high_us"] and r["repeats"] == 3
                                       for r in backward)
@@ -183,7 +185,7 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_interval():
 
     figures = sweep_figures(sweep_document(catalog, "mnist_cnn_torch"))
     step_trace = figures["step"]["data"][0]
-    assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (mean of 3 runs, bar: 95% interval)"
+    assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (3 runs pooled, bar: 95% interval)"
     assert all("error_y" in trace for trace in figures["op_time"]["data"])
 
 

@@ -9,13 +9,15 @@ import csv
 import io
 import json
 import shutil
+import statistics
 
 import msgspec
 import pytest
-from conftest import FIXTURES, profiler_step_durations, run_cli
+from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
 from in_process import PREFIX, plugin_client
 
-from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, detect_warmup, parse_column
+from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
+from tb_opcompare.analysis.step_time import detect_warmup
 from tb_opcompare.schema.contract import MatrixDocument
 from tb_opcompare.store.catalog import Catalog
 
@@ -50,15 +52,16 @@ def test_cells_pool_repeats_and_take_speedups_within_their_row():
     by = {(cell.batch_size, cell.column.key): cell for cell in cells}
     cpu = by[8, "CPU · fp32 · eager"]
     assert (cpu.runs, cpu.steps, cpu.warmup_steps) == (["cpu_a", "cpu_b"], 5, 1)
-    assert cpu.latency_us == pytest.approx(54 / 5) and cpu.speedup == pytest.approx(1.0)
-    assert cpu.throughput_per_s == pytest.approx(8 * 1e6 / (54 / 5))
-    assert by[8, "GPU · bf16 · eager"].speedup == pytest.approx((54 / 5) / 2)
+    # the median of the steady steps pooled (10, 10, 10, 12, 12), the headline's rule
+    assert cpu.latency_us == pytest.approx(10.0) and cpu.speedup == pytest.approx(1.0)
+    assert cpu.throughput_per_s == pytest.approx(8 * 1e6 / 10.0)
+    assert by[8, "GPU · bf16 · eager"].speedup == pytest.approx(10.0 / 2)
     assert by[16, "GPU · fp32 · eager"].speedup is None  # its row has no reference with a latency
     assert by[16, "CPU · fp32 · eager"].latency_us is None and by[16, "CPU · fp32 · eager"].steps == 0
     cells, _, reference = build_matrix(runs, reference=parse_column("gpu/fp32/eager"), warmup=0)
     by = {(cell.batch_size, cell.column.key): cell for cell in cells}
     assert reference.key == "GPU · fp32 · eager"
-    assert by[8, "CPU · fp32 · eager"].speedup == pytest.approx(4.0 / (154 / 6))  # nothing dropped
+    assert by[8, "CPU · fp32 · eager"].speedup == pytest.approx(4.0 / 11.0)  # nothing dropped: median of 6
     assert by[16, "GPU · fp32 · eager"].speedup == pytest.approx(1.0)
     with pytest.raises(ValueError, match="DEVICE/PRECISION/COMPILER"):
         parse_column("GPU/bf16")
@@ -86,7 +89,7 @@ def test_the_real_matrix_places_every_run_and_its_latency_is_the_step_markers():
             assert f"_{column.device.lower()}_bs{cell.batch_size}_{column.precision}_{token}" in run
         steps = [time for run in cell.runs for time in profiler_step_durations(MATRIX / run)]
         assert cell.steps == len(steps) == 5 * len(cell.runs)
-        assert cell.latency_us == pytest.approx(sum(steps) / len(steps), rel=1e-9)
+        assert cell.latency_us == pytest.approx(statistics.median(steps), rel=1e-9)
         assert cell.throughput_per_s == pytest.approx(cell.batch_size * 1e6 / cell.latency_us, rel=1e-12)
     reference = {(cell.batch_size): cell.latency_us for cell in document.cells if cell.reference}
     for cell in document.cells:
@@ -152,8 +155,8 @@ def test_a_compare_across_compilers_says_the_whole_step_is_where_they_meet():
     document = json.loads(run_cli("compare", str(MATRIX), "--baseline", base, "--target", target, "--json",
                                   "--no-cache").stdout)
     (note,) = [note for note in document["summary"]["notes"] if "different compilers" in note]
-    catalog = Catalog(str(MATRIX), cache_dir=None)
-    wall = catalog.load(base).profile.facts.step_time_us / catalog.load(target).profile.facts.step_time_us
+    wall = steady_median(profiler_step_durations(MATRIX / base)) / steady_median(profiler_step_durations(MATRIX / target))
+    assert document["summary"]["headline_speedup"] == pytest.approx(wall, rel=1e-9)
     assert "(eager and torch.compile)" in note and f"{wall:.2f}× in step wall time" in note
     assert document["summary"]["target_only_ops"] > 0
     same = json.loads(run_cli("compare", str(MATRIX), "--baseline", base, "--target",

@@ -8,11 +8,12 @@ from __future__ import annotations
 import collections
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import FIXTURES, profiler_step_durations, run_cli
+from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import ONNXRUNTIME, read_profile
@@ -99,11 +100,13 @@ def test_pytorch_and_onnx_runtime_pair_and_meet_at_the_whole_step():
     assert "different frameworks" in notes and "Group by op type" not in notes
     torch_steps = profiler_step_durations(LOGDIR / "cnn_infer_cpu_bs64")
     ort_steps = _raw_runs(_profile_path(LOGDIR / "cnn_infer_cpu_bs64_ort"))
-    ratio = (sum(torch_steps) / len(torch_steps)) / (sum(ort_steps) / len(ort_steps))
+    ratio = steady_median(torch_steps) / steady_median(ort_steps)
+    assert compare.summary.headline_speedup == pytest.approx(ratio, rel=1e-9)
     assert f"{ratio:.2f}× in step wall time" in notes
 
 
 def test_the_matrix_has_an_onnx_runtime_column_whose_latency_is_the_runs():
+    """With no warm-up left out, a cell's latency is the median of its run's raw steps."""
     result = run_cli("matrix", str(LOGDIR), "--no-cache", "--json", "--warmup", "0")
     document = msgspec.json.decode(result.stdout, type=MatrixDocument)
     assert [column.key for column in document.columns] == ["CPU · fp32 · eager", "CPU · fp32 · ONNX Runtime"]
@@ -111,7 +114,7 @@ def test_the_matrix_has_an_onnx_runtime_column_whose_latency_is_the_runs():
         (run,) = cell.runs
         steps = (_raw_runs(_profile_path(LOGDIR / run)) if run.endswith("_ort")
                  else profiler_step_durations(LOGDIR / run))
-        assert cell.latency_us == pytest.approx(sum(steps) / len(steps), rel=1e-9)
+        assert cell.latency_us == pytest.approx(statistics.median(steps), rel=1e-9)
 
 
 def test_a_broken_profile_names_the_file_and_what_is_wrong(tmp_path):

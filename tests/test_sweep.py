@@ -208,7 +208,7 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
                                                                           ("relu", "Relu", relu_us))]
     ops = pd.DataFrame(rows, columns=OP_COLUMNS)  # columns the rows leave out (memory) are unknown
     return SweepRun(run=f"m_{device.lower()}_bs{batch_size}", series=device, batch_size=batch_size, ops=ops, steps=2,
-                    step_time_us=conv_us + relu_us + 50)
+                    step_times_us=[conv_us + relu_us + 50] * 2)
 
 
 def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():

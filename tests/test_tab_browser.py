@@ -65,6 +65,15 @@ def test_tab_appears_beside_profile_and_fills_the_table(page, tensorboard_url):
     assert frame.locator("#oc-count").inner_text() == f"Showing {total} of {total} ops"
     assert shown_keys(frame)[:20] == [row["key"] for row in expected["rows"][:20]]
     assert frame.locator("#oc-overall").inner_text() == f"{expected['summary']['overall_speedup']:.1f}×"
+    # the first figure is the step wall time ratio (13.3x on this TF1 pair, where op time says 31.3x), and its
+    # card says what it is and, on hover, the two times it is the ratio of
+    summary = expected["summary"]
+    assert summary["headline_basis"] == "step wall time"
+    assert frame.locator("#oc-headline").inner_text() == f"{summary['headline_speedup']:.1f}×" == "13.3×"
+    card = frame.locator(".oc-card", has=frame.locator("#oc-headline"))
+    assert card.locator(".oc-card-title").text_content() == "Speedup"
+    assert card.get_attribute("title") == summary["headline_text"]
+    assert frame.locator("#oc-step-walls").inner_text() == "15.6 ms → 1.17 ms a step"
     # the top-10 charts are drawn by the bundled plotly.js: ten bars per side
     for side in ("baseline", "target"):
         frame.locator(f"#oc-chart-{side} .bars .point >> nth=9").wait_for()

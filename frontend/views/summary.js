@@ -12,12 +12,30 @@ import {SIDE_LABELS, sideSwatch} from './sides.js';
 const NOISY_TITLE = 'matched ops whose per-occurrence time varies widely (CV > 0.5) on either side: their mean, ' +
   'and so their speedup, is unreliable (~ in the table; hover a mean for its spread)';
 
-function speedupCard(title, value, detail, id) {
+function speedupCard(title, value, detail, id, tooltip = '') {
   const figure = h('div', {class: 'oc-figure', id}, formatSpeedup(value));
   if (value > 1.02) figure.classList.add('oc-better');
   if (value !== null && value < 0.98) figure.classList.add('oc-worse');
-  return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, title), figure,
+  return h('div', {class: 'oc-card', title: tooltip}, h('div', {class: 'oc-card-title'}, title), figure,
            h('div', {class: 'oc-card-detail'}, detail));
+}
+
+/**
+ * The number a user reads first: the step wall time ratio (the same in every view for
+ * the same runs), or what stands in for it where a run has no step markers.
+ * @param {CompareSummary} summary
+ */
+function headlineCard(summary) {
+  const detail = summary.headline_basis === 'step wall time'
+    ? `step wall time${summary.headline_per_sample ? ' per sample' : ''}, median steady step`
+    : `${summary.headline_basis}${summary.headline_per_sample ? ' per sample' : ''}: no step markers`;
+  const card = speedupCard(summary.headline_per_sample ? 'Speedup per sample' : 'Speedup', summary.headline_speedup,
+                           detail, 'oc-headline', summary.headline_text);
+  if (summary.baseline_step_wall_us !== null && summary.target_step_wall_us !== null) {
+    card.append(h('div', {class: 'oc-card-detail', id: 'oc-step-walls'},
+                  `${formatTime(summary.baseline_step_wall_us)} → ${formatTime(summary.target_step_wall_us)} a step`));
+  }
+  return card;
 }
 
 /** @param {CompareSummary} summary */
@@ -89,8 +107,10 @@ function runCard(side, run, other, pooled) {
  */
 export function summaryCards(summary) {
   return [
-    speedupCard('Overall speedup', summary.overall_speedup, `matched op time, ${summary.overall_speedup_basis}`,
-                'oc-overall'),
+    headlineCard(summary),
+    speedupCard('Op time speedup', summary.overall_speedup, `matched op time, ${summary.overall_speedup_basis}`,
+                'oc-overall', 'the ratio of the op time of the ops both runs have: not wall time (ops on ' +
+                'parallel threads add up, time outside ops is missed)'),
     speedupCard('Geomean speedup', summary.geomean_speedup, `over ${summary.matched_ops} matched ops`, 'oc-geomean'),
     opsCard(summary),
     timeCard(summary),

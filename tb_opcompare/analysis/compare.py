@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
+from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.optable import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
@@ -246,10 +247,11 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
     return summary
 
 
-def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str) -> tuple[dict, list[str]]:
+def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str,
+                  first: Headline) -> tuple[dict, list[str]]:
     """Figures and notes that say what a comparison does and does not compare.
-    ``baseline``/``target``: each run's ``batch_size``, ``framework``, ``compiler`` and
-    ``step_time_us``.
+    ``baseline``/``target``: each run's ``batch_size``, ``framework`` and ``compiler``;
+    ``first``: the headline (``analysis.step_time.headline``), which the notes explain.
 
     Returns ``whole_step_speedup`` (all op time per step, ops on one side included) and
     ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and the
@@ -262,13 +264,20 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
     if base_batch and target_batch and base_batch != target_batch:
         if whole:
             per_sample = whole * target_batch / base_batch
-        notes.append(f"Batch sizes differ ({base_batch} vs {target_batch}): each op's speedup compares one call at "
-                     "each size, that is different amounts of work." + (
-                         f" Per sample, the whole step is {format_speedup(per_sample)} "
-                         f"({'faster' if per_sample >= 1 else 'slower'} on the target)." if per_sample else ""))
+        notes.append(f"Batch sizes differ ({base_batch} vs {target_batch}): the headline is per sample, and each "
+                     "op's speedup compares one call at each size, that is different amounts of work.")
+    op_time = per_sample or whole
+    if first.basis == STEP_WALL_TIME and op_time and first.speedup and abs(math.log(op_time / first.speedup)) > \
+            math.log(_OP_TIME_APART):
+        notes.append(f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
+                     f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
+                     "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
+                     "so the headline is the wall time.")
+    elif first.basis != STEP_WALL_TIME:
+        notes.append(f"Headline: {first.text}.")
     overall = summary["overall_speedup"]
     if whole and overall and abs(overall / whole - 1) > 0.05:
-        notes.append(f"Overall speedup ({format_speedup(overall)}) counts the ops both runs have; all op time per "
+        notes.append(f"Matched op time ({format_speedup(overall)}) counts the ops both runs have; all op time per "
                      f"step, ops found on one side only included, gives {format_speedup(whole)}.")
     if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
         frameworks = {baseline.framework, target.framework} - {None}
@@ -280,14 +289,16 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
         notes.append(f"No op is in both runs: {why}.{hint}")
     compilers = (baseline.compiler, target.compiler)
     if None not in compilers and compilers[0] != compilers[1]:
-        wall = (baseline.step_time_us / target.step_time_us
-                if baseline.step_time_us and target.step_time_us else None)
         notes.append(f"The runs ran under different compilers ({compilers[0]} and {compilers[1]}): a compiler fuses and "
                      "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
                      "only what both kept. The whole step is where both meet" + (
-                         f": {format_speedup(wall)} in step wall time (step markers)" if wall else "")
-                     + "; the Matrix view compares whole steps across compilers.")
+                         f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME
+                         else "") + "; the Matrix view compares whole steps across compilers.")
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+
+
+# Op time and wall time further apart than this (either way) get a note saying why.
+_OP_TIME_APART = 1.25
 
 
 def _framework_family(framework: str) -> str:

@@ -3,8 +3,9 @@ compiler, each cell the steady-state step latency of the runs recorded there.
 
 A cell pools the step wall times (from step markers) of all its runs, after each run's
 warm-up: the leading steps that are much slower than the rest (``detect_warmup``), or a
-number of steps the user sets. Latency is the mean over the pooled steps, with their
-spread (standard deviation, 10th and 90th percentiles); throughput is
+number of steps the user sets. Latency is the median of the pooled steps
+(``analysis.step_time``, the rule of every headline), with their spread (standard
+deviation, 10th and 90th percentiles); throughput is
 ``batch size x 10^6 / latency in µs`` samples per second; the speedup of a cell is the
 reference cell's latency over its own, within one row (one model, one batch size).
 Plain data in, plain data out: no I/O, so it is tested on small lists.
@@ -13,17 +14,11 @@ Plain data in, plain data out: no I/O, so it is tested on small lists.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from collections.abc import Sequence
 
-import numpy as np
-
+from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION
 
-# A leading step slower than this many times the median of the steps after it is warm-up
-# (first-call allocations, autotuning, compilation caches); steady steps of the recordings
-# here differ by less than 1.3x from their median.
-WARMUP_FACTOR = 1.5
 DEVICE_ORDER = {"CPU": 0}
 UNKNOWN = "?"
 DEFAULT_COLUMN_DEVICE = "CPU"
@@ -90,17 +85,6 @@ def parse_column(text: str) -> Column:
     return Column(parts[0].upper(), parts[1], parts[2])
 
 
-def detect_warmup(step_times_us: Sequence[float]) -> int:
-    """How many leading steps are warm-up: each is slower than ``WARMUP_FACTOR`` times the
-    median of the steps after it. At most half the steps, so a run that only slows down
-    keeps its steps."""
-    times = list(step_times_us)
-    warmup = 0
-    while warmup < len(times) // 2 and times[warmup] > WARMUP_FACTOR * statistics.median(times[warmup + 1:]):
-        warmup += 1
-    return warmup
-
-
 def build_matrix(runs: Sequence[MatrixRun], reference: Column | None = None,
                  warmup: int | None = None) -> tuple[list[Cell], list[Column], Column | None]:
     """The cells (rows in model, batch size order; columns in ``column_order``), the
@@ -117,19 +101,12 @@ def build_matrix(runs: Sequence[MatrixRun], reference: Column | None = None,
     for (model, batch_size, column), members in sorted(
             grouped.items(), key=lambda item: (item[0][0], item[0][1] is None, item[0][1] or 0,
                                                column_order(item[0][2]))):
-        steady, dropped = [], 0
-        for run in sorted(members, key=lambda member: member.run):
-            skip = min(len(run.step_times_us), detect_warmup(run.step_times_us) if warmup is None else warmup)
-            steady.extend(run.step_times_us[skip:])
-            dropped += skip
-        latency = std = p10 = p90 = throughput = None
-        if steady:
-            times = np.asarray(steady, dtype=float)
-            latency, std = float(times.mean()), float(times.std())
-            p10, p90 = (float(value) for value in np.percentile(times, [10, 90]))
-            throughput = batch_size * 1e6 / latency if batch_size and latency > 0 else None
-        cells.append(Cell(model, batch_size, column, [run.run for run in sorted(members, key=lambda m: m.run)],
-                          len(steady), dropped, latency, std, p10, p90, throughput))
+        members = sorted(members, key=lambda member: member.run)
+        steps = step_latency([run.step_times_us for run in members], warmup)
+        latency = steps.median_us
+        throughput = batch_size * 1e6 / latency if batch_size and latency else None
+        cells.append(Cell(model, batch_size, column, [run.run for run in members], steps.steps, steps.warmup_steps,
+                          latency, steps.std_us, steps.p10_us, steps.p90_us, throughput))
     reference_latency = {(cell.model, cell.batch_size): cell.latency_us for cell in cells
                          if cell.column == reference}
     for cell in cells:

@@ -15,9 +15,10 @@ series         op, series, batch_size, mean_us, per_sample_us (= mean_us / batch
                ``repeats`` how many runs had the op, ``run`` their names.
 steps          series, batch_size, step_us, samples_per_s, basis, run, repeats,
                step_low_us, step_high_us. ``basis`` says where step_us came from:
-               ``step markers`` (mean wall time of a profiled step) or ``op time per
-               step`` (op time / steps, where no marker gave durations); repeats pooled
-               as above.
+               ``step markers`` (the median steady step's wall time over the point's
+               runs pooled: the headline's rule, ``analysis.step_time``; the interval
+               is the repeats' as above, around it) or ``op time per step`` (op time /
+               steps, where no marker gave durations; repeats pooled as above).
 fits           op, series, fixed_us, per_sample_us, r2, points, poor_fit, share: least
                squares of mean_us = fixed_us + per_sample_us * batch_size, per op and
                series with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
@@ -52,6 +53,7 @@ import pandas as pd
 from tb_opcompare.analysis.compare import op_totals
 from tb_opcompare.analysis.confidence import pooled_means
 from tb_opcompare.analysis.numerics import above, below, line_fit
+from tb_opcompare.analysis.step_time import step_latency
 
 STEP = "(whole step)"
 POOR_FIT_R2 = 0.9
@@ -75,7 +77,7 @@ class SweepRun:
     batch_size: int | None
     ops: pd.DataFrame  # optable.OP_COLUMNS
     steps: int | None = None
-    step_time_us: float | None = None
+    step_times_us: list[float] = dataclasses.field(default_factory=list)  # each step's wall time, in order
 
 
 @dataclasses.dataclass
@@ -196,10 +198,14 @@ def _warn_if_names_differ(runs: list[SweepRun], warnings: list[str]) -> None:
 
 
 def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
+    """One row per series and batch size. With step markers, a point's step time is the
+    headline's (``analysis.step_time``: the median of its runs' steady steps pooled),
+    and its interval the runs' spread around it (the repeats' pooled 95% interval,
+    relative); without, op time per step."""
     rows = []
     for run in runs:
-        if run.step_time_us:
-            step_us, basis = run.step_time_us, "step markers"
+        if run.step_times_us:
+            step_us, basis = step_latency([run.step_times_us]).median_us, "step markers"
         elif run.steps:
             step_us, basis = float(op_totals(run.ops)["total_us"].sum()) / run.steps, "op time per step"
         else:
@@ -211,10 +217,25 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
         {"step_us": "float64"})
     grouped = per_run.groupby(["series", "batch_size"], sort=True)
     table = grouped.agg(basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size")).reset_index()
-    table["step_us"], table["step_low_us"], table["step_high_us"] = pooled_means(
+    center, low, high = pooled_means(
         per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table))
+    pooled = _pooled_step_latency(runs, table)
+    table["step_us"] = np.where(np.isfinite(pooled), pooled, center)
+    table["step_low_us"], table["step_high_us"] = table["step_us"] * low / center, table["step_us"] * high / center
     table["samples_per_s"] = table["batch_size"] / (table["step_us"] / 1e6)
     return table[STEPS_COLUMNS].astype({"step_us": "float64", "samples_per_s": "float64"})
+
+
+def _pooled_step_latency(runs: list[SweepRun], table: pd.DataFrame) -> np.ndarray:
+    """Each point's median steady step over its runs' steps pooled (NaN where a run of
+    the point has no markers), so a point of repeats reads what the Matrix and Compare's
+    headline read for the same runs."""
+    steps: dict[tuple, list] = {}
+    for run in runs:
+        steps.setdefault((run.series, run.batch_size), []).append(run.step_times_us)
+    return np.array([step_latency(steps.get((series, size), [])).median_us
+                     if all(len(times) for times in steps.get((series, size), [[]])) else np.nan
+                     for series, size in zip(table["series"], table["batch_size"])], dtype="float64")
 
 
 def fit_lines(points: pd.DataFrame) -> pd.DataFrame:

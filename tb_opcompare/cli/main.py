@@ -700,7 +700,7 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
         width = max(8, len(document["series_by"]) + 1, *(len(row["series"]) + 1 for row in document["steps"]))
         print(f"\n{document['series_by']:<{width}}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
-            pooled = (f"  mean of {row['repeats']} runs, 95% interval {format_time(row['step_low_us'])} to "
+            pooled = (f"  {row['repeats']} runs pooled, 95% interval {format_time(row['step_low_us'])} to "
                       f"{format_time(row['step_high_us'])}") if (row.get("repeats") or 1) > 1 else ""
             print(f"{row['series']:<{width}}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
                   f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
@@ -727,11 +727,14 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
     for label, record, runs in (("baseline:", base, summary["baseline_runs"]), ("target:  ", tgt, summary["target_runs"])):
         name = record["run"] if len(runs) == 1 else f"{len(runs)} runs pooled ({', '.join(runs)})"
         print(f"{label} {name} ({record['device']}{', ' + record['device_name'] if record['device_name'] else ''})")
+    headline = summary["headline_speedup"]
+    print(f"speedup {format_speedup(headline)} ({summary['headline_text']})" if headline
+          else f"speedup: n/a ({summary['headline_text']})")
     overall = summary["overall_speedup"]
     geomean = summary["geomean_speedup"]
     print(
-        f"overall speedup {format_speedup(overall)} ({summary['overall_speedup_basis']})" if overall
-        else "overall speedup: n/a",
+        f"op time: matched {format_speedup(overall)} ({summary['overall_speedup_basis']})" if overall
+        else "op time: matched n/a",
         f"| geomean {format_speedup(geomean)}" if geomean else "| geomean n/a",
         f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
         f" baseline-only {summary['baseline_only_ops']}, target-only {summary['target_only_ops']}",

@@ -53,7 +53,8 @@ class RunRecord(_Document):
                                                    "TF memory allocations)")
     steps: _d(int | None, "profiled steps")
     steps_source: _d(str | None, "where the step count came from")
-    step_time_us: _d(float | None, "mean wall time of one profiled step, µs, where step markers give it")
+    step_time_us: _d(float | None, "median wall time of a steady profiled step (warm-up left out), µs, where "
+                                   "step markers give it: the headline's figure")
     model: _d(str, "model key: the sidecar's model, else the run name without device, batch and repeat tokens")
     label: _d(str | None, "the sidecar's label")
     repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
@@ -162,6 +163,17 @@ PER_SIDE_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in _PER_SIDE)
 class CompareSummary(_Document):
     """Whole-run figures of a comparison."""
 
+    headline_speedup: _d(float | None, "the speedup a user reads first, the same in every view for the same runs: "
+                                       "baseline over target median steady step wall time (step markers, each run's "
+                                       "warm-up left out, a group's steps pooled), per sample where the batch sizes "
+                                       "differ; where a side has no step markers, op time per step (see "
+                                       "headline_basis)")
+    headline_basis: _d(Literal["step wall time", "op time per step", "op time"],
+                       "what headline_speedup is the ratio of")
+    headline_per_sample: _d(bool, "headline_speedup compares time per sample (the batch sizes differ)")
+    headline_text: _d(str, "headline_speedup's basis in words, with the two times it is the ratio of")
+    baseline_step_wall_us: _d(float | None, "median steady step wall time, µs; null without step markers")
+    target_step_wall_us: _d(float | None, "as baseline_step_wall_us, for the target")
     matched_ops: int
     baseline_only_ops: int
     target_only_ops: int
@@ -172,7 +184,8 @@ class CompareSummary(_Document):
     target_matched_total_us: float
     baseline_total_us: _d(float, "all op time, µs")
     target_total_us: float
-    overall_speedup: _d(float | None, "ratio of matched op time, per step where both runs know their steps")
+    overall_speedup: _d(float | None, "ratio of matched op time (not wall time), per step where both runs know "
+                                      "their steps")
     overall_speedup_basis: Literal["per step", "whole profile"]
     geomean_speedup: _d(float | None, "geometric mean of the matched ops' speedups")
     baseline_steps: int | None
@@ -424,7 +437,8 @@ class MatrixCell(_Document):
     runs: _d(list[str], "the runs pooled here (repeats of one configuration)")
     steps: _d(int, "steady steps pooled (after warm-up); 0 where the runs have no step markers")
     warmup_steps: _d(int, "leading steps left out as warm-up, over all its runs")
-    latency_us: _d(float | None, "mean wall time of a steady step, µs (step markers); null without markers")
+    latency_us: _d(float | None, "median wall time of a steady step, µs (step markers; the headline's rule); null "
+                                 "without markers")
     latency_std_us: _d(float | None, "standard deviation of the steady steps' wall time, µs")
     latency_p10_us: _d(float | None, "10th percentile of the steady steps' wall time, µs")
     latency_p90_us: _d(float | None, "90th percentile of the steady steps' wall time, µs")

@@ -18,6 +18,7 @@ import pandas as pd
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, apply_view
+from tb_opcompare.analysis.step_time import StepLatency, headline, step_latency
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
@@ -43,13 +44,19 @@ def compare_document(
     ``view`` picks and orders the rows (all of them, largest total first, by default);
     only the rows it keeps are turned into JSON values, so a top-N request on a million
     ops costs the filter and the sort, not a million records."""
-    base, tgt, baseline_runs, target_runs, group_notes = _sides(catalog, baseline, target, baseline_session,
-                                                                target_session)
+    (base, base_steps), (tgt, target_steps), baseline_runs, target_runs, group_notes = _sides(
+        catalog, baseline, target, baseline_session, target_session)
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     rows, summary = comparison.rows, comparison.summary
     records = comparison.records(apply_view(rows, view or RowView()))
     base_record, target_record = run_record(base), run_record(tgt)
-    figures, notes = like_for_like(summary, base_record, target_record, group_by)
+    first = headline(base_steps, target_steps, base_record.batch_size, target_record.batch_size,
+                     (summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]),
+                     summary["overall_speedup"])
+    figures, notes = like_for_like(summary, base_record, target_record, group_by, first)
+    figures.update(headline_speedup=first.speedup, headline_basis=first.basis, headline_per_sample=first.per_sample,
+                   headline_text=first.text, baseline_step_wall_us=base_steps.median_us,
+                   target_step_wall_us=target_steps.median_us)
     notes[:0] = group_notes
     if group_by == "module":
         notes.extend(module_source(base, tgt)[1])
@@ -64,11 +71,15 @@ class CompareUsageError(ValueError):
     """Two sides that cannot be compared as asked (the message says why)."""
 
 
+Side = tuple[LoadedRun, StepLatency]
+
+
 def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str], baseline_session: str | None,
-           target_session: str | None) -> tuple[LoadedRun, LoadedRun, list[str], list[str], list[str]]:
-    """Both sides, each a run or its run group as one run, the runs in each, and notes on
-    the groups. Raises CompareUsageError where a side is empty, the sides share runs, or
-    a session is given for a group."""
+           target_session: str | None) -> tuple[Side, Side, list[str], list[str], list[str]]:
+    """Both sides, each a run or its run group as one run with its steady step wall time
+    (a group's steps pooled), the runs in each, and notes on the groups. Raises
+    CompareUsageError where a side is empty, the sides share runs, or a session is given
+    for a group."""
     sides, notes = [], []
     names = {}
     for label, runs, session in (("baseline", baseline, baseline_session), ("target", target, target_session)):
@@ -82,9 +93,11 @@ def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str],
     if shared and (len(names["baseline"]) > 1 or len(names["target"]) > 1):
         raise CompareUsageError(f"the baseline and target groups share {', '.join(shared)}: a group compared with "
                                 "itself shows no change (pool repeats of two different configurations)")
+    latencies = []
     for label, session in (("baseline", baseline_session), ("target", target_session)):
-        loaded, kept, side_notes = _side(catalog, names[label], session, label)
+        loaded, kept, side_notes, steps = _side(catalog, names[label], session, label)
         sides.append(loaded)
+        latencies.append(steps)
         names[label] = kept
         notes += side_notes
     pooled = len(names["baseline"]) > 1 or len(names["target"]) > 1
@@ -92,15 +105,17 @@ def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str],
         sides = [_runs_as_steps(side, len(names[label])) for side, label in zip(sides, ("baseline", "target"))]
         notes.append("These runs have no step markers, so each run counts as one step: a group's times are per run, "
                      "comparable with a single run's.")
-    return sides[0], sides[1], names["baseline"], names["target"], notes
+    return (sides[0], latencies[0]), (sides[1], latencies[1]), names["baseline"], names["target"], notes
 
 
 def _side(catalog: Catalog, names: list[str], session: str | None,
-          label: str) -> tuple[LoadedRun, list[str], list[str]]:
+          label: str) -> tuple[LoadedRun, list[str], list[str], StepLatency]:
     """One run, or a run group as one run (the first readable run's record with the group's
-    executions): runs of a group that cannot be read are left out and named, unless none can."""
+    executions), and its steady step wall time: runs of a group that cannot be read are
+    left out and named, unless none can."""
     if len(names) == 1:
-        return catalog.load(names[0], session), names, []
+        loaded = catalog.load(names[0], session)
+        return loaded, names, [], step_latency([loaded.profile.facts.step_times_us])
     loaded, notes, first_error = [], [], None
     for name in names:
         try:
@@ -115,7 +130,8 @@ def _side(catalog: Catalog, names: list[str], session: str | None,
     if what:
         notes.append(f"The {label} group pools runs that differ in more than their repeat ({what}): its means mix "
                      "configurations. Group repeats of one configuration.")
-    return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), kept, notes
+    steps = step_latency([run.profile.facts.step_times_us for run in loaded])
+    return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), kept, notes, steps
 
 
 def _runs_as_steps(side: LoadedRun, runs: int) -> LoadedRun:

@@ -100,7 +100,7 @@ _REPEATS_HOVER = "%{customdata}"
 
 def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list[float]) -> dict:
     repeats = [row.get("repeats") or 1 for row in points]
-    extra = {"customdata": [f" (mean of {n} runs, bar: 95% interval)" if n > 1 else "" for n in repeats]}
+    extra = {"customdata": [f" ({n} runs pooled, bar: 95% interval)" if n > 1 else "" for n in repeats]}
     if max(repeats, default=1) > 1:
         extra["error_y"] = {
             "type": "data", "symmetric": False, "thickness": 1, "width": 3,

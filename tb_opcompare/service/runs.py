@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import finite_or_none
+from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
@@ -61,7 +62,8 @@ def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, la
         run=source.run, repeat_runs=None, format=facts.format, device=facts.device, device_name=facts.device_name,
         batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
         batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
-        step_time_us=finite_or_none(facts.step_time_us), model=model, label=label, repeat=repeat,
+        step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us if facts.step_times_us
+                                    else facts.step_time_us), model=model, label=label, repeat=repeat,
         sessions=list(source.sessions), session=session, framework=facts.framework, warnings=list(facts.warnings),
         peak_memory_bytes=dict(facts.peak_memory_bytes), precision=facts.precision,
         precision_source=facts.precision_source, compiler=facts.compiler, compiler_source=facts.compiler_source,

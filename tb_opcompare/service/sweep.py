@@ -115,7 +115,8 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
         runs.append(run_record(loaded))
     sweep = build_sweep(
         [SweepRun(run=run.source.run, series=_sweep_dimensions(run)[series_by], batch_size=run.profile.facts.batch_size,
-                  ops=run.profile.ops, steps=run.profile.facts.steps, step_time_us=run.profile.facts.step_time_us)
+                  ops=run.profile.ops, steps=run.profile.facts.steps,
+                  step_times_us=run.profile.facts.step_times_us)
          for run in loaded_runs],
         top=top, ops=ops, group_by=group_by, baseline=BASELINE_SERIES[series_by], series_by=series_by,
     )

@@ -77,12 +77,14 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfi
     host_threads: dict[tuple, list] = defaultdict(list)
     events = OpEvents()
     memory_indices = []
+    first_start, last_end = float("inf"), float("-inf")
     for index, event in enumerate(trace.traceEvents):
         if (event.ph, event.cat) in (("C", "Memory"), ("O", "Tensor")):
             memory_indices.append(index)
         if event.ph != "X" or event.pid not in roles or not event.args or not event.args.name:
             continue
         duration = event.dur or 0.0
+        first_start, last_end = min(first_start, event.ts), max(last_end, event.ts + duration)
         op_type = event.args.op or event.name
         if roles[event.pid] == DEVICE:
             events.add(DEVICE, event.args.name, op_type, duration, duration)
@@ -97,7 +99,11 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfi
         device="GPU" if DEVICE in events.side else "CPU",
         steps=1,
         steps_source="one session.run per timeline file",
+        # The file is one session.run: its wall time is the span from the first op's
+        # start to the last op's (or kernel's) end, what a stopwatch around the run reads.
+        step_times_us=[last_end - first_start] if last_end > first_start else [],
     )
+    facts.step_time_us = facts.step_times_us[0] if facts.step_times_us else None
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
     if memory_indices:

@@ -75,7 +75,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     events = OpEvents()
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
     steps: dict[int, int] = {}  # step number -> longest marker duration (ps)
-    device_steps = 0
+    device_steps: list[int] = []  # the busiest device plane's Steps line: each step's duration (ps)
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
     # (tf.data batch size, root iterator's name) -> elements seen
@@ -83,6 +83,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
     step_batches: collections.Counter[int] = collections.Counter()  # Keras 2's step event: fit()'s batch_size
     step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
+    call_times: dict[tuple, list[int]] = {}  # their durations (ps) in start order, per (file, plane)
     allocated_shapes: dict[str, set[str]] = {}  # memory allocations: tensor shape -> tf_ops that allocated it
     kinds = collections.Counter()  # host op events: "xla" (compiled ops) and "tf" (TF graph ops)
     allocated_dtypes = collections.Counter()
@@ -97,12 +98,13 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                 if plane.name == METADATA_PLANE:
                     hlo.add(plane)
                 elif plane.name.startswith("/host:"):
-                    calls = collections.Counter()
+                    calls, durations = collections.Counter(), []
                     shape, add_ops = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
                                                       step_batches, allocated_shapes, in_use, kinds, allocated_dtypes,
-                                                      user_ranges)
+                                                      user_ranges, durations)
                     host_ops.append(add_ops)
                     step_calls[path, plane.name] = sum(calls.values())
+                    call_times[path, plane.name] = durations
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
                 elif plane.name.startswith("/device:"):
@@ -110,7 +112,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                     if kind:
                         device_names.append(name)
                         facts.device = kind
-                        device_steps = max(device_steps, plane_steps)
+                        if len(plane_steps) > len(device_steps):
+                            device_steps = plane_steps
         except _BrokenEvents as error:
             raise ProfileError(path, f"plane {space.current!r}, {error}") from None
         except TooManyElements as error:
@@ -130,18 +133,24 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         facts.warnings.append(crossing_warning(events.crossings))
     if device_names:
         facts.device_name = ", ".join(sorted(set(device_names)))
-    calls = max(step_calls.values(), default=0)
-    if steps and calls > len(steps):
-        # Keras 2 marks one profiled step with step_num but calls its step function for each.
+    busiest = max(step_calls, key=step_calls.get, default=None)
+    calls = step_calls[busiest] if busiest else 0
+    if calls > len(steps):
+        # Keras 2 marks one profiled step with step_num (or none) but calls its step
+        # function for each: each call's span is a step's wall time.
         facts.steps, facts.steps_source = calls, f"Keras step function calls ({_STEP_FUNCTION}); step markers: {len(steps)}"
+        facts.step_times_us = [duration / _PS_PER_US for duration in call_times[busiest]]
     elif steps:
         facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
-        facts.step_time_us = sum(steps.values()) / len(steps) / _PS_PER_US
         facts.step_times_us = [steps[step] / _PS_PER_US for step in sorted(steps)]
     elif device_steps:
-        facts.steps, facts.steps_source = device_steps, "Steps line of the device plane"
+        # TF 2.2-2.4 write a Steps line on each device plane: one event per step, spanning it
+        facts.steps, facts.steps_source = len(device_steps), "Steps line of the device plane"
+        facts.step_times_us = [duration / _PS_PER_US for duration in device_steps]
     else:
         facts.steps_source = "unknown: the profile has no step markers (Keras 3 writes none)"
+    if facts.step_times_us:
+        facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
         first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
     precision = precision_from_dtypes(allocated_dtypes, "dtypes of {total} tensors the model's ops allocated")
@@ -224,7 +233,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                      declared_batches: collections.Counter[int], step_calls: collections.Counter,
                      step_batches: collections.Counter[int], allocated_shapes: dict[str, set[str]],
                      in_use: _MemoryInUse, kinds: collections.Counter,
-                     allocated_dtypes: collections.Counter, user_ranges: _UserRanges,
+                     allocated_dtypes: collections.Counter, user_ranges: _UserRanges, call_durations: list[int],
                      ) -> tuple[tuple[int, int] | None, Callable[[], None]]:
     """Read the plane's TF ops; return (start_ps, batch) of the first shaped op, and a
     function that adds the ops to ``events``. The ops' times are held until the plane's
@@ -332,6 +341,9 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
         steps[step] = max(steps.get(step, 0), duration)
     bounds = _step_bounds(marker_ranges, call_ranges)
     events.step_count = max(events.step_count, len(bounds))
+    if call_ranges:
+        ranges = np.concatenate(call_ranges)
+        call_durations.extend(ranges[np.argsort(ranges[:, 0], kind="stable"), 1].tolist())
 
     def add_ops() -> None:
         memory.attribute(events, op_keys)
@@ -858,8 +870,9 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
     return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
 
 
-def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
-    """Add kernels of a device plane; return (device kind or None if idle, name, steps)."""
+def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, list[int]]:
+    """Add kernels of a device plane; return (device kind or None if idle, name, the
+    duration of each event of its Steps line in start order, ps)."""
     kind = plane.name[len("/device:"):].split(":", 1)[0]
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
@@ -869,10 +882,11 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, int]:
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     op_by_text: dict[str, tuple[str, str] | None] = {}
     sums: dict[tuple[str, str], list[int]] = {}  # op -> [kernels, summed duration in ps]
-    steps = 0
+    steps: list[int] = []
     for line in plane.lines:
         if line.name == "Steps":
-            steps = sum(len(batch) for batch in line.event_batches())
+            spans = [(event.offset_ps, event.duration_ps) for batch in line.event_batches() for event in batch]
+            steps = [duration for _, duration in sorted(spans)]
         if not line.name.startswith("Stream #"):
             continue
         for batch in line.event_batches():

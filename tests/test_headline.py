@@ -1,0 +1,161 @@
+"""One stopwatch headline (issue 31): the first number of a comparison is the step wall
+time ratio, computed here from each profile's own raw step events, and Compare, the
+Matrix, the Batch sweep and the CLI read the same number for the same runs. Checked on
+logdirs this project did not write (kineto's ResNet-50 logdir, the TF1 timelines) and on
+its own recordings (the demo; Keras 2 xplanes)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, REALTRACES, REPO, profiler_step_durations, run_cli, steady_median
+
+from tb_opcompare.schema.text import format_speedup
+from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.matrix import matrix_document
+from tb_opcompare.service.sweep import sweep_document
+from tb_opcompare.store.catalog import Catalog
+
+
+def _step_durations(trace: Path) -> list[float]:
+    """Each ProfilerStep#N's longest range (µs) in one raw trace, in start order."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]:
+        name = event.get("name", "")
+        if event.get("ph") == "X" and name.startswith("ProfilerStep#"):
+            if name not in ranges or event["dur"] > ranges[name][1]:
+                ranges[name] = (event["ts"], event["dur"])
+    return [duration for _, duration in sorted(ranges.values())]
+
+
+def test_kineto_s_own_logdir_reads_the_data_loader_speedup_op_time_misses(tmp_path):
+    """num_workers 0 -> 4 on one V100: the step's wall time falls (the data loader's
+    wait leaves the step), which op time, blind to the wait, reads as 0.95x slower."""
+    logdir = tmp_path / "kineto"
+    shutil.copytree(REALTRACES / "torch_resnet50_v100_logdir", logdir)
+    base, target = "resnet50_num_workers_0", "resnet50_num_workers_4"
+    newest = {run: sorted((logdir / run).glob("*.pt.trace.json.gz"))[-1] for run in (base, target)}
+    expected = steady_median(_step_durations(newest[base])) / steady_median(_step_durations(newest[target]))
+    assert 1.15 < expected < 1.45
+    summary = compare_document(Catalog(str(logdir), cache_dir=None), base, target).summary
+    assert summary.headline_basis == "step wall time" and not summary.headline_per_sample
+    assert summary.headline_speedup == pytest.approx(expected, rel=1e-9)
+    assert summary.overall_speedup < 1  # op time says slower: the number users were shown before
+    text = run_cli("compare", str(logdir), "--baseline", base, "--target", target, "--no-cache", "--top", "1").stdout
+    assert text.splitlines()[2].startswith(f"speedup {format_speedup(expected)} (step wall time: median of ")
+
+
+def _tf1_logdir(root: Path) -> Path:
+    for device in ("cpu", "gpu"):
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, root / f"mlp_{device}")
+    return root
+
+
+def _tf1_span(path: Path) -> float:
+    """A TF1 timeline's wall span: the first op's start to the last op's end (µs)."""
+    events = [event for event in json.loads(path.read_text())["traceEvents"] if event.get("ph") == "X"]
+    return max(event["ts"] + event.get("dur", 0) for event in events) - min(event["ts"] for event in events)
+
+
+def test_a_tf1_pair_reads_one_number_in_compare_matrix_and_cli(tmp_path):
+    """The public TF1 CPU/GPU timelines: one session.run each, 15.55 ms vs 1.17 ms of
+    wall time (13.3x), where op time summed over the CPU's threads says 26.8-31.3x."""
+    logdir = _tf1_logdir(tmp_path / "tf1")
+    expected = _tf1_span(logdir / "mlp_cpu" / "timeline_02_step_1.json") / _tf1_span(
+        logdir / "mlp_gpu" / "timeline_02_step_1.json")
+    assert expected == pytest.approx(13.33, abs=0.01)
+    catalog = Catalog(str(logdir), cache_dir=None)
+    summary = compare_document(catalog, "mlp_cpu", "mlp_gpu").summary
+    assert summary.headline_speedup == pytest.approx(expected, rel=1e-9)
+    assert summary.whole_step_speedup > 2 * expected  # op time, the old headline
+    assert any(note.startswith("Op time per step gives ") for note in summary.notes)
+    (cell,) = [cell for cell in matrix_document(catalog).cells if cell.runs == ["mlp_gpu"]]
+    assert cell.speedup == pytest.approx(summary.headline_speedup, rel=1e-12)
+    text = run_cli("compare", str(logdir), "--no-cache", "--top", "1").stdout
+    assert f"\nspeedup {format_speedup(expected)} (step wall time" in text
+
+
+@pytest.fixture(scope="module")
+def demo() -> Catalog:
+    return Catalog(str(REPO / "demo_logs"), cache_dir=None)
+
+
+@pytest.mark.parametrize("batch", [1, 16, 64])
+def test_the_demo_pair_reads_one_number_in_compare_matrix_sweep_and_cli(demo, batch):
+    """The demo's PyTorch CPU -> H100 pair read 3.29x in Compare and 2.04x in the Matrix
+    at batch 64 before: now both, the sweep's whole step and the CLI read the wall time."""
+    base, target = f"torch/mnist_cnn_torch_cpu_bs{batch}", f"torch/mnist_cnn_torch_gpu_bs{batch}"
+    expected = (steady_median(profiler_step_durations(REPO / "demo_logs" / base))
+                / steady_median(profiler_step_durations(REPO / "demo_logs" / target)))
+    summary = compare_document(demo, base, target).summary
+    assert summary.headline_speedup == pytest.approx(expected, rel=1e-9)
+    matrix = matrix_document(demo, models=["mnist_cnn_torch"])
+    (cell,) = [cell for cell in matrix.cells if cell.runs == [target]]
+    assert cell.speedup == pytest.approx(expected, rel=1e-12)
+    sweep = sweep_document(demo, "mnist_cnn_torch")
+    (step,) = [row for row in sweep.speedups if row["op"] == "(whole step)" and row["batch_size"] == batch]
+    assert step["speedup"] == pytest.approx(expected, rel=1e-12)
+    text = run_cli("compare", str(REPO / "demo_logs"), "--baseline", base, "--target", target, "--no-cache",
+                   "--top", "1").stdout
+    assert f"\nspeedup {format_speedup(expected)} (step wall time" in text
+
+
+def test_batch_sizes_that_differ_compare_wall_time_per_sample(demo):
+    base, target = "torch/mnist_cnn_torch_cpu_bs16", "torch/mnist_cnn_torch_gpu_bs64"
+    walls = [steady_median(profiler_step_durations(REPO / "demo_logs" / run)) for run in (base, target)]
+    summary = compare_document(demo, base, target).summary
+    assert summary.headline_per_sample and summary.headline_basis == "step wall time"
+    assert summary.headline_speedup == pytest.approx(walls[0] / 16 / (walls[1] / 64), rel=1e-9)
+
+
+def _keras2_call_durations(path: Path) -> list[float]:
+    """Keras 2's train_function calls on the host plane (µs), in start order, read with
+    TensorFlow's own XSpace classes."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    calls = []
+    for plane in space.planes:
+        ids = {key for key, metadata in plane.event_metadata.items() if metadata.name == "train_function"}
+        for line in plane.lines:
+            calls += [(line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps / 1e6)
+                      for event in line.events if event.metadata_id in ids]
+    return [duration for _, duration in sorted(calls)]
+
+
+KERAS2 = sorted((FIXTURES / "versions" / "tf2.12").glob("*/plugins/profile/*/*.xplane.pb"))
+
+
+@pytest.mark.parametrize("xplane", KERAS2, ids=lambda path: path.parts[-5])
+def test_keras_2_step_function_calls_are_the_steps_wall_times(xplane, tmp_path):
+    """TF 2.4-2.15 Keras marks one profiled step (or none) but calls train_function once
+    a step: each call's span is a step, so the run has a wall time (the Matrix had none)."""
+    expected = _keras2_call_durations(xplane)
+    assert len(expected) >= 2
+    run = tmp_path / "run"
+    shutil.copytree(xplane.parents[3], run)
+    facts = Catalog(str(tmp_path), cache_dir=None).load("run").profile.facts
+    assert facts.steps == len(expected) and facts.step_times_us == pytest.approx(expected, rel=1e-12)
+    assert facts.steps_source.startswith("Keras step function calls")
+
+
+def test_the_device_steps_line_gives_a_tf_2_4_gpu_run_its_wall_time(tmp_path):
+    """The public TF 2.x BERT xplane marks its step on each GPU plane's Steps line only."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    logdir = tmp_path / "bert"
+    shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", logdir / "bert")
+    (path,) = (logdir / "bert").rglob("*.xplane.pb")
+    lines = [[event.duration_ps / 1e6 for event in line.events]
+             for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes
+             if plane.name.startswith("/device:GPU") for line in plane.lines if line.name == "Steps"]
+    assert lines and all(len(line) == len(lines[0]) for line in lines)
+    facts = Catalog(str(logdir), cache_dir=None).load("bert").profile.facts
+    assert facts.steps_source == "Steps line of the device plane"
+    assert facts.step_times_us in [pytest.approx(line, rel=1e-12) for line in lines]
+    assert statistics.median(facts.step_times_us) > 1000
