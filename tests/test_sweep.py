@@ -33,7 +33,16 @@ def test_fit_recovers_a_line_and_flags_a_poor_one():
     assert fits.loc["conv", "per_sample_us"] == pytest.approx(5.0)
     assert fits.loc["conv", "r2"] == pytest.approx(1.0) and not fits.loc["conv", "poor_fit"]
     assert fits.loc["odd", "poor_fit"] and fits.loc["odd", "r2"] < 0.9
-    assert fits.loc["two", "points"] == 2 and not fits.loc["two", "poor_fit"]  # two points say nothing
+    assert "two" not in fits.index  # a line through two points always fits: shown unfitted
+
+
+def test_an_op_with_no_time_at_one_batch_size_is_not_fitted_on_the_two_others():
+    """Before, the zero point was dropped and the line through the other two read R² = 1."""
+    fits = fit_lines(pd.concat([
+        points("gap", "CPU", 10.0, 1.0, sizes=(1, 8, 64), noise=[-11.0, 0.0, 0.0]),  # 0 µs at batch 1
+        points("full", "CPU", 10.0, 1.0, sizes=(1, 8, 64)),
+    ])).set_index("op")
+    assert list(fits.index) == ["full"] and fits.loc["full", "points"] == 3
 
 
 def test_a_fixed_cost_is_a_perfect_fit_not_a_poor_one():

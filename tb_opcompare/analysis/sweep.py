@@ -21,10 +21,12 @@ steps          series, batch_size, step_us, samples_per_s, basis, run, repeats,
                steps, where no marker gave durations; repeats pooled as above).
 fits           op, series, fixed_us, per_sample_us, r2, points, poor_fit, share: least
                squares of mean_us = fixed_us + per_sample_us * batch_size, per op and
-               series with at least two batch sizes. ``poor_fit`` when R² < 0.9 over
-               three or more points and the line misses them by more than 5% of their
-               mean (RMS): two points always fit exactly, and an op whose time does not
-               change with batch size (a fixed cost) has an R² of noise but a good fit.
+               series with at least three batch sizes where it took time (``MIN_FIT_
+               POINTS``: a line through two points fits them exactly, so its R² of 1
+               says nothing; such an op's points are shown unfitted). ``poor_fit`` when
+               R² < 0.9 and the line misses its points by more than 5% of their mean
+               (RMS): an op whose time does not change with batch size (a fixed cost)
+               has an R² of noise but a good fit.
                ``share``: the op's mean share of its runs' op time (the whole step:
                1), to tell the ops that matter. breakeven_batch_size, target_faster: the
                op's break-even (below), on each of its rows, so a table of fits needs
@@ -56,6 +58,7 @@ from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
 
 STEP = "(whole step)"
+MIN_FIT_POINTS = 3  # batch sizes at which an op took time, for a line that can be judged
 POOR_FIT_R2 = 0.9
 POOR_FIT_MISS = 0.05  # a poor fit also misses its points by more than 5% of their mean (RMS)
 SERIES_COLUMNS = ["op", "series", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run", "repeats",
@@ -112,6 +115,11 @@ def build_sweep(
     for run in chosen:
         batch_sizes.setdefault(run.series, []).append(run.batch_size)
     batch_sizes = {series: sorted(sizes) for series, sizes in sorted(batch_sizes.items())}
+    if any(len(sizes) == 2 for sizes in batch_sizes.values()) and not any(
+            len(sizes) >= MIN_FIT_POINTS for sizes in batch_sizes.values()):
+        warnings.append(f"no line is fitted: a fit needs {MIN_FIT_POINTS} batch sizes (a line through two points "
+                        "always fits them), so the points are shown unfitted and no break-even is computed; record a "
+                        "third batch size")
     if not any(len(sizes) >= 2 for sizes in batch_sizes.values()):
         warnings.append(f"a sweep needs at least two batch sizes at one {series_by.replace('_', ' ')}; found "
                         + (", ".join(f"{d}: {s}" for d, s in batch_sizes.items()) or "no runs with a batch size"))
@@ -242,8 +250,8 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
     """Least-squares mean_us = fixed_us + per_sample_us * batch_size per (op, series)."""
     rows = []
     for (op, series), group in points.groupby(["op", "series"], sort=True):
-        group = group[np.isfinite(group["mean_us"])]
-        if group["batch_size"].nunique() < 2:
+        group = group[np.isfinite(group["mean_us"]) & (group["mean_us"] > 0)]
+        if group["batch_size"].nunique() < MIN_FIT_POINTS:
             continue
         x = group["batch_size"].to_numpy(dtype="float64")
         y = group["mean_us"].to_numpy(dtype="float64")
@@ -253,7 +261,7 @@ def fit_lines(points: pd.DataFrame) -> pd.DataFrame:
         # R² measures the line against the spread of the points; an op whose time hardly
         # changes has almost no spread, so its R² is noise. Poor means off by a lot, too.
         misses = above(float(np.sqrt(np.mean((y - predicted) ** 2))), POOR_FIT_MISS * float(np.mean(np.abs(y))))
-        poor = len(group) >= 3 and below(r2, POOR_FIT_R2) and misses
+        poor = below(r2, POOR_FIT_R2) and misses
         share = float(group["share"].mean()) if "share" in group else None
         rows.append((op, series, float(fixed), float(per_sample), r2, len(group), bool(poor), share))
     return pd.DataFrame(rows, columns=LINE_COLUMNS)

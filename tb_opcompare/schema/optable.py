@@ -558,6 +558,13 @@ def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame], host_t
                                  len(per_invocation), list(QUANTILES.values()))
         per_invocation = per_invocation.assign(**dict(zip(QUANTILES, spread.T)))
     table = table.merge(per_invocation, on=keys, how="left")
+    if len(linked):
+        # An op's kernels that nothing links to an execution (a copy outside every TF op
+        # execution, a plane without the line that spans them) are each an execution of
+        # their own: left out, the op's time would be split over too few executions.
+        linked_kernels = linked.groupby(keys, sort=False).size().rename("linked_kernels").reset_index()
+        unlinked = table["kernels"] - table.merge(linked_kernels, on=keys, how="left")["linked_kernels"].to_numpy()
+        table["occurrences"] = table["occurrences"] + unlinked.where(table["occurrences"].notna())
     cells = empty_step_table()
     if step_count >= 2 and len(device):  # kernels a reader placed in steps (PyTorch's, by their launch)
         rows = table.set_index(keys).index.get_indexer(pd.MultiIndex.from_frame(device[keys]))

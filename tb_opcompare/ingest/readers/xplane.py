@@ -76,6 +76,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
     steps: dict[int, int] = {}  # step number -> longest marker duration (ps)
     device_steps: list[int] = []  # the busiest device plane's Steps line: each step's duration (ps)
+    invocation_ids = _InvocationIds()
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
     # (tf.data batch size, root iterator's name) -> elements seen
@@ -108,7 +109,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
                 elif plane.name.startswith("/device:"):
-                    kind, name, plane_steps = _read_device_plane(plane, events)
+                    kind, name, plane_steps = _read_device_plane(plane, events, invocation_ids)
                     if kind:
                         device_names.append(name)
                         facts.device = kind
@@ -870,9 +871,16 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
     return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
 
 
-def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, list[int]]:
+def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
-    duration of each event of its Steps line in start order, ps)."""
+    duration of each event of its Steps line in start order, ps).
+
+    An op's mean is per execution, not per kernel. Where the plane has a ``TensorFlow
+    Ops`` line (TF 2.2-2.4: one event per execution of a TF op on this device, spanning
+    its kernels), each kernel belongs to the execution of its op that it starts in, and
+    a kernel in none (a copy, which no execution spans) is an execution of its own.
+    Elsewhere the kernels are summed per op, and executions are counted from the host's
+    op events where the host ran the op (``_aggregate_device``)."""
     kind = plane.name[len("/device:"):].split(":", 1)[0]
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
@@ -882,6 +890,8 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, list[i
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     op_by_text: dict[str, tuple[str, str] | None] = {}
     sums: dict[tuple[str, str], list[int]] = {}  # op -> [kernels, summed duration in ps]
+    kernels: list[tuple[tuple[str, str], int, int]] = []  # (op, start, duration in ps), with executions only
+    executions = _executions(plane, event_names)
     steps: list[int] = []
     for line in plane.lines:
         if line.name == "Steps":
@@ -889,6 +899,7 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, list[i
             steps = [duration for _, duration in sorted(spans)]
         if not line.name.startswith("Stream #"):
             continue
+        line_start_ps = line.timestamp_ns * 1000
         for batch in line.event_batches():
             for event in batch:
                 op = None
@@ -905,6 +916,9 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, list[i
                 if op is None:
                     kernel_name = event_names.get(event.metadata_id, "")
                     op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
+                if executions:
+                    kernels.append((op, line_start_ps + event.offset_ps, event.duration_ps))
+                    continue
                 totals = sums.get(op)
                 if totals is None:
                     sums[op] = [1, event.duration_ps]
@@ -912,10 +926,69 @@ def _read_device_plane(plane, events: OpEvents) -> tuple[str | None, str, list[i
                     totals[0] += 1
                     totals[1] += event.duration_ps
             del batch
-    if not sums:
+    if kernels:
+        _add_executed_kernels(events, kernels, executions, invocations)
+    elif sums:
+        events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
+    else:
         return None, "", steps
-    events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
     return kind, _device_name(plane, stat_names, kind), steps
+
+
+def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.ndarray]:
+    """Each op's executions on the plane's ``TensorFlow Ops`` line: an (n, 2) array of
+    start and end (ps, the plane's clock), sorted by start; empty without the line."""
+    spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    op_by_name: dict[str, tuple[str, str] | None] = {}
+    for line in plane.lines:
+        if line.name != "TensorFlow Ops":
+            continue
+        line_start_ps = line.timestamp_ns * 1000
+        for batch in line.event_batches():
+            for event in batch:
+                name = event_names.get(event.metadata_id, "")
+                if name not in op_by_name:
+                    op_by_name[name] = op_from_annotation(name)
+                op = op_by_name[name]
+                if op is not None:
+                    start = line_start_ps + event.offset_ps
+                    spans.setdefault(op, []).append((start, start + event.duration_ps))
+    return {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in spans.items()}
+
+
+def _add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tuple[str, str], np.ndarray],
+                          invocations: _InvocationIds) -> None:
+    """Each kernel as a record whose invocation is the execution of its op it starts in
+    (ids unique across the file's planes), or a fresh one where no execution spans it."""
+    keys = list(dict.fromkeys(op for op, _, _ in kernels))
+    code_of = {op: code for code, op in enumerate(keys)}
+    codes = np.fromiter((code_of[op] for op, _, _ in kernels), dtype=np.int64, count=len(kernels))
+    starts = np.fromiter((start for _, start, _ in kernels), dtype=np.int64, count=len(kernels))
+    durations = np.fromiter((duration for _, _, duration in kernels), dtype=np.float64, count=len(kernels))
+    invocation = np.full(len(kernels), -1, dtype=np.int64)
+    for code, op in enumerate(keys):
+        spans = executions.get(op)
+        if spans is None:
+            continue
+        mine = np.flatnonzero(codes == code)
+        position = np.searchsorted(spans[:, 0], starts[mine], side="right") - 1
+        inside = (position >= 0) & (starts[mine] < spans[position.clip(min=0), 1])
+        invocation[mine[inside]] = invocations.take(len(spans)) + position[inside]
+    alone = np.flatnonzero(invocation < 0)
+    invocation[alone] = invocations.take(len(alone)) + np.arange(len(alone))
+    events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocation)
+
+
+class _InvocationIds:
+    """Execution ids unique across a file's device planes (an op may run on several)."""
+
+    def __init__(self):
+        self._next = 0
+
+    def take(self, count: int) -> int:
+        """The first of ``count`` fresh ids."""
+        first, self._next = self._next, self._next + count
+        return first
 
 
 _DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
