@@ -369,8 +369,20 @@
  * @property {string} target
  * @property {boolean} per_step - whether times are per profiled step (both runs know their step count)
  * @property {string} source - where modules come from: `nn.Module calls`, `name scopes`, or `mixed` (one run each)
+ * @property {HeadlineFigure} headline - the two runs' speedup, as Compare's headline
  * @property {Array<ModuleNode>} nodes - depth first from the root, the larger child first
  * @property {Array<string>} notes
+ */
+
+/**
+ * The speedup a user reads first, as Compare's summary gives it (`headline_*`): the same number in every view of the same two runs.
+ * @typedef {Object} HeadlineFigure
+ * @property {number|null} speedup - baseline over target median steady step wall time, per sample where the batch sizes differ; op time per step where a side has no step markers (see basis)
+ * @property {'op time'|'op time per step'|'step wall time'} basis - what speedup is the ratio of
+ * @property {boolean} per_sample - speedup compares time per sample (the batch sizes differ)
+ * @property {string} text - the basis in words, with the two times it is the ratio of
+ * @property {number|null} baseline_step_wall_us - median steady step wall time, µs; null without step markers
+ * @property {number|null} target_step_wall_us - as baseline_step_wall_us, for the target
  */
 
 /**
@@ -397,6 +409,7 @@
  * @property {string} baseline
  * @property {string} target
  * @property {boolean} per_step - whether times are per profiled step (both runs know their step count)
+ * @property {HeadlineFigure} headline - the two runs' speedup, as Compare's headline
  * @property {Array<LayerTotal>} layers - application, framework, runtime, device: those either run records
  * @property {Array<LayerRow>} rows - application rows, then runtime rows, the larger first
  * @property {Array<string>} notes

@@ -55,6 +55,18 @@ export function formatSpeedup(speedup) {
   return `${fixed(speedup, speedup >= 100 ? 0 : speedup >= 10 ? 1 : 2)}×`;
 }
 
+/**
+ * The two runs' headline, as a line above a view of them (Modules, Layers), the number
+ * Compare's first card shows: "Whole step: 13.3× faster (step wall time: ...)".
+ * @param {{speedup: number|null, per_sample: boolean, text: string}} headline
+ */
+export function headlineText(headline) {
+  if (headline.speedup === null) return `Whole step: no speedup (${headline.text})`;
+  const direction = headline.speedup >= 1 ? 'faster' : 'slower';
+  return `Whole step${headline.per_sample ? ', per sample' : ''}: ${formatSpeedup(headline.speedup)} ${direction} ` +
+    `on the target (${headline.text})`;
+}
+
 /** A 95% interval of a speedup ("0.42× – 0.58×"); mirrors format_interval in schema/text.py. */
 export function formatInterval(low, high) {
   if (low === null || low === undefined || high === null || high === undefined) return '–';

@@ -17,7 +17,9 @@ from conftest import FIXTURES, REALTRACES, REPO, profiler_step_durations, run_cl
 
 from tb_opcompare.schema.text import format_speedup
 from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import matrix_document
+from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.sweep import sweep_document
 from tb_opcompare.store.catalog import Catalog
 
@@ -76,6 +78,10 @@ def test_a_tf1_pair_reads_one_number_in_compare_matrix_and_cli(tmp_path):
     assert any(note.startswith("Op time per step gives ") for note in summary.notes)
     (cell,) = [cell for cell in matrix_document(catalog).cells if cell.runs == ["mlp_gpu"]]
     assert cell.speedup == pytest.approx(summary.headline_speedup, rel=1e-12)
+    # Modules and Layers said 26.8x and 32.6x for this pair: now the same headline
+    for document in (modules_document(catalog, "mlp_cpu", "mlp_gpu"), layers_document(catalog, "mlp_cpu", "mlp_gpu")):
+        assert document.headline.speedup == summary.headline_speedup
+        assert document.headline.text == summary.headline_text
     text = run_cli("compare", str(logdir), "--no-cache", "--top", "1").stdout
     assert f"\nspeedup {format_speedup(expected)} (step wall time" in text
 

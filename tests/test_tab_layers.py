@@ -134,6 +134,11 @@ def test_the_layers_of_a_cpu_and_a_gpu_run_sort_filter_download_and_survive_a_re
     assert frame.locator("#oc-layers").is_visible() and frame.locator("#oc-modules").is_hidden()
     caption = frame.locator("#oc-layers-caption").inner_text()
     assert caption.startswith(f"{CPU} → {GPU}: times per profiled step")
+    # the pair's headline, the number Compare's first card shows for the same runs
+    compare = route_json(url, "compare", baseline=CPU, target=GPU)["summary"]
+    assert document["headline"]["speedup"] == compare["headline_speedup"]
+    assert frame.locator("#oc-layers-headline").inner_text().startswith(
+        f"Whole step: {compare['headline_speedup']:.2f}× faster on the target (step wall time: median of ")
     assert frame.locator(".oc-layers-summary-card .oc-card-title").inner_text().lower() == (
         "time per layer, per profiled step")
 

@@ -7,7 +7,8 @@
 
 import {fetchLayers, layersCsvUrl} from '../api.js';
 import {h} from '../dom.js';
-import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
+import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, headlineText,
+  speedupColor} from '../format.js';
 import {LAYERS, ROW_LAYERS} from '../contract.js';
 import {pairParams} from '../state.js';
 import {sortMissingLast} from '../view.js';
@@ -178,6 +179,7 @@ export class LayersView {
   build() {
     this.caption = h('div', {class: 'oc-layers-caption', id: 'oc-layers-caption'});
     this.notes = h('div', {class: 'oc-notices', id: 'oc-layers-notes'});
+    this.headline = h('div', {class: 'oc-view-headline', id: 'oc-layers-headline'});
     this.summaryTitle = h('span', {class: 'oc-card-title'});
     this.summaryRows = h('tbody');
     const numeric = (text, title, column) => h('th', {class: 'oc-num', scope: 'col', title, 'data-layers-column': column},
@@ -215,7 +217,7 @@ export class LayersView {
       h('colgroup', {}, ROW_COLUMNS.map((column) => h('col', {class: `oc-layers-col-${column.name}`}))),
       h('thead', {}, this.head), this.rows);
     this.poolSlot = poolNoteSlot();
-    this.body = h('div', {class: 'oc-layers-body'}, this.caption, this.poolSlot, this.notes, this.summaryCard,
+    this.body = h('div', {class: 'oc-layers-body'}, this.headline, this.caption, this.poolSlot, this.notes, this.summaryCard,
       h('div', {class: 'oc-filters oc-layers-filters'}, this.filterInput, h('span', {class: 'oc-spacer-flex'}),
         this.count, this.exportLink),
       h('div', {class: 'oc-table-scroll oc-layers-scroll'}, this.table));
@@ -253,6 +255,7 @@ export class LayersView {
     this.body.hidden = false;
     this.exportLink.hidden = false;
     this.exportLink.href = layersCsvUrl(params);
+    this.headline.textContent = headlineText(document.headline);
     this.caption.textContent = captionText(document);
     this.notes.replaceChildren(...document.notes.map((note) =>
       h('div', {class: 'oc-panel oc-panel-note oc-layers-note'}, note)));

@@ -6,7 +6,8 @@
 
 import {fetchModules, modulesCsvUrl} from '../api.js';
 import {h} from '../dom.js';
-import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, speedupColor} from '../format.js';
+import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, headlineText,
+  speedupColor} from '../format.js';
 import {pairParams} from '../state.js';
 import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
 import {loadingIndicator, messageBox} from './states.js';
@@ -166,6 +167,7 @@ export class ModulesView {
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-modules-export', download: '', href: '#'}, 'Download CSV');
     this.exportLink.hidden = true;
     this.notes = h('div', {class: 'oc-notices', id: 'oc-modules-notes'});
+    this.headline = h('div', {class: 'oc-view-headline', id: 'oc-modules-headline'});
     this.caption = h('div', {class: 'oc-modules-caption', id: 'oc-modules-caption'});
     this.rows = h('tbody');
     const numeric = (text, title) => h('th', {class: 'oc-num', scope: 'col', title}, text);
@@ -182,7 +184,7 @@ export class ModulesView {
         numeric('Target alloc', 'bytes the ops inside the node allocated on the target'))),
       this.rows);
     this.poolSlot = poolNoteSlot();
-    this.body = h('div', {class: 'oc-body'}, this.poolSlot, this.notes, this.caption,
+    this.body = h('div', {class: 'oc-body'}, this.poolSlot, this.notes, this.headline, this.caption,
       h('div', {class: 'oc-table-scroll oc-modules-scroll'}, this.table));
     this.body.hidden = true;
     this.controls = h('section', {class: 'oc-chooser'},
@@ -226,6 +228,7 @@ export class ModulesView {
     this.exportLink.href = modulesCsvUrl(params);
     this.notes.replaceChildren(...document.notes.map((note) =>
       h('div', {class: 'oc-panel oc-panel-note oc-modules-note'}, note)));
+    this.headline.textContent = headlineText(document.headline);
     this.caption.textContent = captionText(document);
     this.drawRows();
   }

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tb_opcompare.schema.text import format_speedup, format_time
+from tb_opcompare.schema.text import format_time
 
 # A leading step slower than this many times the median of the steps after it is warm-up
 # (first-call allocations, autotuning, compilation caches); steady steps of the recordings
@@ -87,12 +87,13 @@ class Headline:
 
 
 def headline(baseline: StepLatency, target: StepLatency, baseline_batch: int | None, target_batch: int | None,
-             op_time_per_step: tuple[float | None, float | None], op_time_speedup: float | None) -> Headline:
+             op_time: tuple[float, float], steps: tuple[int | None, int | None]) -> Headline:
     """The speedup a user reads first: the ratio of the two sides' median steady step
     wall times, per sample where the batch sizes differ (a bigger batch does more work in
-    a step). Where a side has no step markers, op time per step stands in, and where the
-    steps are unknown too, ``op_time_speedup`` (the whole profile's op time); the text
-    says which, and why it is not a stopwatch's figure."""
+    a step). Where a side has no step markers, op time per step stands in (``op_time``:
+    each side's whole op time, µs; ``steps``: its profiled steps), and where the steps are
+    unknown too, the whole profiles' op time; the text says which, and why it is not a
+    stopwatch's figure."""
     per_sample = bool(baseline_batch and target_batch and baseline_batch != target_batch)
     scale = target_batch / baseline_batch if per_sample else 1.0
     unit = " per sample" if per_sample else ""
@@ -106,24 +107,17 @@ def headline(baseline: StepLatency, target: StepLatency, baseline_batch: int | N
     missing = " and ".join(side for side, latency in (("the baseline", baseline), ("the target", target))
                            if not latency.median_us)
     why = f"{missing} {'has' if ' and ' not in missing else 'have'} no step markers, so"
-    base_step, target_step = op_time_per_step
+    base_step, target_step = (time / count if count else None for time, count in zip(op_time, steps))
     if base_step and target_step:
         return Headline(base_step / target_step * scale, OP_TIME_PER_STEP, per_sample,
                         f"{why} op time per step{unit} instead of wall time "
                         f"({_per(base_step, baseline_batch, per_sample)} vs "
                         f"{_per(target_step, target_batch, per_sample)}): ops on parallel threads add up beyond "
                         "the step, and time outside ops is missed")
-    return Headline(op_time_speedup, OP_TIME, False,
+    return Headline(op_time[0] / op_time[1] if op_time[1] else None, OP_TIME, False,
                     f"{why} the steps are unknown too: the whole profiles' op time instead of wall time")
 
 
 def _per(step_us: float, batch: int | None, per_sample: bool) -> str:
     return format_time(step_us / batch) if per_sample and batch else format_time(step_us)
 
-
-def describe(value: Headline) -> str:
-    """``3.29× faster (step wall time: ...)``, for notes and the CLI."""
-    if value.speedup is None:
-        return f"no speedup ({value.text})"
-    direction = "faster" if value.speedup >= 1 else "slower"
-    return f"{format_speedup(value.speedup)} {direction} on the target ({value.text})"

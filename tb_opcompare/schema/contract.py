@@ -488,6 +488,19 @@ class ModuleNode(_Document):
     status: _d(str, "`matched`, `baseline_only` or `target_only`")
 
 
+class HeadlineFigure(_Document):
+    """The speedup a user reads first, as Compare's summary gives it (`headline_*`): the
+    same number in every view of the same two runs."""
+
+    speedup: _d(float | None, "baseline over target median steady step wall time, per sample where the batch "
+                              "sizes differ; op time per step where a side has no step markers (see basis)")
+    basis: _d(Literal["step wall time", "op time per step", "op time"], "what speedup is the ratio of")
+    per_sample: _d(bool, "speedup compares time per sample (the batch sizes differ)")
+    text: _d(str, "the basis in words, with the two times it is the ratio of")
+    baseline_step_wall_us: _d(float | None, "median steady step wall time, µs; null without step markers")
+    target_step_wall_us: _d(float | None, "as baseline_step_wall_us, for the target")
+
+
 class ModulesDocument(_Document):
     """Two runs' module trees side by side: model -> module -> op (PyTorch nn.Module calls,
     recorded with with_stack=True; else TF name scopes)."""
@@ -496,6 +509,7 @@ class ModulesDocument(_Document):
     target: str
     per_step: _d(bool, "whether times are per profiled step (both runs know their step count)")
     source: _d(str, "where modules come from: `nn.Module calls`, `name scopes`, or `mixed` (one run each)")
+    headline: _d(HeadlineFigure, "the two runs' speedup, as Compare's headline")
     nodes: _d(list[ModuleNode], "depth first from the root, the larger child first")
     notes: list[str]
 
@@ -546,6 +560,7 @@ class LayersDocument(_Document):
     baseline: str
     target: str
     per_step: _d(bool, "whether times are per profiled step (both runs know their step count)")
+    headline: _d(HeadlineFigure, "the two runs' speedup, as Compare's headline")
     layers: _d(list[LayerTotal], "application, framework, runtime, device: those either run records")
     rows: _d(list[LayerRow], "application rows, then runtime rows, the larger first")
     notes: list[str]

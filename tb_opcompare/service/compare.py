@@ -18,10 +18,11 @@ import pandas as pd
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, apply_view
-from tb_opcompare.analysis.step_time import StepLatency, headline, step_latency
+from tb_opcompare.analysis.step_time import StepLatency, step_latency
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.service.headline import pair_headline
 from tb_opcompare.service.modules import module_source
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
@@ -50,9 +51,7 @@ def compare_document(
     rows, summary = comparison.rows, comparison.summary
     records = comparison.records(apply_view(rows, view or RowView()))
     base_record, target_record = run_record(base), run_record(tgt)
-    first = headline(base_steps, target_steps, base_record.batch_size, target_record.batch_size,
-                     (summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]),
-                     summary["overall_speedup"])
+    first, _, _ = pair_headline(base, tgt, base_steps, target_steps)
     figures, notes = like_for_like(summary, base_record, target_record, group_by, first)
     figures.update(headline_speedup=first.speedup, headline_basis=first.basis, headline_per_sample=first.per_sample,
                    headline_text=first.text, baseline_step_wall_us=base_steps.median_us,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tb_opcompare.analysis.layers import APPLICATION, RUNTIME, WALL, compare_layers
 from tb_opcompare.schema.contract import LayerRow, LayersDocument, LayerTotal
+from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
@@ -20,8 +21,8 @@ def layers_document(catalog: Catalog, baseline: str, target: str, baseline_sessi
                                             facts[1].step_time_us)
     layers = [LayerTotal(**row) for row in as_records(totals)]
     records = [LayerRow(**row) for row in as_records(rows)]
-    return LayersDocument(baseline=baseline, target=target, per_step=per_step, layers=layers, rows=records,
-                          notes=_notes(base, tgt, layers))
+    return LayersDocument(baseline=baseline, target=target, per_step=per_step, headline=headline_figure(base, tgt),
+                          layers=layers, rows=records, notes=_notes(base, tgt, layers))
 
 
 def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal]) -> list[str]:

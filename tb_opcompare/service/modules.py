@@ -5,6 +5,7 @@ from __future__ import annotations
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.modules import module_tree
 from tb_opcompare.schema.contract import ModuleNode, ModulesDocument
+from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
@@ -17,8 +18,8 @@ def modules_document(catalog: Catalog, baseline: str, target: str, baseline_sess
     source, notes = module_source(base, tgt)
     nodes = [ModuleNode(**{key: finite_or_none(value) for key, value in row.items()})
              for row in tree.to_dict("records")]
-    return ModulesDocument(baseline=baseline, target=target, per_step=bool(all(steps)), source=source, nodes=nodes,
-                           notes=notes)
+    return ModulesDocument(baseline=baseline, target=target, per_step=bool(all(steps)), source=source,
+                           headline=headline_figure(base, tgt), nodes=nodes, notes=notes)
 
 
 def module_source(baseline: LoadedRun, target: LoadedRun) -> tuple[str, list[str]]:

@@ -5,7 +5,7 @@ import {readFileSync} from 'node:fs';
 import {test} from 'node:test';
 
 import {formatBreakeven, formatBytes, formatCount, formatInterval, formatShare, formatSignedTime, formatSpeedup,
-  formatThroughput, formatTime, shortenNames} from '../../frontend/format.js';
+  formatThroughput, formatTime, headlineText, shortenNames} from '../../frontend/format.js';
 
 const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
 const formatters = {
@@ -37,4 +37,13 @@ test('shorten_names', () => {
   for (const {names, length, keep, expected} of cases.shorten_names) {
     assert.deepEqual(shortenNames(names, length, keep), expected, JSON.stringify({names, length, keep}));
   }
+});
+
+test('the headline line of Modules and Layers reads as Compare\'s first card', () => {
+  const headline = {speedup: 13.328, per_sample: false, text: 'step wall time: one step each, 15.6 ms vs 1.17 ms'};
+  assert.equal(headlineText(headline),
+    'Whole step: 13.3× faster on the target (step wall time: one step each, 15.6 ms vs 1.17 ms)');
+  assert.equal(headlineText({...headline, speedup: 0.5, per_sample: true}),
+    'Whole step, per sample: 0.50× slower on the target (step wall time: one step each, 15.6 ms vs 1.17 ms)');
+  assert.match(headlineText({...headline, speedup: null}), /^Whole step: no speedup \(/);
 });
