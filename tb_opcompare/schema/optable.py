@@ -146,7 +146,8 @@ MEMORY_TIMELINE_POINTS = 2000
 
 # Host rows of ``ops`` that are not framework ops, by their ``op_type``: the words PyTorch's
 # trace categories use, which every reader writes (the layers of a profile rest on them).
-RUNTIME_TYPES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver"})  # CUDA/HIP runtime and driver calls
+# CUDA/HIP runtime and driver calls, and MTIA's runtime
+RUNTIME_TYPES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "Driver", "mtia_runtime"})
 ANNOTATION_TYPES = frozenset({"user_annotation"})  # record_function ranges, as key_averages() lists them
 # The application's own work among the rows: its ranges, and TF's input pipeline (tf.data
 # iterator events, typed ``Dataset`` as xprof's TensorFlow Stats types them): data preparation.

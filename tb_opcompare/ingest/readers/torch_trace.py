@@ -49,7 +49,10 @@ from tb_opcompare.schema.optable import (
 
 FORMAT = "pytorch"
 _OP_CATEGORIES = {"cpu_op", "Operator"}
-_DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+# Meta's MTIA accelerator: its command processor's events; those a runtime call launched
+# (a correlation id) are its kernels, the rest (DMA requests, stream waits) its plumbing.
+_MTIA_DEVICE = "mtia_ccp_events"
+_DEVICE_CATEGORIES = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset", _MTIA_DEVICE}
 _HOST_CATEGORIES = _OP_CATEGORIES | ANNOTATION_TYPES | RUNTIME_TYPES
 _PYTHON_CATEGORY = "python_function"
 _MODULE_PREFIX = "nn.Module: "  # the Python frame of an nn.Module's call, with_stack=True
@@ -175,7 +178,8 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
             modules.add(name=names.encode([e.name[len(_MODULE_PREFIX):] for e in events]),
                         pid=pids.encode([e.pid for e in events]), tid=tids.encode([e.tid for e in events]),
                         ts=[e.ts for e in events], dur=[e.dur for e in events])
-        events = [batch[i] for i in _complete(batch, _DEVICE_CATEGORIES)]
+        events = [event for event in (batch[i] for i in _complete(batch, _DEVICE_CATEGORIES))
+                  if event.cat != _MTIA_DEVICE or (event.args is not None and event.args.correlation is not None)]
         device.add(dur=[e.dur for e in events],
                    name=names.encode([e.name for e in events]),
                    cat=categories.encode([e.cat for e in events]),
@@ -229,7 +233,8 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
         kernels = _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
                                is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order],
                                step_of)
-        facts.device = "GPU"
+        # the accelerator's kind from its events' category: MTIA's are its own, CUDA's and ROCm's kernels
+        facts.device = "MTIA" if any(category == _MTIA_DEVICE for _, category in device_kinds) else "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
     if steps:
         facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
