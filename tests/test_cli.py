@@ -218,3 +218,30 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
         "and misses time outside ops (a data loader, Python, waiting on a device), so the headline is the wall time.",
         f"Matched op time ({format_speedup(devices['overall_speedup'])}) counts the ops both runs have; all op time per "
         f"step, ops found on one side only included, gives {format_speedup(devices['whole_step_speedup'])}."]
+
+
+def test_compare_on_a_cpu_only_logdir_compares_the_pair_the_tab_opens_on(tmp_path):
+    """No CPU/accelerator pair: the tab opens on the widest batch-size change of one model,
+    and so does `compare` without runs (it exited 2 before)."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(LOGDIR / "torch", logdir / "torch")
+    suggested = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)["suggested"]
+    assert (suggested["baseline"], suggested["target"]) == ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs64")
+    result = run_cli("compare", str(logdir), "--no-cache", "--top", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("baseline: torch/cnn_torch_cpu_bs4 (CPU)\ntarget:   torch/cnn_torch_cpu_bs64 (CPU)")
+    assert f"comparing the pair the tab opens on: {suggested['reason']}" in result.stderr
+
+
+def test_the_text_compare_prints_the_run_warnings_the_tab_shows(tmp_path):
+    """A bs64 trace filed under a name that says bs32: the tab lists the run's warning
+    beside the notes, and the text output prints it too."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", logdir / "cnn_torch_cpu_bs4")
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs64", logdir / "cnn_torch_cpu_bs32")
+    document = json.loads(run_cli("compare", str(logdir), "--baseline", "cnn_torch_cpu_bs4", "--target",
+                                  "cnn_torch_cpu_bs32", "--json", "--no-cache").stdout)
+    (warning,) = [w for w in document["summary"]["target"]["warnings"] if "the run name says batch size 32" in w]
+    text = run_cli("compare", str(logdir), "--baseline", "cnn_torch_cpu_bs4", "--target", "cnn_torch_cpu_bs32",
+                   "--no-cache", "--top", "1").stdout
+    assert f"\nwarning: cnn_torch_cpu_bs32: {warning}\n" in text

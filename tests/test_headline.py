@@ -165,3 +165,16 @@ def test_the_device_steps_line_gives_a_tf_2_4_gpu_run_its_wall_time(tmp_path):
     assert facts.steps_source == "Steps line of the device plane"
     assert facts.step_times_us in [pytest.approx(line, rel=1e-12) for line in lines]
     assert statistics.median(facts.step_times_us) > 1000
+
+
+def test_every_view_of_two_batch_sizes_says_the_batch_sizes_differ(demo):
+    """Compare said so; Memory and Layers compared a bs16 run with a bs64 run silently."""
+    from tb_opcompare.service.memory import memory_document
+
+    base, target = "torch/mnist_cnn_torch_cpu_bs16", "torch/mnist_cnn_torch_gpu_bs64"
+    for document in (compare_document(demo, base, target).summary, memory_document(demo, base, target),
+                     layers_document(demo, base, target)):
+        assert any(note.startswith("Batch sizes differ (16 vs 64): ") for note in document.notes), type(document)
+    same = "torch/mnist_cnn_torch_gpu_bs16"
+    for document in (memory_document(demo, base, same), layers_document(demo, base, same)):
+        assert not any(note.startswith("Batch sizes differ") for note in document.notes)

@@ -261,11 +261,12 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
     whole = base_step / target_step if base_step and target_step else None
     base_batch, target_batch = baseline.batch_size, target.batch_size
     per_sample = None
-    if base_batch and target_batch and base_batch != target_batch:
+    differ = batch_sizes_differ(base_batch, target_batch)
+    if differ:
         if whole:
             per_sample = whole * target_batch / base_batch
-        notes.append(f"Batch sizes differ ({base_batch} vs {target_batch}): the headline is per sample, and each "
-                     "op's speedup compares one call at each size, that is different amounts of work.")
+        notes.append(f"{differ}: the headline is per sample, and each op's speedup compares one call at each size, "
+                     "that is different amounts of work.")
     op_time = per_sample or whole
     if first.basis == STEP_WALL_TIME and op_time and first.speedup and abs(math.log(op_time / first.speedup)) > \
             math.log(_OP_TIME_APART):
@@ -295,6 +296,14 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
                          f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME
                          else "") + "; the Matrix view compares whole steps across compilers.")
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+
+
+def batch_sizes_differ(baseline_batch: int | None, target_batch: int | None) -> str | None:
+    """``Batch sizes differ (16 vs 64)`` where both are known and differ, for the notes of
+    every view of two runs (each says what that means for its figures); else None."""
+    if baseline_batch and target_batch and baseline_batch != target_batch:
+        return f"Batch sizes differ ({baseline_batch} vs {target_batch})"
+    return None
 
 
 # Op time and wall time further apart than this (either way) get a note saying why.

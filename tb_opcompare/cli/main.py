@@ -407,6 +407,12 @@ def _compare(args) -> int:
     else:
         runs = msgspec.to_builtins(runs_document(catalog))
         pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
+        suggested = runs["suggested"]
+        if not pairs and suggested and suggested["baseline"] != suggested["target"]:
+            # no CPU/accelerator pair: the pair the tab opens on (the widest batch-size change of one model)
+            print(f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
+                  f"{escape_controls(suggested['reason'])}", file=sys.stderr)
+            pairs = [(suggested["baseline"], suggested["target"])]
         if not pairs:
             print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
                   file=sys.stderr)
@@ -741,6 +747,9 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
     )
     for note in summary["notes"]:
         print(f"note: {note}")
+    for side in ("baseline", "target"):  # what the tab lists beside the notes: each run's own warnings
+        for warning in summary[side]["warnings"]:
+            print(f"warning: {summary[side]['run']}: {warning}")
     if memory:
         for side, record in (("baseline", base), ("target", tgt)):
             peaks = ", ".join(f"{device} {format_bytes(size)}" for device, size in record["peak_memory_bytes"].items())

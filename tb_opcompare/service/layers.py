@@ -3,6 +3,7 @@ side, and the application's and runtime's rows."""
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.compare import batch_sizes_differ
 from tb_opcompare.analysis.layers import APPLICATION, RUNTIME, WALL, compare_layers
 from tb_opcompare.schema.contract import LayerRow, LayersDocument, LayerTotal
 from tb_opcompare.service.headline import headline_figure
@@ -46,6 +47,10 @@ def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal]) -> 
         if gpu_runs:
             notes.append(f"No runtime calls recorded in {', '.join(gpu_runs)}: PyTorch traces list CUDA/HIP runtime "
                          "and driver calls; TensorFlow profiles keep them out of their op events.")
+    differ = batch_sizes_differ(baseline.profile.facts.batch_size, target.profile.facts.batch_size)
+    if differ:
+        notes.append(f"{differ}: a layer's time per step is different amounts of work on each side; the whole step's "
+                     "speedup above is per sample.")
     if any(layer.baseline_share and layer.baseline_share > 1 or layer.target_share and layer.target_share > 1
            for layer in layers):
         notes.append("A host layer above 100% of the step: several host threads worked at once.")

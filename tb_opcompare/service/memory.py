@@ -3,6 +3,7 @@ allocations), for the tab's Memory page, its CSV and ``tb-opcompare memory``."""
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.compare import batch_sizes_differ
 from tb_opcompare.analysis.memory import allocated_bytes, memory_rows, per_step, timeline_series
 from tb_opcompare.schema.contract import MEMORY_COLUMNS, MemoryDocument, MemoryRun, MemorySeries
 from tb_opcompare.service.compare import comparison_rows
@@ -60,6 +61,9 @@ def memory_notes(loaded: tuple[LoadedRun, LoadedRun], runs: tuple[MemoryRun, Mem
                          "memory over time; its frees name no op, so its net bytes are unknown.")
         if not facts.steps:
             notes.append(f"{name} does not know its profiled steps: no per-step figures for it.")
+    differ = batch_sizes_differ(*(run.profile.facts.batch_size for run in loaded))
+    if differ:
+        notes.append(f"{differ}: activations grow with the batch, so memory compares different amounts of work.")
     peaks = [set(record.peak_memory_bytes) for record in runs]
     if all(peaks) and peaks[0] != peaks[1]:
         notes.append(f"The runs hold memory on different devices (baseline: {', '.join(runs[0].peak_memory_bytes)}; "
