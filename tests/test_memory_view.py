@@ -219,7 +219,9 @@ def test_runs_without_memory_say_how_to_record_it(client):
     document = memory_document(runs_without, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
     assert not document.baseline.recorded and not document.target.recorded
     assert document.series == [] and document.rows == []
-    assert all("profile_memory=True" in note for note in document.notes) and len(document.notes) == 2
+    batch_note, *notes = document.notes[::-1]  # the runs' batch sizes differ (4 vs 16): the last note says so
+    assert batch_note.startswith("Batch sizes differ (4 vs 16): ")
+    assert all("profile_memory=True" in note for note in notes) and len(notes) == 2
     v100 = memory_document(Catalog(str(REALTRACES), cache_dir=None), "torch_resnet50_v100", "torch_resnet50_v100")
     assert v100.baseline.recorded and v100.series == [] and v100.rows
     assert any("Total Allocated" in note for note in v100.notes)

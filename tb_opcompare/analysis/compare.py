@@ -57,6 +57,12 @@ def counted_rows(ops: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(device | host)
 
 
+def op_time_us(ops: pd.DataFrame) -> float:
+    """A run's whole op time, µs: the time of the rows that count (``counted_rows``), what
+    a comparison's ``*_total_us`` adds up to, without grouping anything."""
+    return float(ops["self_us"].to_numpy(dtype="float64")[counted_rows(ops)].sum())
+
+
 def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
     """One row per op with the time that counts (``counted_rows``), device rows first;
     and the op's memory, which its host row holds, whichever row counts."""

@@ -4,7 +4,7 @@ every view. The rule itself is ``analysis.step_time``."""
 
 from __future__ import annotations
 
-from tb_opcompare.analysis.compare import finite_or_none, op_totals
+from tb_opcompare.analysis.compare import finite_or_none, op_time_us
 from tb_opcompare.analysis.step_time import Headline, StepLatency, headline, step_latency
 from tb_opcompare.schema.contract import HeadlineFigure
 from tb_opcompare.store.catalog import LoadedRun
@@ -16,7 +16,7 @@ def pair_headline(baseline: LoadedRun, target: LoadedRun, baseline_steps: StepLa
     group (its runs' steps pooled), else the run's own."""
     latencies = [given or step_latency([run.profile.facts.step_times_us])
                  for given, run in ((baseline_steps, baseline), (target_steps, target))]
-    op_time = tuple(float(op_totals(run.profile.ops)["total_us"].sum()) for run in (baseline, target))
+    op_time = (op_time_us(baseline.profile.ops), op_time_us(target.profile.ops))
     first = headline(latencies[0], latencies[1], baseline.profile.facts.batch_size, target.profile.facts.batch_size,
                      op_time, (baseline.profile.facts.steps, target.profile.facts.steps))
     return first, latencies[0], latencies[1]
