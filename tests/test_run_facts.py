@@ -181,3 +181,33 @@ def test_a_mix_is_spelt_one_way_whichever_dtype_leads():
     spelt = {precision_from_dtypes(counts, "{total}")[0] for counts in (
         {"fp16": 5, "bf16": 3, "fp32": 1}, {"bf16": 5, "fp16": 3, "fp32": 1}, {"fp32": 5, "fp16": 3, "bf16": 1})}
     assert spelt == {"mixed bf16/fp16/fp32"}
+
+
+def _claims(*batch_sizes):
+    from tb_opcompare.ingest.sidecar import Claims
+
+    return Claims(model="cnn", label=None, batch_sizes=tuple(batch_sizes), device=None, device_source=None,
+                  device_name=None, warning=None)
+
+
+@pytest.mark.parametrize("claims, expected, source", [
+    ((128, "opcompare.json"), 128, "opcompare.json"),  # a sidecar outranks fit()'s argument
+    ((128, "run name"), 128, "run name"),  # so does the run name
+])
+def test_fit_s_batch_size_argument_is_outranked_by_a_sidecar_and_a_name(claims, expected, source):
+    """Issue 31, item 7: fit(dataset_batched_at_128, batch_size=1024) leaves 1024 in Keras 2's
+    step event, which Keras ignored; the run read 1024 and called it the tensors' word."""
+    from tb_opcompare.ingest.facts import settle_facts
+    from tb_opcompare.schema.optable import ARGUMENT_SOURCE, ProfileFacts
+
+    passed = ProfileFacts(format="xplane", batch_size=1024,
+                          batch_size_source=ARGUMENT_SOURCE + "the batch_size of the Keras step event (fit()'s argument)")
+    facts = settle_facts(passed, _claims(claims))
+    assert (facts.batch_size, facts.batch_size_source) == (expected, source)
+    (warning,) = facts.warnings
+    assert warning.startswith("the profile holds batch size 1024 only as the batch_size of the Keras step event")
+    alone = settle_facts(passed, _claims())
+    assert alone.batch_size == 1024 and alone.batch_size_source.startswith("argument: ")
+    measured = settle_facts(ProfileFacts(format="xplane", batch_size=1024, batch_size_source="data: shapes"),
+                            _claims(claims))
+    assert measured.batch_size == 1024  # a measurement still outranks both

@@ -174,8 +174,13 @@ def test_batch_size_evidence_keeps_its_order_and_the_step_event_confirms_or_is_w
     assert batch_size_evidence(None, elements, Counter(), declared) == (
         20, "data: tf.data input elements (Iterator::Root shapes)", None)
     assert batch_size_evidence(32, elements, Counter(), declared)[:2] == (32, "data: first op input shape in the xplane")
-    assert batch_size_evidence(None, Counter(), Counter({16: 3}), declared)[:2] == (
-        16, "data: the batch_size of the Keras step event (fit()'s argument)")
+    # fit()'s batch_size argument is no measurement: the batch dataset's own size outranks it, and alone it is
+    # labelled an argument (a sidecar or a run name outranks it: test_run_facts)
+    size, source, warning = batch_size_evidence(None, Counter(), Counter({16: 3}), declared)
+    assert (size, source) == (7, "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)")
+    assert warning.startswith("the batch_size of the Keras step event (fit()'s argument) is 16, but ")
+    assert batch_size_evidence(None, Counter(), Counter({16: 3}), Counter()) == (
+        16, "argument: the batch_size of the Keras step event (fit()'s argument)", None)
     assert batch_size_evidence(None, Counter(), Counter(), declared)[:2] == (
         7, "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)")
     size, source, warning = batch_size_evidence(None, elements, Counter({16: 3}), declared)

@@ -9,10 +9,15 @@ import dataclasses
 
 from tb_opcompare.ingest.sidecar import NAME_SOURCE, SIDECAR_SOURCE, Claims
 from tb_opcompare.schema.dimensions import same_dimension
-from tb_opcompare.schema.optable import ProfileFacts
+from tb_opcompare.schema.optable import ARGUMENT_SOURCE, ProfileFacts
 
 WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up), a sidecar or run name wins
 _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
+
+
+def facts_argument(facts: ProfileFacts) -> str:
+    """What the argument a batch size came from is, in words (its source without the prefix)."""
+    return (facts.batch_size_source or "")[len(ARGUMENT_SOURCE):]
 
 
 def claimed_facts(file_format: str, claims: Claims) -> ProfileFacts:
@@ -38,8 +43,16 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
         facts.warnings.append(claims.warning)
     weak = facts.batch_size_agreement is not None and facts.batch_size_agreement < WEAK_AGREEMENT
     disagreeing = [(size, by) for size, by in claims.batch_sizes if size != facts.batch_size]
+    argument = (facts.batch_size_source or "").startswith(ARGUMENT_SOURCE)
     if facts.batch_size is None and claims.batch_sizes:
         facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
+    elif argument and claims.batch_sizes:  # measured shapes > sidecar > run name > an argument
+        passed, how = facts.batch_size, facts_argument(facts)
+        facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
+        if passed != facts.batch_size:
+            facts.warnings.append(f"the profile holds batch size {passed} only as {how}, which Keras ignores for a "
+                                  f"batched dataset; using {facts.batch_size} from "
+                                  f"{_SAID_BY[facts.batch_size_source]}")
     elif weak and claims.batch_sizes and claims.batch_sizes[0] in disagreeing:  # the most trusted claim decides
         measured, agreement = facts.batch_size, facts.batch_size_agreement
         facts.batch_size, claimed_by = claims.batch_sizes[0]

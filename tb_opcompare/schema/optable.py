@@ -158,6 +158,11 @@ HOST = "host"
 DEVICE = "device"
 
 
+# A batch size a program passed rather than one measured (Keras 2's step event holds
+# fit()'s batch_size, which Keras ignores for an already batched dataset).
+ARGUMENT_SOURCE = "argument: "
+
+
 @dataclasses.dataclass
 class ProfileFacts:
     """Run-level facts read from the profile itself (then sidecar, then run name)."""
@@ -172,6 +177,8 @@ class ProfileFacts:
     # samples behind step_time_us: the matrix's latency spread and warm-up detection)
     step_times_us: list[float] = dataclasses.field(default_factory=list)
     batch_size: int | None = None
+    # where batch_size came from: "data: ..." (measured), ARGUMENT_SOURCE + "..." (an
+    # argument the program passed, which a sidecar or run name outranks), or a claim
     batch_size_source: str | None = None
     # Share of the evidence that agrees on batch_size (1.0: all of it); None where the
     # format gives one source only. Weak agreement does not override a sidecar or name.

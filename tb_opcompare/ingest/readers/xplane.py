@@ -49,6 +49,7 @@ from tb_opcompare.ingest.readers.xplane_wire import (
 )
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
+    ARGUMENT_SOURCE,
     ANNOTATION_COLUMNS,
     OpEvents,
     OpProfile,
@@ -185,25 +186,27 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
 def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
                         step_batches: collections.Counter, declared_batches: collections.Counter,
                         ) -> tuple[int | None, str | None, str | None]:
-    """(batch size, its source, a warning or None) from what an xplane holds, most direct
+    """(batch size, its source, a warning or None) from what an xplane holds, measurements
     first: an op's input shape (old TF), the tf.data elements delivered to the step (the
-    most common, so that a last, partial batch does not count), Keras 2's step-event
-    ``batch_size`` (``fit()``'s argument), the batch dataset's declared size. The step
-    event, where another source measured the size, confirms it or is warned about."""
+    most common, so that a last, partial batch does not count), the batch dataset's
+    declared size. Keras 2's step-event ``batch_size`` is ``fit()``'s argument, which Keras
+    ignores for an already batched dataset: not a measurement, so it is last, its source
+    says ``argument:`` (a sidecar or a run name outranks it, ``ingest.facts``), and where
+    a measurement exists it confirms it or is warned about."""
     if first_shape:
         size, source = first_shape, "first op input shape in the xplane"
     elif input_batches:
         (size, root), _ = input_batches.most_common(1)[0]
         source = f"tf.data input elements ({root} shapes)"
-    elif step_batches:
-        size, source = step_batches.most_common(1)[0][0], _STEP_EVENT_BATCH
     elif declared_batches:
         size = declared_batches.most_common(1)[0][0]
         source = "the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
+    elif step_batches:
+        return step_batches.most_common(1)[0][0], ARGUMENT_SOURCE + _STEP_EVENT_BATCH, None
     else:
         return None, None, None
     warning = None
-    if step_batches and source != _STEP_EVENT_BATCH:
+    if step_batches:
         declared = step_batches.most_common(1)[0][0]
         if declared == size:
             source += f"; {_STEP_EVENT_BATCH} agrees"
