@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections import defaultdict
 
 import pytest
@@ -62,3 +63,22 @@ def test_trace_json_agrees_with_the_xplane_it_was_converted_from():
     right = from_xplane.set_index("op_name")["self_us"].sort_index()
     assert list(left.index) == list(right.index)
     assert left.to_numpy() == pytest.approx(right.to_numpy(), abs=0.002)
+
+
+def test_a_trace_json_reads_the_facts_its_xplane_reads(tmp_path):
+    """Issue 31, item 6: TF 2.0-2.3 users have only the trace.json.gz rendering of a
+    session. The fixture is xprof's own rendering of tf_keras/cnn_cpu_bs8's xplane: the
+    batch size (tf.data's element shapes), the steps and each step's wall time read the
+    same from both (before: the batch came from the run name and no step had a time)."""
+    from tb_opcompare.store.catalog import Catalog
+
+    shutil.copytree(FIXTURES / "tf_trace_json" / "cnn_cpu_bs8", tmp_path / "json")
+    shutil.copytree(FIXTURES / "logdir" / "tf_keras" / "cnn_cpu_bs8" / "train", tmp_path / "xplane")
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    rendered, xplane = (catalog.load(run).profile.facts for run in ("json", "xplane"))
+    assert rendered.format == "tf_trace_json" and xplane.format == "xplane"
+    assert (rendered.batch_size, rendered.batch_size_source) == (xplane.batch_size, xplane.batch_size_source) == (
+        8, "data: tf.data input elements (Iterator::Root shapes)")
+    assert (rendered.steps, rendered.steps_source) == (xplane.steps, xplane.steps_source)
+    assert rendered.steps == 5 and rendered.step_times_us == pytest.approx(xplane.step_times_us, rel=1e-6)
+    assert rendered.device == xplane.device == "CPU"

@@ -179,10 +179,18 @@ def test_keras_2_step_events_batch_size_is_evidence_too(tmp_path):
 
     variant("no_pipeline", rename_pipeline)
     variant("no_step_batch_size", rename_step_batch_size)
+    variant("no_pipeline_sidecar", rename_pipeline)  # fit(batch_size=20) over a dataset the sidecar says is 128
+    (tmp_path / "no_pipeline_sidecar" / "opcompare.json").write_text('{"model": "cnn", "batch_size": 128}')
     catalog = Catalog(str(tmp_path), cache_dir=None)
     facts = catalog.load("no_pipeline").profile.facts
+    # an argument, not a measurement (issue 31, item 7): alone it gives the size, and says what it is
     assert (facts.batch_size, facts.batch_size_source) == (
-        20, "data: the batch_size of the Keras step event (fit()'s argument)")
+        20, "argument: the batch_size of the Keras step event (fit()'s argument)")
+    facts = catalog.load("no_pipeline_sidecar").profile.facts
+    assert (facts.batch_size, facts.batch_size_source) == (128, "opcompare.json")
+    assert facts.warnings == ["the profile holds batch size 20 only as the batch_size of the Keras step event (fit()'s "
+                              "argument), which Keras ignores for a batched dataset; using 128 from the sidecar "
+                              "opcompare.json"]
     # without the step event's stat, the elements measured still come before the batch dataset's declared size
     facts = catalog.load("no_step_batch_size").profile.facts
     assert (facts.batch_size, facts.batch_size_source) == (20, "data: tf.data input elements (Iterator::Root shapes)")

@@ -168,7 +168,7 @@ def _lines(xplane: Path):
 def test_batch_size_evidence_keeps_its_order_and_the_step_event_confirms_or_is_warned_about():
     from collections import Counter
 
-    from tb_opcompare.ingest.readers.xplane import batch_size_evidence
+    from tb_opcompare.ingest.readers.tf_ops import batch_size_evidence
 
     elements, declared = Counter({(20, "Iterator::Root"): 3, (4, "Iterator::Root"): 1}), Counter({7: 3})
     assert batch_size_evidence(None, elements, Counter(), declared) == (

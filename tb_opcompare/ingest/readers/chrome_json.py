@@ -36,6 +36,9 @@ class EventArgs(msgspec.Struct, gc=False):
     annotation: str | None = None
     long_name: str | None = None  # TF 2.x trace viewer: "<op_name>:<op_type>" of a host op
     shape: str | None = None  # TF 2.x trace viewer: input shapes of a host op
+    shapes: str | None = None  # TF 2.x trace viewer: a tf.data iterator's element shapes
+    step_num: str | int | None = None  # TF 2.x trace viewer: a step marker's step
+    batch_size: str | int | None = None  # TF 2.x trace viewer: Keras 2's step event, a batch dataset's size
 
 
 class BaseEvent(msgspec.Struct, gc=False):

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import collections
+
 from tb_opcompare.schema.dimensions import is_batch_size
+from tb_opcompare.schema.optable import ARGUMENT_SOURCE
 
 # The rule xprof uses to tell a TF op event ("<name>:<type>") from other host
 # activity such as "EagerLocalExecute: Identity" or "ExecutorState::Process".
@@ -120,3 +123,62 @@ def allocation_batch_vote(shapes_by_op: dict[str, set[str]]) -> tuple[int, int, 
         return None
     size, agreeing = max(votes.items(), key=lambda item: item[1])
     return (size, agreeing, sum(votes.values())) if agreeing >= 2 else None
+
+
+# Steps and batch sizes, the same rules for an .xplane.pb and its trace.json.gz rendering.
+PIPELINE_ROOTS = ("Iterator::Root", "Iterator::Model")  # tf.data's outermost iterator: the step's input
+BATCH_DATASETS = ("BatchV2", "Batch", "PaddedBatchV2", "PaddedBatch", "ParallelBatch", "MapAndBatch")
+STEP_FUNCTION = "train_function"  # Keras 2 calls it once per training step
+STEP_EVENT_BATCH = "the batch_size of the Keras step event (fit()'s argument)"
+
+
+def is_batch_dataset(name: str) -> bool:
+    return name.startswith("Iterator::") and name.rsplit("::", 1)[-1] in BATCH_DATASETS
+
+
+def settled_steps(markers: dict[int, float], calls: list[float], device_steps: list[float],
+                  device_word: str) -> tuple[int | None, str, list[float]]:
+    """(profiled steps, where the count came from, each step's wall time in µs) from the
+    three records TF keeps: ``step_num`` markers on the host (the longest per step),
+    Keras 2's step function calls in start order (Keras 2 marks one profiled step, or
+    none, but calls its step function for each: each call's span is a step), and the
+    device's ``Steps`` line (TF 2.2-2.4: one event per step, spanning it)."""
+    if len(calls) > len(markers):
+        return len(calls), f"Keras step function calls ({STEP_FUNCTION}); step markers: {len(markers)}", list(calls)
+    if markers:
+        return len(markers), "step markers (step_num) on the host", [markers[step] for step in sorted(markers)]
+    if device_steps:
+        return len(device_steps), f"Steps line of the {device_word}", list(device_steps)
+    return None, "unknown: the profile has no step markers (Keras 3 writes none)", []
+
+
+def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
+                        step_batches: collections.Counter, declared_batches: collections.Counter,
+                        ) -> tuple[int | None, str | None, str | None]:
+    """(batch size, its source, a warning or None) from what an xplane holds, measurements
+    first: an op's input shape (old TF), the tf.data elements delivered to the step (the
+    most common, so that a last, partial batch does not count), the batch dataset's
+    declared size. Keras 2's step-event ``batch_size`` is ``fit()``'s argument, which Keras
+    ignores for an already batched dataset: not a measurement, so it is last, its source
+    says ``argument:`` (a sidecar or a run name outranks it, ``ingest.facts``), and where
+    a measurement exists it confirms it or is warned about."""
+    if first_shape:
+        size, source = first_shape, "first op input shape in the xplane"
+    elif input_batches:
+        (size, root), _ = input_batches.most_common(1)[0]
+        source = f"tf.data input elements ({root} shapes)"
+    elif declared_batches:
+        size = declared_batches.most_common(1)[0][0]
+        source = "the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
+    elif step_batches:
+        return step_batches.most_common(1)[0][0], ARGUMENT_SOURCE + STEP_EVENT_BATCH, None
+    else:
+        return None, None, None
+    warning = None
+    if step_batches:
+        declared = step_batches.most_common(1)[0][0]
+        if declared == size:
+            source += f"; {STEP_EVENT_BATCH} agrees"
+        else:
+            warning = f"{STEP_EVENT_BATCH} is {declared}, but {source} gives {size}; using {size}"
+    return size, f"data: {source}", warning

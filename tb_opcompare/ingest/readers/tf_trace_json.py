@@ -8,11 +8,23 @@ carry ``<op_name>:<op_type>`` events, and ``/device:GPU:N`` processes whose
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import ChromeTrace, process_names
-from tb_opcompare.ingest.readers.tf_ops import leading_dim, op_from_annotation, parse_host_op, parse_tf_op
+from tb_opcompare.ingest.readers.tf_ops import (
+    PIPELINE_ROOTS,
+    STEP_FUNCTION,
+    batch_size_evidence,
+    is_batch_dataset,
+    leading_dim,
+    op_from_annotation,
+    parse_host_op,
+    parse_tf_op,
+    settled_steps,
+    shared_leading_dim,
+)
+from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
     DEVICE,
     OpEvents,
@@ -39,7 +51,10 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
     host_threads: dict[tuple, list] = defaultdict(list)
     events = OpEvents()
     device_kinds: set[str] = set()
-    steps_per_device: dict[int | str, int] = defaultdict(int)
+    device_steps: dict[int | str, list[tuple[float, float]]] = defaultdict(list)  # (start, duration) per device
+    markers: dict[int, float] = {}  # step number -> its longest marker (µs)
+    calls: list[tuple[float, float]] = []  # Keras 2's step function calls: (start, duration)
+    input_batches, declared_batches, step_batches = Counter(), Counter(), Counter()
     first_shape: tuple[float, int] | None = None
     for event in trace.traceEvents:
         if event.ph != "X":
@@ -54,10 +69,12 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
                 batch = leading_dim(event.args.shape) if event.args and event.args.shape else None
                 if batch and (first_shape is None or event.ts < first_shape[0]):
                     first_shape = (event.ts, batch)
+            # tf.data's iterators are ops (typed Dataset) that also say the batch
+            _step_evidence(event, duration, markers, calls, input_batches, declared_batches, step_batches)
         elif process.startswith("/device:"):
             thread = threads.get((event.pid, event.tid), "")
             if thread == "Steps":
-                steps_per_device[event.pid] += 1
+                device_steps[event.pid].append((event.ts, duration))
             if not thread.startswith("Stream #"):
                 continue
             device_kinds.add(process[len("/device:"):].split(":", 1)[0])
@@ -69,13 +86,58 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
     if device_kinds:
         facts.device = "GPU" if "GPU" in device_kinds else sorted(device_kinds)[0]
-    if steps_per_device:
-        facts.steps, facts.steps_source = max(steps_per_device.values()), "Steps line of the device process"
-    if first_shape:
-        facts.batch_size, facts.batch_size_source = first_shape[1], "data: first op input shape in the trace"
+    busiest_device = max(device_steps.values(), key=len, default=[])
+    facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
+        markers, [duration for _, duration in sorted(calls)], [duration for _, duration in sorted(busiest_device)],
+        "device process")
+    if facts.step_times_us:
+        facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
+    facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
+        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
+    if warning:
+        facts.warnings.append(warning)
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
     return OpProfile.from_events(facts, events)
+
+
+def _step_evidence(event, duration: float, markers: dict[int, float], calls: list, input_batches: Counter,
+                   declared_batches: Counter, step_batches: Counter) -> None:
+    """What a host event that is not a TF op says of the steps and the batch size, as the
+    xplane reader reads the same events (``tf_ops``): step markers (``step_num``) and the
+    ``batch_size`` Keras 2's carries, Keras 2's step function calls, the tf.data root
+    iterator's element shapes, a batch dataset's declared size."""
+    args = event.args
+    if event.name == STEP_FUNCTION:
+        calls.append((event.ts, duration))
+    if args is None:
+        return
+    step = _whole_number(args.step_num)
+    if step is not None:
+        markers[step] = max(markers.get(step, 0.0), duration)
+        size = _whole_number(args.batch_size)
+        if is_batch_size(size):
+            step_batches[size] += 1
+    elif event.name in PIPELINE_ROOTS and args.shapes:
+        size = shared_leading_dim(args.shapes)
+        if size:
+            input_batches[size, event.name] += 1
+    elif is_batch_dataset(event.name):
+        size = _whole_number(args.batch_size)
+        if is_batch_size(size):
+            declared_batches[size] += 1
+
+
+def _whole_number(value) -> int | None:
+    """An argument the trace viewer wrote as text (``"16"``) or a number; None for ``None``
+    and anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
 
 
 def _kernel_op(event) -> tuple[str, str]:

@@ -23,8 +23,12 @@ from google.protobuf.message import DecodeError
 from tb_opcompare.errors import OverLimit, ProfileError
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
+    PIPELINE_ROOTS,
+    STEP_FUNCTION,
     TF_RANGE_STATS,
     allocation_batch_vote,
+    batch_size_evidence,
+    is_batch_dataset,
     is_optimizer_scope,
     is_tf_range,
     is_tf_thread,
@@ -32,6 +36,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     op_from_annotation,
     parse_host_op,
     parse_tf_op,
+    settled_steps,
     shared_leading_dim,
 )
 from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
@@ -49,7 +54,6 @@ from tb_opcompare.ingest.readers.xplane_wire import (
 )
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
-    ARGUMENT_SOURCE,
     ANNOTATION_COLUMNS,
     OpEvents,
     OpProfile,
@@ -136,21 +140,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     if device_names:
         facts.device_name = ", ".join(sorted(set(device_names)))
     busiest = max(step_calls, key=step_calls.get, default=None)
-    calls = step_calls[busiest] if busiest else 0
-    if calls > len(steps):
-        # Keras 2 marks one profiled step with step_num (or none) but calls its step
-        # function for each: each call's span is a step's wall time.
-        facts.steps, facts.steps_source = calls, f"Keras step function calls ({_STEP_FUNCTION}); step markers: {len(steps)}"
-        facts.step_times_us = [duration / _PS_PER_US for duration in call_times[busiest]]
-    elif steps:
-        facts.steps, facts.steps_source = len(steps), "step markers (step_num) on the host"
-        facts.step_times_us = [steps[step] / _PS_PER_US for step in sorted(steps)]
-    elif device_steps:
-        # TF 2.2-2.4 write a Steps line on each device plane: one event per step, spanning it
-        facts.steps, facts.steps_source = len(device_steps), "Steps line of the device plane"
-        facts.step_times_us = [duration / _PS_PER_US for duration in device_steps]
-    else:
-        facts.steps_source = "unknown: the profile has no step markers (Keras 3 writes none)"
+    calls = [duration / _PS_PER_US for duration in call_times[busiest]] if busiest else []
+    facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
+        {step: duration / _PS_PER_US for step, duration in steps.items()}, calls,
+        [duration / _PS_PER_US for duration in device_steps], "device plane")
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
@@ -181,38 +174,6 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     profile = OpProfile.from_events(facts, events)
     profile.annotations = user_ranges.table()
     return profile
-
-
-def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
-                        step_batches: collections.Counter, declared_batches: collections.Counter,
-                        ) -> tuple[int | None, str | None, str | None]:
-    """(batch size, its source, a warning or None) from what an xplane holds, measurements
-    first: an op's input shape (old TF), the tf.data elements delivered to the step (the
-    most common, so that a last, partial batch does not count), the batch dataset's
-    declared size. Keras 2's step-event ``batch_size`` is ``fit()``'s argument, which Keras
-    ignores for an already batched dataset: not a measurement, so it is last, its source
-    says ``argument:`` (a sidecar or a run name outranks it, ``ingest.facts``), and where
-    a measurement exists it confirms it or is warned about."""
-    if first_shape:
-        size, source = first_shape, "first op input shape in the xplane"
-    elif input_batches:
-        (size, root), _ = input_batches.most_common(1)[0]
-        source = f"tf.data input elements ({root} shapes)"
-    elif declared_batches:
-        size = declared_batches.most_common(1)[0][0]
-        source = "the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)"
-    elif step_batches:
-        return step_batches.most_common(1)[0][0], ARGUMENT_SOURCE + _STEP_EVENT_BATCH, None
-    else:
-        return None, None, None
-    warning = None
-    if step_batches:
-        declared = step_batches.most_common(1)[0][0]
-        if declared == size:
-            source += f"; {_STEP_EVENT_BATCH} agrees"
-        else:
-            warning = f"{_STEP_EVENT_BATCH} is {declared}, but {source} gives {size}; using {size}"
-    return size, f"data: {source}", warning
 
 
 def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
@@ -262,13 +223,13 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
             op_ids.append(entry.key)
             op_codes.append(key_codes[parsed])
     lookup = _IdLookup(op_ids, op_codes) if op_ids else None
-    root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in _PIPELINE_ROOTS}
+    root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in PIPELINE_ROOTS}
     pipeline_roots = list(root_names)
-    batch_datasets = [entry.key for entry in plane.event_metadata if _is_batch_dataset(entry.value.name)]
+    batch_datasets = [entry.key for entry in plane.event_metadata if is_batch_dataset(entry.value.name)]
     user_range_names = {entry.key: entry.value.name for entry in plane.event_metadata
                         if entry.value.name and not parse_host_op(entry.value.name) and not is_tf_range(entry.value.name)}
     user_range_ids = np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names))
-    step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == _STEP_FUNCTION]
+    step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == STEP_FUNCTION]
     stat_names = _stat_names(plane)
     step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
     hlo_stat = next((k for k, v in stat_names.items() if v == "hlo_op"), None)
@@ -843,14 +804,6 @@ def _first_shaped_op(batch, op_indices: np.ndarray, offsets: np.ndarray, shape_s
 # each of its GetNext events delivers one element to the training step, and its
 # ``shapes`` stat lists that element's tensor shapes (``?`` where the last batch may be
 # partial; the batch dataset's own ``batch_size`` stat says it then).
-_PIPELINE_ROOTS = ("Iterator::Root", "Iterator::Model")
-_BATCH_DATASETS = ("BatchV2", "Batch", "PaddedBatchV2", "PaddedBatch", "ParallelBatch", "MapAndBatch")
-_STEP_FUNCTION = "train_function"  # Keras 2 calls it once per training step
-_STEP_EVENT_BATCH = "the batch_size of the Keras step event (fit()'s argument)"
-
-
-def _is_batch_dataset(name: str) -> bool:
-    return name.startswith("Iterator::") and name.rsplit("::", 1)[-1] in _BATCH_DATASETS
 
 
 def _int_stat(event, stat_id: int, stat_names: dict[int, str]) -> int | None:
