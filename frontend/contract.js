@@ -297,6 +297,7 @@
  * @property {Array<TrendPoint>} points - in order: natural order of the values (2.9 before 2.10)
  * @property {Array<string>} keys - the ops shown, largest share first, then `(whole step)`
  * @property {Array<TrendRow>} rows - each key at each point
+ * @property {'mixed'|'op time per step'|'step wall time'} whole_step_basis - what `(whole step)` is: the median steady step wall time of a point's runs pooled (the headline's rule) where every run has step markers, else all op time per step (the mean per run); `mixed` where points differ
  * @property {Array<string>} warnings
  */
 
@@ -310,7 +311,7 @@
 /**
  * One op at one point of a trend.
  * @typedef {Object} TrendRow
- * @property {string} key - op name or type, or `(whole step)`: all op time of a step
+ * @property {string} key - op name or type, or `(whole step)`: the step's wall time, as `whole_step_basis` says
  * @property {number} point - position of the point in `points`
  * @property {number|null} mean_us - geometric mean of the point's runs' means per execution, µs
  * @property {number|null} low_us - lower end of its 95% interval (Student's t on the log means; null for one run)

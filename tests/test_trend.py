@@ -10,10 +10,11 @@ import io
 import msgspec
 import numpy as np
 import pytest
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
 from in_process import PREFIX, plugin_client
 
 from tb_opcompare.schema.contract import TrendDocument
+from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.store.catalog import Catalog
 
 VERSIONS = FIXTURES / "versions"
@@ -40,8 +41,10 @@ def test_releases_in_their_natural_order_with_each_runs_own_means():
         for key in document.keys[:-1]:
             assert rows[key, position].mean_us == pytest.approx(host.loc[key, "mean_us"], rel=1e-6)
             assert rows[key, position].low_us is None  # one run: no interval
+        # the whole step is the headline's figure: the median steady step, from the raw ProfilerStep markers
         step = rows["(whole step)", position].mean_us
-        assert step == pytest.approx(profile.step_ops["self_us"].sum() / profile.step_count, rel=1e-6)
+        assert step == pytest.approx(steady_median(profiler_step_durations(VERSIONS / run)), rel=1e-9)
+    assert document.whole_step_basis == "step wall time"
 
 
 def test_runs_sharing_a_value_are_pooled_with_an_interval():
@@ -101,8 +104,12 @@ def test_ordered_by_a_dimension_the_trend_is_a_sweep_over_it():
     catalog = Catalog(str(MATRIX), cache_dir=None)
     step = {row.point: row.mean_us for row in sizes.rows if row.key == "(whole step)"}
     for position, point in enumerate(sizes.points):
-        profile = catalog.load(point.runs[0]).profile
-        assert step[position] == pytest.approx(profile.step_ops["self_us"].sum() / profile.step_count, rel=1e-6)
+        (run,) = point.runs
+        assert step[position] == pytest.approx(steady_median(profiler_step_durations(MATRIX / run)), rel=1e-9)
+    # the same number the Matrix's cell of that run reads (issue 31: one headline in every view)
+    cells = {tuple(cell.runs): cell.latency_us for cell in matrix_document(catalog).cells}
+    for position, point in enumerate(sizes.points):
+        assert cells[tuple(point.runs)] == pytest.approx(step[position], rel=1e-12)
 
 
 def test_a_point_that_pools_another_dimension_names_it():

@@ -20,6 +20,12 @@ import {loadingIndicator, messageBox} from './states.js';
 /** @typedef {import('../api.js').ApiError} ApiError */
 
 export const WHOLE_STEP = '(whole step)'; // the trend's last key (analysis/confidence.py)
+// What the whole step's figure is (TrendDocument.whole_step_basis), as its plot's title says it.
+const STEP_TITLES = {
+  'step wall time': 'median steady step wall time (step markers)',
+  'op time per step': 'all op time of a profiled step (no step markers)',
+  'mixed': 'step wall time where the runs have step markers, else all op time of a step',
+};
 const ORDER_LABELS = {recorded: 'Recorded time', label: 'Label', run: 'Run name', repeat: 'Repeat', device: 'Device',
                       batch_size: 'Batch size', precision: 'Precision', compiler: 'Compiler'};
 const SIDECAR = 'sidecar';
@@ -184,7 +190,7 @@ export function trendFigures(trend) {
     step = {data, layout: {
       // As wide a margin as the ops' legend: the two plots' points stand one above the other.
       ...common, height: 36 + STEP_PLOT_HEIGHT + 70, margin: {l: 72, r: LEGEND_WIDTH, t: 36, b: 70},
-      title: {text: 'Whole step: all op time of a profiled step', font: {size: 14}, x: 0, xanchor: 'left'},
+      title: {text: `Whole step: ${STEP_TITLES[trend.whole_step_basis]}`, font: {size: 14}, x: 0, xanchor: 'left'},
       yaxis: timeAxis(data, 'time per step'), showlegend: false,
     }};
   }

@@ -42,6 +42,7 @@ import pandas as pd
 
 from tb_opcompare.analysis.compare import counted_rows, normalize_op_type
 from tb_opcompare.analysis.numerics import at_most
+from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.schema.contract import VERDICTS
 
 CONFIDENCE = 0.95
@@ -232,6 +233,19 @@ def pooled_means(values: np.ndarray, groups: np.ndarray, positions: np.ndarray,
         logs[positions, groups] = np.where(values > 0, np.log(values), np.nan)
     mean, margin, _ = mean_with_interval(logs)
     return np.exp(mean), np.exp(mean - margin), np.exp(mean + margin)
+
+
+def pooled_step_time(step_times_per_run: list) -> tuple[float, float, float] | None:
+    """A point of one or more runs as every view shows its whole step: the median of the
+    runs' steady steps pooled (the headline's rule, ``step_time``), and around it the
+    runs' 95% interval (``pooled_means`` of each run's own steady median, relative to
+    their geometric mean; NaN bounds for one run). None where a run has no markers."""
+    if not step_times_per_run or not all(len(times) for times in step_times_per_run):
+        return None
+    center = step_latency(step_times_per_run).median_us
+    own = np.array([step_latency([times]).median_us for times in step_times_per_run], dtype=np.float64)
+    mean, low, high = pooled_means(own, np.zeros(len(own), dtype=np.int64), np.arange(len(own)), 1)
+    return center, center * float(low[0] / mean[0]), center * float(high[0] / mean[0])
 
 
 def benjamini_hochberg(p_values: np.ndarray, rate: float = FALSE_DISCOVERY_RATE) -> np.ndarray:

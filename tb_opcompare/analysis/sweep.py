@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import op_totals
-from tb_opcompare.analysis.confidence import pooled_means
+from tb_opcompare.analysis.confidence import pooled_means, pooled_step_time
 from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
 
@@ -225,25 +225,17 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
         {"step_us": "float64"})
     grouped = per_run.groupby(["series", "batch_size"], sort=True)
     table = grouped.agg(basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size")).reset_index()
-    center, low, high = pooled_means(
+    table["step_us"], table["step_low_us"], table["step_high_us"] = pooled_means(
         per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table))
-    pooled = _pooled_step_latency(runs, table)
-    table["step_us"] = np.where(np.isfinite(pooled), pooled, center)
-    table["step_low_us"], table["step_high_us"] = table["step_us"] * low / center, table["step_us"] * high / center
+    walls: dict[tuple, list] = {}
+    for run in runs:
+        walls.setdefault((run.series, run.batch_size), []).append(run.step_times_us)
+    for row, key in enumerate(zip(table["series"], table["batch_size"])):
+        wall = pooled_step_time(walls.get(key, []))
+        if wall:  # every run of the point has markers: the headline's figure
+            table.loc[row, ["step_us", "step_low_us", "step_high_us"]] = wall
     table["samples_per_s"] = table["batch_size"] / (table["step_us"] / 1e6)
     return table[STEPS_COLUMNS].astype({"step_us": "float64", "samples_per_s": "float64"})
-
-
-def _pooled_step_latency(runs: list[SweepRun], table: pd.DataFrame) -> np.ndarray:
-    """Each point's median steady step over its runs' steps pooled (NaN where a run of
-    the point has no markers), so a point of repeats reads what the Matrix and Compare's
-    headline read for the same runs."""
-    steps: dict[tuple, list] = {}
-    for run in runs:
-        steps.setdefault((run.series, run.batch_size), []).append(run.step_times_us)
-    return np.array([step_latency(steps.get((series, size), [])).median_us
-                     if all(len(times) for times in steps.get((series, size), [[]])) else np.nan
-                     for series, size in zip(table["series"], table["batch_size"])], dtype="float64")
 
 
 def fit_lines(points: pd.DataFrame) -> pd.DataFrame:

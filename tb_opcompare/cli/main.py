@@ -519,6 +519,7 @@ def _print_trend(document) -> None:
     print(f"mean time per execution by {document.order_by} (runs pooled at each point in brackets)")
     for row in table:
         print("  ".join(escape_controls(value).ljust(width) for value, width in zip(row, widths)).rstrip())
+    print(f"(whole step): {document.whole_step_basis}")
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)
 

@@ -396,7 +396,7 @@ class TrendPoint(_Document):
 TrendRow = msgspec.defstruct(
     "TrendRow",
     [
-        ("key", _d(str, "op name or type, or `(whole step)`: all op time of a step")),
+        ("key", _d(str, "op name or type, or `(whole step)`: the step's wall time, as `whole_step_basis` says")),
         ("point", _d(int, "position of the point in `points`")),
         ("mean_us", _d(float | None, "geometric mean of the point's runs' means per execution, µs")),
         ("low_us", _d(float | None, "lower end of its 95% interval (Student's t on the log means; null for one run)")),
@@ -416,6 +416,10 @@ class TrendDocument(_Document):
     points: _d(list[TrendPoint], "in order: natural order of the values (2.9 before 2.10)")
     keys: _d(list[str], "the ops shown, largest share first, then `(whole step)`")
     rows: _d(list[TrendRow], "each key at each point")
+    whole_step_basis: _d(Literal["step wall time", "op time per step", "mixed"],
+                         "what `(whole step)` is: the median steady step wall time of a point's runs pooled (the "
+                         "headline's rule) where every run has step markers, else all op time per step (the mean "
+                         "per run); `mixed` where points differ")
     warnings: list[str]
 
 

@@ -76,8 +76,10 @@ def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded"
                             "runs that hold those fixed")
     points = [[samples for _, samples in by_value[value]] for value in values]
     keys = largest_keys([samples for runs_at in points for samples in runs_at], top)
-    table = trend_table(points, keys)
+    walls = [[loaded.profile.facts.step_times_us for loaded in loaded_at[value]] for value in values]
+    table, whole_step_basis = trend_table(points, keys, walls)
     return TrendDocument(
         order_by=order_by, group_by=group_by,
         points=[TrendPoint(value=value, runs=[run for run, _ in by_value[value]]) for value in values],
-        keys=[*keys, confidence.WHOLE_STEP], rows=as_records(table[TREND_COLUMNS]), warnings=warnings)
+        keys=[*keys, confidence.WHOLE_STEP], rows=as_records(table[TREND_COLUMNS]),
+        whole_step_basis=whole_step_basis, warnings=warnings)

@@ -22,6 +22,7 @@ const TREND = {
     {key: 'aten::conv', point: 2, mean_us: 310, low_us: null, high_us: null, runs: 1},
     {key: WHOLE_STEP, point: 2, mean_us: 4700, low_us: null, high_us: null, runs: 1},
   ],
+  whole_step_basis: 'step wall time',
   warnings: [],
 };
 
@@ -35,6 +36,10 @@ test('one line per op over the points, the whole step on its own figure', () => 
   assert.equal(ops.layout.yaxis.type, 'log');
   assert.equal(ops.layout.xaxis.type, 'category');
   assert.deepEqual(ops.layout.xaxis.tickvals, [0, 1, 2]);
+  // the whole step's title says what it is: the headline's wall time, or op time where no step has markers
+  assert.equal(step.layout.title.text, 'Whole step: median steady step wall time (step markers)');
+  assert.equal(trendFigures({...TREND, whole_step_basis: 'op time per step'}).step.layout.title.text,
+               'Whole step: all op time of a profiled step (no step markers)');
 });
 
 test('bars from low_us to high_us where a point has an interval, none where no point has', () => {
