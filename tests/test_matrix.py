@@ -229,3 +229,21 @@ def test_references_are_read_in_the_columns_words():
     assert document.reference == "GPU · fp32 · torch.compile"
     assert all(cell.speedup is not None for cell in document.cells)
     assert plugin_client(MATRIX).get(f"{PREFIX}/matrix?warmup=%C2%B2").status_code == 400  # "²" is no step count
+
+
+def test_a_run_that_says_no_precision_sits_in_the_default_column_and_is_named(tmp_path):
+    """Issue 32: unknown precision or compiler made a column of its own (`CPU · ? · ?` for the
+    public TF1 pair), apart from every run that says fp32 and eager."""
+    from conftest import REALTRACES
+
+    from tb_opcompare.service.matrix import matrix_document
+
+    for device in ("cpu", "gpu"):
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / f"mlp_{device}")
+    document = matrix_document(Catalog(str(tmp_path), cache_dir=None))
+    assert [column.key for column in document.columns] == ["CPU · fp32 · eager", "GPU · fp32 · eager"]
+    assert document.warnings == ["2 run(s) say no precision or compiler, so they sit in the fp32 / eager columns: "
+                                 "mlp_cpu, mlp_gpu"]
+    runs = [MatrixRun("a", "m", 8, "CPU", None, "eager", [5.0, 5.0]), MatrixRun("b", "m", 8, "CPU", "fp32", None, [7.0])]
+    cells, columns, _ = build_matrix(runs)
+    assert [column.key for column in columns] == ["CPU · fp32 · eager"] and cells[0].runs == ["a", "b"]

@@ -63,7 +63,15 @@ class Cell:
 
 
 def column_of(run: MatrixRun) -> Column:
-    return Column(run.device or UNKNOWN, run.precision or UNKNOWN, run.compiler or UNKNOWN)
+    """A run's column. An unknown precision or compiler is the default one (fp32, eager), as
+    the model key and the sweep count it: a run whose profile does not say is not a
+    configuration of its own (``assumed_defaults`` names such runs)."""
+    return Column(run.device or UNKNOWN, run.precision or DEFAULT_PRECISION, run.compiler or DEFAULT_COMPILER)
+
+
+def assumed_defaults(runs: Sequence[MatrixRun]) -> list[str]:
+    """The runs placed in a default precision or compiler column because nothing said theirs."""
+    return sorted(run.run for run in runs if run.precision is None or run.compiler is None)
 
 
 DEFAULT_REFERENCE = Column(DEFAULT_COLUMN_DEVICE, DEFAULT_PRECISION, DEFAULT_COMPILER)

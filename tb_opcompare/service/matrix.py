@@ -7,7 +7,7 @@ what its data shows."""
 from __future__ import annotations
 
 from tb_opcompare.analysis.compare import finite_or_none
-from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
+from tb_opcompare.analysis.matrix import Column, MatrixRun, assumed_defaults, build_matrix, parse_column
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
 from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision
@@ -51,6 +51,10 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
     if without_markers:
         warnings.append(f"{len(without_markers)} run(s) have no step markers, so no latency: "
                         f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}")
+    assumed = assumed_defaults(runs)
+    if assumed:
+        warnings.append(f"{len(assumed)} run(s) say no precision or compiler, so they sit in the fp32 / eager columns: "
+                        f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}")
     cells, columns, reference_column = build_matrix(runs, reference_column, warmup)
     if reference and reference_column not in columns:
         warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
