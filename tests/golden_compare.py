@@ -3,7 +3,7 @@
 A number's last digits move with the BLAS kernel, the CPU and the numpy or pandas
 release, and none of that is a change a user could see. So the golden tier compares:
 
-- structure, keys, their order, texts and booleans exactly;
+- structure, keys, their order, texts, booleans and a number's kind (integer or not) exactly;
 - numbers to a relative tolerance of ``REL`` (``ABS`` near zero), in JSON values, in CSV
   cells and in the numbers printed inside text (a CLI table, a warning, a headline);
 - the bytes themselves only where bytes are the contract: each output's status line (the
@@ -81,7 +81,7 @@ def _compare_json(where: str, committed, produced, found: list[str]) -> None:
         for index, (old, new) in enumerate(zip(committed, produced)):
             _compare_json(f"{where}[{index}]", old, new, found)
     elif _is_number(committed) and _is_number(produced):
-        if not close(float(committed), float(produced)):
+        if type(committed) is not type(produced) or not close(float(committed), float(produced)):
             found.append(f"{where}: committed {committed!r}, produced {produced!r}")
     elif isinstance(committed, str) and isinstance(produced, str):
         _compare_text(where, committed, produced, found)

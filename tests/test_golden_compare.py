@@ -41,6 +41,8 @@ def test_structure_order_texts_and_flags_compare_exactly():
     assert differences("a.json", _json(base), _json({**base, "note": "4 runs"})) == [
         "$.note: committed 3 in '3 runs', produced 4 in '4 runs'"]
     assert differences("a.json", _json({"x": None}), _json({"x": 0})) != []
+    assert differences("a.json", _json({"runs": 2}), _json({"runs": 2.0})) == [
+        "$.runs: committed 2, produced 2.0"]  # an integer that became a float changes the contract
 
 
 def test_the_status_line_and_the_csv_header_compare_byte_for_byte():
@@ -62,9 +64,9 @@ def test_numbers_printed_in_text_compare_within_the_tolerance():
     assert differences("cli.txt", committed, b"exit 2\n" + committed.split(b"\n", 1)[1])
 
 
-def test_every_committed_golden_file_equals_itself():
-    """The reader of each kind of output parses what the tier commits (no file falls
-    back to a comparison that could never see a difference)."""
+def test_every_committed_golden_file_is_read_by_its_kind():
+    """Each committed file parses as its kind says (JSON bodies as JSON), and compares equal
+    to itself: no file falls back to a reading that raises or sees a difference in nothing."""
     files = [path for path in GOLDEN.rglob("*") if path.is_file() and path.parent != GOLDEN]
     assert len(files) > 100
     for path in files:

@@ -178,3 +178,37 @@ def test_every_view_of_two_batch_sizes_says_the_batch_sizes_differ(demo):
     same = "torch/mnist_cnn_torch_gpu_bs16"
     for document in (memory_document(demo, base, same), layers_document(demo, base, same)):
         assert not any(note.startswith("Batch sizes differ") for note in document.notes)
+
+
+def test_without_step_markers_the_stand_in_says_so_and_claims_no_per_sample(tmp_path):
+    """Two runs without step markers (the profiler wrapper's summary.json) whose sidecars
+    say batch 8 and 32: the headline is op time per step per sample, said as such."""
+    import json as json_module
+
+    for size in (8, 32):
+        shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", tmp_path / f"mlp_bs{size}")
+        (tmp_path / f"mlp_bs{size}" / "opcompare.json").write_text(json_module.dumps({"model": "mlp",
+                                                                                    "batch_size": size}))
+    summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "mlp_bs8", "mlp_bs32").summary
+    assert summary.headline_basis == "op time per step" and summary.headline_per_sample
+    assert summary.headline_text.startswith("the baseline and the target have no step wall times, so op time per step "
+                                            "per sample instead of wall time")
+    note = next(note for note in summary.notes if note.startswith("Batch sizes differ (8 vs 32): "))
+    assert note.startswith("Batch sizes differ (8 vs 32): the headline is per sample")
+    assert summary.headline_speedup == pytest.approx(summary.whole_step_speedup * 32 / 8, rel=1e-12)
+
+
+def test_a_group_with_a_run_without_markers_says_it_is_left_out(tmp_path):
+    """A run group pools the steady steps of the runs that have markers and says which
+    it left out."""
+    logdir = tmp_path / "logs"
+    for run in ("mnist_cnn_torch_cpu_bs64", "mnist_cnn_torch_gpu_bs64"):
+        shutil.copytree(REPO / "demo_logs" / "torch" / run, logdir / run)
+    shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", logdir / "no_markers")
+    catalog = Catalog(str(logdir), cache_dir=None)
+    summary = compare_document(catalog, ["mnist_cnn_torch_cpu_bs64", "no_markers"], "mnist_cnn_torch_gpu_bs64").summary
+    assert summary.headline_basis == "step wall time"
+    assert summary.baseline_step_wall_us == pytest.approx(
+        steady_median(profiler_step_durations(REPO / "demo_logs" / "torch" / "mnist_cnn_torch_cpu_bs64")), rel=1e-9)
+    assert "The step wall time leaves out 1 baseline run without step markers." in summary.notes
+    assert summary.baseline.step_time_us == summary.baseline_step_wall_us  # the group's record says the same

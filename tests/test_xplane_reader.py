@@ -173,7 +173,7 @@ def test_batch_size_evidence_keeps_its_order_and_the_step_event_confirms_or_is_w
     elements, declared = Counter({(20, "Iterator::Root"): 3, (4, "Iterator::Root"): 1}), Counter({7: 3})
     assert batch_size_evidence(None, elements, Counter(), declared) == (
         20, "data: tf.data input elements (Iterator::Root shapes)", None)
-    assert batch_size_evidence(32, elements, Counter(), declared)[:2] == (32, "data: first op input shape in the xplane")
+    assert batch_size_evidence(32, elements, Counter(), declared)[:2] == (32, "data: first op input shape in the profile")
     # fit()'s batch_size argument is no measurement: the batch dataset's own size outranks it, and alone it is
     # labelled an argument (a sidecar or a run name outranks it: test_run_facts)
     size, source, warning = batch_size_evidence(None, Counter(), Counter({16: 3}), declared)

@@ -16,7 +16,8 @@ function speedupCard(title, value, detail, id, tooltip = '') {
   const figure = h('div', {class: 'oc-figure', id}, formatSpeedup(value));
   if (value > 1.02) figure.classList.add('oc-better');
   if (value !== null && value < 0.98) figure.classList.add('oc-worse');
-  return h('div', {class: 'oc-card', title: tooltip}, h('div', {class: 'oc-card-title'}, title), figure,
+  return h('div', {class: 'oc-card', ...(tooltip ? {title: tooltip} : {})}, h('div', {class: 'oc-card-title'}, title),
+           figure,
            h('div', {class: 'oc-card-detail'}, detail));
 }
 
@@ -31,9 +32,13 @@ function headlineCard(summary) {
     : `${summary.headline_basis}${summary.headline_per_sample ? ' per sample' : ''}: no step markers`;
   const card = speedupCard(summary.headline_per_sample ? 'Speedup per sample' : 'Speedup', summary.headline_speedup,
                            detail, 'oc-headline', summary.headline_text);
-  if (summary.baseline_step_wall_us !== null && summary.target_step_wall_us !== null) {
+  if (summary.headline_basis === 'step wall time') {
+    // the two times the figure is the ratio of: per sample where the batch sizes differ
+    const per = (side) => summary[`${side}_step_wall_us`] /
+      (summary.headline_per_sample ? summary[side].batch_size : 1);
     card.append(h('div', {class: 'oc-card-detail', id: 'oc-step-walls'},
-                  `${formatTime(summary.baseline_step_wall_us)} → ${formatTime(summary.target_step_wall_us)} a step`));
+                  `${formatTime(per('baseline'))} → ${formatTime(per('target'))} ` +
+                  (summary.headline_per_sample ? 'a sample' : 'a step')));
   }
   return card;
 }

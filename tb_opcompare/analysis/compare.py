@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline
+from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_sizes_differ
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.optable import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
@@ -271,17 +271,15 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
     if differ:
         if whole:
             per_sample = whole * target_batch / base_batch
-        notes.append(f"{differ}: the headline is per sample, and each op's speedup compares one call at each size, "
-                     "that is different amounts of work.")
+        notes.append(f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
+                     "compares one call at each size, that is different amounts of work.")
     op_time = per_sample or whole
-    if first.basis == STEP_WALL_TIME and op_time and first.speedup and abs(math.log(op_time / first.speedup)) > \
-            math.log(_OP_TIME_APART):
+    if first.basis == STEP_WALL_TIME and op_time and first.speedup and above(abs(math.log(op_time / first.speedup)),
+                                                                            math.log(_OP_TIME_APART)):
         notes.append(f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
                      f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
                      "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
                      "so the headline is the wall time.")
-    elif first.basis != STEP_WALL_TIME:
-        notes.append(f"Headline: {first.text}.")
     overall = summary["overall_speedup"]
     if whole and overall and abs(overall / whole - 1) > 0.05:
         notes.append(f"Matched op time ({format_speedup(overall)}) counts the ops both runs have; all op time per "
@@ -302,14 +300,6 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
                          f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME
                          else "") + "; the Matrix view compares whole steps across compilers.")
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
-
-
-def batch_sizes_differ(baseline_batch: int | None, target_batch: int | None) -> str | None:
-    """``Batch sizes differ (16 vs 64)`` where both are known and differ, for the notes of
-    every view of two runs (each says what that means for its figures); else None."""
-    if baseline_batch and target_batch and baseline_batch != target_batch:
-        return f"Batch sizes differ ({baseline_batch} vs {target_batch})"
-    return None
 
 
 # Op time and wall time further apart than this (either way) get a note saying why.

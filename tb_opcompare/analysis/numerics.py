@@ -8,9 +8,12 @@ least-squares fit or of a vectorised logarithm. Users compare outputs across mac
 - the few results whose last bits BLAS or SIMD decide are computed here with plain IEEE
   arithmetic and exactly rounded sums (``math.fsum``), which every machine does alike;
 - a flag or verdict drawn from a number near its threshold (a poor fit, a noisy op, a
-  significant change) decides on the number at ``SIGNIFICANT_DIGITS`` (``settled``):
-  two numbers equal to 1e-9 relative are the same measurement, so they get the same
-  verdict. The golden tier compares numbers at the same tolerance.
+  significant change) decides on the number at ``SIGNIFICANT_DIGITS`` (``settled``), so
+  values within rounding noise of the threshold itself (a ratio of 1, an R² of 0.9
+  computed a few ulps either side) get one verdict on every machine. A boundary remains,
+  half a unit in the ninth digit away from the threshold: a value that lands within an
+  ulp of it (odds of about one in 10^7 per flag) could still flip. The golden tier
+  compares numbers at the same tolerance.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ of the steady steps left. Plain data in, plain data out: no I/O.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -61,7 +62,9 @@ class StepLatency:
 
 def step_latency(step_times_per_run: Sequence[Sequence[float]], warmup: int | None = None) -> StepLatency:
     """``step_times_per_run``: each run's step wall times in order (empty: no markers).
-    ``warmup``: steps to drop from the start of every run (None: detected per run)."""
+    ``warmup``: steps to drop from the start of every run (None: detected per run). Runs
+    without markers are left out of the steps pooled and counted
+    (``runs_without_markers``), for every view to say so alike."""
     steady: list[float] = []
     dropped = without = 0
     for times in step_times_per_run:
@@ -76,6 +79,19 @@ def step_latency(step_times_per_run: Sequence[Sequence[float]], warmup: int | No
     values = np.asarray(steady, dtype="float64")
     p10, p90 = (float(value) for value in np.percentile(values, [10, 90]))
     return StepLatency(float(np.median(values)), float(values.std()), p10, p90, len(values), dropped, without)
+
+
+def batch_sizes_differ(baseline_batch: int | None, target_batch: int | None) -> str | None:
+    """``Batch sizes differ (16 vs 64)`` where both are known and differ (then times are
+    compared per sample), for the headline and the notes of every view of two runs (each
+    says what it means for its figures); else None."""
+    if baseline_batch and target_batch and baseline_batch != target_batch:
+        return f"Batch sizes differ ({baseline_batch} vs {target_batch})"
+    return None
+
+
+def _usable(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,10 +110,10 @@ def headline(baseline: StepLatency, target: StepLatency, baseline_batch: int | N
     each side's whole op time, µs; ``steps``: its profiled steps), and where the steps are
     unknown too, the whole profiles' op time; the text says which, and why it is not a
     stopwatch's figure."""
-    per_sample = bool(baseline_batch and target_batch and baseline_batch != target_batch)
+    per_sample = batch_sizes_differ(baseline_batch, target_batch) is not None
     scale = target_batch / baseline_batch if per_sample else 1.0
     unit = " per sample" if per_sample else ""
-    if baseline.median_us and target.median_us:
+    if _usable(baseline.median_us) and _usable(target.median_us):
         speedup = baseline.median_us / target.median_us * scale
         counted = ("one step each" if baseline.steps == target.steps == 1
                    else f"median of {baseline.steps} vs {target.steps} steady steps")
@@ -105,17 +121,19 @@ def headline(baseline: StepLatency, target: StepLatency, baseline_batch: int | N
                         f"step wall time{unit}: {counted}, {_per(baseline.median_us, baseline_batch, per_sample)} vs "
                         f"{_per(target.median_us, target_batch, per_sample)}")
     missing = " and ".join(side for side, latency in (("the baseline", baseline), ("the target", target))
-                           if not latency.median_us)
-    why = f"{missing} {'has' if ' and ' not in missing else 'have'} no step markers, so"
+                           if not _usable(latency.median_us))
+    why = f"{missing} {'has' if ' and ' not in missing else 'have'} no step wall times, so"
     base_step, target_step = (time / count if count else None for time, count in zip(op_time, steps))
-    if base_step and target_step:
+    if _usable(base_step) and _usable(target_step):
         return Headline(base_step / target_step * scale, OP_TIME_PER_STEP, per_sample,
                         f"{why} op time per step{unit} instead of wall time "
                         f"({_per(base_step, baseline_batch, per_sample)} vs "
                         f"{_per(target_step, target_batch, per_sample)}): ops on parallel threads add up beyond "
                         "the step, and time outside ops is missed")
-    return Headline(op_time[0] / op_time[1] if op_time[1] else None, OP_TIME, False,
-                    f"{why} the steps are unknown too: the whole profiles' op time instead of wall time")
+    if not all(steps):
+        why += " the steps are unknown too:"
+    return Headline(op_time[0] / op_time[1] if _usable(op_time[1]) else None, OP_TIME, False,
+                    f"{why} the whole profiles' op time instead of wall time")
 
 
 def _per(step_us: float, batch: int | None, per_sample: bool) -> str:

@@ -115,11 +115,11 @@ def build_sweep(
     for run in chosen:
         batch_sizes.setdefault(run.series, []).append(run.batch_size)
     batch_sizes = {series: sorted(sizes) for series, sizes in sorted(batch_sizes.items())}
-    if any(len(sizes) == 2 for sizes in batch_sizes.values()) and not any(
-            len(sizes) >= MIN_FIT_POINTS for sizes in batch_sizes.values()):
-        warnings.append(f"no line is fitted: a fit needs {MIN_FIT_POINTS} batch sizes (a line through two points "
-                        "always fits them), so the points are shown unfitted and no break-even is computed; record a "
-                        "third batch size")
+    short = [series for series, sizes in batch_sizes.items() if 2 <= len(sizes) < MIN_FIT_POINTS]
+    if short:
+        warnings.append(f"no line is fitted for {', '.join(short)}: a fit needs {MIN_FIT_POINTS} batch sizes (a line "
+                        "through two points always fits them), so its points are shown unfitted and break-evens "
+                        "with it are not computed; record a third batch size")
     if not any(len(sizes) >= 2 for sizes in batch_sizes.values()):
         warnings.append(f"a sweep needs at least two batch sizes at one {series_by.replace('_', ' ')}; found "
                         + (", ".join(f"{d}: {s}" for d, s in batch_sizes.items()) or "no runs with a batch size"))

@@ -408,7 +408,9 @@ def _compare(args) -> int:
         runs = msgspec.to_builtins(runs_document(catalog))
         pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
         suggested = runs["suggested"]
-        if not pairs and suggested and suggested["baseline"] != suggested["target"]:
+        models = {run["run"]: run["model"] for run in runs["runs"]}
+        if (not pairs and suggested and suggested["baseline"] != suggested["target"]
+                and models.get(suggested["baseline"]) == models.get(suggested["target"])):
             # no CPU/accelerator pair: the pair the tab opens on (the widest batch-size change of one model)
             print(f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
                   f"{escape_controls(suggested['reason'])}", file=sys.stderr)

@@ -172,7 +172,9 @@ class ProfileFacts:
     device_name: str | None = None
     steps: int | None = None
     steps_source: str | None = "unknown: the profile has no step markers"
-    step_time_us: float | None = None  # mean wall time of one profiled step, where markers give it
+    # mean wall time of one profiled step, where markers give it; what users read is the
+    # median steady step of step_times_us (analysis.step_time), made where the views are
+    step_time_us: float | None = None
     # Wall time of each profiled step in the order they started, where markers give it (the
     # samples behind step_time_us: the matrix's latency spread and warm-up detection)
     step_times_us: list[float] = dataclasses.field(default_factory=list)

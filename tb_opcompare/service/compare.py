@@ -12,13 +12,14 @@ import dataclasses
 import threading
 import weakref
 
+import msgspec
 import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, apply_view
-from tb_opcompare.analysis.step_time import StepLatency, step_latency
+from tb_opcompare.analysis.step_time import STEP_WALL_TIME, StepLatency, step_latency
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
@@ -50,12 +51,19 @@ def compare_document(
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     rows, summary = comparison.rows, comparison.summary
     records = comparison.records(apply_view(rows, view or RowView()))
-    base_record, target_record = run_record(base), run_record(tgt)
+    # a group's record: its first run's, with the group's steps and their steady wall time
+    base_record, target_record = (msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
+                                  for side, steps in ((base, base_steps), (tgt, target_steps)))
     first, _, _ = pair_headline(base, tgt, base_steps, target_steps)
     figures, notes = like_for_like(summary, base_record, target_record, group_by, first)
     figures.update(headline_speedup=first.speedup, headline_basis=first.basis, headline_per_sample=first.per_sample,
                    headline_text=first.text, baseline_step_wall_us=base_steps.median_us,
                    target_step_wall_us=target_steps.median_us)
+    left_out = [f"{count} {label} run{'s' * (count > 1)}" for label, count in
+                (("baseline", base_steps.runs_without_markers), ("target", target_steps.runs_without_markers))
+                if count and first.basis == STEP_WALL_TIME]
+    if left_out:
+        notes.append(f"The step wall time leaves out {' and '.join(left_out)} without step markers.")
     notes[:0] = group_notes
     if group_by == "module":
         notes.extend(module_source(base, tgt)[1])

@@ -3,8 +3,8 @@ side, and the application's and runtime's rows."""
 
 from __future__ import annotations
 
-from tb_opcompare.analysis.compare import batch_sizes_differ
 from tb_opcompare.analysis.layers import APPLICATION, RUNTIME, WALL, compare_layers
+from tb_opcompare.analysis.step_time import batch_sizes_differ
 from tb_opcompare.schema.contract import LayerRow, LayersDocument, LayerTotal
 from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.service.records import as_records
@@ -16,17 +16,18 @@ def layers_document(catalog: Catalog, baseline: str, target: str, baseline_sessi
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
     base, tgt = catalog.load(baseline, baseline_session), catalog.load(target, target_session)
     facts = base.profile.facts, tgt.profile.facts
+    figure = headline_figure(base, tgt)  # shares are of the headline's step wall time
     totals, rows, per_step = compare_layers((base.profile.ops, base.profile.annotations),
                                             (tgt.profile.ops, tgt.profile.annotations),
-                                            facts[0].steps, facts[1].steps, facts[0].step_time_us,
-                                            facts[1].step_time_us)
+                                            facts[0].steps, facts[1].steps, figure.baseline_step_wall_us,
+                                            figure.target_step_wall_us)
     layers = [LayerTotal(**row) for row in as_records(totals)]
     records = [LayerRow(**row) for row in as_records(rows)]
-    return LayersDocument(baseline=baseline, target=target, per_step=per_step, headline=headline_figure(base, tgt),
-                          layers=layers, rows=records, notes=_notes(base, tgt, layers))
+    return LayersDocument(baseline=baseline, target=target, per_step=per_step, headline=figure,
+                          layers=layers, rows=records, notes=_notes(base, tgt, layers, figure.per_sample))
 
 
-def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal]) -> list[str]:
+def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal], per_sample: bool) -> list[str]:
     """What the user should know to read the layers: what a run did not record, and why."""
     notes = []
     present = {layer.layer: layer for layer in layers}
@@ -49,8 +50,8 @@ def _notes(baseline: LoadedRun, target: LoadedRun, layers: list[LayerTotal]) -> 
                          "and driver calls; TensorFlow profiles keep them out of their op events.")
     differ = batch_sizes_differ(baseline.profile.facts.batch_size, target.profile.facts.batch_size)
     if differ:
-        notes.append(f"{differ}: a layer's time per step is different amounts of work on each side; the whole step's "
-                     "speedup above is per sample.")
+        notes.append(f"{differ}: a layer's time per step is different amounts of work on each side" + (
+            "; the whole step's speedup above is per sample." if per_sample else "."))
     if any(layer.baseline_share and layer.baseline_share > 1 or layer.target_share and layer.target_share > 1
            for layer in layers):
         notes.append("A host layer above 100% of the step: several host threads worked at once.")

@@ -3,8 +3,8 @@ allocations), for the tab's Memory page, its CSV and ``tb-opcompare memory``."""
 
 from __future__ import annotations
 
-from tb_opcompare.analysis.compare import batch_sizes_differ
 from tb_opcompare.analysis.memory import allocated_bytes, memory_rows, per_step, timeline_series
+from tb_opcompare.analysis.step_time import batch_sizes_differ
 from tb_opcompare.schema.contract import MEMORY_COLUMNS, MemoryDocument, MemoryRun, MemorySeries
 from tb_opcompare.service.compare import comparison_rows
 from tb_opcompare.service.records import as_records

@@ -15,6 +15,7 @@ import functools
 import re
 import zlib
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -36,9 +37,11 @@ class EventArgs(msgspec.Struct, gc=False):
     annotation: str | None = None
     long_name: str | None = None  # TF 2.x trace viewer: "<op_name>:<op_type>" of a host op
     shape: str | None = None  # TF 2.x trace viewer: input shapes of a host op
-    shapes: str | None = None  # TF 2.x trace viewer: a tf.data iterator's element shapes
-    step_num: str | int | None = None  # TF 2.x trace viewer: a step marker's step
-    batch_size: str | int | None = None  # TF 2.x trace viewer: Keras 2's step event, a batch dataset's size
+    # TF 2.x trace viewer, read by tf_trace_json as it finds them (any JSON value: a file that
+    # writes another kind here is not broken, the value is just not evidence)
+    shapes: Any = None  # a tf.data iterator's element shapes
+    step_num: Any = None  # a step marker's step
+    batch_size: Any = None  # Keras 2's step event; a batch dataset's declared size
 
 
 class BaseEvent(msgspec.Struct, gc=False):

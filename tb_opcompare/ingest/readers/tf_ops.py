@@ -163,7 +163,7 @@ def batch_size_evidence(first_shape: int | None, input_batches: collections.Coun
     says ``argument:`` (a sidecar or a run name outranks it, ``ingest.facts``), and where
     a measurement exists it confirms it or is warned about."""
     if first_shape:
-        size, source = first_shape, "first op input shape in the xplane"
+        size, source = first_shape, "first op input shape in the profile"
     elif input_batches:
         (size, root), _ = input_batches.most_common(1)[0]
         source = f"tf.data input elements ({root} shapes)"

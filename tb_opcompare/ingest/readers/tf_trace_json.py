@@ -118,7 +118,7 @@ def _step_evidence(event, duration: float, markers: dict[int, float], calls: lis
         size = _whole_number(args.batch_size)
         if is_batch_size(size):
             step_batches[size] += 1
-    elif event.name in PIPELINE_ROOTS and args.shapes:
+    elif event.name in PIPELINE_ROOTS and isinstance(args.shapes, str):
         size = shared_leading_dim(args.shapes)
         if size:
             input_batches[size, event.name] += 1
