@@ -11,15 +11,26 @@
  * @returns {{tickvals: number[], ticktext: string[]}|null}
  */
 export function roundLogTicks(low, high, label) {
-  for (const steps of [[1, 2, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9]]) {
-    const values = [];
+  if (!(low > 0) || !(high > low) || !Number.isFinite(high)) return null;
+  const decades = Math.ceil(Math.log10(high)) - Math.floor(Math.log10(low));
+  // A wide range (a pooled interval of very different runs) gets powers of ten, at most
+  // MAX_TICKS of them: 1, 2 and 5 in each of fifteen decades pile up as an unreadable column.
+  const choices = decades > MAX_TICKS / 3 ? [[1]] : [[1, 2, 5], [1, 2, 3, 4, 5, 6, 7, 8, 9]];
+  for (const steps of choices) {
+    let values = [];
     for (let exponent = Math.floor(Math.log10(low)); exponent <= Math.ceil(Math.log10(high)); exponent++) {
       for (const step of steps) {
         const value = Number((step * 10 ** exponent).toPrecision(2));
         if (value >= low && value <= high) values.push(value);
       }
     }
+    if (values.length > MAX_TICKS) {
+      const every = Math.ceil(values.length / MAX_TICKS);
+      values = values.filter((value, i) => i % every === 0);
+    }
     if (values.length >= 3) return {tickvals: values, ticktext: values.map(label)};
   }
   return null;
 }
+
+const MAX_TICKS = 12;

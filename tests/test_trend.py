@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 
 import msgspec
 import numpy as np
@@ -121,3 +122,17 @@ def test_a_point_that_pools_another_dimension_names_it():
     answer = client.get(f"{PREFIX}/trend", query_string={"runs": "mnist_cnn_torch_gpu_bs64_*_rep1",
                                                          "order_by": "precision"})
     assert msgspec.json.decode(answer.data, type=TrendDocument) == document
+
+
+def test_runs_whose_sessions_share_a_file_name_are_points_of_their_own(tmp_path):
+    """Issue 32: the public TF1 pair's sessions are both `timeline_02_step_1.json`; ordered by
+    recording time the CPU and the GPU run fell on one point (and its pooled interval
+    spanned fifteen decades). Without a sidecar, a session named by no time is ordered by
+    its file's modification time."""
+    from conftest import REALTRACES
+
+    for device in ("cpu", "gpu"):
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / f"mlp_{device}")
+    document = _trend(tmp_path, "--runs", "*", "--top", "2")
+    assert [point.runs for point in document.points] == [["mlp_cpu"], ["mlp_gpu"]]  # the CPU file is older
+    assert not document.warnings

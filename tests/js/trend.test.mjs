@@ -70,6 +70,13 @@ test('time ticks are round and read as times', () => {
   assert.deepEqual(timeTicks(40, 3000), {tickvals: [50, 100, 200, 500, 1000, 2000],
                                          ticktext: ['50 µs', '100 µs', '200 µs', '500 µs', '1 ms', '2 ms']});
   assert.deepEqual(timeTicks(5500, 9500).tickvals, [6000, 7000, 8000, 9000]);
+  // a pooled interval across fifteen decades (a CPU and a GPU run at one point) read 1000000000 s ... 0 µs in
+  // some sixty labels: now at most twelve powers of ten
+  const wide = timeTicks(1e-6, 1e15);
+  assert.ok(wide.tickvals.length <= 12 && wide.tickvals.length >= 3, String(wide.tickvals));
+  assert.ok(wide.tickvals.every((value) => Number.isInteger(Math.log10(value))));
+  assert.equal(timeTicks(0, 100), null);
+  assert.equal(timeTicks(100, 100), null);
 });
 
 test("the default runs are the baseline's model's, in the listing's order", () => {
