@@ -620,3 +620,25 @@ def test_sweep_export_holds_the_fits_tables_rows_in_its_order(page, demo_tensorb
     assert [[row["op"], row["series"]] for row in rows] == table
     per_sample = [float(row["per_sample_us"]) for row in rows]
     assert per_sample == sorted(per_sample)
+
+
+def test_on_a_cold_start_the_tab_ends_on_the_pair_a_full_listing_picks(page, tmp_path):
+    """Issue 32, item 3: names that say nothing (runA is the public TF1 GPU timeline, runB
+    the CPU one). The first listing reads no trace and suggests runA -> runB; the full
+    one knows runB is the CPU run. The tab opened on the first and stayed there."""
+    from conftest import REALTRACES
+    from tensorboard_server import running_tensorboard
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / "gpu", logdir / "runA")
+    shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / "cpu", logdir / "runB")
+    with running_tensorboard(logdir) as url:
+        lazy = json.loads(urllib.request.urlopen(f"{url}/data/plugin/op_compare/runs?load=0").read())["suggested"]
+        assert (lazy["baseline"], lazy["target"]) == ("runA", "runB")  # what the names alone say
+        frame = open_tab(page, url)  # a cold start: no trace read yet
+        frame.locator("#oc-headline", has_text="13.3×").wait_for(timeout=60_000)  # CPU -> GPU: 13.3x faster
+        assert frame.locator("#oc-baseline").input_value() == "runB"
+        assert frame.locator("#oc-target").input_value() == "runA"
+        full = json.loads(urllib.request.urlopen(f"{url}/data/plugin/op_compare/runs").read())["suggested"]
+        assert (full["baseline"], full["target"]) == ("runB", "runA")
+    assert not page.page_errors

@@ -62,6 +62,7 @@ export class CompareView {
     /** @type {CompareDocument|null} */
     this.comparison = null;
     this.staleLink = null;
+    this.suggestedFromNames = false; // the pair shown came from a listing that read no trace
     this.requestId = 0;
     this.refreshTicket = 0;
   }
@@ -104,6 +105,17 @@ export class CompareView {
         this.chooser.setListing(full);
         this.errorsSlot.replaceChildren(runErrorsPanel(full.errors) || '');
         this.showListingNotices();
+        // The first pair came from names and sidecars only; the data may pick another (a run
+        // named for nothing that is the CPU one): the pair a full listing picks wins, unless
+        // the user or the link chose.
+        const suggested = full.suggested;
+        if (this.suggestedFromNames && suggested && (suggested.baseline !== this.selection.baseline ||
+                                                     suggested.target !== this.selection.target)) {
+          this.suggestedFromNames = false;
+          this.setSelection({baseline: suggested.baseline, target: suggested.target, baseline_session: null,
+                             target_session: null});
+          return;
+        }
         this.chooser.showSelection(this.selection);
       }).catch(() => {});
     }
@@ -122,10 +134,14 @@ export class CompareView {
     if (valid || !suggested) return;
     Object.assign(this.selection, {baseline: suggested.baseline, target: suggested.target,
                                    baseline_session: null, target_session: null});
+    this.suggestedFromNames = !this.listing.complete;
   }
 
   build() {
-    this.chooser = new RunChooser({onChange: (changes) => this.setSelection(changes)});
+    this.chooser = new RunChooser({onChange: (changes) => {
+      this.suggestedFromNames = false; // the user's choice: the full listing leaves it alone
+      this.setSelection(changes);
+    }});
     this.notices = h('div', {class: 'oc-notices'});
     this.summary = h('section', {class: 'oc-summary', 'aria-label': 'summary'});
     this.confidence = new ConfidencePanel({onCheck: (check) => this.showCheck(check)});
