@@ -922,14 +922,25 @@ def _add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tupl
     starts = np.fromiter((start for _, start, _ in kernels), dtype=np.int64, count=len(kernels))
     durations = np.fromiter((duration for _, _, duration in kernels), dtype=np.float64, count=len(kernels))
     invocation = np.full(len(kernels), -1, dtype=np.int64)
-    for code, op in enumerate(keys):
-        spans = executions.get(op)
-        if spans is None:
-            continue
-        mine = np.flatnonzero(codes == code)
-        position = np.searchsorted(spans[:, 0], starts[mine], side="right") - 1
-        inside = (position >= 0) & (starts[mine] < spans[position.clip(min=0), 1])
-        invocation[mine[inside]] = invocations.take(len(spans)) + position[inside]
+    spans = [(code, executions[op]) for code, op in enumerate(keys) if op in executions]
+    if spans:
+        # every execution of the ops that ran kernels, with its op's code, sorted with the
+        # kernels by (op, start): a kernel belongs to the execution last before it in that
+        # order if that execution is of its op and has not ended when the kernel starts
+        span_codes = np.concatenate([np.full(len(found), code, dtype=np.int64) for code, found in spans])
+        span_bounds = np.concatenate([found for _, found in spans])
+        first_id = invocations.take(len(span_codes))
+        all_codes = np.concatenate([span_codes, codes])
+        is_kernel = np.concatenate([np.zeros(len(span_codes), dtype=bool), np.ones(len(codes), dtype=bool)])
+        order = np.lexsort((is_kernel, np.concatenate([span_bounds[:, 0], starts]), all_codes))
+        ranks = np.arange(len(order))
+        last_span = order[np.maximum.accumulate(np.where(is_kernel[order], -1, ranks)).clip(min=0)]
+        kernel_rank = np.flatnonzero(is_kernel[order])
+        span, kernel = last_span[kernel_rank], order[kernel_rank] - len(span_codes)
+        # a kernel sorted before every execution points at a kernel: is_kernel says so
+        inside = ~is_kernel[span] & (all_codes[span] == codes[kernel])
+        inside[inside] &= starts[kernel[inside]] < span_bounds[span[inside], 1]
+        invocation[kernel[inside]] = first_id + span[inside]
     alone = np.flatnonzero(invocation < 0)
     invocation[alone] = invocations.take(len(alone)) + np.arange(len(alone))
     events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocation)
