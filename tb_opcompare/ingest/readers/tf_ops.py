@@ -40,8 +40,10 @@ def parse_host_op(full_name: str) -> tuple[str, str] | None:
 # copies, memory events, and the Python API's own (``tf.constant``, ``convert_to_tensor``).
 # The xplane keeps nothing else that tells them from the user's
 # ``tf.profiler.experimental.Trace`` ranges: a name the rules miss reads as the user's.
+# The profiler's Python tracer (JAX's default, TF's python_tracer_level=1) names each
+# Python call it saw ``$file.py:line function``: the interpreter's frames, not ranges.
 _TF_RANGE_PREFIXES = ("Eager", "TFE_", "Executor", "Memcpy", "MemCpy", "Memory", "RemoteCall", "tf.",
-                      "__inference_", "_send_", "_recv_")
+                      "__inference_", "_send_", "_recv_", "$")
 _TF_RANGES = frozenset({"FunctionRun", "ValidateInputTypeAndPlacement", "convert_to_tensor", "BlockUntilReady",
                         "ParallelFor", "PartitionedCallOp", "SessionRun", "RemoteCallOp", "RemoteCallOpDone"})
 # Stats only TF's own ranges carry: a tf.function call's, a step marker's, and the flow
