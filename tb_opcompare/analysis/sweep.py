@@ -52,7 +52,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from tb_opcompare.analysis.compare import op_totals
+from tb_opcompare.analysis.compare import op_time_us, op_totals
 from tb_opcompare.analysis.confidence import pooled_means, pooled_step_time
 from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
@@ -215,7 +215,7 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
         if run.step_times_us:
             step_us, basis = step_latency([run.step_times_us]).median_us, "step markers"
         elif run.steps:
-            step_us, basis = float(op_totals(run.ops)["total_us"].sum()) / run.steps, "op time per step"
+            step_us, basis = op_time_us(run.ops) / run.steps, "op time per step"
         else:
             warnings.append(f"{run.run}: no step count, so no time per step or throughput")
             continue
