@@ -62,8 +62,8 @@ def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, la
         run=source.run, repeat_runs=None, format=facts.format, device=facts.device, device_name=facts.device_name,
         batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
         batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
-        step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us if facts.step_times_us
-                                    else facts.step_time_us), model=model, label=label, repeat=repeat,
+        step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us), model=model, label=label,
+        repeat=repeat,
         sessions=list(source.sessions), session=session, framework=facts.framework, warnings=list(facts.warnings),
         peak_memory_bytes=dict(facts.peak_memory_bytes), precision=facts.precision,
         precision_source=facts.precision_source, compiler=facts.compiler, compiler_source=facts.compiler_source,
