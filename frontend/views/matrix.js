@@ -242,7 +242,7 @@ export class MatrixView {
     this.warnings.replaceChildren(...document.warnings.map((warning) =>
       h('div', {class: 'oc-panel oc-panel-warning oc-matrix-warning'}, warning)));
     this.caption.textContent = `${count(document.rows.length, 'row')} × ${count(document.columns.length, 'column')}: ` +
-      `mean steady step, its p10–p90, samples a second, and the speedup against ${document.reference || 'no column'} ` +
+      `median steady step, its p10–p90, samples a second, and the speedup against ${document.reference || 'no column'} ` +
       `(its latency / the cell's, in the same row). Warm-up: ` +
       (document.warmup === null ? DEFAULT_WARMUP : `the first ${count(document.warmup, 'step')} of every run`) +
       '. Click a cell to compare its run with the reference run of its row.';

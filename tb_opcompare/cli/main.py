@@ -200,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
         "matrix", parents=[reading], help="step latency and throughput: model x batch size against device, precision "
                                           "and compiler",
         description="Every run placed by model and batch size (rows) against device, precision and compiler "
-                    "(columns, from the data, else the sidecar or the run name); each cell the mean wall time of a "
+                    "(columns, from the data, else the sidecar or the run name); each cell the median wall time of a "
                     "steady step (step markers, warm-up steps left out), its spread, the throughput (batch x 10^6 / "
                     "step us) and the speedup against the reference column. Repeats of one cell are pooled.")
     matrix.add_argument("logdir")
