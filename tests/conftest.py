@@ -14,12 +14,13 @@ os.environ.setdefault("TB_OPCOMPARE_CACHE_DIR", __import__("tempfile").mkdtemp(p
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent
-# Public traces live beside the checkout, never in it (../shared/README.md).
-REALTRACES = REPO.parent / "shared" / "realtraces"
+# Public traces live beside the checkout, never in it (../shared/README.md), or where
+# $OPCOMPARE_REALTRACES says.
+REALTRACES = Path(os.environ.get("OPCOMPARE_REALTRACES") or REPO.parent / "shared" / "realtraces")
 if not (REALTRACES / "SOURCES.md").is_file():
     raise pytest.UsageError(
         f"the public real traces are missing: expected them in {REALTRACES} (the shared/ folder beside this "
-        "checkout). Tests read them there and never copy them into the repository.")
+        "checkout, or $OPCOMPARE_REALTRACES). Tests read them there and never copy them into the repository.")
 
 
 def _build_logdir() -> Path:
