@@ -12,9 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, steady_median
 
 from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.runs import runs_document
 from tb_opcompare.store.catalog import Catalog
 
 JAX = FIXTURES / "jax"
@@ -75,3 +76,70 @@ def test_two_jax_batch_sizes_compare_and_sweep_lines(catalog):
     summary = compare_document(catalog, "mlp_cpu_bs8", "mlp_cpu_bs32").summary
     assert summary.headline_basis == "step wall time" and summary.headline_per_sample
     assert summary.matched_ops == len(_raw("mlp_cpu_bs8")[0]) and not summary.baseline_only_ops
+
+
+# ---------------------------------------------------------------------------------------
+# JAX on an NVIDIA H200 (tests/fixtures/jax_h200): the kernels carry no TF op (``tf_op``
+# is ``XlaModule:``) but the XLA op that launched them (``hlo_op``) and one
+# ``scope_range_id`` per execution of it; cuDNN launches several kernels per convolution.
+
+JAX_H200 = FIXTURES / "jax_h200"
+
+
+def _raw_gpu(run: str) -> dict[str, tuple[int, int, float]]:
+    """Each XLA op's executions (distinct scope range ids), kernels and summed kernel
+    time (µs) on the GPU plane, from the raw events."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = (JAX_H200 / run).rglob("*.xplane.pb")
+    scopes: dict[str, set[int]] = collections.defaultdict(set)
+    kernels: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
+    for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes:
+        if not plane.name.startswith("/device:GPU"):
+            continue
+        stats = {key: metadata.name for key, metadata in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                values = {stats.get(stat.metadata_id): stat for stat in event.stats}
+                op = values["hlo_op"].str_value or stats[values["hlo_op"].ref_value]
+                scopes[op].add(values["scope_range_id"].int64_value or values["scope_range_id"].uint64_value)
+                kernels[op][0] += 1
+                kernels[op][1] += event.duration_ps / 1e6
+    return {op: (len(scopes[op]), count, total) for op, (count, total) in kernels.items()}
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory) -> Catalog:
+    logdir = tmp_path_factory.mktemp("jax_h200") / "logs"
+    shutil.copytree(JAX_H200, logdir, ignore=shutil.ignore_patterns("*.md", "*.txt"))
+    return Catalog(str(logdir), cache_dir=None)
+
+
+@pytest.mark.parametrize("run", ["cnn_gpu_bs32_rep1", "mlp_gpu_bs128"])
+def test_a_jax_gpu_run_reads_each_xla_op_per_execution_as_its_raw_kernels_say(h200, run):
+    """Before: every kernel was its own op, named by the kernel ('(kernel without TF op)'),
+    so cuDNN's five kernels of one weight gradient were five rows with a fifth of its time."""
+    expected = _raw_gpu(run)
+    assert any(kernels > executions for executions, kernels, _ in expected.values()) or run.startswith("mlp")
+    loaded = h200.load(run)
+    facts, ops = loaded.profile.facts, loaded.profile.ops
+    assert (facts.device, facts.device_name, facts.framework) == ("GPU", "NVIDIA H200", "JAX 0.11.2")
+    assert (facts.compiler, facts.precision, facts.steps) == ("XLA", "fp32", 6)
+    device = ops[ops["side"] == "device"].set_index("op_name")
+    assert set(device.index) == set(expected)
+    for op, (executions, kernels, total) in expected.items():
+        assert (device.loc[op, "occurrences"], device.loc[op, "kernels"]) == (executions, kernels), op
+        assert device.loc[op, "mean_us"] == pytest.approx(total / executions, rel=1e-9), op
+    # the runtime's `ThenExecuteCallback:GetEvent...` is no op; the host runs none here
+    assert set(ops["side"]) == {"device"}
+
+
+def test_the_jax_cpu_to_gpu_pair_of_one_host_pairs_and_reads_the_stopwatch(h200):
+    """Before: the GPU runs read 'eager' and the CPU runs 'XLA', so the two never paired."""
+    listing = runs_document(h200).pairs
+    assert ("cnn_cpu_bs8", "cnn_gpu_bs8") in [(pair.baseline, pair.target) for pair in listing]
+    summary = compare_document(h200, "cnn_cpu_bs8", "cnn_gpu_bs8").summary
+    cpu = steady_median(_raw("../jax_h200/cnn_cpu_bs8")[1])
+    gpu = steady_median(_raw("../jax_h200/cnn_gpu_bs8")[1])
+    assert summary.headline_basis == "step wall time"
+    assert summary.headline_speedup == pytest.approx(cpu / gpu, rel=1e-9)

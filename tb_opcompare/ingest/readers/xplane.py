@@ -100,21 +100,25 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     for path in paths:
         space = _parse(path, read_bytes(path), max_parsed_bytes)
         try:
-            for plane in space.planes():
+            for plane in space.planes(first=METADATA_PLANE):
                 if plane.name == METADATA_PLANE:
                     hlo.add(plane)
+                    jax_version = _plane_text_stats(plane).get("jax_version")
+                    if jax_version:
+                        facts.framework = f"JAX {jax_version}"
                 elif plane.name.startswith("/host:"):
                     calls, durations = collections.Counter(), []
                     shape, add_ops = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
                                                       step_batches, allocated_shapes, in_use, kinds, allocated_dtypes,
-                                                      user_ranges, durations)
+                                                      user_ranges, durations,
+                                                      names_tf_ops=not facts.framework.startswith("JAX"))
                     host_ops.append(add_ops)
                     step_calls[path, plane.name] = sum(calls.values())
                     call_times[path, plane.name] = durations
                     if shape and (first_shape is None or shape[0] < first_shape[0]):
                         first_shape = shape
                 elif plane.name.startswith("/device:"):
-                    kind, name, plane_steps = _read_device_plane(plane, events, invocation_ids)
+                    kind, name, plane_steps = _read_device_plane(plane, events, invocation_ids, kinds)
                     if kind:
                         device_names.append(name)
                         facts.device = kind
@@ -149,12 +153,15 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
         first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
     precision = precision_from_dtypes(allocated_dtypes, "dtypes of {total} tensors the model's ops allocated")
-    if kinds["xla"]:
+    if kinds["xla"] or kinds["xla_device"]:
         precision = hlo.precision() or precision
     if precision:
         facts.precision, facts.precision_source = precision
     if kinds["xla"]:
         facts.compiler, facts.compiler_source = "XLA", f"data: {kinds['xla']:,} XLA op events (hlo_op) on the host"
+    elif kinds["xla_device"]:
+        facts.compiler, facts.compiler_source = "XLA", (f"data: {kinds['xla_device']:,} kernels of XLA ops (hlo_op) "
+                                                        "on the device")
     elif kinds["tf"]:
         facts.compiler, facts.compiler_source = NO_XLA, (f"data: {kinds['tf']:,} TensorFlow op events, no XLA op "
                                                          "(graph or eager: not compiled)")
@@ -199,9 +206,11 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                      step_batches: collections.Counter[int], allocated_shapes: dict[str, set[str]],
                      in_use: _MemoryInUse, kinds: collections.Counter,
                      allocated_dtypes: collections.Counter, user_ranges: _UserRanges, call_durations: list[int],
-                     ) -> tuple[tuple[int, int] | None, Callable[[], None]]:
+                     names_tf_ops: bool = True) -> tuple[tuple[int, int] | None, Callable[[], None]]:
     """Read the plane's TF ops; return (start_ps, batch) of the first shaped op, and a
-    function that adds the ops to ``events``. The ops' times are held until the plane's
+    function that adds the ops to ``events``. ``names_tf_ops`` is False in a JAX profile,
+    where a ``name:type`` event is the runtime's own (``ThenExecuteCallback:GetEvent...``)
+    and only the XLA ops (``hlo_op``) are ops. The ops' times are held until the plane's
     steps are known; they are added once the caller has let the file's bytes go, so that
     the two are never in memory together.
 
@@ -215,7 +224,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     op_ids: list[int] = []
     op_codes: list[int] = []
     for entry in plane.event_metadata:
-        parsed = parse_host_op(entry.value.name)
+        parsed = parse_host_op(entry.value.name) if names_tf_ops else None
         if parsed:
             if parsed not in key_codes:
                 key_codes[parsed] = len(op_keys)
@@ -673,6 +682,12 @@ class _Allocations:
             events.add_memory(op_keys, np.asarray(codes), np.asarray(sizes), net_known=False)
 
 
+def _int_value(stat) -> int | None:
+    """An integer stat's value; None where it holds no integer."""
+    which = stat.WhichOneof("value")
+    return getattr(stat, which) if which in ("int64_value", "uint64_value") else None
+
+
 def _number(stat) -> float:
     """A numeric stat's value (0 where absent or not a number)."""
     if stat is None:
@@ -827,26 +842,39 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
     return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
 
 
-def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds) -> tuple[str | None, str, list[int]]:
+def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds,
+                       kinds: collections.Counter) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
     duration of each event of its Steps line in start order, ps).
+
+    A kernel's op is the TF op its ``tf_op`` stat (or TF 2.2-2.4's ``annotation`` /
+    ``level 0``) names; where that names none (JAX writes ``XlaModule:``), the XLA op its
+    ``hlo_op`` stat names, typed as the host's XLA ops are (``cudnn-conv.2`` is a
+    ``cudnn-conv``); else the kernel itself.
 
     An op's mean is per execution, not per kernel. Where the plane has a ``TensorFlow
     Ops`` line (TF 2.2-2.4: one event per execution of a TF op on this device, spanning
     its kernels), each kernel belongs to the execution of its op that it starts in, and
     a kernel in none (a copy, which no execution spans) is an execution of its own.
-    Elsewhere the kernels are summed per op, and executions are counted from the host's
-    op events where the host ran the op (``_aggregate_device``)."""
+    Where kernels carry a ``scope_range_id`` (XLA's GPU runtime: one id per execution of
+    an XLA op, shared by every kernel it launches, such as cuDNN's several per
+    convolution), kernels sharing one are one execution. Elsewhere the kernels are summed
+    per op, and executions are counted from the host's op events where the host ran the
+    op (``_aggregate_device``)."""
     kind = plane.name[len("/device:"):].split(":", 1)[0]
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
     stat_names = _stat_names(plane)
     by_name = {v: k for k, v in stat_names.items()}
     tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
+    hlo_op_id, scope_id = by_name.get("hlo_op"), by_name.get("scope_range_id")
+    op_ids = (tf_op_id, annotation_id, level0_id)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     op_by_text: dict[str, tuple[str, str] | None] = {}
+    hlo_by_text: dict[str, tuple[str, str]] = {}
     sums: dict[tuple[str, str], list[int]] = {}  # op -> [kernels, summed duration in ps]
     kernels: list[tuple[tuple[str, str], int, int]] = []  # (op, start, duration in ps), with executions only
+    scoped: list[tuple[tuple[str, str], int | None, int]] = []  # (op, scope range id, duration in ps)
     executions = _executions(plane, event_names)
     steps: list[int] = []
     for line in plane.lines:
@@ -858,37 +886,69 @@ def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds) -> 
         line_start_ps = line.timestamp_ns * 1000
         for batch in line.event_batches():
             for event in batch:
-                op = None
+                op = hlo = scope = None
+                settled = False  # a tf_op or an annotation named the op: level 0 says less
                 for stat in event.stats:
-                    if stat.metadata_id in (tf_op_id, annotation_id, level0_id):
+                    metadata_id = stat.metadata_id
+                    if metadata_id in op_ids:
+                        if settled:
+                            continue
                         text = _stat_text(stat, stat_names)
                         if text not in op_by_text:
                             op_by_text[text] = (
-                                parse_tf_op(text) if stat.metadata_id == tf_op_id else op_from_annotation(text)
+                                parse_tf_op(text) if metadata_id == tf_op_id else op_from_annotation(text)
                             )
-                        op = op_by_text[text]
-                        if op is not None and stat.metadata_id != level0_id:
-                            break
+                        if op_by_text[text] is not None:
+                            op, settled = op_by_text[text], metadata_id != level0_id
+                    elif metadata_id == hlo_op_id:
+                        hlo = _stat_text(stat, stat_names)
+                    elif metadata_id == scope_id:
+                        scope = _int_value(stat)
+                if op is None and hlo:
+                    if hlo not in hlo_by_text:
+                        hlo_by_text[hlo] = (hlo, _HLO_INSTANCE.sub("", hlo) or hlo)
+                    op = hlo_by_text[hlo]
+                    kinds["xla_device"] += 1
                 if op is None:
                     kernel_name = event_names.get(event.metadata_id, "")
                     op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
                 if executions:
                     kernels.append((op, line_start_ps + event.offset_ps, event.duration_ps))
-                    continue
-                totals = sums.get(op)
-                if totals is None:
-                    sums[op] = [1, event.duration_ps]
+                elif scope_id is not None:
+                    scoped.append((op, scope, event.duration_ps))
                 else:
-                    totals[0] += 1
-                    totals[1] += event.duration_ps
+                    totals = sums.get(op)
+                    if totals is None:
+                        sums[op] = [1, event.duration_ps]
+                    else:
+                        totals[0] += 1
+                        totals[1] += event.duration_ps
             del batch
     if kernels:
         _add_executed_kernels(events, kernels, executions, invocations)
+    elif scoped:
+        _add_scoped_kernels(events, scoped, invocations)
     elif sums:
         events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
     else:
         return None, "", steps
     return kind, _device_name(plane, stat_names, kind), steps
+
+
+def _add_scoped_kernels(events: OpEvents, kernels: list, invocations: _InvocationIds) -> None:
+    """Each kernel as a record whose invocation is its op's execution with the kernel's
+    scope range id (ids unique across the file's planes), a fresh one where it has none."""
+    keys = list(dict.fromkeys(op for op, _, _ in kernels))
+    code_of = {op: code for code, op in enumerate(keys)}
+    codes = np.fromiter((code_of[op] for op, _, _ in kernels), dtype=np.int64, count=len(kernels))
+    durations = np.fromiter((duration for _, _, duration in kernels), dtype=np.float64, count=len(kernels))
+    dense: dict[tuple[int, int], int] = {}
+    local = np.empty(len(kernels), dtype=np.int64)
+    for index, ((_, scope, _), code) in enumerate(zip(kernels, codes.tolist())):
+        # a kernel without a scope is an execution of its own: its key is its index
+        key = (code, scope) if scope is not None else (-1, index)
+        local[index] = dense.setdefault(key, len(dense))
+    events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocations.take(len(dense)) + local)
 
 
 def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.ndarray]:
@@ -961,6 +1021,13 @@ class _InvocationIds:
 _DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
+def _plane_text_stats(plane) -> dict[str, str]:
+    """The plane's own stats that hold text, by name (``jax_version`` on JAX's metadata plane)."""
+    stat_names = _stat_names(plane)
+    return {stat_names.get(stat.metadata_id, ""): _stat_text(stat, stat_names) for stat in plane.stats
+            if stat.WhichOneof("value") in ("ref_value", "str_value")}
+
+
 def _stat_text(stat, stat_names: dict[int, str]) -> str:
     if stat.WhichOneof("value") == "ref_value":
         return stat_names.get(stat.ref_value, "")
@@ -975,7 +1042,7 @@ def _device_name(plane, stat_names: dict[int, str], kind: str) -> str:
             values[stat_names.get(stat.metadata_id, "")] = (
                 _stat_text(stat, stat_names) if which in ("ref_value", "str_value") else getattr(stat, which)
             )
-    for key in ("device_name", "device_type_string", "model"):
+    for key in ("device_name", "gpu_device_name", "device_type_string", "model"):
         if isinstance(values.get(key), str) and values[key]:
             return values[key]
     if "compute_cap_major" in values:

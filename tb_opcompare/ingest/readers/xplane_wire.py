@@ -327,9 +327,12 @@ class SpaceView:
             self._spans.append((start, end))
             self.names.append(_plane_name(self._view, start, end))
 
-    def planes(self) -> Iterator[PlaneView]:
-        """Each plane in turn; ``current`` names the one being made or read, for errors."""
-        for (start, end), name in zip(self._spans, self.names):
+    def planes(self, first: str | None = None) -> Iterator[PlaneView]:
+        """Each plane in turn, those named ``first`` before the rest (what they say can
+        decide how the others read); ``current`` names the one being made or read, for errors."""
+        order = sorted(range(len(self.names)), key=lambda index: self.names[index] != first)
+        for index in order:
+            (start, end), name = self._spans[index], self.names[index]
             self.current = name
             yield PlaneView(self._view, start, end, self._max_metadata_bytes)
 
