@@ -27,7 +27,8 @@
  * @property {number|null} steps - profiled steps
  * @property {string|null} steps_source - where the step count came from
  * @property {number|null} step_time_us - median wall time of a steady profiled step (warm-up left out), µs, where step markers give it: the headline's figure
- * @property {string} model - model key: the sidecar's model, else the run name without device, batch and repeat tokens
+ * @property {string} model - model key: the sidecar's model, else the run name without device, batch, repeat and time tokens; runs whose names hide the model are joined by their ops (`model_source`)
+ * @property {string} model_source - how the model was found: `sidecar`, `run name`, or `data: …` naming the run whose ops joined it (the same ops at another batch size, or the CPU/accelerator counterpart)
  * @property {string|null} label - the sidecar's label
  * @property {number|null} repeat - which recording of one configuration (`--repeats`)
  * @property {number|null} repeat_runs - the runs of its repeat group (same model, device, batch size and label, each a repeat), itself included: what pooling its repeats would pool; 1 for a run without repeats; null outside the runs document
@@ -50,7 +51,7 @@
  * @property {string} target
  * @property {string} model
  * @property {number|null} batch_size
- * @property {string} matched_by - `run names`, `sidecar`, `op-name overlap (Jaccard …)`, or `run facts` (variant pairs)
+ * @property {string} matched_by - `run names`, `one model, found from the ops` (`RunRecord.model_source`), `op names (Jaccard …)`, or `run facts` (variant pairs)
  * @property {boolean} guess - paired by op-name overlap alone: worth a look before trusting
  * @property {string} [varies] - the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` (fp32 -> another) or `compiler` (eager -> a compiler)
  */

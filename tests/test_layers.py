@@ -222,12 +222,13 @@ def test_tf_trace_ranges_are_application_rows_with_the_raw_wall_time():
 
 def test_tf_xplanes_without_user_ranges_read_none():
     """Every other TF xplane at hand (TF 2.12 and 2.21 here, the public TF 2.4-era BERT
-    one) holds TensorFlow's own ranges only: none may read as the user's."""
+    one) holds TensorFlow's own ranges only, and JAX's (tests/fixtures/jax*) its runtime's
+    (``PjitFunction(step)``, launches named by kernel): none may read as the user's."""
     from tb_opcompare.ingest.formats import read_profile
 
     paths = [path for root in (FIXTURES, FIXTURES.parent.parent / "demo_logs", REALTRACES)
              for path in sorted(root.glob("**/*.xplane.pb"))
-             if TF_ANNOTATED not in path.parents and not {"hostile", "malformed", "jax"} & set(path.parts)]
+             if TF_ANNOTATED not in path.parents and not {"hostile", "malformed"} & set(path.parts)]
     assert len(paths) >= 20
     read = 0
     for path in paths:

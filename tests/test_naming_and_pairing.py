@@ -15,7 +15,7 @@ from tb_opcompare.ingest.naming import batch_size_from_name, model_key, repeat_f
         ("resnet-cuda0-batch_size=64", "resnet", 64),
         ("bert/batch16/gpu", "bert", 16),
         ("b16_cuda:0_model", "model", 16),
-        ("log_prefetch/128_20210203-201149", "log_prefetch/128_20210203-201149", None),
+        ("log_prefetch/128_20210203-201149", "log_prefetch/128", None),  # a timestamp names no model
         ("scuba_gpu_cpuinfo", "scuba_cpuinfo", None),
         ("mnist_gpu_bs64_rep2", "mnist", 64),
         ("resnet/repeat-3/cuda_b8", "resnet", 8),

@@ -1,7 +1,8 @@
 """Automatic baseline/target pairs: CPU and accelerator runs of the same model.
 
-First by name: same model key (or sidecar ``model``), same batch size and, where both
-runs are numbered repeats (``--repeats``), the same repeat. Runs left
+First by model: same model key (the sidecar's ``model``, the run name's, or the one
+``model_identity`` found from the ops), same batch size and, where both runs are
+numbered repeats (``--repeats``), the same repeat. Runs left
 unpaired whose names tell nothing (``log_prefetch/128_20210203-201149``) are then
 paired by the overlap of their op-name sets: Jaccard >= 0.5, best match first, equal
 batch sizes where both are known, and a margin of 0.1 over every other candidate of
@@ -36,6 +37,7 @@ class RunForPairing:
     base_model: str = ""  # the model without precision and compiler (``model`` holds them)
     precision: str | None = None  # as configured: the claim where the data agrees, else the data
     compiler: str | None = None
+    model_source: str = "run name"  # ``sidecar``, ``run name`` or ``data: …`` (``analysis.model_identity``)
 
 
 VARIANT_DIMENSIONS = DEFAULTS  # each dimension other than the device, and its default (the baseline)
@@ -55,7 +57,9 @@ def pair_runs(runs: list[RunForPairing]) -> list[Pair]:
         for accelerator in targets:
             same_repeat = cpu.repeat is None or accelerator.repeat is None or cpu.repeat == accelerator.repeat
             if cpu.model == accelerator.model and cpu.batch_size == accelerator.batch_size and same_repeat:
-                pairs.append(_pair(cpu, accelerator, cpu.model, "run names"))
+                found_by_data = any(run.model_source.startswith("data") for run in (cpu, accelerator))
+                pairs.append(_pair(cpu, accelerator, cpu.model,
+                                   "one model, found from the ops" if found_by_data else "run names"))
                 paired.update((cpu.run, accelerator.run))
     scores = {}
     for cpu in baselines:

@@ -378,7 +378,9 @@ def _print_runs(document: dict) -> None:
         print(
             f"{run['run']}\tformat={run['format']}\tdevice={device}\tbatch={batch}\tsteps={steps}"
             + "".join(f"\t{fact}={run[fact]}" for fact in ("precision", "compiler") if run[fact])
-            + f"\tmodel={run['model']}\tsessions={len(run['sessions'])}" + ("" if run["loaded"] else "\t(not read yet)")
+            + f"\tmodel={run['model']}"
+            + (f" ({run['model_source']})" if run["model_source"].startswith("data") else "")
+            + f"\tsessions={len(run['sessions'])}" + ("" if run["loaded"] else "\t(not read yet)")
         )
     if document["pairs"]:
         print("\npairs (baseline -> target):")

@@ -9,7 +9,11 @@ The model key is the run path with device tokens (``cpu``, ``gpu``, ``cuda``, ``
 ``inductor``, ``trt`` ...) removed, so ``mnist_cpu_bs32/train`` and
 ``mnist_gpu_bs32_bf16_rep2/train`` share the key ``mnist/train``. The precision and the
 compiler are dimensions of a run like its device; ``configuration_key`` puts the ones
-that are not the default back beside the model for grouping.
+that are not the default back beside the model for grouping. Timestamps
+(``20261126-031500``, SummaryWriter's ``Nov26_03-15-00_<host>``) are removed too: two
+recordings of one model at different times share a key. A key of generic words only
+(``runs``, ``fit/train``) names no model: ``analysis.model_identity`` then finds the model
+from the runs' ops.
 """
 
 from __future__ import annotations
@@ -30,6 +34,21 @@ _PRECISION_TOKEN = re.compile(r"(?<![a-z0-9])(fp8|fp16|fp32|fp64|bf16|tf32|int8|
 _COMPILER_TOKEN = re.compile(r"(?<![a-z0-9])(eager|xla|compiled?|inductor|trt|tensorrt|onnxruntime|ort)"
                              r"(?![a-z0-9])", re.IGNORECASE)
 _REPEATED_SEPARATORS = re.compile(rf"({_SEPARATORS})(?:{_SEPARATORS})+")
+# When a run was recorded says nothing of what ran: Keras's tutorial names runs
+# ``%Y%m%d-%H%M%S``, TF's profiler sessions ``%Y_%m_%d_%H_%M_%S``, SummaryWriter
+# ``<Mon><DD>_<HH-MM-SS>_<hostname>`` (the host goes too: a machine is no model).
+_TIMESTAMP_TOKEN = re.compile(
+    r"(?<![a-z0-9])(?:"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\d{1,2}_\d{2}-\d{2}-\d{2}(?:_[^/]*)?"
+    r"|(?:19|20)\d{2}[-_.]?\d{2}[-_.]?\d{2}(?:[-_T ]\d{2}[-_:.]?\d{2}(?:[-_:.]?\d{2})?)?"
+    r")(?![a-z0-9])", re.IGNORECASE)
+# Folder names that name no model: what tutorials and tools call a logdir's folders.
+GENERIC_WORDS = frozenset({
+    "runs", "run", "logs", "log", "logdir", "fit", "train", "training", "validation", "eval", "test", "profile",
+    "profiles", "profiler", "plugins", "tensorboard", "tb", "trace", "traces", "tmp", "output", "outputs", "out",
+    "results", "experiments", "experiment", "exp",
+})
+_RUN_SUFFIXES = ("train", "validation", "eval")  # Keras's sub-runs of one run
 
 
 def batch_size_from_name(run: str) -> int | None:
@@ -65,7 +84,28 @@ def compiler_from_name(run: str) -> str | None:
 
 
 def model_key(run: str) -> str:
-    return _tidy(_REPEAT_TOKEN.sub("", _BATCH_TOKEN.sub("", _DEVICE_TOKEN.sub("", without_dimensions(run))))) or run
+    return _name_key(run) or run
+
+
+def names_no_model(run: str) -> bool:
+    """Whether a run's name, its tokens and timestamps left out, holds only words that
+    name no model (``runs/Nov26_02-49-23_vm`` is ``runs``, ``fit/20261126-031500/train``
+    is ``fit/train``, ``20261126-031500`` is nothing)."""
+    return all(part.lower() in GENERIC_WORDS for part in re.split(_SEPARATORS, _name_key(run)) if part)
+
+
+def _name_key(run: str) -> str:
+    stripped = _TIMESTAMP_TOKEN.sub("", without_dimensions(run))
+    return _tidy(_REPEAT_TOKEN.sub("", _BATCH_TOKEN.sub("", _DEVICE_TOKEN.sub("", stripped))))
+
+
+def run_folder(run: str) -> str:
+    """The folder a run sits in, Keras's ``/train`` and ``/validation`` left out: runs
+    side by side (``fit/20261126-031500/train`` and ``fit/20261126-041200/train``) share it."""
+    parts = run.split("/")
+    while len(parts) > 1 and parts[-1].lower() in _RUN_SUFFIXES:
+        parts.pop()
+    return "/".join(parts[:-1])
 
 
 def without_dimensions(model: str) -> str:

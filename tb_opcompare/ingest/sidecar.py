@@ -94,6 +94,7 @@ class Claims:
     compiler_source: str | None = None
     base_model: str = ""  # the sidecar's ``model``, else the run name's model key; without precision and
     # compiler tokens (``resnet_bf16`` -> ``resnet``)
+    model_from_sidecar: bool = False
 
 
 def read_claims(source: RunSource) -> Claims:
@@ -133,7 +134,8 @@ def read_claims(source: RunSource) -> Claims:
     return Claims(model=configuration_key(base_model, precision, compiler), label=label,
                   batch_sizes=tuple(batch_sizes), device=device, device_source=device_source, device_name=device_name,
                   warning=warning, repeat=repeat, precision=precision, compiler=compiler,
-                  precision_source=precision_source, compiler_source=compiler_source, base_model=base_model)
+                  precision_source=precision_source, compiler_source=compiler_source, base_model=base_model,
+                  model_from_sidecar=bool(model))
 
 
 def _short_text(value) -> str | None:

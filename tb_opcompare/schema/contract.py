@@ -55,7 +55,10 @@ class RunRecord(_Document):
     steps_source: _d(str | None, "where the step count came from")
     step_time_us: _d(float | None, "median wall time of a steady profiled step (warm-up left out), µs, where "
                                    "step markers give it: the headline's figure")
-    model: _d(str, "model key: the sidecar's model, else the run name without device, batch and repeat tokens")
+    model: _d(str, "model key: the sidecar's model, else the run name without device, batch, repeat and time "
+                   "tokens; runs whose names hide the model are joined by their ops (`model_source`)")
+    model_source: _d(str, "how the model was found: `sidecar`, `run name`, or `data: …` naming the run whose ops "
+                          "joined it (the same ops at another batch size, or the CPU/accelerator counterpart)")
     label: _d(str | None, "the sidecar's label")
     repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
     repeat_runs: _d(int | None, "the runs of its repeat group (same model, device, batch size and label, each a "
@@ -82,7 +85,8 @@ class Pair(_Document):
     target: str
     model: str
     batch_size: int | None
-    matched_by: _d(str, "`run names`, `sidecar`, `op-name overlap (Jaccard …)`, or `run facts` (variant pairs)")
+    matched_by: _d(str, "`run names`, `one model, found from the ops` (`RunRecord.model_source`), `op names (Jaccard …)`, or "
+                         "`run facts` (variant pairs)")
     guess: _d(bool, "paired by op-name overlap alone: worth a look before trusting")
     varies: _d(str, "the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` "
                     "(fp32 -> another) or `compiler` (eager -> a compiler)") = "device"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.matrix import Column, MatrixRun, assumed_defaults, build_matrix, parse_column
-from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
 from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision
+from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.catalog import Catalog
 
 
@@ -33,16 +33,13 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
     if warmup is not None and warmup < 0:
         raise MatrixUsageError(f"warmup: expected 0 or more steps, not {warmup}")
     runs, warnings = [], []
-    for source in catalog.sources(refresh=True):
-        try:
-            loaded = catalog.load_source(source)
-        except ProfileError as error:
-            warnings.append(f"{source.run}: not read: {error.path}: {error.reason}")
-            continue
+    loaded_runs, failed = read_logdir(catalog)
+    warnings.extend(f"{source.run}: not read: {error.path}: {error.reason}" for source, error in failed)
+    for loaded in loaded_runs:
         if models and loaded.base_model not in models:
             continue
         facts = loaded.profile.facts
-        runs.append(MatrixRun(run=source.run, model=loaded.base_model, batch_size=facts.batch_size,
+        runs.append(MatrixRun(run=loaded.source.run, model=loaded.base_model, batch_size=facts.batch_size,
                               device=facts.device, precision=loaded.precision, compiler=loaded.compiler,
                               step_times_us=facts.step_times_us))
     if models and not runs:

@@ -17,6 +17,7 @@ from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
 from tb_opcompare.schema.optable import ProfileFacts
 from tb_opcompare.service.check import repeat_groups
+from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 MISSING_DIMENSION = "(none)"
@@ -45,7 +46,7 @@ def mixed_dimensions(runs: list[LoadedRun], leaving_out: str | None = None) -> s
 
 def run_record(loaded: LoadedRun) -> RunRecord:
     return _record(loaded.source, loaded.session, loaded.profile.facts, loaded.model, loaded.label, loaded.repeat,
-                   loaded=True)
+                   loaded=True, model_source=loaded.model_source)
 
 
 def unread_run_record(source: RunSource, claims: Claims | None = None) -> RunRecord:
@@ -53,13 +54,14 @@ def unread_run_record(source: RunSource, claims: Claims | None = None) -> RunRec
     (``claims``, where the caller has read them)."""
     claims = claims or read_claims(source)
     return _record(source, source.newest_session, claimed_facts(source.format, claims), claims.model, claims.label,
-                   claims.repeat, loaded=False)
+                   claims.repeat, loaded=False, model_source="sidecar" if claims.model_from_sidecar else "run name")
 
 
 def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, label: str | None, repeat: int | None,
-            loaded: bool) -> RunRecord:
+            loaded: bool, model_source: str) -> RunRecord:
     return RunRecord(
         run=source.run, repeat_runs=None, format=facts.format, device=facts.device, device_name=facts.device_name,
+        model_source=model_source,
         batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
         batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
         step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us), model=model, label=label,
@@ -83,12 +85,18 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     sources = catalog.sources(refresh=True)
     claims = {source.run: read_claims(source) for source in sources}  # each sidecar read once
     groups = repeat_groups(claims)
+    read: dict[str, LoadedRun | None] = {}
     for source in sources:
         try:
-            loaded = catalog.load(source.run) if load else catalog.peek(source.run)
+            read[source.run] = catalog.load_source(source) if load else catalog.peek(source.run)
         except ProfileError as error:
             errors.append(RunError(run=source.run, path=error.path, message=error.reason))
+    # each read run's model found among the others (one model per run in every view)
+    identified = {loaded.source.run: loaded for loaded in with_identified_models([run for run in read.values() if run])}
+    for source in sources:
+        if source.run not in read:
             continue
+        loaded = identified.get(source.run)
         record = run_record(loaded) if loaded else unread_run_record(source, claims[source.run])
         record.repeat_runs = len(groups.get(source.run, [source.run]))
         runs.append(record)
@@ -98,7 +106,7 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
                           repeat=record.repeat,
                           op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
                           base_model=configured_by.base_model, precision=configured_by.precision,
-                          compiler=configured_by.compiler)
+                          compiler=configured_by.compiler, model_source=record.model_source)
         )
     pairs = pair_runs(for_pairing)
     return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variant_pairs(for_pairing), errors=errors,

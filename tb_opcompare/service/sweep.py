@@ -19,24 +19,20 @@ import pandas as pd
 
 from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
-from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
 from tb_opcompare.schema.dimensions import DEFAULTS
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
+from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
 
 def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
     """Every model key with its batch sizes per device (readable runs only)."""
     models: dict[str, dict[str, set]] = {}
-    for source in catalog.sources(refresh=True):
-        try:
-            loaded = catalog.load(source.run)
-        except ProfileError:
-            continue
+    for loaded in read_logdir(catalog)[0]:
         sizes = models.setdefault(loaded.model, {}).setdefault(loaded.profile.facts.device, set())
         if loaded.profile.facts.batch_size:
             sizes.add(loaded.profile.facts.batch_size)
@@ -75,9 +71,9 @@ class SweepUsageError(ValueError):
 def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
                    group_by: str = "name", figures: bool = False, series_by: str = "device",
                    held: dict[str, str] | None = None) -> SweepDocument:
-    """The batch sweep of one model key, its lines drawn by ``series_by``. Only that
-    model's runs are read (the model is the sidecar's or the run name's; its precision and
-    compiler may be the data's). A run that cannot be read becomes a warning (it never
+    """The batch sweep of one model key, its lines drawn by ``series_by``. Every run is
+    read (the caches keep them): a run's model may be found from its data among the others
+    (``service.logdir``), and its precision and compiler may be the data's. A run that cannot be read becomes a warning (it never
     hides the others); an unknown model raises UnknownRunError. ``held``: values for the
     dimensions the lines are not drawn by (the model key's and the commonest device
     otherwise). ``figures``: with the plotly figures the tab draws."""
@@ -87,20 +83,11 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     if unknown:
         raise SweepUsageError(f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
                               f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})")
-    loaded_runs, warnings, known = [], [], set()
-    for source in catalog.sources(refresh=True):
-        claims = read_claims(source)
-        known.add(claims.model)
-        # only runs of this model are read; its precision and compiler may come from the data
-        if model != claims.base_model and not model.startswith(claims.base_model + " ["):
-            continue
-        try:
-            loaded = catalog.load(source.run)
-        except ProfileError as error:
-            if claims.model == model:
-                warnings.append(f"{source.run}: left out, cannot read {error.path}: {error.reason}")
-            continue
-        loaded_runs.append(loaded)
+    loaded_runs, failed = read_logdir(catalog)
+    known = {loaded.model for loaded in loaded_runs}
+    # a run that cannot be read is named where its name claims this model
+    warnings = [f"{source.run}: left out, cannot read {error.path}: {error.reason}" for source, error in failed
+                if read_claims(source).model == model]
     keyed = [loaded for loaded in loaded_runs if loaded.model == model]
     if not keyed:
         raise UnknownRunError(f"unknown model {model!r}", sorted(known))

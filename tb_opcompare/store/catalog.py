@@ -42,6 +42,8 @@ class LoadedRun:
     base_model: str = ""  # the model without its precision and compiler (``model`` is the grouping key)
     precision: str | None = None  # as configured (``schema.dimensions.configured``): the grouping's precision
     compiler: str | None = None
+    model_source: str = "run name"  # ``sidecar``, ``run name``, or the data that joined it to others
+    # (``service.logdir.read_logdir``)
 
 
 class Catalog:
@@ -121,4 +123,5 @@ def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
     compiler = configured("compiler", claims.compiler, parsed.facts.compiler)
     return LoadedRun(source=source, session=session, profile=dataclasses.replace(parsed, facts=facts),
                      model=configuration_key(claims.base_model, precision, compiler), label=claims.label,
-                     repeat=claims.repeat, base_model=claims.base_model, precision=precision, compiler=compiler)
+                     repeat=claims.repeat, base_model=claims.base_model, precision=precision, compiler=compiler,
+                     model_source="sidecar" if claims.model_from_sidecar else "run name")

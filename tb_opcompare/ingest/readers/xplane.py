@@ -235,8 +235,12 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in PIPELINE_ROOTS}
     pipeline_roots = list(root_names)
     batch_datasets = [entry.key for entry in plane.event_metadata if is_batch_dataset(entry.value.name)]
+    # JAX's runtime names its host ranges freely (``PjitFunction(step)``, ``Handle inputs``,
+    # each launch by its kernel, each thunk by its XLA op): no rule tells a user's
+    # TraceAnnotation from them, so a JAX profile reads none rather than dozens of false ones
     user_range_names = {entry.key: entry.value.name for entry in plane.event_metadata
-                        if entry.value.name and not parse_host_op(entry.value.name) and not is_tf_range(entry.value.name)}
+                        if names_tf_ops and entry.value.name and not parse_host_op(entry.value.name)
+                        and not is_tf_range(entry.value.name)}
     user_range_ids = np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names))
     step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == STEP_FUNCTION]
     stat_names = _stat_names(plane)

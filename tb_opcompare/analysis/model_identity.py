@@ -1,0 +1,164 @@
+"""Which runs are one model when their names do not say so.
+
+A run's model is first what it is called: its sidecar's ``model``, else its name key
+(``ingest.naming.model_key``: ``mnist_cpu_bs32`` and ``mnist_gpu_bs32`` are ``mnist``).
+Users often name runs in ways that hide the model: ``lstm_runA``/``lstm_runB``,
+``download8-20210202-…``/``download128-…``, or names that say nothing at all
+(``runs/Nov26_02-49-23_vm``, ``fit/20261126-031500/train``). Such runs, each alone under
+its name or named by generic words only, are joined by their data:
+
+- **the same configuration at other batch sizes**: same device, precision and compiler,
+  side by side in one folder, different batch sizes, op-name sets overlapping by
+  ``SAME_MODEL_JACCARD`` or more. A model's ops do not change with its batch size:
+  measured 0.97-1.00 between batch sizes of one model (PyTorch CNN and LSTM on an H200,
+  TF Keras CNN), against 0.61-0.70 between two models of one framework (a CNN and an MLP);
+- **its CPU or accelerator counterpart**: a CPU run and an accelerator run in one folder
+  that ``pairing.pair_runs`` pairs by op-name overlap (same batch size, Jaccard >= 0.5,
+  clear of every rival by a margin).
+
+Two groups are never joined where both hold a run of one configuration and batch size:
+those are two experiments (kineto's ``num_workers_0`` and ``num_workers_4``), not one
+model's runs, and stay apart. A sidecar's model is never overridden, and runs in other
+folders are never joined by data (one model recorded under two library versions looks
+the same: measured 0.90).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import re
+
+from tb_opcompare.analysis.pairing import RunForPairing, jaccard, pair_runs
+
+SAME_MODEL_JACCARD = 0.85
+
+
+@dataclasses.dataclass
+class IdentityRun:
+    run: str
+    key: str  # the model its sidecar or name gives, without precision and compiler
+    from_sidecar: bool
+    names_nothing: bool  # the name holds only generic words (``runs``, ``fit/train``) once tokens are out
+    folder: str  # ``naming.run_folder``
+    device: str | None
+    batch_size: int | None
+    precision: str | None
+    compiler: str | None
+    op_names: frozenset[str]
+
+    @property
+    def configuration(self) -> tuple:
+        return self.device, self.batch_size, self.precision, self.compiler
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    model: str
+    source: str  # how it was found: ``sidecar``, ``run name`` or ``data: …`` naming the evidence
+
+
+def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
+    """Each run's model and how it was found (see the module's docstring). Runs not
+    read yet (no ops) keep what they are called."""
+    parent = {run.run: run.run for run in runs}
+    evidence: dict[str, str] = {}
+    by_run = {run.run: run for run in runs}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    members: dict[str, list[IdentityRun]] = {run.run: [run] for run in runs}
+
+    def join(a: str, b: str, why_a: str, why_b: str) -> None:
+        first, second = root(a), root(b)
+        if first == second:
+            return
+        if {run.configuration for run in members[first]} & {run.configuration for run in members[second]}:
+            return  # two experiments of one configuration, not one model's runs
+        parent[second] = first
+        members[first].extend(members.pop(second))
+        evidence.setdefault(a, why_a)
+        evidence.setdefault(b, why_b)
+
+    by_key: dict[str, list[IdentityRun]] = {}
+    for run in runs:
+        if not run.names_nothing or run.from_sidecar:
+            by_key.setdefault(run.key, []).append(run)
+    for named in by_key.values():  # a name shared by several runs is one model, as it always was
+        for other in named[1:]:
+            parent[other.run] = named[0].run
+            members[named[0].run].extend(members.pop(other.run))
+    unsure = {run.run for run in runs if not run.from_sidecar and run.op_names
+              and (run.names_nothing or len(by_key.get(run.key, ())) == 1)}
+    folders: dict[str, list[IdentityRun]] = {}
+    for run in runs:
+        if run.op_names and not run.from_sidecar:
+            folders.setdefault(run.folder, []).append(run)
+    for side_by_side in folders.values():
+        if not unsure.intersection(run.run for run in side_by_side):
+            continue
+        _join_batch_sizes(side_by_side, unsure, join)
+        _join_counterparts(side_by_side, unsure, join)
+    return _named(runs, root, members, evidence)
+
+
+def _join_batch_sizes(runs: list[IdentityRun], unsure: set[str], join) -> None:
+    for a, b in itertools.combinations(sorted(runs, key=lambda run: run.run), 2):
+        if a.run not in unsure and b.run not in unsure:
+            continue
+        if (a.device, a.precision, a.compiler) != (b.device, b.precision, b.compiler):
+            continue
+        if not a.batch_size or not b.batch_size or a.batch_size == b.batch_size:
+            continue
+        score = jaccard(a.op_names, b.op_names)
+        if score >= SAME_MODEL_JACCARD - 1e-9:
+            join(a.run, b.run, f"data: the same ops as {b.run} at batch {b.batch_size} (Jaccard {score:.2f})",
+                 f"data: the same ops as {a.run} at batch {a.batch_size} (Jaccard {score:.2f})")
+
+
+def _join_counterparts(runs: list[IdentityRun], unsure: set[str], join) -> None:
+    # each run stands for itself (its own name as model), so only the overlap rule pairs
+    pairs = pair_runs([RunForPairing(run=run.run, model=run.run, device=run.device, batch_size=run.batch_size,
+                                     op_names=run.op_names) for run in runs])
+    for pair in pairs:
+        if pair.guess or (pair.baseline not in unsure and pair.target not in unsure):
+            continue
+        how = pair.matched_by
+        join(pair.baseline, pair.target, f"data: the CPU run of {pair.target}, paired by {how}",
+             f"data: the accelerator run of {pair.baseline}, paired by {how}")
+
+
+def _named(runs: list[IdentityRun], root, members: dict[str, list[IdentityRun]],
+           evidence: dict[str, str]) -> dict[str, Identity]:
+    """One name per group: the members' shared key, else their keys' common beginning
+    (``lstm_runA`` and ``lstm_runB`` are ``lstm_run``), else the first key; a name
+    another group has already gets its number (``runs (2)``)."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for group_root in sorted(members, key=lambda name: (len({run.key for run in members[name]}) > 1, name)):
+        keys = sorted({run.key for run in members[group_root]})
+        name = keys[0] if len(keys) == 1 else _common_beginning(keys) or keys[0]
+        number = 2
+        unique = name
+        while unique in taken:
+            unique, number = f"{name} ({number})", number + 1
+        taken.add(unique)
+        names[group_root] = unique
+    identities = {}
+    for run in runs:
+        source = "sidecar" if run.from_sidecar else evidence.get(run.run, "run name")
+        identities[run.run] = Identity(model=names[root(run.run)], source=source)
+    return identities
+
+
+_TRAILING = re.compile(r"[/_\-.=:\s]+$")
+
+
+def _common_beginning(keys: list[str]) -> str:
+    beginning = _TRAILING.sub("", os.path.commonprefix(keys))
+    return beginning if len(beginning) >= 2 else ""

@@ -1,0 +1,119 @@
+"""Models found from the data where run names hide them (issue 32, item 1).
+
+On a logdir named the way users name theirs (tests/fixtures/user_logdirs/torch_h200: an
+LSTM as ``lstm_runA``..``D`` at batch 2/8/32 on an H200 and 32 on its CPU; a CNN under
+SummaryWriter's ``runs/<date>_<host>`` names on both; the tutorial's ``log/cnn``), each
+lstm_run* was a model of its own and the four ``runs/…`` runs were joined only by luck of
+their names: the Batch sweep and the Matrix had nothing to line up."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+
+import pytest
+from conftest import FIXTURES, REALTRACES, profiler_step_durations, steady_median
+
+from tb_opcompare.analysis.model_identity import IdentityRun, identify_models
+from tb_opcompare.ingest.naming import model_key, names_no_model, run_folder
+from tb_opcompare.service.matrix import matrix_document
+from tb_opcompare.service.runs import runs_document
+from tb_opcompare.service.sweep import sweep_document, sweeps_document
+from tb_opcompare.store.catalog import Catalog
+
+USER_LOGDIR = FIXTURES / "user_logdirs" / "torch_h200"
+LSTM = ("lstm_runA", "lstm_runB", "lstm_runC", "lstm_runD")
+SUMMARY_WRITER = ("runs/Nov26_02-49-23_vm", "runs/Nov26_02-49-32_vm", "runs/Nov26_02-49-41_vm",
+                  "runs/Nov26_02-49-54_vm")
+
+
+@pytest.fixture(scope="module")
+def user_logdir(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("user") / "logs"
+    shutil.copytree(USER_LOGDIR, logdir)
+    return logdir
+
+
+def _models(catalog: Catalog) -> dict[str, tuple[str, str]]:
+    return {run.run: (run.model, run.model_source) for run in runs_document(catalog).runs}
+
+
+def test_runs_whose_names_hide_the_model_are_one_model_by_their_ops(user_logdir):
+    models = _models(Catalog(str(user_logdir), cache_dir=None))
+    assert len({models[run][0] for run in LSTM}) == 1
+    assert {models[run][0] for run in SUMMARY_WRITER} == {"runs"}
+    assert models["lstm_runD"][1].startswith("data: the CPU run of lstm_runC")
+    assert models["lstm_runB"][1].startswith("data: the same ops as lstm_runA at batch 2")
+    # the tutorial's log/cnn runs the CNN at the configuration of runs/…-54 (GPU, batch 64):
+    # two experiments of one configuration are never pooled by their data
+    assert models["log/cnn"][0] not in {models[LSTM[0]][0], "runs"}
+    # a CNN and an LSTM in one folder stay apart (op names overlap 0.38-0.48)
+    assert models[LSTM[0]][0] != "runs"
+
+
+def test_the_sweep_and_the_matrix_line_up_the_runs_of_a_hidden_model(user_logdir):
+    """Before: no model had two batch sizes, so no sweep, and no Matrix row held a CPU and a
+    GPU run. Now the LSTM's GPU line has batch 2, 8 and 32 and its Matrix cell at batch 32
+    reads the stopwatch: the CPU's median steady ProfilerStep over the GPU's."""
+    catalog = Catalog(str(user_logdir), cache_dir=None)
+    model = _models(catalog)["lstm_runA"][0]
+    assert model in sweeps_document(catalog).sweepable
+    sweep = sweep_document(catalog, model)
+    assert sweep.batch_sizes == {"CPU": [32], "GPU": [2, 8, 32]}
+    assert sorted(run.run for run in sweep.runs) == list(LSTM)
+    matrix = matrix_document(catalog)
+    gpu = next(cell for cell in matrix.cells
+               if cell.model == model and cell.batch_size == 32 and cell.column.startswith("GPU"))
+    cpu_step = steady_median(profiler_step_durations(user_logdir / "lstm_runD"))
+    gpu_step = steady_median(profiler_step_durations(user_logdir / "lstm_runC"))
+    assert gpu.speedup == pytest.approx(cpu_step / gpu_step, rel=1e-6)
+    pairs = {(pair.baseline, pair.target): pair.matched_by for pair in runs_document(catalog).pairs}
+    assert pairs[("lstm_runD", "lstm_runC")] == "one model, found from the ops"
+
+
+def test_runs_in_other_folders_are_never_joined_by_their_ops(tmp_path):
+    """One model recorded in two folders may be two studies (another library version):
+    only runs side by side are joined."""
+    for run, folder in (("lstm_runA", "study1"), ("lstm_runB", "study2")):
+        shutil.copytree(USER_LOGDIR / run, tmp_path / folder / run)
+    models = _models(Catalog(str(tmp_path), cache_dir=None))
+    assert models["study1/lstm_runA"] == ("study1/lstm_runA", "run name")
+    assert models["study2/lstm_runB"] == ("study2/lstm_runB", "run name")
+
+
+def test_kinetos_two_dataloader_settings_stay_two_models():
+    """resnet50_num_workers_0 and _4: one model, batch 32, one V100, op names 0.88 alike;
+    two experiments, not repeats: pooling them would average what the user compares."""
+    logdir = REALTRACES / "torch_resnet50_v100_logdir"
+    models = _models(Catalog(str(logdir), cache_dir=None))
+    assert models["resnet50_num_workers_0"] == ("resnet50_num_workers_0", "run name")
+    assert models["resnet50_num_workers_4"] == ("resnet50_num_workers_4", "run name")
+
+
+@pytest.mark.parametrize("run, key, says_nothing, folder", [
+    ("mlp-20210202-131252", "mlp", False, ""),  # Keras tutorial's %Y%m%d-%H%M%S
+    ("download128-20210202-131252/train", "download128/train", False, ""),
+    ("runs/Nov26_02-49-23_vm", "runs", True, "runs"),  # SummaryWriter's default, host included
+    ("fit/20261126-031500/train", "fit/train", True, "fit"),
+    ("2026_11_26_02_45_41", "2026_11_26_02_45_41", True, ""),  # nothing left: the name stays the key
+    ("mnist_cnn_torch_gpu_bs64_rep1", "mnist_cnn_torch", False, ""),
+    ("bert_2020", "bert_2020", False, ""),  # a year alone is no timestamp
+])
+def test_a_run_names_time_and_host_name_no_model(run, key, says_nothing, folder):
+    assert (model_key(run), names_no_model(run), run_folder(run)) == (key, says_nothing, folder)
+
+
+def _run(run: str, batch: int, ops: set[str], device: str = "GPU", key: str | None = None) -> IdentityRun:
+    return IdentityRun(run=run, key=key or model_key(run), from_sidecar=False, names_nothing=names_no_model(run),
+                       folder=run_folder(run), device=device, batch_size=batch, precision="fp32", compiler="eager",
+                       op_names=frozenset(ops))
+
+
+def test_two_hidden_models_in_one_generic_folder_get_distinct_names():
+    cnn, lstm = {"conv", "relu", "pool", "linear"}, {"embed", "lstm", "linear", "softmax"}
+    found = identify_models([_run("runs/Nov26_01-00-00_a", 16, cnn), _run("runs/Nov26_01-00-09_a", 64, cnn),
+                             _run("runs/Nov26_02-00-00_a", 8, lstm), _run("runs/Nov26_02-00-09_a", 32, lstm)])
+    names = [found[run].model for run in sorted(found)]
+    assert names[0] == names[1] and names[2] == names[3] and names[0] != names[2]
+    assert sorted({names[0], names[2]}) == ["runs", "runs (2)"]
+    assert statistics.mode(identity.source.split(" ")[0] for identity in found.values()) == "data:"

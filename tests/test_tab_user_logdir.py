@@ -1,0 +1,46 @@
+"""The tab on a logdir named the way users name theirs (tests/fixtures/user_logdirs/
+torch_h200: ``lstm_runA``..``D``, SummaryWriter's ``runs/<date>_<host>``, the tutorial's
+``log/cnn``; no sidecars), in a real browser against a real TensorBoard: the Batch sweep
+offers the models found from the ops, draws the LSTM's three GPU batch sizes, and the
+Matrix puts its CPU and GPU runs on one row with the route's speedup (issue 32)."""
+
+from __future__ import annotations
+
+from conftest import FIXTURES, console_errors, open_op_compare, route_json, tensorboard_on_copy
+
+import pytest
+
+from tb_opcompare.schema.text import format_speedup
+
+
+@pytest.fixture(scope="module")
+def user_tensorboard_url(tmp_path_factory):
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "user_logdirs" / "torch_h200") as url:
+        yield url
+
+
+def test_the_sweep_and_the_matrix_fill_on_a_logdir_whose_names_hide_the_models(page, user_tensorboard_url):
+    url = user_tensorboard_url
+    errors = console_errors(page)
+    sweeps = route_json(url, "sweeps")
+    assert {"lstm_run", "runs"} <= set(sweeps["sweepable"])
+
+    frame = open_op_compare(page, url, ready="#oc-sweep-model", view="sweep", model="lstm_run")
+    frame.locator("#oc-sweep-step .scatterlayer .point >> nth=0").wait_for(timeout=60_000)
+    assert frame.locator("#oc-sweep-model").input_value() == "lstm_run"
+    offered = frame.locator("#oc-sweep-model option").evaluate_all("options => options.map(o => o.value)")
+    assert {"lstm_run", "runs"} <= set(offered)
+    runs_text = frame.locator(".oc-sweep-runs").inner_text()
+    for size in (2, 8, 32):
+        assert f"batch {size}" in runs_text
+
+    document = route_json(url, "matrix")
+    cell = next(cell for cell in document["cells"]
+                if cell["model"] == "lstm_run" and cell["batch_size"] == 32 and cell["column"].startswith("GPU"))
+    assert cell["speedup"] and cell["speedup"] > 0
+    page.goto("about:blank")  # a hash change alone does not reload the tab
+    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
+    shown = frame.locator("#oc-matrix-table tbody tr[data-model='lstm_run'][data-batch-size='32'] "
+                          f"td[data-column='{cell['column']}'] .oc-matrix-speedup")
+    assert shown.inner_text() == format_speedup(cell["speedup"])
+    assert not errors and not page.page_errors
