@@ -117,3 +117,20 @@ def test_two_hidden_models_in_one_generic_folder_get_distinct_names():
     assert names[0] == names[1] and names[2] == names[3] and names[0] != names[2]
     assert sorted({names[0], names[2]}) == ["runs", "runs (2)"]
     assert statistics.mode(identity.source.split(" ")[0] for identity in found.values()) == "data:"
+
+
+def test_a_folder_of_very_many_runs_keeps_its_names_and_answers_at_once():
+    """The pairwise comparison grows faster than the runs (14 s at 1,000 in one folder):
+    beyond MAX_FOLDER_RUNS the names decide."""
+    import time
+
+    from tb_opcompare.analysis.model_identity import MAX_FOLDER_RUNS
+
+    ops = {"conv", "relu", "pool", "linear"}
+    many = [_run(f"runs/Nov26_03-{index // 60:02d}-{index % 60:02d}_host", 2 ** (index % 7), ops,
+                 "GPU" if index % 2 else "CPU")
+            for index in range(MAX_FOLDER_RUNS + 1)]
+    start = time.perf_counter()
+    found = identify_models(many)
+    assert time.perf_counter() - start < 5
+    assert {(identity.model, identity.source) for identity in found.values()} == {("runs", "run name")}

@@ -20,11 +20,12 @@ Two groups are never joined where both hold a run of one configuration and batch
 those are two experiments (kineto's ``num_workers_0`` and ``num_workers_4``), not one
 model's runs, and stay apart. A sidecar's model is never overridden, and runs in other
 folders are never joined by data (one model recorded under two library versions looks
-the same: measured 0.90).
+the same: measured 0.90). A folder of more than ``MAX_FOLDER_RUNS`` runs keeps its names.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import os
@@ -33,6 +34,10 @@ import re
 from tb_opcompare.analysis.pairing import RunForPairing, jaccard, pair_runs
 
 SAME_MODEL_JACCARD = 0.85
+# Joining compares the runs of a folder pairwise (and pairing's margin rule more than
+# that): 64 ms at 200 runs, 14 s at 1,000 on this project's 2 cores. A folder of more
+# runs keeps the models its names give.
+MAX_FOLDER_RUNS = 200
 
 
 @dataclasses.dataclass
@@ -85,9 +90,11 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
         evidence.setdefault(a, why_a)
         evidence.setdefault(b, why_b)
 
+    crowded = {folder for folder, count in collections.Counter(run.folder for run in runs).items()
+               if count > MAX_FOLDER_RUNS}
     by_key: dict[str, list[IdentityRun]] = {}
     for run in runs:
-        if not run.names_nothing or run.from_sidecar:
+        if not run.names_nothing or run.from_sidecar or run.folder in crowded:
             by_key.setdefault(run.key, []).append(run)
     for named in by_key.values():  # a name shared by several runs is one model, as it always was
         for other in named[1:]:
@@ -99,8 +106,8 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
     for run in runs:
         if run.op_names and not run.from_sidecar:
             folders.setdefault(run.folder, []).append(run)
-    for side_by_side in folders.values():
-        if not unsure.intersection(run.run for run in side_by_side):
+    for folder, side_by_side in folders.items():
+        if folder in crowded or not unsure.intersection(run.run for run in side_by_side):
             continue
         _join_batch_sizes(side_by_side, unsure, join)
         _join_counterparts(side_by_side, unsure, join)
