@@ -69,7 +69,6 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
     read yet (no ops) keep what they are called."""
     parent = {run.run: run.run for run in runs}
     evidence: dict[str, str] = {}
-    by_run = {run.run: run for run in runs}
 
     def root(name: str) -> str:
         while parent[name] != name:

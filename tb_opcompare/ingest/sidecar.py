@@ -94,7 +94,7 @@ class Claims:
     compiler_source: str | None = None
     base_model: str = ""  # the sidecar's ``model``, else the run name's model key; without precision and
     # compiler tokens (``resnet_bf16`` -> ``resnet``)
-    model_from_sidecar: bool = False
+    model_source: str = "run name"  # ``sidecar`` where the sidecar gave ``model``
 
 
 def read_claims(source: RunSource) -> Claims:
@@ -135,7 +135,7 @@ def read_claims(source: RunSource) -> Claims:
                   batch_sizes=tuple(batch_sizes), device=device, device_source=device_source, device_name=device_name,
                   warning=warning, repeat=repeat, precision=precision, compiler=compiler,
                   precision_source=precision_source, compiler_source=compiler_source, base_model=base_model,
-                  model_from_sidecar=bool(model))
+                  model_source="sidecar" if model else "run name")
 
 
 def _short_text(value) -> str | None:

@@ -112,6 +112,7 @@ bytes_in_use    float64  memory the allocator held then
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -223,6 +224,11 @@ class OpProfile:
     module_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_module_table())
     annotations: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_annotation_table())
     memory_timeline: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_memory_timeline())
+
+    @functools.cached_property
+    def op_names(self) -> frozenset[str]:
+        """Its ops' names: what pairing and model identity compare runs by."""
+        return frozenset(self.ops["op_name"])
 
     @classmethod
     def from_events(cls, facts: ProfileFacts, events: OpEvents) -> OpProfile:

@@ -35,7 +35,7 @@ def with_identified_models(loaded_runs: list[LoadedRun]) -> list[LoadedRun]:
                     names_nothing=names_no_model(loaded.source.run), folder=run_folder(loaded.source.run),
                     device=loaded.profile.facts.device, batch_size=loaded.profile.facts.batch_size,
                     precision=loaded.precision, compiler=loaded.compiler,
-                    op_names=frozenset(loaded.profile.ops["op_name"]))
+                    op_names=loaded.profile.op_names)
         for loaded in loaded_runs])
     found = []
     for loaded in loaded_runs:

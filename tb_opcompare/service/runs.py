@@ -54,7 +54,7 @@ def unread_run_record(source: RunSource, claims: Claims | None = None) -> RunRec
     (``claims``, where the caller has read them)."""
     claims = claims or read_claims(source)
     return _record(source, source.newest_session, claimed_facts(source.format, claims), claims.model, claims.label,
-                   claims.repeat, loaded=False, model_source="sidecar" if claims.model_from_sidecar else "run name")
+                   claims.repeat, loaded=False, model_source=claims.model_source)
 
 
 def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, label: str | None, repeat: int | None,
@@ -104,7 +104,7 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
         for_pairing.append(
             RunForPairing(run=record.run, model=record.model, device=record.device, batch_size=record.batch_size,
                           repeat=record.repeat,
-                          op_names=frozenset(loaded.profile.ops["op_name"]) if loaded else frozenset(),
+                          op_names=loaded.profile.op_names if loaded else frozenset(),
                           base_model=configured_by.base_model, precision=configured_by.precision,
                           compiler=configured_by.compiler, model_source=record.model_source)
         )

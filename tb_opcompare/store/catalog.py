@@ -124,4 +124,4 @@ def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
     return LoadedRun(source=source, session=session, profile=dataclasses.replace(parsed, facts=facts),
                      model=configuration_key(claims.base_model, precision, compiler), label=claims.label,
                      repeat=claims.repeat, base_model=claims.base_model, precision=precision, compiler=compiler,
-                     model_source="sidecar" if claims.model_from_sidecar else "run name")
+                     model_source=claims.model_source)

@@ -103,8 +103,8 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
             for plane in space.planes(first=METADATA_PLANE):
                 if plane.name == METADATA_PLANE:
                     hlo.add(plane)
-                    jax_version = _plane_text_stats(plane).get("jax_version")
-                    if jax_version:
+                    jax_version = _plane_stats(plane, _stat_names(plane)).get("jax_version")
+                    if isinstance(jax_version, str) and jax_version:
                         facts.framework = f"JAX {jax_version}"
                 elif plane.name.startswith("/host:"):
                     calls, durations = collections.Counter(), []
@@ -348,10 +348,8 @@ def _step_bounds(marker_ranges: dict[int, tuple[int, int]], call_ranges: list[np
 
 class _HloOps:
     """XLA's compiled ops on the host (``jit_compile=True`` on a CPU): events that carry an
-    ``hlo_op`` stat instead of a TF op's ``name:type``. Each is an op named as XLA names it
-    (``convolution.2``), typed without the instance number (``convolution``), so that the
-    same kind of op meets across runs whose modules number them differently. Whether a
-    metadata's events are HLO ops is learnt from its first event."""
+    ``hlo_op`` stat instead of a TF op's ``name:type``, each an op as ``_hlo_op`` names and
+    types it. Whether a metadata's events are HLO ops is learnt from its first event."""
 
     def __init__(self, hlo_stat: int | None, op_keys: list, key_codes: dict, names: dict[int, str]):
         self.hlo_stat, self.op_keys, self.key_codes, self.names = hlo_stat, op_keys, key_codes, names
@@ -375,8 +373,7 @@ class _HloOps:
     def _classify(self, metadata_id: int, event) -> int:
         if _find_stat(event, self.hlo_stat) is None:
             return -1
-        name = self.names.get(metadata_id, "")
-        key = (name, _HLO_INSTANCE.sub("", name) or name)
+        key = _hlo_op(self.names.get(metadata_id, ""))
         if key not in self.key_codes:
             self.key_codes[key] = len(self.op_keys)
             self.op_keys.append(key)
@@ -388,6 +385,13 @@ class _HloOps:
 # not tell them apart)
 NO_XLA = "eager"
 _HLO_INSTANCE = re.compile(r"\.\d+$")
+
+
+def _hlo_op(name: str) -> tuple[str, str]:
+    """An XLA op as a row: named as XLA names it (``convolution.2``), typed without the
+    instance number (``convolution``), so that the same kind of op meets across runs
+    whose modules number them differently."""
+    return name, _HLO_INSTANCE.sub("", name) or name
 _TF_DTYPES = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16"}  # tensorflow DataType
 
 
@@ -910,7 +914,7 @@ def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds,
                         scope = _int_value(stat)
                 if op is None and hlo:
                     if hlo not in hlo_by_text:
-                        hlo_by_text[hlo] = (hlo, _HLO_INSTANCE.sub("", hlo) or hlo)
+                        hlo_by_text[hlo] = _hlo_op(hlo)
                     op = hlo_by_text[hlo]
                     kinds["xla_device"] += 1
                 if op is None:
@@ -939,13 +943,20 @@ def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds,
     return kind, _device_name(plane, stat_names, kind), steps
 
 
+def _kernel_columns(kernels: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """Kernels given as ``(op, ..., duration in ps)``: their ops in first-seen order, each
+    kernel's op code into that list, each kernel's duration (ps)."""
+    keys = list(dict.fromkeys(kernel[0] for kernel in kernels))
+    code_of = {op: code for code, op in enumerate(keys)}
+    codes = np.fromiter((code_of[kernel[0]] for kernel in kernels), dtype=np.int64, count=len(kernels))
+    durations = np.fromiter((kernel[-1] for kernel in kernels), dtype=np.float64, count=len(kernels))
+    return keys, codes, durations
+
+
 def _add_scoped_kernels(events: OpEvents, kernels: list, invocations: _InvocationIds) -> None:
     """Each kernel as a record whose invocation is its op's execution with the kernel's
     scope range id (ids unique across the file's planes), a fresh one where it has none."""
-    keys = list(dict.fromkeys(op for op, _, _ in kernels))
-    code_of = {op: code for code, op in enumerate(keys)}
-    codes = np.fromiter((code_of[op] for op, _, _ in kernels), dtype=np.int64, count=len(kernels))
-    durations = np.fromiter((duration for _, _, duration in kernels), dtype=np.float64, count=len(kernels))
+    keys, codes, durations = _kernel_columns(kernels)
     dense: dict[tuple[int, int], int] = {}
     local = np.empty(len(kernels), dtype=np.int64)
     for index, ((_, scope, _), code) in enumerate(zip(kernels, codes.tolist())):
@@ -980,11 +991,8 @@ def _add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tupl
                           invocations: _InvocationIds) -> None:
     """Each kernel as a record whose invocation is the execution of its op it starts in
     (ids unique across the file's planes), or a fresh one where no execution spans it."""
-    keys = list(dict.fromkeys(op for op, _, _ in kernels))
-    code_of = {op: code for code, op in enumerate(keys)}
-    codes = np.fromiter((code_of[op] for op, _, _ in kernels), dtype=np.int64, count=len(kernels))
+    keys, codes, durations = _kernel_columns(kernels)
     starts = np.fromiter((start for _, start, _ in kernels), dtype=np.int64, count=len(kernels))
-    durations = np.fromiter((duration for _, _, duration in kernels), dtype=np.float64, count=len(kernels))
     invocation = np.full(len(kernels), -1, dtype=np.int64)
     spans = [(code, executions[op]) for code, op in enumerate(keys) if op in executions]
     if spans:
@@ -1025,11 +1033,17 @@ class _InvocationIds:
 _DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
-def _plane_text_stats(plane) -> dict[str, str]:
-    """The plane's own stats that hold text, by name (``jax_version`` on JAX's metadata plane)."""
-    stat_names = _stat_names(plane)
-    return {stat_names.get(stat.metadata_id, ""): _stat_text(stat, stat_names) for stat in plane.stats
-            if stat.WhichOneof("value") in ("ref_value", "str_value")}
+def _plane_stats(plane, stat_names: dict[int, str]) -> dict[str, object]:
+    """The plane's own stats by name: text or number (``gpu_device_name``, ``core_count``,
+    ``jax_version`` on JAX's metadata plane)."""
+    values = {}
+    for stat in plane.stats:
+        which = stat.WhichOneof("value")
+        if which:
+            values[stat_names.get(stat.metadata_id, "")] = (
+                _stat_text(stat, stat_names) if which in ("ref_value", "str_value") else getattr(stat, which)
+            )
+    return values
 
 
 def _stat_text(stat, stat_names: dict[int, str]) -> str:
@@ -1039,13 +1053,7 @@ def _stat_text(stat, stat_names: dict[int, str]) -> str:
 
 
 def _device_name(plane, stat_names: dict[int, str], kind: str) -> str:
-    values = {}
-    for stat in plane.stats:
-        which = stat.WhichOneof("value")
-        if which:
-            values[stat_names.get(stat.metadata_id, "")] = (
-                _stat_text(stat, stat_names) if which in ("ref_value", "str_value") else getattr(stat, which)
-            )
+    values = _plane_stats(plane, stat_names)
     for key in ("device_name", "gpu_device_name", "device_type_string", "model"):
         if isinstance(values.get(key), str) and values[key]:
             return values[key]
