@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import collections
+import re
 
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import ARGUMENT_SOURCE
