@@ -18,7 +18,9 @@ import argparse
 import collections
 import itertools
 import random
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +32,9 @@ from tb_opcompare.store.catalog import Catalog  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures"
 IDENTICAL = [FIXTURES / "gpu_h100" / "demo", FIXTURES / "gpu_h100" / "resnet18", FIXTURES / "repeats" / "logdir",
-             FIXTURES / "repeats20" / "logdir"]
+             FIXTURES / "repeats20" / "logdir", FIXTURES / "repeats_wide" / "logdir"]
+WIDE = FIXTURES / "repeats_wide" / "logdir"  # a real change: the head's dense layer 25% wider, one thread
+POWER_REPEATS = 4  # the issue's gate: 4 repeats a side, nothing else in the logdir
 SLOWED_ROW = "head"
 SLOWED = [("repeats", "cnnslow_", "about 1.6x"), ("repeats20", "cnn20_", "about 1.2x")]  # (fixture, runs, how much)
 
@@ -66,7 +70,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--resamples", type=int, default=4000)
     parser.add_argument("--max-comparisons", type=int, default=300, help="per configuration and kind")
+    parser.add_argument("--power-draws", type=int, default=100, help="random 4-against-4 logdirs for the gate's power")
     args = parser.parse_args()
+    gate_power(args.power_draws, args.resamples)
+    detectable_effect(args.power_draws)
     tally = collections.Counter()
     started = time.perf_counter()
     for logdir in IDENTICAL:
@@ -114,9 +121,93 @@ def main() -> None:
                 checks += 1
                 last = row
             print(f"  {size} vs {size}: '{SLOWED_ROW}' flagged slower in {caught}/{checks} checks (last: speedup "
-                  f"{last.speedup:.2f}, adjusted for run speed {last.adjusted_speedup:.2f}, 95% interval "
-                  f"{last.speedup_low:.2f}-{last.speedup_high:.2f}, p {last.p_value:.4f}); other ops flagged "
+                  f"{last.speedup:.2f}, adjusted for run speed {last.adjusted_speedup:.2f}, {last.interval_level:.1%} "
+                  f"interval {last.speedup_low:.2f}-{last.speedup_high:.2f}, p {last.p_value:.4f}); other ops flagged "
                   f"slower: {others}")
+
+
+def gate_power(draws: int, resamples: int) -> None:
+    """The gate as a user meets it: a logdir holding only 4 runs a side, drawn from the
+    12 repeats of each variant of ``repeats_wide``. Real change: the check fails (any gated
+    op or the whole step slower); identical: 4 base runs against 4 other base runs (or wide
+    against wide) must pass."""
+    runs = {variant: [f"{variant}_cpu_bs16_rep{k}" for k in range(1, 13)] for variant in ("cnn", "cnnwide")}
+    rng = random.Random(20261126)
+    caught = addmm = false_alarms = 0
+    for draw in range(draws):
+        sides = [rng.sample(runs["cnn"], POWER_REPEATS), rng.sample(runs["cnnwide"], POWER_REPEATS)]
+        same = rng.sample(runs["cnn" if draw % 2 else "cnnwide"], 2 * POWER_REPEATS)
+        for (baseline, target), real in (((sides[0], sides[1]), True),
+                                         ((same[:POWER_REPEATS], same[POWER_REPEATS:]), False)):
+            with tempfile.TemporaryDirectory() as logdir:
+                for run in baseline + target:
+                    shutil.copytree(WIDE / run, Path(logdir) / run)
+                document = check_document(Catalog(logdir, cache_dir=None), baseline, target, resamples=resamples)
+            if real:
+                caught += not document.passed
+                addmm += any(row.key == "aten::addmm" and row.verdict == "slower" for row in document.rows)
+            else:
+                false_alarms += not document.passed
+    print(f"Gate power ({POWER_REPEATS} repeats a side, nothing else in the logdir; repeats_wide: the head's dense "
+          f"layer 25% wider, aten::addmm about 19% slower at 4% of op time):")
+    print(f"  real change: the check failed in {caught}/{draws} draws ({caught / draws:.0%}); aten::addmm flagged "
+          f"slower in {addmm}/{draws}")
+    print(f"  identical runs: {false_alarms}/{draws} checks failed ({false_alarms / draws:.0%}; goal at most 5%)")
+
+
+def detectable_effect(draws: int) -> None:
+    """How big a regression of one op the gate catches, by repeats a side and by how noisy
+    the op is from run to run, on this machine's real noise: identical runs
+    (``repeats_wide``'s 12 base runs, one thread) split into two disjoint sides, and in the
+    target side one op holding 5% of op time or more made slower by a known factor (its
+    time in every step scaled). Prints, per op, its run-to-run noise (the standard
+    deviation of its adjusted log typical time over the 12 runs) and the share of checks
+    that flag it slower; and how many checks flagged any other op (false alarms)."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from tb_opcompare.analysis import confidence
+
+    catalog = Catalog(str(WIDE), cache_dir=None)
+    samples = [confidence.profile_samples(catalog.load(f"cnn_cpu_bs16_rep{k}").profile) for k in range(1, 13)]
+    keys = list(samples[0].keys)  # the same ops in every run here
+    total = sum(sample.total_us for sample in samples)
+    big = [key for key, value in zip(keys, total / total.sum()) if value >= 0.05]
+    logs, _ = confidence._adjusted_for_run_speed(confidence.log_run_typical(samples, pd.Index(keys)))
+    noise = dict(zip(keys, np.std(logs[:, :-1], axis=0, ddof=1)))
+    rng = random.Random(20261126)
+    effects, sizes = (0.15, 0.30, 0.50), (3, 4, 6)
+    print(f"Detectable effect (identical one-thread CNN runs; each op holding >= 5% of op time slowed on purpose in "
+          f"the target side; {draws} draws a cell; flagged slower at {', '.join(f'+{e:.0%}' for e in effects)}):")
+    false_alarms = checks = 0
+    for key in sorted(big, key=noise.get):
+        column = keys.index(key)
+        cells = []
+        for repeats in sizes:
+            rates = []
+            for effect in effects:
+                scale = np.ones(len(keys))
+                scale[column] = 1 + effect
+                caught = 0
+                for _ in range(draws):
+                    picked = rng.sample(samples, 2 * repeats)
+                    target = [dataclasses.replace(run, total_us=run.total_us * scale,
+                                                  step_time_us=run.step_time_us * scale) for run in picked[repeats:]]
+                    table = confidence.compare_with_confidence(picked[:repeats], target, threshold=0.05,
+                                                               resamples=200).table
+                    is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
+                    gated = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= 0.01).to_numpy()
+                    verdict = confidence.verdicts(table, family=gated, alone=~is_op)
+                    flagged = set(table["key"][(verdict == "slower") & gated])
+                    caught += key in flagged
+                    false_alarms += bool(flagged - {key})
+                    checks += 1
+                rates.append(f"{caught / draws:.0%}")
+            cells.append(f"{repeats} vs {repeats}: {'/'.join(rates)}")
+        print(f"  {key} (noise {noise[key]:.0%} a run): " + "; ".join(cells))
+    print(f"  checks that flagged an op left alone: {false_alarms}/{checks}")
 
 
 def _repeat(run: str) -> int:

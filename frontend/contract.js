@@ -266,22 +266,24 @@
  * @property {number} not_tested - ops not tested: outside --ops / --min-share, or without an interval
  * @property {number} only_baseline - ops that ran in the baseline only (above --min-share and within --ops)
  * @property {number} only_target - ops that ran in the target only (above --min-share and within --ops): new work
- * @property {CheckRow} whole_step
+ * @property {CheckRow} whole_step - the step as a stopwatch reads it (`whole_step_basis`), tested on its own
+ * @property {'op time per step'|'step wall time'} whole_step_basis - what `whole_step` is: each run's median steady step wall time (the headline's rule) where every run has step markers, else all op time per profiled step
  * @property {Array<CheckRow>} rows - the ops, slower first, then faster, then the rest, each by share of time
  * @property {Array<string>} warnings - what may make the verdicts less reliable
  * @property {number} resamples - bootstrap replicates
  */
 
 /**
- * One op (or the whole step) of a check: its speedup with a 95% bootstrap interval and the verdict once the false discovery rate is controlled over the tested ops.
+ * One op (or the whole step) of a check: its speedup with its confidence interval and the verdict once the false discovery rate is controlled over the tested ops.
  * @typedef {Object} CheckRow
- * @property {string} key - op name (group_by=name), op type (group_by=type), or `(whole step)`: all op time of a step
+ * @property {string} key - op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the document's `whole_step_basis` says
  * @property {'faster'|'not tested'|'only in baseline'|'only in target'|'slower'|'within noise'} verdict - `slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; `within noise`: no significant change beyond the threshold; `only in baseline` / `only in target`: the op ran on one side only; `not tested`: outside --ops / --min-share (its interval is still given), or no interval could be made
  * @property {number|null} speedup - baseline mean / target mean per execution: geometric means of the runs' means
  * @property {number|null} adjusted_speedup - the speedup of the runs' typical times (each run's median over its steps) with each run's speed factor taken out (the median over ops of how much faster or slower the run was than the average run): what the interval and verdict are about; the whole step's speed is not taken out
- * @property {number|null} speedup_low - lower end of the 95% confidence interval of the adjusted speedup
- * @property {number|null} speedup_high - upper end of the 95% confidence interval of the adjusted speedup
- * @property {number|null} p_value - p-value against a change of at most the threshold (two-sided)
+ * @property {number|null} speedup_low - lower end of the confidence interval of the adjusted speedup, at `interval_level`
+ * @property {number|null} speedup_high - upper end of the confidence interval of the adjusted speedup
+ * @property {number} interval_level - the interval's confidence: for a tested row the level its verdict was decided at (1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond the threshold exactly when the row is flagged), 0.95 otherwise
+ * @property {number|null} p_value - one-sided p-value, in the direction the estimate points, against a change of at most the threshold
  * @property {number|null} baseline_mean_us - mean time per execution in the baseline runs, µs
  * @property {number|null} target_mean_us - mean time per execution in the target runs, µs
  * @property {number} baseline_share - share of the baseline's op time
@@ -361,7 +363,7 @@
  * @property {number|null} latency_p90_us - 90th percentile of the steady steps' wall time, µs
  * @property {number|null} throughput_per_s - samples per second: batch size x 10^6 / latency_us
  * @property {number|null} speedup - the reference cell's latency / this cell's, in the same row; null without both
- * @property {boolean} reference - whether this is the reference cell of its row
+ * @property {boolean} reference - whether this is the reference cell of its row: the one in the reference column, or, by default, in a row with none there, the row's first CPU cell (a TF graph's, XLA's)
  */
 
 /**

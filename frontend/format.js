@@ -68,9 +68,18 @@ export function headlineText(headline) {
 }
 
 /** A 95% interval of a speedup ("0.42× – 0.58×"); mirrors format_interval in schema/text.py. */
-export function formatInterval(low, high) {
+export function formatInterval(low, high, level) {
   if (low === null || low === undefined || high === null || high === undefined) return '–';
-  return `${formatSpeedup(low)} – ${formatSpeedup(high)}`;
+  return `${formatSpeedup(low)} – ${formatSpeedup(high)}` + (level ? ` (${formatLevel(level)})` : '');
+}
+
+/** A confidence level: `95%`, `99.69%`: enough digits to tell it from 100%. */
+export function formatLevel(level) {
+  const round = (value, digits) => Math.round(value * 10 ** digits) / 10 ** digits;
+  let digits = 0;
+  while (digits < 4 && round(level * 100, digits) >= 100) digits += 1;
+  digits = Math.max(digits, Math.round(level * 100) === level * 100 ? 0 : 1);
+  return `${(level * 100).toFixed(digits)}%`;
 }
 
 /** Where an op's line on the target series (GPU, bf16) crosses its baseline line, in words. */

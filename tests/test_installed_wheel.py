@@ -99,7 +99,7 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     matrix = list(csv.DictReader(io.StringIO(_run(cli, "matrix", demo, "--csv", "-", cwd=tmp_path).stdout)))
     assert len(matrix) == 36 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
     assert {(line["model"], line["compiler"]) for line in matrix if line["precision"] == "bf16"} == {
-        ("mnist_cnn", "eager"), ("mnist_cnn", "XLA"), ("mnist_cnn_torch", "eager"), ("mnist_cnn_torch", "torch.compile")}
+        ("mnist_cnn", "TF graph"), ("mnist_cnn", "XLA"), ("mnist_cnn_torch", "eager"), ("mnist_cnn_torch", "torch.compile")}
     suggested = listing["suggested"]
     compared = _run(cli, "compare", demo, "--baseline", suggested["baseline"], "--target", suggested["target"],
                     "--top", "3", cwd=tmp_path).stdout

@@ -241,9 +241,72 @@ def test_a_run_that_says_no_precision_sits_in_the_default_column_and_is_named(tm
     for device in ("cpu", "gpu"):
         shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / f"mlp_{device}")
     document = matrix_document(Catalog(str(tmp_path), cache_dir=None))
-    assert [column.key for column in document.columns] == ["CPU · fp32 · eager", "GPU · fp32 · eager"]
-    assert document.warnings == ["2 run(s) say no precision or compiler, so they sit in the fp32 / eager columns: "
-                                 "mlp_cpu, mlp_gpu"]
+    # a TF1 session runs a graph; the timeline says no precision
+    assert [column.key for column in document.columns] == ["CPU · fp32 · TF graph", "GPU · fp32 · TF graph"]
+    assert document.warnings == ["2 run(s) say no precision, so they sit in the fp32 columns: mlp_cpu, mlp_gpu"]
+    # no run is eager, so the row's own CPU cell is its reference: the step's wall span, 15.55 ms vs 1.17 ms
+    gpu = next(cell for cell in document.cells if cell.column == "GPU · fp32 · TF graph")
+    assert gpu.speedup == pytest.approx(15554 / 1167) and not gpu.reference
     runs = [MatrixRun("a", "m", 8, "CPU", None, "eager", [5.0, 5.0]), MatrixRun("b", "m", 8, "CPU", "fp32", None, [7.0])]
     cells, columns, _ = build_matrix(runs)
     assert [column.key for column in columns] == ["CPU · fp32 · eager"] and cells[0].runs == ["a", "b"]
+
+
+def test_a_row_without_an_eager_cpu_cell_takes_its_own_cpu_cell_as_reference():
+    """A TF model runs as a TF graph and a JAX one under XLA: with an eager model beside them,
+    the default reference column (CPU · fp32 · eager) holds no cell of theirs, and their
+    rows had no speedup at all. Each such row takes its own first CPU cell; a reference the
+    user picked is kept to."""
+    runs = [MatrixRun("torch_cpu", "torch_cnn", 8, "CPU", "fp32", "eager", [10.0] * 4),
+            MatrixRun("torch_gpu", "torch_cnn", 8, "GPU", "fp32", "eager", [2.0] * 4),
+            MatrixRun("jax_cpu", "jax_cnn", 8, "CPU", "fp32", "XLA", [9.0] * 4),
+            MatrixRun("jax_gpu", "jax_cnn", 8, "GPU", "fp32", "XLA", [3.0] * 4),
+            MatrixRun("keras_gpu", "keras_cnn", 8, "GPU", "fp32", "TF graph", [1.0] * 4)]
+    cells, _, reference = build_matrix(runs)
+    assert reference == Column("CPU", "fp32", "eager")
+    by_run = {cell.runs[0]: cell for cell in cells}
+    assert by_run["torch_gpu"].speedup == pytest.approx(5.0) and by_run["torch_cpu"].reference
+    assert by_run["jax_gpu"].speedup == pytest.approx(3.0) and by_run["jax_cpu"].reference
+    assert by_run["keras_gpu"].speedup is None and not by_run["keras_gpu"].reference  # no CPU run: nothing to go by
+    cells, _, _ = build_matrix(runs, reference=Column("CPU", "fp32", "eager"))
+    assert {cell.runs[0]: cell.speedup for cell in cells}["jax_gpu"] is None
+
+
+def _raw_steady_steps(run_dir) -> list[float]:
+    """A run's ProfilerStep wall times (µs) from its raw trace, warm-up left out."""
+    import gzip
+
+    from tb_opcompare.analysis.step_time import detect_warmup
+
+    (trace,) = run_dir.glob("*.pt.trace.json.gz")
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    steps = [event["dur"] for event in sorted(
+        (event for event in events if event.get("ph") == "X" and event.get("cat") == "user_annotation"
+         and str(event.get("name", "")).startswith("ProfilerStep#")), key=lambda event: event["ts"])]
+    return steps[detect_warmup(steps):]
+
+
+def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
+    """Issue 32: the Matrix's device said only `GPU`, so runs of one model on an H100 and an
+    H200 fell into one cell (pooled as repeats of each other). Where a kind of accelerator came
+    in several models, the model is part of the column; either can be the reference."""
+    import numpy as np
+
+    from tb_opcompare.service.matrix import matrix_document
+
+    for fixture, pattern in (("gpu_h100", "mnist_cnn_torch_gpu_bs*_rep*"), ("gpu_h200", "mnist_cnn_torch_gpu_bs*_rep*")):
+        for run in (FIXTURES / fixture / "demo").glob(pattern):
+            shutil.copytree(run, tmp_path / fixture / run.name)
+    h100, h200 = "GPU (NVIDIA H100 80GB HBM3) · fp32 · eager", "GPU (NVIDIA H200) · fp32 · eager"
+    document = matrix_document(Catalog(str(tmp_path), cache_dir=None), reference="gpu (NVIDIA H100 80GB HBM3)/fp32/eager")
+    assert [column.key for column in document.columns] == [h100, h200]
+    assert document.reference == h100
+    for batch in (16, 64):
+        cells = {cell.column: cell for cell in document.cells if cell.batch_size == batch}
+        assert len(cells[h100].runs) == len(cells[h200].runs) == 3
+        pooled = {key: float(np.median([step for run in cells[key].runs
+                                        for step in _raw_steady_steps(tmp_path / run)])) for key in (h100, h200)}
+        assert cells[h200].speedup == pytest.approx(pooled[h100] / pooled[h200], rel=1e-9)
+    # one accelerator model in a logdir keeps the plain device name
+    only_h100 = matrix_document(Catalog(str(tmp_path / "gpu_h100"), cache_dir=None))
+    assert [column.key for column in only_h100.columns] == ["GPU · fp32 · eager"]

@@ -63,9 +63,10 @@ PRECISION = FIXTURES / "precision" / "logdir"  # Keras 3 runs recorded without s
 
 
 @pytest.mark.parametrize("run, precision, precision_by, compiler", [
-    ("keras_fp32_eager_cpu_bs16/train", "fp32", "data: ", "eager"),
+    # Keras's fit runs a graph: the name's "eager" (no XLA) agrees, and the data says which (no warning)
+    ("keras_fp32_eager_cpu_bs16/train", "fp32", "data: ", "TF graph"),
     # mixed_bfloat16: float32 variables and loss; the name's "bf16" agrees with it (no warning)
-    ("keras_bf16_eager_cpu_bs16/train", "mixed bf16/fp32", "data: ", "eager"),
+    ("keras_bf16_eager_cpu_bs16/train", "mixed bf16/fp32", "data: ", "TF graph"),
     # XLA's allocations name no op and no dtype: its programs (HLO) give the precision
     ("keras_fp32_xla_cpu_bs16/train", "fp32", "data: ", "XLA"),
     # a bf16 Keras model under XLA on a CPU stores bf16 but computes its convolutions in fp32

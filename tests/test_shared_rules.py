@@ -35,7 +35,7 @@ def test_the_server_rule_gives_the_golden_rows(case):
 @pytest.mark.parametrize("name", [name for name in TEXT if name.startswith("format_")])
 def test_numbers_read_as_the_golden_cases(name):
     format_value = getattr(text, name)
-    arguments = [value if name in ("format_breakeven", "format_interval") else [value] for value, _ in TEXT[name]]
+    arguments = [value if isinstance(value, list) else [value] for value, _ in TEXT[name]]
     assert [format_value(*values) for values in arguments] == [expected for _, expected in TEXT[name]]
 
 

@@ -156,7 +156,7 @@ def test_runs_recorded_in_one_keras_process_get_a_naming_warning(catalog, tmp_pa
     are filed under one key."""
     logdir = tmp_path / "logs"
     shutil.copytree(LOGDIR / "tf_keras" / "cnn_cpu_bs8" / "train", logdir / "mixed_cpu_bs8")
-    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs16", logdir / "mixed_cpu_bs16")
+    shutil.copytree(FIXTURES / "versions" / "tf2.12" / "mlp_cpu_bs6", logdir / "mixed_cpu_bs16")
     document = as_json(sweep_document(Catalog(str(logdir)), "mixed"))
     assert any("share few op names" in w for w in document["warnings"])
     assert not any("share few op names" in w for w in as_json(sweep_document(catalog, TORCH_MODEL))["warnings"])

@@ -10,7 +10,7 @@ import re
 from conftest import open_op_compare
 from conftest import route as raw_route
 
-from tb_opcompare.schema.text import format_interval, format_speedup
+from tb_opcompare.schema.text import format_interval, format_level, format_speedup
 
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
 SCREENSHOT = "/tmp/opcompare-confidence.png"
@@ -57,7 +57,9 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     step = check["whole_step"]
     step_text = frame.locator("#oc-confidence-step").inner_text()
     assert format_speedup(step["adjusted_speedup"]) in step_text
-    assert f"95% interval {interval(step)} · {step['verdict']}" in step_text
+    assert f"Whole step ({check['whole_step_basis']})" in step_text
+    # each interval at the confidence its verdict was decided at
+    assert f"{format_level(step['interval_level'])} interval {interval(step)} · {step['verdict']}" in step_text
     assert frame.locator("#oc-confidence-noise").inner_text() == check["noise"]
 
     # the forest plot: the gated, tested ops that moved most, one point each
@@ -82,7 +84,7 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     assert cell.locator(".oc-verdict-mark").inner_text() == "▲"
     assert cell.locator(".oc-verdict-slower").evaluate("el => getComputedStyle(el).color") == "rgb(198, 40, 40)"
     title = cell.get_attribute("title")
-    assert title == (f"95% interval {interval(head)} (adjusted for run speed, "
+    assert title == (f"{format_level(head['interval_level'])} interval {interval(head)} (adjusted for run speed, "
                      f"{format_speedup(head['adjusted_speedup'])}): slower")
     calm = next(row for row in check["rows"] if row["verdict"] == "within noise")
     calm_cell = speedup_cell(frame, url, calm["key"])
@@ -132,5 +134,5 @@ def test_without_repeats_the_card_explains_how_to_record_them(page, tensorboard_
     # the table has no verdicts to show: no marks, no intervals
     frame.locator("tr.oc-row").first.wait_for()
     assert frame.locator(".oc-verdict-mark").count() == 0
-    assert frame.locator("tr.oc-row td[title^='95% interval']").count() == 0
+    assert frame.locator("tr.oc-row td[title*='% interval']").count() == 0
     assert not page.page_errors

@@ -105,3 +105,28 @@ def test_gpu_rows_have_a_spread_per_execution(logdirs):
     assert len(repeated) >= 10
     assert repeated[["p10_us", "median_us", "p90_us"]].notna().all().all()
     assert (repeated["p10_us"] <= repeated["p90_us"]).all()
+
+
+def test_the_trace_json_of_a_session_counts_the_executions_its_xplane_counts(logdirs, tmp_path):
+    """TF 2.0-2.3 saved `<host>.trace.json.gz`, xprof's trace-viewer rendering of the xplane:
+    its `TensorFlow Ops` threads hold the same executions. The cut copy rendered by xprof's
+    own converter reads what the cut xplane reads, each op's executions and mean; before, the
+    trace.json counted every kernel an execution (every mean three times too fast)."""
+    import gzip
+
+    from xprof.convert import raw_to_tool_data
+
+    _, cut = logdirs
+    (path,) = cut.rglob("*.xplane.pb")
+    copy = tmp_path / "bert.xplane.pb"
+    shutil.copy(path, copy)
+    rendered, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], "trace_viewer", {})
+    session = tmp_path / "logdir" / "bert" / "plugins" / "profile" / "session"
+    session.mkdir(parents=True)
+    (session / "host.trace.json.gz").write_bytes(
+        gzip.compress(rendered.encode() if isinstance(rendered, str) else rendered))
+    from_json, from_xplane = _device_rows(tmp_path / "logdir"), _device_rows(cut)
+    assert from_json.index.equals(from_xplane.index)
+    assert from_json["occurrences"].equals(from_xplane["occurrences"])
+    assert from_json["mean_us"].to_numpy() == pytest.approx(from_xplane["mean_us"].to_numpy(), rel=1e-6)
+    assert (from_json["kernels"] > from_json["occurrences"]).any()

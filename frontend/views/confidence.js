@@ -5,7 +5,7 @@
 
 import {fetchCheck, loadPlotly} from '../api.js';
 import {h} from '../dom.js';
-import {formatInterval, formatSpeedup, plotlyText, shortenNames} from '../format.js';
+import {formatInterval, formatLevel, formatSpeedup, plotlyText, shortenNames} from '../format.js';
 import {themedLayout} from '../theme.js';
 import {roundLogTicks} from '../ticks.js';
 import {messageBox} from './states.js';
@@ -50,7 +50,8 @@ export function verdictClass(verdict) {
  */
 export function intervalTitle(row) {
   if (row.speedup_low === null || row.speedup_high === null) return null;
-  return `95% interval ${formatInterval(row.speedup_low, row.speedup_high)} (adjusted for run speed, ` +
+  return `${formatLevel(row.interval_level)} interval ${formatInterval(row.speedup_low, row.speedup_high)} ` +
+    `(adjusted for run speed, ` +
     `${formatSpeedup(row.adjusted_speedup)}): ${row.verdict}`;
 }
 
@@ -73,7 +74,8 @@ export function forestRows(check) {
 
 /**
  * One row per op (the most moved at the top), a point at its adjusted speedup, a bar
- * over its 95% interval, on a log axis with a line at 1×.
+ * over its interval (at the confidence its verdict was decided at), on a log axis with a
+ * line at 1×.
  * @param {CheckRow[]} rows
  */
 function forestFigure(rows) {
@@ -95,9 +97,9 @@ function forestFigure(rows) {
       marker: {color, size: 8},
       customdata: picked.map((row) => [plotlyText(row.key), formatSpeedup(row.adjusted_speedup),
                                        formatInterval(row.speedup_low, row.speedup_high), row.verdict,
-                                       formatSpeedup(row.speedup)]),
+                                       formatSpeedup(row.speedup), formatLevel(row.interval_level)]),
       hovertemplate: '%{customdata[0]}<br>%{customdata[1]} adjusted for run speed (%{customdata[4]} as measured)' +
-        '<br>95% interval %{customdata[2]}: %{customdata[3]}<extra></extra>',
+        '<br>%{customdata[5]} interval %{customdata[2]}: %{customdata[3]}<extra></extra>',
     });
   }
   const low = Math.min(1, ...rows.map((row) => row.speedup_low));
@@ -137,15 +139,19 @@ function countsLine(check) {
     h('span', {}, `${check.within_noise} within noise`));
 }
 
-/** @param {CheckRow} step */
-function wholeStep(step) {
+/**
+ * @param {CheckRow} step
+ * @param {string} basis what the whole step is: `step wall time`, or `op time per step` where a run has no markers
+ */
+function wholeStep(step, basis) {
   const verdictColour = {slower: 'oc-worse', faster: 'oc-better'}[step.verdict] || '';
   return h('div', {class: 'oc-confidence-step', id: 'oc-confidence-step'},
     // The server leaves the whole step unadjusted (its adjusted speedup is its speedup).
-    h('div', {class: 'oc-kv'}, h('span', {class: 'oc-kv-key'}, 'Whole step'),
+    h('div', {class: 'oc-kv'}, h('span', {class: 'oc-kv-key', title: basis}, `Whole step (${basis})`),
       h('span', {class: `oc-kv-value ${verdictColour}`}, formatSpeedup(step.adjusted_speedup))),
     h('div', {class: 'oc-card-detail'},
-      `95% interval ${formatInterval(step.speedup_low, step.speedup_high)} · ${step.verdict}`));
+      `${formatLevel(step.interval_level)} interval ${formatInterval(step.speedup_low, step.speedup_high)} · ` +
+      step.verdict));
 }
 
 export class ConfidencePanel {
@@ -161,7 +167,7 @@ export class ConfidencePanel {
     this.card = h('div', {class: 'oc-card oc-confidence-card', id: 'oc-confidence'}, this.title, this.body,
                   this.sessionNote);
     this.plot = h('div', {class: 'oc-forest', id: 'oc-forest'});
-    this.plotTitle = h('h3', {}, `Ops that moved most, with 95% intervals (up to ${FOREST_TOP})`);
+    this.plotTitle = h('h3', {}, `Ops that moved most, with the intervals their verdicts rest on (up to ${FOREST_TOP})`);
     this.plotCard = h('div', {class: 'oc-card oc-chart-card oc-forest-card', hidden: true}, this.plotTitle, this.plot);
     this.element = h('section', {class: 'oc-confidence', 'aria-label': 'confidence'}, this.card, this.plotCard);
     /** @type {CheckDocument|null} */
@@ -229,7 +235,7 @@ export class ConfidencePanel {
         `pooled: ${pooledText(check)}`),
       check.not_tested ? h('div', {class: 'oc-card-detail'},
         `${check.not_tested} not tested (on one side only, or too small a share of op time)`) : null,
-      wholeStep(check.whole_step),
+      wholeStep(check.whole_step, check.whole_step_basis),
       h('div', {class: 'oc-small-print', id: 'oc-confidence-noise'}, check.noise),
       ...check.warnings.map((warning) => h('div', {class: 'oc-small-print oc-confidence-warning'}, warning)));
   }

@@ -99,14 +99,14 @@ export function poolText(cell) {
 /**
  * The runs a click on `cell` compares: its row's reference run as the baseline and the
  * cell's run as the target (each the first of its cell); null for the reference cell
- * itself and in a row without a reference cell.
+ * itself and in a row without a reference cell. The server marks each row's reference
+ * cell (the reference column's, or the row's own CPU cell where it has none there).
  * @param {GridRow} entry
  * @param {MatrixCell} cell
- * @param {string|null} reference the reference column's key
  * @returns {{baseline: string, target: string}|null}
  */
-export function comparedRuns(entry, cell, reference) {
-  const referenceCell = reference === null ? null : entry.cells.get(reference);
+export function comparedRuns(entry, cell) {
+  const referenceCell = [...entry.cells.values()].find((other) => other.reference);
   if (cell.reference || !referenceCell || !referenceCell.runs.length || !cell.runs.length) return null;
   return {baseline: referenceCell.runs[0], target: cell.runs[0]};
 }
@@ -294,7 +294,7 @@ export class MatrixView {
     const reference = columnKey === this.document.reference ? ' oc-matrix-reference' : '';
     if (!cell) return h('td', {class: `oc-matrix-cell oc-matrix-empty${reference}`, 'data-column': columnKey,
                                title: 'no run'});
-    const runs = comparedRuns(entry, cell, this.document.reference);
+    const runs = comparedRuns(entry, cell);
     const open = runs ? () => this.onOpenCompare(runs) : null;
     const range = rangeText(cell);
     return h('td', {class: `oc-matrix-cell${reference}${runs ? ' oc-matrix-link' : ''}`, 'data-column': columnKey,

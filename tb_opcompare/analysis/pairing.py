@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from tb_opcompare.schema.contract import Pair, SuggestedPair
-from tb_opcompare.schema.dimensions import DEFAULTS
+from tb_opcompare.schema.dimensions import DEFAULTS, is_default
 
 JACCARD_THRESHOLD = 0.5
 OVERLAP_MARGIN = 0.1  # how far an overlap-only pair must score above its runner-up
@@ -91,14 +91,14 @@ def variant_pairs(runs: list[RunForPairing]) -> list[Pair]:
     """Pairs that vary one dimension other than the device (see the module's docstring),
     in the order of ``VARIANT_DIMENSIONS``, then the target run's name."""
     pairs = []
-    for dimension, default in VARIANT_DIMENSIONS.items():
+    for dimension in VARIANT_DIMENSIONS:
         held = [other for other in VARIANT_DIMENSIONS if other != dimension]
         for target in sorted(runs, key=lambda run: run.run):
-            if _value(target, dimension) == default or target.device is None:
+            if is_default(dimension, _value(target, dimension)) or target.device is None:
                 continue
             for baseline in sorted(runs, key=lambda run: run.run):
                 same_repeat = baseline.repeat is None or target.repeat is None or baseline.repeat == target.repeat
-                if (_value(baseline, dimension) == default and same_repeat
+                if (is_default(dimension, _value(baseline, dimension)) and same_repeat
                         and (baseline.base_model, baseline.device, baseline.batch_size)
                         == (target.base_model, target.device, target.batch_size)
                         and all(_value(baseline, other) == _value(target, other) for other in held)):

@@ -12,12 +12,12 @@ SHOWN = 10  # regressions and improvements listed in full; the rest are counted
 def _columns(row: CheckRow) -> list[str]:
     share = max(row.baseline_share, row.target_share)
     return [row.key, row.verdict, format_speedup(row.speedup), format_speedup(row.adjusted_speedup),
-            format_interval(row.speedup_low, row.speedup_high),
+            format_interval(row.speedup_low, row.speedup_high, row.interval_level),
             format_time(row.baseline_mean_us),
             format_time(row.target_mean_us), format_share(share)]
 
 
-_HEADERS = ["op", "verdict", "speedup", "adjusted", "95% interval", "baseline mean", "target mean", "share"]
+_HEADERS = ["op", "verdict", "speedup", "adjusted", "interval (confidence)", "baseline mean", "target mean", "share"]
 
 
 def _sections(document: CheckDocument) -> list[tuple[str, list[CheckRow]]]:
@@ -45,10 +45,10 @@ def markdown(document: CheckDocument) -> str:
             lines += ["", f"**{title}**", "", "| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
             lines += ["| " + " | ".join(cell(c) for c in _columns(row)) + " |" for row in rows]
     lines += ["", f"<sub>Speedup = baseline mean / target mean per execution (> 1: faster); *adjusted* and the "
-                  f"95% interval: {cell(document.noise)}; verdicts hold the false discovery rate at 5% over "
+                  f"interval: {cell(document.noise)}; verdicts hold the false discovery rate at 5% over "
                   f"{document.slower + document.faster + document.within_noise} tested ops (the whole step is "
-                  f"tested on its own, never adjusted), so an interval just clear of 1× can still be within "
-                  f"noise.</sub>"]
+                  f"tested on its own, never adjusted), and each tested interval is at the confidence its verdict "
+                  f"was decided at: it clears the threshold exactly when the row is flagged.</sub>"]
     lines += [f"> ⚠️ {cell(warning)}" for warning in document.warnings]
     return "\n".join(lines) + "\n"
 

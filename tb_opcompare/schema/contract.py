@@ -338,10 +338,11 @@ SIGNIFICANT_VERDICTS = ("slower", "faster", "only in target", "only in baseline"
 
 
 class CheckRow(_Document):
-    """One op (or the whole step) of a check: its speedup with a 95% bootstrap interval
-    and the verdict once the false discovery rate is controlled over the tested ops."""
+    """One op (or the whole step) of a check: its speedup with its confidence interval and
+    the verdict once the false discovery rate is controlled over the tested ops."""
 
-    key: _d(str, "op name (group_by=name), op type (group_by=type), or `(whole step)`: all op time of a step")
+    key: _d(str, "op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the "
+                 "document's `whole_step_basis` says")
     verdict: _d(Verdict, "`slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; "
                          "`within noise`: no significant change beyond the threshold; `only in baseline` / "
                          "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
@@ -351,9 +352,14 @@ class CheckRow(_Document):
                                        "steps) with each run's speed factor taken out (the median over ops of "
                                        "how much faster or slower the run was than the average run): what the "
                                        "interval and verdict are about; the whole step's speed is not taken out")
-    speedup_low: _d(float | None, "lower end of the 95% confidence interval of the adjusted speedup")
-    speedup_high: _d(float | None, "upper end of the 95% confidence interval of the adjusted speedup")
-    p_value: _d(float | None, "p-value against a change of at most the threshold (two-sided)")
+    speedup_low: _d(float | None, "lower end of the confidence interval of the adjusted speedup, at "
+                                  "`interval_level`")
+    speedup_high: _d(float | None, "upper end of the confidence interval of the adjusted speedup")
+    interval_level: _d(float, "the interval's confidence: for a tested row the level its verdict was decided at "
+                              "(1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond "
+                              "the threshold exactly when the row is flagged), 0.95 otherwise")
+    p_value: _d(float | None, "one-sided p-value, in the direction the estimate points, against a change of at "
+                              "most the threshold")
     baseline_mean_us: _d(float | None, "mean time per execution in the baseline runs, µs")
     target_mean_us: _d(float | None, "mean time per execution in the target runs, µs")
     baseline_share: _d(float, "share of the baseline's op time")
@@ -384,7 +390,10 @@ class CheckDocument(_Document):
     not_tested: _d(int, "ops not tested: outside --ops / --min-share, or without an interval")
     only_baseline: _d(int, "ops that ran in the baseline only (above --min-share and within --ops)")
     only_target: _d(int, "ops that ran in the target only (above --min-share and within --ops): new work")
-    whole_step: CheckRow
+    whole_step: _d(CheckRow, "the step as a stopwatch reads it (`whole_step_basis`), tested on its own")
+    whole_step_basis: _d(Literal["step wall time", "op time per step"],
+                         "what `whole_step` is: each run's median steady step wall time (the headline's rule) "
+                         "where every run has step markers, else all op time per profiled step")
     rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
     warnings: _d(list[str], "what may make the verdicts less reliable")
     resamples: _d(int, "bootstrap replicates")
@@ -452,7 +461,8 @@ class MatrixCell(_Document):
     latency_p90_us: _d(float | None, "90th percentile of the steady steps' wall time, µs")
     throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
     speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
-    reference: _d(bool, "whether this is the reference cell of its row")
+    reference: _d(bool, "whether this is the reference cell of its row: the one in the reference column, or, "
+                        "by default, in a row with none there, the row's first CPU cell (a TF graph's, XLA's)")
 
 
 class MatrixRow(_Document):

@@ -8,11 +8,16 @@ from __future__ import annotations
 # The words recorders, names and frameworks use for one precision or compiler, and this
 # tool's word for it.
 DEFAULT_PRECISION, DEFAULT_COMPILER = "fp32", "eager"
+# TensorFlow running a graph it did not compile (tf.function, Keras's fit, a TF1 session):
+# not eager, yet no compiler either. Like eager, it is what a TF model runs as unless the
+# user picks XLA or TensorRT, so it names no variant of the model (``configuration_key``).
+TF_GRAPH = "TF graph"
+UNCOMPILED = (DEFAULT_COMPILER, TF_GRAPH)
 _PRECISION_WORDS = {"float32": "fp32", "float": "fp32", "f32": "fp32", "bfloat16": "bf16", "float16": "fp16",
                     "half": "fp16", "float64": "fp64", "double": "fp64"}
 _COMPILER_WORDS = {"inductor": "torch.compile", "compile": "torch.compile", "compiled": "torch.compile",
                    "torch.compile": "torch.compile", "jit_compile": "XLA", "xla": "XLA",
-                   "eager": DEFAULT_COMPILER, "graph": DEFAULT_COMPILER, "tf graph": DEFAULT_COMPILER,
+                   "eager": DEFAULT_COMPILER, "graph": TF_GRAPH, "tf graph": TF_GRAPH, "tf.function": TF_GRAPH,
                    "no xla": DEFAULT_COMPILER, "none": DEFAULT_COMPILER, "trt": "TensorRT", "tensorrt": "TensorRT",
                    "tf-trt": "TensorRT", "onnxruntime": "ONNX Runtime", "ort": "ONNX Runtime"}
 
@@ -33,6 +38,20 @@ def canonical_compiler(word: str) -> str:
 
 
 DEFAULTS = {"precision": DEFAULT_PRECISION, "compiler": DEFAULT_COMPILER}
+
+
+def is_default(dimension: str, value: str) -> bool:
+    """Whether a precision or compiler is what a model runs as unless the user picks
+    otherwise: fp32; eager, or for TF a graph it did not compile."""
+    return value in UNCOMPILED if dimension == "compiler" else value == DEFAULTS[dimension]
+
+
+def default_among(dimension: str, values) -> str:
+    """The default value of a dimension as a set of runs has it: for the compiler, eager
+    where a run ran eagerly, else a TF graph where one did (a TF model's default)."""
+    if dimension == "compiler" and DEFAULT_COMPILER not in values and TF_GRAPH in values:
+        return TF_GRAPH
+    return DEFAULTS[dimension]
 MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
 
 
@@ -44,10 +63,10 @@ def is_batch_size(value) -> bool:
 
 def configuration_key(model: str, precision: str | None, compiler: str | None) -> str:
     """The key runs are grouped by (pairs, repeats, sweeps): the model with the precision
-    and compiler it ran with where they are not the defaults (fp32, eager), so
+    and compiler it ran with where they are not the defaults (fp32; eager or a TF graph), so
     ``resnet [bf16, torch.compile]`` is never pooled with or paired against ``resnet``."""
-    variant = [value for value, default in ((precision, DEFAULT_PRECISION), (compiler, DEFAULT_COMPILER))
-               if value and value != default]
+    variant = [value for value, defaults in ((precision, (DEFAULT_PRECISION,)), (compiler, UNCOMPILED))
+               if value and value not in defaults]
     return f"{model} [{', '.join(variant)}]" if variant else model
 
 
@@ -56,7 +75,9 @@ def same_dimension(fact: str, claimed: str, measured: str) -> bool:
     ``torch.compile``, for TF ``eager`` is what "no XLA" means, and ``bf16`` is what users
     call Keras's ``mixed_bfloat16`` (``mixed bf16/fp32``)."""
     if fact == "compiler":
-        return canonical_compiler(claimed) == canonical_compiler(measured)
+        claimed, measured = canonical_compiler(claimed), canonical_compiler(measured)
+        # a recorder's "eager" for TF means "no XLA": a graph it did not compile agrees
+        return claimed == measured or {claimed, measured} == set(UNCOMPILED)
     claim_words, measured_words = (set(canonical_precision(text).replace("/", " ").split())
                                    for text in (claimed, measured))
     if "mixed" in measured_words and "mixed" not in claim_words:
@@ -72,4 +93,7 @@ def configured(fact: str, claimed: str | None, measured: str | None) -> str | No
     value = claimed if claimed and (measured is None or same_dimension(fact, claimed, measured)) else measured
     if value is None:
         return None
-    return canonical_compiler(value) if fact == "compiler" else canonical_precision(value)
+    if fact == "compiler":
+        # where claim and data agree that nothing compiled the run, the data says which of the two it ran as
+        return canonical_compiler(measured if measured and canonical_compiler(value) in UNCOMPILED else value)
+    return canonical_precision(value)

@@ -84,11 +84,21 @@ def format_speedup(speedup: float | None) -> str:
     return f"{_fixed(speedup, 0 if speedup >= 100 else 1 if speedup >= 10 else 2)}×"
 
 
-def format_interval(low: float | None, high: float | None) -> str:
-    """A 95% interval of a speedup: ``0.42× – 0.58×``."""
+def format_interval(low: float | None, high: float | None, level: float | None = None) -> str:
+    """An interval of a speedup: ``0.42× – 0.58×``, with its confidence where given
+    (``0.42× – 0.58× (99.7%)``)."""
     if low is None or high is None:
         return MISSING
-    return f"{format_speedup(low)} – {format_speedup(high)}"
+    return f"{format_speedup(low)} – {format_speedup(high)}" + (f" ({format_level(level)})" if level else "")
+
+
+def format_level(level: float) -> str:
+    """A confidence level: ``95%``, ``99.69%``: enough digits to tell it from 100%."""
+    digits = 0
+    while digits < 4 and round(level * 100, digits) >= 100:
+        digits += 1
+    digits = max(digits, 0 if round(level * 100) == level * 100 else 1)
+    return f"{level * 100:.{digits}f}%"
 
 
 def format_count(count: int | None) -> str:

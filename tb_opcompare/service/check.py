@@ -17,6 +17,7 @@ import re2
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.analysis.numerics import above
+from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.sidecar import Claims, read_claims
@@ -84,7 +85,8 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
     if pattern is not None:
         in_scope &= np.fromiter((bool(pattern.search(key)) for key in table["key"]), dtype=bool, count=len(table))
-    table["verdict"] = confidence.verdicts(table, family=in_scope, alone=~is_op)
+    table["verdict"], level = confidence.decide(table, family=in_scope, alone=~is_op)
+    table["speedup_low"], table["speedup_high"], table["interval_level"] = confidence.interval_at(table, level)
     # The whole step is gated even under --ops: ops are judged net of what moved every op
     # together, so a change that slowed every op shows only there.
     table["gated"] = in_scope | ~is_op
@@ -99,7 +101,7 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
                         "the whole step carries it")
     return CheckDocument(
         passed=regressions == 0, common_change=result.common_change,
-        headline=_headline(regressions, counts, whole.iloc[0], threshold),
+        headline=_headline(regressions, counts, whole.iloc[0], threshold, result.whole_step_basis),
         baseline=baseline, target=target, threshold=threshold, min_share=min_share, ops=ops, group_by=group_by,
         noise=_noise_text(sides, noise, result, warnings),
         slower=int(counts.get(confidence.SLOWER, 0)), faster=int(counts.get(confidence.FASTER, 0)),
@@ -107,7 +109,8 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
         not_tested=int((ops_rows["verdict"] == confidence.UNTESTED).sum()),
         only_baseline=int(counts.get(confidence.ONLY_BASELINE, 0)),
         only_target=int(counts.get(confidence.ONLY_TARGET, 0)),
-        whole_step=_rows(whole)[0], rows=_rows(ops_rows), warnings=warnings, resamples=resamples,
+        whole_step=_rows(whole)[0], whole_step_basis=result.whole_step_basis, rows=_rows(ops_rows),
+        warnings=warnings, resamples=resamples,
     )
 
 
@@ -210,9 +213,12 @@ def _noise_text(sides: dict[str, list[LoadedRun]], noise: dict, result: confiden
                f"{value.typical:.0%} per op" for name, value in noise.items() if value is not None]
     speed = ("each run's speed factor taken out of its ops" if result.adjusted else
              f"no run speed factor taken out (fewer than {confidence.MIN_SHARED_OPS} ops ran in every run)")
+    whole = ("each run's median steady step wall time" if result.whole_step_basis == STEP_WALL_TIME
+             else "each run's op time per step (not every run has step markers)")
     return (f"run-to-run noise from the runs compared ({runs})"
             + (f" and the logdir's repeats ({'; '.join(learned)})" if learned else "")
-            + f"; Welch's t on the log of each run's typical time (the median of its steps); {speed}")
+            + f"; Welch's t on the log of each run's typical time (the median of its steps; for the whole step, "
+              f"{whole}); {speed}")
 
 
 _VERDICT_ORDER = {confidence.SLOWER: 0, confidence.ONLY_TARGET: 1, confidence.FASTER: 2, confidence.ONLY_BASELINE: 3,
@@ -230,10 +236,12 @@ def _rows(table: pd.DataFrame) -> list[CheckRow]:
     return msgspec.convert(as_records(table[_ROW_FIELDS]), list[CheckRow])
 
 
-def _headline(regressions: int, counts: pd.Series, whole: pd.Series, threshold: float) -> str:
-    # the value the verdict is about: the runs' typical steps (a stalled step moves the plain mean)
-    tested = whole["adjusted_speedup"] if np.isfinite(whole["adjusted_speedup"]) else whole["speedup"]
-    step = f"whole step {whole['verdict']}" + (f" ({_change(tested)})" if np.isfinite(tested) else "")
+def _headline(regressions: int, counts: pd.Series, whole: pd.Series, threshold: float, basis: str) -> str:
+    # on wall time, the headline every view reads (the steady steps pooled); else the value
+    # the verdict is about, the runs' typical op time per step (a stalled step moves the plain mean)
+    on_wall = basis == STEP_WALL_TIME
+    shown = whole["speedup"] if on_wall or not np.isfinite(whole["adjusted_speedup"]) else whole["adjusted_speedup"]
+    step = (f"whole step ({basis}) {whole['verdict']}" + (f" ({_change(shown)})" if np.isfinite(shown) else ""))
     tally = (f"{int(counts.get(confidence.SLOWER, 0))} ops significantly slower, "
              f"{int(counts.get(confidence.FASTER, 0))} faster, {int(counts.get(confidence.WITHIN_NOISE, 0))} within "
              f"noise")

@@ -7,9 +7,9 @@ what its data shows."""
 from __future__ import annotations
 
 from tb_opcompare.analysis.compare import finite_or_none
-from tb_opcompare.analysis.matrix import Column, MatrixRun, assumed_defaults, build_matrix, parse_column
+from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
-from tb_opcompare.schema.dimensions import canonical_compiler, canonical_precision
+from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, canonical_compiler, canonical_precision
 from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.catalog import Catalog
 
@@ -41,17 +41,18 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
         facts = loaded.profile.facts
         runs.append(MatrixRun(run=loaded.source.run, model=loaded.base_model, batch_size=facts.batch_size,
                               device=facts.device, precision=loaded.precision, compiler=loaded.compiler,
-                              step_times_us=facts.step_times_us))
+                              step_times_us=facts.step_times_us, device_name=facts.device_name))
     if models and not runs:
         raise MatrixUsageError(f"no readable run of model {', '.join(models)}")
     without_markers = sorted(run.run for run in runs if not run.step_times_us)
     if without_markers:
         warnings.append(f"{len(without_markers)} run(s) have no step markers, so no latency: "
                         f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}")
-    assumed = assumed_defaults(runs)
-    if assumed:
-        warnings.append(f"{len(assumed)} run(s) say no precision or compiler, so they sit in the fp32 / eager columns: "
-                        f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}")
+    for dimension, default in (("precision", DEFAULT_PRECISION), ("compiler", DEFAULT_COMPILER)):
+        assumed = sorted(run.run for run in runs if getattr(run, dimension) is None)
+        if assumed:
+            warnings.append(f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} columns: "
+                            f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}")
     cells, columns, reference_column = build_matrix(runs, reference_column, warmup)
     if reference and reference_column not in columns:
         warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
@@ -68,6 +69,6 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
                           latency_p10_us=finite_or_none(cell.latency_p10_us),
                           latency_p90_us=finite_or_none(cell.latency_p90_us),
                           throughput_per_s=finite_or_none(cell.throughput_per_s),
-                          speedup=finite_or_none(cell.speedup), reference=cell.column == reference_column)
+                          speedup=finite_or_none(cell.speedup), reference=cell.reference)
                for cell in cells],
         warnings=warnings)

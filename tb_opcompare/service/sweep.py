@@ -21,7 +21,7 @@ from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
-from tb_opcompare.schema.dimensions import DEFAULTS
+from tb_opcompare.schema.dimensions import DEFAULTS, default_among
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
@@ -100,12 +100,14 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
         facts = loaded.profile.facts
         warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
         runs.append(run_record(loaded))
+    series = [_sweep_dimensions(run)[series_by] for run in loaded_runs]
+    baseline = BASELINE_SERIES[series_by] if series_by == "device" else default_among(series_by, series)
     sweep = build_sweep(
-        [SweepRun(run=run.source.run, series=_sweep_dimensions(run)[series_by], batch_size=run.profile.facts.batch_size,
+        [SweepRun(run=run.source.run, series=value, batch_size=run.profile.facts.batch_size,
                   ops=run.profile.ops, steps=run.profile.facts.steps,
                   step_times_us=run.profile.facts.step_times_us)
-         for run in loaded_runs],
-        top=top, ops=ops, group_by=group_by, baseline=BASELINE_SERIES[series_by], series_by=series_by,
+         for run, value in zip(loaded_runs, series)],
+        top=top, ops=ops, group_by=group_by, baseline=baseline, series_by=series_by,
     )
     # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
     document = SweepDocument(

@@ -4,14 +4,14 @@ import assert from 'node:assert/strict';
 import {readFileSync} from 'node:fs';
 import {test} from 'node:test';
 
-import {formatBreakeven, formatBytes, formatCount, formatInterval, formatShare, formatSignedTime, formatSpeedup,
+import {formatBreakeven, formatBytes, formatCount, formatInterval, formatLevel, formatShare, formatSignedTime, formatSpeedup,
   formatThroughput, formatTime, headlineText, shortenNames} from '../../frontend/format.js';
 
 const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
 const formatters = {
   format_time: formatTime, format_signed_time: formatSignedTime, format_share: formatShare,
   format_speedup: formatSpeedup, format_count: formatCount, format_throughput: formatThroughput,
-  format_bytes: formatBytes,
+  format_bytes: formatBytes, format_level: formatLevel,
 };
 
 for (const [name, format] of Object.entries(formatters)) {
@@ -28,8 +28,8 @@ test('format_breakeven', () => {
 });
 
 test('format_interval', () => {
-  for (const [[low, high], expected] of cases.format_interval) {
-    assert.equal(formatInterval(low, high), expected, `format_interval(${low}, ${high})`);
+  for (const [[low, high, level], expected] of cases.format_interval) {
+    assert.equal(formatInterval(low, high, level), expected, `format_interval(${low}, ${high}, ${level})`);
   }
 });
 

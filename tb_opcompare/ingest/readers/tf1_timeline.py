@@ -28,6 +28,7 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, ChromeTrace, TraceText, process_names
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import allocation_batch_vote
+from tb_opcompare.schema.dimensions import TF_GRAPH
 from tb_opcompare.schema.optable import (
     DEVICE,
     HOST,
@@ -102,6 +103,8 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfi
         # The file is one session.run: its wall time is the span from the first op's
         # start to the last op's (or kernel's) end, what a stopwatch around the run reads.
         step_times_us=[last_end - first_start] if last_end > first_start else [],
+        # a TF1 session always runs a graph
+        compiler=TF_GRAPH, compiler_source="data: a TF1 session.run timeline (graph execution)",
     )
     facts.step_time_us = facts.step_times_us[0] if facts.step_times_us else None
     if events.crossings:

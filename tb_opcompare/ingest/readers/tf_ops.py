@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import re
 
-from tb_opcompare.schema.dimensions import is_batch_size
+from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, TF_GRAPH, is_batch_size
 from tb_opcompare.schema.optable import ARGUMENT_SOURCE
 
 # The rule xprof uses to tell a TF op event ("<name>:<type>") from other host
@@ -24,11 +24,23 @@ def parse_tf_op(full_name: str) -> tuple[str, str] | None:
     return name, op_type
 
 
+EAGER_OP_PREFIX = "EagerLocalExecute: "
+
+
 def parse_host_op(full_name: str) -> tuple[str, str] | None:
     """A TF op, or a tf.data iterator event (``Iterator::Root::Prefetch``), typed
-    ``Dataset`` as xprof's TensorFlow Stats tool types them."""
+    ``Dataset`` as xprof's TensorFlow Stats tool types them, or an op run eagerly
+    (``EagerLocalExecute: Conv2D``: its dispatch and its kernel, on the calling thread),
+    named by its type, since an eager op has no node name. An eager call of a function
+    (``EagerLocalExecute: __inference_train_function_1508``) is not an op: the graph's own
+    ops, on TF's threads, hold its time."""
     if full_name.startswith("Iterator::"):
         return full_name, "Dataset"
+    if full_name.startswith(EAGER_OP_PREFIX):
+        op_type = full_name[len(EAGER_OP_PREFIX):]
+        if op_type.startswith("__") or not _OP_TYPE.match(op_type):
+            return None
+        return op_type, op_type
     return parse_tf_op(full_name)
 
 
@@ -53,13 +65,39 @@ TF_RANGE_STATS = frozenset({"tf_function_call", "step_num", "_r", "_p", "_c", "_
 _TF_THREADS = ("tf_", "collective_ops")
 
 
+# tf.data's producer and consumer ranges (``PrefetchConsume``, ``ParallelMapProduce``), which
+# land on the calling thread when the model runs eagerly
+_TF_DATA_HANDOFF = re.compile(r"[A-Z][A-Za-z]*(Produce|Consume)\Z")
+
+
 def is_tf_range(name: str) -> bool:
     """Whether a host event that is not an op is one of TensorFlow's own ranges."""
-    return "::" in name or name.startswith(_TF_RANGE_PREFIXES) or name in _TF_RANGES
+    return ("::" in name or name.startswith(_TF_RANGE_PREFIXES) or name in _TF_RANGES
+            or _TF_DATA_HANDOFF.match(name) is not None)
 
 
 def is_tf_thread(line_name: str) -> bool:
     return line_name.startswith(_TF_THREADS)
+
+
+def execution_thread(line_name: str) -> str | None:
+    """Which way a model's ops ran on this thread: ``graph`` on TF's executor threads,
+    ``eager`` on any other (the caller's), None on tf.data's (the input pipeline's, either way)."""
+    if line_name.startswith("tf_data"):
+        return None
+    return "graph" if is_tf_thread(line_name) else "eager"
+
+
+def tf_execution(graph_ops: int, eager_ops: int) -> tuple[str, str]:
+    """(compiler, its evidence) of a TF profile without XLA ops, from where its op events
+    ran: a graph's executor (``tf.function``, Keras's ``fit``, a TF1 session) runs ops on
+    TF's own threads (``tf_Compute``...), eager execution on the thread that called it.
+    Whichever ran most ops names the run."""
+    graph = graph_ops >= eager_ops
+    return (TF_GRAPH if graph else DEFAULT_COMPILER,
+            f"data: {graph_ops:,} of {graph_ops + eager_ops:,} TensorFlow op events on TF's executor threads "
+            f"({'a graph: tf.function or a session' if graph else 'eager: the rest ran on the calling thread'}), "
+            "no XLA op")
 
 
 def op_from_annotation(annotation: str) -> tuple[str, str] | None:

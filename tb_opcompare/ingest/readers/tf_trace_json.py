@@ -3,19 +3,26 @@
 It is the xplane rendered as a Chrome trace: a ``/host:CPU`` process whose threads
 carry ``<op_name>:<op_type>`` events, and ``/device:GPU:N`` processes whose
 ``Stream #`` threads carry kernels naming their op in ``args.tf_op`` (or
-``annotation`` / ``level 0`` in older TF). The same rules as the xplane reader apply.
+``annotation`` / ``level 0`` in older TF), beside a ``TensorFlow Ops`` thread with one event
+per execution of a TF op (TF 2.2-2.3). The same rules as the xplane reader apply. What the
+rendering drops cannot be read: the device's model (the plane's stats) is not in it.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+import numpy as np
+
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import ChromeTrace, process_names
+from tb_opcompare.ingest.readers.device_executions import InvocationIds, add_executed_kernels
 from tb_opcompare.ingest.readers.tf_ops import (
+    EAGER_OP_PREFIX,
     PIPELINE_ROOTS,
     STEP_FUNCTION,
     batch_size_evidence,
+    execution_thread,
     is_batch_dataset,
     leading_dim,
     op_from_annotation,
@@ -23,10 +30,10 @@ from tb_opcompare.ingest.readers.tf_ops import (
     parse_tf_op,
     settled_steps,
     shared_leading_dim,
+    tf_execution,
 )
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
-    DEVICE,
     OpEvents,
     OpProfile,
     ProfileFacts,
@@ -55,6 +62,9 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
     markers: dict[int, float] = {}  # step number -> its longest marker (µs)
     calls: list[tuple[float, float]] = []  # Keras 2's step function calls: (start, duration)
     input_batches, declared_batches, step_batches = Counter(), Counter(), Counter()
+    threads_run = Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere ("eager")
+    kernels: dict[int, list] = defaultdict(list)  # device process -> (op, start, duration in ps) of its kernels
+    executions: dict[int, dict] = defaultdict(lambda: defaultdict(list))  # device process -> op -> spans (ps)
     first_shape: tuple[float, int] | None = None
     for event in trace.traceEvents:
         if event.ph != "X":
@@ -65,7 +75,11 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
             long_name = event.args.long_name if event.args else None
             op = parse_host_op(long_name or event.name)
             if op:
-                host_threads[(event.pid, event.tid)].append((event.ts, duration, op))
+                eager = (long_name or event.name).startswith(EAGER_OP_PREFIX)
+                host_threads[(event.pid, event.tid)].append((event.ts, duration, op, eager))
+                execution = execution_thread(threads.get((event.pid, event.tid), ""))
+                if execution is not None and op[1] != "Dataset":
+                    threads_run[execution] += 1
                 batch = leading_dim(event.args.shape) if event.args and event.args.shape else None
                 if batch and (first_shape is None or event.ts < first_shape[0]):
                     first_shape = (event.ts, batch)
@@ -75,15 +89,31 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
             thread = threads.get((event.pid, event.tid), "")
             if thread == "Steps":
                 device_steps[event.pid].append((event.ts, duration))
+            elif thread == "TensorFlow Ops":  # one event per execution of a TF op, spanning its kernels
+                # the rendering shows the op's type; its ``name:type`` is the long name
+                op = op_from_annotation((event.args.long_name if event.args else None) or event.name)
+                if op:
+                    executions[event.pid][op].append((_ps(event.ts), _ps(event.ts + duration)))
             if not thread.startswith("Stream #"):
                 continue
             device_kinds.add(process[len("/device:"):].split(":", 1)[0])
-            op = _kernel_op(event)
-            events.add(DEVICE, op[0], op[1], duration, duration)
-    add_nested_host_ops(events, host_threads.values())
+            kernels[event.pid].append((_kernel_op(event), _ps(event.ts), _ps(duration)))
+    # as the xplane reader counts them: a kernel belongs to the execution of its op it starts
+    # in, on its device; a kernel no execution spans (a copy) is an execution of its own
+    invocations = InvocationIds()
+    for pid, device_kernels in kernels.items():
+        spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in executions[pid].items()}
+        add_executed_kernels(events, device_kernels, spans, invocations)
+    # as the xplane reader: in a graph run, the few ops Python dispatched eagerly around the
+    # step function are the loop's own, not the model's
+    keep_eager = threads_run["eager"] > threads_run["graph"]
+    add_nested_host_ops(events, [[(start, duration, op) for start, duration, op, eager in ops if keep_eager or not eager]
+                                 for ops in host_threads.values()])
     if not len(events):
         raise ProfileError(path, "no TensorFlow op events on /host: or /device: processes")
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
+    if threads_run:
+        facts.compiler, facts.compiler_source = tf_execution(threads_run["graph"], threads_run["eager"])
     if device_kinds:
         facts.device = "GPU" if "GPU" in device_kinds else sorted(device_kinds)[0]
     busiest_device = max(device_steps.values(), key=len, default=[])
@@ -138,6 +168,11 @@ def _whole_number(value) -> int | None:
     if isinstance(value, str) and value.isdigit() and len(value) <= 18:
         return int(value)
     return None
+
+
+def _ps(microseconds: float) -> int:
+    """A trace time (µs, a float) on the picosecond clock the execution rule counts in."""
+    return round(microseconds * 1e6)
 
 
 def _kernel_op(event) -> tuple[str, str]:

@@ -21,8 +21,10 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.ingest.readers.device_executions import InvocationIds, add_executed_kernels, add_scoped_kernels
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
+    EAGER_OP_PREFIX,
     PIPELINE_ROOTS,
     STEP_FUNCTION,
     TF_RANGE_STATS,
@@ -36,8 +38,10 @@ from tb_opcompare.ingest.readers.tf_ops import (
     op_from_annotation,
     parse_host_op,
     parse_tf_op,
+    execution_thread,
     settled_steps,
     shared_leading_dim,
+    tf_execution,
 )
 from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
 from tb_opcompare.ingest.readers.xplane_wire import (
@@ -81,7 +85,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
     steps: dict[int, int] = {}  # step number -> longest marker duration (ps)
     device_steps: list[int] = []  # the busiest device plane's Steps line: each step's duration (ps)
-    invocation_ids = _InvocationIds()
+    invocation_ids = InvocationIds()
     device_names: list[str] = []
     first_shape: tuple[float, int] | None = None
     # (tf.data batch size, root iterator's name) -> elements seen
@@ -163,8 +167,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         facts.compiler, facts.compiler_source = "XLA", (f"data: {kinds['xla_device']:,} kernels of XLA ops (hlo_op) "
                                                         "on the device")
     elif kinds["tf"]:
-        facts.compiler, facts.compiler_source = NO_XLA, (f"data: {kinds['tf']:,} TensorFlow op events, no XLA op "
-                                                         "(graph or eager: not compiled)")
+        facts.compiler, facts.compiler_source = tf_execution(kinds["tf_graph"], kinds["tf_eager"])
     if facts.batch_size is None:
         vote = allocation_batch_vote(allocated_shapes)
         if vote:
@@ -223,15 +226,23 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     key_codes: dict[tuple[str, str], int] = {}
     op_ids: list[int] = []
     op_codes: list[int] = []
+    eager_ids, graph_codes = [], set()  # an eager op may share its key with a graph op ("ReadVariableOp")
     for entry in plane.event_metadata:
         parsed = parse_host_op(entry.value.name) if names_tf_ops else None
         if parsed:
             if parsed not in key_codes:
                 key_codes[parsed] = len(op_keys)
                 op_keys.append(parsed)
+            if entry.value.name.startswith(EAGER_OP_PREFIX):
+                eager_ids.append(entry.key)
+            else:
+                graph_codes.add(key_codes[parsed])
             op_ids.append(entry.key)
             op_codes.append(key_codes[parsed])
     lookup = _IdLookup(op_ids, op_codes) if op_ids else None
+    model_op = np.array([op_type != "Dataset" for _, op_type in op_keys], dtype=bool)  # not the input pipeline's
+    only_eager = ~np.isin(np.arange(len(op_keys)), list(graph_codes))
+    eager_id_array = np.asarray(eager_ids, dtype=np.int64)
     root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in PIPELINE_ROOTS}
     pipeline_roots = list(root_names)
     batch_datasets = [entry.key for entry in plane.event_metadata if is_batch_dataset(entry.value.name)]
@@ -259,7 +270,8 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     memory_events = _MemoryEvents(plane, stat_names, memory, in_use, allocated_shapes)
     clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
     for line_number, line in enumerate(plane.lines):
-        starts, durations, codes = [], [], []
+        starts, durations, codes, eager_flags = [], [], [], []
+        execution = execution_thread(line.name)
         reads_user_ranges = bool(user_range_names) and not is_tf_thread(line.name)
         if clock_origin_ns is None:
             clock_origin_ns = line.timestamp_ns
@@ -269,6 +281,10 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
             code = lookup.codes(ints[:, 0]) if lookup else np.full(len(ints), -1)
             if lookup:
                 kinds["tf"] += int((code >= 0).sum())
+                if execution is not None:
+                    model_ops = int(model_op[code[code >= 0]].sum())
+                    kinds[f"tf_{execution}"] += model_ops
+                    kinds[f"plane_{execution}"] += model_ops
             if hlo_stat is not None:
                 code = hlo.codes(batch, ints[:, 0], code)
             is_op = code >= 0
@@ -276,6 +292,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
                 starts.append(ints[is_op, 1])
                 durations.append(ints[is_op, 2])
                 codes.append(code[is_op])
+                eager_flags.append(np.isin(ints[is_op, 0], eager_id_array))
                 if shape_stat is not None:
                     shaped = _first_shaped_op(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
                     if shaped:
@@ -313,7 +330,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
             # a line whose clock is wildly off the plane's cannot be placed in its steps
             placeable = abs(line_start_ps) < _MAX_DURATION_PS
             op_lines.append((np.concatenate(starts) + (line_start_ps if placeable else 0), durations, codes,
-                             placeable))
+                             np.concatenate(eager_flags), placeable))
     kinds["xla"] += hlo.events
     for step, (_, duration) in marker_ranges.items():
         steps[step] = max(steps.get(step, 0), duration)
@@ -323,10 +340,20 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
         ranges = np.concatenate(call_ranges)
         call_durations.extend(ranges[np.argsort(ranges[:, 0], kind="stable"), 1].tolist())
 
+    # In a graph run the few ops Python dispatched eagerly are the training loop's own
+    # (Keras's Identity, LogicalAnd, WriteSummary around the step function), which xprof's
+    # op statistics leave out too; in an eager run they are the model.
+    plane_is_eager = kinds["plane_eager"] > kinds["plane_graph"] + hlo.events  # XLA's ops are a compiled graph's
+    kinds["plane_eager"] = kinds["plane_graph"] = 0
+
+    left_out = np.zeros(len(op_keys), dtype=bool) if plane_is_eager else only_eager
+
     def add_ops() -> None:
-        memory.attribute(events, op_keys)
+        memory.attribute(events, op_keys, left_out)
         while op_lines:  # each line's arrays are let go once added
-            starts, durations, codes, placeable = op_lines.pop(0)
+            starts, durations, codes, eager, placeable = op_lines.pop(0)
+            if not plane_is_eager and eager.any():
+                starts, durations, codes = starts[~eager], durations[~eager], codes[~eager]
             _add_host_line(events, op_keys, starts, durations, codes, bounds if placeable else bounds[:0])
 
     return first_shape, add_ops
@@ -383,7 +410,6 @@ class _HloOps:
 # TF ops ran as themselves, not compiled: called eager as torch's uncompiled runs are, so
 # that both frameworks meet in one column of the matrix (graph or eager: the profile does
 # not tell them apart)
-NO_XLA = "eager"
 _HLO_INSTANCE = re.compile(r"\.\d+$")
 
 
@@ -680,10 +706,11 @@ class _Allocations:
             scope = self._optimizer_scope[tf_op] = is_optimizer_scope(tf_op)
         return scope
 
-    def attribute(self, events: OpEvents, op_keys: list[tuple[str, str]]) -> None:
+    def attribute(self, events: OpEvents, op_keys: list[tuple[str, str]], left_out: np.ndarray) -> None:
+        """Each op's requested bytes, to the op of that name (ops ``left_out`` get none)."""
         if not self.requested:
             return
-        by_name = {name: code for code, (name, _) in enumerate(op_keys)}
+        by_name = {name: code for code, (name, _) in enumerate(op_keys) if not left_out[code]}
         known = [(by_name[name], size) for name, size in self.requested.items() if name in by_name]
         if known:
             codes, sizes = zip(*known)
@@ -850,7 +877,7 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
     return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
 
 
-def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds,
+def _read_device_plane(plane, events: OpEvents, invocations: InvocationIds,
                        kinds: collections.Counter) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
     duration of each event of its Steps line in start order, ps).
@@ -933,37 +960,14 @@ def _read_device_plane(plane, events: OpEvents, invocations: _InvocationIds,
                         totals[1] += event.duration_ps
             del batch
     if kernels:
-        _add_executed_kernels(events, kernels, executions, invocations)
+        add_executed_kernels(events, kernels, executions, invocations)
     elif scoped:
-        _add_scoped_kernels(events, scoped, invocations)
+        add_scoped_kernels(events, scoped, invocations)
     elif sums:
         events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
     else:
         return None, "", steps
     return kind, _device_name(plane, stat_names, kind), steps
-
-
-def _kernel_columns(kernels: list) -> tuple[list, np.ndarray, np.ndarray]:
-    """Kernels given as ``(op, ..., duration in ps)``: their ops in first-seen order, each
-    kernel's op code into that list, each kernel's duration (ps)."""
-    keys = list(dict.fromkeys(kernel[0] for kernel in kernels))
-    code_of = {op: code for code, op in enumerate(keys)}
-    codes = np.fromiter((code_of[kernel[0]] for kernel in kernels), dtype=np.int64, count=len(kernels))
-    durations = np.fromiter((kernel[-1] for kernel in kernels), dtype=np.float64, count=len(kernels))
-    return keys, codes, durations
-
-
-def _add_scoped_kernels(events: OpEvents, kernels: list, invocations: _InvocationIds) -> None:
-    """Each kernel as a record whose invocation is its op's execution with the kernel's
-    scope range id (ids unique across the file's planes), a fresh one where it has none."""
-    keys, codes, durations = _kernel_columns(kernels)
-    dense: dict[tuple[int, int], int] = {}
-    local = np.empty(len(kernels), dtype=np.int64)
-    for index, ((_, scope, _), code) in enumerate(zip(kernels, codes.tolist())):
-        # a kernel without a scope is an execution of its own: its key is its index
-        key = (code, scope) if scope is not None else (-1, index)
-        local[index] = dense.setdefault(key, len(dense))
-    events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocations.take(len(dense)) + local)
 
 
 def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.ndarray]:
@@ -985,49 +989,6 @@ def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.
                     start = line_start_ps + event.offset_ps
                     spans.setdefault(op, []).append((start, start + event.duration_ps))
     return {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in spans.items()}
-
-
-def _add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tuple[str, str], np.ndarray],
-                          invocations: _InvocationIds) -> None:
-    """Each kernel as a record whose invocation is the execution of its op it starts in
-    (ids unique across the file's planes), or a fresh one where no execution spans it."""
-    keys, codes, durations = _kernel_columns(kernels)
-    starts = np.fromiter((start for _, start, _ in kernels), dtype=np.int64, count=len(kernels))
-    invocation = np.full(len(kernels), -1, dtype=np.int64)
-    spans = [(code, executions[op]) for code, op in enumerate(keys) if op in executions]
-    if spans:
-        # every execution of the ops that ran kernels, with its op's code, sorted with the
-        # kernels by (op, start): a kernel belongs to the execution last before it in that
-        # order if that execution is of its op and has not ended when the kernel starts
-        span_codes = np.concatenate([np.full(len(found), code, dtype=np.int64) for code, found in spans])
-        span_bounds = np.concatenate([found for _, found in spans])
-        first_id = invocations.take(len(span_codes))
-        all_codes = np.concatenate([span_codes, codes])
-        is_kernel = np.concatenate([np.zeros(len(span_codes), dtype=bool), np.ones(len(codes), dtype=bool)])
-        order = np.lexsort((is_kernel, np.concatenate([span_bounds[:, 0], starts]), all_codes))
-        ranks = np.arange(len(order))
-        last_span = order[np.maximum.accumulate(np.where(is_kernel[order], -1, ranks)).clip(min=0)]
-        kernel_rank = np.flatnonzero(is_kernel[order])
-        span, kernel = last_span[kernel_rank], order[kernel_rank] - len(span_codes)
-        # a kernel sorted before every execution points at a kernel: is_kernel says so
-        inside = ~is_kernel[span] & (all_codes[span] == codes[kernel])
-        inside[inside] &= starts[kernel[inside]] < span_bounds[span[inside], 1]
-        invocation[kernel[inside]] = first_id + span[inside]
-    alone = np.flatnonzero(invocation < 0)
-    invocation[alone] = invocations.take(len(alone)) + np.arange(len(alone))
-    events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocation)
-
-
-class _InvocationIds:
-    """Execution ids unique across a file's device planes (an op may run on several)."""
-
-    def __init__(self):
-        self._next = 0
-
-    def take(self, count: int) -> int:
-        """The first of ``count`` fresh ids."""
-        first, self._next = self._next, self._next + count
-        return first
 
 
 _DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
