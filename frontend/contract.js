@@ -42,6 +42,18 @@
  * @property {Object<string, number>} peak_memory_bytes - memory in use at its highest per device (`CPU`, `GPU:0`), where the profile records memory; empty otherwise
  * @property {Array<string>} warnings - what the user should know about this run's facts
  * @property {boolean} loaded - whether the trace has been read (else only names and sidecars were)
+ * @property {Array<WorkerRecord>} [workers] - the ranks of one distributed job read together as this run, each with its own figures; the run's ops pool every rank's executions and its step is its slowest rank's. Empty for a profile of one process
+ */
+
+/**
+ * One rank of a distributed job whose traces were read together as one run.
+ * @typedef {Object} WorkerRecord
+ * @property {number|null} rank - the rank its trace names (`distributedInfo`)
+ * @property {number|null} world_size - the job's ranks in all, whether or not every rank's trace is in the logdir
+ * @property {string} file - its trace file
+ * @property {number|null} steps - its profiled steps
+ * @property {number|null} step_time_us - its median steady step wall time, µs: the run's step is its slowest rank's
+ * @property {number} host_op_time_us - its host ops' self time, summed, µs
  */
 
 /**

@@ -44,3 +44,26 @@ def test_the_sweep_and_the_matrix_fill_on_a_logdir_whose_names_hide_the_models(p
                           f"td[data-column='{cell['column']}'] .oc-matrix-speedup")
     assert shown.inner_text() == format_speedup(cell["speedup"])
     assert not errors and not page.page_errors
+
+
+@pytest.fixture(scope="module")
+def ranks_tensorboard_url(tmp_path_factory):
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "gpu_h200" / "ranks") as url:
+        yield url
+
+
+def test_a_distributed_job_shows_as_one_run_with_its_workers(page, ranks_tensorboard_url):
+    """Two ranks of one job in one folder (no sidecar): Compare pairs the CPU job with the
+    GPU job, each side one run whose card names its workers, each rank's step in the tooltip."""
+    url = ranks_tensorboard_url
+    errors = console_errors(page)
+    runs = route_json(url, "runs")
+    gpu = next(run for run in runs["runs"] if run["run"] == "ddp_cnn_gpu")
+    frame = open_op_compare(page, url, ready="#oc-target-workers", baseline="ddp_cnn_cpu", target="ddp_cnn_gpu")
+    workers = frame.locator("#oc-target-workers")
+    assert workers.inner_text() == "2 workers (ranks 0, 1 of 2)"
+    title = workers.get_attribute("title")
+    for worker in gpu["workers"]:
+        assert f"rank {worker['rank']}: " in title and worker["file"] in title
+    assert frame.locator("#oc-baseline-workers").inner_text() == "2 workers (ranks 0, 1 of 2)"
+    assert not errors and not page.page_errors

@@ -86,6 +86,23 @@ function pooledLine(side, runs) {
 }
 
 /**
+ * "2 workers (ranks 0, 1 of 8)" where the run is the ranks of one distributed job read
+ * together, each rank's median step in the tooltip; nothing for one process.
+ * @param {Side} side
+ * @param {RunRecord} run
+ */
+function workersLine(side, run) {
+  const workers = run.workers || [];
+  if (!workers.length) return '';
+  const ranks = workers.map((worker) => worker.rank).join(', ');
+  return h('div', {class: 'oc-card-detail oc-workers', id: `oc-${side}-workers`,
+                   title: 'Each rank\'s median step; the run\'s step is its slowest rank\'s, its ops every rank\'s:\n' +
+                     workers.map((worker) => `rank ${worker.rank}: ${formatTime(worker.step_time_us)} ` +
+                                 `(${worker.file})`).join('\n')},
+           `${workers.length} workers (ranks ${ranks} of ${workers[0].world_size})`);
+}
+
+/**
  * @param {Side} side
  * @param {RunRecord} run for a run group, its first run's record with the group's steps
  * @param {RunRecord} other the other side's run
@@ -99,6 +116,7 @@ function runCard(side, run, other, pooled) {
     h('div', {class: 'oc-run-name', title: run.run},
       shared && h('span', {class: 'oc-run-shared'}, shared), h('span', {class: 'oc-run-own'}, own)),
     pooledLine(side, pooled),
+    workersLine(side, run),
     h('div', {class: 'oc-card-detail'}, deviceText(run)),
     h('div', {class: 'oc-card-detail'},
       run.batch_size ? `batch ${run.batch_size} (from ${run.batch_size_source})` : 'batch size unknown',

@@ -367,6 +367,15 @@ def _runs(args) -> int:
     return EXIT_UNREADABLE if document["errors"] else EXIT_OK
 
 
+def _workers_text(workers: list[dict]) -> str:
+    """``\tworkers=2 (ranks 0, 1 of 2; steps 4.10 ms, 4.32 ms)``: a job's ranks read as one run."""
+    if not workers:
+        return ""
+    ranks = ", ".join(str(worker["rank"]) for worker in workers)
+    steps = ", ".join(format_time(worker["step_time_us"]) for worker in workers)
+    return f"\tworkers={len(workers)} (ranks {ranks} of {workers[0]['world_size']}; median steps {steps})"
+
+
 def _print_runs(document: dict) -> None:
     document = escape_controls(document)
     if not document["runs"] and not document["errors"]:
@@ -380,7 +389,8 @@ def _print_runs(document: dict) -> None:
             + "".join(f"\t{fact}={run[fact]}" for fact in ("precision", "compiler") if run[fact])
             + f"\tmodel={run['model']}"
             + (f" ({run['model_source']})" if run["model_source"].startswith("data") else "")
-            + f"\tsessions={len(run['sessions'])}" + ("" if run["loaded"] else "\t(not read yet)")
+            + f"\tsessions={len(run['sessions'])}" + _workers_text(run["workers"])
+            + ("" if run["loaded"] else "\t(not read yet)")
         )
     if document["pairs"]:
         print("\npairs (baseline -> target):")

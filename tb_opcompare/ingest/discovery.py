@@ -7,7 +7,8 @@ the default). What makes a run:
   a session is read together. ``<host>.trace.json.gz`` (TF 2.0-2.3) is used where a
   session has no xplane.
 * ``<run>/<worker>.<ts>.pt.trace.json[.gz]`` (PyTorch ``tensorboard_trace_handler``):
-  each file is a session.
+  each file is a session, except where the files are the ranks of one distributed job
+  (``ingest.workers``): then each session is one capture, every rank's file read together.
 * any other ``*.json`` / ``*.json.gz`` whose first bytes show ``"traceEvents"`` (TF1
   timeline, PyTorch ``export_chrome_trace``), or a ``summary.json`` with
   ``"op_stats"``: the directory is the run, each file a session.
@@ -30,8 +31,18 @@ import re
 import zlib
 
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.formats import EMPTY_SESSION, FORMATS, REFUSED, SESSION_FORMATS, SNIFF_BYTES, XPLANE
+from tb_opcompare.ingest.formats import (
+    CHROME_TRACE,
+    EMPTY_SESSION,
+    FORMATS,
+    PYTORCH,
+    REFUSED,
+    SESSION_FORMATS,
+    SNIFF_BYTES,
+    XPLANE,
+)
 from tb_opcompare.ingest.sidecar import SIDECAR
+from tb_opcompare.ingest.workers import group_ranks, rank_of
 
 _TORCH_TIMESTAMP = re.compile(r"\.(\d+)\.pt\.trace\.json")
 _SESSION_FORMAT_NAMES = {f.name for f in SESSION_FORMATS}
@@ -114,7 +125,28 @@ def discover(logdir: str) -> list[RunSource]:
             run = _relative(logdir, path)
         found[(run, REFUSED)] = RunSource(run=run, format=REFUSED, run_dir=run_dir,
                                           sessions={_split(path)[1]: [path]}, refusal=reason)
+    for source in found.values():
+        if source.format in (PYTORCH, CHROME_TRACE) and len(source.sessions) >= 2:
+            _join_ranks(source)
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
+
+
+def _join_ranks(source: RunSource) -> None:
+    """A folder of one distributed job's traces, one per rank, becomes one run whose
+    sessions are the job's captures, each holding every rank's file (``workers``); any
+    other folder of several traces keeps one session per file."""
+    files = [paths[0] for paths in source.sessions.values()]
+    ranks = [rank_of(_sniff(path)) for path in files]
+    captures = group_ranks(files, ranks)
+    if captures is None:
+        return
+    rank_by_file = dict(zip(files, ranks))
+    sessions = {}
+    for paths in captures:
+        found = sorted(rank_by_file[path].rank for path in paths)
+        sessions[f"{_split(paths[0])[1]} (ranks {', '.join(map(str, found))} of {rank_by_file[paths[0]].world_size})"] = \
+            sorted(paths, key=lambda path: rank_by_file[path].rank)
+    source.sessions = sessions
 
 
 def has_profile_runs(logdir: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import zlib
 from collections.abc import Callable
 
 from tb_opcompare.errors import OverLimit, ProfileError
@@ -74,6 +75,8 @@ def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int |
     from tb_opcompare.ingest.readers.tf_trace_json import is_tf_trace_json, read_tf_trace_json
     from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_trace
 
+    if len(paths) > 1:  # the ranks of one distributed job (ingest.workers), one trace each
+        return _read_ranks(paths, max_text_bytes)
     path = paths[0]
     text = open_chrome_trace(path, fs.read_bytes(path), max_text_bytes)
     if file_format == PYTORCH or is_torch_trace(text):
@@ -85,6 +88,25 @@ def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int |
     if file_format == CHROME_TRACE and is_tf1_timeline(trace):
         return read_tf1_timeline(path, trace, text)  # its memory events are decoded from the text again
     raise ProfileError(path, "a Chrome trace, but neither a TF1 timeline, a TF 2.x trace nor a PyTorch trace")
+
+
+def _read_ranks(paths: list[str], max_text_bytes: int | None):
+    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_ranks
+    from tb_opcompare.ingest.workers import rank_of
+
+    def ranks():  # one rank's text in memory at a time
+        for path in paths:
+            data = fs.read_bytes(path)
+            text = open_chrome_trace(path, data, max_text_bytes)
+            if not is_torch_trace(text):
+                raise ProfileError(path, "a rank of a distributed job, but not a PyTorch trace")
+            head = (zlib.decompressobj(wbits=31).decompress(data[:SNIFF_BYTES], SNIFF_BYTES)
+                    if data[:2] == b"\x1f\x8b" else data[:SNIFF_BYTES])
+            del data
+            yield path, text, rank_of(head)
+
+    return read_torch_ranks(ranks())
 
 
 # Factors: what benchmarks/bench_readers.py measures plus a margin (30 MB xplane: 1.9x;

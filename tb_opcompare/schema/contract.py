@@ -39,6 +39,17 @@ class _Document(msgspec.Struct, kw_only=True):
     pass
 
 
+class WorkerRecord(_Document):
+    """One rank of a distributed job whose traces were read together as one run."""
+
+    rank: _d(int | None, "the rank its trace names (`distributedInfo`)")
+    world_size: _d(int | None, "the job's ranks in all, whether or not every rank's trace is in the logdir")
+    file: _d(str, "its trace file")
+    steps: _d(int | None, "its profiled steps")
+    step_time_us: _d(float | None, "its median steady step wall time, µs: the run's step is its slowest rank's")
+    host_op_time_us: _d(float, "its host ops' self time, summed, µs")
+
+
 class RunRecord(_Document):
     """One run: its facts from the data, else its sidecar, else its name (the `*_source`
     fields say which). Runs listed with `load=0` and not yet read carry the claims only."""
@@ -76,6 +87,9 @@ class RunRecord(_Document):
                                           "profile records memory; empty otherwise")
     warnings: _d(list[str], "what the user should know about this run's facts")
     loaded: _d(bool, "whether the trace has been read (else only names and sidecars were)")
+    workers: _d(list[WorkerRecord], "the ranks of one distributed job read together as this run, each with its "
+                                    "own figures; the run's ops pool every rank's executions and its step is its "
+                                    "slowest rank's. Empty for a profile of one process") = []
 
 
 class Pair(_Document):

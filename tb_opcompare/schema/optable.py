@@ -195,6 +195,10 @@ class ProfileFacts:
     peak_memory_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     memory_events: int | None = None  # allocations and frees recorded (None: memory not profiled)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # The workers (ranks) of one job whose profiles were read together, each a dict of its
+    # rank, world_size, file, steps, step_time_us (median steady step) and host_op_time_us; empty
+    # for a profile of one process
+    workers: list[dict] = dataclasses.field(default_factory=list)
 
 
 MIXED_SHARE = 0.9  # below this share for its most common dtype, a run is "mixed"
@@ -336,6 +340,30 @@ class OpEvents:
         self.memory_partials.append(pd.DataFrame({
             "op_name": [keys[i][0] for i in seen], "op_type": [keys[i][1] for i in seen],
             "alloc_bytes": allocated[seen], "net_bytes": net[seen]}))
+
+    def absorb(self, other: "OpEvents") -> None:
+        """Another worker's events (a rank of the same job) into these: its occurrences and
+        kernels join each op's (a step's index is the job's step on every rank), its kernel
+        invocations are kept apart from this one's, and the first worker's memory timeline
+        stands for the job's."""
+        self.side += other.side
+        self.name += other.name
+        self.type += other.type
+        self.total += other.total
+        self.self_time += other.self_time
+        self.host_partials += other.host_partials
+        self.host_samples += other.host_samples
+        self.host_sample_steps += other.host_sample_steps
+        self.step_count = max(self.step_count, other.step_count)
+        self.device_partials += other.device_partials
+        offset = 1 + max((float(np.nanmax(part["invocation"])) for part in self.device_kernels
+                          if part["invocation"].notna().any()), default=-1.0)
+        self.device_kernels += [part.assign(invocation=part["invocation"] + offset) for part in other.device_kernels]
+        self.crossings += other.crossings
+        self.memory_partials += other.memory_partials
+        self.net_memory_known = self.net_memory_known and other.net_memory_known
+        if self.memory_timeline is None:
+            self.memory_timeline = other.memory_timeline
 
     def __len__(self) -> int:
         return (len(self.name) + sum(int(p["occurrences"].sum()) for p in self.host_partials)

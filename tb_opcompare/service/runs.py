@@ -14,7 +14,7 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.sidecar import Claims, read_claims
-from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument
+from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
 from tb_opcompare.schema.optable import ProfileFacts
 from tb_opcompare.service.check import repeat_groups
 from tb_opcompare.service.logdir import with_identified_models
@@ -70,6 +70,8 @@ def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, la
         peak_memory_bytes=dict(facts.peak_memory_bytes), precision=facts.precision,
         precision_source=facts.precision_source, compiler=facts.compiler, compiler_source=facts.compiler_source,
         loaded=loaded,
+        workers=[WorkerRecord(**{**worker, "step_time_us": finite_or_none(worker["step_time_us"])})
+                 for worker in facts.workers],
     )
 
 

@@ -22,14 +22,17 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+from collections.abc import Iterable
 
 import msgspec
 import numpy as np
 import pandas as pd
 
+from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.optable import (
     ANNOTATION_TYPES,
@@ -190,6 +193,73 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
 
 
 def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
+    return _read_trace(path, trace).profile()
+
+
+def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> OpProfile:
+    """The traces of one distributed job's ranks (``ingest.workers``), in rank order, as one
+    run. Each op's executions are every rank's (its mean per execution pooled over ranks);
+    a step lasts as long as its slowest rank, since the job's step ends when the last rank
+    ends it; the batch size is each rank's. ``facts.workers`` keeps each rank's own figures,
+    for a per-worker breakdown."""
+    job: _OneTrace | None = None
+    workers, step_times = [], []
+    for path, trace, rank in ranks:
+        read = _read_trace(path, trace)
+        del trace
+        facts = read.facts
+        workers.append({"rank": rank.rank if rank else None, "world_size": rank.world_size if rank else None,
+                        "file": path.rsplit("/", 1)[-1], "steps": facts.steps,
+                        "step_time_us": step_latency([facts.step_times_us]).median_us,
+                        "host_op_time_us": float(sum(read.events.self_time) + sum(
+                            part["self_us"].sum() for part in read.events.host_partials))})
+        step_times.append(facts.step_times_us)
+        if job is None:
+            job = read
+            continue
+        job.events.absorb(read.events)
+        if read.module_ops is not None:
+            job.module_ops = (read.module_ops if job.module_ops is None else
+                              pd.concat([job.module_ops, read.module_ops]).groupby(
+                                  ["side", "op_name", "op_type", "module"], as_index=False, dropna=False).sum())
+        facts, first = read.facts, job.facts
+        for name in ("batch_size", "precision", "compiler", "device"):
+            if getattr(facts, name) != getattr(first, name):
+                first.warnings.append(f"rank {workers[-1]['rank']} ({workers[-1]['file']}) ran with {name} "
+                                      f"{getattr(facts, name)}, rank {workers[0]['rank']} with {getattr(first, name)}; "
+                                      f"rank {workers[0]['rank']}'s is shown")
+        first.warnings.extend(f"rank {workers[-1]['rank']}: {warning}" for warning in facts.warnings)
+        names = {name for text in (first.device_name, facts.device_name) if text for name in text.split(", ")}
+        first.device_name = ", ".join(sorted(names)) or None
+    facts = job.facts
+    steps = min(len(times) for times in step_times)
+    if steps:
+        facts.step_times_us = [max(times[k] for times in step_times) for k in range(steps)]
+        facts.step_time_us = sum(facts.step_times_us) / steps
+        facts.steps = steps
+        facts.steps_source = f"ProfilerStep#N annotations of {len(workers)} ranks, each step as long as its slowest rank"
+    if facts.batch_size_source:
+        facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
+    facts.workers = workers
+    return job.profile()
+
+
+@dataclasses.dataclass
+class _OneTrace:
+    """One trace read: its facts, its events, and its ops by module where it has stacks."""
+
+    facts: ProfileFacts
+    events: OpEvents
+    module_ops: pd.DataFrame | None = None
+
+    def profile(self) -> OpProfile:
+        profile = OpProfile.from_events(self.facts, self.events)
+        if self.module_ops is not None:
+            profile.module_ops = self.module_ops
+        return profile
+
+
+def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     columns = _read_columns(trace)
     host, launches, device, names, categories = (columns.host, columns.launches, columns.device, columns.names,
                                                  columns.categories)
@@ -258,13 +328,13 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
         facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
-    profile = OpProfile.from_events(facts, events)
+    read = _OneTrace(facts, events)
     if columns.modules.rows:
         module_of, paths = _modules_of(columns, host.numpy("pid")[order], host.numpy("tid")[order], starts)
         table = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels, allocations)
         named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
-        profile.module_ops = table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
-    return profile
+        read.module_ops = table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
+    return read
 
 
 def _same_text(values: list) -> np.ndarray:

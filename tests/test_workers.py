@@ -1,0 +1,80 @@
+"""Ranks of one distributed job read as one run (issue 32 item 2): `tests/fixtures/gpu_h200/ranks`
+(two ranks of a DistributedDataParallel job, written as users write one: both traces in one
+folder, no sidecar) and the public `torch_hta_two_ranks` traces. Every figure is checked
+against the raw trace events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, REALTRACES, run_cli
+
+from tb_opcompare.analysis.step_time import detect_warmup
+from tb_opcompare.ingest.discovery import discover
+from tb_opcompare.store.catalog import Catalog
+
+RANKS = FIXTURES / "gpu_h200" / "ranks"
+
+
+def _raw(path) -> list[dict]:
+    return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+
+
+def _steps(events: list[dict]) -> list[float]:
+    return [event["dur"] for event in sorted((event for event in events if event.get("ph") == "X"
+                                              and event.get("cat") == "user_annotation"
+                                              and str(event.get("name", "")).startswith("ProfilerStep#")),
+                                             key=lambda event: event["ts"])]
+
+
+def test_the_ranks_of_one_job_are_one_capture_of_one_run():
+    sources = {source.run: source for source in discover(str(RANKS))}
+    assert set(sources) == {"ddp_cnn_cpu", "ddp_cnn_gpu"}
+    for source in sources.values():
+        ((session, files),) = source.sessions.items()
+        assert len(files) == 2 and session.endswith("(ranks 0, 1 of 2)")
+    (hta,) = discover(str(REALTRACES / "torch_hta_two_ranks"))
+    assert [len(files) for files in hta.sessions.values()] == [2]
+    assert next(iter(hta.sessions)).endswith("(ranks 0, 1 of 128)")
+    # three processes that are no job (no distributedInfo) stay three captures
+    (cnn,) = [source for source in discover(str(FIXTURES / "user_logdirs" / "torch_h200")) if source.run == "log/cnn"]
+    assert len(cnn.sessions) == 3
+
+
+def test_a_jobs_run_pools_its_ranks_ops_and_steps_as_long_as_its_slowest_rank():
+    """Before, the folder was one run of two sessions and only the newest rank was read."""
+    loaded = Catalog(str(RANKS), cache_dir=None).load("ddp_cnn_gpu")
+    files = sorted((RANKS / "ddp_cnn_gpu").glob("*.pt.trace.json.gz"))
+    raw = [_raw(path) for path in files]
+    ops = loaded.profile.ops.set_index(["side", "op_name"])
+    for name in ("aten::addmm", "aten::convolution_backward", "Optimizer.step#SGD.step"):
+        count = sum(1 for events in raw for event in events
+                    if event.get("ph") == "X" and event.get("name") == name
+                    and event.get("cat") in ("cpu_op", "user_annotation"))
+        assert ops.loc[("host", name), "occurrences"] == count, name
+    kernels = sum(event["dur"] for events in raw for event in events
+                  if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    assert ops.xs("device", level="side")["total_us"].sum() == pytest.approx(kernels, rel=1e-6)
+    per_rank = [_steps(events) for events in raw]
+    facts = loaded.profile.facts
+    assert facts.step_times_us == pytest.approx([max(times) for times in zip(*per_rank)])
+    assert facts.batch_size == 32 and "per rank, 2 ranks" in facts.batch_size_source
+    assert [worker["rank"] for worker in facts.workers] == [0, 1]
+    for worker, times in zip(facts.workers, per_rank):
+        assert worker["world_size"] == 2
+        assert worker["step_time_us"] == pytest.approx(float(np.median(times[detect_warmup(times):])))
+
+
+def test_the_runs_listing_shows_each_worker(tmp_path):
+    shutil.copytree(RANKS, tmp_path / "ranks")
+    document = json.loads(run_cli("runs", str(tmp_path / "ranks"), "--json", "--no-cache").stdout)
+    record = next(run for run in document["runs"] if run["run"] == "ddp_cnn_gpu")
+    assert [(worker["rank"], worker["world_size"]) for worker in record["workers"]] == [(0, 2), (1, 2)]
+    text = run_cli("runs", str(tmp_path / "ranks"), "--no-cache").stdout
+    assert "workers=2 (ranks 0, 1 of 2;" in text
+    # the CPU job and the GPU job pair, and the headline is the ratio of the jobs' steps
+    assert document["pairs"][0]["baseline"] == "ddp_cnn_cpu" and document["pairs"][0]["target"] == "ddp_cnn_gpu"
