@@ -130,3 +130,36 @@ def test_the_trace_json_of_a_session_counts_the_executions_its_xplane_counts(log
     assert from_json["occurrences"].equals(from_xplane["occurrences"])
     assert from_json["mean_us"].to_numpy() == pytest.approx(from_xplane["mean_us"].to_numpy(), rel=1e-6)
     assert (from_json["kernels"] > from_json["occurrences"]).any()
+
+
+def test_without_a_tensorflow_ops_line_the_hosts_op_events_count_the_executions(logdirs, tmp_path):
+    """TF 2.5+ writes no `TensorFlow Ops` line on its GPU planes; its host plane holds the
+    executor's op events. The BERT run with that line deleted and every compute kernel cut in
+    three (host plane kept) reads the executions and means of the run as published."""
+    published, _ = logdirs
+    shutil.copytree(published / "bert", tmp_path / "bert")
+    (path,) = (tmp_path / "bert").rglob("*.xplane.pb")
+    space = _space(path)
+    for plane in space.planes:
+        kept = [line for line in plane.lines if line.name != "TensorFlow Ops"]
+        del plane.lines[:]
+        plane.lines.extend(kept)
+        for line in plane.lines:
+            if not (line.name.startswith("Stream #") and "Compute" in line.name):
+                continue
+            kernels = list(line.events)
+            del line.events[:]
+            for kernel in kernels:
+                piece = kernel.duration_ps // PIECES
+                for index in range(PIECES):
+                    cut = line.events.add()
+                    cut.CopyFrom(kernel)
+                    cut.offset_ps = kernel.offset_ps + index * piece
+                    cut.duration_ps = piece if index < PIECES - 1 else kernel.duration_ps - piece * (PIECES - 1)
+    assert not any(line.name == "TensorFlow Ops" for plane in space.planes for line in plane.lines)
+    path.chmod(0o644)
+    path.write_bytes(space.SerializeToString())
+    before, after = _device_rows(published), _device_rows(tmp_path)
+    assert after.index.equals(before.index)
+    assert after["occurrences"].equals(before["occurrences"])
+    assert after["mean_us"].to_numpy() == pytest.approx(before["mean_us"].to_numpy(), rel=1e-6)

@@ -1,0 +1,109 @@
+"""The third-party tier (issue 32): whole logdirs that other people wrote, assembled in a temp
+dir from `../shared/realtraces` (kineto's ResNet-50 logdir, the MTIA and MI250 traces, two
+ranks of one job, the BERT multi-GPU xplane, the TF1 CPU/GPU timelines, BERT on an H100 and an
+MI300X), and every view built on each: runs, compare, matrix, sweep, trend, check, memory,
+modules and layers. Each is filled, or says in its own words why not; the headline is the
+ratio of the raw step markers wherever the files hold them (an oracle computed here)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import shutil
+import statistics
+
+import pytest
+from conftest import REALTRACES
+
+from tb_opcompare.analysis.step_time import detect_warmup
+from tb_opcompare.service.check import check_document
+from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.layers import layers_document
+from tb_opcompare.service.matrix import matrix_document
+from tb_opcompare.service.memory import memory_document
+from tb_opcompare.service.modules import modules_document
+from tb_opcompare.service.runs import runs_document
+from tb_opcompare.service.sweep import sweep_document, sweeps_document
+from tb_opcompare.service.trend import trend_document
+from tb_opcompare.store.catalog import Catalog
+
+LOGDIRS = {  # name -> the folders of realtraces it holds
+    "kineto_resnet50": ["torch_resnet50_v100_logdir"],
+    "hta_accelerators": ["torch_hta_accelerators"],
+    "hta_two_ranks": ["torch_hta_two_ranks"],
+    "tf_bert_multigpu": ["tf2_xplane_bert_multigpu"],
+    "tf1_cpu_vs_gpu": ["tf1_timeline_mlp_cpu_vs_gpu"],
+    "bert_h100_vs_mi300": ["torch_bert_small_h100_vs_mi300"],
+}
+
+
+@pytest.fixture(scope="module", params=sorted(LOGDIRS))
+def logdir(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param)
+    for folder in LOGDIRS[request.param]:
+        shutil.copytree(REALTRACES / folder, root / folder)
+    return root
+
+
+def _raw_step_median(path) -> float | None:
+    """The median steady ProfilerStep wall time of a PyTorch trace, from its raw events."""
+    text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    events = json.loads(text)["traceEvents"]
+    steps = [event["dur"] for event in sorted((event for event in events if event.get("ph") == "X"
+                                               and event.get("cat") in ("user_annotation", "cpu_op", "Operator")
+                                               and str(event.get("name", "")).startswith("ProfilerStep#")),
+                                              key=lambda event: event["ts"])]
+    return statistics.median(steps[detect_warmup(steps):]) if steps else None
+
+
+def test_every_view_is_filled_or_says_why(logdir):
+    catalog = Catalog(str(logdir), cache_dir=None)
+    runs = runs_document(catalog)
+    assert runs.runs and not runs.errors
+    records = {record.run: record for record in runs.runs}
+    if runs.suggested is None:
+        assert len(runs.runs) == 1  # one run: nothing to compare, and the listing says so
+        assert runs.notices
+        baseline = target = runs.runs[0].run
+    else:
+        baseline, target = runs.suggested.baseline, runs.suggested.target
+
+    compare = compare_document(catalog, baseline, target)
+    assert compare.rows and math.isfinite(compare.summary.headline_speedup)
+    # the headline is the stopwatch's: the ratio of the raw step markers of the two runs shown
+    sessions = {side: catalog.source(run).sessions[getattr(compare.summary, side).session]
+                for side, run in (("baseline", baseline), ("target", target))}
+    if all(len(files) == 1 and files[0].endswith((".json", ".json.gz")) for files in sessions.values()):
+        from pathlib import Path
+
+        medians = [_raw_step_median(Path(sessions[side][0])) for side in ("baseline", "target")]
+        if all(medians) and compare.summary.headline_basis == "step wall time" and not compare.summary.headline_per_sample:
+            assert compare.summary.headline_speedup == pytest.approx(medians[0] / medians[1], rel=1e-9)
+
+    matrix = matrix_document(catalog)
+    placed = {run for cell in matrix.cells for run in cell.runs}
+    assert {baseline, target} <= placed
+    assert all(cell.latency_us for cell in matrix.cells) or any("no step markers" in w for w in matrix.warnings)
+
+    sweeps = sweeps_document(catalog)
+    assert sweeps.models  # every model's batch sizes per device: why a model is not sweepable
+    for model in sweeps.sweepable:
+        assert sweep_document(catalog, model).series
+    for model, devices in sweeps.models.items():
+        if model not in sweeps.sweepable:
+            assert all(len(sizes) < 2 for sizes in devices.values())
+
+    model_runs = [run for run, record in records.items() if record.model == records[baseline].model]
+    trend = trend_document(catalog, model_runs)
+    assert trend.points and trend.rows
+
+    if baseline != target:
+        check = check_document(catalog, [baseline], [target], allow_one_run=True)
+        assert check.rows and check.whole_step is not None and check.warnings  # one run a side is said
+    memory = memory_document(catalog, baseline, target)
+    assert memory.rows or memory.notes
+    modules = modules_document(catalog, baseline, target)
+    assert len(modules.nodes) > 1 or modules.notes  # more than the root, or why not
+    layers = layers_document(catalog, baseline, target)
+    assert layers.rows or layers.notes
