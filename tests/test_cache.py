@@ -252,3 +252,36 @@ def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(lo
     expected = as_json(compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4",
                                 "torch/cnn_torch_cpu_bs16"))
     assert changed["rows"] == expected["rows"]
+
+
+def test_an_unreadable_run_asked_for_again_and_again_holds_no_more_memory(tmp_path):
+    """Issue 33 item 5: the cache kept the ProfileError itself and raised that one object on
+    every request, its traceback growing with each raise and pinning each raise's frames
+    (31-230 KB a `runs` request while one run was unreadable; the tab polls). Each request
+    now gets a fresh error, and a thousand of them leave memory where it was."""
+    import tracemalloc
+
+    from tb_opcompare.service.runs import runs_document
+
+    run = tmp_path / "logs" / "broken"
+    run.mkdir(parents=True)
+    (run / "host.1.pt.trace.json").write_text('{"traceEvents": [')  # truncated
+    catalog = Catalog(str(tmp_path / "logs"), cache_dir=None)
+    errors = []
+    for _ in range(3):
+        with pytest.raises(ProfileError) as raised:
+            catalog.load("broken")
+        errors.append(raised.value)
+    assert errors[0] is not errors[1] and errors[1] is not errors[2]
+    depth = [len(__import__("traceback").extract_tb(error.__traceback__)) for error in errors]
+    assert depth[1] == depth[2]  # the same short traceback each time, not one that grows
+
+    for _ in range(50):  # warm: caches, interned strings
+        runs_document(catalog)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for _ in range(1000):
+        runs_document(catalog)
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert grown < 200_000, f"{grown:,} bytes held after 1,000 listings"

@@ -409,3 +409,30 @@ def test_events_that_overlap_without_nesting_are_warned_about(tmp_path):
     assert any("op events overlap the event they start in without ending inside it" in w for w in run["warnings"])
     before = json.loads(run_cli("runs", str(LOGDIR / "torch"), "--json", "--no-cache").stdout)["runs"]
     assert not any("overlap" in w for r in before for w in r["warnings"])
+
+
+@pytest.mark.timeout(180)
+def test_a_trace_swapped_for_a_link_out_after_listing_is_never_read(tmp_path):
+    """Issue 33 item 1, against a live TensorBoard: list a logdir, then replace a trace by a
+    link to a file outside it and ask for the comparison. Before, the outside file was read:
+    a valid trace answered 200 with its ops, `/etc/passwd` a 422 quoting its first line.
+    Now the read refuses what the listing did not walk, on the opened descriptor."""
+    logdir, outside = tmp_path / "logdir", tmp_path / "outside"
+    for name in ("cnn_torch_cpu_bs4", "cnn_torch_cpu_bs16"):
+        shutil.copytree(LOGDIR / "torch" / name, logdir / name)
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs64", outside / "secret")
+    (secret_trace,) = (outside / "secret").glob("*.pt.trace.json*")
+    (victim,) = (logdir / "cnn_torch_cpu_bs16").glob("*.pt.trace.json*")
+    with running_tensorboard(logdir) as url:
+        base = f"{url}/data/plugin/op_compare"
+        status, body = _get(f"{base}/runs")
+        assert status == 200 and {run["run"] for run in json.loads(body)["runs"]} >= {"cnn_torch_cpu_bs16"}
+        for target in (secret_trace, Path("/etc/passwd")):
+            victim.unlink()
+            victim.symlink_to(target)
+            query = urllib.parse.urlencode({"baseline": "cnn_torch_cpu_bs4", "target": "cnn_torch_cpu_bs16"})
+            for route in ("compare", "compare.csv"):
+                status, body = _get(f"{base}/{route}?{query}")
+                text = body.decode("utf-8", "replace")
+                assert status != 200, (target, route)
+                assert "outside the logdir" in text and "root:" not in text, text[:300]

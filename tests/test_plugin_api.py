@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.parse
@@ -134,6 +135,35 @@ def test_csv_neutralises_formulas_from_op_names(api):
     assert "'-2+3 and @SUM(A1)" in keys
     assert "<img src=x onerror=alert(1)>" in keys
     assert not any(key.startswith(("=", "+", "-", "@")) for key in keys)
+
+
+@pytest.mark.parametrize("route, params", [
+    ("compare.csv", {}), ("modules.csv", {}), ("memory.csv", {}), ("layers.csv", {}),
+    ("trend.csv", {"runs": "torch/hostile_names_cpu_bs4"}), ("matrix.csv", {}),
+])
+def test_every_csv_neutralises_formulas_even_after_invisible_characters(api, route, params):
+    """Issue 33 item 8, one rule for every CSV: no cell's first visible character starts a
+    formula unless a `'` leads it (OWASP), whitespace and invisible characters before it
+    included; numbers stay numbers."""
+    run = "torch/hostile_names_cpu_bs4"
+    status, _, body = get(api, route, **(params or {"baseline": run, "target": run}))
+    assert status == 200, body[:300]
+    table = list(csv.reader(io.StringIO(body.decode("utf-8"))))
+    assert len(table) >= 2 or route == "memory.csv"  # the run records no memory: the header alone
+    invisible = re.compile(r"\A[\s\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]+")
+    for row in table[1:]:
+        for cell in row:
+            visible = invisible.sub("", cell)
+            if visible.startswith(("=", "+", "-", "@")) or cell.startswith(("\t", "\r")):
+                assert cell.startswith("'") or _is_number(cell), (route, cell)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize(
@@ -275,3 +305,13 @@ def test_sweep_csv_follows_the_fits_tables_filter_and_sort(api):
 def test_sweep_errors(api, params, status, fragment):
     got, document = get_json(api, "sweep", **params)
     assert got == status and fragment in document["error"]["message"]
+
+
+def test_a_formula_behind_whitespace_or_an_invisible_character_is_neutralised():
+    from tb_opcompare.service.csv_export import compare_csv
+
+    cells = [" =1+1", "\u200b=HYPERLINK(\"http://x\")", "\ufeff@SUM(A1)", "\u202e-2+3", "a =1", "-3"]
+    rows = list(csv.reader(io.StringIO(compare_csv([{"key": cell, "n": -1.5} for cell in cells], ["key", "n"]))))
+    assert [row[0] for row in rows[1:]] == ["' =1+1", "'\u200b=HYPERLINK(\"http://x\")", "'\ufeff@SUM(A1)",
+                                             "'\u202e-2+3", "a =1", "'-3"]
+    assert {row[1] for row in rows[1:]} == {"-1.5"}  # numbers stay numbers

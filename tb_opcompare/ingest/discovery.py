@@ -59,6 +59,8 @@ class RunSource:
     run_dir: str
     sessions: dict[str, list[str]]  # session name -> files, oldest session first
     refusal: str | None = None  # why a REFUSED entry is not read
+    # the real paths the listing walked: a read opens files there only (``fs.confined``)
+    places: tuple[str, ...] | None = None
 
     @property
     def newest_session(self) -> str:
@@ -85,10 +87,10 @@ class _File:
     kind: str
 
 
-def _entries(logdir: str, refused: list[tuple[str, str, str | None]]):
+def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.Walk | None = None):
     """Every profile session and trace file under ``logdir``, in walk order; what must
     not be read goes to ``refused`` as (path, reason, run directory or None)."""
-    walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
+    walk = walk or fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
     for directory, subdirs, files in walk:
         parent, session = _split(directory)
         profile_root, plugins = _split(parent)
@@ -109,7 +111,8 @@ def discover(logdir: str) -> list[RunSource]:
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     refused: list[tuple[str, str, str | None]] = []
-    for entry in _entries(logdir, refused):
+    walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
+    for entry in _entries(logdir, refused, walk):
         if isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
@@ -125,7 +128,9 @@ def discover(logdir: str) -> list[RunSource]:
             run = _relative(logdir, path)
         found[(run, REFUSED)] = RunSource(run=run, format=REFUSED, run_dir=run_dir,
                                           sessions={_split(path)[1]: [path]}, refusal=reason)
+    places = None if fs.is_remote(logdir) else tuple(walk.real_roots)
     for source in found.values():
+        source.places = places
         if source.format in (PYTORCH, CHROME_TRACE) and len(source.sessions) >= 2:
             _join_ranks(source)
     return _unique_names(sorted(found.values(), key=lambda r: r.run))

@@ -8,6 +8,8 @@ TensorFlow import happens here.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import posixpath
 import stat
@@ -121,19 +123,56 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+# The places a read may open files in: the real paths a listing walked (``Walk.real_roots``),
+# set around a run's read (``confined``); None outside one (tests and tools reading a file).
+_PLACES: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("opcompare_places", default=None)
+
+
+@contextlib.contextmanager
+def confined(places: tuple[str, ...] | None):
+    """Reads within this block open only files whose real path lies in ``places``."""
+    token = _PLACES.set(tuple(places) if places else None)
+    try:
+        yield
+    finally:
+        _PLACES.reset(token)
+
+
 def open_regular(path: str):
     """Open for reading without blocking on a FIFO, and refuse anything but a regular
-    file (checked on the open descriptor, so a file swapped in between cannot slip by)."""
+    file, and, inside ``confined``, anything outside the places the listing walked: both
+    checked on the open descriptor, so a file swapped for a link after the listing (to
+    ``/etc/passwd``, to another user's trace) is refused, never read."""
     descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotARegularFile(0, f"not a regular file ({_kind(mode)})", path)
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotARegularFile(0, f"not a regular file ({_kind(info.st_mode)})", path)
+        places = _PLACES.get()
+        if places:
+            real = _real_path(descriptor, path, info)
+            if real is None or not any(within(place, real) for place in places):
+                raise NotARegularFile(0, f"{OUTSIDE} ({real or 'unknown'}): it was not there when the logdir was "
+                                         "listed; not read", path)
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
         os.close(descriptor)
         raise
+
+
+def _real_path(descriptor: int, path: str, info: os.stat_result) -> str | None:
+    """The real path of what the descriptor opened: the kernel's own name for it where
+    ``/proc`` gives it, else the path resolved now, if it is still the same file."""
+    try:
+        return os.readlink(f"/proc/self/fd/{descriptor}")
+    except OSError:
+        real = os.path.realpath(path)
+        try:
+            now = os.stat(real)
+        except OSError:
+            return None
+        return real if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino) else None
 
 
 def read_bytes(path: str) -> bytes:

@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import msgspec
 
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What a spreadsheet skips before it reads a formula: whitespace, and invisible format
+# characters (zero-width spaces and joiners, the byte-order mark, bidirectional controls)
+_INVISIBLE_LEAD = re.compile(r"\A[\s\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]+")
 
 
 def _csv_cell(value) -> object:
-    """Neutralise spreadsheet formulas in text cells (op names come from user files)."""
+    """Neutralise spreadsheet formulas in text cells, as OWASP advises (op names, run names
+    and labels come from user files): a cell whose first visible character starts a formula
+    gets a leading ``'``. Numbers stay numbers."""
     if value is None:
         return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    if isinstance(value, str) and (value.startswith(_FORMULA_START)
+                                   or _INVISIBLE_LEAD.sub("", value[:64], count=1).startswith(_FORMULA_START)):
         return "'" + value
     return value
 

@@ -4,7 +4,7 @@ out first) and on disk (so a second TensorBoard start reads no trace at all).
 The key of a profile is its format and, for every file of the session, the path, size
 and modification time, plus ``READER_VERSION``: a file that changes is read again, and a
 reader change invalidates every stored table. Concurrent requests for the same key wait
-for one parse. A profile that cannot be read is remembered too (its ``ProfileError``),
+for one parse. A profile that cannot be read is remembered too (its path and reason),
 so a broken run costs one attempt, not one per listing.
 
 On disk each profile is one msgpack file of plain columns (``ops`` as column -> list,
@@ -47,11 +47,24 @@ _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Unreadable:
+    """A profile known to be unreadable, kept as plain text: a cached exception object
+    would be raised again and again, its traceback growing with every raise and pinning
+    each raise's frames (31-230 KB a `runs` request while one run is unreadable)."""
+
+    path: str
+    reason: str
+
+    def error(self) -> ProfileError:
+        return ProfileError(self.path, self.reason)
+
+
 class _Flight:
     def __init__(self):
         self.done = threading.Event()
         self.result: OpProfile | None = None
-        self.error: ProfileError | None = None
+        self.error: _Unreadable | None = None
 
 
 class ProfileCache:
@@ -61,7 +74,7 @@ class ProfileCache:
         self.memory_bytes = memory_bytes
         self.parses: Counter = Counter()  # key -> times parsed in this process (tests and benchmarks read it)
         self._lock = threading.Lock()
-        self._memory: OrderedDict[tuple, tuple[OpProfile | ProfileError, int]] = OrderedDict()
+        self._memory: OrderedDict[tuple, tuple[OpProfile | _Unreadable, int]] = OrderedDict()
         self._held_bytes = 0
         self._flights: dict[tuple, _Flight] = {}
         self._disk_warning_given = False
@@ -83,8 +96,8 @@ class ProfileCache:
             value = entry_value
         else:
             value = entry[0]
-        if isinstance(value, ProfileError):
-            raise value
+        if isinstance(value, _Unreadable):
+            raise value.error()
         return value
 
     def get(self, key: tuple, parse: Callable[[], OpProfile]) -> OpProfile:
@@ -100,22 +113,26 @@ class ProfileCache:
             if leader:
                 flight = self._flights[key] = _Flight()
         if entry is not None:
-            if isinstance(entry[0], ProfileError):
-                raise entry[0]
+            if isinstance(entry[0], _Unreadable):
+                raise entry[0].error()
             return entry[0]
         if not leader:
             flight.done.wait()
             if flight.error is not None:
-                raise flight.error
+                raise flight.error.error()
             return flight.result
+        over_limit = None
         try:
             with self._lock:
                 self.parses[key] += 1
             try:
                 flight.result = parse()
+            except OverLimit as error:  # a limit of this process: never cached, the next read may pass
+                over_limit = error
+                flight.error = _Unreadable(error.path, error.reason)
             except ProfileError as error:
-                flight.error = error
-            if not isinstance(flight.error, OverLimit):
+                flight.error = _Unreadable(error.path, error.reason)
+            if over_limit is None:
                 value = flight.result if flight.error is None else flight.error
                 self._remember(key, value)
                 self._store_on_disk(key, value)
@@ -123,8 +140,10 @@ class ProfileCache:
             with self._lock:
                 del self._flights[key]
             flight.done.set()
+        if over_limit is not None:
+            raise over_limit
         if flight.error is not None:
-            raise flight.error
+            raise flight.error.error()
         return flight.result
 
     # -- memory -------------------------------------------------------------------------------
@@ -168,7 +187,7 @@ class ProfileCache:
         if stored.get("key") != repr(key):
             return None  # a hash collision, or a file from elsewhere
         if "error" in stored:
-            return ProfileError(stored["error"]["path"], stored["error"]["reason"])
+            return _Unreadable(stored["error"]["path"], stored["error"]["reason"])
         facts = ProfileFacts(**stored["facts"])
         ops = pd.DataFrame(stored["ops"], columns=OP_COLUMNS)
         step_ops = pd.DataFrame(stored["step_ops"], columns=STEP_COLUMNS).astype(empty_step_table().dtypes)
@@ -183,7 +202,7 @@ class ProfileCache:
     def _store_on_disk(self, key: tuple, value) -> None:
         if not self.cache_dir:
             return
-        if isinstance(value, ProfileError):
+        if isinstance(value, _Unreadable):
             stored = {"key": repr(key), "error": {"path": value.path, "reason": value.reason}}
         else:
             stored = {"key": repr(key), "facts": dataclasses.asdict(value.facts),

@@ -101,7 +101,7 @@ class Catalog:
             memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
             paths = [path for path, _, _ in signatures]
             budget = text_budget(file_format, self.max_trace_bytes)
-            profile = self.cache.get(key, lambda: read_profile(file_format, paths, budget))
+            profile = self.cache.get(key, lambda: _read_within(source, file_format, paths, budget))
         return _settled(source, session, profile)
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
@@ -111,6 +111,12 @@ class Catalog:
         session, key = self._session(source, session)
         profile = self.cache.peek(key)
         return None if profile is None else _settled(source, session, profile)
+
+
+def _read_within(source: RunSource, file_format: str, paths: list[str], budget: int | None) -> OpProfile:
+    """Read the session's files, opening none outside the places its listing walked."""
+    with fs.confined(source.places):
+        return read_profile(file_format, paths, budget)
 
 
 def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
