@@ -436,3 +436,26 @@ def test_a_trace_swapped_for_a_link_out_after_listing_is_never_read(tmp_path):
                 text = body.decode("utf-8", "replace")
                 assert status != 200, (target, route)
                 assert "outside the logdir" in text and "root:" not in text, text[:300]
+
+
+@pytest.mark.timeout(120)
+def test_a_directory_tree_a_thousand_levels_deep_is_listed_as_an_error(tmp_path):
+    """Issue 33 item 6: a 1,100-deep directory raised RecursionError, a 500 on every route.
+    The walk stops 64 levels below the logdir, names where, and the good runs stay."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", logdir / "good")
+    deep = logdir / "deep"
+    deep.mkdir()
+    # os.makedirs would recurse too: one level at a time, from a descriptor
+    descriptor = os.open(deep, os.O_RDONLY)
+    try:
+        for _ in range(1100):
+            os.mkdir("d", dir_fd=descriptor)
+            inner = os.open("d", os.O_RDONLY, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = inner
+    finally:
+        os.close(descriptor)
+    document = _runs(logdir)
+    assert "good" in {run["run"] for run in document["runs"]}
+    assert any("deeper than 64 levels" in error["message"] for error in document["errors"])

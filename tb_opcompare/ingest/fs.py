@@ -32,6 +32,9 @@ def join(base: str, *parts: str) -> str:
 OUTSIDE = "a link to a file outside the logdir"
 
 
+MAX_DEPTH = 64  # directory levels below the logdir walked; a profile sits 4 to 6 below its run
+
+
 class Walk:
     """Like os.walk over a logdir, sorted. Directory links are followed, each real
     directory once (a cycle ends there), except a link to a directory that holds the
@@ -52,12 +55,19 @@ class Walk:
             return
         real_root = self.real_roots[0]
         seen: set[str] = set()
+        top = self.root.rstrip(os.sep).count(os.sep)
         for directory, subdirs, files in os.walk(self.root, followlinks=True, onerror=self._unreadable):
             real = os.path.realpath(directory)
             if real in seen:
                 subdirs[:] = []
                 continue
             seen.add(real)
+            if subdirs and directory.rstrip(os.sep).count(os.sep) - top >= MAX_DEPTH:
+                # os.walk recurses: a tree thousands of levels deep would end in a RecursionError
+                for name in sorted(subdirs):
+                    self._refuse(os.path.join(directory, name), f"deeper than {MAX_DEPTH} levels below the "
+                                                                "logdir; not walked")
+                subdirs[:] = []
             kept = []
             for name in sorted(subdirs):
                 path = os.path.join(directory, name)
