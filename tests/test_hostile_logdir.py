@@ -446,16 +446,18 @@ def test_a_directory_tree_a_thousand_levels_deep_is_listed_as_an_error(tmp_path)
     shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", logdir / "good")
     deep = logdir / "deep"
     deep.mkdir()
-    # os.makedirs would recurse too: one level at a time, from a descriptor
-    descriptor = os.open(deep, os.O_RDONLY)
+    levels = 1100
+    # os.makedirs and shutil.rmtree recurse too: one level at a time, from descriptors
+    descriptors = [os.open(deep, os.O_RDONLY)]
     try:
-        for _ in range(1100):
-            os.mkdir("d", dir_fd=descriptor)
-            inner = os.open("d", os.O_RDONLY, dir_fd=descriptor)
-            os.close(descriptor)
-            descriptor = inner
-    finally:
-        os.close(descriptor)
-    document = _runs(logdir)
-    assert "good" in {run["run"] for run in document["runs"]}
-    assert any("deeper than 64 levels" in error["message"] for error in document["errors"])
+        for _ in range(levels):
+            os.mkdir("d", dir_fd=descriptors[-1])
+            descriptors.append(os.open("d", os.O_RDONLY, dir_fd=descriptors[-1]))
+        document = _runs(logdir)
+        assert "good" in {run["run"] for run in document["runs"]}
+        assert any("deeper than 64 levels" in error["message"] for error in document["errors"])
+    finally:  # pytest's own clean-up would recurse into it: taken down level by level here
+        for inner in range(len(descriptors) - 1, 0, -1):
+            os.close(descriptors[inner])
+            os.rmdir("d", dir_fd=descriptors[inner - 1])
+        os.close(descriptors[0])

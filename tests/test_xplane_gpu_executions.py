@@ -27,6 +27,24 @@ def _space(path: Path):
     return xplane_pb2.XSpace.FromString(path.read_bytes())
 
 
+def _cut_compute_kernels(space) -> None:
+    """Every compute kernel of the space cut in ``PIECES`` back-to-back kernels of a share of
+    its time, its stats kept: an execution that spans several kernels, as a convolution's does."""
+    for plane in space.planes:
+        for line in plane.lines:
+            if not (line.name.startswith("Stream #") and "Compute" in line.name):
+                continue
+            kernels = list(line.events)
+            del line.events[:]
+            for kernel in kernels:
+                piece = kernel.duration_ps // PIECES
+                for index in range(PIECES):
+                    cut = line.events.add()
+                    cut.CopyFrom(kernel)
+                    cut.offset_ps = kernel.offset_ps + index * piece
+                    cut.duration_ps = piece if index < PIECES - 1 else kernel.duration_ps - piece * (PIECES - 1)
+
+
 def _device_rows(logdir: Path) -> pd.DataFrame:
     ops = Catalog(str(logdir), cache_dir=None).load("bert").profile.ops
     return ops[ops["side"] == "device"].set_index(["op_name", "op_type"]).sort_index()
@@ -45,19 +63,7 @@ def logdirs(tmp_path_factory) -> tuple[Path, Path]:
     space = _space(path)
     (host,) = [index for index, plane in enumerate(space.planes) if plane.name.startswith("/host:")]
     del space.planes[host]
-    for plane in space.planes:
-        for line in plane.lines:
-            if not (line.name.startswith("Stream #") and "Compute" in line.name):
-                continue
-            kernels = list(line.events)
-            del line.events[:]
-            for kernel in kernels:
-                piece = kernel.duration_ps // PIECES
-                for index in range(PIECES):
-                    cut = line.events.add()
-                    cut.CopyFrom(kernel)
-                    cut.offset_ps = kernel.offset_ps + index * piece
-                    cut.duration_ps = piece if index < PIECES - 1 else kernel.duration_ps - piece * (PIECES - 1)
+    _cut_compute_kernels(space)
     path.chmod(0o644)
     path.write_bytes(space.SerializeToString())
     return root / "as_published", root / "cut"
@@ -144,18 +150,7 @@ def test_without_a_tensorflow_ops_line_the_hosts_op_events_count_the_executions(
         kept = [line for line in plane.lines if line.name != "TensorFlow Ops"]
         del plane.lines[:]
         plane.lines.extend(kept)
-        for line in plane.lines:
-            if not (line.name.startswith("Stream #") and "Compute" in line.name):
-                continue
-            kernels = list(line.events)
-            del line.events[:]
-            for kernel in kernels:
-                piece = kernel.duration_ps // PIECES
-                for index in range(PIECES):
-                    cut = line.events.add()
-                    cut.CopyFrom(kernel)
-                    cut.offset_ps = kernel.offset_ps + index * piece
-                    cut.duration_ps = piece if index < PIECES - 1 else kernel.duration_ps - piece * (PIECES - 1)
+    _cut_compute_kernels(space)
     assert not any(line.name == "TensorFlow Ops" for plane in space.planes for line in plane.lines)
     path.chmod(0o644)
     path.write_bytes(space.SerializeToString())
