@@ -461,3 +461,23 @@ def test_a_directory_tree_a_thousand_levels_deep_is_listed_as_an_error(tmp_path)
             os.close(descriptors[inner])
             os.rmdir("d", dir_fd=descriptors[inner - 1])
         os.close(descriptors[0])
+
+
+@pytest.mark.parametrize("events", [2, 120_000], ids=["small", "above the streaming threshold"])
+def test_a_trace_with_two_event_arrays_is_refused_by_name(tmp_path, events):
+    """Issue 33 item 9: two `traceEvents` arrays in one JSON object. A small file silently
+    took the second; one above the streaming threshold (16 MiB) ended in an IndexError
+    traceback. Which one is the trace cannot be told: the file is refused, and says why."""
+    from tb_opcompare.errors import ProfileError
+    from tb_opcompare.store.catalog import Catalog
+
+    event = ('{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": %d, "dur": 1, '
+             '"args": {"padding": "%s"}}')
+    array = "[" + ", ".join(event % (k * 10, "x" * 100) for k in range(events)) + "]"
+    run = tmp_path / "logs" / "joined"
+    run.mkdir(parents=True)
+    (run / "host_1.1.pt.trace.json").write_text('{"schemaVersion": 1, "traceEvents": %s,\n"traceEvents": %s}'
+                                                % (array, array))
+    with pytest.raises(ProfileError) as raised:
+        Catalog(str(tmp_path / "logs"), cache_dir=None).load("joined")
+    assert 'two "traceEvents" arrays in one trace' in raised.value.reason

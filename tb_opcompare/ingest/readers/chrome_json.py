@@ -100,6 +100,8 @@ class TraceText:
         self._max_split_bytes = max_text_bytes
         self.device_names: list[str] = []  # from deviceProperties; known once ``batches`` has begun
         self._is_array = _starts_with_array(data)
+        if not self._is_array:
+            _one_events_array(path, data)
         self.whole = len(data) <= WHOLE_TEXT_BYTES
         self._events: list[msgspec.Raw] | None = None  # one view per event, once split
         self._cuts: list[tuple[int, int]] | None = None  # byte ranges of batches, if found
@@ -262,6 +264,22 @@ class TraceText:
 
 
 _EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')
+
+
+def _one_events_array(path: str, data: bytes) -> None:
+    """Refuse a trace object that holds two ``traceEvents`` arrays (two traces joined, a
+    file written twice): a JSON decoder keeps the last and says nothing, and which one is
+    the trace cannot be told. Found with a plain byte search, one pass over the text."""
+    found = []
+    start = data.find(b'"traceEvents"')
+    while start >= 0 and len(found) < 2:
+        if _EVENTS_KEY.match(data, start) and (start == 0 or data[start - 1:start] != b"\\"):
+            found.append(start)
+        start = data.find(b'"traceEvents"', start + 1)
+    if len(found) == 2:
+        raise ProfileError(path, f"two \"traceEvents\" arrays in one trace (at bytes {found[0]:,} and {found[1]:,}): "
+                                 "two traces joined, or a file written twice; which one is the trace cannot be "
+                                 "told, so it is not read")
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 # Writers put a line break between events (PyTorch, ONNX Runtime), and rarely inside one,
 # where lists of objects (ONNX Runtime's input shapes) hold "},{" too: cuts at line breaks
