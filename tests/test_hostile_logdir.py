@@ -481,3 +481,18 @@ def test_a_trace_with_two_event_arrays_is_refused_by_name(tmp_path, events):
     with pytest.raises(ProfileError) as raised:
         Catalog(str(tmp_path / "logs"), cache_dir=None).load("joined")
     assert 'two "traceEvents" arrays in one trace' in raised.value.reason
+
+
+@pytest.mark.timeout(60)
+def test_a_link_into_proc_is_listed_and_never_walked(tmp_path):
+    """Issue 33 item 2: a link to `/proc` was walked into other processes' working
+    directories (59-66 "runs", hundreds of errors, up to 5 GB on a full read)."""
+    logdir = tmp_path / "logdir"
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", logdir / "good")
+    for name, target in (("proc", "/proc"), ("self", "/proc/self"), ("sys", "/sys")):
+        (logdir / name).symlink_to(target)
+    document = _runs(logdir)
+    assert [run["run"] for run in document["runs"]] == ["good"]
+    refused = {Path(error["path"]).name: error["message"] for error in document["errors"]}
+    assert {"proc", "self", "sys"} <= set(refused)
+    assert all("not followed" in refused[name] for name in ("proc", "self", "sys"))

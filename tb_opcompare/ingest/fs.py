@@ -33,6 +33,10 @@ OUTSIDE = "a link to a file outside the logdir"
 
 
 MAX_DEPTH = 64  # directory levels below the logdir walked; a profile sits 4 to 6 below its run
+# Pseudo-filesystems a link must never lead the walk into: /proc holds every process's
+# working directory (a walk found 59-66 "runs" and read gigabytes there), /sys and /dev
+# hold devices
+SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
 
 class Walk:
@@ -78,6 +82,10 @@ class Walk:
                 if target != real_root and within(target, real_root):  # the logdir itself: a cycle, walked once
                     self._refuse(os.path.join(directory, name), f"a link to {target}, which holds the logdir; "
                                                                  "not followed")
+                    continue
+                if any(within(system, target) for system in SYSTEM_TREES):
+                    self._refuse(os.path.join(directory, name), f"a link into {target}, the system's live tables "
+                                                                 "(processes, devices), not profiles; not followed")
                     continue
                 if not self.allows(target):
                     self.real_roots.append(target)
