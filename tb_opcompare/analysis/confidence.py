@@ -51,7 +51,7 @@ import pandas as pd
 
 from tb_opcompare.analysis.compare import counted_rows, normalize_op_type
 from tb_opcompare.analysis.numerics import at_most
-from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME, detect_warmup, step_latency
+from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME, steady_steps, step_latency
 from tb_opcompare.schema.contract import VERDICTS
 
 CONFIDENCE = 0.95
@@ -386,7 +386,7 @@ def _bootstrap_wall_step(estimates: dict[str, np.ndarray], baseline_steps: np.nd
                          threshold: float, resamples: int, seed: int) -> None:
     """The whole step's row of a one-run-a-side comparison on step wall times: the ratio
     of the two runs' steady medians, with a bootstrap over each run's steady steps."""
-    steady = [np.asarray(steps[detect_warmup(steps):], dtype=np.float64) for steps in (baseline_steps, target_steps)]
+    steady = [np.asarray(steady_steps(steps), dtype=np.float64) for steps in (baseline_steps, target_steps)]
     medians = [float(np.median(steps)) for steps in steady]
     speedup = medians[0] / medians[1]
     estimates["baseline_mean_us"][-1], estimates["target_mean_us"][-1] = medians

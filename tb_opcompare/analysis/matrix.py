@@ -92,7 +92,7 @@ DEFAULT_REFERENCE = Column(DEFAULT_COLUMN_DEVICE, DEFAULT_PRECISION, DEFAULT_COM
 
 
 def column_order(column: Column) -> tuple:
-    return (DEVICE_ORDER.get(column.device, 1), column.device, column.precision != DEFAULT_PRECISION,
+    return (DEVICE_ORDER.get(column.device, 1), column.device, not is_default("precision", column.precision),
             column.precision, not is_default("compiler", column.compiler), column.compiler)
 
 

@@ -47,6 +47,12 @@ def detect_warmup(step_times_us: Sequence[float]) -> int:
     return warmup
 
 
+def steady_steps(step_times_us: Sequence[float], warmup: int | None = None) -> Sequence[float]:
+    """A run's steps after its warm-up: ``warmup`` leading steps dropped, else those
+    ``detect_warmup`` finds."""
+    return step_times_us[min(len(step_times_us), detect_warmup(step_times_us) if warmup is None else warmup):]
+
+
 @dataclasses.dataclass(frozen=True)
 class StepLatency:
     """The steady steps of one run or of a group of runs pooled."""
@@ -71,9 +77,9 @@ def step_latency(step_times_per_run: Sequence[Sequence[float]], warmup: int | No
         if not len(times):
             without += 1
             continue
-        skip = min(len(times), detect_warmup(times) if warmup is None else warmup)
-        steady.extend(times[skip:])
-        dropped += skip
+        kept = steady_steps(times, warmup)
+        steady.extend(kept)
+        dropped += len(times) - len(kept)
     if not steady:
         return StepLatency(None, None, None, None, 0, dropped, without)
     values = np.asarray(steady, dtype="float64")

@@ -40,6 +40,7 @@ from tb_opcompare.ingest.formats import (
     SESSION_FORMATS,
     SNIFF_BYTES,
     XPLANE,
+    text_head,
 )
 from tb_opcompare.ingest.sidecar import SIDECAR
 from tb_opcompare.ingest.workers import group_ranks, rank_of
@@ -250,10 +251,7 @@ def _classify(name: str, path: str) -> str | None:
 
 def _sniff(path: str) -> bytes:
     try:
-        head = fs.read_head(path, SNIFF_BYTES)
-        if head[:2] == b"\x1f\x8b":
-            return zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
-        return head
+        return text_head(fs.read_head(path, SNIFF_BYTES))
     except (OSError, zlib.error, gzip.BadGzipFile):
         return b""
 

@@ -90,6 +90,15 @@ def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int |
     raise ProfileError(path, "a Chrome trace, but neither a TF1 timeline, a TF 2.x trace nor a PyTorch trace")
 
 
+def text_head(head: bytes) -> bytes:
+    """The first ``SNIFF_BYTES`` of a file's text from its first bytes, inflated where they
+    are gzip: what discovery and the readers look at without reading a whole trace.
+    Raises zlib.error for a corrupt stream."""
+    if head[:2] == b"\x1f\x8b":
+        return zlib.decompressobj(wbits=31).decompress(head, SNIFF_BYTES)
+    return head
+
+
 def _read_ranks(paths: list[str], max_text_bytes: int | None):
     from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
     from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_ranks
@@ -101,8 +110,7 @@ def _read_ranks(paths: list[str], max_text_bytes: int | None):
             text = open_chrome_trace(path, data, max_text_bytes)
             if not is_torch_trace(text):
                 raise ProfileError(path, "a rank of a distributed job, but not a PyTorch trace")
-            head = (zlib.decompressobj(wbits=31).decompress(data[:SNIFF_BYTES], SNIFF_BYTES)
-                    if data[:2] == b"\x1f\x8b" else data[:SNIFF_BYTES])
+            head = text_head(data[:SNIFF_BYTES])
             del data
             yield path, text, rank_of(head)
 

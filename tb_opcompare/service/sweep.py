@@ -24,8 +24,8 @@ from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, Sweep
 from tb_opcompare.schema.dimensions import DEFAULTS, default_among
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.records import as_records
-from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
 from tb_opcompare.service.logdir import read_logdir
+from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
 

@@ -55,9 +55,10 @@ class _Unreadable:
 
     path: str
     reason: str
+    over_limit: bool = False  # stopped by a limit of this process (``OverLimit``): never kept
 
     def error(self) -> ProfileError:
-        return ProfileError(self.path, self.reason)
+        return (OverLimit if self.over_limit else ProfileError)(self.path, self.reason)
 
 
 class _Flight:
@@ -121,18 +122,14 @@ class ProfileCache:
             if flight.error is not None:
                 raise flight.error.error()
             return flight.result
-        over_limit = None
         try:
             with self._lock:
                 self.parses[key] += 1
             try:
                 flight.result = parse()
-            except OverLimit as error:  # a limit of this process: never cached, the next read may pass
-                over_limit = error
-                flight.error = _Unreadable(error.path, error.reason)
             except ProfileError as error:
-                flight.error = _Unreadable(error.path, error.reason)
-            if over_limit is None:
+                flight.error = _Unreadable(error.path, error.reason, isinstance(error, OverLimit))
+            if flight.error is None or not flight.error.over_limit:  # a limit's refusal: the next read may pass
                 value = flight.result if flight.error is None else flight.error
                 self._remember(key, value)
                 self._store_on_disk(key, value)
@@ -140,8 +137,6 @@ class ProfileCache:
             with self._lock:
                 del self._flights[key]
             flight.done.set()
-        if over_limit is not None:
-            raise over_limit
         if flight.error is not None:
             raise flight.error.error()
         return flight.result

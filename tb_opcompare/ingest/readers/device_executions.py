@@ -10,7 +10,7 @@ import numpy as np
 
 from tb_opcompare.schema.optable import OpEvents
 
-_PS_PER_US = 1e6
+PS_PER_US = 1e6  # the xplane's clock, which the execution rule counts in
 
 
 class InvocationIds:
@@ -45,7 +45,7 @@ def add_scoped_kernels(events: OpEvents, kernels: list, invocations: InvocationI
         # a kernel without a scope is an execution of its own: its key is its index
         key = (code, scope) if scope is not None else (-1, index)
         local[index] = dense.setdefault(key, len(dense))
-    events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocations.take(len(dense)) + local)
+    events.add_device_kernels(keys, codes, durations / PS_PER_US, invocations.take(len(dense)) + local)
 
 
 def add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tuple[str, str], np.ndarray],
@@ -78,4 +78,4 @@ def add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tuple
         invocation[kernel[inside]] = first_id + span[inside]
     alone = np.flatnonzero(invocation < 0)
     invocation[alone] = invocations.take(len(alone)) + np.arange(len(alone))
-    events.add_device_kernels(keys, codes, durations / _PS_PER_US, invocation)
+    events.add_device_kernels(keys, codes, durations / PS_PER_US, invocation)

@@ -88,12 +88,20 @@ def execution_thread(line_name: str) -> str | None:
     return "graph" if is_tf_thread(line_name) else "eager"
 
 
+def ran_eagerly(graph_ops: int, eager_ops: int) -> bool:
+    """Whether a TF profile ran eagerly, from where its model's op events ran: a graph's
+    executor (``tf.function``, Keras's ``fit``, a TF1 session) runs ops on TF's own threads
+    (``tf_Compute``...), eager execution on the thread that called it; whichever ran most
+    ops says. In a graph run the few ops Python dispatched eagerly (Keras's Identity,
+    LogicalAnd, WriteSummary around the step function) are the training loop's, which
+    xprof's op statistics leave out, and so do the readers; in an eager run they are the
+    model."""
+    return eager_ops > graph_ops
+
+
 def tf_execution(graph_ops: int, eager_ops: int) -> tuple[str, str]:
-    """(compiler, its evidence) of a TF profile without XLA ops, from where its op events
-    ran: a graph's executor (``tf.function``, Keras's ``fit``, a TF1 session) runs ops on
-    TF's own threads (``tf_Compute``...), eager execution on the thread that called it.
-    Whichever ran most ops names the run."""
-    graph = graph_ops >= eager_ops
+    """(compiler, its evidence) of a TF profile without XLA ops (``ran_eagerly``)."""
+    graph = not ran_eagerly(graph_ops, eager_ops)
     return (TF_GRAPH if graph else DEFAULT_COMPILER,
             f"data: {graph_ops:,} of {graph_ops + eager_ops:,} TensorFlow op events on TF's executor threads "
             f"({'a graph: tf.function or a session' if graph else 'eager: the rest ran on the calling thread'}), "

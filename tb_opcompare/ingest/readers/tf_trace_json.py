@@ -16,7 +16,7 @@ import numpy as np
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import ChromeTrace, process_names
-from tb_opcompare.ingest.readers.device_executions import InvocationIds, add_executed_kernels
+from tb_opcompare.ingest.readers.device_executions import PS_PER_US, InvocationIds, add_executed_kernels
 from tb_opcompare.ingest.readers.tf_ops import (
     EAGER_OP_PREFIX,
     PIPELINE_ROOTS,
@@ -28,6 +28,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     op_from_annotation,
     parse_host_op,
     parse_tf_op,
+    ran_eagerly,
     settled_steps,
     shared_leading_dim,
     tf_execution,
@@ -104,9 +105,7 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
     for pid, device_kernels in kernels.items():
         spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in executions[pid].items()}
         add_executed_kernels(events, device_kernels, spans, invocations)
-    # as the xplane reader: in a graph run, the few ops Python dispatched eagerly around the
-    # step function are the loop's own, not the model's
-    keep_eager = threads_run["eager"] > threads_run["graph"]
+    keep_eager = ran_eagerly(threads_run["graph"], threads_run["eager"])
     add_nested_host_ops(events, [[(start, duration, op) for start, duration, op, eager in ops if keep_eager or not eager]
                                  for ops in host_threads.values()])
     if not len(events):
@@ -172,7 +171,7 @@ def _whole_number(value) -> int | None:
 
 def _ps(microseconds: float) -> int:
     """A trace time (µs, a float) on the picosecond clock the execution rule counts in."""
-    return round(microseconds * 1e6)
+    return round(microseconds * PS_PER_US)
 
 
 def _kernel_op(event) -> tuple[str, str]:

@@ -21,7 +21,12 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
-from tb_opcompare.ingest.readers.device_executions import InvocationIds, add_executed_kernels, add_scoped_kernels
+from tb_opcompare.ingest.readers.device_executions import (
+    PS_PER_US,
+    InvocationIds,
+    add_executed_kernels,
+    add_scoped_kernels,
+)
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
     EAGER_OP_PREFIX,
@@ -30,6 +35,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     TF_RANGE_STATS,
     allocation_batch_vote,
     batch_size_evidence,
+    execution_thread,
     is_batch_dataset,
     is_optimizer_scope,
     is_tf_range,
@@ -38,7 +44,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     op_from_annotation,
     parse_host_op,
     parse_tf_op,
-    execution_thread,
+    ran_eagerly,
     settled_steps,
     shared_leading_dim,
     tf_execution,
@@ -71,7 +77,6 @@ from tb_opcompare.schema.optable import (
 )
 
 FORMAT = "xplane"
-_PS_PER_US = 1e6
 
 
 def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None) -> OpProfile:
@@ -95,7 +100,9 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
     call_times: dict[tuple, list[int]] = {}  # their durations (ps) in start order, per (file, plane)
     allocated_shapes: dict[str, set[str]] = {}  # memory allocations: tensor shape -> tf_ops that allocated it
-    kinds = collections.Counter()  # host op events: "xla" (compiled ops) and "tf" (TF graph ops)
+    # op events by kind: "xla" (compiled ops on the host), "xla_device" (kernels of XLA ops),
+    # "tf" (TF ops), of which "tf_graph" ran on TF's executor threads and "tf_eager" elsewhere
+    kinds = collections.Counter()
     allocated_dtypes = collections.Counter()
     hlo = HloEvidence()  # XLA programs: their precision, where allocations carry none
     in_use = _MemoryInUse()  # every host plane's, for the peak and the timeline
@@ -148,10 +155,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     if device_names:
         facts.device_name = ", ".join(sorted(set(device_names)))
     busiest = max(step_calls, key=step_calls.get, default=None)
-    calls = [duration / _PS_PER_US for duration in call_times[busiest]] if busiest else []
+    calls = [duration / PS_PER_US for duration in call_times[busiest]] if busiest else []
     facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
-        {step: duration / _PS_PER_US for step, duration in steps.items()}, calls,
-        [duration / _PS_PER_US for duration in device_steps], "device plane")
+        {step: duration / PS_PER_US for step, duration in steps.items()}, calls,
+        [duration / PS_PER_US for duration in device_steps], "device plane")
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
@@ -269,6 +276,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     memory = _Allocations(allocated_dtypes)
     memory_events = _MemoryEvents(plane, stat_names, memory, in_use, allocated_shapes)
     clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
+    ran = collections.Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere ("eager")
     for line_number, line in enumerate(plane.lines):
         starts, durations, codes, eager_flags = [], [], [], []
         execution = execution_thread(line.name)
@@ -282,9 +290,7 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
             if lookup:
                 kinds["tf"] += int((code >= 0).sum())
                 if execution is not None:
-                    model_ops = int(model_op[code[code >= 0]].sum())
-                    kinds[f"tf_{execution}"] += model_ops
-                    kinds[f"plane_{execution}"] += model_ops
+                    ran[execution] += int(model_op[code[code >= 0]].sum())
             if hlo_stat is not None:
                 code = hlo.codes(batch, ints[:, 0], code)
             is_op = code >= 0
@@ -340,12 +346,9 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
         ranges = np.concatenate(call_ranges)
         call_durations.extend(ranges[np.argsort(ranges[:, 0], kind="stable"), 1].tolist())
 
-    # In a graph run the few ops Python dispatched eagerly are the training loop's own
-    # (Keras's Identity, LogicalAnd, WriteSummary around the step function), which xprof's
-    # op statistics leave out too; in an eager run they are the model.
-    plane_is_eager = kinds["plane_eager"] > kinds["plane_graph"] + hlo.events  # XLA's ops are a compiled graph's
-    kinds["plane_eager"] = kinds["plane_graph"] = 0
-
+    kinds["tf_graph"] += ran["graph"]
+    kinds["tf_eager"] += ran["eager"]
+    plane_is_eager = ran_eagerly(ran["graph"] + hlo.events, ran["eager"])  # XLA's ops are a compiled graph's
     left_out = np.zeros(len(op_keys), dtype=bool) if plane_is_eager else only_eager
 
     def add_ops() -> None:
@@ -407,9 +410,6 @@ class _HloOps:
         return self.key_codes[key]
 
 
-# TF ops ran as themselves, not compiled: called eager as torch's uncompiled runs are, so
-# that both frameworks meet in one column of the matrix (graph or eager: the profile does
-# not tell them apart)
 _HLO_INSTANCE = re.compile(r"\.\d+$")
 
 
@@ -478,7 +478,7 @@ class _MemoryInUse:
         """``OpProfile.memory_timeline`` of the allocators that have a peak."""
         codes = np.asarray(self.codes, dtype=np.int64)
         line_ns = np.asarray(self.line_ns, dtype=np.int64)
-        times_us = ((line_ns - line_ns.min()) * 1000 + np.asarray(self.offset_ps, dtype=np.int64)) / _PS_PER_US
+        times_us = ((line_ns - line_ns.min()) * 1000 + np.asarray(self.offset_ps, dtype=np.int64)) / PS_PER_US
         shown = (self._highest() > 0)[codes]
         return memory_timeline(list(self.allocators), codes[shown], times_us[shown],
                                np.asarray(self.bytes_in_use)[shown])
@@ -657,8 +657,8 @@ class _UserRanges:
                     outermost_ps[name] += end - start
                     any_open_until = end
         table = pd.DataFrame({"name": list(calls), "kind": self.KIND, "occurrences": list(calls.values()),
-                              "total_us": [wall_ps[name] / _PS_PER_US for name in calls],
-                              "outermost_us": [outermost_ps[name] / _PS_PER_US for name in calls]},
+                              "total_us": [wall_ps[name] / PS_PER_US for name in calls],
+                              "outermost_us": [outermost_ps[name] / PS_PER_US for name in calls]},
                              columns=ANNOTATION_COLUMNS)
         return table.astype(empty_annotation_table().dtypes)
 
@@ -791,7 +791,7 @@ def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.
     starts, durations, codes = starts[order], durations[order], codes[order]
     self_ps, parents = self_times(starts, durations)
     events.crossings += crossing_events(starts, durations, parents)
-    events.add_host_codes(op_keys, codes, durations / _PS_PER_US, self_ps / _PS_PER_US,
+    events.add_host_codes(op_keys, codes, durations / PS_PER_US, self_ps / PS_PER_US,
                           steps=steps_of(starts, step_bounds) if len(step_bounds) else None)
 
 
@@ -964,7 +964,7 @@ def _read_device_plane(plane, events: OpEvents, invocations: InvocationIds,
     elif scoped:
         add_scoped_kernels(events, scoped, invocations)
     elif sums:
-        events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / _PS_PER_US for _, t in sums.values()])
+        events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / PS_PER_US for _, t in sums.values()])
     else:
         return None, "", steps
     return kind, _device_name(plane, stat_names, kind), steps
