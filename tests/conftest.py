@@ -51,13 +51,14 @@ def read_bytes(path) -> bytes:
     return Path(path).read_bytes()
 
 
-def profiler_step_durations(run_dir: Path) -> list[float]:
+def profiler_step_durations(run: Path) -> list[float]:
     """Independent of the reader: each ProfilerStep#N's longest range (µs) in a PyTorch
-    run's raw trace, in the order the steps started."""
+    raw trace (``run``: the trace, or a run folder holding one), in the order the steps
+    started."""
     import gzip
     import json
 
-    (path,) = run_dir.glob("*.pt.trace.json*")
+    (path,) = run.glob("*.pt.trace.json*") if run.is_dir() else (run,)
     data = path.read_bytes()
     ranges: dict[str, tuple[float, float]] = {}
     for event in json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)["traceEvents"]:

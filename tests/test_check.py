@@ -11,11 +11,10 @@ import msgspec
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import counted_rows
-from tb_opcompare.analysis.step_time import detect_warmup
 from tb_opcompare.schema.contract import CheckDocument
 from tb_opcompare.service.check import CheckUsageError, check_document
 from tb_opcompare.store.catalog import Catalog
@@ -156,22 +155,11 @@ def test_a_runs_sample_is_the_median_of_its_steps(catalog):
         assert typical[position, :-1] == pytest.approx(median.reindex(keys).to_numpy(), rel=1e-9)
         # the whole step: what a stopwatch reads, the median of the run's steady ProfilerStep
         # wall times, from the raw trace
-        walls = _raw_profiler_steps(REPEATS / BASE[position])
-        assert typical[position, -1] == pytest.approx(np.median(walls[detect_warmup(walls):]), rel=1e-9)
+        walls = profiler_step_durations(REPEATS / BASE[position])
+        assert typical[position, -1] == pytest.approx(steady_median(walls), rel=1e-9)
     # and the speedup the check reports is still the plain means' (as the compare table's)
     assert not np.allclose(typical, np.exp(confidence.log_run_means(samples, keys)))
 
-
-def _raw_profiler_steps(run_dir) -> list[float]:
-    import gzip
-    import json
-
-    (trace,) = run_dir.glob("*.pt.trace.json.gz")
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
-    steps = sorted((event["ts"], event["dur"]) for event in events
-                   if event.get("ph") == "X" and str(event.get("name", "")).startswith("ProfilerStep#")
-                   and event.get("cat") == "user_annotation")
-    return [duration for _, duration in steps]
 
 
 def test_one_stalled_step_does_not_make_a_change():

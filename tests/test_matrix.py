@@ -13,7 +13,7 @@ import statistics
 
 import msgspec
 import pytest
-from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
+from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median, steady_steps
 from in_process import PREFIX, plugin_client
 
 from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
@@ -272,20 +272,6 @@ def test_a_row_without_an_eager_cpu_cell_takes_its_own_cpu_cell_as_reference():
     assert {cell.runs[0]: cell.speedup for cell in cells}["jax_gpu"] is None
 
 
-def _raw_steady_steps(run_dir) -> list[float]:
-    """A run's ProfilerStep wall times (µs) from its raw trace, warm-up left out."""
-    import gzip
-
-    from tb_opcompare.analysis.step_time import detect_warmup
-
-    (trace,) = run_dir.glob("*.pt.trace.json.gz")
-    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
-    steps = [event["dur"] for event in sorted(
-        (event for event in events if event.get("ph") == "X" and event.get("cat") == "user_annotation"
-         and str(event.get("name", "")).startswith("ProfilerStep#")), key=lambda event: event["ts"])]
-    return steps[detect_warmup(steps):]
-
-
 def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
     """Issue 32: the Matrix's device said only `GPU`, so runs of one model on an H100 and an
     H200 fell into one cell (pooled as repeats of each other). Where a kind of accelerator came
@@ -305,7 +291,7 @@ def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
         cells = {cell.column: cell for cell in document.cells if cell.batch_size == batch}
         assert len(cells[h100].runs) == len(cells[h200].runs) == 3
         pooled = {key: float(np.median([step for run in cells[key].runs
-                                        for step in _raw_steady_steps(tmp_path / run)])) for key in (h100, h200)}
+                                        for step in steady_steps(profiler_step_durations(tmp_path / run))])) for key in (h100, h200)}
         assert cells[h200].speedup == pytest.approx(pooled[h100] / pooled[h200], rel=1e-9)
     # one accelerator model in a logdir keeps the plain device name
     only_h100 = matrix_document(Catalog(str(tmp_path / "gpu_h100"), cache_dir=None))

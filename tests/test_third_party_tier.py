@@ -7,16 +7,12 @@ ratio of the raw step markers wherever the files hold them (an oracle computed h
 
 from __future__ import annotations
 
-import gzip
-import json
 import math
 import shutil
-import statistics
 
 import pytest
-from conftest import REALTRACES
+from conftest import REALTRACES, profiler_step_durations, steady_median
 
-from tb_opcompare.analysis.step_time import detect_warmup
 from tb_opcompare.service.check import check_document
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.layers import layers_document
@@ -46,17 +42,6 @@ def logdir(request, tmp_path_factory):
     return root
 
 
-def _raw_step_median(path) -> float | None:
-    """The median steady ProfilerStep wall time of a PyTorch trace, from its raw events."""
-    text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    events = json.loads(text)["traceEvents"]
-    steps = [event["dur"] for event in sorted((event for event in events if event.get("ph") == "X"
-                                               and event.get("cat") in ("user_annotation", "cpu_op", "Operator")
-                                               and str(event.get("name", "")).startswith("ProfilerStep#")),
-                                              key=lambda event: event["ts"])]
-    return statistics.median(steps[detect_warmup(steps):]) if steps else None
-
-
 def test_every_view_is_filled_or_says_why(logdir):
     catalog = Catalog(str(logdir), cache_dir=None)
     runs = runs_document(catalog)
@@ -77,7 +62,8 @@ def test_every_view_is_filled_or_says_why(logdir):
     if all(len(files) == 1 and files[0].endswith((".json", ".json.gz")) for files in sessions.values()):
         from pathlib import Path
 
-        medians = [_raw_step_median(Path(sessions[side][0])) for side in ("baseline", "target")]
+        steps = [profiler_step_durations(Path(sessions[side][0])) for side in ("baseline", "target")]
+        medians = [steady_median(durations) if durations else None for durations in steps]
         if all(medians) and compare.summary.headline_basis == "step wall time" and not compare.summary.headline_per_sample:
             assert compare.summary.headline_speedup == pytest.approx(medians[0] / medians[1], rel=1e-9)
 

@@ -9,11 +9,9 @@ import gzip
 import json
 import shutil
 
-import numpy as np
 import pytest
-from conftest import FIXTURES, REALTRACES, run_cli
+from conftest import FIXTURES, REALTRACES, profiler_step_durations, run_cli, steady_median
 
-from tb_opcompare.analysis.step_time import detect_warmup
 from tb_opcompare.ingest.discovery import discover
 from tb_opcompare.store.catalog import Catalog
 
@@ -22,13 +20,6 @@ RANKS = FIXTURES / "gpu_h200" / "ranks"
 
 def _raw(path) -> list[dict]:
     return json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-
-
-def _steps(events: list[dict]) -> list[float]:
-    return [event["dur"] for event in sorted((event for event in events if event.get("ph") == "X"
-                                              and event.get("cat") == "user_annotation"
-                                              and str(event.get("name", "")).startswith("ProfilerStep#")),
-                                             key=lambda event: event["ts"])]
 
 
 def test_the_ranks_of_one_job_are_one_capture_of_one_run():
@@ -59,14 +50,14 @@ def test_a_jobs_run_pools_its_ranks_ops_and_steps_as_long_as_its_slowest_rank():
     kernels = sum(event["dur"] for events in raw for event in events
                   if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
     assert ops.xs("device", level="side")["total_us"].sum() == pytest.approx(kernels, rel=1e-6)
-    per_rank = [_steps(events) for events in raw]
+    per_rank = [profiler_step_durations(path) for path in files]
     facts = loaded.profile.facts
     assert facts.step_times_us == pytest.approx([max(times) for times in zip(*per_rank)])
     assert facts.batch_size == 32 and "per rank, 2 ranks" in facts.batch_size_source
     assert [worker["rank"] for worker in facts.workers] == [0, 1]
     for worker, times in zip(facts.workers, per_rank):
         assert worker["world_size"] == 2
-        assert worker["step_time_us"] == pytest.approx(float(np.median(times[detect_warmup(times):])))
+        assert worker["step_time_us"] == pytest.approx(steady_median(times))
 
 
 def test_the_runs_listing_shows_each_worker(tmp_path):
