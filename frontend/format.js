@@ -52,7 +52,17 @@ export function formatShare(share) {
 
 export function formatSpeedup(speedup) {
   if (speedup === null || speedup === undefined) return '–';
-  return `${fixed(speedup, speedup >= 100 ? 0 : speedup >= 10 ? 1 : 2)}×`;
+  return `${fixed(speedup, speedupDigits(speedup))}×`;
+}
+
+const MAX_SPEEDUP_DIGITS = 6;
+
+/** Decimals: as schema/text.py's _speedup_digits (two significant digits below 0.1×). */
+function speedupDigits(speedup) {
+  if (speedup >= 100) return 0;
+  if (speedup >= 10) return 1;
+  if (speedup >= 0.1 || speedup <= 0) return 2;
+  return Math.min(MAX_SPEEDUP_DIGITS, 1 - Math.floor(Math.log10(speedup)));
 }
 
 /**

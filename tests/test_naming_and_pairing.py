@@ -20,6 +20,12 @@ from tb_opcompare.ingest.naming import batch_size_from_name, model_key, repeat_f
         ("mnist_gpu_bs64_rep2", "mnist", 64),
         ("resnet/repeat-3/cuda_b8", "resnet", 8),
         ("report_cpu_bs4", "report", 4),
+        # accelerator models are hardware, and `vs` joins two: one model on an H100 and an MI300X
+        ("torch_bert_small_h100_vs_mi300/h100", "torch_bert_small", None),
+        ("torch_bert_small_h100_vs_mi300/mi300", "torch_bert_small", None),
+        ("tf1_timeline_mlp_cpu_vs_gpu/gpu", "tf1_timeline_mlp", None),
+        ("resnet50_a100_bs8", "resnet50", 8),
+        ("convnext_mi250x_bs8", "convnext", 8),
     ],
 )
 def test_model_key_and_batch_from_name(run, key, batch):

@@ -93,3 +93,40 @@ def test_every_view_is_filled_or_says_why(logdir):
     assert len(modules.nodes) > 1 or modules.notes  # more than the root, or why not
     layers = layers_document(catalog, baseline, target)
     assert layers.rows or layers.notes
+
+
+def _logdir(tmp_path, name):
+    for folder in LOGDIRS[name]:
+        shutil.copytree(REALTRACES / folder, tmp_path / folder)
+    return Catalog(str(tmp_path), cache_dir=None)
+
+
+def test_the_first_pair_is_one_model_on_two_devices_or_two_experiments_of_it(tmp_path):
+    """Without a CPU run or a batch sweep, the first pair was "the first two runs": the BERT
+    runs on an H100 and an MI300X were two models, and kineto's `num_workers_0` and `_4`
+    (one ResNet-50, two data-loader settings) were paired as unrelated runs."""
+    bert = _logdir(tmp_path / "bert", "bert_h100_vs_mi300")
+    runs = runs_document(bert)
+    assert len({record.model for record in runs.runs}) == 1
+    assert runs.suggested.reason.endswith("one model on two devices")
+    assert "NVIDIA H100" in runs.suggested.reason and "MI300X" in runs.suggested.reason
+    (row,) = {(cell.model, cell.batch_size) for cell in matrix_document(bert).cells}  # one row, two columns
+    assert len(matrix_document(bert).cells) == 2
+
+    kineto = _logdir(tmp_path / "kineto", "kineto_resnet50")
+    suggested = runs_document(kineto).suggested
+    assert suggested.reason.endswith("two experiments of one model")
+    compare = compare_document(kineto, suggested.baseline, suggested.target)
+    assert not any(note.startswith("Different models") for note in compare.summary.notes)
+
+
+def test_runs_of_different_models_say_so_above_their_figures(tmp_path):
+    """MI250 training and MTIA inference share 10 of 102 ops: the headline read a bare 0.00x
+    with nothing said; now the notes say the models differ, and the figure has its digits."""
+    catalog = _logdir(tmp_path, "hta_accelerators")
+    compare = compare_document(catalog, "torch_hta_accelerators/mi250_train", "torch_hta_accelerators/mtia_inference")
+    (note,) = [note for note in compare.summary.notes if note.startswith("Different models")]
+    assert f"{compare.summary.matched_ops} of their" in note
+    from tb_opcompare.schema.text import format_speedup
+
+    assert format_speedup(compare.summary.headline_speedup) != "0.00×"

@@ -69,3 +69,20 @@ def test_the_runs_listing_shows_each_worker(tmp_path):
     assert "workers=2 (ranks 0, 1 of 2;" in text
     # the CPU job and the GPU job pair, and the headline is the ratio of the jobs' steps
     assert document["pairs"][0]["baseline"] == "ddp_cnn_cpu" and document["pairs"][0]["target"] == "ddp_cnn_gpu"
+
+
+def test_a_rank_without_step_markers_never_lends_rank_0s_steps_to_the_job(tmp_path):
+    """Rank 1's trace lost its ProfilerStep markers: the job's steps are rank 0's, and the
+    run says so (before: rank 0's steps stood for the job's, and nothing said why)."""
+    job = tmp_path / "ddp_cnn_gpu"
+    shutil.copytree(RANKS / "ddp_cnn_gpu", job)
+    files = sorted(job.glob("*.pt.trace.json.gz"))
+    trace = json.loads(gzip.decompress(files[1].read_bytes()))
+    trace["traceEvents"] = [event for event in trace["traceEvents"]
+                            if not str(event.get("name", "")).startswith("ProfilerStep#")]
+    files[1].write_bytes(gzip.compress(json.dumps(trace).encode()))
+    facts = Catalog(str(tmp_path), cache_dir=None).load("ddp_cnn_gpu").profile.facts
+    assert facts.step_times_us == pytest.approx(profiler_step_durations(files[0]))
+    assert facts.steps_source == "ProfilerStep#N annotations of rank 0"
+    assert f"rank 1 ({files[1].name}) has no step markers: the job's steps are timed on rank 0" in \
+        facts.warnings

@@ -36,6 +36,16 @@ function noSpeedupReason(sweep) {
     `No batch size was run at both ${sweep.baseline_series} and ${sweep.target_series}: speedups need both.`;
 }
 
+const MODELS_SAID = 5;
+
+/** `cnn: batch 32 on GPU; mlp: batch 8 on CPU`, the first few models, for the empty view. */
+function modelSizes(models) {
+  const names = Object.keys(models || {});
+  const said = names.slice(0, MODELS_SAID).map((model) => `${model}: ` + Object.entries(models[model])
+    .map(([device, sizes]) => `batch ${sizes.join(', ') || 'unknown'} on ${device}`).join(', '));
+  return said.join('; ') + (names.length > MODELS_SAID ? `; and ${names.length - MODELS_SAID} more` : '');
+}
+
 export class SweepView {
   /**
    * @param {{state: SweepState, onStateChange: () => void}} options `state` is changed in
@@ -88,10 +98,13 @@ export class SweepView {
     if (!models.length) {
       this.element.replaceChildren(h('div', {class: 'oc-empty', id: 'oc-sweep-empty'},
         h('h2', {}, 'No model has runs at two or more batch sizes'),
-        h('p', {}, 'Profile the same model at several batch sizes into one logdir and name the runs after the ',
-          'model, the device and the batch size, e.g. ', h('code', {}, 'mnist_cpu_bs1'), ', ',
-          h('code', {}, 'mnist_cpu_bs16'), ', ', h('code', {}, 'mnist_gpu_bs16'),
-          '. Runs whose tensors record their shapes get the measured batch size.')));
+        Object.keys(this.models || {}).length ?
+          h('p', {}, 'Each model here has one batch size per device: ', modelSizes(this.models), '.') : null,
+        h('p', {}, 'Profile one model at several batch sizes into this logdir, e.g. ',
+          h('code', {}, 'tb-opcompare record --logdir LOGDIR --model NAME --batch-sizes 1,16,64 -- python train.py ' +
+            '--batch-size {batch_size}'),
+          '. Whatever the runs are called, runs of one model are found from their ops, and the batch size from ',
+          "the tensors' shapes where the profile records them.")));
       return;
     }
     if (!models.some((entry) => entry.model === this.state.model)) this.state.model = models[0].model;

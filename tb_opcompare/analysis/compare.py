@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
+from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_sizes_differ
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.optable import DEVICE, HOST
@@ -263,6 +264,9 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
     ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and the
     notes a user needs to read the headline figures right."""
     notes = []
+    different = different_models(summary, baseline, target)
+    if different:
+        notes.append(different)
     base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
     whole = base_step / target_step if base_step and target_step else None
     base_batch, target_batch = baseline.batch_size, target.batch_size
@@ -300,6 +304,20 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
                          f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME
                          else "") + "; the Matrix view compares whole steps across compilers.")
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+
+
+def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> str | None:
+    """Why the figures compare different work, where the two runs are of different models:
+    their models differ and so do their ops (runs of one model whose names differ, kineto's
+    ``num_workers_0`` and ``num_workers_4``, share ``SAME_MODEL_JACCARD`` of their ops)."""
+    if baseline.model == target.model:
+        return None
+    ops = summary["matched_ops"] + summary["baseline_only_ops"] + summary["target_only_ops"]
+    if ops and summary["matched_ops"] / ops >= SAME_MODEL_JACCARD - 1e-9:
+        return None
+    return (f"Different models: {baseline.run} is {baseline.model} and {target.run} is {target.model}, and "
+            f"{summary['matched_ops']} of their {ops} ops are in both, so every speedup here compares different "
+            "work. The Matrix puts each model's runs on one row.")
 
 
 # Op time and wall time further apart than this (either way) get a note saying why.

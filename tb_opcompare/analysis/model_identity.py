@@ -31,9 +31,8 @@ import itertools
 import os
 import re
 
-from tb_opcompare.analysis.pairing import RunForPairing, jaccard, pair_runs
+from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD, RunForPairing, jaccard, pair_runs
 
-SAME_MODEL_JACCARD = 0.85
 # Joining compares the runs of a folder pairwise (and pairing's margin rule more than
 # that): 64 ms at 200 runs, 14 s at 1,000 on this project's 2 cores. A folder of more
 # runs keeps the models its names give.

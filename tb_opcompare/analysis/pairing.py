@@ -18,12 +18,17 @@ the default as the baseline: fp32 -> bf16, eager -> torch.compile.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 from tb_opcompare.schema.contract import Pair, SuggestedPair
 from tb_opcompare.schema.dimensions import DEFAULTS, is_default
 
 JACCARD_THRESHOLD = 0.5
 OVERLAP_MARGIN = 0.1  # how far an overlap-only pair must score above its runner-up
+# Runs of one device and batch size whose op-name sets overlap this much are one model's
+# (``model_identity`` measured 0.97-1.00 within a model, 0.61-0.70 between two models).
+SAME_MODEL_JACCARD = 0.85
+MAX_COMPARED_BY_OPS = 64  # runs of one configuration whose op sets a suggestion compares pairwise
 
 
 @dataclasses.dataclass
@@ -38,6 +43,7 @@ class RunForPairing:
     precision: str | None = None  # as configured: the claim where the data agrees, else the data
     compiler: str | None = None
     model_source: str = "run name"  # ``sidecar``, ``run name`` or ``data: …`` (``analysis.model_identity``)
+    device_name: str | None = None  # the accelerator's model: an H100 and an MI300X are two devices
 
 
 VARIANT_DIMENSIONS = DEFAULTS  # each dimension other than the device, and its default (the baseline)
@@ -120,11 +126,18 @@ def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by
                 matched_by=matched_by, guess=guess, varies=varies)
 
 
-def suggest_pair(runs: list[RunForPairing], pairs: list[Pair]) -> SuggestedPair | None:
-    """The pair a user sees first: the automatic CPU->accelerator pair of the largest batch
-    size (a small model at batch 1 mostly measures launch overhead; the first such pair in
-    name order); without one, the widest batch-size change of one model on one device
-    (smallest -> largest), which shows the most; else the first two runs."""
+def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pair] = ()) -> SuggestedPair | None:
+    """The pair a user sees first, the most telling comparison of one model the logdir holds:
+
+    1. the automatic CPU->accelerator pair of the largest batch size (a small model at
+       batch 1 mostly measures launch overhead; the first such pair in name order);
+    2. the widest batch-size change of one model on one device (smallest -> largest);
+    3. one model on two devices at one batch size (an H100 and an MI300X);
+    4. the first variant pair (fp32 -> bf16, eager -> torch.compile);
+    5. two runs of one model, or two runs whose ops are one model's by overlap
+       (``SAME_MODEL_JACCARD``) on one device and batch size: two experiments
+       (kineto's ``num_workers_0`` and ``num_workers_4``);
+    6. else the first two runs, of different models, which the reason says."""
     if pairs:
         largest = max(pair.batch_size or 0 for pair in pairs)
         first = next(pair for pair in pairs if (pair.batch_size or 0) == largest)
@@ -134,7 +147,7 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair]) -> SuggestedPair 
     groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
     for run in runs:
         if run.batch_size:
-            groups.setdefault((run.model, run.device), []).append(run)
+            groups.setdefault((run.model, _hardware(run)), []).append(run)
     sweeps = [sorted(group, key=lambda r: (r.batch_size, r.run)) for group in groups.values()
               if len({r.batch_size for r in group}) > 1]
     if sweeps:
@@ -142,12 +155,47 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair]) -> SuggestedPair 
         small, large = widest[0], widest[-1]
         return SuggestedPair(baseline=small.run, target=large.run,
                              reason=f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
-                                    f"{small.device or 'one device'}: the widest batch-size change in this logdir")
+                                    f"{_hardware(small) or 'one device'}: the widest batch-size change in this logdir")
+    for a, b in itertools.combinations(runs, 2):
+        if (a.model == b.model and a.batch_size == b.batch_size and a.device and b.device
+                and _hardware(a) != _hardware(b) and (a.precision, a.compiler) == (b.precision, b.compiler)):
+            at = f" at batch size {a.batch_size}" if a.batch_size else ""
+            return SuggestedPair(baseline=a.run, target=b.run,
+                                 reason=f"{a.model} on {_hardware(a)} and on {_hardware(b)}{at}: one model on two "
+                                        "devices")
+    if variants:
+        first = variants[0]
+        return SuggestedPair(baseline=first.baseline, target=first.target,
+                             reason=f"{first.baseline} and {first.target} are {first.model} in two {first.varies}s")
+    for a, b in itertools.combinations(runs, 2):
+        if a.model == b.model:
+            return SuggestedPair(baseline=a.run, target=b.run, reason=f"two runs of {a.model}")
+    configurations: dict[tuple, list[RunForPairing]] = {}
+    for run in runs:
+        configurations.setdefault((_hardware(run), run.batch_size), []).append(run)
+    alike = [(jaccard(a.op_names, b.op_names), a, b) for group in configurations.values()
+             if len(group) <= MAX_COMPARED_BY_OPS for a, b in itertools.combinations(group, 2)]
+    score, a, b = max(alike, key=lambda item: item[0], default=(0.0, None, None))
+    if score >= SAME_MODEL_JACCARD - 1e-9:
+        at = f" at batch size {a.batch_size}" if a.batch_size else ""
+        return SuggestedPair(baseline=a.run, target=b.run,
+                             reason=f"the same ops (Jaccard {score:.2f}) on {_hardware(a) or 'one device'}{at}: two "
+                                    "experiments of one model")
     if len(runs) >= 2:
-        return SuggestedPair(baseline=runs[0].run, target=runs[1].run, reason="the first two runs")
+        return SuggestedPair(baseline=runs[0].run, target=runs[1].run,
+                             reason=f"no two runs of one model in this logdir: {runs[0].run} ({runs[0].model}) and "
+                                    f"{runs[1].run} ({runs[1].model}) are different models, so their speedups "
+                                    "compare different work")
     if runs:
         return SuggestedPair(baseline=runs[0].run, target=runs[0].run, reason="the only run")
     return None
+
+
+def _hardware(run: RunForPairing) -> str | None:
+    """``CPU``, ``GPU (NVIDIA H100 80GB HBM3)``: the device and, where known, its model."""
+    if run.device and run.device_name and run.device != "CPU":
+        return f"{run.device} ({run.device_name})"
+    return run.device
 
 
 NO_ACCELERATOR_NOTICE = (

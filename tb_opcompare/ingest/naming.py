@@ -2,7 +2,8 @@
 the one vocabulary for precisions and compilers, whoever names them.
 
 The model key is the run path with device tokens (``cpu``, ``gpu``, ``cuda``, ``xpu``,
-``tpu``, ``mps``, with or without a device index), batch tokens (``bs16``,
+``tpu``, ``mps``, with or without a device index; accelerator models such as ``h100``,
+``mi300x``, ``mtia``, and ``vs`` between two), batch tokens (``bs16``,
 ``batch16``, ``batch_size=16``, ``b16``), repeat tokens (``rep2``, ``repeat2``, as
 ``tb-opcompare record --repeats`` writes), precision tokens (``fp32``, ``bf16``,
 ``fp16``, ``int8`` ...) and compiler tokens (``eager``, ``xla``, ``compile``,
@@ -26,6 +27,11 @@ _SEPARATORS = r"[/_\-.=:\s]"
 _DEVICE = r"(?:cpu|gpu|cuda|xpu|tpu|mps)(?:[:_\-]?\d+)?"
 _BATCH = r"(?:bs|batch|batch[_\-]?size|b)[=_\-]?(\d+)"
 _DEVICE_TOKEN = re.compile(rf"(?<![a-z0-9]){_DEVICE}(?![a-z0-9])", re.IGNORECASE)
+# Accelerator models (``h100``, ``mi300x``, ``mtia``) and the word between two of them
+# (``bert_h100_vs_mi300``): hardware, not a model. The profile says which one ran.
+_HARDWARE_TOKEN = re.compile(
+    r"(?<![a-z0-9])(?:[vahpb]100|[hb]200|gb200|a10g?|a30|a40|l40s?|l4|t4|k80|p40|mi\d{2,3}[a-z]?|mtia|trn\d|inf\d"
+    r"|vs|versus)(?![a-z0-9])", re.IGNORECASE)
 _BATCH_TOKEN = re.compile(rf"(?<![a-z0-9]){_BATCH}(?![a-z0-9])", re.IGNORECASE)
 _REPEAT_TOKEN = re.compile(r"(?<![a-z0-9])rep(?:eat)?[=_\-]?(\d+)(?![a-z0-9])", re.IGNORECASE)
 _PRECISION_TOKEN = re.compile(r"(?<![a-z0-9])(fp8|fp16|fp32|fp64|bf16|tf32|int8|float16|float32|bfloat16)"
@@ -96,7 +102,8 @@ def names_no_model(run: str) -> bool:
 
 def _name_key(run: str) -> str:
     stripped = _TIMESTAMP_TOKEN.sub("", without_dimensions(run))
-    return _tidy(_REPEAT_TOKEN.sub("", _BATCH_TOKEN.sub("", _DEVICE_TOKEN.sub("", stripped))))
+    devices_out = _HARDWARE_TOKEN.sub("", _DEVICE_TOKEN.sub("", stripped))
+    return _tidy(_REPEAT_TOKEN.sub("", _BATCH_TOKEN.sub("", devices_out)))
 
 
 def run_folder(run: str) -> str:

@@ -81,7 +81,22 @@ def parse_share(text: str) -> float:
 def format_speedup(speedup: float | None) -> str:
     if speedup is None:
         return MISSING
-    return f"{_fixed(speedup, 0 if speedup >= 100 else 1 if speedup >= 10 else 2)}×"
+    return f"{_fixed(speedup, _speedup_digits(speedup))}×"
+
+
+def _speedup_digits(speedup: float) -> int:
+    """Decimals: none from 100×, one from 10×, two down to 0.1×, and two significant
+    digits below (0.0024×: different work, a hundredfold slower, never a bare 0.00×)."""
+    if speedup >= 100:
+        return 0
+    if speedup >= 10:
+        return 1
+    if speedup >= 0.1 or speedup <= 0:
+        return 2
+    return min(MAX_SPEEDUP_DIGITS, 1 - math.floor(math.log10(speedup)))
+
+
+MAX_SPEEDUP_DIGITS = 6
 
 
 def format_interval(low: float | None, high: float | None, level: float | None = None) -> str:

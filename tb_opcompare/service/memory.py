@@ -43,6 +43,8 @@ def memory_notes(loaded: tuple[LoadedRun, LoadedRun], runs: tuple[MemoryRun, Mem
     notes = []
     for run, record in zip(loaded, runs):
         facts, name = run.profile.facts, record.run
+        if run is loaded[1] and (run.source.run, run.session) == (loaded[0].source.run, loaded[0].session):
+            break  # one capture on both sides: said once
         if not record.recorded:
             if facts.framework == "PyTorch":
                 notes.append(f"{name} records no memory: profile it with torch.profiler.profile(profile_memory=True) "

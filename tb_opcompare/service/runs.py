@@ -108,9 +108,12 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
                           repeat=record.repeat,
                           op_names=loaded.profile.op_names if loaded else frozenset(),
                           base_model=configured_by.base_model, precision=configured_by.precision,
-                          compiler=configured_by.compiler, model_source=record.model_source)
+                          compiler=configured_by.compiler, model_source=record.model_source,
+                          device_name=record.device_name)
         )
     pairs = pair_runs(for_pairing)
-    return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variant_pairs(for_pairing), errors=errors,
+    variants = variant_pairs(for_pairing)
+    return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variants, errors=errors,
                         complete=all(run.loaded for run in runs),
-                        suggested=suggest_pair(for_pairing, pairs), notices=notices(for_pairing), version=__version__)
+                        suggested=suggest_pair(for_pairing, pairs, variants), notices=notices(for_pairing),
+                        version=__version__)

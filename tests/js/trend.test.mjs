@@ -75,6 +75,9 @@ test('time ticks are round and read as times', () => {
   const wide = timeTicks(1e-6, 1e15);
   assert.ok(wide.tickvals.length <= 12 && wide.tickvals.length >= 3, String(wide.tickvals));
   assert.ok(wide.tickvals.every((value) => Number.isInteger(Math.log10(value))));
+  // one run's whole step (kineto's ResNet-50, 152 ms) spans no 1-9 x 10^n: plotly's own ticks read a bare `170k`
+  assert.deepEqual(timeTicks(137_000, 169_000), {tickvals: [140_000, 150_000, 160_000],
+                                                 ticktext: ['140 ms', '150 ms', '160 ms']});
   assert.equal(timeTicks(0, 100), null);
   assert.equal(timeTicks(100, 100), null);
 });

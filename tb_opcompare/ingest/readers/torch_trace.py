@@ -232,16 +232,36 @@ def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> OpP
         names = {name for text in (first.device_name, facts.device_name) if text for name in text.split(", ")}
         first.device_name = ", ".join(sorted(names)) or None
     facts = job.facts
-    steps = min(len(times) for times in step_times)
+    # A rank without step markers cannot say how long its steps took: the job's steps are
+    # timed on the ranks that can (their steps end together, each waiting on the others'
+    # gradients), and the run says which rank was left out; rank 0's own steps never
+    # stand for the job's.
+    timed = [times for times in step_times if len(times)]
+    timed_ranks = _ranks_text([worker for worker, times in zip(workers, step_times) if len(times)])
+    untimed = [worker for worker, times in zip(workers, step_times) if not len(times)]
+    steps = min((len(times) for times in timed), default=0)
+    facts.step_times_us, facts.step_time_us, facts.steps = [], None, None
+    facts.steps_source = "unknown: no rank's trace has step markers"
     if steps:
-        facts.step_times_us = [max(times[k] for times in step_times) for k in range(steps)]
+        facts.step_times_us = [max(times[k] for times in timed) for k in range(steps)]
         facts.step_time_us = sum(facts.step_times_us) / steps
         facts.steps = steps
-        facts.steps_source = f"ProfilerStep#N annotations of {len(workers)} ranks, each step as long as its slowest rank"
+        facts.steps_source = f"ProfilerStep#N annotations of {timed_ranks}" + (
+            ", each step as long as its slowest rank" if len(timed) > 1 else "")
+    if untimed and timed:
+        left_out = ", ".join(f"rank {worker['rank']} ({worker['file']})" for worker in untimed)
+        facts.warnings.append(f"{left_out} {'has' if len(untimed) == 1 else 'have'} no step markers: the job's steps "
+                              f"are timed on {timed_ranks}")
     if facts.batch_size_source:
         facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
     facts.workers = workers
     return job.profile()
+
+
+def _ranks_text(workers: list[dict]) -> str:
+    """``rank 0``, ``ranks 0, 2``: the ranks of ``workers``, as a job's notes name them."""
+    ranks = ", ".join(str(worker["rank"]) for worker in workers)
+    return f"rank {ranks}" if len(workers) == 1 else f"ranks {ranks}"
 
 
 @dataclasses.dataclass

@@ -1,0 +1,64 @@
+"""The third-party tier in a real browser (issue 32): TensorBoard on each whole logdir that
+other people wrote (``test_third_party_tier.LOGDIRS``, from ``../shared/realtraces``), and
+every page of the tab opened cold on it, as a newcomer would. Each page is filled, or says
+in a note why not and how to record what it needs; none shows an error, throws, or stays
+blank; the Compare page's first figure is the route's headline."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import REALTRACES, console_errors, open_op_compare, route_json
+from tensorboard_server import running_tensorboard
+from test_third_party_tier import LOGDIRS
+
+from tb_opcompare.schema.text import format_speedup
+
+# Each page: what shows when it is filled, and the note that says why it is not.
+PAGES = {
+    "compare": ("#oc-count", "#oc-message"),
+    "sweep": ("#oc-sweep-step .scatterlayer .point", "#oc-sweep-empty"),
+    "trend": ("#oc-trend-ops .scatterlayer .point", "#oc-trend-message"),
+    "matrix": ("#oc-matrix-table tbody tr", "#oc-matrix-message"),
+    "modules": ("#oc-modules-table tbody tr", "#oc-modules-notes .oc-panel-note"),
+    "memory": ("#oc-memory-table tbody tr", "#oc-memory-message"),
+    "layers": ("#oc-layers-summary tbody tr", "#oc-layers-message"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(LOGDIRS))
+def tier_tensorboard(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(request.param) / "logdir"
+    for folder in LOGDIRS[request.param]:
+        shutil.copytree(REALTRACES / folder, root / folder)
+    with running_tensorboard(root) as url:
+        yield url
+
+
+def test_every_page_of_the_tab_is_filled_or_says_why(page, tier_tensorboard):
+    url = tier_tensorboard
+    errors = console_errors(page)
+    runs = route_json(url, "runs")
+    suggested = runs["suggested"]
+    compare = route_json(url, "compare", baseline=suggested["baseline"], target=suggested["target"])
+    shown = {}
+    for name, (filled, why) in PAGES.items():
+        page.goto("about:blank")  # a hash change alone does not reload the tab: each page opens cold
+        frame = open_op_compare(page, url, ready=f"{filled}, {why}", **({} if name == "compare" else {"view": name}))
+        frame.locator(".oc-loading").first.wait_for(state="hidden", timeout=60_000)
+        # a note saying why outranks rows (Modules lists its root row beside "no nn.Module calls")
+        notes = frame.locator(why)
+        shown[name] = notes.first.inner_text() if notes.count() else "filled"
+        assert frame.locator(".oc-panel-error").count() == 0, (name, frame.locator(".oc-panel-error").first.inner_text())
+        if name == "compare":
+            # the default pair is the listing's suggestion, and its first figure the route's
+            assert frame.locator("#oc-headline").inner_text() == format_speedup(
+                compare["summary"]["headline_speedup"])
+            picked = [frame.locator(f"#oc-{side}").input_value() for side in ("baseline", "target")]
+            assert picked == [suggested["baseline"], suggested["target"]]
+    # the pages a logdir of any profiles can fill, filled; the others say why in words
+    assert shown["compare"] == shown["matrix"] == shown["trend"] == "filled", shown
+    for name, text in shown.items():
+        assert text == "filled" or len(text) > 40, (name, text)
+    assert not errors and not page.page_errors
