@@ -32,7 +32,7 @@
  * @property {string|null} label - the sidecar's label
  * @property {number|null} repeat - which recording of one configuration (`--repeats`)
  * @property {number|null} repeat_runs - the runs of its repeat group (same model, device, batch size and label, each a repeat), itself included: what pooling its repeats would pool; 1 for a run without repeats; null outside the runs document
- * @property {Array<string>} sessions - the run's captures, oldest first
+ * @property {Array<string>} sessions - the run's captures, oldest first; a distributed job's capture of all its ranks comes after one session per rank of it (`… (rank 1 of 2 only)`), to compare one rank
  * @property {string} session - the capture shown (the newest)
  * @property {string|null} framework - TensorFlow or PyTorch, where the data says
  * @property {string|null} precision - the dtypes the model computed in: `fp32`, `bf16`, `fp16`, or `mixed bf16/fp32` (most first) where no dtype holds 90% of the compute ops

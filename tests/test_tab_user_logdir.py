@@ -66,4 +66,12 @@ def test_a_distributed_job_shows_as_one_run_with_its_workers(page, ranks_tensorb
     for worker in gpu["workers"]:
         assert f"rank {worker['rank']}: " in title and worker["file"] in title
     assert frame.locator("#oc-baseline-workers").inner_text() == "2 workers (ranks 0, 1 of 2)"
+    # the ranks pooled by default, or one rank alone: the target's session picker offers each
+    sessions = frame.locator("#oc-target-session option").evaluate_all("options => options.map(o => o.value)")
+    assert sessions == list(reversed(gpu["sessions"])) and len(sessions) == 3
+    rank_0 = next(session for session in sessions if session.endswith("(rank 0 of 2 only)"))
+    alone = route_json(url, "compare", baseline="ddp_cnn_cpu", target="ddp_cnn_gpu", target_session=rank_0)
+    frame.locator("#oc-target-session").select_option(rank_0)
+    frame.locator("#oc-headline", has_text=format_speedup(alone["summary"]["headline_speedup"])).wait_for()
+    assert alone["summary"]["target_step_wall_us"] == gpu["workers"][0]["step_time_us"]
     assert not errors and not page.page_errors

@@ -26,11 +26,12 @@ def test_the_ranks_of_one_job_are_one_capture_of_one_run():
     sources = {source.run: source for source in discover(str(RANKS))}
     assert set(sources) == {"ddp_cnn_cpu", "ddp_cnn_gpu"}
     for source in sources.values():
-        ((session, files),) = source.sessions.items()
+        (session, files), = [(session, files) for session, files in source.sessions.items()
+                             if session not in source.worker_sessions]
         assert len(files) == 2 and session.endswith("(ranks 0, 1 of 2)")
     (hta,) = discover(str(REALTRACES / "torch_hta_two_ranks"))
-    assert [len(files) for files in hta.sessions.values()] == [2]
-    assert next(iter(hta.sessions)).endswith("(ranks 0, 1 of 128)")
+    assert [len(files) for files in hta.sessions.values()] == [1, 1, 2]
+    assert hta.newest_session.endswith("(ranks 0, 1 of 128)")
     # three processes that are no job (no distributedInfo) stay three captures
     (cnn,) = [source for source in discover(str(FIXTURES / "user_logdirs" / "torch_h200")) if source.run == "log/cnn"]
     assert len(cnn.sessions) == 3
@@ -86,3 +87,27 @@ def test_a_rank_without_step_markers_never_lends_rank_0s_steps_to_the_job(tmp_pa
     assert facts.steps_source == "ProfilerStep#N annotations of rank 0"
     assert f"rank 1 ({files[1].name}) has no step markers: the job's steps are timed on rank 0" in \
         facts.warnings
+
+
+def test_one_rank_of_a_job_is_a_session_of_its_run_and_the_job_the_default(tmp_path):
+    """The choice of combining a job's ranks: all ranks pooled (the run's newest session,
+    read by default), or one rank alone (its own session, a straggler's, say); an index
+    of the logdir reads the job only."""
+    shutil.copytree(RANKS, tmp_path / "ranks")
+    catalog = Catalog(str(tmp_path / "ranks"), cache_dir=None)
+    source = catalog.source("ddp_cnn_gpu")
+    files = sorted((tmp_path / "ranks" / "ddp_cnn_gpu").glob("*.pt.trace.json.gz"))
+    *alone, job = source.sessions
+    assert job.endswith("(ranks 0, 1 of 2)") and catalog.load("ddp_cnn_gpu").session == job
+    assert alone == [f"{files[0].name} (rank 0 of 2 only)", f"{files[1].name} (rank 1 of 2 only)"]
+    for session, path in zip(alone, files):
+        profile = catalog.load("ddp_cnn_gpu", session).profile
+        ops = profile.ops.set_index(["side", "op_name"])
+        count = sum(1 for event in _raw(path) if event.get("ph") == "X" and event.get("name") == "aten::addmm"
+                    and event.get("cat") == "cpu_op")
+        assert ops.loc[("host", "aten::addmm"), "occurrences"] == count
+        assert profile.facts.step_times_us == pytest.approx(profiler_step_durations(path))
+    from tb_opcompare.store.prewarm import index_logdir
+
+    report = index_logdir(Catalog(str(tmp_path / "ranks"), cache_dir=str(tmp_path / "cache")), jobs=1, say=lambda _: None)
+    assert report.read == 2  # the CPU job and the GPU job, not their ranks again

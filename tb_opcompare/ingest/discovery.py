@@ -62,6 +62,8 @@ class RunSource:
     refusal: str | None = None  # why a REFUSED entry is not read
     # the real paths the listing walked: a read opens files there only (``fs.confined``)
     places: tuple[str, ...] | None = None
+    # a distributed job's one-rank sessions -> the job's session of all ranks (``_join_ranks``)
+    worker_sessions: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def newest_session(self) -> str:
@@ -139,8 +141,9 @@ def discover(logdir: str) -> list[RunSource]:
 
 def _join_ranks(source: RunSource) -> None:
     """A folder of one distributed job's traces, one per rank, becomes one run whose
-    sessions are the job's captures, each holding every rank's file (``workers``); any
-    other folder of several traces keeps one session per file."""
+    sessions are the job's captures, each holding every rank's file (``workers``), each
+    after a session per rank of it (``worker_sessions``); any other folder of several
+    traces keeps one session per file."""
     files = [paths[0] for paths in source.sessions.values()]
     ranks = [rank_of(_sniff(path)) for path in files]
     captures = group_ranks(files, ranks)
@@ -149,9 +152,18 @@ def _join_ranks(source: RunSource) -> None:
     rank_by_file = dict(zip(files, ranks))
     sessions = {}
     for paths in captures:
-        found = sorted(rank_by_file[path].rank for path in paths)
-        sessions[f"{_split(paths[0])[1]} (ranks {', '.join(map(str, found))} of {rank_by_file[paths[0]].world_size})"] = \
-            sorted(paths, key=lambda path: rank_by_file[path].rank)
+        paths = sorted(paths, key=lambda path: rank_by_file[path].rank)
+        found = [rank_by_file[path].rank for path in paths]
+        world = rank_by_file[paths[0]].world_size
+        capture = _split(paths[0])[1]
+        job = f"{capture} (ranks {', '.join(map(str, found))} of {world})"
+        # Each rank alone too, before the job (the newest session, read by default): the
+        # choice between the ranks pooled and one rank, a straggler's, say.
+        for path, rank in zip(paths, found):
+            alone = f"{_split(path)[1]} (rank {rank} of {world} only)"
+            sessions[alone] = [path]
+            source.worker_sessions[alone] = job
+        sessions[job] = paths
     source.sessions = sessions
 
 

@@ -75,7 +75,8 @@ class RunRecord(_Document):
     repeat_runs: _d(int | None, "the runs of its repeat group (same model, device, batch size and label, each a "
                                 "repeat), itself included: what pooling its repeats would pool; 1 for a run without "
                                 "repeats; null outside the runs document")
-    sessions: _d(list[str], "the run's captures, oldest first")
+    sessions: _d(list[str], "the run's captures, oldest first; a distributed job's capture of all its ranks comes "
+                            "after one session per rank of it (`… (rank 1 of 2 only)`), to compare one rank")
     session: _d(str, "the capture shown (the newest)")
     framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
     precision: _d(str | None, "the dtypes the model computed in: `fp32`, `bf16`, `fp16`, or `mixed bf16/fp32` "

@@ -37,6 +37,8 @@ def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print
     todo = []
     for source in catalog.sources(refresh=True):
         for session in source.sessions:
+            if session in source.worker_sessions:
+                continue  # one rank of a job's capture, read when asked: the job holds its file
             try:
                 known = catalog.peek(source.run, session)
             except ProfileError as error:
