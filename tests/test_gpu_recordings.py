@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import statistics
 
 import pytest
 from conftest import FIXTURES, REPO, as_json, profiler_step_durations, run_cli, steady_median, steady_steps
 
+from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import sweeps_document
 from tb_opcompare.store.catalog import Catalog
 
@@ -271,3 +273,22 @@ def test_each_op_says_how_steady_it_is_from_step_to_step():
                if r["key"] == "aten::convolution_backward")
     assert row["target_per_step_cv"] == pytest.approx(_per_step_cv(device), rel=1e-6)
     assert row["baseline_per_step_cv"] is not None
+
+
+def test_repeats_on_two_accelerator_models_are_two_repeat_groups(tmp_path):
+    """The demo CNN's three GPU repeats at batch 16 on an H100 and three on an H200, in one
+    logdir: one model, but each card's repeats are their own group (before, the six
+    pooled as one configuration's repeats in `runs`, Compare's pooling and the check)."""
+    for card in ("gpu_h100", "gpu_h200"):
+        for repeat in (1, 2, 3):
+            name = f"mnist_cnn_torch_gpu_bs16_rep{repeat}"
+            shutil.copytree(FIXTURES / card / "demo" / name, tmp_path / card / name)
+    runs = runs_document(Catalog(str(tmp_path), cache_dir=None)).runs
+    assert len(runs) == 6 and len({run.model for run in runs}) == 1
+    assert [run.repeat_runs for run in runs] == [3] * 6
+    from tb_opcompare.service.check import expand_runs
+
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    for card in ("gpu_h100", "gpu_h200"):
+        assert expand_runs(catalog, [f"{card}/mnist_cnn_torch_gpu_bs16_rep1"], repeats=True) == [
+            f"{card}/mnist_cnn_torch_gpu_bs16_rep{k}" for k in (1, 2, 3)]

@@ -149,8 +149,8 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
 
 def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
     """Each repeated run's repeat group, from every run's claims: the runs whose sidecar
-    or name gives the same model, device, batch size and label, each a repeat (itself
-    included; runs without a repeat are in none)."""
+    or name gives the same model, device (and accelerator model), batch size and label,
+    each a repeat (itself included; runs without a repeat are in none)."""
     configuration = {run: _configuration(claimed) for run, claimed in claims.items() if claimed.repeat is not None}
     members: dict[tuple, list[str]] = {}
     for run, key in configuration.items():
@@ -159,7 +159,9 @@ def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
 
 
 def _configuration(claims) -> tuple:
-    return claims.model, claims.device, claims.batch_sizes[0][0] if claims.batch_sizes else None, claims.label
+    # the accelerator's model too: repeats on an H100 and on an H200 are two configurations
+    return (claims.model, claims.device, claims.device_name, claims.batch_sizes[0][0] if claims.batch_sizes else None,
+            claims.label)
 
 
 def _pattern(ops: str | None):
