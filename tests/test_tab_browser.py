@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare, tab_state
 
+from tb_opcompare.schema.text import format_speedup
+
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE_RUN = "torch/hostile_names_cpu_bs4"
 XSS_NAME = "<img src=x onerror=alert(1)>"
@@ -187,7 +189,7 @@ def test_a_run_with_two_captures_offers_both_sessions(page, tensorboard_url):
                    baseline_session="2026_01_05_09_00_00")
     total = len(expected["rows"])
     assert frame.locator("#oc-count").inner_text() == f"Showing {total} of {total} ops"
-    assert frame.locator("#oc-overall").inner_text() == f"{expected['summary']['overall_speedup']:.2f}×"
+    assert frame.locator("#oc-overall").inner_text() == format_speedup(expected['summary']['overall_speedup'])
 
 
 def test_minimum_time_and_side_filters(page, tensorboard_url):
@@ -214,7 +216,7 @@ def test_swap_exchanges_baseline_and_target(page, tensorboard_url):
     frame.locator("#oc-overall", has_not_text=before).wait_for()
     assert frame.locator("#oc-baseline").input_value() == "tf1/mlp_gpu"
     summary = api(tensorboard_url, "compare", baseline="tf1/mlp_gpu", target="tf1/mlp_cpu")["summary"]
-    assert frame.locator("#oc-overall").inner_text() == f"{summary['overall_speedup']:.2f}×"
+    assert frame.locator("#oc-overall").inner_text() == format_speedup(summary["overall_speedup"])
     # the charts are redrawn for the new sides: the baseline chart now shows the GPU run's ops
     frame.locator(".oc-chart-card:has(#oc-chart-baseline) .oc-chart-run", has_text="tf1/mlp_gpu").wait_for()
     frame.locator("#oc-chart-baseline .ytick text", has_text="layer_3/fully_connected/MatMul").wait_for()
