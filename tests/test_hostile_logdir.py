@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import BIG_RUN, LOGDIR, REALTRACES, run_cli
+from conftest import BIG_RUN, FIXTURES, LOGDIR, REALTRACES, run_cli
 from tensorboard_server import running_tensorboard
 
 GOOD = "good_cpu_bs4"
@@ -496,3 +496,22 @@ def test_a_link_into_proc_is_listed_and_never_walked(tmp_path):
     refused = {Path(error["path"]).name: error["message"] for error in document["errors"]}
     assert {"proc", "self", "sys"} <= set(refused)
     assert all("not followed" in refused[name] for name in ("proc", "self", "sys"))
+
+
+def test_a_run_of_ten_thousand_captures_is_listed_at_once_with_its_newest(tmp_path):
+    """Issue 33 item 7: 10,000 empty capture folders in one run took 94 s to list (each
+    capture re-sorted all the others). Now the listing answers in seconds, reads the newest
+    capture, and names the newest 500, saying how many older ones there are."""
+    profile = tmp_path / "logdir" / "fit" / "plugins" / "profile"
+    for k in range(10_000):
+        (profile / f"2026_01_01_{k:05d}").mkdir(parents=True)
+        (profile / f"2026_01_01_{k:05d}" / "host.xplane.pb").touch()
+    real = FIXTURES / "tf_modes" / "logdir" / "keras_graph_cpu_bs16" / "train" / "plugins" / "profile"
+    shutil.copytree(next(real.iterdir()), profile / "2026_11_26_04_07_26")
+    started = time.monotonic()
+    result = run_cli("runs", str(tmp_path / "logdir"), "--json", "--no-cache")
+    assert time.monotonic() - started < 30 and result.returncode == 0, result.stderr
+    (run,) = json.loads(result.stdout)["runs"]
+    assert run["session"] == "2026_11_26_04_07_26" and run["device"] == "CPU"
+    assert len(run["sessions"]) == 500 and run["sessions"][-1] == "2026_11_26_04_07_26"
+    assert "10,001 captures: the newest 500 are listed; the 9,501 older ones" in run["warnings"][-1]

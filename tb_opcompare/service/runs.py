@@ -66,13 +66,28 @@ def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, la
         batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
         step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us), model=model, label=label,
         repeat=repeat,
-        sessions=list(source.sessions), session=session, framework=facts.framework, warnings=list(facts.warnings),
+        sessions=list(source.sessions)[-MAX_LISTED_SESSIONS:], session=session, framework=facts.framework,
+        warnings=list(facts.warnings) + _unlisted_sessions(source),
         peak_memory_bytes=dict(facts.peak_memory_bytes), precision=facts.precision,
         precision_source=facts.precision_source, compiler=facts.compiler, compiler_source=facts.compiler_source,
         loaded=loaded,
         workers=[WorkerRecord(**{**worker, "step_time_us": finite_or_none(worker["step_time_us"])})
                  for worker in facts.workers],
     )
+
+
+# A run's captures a listing names (its newest): a run of 10,000 captures sent 10,000 names
+# with each listing, each into the tab's session picker. Older ones stay readable by name.
+MAX_LISTED_SESSIONS = 500
+
+
+def _unlisted_sessions(source: RunSource) -> list[str]:
+    older = len(source.sessions) - MAX_LISTED_SESSIONS
+    if older <= 0:
+        return []
+    return [f"{len(source.sessions):,} captures: the newest {MAX_LISTED_SESSIONS:,} are listed; the {older:,} older "
+            f"ones are read only when named (--baseline-session / --target-session), from "
+            f"{next(iter(source.sessions))!r} on"]
 
 
 def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
