@@ -515,3 +515,56 @@ def test_a_run_of_ten_thousand_captures_is_listed_at_once_with_its_newest(tmp_pa
     assert run["session"] == "2026_11_26_04_07_26" and run["device"] == "CPU"
     assert len(run["sessions"]) == 500 and run["sessions"][-1] == "2026_11_26_04_07_26"
     assert "10,001 captures: the newest 500 are listed; the 9,501 older ones" in run["warnings"][-1]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _xplane_of_empty_lines(lines: int) -> bytes:
+    plane = b"\x12\x09/host:CPU" + b"\x1a\x00" * lines  # name, then `lines` empty XLines
+    return b"\x0a" + _varint(len(plane)) + plane
+
+
+def _dense_tf_trace(events: int) -> bytes:
+    event = b'{"ph":"X","name":"MatMul","pid":1,"tid":1,"ts":%d,"dur":1,"args":{"long_name":"m:MatMul"}},'
+    return gzip.compress(b'{"displayTimeUnit":"ns","traceEvents":[{"ph":"M","pid":1,"name":"process_name","args":'
+                         b'{"name":"/host:CPU"}},' + b"".join(event % (2 * k) for k in range(events)) + b"{}]}",
+                         compresslevel=1)
+
+
+def _peak_rss_of_listing(logdir: Path, max_read_gb: str) -> tuple[int, dict]:
+    """The listing's peak resident memory (bytes) and its document, from a process of its own."""
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child would report
+    # the peak of the test process it was forked from
+    script = ("import sys\nfrom tb_opcompare.cli.main import main\n"
+              f"main(['runs', {str(logdir)!r}, '--json', '--no-cache', '--max-read-gb', {max_read_gb!r}])\n"
+              "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+              "print(int(peak.split()[1]) * 1024, file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    return int(done.stderr.strip().splitlines()[-1]), json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("flood", ["xplane lines", "trace.json events"])
+def test_element_floods_stay_within_the_memory_limit(tmp_path, flood):
+    """Issue 33 item 3: a limit in bytes let small files of many elements take far more:
+    3,000,000 empty XLines in 6 MB peaked at 486 MB (and 28 s) at --max-read-gb 0.05; a
+    4 MB gzip of 1,500,000 tiny TF trace events at 1.3 GB at a 0.7 GB limit. Now the lines
+    are never listed and the events are counted before they are built."""
+    session = tmp_path / "logdir" / "run" / "plugins" / "profile" / "2026_01_01_00_00_00"
+    session.mkdir(parents=True)
+    if flood == "xplane lines":
+        (session / "h.xplane.pb").write_bytes(_xplane_of_empty_lines(3_000_000))
+        limit, message = "0.05", "no TensorFlow op events in this profile"
+    else:
+        (session / "h.trace.json.gz").write_bytes(_dense_tf_trace(1_500_000))
+        limit, message = "0.7", "1,500,001 events in 143 MB of text would need about 1.2 GB once read"
+    peak, document = _peak_rss_of_listing(tmp_path / "logdir", limit)
+    (error,) = document["errors"]
+    assert message in error["message"]
+    assert peak < float(limit) * 1e9 + 150e6, f"{peak / 1e6:,.0f} MB"  # the limit, and the interpreter's own

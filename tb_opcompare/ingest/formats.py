@@ -120,22 +120,22 @@ def _read_ranks(paths: list[str], max_text_bytes: int | None):
 # Factors: what benchmarks/bench_readers.py measures plus a margin (30 MB xplane: 1.9x;
 # 211 MB PyTorch JSON: 1.9x, read in batches); other JSON traces are decoded whole into
 # full events (about 3.4x).
-_WHOLE_JSON_PEAK = 4.5
+WHOLE_JSON_PEAK = 4.5
 FORMATS: tuple[ProfileFormat, ...] = (
     ProfileFormat(XPLANE, "TensorFlow profiler session, TF >= 2.2 (<host>.xplane.pb)", _read_xplane, 3.0,
                   session_suffix=".xplane.pb"),
     ProfileFormat(TF_TRACE_JSON, "TensorFlow profiler session, TF 2.0-2.3 (<host>.trace.json.gz)", _read_chrome_trace,
-                  _WHOLE_JSON_PEAK, session_suffix=".trace.json.gz"),
+                  WHOLE_JSON_PEAK, session_suffix=".trace.json.gz"),
     ProfileFormat(PYTORCH, "PyTorch profiler trace (<worker>.<timestamp>.pt.trace.json[.gz])", _read_chrome_trace,
                   3.0, file_name=re.compile(r"\.pt\.trace\.json(\.gz)?\Z")),
     ProfileFormat(CHROME_TRACE, "Chrome trace: a TF1 timeline or PyTorch export_chrome_trace (*.json[.gz])",
-                  _read_chrome_trace, _WHOLE_JSON_PEAK, json_marker=b'"traceEvents"'),
+                  _read_chrome_trace, WHOLE_JSON_PEAK, json_marker=b'"traceEvents"'),
     ProfileFormat(SUMMARY_JSON, "profiler wrapper summary with op_stats (summary*.json)", _read_summary,
-                  _WHOLE_JSON_PEAK, json_marker=b'"op_stats"', name_prefix="summary"),
+                  WHOLE_JSON_PEAK, json_marker=b'"op_stats"', name_prefix="summary"),
     # a JSON array of events, whatever prefix the session was given: its session's own
     # events, among the first written, tell it
     ProfileFormat(ONNXRUNTIME, "ONNX Runtime profile (SessionOptions.enable_profiling: <prefix>_<date>.json)",
-                  _read_onnxruntime, _WHOLE_JSON_PEAK, json_marker=b'"session_initialization"'),
+                  _read_onnxruntime, WHOLE_JSON_PEAK, json_marker=b'"session_initialization"'),
 )
 BY_NAME = {profile_format.name: profile_format for profile_format in FORMATS}
 SESSION_FORMATS = tuple(f for f in FORMATS if f.session_suffix)
@@ -144,7 +144,7 @@ SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEv
 
 def peak_bytes_per_byte(file_format: str) -> float:
     known = BY_NAME.get(file_format)
-    return known.peak_bytes_per_byte if known else _WHOLE_JSON_PEAK
+    return known.peak_bytes_per_byte if known else WHOLE_JSON_PEAK
 
 
 def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None = None):
