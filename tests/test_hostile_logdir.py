@@ -568,3 +568,65 @@ def test_element_floods_stay_within_the_memory_limit(tmp_path, flood):
     (error,) = document["errors"]
     assert message in error["message"]
     assert peak < float(limit) * 1e9 + 150e6, f"{peak / 1e6:,.0f} MB"  # the limit, and the interpreter's own
+
+
+def _torch_trace(events: int) -> bytes:
+    event = (b'{"ph":"X","cat":"cpu_op","name":"aten::op%d","pid":1,"tid":1,"ts":%d,"dur":1,'
+             b'"args":{"External id":%d}},')
+    body = b"".join(event % (k % 50, 2 * k, k) for k in range(events))
+    return b'{"schemaVersion":1,"traceEvents":[' + body + b'{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}'
+
+
+def _high_water(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def test_concurrent_cold_reads_share_one_memory_budget(tmp_path):
+    """Issue 33 item 4: each read was held to the limit alone, so five cold reads at once
+    took 1.5 GB against a 0.5 GB limit. Now one budget is shared by the reads of a process:
+    four clients asking for four 25 MB traces at once at a 0.1 GB limit are read one after
+    another, every answer is right, and TensorBoard's memory grows by about one read."""
+    from tensorboard_server import PIDS, running_tensorboard
+
+    logdir = tmp_path / "logdir"
+    trace = _torch_trace(230_000)
+    for k in range(4):
+        (logdir / f"big{k}").mkdir(parents=True)
+        (logdir / f"big{k}" / "w.1.pt.trace.json").write_bytes(trace)
+    one_read = len(trace) * 3  # what the guard expects a read of it to need
+    with running_tensorboard(logdir, flags=("--opcompare_max_read_gb", "0.1")) as url:
+        before = _high_water(PIDS[url])
+        answers: dict[int, tuple[int, bytes]] = {}
+
+        def ask(k: int) -> None:
+            with urllib.request.urlopen(f"{url}/data/plugin/op_compare/compare?baseline=big{k}&target=big{k}",
+                                        timeout=300) as answer:
+                answers[k] = answer.status, answer.read()
+
+        clients = [threading.Thread(target=ask, args=(k,)) for k in range(4)]
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        grown = _high_water(PIDS[url]) - before
+    assert sorted(answers) == [0, 1, 2, 3] and all(status == 200 for status, _ in answers.values())
+    for _, body in answers.values():
+        summary = json.loads(body)["summary"]
+        assert summary["baseline"]["run"] == summary["target"]["run"] and summary["matched_ops"] == 50
+    assert grown < 1.1e8 + one_read, f"{grown / 1e6:,.0f} MB for reads of {one_read / 1e6:,.0f} MB each"
+
+
+def test_a_read_that_waits_too_long_for_memory_is_refused_in_words():
+    from tb_opcompare.errors import OverLimit
+    from tb_opcompare.store.memory_guard import ReadBudget
+
+    budget = ReadBudget(wait_s=0.2)
+    with budget.reserve("a.json", 600, 1000):
+        with pytest.raises(OverLimit) as refused:
+            with budget.reserve("b.json", 600, 1000):
+                pass
+    assert refused.value.path == "b.json"
+    assert refused.value.reason.startswith("waited 0 s for memory: reads under way hold 0.00 GB of the 0.0 GB limit")
+    with budget.reserve("b.json", 600, 1000):  # once the first read is done, the next one goes ahead
+        assert budget.peak_held == 600

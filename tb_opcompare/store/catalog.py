@@ -19,7 +19,7 @@ from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
-from tb_opcompare.store.memory_guard import default_trace_limit, memory_guard, text_budget
+from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 
 
 class UnknownRunError(KeyError):
@@ -98,10 +98,15 @@ class Catalog:
         profile = self.cache.peek(key)
         if profile is None:
             file_format, signatures = key
-            memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
+            needed = memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
             paths = [path for path, _, _ in signatures]
             budget = text_budget(file_format, self.max_trace_bytes)
-            profile = self.cache.get(key, lambda: _read_within(source, file_format, paths, budget))
+
+            def read() -> OpProfile:  # once per key, however many ask (the cache's single flight)
+                with READS.reserve(paths[0], needed, self.max_trace_bytes):
+                    return _read_within(source, file_format, paths, budget)
+
+            profile = self.cache.get(key, read)
         return _settled(source, session, profile)
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:

@@ -3,7 +3,10 @@ spare, up front, with the way out, rather than let the kernel kill TensorBoard."
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
+import time
 
 from tb_opcompare.errors import OverLimit
 from tb_opcompare.ingest import fs
@@ -39,12 +42,12 @@ def _gzip_original_size(path: str) -> int:
         return 0
 
 
-def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: int) -> None:
+def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: int) -> int:
     """Refuse a read that would need more memory than the limit, with the way out, rather
-    than let the kernel kill TensorBoard."""
-    if limit_bytes <= 0:
-        return
+    than let the kernel kill TensorBoard. Returns the memory the read is expected to need."""
     needed = estimated_read_bytes(file_format, files)
+    if limit_bytes <= 0:
+        return needed
     if needed > limit_bytes:
         size_mb = sum(size for _, size in files) / 1e6
         raise OverLimit(
@@ -54,6 +57,55 @@ def memory_guard(file_format: str, files: list[tuple[str, int]], limit_bytes: in
             "`tb-opcompare --max-read-gb`, or precompute on a bigger machine with `tb-opcompare index` and share "
             "the cache directory",
         )
+    return needed
+
+
+# How long a read waits for others to finish before it is refused: a TensorBoard request
+# thread waits, the tab shows a loading page meanwhile.
+READ_WAIT_S = 120.0
+
+
+class ReadBudget:
+    """The one memory budget that concurrent reads share in a process: a read reserves
+    what it is expected to need (``estimated_read_bytes``) and waits while the reads under
+    way hold too much of the limit; past ``READ_WAIT_S`` it is refused with OverLimit (a
+    refusal the cache never remembers: the next request may pass). Before, five cold
+    reads of 86 MB traces at once took 1.5 GB against a 0.5 GB limit."""
+
+    def __init__(self, wait_s: float = READ_WAIT_S):
+        self._changed = threading.Condition()
+        self._held = 0
+        self.wait_s = wait_s
+        self.peak_held = 0  # the most ever held at once (for a test to read)
+
+    @contextlib.contextmanager
+    def reserve(self, path: str, needed: int, limit_bytes: int):
+        if limit_bytes <= 0:
+            yield
+            return
+        needed = min(needed, limit_bytes)  # a read the guard let through alone waits for all the others
+        deadline = time.monotonic() + self.wait_s
+        with self._changed:
+            while self._held + needed > limit_bytes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise OverLimit(path, (
+                        f"waited {self.wait_s:,.0f} s for memory: reads under way hold {self._held / 1e9:,.2f} GB of "
+                        f"the {limit_bytes / 1e9:,.1f} GB limit and this one needs about {needed / 1e9:,.2f} GB "
+                        "(memory guard). Try again when they finish, or raise the limit with "
+                        "--opcompare_max_read_gb or `tb-opcompare --max-read-gb`"))
+                self._changed.wait(left)
+            self._held += needed
+            self.peak_held = max(self.peak_held, self._held)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._held -= needed
+                self._changed.notify_all()
+
+
+READS = ReadBudget()  # the process's, shared by every catalog in it
 
 
 def text_budget(file_format: str, limit_bytes: int) -> int | None:
