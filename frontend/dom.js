@@ -1,5 +1,9 @@
 // Building the page. Everything that reaches it goes through h(), which only ever creates
-// text nodes: op and run names come from user files and must never be parsed as HTML.
+// text nodes: op and run names come from user files and must never be parsed as HTML,
+// and their invisible and bidirectional characters are shown (visibleText), in text and
+// tooltips alike, so that no name reads as another.
+
+import {visibleText} from './format.js';
 
 /**
  * Create an element; children are nodes or strings (strings become text nodes), arrays
@@ -17,13 +21,19 @@ export function h(tag, attributes = {}, ...children) {
     if (name === 'class') element.className = value;
     else if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
     else if (name === 'style' && typeof value === 'object') Object.assign(element.style, value);
+    else if (name === 'title' || name === 'aria-label') element.setAttribute(name, visibleText(value));
     else element.setAttribute(name, value === true ? '' : String(value));
   }
   for (const child of children.flat()) {
     if (child === null || child === undefined || child === false) continue;
-    element.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    element.append(child instanceof Node ? child : document.createTextNode(visibleText(child)));
   }
   return element;
+}
+
+/** Set an element's text, as h() writes it. */
+export function setText(element, text) {
+  element.textContent = visibleText(text);
 }
 
 /** Load a stylesheet once, however often the tab is rendered. */

@@ -144,9 +144,25 @@ export function parseTime(text) {
   return parseFloat(match[1]) * scale;
 }
 
-/** Plotly renders a few HTML tags in labels; entities make it show op names literally. */
+// Control characters as \xNN, invisible and bidirectional ones as \uNNNN: a right-to-left
+// override makes one run's name read as another's. The rule of tb_opcompare/errors.py's
+// escape_control_characters, on the same golden cases.
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/g;
+
+/** `text` with control, invisible and bidirectional characters shown as escapes. */
+export function visibleText(text) {
+  return String(text).replace(INVISIBLE, (char) => {
+    const code = char.charCodeAt(0);
+    return code < 0xa0 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`;
+  });
+}
+
+/**
+ * Plotly renders a few HTML tags in labels, and links: entities make it show op names
+ * literally (a sidecar's `<a href>` is text, never a link); invisible characters show.
+ */
 export function plotlyText(text) {
-  return String(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  return visibleText(text).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
 /**

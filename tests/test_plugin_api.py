@@ -310,8 +310,10 @@ def test_sweep_errors(api, params, status, fragment):
 def test_a_formula_behind_whitespace_or_an_invisible_character_is_neutralised():
     from tb_opcompare.service.csv_export import compare_csv
 
-    cells = [" =1+1", "\u200b=HYPERLINK(\"http://x\")", "\ufeff@SUM(A1)", "\u202e-2+3", "a =1", "-3"]
+    cells = [" =1+1", "\u200b=HYPERLINK(\"http://x\")", "\ufeff@SUM(A1)", "\u202e-2+3", "a =1", "-3", "\t=1", "\u3000=1"]
     rows = list(csv.reader(io.StringIO(compare_csv([{"key": cell, "n": -1.5} for cell in cells], ["key", "n"]))))
-    assert [row[0] for row in rows[1:]] == ["' =1+1", "'\u200b=HYPERLINK(\"http://x\")", "'\ufeff@SUM(A1)",
-                                             "'\u202e-2+3", "a =1", "'-3"]
+    # invisible characters are shown escaped (issue 33: labels that cannot spoof), so no
+    # formula hides behind them
+    assert [row[0] for row in rows[1:]] == ["' =1+1", '\\u200b=HYPERLINK("http://x")', "\\ufeff@SUM(A1)",
+                                             "\\u202e-2+3", "a =1", "'-3", "\\x09=1", "'\u3000=1"]
     assert {row[1] for row in rows[1:]} == {"-1.5"}  # numbers stay numbers

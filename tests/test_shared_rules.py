@@ -39,6 +39,13 @@ def test_numbers_read_as_the_golden_cases(name):
     assert [format_value(*values) for values in arguments] == [expected for _, expected in TEXT[name]]
 
 
+def test_invisible_characters_show_as_the_golden_cases():
+    from tb_opcompare.errors import escape_control_characters
+
+    for value, expected in TEXT["escape_control_characters"]:
+        assert escape_control_characters(value) == expected, value
+
+
 def test_names_shorten_as_the_golden_cases():
     for case in TEXT["shorten_names"]:
         assert text.shorten_names(case["names"], case["length"], case["keep"]) == case["expected"], case

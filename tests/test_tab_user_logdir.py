@@ -6,6 +6,8 @@ Matrix puts its CPU and GPU runs on one row with the route's speedup (issue 32).
 
 from __future__ import annotations
 
+import shutil
+
 from conftest import FIXTURES, console_errors, open_op_compare, route_json, tensorboard_on_copy
 
 import pytest
@@ -75,3 +77,22 @@ def test_a_distributed_job_shows_as_one_run_with_its_workers(page, ranks_tensorb
     frame.locator("#oc-headline", has_text=format_speedup(alone["summary"]["headline_speedup"])).wait_for()
     assert alone["summary"]["target_step_wall_us"] == gpu["workers"][0]["step_time_us"]
     assert not errors and not page.page_errors
+
+
+def test_a_run_name_with_a_right_to_left_override_cannot_pass_for_another(page, tmp_path_factory, tmp_path):
+    """Issue 33: `cnn_gpu<U+202E>46sb` reads as `cnn_gpubs64` where the override is obeyed.
+    The tab shows it escaped wherever it shows the name (the run picker, the run card, the
+    loading text), and the route still takes the name itself."""
+    spoof = "cnn_gpu\u202e46sb"
+    source = tmp_path / "logdir"
+    shutil.copytree(FIXTURES / "user_logdirs" / "torch_h200" / "lstm_runA", source / spoof)
+    shutil.copytree(FIXTURES / "user_logdirs" / "torch_h200" / "lstm_runB", source / "cnn_gpubs64")
+    with tensorboard_on_copy(tmp_path_factory, source) as url:
+        errors = console_errors(page)
+        frame = open_op_compare(page, url, ready="#oc-count", baseline="cnn_gpubs64", target=spoof)
+        labels = frame.locator("#oc-target option").evaluate_all("options => options.map(o => o.textContent)")
+        assert any(label.startswith("cnn_gpu\\u202e46sb") for label in labels), labels
+        assert not any("\u202e" in label for label in labels)
+        assert frame.locator("#oc-target").input_value() == spoof  # the value is the name itself
+        assert "\u202e" not in frame.locator("body").inner_text()
+        assert not errors and not page.page_errors

@@ -5,7 +5,7 @@
 // matches.
 
 import {compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
-import {h} from '../dom.js';
+import {h, setText} from '../dom.js';
 import {checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
 import {TopOpsCharts} from './charts.js';
@@ -261,8 +261,8 @@ export class CompareView {
       this.onStateChange();
       return;
     }
-    this.overlay.querySelector('.oc-loading-text').textContent =
-      `Reading ${baseline} and ${target}${this.pooled() ? ', each with its repeats' : ''}…`;
+    setText(this.overlay.querySelector('.oc-loading-text'),
+            `Reading ${baseline} and ${target}${this.pooled() ? ', each with its repeats' : ''}…`);
     this.overlay.hidden = false;
     this.messageSlot.replaceChildren();
     let comparison;

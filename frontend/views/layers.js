@@ -6,7 +6,7 @@
 // layers route computes it all; this draws its document as it comes.
 
 import {fetchLayers, layersCsvUrl} from '../api.js';
-import {h} from '../dom.js';
+import {h, setText} from '../dom.js';
 import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, headlineText,
   speedupColor} from '../format.js';
 import {LAYERS, ROW_LAYERS} from '../contract.js';
@@ -255,8 +255,8 @@ export class LayersView {
     this.body.hidden = false;
     this.exportLink.hidden = false;
     this.exportLink.href = layersCsvUrl(params);
-    this.headline.textContent = headlineText(document.headline);
-    this.caption.textContent = captionText(document);
+    setText(this.headline, headlineText(document.headline));
+    setText(this.caption, captionText(document));
     this.notes.replaceChildren(...document.notes.map((note) =>
       h('div', {class: 'oc-panel oc-panel-note oc-layers-note'}, note)));
     this.summaryTitle.textContent = document.per_step ? 'Time per layer, per profiled step' :

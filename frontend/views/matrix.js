@@ -5,7 +5,7 @@
 // cell's run with its row's reference run.
 
 import {fetchMatrix, matrixCsvUrl} from '../api.js';
-import {h} from '../dom.js';
+import {h, setText} from '../dom.js';
 import {formatSpeedup, formatThroughput, formatTime, speedupColor} from '../format.js';
 import {matrixParams, warmupSteps} from '../state.js';
 import {sortMissingLast} from '../view.js';
@@ -241,11 +241,11 @@ export class MatrixView {
     this.exportLink.href = matrixCsvUrl(params);
     this.warnings.replaceChildren(...document.warnings.map((warning) =>
       h('div', {class: 'oc-panel oc-panel-warning oc-matrix-warning'}, warning)));
-    this.caption.textContent = `${count(document.rows.length, 'row')} × ${count(document.columns.length, 'column')}: ` +
+    setText(this.caption, `${count(document.rows.length, 'row')} × ${count(document.columns.length, 'column')}: ` +
       `median steady step, its p10–p90, samples a second, and the speedup against ${document.reference || 'no column'} ` +
       `(its latency / the cell's, in the same row). Warm-up: ` +
       (document.warmup === null ? DEFAULT_WARMUP : `the first ${count(document.warmup, 'step')} of every run`) +
-      '. Click a cell to compare its run with the reference run of its row.';
+      '. Click a cell to compare its run with the reference run of its row.');
     this.drawTable();
   }
 

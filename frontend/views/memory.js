@@ -5,7 +5,7 @@
 // message saying how to record it, never an empty page.
 
 import {fetchMemory, loadPlotly, memoryCsvUrl} from '../api.js';
-import {h} from '../dom.js';
+import {h, setText} from '../dom.js';
 import {formatBytes, formatCount, formatSpeedup, formatStatus, plotlyText, shortenNames} from '../format.js';
 import {pairParams} from '../state.js';
 import {themedLayout} from '../theme.js';
@@ -284,7 +284,7 @@ export class MemoryView {
     this.body.hidden = false;
     this.exportLink.hidden = false;
     this.exportLink.href = memoryCsvUrl(params);
-    this.caption.textContent = captionText(document);
+    setText(this.caption, captionText(document));
     this.notes.replaceChildren(...document.notes.map((note) =>
       h('div', {class: 'oc-panel oc-panel-note oc-memory-note'}, note)));
     this.cards.replaceChildren(...SIDES.map((side) => this.runCard(side, document[side])));

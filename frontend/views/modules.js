@@ -5,7 +5,7 @@
 // cost nothing until their module is opened.
 
 import {fetchModules, modulesCsvUrl} from '../api.js';
-import {h} from '../dom.js';
+import {h, setText} from '../dom.js';
 import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, headlineText,
   speedupColor} from '../format.js';
 import {pairParams} from '../state.js';
@@ -228,8 +228,8 @@ export class ModulesView {
     this.exportLink.href = modulesCsvUrl(params);
     this.notes.replaceChildren(...document.notes.map((note) =>
       h('div', {class: 'oc-panel oc-panel-note oc-modules-note'}, note)));
-    this.headline.textContent = headlineText(document.headline);
-    this.caption.textContent = captionText(document);
+    setText(this.headline, headlineText(document.headline));
+    setText(this.caption, captionText(document));
     this.drawRows();
   }
 

@@ -5,7 +5,7 @@
 // 95% interval); this draws its document as it is.
 
 import {fetchTrend, loadPlotly, trendCsvUrl} from '../api.js';
-import {h} from '../dom.js';
+import {h, setText} from '../dom.js';
 import {GROUP_BY_LABELS, formatTime, plotlyText, shortenNames} from '../format.js';
 import {DEFAULT_TREND_TOP, MAX_SWEEP_TOP, SIDECAR_ORDER, TREND_ORDERS, sweepTop, trendParams} from '../state.js';
 import {themedLayout} from '../theme.js';
@@ -318,7 +318,7 @@ export class TrendView {
     const runs = await this.defaultRuns();
     if (this.state.runs) return this.state.runs; // typed meanwhile
     this.runsInput.value = runs ? runs.runs.join(',') : '';
-    this.runsHint.textContent = runs ? `the runs of model ${runs.model}, the baseline's` : '';
+    setText(this.runsHint, runs ? `the runs of model ${runs.model}, the baseline's` : '');
     return runs ? this.runsInput.value : null;
   }
 

@@ -5,27 +5,28 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 
 import msgspec
 
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+from tb_opcompare.errors import escape_control_characters
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-# What a spreadsheet skips before it reads a formula: whitespace, and invisible format
-# characters (zero-width spaces and joiners, the byte-order mark, bidirectional controls)
-_INVISIBLE_LEAD = re.compile(r"\A[\s\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]+")
 
 
 def _csv_cell(value) -> object:
-    """Neutralise spreadsheet formulas in text cells, as OWASP advises (op names, run names
-    and labels come from user files): a cell whose first visible character starts a formula
-    gets a leading ``'``. Numbers stay numbers."""
+    """A text cell as the CLI prints it, control, invisible and bidirectional characters
+    escaped (``errors.escape_control_characters``: a spreadsheet shows a right-to-left
+    override, and a run name could pass for another), and spreadsheet formulas
+    neutralised as OWASP advises (op names, run names and labels come from user files): a
+    cell whose first visible character starts a formula gets a leading ``'``. Numbers stay
+    numbers."""
     if value is None:
         return ""
-    if isinstance(value, str) and (value.startswith(_FORMULA_START)
-                                   or _INVISIBLE_LEAD.sub("", value[:64], count=1).startswith(_FORMULA_START)):
-        return "'" + value
+    if isinstance(value, str):
+        value = escape_control_characters(value)
+        if value.lstrip().startswith(_FORMULA_START):
+            return "'" + value
     return value
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 
 from tb_opcompare.analysis.sweep import STEP
+from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.contract import SweepDocument
 from tb_opcompare.schema.text import shorten_names
 
@@ -63,9 +64,9 @@ def _line_styles(dashes: dict[str, str]) -> str:
 
 
 def label(text: str) -> str:
-    """A user-file string made safe as plotly text: tags and entities escaped, quotes kept
-    (plotly would show ``&quot;`` literally)."""
-    return html.escape(str(text), quote=False)
+    """A user-file string made safe as plotly text: tags and entities escaped (no link,
+    no markup), invisible characters shown, quotes kept (plotly would show ``&quot;``)."""
+    return html.escape(escape_control_characters(str(text)), quote=False)
 
 
 def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str, dashes: dict[str, str]) -> list[dict]:

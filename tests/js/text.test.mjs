@@ -5,7 +5,7 @@ import {readFileSync} from 'node:fs';
 import {test} from 'node:test';
 
 import {formatBreakeven, formatBytes, formatCount, formatInterval, formatLevel, formatShare, formatSignedTime, formatSpeedup,
-  formatThroughput, formatTime, headlineText, shortenNames} from '../../frontend/format.js';
+  formatThroughput, formatTime, headlineText, shortenNames, visibleText} from '../../frontend/format.js';
 
 const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
 const formatters = {
@@ -31,6 +31,10 @@ test('format_interval', () => {
   for (const [[low, high, level], expected] of cases.format_interval) {
     assert.equal(formatInterval(low, high, level), expected, `format_interval(${low}, ${high}, ${level})`);
   }
+});
+
+test('escape_control_characters', () => {
+  for (const [value, expected] of cases.escape_control_characters) assert.equal(visibleText(value), expected, value);
 });
 
 test('shorten_names', () => {
