@@ -31,6 +31,12 @@ class ProfileError(Exception):
         self.reason = reason
 
 
+class NotReadableNow(ProfileError):
+    """A file this process could not open or read (a permission, an I/O error), not a
+    broken file: never cached, so fixing the permission reads it at the next request
+    (before, the refusal stood until the file itself changed)."""
+
+
 class OverLimit(ProfileError):
     """A read stopped by a limit of this process (the memory guard), not by the file:
     never cached, so a higher limit reads the file next time."""

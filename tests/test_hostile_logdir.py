@@ -206,6 +206,36 @@ def test_a_run_that_cannot_be_read_is_listed_with_the_reason(tmp_path):
         (str(secret), "cannot read the file: Permission denied")}
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and util-linux's setpriv")
+def test_a_file_made_readable_is_read_at_the_next_request(tmp_path):
+    """A permission error was cached under the file's unchanged size and time, both in
+    memory and on disk: fixing the permission changed nothing until the file was touched.
+    Now such a failure is never remembered (one process, one cache, as TensorBoard runs)."""
+    run = tmp_path / "logs" / "secret_cpu_bs4"
+    shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", run)
+    (secret,) = run.glob("*.pt.trace.json")
+    secret.chmod(0)
+    script = (
+        "import os, sys\n"
+        "from tb_opcompare.errors import ProfileError\n"
+        "from tb_opcompare.store.catalog import Catalog\n"
+        f"catalog = Catalog({str(tmp_path / 'logs')!r}, cache_dir={str(tmp_path / 'cache')!r})\n"
+        "try:\n"
+        "    catalog.load('secret_cpu_bs4')\n"
+        "except ProfileError as error:\n"
+        "    print('refused:', error.reason)\n"
+        f"os.chmod({str(secret)!r}, 0o644)\n"
+        "print('read:', len(catalog.load('secret_cpu_bs4').profile.ops))\n"
+        f"print('again:', len(Catalog({str(tmp_path / 'logs')!r}, cache_dir={str(tmp_path / 'cache')!r})"
+        ".load('secret_cpu_bs4').profile.ops))\n")
+    done = subprocess.run([*_WITHOUT_ROOT_READS, sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "refused: cannot read the file: Permission denied", done.stderr
+    assert lines[1].startswith("read: ") and int(lines[1].split()[1]) > 10
+    assert lines[2] == lines[1].replace("read:", "again:")
+
+
 def _xplane_bytes(*planes) -> bytes:
     from tb_opcompare.ingest.readers.xplane_schema import XSpace
 

@@ -16,7 +16,7 @@ import re
 import zlib
 from collections.abc import Callable
 
-from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
 from tb_opcompare.ingest import fs
 
 XPLANE = "xplane"
@@ -156,7 +156,7 @@ def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None 
                                          "profiler was stopped before writing, or is still writing")
         return BY_NAME[file_format].read(file_format, paths, max_text_bytes)
     except OSError as error:
-        raise ProfileError(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
+        raise NotReadableNow(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
     except RecursionError:
         raise ProfileError(paths[0], "nested more deeply than a profiler ever writes (thousands of levels of JSON "
                                      "arrays or objects); not read") from None

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import msgspec
 import pandas as pd
 
-from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
 from tb_opcompare.schema.optable import (
     ANNOTATION_COLUMNS,
     MEMORY_TIMELINE_COLUMNS,
@@ -55,10 +55,12 @@ class _Unreadable:
 
     path: str
     reason: str
-    over_limit: bool = False  # stopped by a limit of this process (``OverLimit``): never kept
+    # stopped by this process, not by the file (``OverLimit``, ``NotReadableNow``): never
+    # kept, the next request tries again
+    passing: type[ProfileError] | None = None
 
     def error(self) -> ProfileError:
-        return (OverLimit if self.over_limit else ProfileError)(self.path, self.reason)
+        return (self.passing or ProfileError)(self.path, self.reason)
 
 
 class _Flight:
@@ -128,8 +130,9 @@ class ProfileCache:
             try:
                 flight.result = parse()
             except ProfileError as error:
-                flight.error = _Unreadable(error.path, error.reason, isinstance(error, OverLimit))
-            if flight.error is None or not flight.error.over_limit:  # a limit's refusal: the next read may pass
+                passing = type(error) if isinstance(error, (OverLimit, NotReadableNow)) else None
+                flight.error = _Unreadable(error.path, error.reason, passing)
+            if flight.error is None or not flight.error.passing:  # the next read may pass
                 value = flight.result if flight.error is None else flight.error
                 self._remember(key, value)
                 self._store_on_disk(key, value)
