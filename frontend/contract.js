@@ -91,6 +91,7 @@
  * @property {Array<string>} columns - the fields of a row, in order
  * @property {Array<CompareRow>} rows
  * @property {number} total_rows - rows before the view's filter and top N
+ * @property {number} view_rows - rows the view's filter keeps, before its top N (the tab caps a big comparison with `top` and says how many match)
  */
 
 /**

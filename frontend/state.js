@@ -100,6 +100,10 @@ import {STATUSES} from './view.js';
 
 const HASH_PREFIX = 'p.op_compare.';
 const PAGES = ['compare', 'sweep', 'trend', 'matrix', 'modules', 'layers', 'memory'];
+// The most compare rows the tab holds: a million-op comparison was one 858 MB answer, and
+// TensorBoard's process reached 3.6 GB making it. Past this the server filters and orders
+// every row and the tab shows the first MAX_TAB_ROWS (the CSV holds them all).
+export const MAX_TAB_ROWS = 20000;
 export const DEFAULT_SWEEP_TOP = 10;
 export const MAX_SWEEP_TOP = 50; // the sweep route's limit
 export const DEFAULT_TREND_TOP = 10; // as the trend route's

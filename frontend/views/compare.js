@@ -6,7 +6,7 @@
 
 import {compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
 import {h, setText} from '../dom.js';
-import {checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
+import {MAX_TAB_ROWS, checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
 import {TopOpsCharts} from './charts.js';
 import {RunChooser} from './chooser.js';
@@ -234,7 +234,7 @@ export class CompareView {
    * @returns {Promise<{keys: Set<string>, error: string|null}|null>}
    */
   async regexMatch(query) {
-    if (!isRegexQuery(query) || !this.comparison) return null;
+    if (!isRegexQuery(query) || !this.comparison || this.capped()) return null;
     const runs = this.runParams();
     const key = `${query}\n${JSON.stringify(runs)}`;
     if (this.regexMatchCache?.key !== key) {
@@ -267,7 +267,7 @@ export class CompareView {
     this.messageSlot.replaceChildren();
     let comparison;
     try {
-      comparison = await fetchComparison(this.runParams());
+      comparison = await fetchComparison({...this.runParams(), top: String(MAX_TAB_ROWS)});
     } catch (error) {
       if (id !== this.requestId) return; // a newer choice is loading
       this.overlay.hidden = true;
@@ -289,22 +289,46 @@ export class CompareView {
     this.refreshRows();
   }
 
+  /** Whether the comparison has more rows than the tab holds (MAX_TAB_ROWS). */
+  capped() {
+    return Boolean(this.comparison) && this.comparison.total_rows > this.comparison.rows.length;
+  }
+
   async refreshRows() {
     this.onStateChange();
     if (!this.comparison) return;
     const comparison = this.comparison;
     const ticket = ++this.refreshTicket;
-    const match = await this.regexMatch(this.view.q);
-    if (ticket !== this.refreshTicket || comparison !== this.comparison) return; // a newer refresh is under way
-    this.filters.showQueryError(match?.error);
     const view = this.shownView();
-    const rows = applyView(comparison.rows, view, match?.keys);
-    this.table.setRows(rows, view, comparison.rows);
     // the server narrows the file to the significant ops itself: their keys in the link
     // would pass the length of a request line on a large model
     const narrowed = view.keys ? {significant: '1'} : {};
-    this.filters.showRows(rows.length, comparison.rows.length,
-                          compareCsvUrl({...this.runParams(), ...viewParams(this.view), ...narrowed}));
+    const exportUrl = compareCsvUrl({...this.runParams(), ...viewParams(this.view), ...narrowed});
+    if (this.capped()) {
+      // A comparison bigger than the tab holds is filtered and ordered by the server, on
+      // every row, and the tab shows the first MAX_TAB_ROWS of the result (the CSV has all).
+      let shown;
+      try {
+        const {keys, ...rest} = view;
+        shown = await fetchComparison({...this.runParams(), ...viewParams(rest), ...narrowed,
+                                       top: String(Math.min(view.top || MAX_TAB_ROWS, MAX_TAB_ROWS))});
+      } catch (error) {
+        if (ticket !== this.refreshTicket) return;
+        this.filters.showQueryError(error.message);
+        return;
+      }
+      if (ticket !== this.refreshTicket || comparison !== this.comparison) return;
+      this.filters.showQueryError(null);
+      this.table.setRows(shown.rows, view, comparison.rows);
+      this.filters.showRows(shown.rows.length, comparison.total_rows, exportUrl, shown.view_rows);
+      return;
+    }
+    const match = await this.regexMatch(this.view.q);
+    if (ticket !== this.refreshTicket || comparison !== this.comparison) return; // a newer refresh is under way
+    this.filters.showQueryError(match?.error);
+    const rows = applyView(comparison.rows, view, match?.keys);
+    this.table.setRows(rows, view, comparison.rows);
+    this.filters.showRows(rows.length, comparison.rows.length, exportUrl);
   }
 
   redrawCharts() {

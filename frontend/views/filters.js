@@ -115,9 +115,13 @@ export class RowFilters {
    * @param {number} shown
    * @param {number} total
    * @param {string} exportUrl the CSV of the rows shown
+   * @param {number} [matched] the rows the view keeps, where more than the tab shows
    */
-  showRows(shown, total, exportUrl) {
-    this.count.textContent = `Showing ${formatCount(shown)} of ${formatCount(total)} ops`;
+  showRows(shown, total, exportUrl, matched = shown) {
+    this.count.textContent = matched > shown ?
+      `Showing the first ${formatCount(shown)} of ${formatCount(matched)} matching ops (of ${formatCount(total)}); ` +
+        'the CSV has them all' :
+      `Showing ${formatCount(shown)} of ${formatCount(total)} ops`;
     this.exportLink.href = exportUrl;
   }
 }

@@ -142,6 +142,12 @@ def _query_matcher(query: str):
 def apply_view(rows: pd.DataFrame, view: RowView) -> np.ndarray:
     """The positions of the rows ``view`` keeps, in its order: column-wise, so it scales
     with the op count, and in numpy where it can, as it runs on every request."""
+    positions = view_positions(rows, view)
+    return positions[: view.top] if view.top else positions
+
+
+def view_positions(rows: pd.DataFrame, view: RowView) -> np.ndarray:
+    """``apply_view`` before its top N: every row the view's filters keep, in its order."""
     keep = np.ones(len(rows), dtype=bool)
     if view.keys is not None:
         keep &= rows["key"].isin(view.keys).to_numpy()
@@ -164,7 +170,7 @@ def apply_view(rows: pd.DataFrame, view: RowView) -> np.ndarray:
     positions = np.flatnonzero(keep)
     if view.sort:
         positions = positions[order_missing_last(rows[view.sort].to_numpy()[positions], view.descending)]
-    return positions[: view.top] if view.top else positions
+    return positions
 
 
 def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:

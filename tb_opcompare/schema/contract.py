@@ -230,6 +230,8 @@ class CompareDocument(_Document):
     columns: _d(list[str], "the fields of a row, in order")
     rows: list[CompareRow]
     total_rows: _d(int, "rows before the view's filter and top N")
+    view_rows: _d(int, "rows the view's filter keeps, before its top N (the tab caps a big comparison with `top` "
+                       "and says how many match)")
 
 
 class SweepsDocument(_Document):

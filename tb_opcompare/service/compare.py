@@ -18,7 +18,7 @@ import pandas as pd
 
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.pooling import pool_profiles
-from tb_opcompare.analysis.row_view import RowView, apply_view
+from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, StepLatency, step_latency
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
@@ -50,7 +50,9 @@ def compare_document(
         catalog, baseline, target, baseline_session, target_session)
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     rows, summary = comparison.rows, comparison.summary
-    records = comparison.records(apply_view(rows, view or RowView()))
+    view = view or RowView()
+    kept = view_positions(rows, view)
+    records = comparison.records(kept[: view.top] if view.top else kept)
     # a group's record: its first run's, with the group's steps and their steady wall time
     base_record, target_record = (msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
                                   for side, steps in ((base, base_steps), (tgt, target_steps)))
@@ -71,7 +73,8 @@ def compare_document(
                              group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
                              baseline_runs=baseline_runs, target_runs=target_runs, notes=notes)
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
-    return CompareDocument(summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows))
+    return CompareDocument(summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows),
+                           view_rows=len(kept))
 
 
 class CompareUsageError(ValueError):
