@@ -146,8 +146,9 @@ export function parseTime(text) {
 
 // Control characters as \xNN, invisible and bidirectional ones as \uNNNN: a right-to-left
 // override makes one run's name read as another's. The rule of tb_opcompare/errors.py's
-// escape_control_characters, on the same golden cases.
-const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/g;
+// escape_control_characters, on the same golden cases, but for line breaks and tabs: a
+// page cannot be made to forge a line as a terminal can, and tooltips break lines with them.
+const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff]/g;
 
 /** `text` with control, invisible and bidirectional characters shown as escapes. */
 export function visibleText(text) {

@@ -48,8 +48,8 @@ def test_compare_json_has_summary_columns_rows():
     result = run_cli("compare", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu", "--json")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
-    assert set(document) == {"summary", "columns", "rows", "total_rows"}  # as the API answers
-    assert document["total_rows"] == len(document["rows"])
+    assert set(document) == {"summary", "columns", "rows", "total_rows", "view_rows"}  # as the API answers
+    assert document["total_rows"] == document["view_rows"] == len(document["rows"])
     assert document["summary"]["baseline"]["run"] == "tf1/mlp_cpu"
     assert document["summary"]["overall_speedup"] > 1
     row = next(r for r in document["rows"] if r["key"] == "layer_1/fully_connected/MatMul")

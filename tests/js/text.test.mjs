@@ -35,6 +35,8 @@ test('format_interval', () => {
 
 test('escape_control_characters', () => {
   for (const [value, expected] of cases.escape_control_characters) assert.equal(visibleText(value), expected, value);
+  // the page keeps line breaks and tabs (tooltips break lines with them); the CLI does not
+  assert.equal(visibleText('a\nb\tc\rd'), 'a\nb\tc\\x0dd');
 });
 
 test('shorten_names', () => {
