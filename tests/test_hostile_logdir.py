@@ -662,3 +662,23 @@ def test_a_read_that_waits_too_long_for_memory_is_refused_in_words():
     assert refused.value.reason.startswith("waited 0 s for memory: reads under way hold 0.00 GB of the 0.0 GB limit")
     with budget.reserve("b.json", 600, 1000):  # once the first read is done, the next one goes ahead
         assert budget.peak_held == 600
+
+
+def test_files_the_listing_passes_over_are_read_or_said(tmp_path):
+    """Issue 33: odd files were passed over without a word. An xplane outside a profile
+    session (copied out of one) is now a run of its folder, and a JSON file that is no
+    trace by its first 64 KB is named in a notice, in the CLI and the listing alike."""
+    logdir = tmp_path / "logdir"
+    session = FIXTURES / "tf_modes" / "logdir" / "keras_graph_cpu_bs16" / "train" / "plugins" / "profile"
+    (logdir / "copied").mkdir(parents=True)
+    shutil.copy(next(next(session.iterdir()).glob("*.xplane.pb")), logdir / "copied" / "vm.xplane.pb")
+    (logdir / "late").mkdir()
+    trace = {"metadata": {"note": "x" * 100_000},
+             "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}
+    (logdir / "late" / "trace.json").write_text(json.dumps(trace))
+    (logdir / "late" / "opcompare.json").write_text("{}")  # a sidecar is no trace and never counted
+    result = run_cli("runs", str(logdir), "--no-cache")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("copied\tformat=xplane\tdevice=CPU\tbatch=16")
+    assert ("note: 1 JSON file not read: no trace's marker (\"traceEvents\", \"op_stats\" ...) in the first 64 KB: "
+            "late/trace.json.") in result.stderr

@@ -404,6 +404,8 @@ def _print_runs(document: dict) -> None:
         print("\nunreadable:")
         for error in document["errors"]:
             print(f"  {error['path']}: {error['message']}")
+    for notice in document["notices"]:
+        print(f"note: {notice}", file=sys.stderr)
 
 
 def _compare(args) -> int:

@@ -90,6 +90,18 @@ class _File:
     kind: str
 
 
+@dataclasses.dataclass
+class _Skipped:
+    """A JSON file that is no trace by its first ``SNIFF_BYTES`` (a config, or a trace
+    whose ``traceEvents`` come later than any profiler writes them)."""
+
+    path: str
+
+
+# JSON files a logdir holds that are known not to be traces: never counted as skipped
+_NOT_TRACES = frozenset({SIDECAR, "projector_config.json", "config.json", "hparams.json"})
+
+
 def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.Walk | None = None):
     """Every profile session and trace file under ``logdir``, in walk order; what must
     not be read goes to ``refused`` as (path, reason, run directory or None)."""
@@ -108,15 +120,22 @@ def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.W
             kind = _classify(name, fs.join(directory, name))
             if kind:
                 yield _File(directory, name, kind)
+            elif name not in _NOT_TRACES:
+                yield _Skipped(fs.join(directory, name))
 
 
-def discover(logdir: str) -> list[RunSource]:
+def discover(logdir: str, skipped: list[str] | None = None) -> list[RunSource]:
+    """The runs under ``logdir``; ``skipped`` (where given) receives the JSON files that
+    are no trace by their first bytes, for the listing to count."""
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     refused: list[tuple[str, str, str | None]] = []
     walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
     for entry in _entries(logdir, refused, walk):
-        if isinstance(entry, _File):
+        if isinstance(entry, _Skipped):
+            if skipped is not None:
+                skipped.append(entry.path)
+        elif isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
             if not entry.refused_any:
@@ -172,7 +191,8 @@ def _join_ranks(source: RunSource) -> None:
 def has_profile_runs(logdir: str) -> bool:
     """Whether discover() would find a readable run, stopping at the first (TensorBoard
     asks on every plugin listing, so this must stay cheap and must never block)."""
-    return any(isinstance(entry, _File) or entry.host_files for entry in _entries(logdir, []))
+    return any(isinstance(entry, _File) or (isinstance(entry, _Session) and entry.host_files)
+               for entry in _entries(logdir, []))
 
 
 def _is_host_file(name: str) -> bool:
@@ -189,7 +209,14 @@ def _is_json(name: str) -> bool:
 
 def _is_candidate(name: str) -> bool:
     """Could be a trace by its name alone (the content decides for generic JSON)."""
-    return _named_format(name) is not None or _is_json(name)
+    return _named_format(name) is not None or _is_json(name) or _is_loose_xplane(name)
+
+
+def _is_loose_xplane(name: str) -> bool:
+    """An xplane outside a profile session (``<run>/plugins/profile/<session>/``): copied
+    out of one, or written by ``jax.profiler`` elsewhere. Its folder is its run; before,
+    it was passed over without a word."""
+    return name.endswith(".xplane.pb")
 
 
 def _readable(walk: fs.Walk, directory: str, names: list[str], refused: list, wanted, run_dir: str) -> list[str]:
@@ -256,6 +283,8 @@ def _classify(name: str, path: str) -> str | None:
     named = _named_format(name)
     if named:
         return named.name
+    if _is_loose_xplane(name):
+        return XPLANE
     if not _is_json(name):
         return None
     head = _sniff(path)

@@ -5,13 +5,17 @@
 
 from __future__ import annotations
 
+import os
+
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
+from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
@@ -90,6 +94,23 @@ def _unlisted_sessions(source: RunSource) -> list[str]:
             f"{next(iter(source.sessions))!r} on"]
 
 
+SKIPPED_NAMED = 5  # skipped files a notice names; it counts the rest
+
+
+def _skipped_notice(catalog: Catalog) -> list[str]:
+    """What the listing passed over, said: a JSON file that is no trace by its first bytes
+    (before, such a file was not listed and nothing said why)."""
+    skipped = catalog.skipped
+    if not skipped:
+        return []
+    named = ", ".join(os.path.relpath(path, catalog.logdir) if not fs.is_remote(path) else path
+                      for path in skipped[:SKIPPED_NAMED])
+    more = f", and {len(skipped) - SKIPPED_NAMED:,} more" if len(skipped) > SKIPPED_NAMED else ""
+    return [f"{len(skipped):,} JSON file{'s' * (len(skipped) > 1)} not read: no trace's marker (\"traceEvents\", "
+            f"\"op_stats\" ...) in the first {SNIFF_BYTES // 1024} KB: {named}{more}. A trace the profiler wrote has "
+            "it there; a file of other JSON needs nothing."]
+
+
 def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     """Every run's facts (newest session), the automatic pairs, what could not be read,
     the pair to show first (``suggested``), ``notices`` for the user (no accelerator run)
@@ -130,5 +151,6 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     variants = variant_pairs(for_pairing)
     return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variants, errors=errors,
                         complete=all(run.loaded for run in runs),
-                        suggested=suggest_pair(for_pairing, pairs, variants), notices=notices(for_pairing),
+                        suggested=suggest_pair(for_pairing, pairs, variants),
+                        notices=notices(for_pairing) + _skipped_notice(catalog),
                         version=__version__)
