@@ -580,20 +580,32 @@ def _peak_rss_of_listing(logdir: Path, max_read_gb: str) -> tuple[int, dict]:
     return int(done.stderr.strip().splitlines()[-1]), json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("flood", ["xplane lines", "trace.json events"])
+def _dense_torch_trace(events: int) -> bytes:
+    event = b'{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":%d,"dur":1},'
+    return (b'{"schemaVersion":1,"traceEvents":[' + b"".join(event % (2 * k) for k in range(events))
+            + b'{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}')
+
+
+@pytest.mark.parametrize("flood", ["xplane lines", "trace.json events", "PyTorch events"])
 def test_element_floods_stay_within_the_memory_limit(tmp_path, flood):
     """Issue 33 item 3: a limit in bytes let small files of many elements take far more:
     3,000,000 empty XLines in 6 MB peaked at 486 MB (and 28 s) at --max-read-gb 0.05; a
-    4 MB gzip of 1,500,000 tiny TF trace events at 1.3 GB at a 0.7 GB limit. Now the lines
-    are never listed and the events are counted before they are built."""
+    4 MB gzip of 1,500,000 tiny TF trace events at 1.3 GB at a 0.7 GB limit; 1,200,000 tiny
+    PyTorch events in 88 MB at about 490 MB at a 0.3 GB limit. Now the lines are never listed and the
+    events are counted before they are read."""
     session = tmp_path / "logdir" / "run" / "plugins" / "profile" / "2026_01_01_00_00_00"
     session.mkdir(parents=True)
     if flood == "xplane lines":
         (session / "h.xplane.pb").write_bytes(_xplane_of_empty_lines(3_000_000))
         limit, message = "0.05", "no TensorFlow op events in this profile"
-    else:
+    elif flood == "trace.json events":
         (session / "h.trace.json.gz").write_bytes(_dense_tf_trace(1_500_000))
         limit, message = "0.7", "1,500,001 events in 143 MB of text would need about 1.2 GB once read"
+    else:  # 74 bytes an event, where the guard's estimate by size assumes some 300
+        (tmp_path / "logdir" / "torch").mkdir()
+        (tmp_path / "logdir" / "torch" / "w.1.pt.trace.json").write_bytes(_dense_torch_trace(1_200_000))
+        shutil.rmtree(tmp_path / "logdir" / "run")
+        limit, message = "0.3", "1,200,001 events in 88 MB of text would need about 0.4 GB once read"
     peak, document = _peak_rss_of_listing(tmp_path / "logdir", limit)
     (error,) = document["errors"]
     assert message in error["message"]

@@ -61,16 +61,19 @@ def _read_summary(_format: str, paths: list[str], _max_text_bytes: int | None):
 
 
 def _read_onnxruntime(_format: str, paths: list[str], max_text_bytes: int | None):
-    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.chrome_json import MATERIALIZED_BYTES_PER_EVENT, open_chrome_trace
     from tb_opcompare.ingest.readers.onnxruntime_json import read_onnxruntime
 
-    return read_onnxruntime(paths[0], open_chrome_trace(paths[0], fs.read_bytes(paths[0]), max_text_bytes))
+    text = open_chrome_trace(paths[0], fs.read_bytes(paths[0]), max_text_bytes)
+    text.refuse_past_budget(MATERIALIZED_BYTES_PER_EVENT, WHOLE_JSON_PEAK)
+    return read_onnxruntime(paths[0], text)
 
 
 def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int | None):
     """The Chrome-trace dialects share a decoder; a generic ``traceEvents`` file is told
     apart by its content (PyTorch, a TF 2.0-2.3 trace, a TF1 timeline)."""
-    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.chrome_json import (BATCHED_BYTES_PER_EVENT, MATERIALIZED_BYTES_PER_EVENT,
+                                                         open_chrome_trace)
     from tb_opcompare.ingest.readers.tf1_timeline import is_tf1_timeline, read_tf1_timeline
     from tb_opcompare.ingest.readers.tf_trace_json import is_tf_trace_json, read_tf_trace_json
     from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_trace
@@ -80,7 +83,9 @@ def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int |
     path = paths[0]
     text = open_chrome_trace(path, fs.read_bytes(path), max_text_bytes)
     if file_format == PYTORCH or is_torch_trace(text):
+        text.refuse_past_budget(BATCHED_BYTES_PER_EVENT, peak_bytes_per_byte(PYTORCH))
         return read_torch_trace(path, text)
+    text.refuse_past_budget(MATERIALIZED_BYTES_PER_EVENT, WHOLE_JSON_PEAK)
     trace = text.materialize()
     if file_format == TF_TRACE_JSON or is_tf_trace_json(trace):
         del text
@@ -100,7 +105,7 @@ def text_head(head: bytes) -> bytes:
 
 
 def _read_ranks(paths: list[str], max_text_bytes: int | None):
-    from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
+    from tb_opcompare.ingest.readers.chrome_json import BATCHED_BYTES_PER_EVENT, open_chrome_trace
     from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_ranks
     from tb_opcompare.ingest.workers import rank_of
 
@@ -110,6 +115,7 @@ def _read_ranks(paths: list[str], max_text_bytes: int | None):
             text = open_chrome_trace(path, data, max_text_bytes)
             if not is_torch_trace(text):
                 raise ProfileError(path, "a rank of a distributed job, but not a PyTorch trace")
+            text.refuse_past_budget(BATCHED_BYTES_PER_EVENT, peak_bytes_per_byte(PYTORCH))
             head = text_head(data[:SNIFF_BYTES])
             del data
             yield path, text, rank_of(head)

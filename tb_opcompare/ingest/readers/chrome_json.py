@@ -26,9 +26,11 @@ WHOLE_TEXT_BYTES = 16 << 20
 BATCH_BYTES = 4 << 20
 BATCH_EVENTS = 8192
 RAW_BYTES_PER_OBJECT = 64  # one msgspec.Raw and its list slot, measured (CPython 3.11, msgspec 0.22)
-# A TraceEvent with its args, its list slot and what the TF readers build from it: 1.5
-# million tiny events peaked at 817 bytes each (CPython 3.11, msgspec 0.22)
+# What an event costs once read, text included, measured on 1.5 million tiny events
+# (CPython 3.11, msgspec 0.22): a TraceEvent with its args and what the TF readers build
+# from it peaked at 817 bytes; a PyTorch event read in batches at 347.
 MATERIALIZED_BYTES_PER_EVENT = 800
+BATCHED_BYTES_PER_EVENT = 350
 NEWLINE = b"\n"
 
 
@@ -167,21 +169,26 @@ class TraceText:
             found.append(msgspec.json.decode(raw[index - self._cut_firsts[number]], type=event_type))
         return found
 
-    def materialize(self) -> ChromeTrace:
-        """Every event as a ``TraceEvent``, for readers of small (TF) traces. Refused
-        (OverLimit) where the events would outgrow the read's budget: the bytes budget
-        alone let a dense 4 MB gzip of 1.5 million tiny events take 1.3 GB at a 0.7 GB limit."""
-        if self._max_split_bytes is not None:
-            from tb_opcompare.ingest.formats import WHOLE_JSON_PEAK
+    def refuse_past_budget(self, bytes_per_event: int, peak_bytes_per_byte: float) -> None:
+        """OverLimit where the file's events, at ``bytes_per_event`` each once read, would
+        need more than the read's memory limit (its text budget times the format's
+        ``peak_bytes_per_byte``): a limit in bytes alone let a small file of many tiny
+        events take many times it (a 4 MB gzip of 1.5 million TF events took 1.3 GB at a
+        0.7 GB limit). Counting the events costs a search of the text."""
+        if self._max_split_bytes is None:
+            return
+        events = self.data.count(b'"ph"')  # every event has a phase: an upper bound on events
+        needed = events * bytes_per_event
+        if needed > self._max_split_bytes * peak_bytes_per_byte:
+            raise OverLimit(self.path, (
+                f"{events:,} events in {len(self.data) / 1e6:,.0f} MB of text would need about "
+                f"{needed / 1e9:,.1f} GB once read, above what this machine's memory limit allows (memory "
+                "guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
+                "real trace"))
 
-            events = self.data.count(b'"ph"')  # every event has a phase: an upper bound on events
-            needed = events * MATERIALIZED_BYTES_PER_EVENT
-            if needed > self._max_split_bytes * WHOLE_JSON_PEAK:
-                raise OverLimit(self.path, (
-                    f"{events:,} events in {len(self.data) / 1e6:,.0f} MB of text would need about "
-                    f"{needed / 1e9:,.1f} GB once read, above what this machine's memory limit allows (memory "
-                    "guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
-                    "real trace"))
+    def materialize(self) -> ChromeTrace:
+        """Every event as a ``TraceEvent``, for readers of small (TF) traces (their caller
+        refuses a file of too many first: ``refuse_past_budget``)."""
         events = [event for _, batch in self.batches(TraceEvent) for event in batch]
         return ChromeTrace(traceEvents=events,
                            deviceProperties=[DeviceProperties(name) for name in self.device_names])
