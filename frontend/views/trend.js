@@ -199,7 +199,8 @@ export function trendFigures(trend) {
 
 /** The order as the x axis's title says it. */
 function orderTitle(orderBy) {
-  if (orderBy.startsWith(SIDECAR_ORDER)) return `sidecar field ${orderBy.slice(SIDECAR_ORDER.length)}`;
+  // a sidecar field's name comes from the link: plotly text, never markup or a link
+  if (orderBy.startsWith(SIDECAR_ORDER)) return `sidecar field ${plotlyText(orderBy.slice(SIDECAR_ORDER.length))}`;
   return (ORDER_LABELS[orderBy] || orderBy).toLowerCase();
 }
 

@@ -82,6 +82,11 @@ test('time ticks are round and read as times', () => {
   assert.equal(timeTicks(100, 100), null);
 });
 
+test('a sidecar field in the axis title is text, never a link', () => {
+  const {ops} = trendFigures({...TREND, order_by: 'sidecar:<a href="http://evil">x</a>'});
+  assert.equal(ops.layout.xaxis.title.text, 'sidecar field &lt;a href="http://evil"&gt;x&lt;/a&gt;');
+});
+
 test("the default runs are the baseline's model's, in the listing's order", () => {
   const listing = {runs: [{run: 'cnn_rep1', model: 'cnn'}, {run: 'mlp', model: 'mlp'}, {run: 'cnn_rep2', model: 'cnn'}]};
   assert.deepEqual(modelRuns(listing, 'cnn_rep2'), {model: 'cnn', runs: ['cnn_rep1', 'cnn_rep2']});
