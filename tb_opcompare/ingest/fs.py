@@ -1,9 +1,14 @@
-"""File access for local logdirs and, through TensorBoard's own file layer, remote ones.
+"""File access for local logdirs and remote ones.
 
 Local paths use ``os`` directly (fast, and gives modification times). Paths with a
-scheme (``gs://``, ``s3://``, ...) go through ``tensorboard.compat.tensorflow_stub``'s
-gfile, the layer TensorBoard itself reads with when TensorFlow is absent, so no
-TensorFlow import happens here.
+scheme (``s3://``, ``gs://``, ``az://``, ...) go through fsspec where it has the scheme's
+filesystem installed (``pip install tb-opcompare[s3]``): one recursive listing of the
+logdir (``find``: 1 request a thousand keys, where a walk of ``ls`` calls made one a
+folder), sizes and modification times from that listing, whole reads with ``cat_file``
+and heads with a range read. Credentials and endpoints come from each library's standard
+environment (``AWS_ENDPOINT_URL``, ``AWS_PROFILE``, ``GOOGLE_APPLICATION_CREDENTIALS``).
+Without fsspec's filesystem for a scheme, TensorBoard's own file layer
+(``tensorboard.compat.tensorflow_stub``'s gfile) is used, as TensorBoard reads there.
 """
 
 from __future__ import annotations
@@ -53,9 +58,16 @@ class Walk:
 
     def __iter__(self) -> Iterator[tuple[str, list[str], list[str]]]:
         if is_remote(self.root):
-            from tensorboard.compat.tensorflow_stub.io import gfile
+            remote = _remote(self.root)
+            if remote is None:
+                from tensorboard.compat.tensorflow_stub.io import gfile
 
-            yield from gfile.walk(self.root)
+                yield from gfile.walk(self.root)
+            else:
+                try:
+                    yield from _remote_walk(remote, self.root)
+                except OSError as error:  # no such bucket, no access: named, never a traceback
+                    self._refuse(self.root, f"cannot list it: {error.strerror or error}")
             return
         real_root = self.real_roots[0]
         seen: set[str] = set()
@@ -195,6 +207,9 @@ def _real_path(descriptor: int, path: str, info: os.stat_result) -> str | None:
 
 def read_bytes(path: str) -> bytes:
     if is_remote(path):
+        remote = _remote(path)
+        if remote is not None:
+            return remote.cat_file(path)
         from tensorboard.compat.tensorflow_stub.io import gfile
 
         with gfile.GFile(path, "rb") as handle:
@@ -205,6 +220,9 @@ def read_bytes(path: str) -> bytes:
 
 def read_head(path: str, size: int) -> bytes:
     if is_remote(path):
+        remote = _remote(path)
+        if remote is not None:
+            return remote.cat_file(path, start=0, end=size)  # one range request
         from tensorboard.compat.tensorflow_stub.io import gfile
 
         with gfile.GFile(path, "rb") as handle:
@@ -214,10 +232,86 @@ def read_head(path: str, size: int) -> bytes:
 
 
 def signature(path: str) -> tuple[int, float]:
-    """(size, mtime) to tell when a file changed; remote files report mtime 0."""
+    """(size, mtime) to tell when a file changed: a remote object's from the last
+    listing where it holds it (no request), its modification time where the store gives
+    one (0 under TensorBoard's gfile)."""
     if is_remote(path):
+        remote = _remote(path)
+        if remote is not None:
+            info = remote.info(path)
+            return int(info.get("size") or 0), _modified(info)
         from tensorboard.compat.tensorflow_stub.io import gfile
 
         return gfile.stat(path).length, 0.0
     stat = os.stat(path)
     return stat.st_size, stat.st_mtime
+
+
+def _remote(url: str):
+    """fsspec's filesystem for ``url``'s scheme (one per scheme and process: it keeps the
+    listing's details), or None where fsspec or that scheme's package is not installed."""
+    protocol = url.split("://", 1)[0]
+    try:
+        import fsspec
+
+        return fsspec.filesystem(protocol)
+    except (ImportError, ValueError):
+        return None
+
+
+def _modified(info: dict) -> float:
+    """A remote object's modification time in seconds, whichever key its store uses."""
+    for key in ("LastModified", "mtime", "updated", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return 0.0
+
+
+def _remote_walk(remote, root: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk``'s triples for a remote logdir, top-down and sorted, from one recursive
+    listing (its details stay in fsspec's cache for ``signature``)."""
+    protocol = root.split("://", 1)[0]
+    base = root.rstrip("/")
+    listed = remote.find(base, withdirs=True, detail=True)
+    folders: dict[str, tuple[list[str], list[str]]] = {base: ([], [])}
+    for key, info in listed.items():
+        path = f"{protocol}://{key}" if "://" not in key else key
+        if path.rstrip("/") == base:
+            continue
+        parent, name = posixpath.split(path.rstrip("/"))
+        depth = path[len(base):].count("/")
+        if depth > MAX_DEPTH:
+            continue
+        for folder in _parents(base, parent):  # a store without folder objects: made from the keys
+            folders.setdefault(folder, ([], []))
+        subdirs, files = folders.setdefault(parent, ([], []))
+        if info.get("type") == "directory":
+            folders.setdefault(path.rstrip("/"), ([], []))
+        else:
+            files.append(name)
+    for folder in folders:
+        if folder != base:
+            parent, name = posixpath.split(folder)
+            if name not in folders[parent][0]:
+                folders[parent][0].append(name)
+    pending = [base]
+    while pending:
+        folder = pending.pop()
+        subdirs, files = folders[folder]
+        subdirs.sort()
+        files.sort()
+        yield folder, subdirs, files
+        pending.extend(posixpath.join(folder, name) for name in reversed(subdirs))
+
+
+def _parents(base: str, folder: str) -> Iterator[str]:
+    while folder != base and folder.startswith(base + "/"):
+        yield folder
+        folder = posixpath.dirname(folder)

@@ -1,0 +1,87 @@
+"""A logdir in an S3 bucket (issue 34, first part): moto's real S3 server on a loopback
+port holds a copy of local fixtures (TF xplane sessions, a two-rank PyTorch job, PyTorch
+runs whose names hide their models), and `tb-opcompare` reads `s3://` through fsspec
+(s3fs), with the endpoint and credentials from the standard AWS environment. Every fact
+of the listing and every number of a comparison equals the same logdir's on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+SOURCES = {"tf": FIXTURES / "tf_modes" / "logdir", "ranks": FIXTURES / "gpu_h200" / "ranks",
+           "user": FIXTURES / "user_logdirs" / "torch_h200"}
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory):
+    """(the S3 environment, the logdir's s3:// URL, the same logdir on disk)."""
+    pytest.importorskip("s3fs")
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    local = tmp_path_factory.mktemp("bucket") / "logs"
+    for name, source in SOURCES.items():
+        shutil.copytree(source, local / name)
+    import boto3
+
+    client = boto3.client("s3", aws_access_key_id="testing", aws_secret_access_key="testing",
+                          region_name="us-east-1", endpoint_url=env["AWS_ENDPOINT_URL"])
+    client.create_bucket(Bucket="team")
+    for path in local.rglob("*"):
+        if path.is_file():
+            client.upload_file(str(path), "team", f"logs/{path.relative_to(local).as_posix()}")
+    yield env, "s3://team/logs", local
+    server.stop()
+
+
+def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
+    executable = Path(sys.executable).parent / "tb-opcompare"
+    return subprocess.run([str(executable), *args, "--json", "--no-cache"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **env})
+
+
+FACTS = ("run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps", "steps_source",
+         "step_time_us", "model", "model_source", "precision", "compiler", "framework", "repeat", "warnings", "loaded")
+
+
+def test_a_bucket_logdir_lists_and_compares_as_it_does_on_disk(bucket):
+    env, url, local = bucket
+    remote, disk = (_cli(env, "runs", where) for where in (url, str(local)))
+    assert remote.returncode == disk.returncode == 0, remote.stderr[-2000:]
+    remote_runs, disk_runs = json.loads(remote.stdout), json.loads(disk.stdout)
+    assert len(remote_runs["runs"]) == len(disk_runs["runs"]) >= 10
+    for theirs, ours in zip(remote_runs["runs"], disk_runs["runs"]):
+        assert {fact: theirs[fact] for fact in FACTS} == {fact: ours[fact] for fact in FACTS}
+        assert [worker["rank"] for worker in theirs["workers"]] == [worker["rank"] for worker in ours["workers"]]
+        assert len(theirs["sessions"]) == len(ours["sessions"])
+    assert remote_runs["pairs"] == disk_runs["pairs"] and remote_runs["suggested"] == disk_runs["suggested"]
+    pair = ("--baseline", "ranks/ddp_cnn_cpu", "--target", "ranks/ddp_cnn_gpu")
+    remote_compare, disk_compare = (json.loads(_cli(env, "compare", where, *pair).stdout) for where in (url, str(local)))
+    for figure in ("headline_speedup", "headline_text", "matched_ops", "overall_speedup", "geomean_speedup"):
+        assert remote_compare["summary"][figure] == disk_compare["summary"][figure], figure
+    assert remote_compare["rows"] == disk_compare["rows"]
+
+
+def test_a_missing_bucket_is_named_and_nothing_breaks(bucket):
+    env, _, _ = bucket
+    result = _cli(env, "runs", "s3://no-such-bucket/logs")
+    assert "Traceback" not in result.stderr
+    document = json.loads(result.stdout)
+    assert document["runs"] == [] and result.returncode == 1
+    (error,) = document["errors"]
+    assert error["path"] == "s3://no-such-bucket/logs" and error["message"].startswith("cannot list it: ")
