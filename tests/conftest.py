@@ -88,6 +88,16 @@ def steady_median(durations: list[float]) -> float:
     return statistics.median(steady_steps(durations))
 
 
+def varint(value: int) -> bytes:
+    """``value`` as a protobuf varint, for tests that write wire bytes by hand."""
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
 def run_cli(*args: str, cwd: Path | None = None):
     """Run the installed ``tb-opcompare`` console script for real."""
     import subprocess

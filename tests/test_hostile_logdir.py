@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import BIG_RUN, FIXTURES, LOGDIR, REALTRACES, run_cli
+from conftest import BIG_RUN, FIXTURES, LOGDIR, REALTRACES, run_cli, varint
 from tensorboard_server import running_tensorboard
 
 GOOD = "good_cpu_bs4"
@@ -547,18 +547,9 @@ def test_a_run_of_ten_thousand_captures_is_listed_at_once_with_its_newest(tmp_pa
     assert "10,001 captures: the newest 500 are listed; the 9,501 older ones" in run["warnings"][-1]
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
 def _xplane_of_empty_lines(lines: int) -> bytes:
     plane = b"\x12\x09/host:CPU" + b"\x1a\x00" * lines  # name, then `lines` empty XLines
-    return b"\x0a" + _varint(len(plane)) + plane
+    return b"\x0a" + varint(len(plane)) + plane
 
 
 def _dense_tf_trace(events: int) -> bytes:

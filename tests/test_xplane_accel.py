@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, REALTRACES, REPO
+from conftest import FIXTURES, REALTRACES, REPO, varint
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
@@ -289,7 +289,7 @@ def test_event_integers_follow_protobuf_on_reencoded_real_events(compiled):
             stat + wire,
             wire + _group(rng.randint(6, 1000), stat + _group(9, b"")) + other.SerializeToString(),
         ]
-    line_wire = b"".join(_tag(4, 2) + _varint(len(variant)) + variant for variant in variants)
+    line_wire = b"".join(_tag(4, 2) + varint(len(variant)) + variant for variant in variants)
     expected = _python_ints(line_wire)
     assert len(expected) == len(variants)
     assert _c_ints(line_wire, 0, len(line_wire)).tobytes() == expected.tobytes()
@@ -305,22 +305,13 @@ def _copy(event):
 
 
 def _tag(field: int, wire_type: int) -> bytes:
-    return _varint(field << 3 | wire_type)
+    return varint(field << 3 | wire_type)
 
 
 def _group(field: int, body: bytes) -> bytes:
     """``body`` as an unknown group field (wire types 3 and 4), which no XEvent writer uses
     but protobuf must skip."""
     return _tag(field, 3) + body + _tag(field, 4)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 # Real memory events whose stats are refs to stat metadata (current TF) and strs (TF 2.4).
@@ -359,11 +350,11 @@ def _host_memory_plane(path: Path) -> tuple[XPlane, list, list]:
 
 
 def _field(number: int, value: int) -> bytes:
-    return _tag(number, 0) + _varint(value & (1 << 64) - 1)
+    return _tag(number, 0) + varint(value & (1 << 64) - 1)
 
 
 def _bytes_field(number: int, value: bytes) -> bytes:
-    return _tag(number, 2) + _varint(len(value)) + value
+    return _tag(number, 2) + varint(len(value)) + value
 
 
 def _double(value: float) -> bytes:
@@ -541,7 +532,7 @@ def test_event_stats_refuses_bad_arguments(compiled):
         with pytest.raises(error):
             compiled.event_stats(wire, 0, len(wire), event_ids, stat_columns, column_count)
     with pytest.raises(compiled.WireError, match="past the end at byte 5"):
-        broken = _bytes_field(4, _field(1, 5) + _tag(4, 2) + _varint(9))
+        broken = _bytes_field(4, _field(1, 5) + _tag(4, 2) + varint(9))
         compiled.event_stats(broken, 0, len(broken), [5], {3: 0}, 1)
 
 
