@@ -85,3 +85,42 @@ def test_a_missing_bucket_is_named_and_nothing_breaks(bucket):
     assert document["runs"] == [] and result.returncode == 1
     (error,) = document["errors"]
     assert error["path"] == "s3://no-such-bucket/logs" and error["message"].startswith("cannot list it: ")
+
+
+def test_a_trace_rewritten_in_the_bucket_is_read_again(bucket, monkeypatch, tmp_path):
+    """fsspec's listing cache never expires: a trace rewritten after a listing kept its old
+    size (the old profile served until a restart), and a trace added to a listed folder
+    could not be read. Each listing drops that cache first."""
+    import boto3
+
+    from tb_opcompare.store.catalog import Catalog
+
+    env, url, local = bucket
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"])
+    ranks = FIXTURES / "user_logdirs" / "torch_h200"
+    trace = next((ranks / "lstm_runA").rglob("*.pt.trace.json*"))
+    client.upload_file(str(trace), "team", f"changing/run/{trace.name}")
+    catalog = Catalog("s3://team/changing", cache_dir=None)
+    first = catalog.load("run").profile.facts.batch_size
+    other = next((ranks / "lstm_runC").rglob("*.pt.trace.json*"))
+    client.upload_file(str(other), "team", f"changing/run/{trace.name}")  # rewritten in place
+    catalog.sources(refresh=True)
+    assert catalog.load("run").profile.facts.batch_size != first
+    client.upload_file(str(trace), "team", "changing/run/vm_2.2.pt.trace.json" + (".gz" if trace.name.endswith(".gz") else ""))
+    catalog.sources(refresh=True)  # a trace added to a listed folder is read
+    assert len(catalog.source("run").sessions) == 2 and catalog.load("run") is not None
+
+
+def test_a_bucket_without_credentials_is_named_not_a_traceback(bucket, tmp_path):
+    env, url, _ = bucket
+    bare = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    bare.update(AWS_ENDPOINT_URL=env["AWS_ENDPOINT_URL"], AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+                AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
+    executable = Path(sys.executable).parent / "tb-opcompare"
+    result = subprocess.run([str(executable), "runs", url, "--json", "--no-cache"], capture_output=True, text=True,
+                            timeout=120, env=bare)
+    assert "Traceback" not in result.stderr, result.stderr[-1500:]
+    (error,) = json.loads(result.stdout)["errors"]
+    assert error["path"] == url and error["message"].startswith("cannot list it: ")

@@ -292,3 +292,17 @@ def test_repeats_on_two_accelerator_models_are_two_repeat_groups(tmp_path):
     for card in ("gpu_h100", "gpu_h200"):
         assert expand_runs(catalog, [f"{card}/mnist_cnn_torch_gpu_bs16_rep1"], repeats=True) == [
             f"{card}/mnist_cnn_torch_gpu_bs16_rep{k}" for k in (1, 2, 3)]
+
+
+def test_repeats_named_after_two_accelerators_are_two_repeat_groups(tmp_path):
+    """Without sidecars the name says the card: `bert_h100_rep1/2` and `bert_a100_rep1/2`
+    are one model (hardware words are not model words) but two repeat groups."""
+    from tb_opcompare.service.check import expand_runs
+
+    source = FIXTURES / "user_logdirs" / "torch_h200"
+    for name, run in (("bert_h100_rep1", "lstm_runA"), ("bert_h100_rep2", "lstm_runB"),
+                      ("bert_a100_rep1", "lstm_runC"), ("bert_a100_rep2", "lstm_runD")):
+        shutil.copytree(source / run, tmp_path / name)
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    assert expand_runs(catalog, ["bert_h100_rep1"], repeats=True) == ["bert_h100_rep1", "bert_h100_rep2"]
+    assert expand_runs(catalog, ["bert_a100_rep2"], repeats=True) == ["bert_a100_rep1", "bert_a100_rep2"]

@@ -26,6 +26,8 @@ from tb_opcompare.ingest.naming import batch_size_from_name, model_key, repeat_f
         ("tf1_timeline_mlp_cpu_vs_gpu/gpu", "tf1_timeline_mlp", None),
         ("resnet50_a100_bs8", "resnet50", 8),
         ("convnext_mi250x_bs8", "convnext", 8),
+        ("llama_b200_bs8", "llama", 8),  # a B200 is a GPU, not batch 200
+        ("llama_b200", "llama", None),
     ],
 )
 def test_model_key_and_batch_from_name(run, key, batch):

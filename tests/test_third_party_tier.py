@@ -130,3 +130,19 @@ def test_runs_of_different_models_say_so_above_their_figures(tmp_path):
     from tb_opcompare.schema.text import format_speedup
 
     assert format_speedup(compare.summary.headline_speedup) != "0.00×"
+
+
+def test_a_variant_of_one_model_is_not_called_a_different_model(tmp_path):
+    """fp32 -> bf16 or eager -> torch.compile renames and fuses ops: their overlap is low,
+    but the runs are one model's variants, and the notes must not say "different models"."""
+    import msgspec
+
+    from tb_opcompare.analysis.compare import different_models
+
+    catalog = _logdir(tmp_path, "hta_accelerators")
+    compare = compare_document(catalog, "torch_hta_accelerators/mi250_train", "torch_hta_accelerators/mtia_inference")
+    summary = msgspec.structs.asdict(compare.summary)
+    baseline = msgspec.structs.replace(compare.summary.baseline, model="resnet")
+    assert different_models(summary, baseline, msgspec.structs.replace(baseline, model="resnet [bf16]")) is None
+    assert different_models(summary, baseline, msgspec.structs.replace(baseline, model="bert")).startswith(
+        "Different models")

@@ -166,9 +166,10 @@ function timeAxis(data, title) {
  */
 export function trendFigures(trend) {
   const labels = pointLabels(trend);
+  // plotly text: a sidecar field's name in the title comes from the link
   const xaxis = {type: 'category', tickmode: 'array', tickvals: trend.points.map((point, i) => i), ticktext: labels,
-                 range: [-0.5, trend.points.length - 0.5], title: {text: orderTitle(trend.order_by), font: {size: 11}},
-                 tickfont: {size: 11}};
+                 range: [-0.5, trend.points.length - 0.5],
+                 title: {text: plotlyText(orderTitle(trend.order_by)), font: {size: 11}}, tickfont: {size: 11}};
   const common = {font: {family: 'Roboto, sans-serif', size: 12}, hovermode: 'closest', xaxis};
   const opKeys = trend.keys.filter((key) => key !== WHOLE_STEP);
   let ops = null;
@@ -197,10 +198,9 @@ export function trendFigures(trend) {
   return {ops, step};
 }
 
-/** The order as the x axis's title says it. */
+/** The order in words: "recorded time", "sidecar field versions.torch". */
 function orderTitle(orderBy) {
-  // a sidecar field's name comes from the link: plotly text, never markup or a link
-  if (orderBy.startsWith(SIDECAR_ORDER)) return `sidecar field ${plotlyText(orderBy.slice(SIDECAR_ORDER.length))}`;
+  if (orderBy.startsWith(SIDECAR_ORDER)) return `sidecar field ${orderBy.slice(SIDECAR_ORDER.length)}`;
   return (ORDER_LABELS[orderBy] || orderBy).toLowerCase();
 }
 

@@ -18,6 +18,7 @@ from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_sizes_differ
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
+from tb_opcompare.schema.dimensions import model_of
 from tb_opcompare.schema.optable import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
 
@@ -310,7 +311,7 @@ def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> s
     """Why the figures compare different work, where the two runs are of different models:
     their models differ and so do their ops (runs of one model whose names differ, kineto's
     ``num_workers_0`` and ``num_workers_4``, share ``SAME_MODEL_JACCARD`` of their ops)."""
-    if baseline.model == target.model:
+    if model_of(baseline.model) == model_of(target.model):  # fp32 -> bf16, eager -> compile: one model
         return None
     ops = summary["matched_ops"] + summary["baseline_only_ops"] + summary["target_only_ops"]
     if ops and summary["matched_ops"] / ops >= SAME_MODEL_JACCARD - 1e-9:

@@ -65,9 +65,9 @@ class Walk:
                 yield from gfile.walk(self.root)
             else:
                 try:
-                    yield from _remote_walk(remote, self.root)
-                except OSError as error:  # no such bucket, no access: named, never a traceback
-                    self._refuse(self.root, f"cannot list it: {error.strerror or error}")
+                    yield from _remote_walk(remote, self.root, self._refuse)
+                except Exception as error:  # no such bucket, no credentials, no endpoint: named, never a traceback
+                    self._refuse(self.root, f"cannot list it: {_said(error)}")
             return
         real_root = self.real_roots[0]
         seen: set[str] = set()
@@ -209,7 +209,8 @@ def read_bytes(path: str) -> bytes:
     if is_remote(path):
         remote = _remote(path)
         if remote is not None:
-            return remote.cat_file(path)
+            with _as_os_error(path):
+                return remote.cat_file(path)
         from tensorboard.compat.tensorflow_stub.io import gfile
 
         with gfile.GFile(path, "rb") as handle:
@@ -222,7 +223,8 @@ def read_head(path: str, size: int) -> bytes:
     if is_remote(path):
         remote = _remote(path)
         if remote is not None:
-            return remote.cat_file(path, start=0, end=size)  # one range request
+            with _as_os_error(path):
+                return remote.cat_file(path, start=0, end=size)  # one range request
         from tensorboard.compat.tensorflow_stub.io import gfile
 
         with gfile.GFile(path, "rb") as handle:
@@ -238,7 +240,8 @@ def signature(path: str) -> tuple[int, float]:
     if is_remote(path):
         remote = _remote(path)
         if remote is not None:
-            info = remote.info(path)
+            with _as_os_error(path):
+                info = remote.info(path)  # from the last listing's details, refreshed at each listing
             return int(info.get("size") or 0), _modified(info)
         from tensorboard.compat.tensorflow_stub.io import gfile
 
@@ -259,6 +262,23 @@ def _remote(url: str):
         return None
 
 
+@contextlib.contextmanager
+def _as_os_error(path: str):
+    """A remote store's failure as the OSError local reads raise (s3fs lets botocore's own
+    errors through: no credentials, no endpoint), so every caller names the object."""
+    try:
+        yield
+    except OSError:
+        raise
+    except Exception as error:
+        raise OSError(f"{type(error).__name__}: {error}") from None
+
+
+def _said(error: Exception) -> str:
+    return (error.strerror if isinstance(error, OSError) and error.strerror else None) or \
+        f"{type(error).__name__}: {error}"
+
+
 def _modified(info: dict) -> float:
     """A remote object's modification time in seconds, whichever key its store uses."""
     for key in ("LastModified", "mtime", "updated", "last_modified", "created"):
@@ -274,12 +294,18 @@ def _modified(info: dict) -> float:
     return 0.0
 
 
-def _remote_walk(remote, root: str) -> Iterator[tuple[str, list[str], list[str]]]:
+def _remote_walk(remote, root: str, refuse: Callable[[str, str], None]) -> Iterator[tuple[str, list[str], list[str]]]:
     """``os.walk``'s triples for a remote logdir, top-down and sorted, from one recursive
-    listing (its details stay in fsspec's cache for ``signature``)."""
+    listing. fsspec's listings cache is dropped first: it never expires, so a trace
+    rewritten or added since the last listing would keep its old size or be unknown; the
+    new listing's details are what ``signature`` reads."""
     protocol = root.split("://", 1)[0]
     base = root.rstrip("/")
+    if not root.split("://", 1)[1].strip("/"):
+        raise OSError("no bucket or container in the address")
+    remote.invalidate_cache()  # all of it: s3fs drops a path's own entry, not its folders'
     listed = remote.find(base, withdirs=True, detail=True)
+    too_deep = False
     folders: dict[str, tuple[list[str], list[str]]] = {base: ([], [])}
     for key, info in listed.items():
         path = f"{protocol}://{key}" if "://" not in key else key
@@ -288,6 +314,7 @@ def _remote_walk(remote, root: str) -> Iterator[tuple[str, list[str], list[str]]
         parent, name = posixpath.split(path.rstrip("/"))
         depth = path[len(base):].count("/")
         if depth > MAX_DEPTH:
+            too_deep = True
             continue
         for folder in _parents(base, parent):  # a store without folder objects: made from the keys
             folders.setdefault(folder, ([], []))
@@ -301,6 +328,8 @@ def _remote_walk(remote, root: str) -> Iterator[tuple[str, list[str], list[str]]
             parent, name = posixpath.split(folder)
             if name not in folders[parent][0]:
                 folders[parent][0].append(name)
+    if too_deep:
+        refuse(base, f"holds folders deeper than {MAX_DEPTH} levels below the logdir; they are not listed")
     pending = [base]
     while pending:
         folder = pending.pop()

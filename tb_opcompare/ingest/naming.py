@@ -58,8 +58,14 @@ _RUN_SUFFIXES = ("train", "validation", "eval")  # Keras's sub-runs of one run
 
 
 def batch_size_from_name(run: str) -> int | None:
-    match = _BATCH_TOKEN.search(run)
+    match = _BATCH_TOKEN.search(_HARDWARE_TOKEN.sub("", run))  # `b200` is a GPU, not batch 200
     return int(match.group(1)) if match else None
+
+
+def hardware_from_name(run: str) -> str | None:
+    """The accelerator model a run's name says (``bert_h100_rep1`` -> ``h100``), or None."""
+    found = [token.lower() for token in _HARDWARE_TOKEN.findall(run) if token.lower() not in ("vs", "versus")]
+    return found[-1] if found else None
 
 
 def repeat_from_name(run: str) -> int | None:

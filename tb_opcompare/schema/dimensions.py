@@ -70,6 +70,12 @@ def configuration_key(model: str, precision: str | None, compiler: str | None) -
     return f"{model} [{', '.join(variant)}]" if variant else model
 
 
+def model_of(key: str) -> str:
+    """The model of a ``configuration_key`` (``resnet [bf16]`` -> ``resnet``): runs of one
+    model in two precisions or compilers are one model's variants, not two models."""
+    return key.rsplit(" [", 1)[0] if key.endswith("]") and " [" in key else key
+
+
 def same_dimension(fact: str, claimed: str, measured: str) -> bool:
     """Whether a claim and the data say the same: ``float32`` is ``fp32``, ``inductor`` is
     ``torch.compile``, for TF ``eager`` is what "no XLA" means, and ``bf16`` is what users

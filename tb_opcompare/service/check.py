@@ -20,6 +20,7 @@ from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.naming import hardware_from_name
 from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import SIGNIFICANT_VERDICTS, CheckDocument, CheckRow
 from tb_opcompare.schema.text import format_percent
@@ -151,7 +152,8 @@ def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
     """Each repeated run's repeat group, from every run's claims: the runs whose sidecar
     or name gives the same model, device (and accelerator model), batch size and label,
     each a repeat (itself included; runs without a repeat are in none)."""
-    configuration = {run: _configuration(claimed) for run, claimed in claims.items() if claimed.repeat is not None}
+    configuration = {run: (*_configuration(claimed), claimed.device_name or hardware_from_name(run))
+                     for run, claimed in claims.items() if claimed.repeat is not None}
     members: dict[tuple, list[str]] = {}
     for run, key in configuration.items():
         members.setdefault(key, []).append(run)
@@ -159,9 +161,9 @@ def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
 
 
 def _configuration(claims) -> tuple:
-    # the accelerator's model too: repeats on an H100 and on an H200 are two configurations
-    return (claims.model, claims.device, claims.device_name, claims.batch_sizes[0][0] if claims.batch_sizes else None,
-            claims.label)
+    # with the accelerator's model (the sidecar's, else the name's, beside this): repeats on
+    # an H100 and on an H200 are two configurations
+    return claims.model, claims.device, claims.batch_sizes[0][0] if claims.batch_sizes else None, claims.label
 
 
 def _pattern(ops: str | None):

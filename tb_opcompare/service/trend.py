@@ -68,7 +68,7 @@ def _recorded(source) -> str:
         _, modified = fs.signature(source.sessions[session][0])
     except (OSError, IndexError, KeyError):
         return session
-    if not modified:  # remote files report none
+    if not modified:  # a store that gives no time (TensorBoard's gfile)
         return session
     return datetime.datetime.fromtimestamp(modified, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
