@@ -126,7 +126,7 @@ def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.W
 
 def discover(logdir: str, skipped: list[str] | None = None) -> list[RunSource]:
     """The runs under ``logdir``; ``skipped`` (where given) receives the JSON files that
-    are no trace by their first bytes, for the listing to count."""
+    are no trace by their first bytes, relative to ``logdir``, for the listing to count."""
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     refused: list[tuple[str, str, str | None]] = []
@@ -134,7 +134,7 @@ def discover(logdir: str, skipped: list[str] | None = None) -> list[RunSource]:
     for entry in _entries(logdir, refused, walk):
         if isinstance(entry, _Skipped):
             if skipped is not None:
-                skipped.append(entry.path)
+                skipped.append(_relative(logdir, entry.path))
         elif isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):

@@ -271,10 +271,11 @@ def _as_os_error(path: str):
     except OSError:
         raise
     except Exception as error:
-        raise OSError(f"{type(error).__name__}: {error}") from None
+        raise OSError(_said(error)) from None
 
 
 def _said(error: Exception) -> str:
+    """An error in words: an OSError's own, else its type and message (botocore's)."""
     return (error.strerror if isinstance(error, OSError) and error.strerror else None) or \
         f"{type(error).__name__}: {error}"
 
@@ -306,38 +307,34 @@ def _remote_walk(remote, root: str, refuse: Callable[[str, str], None]) -> Itera
     remote.invalidate_cache()  # all of it: s3fs drops a path's own entry, not its folders'
     listed = remote.find(base, withdirs=True, detail=True)
     too_deep = False
-    folders: dict[str, tuple[list[str], list[str]]] = {base: ([], [])}
+    files: dict[str, list[str]] = {base: []}  # folder -> its files' names
     for key, info in listed.items():
-        path = f"{protocol}://{key}" if "://" not in key else key
-        if path.rstrip("/") == base:
+        path = (f"{protocol}://{key}" if "://" not in key else key).rstrip("/")
+        if path == base:
             continue
-        parent, name = posixpath.split(path.rstrip("/"))
-        depth = path[len(base):].count("/")
-        if depth > MAX_DEPTH:
+        if path[len(base):].count("/") > MAX_DEPTH:
             too_deep = True
             continue
+        parent, name = posixpath.split(path)
         for folder in _parents(base, parent):  # a store without folder objects: made from the keys
-            folders.setdefault(folder, ([], []))
-        subdirs, files = folders.setdefault(parent, ([], []))
+            files.setdefault(folder, [])
         if info.get("type") == "directory":
-            folders.setdefault(path.rstrip("/"), ([], []))
+            files.setdefault(path, [])
         else:
-            files.append(name)
-    for folder in folders:
+            files[parent].append(name)
+    subdirs: dict[str, list[str]] = {folder: [] for folder in files}
+    for folder in files:
         if folder != base:
             parent, name = posixpath.split(folder)
-            if name not in folders[parent][0]:
-                folders[parent][0].append(name)
+            subdirs[parent].append(name)
     if too_deep:
         refuse(base, f"holds folders deeper than {MAX_DEPTH} levels below the logdir; they are not listed")
     pending = [base]
     while pending:
         folder = pending.pop()
-        subdirs, files = folders[folder]
-        subdirs.sort()
-        files.sort()
-        yield folder, subdirs, files
-        pending.extend(posixpath.join(folder, name) for name in reversed(subdirs))
+        inside = sorted(subdirs[folder])
+        yield folder, inside, sorted(files[folder])  # the caller may prune ``inside``, as with os.walk
+        pending.extend(posixpath.join(folder, name) for name in reversed(inside))
 
 
 def _parents(base: str, folder: str) -> Iterator[str]:

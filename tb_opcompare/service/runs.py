@@ -5,15 +5,12 @@
 
 from __future__ import annotations
 
-import os
-
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.facts import claimed_facts
@@ -103,8 +100,7 @@ def _skipped_notice(catalog: Catalog) -> list[str]:
     skipped = catalog.skipped
     if not skipped:
         return []
-    named = ", ".join(os.path.relpath(path, catalog.logdir) if not fs.is_remote(path) else path
-                      for path in skipped[:SKIPPED_NAMED])
+    named = ", ".join(skipped[:SKIPPED_NAMED])
     more = f", and {len(skipped) - SKIPPED_NAMED:,} more" if len(skipped) > SKIPPED_NAMED else ""
     return [f"{len(skipped):,} JSON file{'s' * (len(skipped) > 1)} not read: no trace's marker (\"traceEvents\", "
             f"\"op_stats\" ...) in the first {SNIFF_BYTES // 1024} KB: {named}{more}. A trace the profiler wrote has "

@@ -56,7 +56,7 @@ class Catalog:
         self.cache = ProfileCache(cache_dir, memory_bytes)
         self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
         self._sources: list[RunSource] | None = None
-        self.skipped: list[str] = []  # JSON files the last listing found to be no trace (``discover``)
+        self.skipped: list[str] = []  # JSON files the last listing found to be no trace, relative (``discover``)
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
         if refresh or self._sources is None:
