@@ -182,26 +182,26 @@ def test_lazy_listing_reads_no_trace_and_knows_cached_runs(logdir, tmp_path):
 def test_index_fills_the_cache_with_worker_processes(logdir, tmp_path):
     cache_dir = str(tmp_path / "cache")
     before = file_listing(logdir)
-    first = run_cli("index", str(logdir), "--jobs", "2", "--cache-dir", cache_dir)
+    first = run_cli("index", str(logdir), "--jobs", "2", "--cache-dir", cache_dir, "--local-only")
     assert first.returncode == 0, first.stderr
     sessions = sum(len(source.sessions) for source in Catalog(str(logdir)).sources())
     assert f"{sessions} read, 0 already cached, 0 unreadable" in first.stdout
-    second = run_cli("index", str(logdir), "--cache-dir", cache_dir)
+    second = run_cli("index", str(logdir), "--cache-dir", cache_dir, "--local-only")
     assert f"0 read, {sessions} already cached" in second.stdout
     lazy = run_cli("runs", str(logdir), "--lazy", "--cache-dir", cache_dir)
     assert "not read yet" not in lazy.stdout
-    assert file_listing(logdir) == before  # nothing is ever written into the logdir
+    assert file_listing(logdir) == before  # --local-only: nothing is written into the logdir
 
 
 def test_an_index_worker_reads_the_run_it_is_given_without_walking_the_logdir(logdir, tmp_path, monkeypatch):
     from tb_opcompare.store import catalog as catalog_module
-    from tb_opcompare.store.prewarm import _read_one
+    from tb_opcompare.store.prewarm import _index_one
 
     (source,) = [s for s in Catalog(str(logdir)).sources() if s.run == TORCH_RUN]
     walks = []
-    monkeypatch.setattr(catalog_module, "discover", lambda logdir: walks.append(logdir) or [])
-    assert _read_one(str(logdir), str(tmp_path / "cache"), 0, source, source.newest_session) == (
-        TORCH_RUN, source.newest_session, None)
+    monkeypatch.setattr(catalog_module, "discover", lambda logdir, *_: walks.append(logdir) or [])
+    done = _index_one(str(logdir), str(tmp_path / "cache"), 0, source, source.newest_session, shared=False)
+    assert (done.run, done.session, done.unreadable, done.entry) == (TORCH_RUN, source.newest_session, None, None)
     assert walks == []
     assert Catalog(str(logdir), cache_dir=str(tmp_path / "cache")).cache.peek(
         catalog_module.Catalog(str(logdir))._session(source, None)[1]) is not None

@@ -29,6 +29,7 @@ import os
 import posixpath
 import re
 import zlib
+from collections.abc import Callable
 
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.formats import (
@@ -43,12 +44,35 @@ from tb_opcompare.ingest.formats import (
     text_head,
 )
 from tb_opcompare.ingest.sidecar import SIDECAR
-from tb_opcompare.ingest.workers import group_ranks, rank_of
+from tb_opcompare.ingest.workers import Rank, group_ranks, rank_of
 
 _TORCH_TIMESTAMP = re.compile(r"\.(\d+)\.pt\.trace\.json")
 _SESSION_FORMAT_NAMES = {f.name for f in SESSION_FORMATS}
 _NAMED_FORMATS = tuple(f for f in FORMATS if f.file_name)
 _SNIFFED_FORMATS = tuple(f for f in FORMATS if f.json_marker)
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadFacts:
+    """What discovery learns from a file's first ``SNIFF_BYTES``: the markers of the JSON
+    formats told by content that it holds, and the rank of a distributed job it names.
+    The shared index keeps them, so that listing an indexed logdir opens no profile."""
+
+    markers: tuple[str, ...]
+    rank: Rank | None
+
+
+def head_facts(head: bytes) -> HeadFacts:
+    return HeadFacts(tuple(f.json_marker.decode() for f in _SNIFFED_FORMATS if f.json_marker in head), rank_of(head))
+
+
+# A file's HeadFacts where something already knows them (the shared index), else None
+KnownHeads = Callable[[str], "HeadFacts | None"]
+
+
+# The folder at a logdir's root that holds its shared index (``store.shared_index``):
+# parsed tables beside the profiles, which discovery never lists as runs.
+INDEX_FOLDER = ".opcompare"
 
 
 @dataclasses.dataclass
@@ -102,11 +126,14 @@ class _Skipped:
 _NOT_TRACES = frozenset({SIDECAR, "projector_config.json", "config.json", "hparams.json"})
 
 
-def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.Walk | None = None):
+def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.Walk | None = None,
+             known: KnownHeads | None = None):
     """Every profile session and trace file under ``logdir``, in walk order; what must
     not be read goes to ``refused`` as (path, reason, run directory or None)."""
     walk = walk or fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
     for directory, subdirs, files in walk:
+        if INDEX_FOLDER in subdirs and directory.rstrip("/" + os.sep) == logdir.rstrip("/" + os.sep):
+            subdirs.remove(INDEX_FOLDER)  # the shared index's parsed tables, never a run
         parent, session = _split(directory)
         profile_root, plugins = _split(parent)
         if session and plugins == "profile" and _split(profile_root)[1] == "plugins":
@@ -117,21 +144,22 @@ def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.W
             yield _Session(run_dir, session, directory, host_files, len(refused) > before)
             continue
         for name in _readable(walk, directory, files, refused, _is_candidate, directory):
-            kind = _classify(name, fs.join(directory, name))
+            kind = _classify(name, fs.join(directory, name), known)
             if kind:
                 yield _File(directory, name, kind)
             elif name not in _NOT_TRACES:
                 yield _Skipped(fs.join(directory, name))
 
 
-def discover(logdir: str, skipped: list[str] | None = None) -> list[RunSource]:
+def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | None = None) -> list[RunSource]:
     """The runs under ``logdir``; ``skipped`` (where given) receives the JSON files that
-    are no trace by their first bytes, relative to ``logdir``, for the listing to count."""
+    are no trace by their first bytes, relative to ``logdir``, for the listing to count.
+    ``known``: the first bytes' facts of files already read (the shared index's)."""
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     refused: list[tuple[str, str, str | None]] = []
     walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
-    for entry in _entries(logdir, refused, walk):
+    for entry in _entries(logdir, refused, walk, known):
         if isinstance(entry, _Skipped):
             if skipped is not None:
                 skipped.append(_relative(logdir, entry.path))
@@ -156,17 +184,17 @@ def discover(logdir: str, skipped: list[str] | None = None) -> list[RunSource]:
         # sorted once per run: sorting at each session added took 94 s for 10,000 sessions
         source.sessions = dict(sorted(source.sessions.items(), key=lambda item: _session_order(item[0])))
         if source.format in (PYTORCH, CHROME_TRACE) and len(source.sessions) >= 2:
-            _join_ranks(source)
+            _join_ranks(source, known)
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
 
 
-def _join_ranks(source: RunSource) -> None:
+def _join_ranks(source: RunSource, known: KnownHeads | None) -> None:
     """A folder of one distributed job's traces, one per rank, becomes one run whose
     sessions are the job's captures, each holding every rank's file (``workers``), each
     after a session per rank of it (``worker_sessions``); any other folder of several
     traces keeps one session per file."""
     files = [paths[0] for paths in source.sessions.values()]
-    ranks = [rank_of(_sniff(path)) for path in files]
+    ranks = [_head_facts(path, known).rank for path in files]
     captures = group_ranks(files, ranks)
     if captures is None:
         return
@@ -279,7 +307,7 @@ def _session_order(session: str) -> tuple:
     return (int(match.group(1)) if match else 0, session)
 
 
-def _classify(name: str, path: str) -> str | None:
+def _classify(name: str, path: str, known: KnownHeads | None) -> str | None:
     named = _named_format(name)
     if named:
         return named.name
@@ -287,11 +315,17 @@ def _classify(name: str, path: str) -> str | None:
         return XPLANE
     if not _is_json(name):
         return None
-    head = _sniff(path)
-    return next((f.name for f in _SNIFFED_FORMATS if name.startswith(f.name_prefix) and f.json_marker in head), None)
+    markers = _head_facts(path, known).markers
+    return next((f.name for f in _SNIFFED_FORMATS if name.startswith(f.name_prefix)
+                 and f.json_marker.decode() in markers), None)
 
 
-def _sniff(path: str) -> bytes:
+def _head_facts(path: str, known: KnownHeads | None) -> HeadFacts:
+    return (known and known(path)) or head_facts(sniff(path))
+
+
+def sniff(path: str) -> bytes:
+    """A file's first ``SNIFF_BYTES``, unzipped; empty where it cannot be read."""
     try:
         return text_head(fs.read_head(path, SNIFF_BYTES))
     except (OSError, zlib.error, gzip.BadGzipFile):

@@ -250,6 +250,97 @@ def signature(path: str) -> tuple[int, float]:
     return stat.st_size, stat.st_mtime
 
 
+def fingerprint(path: str) -> dict:
+    """What tells whether a file is still the one a shared index was made from: its size,
+    modification time and, where the store gives one, its content tag (S3's ETag, GCS's
+    generation), all from the last listing where it holds them (no request)."""
+    size, modified = signature(path)
+    tag = None
+    if is_remote(path):
+        remote = _remote(path)
+        if remote is not None:
+            with _as_os_error(path):
+                info = remote.info(path)
+            tag = next((str(info[key]).strip('"') for key in ("ETag", "etag", "generation", "md5Hash")
+                        if info.get(key)), None)
+    return {"size": size, "mtime": modified, "etag": tag}
+
+
+ENDS_BYTES = 65536
+
+
+def read_ends(path: str) -> bytes:
+    """The first and last ``ENDS_BYTES`` of a file (two range reads where it is remote):
+    enough to tell a copied file (new modification time, same bytes) from a rewritten one."""
+    size, _ = signature(path)
+    if size <= 2 * ENDS_BYTES:
+        return read_bytes(path)
+    if is_remote(path):
+        remote = _remote(path)
+        if remote is not None:
+            with _as_os_error(path):
+                return remote.cat_file(path, start=0, end=ENDS_BYTES) + \
+                    remote.cat_file(path, start=size - ENDS_BYTES, end=size)
+        return read_bytes(path)[:ENDS_BYTES] + read_bytes(path)[-ENDS_BYTES:]
+    with open_regular(path) as handle:
+        head = handle.read(ENDS_BYTES)
+        handle.seek(size - ENDS_BYTES)
+        return head + handle.read(ENDS_BYTES)
+
+
+def read_many(paths: list[str]) -> dict[str, bytes | OSError]:
+    """Each file's bytes, or the OSError that reading it raised: a remote store's in one
+    call, its requests sent concurrently."""
+    found: dict[str, bytes | OSError] = {}
+    remote = _remote(paths[0]) if paths and is_remote(paths[0]) else None
+    if remote is not None:
+        try:
+            fetched = remote.cat(list(paths), on_error="return")
+        except Exception as error:
+            fetched = {path: error for path in paths}
+        for path in paths:
+            value = fetched.get(path, fetched.get(path.split("://", 1)[1], FileNotFoundError(path)))
+            found[path] = value if isinstance(value, bytes) else (
+                value if isinstance(value, OSError) else OSError(_said(value)))
+        return found
+    for path in paths:
+        try:
+            found[path] = read_bytes(path)
+        except OSError as error:
+            found[path] = error
+    return found
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write a whole file so that no reader ever sees part of it: locally under a
+    temporary name, then renamed; to an object store in one put (an object appears whole
+    or not at all). Raises OSError (a read-only logdir, a bucket that denies writes)."""
+    if is_remote(path):
+        remote = _remote(path)
+        if remote is None:
+            from tensorboard.compat.tensorflow_stub.io import gfile
+
+            with gfile.GFile(path, "wb") as handle:
+                handle.write(data)
+            return
+        with _as_os_error(path):
+            remote.pipe_file(path, data)
+        return
+    import tempfile
+
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    handle, scratch = tempfile.mkstemp(dir=directory, prefix=".writing-")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(scratch, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(scratch)
+        raise
+
+
 def _remote(url: str):
     """fsspec's filesystem for ``url``'s scheme (one per scheme and process: it keeps the
     listing's details), or None where fsspec or that scheme's package is not installed."""

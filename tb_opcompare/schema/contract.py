@@ -791,7 +791,15 @@ def jsdoc_typedefs() -> str:
     return "\n".join(lines) + "\n"
 
 
-GENERATED = {"docs/http_api.md": http_api_markdown, "frontend/contract.js": jsdoc_typedefs}
+def index_schema() -> str:
+    from tb_opcompare.schema.index_tables import index_schema_markdown
+
+    facts = _components()["RunRecord"]["properties"]
+    return index_schema_markdown({name: spec.get("description", "") for name, spec in facts.items()})
+
+
+GENERATED = {"docs/http_api.md": http_api_markdown, "frontend/contract.js": jsdoc_typedefs,
+             "docs/index_schema.md": index_schema}
 
 
 if __name__ == "__main__":

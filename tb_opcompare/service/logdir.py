@@ -20,7 +20,9 @@ def read_logdir(catalog: Catalog) -> tuple[list[LoadedRun], list[tuple[RunSource
     (``analysis.model_identity``: runs whose names hide the model are joined by their
     data), and the runs that could not be read, each with its error."""
     loaded_runs, failed = [], []
-    for source in catalog.sources(refresh=True):
+    sources = catalog.sources(refresh=True)
+    catalog.prefetch(sources)
+    for source in sources:
         try:
             loaded_runs.append(catalog.load_source(source))
         except ProfileError as error:

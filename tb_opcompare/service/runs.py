@@ -148,5 +148,5 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variants, errors=errors,
                         complete=all(run.loaded for run in runs),
                         suggested=suggest_pair(for_pairing, pairs, variants),
-                        notices=notices(for_pairing) + _skipped_notice(catalog),
+                        notices=notices(for_pairing) + _skipped_notice(catalog) + catalog.index.warnings,
                         version=__version__)

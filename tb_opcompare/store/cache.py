@@ -103,6 +103,13 @@ class ProfileCache:
             raise value.error()
         return value
 
+    def holds(self, key: tuple) -> bool:
+        """Whether memory or disk holds ``key`` (a profile or a known failure); reads nothing."""
+        with self._lock:
+            if key in self._memory:
+                return True
+        return bool(self.cache_dir) and os.path.exists(self._path(key))
+
     def get(self, key: tuple, parse: Callable[[], OpProfile]) -> OpProfile:
         """The profile for ``key``, parsing it (once, however many threads ask) if needed."""
         cached = self.peek(key)
@@ -143,6 +150,13 @@ class ProfileCache:
         if flight.error is not None:
             raise flight.error.error()
         return flight.result
+
+    def put(self, key: tuple, profile: OpProfile | None = None, unreadable: tuple[str, str] | None = None) -> None:
+        """Keep a profile (or, with ``unreadable``, its path and reason) found elsewhere,
+        the shared index: in memory and on disk, as if this process had parsed it."""
+        value = profile if unreadable is None else _Unreadable(*unreadable)
+        self._remember(key, value)
+        self._store_on_disk(key, value)
 
     # -- memory -------------------------------------------------------------------------------
 
@@ -186,16 +200,7 @@ class ProfileCache:
             return None  # a hash collision, or a file from elsewhere
         if "error" in stored:
             return _Unreadable(stored["error"]["path"], stored["error"]["reason"])
-        facts = ProfileFacts(**stored["facts"])
-        ops = pd.DataFrame(stored["ops"], columns=OP_COLUMNS)
-        step_ops = pd.DataFrame(stored["step_ops"], columns=STEP_COLUMNS).astype(empty_step_table().dtypes)
-        module_ops = pd.DataFrame(stored["module_ops"], columns=MODULE_COLUMNS).astype(empty_module_table().dtypes)
-        annotations = pd.DataFrame(stored["annotations"], columns=ANNOTATION_COLUMNS).astype(
-            empty_annotation_table().dtypes)
-        memory_timeline = pd.DataFrame(stored["memory_timeline"], columns=MEMORY_TIMELINE_COLUMNS).astype(
-            empty_memory_timeline().dtypes)
-        return OpProfile(facts=facts, ops=ops, step_ops=step_ops, step_count=stored["step_count"],
-                         module_ops=module_ops, annotations=annotations, memory_timeline=memory_timeline)
+        return profile_from_columns(stored)
 
     def _store_on_disk(self, key: tuple, value) -> None:
         if not self.cache_dir:
@@ -203,14 +208,7 @@ class ProfileCache:
         if isinstance(value, _Unreadable):
             stored = {"key": repr(key), "error": {"path": value.path, "reason": value.reason}}
         else:
-            stored = {"key": repr(key), "facts": dataclasses.asdict(value.facts),
-                      "ops": {column: value.ops[column].tolist() for column in OP_COLUMNS},
-                      "step_ops": {column: value.step_ops[column].tolist() for column in STEP_COLUMNS},
-                      "step_count": value.step_count,
-                      "module_ops": {column: value.module_ops[column].tolist() for column in MODULE_COLUMNS},
-                      "annotations": {column: value.annotations[column].tolist() for column in ANNOTATION_COLUMNS},
-                      "memory_timeline": {column: value.memory_timeline[column].tolist()
-                                          for column in MEMORY_TIMELINE_COLUMNS}}
+            stored = {"key": repr(key), **profile_columns(value)}
         path = self._path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -223,3 +221,27 @@ class ProfileCache:
                 self._disk_warning_given = True
                 _logger.warning("op_compare: cannot write the profile cache in %s (%s); keeping profiles in memory "
                                 "only", self.cache_dir, error)
+
+
+# A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
+# disk cache stores and the shared index's Parquet tables hold, turned back into frames
+# with the dtypes a reader gives.
+_TABLES = (("ops", OP_COLUMNS, None), ("step_ops", STEP_COLUMNS, empty_step_table),
+           ("module_ops", MODULE_COLUMNS, empty_module_table), ("annotations", ANNOTATION_COLUMNS, empty_annotation_table),
+           ("memory_timeline", MEMORY_TIMELINE_COLUMNS, empty_memory_timeline))
+
+
+def profile_columns(profile: OpProfile) -> dict:
+    stored = {"facts": dataclasses.asdict(profile.facts), "step_count": profile.step_count}
+    for name, columns, _ in _TABLES:
+        table = getattr(profile, name)
+        stored[name] = {column: table[column].tolist() for column in columns}
+    return stored
+
+
+def profile_from_columns(stored: dict) -> OpProfile:
+    tables = {}
+    for name, columns, empty in _TABLES:
+        table = pd.DataFrame(stored[name], columns=columns)
+        tables[name] = table if empty is None else table.astype(empty().dtypes)
+    return OpProfile(facts=ProfileFacts(**stored["facts"]), step_count=stored["step_count"], **tables)

@@ -20,6 +20,7 @@ from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
+from tb_opcompare.store.shared_index import SharedIndex
 
 
 class UnknownRunError(KeyError):
@@ -57,11 +58,15 @@ class Catalog:
         self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
         self._sources: list[RunSource] | None = None
         self.skipped: list[str] = []  # JSON files the last listing found to be no trace, relative (``discover``)
+        self.index = SharedIndex(logdir)
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
+        """The logdir's runs, listed again with ``refresh`` (and its shared index's
+        manifest read again with them: one request)."""
         if refresh or self._sources is None:
             self.skipped = []
-            self._sources = discover(self.logdir, self.skipped)
+            self.index.refresh()
+            self._sources = discover(self.logdir, self.skipped, self.index.known_head)
         return self._sources
 
     def source(self, run: str) -> RunSource:
@@ -96,8 +101,16 @@ class Catalog:
 
     def load_source(self, source: RunSource, session: str | None = None) -> LoadedRun:
         """``load`` for a run already found (no lookup, so no walk of the logdir)."""
+        session, profile = self.parsed(source, session)
+        return _settled(source, session, profile)
+
+    def parsed(self, source: RunSource, session: str | None = None) -> tuple[str, OpProfile]:
+        """(the session's name, its profile as read, before sidecars and names settle its
+        facts): from the caches, else the shared index, else the profile's files."""
         session, key = self._session(source, session)
         profile = self.cache.peek(key)
+        if profile is None and self._take_from_index([key]):
+            profile = self.cache.peek(key)
         if profile is None:
             file_format, signatures = key
             needed = memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
@@ -109,7 +122,29 @@ class Catalog:
                     return _read_within(source, file_format, paths, budget)
 
             profile = self.cache.get(key, read)
-        return _settled(source, session, profile)
+        return session, profile
+
+    def prefetch(self, sources: list[RunSource]) -> None:
+        """Take the newest sessions of ``sources`` that no cache holds from the shared index,
+        in one batch of reads (a listing of a bucket logdir: one round of requests, not one
+        a run)."""
+        keys = []
+        for source in sources:
+            try:
+                keys.append(self._session(source, None)[1])
+            except (ProfileError, UnknownRunError):
+                continue
+        self._take_from_index([key for key in keys if not self.cache.holds(key)])
+
+    def _take_from_index(self, keys: list[tuple]) -> bool:
+        """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""
+        if not keys or not self.index.size:
+            return False
+        found = self.index.lookup([(file_format, [path for path, _, _ in signatures])
+                                   for file_format, signatures in keys])
+        for position, hit in found.items():
+            self.cache.put(keys[position], hit.profile, hit.unreadable)
+        return bool(found)
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
         """The run if its profile is already in a cache (memory or disk), else None; never

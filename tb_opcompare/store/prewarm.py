@@ -1,64 +1,191 @@
-"""``tb-opcompare index``: read every run of a logdir into the on-disk cache with a pool of
-worker processes, so TensorBoard (or the CLI) later serves them without reading a trace."""
+"""``tb-opcompare index``: read every session of a logdir ahead of time, on this machine's
+cores or on a Dask cluster, and keep the parsed tables in the logdir's shared index
+(``store.shared_index``) and this machine's cache, so TensorBoard and the CLI, here or on
+any machine that reads the logdir, serve them without reading a profile.
+
+One task a session (the newest and the older captures of every run; a distributed job's
+capture is one task that reads all its ranks, since the job's figures pool their events).
+Each task reads its session where it runs, writes its part of the index, and returns the
+part's manifest entry; the entries are published in one manifest write at the end. A task
+that fails is reported and never costs the others theirs.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Iterator
 
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
+from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.shared_index import Found
 
 
 @dataclasses.dataclass
 class IndexReport:
-    read: int = 0
-    cached: int = 0
-    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    read: int = 0  # sessions read now
+    cached: int = 0  # sessions the shared index (or, with shared=False, the local cache) already held
+    errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (path, reason): unreadable
+    write_error: str | None = None  # why the shared index could not be written (the local cache has them)
+    workers: set[str] = dataclasses.field(default_factory=set)  # where the tasks ran (Dask workers' addresses)
     seconds: float = 0.0
 
 
-def _read_one(logdir: str, cache_dir: str | None, max_trace_bytes: int, source: RunSource, session: str):
-    # the source found by the parent: a worker never walks the logdir again
+@dataclasses.dataclass
+class _Done:
+    run: str
+    session: str
+    entry: dict | None = None  # the session's manifest entry, where its part was written
+    unreadable: tuple[str, str] | None = None
+    write_error: str | None = None
+    worker: str | None = None
+
+
+def _index_one(logdir: str, cache_dir: str | None, max_trace_bytes: int, source: RunSource, session: str,
+               shared: bool) -> _Done:
+    """Read one session (the source found by the parent: a worker never walks the logdir
+    again) and write its part of the shared index."""
     catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes)
+    done = _Done(source.run, session, worker=_worker_address())
     try:
-        catalog.load_source(source, session)
+        found = Found(catalog.parsed(source, session)[1])
+    except (OverLimit, NotReadableNow) as error:  # this machine's limit or a passing fault: not the file's
+        done.unreadable = (error.path, error.reason)
+        return done
     except ProfileError as error:
-        return source.run, session, (error.path, error.reason)
-    return source.run, session, None
+        found = Found(None, (error.path, error.reason))
+        done.unreadable = found.unreadable
+    if shared:
+        try:
+            with fs.confined(source.places):  # fingerprints open only what the listing found
+                done.entry = catalog.index.write_part(source.run, session, source.format, source.sessions[session],
+                                                      found)
+        except OSError as error:
+            done.write_error = f"cannot write {catalog.index.root}: {error.strerror or error}"
+    return done
 
 
-def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print) -> IndexReport:
+def _worker_address() -> str | None:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
+
+
+def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print, shared: bool = True,
+                 scheduler: str | None = None) -> IndexReport:
+    """Index every session of the catalog's logdir. ``shared``: write the logdir's shared
+    index (else fill this machine's cache only, writing nothing into the logdir).
+    ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
+    processes here; None: a pool of ``jobs`` processes here."""
     started = time.monotonic()
     report = IndexReport()
     todo = []
     for source in catalog.sources(refresh=True):
+        if source.refusal:  # a link out of the logdir, a FIFO: never opened, not even to fingerprint it
+            report.errors.append((source.sessions[source.newest_session][0], source.refusal))
+            continue
         for session in source.sessions:
             if session in source.worker_sessions:
                 continue  # one rank of a job's capture, read when asked: the job holds its file
-            try:
-                known = catalog.peek(source.run, session)
-            except ProfileError as error:
-                report.errors.append((error.path, error.reason))
-                continue
-            if known is not None:
+            if shared and catalog.index.indexed(source.format, source.sessions[session]):
                 report.cached += 1
-            else:
-                todo.append((source, session))
+                continue
+            if not shared:
+                try:
+                    if catalog.peek(source.run, session) is not None:
+                        report.cached += 1
+                        continue
+                except ProfileError as error:
+                    report.errors.append((error.path, error.reason))
+                    continue
+            todo.append((source, session))
     if todo:
-        say(f"reading {len(todo)} sessions with {min(jobs, len(todo))} worker processes")
-        with ProcessPoolExecutor(max_workers=min(jobs, len(todo))) as pool:
-            futures = [pool.submit(_read_one, catalog.logdir, catalog.cache.cache_dir, catalog.max_trace_bytes,
-                                   source, session) for source, session in todo]
-            for done, future in enumerate(as_completed(futures), start=1):
-                run, session, error = future.result()
-                if error:
-                    report.errors.append(error)
-                else:
-                    report.read += 1
-                say(f"  [{done}/{len(todo)}] {run} ({session}): {'unreadable' if error else 'ok'}")
+        # a cluster's workers need not see this machine's cache folder: they write the index only
+        cache_dir = None if scheduler else catalog.cache.cache_dir
+        tasks = [(catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared)
+                 for source, session in todo]
+        runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
+        entries = []
+        for count, done in enumerate(runner, start=1):
+            if done.unreadable:
+                report.errors.append(done.unreadable)
+            else:
+                report.read += 1
+            if done.entry:
+                entries.append(done.entry)
+            if done.write_error and not report.write_error:
+                report.write_error = done.write_error
+            if done.worker:
+                report.workers.add(done.worker)
+            say(f"  [{count}/{len(todo)}] {done.run} ({done.session}): {'unreadable' if done.unreadable else 'ok'}")
+        if entries:
+            try:
+                catalog.index.write_manifest(entries)
+            except OSError as error:
+                report.write_error = report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
     report.seconds = time.monotonic() - started
     return report
+
+
+def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    workers = min(jobs, len(tasks))
+    say(f"reading {len(tasks)} sessions with {workers} worker processes")
+    if workers == 1:  # one process: no pool to start
+        for task in tasks:
+            yield _index_one(*task)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(_index_one, *task): task for task in tasks}
+        for future in as_completed(futures):
+            yield _result(future, futures[future])
+
+
+def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
+    """One Dask task a session, on the cluster at ``scheduler`` (``local:N``: a
+    ``LocalCluster`` of N worker processes started here for the run). A worker lost
+    mid-task has its tasks run again elsewhere (Dask's own rescheduling); a task that
+    raises is tried again twice, then reported."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ProfileError(scheduler, "indexing on a cluster needs Dask: pip install 'tb-opcompare[dask]'") from None
+    cluster = None
+    if scheduler.startswith("local:"):
+        cluster = LocalCluster(n_workers=int(scheduler.split(":", 1)[1]), threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        client = Client(cluster)
+    else:
+        try:
+            import dask
+
+            client = Client(scheduler, timeout=dask.config.get("distributed.comm.timeouts.connect"))
+        except (OSError, TimeoutError) as error:
+            raise ProfileError(scheduler, f"cannot reach the Dask scheduler: {error}") from None
+    try:
+        say(f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
+            f"({len(client.scheduler_info()['workers'])} workers)")
+        futures = {client.submit(_index_one, *task, key=f"opcompare-index-{number}", pure=False, retries=2): task
+                   for number, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            yield _result(future, futures[future])
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _result(future, task: tuple) -> _Done:
+    """A task's result, or its failure named (a crashed worker, an error no reader expected)."""
+    try:
+        return future.result()
+    except Exception as error:
+        source, session = task[3], task[4]
+        return _Done(source.run, session, unreadable=(source.sessions[session][0],
+                                                      f"indexing failed: {type(error).__name__}: {error}"))

@@ -1,0 +1,313 @@
+"""The shared index (issue 34): `tb-opcompare index` keeps each session's parsed tables in
+the logdir's `.opcompare/` folder, and any later process, here or on another machine,
+lists and compares from them without reading a profile, on disk and in a bucket (moto's
+real S3 server, IAM enforced); a profile changed since is read again; a logdir that cannot
+be written keeps working from the local cache. The index is a dataset that DuckDB and
+pandas read in the documented schema, and indexing runs on a real Dask cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from conftest import FIXTURES, REPO
+
+from tb_opcompare.ingest import fs
+from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.runs import runs_document
+from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.prewarm import index_logdir
+
+SOURCES = {"tf": FIXTURES / "tf_modes" / "logdir", "ranks": FIXTURES / "gpu_h200" / "ranks",
+           "user": FIXTURES / "user_logdirs" / "torch_h200"}
+PAIRS = [("ranks/ddp_cnn_cpu", "ranks/ddp_cnn_gpu"), ("user/lstm_runA", "user/lstm_runB"),
+         ("tf/keras_eager_cpu_bs16/train", "tf/keras_graph_cpu_bs16/train")]
+
+
+def _logdir(root: Path, broken: bool = True) -> Path:
+    logdir = root / "logs"
+    for name, source in SOURCES.items():
+        shutil.copytree(source, logdir / name)
+    if broken:  # a run that cannot be read: its error is indexed too
+        (logdir / "broken").mkdir()
+        (logdir / "broken" / "host_1.123.pt.trace.json").write_text('{"traceEvents": [{"ph": "X", "name"')
+    return logdir
+
+
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    executable = Path(sys.executable).parent / "tb-opcompare"
+    return subprocess.run([str(executable), *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})})
+
+
+def _documents(catalog: Catalog) -> dict:
+    documents = {"runs": msgspec.to_builtins(runs_document(catalog))}
+    for baseline, target in PAIRS:
+        documents[f"{baseline} -> {target}"] = msgspec.to_builtins(compare_document(catalog, baseline, target))
+    return documents
+
+
+def _profiles_opened(monkeypatch) -> list[str]:
+    """Every local file opened from now on that is not part of the index."""
+    opened, real_open = [], fs.open_regular
+    monkeypatch.setattr(fs, "open_regular", lambda path: opened.append(path) or real_open(path))
+    return opened
+
+
+def test_a_fresh_process_lists_and_compares_from_the_index_without_reading_a_profile(tmp_path, monkeypatch):
+    logdir = _logdir(tmp_path)
+    parsed = _documents(Catalog(str(logdir)))
+    assert any(error["path"].endswith("host_1.123.pt.trace.json") for error in parsed["runs"]["errors"])
+    result = _cli("index", str(logdir), "--no-cache", "--jobs", "2")
+    sessions = sum(1 for source in Catalog(str(logdir)).sources() for session in source.sessions
+                   if session not in source.worker_sessions)
+    assert f"{sessions - 1} read, 0 already indexed, 1 unreadable" in result.stdout, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert (logdir / ".opcompare" / "manifest.json").is_file()
+
+    opened = _profiles_opened(monkeypatch)
+    fresh = Catalog(str(logdir))  # no cache: memory only, empty
+    indexed = _documents(fresh)
+    assert indexed == parsed  # every fact, number, note and error
+    assert not fresh.cache.parses
+    # not one profile byte (sidecars, a few bytes each, are read as before)
+    assert [path for path in opened if "/.opcompare/" not in path and not path.endswith("/opcompare.json")] == []
+    assert not any(".opcompare" in run["run"] for run in indexed["runs"]["runs"])  # the index is no run
+
+    again = _cli("index", str(logdir), "--no-cache")  # nothing new: nothing read
+    assert f"0 read, {sessions} already indexed" in again.stdout, again.stdout
+
+
+def test_a_profile_changed_after_indexing_is_read_again_and_a_copied_logdir_is_not(tmp_path):
+    logdir = _logdir(tmp_path, broken=False)
+    assert _cli("index", str(logdir), "--no-cache").returncode == 0
+    copied = tmp_path / "copied"
+    shutil.copytree(logdir, copied, copy_function=shutil.copy)  # new modification times, same bytes
+    fresh = Catalog(str(copied))
+    msgspec.to_builtins(runs_document(fresh))
+    assert not fresh.cache.parses
+
+    trace = next((logdir / "user" / "lstm_runA").rglob("*.pt.trace.json*"))
+    other = next((logdir / "user" / "lstm_runC").rglob("*.pt.trace.json*"))
+    shutil.copyfile(other, trace)  # rewritten in place
+    ops = next((logdir / "ranks" / "ddp_cnn_gpu").rglob("*.pt.trace.json*"))
+    data = bytearray(ops.read_bytes())
+    data[1000] ^= 1  # the same size, one byte flipped near the start
+    ops.write_bytes(bytes(data))
+    fresh = Catalog(str(logdir))
+    runs = msgspec.to_builtins(runs_document(fresh))
+    reread = {key[1][0][0].split("/logs/")[1].split("/")[1] for key in fresh.cache.parses}
+    assert reread == {"lstm_runA", "ddp_cnn_gpu"}  # those two, and only those
+    shutil.copytree(logdir, tmp_path / "unindexed", ignore=shutil.ignore_patterns(".opcompare"))
+    truth = msgspec.to_builtins(runs_document(Catalog(str(tmp_path / "unindexed"))))
+    assert runs["runs"] == truth["runs"]  # the new bytes' numbers, not the indexed ones
+
+
+def test_index_local_only_writes_nothing_into_the_logdir(tmp_path):
+    logdir = _logdir(tmp_path, broken=False)
+    before = sorted(path.relative_to(logdir) for path in logdir.rglob("*"))
+    result = _cli("index", str(logdir), "--local-only", "--cache-dir", str(tmp_path / "cache"))
+    assert result.returncode == 0 and "kept in this machine's cache" in result.stdout, result.stdout + result.stderr
+    assert sorted(path.relative_to(logdir) for path in logdir.rglob("*")) == before
+
+
+def _documented_columns() -> dict[str, list[str]]:
+    text = (REPO / "docs" / "index_schema.md").read_text()
+    tables = {}
+    for block in text.split("\n## ")[1:]:
+        name = block.split("\n", 1)[0].strip()
+        tables[name] = re.findall(r"^\| `(\w+)` \|", block, flags=re.M)
+    return tables
+
+
+def test_the_index_and_an_export_are_a_dataset_duckdb_and_pandas_read(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    import pandas as pd
+
+    logdir = _logdir(tmp_path, broken=False)
+    assert _cli("index", str(logdir), "--no-cache").returncode == 0
+    exported = tmp_path / "dataset"
+    result = _cli("export", str(logdir), "--parquet", str(exported), "--no-cache")
+    assert result.returncode == 0, result.stderr
+    documented = _documented_columns()
+    for table in ("runs", "ops", "steps", "memory"):
+        frame = pd.read_parquet(exported / table)
+        assert list(frame.columns) == documented[table], table
+        indexed = duckdb.sql(f"SELECT * FROM '{logdir}/.opcompare/{table}/*.parquet'")
+        export_only = {"model", "base_model", "model_source", "label", "repeat"}
+        assert indexed.columns == [c for c in documented[table] if c not in export_only], table
+
+    # the question of the docs, answered without the tool, equals what the tool says
+    catalog = Catalog(str(logdir))
+    runs = msgspec.to_builtins(runs_document(catalog))["runs"]
+    exported_models = dict(duckdb.sql(f"SELECT DISTINCT run, model FROM '{exported}/runs/*.parquet'").fetchall())
+    assert exported_models == {run["run"]: run["model"] for run in runs}
+    baseline, target = PAIRS[0]
+    tool = msgspec.to_builtins(compare_document(catalog, baseline, target))
+    checked = 0
+    for row in tool["rows"]:
+        if row["status"] != "matched":
+            continue
+        for side, run in (("baseline", baseline), ("target", target)):
+            ((mean_us,),) = duckdb.connect().execute(
+                f"SELECT o.mean_us FROM '{exported}/ops/*.parquet' o JOIN '{exported}/runs/*.parquet' r "
+                f"USING (run, session) WHERE o.run = ? AND o.op_name = ? AND o.side = ? AND len(r.workers_json) > 2",
+                [run, row["key"], row[f"{side}_time_source"]]).fetchall()
+            assert mean_us == pytest.approx(row[f"{side}_mean_us"], rel=1e-9), (row["key"], side)
+            checked += 1
+    assert checked > 20
+
+
+# -- a bucket --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory):
+    pytest.importorskip("s3fs")
+    from s3_server import s3_server
+
+    root = tmp_path_factory.mktemp("bucket")
+    local = _logdir(root, broken=False)
+    with s3_server(root / "moto.log") as server:
+        server.upload(local, "team", "logs")
+        server.upload(local, "team", "readonly")
+        yield server, local
+
+
+def _profile_gets(server, since: int) -> list[str]:
+    return [path for method, path in server.requests()[since:]
+            if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path]
+
+
+FACTS = ("run", "format", "device", "device_name", "batch_size", "steps", "step_time_us", "model", "precision",
+         "compiler", "framework", "warnings")
+
+
+def test_after_index_a_bucket_logdir_compares_with_no_profile_read(bucket, tmp_path):
+    server, local = bucket
+    unindexed = _cli("runs", "s3://team/logs", "--json", "--no-cache", env=server.env("reader"))
+    indexing = _cli("index", "s3://team/logs", "--no-cache", "--jobs", "2", env=server.env("writer"))
+    assert indexing.returncode == 0 and "kept in the shared index s3://team/logs/.opcompare" in indexing.stdout, (
+        indexing.stdout + indexing.stderr)
+    since = len(server.requests())
+    listing = _cli("runs", "s3://team/logs", "--json", "--no-cache", env=server.env("reader"))
+    pair = ("--baseline", PAIRS[0][0], "--target", PAIRS[0][1])
+    remote = _cli("compare", "s3://team/logs", *pair, "--json", "--no-cache", env=server.env("reader"))
+    assert listing.returncode == remote.returncode == 0, listing.stderr[-2000:] + remote.stderr[-2000:]
+    assert _profile_gets(server, since) == []  # listing and comparing fetched the index, not one profile
+    disk = _cli("compare", str(local), *pair, "--json", "--no-cache")
+    assert json.loads(remote.stdout)["rows"] == json.loads(disk.stdout)["rows"]
+    for indexed_run, read_run in zip(json.loads(listing.stdout)["runs"], json.loads(unindexed.stdout)["runs"]):
+        assert {fact: indexed_run[fact] for fact in FACTS} == {fact: read_run[fact] for fact in FACTS}
+
+    # rewritten in the bucket after indexing: read again, and its numbers are the new file's
+    pair = ("--baseline", PAIRS[1][0], "--target", PAIRS[1][1])
+    before = json.loads(_cli("compare", "s3://team/logs", *pair, "--json", "--no-cache",
+                             env=server.env("reader")).stdout)
+    trace = next((local / "user" / "lstm_runA").rglob("*.pt.trace.json*"))
+    other = next((local / "user" / "lstm_runC").rglob("*.pt.trace.json*"))
+    key = f"logs/{trace.relative_to(local).as_posix()}"
+    server.client("writer").upload_file(str(other), "team", key)
+    since = len(server.requests())
+    again = _cli("compare", "s3://team/logs", *pair, "--json", "--no-cache", env=server.env("reader"))
+    assert again.returncode == 0 and any(path.endswith(key) for path in _profile_gets(server, since))
+    changed = tmp_path / "changed"
+    shutil.copytree(local, changed)
+    shutil.copyfile(other, changed / trace.relative_to(local))
+    truth = json.loads(_cli("compare", str(changed), *pair, "--json", "--no-cache").stdout)
+    assert json.loads(again.stdout)["rows"] == truth["rows"] != before["rows"]
+
+
+def test_a_bucket_that_denies_writes_is_indexed_into_the_local_cache_with_a_warning(bucket, tmp_path):
+    server, _ = bucket
+    cache = str(tmp_path / "cache")
+    result = _cli("index", "s3://team/readonly", "--cache-dir", cache, env=server.env("reader"))
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "warning: cannot write s3://team/readonly/.opcompare" in result.stderr
+    assert "AccessDenied" in result.stderr or "Access Denied" in result.stderr
+    since = len(server.requests())
+    listing = _cli("runs", "s3://team/readonly", "--json", "--cache-dir", cache, env=server.env("reader"))
+    assert listing.returncode == 0 and json.loads(listing.stdout)["runs"]
+    assert _profile_gets(server, since) == []
+
+
+# -- a Dask cluster -----------------------------------------------------------------------------
+
+def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    logdir = _logdir(tmp_path / "cluster", broken=False)
+    alone = _logdir(tmp_path / "alone", broken=False)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        assert len(pids) == 2
+
+        def kill_one_worker(line: str) -> None:
+            if line.startswith("  [1/"):
+                os.kill(pids[0], signal.SIGKILL)  # mid-run: the others are queued or running
+
+        with distributed.get_task_stream(client) as stream:
+            report = index_logdir(Catalog(str(logdir)), jobs=1, say=kill_one_worker,
+                                  scheduler=cluster.scheduler_address)
+    sessions = sum(1 for source in Catalog(str(logdir)).sources() for session in source.sessions
+                   if session not in source.worker_sessions)
+    assert (report.read, report.errors, report.write_error) == (sessions, [], None)
+    ran = [task for task in stream.data if task["key"].startswith("opcompare-index-")]
+    assert len({task["worker"] for task in ran}) >= 2  # both workers read sessions
+    assert len({task["key"] for task in ran}) == sessions  # one task a session
+
+    index_logdir(Catalog(str(alone)), jobs=1, say=lambda _: None)
+    cluster_manifest = json.loads((logdir / ".opcompare" / "manifest.json").read_text())["sessions"]
+    alone_manifest = json.loads((alone / ".opcompare" / "manifest.json").read_text())["sessions"]
+    assert set(cluster_manifest) == set(alone_manifest)
+    import pyarrow.parquet as pq
+
+    for part, entry in cluster_manifest.items():
+        theirs = alone_manifest[part]
+        assert ({k: entry[k] for k in ("run", "session", "facts", "tables", "step_count")} ==
+                {k: theirs[k] for k in ("run", "session", "facts", "tables", "step_count")})
+        for table in entry["tables"]:
+            assert (pq.read_table(logdir / ".opcompare" / table / f"{part}.parquet").to_pydict() ==
+                    pq.read_table(alone / ".opcompare" / table / f"{part}.parquet").to_pydict())
+
+
+def test_index_scheduler_local_from_the_command_line(tmp_path):
+    pytest.importorskip("distributed")
+    logdir = _logdir(tmp_path, broken=False)
+    result = _cli("index", str(logdir), "--scheduler", "local:2", "--no-cache")
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert "on the Dask cluster at tcp://" in result.stdout and "(2 workers)" in result.stdout
+    fresh = Catalog(str(logdir))
+    msgspec.to_builtins(runs_document(fresh))
+    assert not fresh.cache.parses
+    unreachable = _cli("index", str(_logdir(tmp_path / "other", broken=False)), "--scheduler", "tcp://127.0.0.1:9",
+                       "--no-cache", env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s"})
+    assert unreachable.returncode == 2 and "cannot reach the Dask scheduler" in unreachable.stderr
+    assert "Traceback" not in unreachable.stderr
+
+
+def test_a_broken_or_foreign_index_is_passed_over_in_words(tmp_path):
+    logdir = _logdir(tmp_path, broken=False)
+    truth = msgspec.to_builtins(runs_document(Catalog(str(logdir))))
+    assert _cli("index", str(logdir), "--no-cache").returncode == 0
+    manifest = logdir / ".opcompare" / "manifest.json"
+    document = json.loads(manifest.read_text())
+    for entry in document["sessions"].values():
+        entry["tables"] = ["../../../../etc/passwd"]  # never a path out of the index
+    manifest.write_text(json.dumps(document))
+    catalog = Catalog(str(logdir))
+    assert msgspec.to_builtins(runs_document(catalog))["runs"] == truth["runs"]
+    assert catalog.cache.parses  # read from the profiles
+    manifest.write_text("{not json")
+    listing = msgspec.to_builtins(runs_document(Catalog(str(logdir))))
+    assert listing["runs"] == truth["runs"]
+    assert any(notice.startswith(f"the shared index {logdir / '.opcompare' / 'manifest.json'} cannot be read")
+               for notice in listing["notices"])
