@@ -232,3 +232,28 @@ def test_a_gpu_run_whose_framework_sees_no_gpu_fails_instead_of_profiling_the_cp
     assert result.returncode != 0
     assert "this is a GPU run (TB_OPCOMPARE_DEVICE=GPU), but" in result.stderr and "sees no GPU here" in result.stderr
     assert not list(run_dir.rglob("*.json")) and not list(run_dir.rglob("*.xplane.pb"))
+
+
+def test_record_and_the_helpers_leave_their_index_beside_the_profile(tmp_path):
+    """`record --index` and `torch_profile(index=True)`: the training job writes the
+    logdir's shared index, so the first viewer reads no profile."""
+    logdir = tmp_path / "logs"
+    result = run_cli("record", "--logdir", str(logdir), "--model", "tiny", "--batch-sizes", "2", "--devices", "cpu",
+                     "--index", "--", PYTHON, "-m", "tb_opcompare.demo.mnist_torch", "--batch-size", "{batch_size}",
+                     "--steps", "6")
+    assert result.returncode == 0, result.stdout + result.stderr
+    script = textwrap.dedent(f"""
+        import torch
+        from tb_opcompare.recording.profilers import torch_profile
+        model = torch.nn.Linear(8, 4)
+        with torch_profile({str(logdir / "helper_cpu_bs3")!r}, model="helper", batch_size=3, index=True) as profiler:
+            for _ in range(6):
+                model(torch.randn(3, 8)).sum().backward()
+                profiler.step()
+    """)
+    run_python("-c", script)
+    entries = json.loads((logdir / ".opcompare" / "manifest.json").read_text())["sessions"].values()
+    assert sorted(entry["run"] for entry in entries) == ["helper_cpu_bs3", "tiny_cpu_bs2"]
+    fresh = Catalog(str(logdir))
+    assert {fresh.load(run).profile.facts.batch_size for run in ("helper_cpu_bs3", "tiny_cpu_bs2")} == {2, 3}
+    assert not fresh.cache.parses

@@ -271,6 +271,8 @@ def _parser() -> argparse.ArgumentParser:
                              "compiler: the runs' facts, in their names and sidecars)")
     record.add_argument("--force", action="store_true",
                         help="record into run directories that already hold a profile (adds a capture)")
+    record.add_argument("--index", action="store_true",
+                        help="then add the new runs to the logdir's shared index (as `tb-opcompare index` does)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
     record.set_defaults(handler=_record)
 
@@ -386,6 +388,10 @@ def _record(args) -> int:
                           repeats=args.repeats, matrix=matrix)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
+    if args.index and len(failed) < len(results):
+        from tb_opcompare.recording.profilers import index_recorded
+
+        index_recorded(args.logdir, index=args.logdir)
     for result in failed:
         print(f"FAILED {result.run_dir}: {result.reason}", file=sys.stderr)
     if results and not failed:

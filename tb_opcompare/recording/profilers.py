@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 
 from tb_opcompare.ingest.sidecar import write_sidecar
@@ -56,6 +57,27 @@ def _refuse_a_gpu_run_without_a_gpu(framework: str, has_gpu: Callable[[], bool])
         raise RuntimeError(f"this is a GPU run ({ENV_DEVICE}=GPU), but {framework} sees no GPU here (a CPU build, "
                            "or no usable driver); not profiling the CPU under a GPU run's name. Run the command with "
                            "an interpreter whose framework has GPU support")
+
+
+def index_recorded(run_dir: str, index: bool | str) -> None:
+    """Add what was just recorded to the shared index of ``index`` (a logdir; True: the run
+    folder's parent), so the training job leaves its parsed tables beside its profile.
+    Sessions already indexed are not read again. A failure is printed, never raised: the
+    profile is written, and `tb-opcompare index` can be run later."""
+    if not index:
+        return
+    from tb_opcompare.errors import ProfileError
+    from tb_opcompare.store.catalog import Catalog
+    from tb_opcompare.store.prewarm import index_logdir
+
+    logdir = index if isinstance(index, str) else os.path.dirname(os.path.abspath(run_dir))
+    try:
+        report = index_logdir(Catalog(logdir), jobs=1, say=lambda _: None)
+    except (OSError, ProfileError) as error:
+        print(f"tb-opcompare: could not index {logdir}: {error}", file=sys.stderr)
+        return
+    if report.write_error:
+        print(f"tb-opcompare: {report.write_error}", file=sys.stderr)
 
 
 def profiling_enabled() -> bool:
@@ -186,10 +208,11 @@ class _TfStepper:
 @contextlib.contextmanager
 def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
                first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS, precision: str | None = None,
-               compiler: str | None = None) -> Iterator:
+               compiler: str | None = None, index: bool | str = False) -> Iterator:
     """Profile steps ``first_step`` .. ``first_step + steps - 1`` of a custom TF loop;
     wrap each step in ``profiler.step(step_number)``. ``precision`` and ``compiler``
-    (what the script asked for, e.g. ``"bf16"``, ``"xla"``) go to the sidecar."""
+    (what the script asked for, e.g. ``"bf16"``, ``"xla"``) go to the sidecar.
+    ``index``: add the run to a logdir's shared index (True: the run folder's parent)."""
     if not profiling_enabled():
         yield _NoStep()
         return
@@ -199,16 +222,19 @@ def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_si
     finally:
         session.stop()
         session.write_sidecar()
+    index_recorded(session.run_dir, index)
 
 
 def KerasProfiler(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
                   first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS, precision: str | None = None,
-                  compiler: str | None = None):
+                  compiler: str | None = None, index: bool | str = False):
     """A Keras callback that profiles training batches ``first_step`` ..
     ``first_step + steps - 1`` of the first epoch, with a step marker per batch (Keras 3
     writes none), and writes the sidecar when training ends. Keras does not tell a
     callback the batch size: pass it (or let ``tb-opcompare record`` set it), else it
-    comes from the run name. ``precision`` and ``compiler`` go to the sidecar."""
+    comes from the run name. ``precision`` and ``compiler`` go to the sidecar. ``index``:
+    add the run to a logdir's shared index when training ends (True: the run folder's
+    parent)."""
     import tensorflow as tf
 
     if not profiling_enabled():
@@ -236,6 +262,7 @@ def KerasProfiler(run_dir: str | None = None, *, model: str | None = None, batch
         def on_train_end(self, logs=None):
             session.stop()
             session.write_sidecar()
+            index_recorded(session.run_dir, index)
 
     return _KerasProfiler()
 
@@ -255,7 +282,8 @@ class _TorchStepper:
 @contextlib.contextmanager
 def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
                   wait: int = 1, warmup: int = 2, active: int = DEFAULT_STEPS, profile_memory: bool = True,
-                  with_stack: bool = False, precision: str | None = None, compiler: str | None = None) -> Iterator:
+                  with_stack: bool = False, precision: str | None = None, compiler: str | None = None,
+                  index: bool | str = False) -> Iterator:
     """``torch.profiler`` over ``active`` steps after ``wait + warmup``, written with
     ``tensorboard_trace_handler`` and ``record_shapes=True`` (so the batch size is read
     from the data); call ``profiler.step()`` at the end of every training step.
@@ -264,7 +292,8 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
     records every allocation, so memory per op can be compared; ``with_stack`` records the
     Python calls, whose ``nn.Module`` frames give the module tree (traces grow several
     times). ``precision`` (e.g. ``"bf16"``, what autocast was asked for) and ``compiler``
-    (``"torch.compile"``) go to the sidecar."""
+    (``"torch.compile"``) go to the sidecar. ``index``: add the run to a logdir's shared
+    index (True: the run folder's parent)."""
     if not profiling_enabled():
         yield _NoStep()
         return
@@ -291,6 +320,7 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
                   device_name=torch.cuda.get_device_name(0) if on_gpu else None,
                   framework=f"PyTorch {torch.__version__}", versions={"torch": torch.__version__},
                   repeat=_repeat_from_environment(), extra={key: value for key, value in extra.items() if value is not None})
+    index_recorded(run_dir, index)
 
 
 # ---------------------------------------------------------------------------------------------
