@@ -121,6 +121,7 @@ bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_peers.py
+	$(BIN)/python benchmarks/bench_bucket.py
 
 # The wheel and sdist users install (the packaging test builds and installs them too).
 dist: $(BIN)/python

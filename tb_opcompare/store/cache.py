@@ -15,6 +15,7 @@ On disk each profile is one msgpack file of plain columns (``ops`` as column -> 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -231,6 +232,11 @@ _TABLES = (("ops", OP_COLUMNS, None), ("step_ops", STEP_COLUMNS, empty_step_tabl
            ("memory_timeline", MEMORY_TIMELINE_COLUMNS, empty_memory_timeline))
 
 
+@functools.cache
+def _dtypes(empty: Callable[[], pd.DataFrame]) -> dict:
+    return dict(empty().dtypes)
+
+
 def profile_columns(profile: OpProfile) -> dict:
     stored = {"facts": dataclasses.asdict(profile.facts), "step_count": profile.step_count}
     for name, columns, _ in _TABLES:
@@ -243,5 +249,5 @@ def profile_from_columns(stored: dict) -> OpProfile:
     tables = {}
     for name, columns, empty in _TABLES:
         table = pd.DataFrame(stored[name], columns=columns)
-        tables[name] = table if empty is None else table.astype(empty().dtypes)
+        tables[name] = table if empty is None else table.astype(_dtypes(empty))
     return OpProfile(facts=ProfileFacts(**stored["facts"]), step_count=stored["step_count"], **tables)

@@ -254,18 +254,20 @@ def _tables_of(stored: dict, run: str, session: str, files: list[str]) -> dict[s
             if table == RUNS or table_columns["run"]}
 
 
-def _decode(data, path: str) -> dict[str, list]:
+def _decode(data, path: str) -> dict:
+    """A part's columns as numpy arrays (strings as Python objects, as readers make them)."""
     import pyarrow.parquet as pq
 
     if isinstance(data, Exception):
         raise data
     try:
-        return pq.read_table(io.BytesIO(data)).to_pydict()
+        table = pq.read_table(io.BytesIO(data))
+        return {name: column.to_numpy(zero_copy_only=False) for name, column in zip(table.column_names, table.columns)}
     except Exception as error:  # pyarrow's own errors for a truncated or foreign file
         raise ValueError(f"{path}: {error}") from None
 
 
-def _profile_from_tables(entry: dict, tables: dict[str, dict[str, list]]):
+def _profile_from_tables(entry: dict, tables: dict[str, dict]):
     stored = {"facts": {field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
               "step_count": entry["step_count"]}
     for table, (attribute, empty) in PROFILE_TABLES.items():
