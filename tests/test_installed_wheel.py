@@ -156,3 +156,35 @@ def test_installed_tab_renders_rows_and_the_batch_sweep(installed, tmp_path, pag
         frame.locator("#oc-sweep-op_time .scatterlayer .trace >> nth=2").wait_for(timeout=60_000)
         assert frame.locator("#oc-sweep-step .scatterlayer .point").count() >= 3
         assert not page.page_errors
+
+
+def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(installed, dist, tmp_path, page):
+    """`pip install tb-opcompare[s3]`, `tb-opcompare index s3://…` as a writer, then
+    `tensorboard --logdir s3://…` as a reader (TensorBoard without TensorFlow reads the
+    bucket through its own boto3 layer, the plugin through fsspec): the tab shows the
+    demo's runs from the shared index, fetching not one profile from the bucket."""
+    from s3_server import s3_server
+
+    (wheel,) = dist.glob("*.whl")
+    _run(installed / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         f"{wheel}[s3]", "boto3", "-c", REPO / "tests" / "constraints.txt", cwd=tmp_path)
+    with s3_server(tmp_path / "moto.log") as server:
+        server.upload(REPO / "demo_logs", "team", "logs")
+        indexing = subprocess.run([str(installed / "bin" / "tb-opcompare"), "index", "s3://team/logs", "--no-cache"],
+                                  capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                                  env={**CLEAN_ENV, **server.env("writer")})
+        assert indexing.returncode == 0 and "36 read" in indexing.stdout, indexing.stdout + indexing.stderr
+        since = len(server.requests())
+        reader = {**server.env("reader"), "S3_ENDPOINT": server.url, "TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}
+        with running_tensorboard("s3://team/logs", python=str(installed / "bin" / "python"), cwd=tmp_path,
+                                 env=reader) as url:
+            frame = open_op_compare(page, url)
+            frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)
+            assert "H100" in frame.locator("body").inner_text()
+            listing = json.loads(subprocess.run(
+                ["curl", "-s", f"{url}/data/plugin/op_compare/runs"], capture_output=True, text=True).stdout)
+            assert len(listing["runs"]) == 36 and listing["errors"] == []
+            assert not page.page_errors
+        profiles = [path for method, path in server.requests()[since:]
+                    if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path]
+        assert profiles == []
