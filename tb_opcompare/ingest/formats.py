@@ -11,6 +11,7 @@ readers, and pandas with them, are imported when a read happens.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import zlib
@@ -105,22 +106,40 @@ def text_head(head: bytes) -> bytes:
 
 
 def _read_ranks(paths: list[str], max_text_bytes: int | None):
+    from tb_opcompare.ingest.readers.torch_trace import combine_ranks
+
+    return combine_ranks(_read_rank(path, max_text_bytes) for path in paths)  # one rank's text at a time
+
+
+def _read_rank(path: str, max_text_bytes: int | None):
     from tb_opcompare.ingest.readers.chrome_json import BATCHED_BYTES_PER_EVENT, open_chrome_trace
-    from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_ranks
+    from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_rank
     from tb_opcompare.ingest.workers import rank_of
 
-    def ranks():  # one rank's text in memory at a time
-        for path in paths:
-            data = fs.read_bytes(path)
-            text = open_chrome_trace(path, data, max_text_bytes)
-            if not is_torch_trace(text):
-                raise ProfileError(path, "a rank of a distributed job, but not a PyTorch trace")
-            text.refuse_past_budget(BATCHED_BYTES_PER_EVENT, peak_bytes_per_byte(PYTORCH))
-            head = text_head(data[:SNIFF_BYTES])
-            del data
-            yield path, text, rank_of(head)
+    data = fs.read_bytes(path)
+    text = open_chrome_trace(path, data, max_text_bytes)
+    if not is_torch_trace(text):
+        raise ProfileError(path, "a rank of a distributed job, but not a PyTorch trace")
+    text.refuse_past_budget(BATCHED_BYTES_PER_EVENT, peak_bytes_per_byte(PYTORCH))
+    rank = rank_of(text_head(data[:SNIFF_BYTES]))
+    del data
+    return read_torch_rank(path, text, rank)
 
-    return read_torch_ranks(ranks())
+
+def read_job_rank(path: str, max_text_bytes: int | None = None):
+    """One rank's trace of a distributed job, read but not pooled (a ``RankRead``), where a
+    cluster reads a job's ranks on several workers; ``combine_job_ranks`` makes the job's
+    profile of them, the profile ``read_profile`` gives for the whole session."""
+    with _reading([path]):
+        return _read_rank(path, max_text_bytes)
+
+
+def combine_job_ranks(paths: list[str], reads: list):
+    """The job's profile of its ranks' reads (``read_job_rank``, in the order of ``paths``)."""
+    from tb_opcompare.ingest.readers.torch_trace import combine_ranks
+
+    with _reading(paths):
+        return combine_ranks(reads)
 
 
 # Factors: what benchmarks/bench_readers.py measures plus a margin (30 MB xplane: 1.9x;
@@ -156,11 +175,18 @@ def peak_bytes_per_byte(file_format: str) -> float:
 def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None = None):
     """Read one session's files (an ``OpProfile``) with their format's reader; every
     failure becomes a ProfileError (or OverLimit) naming the file."""
-    try:
+    with _reading(paths):
         if file_format == EMPTY_SESSION:
             raise ProfileError(paths[0], "no .xplane.pb or .trace.json.gz in this profile session directory; the "
                                          "profiler was stopped before writing, or is still writing")
         return BY_NAME[file_format].read(file_format, paths, max_text_bytes)
+
+
+@contextlib.contextmanager
+def _reading(paths: list[str]):
+    """Every failure of a read as a ProfileError (or OverLimit, NotReadableNow) naming the file."""
+    try:
+        yield
     except OSError as error:
         raise NotReadableNow(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
     except RecursionError:

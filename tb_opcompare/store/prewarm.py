@@ -3,8 +3,10 @@ cores or on a Dask cluster, and keep the parsed tables in the logdir's shared in
 (``store.shared_index``) and this machine's cache, so TensorBoard and the CLI, here or on
 any machine that reads the logdir, serve them without reading a profile.
 
-One task a session (the newest and the older captures of every run; a distributed job's
-capture is one task that reads all its ranks, since the job's figures pool their events).
+One task a session (the newest and the older captures of every run). On a cluster a
+distributed job's capture is a task a rank, each reading its rank's trace where it runs,
+and one task that pools them into the job's profile (the same profile one process reading
+every rank makes).
 Each task reads its session where it runs, writes its part of the index, and returns the
 part's manifest entry; the entries are published in one manifest write at the end. A task
 that fails is reported and never costs the others theirs.
@@ -19,7 +21,9 @@ from collections.abc import Callable, Iterator
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
+from tb_opcompare.ingest.formats import PYTORCH, combine_job_ranks, read_job_rank
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.shared_index import Found
 
 
@@ -48,16 +52,50 @@ def _index_one(logdir: str, cache_dir: str | None, max_trace_bytes: int, source:
     """Read one session (the source found by the parent: a worker never walks the logdir
     again) and write its part of the shared index."""
     catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes)
-    done = _Done(source.run, session, worker=_worker_address())
     try:
         found = Found(catalog.parsed(source, session)[1])
-    except (OverLimit, NotReadableNow) as error:  # this machine's limit or a passing fault: not the file's
-        done.unreadable = (error.path, error.reason)
-        return done
     except ProfileError as error:
-        found = Found(None, (error.path, error.reason))
-        done.unreadable = found.unreadable
-    if shared:
+        found = _failed(error)
+    return _publish(catalog, source, session, found, shared)
+
+
+def _read_rank(max_trace_bytes: int, source: RunSource, path: str):
+    """One rank of a job's capture, read where the task runs (a ``RankRead``), or the
+    ProfileError that stopped it, returned: the job's task decides."""
+    try:
+        with fs.confined(source.places):
+            memory_guard(PYTORCH, [(path, fs.signature(path)[0])], max_trace_bytes)
+            return read_job_rank(path, text_budget(PYTORCH, max_trace_bytes))
+    except OSError as error:
+        return NotReadableNow(path, f"cannot read the file: {error.strerror or error}")
+    except ProfileError as error:
+        return error
+
+
+def _index_job(logdir: str, max_trace_bytes: int, source: RunSource, session: str, shared: bool, *ranks) -> _Done:
+    """A job's capture from its ranks' reads (each a task of its own, on any worker): the
+    same profile as one process reading every rank, then its part of the index."""
+    catalog = Catalog(logdir, max_trace_bytes=max_trace_bytes)
+    error = next((rank for rank in ranks if isinstance(rank, ProfileError)), None)
+    if error is not None:
+        return _publish(catalog, source, session, _failed(error), shared)
+    try:
+        found = Found(combine_job_ranks(source.sessions[session], list(ranks)))
+    except ProfileError as failure:
+        found = _failed(failure)
+    return _publish(catalog, source, session, found, shared)
+
+
+def _failed(error: ProfileError) -> Found:
+    """An unreadable session as the index keeps it; None for a limit of this machine or a
+    passing fault (OverLimit, NotReadableNow), which says nothing of the file."""
+    passing = isinstance(error, (OverLimit, NotReadableNow))
+    return Found(None, (error.path, error.reason), passing=passing)
+
+
+def _publish(catalog: Catalog, source: RunSource, session: str, found: Found, shared: bool) -> _Done:
+    done = _Done(source.run, session, unreadable=found.unreadable, worker=_worker_address())
+    if shared and not found.passing:
         try:
             with fs.confined(source.places):  # fingerprints open only what the listing found
                 done.entry = catalog.index.write_part(source.run, session, source.format, source.sessions[session],
@@ -171,8 +209,19 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
     try:
         say(f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
             f"({len(client.scheduler_info()['workers'])} workers)")
-        futures = {client.submit(_index_one, *task, key=f"opcompare-index-{number}", pure=False, retries=2): task
-                   for number, task in enumerate(tasks)}
+        futures = {}
+        for number, task in enumerate(tasks):
+            logdir, _, limit, source, session, shared = task
+            key = f"opcompare-index-{number}"
+            if session in source.worker_sessions.values():  # a job's capture: a task a rank, then the job
+                ranks = [client.submit(_read_rank, limit, source, path, key=f"opcompare-rank-{number}-{rank}",
+                                       pure=False, retries=2)
+                         for rank, path in enumerate(source.sessions[session])]
+                future = client.submit(_index_job, logdir, limit, source, session, shared, *ranks, key=key,
+                                       pure=False, retries=2)
+            else:
+                future = client.submit(_index_one, *task, key=key, pure=False, retries=2)
+            futures[future] = task
         for future in as_completed(futures):
             yield _result(future, futures[future])
     finally:

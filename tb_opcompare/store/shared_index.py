@@ -58,6 +58,7 @@ class Found:
 
     profile: object | None  # OpProfile
     unreadable: tuple[str, str] | None = None  # (path, reason)
+    passing: bool = False  # unreadable for a reason of this machine or this moment: never indexed
 
 
 class SharedIndex:

@@ -196,23 +196,50 @@ def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
     return _read_trace(path, trace).profile()
 
 
+@dataclasses.dataclass
+class RankRead:
+    """One rank's trace of a distributed job, read (its events, not yet pooled): what a
+    worker of a cluster returns for the job's reader to combine (``combine_ranks``)."""
+
+    trace: _OneTrace
+    worker: dict  # rank, world_size, file, steps, step_time_us, host_op_time_us
+
+
+def read_torch_rank(path: str, trace: TraceText, rank: Rank | None) -> RankRead:
+    read = _read_trace(path, trace)
+    facts = read.facts
+    worker = {"rank": rank.rank if rank else None, "world_size": rank.world_size if rank else None,
+              "file": path.rsplit("/", 1)[-1], "steps": facts.steps,
+              "step_time_us": step_latency([facts.step_times_us]).median_us,
+              "host_op_time_us": float(sum(read.events.self_time) + sum(
+                  part["self_us"].sum() for part in read.events.host_partials))}
+    return RankRead(read, worker)
+
+
 def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> OpProfile:
     """The traces of one distributed job's ranks (``ingest.workers``), in rank order, as one
-    run. Each op's executions are every rank's (its mean per execution pooled over ranks);
-    a step lasts as long as its slowest rank, since the job's step ends when the last rank
-    ends it; the batch size is each rank's. ``facts.workers`` keeps each rank's own figures,
-    for a per-worker breakdown."""
+    run (each rank's text dropped before the next is read)."""
+    def reads():
+        for path, trace, rank in ranks:
+            read = read_torch_rank(path, trace, rank)
+            del trace
+            yield read
+
+    return combine_ranks(reads())
+
+
+def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
+    """The ranks of one job, read each on its own (in rank order), as one run. Each op's
+    executions are every rank's (its mean per execution pooled over ranks); a step lasts
+    as long as its slowest rank, since the job's step ends when the last rank ends it; the
+    batch size is each rank's. ``facts.workers`` keeps each rank's own figures, for a
+    per-worker breakdown."""
     job: _OneTrace | None = None
     workers, step_times = [], []
-    for path, trace, rank in ranks:
-        read = _read_trace(path, trace)
-        del trace
+    for rank_read in reads:
+        read = rank_read.trace
         facts = read.facts
-        workers.append({"rank": rank.rank if rank else None, "world_size": rank.world_size if rank else None,
-                        "file": path.rsplit("/", 1)[-1], "steps": facts.steps,
-                        "step_time_us": step_latency([facts.step_times_us]).median_us,
-                        "host_op_time_us": float(sum(read.events.self_time) + sum(
-                            part["self_us"].sum() for part in read.events.host_partials))})
+        workers.append(rank_read.worker)
         step_times.append(facts.step_times_us)
         if job is None:
             job = read
