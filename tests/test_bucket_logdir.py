@@ -124,3 +124,11 @@ def test_a_bucket_without_credentials_is_named_not_a_traceback(bucket, tmp_path)
     assert "Traceback" not in result.stderr, result.stderr[-1500:]
     (error,) = json.loads(result.stdout)["errors"]
     assert error["path"] == url and error["message"].startswith("cannot list it: ")
+
+
+def test_a_bucket_logdir_sweeps_and_fills_the_matrix_as_it_does_on_disk(bucket):
+    env, url, local = bucket
+    for command in (("sweep", "--model", "user/lstm_run"), ("sweep", "--model", "user/runs"), ("matrix",)):
+        remote, disk = (_cli(env, command[0], where, *command[1:]) for where in (url, str(local)))
+        assert remote.returncode == disk.returncode == 0, remote.stderr[-2000:]
+        assert json.loads(remote.stdout) == json.loads(disk.stdout), command

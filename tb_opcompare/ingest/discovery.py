@@ -88,10 +88,20 @@ class RunSource:
     places: tuple[str, ...] | None = None
     # a distributed job's one-rank sessions -> the job's session of all ranks (``_join_ranks``)
     worker_sessions: dict[str, str] = dataclasses.field(default_factory=dict)
+    # whether the listing found a sidecar in run_dir (None: not listed; look): a bucket is
+    # not asked for a sidecar it does not hold, a request a run on every listing
+    sidecar_listed: bool | None = None
 
     @property
     def newest_session(self) -> str:
         return next(reversed(self.sessions))
+
+
+@dataclasses.dataclass
+class _Sidecar:
+    """A folder the listing found a sidecar in."""
+
+    directory: str
 
 
 @dataclasses.dataclass
@@ -132,6 +142,8 @@ def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.W
     not be read goes to ``refused`` as (path, reason, run directory or None)."""
     walk = walk or fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
     for directory, subdirs, files in walk:
+        if SIDECAR in files:
+            yield _Sidecar(directory)
         if INDEX_FOLDER in subdirs and directory.rstrip("/" + os.sep) == logdir.rstrip("/" + os.sep):
             subdirs.remove(INDEX_FOLDER)  # the shared index's parsed tables, never a run
         parent, session = _split(directory)
@@ -159,8 +171,11 @@ def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | 
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     refused: list[tuple[str, str, str | None]] = []
     walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
+    sidecars: set[str] = set()
     for entry in _entries(logdir, refused, walk, known):
-        if isinstance(entry, _Skipped):
+        if isinstance(entry, _Sidecar):
+            sidecars.add(entry.directory.rstrip("/" + os.sep))
+        elif isinstance(entry, _Skipped):
             if skipped is not None:
                 skipped.append(_relative(logdir, entry.path))
         elif isinstance(entry, _File):
@@ -181,6 +196,7 @@ def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | 
     places = None if fs.is_remote(logdir) else tuple(walk.real_roots)
     for source in found.values():
         source.places = places
+        source.sidecar_listed = source.run_dir.rstrip("/" + os.sep) in sidecars
         # sorted once per run: sorting at each session added took 94 s for 10,000 sessions
         source.sessions = dict(sorted(source.sessions.items(), key=lambda item: _session_order(item[0])))
         if source.format in (PYTORCH, CHROME_TRACE) and len(source.sessions) >= 2:

@@ -39,9 +39,31 @@ SIDECAR_SOURCE = SIDECAR
 NAME_SOURCE = "run name"
 
 
+_READ: dict[tuple, tuple[dict, str | None]] = {}  # (path, its fingerprint) -> what _read_sidecar found
+_READ_KEPT = 4096
+
+
 def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
-    """The sidecar's JSON object and None, or ``{}`` and why it was ignored."""
+    """The sidecar's JSON object and None, or ``{}`` and why it was ignored. Read once per
+    version of the file (its size and time, or ETag, from the listing): every load of a
+    run settles its facts with it, and in a bucket each read is a request."""
+    if source.sidecar_listed is False:
+        return {}, None
     path = fs.join(source.run_dir, SIDECAR)
+    try:
+        fingerprint = fs.fingerprint(path)
+    except OSError:
+        return _parse_sidecar(path)
+    key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"])
+    if key not in _READ:
+        if len(_READ) >= _READ_KEPT:
+            _READ.clear()
+        _READ[key] = _parse_sidecar(path)
+    sidecar, warning = _READ[key]
+    return dict(sidecar), warning
+
+
+def _parse_sidecar(path: str) -> tuple[dict, str | None]:
     try:
         data = fs.read_head(path, _SIDECAR_MAX_BYTES + 1)
     except FileNotFoundError:
