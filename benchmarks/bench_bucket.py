@@ -58,8 +58,12 @@ def main() -> None:
             timed(["index", str(indexed_local)], {})
             suggested = json.loads(timed(["runs", str(local), "--json"], {})[1].stdout)["suggested"]
             pair = ["--baseline", suggested["baseline"], "--target", suggested["target"]]
-            places = {"disk": str(local), "disk, indexed": str(indexed_local), "bucket": "s3://team/logs",
-                      "bucket, indexed": "s3://team/indexed"}
+            places = {
+                "disk": str(local),
+                "disk, indexed": str(indexed_local),
+                "bucket": "s3://team/logs",
+                "bucket, indexed": "s3://team/indexed",
+            }
             figures = {(place, command): [] for place in places for command in ("runs", "compare")}
             requests = {}
             for _ in range(options.runs):
@@ -69,12 +73,20 @@ def main() -> None:
                         seconds, _ = timed([command, where, "--json", *(pair if command == "compare" else [])], env)
                         figures[(place, command)].append(seconds)
                         made = server.requests()[before:]
-                        requests[(place, command)] = (len(made), sum(1 for method, path in made if method == "GET"
-                                                                     and PROFILE.search(path) and "/.opcompare/" not in path))
+                        requests[(place, command)] = (
+                            len(made),
+                            sum(
+                                1
+                                for method, path in made
+                                if method == "GET" and PROFILE.search(path) and "/.opcompare/" not in path
+                            ),
+                        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"demo logdir ({sum(1 for _ in (REPO / 'demo_logs').rglob('*') if _.is_file())} files), a fresh process "
-          f"with an empty cache, median of {options.runs}; moto's S3 server on loopback")
+    print(
+        f"demo logdir ({sum(1 for _ in (REPO / 'demo_logs').rglob('*') if _.is_file())} files), a fresh process "
+        f"with an empty cache, median of {options.runs}; moto's S3 server on loopback"
+    )
     print(f"{'':18} {'runs (listing)':>16} {'first compare':>15} {'requests':>10} {'profile GETs':>13}")
     for place in places:
         listing, compare = (statistics.median(figures[(place, command)]) for command in ("runs", "compare"))

@@ -31,8 +31,13 @@ from tb_opcompare.service.check import check_document  # noqa: E402
 from tb_opcompare.store.catalog import Catalog  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures"
-IDENTICAL = [FIXTURES / "gpu_h100" / "demo", FIXTURES / "gpu_h100" / "resnet18", FIXTURES / "repeats" / "logdir",
-             FIXTURES / "repeats20" / "logdir", FIXTURES / "repeats_wide" / "logdir"]
+IDENTICAL = [
+    FIXTURES / "gpu_h100" / "demo",
+    FIXTURES / "gpu_h100" / "resnet18",
+    FIXTURES / "repeats" / "logdir",
+    FIXTURES / "repeats20" / "logdir",
+    FIXTURES / "repeats_wide" / "logdir",
+]
 WIDE = FIXTURES / "repeats_wide" / "logdir"  # a real change: the head's dense layer 25% wider, one thread
 POWER_REPEATS = 4  # the gate: 4 repeats a side, nothing else in the logdir
 SLOWED_ROW = "head"
@@ -79,16 +84,22 @@ def main() -> None:
     for logdir in IDENTICAL:
         catalog = Catalog(str(logdir), cache_dir=None)
         for name, runs in sorted(configurations(catalog).items()):
-            pairs_of_pairs = [[list(a), list(b)] for a, b in itertools.permutations(itertools.combinations(runs, 2), 2)
-                              if not set(a) & set(b)]
-            for kind, comparisons in (("1 vs 1", [[[a], [b]] for a, b in itertools.permutations(runs, 2)]),
-                                      ("2 vs 2", pairs_of_pairs),
-                                      (f"{len(runs) // 2} vs {len(runs) - len(runs) // 2}", list(splits(runs)))):
+            pairs_of_pairs = [
+                [list(a), list(b)]
+                for a, b in itertools.permutations(itertools.combinations(runs, 2), 2)
+                if not set(a) & set(b)
+            ]
+            for kind, comparisons in (
+                ("1 vs 1", [[[a], [b]] for a, b in itertools.permutations(runs, 2)]),
+                ("2 vs 2", pairs_of_pairs),
+                (f"{len(runs) // 2} vs {len(runs) - len(runs) // 2}", list(splits(runs))),
+            ):
                 comparisons = sampled(comparisons, args.max_comparisons)
                 if kind == "1 vs 1" or len(runs) >= 4:
                     for baseline, target in comparisons:
-                        document = check_document(catalog, baseline, target, allow_one_run=True,
-                                                  resamples=args.resamples)
+                        document = check_document(
+                            catalog, baseline, target, allow_one_run=True, resamples=args.resamples
+                        )
                         gated = [row for row in document.rows if row.gated]
                         tally[kind, "comparisons"] += 1
                         tally[kind, "failed"] += not document.passed
@@ -99,9 +110,11 @@ def main() -> None:
     print("Identical configurations (false alarms: checks that fail; goal at most 5%):")
     for kind in sorted({kind for kind, _ in tally}):
         comparisons = tally[kind, "comparisons"]
-        print(f"  {kind}: {tally[kind, 'failed']}/{comparisons} checks failed "
-              f"({tally[kind, 'failed'] / comparisons:.1%}); {tally[kind, 'ops flagged']}/{tally[kind, 'ops']} "
-              f"gated ops flagged slower; {tally[kind, 'any change']}/{comparisons} reported any significant change")
+        print(
+            f"  {kind}: {tally[kind, 'failed']}/{comparisons} checks failed "
+            f"({tally[kind, 'failed'] / comparisons:.1%}); {tally[kind, 'ops flagged']}/{tally[kind, 'ops']} "
+            f"gated ops flagged slower; {tally[kind, 'any change']}/{comparisons} reported any significant change"
+        )
     print(f"  ({sum(tally[k, 'comparisons'] for k, _ in tally if _ == 'comparisons')} checks in {elapsed:.1f} s)")
 
     for fixture, prefix, amount in SLOWED:
@@ -113,17 +126,24 @@ def main() -> None:
         for size in sorted({size for size in (1, 2, 3, 4, 8) if size <= len(base)} | {len(base)}):
             caught = others = checks = 0
             for start in range(0, len(base) - size + 1, size):
-                document = check_document(catalog, base[start:start + size], slow[start:start + size],
-                                          allow_one_run=True, resamples=args.resamples)
+                document = check_document(
+                    catalog,
+                    base[start : start + size],
+                    slow[start : start + size],
+                    allow_one_run=True,
+                    resamples=args.resamples,
+                )
                 row = next(row for row in document.rows if row.key == SLOWED_ROW)
                 caught += row.verdict == "slower"
                 others += sum(r.verdict == "slower" and r.key != SLOWED_ROW and r.gated for r in document.rows)
                 checks += 1
                 last = row
-            print(f"  {size} vs {size}: '{SLOWED_ROW}' flagged slower in {caught}/{checks} checks (last: speedup "
-                  f"{last.speedup:.2f}, adjusted for run speed {last.adjusted_speedup:.2f}, {last.interval_level:.1%} "
-                  f"interval {last.speedup_low:.2f}-{last.speedup_high:.2f}, p {last.p_value:.4f}); other ops flagged "
-                  f"slower: {others}")
+            print(
+                f"  {size} vs {size}: '{SLOWED_ROW}' flagged slower in {caught}/{checks} checks (last: speedup "
+                f"{last.speedup:.2f}, adjusted for run speed {last.adjusted_speedup:.2f}, {last.interval_level:.1%} "
+                f"interval {last.speedup_low:.2f}-{last.speedup_high:.2f}, p {last.p_value:.4f}); other ops flagged "
+                f"slower: {others}"
+            )
 
 
 def gate_power(draws: int, resamples: int) -> None:
@@ -137,8 +157,10 @@ def gate_power(draws: int, resamples: int) -> None:
     for draw in range(draws):
         sides = [rng.sample(runs["cnn"], POWER_REPEATS), rng.sample(runs["cnnwide"], POWER_REPEATS)]
         same = rng.sample(runs["cnn" if draw % 2 else "cnnwide"], 2 * POWER_REPEATS)
-        for (baseline, target), real in (((sides[0], sides[1]), True),
-                                         ((same[:POWER_REPEATS], same[POWER_REPEATS:]), False)):
+        for (baseline, target), real in (
+            ((sides[0], sides[1]), True),
+            ((same[:POWER_REPEATS], same[POWER_REPEATS:]), False),
+        ):
             with tempfile.TemporaryDirectory() as logdir:
                 for run in baseline + target:
                     shutil.copytree(WIDE / run, Path(logdir) / run)
@@ -148,10 +170,14 @@ def gate_power(draws: int, resamples: int) -> None:
                 addmm += any(row.key == "aten::addmm" and row.verdict == "slower" for row in document.rows)
             else:
                 false_alarms += not document.passed
-    print(f"Gate power ({POWER_REPEATS} repeats a side, nothing else in the logdir; repeats_wide: the head's dense "
-          f"layer 25% wider, aten::addmm about 19% slower at 4% of op time):")
-    print(f"  real change: the check failed in {caught}/{draws} draws ({caught / draws:.0%}); aten::addmm flagged "
-          f"slower in {addmm}/{draws}")
+    print(
+        f"Gate power ({POWER_REPEATS} repeats a side, nothing else in the logdir; repeats_wide: the head's dense "
+        f"layer 25% wider, aten::addmm about 19% slower at 4% of op time):"
+    )
+    print(
+        f"  real change: the check failed in {caught}/{draws} draws ({caught / draws:.0%}); aten::addmm flagged "
+        f"slower in {addmm}/{draws}"
+    )
     print(f"  identical runs: {false_alarms}/{draws} checks failed ({false_alarms / draws:.0%}; goal at most 5%)")
 
 
@@ -179,8 +205,10 @@ def detectable_effect(draws: int) -> None:
     noise = dict(zip(keys, np.std(logs[:, :-1], axis=0, ddof=1)))
     rng = random.Random(20261126)
     effects, sizes = (0.15, 0.30, 0.50), (3, 4, 6)
-    print(f"Detectable effect (identical one-thread CNN runs; each op holding >= 5% of op time slowed on purpose in "
-          f"the target side; {draws} draws a cell; flagged slower at {', '.join(f'+{e:.0%}' for e in effects)}):")
+    print(
+        f"Detectable effect (identical one-thread CNN runs; each op holding >= 5% of op time slowed on purpose in "
+        f"the target side; {draws} draws a cell; flagged slower at {', '.join(f'+{e:.0%}' for e in effects)}):"
+    )
     false_alarms = checks = 0
     for key in sorted(big, key=noise.get):
         column = keys.index(key)
@@ -193,10 +221,13 @@ def detectable_effect(draws: int) -> None:
                 caught = 0
                 for _ in range(draws):
                     picked = rng.sample(samples, 2 * repeats)
-                    target = [dataclasses.replace(run, total_us=run.total_us * scale,
-                                                  step_time_us=run.step_time_us * scale) for run in picked[repeats:]]
-                    table = confidence.compare_with_confidence(picked[:repeats], target, threshold=0.05,
-                                                               resamples=200).table
+                    target = [
+                        dataclasses.replace(run, total_us=run.total_us * scale, step_time_us=run.step_time_us * scale)
+                        for run in picked[repeats:]
+                    ]
+                    table = confidence.compare_with_confidence(
+                        picked[:repeats], target, threshold=0.05, resamples=200
+                    ).table
                     is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
                     gated = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= 0.01).to_numpy()
                     verdict = confidence.verdicts(table, family=gated, alone=~is_op)

@@ -78,13 +78,22 @@ QUICK_MAX_BYTES = 16 * 2**20  # --quick leaves out traces bigger than this, unco
 # and each of these folders holds that one trace.
 TORCH_TRACES = [
     ("ResNet-50 train, V100", "torch_resnet50_v100/worker0.1623143089861.pt.trace.json.gz", "gpu"),
-    ("BERT-small infer, H100",
-     "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz", "gpu"),
-    ("BERT-small infer, MI300X",
-     "torch_bert_small_h100_vs_mi300/mi300/gaunernst_bert-small-uncased__1016001.json.gz", "gpu"),
+    (
+        "BERT-small infer, H100",
+        "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-small-uncased__1016001.json.gz",
+        "gpu",
+    ),
+    (
+        "BERT-small infer, MI300X",
+        "torch_bert_small_h100_vs_mi300/mi300/gaunernst_bert-small-uncased__1016001.json.gz",
+        "gpu",
+    ),
     ("ResNet-18 infer, CPU (export)", "torch_resnet18_cpu/export_chrome_trace/trace.json", "cpu"),
-    ("ResNet-18 infer, CPU (handler)",
-     "torch_resnet18_cpu/tensorboard_trace_handler/resnet18/LE-PC-DE-16_8780.1672914269646.pt.trace.json", "cpu"),
+    (
+        "ResNet-18 infer, CPU (handler)",
+        "torch_resnet18_cpu/tensorboard_trace_handler/resnet18/LE-PC-DE-16_8780.1672914269646.pt.trace.json",
+        "cpu",
+    ),
 ]
 BERT_XPLANE = "tf2_xplane_bert_multigpu/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb"
 
@@ -152,8 +161,9 @@ def run_child(argv: list[str], extra_env: dict | None = None) -> dict:
     """Run one fresh process; its wall time, its own peak RSS and the JSON it printed."""
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
-        child = subprocess.Popen(argv, stdout=stdout, stderr=stderr, cwd=REPO,
-                                 env={**os.environ, **_QUIET, **(extra_env or {})})
+        child = subprocess.Popen(
+            argv, stdout=stdout, stderr=stderr, cwd=REPO, env={**os.environ, **_QUIET, **(extra_env or {})}
+        )
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - started
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -192,26 +202,48 @@ def summarise(runs: list[dict]) -> dict:
 
 def ensure_hta() -> str | None:
     """The HTA virtual environment (made once); its version, or None with a message."""
-    probe = [str(HTA_PYTHON), "-c", ("import importlib.metadata as m; import hta; print(m.version("
-                                     "'HolisticTraceAnalysis'), m.version('pandas'), m.version('numpy'))")]
+    probe = [
+        str(HTA_PYTHON),
+        "-c",
+        (
+            "import importlib.metadata as m; import hta; print(m.version("
+            "'HolisticTraceAnalysis'), m.version('pandas'), m.version('numpy'))"
+        ),
+    ]
     if HTA_PYTHON.exists():
         done = subprocess.run(probe, check=False, capture_output=True, text=True)
         if done.returncode == 0 and done.stdout.split()[0] == HTA_VERSION:
             return done.stdout.strip()
-    print(f"making {HTA_VENV.relative_to(REPO)} with HolisticTraceAnalysis=={HTA_VERSION} (about 30 s, once) ...",
-          flush=True)
+    print(
+        f"making {HTA_VENV.relative_to(REPO)} with HolisticTraceAnalysis=={HTA_VERSION} (about 30 s, once) ...",
+        flush=True,
+    )
     try:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(HTA_VENV)], check=True, capture_output=True)
-        subprocess.run([str(HTA_PYTHON), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        f"HolisticTraceAnalysis=={HTA_VERSION}"], check=True, capture_output=True, text=True,
-                       timeout=1800)
+        subprocess.run(
+            [
+                str(HTA_PYTHON),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"HolisticTraceAnalysis=={HTA_VERSION}",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
         done = subprocess.run(probe, capture_output=True, text=True, check=True)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
         detail = getattr(error, "stderr", None) or str(error)
         detail = detail if isinstance(detail, str) else detail.decode(errors="replace")
         lines = [line for line in detail.strip().splitlines() if "is ignored" not in line]
-        print(f"HTA skipped: could not install HolisticTraceAnalysis=={HTA_VERSION} into "
-              f"{HTA_VENV.relative_to(REPO)}: {(lines or ['?'])[-1][:300]}")
+        print(
+            f"HTA skipped: could not install HolisticTraceAnalysis=={HTA_VERSION} into "
+            f"{HTA_VENV.relative_to(REPO)}: {(lines or ['?'])[-1][:300]}"
+        )
         return None
     return done.stdout.strip()
 
@@ -246,15 +278,20 @@ def relative(peer: float, ours: float) -> str:
 def per_op_agreement(ours: dict, peer: dict) -> str:
     both = set(ours) & set(peer)
     differences = {name: (peer[name] - ours[name]) / ours[name] for name in both if ours[name]}
-    differing = sorted((name for name, value in differences.items() if abs(value) > 1e-4),
-                       key=lambda name: -abs(differences[name]))
-    text = (f"{len(both)} ops in both (tb-opcompare {len(ours)}, peer {len(peer)}), summed over them "
-            f"{relative(sum(peer[n] for n in both), sum(ours[n] for n in both))}; ")
+    differing = sorted(
+        (name for name, value in differences.items() if abs(value) > 1e-4), key=lambda name: -abs(differences[name])
+    )
+    text = (
+        f"{len(both)} ops in both (tb-opcompare {len(ours)}, peer {len(peer)}), summed over them "
+        f"{relative(sum(peer[n] for n in both), sum(ours[n] for n in both))}; "
+    )
     if not differing:
         return text + "every one within 0.01%"
     worst = differing[0]
-    return (text + f"{len(differing)} differ by more than 0.01%, most {worst} ({ours[worst]:,.1f} vs "
-            f"{peer[worst]:,.1f} us, {differences[worst]:+.1%})")
+    return (
+        text + f"{len(differing)} differ by more than 0.01%, most {worst} ({ours[worst]:,.1f} vs "
+        f"{peer[worst]:,.1f} us, {differences[worst]:+.1%})"
+    )
 
 
 def print_table(title: str, peer: str, rows: list[list[str]]) -> None:
@@ -262,8 +299,13 @@ def print_table(title: str, peer: str, rows: list[list[str]]) -> None:
     widths = [max(len(str(row[i])) for row in [header] + rows) for i in range(len(header))]
     print(f"\n{title}")
     for row in [header] + rows:
-        print("  " + "  ".join(str(cell).ljust(width) if i < 2 else str(cell).rjust(width)
-                               for i, (cell, width) in enumerate(zip(row, widths))))
+        print(
+            "  "
+            + "  ".join(
+                str(cell).ljust(width) if i < 2 else str(cell).rjust(width)
+                for i, (cell, width) in enumerate(zip(row, widths))
+            )
+        )
 
 
 def table_row(label: str, path: Path, ours: dict, peer: dict) -> list[str]:
@@ -279,20 +321,28 @@ LARGE_TORCH_BYTES = 200 * 2**20
 def recorded_traces(prefix: str, pattern: str) -> list[Path]:
     """Traces ``bench_readers.py`` recorded (``benchmarks/.data/<prefix><steps>/``); not
     its tiled copies (``…_x4``), which only our reader is timed on."""
-    return [path for folder in DATA.glob(f"{prefix}*") if folder.name[len(prefix):].isdigit()
-            for path in folder.glob(f"**/{pattern}")]
+    return [
+        path
+        for folder in DATA.glob(f"{prefix}*")
+        if folder.name[len(prefix) :].isdigit()
+        for path in folder.glob(f"**/{pattern}")
+    ]
 
 
 def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
     rows, agreement = [], []
     traces = [(label, REAL / relative_path, kind) for label, relative_path, kind in TORCH_TRACES]
-    large = sorted((path for path in recorded_traces("torch_", "*.pt.trace.json")
-                    if path.stat().st_size >= LARGE_TORCH_BYTES), key=lambda p: p.stat().st_size)
+    large = sorted(
+        (path for path in recorded_traces("torch_", "*.pt.trace.json") if path.stat().st_size >= LARGE_TORCH_BYTES),
+        key=lambda p: p.stat().st_size,
+    )
     if large:  # the smallest of them: HTA takes minutes on one
         traces.append((f"CNN train, CPU ({large[0].relative_to(DATA).parts[0]})", large[0], "cpu"))
     else:
-        print("(no recorded PyTorch trace of 200 MiB or more under benchmarks/.data: "
-              "`python benchmarks/bench_readers.py` makes one)")
+        print(
+            "(no recorded PyTorch trace of 200 MiB or more under benchmarks/.data: "
+            "`python benchmarks/bench_readers.py` makes one)"
+        )
     for label, path, kind in traces:
         if not path.exists():
             agreement.append(f"{label}: {path} is missing; skipped")
@@ -311,21 +361,31 @@ def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
         if "error" in ours or "error" in peer:
             agreement.append(f"{label}: tb-opcompare {ours.get('error', 'ok')}; HTA {peer.get('error', 'ok')}")
         elif kind == "gpu":
-            exact = run_child([str(HTA_PYTHON), "-c", _HTA, "gpu-exact", str(path.parent)],
-                              {"HTA_DISABLE_NS_ROUNDING": "1"})
-            exact_text = (exact["error"] if "error" in exact else
-                          f"{exact['device_us']:,.1f} us ({relative(exact['device_us'], ours['device_us'])})")
+            exact = run_child(
+                [str(HTA_PYTHON), "-c", _HTA, "gpu-exact", str(path.parent)], {"HTA_DISABLE_NS_ROUNDING": "1"}
+            )
+            exact_text = (
+                exact["error"]
+                if "error" in exact
+                else f"{exact['device_us']:,.1f} us ({relative(exact['device_us'], ours['device_us'])})"
+            )
             agreement.append(
                 f"{label}: GPU time: tb-opcompare {ours['device_us']:,.1f} us; HTA defaults "
                 f"{peer['device_us']:,.1f} us ({relative(peer['device_us'], ours['device_us'])}); HTA with the last "
-                f"profiler step kept and ns rounding off {exact_text}")
+                f"profiler step kept and ns rounding off {exact_text}"
+            )
         else:
             ours_total, peer_total = sum(ours["host_us"].values()), sum(peer["host_us"].values())
             agreement.append(
                 f"{label}: inclusive CPU op time: tb-opcompare {ours_total:,.1f} us; HTA {peer_total:,.1f} us "
-                f"({relative(peer_total, ours_total)}); {per_op_agreement(ours['host_us'], peer['host_us'])}")
-    print_table("PyTorch traces: tb-opcompare reader vs HTA (wall s of the whole process (s after imports), "
-                "peak RSS MiB; ratio = HTA / tb-opcompare)", "HTA", rows)
+                f"({relative(peer_total, ours_total)}); {per_op_agreement(ours['host_us'], peer['host_us'])}"
+            )
+    print_table(
+        "PyTorch traces: tb-opcompare reader vs HTA (wall s of the whole process (s after imports), "
+        "peak RSS MiB; ratio = HTA / tb-opcompare)",
+        "HTA",
+        rows,
+    )
     return agreement
 
 
@@ -348,8 +408,11 @@ def xplane_benchmarks(repeat: int, quick: bool) -> list[str]:
         def fresh_copy(path=path):
             scratch = Path(tempfile.mkdtemp(prefix="bench-peers-"))
             shutil.copy(path, scratch / path.name)
-            return ([sys.executable, "-c", _XPROF, str(scratch / path.name)], None,
-                    lambda: shutil.rmtree(scratch, ignore_errors=True))
+            return (
+                [sys.executable, "-c", _XPROF, str(scratch / path.name)],
+                None,
+                lambda: shutil.rmtree(scratch, ignore_errors=True),
+            )
 
         ours, peer = measure_pair([sys.executable, "-c", _OURS, "xplane", str(path)], fresh_copy, repeat)
         rows.append(table_row(label, path, ours, peer))
@@ -359,13 +422,18 @@ def xplane_benchmarks(repeat: int, quick: bool) -> list[str]:
         ours_total, peer_total = sum(ours["host_us"].values()), sum(peer["host_us"].values())
         device = ""
         if ours["device_us"] or peer["device_us"]:
-            device = (f"; GPU time: tb-opcompare {ours['device_us']:,.1f} us, " +
-                      (f"xprof {peer['device_us']:,.1f} us" if peer["device_us"] else "xprof gives no Device rows"))
+            device = f"; GPU time: tb-opcompare {ours['device_us']:,.1f} us, " + (
+                f"xprof {peer['device_us']:,.1f} us" if peer["device_us"] else "xprof gives no Device rows"
+            )
         agreement.append(
             f"{label}: host self time: tb-opcompare {ours_total:,.1f} us; xprof {peer_total:,.1f} us "
-            f"({relative(peer_total, ours_total)}); {per_op_agreement(ours['host_us'], peer['host_us'])}{device}")
-    print_table("TF xplanes: tb-opcompare reader vs xprof framework_op_stats (as above; ratio = xprof / "
-                "tb-opcompare)", "xprof", rows)
+            f"({relative(peer_total, ours_total)}); {per_op_agreement(ours['host_us'], peer['host_us'])}{device}"
+        )
+    print_table(
+        "TF xplanes: tb-opcompare reader vs xprof framework_op_stats (as above; ratio = xprof / tb-opcompare)",
+        "xprof",
+        rows,
+    )
     return agreement
 
 

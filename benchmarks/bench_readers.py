@@ -94,24 +94,44 @@ def measure(kind: str, path: Path, repeat: int, pure_python: bool = False) -> di
             scratch = Path(tempfile.mkdtemp())
             target = scratch / path.name
             shutil.copy(path, target)
-        out = subprocess.run([sys.executable, "-c", _MEASURE, kind, str(target)], capture_output=True, text=True,
-                             cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3",
-                                          **extra_env})
+        out = subprocess.run(
+            [sys.executable, "-c", _MEASURE, kind, str(target)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3", **extra_env},
+        )
         if out.returncode:
             raise SystemExit(f"{kind} failed:\n{out.stderr[-2000:]}")
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     best = min(runs, key=lambda r: r["seconds"])
-    return {"seconds": best["seconds"], "peak_mb": max(r["peak_mb"] for r in runs),
-            "added_mb": max(r["added_mb"] for r in runs), "result": best["result"]}
+    return {
+        "seconds": best["seconds"],
+        "peak_mb": max(r["peak_mb"] for r in runs),
+        "added_mb": max(r["added_mb"] for r in runs),
+        "result": best["result"],
+    }
 
 
 def record_xplane(steps: int) -> Path:
     out = DATA / f"xplane_{steps}"
     found = sorted(out.glob("**/*.xplane.pb"))
     if not found:
-        subprocess.run([sys.executable, str(REPO / "tests/fixtures/record_tf_keras.py"), str(out), "--batch-sizes", "32",
-                        "--steps", str(steps + 4), "--profile-steps", f"2,{steps + 1}"], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "tests/fixtures/record_tf_keras.py"),
+                str(out),
+                "--batch-sizes",
+                "32",
+                "--steps",
+                str(steps + 4),
+                "--profile-steps",
+                f"2,{steps + 1}",
+            ],
+            check=True,
+            capture_output=True,
+        )
         found = sorted(out.glob("**/*.xplane.pb"))
     return found[0]
 
@@ -144,8 +164,9 @@ def tile_xplane(source: Path, copies: int) -> Path:
             continue
         plane = bytes(data[start:end])
         lines = [bytes(data[tag:value_end]) for field, tag, _, value_end in fields(data, start, end) if field == 3]
-        is_host = any(field == 2 and bytes(data[a:b]).startswith(b"/host:")
-                      for field, _, a, b in fields(data, start, end))
+        is_host = any(
+            field == 2 and bytes(data[a:b]).startswith(b"/host:") for field, _, a, b in fields(data, start, end)
+        )
         planes.append(length_delimited(1, plane + b"".join(lines) * (copies - 1) if is_host else plane))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(b"".join(planes))
@@ -166,8 +187,10 @@ def record_torch(steps: int) -> Path:
 
 
 def report(label: str, figures: dict) -> None:
-    print(f"  {label}: {figures['seconds']:.2f} s, peak RSS {figures['peak_mb']:.0f} MB "
-          f"(+{figures['added_mb']:.0f} MB over the process after imports)")
+    print(
+        f"  {label}: {figures['seconds']:.2f} s, peak RSS {figures['peak_mb']:.0f} MB "
+        f"(+{figures['added_mb']:.0f} MB over the process after imports)"
+    )
 
 
 def main() -> None:
@@ -175,16 +198,22 @@ def main() -> None:
     parser.add_argument("--xplane-steps", type=int, default=1200)
     parser.add_argument("--torch-steps", type=int, default=2500)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--xplane-copies", type=int, default=1,
-                        help="also read the recorded xplane with its host threads repeated N times (see tile_xplane); "
-                             "xprof is not run on it")
+    parser.add_argument(
+        "--xplane-copies",
+        type=int,
+        default=1,
+        help="also read the recorded xplane with its host threads repeated N times (see tile_xplane); "
+        "xprof is not run on it",
+    )
     args = parser.parse_args()
     DATA.mkdir(exist_ok=True)
 
     xplane = record_xplane(args.xplane_steps)
     head_to_head("xplane", xplane, "ours-xplane", "xprof", "xprof", 3, args.repeat)
-    report("tb-opcompare without its C extension (TB_OPCOMPARE_PURE_PYTHON=1)",
-           measure("ours-xplane", xplane, args.repeat, pure_python=True))
+    report(
+        "tb-opcompare without its C extension (TB_OPCOMPARE_PURE_PYTHON=1)",
+        measure("ours-xplane", xplane, args.repeat, pure_python=True),
+    )
     if args.xplane_copies > 1:
         tiled = tile_xplane(xplane, args.xplane_copies)
         size_mb = tiled.stat().st_size / 2**20
@@ -193,17 +222,32 @@ def main() -> None:
         report("tb-opcompare", ours)
         print(f"  memory added by the read / file size {ours['added_mb'] / size_mb:.2f}x (target <= 2x)")
     torch_trace = record_torch(args.torch_steps)
-    head_to_head("chrome trace", torch_trace, "ours-json", "orjson-python",
-                 "orjson.loads, then per-op self times in Python", 5, args.repeat)
-    head_to_head("chrome trace", torch_trace, "ours-json", "orjson",
-                 "orjson.loads alone (decode only, no per-op work)", 5, args.repeat)
+    head_to_head(
+        "chrome trace",
+        torch_trace,
+        "ours-json",
+        "orjson-python",
+        "orjson.loads, then per-op self times in Python",
+        5,
+        args.repeat,
+    )
+    head_to_head(
+        "chrome trace",
+        torch_trace,
+        "ours-json",
+        "orjson",
+        "orjson.loads alone (decode only, no per-op work)",
+        5,
+        args.repeat,
+    )
 
 
 _measured: dict[tuple[str, Path], dict] = {}
 
 
-def head_to_head(title: str, path: Path, ours_kind: str, reference_kind: str, reference_label: str,
-                 speed_target: float, repeat: int) -> None:
+def head_to_head(
+    title: str, path: Path, ours_kind: str, reference_kind: str, reference_label: str, speed_target: float, repeat: int
+) -> None:
     size_mb = path.stat().st_size / 2**20
     if (ours_kind, path) not in _measured:
         _measured[ours_kind, path] = measure(ours_kind, path, repeat)
@@ -214,8 +258,11 @@ def head_to_head(title: str, path: Path, ours_kind: str, reference_kind: str, re
     report(reference_label, reference)
     if reference_kind == "orjson-python" and ours["result"] != reference["result"]:
         print(f"  ! the reference found {reference['result']} ops/rows, tb-opcompare {ours['result']}")
-    print(f"  speed-up {reference['seconds'] / ours['seconds']:.1f}x (target >= {speed_target:g}x); "
-          f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)")
+    print(
+        f"  speed-up {reference['seconds'] / ours['seconds']:.1f}x (target >= {speed_target:g}x); "
+        f"memory added by the read / file size {ours['added_mb'] / size_mb:.1f}x (target <= 3x)"
+    )
+
 
 if __name__ == "__main__":
     main()

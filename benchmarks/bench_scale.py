@@ -49,8 +49,13 @@ print(json.dumps({"first": first, "memory_hit": again, "added_mb": peak - before
 
 
 def read_in_fresh_process(logdir: Path, cache_dir: Path, run: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _READ, str(logdir), str(cache_dir), run], capture_output=True,
-                         text=True, cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _READ, str(logdir), str(cache_dir), run],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -67,10 +72,14 @@ def bench_reads(path: Path, label: str) -> None:
         size_mb = path.stat().st_size / 1e6
         stored_mb = sum(p.stat().st_size for p in cache_dir.rglob("*.msgpack")) / 1e6
         print(f"{label} ({size_mb:.1f} MB, {cold['ops']} ops):")
-        print(f"  cold read (parse + store): {cold['first'] * 1000:,.0f} ms, +{cold['added_mb']:.0f} MB RSS "
-              f"({cold['added_mb'] / size_mb:.1f}x the file)")
-        print(f"  warm read, new process (disk cache, {stored_mb:.2f} MB): {warm['first'] * 1000:,.1f} ms, "
-              f"parsed {warm['parsed']} times, +{warm['added_mb']:.0f} MB RSS")
+        print(
+            f"  cold read (parse + store): {cold['first'] * 1000:,.0f} ms, +{cold['added_mb']:.0f} MB RSS "
+            f"({cold['added_mb'] / size_mb:.1f}x the file)"
+        )
+        print(
+            f"  warm read, new process (disk cache, {stored_mb:.2f} MB): {warm['first'] * 1000:,.1f} ms, "
+            f"parsed {warm['parsed']} times, +{warm['added_mb']:.0f} MB RSS"
+        )
         print(f"  warm read, same process (memory): {warm['memory_hit'] * 1e6:,.0f} µs")
 
 
@@ -109,9 +118,11 @@ def bench_listing(runs: int) -> None:
             again, body = get(f"{url}/data/plugin/op_compare/runs?load=0")
             listed = len(json.loads(body)["runs"])
             full, _ = get(f"{url}/data/plugin/op_compare/runs")
-        print(f"listing {runs} runs (no trace read): {in_process * 1000:,.0f} ms in process "
-              f"({len(document['runs'])} runs, {len(document['pairs'])} pairs); over HTTP {first * 1000:,.0f} ms, "
-              f"again {again * 1000:,.0f} ms ({listed} runs)")
+        print(
+            f"listing {runs} runs (no trace read): {in_process * 1000:,.0f} ms in process "
+            f"({len(document['runs'])} runs, {len(document['pairs'])} pairs); over HTTP {first * 1000:,.0f} ms, "
+            f"again {again * 1000:,.0f} ms ({listed} runs)"
+        )
         print(f"  full listing, every trace read and cached: {full:,.1f} s")
 
 
@@ -129,13 +140,17 @@ def bench_compare_and_browser(requests: int) -> None:
             rows = len(json.loads(body)["rows"])
             timings = sorted(get(url + compare)[0] for _ in range(requests))
             csv_time, _ = get(url + compare.replace("/compare?", "/compare.csv?"))
-            print(f"compare API, {rows}-row pair: cold {cold * 1000:,.0f} ms; warm median "
-                  f"{statistics.median(timings) * 1000:.0f} ms, p95 {timings[int(0.95 * (len(timings) - 1))] * 1000:.0f} ms "
-                  f"over {requests}; compare.csv {csv_time * 1000:.0f} ms")
+            print(
+                f"compare API, {rows}-row pair: cold {cold * 1000:,.0f} ms; warm median "
+                f"{statistics.median(timings) * 1000:.0f} ms, p95 {timings[int(0.95 * (len(timings) - 1))] * 1000:.0f} ms "
+                f"over {requests}; compare.csv {csv_time * 1000:.0f} ms"
+            )
             first_table = browser_first_table(url, pair)
             if first_table is not None:
-                print(f"  time to first rendered table in Chromium (warm server, page load included): "
-                      f"{first_table * 1000:,.0f} ms")
+                print(
+                    f"  time to first rendered table in Chromium (warm server, page load included): "
+                    f"{first_table * 1000:,.0f} ms"
+                )
 
 
 def browser_first_table(url: str, pair: dict) -> float | None:
@@ -146,9 +161,17 @@ def browser_first_table(url: str, pair: dict) -> float | None:
 
     fragment = "#op_compare" + "".join(f"&p.op_compare.{k}={urllib.parse.quote(v, safe='')}" for k, v in pair.items())
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=[
-            "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        browser = playwright.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         page = browser.new_page(viewport={"width": 1500, "height": 1000})
         best = None
         for _ in range(3):
@@ -186,10 +209,13 @@ def write_million_op_runs(root: Path, ops: int) -> Path:
     for device, scale in (("cpu", 1.0), ("gpu", 0.5)):
         run = root / f"big_{device}"
         run.mkdir(parents=True, exist_ok=True)
-        nodes = ",".join(f'"layer{i}/op{i}": {{"duration": {(i % 97 + 1) * scale}, "output": {{}}, "total_bytes": 0}}'
-                         for i in range(ops))
+        nodes = ",".join(
+            f'"layer{i}/op{i}": {{"duration": {(i % 97 + 1) * scale}, "output": {{}}, "total_bytes": 0}}'
+            for i in range(ops)
+        )
         (run / "summary.json").write_text(
-            f'{{"app_stats": {{}}, "op_stats": {{"m": {{"0": {{"h": {{"{device.upper()}": {{{nodes}}}}}}}}}}}}}')
+            f'{{"app_stats": {{}}, "op_stats": {{"m": {{"0": {{"h": {{"{device.upper()}": {{{nodes}}}}}}}}}}}}}'
+        )
     return root
 
 

@@ -68,8 +68,12 @@ def free_port() -> int:
 def time_start(mode: str, logdir: Path, env: dict) -> float:
     port = free_port()
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", SERVER, mode, str(logdir), str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVER, mode, str(logdir), str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         while True:
             try:
@@ -97,8 +101,9 @@ def main() -> None:
         logdir = scratch / "demo_logs"
         shutil.copytree(REPO / "demo_logs", logdir)
         env = {**os.environ, "TB_OPCOMPARE_CACHE_DIR": str(scratch / "cache")}
-        output = subprocess.run([sys.executable, "-c", IMPORTS, str(logdir)], env=env, capture_output=True, text=True,
-                                check=True).stdout.strip()
+        output = subprocess.run(
+            [sys.executable, "-c", IMPORTS, str(logdir)], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
         load_ms, heavy = output.split(" ", 1)
         times = {"without": [], "with": []}
         for _ in range(args.runs):
@@ -108,8 +113,10 @@ def main() -> None:
         print(f"TensorBoard start to first plugins_listing answer, median of {args.runs}:")
         print(f"  every other installed plugin:     {without:6.2f} s")
         print(f"  plus Op Compare:                  {with_plugin:6.2f} s  ({(with_plugin - without) * 1000:+.0f} ms)")
-        print(f"entry point import + load + is_active, after TensorBoard's own imports: {float(load_ms):.0f} ms; "
-              f"heavy modules imported: {heavy}")
+        print(
+            f"entry point import + load + is_active, after TensorBoard's own imports: {float(load_ms):.0f} ms; "
+            f"heavy modules imported: {heavy}"
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 # read as another run (`cnn_gpubs64`), a zero-width space hides that two names differ.
 # frontend/format.js's visibleText is the same rule (tests/golden/text_cases.json).
 INVISIBLE = (0x00AD, 0x061C, 0x180E, *range(0x200B, 0x2010), *range(0x202A, 0x202F), *range(0x2060, 0x2070), 0xFEFF)
-_CONTROL = {**{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
-            **{code: f"\\u{code:04x}" for code in INVISIBLE}}
+_CONTROL = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+    **{code: f"\\u{code:04x}" for code in INVISIBLE},
+}
 
 
 def escape_control_characters(text: str) -> str:

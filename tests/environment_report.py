@@ -25,12 +25,16 @@ def _cpu() -> str:
 
 
 def main() -> None:
-    print(f"test environment: Python {platform.python_version()} on {platform.machine()} {_cpu()}, "
-          f"{os.cpu_count()} cores")
+    print(
+        f"test environment: Python {platform.python_version()} on {platform.machine()} {_cpu()}, {os.cpu_count()} cores"
+    )
     for package in ("numpy", "pandas", "torch", "tensorflow-cpu", "tensorboard", "xprof", "protobuf"):
         print(f"  {package} {_version(package)}")
-    blas = {name: os.environ[name] for name in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
-            if name in os.environ}
+    blas = {
+        name: os.environ[name]
+        for name in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")
+        if name in os.environ
+    }
     print(f"  BLAS environment: {blas or 'none set'}")
     import numpy
 

@@ -22,7 +22,7 @@ def plugin_client(logdir, cache_dir: str | None = None, max_read_gb: float = 0) 
 
     def dispatch(environ, start_response):
         path = environ.get("PATH_INFO", "")
-        route = path[len(PREFIX):] if path.startswith(PREFIX) else None
+        route = path[len(PREFIX) :] if path.startswith(PREFIX) else None
         if route not in apps:
             return wrappers.Response("not found", status=404)(environ, start_response)
         return apps[route](environ, start_response)

@@ -62,10 +62,16 @@ def build_corpus(root: Path) -> list[Case]:
     xplane = XPLANE.read_bytes()
 
     cases.append(Case("xplane_empty", _xplane_run(root, "xplane_empty", b""), "the file is empty (0 bytes)"))
-    cases.append(Case("xplane_truncated", _xplane_run(root, "xplane_truncated", xplane[: len(xplane) // 3]),
-                      "truncated"))
-    cases.append(Case("xplane_random_bytes", _xplane_run(root, "xplane_random_bytes", rng.randbytes(4096)),
-                      "not a valid XSpace protobuf"))
+    cases.append(
+        Case("xplane_truncated", _xplane_run(root, "xplane_truncated", xplane[: len(xplane) // 3]), "truncated")
+    )
+    cases.append(
+        Case(
+            "xplane_random_bytes",
+            _xplane_run(root, "xplane_random_bytes", rng.randbytes(4096)),
+            "not a valid XSpace protobuf",
+        )
+    )
 
     plain = TORCH_TRACE.read_bytes()
     packed = gzip.compress(plain)
@@ -110,9 +116,18 @@ def build_corpus(root: Path) -> list[Case]:
     # Kernels whose correlation id matches no launch: real traces have them (launches
     # before the profiling window); they are kept under their kernel names, with a warning.
     trace = _torch_events()
-    trace["traceEvents"].append({"ph": "X", "cat": "kernel", "name": "orphan_gemm_kernel", "pid": 0, "tid": 7,
-                                 "ts": trace["traceEvents"][-1].get("ts", 0), "dur": 12.5,
-                                 "args": {"correlation": 987654321}})
+    trace["traceEvents"].append(
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "orphan_gemm_kernel",
+            "pid": 0,
+            "tid": 7,
+            "ts": trace["traceEvents"][-1].get("ts", 0),
+            "dur": 12.5,
+            "args": {"correlation": 987654321},
+        }
+    )
 
     def orphan_check(loaded):
         ops = loaded.profile.ops.set_index("op_name")
@@ -127,8 +142,10 @@ def build_corpus(root: Path) -> list[Case]:
     path = root / "summary_wrong_nesting" / "summary.json"
     path.write_text(json.dumps(summary))
     cases.append(Case("summary_wrong_nesting", path, "op_stats"))
-    for run, duration, problem in (("summary_negative_duration", -5, "duration -5.0 µs is negative"),
-                                   ("summary_huge_duration", 1e308, "duration 1e+308 µs is not a real duration")):
+    for run, duration, problem in (
+        ("summary_negative_duration", -5, "duration -5.0 µs is negative"),
+        ("summary_huge_duration", 1e308, "duration 1e+308 µs is not a real duration"),
+    ):
         summary = json.loads(SUMMARY.read_text())
         nodes = next(iter(next(iter(next(iter(summary["op_stats"].values())).values())).values()))["CPU"]
         name = next(iter(nodes))

@@ -31,15 +31,21 @@ class S3Server:
     def env(self, user: str = "writer") -> dict[str, str]:
         """The standard AWS environment a process finds the bucket by, as ``user``."""
         key, secret = self.keys[user]
-        return {"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": self.url, "AWS_EC2_METADATA_DISABLED": "true"}
+        return {
+            "AWS_ACCESS_KEY_ID": key,
+            "AWS_SECRET_ACCESS_KEY": secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
 
     def client(self, user: str = "writer"):
         import boto3
 
         key, secret = self.keys[user]
-        return boto3.client("s3", endpoint_url=self.url, aws_access_key_id=key, aws_secret_access_key=secret,
-                            region_name="us-east-1")
+        return boto3.client(
+            "s3", endpoint_url=self.url, aws_access_key_id=key, aws_secret_access_key=secret, region_name="us-east-1"
+        )
 
     def upload(self, local: Path, bucket: str, prefix: str) -> None:
         client = self.client()
@@ -62,8 +68,12 @@ def s3_server(log: Path):
         port = probe.getsockname()[1]
     env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(_SETUP_ACTIONS)}
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   env=env, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -77,8 +87,9 @@ def s3_server(log: Path):
         url = f"http://127.0.0.1:{port}"
         import boto3
 
-        iam = boto3.client("iam", endpoint_url=url, aws_access_key_id="setup", aws_secret_access_key="setup",
-                           region_name="us-east-1")
+        iam = boto3.client(
+            "iam", endpoint_url=url, aws_access_key_id="setup", aws_secret_access_key="setup", region_name="us-east-1"
+        )
         keys = {}
         for user, actions in (("writer", ["s3:*"]), ("reader", READ_ONLY)):
             iam.create_user(UserName=user)

@@ -23,17 +23,37 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_tensorboard(logdir: Path, timeout: float = 90.0, env: dict | None = None,
-                        python: str = sys.executable, cwd: Path | None = None, flags: tuple[str, ...] = ()):
+def running_tensorboard(
+    logdir: Path,
+    timeout: float = 90.0,
+    env: dict | None = None,
+    python: str = sys.executable,
+    cwd: Path | None = None,
+    flags: tuple[str, ...] = (),
+):
     """``python``: the interpreter whose TensorBoard (and installed plugin) to start;
     ``flags``: more of TensorBoard's command line (``--opcompare_max_read_gb``, ...)."""
     port = free_port()
     # The server's log goes to the temp dir, never beside the logdir (which may be in the checkout).
     log = open(Path(tempfile.gettempdir()) / f"opcompare-tensorboard-{port}.log", "w+")
     process = subprocess.Popen(
-        [python, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", "127.0.0.1",
-         "--port", str(port), "--load_fast=false", *flags],
-        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd,
+        [
+            python,
+            "-m",
+            "tensorboard.main",
+            "--logdir",
+            str(logdir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--load_fast=false",
+            *flags,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -35,8 +35,11 @@ def test_mtia_runs_are_mtia_runs_with_their_kernels(catalog, run):
     """The kernels: the command processor's events a runtime call launched (a correlation
     id), summed as the raw trace has them; DMA requests and waits without one are not."""
     raw = _raw(run)
-    kernels = [event for event in raw["traceEvents"] if event.get("cat") == "mtia_ccp_events"
-               and event.get("ph") == "X" and "correlation" in event.get("args", {})]
+    kernels = [
+        event
+        for event in raw["traceEvents"]
+        if event.get("cat") == "mtia_ccp_events" and event.get("ph") == "X" and "correlation" in event.get("args", {})
+    ]
     loaded = catalog.load(run)
     facts, ops = loaded.profile.facts, loaded.profile.ops
     assert facts.device == "MTIA"
@@ -52,6 +55,7 @@ def test_mtia_runtime_calls_are_the_runtime_layer_and_the_matrix_has_an_mtia_col
     runtime_us = sum(event["dur"] for event in raw["traceEvents"] if event.get("cat") == "mtia_runtime")
     layers = {row.layer: row for row in layers_document(catalog, "mi250_train", "mtia_train").layers}
     assert layers["runtime"].target_us * (catalog.load("mtia_train").profile.facts.steps or 1) == pytest.approx(
-        runtime_us, rel=1e-6)
+        runtime_us, rel=1e-6
+    )
     columns = [column.device for column in matrix_document(catalog).columns]
     assert "MTIA" in columns and "GPU" in columns

@@ -17,8 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-SOURCES = {"tf": FIXTURES / "tf_modes" / "logdir", "ranks": FIXTURES / "gpu_h200" / "ranks",
-           "user": FIXTURES / "user_logdirs" / "torch_h200"}
+SOURCES = {
+    "tf": FIXTURES / "tf_modes" / "logdir",
+    "ranks": FIXTURES / "gpu_h200" / "ranks",
+    "user": FIXTURES / "user_logdirs" / "torch_h200",
+}
 
 
 @pytest.fixture(scope="module")
@@ -32,15 +35,24 @@ def bucket(tmp_path_factory):
         port = probe.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+    }
     local = tmp_path_factory.mktemp("bucket") / "logs"
     for name, source in SOURCES.items():
         shutil.copytree(source, local / name)
     import boto3
 
-    client = boto3.client("s3", aws_access_key_id="testing", aws_secret_access_key="testing",
-                          region_name="us-east-1", endpoint_url=env["AWS_ENDPOINT_URL"])
+    client = boto3.client(
+        "s3",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+    )
     client.create_bucket(Bucket="team")
     for path in local.rglob("*"):
         if path.is_file():
@@ -51,12 +63,34 @@ def bucket(tmp_path_factory):
 
 def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:
     executable = Path(sys.executable).parent / "tb-opcompare"
-    return subprocess.run([str(executable), *args, "--json", "--no-cache"], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
+    return subprocess.run(
+        [str(executable), *args, "--json", "--no-cache"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
 
 
-FACTS = ("run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps", "steps_source",
-         "step_time_us", "model", "model_source", "precision", "compiler", "framework", "repeat", "warnings", "loaded")
+FACTS = (
+    "run",
+    "format",
+    "device",
+    "device_name",
+    "batch_size",
+    "batch_size_source",
+    "steps",
+    "steps_source",
+    "step_time_us",
+    "model",
+    "model_source",
+    "precision",
+    "compiler",
+    "framework",
+    "repeat",
+    "warnings",
+    "loaded",
+)
 
 
 def test_a_bucket_logdir_lists_and_compares_as_it_does_on_disk(bucket):
@@ -71,7 +105,9 @@ def test_a_bucket_logdir_lists_and_compares_as_it_does_on_disk(bucket):
         assert len(theirs["sessions"]) == len(ours["sessions"])
     assert remote_runs["pairs"] == disk_runs["pairs"] and remote_runs["suggested"] == disk_runs["suggested"]
     pair = ("--baseline", "ranks/ddp_cnn_cpu", "--target", "ranks/ddp_cnn_gpu")
-    remote_compare, disk_compare = (json.loads(_cli(env, "compare", where, *pair).stdout) for where in (url, str(local)))
+    remote_compare, disk_compare = (
+        json.loads(_cli(env, "compare", where, *pair).stdout) for where in (url, str(local))
+    )
     for figure in ("headline_speedup", "headline_text", "matched_ops", "overall_speedup", "geomean_speedup"):
         assert remote_compare["summary"][figure] == disk_compare["summary"][figure], figure
     assert remote_compare["rows"] == disk_compare["rows"]
@@ -108,7 +144,9 @@ def test_a_trace_rewritten_in_the_bucket_is_read_again(bucket, monkeypatch, tmp_
     client.upload_file(str(other), "team", f"changing/run/{trace.name}")  # rewritten in place
     catalog.sources(refresh=True)
     assert catalog.load("run").profile.facts.batch_size != first
-    client.upload_file(str(trace), "team", "changing/run/vm_2.2.pt.trace.json" + (".gz" if trace.name.endswith(".gz") else ""))
+    client.upload_file(
+        str(trace), "team", "changing/run/vm_2.2.pt.trace.json" + (".gz" if trace.name.endswith(".gz") else "")
+    )
     catalog.sources(refresh=True)  # a trace added to a listed folder is read
     assert len(catalog.source("run").sessions) == 2 and catalog.load("run") is not None
 
@@ -116,11 +154,16 @@ def test_a_trace_rewritten_in_the_bucket_is_read_again(bucket, monkeypatch, tmp_
 def test_a_bucket_without_credentials_is_named_not_a_traceback(bucket, tmp_path):
     env, url, _ = bucket
     bare = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
-    bare.update(AWS_ENDPOINT_URL=env["AWS_ENDPOINT_URL"], AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-                AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
+    bare.update(
+        AWS_ENDPOINT_URL=env["AWS_ENDPOINT_URL"],
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     executable = Path(sys.executable).parent / "tb-opcompare"
-    result = subprocess.run([str(executable), "runs", url, "--json", "--no-cache"], capture_output=True, text=True,
-                            timeout=120, env=bare)
+    result = subprocess.run(
+        [str(executable), "runs", url, "--json", "--no-cache"], capture_output=True, text=True, timeout=120, env=bare
+    )
     assert "Traceback" not in result.stderr, result.stderr[-1500:]
     (error,) = json.loads(result.stdout)["errors"]
     assert error["path"] == url and error["message"].startswith("cannot list it: ")

@@ -203,8 +203,12 @@ def test_an_index_worker_reads_the_run_it_is_given_without_walking_the_logdir(lo
     done = _index_one(str(logdir), str(tmp_path / "cache"), 0, source, source.newest_session, shared=False)
     assert (done.run, done.session, done.unreadable, done.entry) == (TORCH_RUN, source.newest_session, None, None)
     assert walks == []
-    assert Catalog(str(logdir), cache_dir=str(tmp_path / "cache")).cache.peek(
-        catalog_module.Catalog(str(logdir))._session(source, None)[1]) is not None
+    assert (
+        Catalog(str(logdir), cache_dir=str(tmp_path / "cache")).cache.peek(
+            catalog_module.Catalog(str(logdir))._session(source, None)[1]
+        )
+        is not None
+    )
 
 
 def test_a_second_tensorboard_start_serves_a_pair_without_reading_traces(logdir, tmp_path):
@@ -239,8 +243,11 @@ def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(lo
     catalog = Catalog(str(logdir), cache_dir=None)
     first = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
     made = _COMPARISONS.computed
-    again = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
-                             view=RowView(sort="speedup", top=5)))
+    again = as_json(
+        compare_document(
+            catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16", view=RowView(sort="speedup", top=5)
+        )
+    )
     assert _COMPARISONS.computed == made  # served from the memo, not recomputed
     assert again["total_rows"] == first["total_rows"] and len(again["rows"]) == 5
     target = next((logdir / "torch" / "cnn_torch_cpu_bs16").glob("*.pt.trace.json"))
@@ -249,8 +256,9 @@ def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(lo
     changed = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
     assert _COMPARISONS.computed == made + 1
     assert changed["summary"]["target"]["batch_size"] == 64
-    expected = as_json(compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4",
-                                "torch/cnn_torch_cpu_bs16"))
+    expected = as_json(
+        compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
+    )
     assert changed["rows"] == expected["rows"]
 
 

@@ -72,7 +72,8 @@ def test_one_run_a_side_is_refused_unless_allowed_and_then_learns_noise_from_rep
         r"\d+% per op\); Welch's t on the log of each run's typical time \(the median of its steps; for the "
         r"whole step, each run's median steady step wall time\); "
         r"each run's speed factor taken out of its ops",
-        document.noise), document.noise
+        document.noise,
+    ), document.noise
     whole = document.whole_step
     assert whole.speedup_low < whole.speedup < whole.speedup_high
 
@@ -80,17 +81,30 @@ def test_one_run_a_side_is_refused_unless_allowed_and_then_learns_noise_from_rep
 def test_no_repeats_means_a_warning_that_run_to_run_noise_is_unknown(tmp_path):
     for run in ("cnn_cpu_bs16_rep1", "cnnslow_cpu_bs16_rep1"):
         (tmp_path / run.replace("_rep1", "")).symlink_to(REPEATS / run)
-    document = check_document(Catalog(str(tmp_path), cache_dir=None), ["cnn_cpu_bs16"], ["cnnslow_cpu_bs16"],
-                              allow_one_run=True)
-    assert document.noise == ("bootstrap over the profiled steps (1 baseline run, 1 target run); run-to-run noise "
-                              "unknown")
+    document = check_document(
+        Catalog(str(tmp_path), cache_dir=None), ["cnn_cpu_bs16"], ["cnnslow_cpu_bs16"], allow_one_run=True
+    )
+    assert document.noise == (
+        "bootstrap over the profiled steps (1 baseline run, 1 target run); run-to-run noise unknown"
+    )
     assert any("step-to-step noise only" in warning for warning in document.warnings)
 
 
 def test_check_cli_exit_codes_and_reports(tmp_path):
     report = tmp_path / "report.md"
-    failed = run_cli("check", str(REPEATS), "--no-cache", "--baseline", ",".join(BASE), "--target", ",".join(SLOW),
-                     "--format", "markdown", "--output", str(report))
+    failed = run_cli(
+        "check",
+        str(REPEATS),
+        "--no-cache",
+        "--baseline",
+        ",".join(BASE),
+        "--target",
+        ",".join(SLOW),
+        "--format",
+        "markdown",
+        "--output",
+        str(report),
+    )
     assert failed.returncode == 1, failed.stderr
     assert failed.stdout.startswith("FAIL")
     markdown = report.read_text()
@@ -98,31 +112,62 @@ def test_check_cli_exit_codes_and_reports(tmp_path):
     regressions = markdown.split("**Regressions (1)**", 1)[1]
     assert "| head | slower |" in regressions
     # scoped to aten ops, the slowed region is not gated: the check passes
-    scoped = run_cli("check", str(REPEATS), "--no-cache", "--baseline", ",".join(BASE), "--target", ",".join(SLOW),
-                     "--ops", "^aten::", "--format", "json")
+    scoped = run_cli(
+        "check",
+        str(REPEATS),
+        "--no-cache",
+        "--baseline",
+        ",".join(BASE),
+        "--target",
+        ",".join(SLOW),
+        "--ops",
+        "^aten::",
+        "--format",
+        "json",
+    )
     assert scoped.returncode == 0, scoped.stdout
     document = msgspec.json.decode(scoped.stdout, type=CheckDocument)
     assert document.passed and document.ops == "^aten::"
     head = next(row for row in document.rows if row.key == "head")
     assert head.verdict == "not tested" and not head.gated and head.speedup_high < 1
     # a threshold above the slowdown passes too
-    tolerant = run_cli("check", str(REPEATS), "--no-cache", "--baseline", ",".join(BASE), "--target", ",".join(SLOW),
-                       "--max-regression", "300%")
+    tolerant = run_cli(
+        "check",
+        str(REPEATS),
+        "--no-cache",
+        "--baseline",
+        ",".join(BASE),
+        "--target",
+        ",".join(SLOW),
+        "--max-regression",
+        "300%",
+    )
     assert tolerant.returncode == 0, tolerant.stdout
     assert "beyond 300%" in tolerant.stdout.splitlines()[0]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--baseline", "nope,cnn_cpu_bs16_rep2", "--target", "cnn_cpu_bs16_rep1,cnn_cpu_bs16_rep3"], "nope"),
-    (["--baseline", "cnn_cpu_bs16_rep1,cnn_cpu_bs16_rep2", "--target", "cnn_cpu_bs16_rep2,cnn_cpu_bs16_rep3"],
-     "is both baseline and target"),
-    (["--baseline", "cnn_cpu_bs16_rep1", "--target", "cnn_cpu_bs16_rep2,cnn_cpu_bs16_rep3"],
-     "the baseline has one run"),
-    (["--baseline", "cnn_cpu_bs16_rep1", "--target", "cnn_cpu_bs16_rep2", "--allow-one-run", "--ops", "("],
-     "is not a valid regular expression"),
-    (["--baseline", "cnn_cpu_bs16_rep1", "--target", "cnn_cpu_bs16_rep2", "--max-regression", "five"],
-     "expected a share such as 5% or 0.05"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--baseline", "nope,cnn_cpu_bs16_rep2", "--target", "cnn_cpu_bs16_rep1,cnn_cpu_bs16_rep3"], "nope"),
+        (
+            ["--baseline", "cnn_cpu_bs16_rep1,cnn_cpu_bs16_rep2", "--target", "cnn_cpu_bs16_rep2,cnn_cpu_bs16_rep3"],
+            "is both baseline and target",
+        ),
+        (
+            ["--baseline", "cnn_cpu_bs16_rep1", "--target", "cnn_cpu_bs16_rep2,cnn_cpu_bs16_rep3"],
+            "the baseline has one run",
+        ),
+        (
+            ["--baseline", "cnn_cpu_bs16_rep1", "--target", "cnn_cpu_bs16_rep2", "--allow-one-run", "--ops", "("],
+            "is not a valid regular expression",
+        ),
+        (
+            ["--baseline", "cnn_cpu_bs16_rep1", "--target", "cnn_cpu_bs16_rep2", "--max-regression", "five"],
+            "expected a share such as 5% or 0.05",
+        ),
+    ],
+)
 def test_check_usage_errors_exit_2(args, message):
     result = run_cli("check", str(REPEATS), "--no-cache", *args)
     assert result.returncode == 2
@@ -161,7 +206,6 @@ def test_a_runs_sample_is_the_median_of_its_steps(catalog):
     assert not np.allclose(typical, np.exp(confidence.log_run_means(samples, keys)))
 
 
-
 def test_one_stalled_step_does_not_make_a_change():
     """Identical runs, three a side, ten ops; in one baseline run one step of one op
     stalled for 30x its time (a first step after a pause, a neighbour's burst). A run's
@@ -175,11 +219,9 @@ def test_one_stalled_step_does_not_make_a_change():
         time = 100 * rng.uniform(0.95, 1.05, (5, len(keys)))
         if stall:
             time[0, 0] *= 30
-        return confidence.RunSamples(keys, time.sum(axis=0), np.full(len(keys), 5.0), 5, time,
-                                     np.ones((5, len(keys))))
+        return confidence.RunSamples(keys, time.sum(axis=0), np.full(len(keys), 5.0), 5, time, np.ones((5, len(keys))))
 
-    result = confidence.compare_with_confidence([run(stall=True), run(), run()], [run(), run(), run()],
-                                                threshold=0.05)
+    result = confidence.compare_with_confidence([run(stall=True), run(), run()], [run(), run(), run()], threshold=0.05)
     table = result.table.set_index("key")
     assert table.loc["op0", "speedup"] > 1.5  # as measured (plain means), the stall shows
     assert 0.9 < table.loc["op0", "speedup_low"] < 1 < table.loc["op0", "speedup_high"] < 1.1
@@ -206,7 +248,8 @@ def test_op_time_no_step_holds_still_counts():
     profile = catalog.load(runs[2]).profile
     counted = profile.ops.iloc[counted_rows(profile.ops)]
     assert rows.loc[confidence.WHOLE_STEP, "target_mean_us"] == pytest.approx(
-        counted["self_us"].sum() / profile.facts.steps, rel=1e-9)
+        counted["self_us"].sum() / profile.facts.steps, rel=1e-9
+    )
 
 
 def test_ops_on_one_side_are_named_and_one_step_runs_are_not_tested():
@@ -263,8 +306,7 @@ def test_intervals_on_small_frames():
     def run(slowed: float, machine: float = 1.0) -> confidence.RunSamples:
         scale = np.array([slowed, *([1.0] * 9)]) * machine
         time = 100 * scale * rng.uniform(0.97, 1.03, (5, len(keys)))
-        return confidence.RunSamples(keys, time.sum(axis=0), np.full(len(keys), 5.0), 5, time,
-                                     np.ones((5, len(keys))))
+        return confidence.RunSamples(keys, time.sum(axis=0), np.full(len(keys), 5.0), 5, time, np.ones((5, len(keys))))
 
     baseline, target = [run(1), run(1), run(1)], [run(2), run(2, machine=1.2), run(2)]
     result = confidence.compare_with_confidence(baseline, target, threshold=0.05)
@@ -287,7 +329,8 @@ def test_student_t_against_printed_tables():
     quantiles = confidence.student_t_quantile(0.975, np.array([1.0, 4.0, 10.0, 30.0]))
     assert quantiles == pytest.approx([12.706, 2.776, 2.228, 2.042], abs=1e-3)
     assert confidence.student_t_cdf(np.array([-2.776, 0.0, 2.776]), np.array([4.0, 4.0, 4.0])) == pytest.approx(
-        [0.025, 0.5, 0.975], abs=1e-4)
+        [0.025, 0.5, 0.975], abs=1e-4
+    )
 
 
 def test_check_route_pools_each_runs_repeats_and_answers_the_cli_s_document():
@@ -299,18 +342,35 @@ def test_check_route_pools_each_runs_repeats_and_answers_the_cli_s_document():
     document = msgspec.json.decode(answer.data, type=CheckDocument)
     assert document.baseline == BASE and document.target == SLOW
     assert not document.passed
-    cli = run_cli("check", str(REPEATS), "--no-cache", "--baseline", "cnn_cpu_bs16_rep*", "--target",
-                  "cnnslow_cpu_bs16_rep1", "--repeats", "--format", "json")
+    cli = run_cli(
+        "check",
+        str(REPEATS),
+        "--no-cache",
+        "--baseline",
+        "cnn_cpu_bs16_rep*",
+        "--target",
+        "cnnslow_cpu_bs16_rep1",
+        "--repeats",
+        "--format",
+        "json",
+    )
     assert msgspec.json.decode(cli.stdout, type=CheckDocument) == document
 
 
-@pytest.mark.parametrize("query, status, message", [
-    ("baseline=cnn_cpu_bs16_rep1", 400, "missing parameter: target"),
-    ("baseline=cnn_cpu_bs16_rep1&target=cnn_cpu_bs16_rep2", 400, "one run cannot tell"),
-    ("baseline=cnn_cpu_bs16_rep1&target=cnn_cpu_bs16_rep2&allow_one_run=yes", 400, "allow_one_run: expected 0 or 1"),
-    ("baseline=cnn_*&target=cnnslow_*&max_regression=lots", 400, "expected a share such as 5% or 0.05"),
-    ("baseline=nothing_*&target=cnnslow_*", 404, "no run matches 'nothing_*'"),
-])
+@pytest.mark.parametrize(
+    "query, status, message",
+    [
+        ("baseline=cnn_cpu_bs16_rep1", 400, "missing parameter: target"),
+        ("baseline=cnn_cpu_bs16_rep1&target=cnn_cpu_bs16_rep2", 400, "one run cannot tell"),
+        (
+            "baseline=cnn_cpu_bs16_rep1&target=cnn_cpu_bs16_rep2&allow_one_run=yes",
+            400,
+            "allow_one_run: expected 0 or 1",
+        ),
+        ("baseline=cnn_*&target=cnnslow_*&max_regression=lots", 400, "expected a share such as 5% or 0.05"),
+        ("baseline=nothing_*&target=cnnslow_*", 404, "no run matches 'nothing_*'"),
+    ],
+)
 def test_check_route_says_what_is_wrong(query, status, message):
     from in_process import PREFIX, plugin_client
 
@@ -341,7 +401,7 @@ def test_check_csv_holds_the_json_documents_rows():
         assert written["verdict"] == row.verdict
         for field in ("speedup_low", "speedup_high", "adjusted_speedup"):
             value = getattr(row, field)
-            assert (written[field] == "" if value is None else float(written[field]) == pytest.approx(value, rel=1e-12))
+            assert written[field] == "" if value is None else float(written[field]) == pytest.approx(value, rel=1e-12)
 
 
 def test_a_change_of_every_op_is_named_and_still_fails_the_gate():
@@ -353,11 +413,13 @@ def test_a_change_of_every_op_is_named_and_still_fails_the_gate():
 
     def run(scale: float) -> confidence.RunSamples:
         total = 100.0 * scale * rng.uniform(0.98, 1.02, len(keys))
-        return confidence.RunSamples(keys, total, np.ones(len(keys)), 1, np.zeros((0, len(keys))),
-                                     np.zeros((0, len(keys))))
+        return confidence.RunSamples(
+            keys, total, np.ones(len(keys)), 1, np.zeros((0, len(keys))), np.zeros((0, len(keys)))
+        )
 
-    result = confidence.compare_with_confidence([run(1), run(1), run(1)], [run(1.3), run(1.3), run(1.3)],
-                                                threshold=0.05)
+    result = confidence.compare_with_confidence(
+        [run(1), run(1), run(1)], [run(1.3), run(1.3), run(1.3)], threshold=0.05
+    )
     assert result.common_change == pytest.approx(1.3, rel=0.03)
     every_row = np.ones(len(result.table), dtype=bool)
     verdicts = dict(zip(result.table["key"], confidence.verdicts(result.table, family=every_row)))
@@ -396,8 +458,7 @@ def test_one_estimator_for_all_runs_compared():
 
     def run(step_times: list[float]) -> confidence.RunSamples:
         time = np.array(step_times, dtype=float).reshape(-1, 1)
-        return confidence.RunSamples(keys, time.sum(axis=0), np.full(1, len(time)), len(time), time,
-                                     np.ones_like(time))
+        return confidence.RunSamples(keys, time.sum(axis=0), np.full(1, len(time)), len(time), time, np.ones_like(time))
 
     long_run, short_run = run([100, 100, 100, 100, 900]), run([100, 900])
     mixed = np.exp(confidence.log_run_typical([long_run, short_run], keys))
@@ -410,17 +471,30 @@ def test_the_whole_step_is_tested_on_its_own_at_half_the_rate():
     """The whole step's verdict does not depend on how many ops are gated beside it: it is
     tested alone at 1.5%, the ops' family at 1.5% (3% in all where nothing changed)."""
     for ops in (5, 500):
-        table = pd.DataFrame({"key": [*(f"op{k}" for k in range(ops)), confidence.WHOLE_STEP],
-                              "p_value": [0.5] * ops + [0.015], "slower": True,
-                              "baseline_mean_us": 1.0, "target_mean_us": 1.0})
+        table = pd.DataFrame(
+            {
+                "key": [*(f"op{k}" for k in range(ops)), confidence.WHOLE_STEP],
+                "p_value": [0.5] * ops + [0.015],
+                "slower": True,
+                "baseline_mean_us": 1.0,
+                "target_mean_us": 1.0,
+            }
+        )
         is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
         verdict = confidence.verdicts(table, family=is_op, alone=~is_op)
         assert verdict[-1] == "slower" and set(verdict[:-1]) == {"within noise"}
         table.loc[table.index[-1], "p_value"] = 0.02
         assert confidence.verdicts(table, family=is_op, alone=~is_op)[-1] == "within noise"
     # an op alone in its family keeps the family's half: p 0.02 is within noise beside a whole step
-    table = pd.DataFrame({"key": ["op", confidence.WHOLE_STEP], "p_value": [0.02, 0.9], "slower": True,
-                          "baseline_mean_us": 1.0, "target_mean_us": 1.0})
+    table = pd.DataFrame(
+        {
+            "key": ["op", confidence.WHOLE_STEP],
+            "p_value": [0.02, 0.9],
+            "slower": True,
+            "baseline_mean_us": 1.0,
+            "target_mean_us": 1.0,
+        }
+    )
     assert list(confidence.verdicts(table, family=[True, False], alone=[False, True])) == ["within noise"] * 2
 
 
@@ -446,8 +520,11 @@ def test_a_verdict_never_contradicts_its_own_interval(tmp_path):
     baseline, target = [f"cnn_cpu_bs16_rep{k}" for k in range(1, 5)], [f"cnnwide_cpu_bs16_rep{k}" for k in range(1, 5)]
     document = check_document(_four_a_side(tmp_path, baseline, target), baseline, target)
     limit = 1 + document.threshold
-    tested = [row for row in [document.whole_step, *document.rows]
-              if row.verdict in ("slower", "faster", "within noise") and row.speedup_low is not None]
+    tested = [
+        row
+        for row in [document.whole_step, *document.rows]
+        if row.verdict in ("slower", "faster", "within noise") and row.speedup_low is not None
+    ]
     assert len(tested) >= 10
     for row in tested:
         assert row.interval_level >= 0.97  # the whole step alone: one-sided at 1.5%, so 97%
@@ -459,12 +536,22 @@ def test_a_verdict_never_contradicts_its_own_interval(tmp_path):
 
 def test_the_wider_layer_is_caught_with_twelve_runs_a_side():
     catalog = Catalog(str(WIDE), cache_dir=None)
-    document = check_document(catalog, [f"cnn_cpu_bs16_rep{k}" for k in range(1, 13)],
-                              [f"cnnwide_cpu_bs16_rep{k}" for k in range(1, 13)])
+    document = check_document(
+        catalog, [f"cnn_cpu_bs16_rep{k}" for k in range(1, 13)], [f"cnnwide_cpu_bs16_rep{k}" for k in range(1, 13)]
+    )
     slower = {row.key for row in document.rows if row.gated and row.verdict == "slower"}
     # only ops the wider layer really touches: the dense layers' and the optimizer's on their weights
-    assert "aten::addmm" in slower and slower <= {"aten::addmm", "aten::mm", "aten::addcdiv_", "aten::lerp_",
-                                                  "aten::mul_", "aten::sqrt", "aten::add_", "aten::div", "head"}
+    assert "aten::addmm" in slower and slower <= {
+        "aten::addmm",
+        "aten::mm",
+        "aten::addcdiv_",
+        "aten::lerp_",
+        "aten::mul_",
+        "aten::sqrt",
+        "aten::add_",
+        "aten::div",
+        "head",
+    }
     assert document.whole_step_basis == "step wall time"
 
 

@@ -23,8 +23,14 @@ def runs_doc():
 def test_runs_lists_every_format_with_facts(runs_doc):
     by_run = {r["run"]: r for r in runs_doc["runs"]}
     assert set(by_run) == {
-        "tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs2/train", "tf_keras/cnn_cpu_bs8/train",
-        "tf_keras/cnn_cpu_bs32/train", "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16", "torch/cnn_torch_cpu_bs64",
+        "tf1/mlp_cpu",
+        "tf1/mlp_gpu",
+        "tf_keras/cnn_cpu_bs2/train",
+        "tf_keras/cnn_cpu_bs8/train",
+        "tf_keras/cnn_cpu_bs32/train",
+        "torch/cnn_torch_cpu_bs4",
+        "torch/cnn_torch_cpu_bs16",
+        "torch/cnn_torch_cpu_bs64",
     }
     assert by_run["tf1/mlp_gpu"]["device"] == "GPU"
     assert by_run["tf1/mlp_cpu"]["device"] == "CPU"
@@ -35,8 +41,17 @@ def test_runs_lists_every_format_with_facts(runs_doc):
     assert by_run["tf_keras/cnn_cpu_bs8/train"]["format"] == "xplane"
     assert by_run["torch/cnn_torch_cpu_bs4"]["steps"] == 2
     for record in runs_doc["runs"]:
-        assert {"run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps", "model",
-                "sessions"} <= set(record)
+        assert {
+            "run",
+            "format",
+            "device",
+            "device_name",
+            "batch_size",
+            "batch_size_source",
+            "steps",
+            "model",
+            "sessions",
+        } <= set(record)
     assert runs_doc["errors"] == []
 
 
@@ -66,8 +81,18 @@ def test_compare_without_runs_uses_the_automatic_pairs():
 
 def test_compare_csv_matches_json_rows_sorted_and_cut(tmp_path):
     out = tmp_path / "ops.csv"
-    args = ["compare", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu", "--sort", "speedup",
-            "--top", "5"]
+    args = [
+        "compare",
+        str(LOGDIR),
+        "--baseline",
+        "tf1/mlp_cpu",
+        "--target",
+        "tf1/mlp_gpu",
+        "--sort",
+        "speedup",
+        "--top",
+        "5",
+    ]
     assert run_cli(*args, "--csv", str(out)).returncode == 0
     document = json.loads(run_cli(*args, "--json").stdout)
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
@@ -140,7 +165,10 @@ def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path)
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert list(rows[0])[:3] == ["baseline_run", "target_run", "key"]
-    assert {(r["baseline_run"], r["target_run"]) for r in rows} == {("alpha_cpu", "alpha_gpu"), ("beta_cpu", "beta_gpu")}
+    assert {(r["baseline_run"], r["target_run"]) for r in rows} == {
+        ("alpha_cpu", "alpha_gpu"),
+        ("beta_cpu", "beta_gpu"),
+    }
     assert len(rows) == 2 * sum(1 for r in rows if r["baseline_run"] == "alpha_cpu")
     shutil.rmtree(tmp_path / "logs" / "beta_gpu")  # one automatic pair left: the same layout
     assert run_cli("compare", str(tmp_path / "logs"), "--csv", str(out)).returncode == 0
@@ -152,11 +180,17 @@ def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path)
 def test_lazy_listing_trusts_the_sidecar_over_the_run_name(tmp_path):
     shutil.copytree(LOGDIR / "tf1/mlp_cpu", tmp_path / "mlp_gpu_bs8")
     (tmp_path / "mlp_gpu_bs8" / "opcompare.json").write_text(
-        json.dumps({"model": "mlp", "batch_size": 100, "device": "cpu"}))
+        json.dumps({"model": "mlp", "batch_size": 100, "device": "cpu"})
+    )
     lazy = json.loads(run_cli("runs", str(tmp_path), "--lazy", "--json", "--no-cache").stdout)
     (run,) = lazy["runs"]
     assert (run["loaded"], run["device"], run["batch_size"], run["batch_size_source"], run["model"]) == (
-        False, "CPU", 100, "opcompare.json", "mlp")
+        False,
+        "CPU",
+        100,
+        "opcompare.json",
+        "mlp",
+    )
     read = json.loads(run_cli("runs", str(tmp_path), "--json", "--no-cache").stdout)["runs"][0]
     assert (read["device"], read["batch_size"]) == ("CPU", 100)  # the data agree; the name was wrong
 
@@ -194,21 +228,28 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
 
     sizes = summary("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs64")
     assert sizes["per_sample_speedup"] == pytest.approx(sizes["whole_step_speedup"] * 64 / 4)
-    assert sizes["notes"][0] == ("Batch sizes differ (4 vs 64): the headline is per sample, and each op's speedup "
-                                 "compares one call at each size, that is different amounts of work.")
+    assert sizes["notes"][0] == (
+        "Batch sizes differ (4 vs 64): the headline is per sample, and each op's speedup "
+        "compares one call at each size, that is different amounts of work."
+    )
     # the headline: the median step wall time per sample, from the runs' own ProfilerStep markers
     assert sizes["headline_per_sample"] and sizes["headline_basis"] == "step wall time"
-    walls = [steady_median(profiler_step_durations(LOGDIR / run)) for run in ("torch/cnn_torch_cpu_bs4",
-                                                                                   "torch/cnn_torch_cpu_bs64")]
+    walls = [
+        steady_median(profiler_step_durations(LOGDIR / run))
+        for run in ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs64")
+    ]
     assert sizes["headline_speedup"] == pytest.approx(walls[0] / 4 / (walls[1] / 64), rel=1e-9)
     frameworks = summary("tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16")
     assert frameworks["matched_ops"] == 0
     # no "group by op type" hint: op types meet within one framework only (Conv2D is never aten::convolution)
-    assert "No op is in both runs: the runs come from different frameworks (PyTorch and TensorFlow)." \
-           in frameworks["notes"]
+    assert (
+        "No op is in both runs: the runs come from different frameworks (PyTorch and TensorFlow)."
+        in frameworks["notes"]
+    )
     devices = summary("tf1/mlp_cpu", "tf1/mlp_gpu")
     assert devices["whole_step_speedup"] == pytest.approx(
-        devices["baseline_time_per_step_us"] / devices["target_time_per_step_us"])
+        devices["baseline_time_per_step_us"] / devices["target_time_per_step_us"]
+    )
     # the notes write speedups as everything else does (schema.text, the tab's format.js); a TF1 timeline is
     # one session.run, whose wall time is the headline, and op time (CPU ops side by side) says why it differs
     assert devices["headline_basis"] == "step wall time"
@@ -217,7 +258,8 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
         f"{format_speedup(devices['headline_speedup'])}: op time adds up ops that ran side by side on parallel threads "
         "and misses time outside ops (a data loader, Python, waiting on a device), so the headline is the wall time.",
         f"Matched op time ({format_speedup(devices['overall_speedup'])}) counts the ops both runs have; all op time per "
-        f"step, ops found on one side only included, gives {format_speedup(devices['whole_step_speedup'])}."]
+        f"step, ops found on one side only included, gives {format_speedup(devices['whole_step_speedup'])}.",
+    ]
 
 
 def test_compare_on_a_cpu_only_logdir_compares_the_pair_the_tab_opens_on(tmp_path):
@@ -239,9 +281,28 @@ def test_the_text_compare_prints_the_run_warnings_the_tab_shows(tmp_path):
     logdir = tmp_path / "logs"
     shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs4", logdir / "cnn_torch_cpu_bs4")
     shutil.copytree(LOGDIR / "torch" / "cnn_torch_cpu_bs64", logdir / "cnn_torch_cpu_bs32")
-    document = json.loads(run_cli("compare", str(logdir), "--baseline", "cnn_torch_cpu_bs4", "--target",
-                                  "cnn_torch_cpu_bs32", "--json", "--no-cache").stdout)
+    document = json.loads(
+        run_cli(
+            "compare",
+            str(logdir),
+            "--baseline",
+            "cnn_torch_cpu_bs4",
+            "--target",
+            "cnn_torch_cpu_bs32",
+            "--json",
+            "--no-cache",
+        ).stdout
+    )
     (warning,) = [w for w in document["summary"]["target"]["warnings"] if "the run name says batch size 32" in w]
-    text = run_cli("compare", str(logdir), "--baseline", "cnn_torch_cpu_bs4", "--target", "cnn_torch_cpu_bs32",
-                   "--no-cache", "--top", "1").stdout
+    text = run_cli(
+        "compare",
+        str(logdir),
+        "--baseline",
+        "cnn_torch_cpu_bs4",
+        "--target",
+        "cnn_torch_cpu_bs32",
+        "--no-cache",
+        "--top",
+        "1",
+    ).stdout
     assert f"\nwarning: cnn_torch_cpu_bs32: {warning}\n" in text

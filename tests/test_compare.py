@@ -16,9 +16,19 @@ def table(*rows):
     records = []
     for side, name, op_type, occurrences, self_us in rows:
         records.append(
-            dict(side=side, op_name=name, op_type=op_type, occurrences=occurrences, kernels=0,
-                 total_us=self_us, self_us=self_us, mean_us=self_us / occurrences,
-                 min_us=math.nan, max_us=math.nan, std_us=math.nan)
+            dict(
+                side=side,
+                op_name=name,
+                op_type=op_type,
+                occurrences=occurrences,
+                kernels=0,
+                total_us=self_us,
+                self_us=self_us,
+                mean_us=self_us / occurrences,
+                min_us=math.nan,
+                max_us=math.nan,
+                std_us=math.nan,
+            )
         )
     return pd.DataFrame(records, columns=OP_COLUMNS)
 
@@ -107,7 +117,9 @@ def test_normalize_op_type(raw, normal):
 def test_effective_ops_prefers_device_rows():
     chosen = effective_ops(GPU)
     assert sorted(zip(chosen["op_name"], chosen["time_source"])) == [
-        ("conv", "device"), ("dense", "host"), ("gpu_only", "device")
+        ("conv", "device"),
+        ("dense", "host"),
+        ("gpu_only", "device"),
     ]
 
 

@@ -27,7 +27,8 @@ DOCUMENT_OF_FILE = [
 def test_generated_files_are_current(relative):
     committed = (REPO / relative).read_text(encoding="utf-8")
     assert committed == contract.GENERATED[relative](), (
-        f"{relative} is out of date with tb_opcompare/schema/contract.py: run `make contract`")
+        f"{relative} is out of date with tb_opcompare/schema/contract.py: run `make contract`"
+    )
 
 
 def _golden_documents():
@@ -48,16 +49,18 @@ def test_every_golden_document_fits_the_contract(path, document):
 
 def test_the_golden_files_cover_every_document():
     covered = {document for _, document in (p.values for p in _golden_documents())}
-    assert covered == {contract.RunsDocument, contract.CompareDocument, contract.SweepsDocument,
-                       contract.SweepDocument}
+    assert covered == {contract.RunsDocument, contract.CompareDocument, contract.SweepsDocument, contract.SweepDocument}
 
 
-@pytest.mark.parametrize("route, code", [
-    ("/compare?baseline=nope&target=nope", 404),
-    ("/compare?baseline=a", 400),
-    ("/compare?baseline=broken/cnn_cpu_truncated/train&target=broken/cnn_cpu_truncated/train", 422),
-    ("/sweep?model=mnist&top=99", 400),
-])
+@pytest.mark.parametrize(
+    "route, code",
+    [
+        ("/compare?baseline=nope&target=nope", 404),
+        ("/compare?baseline=a", 400),
+        ("/compare?baseline=broken/cnn_cpu_truncated/train&target=broken/cnn_cpu_truncated/train", 422),
+        ("/sweep?model=mnist&top=99", 400),
+    ],
+)
 def test_errors_fit_the_contract(plugin_logdir, route, code):
     response = plugin_client(plugin_logdir).get(PREFIX + route)
     assert response.status_code == code

@@ -33,15 +33,22 @@ def _first(pattern_root: Path, pattern: str) -> Path:
 SEEDS = {
     # reader format -> (file name to write, real seed bytes)
     "xplane": ("vm.xplane.pb", _first(LOGDIR / "tf_keras", "cnn_cpu_bs2/**/*.xplane.pb").read_bytes()),
-    "xplane-gpu": ("vm.xplane.pb", _first(REALTRACES, "tf2_xplane_bert_multigpu/**/*.xplane.pb").read_bytes()[:400_000]),
+    "xplane-gpu": (
+        "vm.xplane.pb",
+        _first(REALTRACES, "tf2_xplane_bert_multigpu/**/*.xplane.pb").read_bytes()[:400_000],
+    ),
     "pytorch": ("w.1.pt.trace.json", _first(LOGDIR / "torch", "cnn_torch_cpu_bs4/*.pt.trace.json").read_bytes()),
-    "pytorch-gz": ("w.1.pt.trace.json.gz", gzip.compress(
-        _first(LOGDIR / "torch", "cnn_torch_cpu_bs4/*.pt.trace.json").read_bytes()[:60_000])),
+    "pytorch-gz": (
+        "w.1.pt.trace.json.gz",
+        gzip.compress(_first(LOGDIR / "torch", "cnn_torch_cpu_bs4/*.pt.trace.json").read_bytes()[:60_000]),
+    ),
     "chrome_trace": ("timeline.json", (LOGDIR / "tf1" / "mlp_gpu" / "timeline_02_step_1.json").read_bytes()),
     "tf_trace_json": ("vm.trace.json.gz", _first(FIXTURES / "tf_trace_json", "**/*.trace.json.gz").read_bytes()),
     "summary_json": ("summary.json", (FIXTURES / "summary_json" / "mlp_cpu" / "summary.json").read_bytes()),
-    "onnxruntime": ("onnxruntime_profile_x.json", _first(FIXTURES / "onnxruntime" / "logdir",
-                                                         "cnn_infer_cpu_bs16_ort/onnxruntime_profile_*.json").read_bytes()),
+    "onnxruntime": (
+        "onnxruntime_profile_x.json",
+        _first(FIXTURES / "onnxruntime" / "logdir", "cnn_infer_cpu_bs16_ort/onnxruntime_profile_*.json").read_bytes(),
+    ),
 }
 READER_FORMAT = {"xplane-gpu": "xplane", "pytorch-gz": "pytorch"}
 
@@ -62,9 +69,9 @@ def mutated(draw, seed: bytes) -> bytes:
             data[at:at] = draw(st.binary(min_size=1, max_size=16))
         elif kind == "overwrite":
             chunk = draw(st.binary(min_size=1, max_size=32))
-            data[at:at + len(chunk)] = chunk
+            data[at : at + len(chunk)] = chunk
         else:
-            del data[at:at + draw(st.integers(1, 64))]
+            del data[at : at + draw(st.integers(1, 64))]
     return bytes(data)
 
 
@@ -75,8 +82,12 @@ def test_reader_survives_mutations(seed_name):
     scratch = Path(tempfile.mkdtemp(prefix="fuzz-"))
     target = scratch / file_name
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 50,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=EXAMPLES <= 50,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(mutated(seed))
     def check(data):
         target.write_bytes(data)
@@ -98,26 +109,71 @@ ODD_NUMBERS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([0, -0.0, 1e308, -1e308, 5e-324, 2**63, -(2**63), 3.2e13, 1e-9]),
 )
-ODD_TEXT = st.one_of(st.text(max_size=12), st.sampled_from(["", "ProfilerStep#1", "cpu_op", "kernel", "X", "B",
-                                                            "aten::mm", "[[4, 8], []]", "\x00", "\ud7ff"]))
-ODD_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), ODD_NUMBERS, ODD_TEXT),
-                          lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                  st.dictionaries(ODD_TEXT, inner, max_size=4)), max_leaves=12)
+ODD_TEXT = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["", "ProfilerStep#1", "cpu_op", "kernel", "X", "B", "aten::mm", "[[4, 8], []]", "\x00", "\ud7ff"]),
+)
+ODD_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), ODD_NUMBERS, ODD_TEXT),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(ODD_TEXT, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 @st.composite
 def odd_event(draw) -> dict:
-    event = {"ph": draw(st.sampled_from(["X", "X", "X", "B", "E", "i", "M", "f", "s"]) | ODD_TEXT),
-             "cat": draw(st.sampled_from(["cpu_op", "kernel", "cuda_runtime", "user_annotation", "gpu_memcpy",
-                                          "Operator", "Kernel", "Node", "Session"]) | ODD_TEXT),
-             "name": draw(st.sampled_from(["aten::mm", "ProfilerStep#3", "aten::conv2d", "sgemm", "model_run",
-                                           "/1/Conv_kernel_time", "_kernel_time"]) | ODD_TEXT),
-             "ts": draw(ODD_NUMBERS), "dur": draw(ODD_NUMBERS), "pid": draw(ODD_NUMBERS | ODD_TEXT),
-             "tid": draw(ODD_NUMBERS | ODD_TEXT),
-             "args": draw(st.fixed_dictionaries({}, optional={
-                 "correlation": ODD_NUMBERS, "Input Dims": ODD_VALUES, "External id": ODD_NUMBERS,
-                 "device": ODD_NUMBERS, "op_name": ODD_TEXT, "provider": ODD_TEXT,
-                 "input_type_shape": ODD_VALUES}) | ODD_VALUES)}
+    event = {
+        "ph": draw(st.sampled_from(["X", "X", "X", "B", "E", "i", "M", "f", "s"]) | ODD_TEXT),
+        "cat": draw(
+            st.sampled_from(
+                [
+                    "cpu_op",
+                    "kernel",
+                    "cuda_runtime",
+                    "user_annotation",
+                    "gpu_memcpy",
+                    "Operator",
+                    "Kernel",
+                    "Node",
+                    "Session",
+                ]
+            )
+            | ODD_TEXT
+        ),
+        "name": draw(
+            st.sampled_from(
+                [
+                    "aten::mm",
+                    "ProfilerStep#3",
+                    "aten::conv2d",
+                    "sgemm",
+                    "model_run",
+                    "/1/Conv_kernel_time",
+                    "_kernel_time",
+                ]
+            )
+            | ODD_TEXT
+        ),
+        "ts": draw(ODD_NUMBERS),
+        "dur": draw(ODD_NUMBERS),
+        "pid": draw(ODD_NUMBERS | ODD_TEXT),
+        "tid": draw(ODD_NUMBERS | ODD_TEXT),
+        "args": draw(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "correlation": ODD_NUMBERS,
+                    "Input Dims": ODD_VALUES,
+                    "External id": ODD_NUMBERS,
+                    "device": ODD_NUMBERS,
+                    "op_name": ODD_TEXT,
+                    "provider": ODD_TEXT,
+                    "input_type_shape": ODD_VALUES,
+                },
+            )
+            | ODD_VALUES
+        ),
+    }
     for field in draw(st.lists(st.sampled_from(sorted(event)), max_size=3)):
         event.pop(field, None)
     return event
@@ -128,10 +184,14 @@ def odd_trace(draw) -> tuple[str, str, bytes]:
     """(reader format, file name, bytes)."""
     kind = draw(st.sampled_from(["pytorch", "chrome_trace", "summary_json", "onnxruntime"]))
     if kind == "summary_json":
-        nodes = draw(st.dictionaries(ODD_TEXT, st.fixed_dictionaries({"duration": ODD_NUMBERS}) | ODD_VALUES,
-                                     min_size=1, max_size=6))
-        document = {"op_stats": {"m": {draw(ODD_TEXT): {"h": {draw(st.sampled_from(["CPU", "GPU"]) | ODD_TEXT):
-                                                               nodes}}}}}
+        nodes = draw(
+            st.dictionaries(
+                ODD_TEXT, st.fixed_dictionaries({"duration": ODD_NUMBERS}) | ODD_VALUES, min_size=1, max_size=6
+            )
+        )
+        document = {
+            "op_stats": {"m": {draw(ODD_TEXT): {"h": {draw(st.sampled_from(["CPU", "GPU"]) | ODD_TEXT): nodes}}}}
+        }
         name = "summary.json"
     elif kind == "onnxruntime":  # a bare array of events
         document = draw(st.lists(odd_event(), max_size=25))
@@ -152,8 +212,12 @@ def odd_trace(draw) -> tuple[str, str, bytes]:
 def test_readers_survive_well_formed_traces_with_odd_values():
     scratch = Path(tempfile.mkdtemp(prefix="fuzz-structured-"))
 
-    @settings(max_examples=EXAMPLES * 4, deadline=None, derandomize=EXAMPLES <= 50,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES * 4,
+        deadline=None,
+        derandomize=EXAMPLES <= 50,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(odd_trace())
     def check(case):
         kind, name, data = case

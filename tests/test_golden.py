@@ -62,8 +62,9 @@ def outputs(logdir: Path) -> dict[str, bytes]:
 
     def get(name: str, route: str, **params):
         response = client.get(PREFIX + route + ("?" + urllib.parse.urlencode(params, doseq=True) if params else ""))
-        found[name] = f"{response.status_code} {response.headers.get('Content-Disposition', '')}\n".encode() \
-            + response.get_data()
+        found[name] = (
+            f"{response.status_code} {response.headers.get('Content-Disposition', '')}\n".encode() + response.get_data()
+        )
 
     get("runs_lazy.json", "/runs", load="0")  # before any read: names and sidecars only
     get("runs.json", "/runs")
@@ -113,13 +114,17 @@ def test_outputs_match_the_golden_files(name, tmp_path):
     folder = GOLDEN / name
     committed = {path.name: path.read_bytes() for path in folder.iterdir()} if folder.is_dir() else {}
     assert sorted(produced) == sorted(committed), (
-        f"{folder}: outputs made and files committed differ; regenerate with `python tests/test_golden.py --write`")
-    changed = {file: found for file in sorted(produced)
-               if (found := differences(file, committed[file], produced[file]))}
+        f"{folder}: outputs made and files committed differ; regenerate with `python tests/test_golden.py --write`"
+    )
+    changed = {
+        file: found for file in sorted(produced) if (found := differences(file, committed[file], produced[file]))
+    }
     if changed:
         report = "\n".join(f"{folder / file}:\n  " + "\n  ".join(found) for file, found in list(changed.items())[:5])
-        pytest.fail(f"{len(changed)} of {len(produced)} outputs changed in meaning ({', '.join(changed)}); "
-                    f"regenerate with `python tests/test_golden.py --write` if the change is meant:\n{report}")
+        pytest.fail(
+            f"{len(changed)} of {len(produced)} outputs changed in meaning ({', '.join(changed)}); "
+            f"regenerate with `python tests/test_golden.py --write` if the change is meant:\n{report}"
+        )
 
 
 def write_all() -> None:
@@ -141,8 +146,10 @@ def write_all() -> None:
                 if not path.is_file() or differences(file, path.read_bytes(), data):
                     path.write_bytes(data)
                     written += 1
-            print(f"{folder}: {len(produced)} files ({written} rewritten), "
-                  f"{sum(map(len, produced.values())) / 1e3:,.0f} kB")
+            print(
+                f"{folder}: {len(produced)} files ({written} rewritten), "
+                f"{sum(map(len, produced.values())) / 1e3:,.0f} kB"
+            )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ def test_a_visible_change_of_a_number_names_the_field_and_both_values():
     committed = _json({"summary": {"geomean_speedup": 2.0412, "matched_ops": 12}})
     produced = _json({"summary": {"geomean_speedup": 2.0413, "matched_ops": 12}})
     assert differences("pair0_compare.json", committed, produced) == [
-        "$.summary.geomean_speedup: committed 2.0412, produced 2.0413"]
+        "$.summary.geomean_speedup: committed 2.0412, produced 2.0413"
+    ]
 
 
 def test_structure_order_texts_and_flags_compare_exactly():
@@ -39,10 +40,12 @@ def test_structure_order_texts_and_flags_compare_exactly():
     assert differences("a.json", _json(base), _json({**base, "rows": [{**base["rows"][0], "poor_fit": True}]}))
     assert differences("a.json", _json(base), _json({**base, "rows": [{**base["rows"][0], "op": "conv2d"}]}))
     assert differences("a.json", _json(base), _json({**base, "note": "4 runs"})) == [
-        "$.note: committed 3 in '3 runs', produced 4 in '4 runs'"]
+        "$.note: committed 3 in '3 runs', produced 4 in '4 runs'"
+    ]
     assert differences("a.json", _json({"x": None}), _json({"x": 0})) != []
     assert differences("a.json", _json({"runs": 2}), _json({"runs": 2.0})) == [
-        "$.runs: committed 2, produced 2.0"]  # an integer that became a float changes the contract
+        "$.runs: committed 2, produced 2.0"
+    ]  # an integer that became a float changes the contract
 
 
 def test_the_status_line_and_the_csv_header_compare_byte_for_byte():
@@ -52,15 +55,21 @@ def test_the_status_line_and_the_csv_header_compare_byte_for_byte():
     assert differences("a.csv", committed, b'200 attachment; filename="b.csv"\n' + body.encode())
     assert differences("a.csv", committed, b'200 attachment; filename="a.csv"\nkey, speedup\nconv,1.5\n')
     assert differences("a.csv", committed, b'200 attachment; filename="a.csv"\nkey,speedup\nconv,1.6\n') == [
-        "CSV row 2, speedup: committed 1.5000000000000002 in '1.5000000000000002', produced 1.6 in '1.6'"]
+        "CSV row 2, speedup: committed 1.5000000000000002 in '1.5000000000000002', produced 1.6 in '1.6'"
+    ]
 
 
 def test_numbers_printed_in_text_compare_within_the_tolerance():
     committed = b"exit 0\nCPU  16   5.22 ms   3,067  step markers\nbreak-even 13.639064306679616\n"
-    assert differences("cli.txt", committed,
-                       b"exit 0\nCPU  16   5.22 ms   3,067  step markers\nbreak-even 13.639064306679611\n") == []
-    assert differences("cli.txt", committed,
-                       b"exit 0\nCPU  16   5.23 ms   3,067  step markers\nbreak-even 13.639064306679611\n")
+    assert (
+        differences(
+            "cli.txt", committed, b"exit 0\nCPU  16   5.22 ms   3,067  step markers\nbreak-even 13.639064306679611\n"
+        )
+        == []
+    )
+    assert differences(
+        "cli.txt", committed, b"exit 0\nCPU  16   5.23 ms   3,067  step markers\nbreak-even 13.639064306679611\n"
+    )
     assert differences("cli.txt", committed, b"exit 2\n" + committed.split(b"\n", 1)[1])
 
 

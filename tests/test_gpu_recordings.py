@@ -47,8 +47,12 @@ def test_every_recording_is_read_with_its_device_batch_size_and_repeat(listing):
 
 def test_cpu_and_gpu_runs_pair_within_one_repeat(listing):
     pairs = {(pair["baseline"], pair["target"]) for pair in listing["pairs"]}
-    expected = {(f"mnist_cnn_torch{p}_cpu_bs{n}_rep{k}", f"mnist_cnn_torch{p}_gpu_bs{n}_rep{k}")
-                for p in ("", "_bf16") for n in (1, 16, 64) for k in (1, 2, 3)}
+    expected = {
+        (f"mnist_cnn_torch{p}_cpu_bs{n}_rep{k}", f"mnist_cnn_torch{p}_gpu_bs{n}_rep{k}")
+        for p in ("", "_bf16")
+        for n in (1, 16, 64)
+        for k in (1, 2, 3)
+    }
     assert pairs == expected  # 18 pairs, not the 54 of every CPU repeat with every GPU repeat
     suggested = listing["suggested"]  # the largest batch size: at batch 1 this model measures launch overhead
     assert suggested["baseline"].endswith("_cpu_bs64_rep1") and suggested["target"].endswith("_gpu_bs64_rep1")
@@ -59,9 +63,18 @@ def test_the_gpu_wins_at_batch_64_and_not_at_batch_1_in_every_repeat():
     for repeat in (1, 2, 3):
         speedups = {}
         for size in (1, 64):
-            document = json.loads(run_cli(
-                "compare", str(DEMO), "--baseline", f"mnist_cnn_torch_cpu_bs{size}_rep{repeat}",
-                "--target", f"mnist_cnn_torch_gpu_bs{size}_rep{repeat}", "--json", "--no-cache").stdout)
+            document = json.loads(
+                run_cli(
+                    "compare",
+                    str(DEMO),
+                    "--baseline",
+                    f"mnist_cnn_torch_cpu_bs{size}_rep{repeat}",
+                    "--target",
+                    f"mnist_cnn_torch_gpu_bs{size}_rep{repeat}",
+                    "--json",
+                    "--no-cache",
+                ).stdout
+            )
             speedups[size] = document["summary"]["whole_step_speedup"]
         assert speedups[64] > 2 and speedups[1] < 1.5, speedups
 
@@ -103,8 +116,18 @@ ZOO = GPU_FIXTURES / "zoo"
 
 def test_resnet18_on_the_h100_is_several_times_faster_per_step_than_on_its_host_cpu():
     for size, at_least in ((8, 2), (32, 5)):
-        document = json.loads(run_cli("compare", str(ZOO), "--baseline", f"resnet18_cpu_bs{size}", "--target",
-                                      f"resnet18_gpu_bs{size}", "--json", "--no-cache").stdout)
+        document = json.loads(
+            run_cli(
+                "compare",
+                str(ZOO),
+                "--baseline",
+                f"resnet18_cpu_bs{size}",
+                "--target",
+                f"resnet18_gpu_bs{size}",
+                "--json",
+                "--no-cache",
+            ).stdout
+        )
         assert document["summary"]["whole_step_speedup"] > at_least, size
 
 
@@ -140,7 +163,8 @@ def test_kernels_launched_under_an_annotation_with_no_op_belong_to_it(tmp_path):
     def inside_a_step(event) -> bool:
         return event.get("cat") == "cpu_op" and any(
             event["tid"] == s["tid"] and s["ts"] <= event["ts"] and event["ts"] + event["dur"] <= s["ts"] + s["dur"]
-            for s in steps)
+            for s in steps
+        )
 
     trace["traceEvents"] = [e for e in events if not inside_a_step(e)]
     run = tmp_path / "fused_gpu_bs16"
@@ -167,27 +191,36 @@ def test_the_sweep_pools_repeats_into_one_point_with_its_interval():
     document = json.loads(run_cli("sweep", str(DEMO), "--model", "mnist_cnn_torch", "--json", "--no-cache").stdout)
     assert not [w for w in document["warnings"] if "left out" in w]
     assert {(row["series"], row["batch_size"], row["repeats"]) for row in document["steps"]} == {
-        (device, size, 3) for device in ("CPU", "GPU") for size in (1, 16, 64)}
+        (device, size, 3) for device in ("CPU", "GPU") for size in (1, 16, 64)
+    }
     catalog = Catalog(str(DEMO), cache_dir=None)
     for row in document["steps"]:
         runs = row["run"].split(", ")
-        assert runs == sorted(f"mnist_cnn_torch_{row['series'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3))
+        assert runs == sorted(
+            f"mnist_cnn_torch_{row['series'].lower()}_bs{row['batch_size']}_rep{k}" for k in (1, 2, 3)
+        )
         durations = [profiler_step_durations(DEMO / run) for run in runs]
         logs = [math.log(steady_median(steps)) for steps in durations]
         margin = T_975_TWO_DEGREES * statistics.stdev(logs) / math.sqrt(3)
         center = statistics.median([step for steps in durations for step in steady_steps(steps)])
         assert row["step_us"] == pytest.approx(center, rel=1e-9)
-        assert (row["step_low_us"], row["step_high_us"]) == (pytest.approx(center * math.exp(-margin), rel=1e-6),
-                                                             pytest.approx(center * math.exp(margin), rel=1e-6))
+        assert (row["step_low_us"], row["step_high_us"]) == (
+            pytest.approx(center * math.exp(-margin), rel=1e-6),
+            pytest.approx(center * math.exp(margin), rel=1e-6),
+        )
     backward = [row for row in document["series"] if row["op"] == "aten::convolution_backward"]
-    assert len(backward) == 6 and all(r["low_us"] <= r["mean_us"] <= r["high_us"] and r["repeats"] == 3
-                                      for r in backward)
+    assert len(backward) == 6 and all(
+        r["low_us"] <= r["mean_us"] <= r["high_us"] and r["repeats"] == 3 for r in backward
+    )
     from tb_opcompare.service.figures import sweep_figures
     from tb_opcompare.service.sweep import sweep_document
 
     figures = sweep_figures(sweep_document(catalog, "mnist_cnn_torch"))
     step_trace = figures["step"]["data"][0]
-    assert len(step_trace["error_y"]["array"]) == 3 and step_trace["customdata"][0] == " (3 runs pooled, bar: 95% interval)"
+    assert (
+        len(step_trace["error_y"]["array"]) == 3
+        and step_trace["customdata"][0] == " (3 runs pooled, bar: 95% interval)"
+    )
     assert all("error_y" in trace for trace in figures["op_time"]["data"])
 
 
@@ -200,12 +233,27 @@ def test_resnet18_repeats_pair_one_to_one_and_show_why_one_pair_is_not_enough():
     listing = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)
     assert listing["errors"] == [] and len(listing["runs"]) == 8
     assert {(p["baseline"], p["target"]) for p in listing["pairs"]} == {
-        (f"resnet18_cpu_bs32_rep{k}", f"resnet18_gpu_bs32_rep{k}") for k in (1, 2, 3)}
+        (f"resnet18_cpu_bs32_rep{k}", f"resnet18_gpu_bs32_rep{k}") for k in (1, 2, 3)
+    }
     models = {run["run"]: run["model"] for run in listing["runs"]}
-    assert models["resnet18_bf16_gpu_bs32"] == "resnet18 [bf16]" and models["resnet18_stack_gpu_bs32"] == "resnet18_stack"
-    speedups = [json.loads(run_cli("compare", str(logdir), "--baseline", f"resnet18_cpu_bs32_rep{k}", "--target",
-                                   f"resnet18_gpu_bs32_rep{k}", "--json", "--no-cache").stdout)["summary"][
-        "whole_step_speedup"] for k in (1, 2, 3)]
+    assert (
+        models["resnet18_bf16_gpu_bs32"] == "resnet18 [bf16]" and models["resnet18_stack_gpu_bs32"] == "resnet18_stack"
+    )
+    speedups = [
+        json.loads(
+            run_cli(
+                "compare",
+                str(logdir),
+                "--baseline",
+                f"resnet18_cpu_bs32_rep{k}",
+                "--target",
+                f"resnet18_gpu_bs32_rep{k}",
+                "--json",
+                "--no-cache",
+            ).stdout
+        )["summary"]["whole_step_speedup"]
+        for k in (1, 2, 3)
+    ]
     assert min(speedups) > 3 and max(speedups) / min(speedups) > 1.2
 
 
@@ -222,8 +270,11 @@ def test_each_op_says_how_steady_it_is_from_step_to_step():
     def read(run: str) -> tuple[list, list]:
         (path,) = (DEMO / run).glob("*.pt.trace.json.gz")
         events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-        steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                       if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#"))
+        steps = sorted(
+            (e["ts"], e["ts"] + e["dur"])
+            for e in events
+            if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+        )
         assert len(steps) == 5
         return events, steps
 
@@ -236,8 +287,12 @@ def test_each_op_says_how_steady_it_is_from_step_to_step():
     by_thread = {}
     for e in spans:
         by_thread.setdefault(e["tid"], []).append(e)
-    parents = {e["name"] for e in spans for inner in by_thread[e["tid"]] if inner is not e
-               and e["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= e["ts"] + e["dur"]}
+    parents = {
+        e["name"]
+        for e in spans
+        for inner in by_thread[e["tid"]]
+        if inner is not e and e["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= e["ts"] + e["dur"]
+    }
     leaves = {}  # ops that never hold another event: their self time is their duration
     for e in spans:
         if e.get("cat") == "cpu_op" and e["name"] not in parents:
@@ -256,8 +311,13 @@ def test_each_op_says_how_steady_it_is_from_step_to_step():
     launches, backward_launches = {}, set()
     for launch in (e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})):
         launches[launch["args"]["correlation"]] = launch["ts"]
-        around = [op for op in cpu_ops if op["tid"] == launch["tid"] and op["ts"] <= launch["ts"]
-                  and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]]
+        around = [
+            op
+            for op in cpu_ops
+            if op["tid"] == launch["tid"]
+            and op["ts"] <= launch["ts"]
+            and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]
+        ]
         if around and min(around, key=lambda op: op["dur"])["name"] == "aten::convolution_backward":
             backward_launches.add(launch["args"]["correlation"])  # the innermost op launched it
     device = [0.0] * 5
@@ -265,12 +325,26 @@ def test_each_op_says_how_steady_it_is_from_step_to_step():
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in backward_launches:
             device[step_of(steps, launches[e["args"]["correlation"]])] += e["dur"]
     assert sum(device) == pytest.approx(ops.loc[("device", "aten::convolution_backward"), "total_us"])
-    assert ops.loc[("device", "aten::convolution_backward"), "per_step_cv"] == pytest.approx(_per_step_cv(device),
-                                                                                           rel=1e-6)
+    assert ops.loc[("device", "aten::convolution_backward"), "per_step_cv"] == pytest.approx(
+        _per_step_cv(device), rel=1e-6
+    )
     # and in the comparison each side carries it
-    row = next(r for r in json.loads(run_cli("compare", str(DEMO), "--baseline", "mnist_cnn_torch_cpu_bs64_rep1",
-                                             "--target", run, "--json", "--no-cache").stdout)["rows"]
-               if r["key"] == "aten::convolution_backward")
+    row = next(
+        r
+        for r in json.loads(
+            run_cli(
+                "compare",
+                str(DEMO),
+                "--baseline",
+                "mnist_cnn_torch_cpu_bs64_rep1",
+                "--target",
+                run,
+                "--json",
+                "--no-cache",
+            ).stdout
+        )["rows"]
+        if r["key"] == "aten::convolution_backward"
+    )
     assert row["target_per_step_cv"] == pytest.approx(_per_step_cv(device), rel=1e-6)
     assert row["baseline_per_step_cv"] is not None
 
@@ -291,7 +365,8 @@ def test_repeats_on_two_accelerator_models_are_two_repeat_groups(tmp_path):
     catalog = Catalog(str(tmp_path), cache_dir=None)
     for card in ("gpu_h100", "gpu_h200"):
         assert expand_runs(catalog, [f"{card}/mnist_cnn_torch_gpu_bs16_rep1"], repeats=True) == [
-            f"{card}/mnist_cnn_torch_gpu_bs16_rep{k}" for k in (1, 2, 3)]
+            f"{card}/mnist_cnn_torch_gpu_bs16_rep{k}" for k in (1, 2, 3)
+        ]
 
 
 def test_repeats_named_after_two_accelerators_are_two_repeat_groups(tmp_path):
@@ -300,8 +375,12 @@ def test_repeats_named_after_two_accelerators_are_two_repeat_groups(tmp_path):
     from tb_opcompare.service.check import expand_runs
 
     source = FIXTURES / "user_logdirs" / "torch_h200"
-    for name, run in (("bert_h100_rep1", "lstm_runA"), ("bert_h100_rep2", "lstm_runB"),
-                      ("bert_a100_rep1", "lstm_runC"), ("bert_a100_rep2", "lstm_runD")):
+    for name, run in (
+        ("bert_h100_rep1", "lstm_runA"),
+        ("bert_h100_rep2", "lstm_runB"),
+        ("bert_a100_rep1", "lstm_runC"),
+        ("bert_a100_rep2", "lstm_runD"),
+    ):
         shutil.copytree(source / run, tmp_path / name)
     catalog = Catalog(str(tmp_path), cache_dir=None)
     assert expand_runs(catalog, ["bert_h100_rep1"], repeats=True) == ["bert_h100_rep1", "bert_h100_rep2"]

@@ -69,7 +69,8 @@ def test_a_tf1_pair_reads_one_number_in_compare_matrix_and_cli(tmp_path):
     wall time (13.3x), where op time summed over the CPU's threads says 26.8-31.3x."""
     logdir = _tf1_logdir(tmp_path / "tf1")
     expected = _tf1_span(logdir / "mlp_cpu" / "timeline_02_step_1.json") / _tf1_span(
-        logdir / "mlp_gpu" / "timeline_02_step_1.json")
+        logdir / "mlp_gpu" / "timeline_02_step_1.json"
+    )
     assert expected == pytest.approx(13.33, abs=0.01)
     catalog = Catalog(str(logdir), cache_dir=None)
     summary = compare_document(catalog, "mlp_cpu", "mlp_gpu").summary
@@ -96,8 +97,9 @@ def test_the_demo_pair_reads_one_number_in_compare_matrix_sweep_and_cli(demo, ba
     """The demo's PyTorch CPU -> H100 pair read 3.29x in Compare and 2.04x in the Matrix
     at batch 64 before: now both, the sweep's whole step and the CLI read the wall time."""
     base, target = f"torch/mnist_cnn_torch_cpu_bs{batch}", f"torch/mnist_cnn_torch_gpu_bs{batch}"
-    expected = (steady_median(profiler_step_durations(REPO / "demo_logs" / base))
-                / steady_median(profiler_step_durations(REPO / "demo_logs" / target)))
+    expected = steady_median(profiler_step_durations(REPO / "demo_logs" / base)) / steady_median(
+        profiler_step_durations(REPO / "demo_logs" / target)
+    )
     summary = compare_document(demo, base, target).summary
     assert summary.headline_speedup == pytest.approx(expected, rel=1e-9)
     matrix = matrix_document(demo, models=["mnist_cnn_torch"])
@@ -106,8 +108,9 @@ def test_the_demo_pair_reads_one_number_in_compare_matrix_sweep_and_cli(demo, ba
     sweep = sweep_document(demo, "mnist_cnn_torch")
     (step,) = [row for row in sweep.speedups if row["op"] == "(whole step)" and row["batch_size"] == batch]
     assert step["speedup"] == pytest.approx(expected, rel=1e-12)
-    text = run_cli("compare", str(REPO / "demo_logs"), "--baseline", base, "--target", target, "--no-cache",
-                   "--top", "1").stdout
+    text = run_cli(
+        "compare", str(REPO / "demo_logs"), "--baseline", base, "--target", target, "--no-cache", "--top", "1"
+    ).stdout
     assert f"\nspeedup {format_speedup(expected)} (step wall time" in text
 
 
@@ -129,8 +132,11 @@ def _keras2_call_durations(path: Path) -> list[float]:
     for plane in space.planes:
         ids = {key for key, metadata in plane.event_metadata.items() if metadata.name == "train_function"}
         for line in plane.lines:
-            calls += [(line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps / 1e6)
-                      for event in line.events if event.metadata_id in ids]
+            calls += [
+                (line.timestamp_ns * 1000 + event.offset_ps, event.duration_ps / 1e6)
+                for event in line.events
+                if event.metadata_id in ids
+            ]
     return [duration for _, duration in sorted(calls)]
 
 
@@ -157,9 +163,13 @@ def test_the_device_steps_line_gives_a_tf_2_4_gpu_run_its_wall_time(tmp_path):
     logdir = tmp_path / "bert"
     shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", logdir / "bert")
     (path,) = (logdir / "bert").rglob("*.xplane.pb")
-    lines = [[event.duration_ps / 1e6 for event in line.events]
-             for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes
-             if plane.name.startswith("/device:GPU") for line in plane.lines if line.name == "Steps"]
+    lines = [
+        [event.duration_ps / 1e6 for event in line.events]
+        for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes
+        if plane.name.startswith("/device:GPU")
+        for line in plane.lines
+        if line.name == "Steps"
+    ]
     assert lines and all(len(line) == len(lines[0]) for line in lines)
     facts = Catalog(str(logdir), cache_dir=None).load("bert").profile.facts
     assert facts.steps_source == "Steps line of the device plane"
@@ -172,8 +182,11 @@ def test_every_view_of_two_batch_sizes_says_the_batch_sizes_differ(demo):
     from tb_opcompare.service.memory import memory_document
 
     base, target = "torch/mnist_cnn_torch_cpu_bs16", "torch/mnist_cnn_torch_gpu_bs64"
-    for document in (compare_document(demo, base, target).summary, memory_document(demo, base, target),
-                     layers_document(demo, base, target)):
+    for document in (
+        compare_document(demo, base, target).summary,
+        memory_document(demo, base, target),
+        layers_document(demo, base, target),
+    ):
         assert any(note.startswith("Batch sizes differ (16 vs 64): ") for note in document.notes), type(document)
     same = "torch/mnist_cnn_torch_gpu_bs16"
     for document in (memory_document(demo, base, same), layers_document(demo, base, same)):
@@ -187,12 +200,14 @@ def test_without_step_markers_the_stand_in_says_so_and_claims_no_per_sample(tmp_
 
     for size in (8, 32):
         shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", tmp_path / f"mlp_bs{size}")
-        (tmp_path / f"mlp_bs{size}" / "opcompare.json").write_text(json_module.dumps({"model": "mlp",
-                                                                                    "batch_size": size}))
+        (tmp_path / f"mlp_bs{size}" / "opcompare.json").write_text(
+            json_module.dumps({"model": "mlp", "batch_size": size})
+        )
     summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "mlp_bs8", "mlp_bs32").summary
     assert summary.headline_basis == "op time per step" and summary.headline_per_sample
-    assert summary.headline_text.startswith("the baseline and the target have no step wall times, so op time per step "
-                                            "per sample instead of wall time")
+    assert summary.headline_text.startswith(
+        "the baseline and the target have no step wall times, so op time per step per sample instead of wall time"
+    )
     note = next(note for note in summary.notes if note.startswith("Batch sizes differ (8 vs 32): "))
     assert note.startswith("Batch sizes differ (8 vs 32): the headline is per sample")
     assert summary.headline_speedup == pytest.approx(summary.whole_step_speedup * 32 / 8, rel=1e-12)
@@ -209,6 +224,7 @@ def test_a_group_with_a_run_without_markers_says_it_is_left_out(tmp_path):
     summary = compare_document(catalog, ["mnist_cnn_torch_cpu_bs64", "no_markers"], "mnist_cnn_torch_gpu_bs64").summary
     assert summary.headline_basis == "step wall time"
     assert summary.baseline_step_wall_us == pytest.approx(
-        steady_median(profiler_step_durations(REPO / "demo_logs" / "torch" / "mnist_cnn_torch_cpu_bs64")), rel=1e-9)
+        steady_median(profiler_step_durations(REPO / "demo_logs" / "torch" / "mnist_cnn_torch_cpu_bs64")), rel=1e-9
+    )
     assert "The step wall time leaves out 1 baseline run without step markers." in summary.notes
     assert summary.baseline.step_time_us == summary.baseline_step_wall_us  # the group's record says the same

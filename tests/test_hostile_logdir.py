@@ -52,23 +52,26 @@ def hostile(tmp_path_factory) -> Path:
     extra = '{"ph": "X", "name": "aten::odd", "cat": "cpu_op", "pid": 1, "tid": 77, "ts": 1, "dur": %s, "args": %s},'
     for name, duration, args in (("deep_cpu", "1", '{"a": ' + DEEP + "}"), ("huge_cpu", "1e308", "{}")):
         (root / name).mkdir()
-        (root / name / "w.1.pt.trace.json").write_text(text.replace('"traceEvents": [', '"traceEvents": [' +
-                                                                    extra % (duration, args) + extra % (duration, args), 1))
+        (root / name / "w.1.pt.trace.json").write_text(
+            text.replace(
+                '"traceEvents": [', '"traceEvents": [' + extra % (duration, args) + extra % (duration, args), 1
+            )
+        )
     (root / "deep_summary").mkdir()
     (root / "deep_summary" / "summary.json").write_text('{"op_stats": {}, "notes": ' + DEEP + "}")
     return root
 
 
 def _errors(document: dict) -> dict[str, str]:
-    return {Path(error["path"]).relative_to(document["_root"]).as_posix(): error["message"]
-            for error in document["errors"]}
+    return {
+        Path(error["path"]).relative_to(document["_root"]).as_posix(): error["message"] for error in document["errors"]
+    }
 
 
 EXPECTED = {
     "pipe.pt.trace.json": "not a regular file (a named pipe); not read, as it could block or never end",
     "pipes/timeline.json": "not a regular file (a named pipe); not read, as it could block or never end",
-    "tf_pipe/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb":
-        "not a regular file (a named pipe); not read, as it could block or never end",
+    "tf_pipe/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb": "not a regular file (a named pipe); not read, as it could block or never end",
     "tf_folder/plugins/profile/2026_01_01_00_00_00/vm.xplane.pb": "a directory named like a trace file, not a trace",
     "escape": "a link to /, which holds the logdir; not followed",
     "zero.pt.trace.json": "not a regular file (a device); not read, as it could block or never end",
@@ -96,11 +99,13 @@ def test_listing_names_every_odd_entry_and_keeps_the_good_runs(hostile):
     assert errors["deep_summary/summary.json"].startswith("nested more deeply than a profiler ever writes")
     assert errors["huge_cpu/w.1.pt.trace.json"] == (
         "traceEvents[0] ('aten::odd' at ts 1.0) is a complete event with a duration of 1e+308 µs (over a year); "
-        "the trace writer produced broken events")
+        "the trace writer produced broken events"
+    )
     runs = {run["run"]: run for run in document["runs"]}
     assert set(runs) == {GOOD, GOOD_TOO}
-    assert runs[GOOD_TOO]["warnings"] == [f"{hostile / GOOD_TOO / 'opcompare.json'}: ignored, not a regular file "
-                                          "(a named pipe)"]
+    assert runs[GOOD_TOO]["warnings"] == [
+        f"{hostile / GOOD_TOO / 'opcompare.json'}: ignored, not a regular file (a named pipe)"
+    ]
     lazy = _errors(_runs(hostile, "--lazy"))
     assert {path: lazy[path] for path in EXPECTED} == EXPECTED
 
@@ -120,8 +125,12 @@ def test_runs_linked_in_from_elsewhere_are_listed_and_shared_configs_ignored(tmp
     assert result.returncode == 0, result.stdout + result.stderr
     document = json.loads(result.stdout)
     assert document["errors"] == []
-    assert {run["run"] for run in document["runs"]} == {"mlp_cpu", "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16",
-                                                        "torch/cnn_torch_cpu_bs64"}
+    assert {run["run"] for run in document["runs"]} == {
+        "mlp_cpu",
+        "torch/cnn_torch_cpu_bs4",
+        "torch/cnn_torch_cpu_bs16",
+        "torch/cnn_torch_cpu_bs64",
+    }
 
 
 @pytest.mark.timeout(120)
@@ -150,8 +159,10 @@ def test_a_gzip_bomb_stops_at_the_memory_budget_and_is_not_remembered(tmp_path):
     cache = str(tmp_path / "cache")
     refused = run_cli("runs", str(tmp_path / "logs"), "--json", "--cache-dir", cache, "--max-read-gb", "0.03")
     (error,) = json.loads(refused.stdout)["errors"]
-    assert error["message"].startswith("decompresses to more than 0.01 GB of text, more than this machine's memory "
-                                       "limit allows (memory guard): a very large trace, or a gzip bomb")
+    assert error["message"].startswith(
+        "decompresses to more than 0.01 GB of text, more than this machine's memory "
+        "limit allows (memory guard): a very large trace, or a gzip bomb"
+    )
     # A higher limit reads it (the refusal was not cached): valid JSON, but no events.
     allowed = run_cli("runs", str(tmp_path / "logs"), "--json", "--cache-dir", cache, "--max-read-gb", "2")
     (error,) = json.loads(allowed.stdout)["errors"]
@@ -169,17 +180,22 @@ def test_millions_of_tiny_events_under_an_escaped_key_stop_at_the_memory_budget(
     (error,) = json.loads(refused.stdout)["errors"]
     assert error["message"].startswith(
         'its events must be read one by one (the fast way needs `"traceEvents": [` at the top level and clean cuts '
-        "between events): 8,000,001 JSON objects in 24 MB of text would need about 0.5 GB more")
+        "between events): 8,000,001 JSON objects in 24 MB of text would need about 0.5 GB more"
+    )
     # The same key spelled with escapes in a small trace is read (as JSON says it must be).
     (run / "w.1.pt.trace.json").write_bytes(
         b'{"trace\\u0045vents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "pid": 1, '
-        b'"tid": 1}]}')
+        b'"tid": 1}]}'
+    )
     (listed,) = json.loads(run_cli("runs", str(tmp_path / "logs"), "--json", "--no-cache").stdout)["runs"]
     assert listed["format"] == "pytorch" and listed["loaded"]
 
 
-_WITHOUT_ROOT_READS = ["setpriv", "--bounding-set=-dac_override,-dac_read_search",
-                       "--inh-caps=-dac_override,-dac_read_search"]
+_WITHOUT_ROOT_READS = [
+    "setpriv",
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--inh-caps=-dac_override,-dac_read_search",
+]
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and util-linux's setpriv")
@@ -194,8 +210,19 @@ def test_a_run_that_cannot_be_read_is_listed_with_the_reason(tmp_path):
     secret.chmod(0)
     (logs / "locked_cpu_bs4").chmod(0)
     try:
-        listing = subprocess.run([*_WITHOUT_ROOT_READS, str(Path(sys.executable).parent / "tb-opcompare"), "runs",
-                                  str(logs), "--json", "--no-cache"], capture_output=True, text=True, timeout=120)
+        listing = subprocess.run(
+            [
+                *_WITHOUT_ROOT_READS,
+                str(Path(sys.executable).parent / "tb-opcompare"),
+                "runs",
+                str(logs),
+                "--json",
+                "--no-cache",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         (logs / "locked_cpu_bs4").chmod(0o755)
     assert listing.returncode == 1, listing.stderr
@@ -203,7 +230,8 @@ def test_a_run_that_cannot_be_read_is_listed_with_the_reason(tmp_path):
     assert [run["run"] for run in document["runs"]] == ["good_cpu_bs4"] and document["runs"][0]["loaded"]
     assert {(error["path"], error["message"]) for error in document["errors"]} == {
         (str(logs / "locked_cpu_bs4"), "cannot list this directory: Permission denied"),
-        (str(secret), "cannot read the file: Permission denied")}
+        (str(secret), "cannot read the file: Permission denied"),
+    }
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and util-linux's setpriv")
@@ -227,9 +255,11 @@ def test_a_file_made_readable_is_read_at_the_next_request(tmp_path):
         f"os.chmod({str(secret)!r}, 0o644)\n"
         "print('read:', len(catalog.load('secret_cpu_bs4').profile.ops))\n"
         f"print('again:', len(Catalog({str(tmp_path / 'logs')!r}, cache_dir={str(tmp_path / 'cache')!r})"
-        ".load('secret_cpu_bs4').profile.ops))\n")
-    done = subprocess.run([*_WITHOUT_ROOT_READS, sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+        ".load('secret_cpu_bs4').profile.ops))\n"
+    )
+    done = subprocess.run(
+        [*_WITHOUT_ROOT_READS, sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     lines = done.stdout.splitlines()
     assert lines[0] == "refused: cannot read the file: Permission denied", done.stderr
     assert lines[1].startswith("read: ") and int(lines[1].split()[1]) > 10
@@ -281,14 +311,28 @@ def test_xplanes_whose_size_says_little_about_their_cost_are_read_or_refused_che
     document = json.loads(run_cli("runs", str(logs), "--json", "--no-cache", "--max-read-gb", "0.5").stdout)
     assert time.monotonic() - started < 60
     errors = {error["run"]: error["message"] for error in document["errors"]}
-    assert errors["named_planes_cpu"] == ("the XSpace holds more than 100,000 planes (profilers write one per "
-                                          "device and host view, a few hundred at most); not read")
-    assert errors["metadata_cpu"].startswith("a plane holds 1,500,000 metadata entries, which would need about 0.4 GB "
-                                             "once parsed, more than this machine's memory limit allows")
+    assert errors["named_planes_cpu"] == (
+        "the XSpace holds more than 100,000 planes (profilers write one per "
+        "device and host view, a few hundred at most); not read"
+    )
+    assert errors["metadata_cpu"].startswith(
+        "a plane holds 1,500,000 metadata entries, which would need about 0.4 GB "
+        "once parsed, more than this machine's memory limit allows"
+    )
     (read,) = [run for run in document["runs"] if run["run"] == "empty_planes_cpu_bs8"]
     assert read["loaded"] and read["batch_size"] == 8
-    same = json.loads(run_cli("compare", str(logs), "--baseline", "real_cpu_bs8", "--target",
-                              "empty_planes_cpu_bs8", "--json", "--no-cache").stdout)["summary"]
+    same = json.loads(
+        run_cli(
+            "compare",
+            str(logs),
+            "--baseline",
+            "real_cpu_bs8",
+            "--target",
+            "empty_planes_cpu_bs8",
+            "--json",
+            "--no-cache",
+        ).stdout
+    )["summary"]
     assert same["matched_ops"] > 10 and same["baseline_only_ops"] == same["target_only_ops"] == 0
     assert same["overall_speedup"] == 1
 
@@ -340,8 +384,10 @@ def test_a_pathological_regex_filter_answers_at_once_and_stalls_nothing(hostile_
     assert answers["core"][0] == 200 and answers["core"][1] < 10
     backtracking = urllib.parse.urlencode({"baseline": BIG_RUN, "target": BIG_RUN, "q": "/(a+)+$/"})
     assert _get(f"{hostile_server}/data/plugin/op_compare/compare?{backtracking}")[0] == 200
-    status, body = _get(f"{hostile_server}/data/plugin/op_compare/compare?" + urllib.parse.urlencode(
-        {"baseline": BIG_RUN, "target": BIG_RUN, "q": "/(a)\\1/"}))
+    status, body = _get(
+        f"{hostile_server}/data/plugin/op_compare/compare?"
+        + urllib.parse.urlencode({"baseline": BIG_RUN, "target": BIG_RUN, "q": "/(a)\\1/"})
+    )
     assert status == 400 and "backreferences and lookaround are not supported" in json.loads(body)["error"]["message"]
 
 
@@ -412,14 +458,18 @@ def test_odd_encodings_numbers_and_names_are_named_or_made_harmless(tmp_path):
     runs = {run["run"]: run for run in document["runs"]}
     errors = {error["run"]: error["message"] for error in document["errors"]}
     assert runs["bom_cpu_bs4"]["batch_size"] == 4 and runs["bom_cpu_bs4"]["steps"] == 2  # read like the original
-    assert errors["wide_cpu"] == ("the text is UTF-16, and a trace must be UTF-8 (as profilers write it); convert "
-                                  "it, e.g. `iconv -f UTF-16 -t UTF-8`")
+    assert errors["wide_cpu"] == (
+        "the text is UTF-16, and a trace must be UTF-8 (as profilers write it); convert "
+        "it, e.g. `iconv -f UTF-16 -t UTF-8`"
+    )
     assert runs["claims_cpu_bs4"]["batch_size"] == 4
     assert runs["claims_cpu_bs4"]["warnings"] == [
         f"{tmp_path / 'claims_cpu_bs4' / 'opcompare.json'}: batch_size '1000000000000000000000000000000' ignored, not a "
-        "whole number from 1 to 10,000,000"]
-    assert errors["negative_cpu"].startswith(f"plane '/host:CPU', line {line.name!r}: 1 op events have a negative or "
-                                             "impossibly long duration")
+        "whole number from 1 to 10,000,000"
+    ]
+    assert errors["negative_cpu"].startswith(
+        f"plane '/host:CPU', line {line.name!r}: 1 op events have a negative or impossibly long duration"
+    )
     assert runs["tagged"]["device"] == "accelerator"
     assert label('a "quoted" <img src=x> & %{x}') == 'a "quoted" &lt;img src=x&gt; &amp; %{x}'
 
@@ -429,8 +479,12 @@ def test_events_that_overlap_without_nesting_are_warned_about(tmp_path):
     """A real trace with one op stretched past the end of the op it starts in."""
     document = json.loads(_torch_trace(4).read_text())
     ops = [e for e in document["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
-    parent, child = next((p, c) for p in ops for c in ops if c is not p and c["tid"] == p["tid"]
-                         and p["ts"] < c["ts"] and c["ts"] + c["dur"] < p["ts"] + p["dur"])
+    parent, child = next(
+        (p, c)
+        for p in ops
+        for c in ops
+        if c is not p and c["tid"] == p["tid"] and p["ts"] < c["ts"] and c["ts"] + c["dur"] < p["ts"] + p["dur"]
+    )
     child["dur"] = parent["ts"] + parent["dur"] - child["ts"] + 5_000.0
     (tmp_path / "stretched_cpu").mkdir()
     (tmp_path / "stretched_cpu" / "w.1.pt.trace.json").write_text(json.dumps(document))
@@ -501,13 +555,16 @@ def test_a_trace_with_two_event_arrays_is_refused_by_name(tmp_path, events):
     from tb_opcompare.errors import ProfileError
     from tb_opcompare.store.catalog import Catalog
 
-    event = ('{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": %d, "dur": 1, '
-             '"args": {"padding": "%s"}}')
+    event = (
+        '{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": %d, "dur": 1, '
+        '"args": {"padding": "%s"}}'
+    )
     array = "[" + ", ".join(event % (k * 10, "x" * 100) for k in range(events)) + "]"
     run = tmp_path / "logs" / "joined"
     run.mkdir(parents=True)
-    (run / "host_1.1.pt.trace.json").write_text('{"schemaVersion": 1, "traceEvents": %s,\n"traceEvents": %s}'
-                                                % (array, array))
+    (run / "host_1.1.pt.trace.json").write_text(
+        '{"schemaVersion": 1, "traceEvents": %s,\n"traceEvents": %s}' % (array, array)
+    )
     with pytest.raises(ProfileError) as raised:
         Catalog(str(tmp_path / "logs"), cache_dir=None).load("joined")
     assert 'two "traceEvents" arrays in one trace' in raised.value.reason
@@ -554,27 +611,34 @@ def _xplane_of_empty_lines(lines: int) -> bytes:
 
 def _dense_tf_trace(events: int) -> bytes:
     event = b'{"ph":"X","name":"MatMul","pid":1,"tid":1,"ts":%d,"dur":1,"args":{"long_name":"m:MatMul"}},'
-    return gzip.compress(b'{"displayTimeUnit":"ns","traceEvents":[{"ph":"M","pid":1,"name":"process_name","args":'
-                         b'{"name":"/host:CPU"}},' + b"".join(event % (2 * k) for k in range(events)) + b"{}]}",
-                         compresslevel=1)
+    return gzip.compress(
+        b'{"displayTimeUnit":"ns","traceEvents":[{"ph":"M","pid":1,"name":"process_name","args":'
+        b'{"name":"/host:CPU"}},' + b"".join(event % (2 * k) for k in range(events)) + b"{}]}",
+        compresslevel=1,
+    )
 
 
 def _peak_rss_of_listing(logdir: Path, max_read_gb: str) -> tuple[int, dict]:
     """The listing's peak resident memory (bytes) and its document, from a process of its own."""
     # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so a child would report
     # the peak of the test process it was forked from
-    script = ("import sys\nfrom tb_opcompare.cli.main import main\n"
-              f"main(['runs', {str(logdir)!r}, '--json', '--no-cache', '--max-read-gb', {max_read_gb!r}])\n"
-              "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
-              "print(int(peak.split()[1]) * 1024, file=sys.stderr)")
+    script = (
+        "import sys\nfrom tb_opcompare.cli.main import main\n"
+        f"main(['runs', {str(logdir)!r}, '--json', '--no-cache', '--max-read-gb', {max_read_gb!r}])\n"
+        "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+        "print(int(peak.split()[1]) * 1024, file=sys.stderr)"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     return int(done.stderr.strip().splitlines()[-1]), json.loads(done.stdout)
 
 
 def _dense_torch_trace(events: int) -> bytes:
     event = b'{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":%d,"dur":1},'
-    return (b'{"schemaVersion":1,"traceEvents":[' + b"".join(event % (2 * k) for k in range(events))
-            + b'{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}')
+    return (
+        b'{"schemaVersion":1,"traceEvents":['
+        + b"".join(event % (2 * k) for k in range(events))
+        + b'{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}'
+    )
 
 
 @pytest.mark.parametrize("flood", ["xplane lines", "trace.json events", "PyTorch events"])
@@ -604,8 +668,7 @@ def test_element_floods_stay_within_the_memory_limit(tmp_path, flood):
 
 
 def _many_op_trace(events: int) -> bytes:
-    event = (b'{"ph":"X","cat":"cpu_op","name":"aten::op%d","pid":1,"tid":1,"ts":%d,"dur":1,'
-             b'"args":{"External id":%d}},')
+    event = b'{"ph":"X","cat":"cpu_op","name":"aten::op%d","pid":1,"tid":1,"ts":%d,"dur":1,"args":{"External id":%d}},'
     body = b"".join(event % (k % 50, 2 * k, k) for k in range(events))
     return b'{"schemaVersion":1,"traceEvents":[' + body + b'{"ph":"i","name":"end","pid":1,"tid":1,"ts":0}]}'
 
@@ -635,8 +698,9 @@ def test_concurrent_cold_reads_share_one_memory_budget(tmp_path):
         answers: dict[int, tuple[int, bytes]] = {}
 
         def ask(k: int) -> None:
-            with urllib.request.urlopen(f"{url}/data/plugin/op_compare/compare?baseline=big{k}&target=big{k}",
-                                        timeout=300) as answer:
+            with urllib.request.urlopen(
+                f"{url}/data/plugin/op_compare/compare?baseline=big{k}&target=big{k}", timeout=300
+            ) as answer:
                 answers[k] = answer.status, answer.read()
 
         clients = [threading.Thread(target=ask, args=(k,)) for k in range(4)]
@@ -676,12 +740,16 @@ def test_files_the_listing_passes_over_are_read_or_said(tmp_path):
     (logdir / "copied").mkdir(parents=True)
     shutil.copy(next(next(session.iterdir()).glob("*.xplane.pb")), logdir / "copied" / "vm.xplane.pb")
     (logdir / "late").mkdir()
-    trace = {"metadata": {"note": "x" * 100_000},
-             "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "pid": 1, "tid": 1}]}
+    trace = {
+        "metadata": {"note": "x" * 100_000},
+        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1, "pid": 1, "tid": 1}],
+    }
     (logdir / "late" / "trace.json").write_text(json.dumps(trace))
     (logdir / "late" / "opcompare.json").write_text("{}")  # a sidecar is no trace and never counted
     result = run_cli("runs", str(logdir), "--no-cache")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("copied\tformat=xplane\tdevice=CPU\tbatch=16")
-    assert ("note: 1 JSON file not read: no trace's marker (\"traceEvents\", \"op_stats\" ...) in the first 64 KB: "
-            "late/trace.json.") in result.stderr
+    assert (
+        'note: 1 JSON file not read: no trace\'s marker ("traceEvents", "op_stats" ...) in the first 64 KB: '
+        "late/trace.json."
+    ) in result.stderr

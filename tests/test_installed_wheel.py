@@ -26,17 +26,26 @@ from conftest import REPO, open_op_compare
 from tensorboard_server import running_tensorboard
 
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-FRONTEND = sorted(path.relative_to(REPO / "frontend").as_posix() for path in (REPO / "frontend").rglob("*")
-                  if path.suffix in (".js", ".css"))
+FRONTEND = sorted(
+    path.relative_to(REPO / "frontend").as_posix()
+    for path in (REPO / "frontend").rglob("*")
+    if path.suffix in (".js", ".css")
+)
 # Neither the checkout nor the test environment may leak into the installed product.
-CLEAN_ENV = {key: value for key, value in os.environ.items()
-             if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")}
+CLEAN_ENV = {
+    key: value
+    for key, value in os.environ.items()
+    if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")
+}
 
 
 def _run(*args, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(arg) for arg in args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                            env=CLEAN_ENV)
-    assert result.returncode == 0, f"{' '.join(map(str, args))} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    result = subprocess.run(
+        [str(arg) for arg in args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=CLEAN_ENV
+    )
+    assert result.returncode == 0, (
+        f"{' '.join(map(str, args))} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result
 
 
@@ -45,8 +54,16 @@ def dist(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     # Built from a copy of the tracked files, as a fresh clone would be.
     source = tmp_path_factory.mktemp("source") / "tb-opcompare"
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, files):
         if (REPO / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
@@ -69,8 +86,10 @@ def installed(dist, tmp_path_factory) -> Path:
 def test_wheel_and_sdist_carry_the_tab_and_the_licence_and_nothing_borrowed(dist):
     (wheel,) = dist.glob("tb_opcompare-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert sorted(n.removeprefix("tb_opcompare/frontend/") for n in names if n.startswith("tb_opcompare/frontend/")) \
+    assert (
+        sorted(n.removeprefix("tb_opcompare/frontend/") for n in names if n.startswith("tb_opcompare/frontend/"))
         == FRONTEND
+    )
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not [n for n in names if "demo_logs" in n or n.startswith("tests/")]
     (sdist,) = dist.glob("tb_opcompare-*.tar.gz")
@@ -89,8 +108,9 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     python, cli = installed / "bin" / "python", installed / "bin" / "tb-opcompare"
     where = _run(python, "-c", "import tb_opcompare; print(tb_opcompare.__file__)", cwd=tmp_path).stdout
     assert str(installed) in where and str(REPO) not in where
-    native = _run(python, "-c", "from tb_opcompare.ingest.readers.xplane_wire import native; print(native())",
-                  cwd=tmp_path).stdout
+    native = _run(
+        python, "-c", "from tb_opcompare.ingest.readers.xplane_wire import native; print(native())", cwd=tmp_path
+    ).stdout
     assert "_xplane_wire" in native and str(installed) in native  # the reader runs the compiled loops
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
@@ -99,31 +119,94 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     matrix = list(csv.DictReader(io.StringIO(_run(cli, "matrix", demo, "--csv", "-", cwd=tmp_path).stdout)))
     assert len(matrix) == 36 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
     assert {(line["model"], line["compiler"]) for line in matrix if line["precision"] == "bf16"} == {
-        ("mnist_cnn", "TF graph"), ("mnist_cnn", "XLA"), ("mnist_cnn_torch", "eager"), ("mnist_cnn_torch", "torch.compile")}
+        ("mnist_cnn", "TF graph"),
+        ("mnist_cnn", "XLA"),
+        ("mnist_cnn_torch", "eager"),
+        ("mnist_cnn_torch", "torch.compile"),
+    }
     suggested = listing["suggested"]
-    compared = _run(cli, "compare", demo, "--baseline", suggested["baseline"], "--target", suggested["target"],
-                    "--top", "3", cwd=tmp_path).stdout
+    compared = _run(
+        cli,
+        "compare",
+        demo,
+        "--baseline",
+        suggested["baseline"],
+        "--target",
+        suggested["target"],
+        "--top",
+        "3",
+        cwd=tmp_path,
+    ).stdout
     table_row = re.compile(r"\s+([\d.]+×|–)\s.* (matched|baseline_only|target_only) ")
     rows = [line for line in compared.splitlines() if table_row.match(line)]
     assert f"baseline: {suggested['baseline']}" in compared and len(rows) == 3
     # the regression gate, as a CI job would run it: exit 1 and the slowed op named first
     repeats = tmp_path / "repeats"
     shutil.copytree(REPO / "tests" / "fixtures" / "repeats" / "logdir", repeats)
-    gate = subprocess.run([str(cli), "check", str(repeats), "--baseline", "cnn_cpu_bs16_rep*", "--target",
-                           "cnnslow_cpu_bs16_rep*", "--format", "json"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, env=CLEAN_ENV)
+    gate = subprocess.run(
+        [
+            str(cli),
+            "check",
+            str(repeats),
+            "--baseline",
+            "cnn_cpu_bs16_rep*",
+            "--target",
+            "cnnslow_cpu_bs16_rep*",
+            "--format",
+            "json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=CLEAN_ENV,
+    )
     assert gate.returncode == 1, gate.stderr
     report = json.loads(gate.stdout)
     assert not report["passed"] and report["rows"][0]["key"] == "head" and report["rows"][0]["verdict"] == "slower"
     # the pooled compare, the layers and the memory of the same runs, from the installed package
-    pooled = json.loads(_run(cli, "compare", repeats, "--baseline", "cnn_cpu_bs16_rep1", "--target",
-                             "cnnslow_cpu_bs16_rep1", "--repeats", "--json", cwd=tmp_path).stdout)
+    pooled = json.loads(
+        _run(
+            cli,
+            "compare",
+            repeats,
+            "--baseline",
+            "cnn_cpu_bs16_rep1",
+            "--target",
+            "cnnslow_cpu_bs16_rep1",
+            "--repeats",
+            "--json",
+            cwd=tmp_path,
+        ).stdout
+    )
     assert len(pooled["summary"]["baseline_runs"]) == 6 and len(pooled["summary"]["target_runs"]) == 6
-    layers = json.loads(_run(cli, "layers", repeats, "--baseline", "cnn_cpu_bs16_rep1", "--target",
-                             "cnnslow_cpu_bs16_rep1", "--json", cwd=tmp_path).stdout)
+    layers = json.loads(
+        _run(
+            cli,
+            "layers",
+            repeats,
+            "--baseline",
+            "cnn_cpu_bs16_rep1",
+            "--target",
+            "cnnslow_cpu_bs16_rep1",
+            "--json",
+            cwd=tmp_path,
+        ).stdout
+    )
     assert "head" in {row["name"] for row in layers["rows"] if row["layer"] == "application"}
-    memory = json.loads(_run(cli, "memory", repeats, "--baseline", "cnn_cpu_bs16_rep1", "--target",
-                             "cnnslow_cpu_bs16_rep1", "--json", cwd=tmp_path).stdout)
+    memory = json.loads(
+        _run(
+            cli,
+            "memory",
+            repeats,
+            "--baseline",
+            "cnn_cpu_bs16_rep1",
+            "--target",
+            "cnnslow_cpu_bs16_rep1",
+            "--json",
+            cwd=tmp_path,
+        ).stdout
+    )
     assert memory["rows"] and memory["baseline"]["peak_memory_bytes"]["CPU"] > 0
 
 
@@ -136,15 +219,20 @@ def test_entry_point_loads_the_plugin_without_pandas_or_readers(installed, tmp_p
         f"plugin = entry.load()().load(TBContext(logdir={str(tmp_path)!r}, flags=Flags()))\n"
         "plugin.get_plugin_apps(); plugin.is_active()\n"
         "print(sorted(m for m in ('pandas', 'numpy', 'tb_opcompare.store.catalog', 'tb_opcompare.ingest.readers.xplane') "
-        "if m in sys.modules))\n")
+        "if m in sys.modules))\n"
+    )
     assert _run(installed / "bin" / "python", "-c", probe, cwd=tmp_path).stdout.strip() == "[]"
 
 
 def test_installed_tab_renders_rows_and_the_batch_sweep(installed, tmp_path, page):
     demo = tmp_path / "logs"
     shutil.copytree(REPO / "demo_logs", demo)
-    with running_tensorboard(demo, python=str(installed / "bin" / "python"), cwd=tmp_path,
-                             env={"TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}) as url:
+    with running_tensorboard(
+        demo,
+        python=str(installed / "bin" / "python"),
+        cwd=tmp_path,
+        env={"TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")},
+    ) as url:
         frame = open_op_compare(page, url)
         frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)
         assert frame.locator("#oc-count").inner_text().startswith("Showing ")
@@ -166,25 +254,48 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
     from s3_server import s3_server
 
     (wheel,) = dist.glob("*.whl")
-    _run(installed / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         f"{wheel}[s3]", "boto3", "-c", REPO / "tests" / "constraints.txt", cwd=tmp_path)
+    _run(
+        installed / "bin" / "python",
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        f"{wheel}[s3]",
+        "boto3",
+        "-c",
+        REPO / "tests" / "constraints.txt",
+        cwd=tmp_path,
+    )
     with s3_server(tmp_path / "moto.log") as server:
         server.upload(REPO / "demo_logs", "team", "logs")
-        indexing = subprocess.run([str(installed / "bin" / "tb-opcompare"), "index", "s3://team/logs", "--no-cache"],
-                                  capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                                  env={**CLEAN_ENV, **server.env("writer")})
+        indexing = subprocess.run(
+            [str(installed / "bin" / "tb-opcompare"), "index", "s3://team/logs", "--no-cache"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tmp_path,
+            env={**CLEAN_ENV, **server.env("writer")},
+        )
         assert indexing.returncode == 0 and "36 read" in indexing.stdout, indexing.stdout + indexing.stderr
         since = len(server.requests())
         reader = {**server.env("reader"), "S3_ENDPOINT": server.url, "TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}
-        with running_tensorboard("s3://team/logs", python=str(installed / "bin" / "python"), cwd=tmp_path,
-                                 env=reader) as url:
+        with running_tensorboard(
+            "s3://team/logs", python=str(installed / "bin" / "python"), cwd=tmp_path, env=reader
+        ) as url:
             frame = open_op_compare(page, url)
             frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)
             assert "H100" in frame.locator("body").inner_text()
-            listing = json.loads(subprocess.run(
-                ["curl", "-s", f"{url}/data/plugin/op_compare/runs"], capture_output=True, text=True).stdout)
+            listing = json.loads(
+                subprocess.run(
+                    ["curl", "-s", f"{url}/data/plugin/op_compare/runs"], capture_output=True, text=True
+                ).stdout
+            )
             assert len(listing["runs"]) == 36 and listing["errors"] == []
             assert not page.page_errors
-        profiles = [path for method, path in server.requests()[since:]
-                    if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path]
+        profiles = [
+            path
+            for method, path in server.requests()[since:]
+            if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path
+        ]
         assert profiles == []

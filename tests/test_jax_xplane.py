@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import shutil
-from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, steady_median
@@ -43,8 +42,10 @@ def _raw(run: str) -> tuple[dict[str, tuple[int, float]], list[float]]:
                     start = line.timestamp_ns * 1000 + event.offset_ps
                     if step not in steps or event.duration_ps / 1e6 > steps[step][1]:
                         steps[step] = (start, event.duration_ps / 1e6)
-    return ({name: (count, total) for name, (count, total) in ops.items()},
-            [duration for _, duration in sorted(steps.values())])
+    return (
+        {name: (count, total) for name, (count, total) in ops.items()},
+        [duration for _, duration in sorted(steps.values())],
+    )
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,12 @@ from tb_opcompare.store.catalog import Catalog
 H100 = FIXTURES / "gpu_h100" / "demo"
 CPU_RUN, GPU_RUN = "mnist_cnn_torch_cpu_bs16_rep1", "mnist_cnn_torch_gpu_bs16_rep1"
 MEMORY = FIXTURES / "memory"
-_LAYER_OF_CATEGORY = {"cpu_op": "framework", "user_annotation": "application", "cuda_runtime": "runtime",
-                      "cuda_driver": "runtime"}
+_LAYER_OF_CATEGORY = {
+    "cpu_op": "framework",
+    "user_annotation": "application",
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+}
 _DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
@@ -39,8 +43,11 @@ def _raw_layers(events: list[dict]) -> tuple[dict[str, float], dict[str, tuple[i
     """Independent of the reader: each layer's self time (an event's duration less the
     events directly inside it on its thread; ProfilerStep ranges are steps, not work),
     device time, each runtime call's (calls, wall time), and the step count."""
-    host = [e for e in events if e.get("ph") == "X" and e.get("cat") in _LAYER_OF_CATEGORY
-            and not e["name"].startswith("ProfilerStep#")]
+    host = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in _LAYER_OF_CATEGORY and not e["name"].startswith("ProfilerStep#")
+    ]
     by_thread = collections.defaultdict(list)
     for event in host:
         by_thread[(str(event["pid"]), str(event["tid"]))].append(event)
@@ -66,8 +73,10 @@ def _raw_layers(events: list[dict]) -> tuple[dict[str, float], dict[str, tuple[i
 
 
 def _layers(logdir, baseline: str, target: str) -> LayersDocument:
-    return msgspec.json.decode(run_cli("layers", str(logdir), "--baseline", baseline, "--target", target, "--json",
-                                       "--no-cache").stdout, type=LayersDocument)
+    return msgspec.json.decode(
+        run_cli("layers", str(logdir), "--baseline", baseline, "--target", target, "--json", "--no-cache").stdout,
+        type=LayersDocument,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +88,11 @@ def test_each_layer_equals_the_raw_trace_per_step(h100_layers):
     for run, side in ((CPU_RUN, "baseline"), (GPU_RUN, "target")):
         (path,) = (H100 / run).glob("*.pt.trace.json.gz")
         raw, _, steps = _raw_layers(_trace_events(path))
-        shown = {layer.layer: getattr(layer, f"{side}_us") for layer in h100_layers.layers
-                 if getattr(layer, f"{side}_us") is not None}
+        shown = {
+            layer.layer: getattr(layer, f"{side}_us")
+            for layer in h100_layers.layers
+            if getattr(layer, f"{side}_us") is not None
+        }
         assert shown.keys() == raw.keys(), run
         for layer, time in raw.items():
             assert shown[layer] == pytest.approx(time / steps, rel=1e-5), (run, layer)
@@ -118,8 +130,9 @@ def test_application_ranges_agree_with_key_averages_of_the_recording_process(bat
         assert rows[name].baseline_self_us == pytest.approx(row["self_cpu_time_total"] / steps, rel=1e-5)
         assert rows[name].speedup == pytest.approx(1.0)
     application = next(layer for layer in document.layers if layer.layer == "application")
-    assert application.baseline_us == pytest.approx(sum(row["self_cpu_time_total"] for row in expected.values())
-                                                     / steps, rel=1e-5)
+    assert application.baseline_us == pytest.approx(
+        sum(row["self_cpu_time_total"] for row in expected.values()) / steps, rel=1e-5
+    )
 
 
 def test_public_v100_trace_layers_equal_the_raw_events():
@@ -173,7 +186,8 @@ def test_the_tf_data_input_pipeline_is_the_application_layer_of_a_keras_run():
         others = profile.ops[(profile.ops["op_type"] != "Dataset") & (profile.ops["side"] == "host")]
         assert framework == pytest.approx(others["self_us"].sum() / profile.facts.steps, rel=1e-9)
     assert any("several host threads" in note for note in document.notes) == any(
-        (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in document.layers)
+        (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in document.layers
+    )
 
 
 TF_ANNOTATED = FIXTURES / "tf_annotations" / "logdir"
@@ -226,9 +240,12 @@ def test_tf_xplanes_without_user_ranges_read_none():
     (``PjitFunction(step)``, launches named by kernel): none may read as the user's."""
     from tb_opcompare.ingest.formats import read_profile
 
-    paths = [path for root in (FIXTURES, FIXTURES.parent.parent / "demo_logs", REALTRACES)
-             for path in sorted(root.glob("**/*.xplane.pb"))
-             if TF_ANNOTATED not in path.parents and not {"hostile", "malformed"} & set(path.parts)]
+    paths = [
+        path
+        for root in (FIXTURES, FIXTURES.parent.parent / "demo_logs", REALTRACES)
+        for path in sorted(root.glob("**/*.xplane.pb"))
+        if TF_ANNOTATED not in path.parents and not {"hostile", "malformed"} & set(path.parts)
+    ]
     assert len(paths) >= 20
     read = 0
     for path in paths:
@@ -273,8 +290,9 @@ def test_route_cli_and_csv_agree(h100_layers):
     assert msgspec.json.decode(answer.data, type=LayersDocument) == h100_layers
     download = client.get(f"{PREFIX}/layers.csv", query_string={"baseline": CPU_RUN, "target": GPU_RUN})
     assert download.status_code == 200 and "attachment" in download.headers["Content-Disposition"]
-    cli_csv = run_cli("layers", str(H100), "--baseline", CPU_RUN, "--target", GPU_RUN, "--csv", "-",
-                      "--no-cache").stdout
+    cli_csv = run_cli(
+        "layers", str(H100), "--baseline", CPU_RUN, "--target", GPU_RUN, "--csv", "-", "--no-cache"
+    ).stdout
     assert download.data.decode() == cli_csv
     lines = list(csv.DictReader(io.StringIO(cli_csv)))
     assert [line["name"] for line in lines] == [row.name for row in h100_layers.rows]
@@ -301,7 +319,12 @@ def test_cuda_and_hip_runtime_calls_meet_across_vendors():
     assert launch.status == "matched" and launch.kind == "cuda_runtime"
     for side, run in (("baseline", "h100"), ("target", "mi300")):
         (path,) = (pair / run).glob("*.json.gz")
-        count = sum(1 for e in _trace_events(path) if e.get("ph") == "X" and e.get("cat") == "cuda_runtime"
-                    and e["name"] in ("cudaLaunchKernel", "hipLaunchKernel"))
+        count = sum(
+            1
+            for e in _trace_events(path)
+            if e.get("ph") == "X"
+            and e.get("cat") == "cuda_runtime"
+            and e["name"] in ("cudaLaunchKernel", "hipLaunchKernel")
+        )
         assert getattr(launch, f"{side}_calls") == count > 0
     assert rows["cuLaunchKernel"].status == "baseline_only"  # a driver call meets no runtime call

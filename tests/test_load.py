@@ -32,15 +32,21 @@ def resident_mb(pid: int) -> float:
 def test_twenty_clients_for_a_while(plugin_logdir):
     from tensorboard_server import PIDS, running_tensorboard
 
-    pairs = [("tf1/mlp_cpu", "tf1/mlp_gpu"), ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"),
-             ("tf_keras/cnn_cpu_bs8/train", "tf_keras/cnn_cpu_bs32/train"), ("big/bert_multigpu", "tf1/mlp_gpu")]
+    pairs = [
+        ("tf1/mlp_cpu", "tf1/mlp_gpu"),
+        ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"),
+        ("tf_keras/cnn_cpu_bs8/train", "tf_keras/cnn_cpu_bs32/train"),
+        ("big/bert_multigpu", "tf1/mlp_gpu"),
+    ]
     with running_tensorboard(plugin_logdir) as url:
         server_pid = PIDS[url]
         base = f"{url}/data/plugin/op_compare"
         requests = [f"{base}/runs"] + [
             f"{base}/{route}?{urllib.parse.urlencode({'baseline': b, 'target': t, **view})}"
             for (b, t), route, view in itertools.product(
-                pairs, ("compare", "compare.csv"), ({}, {"sort": "speedup", "top": "50"}, {"group_by": "type"}))]
+                pairs, ("compare", "compare.csv"), ({}, {"sort": "speedup", "top": "50"}, {"group_by": "type"})
+            )
+        ]
         for request in requests:  # warm: every run read once
             urllib.request.urlopen(request, timeout=300).read()
         warm_mb = resident_mb(server_pid)
@@ -70,8 +76,10 @@ def test_twenty_clients_for_a_while(plugin_logdir):
         for thread in threads:
             thread.join()
         end_mb = resident_mb(server_pid)
-    print(f"\n{sum(counts)} requests from {CLIENTS} clients in {SECONDS:.0f} s; server RSS {warm_mb:.0f} MB warm, "
-          f"{end_mb:.0f} MB at the end; samples {[round(v) for v in samples]}")
+    print(
+        f"\n{sum(counts)} requests from {CLIENTS} clients in {SECONDS:.0f} s; server RSS {warm_mb:.0f} MB warm, "
+        f"{end_mb:.0f} MB at the end; samples {[round(v) for v in samples]}"
+    )
     assert not failures, failures[:5]
     assert sum(counts) > CLIENTS * SECONDS  # more than one request per client-second
     # 20 requests in flight each hold a response and its temporaries; what must not happen is
@@ -93,12 +101,28 @@ def test_every_route_polled_for_a_while_holds_its_memory(plugin_logdir):
     pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
     two_runs = urllib.parse.urlencode(pair)
     # the listing four times over, as the tab polls it
-    routes = ["runs", "runs?load=0", "runs", "runs?load=0", "sweeps", "matrix", "matrix.csv", f"compare?{two_runs}",
-              f"compare.csv?{two_runs}", f"compare?{two_runs}&q=%2Fmat%2F&sort=speedup",
-              f"check?{two_runs}&allow_one_run=1", f"modules?{two_runs}", f"modules.csv?{two_runs}",
-              f"memory?{two_runs}", f"memory.csv?{two_runs}", f"layers?{two_runs}", f"layers.csv?{two_runs}",
-              "trend?runs=tf1%2Fmlp_cpu,tf1%2Fmlp_gpu", "trend.csv?runs=tf1%2Fmlp_cpu,tf1%2Fmlp_gpu",
-              f"compare?baseline={urllib.parse.quote(TRUNCATED_RUN, safe='')}&target=tf1%2Fmlp_gpu"]
+    routes = [
+        "runs",
+        "runs?load=0",
+        "runs",
+        "runs?load=0",
+        "sweeps",
+        "matrix",
+        "matrix.csv",
+        f"compare?{two_runs}",
+        f"compare.csv?{two_runs}",
+        f"compare?{two_runs}&q=%2Fmat%2F&sort=speedup",
+        f"check?{two_runs}&allow_one_run=1",
+        f"modules?{two_runs}",
+        f"modules.csv?{two_runs}",
+        f"memory?{two_runs}",
+        f"memory.csv?{two_runs}",
+        f"layers?{two_runs}",
+        f"layers.csv?{two_runs}",
+        "trend?runs=tf1%2Fmlp_cpu,tf1%2Fmlp_gpu",
+        "trend.csv?runs=tf1%2Fmlp_cpu,tf1%2Fmlp_gpu",
+        f"compare?baseline={urllib.parse.quote(TRUNCATED_RUN, safe='')}&target=tf1%2Fmlp_gpu",
+    ]
     with running_tensorboard(plugin_logdir) as url:
         pid = PIDS[url]
         base = f"{url}/data/plugin/op_compare/"
@@ -126,8 +150,10 @@ def test_every_route_polled_for_a_while_holds_its_memory(plugin_logdir):
     times, sizes = (np.array(values) for values in zip(*samples))
     settled = len(samples) // 3  # the first third: the allocator's arenas still filling
     slope = np.polyfit(times[settled:], sizes[settled:], 1)[0] * 60  # MB a minute
-    print(f"\n{asked} requests in {SOAK_SECONDS:.0f} s; RSS {sizes[0]:.0f} -> {sizes[-1]:.0f} MB, "
-          f"slope {slope:+.1f} MB/min")
+    print(
+        f"\n{asked} requests in {SOAK_SECONDS:.0f} s; RSS {sizes[0]:.0f} -> {sizes[-1]:.0f} MB, "
+        f"slope {slope:+.1f} MB/min"
+    )
     # the leak measured 31-230 KB a listing: at this rate (some 10 listings a second on two
     # cores) 20-140 MB a minute; a healthy server measured +2 MB a minute
     assert slope < 12, f"server memory trends up by {slope:.1f} MB a minute: {[round(v) for v in sizes]}"

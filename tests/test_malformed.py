@@ -150,9 +150,16 @@ def test_api_compare_answers_422_with_the_reason(corpus_tensorboard, name):
 
 @pytest.mark.parametrize(
     "params",
-    [{"baseline": "../../../../etc/passwd"}, {"target": "/etc/passwd"}, {"baseline": "%2e%2e%2f%2e%2e%2fetc%2fpasswd"},
-     {"baseline_session": "../../../../etc/passwd"}, {"target_session": "/etc/shadow"},
-     {"baseline": "odd_names_cpu_bs4/../../../etc"}, {"group_by": "../name"}, {"sort": "../key"}],
+    [
+        {"baseline": "../../../../etc/passwd"},
+        {"target": "/etc/passwd"},
+        {"baseline": "%2e%2e%2f%2e%2e%2fetc%2fpasswd"},
+        {"baseline_session": "../../../../etc/passwd"},
+        {"target_session": "/etc/shadow"},
+        {"baseline": "odd_names_cpu_bs4/../../../etc"},
+        {"group_by": "../name"},
+        {"sort": "../key"},
+    ],
 )
 def test_path_traversal_in_any_parameter_reads_nothing_outside(corpus_tensorboard, params):
     url, _, _ = corpus_tensorboard
@@ -162,8 +169,16 @@ def test_path_traversal_in_any_parameter_reads_nothing_outside(corpus_tensorboar
     assert "root:" not in json.dumps(document)
 
 
-@pytest.mark.parametrize("route", ["..%2F..%2Fpyproject.toml", "%2E%2E/%2E%2E/etc/passwd", "frontend/../setup.py",
-                                   "index.js/..%2F..%2F..%2Fpyproject.toml", "sweep?model=..%2F..%2F"])
+@pytest.mark.parametrize(
+    "route",
+    [
+        "..%2F..%2Fpyproject.toml",
+        "%2E%2E/%2E%2E/etc/passwd",
+        "frontend/../setup.py",
+        "index.js/..%2F..%2F..%2Fpyproject.toml",
+        "sweep?model=..%2F..%2F",
+    ],
+)
 def test_static_routes_serve_only_their_own_files(corpus_tensorboard, route):
     url, _, _ = corpus_tensorboard
     try:

@@ -25,27 +25,41 @@ MATRIX = FIXTURES / "gpu_h100" / "matrix"
 
 
 def _run(name, times, model="m", batch=8, device="CPU", precision="fp32", compiler="eager"):
-    return MatrixRun(run=name, model=model, batch_size=batch, device=device, precision=precision, compiler=compiler,
-                     step_times_us=times)
+    return MatrixRun(
+        run=name,
+        model=model,
+        batch_size=batch,
+        device=device,
+        precision=precision,
+        compiler=compiler,
+        step_times_us=times,
+    )
 
 
-@pytest.mark.parametrize("times, warmup", [
-    ([3.0, 3.1, 2.9, 3.0], 0),
-    ([40.0, 3.1, 2.9, 3.0], 1),
-    ([40.0, 9.0, 3.1, 2.9, 3.0, 3.0], 2),
-    ([3.0, 3.0, 10.0, 10.0], 0),  # slowing down is not warm-up
-    ([50.0, 50.0, 50.0, 3.0], 0),  # at most half the steps, and these are not faster later on median
-    ([], 0),
-])
+@pytest.mark.parametrize(
+    "times, warmup",
+    [
+        ([3.0, 3.1, 2.9, 3.0], 0),
+        ([40.0, 3.1, 2.9, 3.0], 1),
+        ([40.0, 9.0, 3.1, 2.9, 3.0, 3.0], 2),
+        ([3.0, 3.0, 10.0, 10.0], 0),  # slowing down is not warm-up
+        ([50.0, 50.0, 50.0, 3.0], 0),  # at most half the steps, and these are not faster later on median
+        ([], 0),
+    ],
+)
 def test_warmup_is_the_leading_steps_much_slower_than_the_rest(times, warmup):
     assert detect_warmup(times) == warmup
 
 
 def test_cells_pool_repeats_and_take_speedups_within_their_row():
-    runs = [_run("cpu_a", [100.0, 10.0, 10.0, 10.0]), _run("cpu_b", [12.0, 12.0]),
-            _run("gpu", [4.0, 4.0], device="GPU"), _run("gpu_bf16", [2.0, 2.0], device="GPU", precision="bf16"),
-            _run("other_batch", [5.0, 5.0], batch=16, device="GPU"),
-            _run("no_markers", [], batch=16)]
+    runs = [
+        _run("cpu_a", [100.0, 10.0, 10.0, 10.0]),
+        _run("cpu_b", [12.0, 12.0]),
+        _run("gpu", [4.0, 4.0], device="GPU"),
+        _run("gpu_bf16", [2.0, 2.0], device="GPU", precision="bf16"),
+        _run("other_batch", [5.0, 5.0], batch=16, device="GPU"),
+        _run("no_markers", [], batch=16),
+    ]
     cells, columns, reference = build_matrix(runs)
     assert reference == Column("CPU", "fp32", "eager")
     assert [column.key for column in columns] == ["CPU · fp32 · eager", "GPU · fp32 · eager", "GPU · bf16 · eager"]
@@ -76,8 +90,11 @@ def _matrix(*args) -> MatrixDocument:
 def test_the_real_matrix_places_every_run_and_its_latency_is_the_step_markers():
     document = _matrix("--warmup", "0")
     assert [column.key for column in document.columns] == [
-        f"{device} · {precision} · {compiler}" for device in ("CPU", "GPU") for precision in ("fp32", "bf16")
-        for compiler in ("eager", "torch.compile")]
+        f"{device} · {precision} · {compiler}"
+        for device in ("CPU", "GPU")
+        for precision in ("fp32", "bf16")
+        for compiler in ("eager", "torch.compile")
+    ]
     assert [(row.model, row.batch_size) for row in document.rows] == [("mnist_cnn_torch", n) for n in (1, 16, 64)]
     assert len(document.cells) == 24 and sum(len(cell.runs) for cell in document.cells) == 36
     assert document.reference == "CPU · fp32 · eager"
@@ -107,8 +124,11 @@ def test_precision_and_compiler_come_from_the_data_without_sidecars_or_telling_n
         for trace in run_dir.glob("*.pt.trace.json.gz"):
             shutil.copy(trace, target / trace.name)
         name = run_dir.name
-        truth[target.name] = ("bf16" if "_bf16_" in name else "fp32",
-                              "torch.compile" if "_compile" in name else "eager", "GPU" if "_gpu_" in name else "CPU")
+        truth[target.name] = (
+            "bf16" if "_bf16_" in name else "fp32",
+            "torch.compile" if "_compile" in name else "eager",
+            "GPU" if "_gpu_" in name else "CPU",
+        )
     catalog = Catalog(str(neutral), cache_dir=None)
     for run, (precision, compiler, device) in truth.items():
         facts = catalog.load(run).profile.facts
@@ -122,8 +142,9 @@ def test_route_cli_and_csv_agree_and_bad_parameters_answer_400():
     assert answer.status_code == 200
     document = msgspec.json.decode(answer.data, type=MatrixDocument)
     assert document == _matrix("--reference", "GPU/fp32/eager", "--warmup", "1")
-    assert document.reference == "GPU · fp32 · eager" and all(cell.warmup_steps == len(cell.runs)
-                                                                 for cell in document.cells)
+    assert document.reference == "GPU · fp32 · eager" and all(
+        cell.warmup_steps == len(cell.runs) for cell in document.cells
+    )
     text = client.get(f"{PREFIX}/matrix.csv?reference=GPU/fp32/eager&warmup=1").data.decode()
     lines = list(csv.DictReader(io.StringIO(text)))
     assert len(lines) == len(document.cells)
@@ -131,11 +152,15 @@ def test_route_cli_and_csv_agree_and_bad_parameters_answer_400():
         assert line["runs"].split(";") == cell.runs
         assert float(line["latency_us"]) == pytest.approx(cell.latency_us, rel=1e-12)
         assert (line["speedup"] and float(line["speedup"])) == pytest.approx(cell.speedup, rel=1e-12)
-    cli_csv = run_cli("matrix", str(MATRIX), "--no-cache", "--csv", "-", "--reference", "GPU/fp32/eager",
-                      "--warmup", "1")
+    cli_csv = run_cli(
+        "matrix", str(MATRIX), "--no-cache", "--csv", "-", "--reference", "GPU/fp32/eager", "--warmup", "1"
+    )
     assert cli_csv.stdout == text
-    for query, message in (("reference=GPU", "DEVICE/PRECISION/COMPILER"), ("warmup=x", "warmup"),
-                           ("model=nothing", "no readable run of model nothing")):
+    for query, message in (
+        ("reference=GPU", "DEVICE/PRECISION/COMPILER"),
+        ("warmup=x", "warmup"),
+        ("model=nothing", "no readable run of model nothing"),
+    ):
         bad = client.get(f"{PREFIX}/matrix?{query}")
         assert bad.status_code == 400 and message in bad.json["error"]["message"], bad.data
 
@@ -152,15 +177,28 @@ def test_a_compare_across_compilers_says_the_whole_step_is_where_they_meet():
     replace aten ops, so many ops are on one side only; the compare says why and gives the
     step-marker ratio, and a compare within one compiler says nothing of the kind."""
     base, target = "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1", "mnist_cnn_torch_gpu_bs64_fp32_compile_rep1"
-    document = json.loads(run_cli("compare", str(MATRIX), "--baseline", base, "--target", target, "--json",
-                                  "--no-cache").stdout)
+    document = json.loads(
+        run_cli("compare", str(MATRIX), "--baseline", base, "--target", target, "--json", "--no-cache").stdout
+    )
     (note,) = [note for note in document["summary"]["notes"] if "different compilers" in note]
-    wall = steady_median(profiler_step_durations(MATRIX / base)) / steady_median(profiler_step_durations(MATRIX / target))
+    wall = steady_median(profiler_step_durations(MATRIX / base)) / steady_median(
+        profiler_step_durations(MATRIX / target)
+    )
     assert document["summary"]["headline_speedup"] == pytest.approx(wall, rel=1e-9)
     assert "(eager and torch.compile)" in note and f"{wall:.2f}× in step wall time" in note
     assert document["summary"]["target_only_ops"] > 0
-    same = json.loads(run_cli("compare", str(MATRIX), "--baseline", base, "--target",
-                              "mnist_cnn_torch_gpu_bs64_fp32_eager_rep2", "--json", "--no-cache").stdout)
+    same = json.loads(
+        run_cli(
+            "compare",
+            str(MATRIX),
+            "--baseline",
+            base,
+            "--target",
+            "mnist_cnn_torch_gpu_bs64_fp32_eager_rep2",
+            "--json",
+            "--no-cache",
+        ).stdout
+    )
     assert not [note for note in same["summary"]["notes"] if "compilers" in note]
 
 
@@ -168,16 +206,34 @@ def test_variant_pairs_vary_one_dimension_and_hold_the_rest():
     from tb_opcompare.analysis.pairing import RunForPairing, variant_pairs
 
     def run(name, precision="fp32", compiler="eager", device="GPU", batch=8, repeat=None, model="m"):
-        return RunForPairing(run=name, model=model, device=device, batch_size=batch, op_names=frozenset(),
-                             repeat=repeat, base_model=model, precision=precision, compiler=compiler)
+        return RunForPairing(
+            run=name,
+            model=model,
+            device=device,
+            batch_size=batch,
+            op_names=frozenset(),
+            repeat=repeat,
+            base_model=model,
+            precision=precision,
+            compiler=compiler,
+        )
 
-    runs = [run("a"), run("a_bf16", precision="bf16"), run("a_compile", compiler="torch.compile"),
-            run("a_bf16_compile", precision="bf16", compiler="torch.compile"),
-            run("other_batch_bf16", precision="bf16", batch=16), run("cpu_bf16", precision="bf16", device="CPU"),
-            run("other_model_bf16", precision="bf16", model="n")]
+    runs = [
+        run("a"),
+        run("a_bf16", precision="bf16"),
+        run("a_compile", compiler="torch.compile"),
+        run("a_bf16_compile", precision="bf16", compiler="torch.compile"),
+        run("other_batch_bf16", precision="bf16", batch=16),
+        run("cpu_bf16", precision="bf16", device="CPU"),
+        run("other_model_bf16", precision="bf16", model="n"),
+    ]
     pairs = [(pair.baseline, pair.target, pair.varies) for pair in variant_pairs(runs)]
-    assert pairs == [("a", "a_bf16", "precision"), ("a_compile", "a_bf16_compile", "precision"),
-                     ("a_bf16", "a_bf16_compile", "compiler"), ("a", "a_compile", "compiler")]
+    assert pairs == [
+        ("a", "a_bf16", "precision"),
+        ("a_compile", "a_bf16_compile", "precision"),
+        ("a_bf16", "a_bf16_compile", "compiler"),
+        ("a", "a_compile", "compiler"),
+    ]
     # unknown (listed before its trace is read, nothing in its name) reads as the default
     unknown = [run("unread", precision=None, compiler=None), run("unread_bf16", precision="bf16", compiler=None)]
     assert [(pair.baseline, pair.target) for pair in variant_pairs(unknown)] == [("unread", "unread_bf16")]
@@ -206,8 +262,10 @@ def test_a_run_whose_data_alone_says_bf16_is_never_pooled_with_fp32(tmp_path):
     one in its own configuration (model key, matrix column) and makes the pair a precision
     pair, not two repeats of one run."""
     logdir = tmp_path / "logdir"
-    for name, source in (("plain", "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1"),
-                         ("autocast", "mnist_cnn_torch_gpu_bs64_bf16_eager_rep1")):
+    for name, source in (
+        ("plain", "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1"),
+        ("autocast", "mnist_cnn_torch_gpu_bs64_bf16_eager_rep1"),
+    ):
         run = logdir / name
         run.mkdir(parents=True)
         for trace in (MATRIX / source).glob("*.pt.trace.json.gz"):
@@ -217,7 +275,8 @@ def test_a_run_whose_data_alone_says_bf16_is_never_pooled_with_fp32(tmp_path):
     assert (catalog.load("plain").model, catalog.load("autocast").model) == ("cnn", "cnn [bf16]")
     listing = json.loads(run_cli("runs", str(logdir), "--json", "--no-cache").stdout)
     assert [(pair["baseline"], pair["target"], pair["varies"]) for pair in listing["variant_pairs"]] == [
-        ("plain", "autocast", "precision")]
+        ("plain", "autocast", "precision")
+    ]
     matrix = json.loads(run_cli("matrix", str(logdir), "--json", "--no-cache").stdout)
     assert [column["key"] for column in matrix["columns"]] == ["GPU · fp32 · eager", "GPU · bf16 · eager"]
 
@@ -247,7 +306,10 @@ def test_a_run_that_says_no_precision_sits_in_the_default_column_and_is_named(tm
     # no run is eager, so the row's own CPU cell is its reference: the step's wall span, 15.55 ms vs 1.17 ms
     gpu = next(cell for cell in document.cells if cell.column == "GPU · fp32 · TF graph")
     assert gpu.speedup == pytest.approx(15554 / 1167) and not gpu.reference
-    runs = [MatrixRun("a", "m", 8, "CPU", None, "eager", [5.0, 5.0]), MatrixRun("b", "m", 8, "CPU", "fp32", None, [7.0])]
+    runs = [
+        MatrixRun("a", "m", 8, "CPU", None, "eager", [5.0, 5.0]),
+        MatrixRun("b", "m", 8, "CPU", "fp32", None, [7.0]),
+    ]
     cells, columns, _ = build_matrix(runs)
     assert [column.key for column in columns] == ["CPU · fp32 · eager"] and cells[0].runs == ["a", "b"]
 
@@ -257,11 +319,13 @@ def test_a_row_without_an_eager_cpu_cell_takes_its_own_cpu_cell_as_reference():
     the default reference column (CPU · fp32 · eager) holds no cell of theirs, and their
     rows had no speedup at all. Each such row takes its own first CPU cell; a reference the
     user picked is kept to."""
-    runs = [MatrixRun("torch_cpu", "torch_cnn", 8, "CPU", "fp32", "eager", [10.0] * 4),
-            MatrixRun("torch_gpu", "torch_cnn", 8, "GPU", "fp32", "eager", [2.0] * 4),
-            MatrixRun("jax_cpu", "jax_cnn", 8, "CPU", "fp32", "XLA", [9.0] * 4),
-            MatrixRun("jax_gpu", "jax_cnn", 8, "GPU", "fp32", "XLA", [3.0] * 4),
-            MatrixRun("keras_gpu", "keras_cnn", 8, "GPU", "fp32", "TF graph", [1.0] * 4)]
+    runs = [
+        MatrixRun("torch_cpu", "torch_cnn", 8, "CPU", "fp32", "eager", [10.0] * 4),
+        MatrixRun("torch_gpu", "torch_cnn", 8, "GPU", "fp32", "eager", [2.0] * 4),
+        MatrixRun("jax_cpu", "jax_cnn", 8, "CPU", "fp32", "XLA", [9.0] * 4),
+        MatrixRun("jax_gpu", "jax_cnn", 8, "GPU", "fp32", "XLA", [3.0] * 4),
+        MatrixRun("keras_gpu", "keras_cnn", 8, "GPU", "fp32", "TF graph", [1.0] * 4),
+    ]
     cells, _, reference = build_matrix(runs)
     assert reference == Column("CPU", "fp32", "eager")
     by_run = {cell.runs[0]: cell for cell in cells}
@@ -280,18 +344,29 @@ def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
 
     from tb_opcompare.service.matrix import matrix_document
 
-    for fixture, pattern in (("gpu_h100", "mnist_cnn_torch_gpu_bs*_rep*"), ("gpu_h200", "mnist_cnn_torch_gpu_bs*_rep*")):
+    for fixture, pattern in (
+        ("gpu_h100", "mnist_cnn_torch_gpu_bs*_rep*"),
+        ("gpu_h200", "mnist_cnn_torch_gpu_bs*_rep*"),
+    ):
         for run in (FIXTURES / fixture / "demo").glob(pattern):
             shutil.copytree(run, tmp_path / fixture / run.name)
     h100, h200 = "GPU (NVIDIA H100 80GB HBM3) · fp32 · eager", "GPU (NVIDIA H200) · fp32 · eager"
-    document = matrix_document(Catalog(str(tmp_path), cache_dir=None), reference="gpu (NVIDIA H100 80GB HBM3)/fp32/eager")
+    document = matrix_document(
+        Catalog(str(tmp_path), cache_dir=None), reference="gpu (NVIDIA H100 80GB HBM3)/fp32/eager"
+    )
     assert [column.key for column in document.columns] == [h100, h200]
     assert document.reference == h100
     for batch in (16, 64):
         cells = {cell.column: cell for cell in document.cells if cell.batch_size == batch}
         assert len(cells[h100].runs) == len(cells[h200].runs) == 3
-        pooled = {key: float(np.median([step for run in cells[key].runs
-                                        for step in steady_steps(profiler_step_durations(tmp_path / run))])) for key in (h100, h200)}
+        pooled = {
+            key: float(
+                np.median(
+                    [step for run in cells[key].runs for step in steady_steps(profiler_step_durations(tmp_path / run))]
+                )
+            )
+            for key in (h100, h200)
+        }
         assert cells[h200].speedup == pytest.approx(pooled[h100] / pooled[h200], rel=1e-9)
     # one accelerator model in a logdir keeps the plain device name
     only_h100 = matrix_document(Catalog(str(tmp_path / "gpu_h100"), cache_dir=None))

@@ -52,14 +52,17 @@ def _self_memory_from_the_raw_trace(run_dir: Path) -> dict[str, tuple[int, int]]
     events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     spans = {}
     for event in events:
-        if event.get("ph") == "X" and event.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime",
-                                                           "cuda_driver") \
-                and not event["name"].startswith("ProfilerStep#"):
+        if (
+            event.get("ph") == "X"
+            and event.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
+            and not event["name"].startswith("ProfilerStep#")
+        ):
             spans.setdefault((event["pid"], event["tid"]), []).append(event)
     totals: dict[str, list[int]] = {}
     for memory in (e for e in events if e.get("name") == "[memory]"):
-        around = [e for e in spans.get((memory["pid"], memory["tid"]), ())
-                  if e["ts"] <= memory["ts"] <= e["ts"] + e["dur"]]  # key_averages counts an op's end as its
+        around = [
+            e for e in spans.get((memory["pid"], memory["tid"]), ()) if e["ts"] <= memory["ts"] <= e["ts"] + e["dur"]
+        ]  # key_averages counts an op's end as its
         if around:
             owner = min(around, key=lambda e: e["dur"])["name"]
             size = memory["args"]["Bytes"]
@@ -81,20 +84,40 @@ def test_each_ops_own_memory_agrees_with_the_raw_trace(run):
 
 
 def test_compare_shows_memory_per_side_and_each_runs_peak(demo):
-    result = run_cli("compare", str(DEMO), "--no-cache", "--baseline", "torch/mnist_cnn_torch_cpu_bs64", "--target",
-                     "torch/mnist_cnn_torch_gpu_bs64", "--json")
+    result = run_cli(
+        "compare",
+        str(DEMO),
+        "--no-cache",
+        "--baseline",
+        "torch/mnist_cnn_torch_cpu_bs64",
+        "--target",
+        "torch/mnist_cnn_torch_gpu_bs64",
+        "--json",
+    )
     document = json.loads(result.stdout)
     pool = next(row for row in document["rows"] if row["key"] == "aten::max_pool2d_with_indices")
     # the same activation, in CPU memory on one side and GPU memory on the other
     assert pool["baseline_alloc_bytes_per_execution"] == pool["target_alloc_bytes_per_execution"] > 1_000_000
     target_peaks = document["summary"]["target"]["peak_memory_bytes"]
     assert target_peaks["GPU:0"] > 10 * 2**20 and document["summary"]["baseline"]["peak_memory_bytes"]["CPU"] > 0
-    text = run_cli("compare", str(DEMO), "--no-cache", "--baseline", "torch/mnist_cnn_torch_cpu_bs64", "--target",
-                   "torch/mnist_cnn_torch_gpu_bs64", "--memory", "--top", "3").stdout
+    text = run_cli(
+        "compare",
+        str(DEMO),
+        "--no-cache",
+        "--baseline",
+        "torch/mnist_cnn_torch_cpu_bs64",
+        "--target",
+        "torch/mnist_cnn_torch_gpu_bs64",
+        "--memory",
+        "--top",
+        "3",
+    ).stdout
     peaks = ", ".join(f"{device} {format_bytes(size)}" for device, size in target_peaks.items())
     assert f"peak memory, target: {peaks}" in text.splitlines()
-    assert any(line.split()[:4] == ["speedup", "base", "mean", "target"] and "base alloc/call" in line
-               for line in text.splitlines())
+    assert any(
+        line.split()[:4] == ["speedup", "base", "mean", "target"] and "base alloc/call" in line
+        for line in text.splitlines()
+    )
 
 
 MEMORY = FIXTURES / "memory"
@@ -130,7 +153,9 @@ def test_tf_allocations_and_peak_agree_with_xprofs_memory_profile(batch):
         assert ops.loc[name, "alloc_bytes"] == size, name
     assert ops["alloc_bytes"].sum() == sum(requested.values())
     # the highest memory in use during the profile, as xprof's memory profile finds it
-    assert profile.facts.peak_memory_bytes["mklcpu"] == int(allocator["profileSummary"]["peakStats"]["heapAllocatedBytes"])
+    assert profile.facts.peak_memory_bytes["mklcpu"] == int(
+        allocator["profileSummary"]["peakStats"]["heapAllocatedBytes"]
+    )
 
 
 def test_peaks_on_public_traces_name_the_gpu_and_never_invent_a_zero():
@@ -213,8 +238,10 @@ def test_tf1_timeline_numbers_past_int64_are_left_out_not_a_traceback(tmp_path):
 
     events = json.loads((TF1_MEMORY / "logdir" / "mlp_cpu_bs32" / "timeline.json").read_text())
     tensors = [event for event in events["traceEvents"] if event["ph"] == "O"]
-    huge = "dtype: DT_FLOAT\nshape {\n  dim {\n    size: %s\n  }\n  dim {\n    size: 7\n  }\n}\n" \
-           "allocation_description {\n  requested_bytes: %s\n  allocator_name: mklcpu\n}\n"
+    huge = (
+        "dtype: DT_FLOAT\nshape {\n  dim {\n    size: %s\n  }\n  dim {\n    size: 7\n  }\n}\n"
+        "allocation_description {\n  requested_bytes: %s\n  allocator_name: mklcpu\n}\n"
+    )
     for event, (dim, size) in zip(tensors, [("1" + "0" * 30, "9" * 400), ("1" + "0" * 30, "4"), ("7" * 5000, "4")]):
         event["args"]["snapshot"]["tensor_description"] = huge % (dim, size)
     path = tmp_path / "timeline.json"

@@ -30,9 +30,12 @@ TORCH_DEVICE_TYPES = {0: "CPU", 1: "GPU", 6: "GPU"}  # c10::DeviceType: CPU, CUD
 
 # The demo CNN's first repeat at every batch size, precision and device, and ResNet-18 on
 # both devices: its CPU run records over 6,000 samples, so its series is thinned.
-H100_RUNS = [f"demo/mnist_cnn_torch{precision}_{device}_bs{batch}_rep1" for precision in ("", "_bf16")
-             for device in ("cpu", "gpu") for batch in (1, 16, 64)] + [
-    "resnet18/resnet18_cpu_bs32_rep1", "resnet18/resnet18_gpu_bs32_rep1", "zoo/mnist_cnn_compiled_gpu_bs64"]
+H100_RUNS = [
+    f"demo/mnist_cnn_torch{precision}_{device}_bs{batch}_rep1"
+    for precision in ("", "_bf16")
+    for device in ("cpu", "gpu")
+    for batch in (1, 16, 64)
+] + ["resnet18/resnet18_cpu_bs32_rep1", "resnet18/resnet18_gpu_bs32_rep1", "zoo/mnist_cnn_compiled_gpu_bs64"]
 
 
 def _raw_memory_samples(run_dir: Path) -> pd.DataFrame:
@@ -82,8 +85,9 @@ def _check_timeline_against_the_raw_trace(timeline: pd.DataFrame, peaks: dict[st
 @pytest.mark.parametrize("run", ["torch_cnn_cpu_bs8", "torch_cnn_cpu_bs32"])
 def test_the_timeline_peaks_where_the_memory_fixtures_trace_does(run):
     profile = Catalog(str(MEMORY), cache_dir=None).load(run).profile
-    _check_timeline_against_the_raw_trace(profile.memory_timeline, profile.facts.peak_memory_bytes,
-                                          _raw_memory_samples(MEMORY / run))
+    _check_timeline_against_the_raw_trace(
+        profile.memory_timeline, profile.facts.peak_memory_bytes, _raw_memory_samples(MEMORY / run)
+    )
 
 
 @pytest.mark.parametrize("run", H100_RUNS)
@@ -123,15 +127,18 @@ def test_the_tf_timeline_is_xprofs_memory_profile(batch):
     """xprof's memory_profile tool, run on a copy of the same xplane when it was recorded:
     its timeline lists every traced allocation and free with the allocator's heap after it."""
     oracle = json.loads((ORACLES / f"tf_cnn_cpu_bs{batch}.memory_profile.json").read_text())
-    snapshots = sorted(oracle["memoryProfilePerAllocator"]["mklcpu"]["sampledTimelineSnapshots"],
-                       key=lambda snapshot: int(snapshot["timeOffsetPs"]))
+    snapshots = sorted(
+        oracle["memoryProfilePerAllocator"]["mklcpu"]["sampledTimelineSnapshots"],
+        key=lambda snapshot: int(snapshot["timeOffsetPs"]),
+    )
     profile = Catalog(str(MEMORY), cache_dir=None).load(f"tf_cnn_cpu_bs{batch}/train").profile
     timeline = profile.memory_timeline
     assert set(timeline["device"]) == {"mklcpu"} and len(timeline) == len(snapshots) == profile.facts.memory_events
     assert timeline["bytes_in_use"].tolist() == [float(s["aggregationStats"]["heapAllocatedBytes"]) for s in snapshots]
     first = int(snapshots[0]["timeOffsetPs"])
     assert timeline["time_us"].to_numpy() == pytest.approx(
-        [(int(s["timeOffsetPs"]) - first) / 1e6 for s in snapshots], abs=1e-6)
+        [(int(s["timeOffsetPs"]) - first) / 1e6 for s in snapshots], abs=1e-6
+    )
     assert timeline["bytes_in_use"].max() == profile.facts.peak_memory_bytes["mklcpu"]
 
 
@@ -154,8 +161,9 @@ def _route(client, route: str, **params):
     return response.status_code, response.get_data()
 
 
-@pytest.mark.parametrize("baseline, target", [("torch_cnn_cpu_bs8", "torch_cnn_cpu_bs32"),
-                                              ("tf_cnn_cpu_bs8/train", "torch_cnn_cpu_bs8")])
+@pytest.mark.parametrize(
+    "baseline, target", [("torch_cnn_cpu_bs8", "torch_cnn_cpu_bs32"), ("tf_cnn_cpu_bs8/train", "torch_cnn_cpu_bs8")]
+)
 def test_route_cli_json_and_csv_agree(client, baseline, target):
     status, body = _route(client, "memory", baseline=baseline, target=target)
     assert status == 200
@@ -168,26 +176,30 @@ def test_route_cli_json_and_csv_agree(client, baseline, target):
     # each side's series peaks at its peak, per device
     for side in ("baseline", "target"):
         run = getattr(document, side)
-        assert {series.device: series.peak_bytes for series in document.series if series.side == side} == \
-            run.peak_memory_bytes
+        assert {
+            series.device: series.peak_bytes for series in document.series if series.side == side
+        } == run.peak_memory_bytes
         assert all(max(series.bytes_in_use) == series.peak_bytes for series in document.series)
 
     # the rows are the comparison's own memory columns, largest allocation first
-    compare = json.loads(run_cli("compare", str(MEMORY), "--baseline", baseline, "--target", target, "--json",
-                                 "--no-cache").stdout)
+    compare = json.loads(
+        run_cli("compare", str(MEMORY), "--baseline", baseline, "--target", target, "--json", "--no-cache").stdout
+    )
     compared = {row["key"]: row for row in compare["rows"]}
     assert document.columns == MEMORY_COLUMNS and len(served["rows"]) > 5
     for row in served["rows"]:
-        assert {column: compared[row["key"]][column] for column in MEMORY_COLUMNS if column != "ratio"} == \
-            {column: value for column, value in row.items() if column != "ratio"}
+        assert {column: compared[row["key"]][column] for column in MEMORY_COLUMNS if column != "ratio"} == {
+            column: value for column, value in row.items() if column != "ratio"
+        }
     largest = [max(row["baseline_alloc_bytes"] or 0, row["target_alloc_bytes"] or 0) for row in served["rows"]]
     assert largest == sorted(largest, reverse=True)
 
     # the CSV: the route's and the CLI's are the same bytes, one line per row, same values
     status, text = _route(client, "memory.csv", baseline=baseline, target=target)
     assert status == 200
-    cli_csv = run_cli("memory", str(MEMORY), "--baseline", baseline, "--target", target, "--csv", "-",
-                      "--no-cache").stdout
+    cli_csv = run_cli(
+        "memory", str(MEMORY), "--baseline", baseline, "--target", target, "--csv", "-", "--no-cache"
+    ).stdout
     assert cli_csv == text.decode()
     lines = list(csv.DictReader(io.StringIO(cli_csv)))
     assert [line["key"] for line in lines] == [row["key"] for row in served["rows"]]
@@ -198,15 +210,17 @@ def test_route_cli_json_and_csv_agree(client, baseline, target):
 
 def test_the_cli_text_shows_each_sides_peak_and_the_top_ops():
     baseline, target = "torch_cnn_cpu_bs8", "torch_cnn_cpu_bs32"
-    document = json.loads(run_cli("memory", str(MEMORY), "--baseline", baseline, "--target", target, "--json",
-                                  "--no-cache").stdout)
-    text = run_cli("memory", str(MEMORY), "--baseline", baseline, "--target", target, "--top", "3",
-                   "--no-cache").stdout.splitlines()
+    document = json.loads(
+        run_cli("memory", str(MEMORY), "--baseline", baseline, "--target", target, "--json", "--no-cache").stdout
+    )
+    text = run_cli(
+        "memory", str(MEMORY), "--baseline", baseline, "--target", target, "--top", "3", "--no-cache"
+    ).stdout.splitlines()
     for side, line in zip(("baseline", "target"), text):
         assert line.startswith(f"{side}:") and document[side]["run"] in line
         assert f"peak CPU {format_bytes(document[side]['peak_memory_bytes']['CPU'])}" in line
     header = next(i for i, line in enumerate(text) if line.split()[:2] == ["base", "alloc"])
-    for line, row in zip(text[header + 1:header + 4], document["rows"][:3], strict=True):
+    for line, row in zip(text[header + 1 : header + 4], document["rows"][:3], strict=True):
         assert line.endswith(f"  {row['key']}")
         assert line.split()[:2] == format_bytes(row["baseline_alloc_bytes"]).split()
     assert text[header + 4] == f"… {len(document['rows']) - 3} more (--top, --csv)"
@@ -227,8 +241,10 @@ def test_runs_without_memory_say_how_to_record_it(client):
     assert any("Total Allocated" in note for note in v100.notes)
 
 
-@pytest.mark.parametrize("query, code", [({"baseline": "nope", "target": "torch_cnn_cpu_bs8"}, 404),
-                                         ({"baseline": "torch_cnn_cpu_bs8"}, 400)])
+@pytest.mark.parametrize(
+    "query, code",
+    [({"baseline": "nope", "target": "torch_cnn_cpu_bs8"}, 404), ({"baseline": "torch_cnn_cpu_bs8"}, 400)],
+)
 def test_memory_errors_fit_the_contract(client, query, code):
     for route in ("memory", "memory.csv"):
         status, body = _route(client, route, **query)

@@ -23,8 +23,12 @@ from tb_opcompare.store.catalog import Catalog
 
 USER_LOGDIR = FIXTURES / "user_logdirs" / "torch_h200"
 LSTM = ("lstm_runA", "lstm_runB", "lstm_runC", "lstm_runD")
-SUMMARY_WRITER = ("runs/Nov26_02-49-23_vm", "runs/Nov26_02-49-32_vm", "runs/Nov26_02-49-41_vm",
-                  "runs/Nov26_02-49-54_vm")
+SUMMARY_WRITER = (
+    "runs/Nov26_02-49-23_vm",
+    "runs/Nov26_02-49-32_vm",
+    "runs/Nov26_02-49-41_vm",
+    "runs/Nov26_02-49-54_vm",
+)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +66,9 @@ def test_the_sweep_and_the_matrix_line_up_the_runs_of_a_hidden_model(user_logdir
     assert sweep.batch_sizes == {"CPU": [32], "GPU": [2, 8, 32]}
     assert sorted(run.run for run in sweep.runs) == list(LSTM)
     matrix = matrix_document(catalog)
-    gpu = next(cell for cell in matrix.cells
-               if cell.model == model and cell.batch_size == 32 and cell.column.startswith("GPU"))
+    gpu = next(
+        cell for cell in matrix.cells if cell.model == model and cell.batch_size == 32 and cell.column.startswith("GPU")
+    )
     cpu_step = steady_median(profiler_step_durations(user_logdir / "lstm_runD"))
     gpu_step = steady_median(profiler_step_durations(user_logdir / "lstm_runC"))
     assert gpu.speedup == pytest.approx(cpu_step / gpu_step, rel=1e-6)
@@ -90,29 +95,47 @@ def test_kinetos_two_dataloader_settings_stay_two_models():
     assert models["resnet50_num_workers_4"] == ("resnet50_num_workers_4", "run name")
 
 
-@pytest.mark.parametrize("run, key, says_nothing, folder", [
-    ("mlp-20210202-131252", "mlp", False, ""),  # Keras tutorial's %Y%m%d-%H%M%S
-    ("download128-20210202-131252/train", "download128/train", False, ""),
-    ("runs/Nov26_02-49-23_vm", "runs", True, "runs"),  # SummaryWriter's default, host included
-    ("fit/20261126-031500/train", "fit/train", True, "fit"),
-    ("2026_11_26_02_45_41", "2026_11_26_02_45_41", True, ""),  # nothing left: the name stays the key
-    ("mnist_cnn_torch_gpu_bs64_rep1", "mnist_cnn_torch", False, ""),
-    ("bert_2020", "bert_2020", False, ""),  # a year alone is no timestamp
-])
+@pytest.mark.parametrize(
+    "run, key, says_nothing, folder",
+    [
+        ("mlp-20210202-131252", "mlp", False, ""),  # Keras tutorial's %Y%m%d-%H%M%S
+        ("download128-20210202-131252/train", "download128/train", False, ""),
+        ("runs/Nov26_02-49-23_vm", "runs", True, "runs"),  # SummaryWriter's default, host included
+        ("fit/20261126-031500/train", "fit/train", True, "fit"),
+        ("2026_11_26_02_45_41", "2026_11_26_02_45_41", True, ""),  # nothing left: the name stays the key
+        ("mnist_cnn_torch_gpu_bs64_rep1", "mnist_cnn_torch", False, ""),
+        ("bert_2020", "bert_2020", False, ""),  # a year alone is no timestamp
+    ],
+)
 def test_a_run_names_time_and_host_name_no_model(run, key, says_nothing, folder):
     assert (model_key(run), names_no_model(run), run_folder(run)) == (key, says_nothing, folder)
 
 
 def _run(run: str, batch: int, ops: set[str], device: str = "GPU", key: str | None = None) -> IdentityRun:
-    return IdentityRun(run=run, key=key or model_key(run), from_sidecar=False, names_nothing=names_no_model(run),
-                       folder=run_folder(run), device=device, batch_size=batch, precision="fp32", compiler="eager",
-                       op_names=frozenset(ops))
+    return IdentityRun(
+        run=run,
+        key=key or model_key(run),
+        from_sidecar=False,
+        names_nothing=names_no_model(run),
+        folder=run_folder(run),
+        device=device,
+        batch_size=batch,
+        precision="fp32",
+        compiler="eager",
+        op_names=frozenset(ops),
+    )
 
 
 def test_two_hidden_models_in_one_generic_folder_get_distinct_names():
     cnn, lstm = {"conv", "relu", "pool", "linear"}, {"embed", "lstm", "linear", "softmax"}
-    found = identify_models([_run("runs/Nov26_01-00-00_a", 16, cnn), _run("runs/Nov26_01-00-09_a", 64, cnn),
-                             _run("runs/Nov26_02-00-00_a", 8, lstm), _run("runs/Nov26_02-00-09_a", 32, lstm)])
+    found = identify_models(
+        [
+            _run("runs/Nov26_01-00-00_a", 16, cnn),
+            _run("runs/Nov26_01-00-09_a", 64, cnn),
+            _run("runs/Nov26_02-00-00_a", 8, lstm),
+            _run("runs/Nov26_02-00-09_a", 32, lstm),
+        ]
+    )
     names = [found[run].model for run in sorted(found)]
     assert names[0] == names[1] and names[2] == names[3] and names[0] != names[2]
     assert sorted({names[0], names[2]}) == ["runs", "runs (2)"]
@@ -127,9 +150,15 @@ def test_a_folder_of_very_many_runs_keeps_its_names_and_answers_at_once():
     from tb_opcompare.analysis.model_identity import MAX_FOLDER_RUNS
 
     ops = {"conv", "relu", "pool", "linear"}
-    many = [_run(f"runs/Nov26_03-{index // 60:02d}-{index % 60:02d}_host", 2 ** (index % 7), ops,
-                 "GPU" if index % 2 else "CPU")
-            for index in range(MAX_FOLDER_RUNS + 1)]
+    many = [
+        _run(
+            f"runs/Nov26_03-{index // 60:02d}-{index % 60:02d}_host",
+            2 ** (index % 7),
+            ops,
+            "GPU" if index % 2 else "CPU",
+        )
+        for index in range(MAX_FOLDER_RUNS + 1)
+    ]
     start = time.perf_counter()
     found = identify_models(many)
     assert time.perf_counter() - start < 5

@@ -39,9 +39,11 @@ def _innermost_modules(op_name: str) -> collections.Counter:
     for event in events:
         if event.get("cat") != "cpu_op" or event["name"] != op_name:
             continue
-        around = sorted((m for m in modules if m["tid"] == event["tid"] and m["ts"] <= event["ts"] < m["ts"] + m["dur"]),
-                        key=lambda m: (m["ts"], -m["dur"]))
-        found["/".join(m["name"][len("nn.Module: "):] for m in around)] += 1
+        around = sorted(
+            (m for m in modules if m["tid"] == event["tid"] and m["ts"] <= event["ts"] < m["ts"] + m["dur"]),
+            key=lambda m: (m["ts"], -m["dur"]),
+        )
+        found["/".join(m["name"][len("nn.Module: ") :] for m in around)] += 1
     return found
 
 
@@ -66,28 +68,55 @@ def test_module_rows_add_up_to_the_op_table(profile):
     assert host["self_us"].to_numpy() == pytest.approx(ops.loc["host"].loc[host.index, "self_us"].to_numpy(), rel=1e-9)
     device = sums.loc["device"]
     assert device["self_us"].to_numpy() == pytest.approx(
-        ops.loc["device"].loc[device.index, "self_us"].to_numpy(), rel=1e-9)
+        ops.loc["device"].loc[device.index, "self_us"].to_numpy(), rel=1e-9
+    )
     assert (device["occurrences"] <= ops.loc["device"].loc[device.index, "occurrences"]).all()
 
 
 def test_compare_by_module_on_pytorch_and_keras():
-    result = run_cli("compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--group-by", "module", "--json",
-                     "--no-cache")
+    result = run_cli(
+        "compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--group-by", "module", "--json", "--no-cache"
+    )
     msgspec.json.decode(result.stdout, type=CompareDocument)  # the contract holds for module rows
     rows = pd.DataFrame(json.loads(result.stdout)["rows"]).set_index("key")
     assert {"Sequential_0/Conv2d_0", "Sequential_0/Linear_1", "CrossEntropyLoss_0", "(outside modules)"} <= set(
-        rows.index)
+        rows.index
+    )
     assert (rows["op_type"] == "module").all() and (rows["speedup"] == 1.0).all()
-    by_name = json.loads(run_cli("compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--json",
-                                 "--no-cache").stdout)
+    by_name = json.loads(
+        run_cli("compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--json", "--no-cache").stdout
+    )
     assert rows["baseline_total_us"].sum() == pytest.approx(
-        sum(row["baseline_total_us"] for row in by_name["rows"]), rel=1e-9)  # the same time, grouped otherwise
+        sum(row["baseline_total_us"] for row in by_name["rows"]), rel=1e-9
+    )  # the same time, grouped otherwise
 
     demo = REPO / "demo_logs"
-    keras = json.loads(run_cli("compare", str(demo), "--baseline", "tf_keras/mnist_cnn_cpu_bs16", "--target",
-                               "tf_keras/mnist_cnn_cpu_bs64", "--group-by", "module", "--json", "--no-cache").stdout)
-    ops = json.loads(run_cli("compare", str(demo), "--baseline", "tf_keras/mnist_cnn_cpu_bs16", "--target",
-                             "tf_keras/mnist_cnn_cpu_bs64", "--json", "--no-cache").stdout)
+    keras = json.loads(
+        run_cli(
+            "compare",
+            str(demo),
+            "--baseline",
+            "tf_keras/mnist_cnn_cpu_bs16",
+            "--target",
+            "tf_keras/mnist_cnn_cpu_bs64",
+            "--group-by",
+            "module",
+            "--json",
+            "--no-cache",
+        ).stdout
+    )
+    ops = json.loads(
+        run_cli(
+            "compare",
+            str(demo),
+            "--baseline",
+            "tf_keras/mnist_cnn_cpu_bs16",
+            "--target",
+            "tf_keras/mnist_cnn_cpu_bs64",
+            "--json",
+            "--no-cache",
+        ).stdout
+    )
     scopes = collections.defaultdict(float)
     for row in ops["rows"]:
         scope = row["key"].rpartition("/")[0] or "(top level)"
@@ -104,11 +133,23 @@ def test_routes_take_module_for_compare_only():
 
 
 def test_a_module_compare_against_a_run_without_stacks_says_why_nothing_matches():
-    document = json.loads(run_cli("compare", str(MODULES.parent), "--baseline", f"modules/{RUN}", "--target",
-                                  "demo/mnist_cnn_torch_gpu_bs16_rep1", "--group-by", "module", "--json",
-                                  "--no-cache").stdout)
-    assert any(note.startswith(f"Only modules/{RUN} records its nn.Module calls") for note in
-               document["summary"]["notes"]), document["summary"]["notes"]
+    document = json.loads(
+        run_cli(
+            "compare",
+            str(MODULES.parent),
+            "--baseline",
+            f"modules/{RUN}",
+            "--target",
+            "demo/mnist_cnn_torch_gpu_bs16_rep1",
+            "--group-by",
+            "module",
+            "--json",
+            "--no-cache",
+        ).stdout
+    )
+    assert any(
+        note.startswith(f"Only modules/{RUN} records its nn.Module calls") for note in document["summary"]["notes"]
+    ), document["summary"]["notes"]
 
 
 def _tree(logdir, baseline, target) -> dict:
@@ -136,8 +177,9 @@ def test_the_module_tree_adds_up_from_ops_to_the_whole_model():
     assert (document["source"], document["per_step"], document["notes"]) == ("nn.Module calls", True, [])
     assert nodes[0]["id"] == "" and nodes[0]["parent"] is None and nodes[0]["baseline_share"] == 1.0
     _children_add_up(nodes)
-    compared = json.loads(run_cli("compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--json",
-                                  "--no-cache").stdout)["summary"]
+    compared = json.loads(
+        run_cli("compare", str(MODULES), "--baseline", RUN, "--target", RUN, "--json", "--no-cache").stdout
+    )["summary"]
     assert nodes[0]["baseline_us"] == pytest.approx(compared["baseline_time_per_step_us"], rel=1e-9)
     by_id = {node["id"]: node for node in nodes}
     assert by_id["Sequential_0/Conv2d_0/aten::conv2d"]["parent"] == "Sequential_0/Conv2d_0"
@@ -156,8 +198,17 @@ def test_the_keras_tree_follows_name_scopes_and_compares_per_step():
     assert dense["speedup"] == pytest.approx(dense["baseline_us"] / dense["target_us"], rel=1e-12)
     ops = [node for node in nodes if node["parent"] == dense["id"] and node["kind"] == "op"]
     assert ops and all("/" not in node["name"] for node in ops)  # an op is named in its scope
-    csv_text = run_cli("modules", str(demo), "--baseline", "tf_keras/mnist_cnn_cpu_bs16", "--target",
-                       "tf_keras/mnist_cnn_cpu_bs64", "--csv", "-", "--no-cache").stdout
+    csv_text = run_cli(
+        "modules",
+        str(demo),
+        "--baseline",
+        "tf_keras/mnist_cnn_cpu_bs16",
+        "--target",
+        "tf_keras/mnist_cnn_cpu_bs64",
+        "--csv",
+        "-",
+        "--no-cache",
+    ).stdout
     client = plugin_client(demo)
     answer = client.get(f"{PREFIX}/modules.csv?baseline=tf_keras/mnist_cnn_cpu_bs16&target=tf_keras/mnist_cnn_cpu_bs64")
     assert answer.data.decode() == csv_text and len(csv_text.splitlines()) == len(nodes) + 1
@@ -175,20 +226,26 @@ def test_each_modules_memory_is_what_was_allocated_inside_its_calls(profile):
     calls = collections.defaultdict(list)
     for event in events:
         if event.get("cat") == "python_function" and event["name"].startswith("nn.Module: "):
-            calls[event["name"][len("nn.Module: "):]].append(event)
+            calls[event["name"][len("nn.Module: ") :]].append(event)
     every_call = [call for ranges in calls.values() for call in ranges]
 
     def inside_another(call: dict) -> bool:
-        return any(other is not call and other["tid"] == call["tid"] and other["ts"] <= call["ts"]
-                   and call["ts"] + call["dur"] <= other["ts"] + other["dur"] for other in every_call)
+        return any(
+            other is not call
+            and other["tid"] == call["tid"]
+            and other["ts"] <= call["ts"]
+            and call["ts"] + call["dur"] <= other["ts"] + other["dur"]
+            for other in every_call
+        )
 
     tops = {name: ranges for name, ranges in calls.items() if not inside_another(ranges[0])}
     allocated = collections.Counter()
     for event in events:
         if event.get("name") == "[memory]" and event["args"].get("Bytes", 0) > 0:
             for name, ranges in tops.items():
-                if any(str(r["tid"]) == str(event["tid"]) and r["ts"] <= event["ts"] <= r["ts"] + r["dur"]
-                       for r in ranges):
+                if any(
+                    str(r["tid"]) == str(event["tid"]) and r["ts"] <= event["ts"] <= r["ts"] + r["dur"] for r in ranges
+                ):
                     allocated[name] += event["args"]["Bytes"]
     tree = module_tree(profile.ops, profile.ops, profile.module_ops, profile.module_ops)  # in all, not per step
     nodes = tree.set_index("id")

@@ -37,7 +37,11 @@ def test_model_key_and_batch_from_name(run, key, batch):
 
 def test_repeat_from_name():
     assert [repeat_from_name(n) for n in ("m_gpu_bs4_rep2", "resnet/repeat-3/cuda", "report_cpu", "m_rep")] == [
-        2, 3, None, None]
+        2,
+        3,
+        None,
+        None,
+    ]
 
 
 def run(name, device, batch=None, ops=("a", "b", "c", "d")):
@@ -45,32 +49,42 @@ def run(name, device, batch=None, ops=("a", "b", "c", "d")):
 
 
 def test_pairs_by_model_and_batch_size():
-    pairs = as_json(pair_runs([
-        run("m_cpu_bs8", "CPU", 8), run("m_gpu_bs8", "GPU", 8),
-        run("m_cpu_bs32", "CPU", 32), run("m_gpu_bs32", "GPU", 32),
-    ]))
+    pairs = as_json(
+        pair_runs(
+            [
+                run("m_cpu_bs8", "CPU", 8),
+                run("m_gpu_bs8", "GPU", 8),
+                run("m_cpu_bs32", "CPU", 32),
+                run("m_gpu_bs32", "GPU", 32),
+            ]
+        )
+    )
     assert {(p["baseline"], p["target"]) for p in pairs} == {("m_cpu_bs8", "m_gpu_bs8"), ("m_cpu_bs32", "m_gpu_bs32")}
     assert all(p["matched_by"] == "run names" for p in pairs)
 
 
 def test_repeats_pair_with_the_same_repeat_and_a_single_run_with_each():
     def repeat(name, device, number):
-        return RunForPairing(run=name, model="m", device=device, batch_size=8, op_names=frozenset("ab"),
-                             repeat=number)
+        return RunForPairing(run=name, model="m", device=device, batch_size=8, op_names=frozenset("ab"), repeat=number)
 
     runs = [repeat(f"m_{d}_bs8_rep{k}", d.upper(), k) for d in ("cpu", "gpu") for k in (1, 2, 3)]
     assert {(p["baseline"], p["target"]) for p in as_json(pair_runs(runs))} == {
-        (f"m_cpu_bs8_rep{k}", f"m_gpu_bs8_rep{k}") for k in (1, 2, 3)}
+        (f"m_cpu_bs8_rep{k}", f"m_gpu_bs8_rep{k}") for k in (1, 2, 3)
+    }
     single_cpu = [repeat("m_cpu_bs8", "CPU", None), *runs[3:]]
     assert len(as_json(pair_runs(single_cpu))) == 3
 
 
 def test_pairs_by_op_overlap_when_names_do_not_tell():
-    pairs = as_json(pair_runs([
-        run("log_prefetch/128_20210203-201149", "CPU", ops="abcdef"),
-        run("download128-20210202-131252", "GPU", ops="abcdeg"),
-        run("other-20210202", "GPU", ops="xyz"),
-    ]))
+    pairs = as_json(
+        pair_runs(
+            [
+                run("log_prefetch/128_20210203-201149", "CPU", ops="abcdef"),
+                run("download128-20210202-131252", "GPU", ops="abcdeg"),
+                run("other-20210202", "GPU", ops="xyz"),
+            ]
+        )
+    )
     assert len(pairs) == 1
     assert pairs[0]["target"] == "download128-20210202-131252"
     assert pairs[0]["matched_by"].startswith("op names (Jaccard 0.71")
@@ -81,23 +95,33 @@ def test_no_pair_below_jaccard_threshold_or_between_two_cpus():
     assert as_json(pair_runs([run("x_cpu", "CPU"), run("y_cpu", "CPU")])) == []
 
 
-@pytest.mark.parametrize("run, precision, compiler, key", [
-    ("resnet_bf16_gpu_bs64", "bf16", None, "resnet"),
-    ("fp16_study/resnet_gpu_bs32_bf16", "bf16", None, "study/resnet"),  # the run's own part speaks last
-    ("resnet_jit_gpu_bs32", None, None, "resnet_jit"),  # TorchScript's word in PyTorch, XLA's in TF: no claim
-    ("keras_fp32_xla_cpu_bs16/train", "fp32", "XLA", "keras/train"),
-    ("mnist_cnn_compiled_gpu_bs64", None, "torch.compile", "mnist_cnn"),
-])
+@pytest.mark.parametrize(
+    "run, precision, compiler, key",
+    [
+        ("resnet_bf16_gpu_bs64", "bf16", None, "resnet"),
+        ("fp16_study/resnet_gpu_bs32_bf16", "bf16", None, "study/resnet"),  # the run's own part speaks last
+        ("resnet_jit_gpu_bs32", None, None, "resnet_jit"),  # TorchScript's word in PyTorch, XLA's in TF: no claim
+        ("keras_fp32_xla_cpu_bs16/train", "fp32", "XLA", "keras/train"),
+        ("mnist_cnn_compiled_gpu_bs64", None, "torch.compile", "mnist_cnn"),
+    ],
+)
 def test_names_claim_precision_and_compiler_and_keys_leave_them_out(run, precision, compiler, key):
     from tb_opcompare.ingest.naming import compiler_from_name, precision_from_name
 
     assert (precision_from_name(run), compiler_from_name(run), model_key(run)) == (precision, compiler, key)
 
 
-@pytest.mark.parametrize("framework, family", [
-    ("PyTorch 2.13.0+cpu", "PyTorch"), ("TensorFlow 2.16.1 (Keras 3)", "TensorFlow"),
-    ("TensorFlow (summary.json)", "TensorFlow"), ("ONNX Runtime 1.32.0", "ONNX Runtime"),
-    ("TensorFlow 1.x", "TensorFlow"), ("TensorFlow", "TensorFlow")])
+@pytest.mark.parametrize(
+    "framework, family",
+    [
+        ("PyTorch 2.13.0+cpu", "PyTorch"),
+        ("TensorFlow 2.16.1 (Keras 3)", "TensorFlow"),
+        ("TensorFlow (summary.json)", "TensorFlow"),
+        ("ONNX Runtime 1.32.0", "ONNX Runtime"),
+        ("TensorFlow 1.x", "TensorFlow"),
+        ("TensorFlow", "TensorFlow"),
+    ],
+)
 def test_a_framework_s_family_is_its_name_without_version_or_note(framework, family):
     from tb_opcompare.analysis.compare import _framework_family
 

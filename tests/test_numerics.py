@@ -57,8 +57,11 @@ def test_a_line_fit_has_the_same_bits_whatever_the_order_of_its_points():
 
 def test_a_geometric_mean_has_the_same_bits_whatever_the_order():
     values = np.array([3.29, 0.5, 2.04, 17.0, 1.0000001])
-    assert geometric_mean(values) == geometric_mean(values[::-1]) == pytest.approx(
-        float(np.exp(np.log(values).mean())), rel=1e-14)
+    assert (
+        geometric_mean(values)
+        == geometric_mean(values[::-1])
+        == pytest.approx(float(np.exp(np.log(values).mean())), rel=1e-14)
+    )
     assert geometric_mean(np.array([])) is None
 
 
@@ -108,8 +111,9 @@ def test_real_compare_flags_do_not_move_when_every_time_moves_one_ulp(h100_catal
     target = h100_catalog.load(next(run for run in runs if "_gpu_bs64" in run)).profile.ops
     rows, summary = compare_ops(baseline, target)
     for direction in (math.inf, -math.inf):
-        moved = baseline.assign(self_us=ulp(baseline["self_us"], direction),
-                                total_us=ulp(baseline["total_us"], direction))
+        moved = baseline.assign(
+            self_us=ulp(baseline["self_us"], direction), total_us=ulp(baseline["total_us"], direction)
+        )
         moved_rows, moved_summary = compare_ops(moved, target)
         for column in ("status", "baseline_noisy", "target_noisy"):
             assert moved_rows[column].equals(rows[column]), column

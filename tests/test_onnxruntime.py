@@ -36,16 +36,19 @@ def _raw_nodes(path: Path) -> dict[str, dict]:
     nodes: dict[str, dict] = collections.defaultdict(lambda: {"count": 0, "total": 0.0, "type": None})
     for event in json.loads(path.read_text()):
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
-            node = nodes[event["name"][:-len("_kernel_time")]]
+            node = nodes[event["name"][: -len("_kernel_time")]]
             node["count"] += 1
             node["total"] += event["dur"]
-            node["type"] = event["args"].get("op_name") or event["name"][:-len("_kernel_time")]
+            node["type"] = event["args"].get("op_name") or event["name"][: -len("_kernel_time")]
     return nodes
 
 
 def _raw_runs(path: Path) -> list[float]:
-    return [event["dur"] for event in sorted(json.loads(path.read_text()), key=lambda event: event["ts"])
-            if event.get("cat") == "Session" and event.get("name") == "model_run"]
+    return [
+        event["dur"]
+        for event in sorted(json.loads(path.read_text()), key=lambda event: event["ts"])
+        if event.get("cat") == "Session" and event.get("name") == "model_run"
+    ]
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda path: f"{path.parent.parent.name}/{path.parent.name}")
@@ -82,7 +85,12 @@ def test_facts_come_from_the_data_without_sidecars_or_telling_names(tmp_path):
     assert [run.run for run in runs] == [f"run{size}" for size in BATCH_SIZES]
     for run, batch_size in zip(runs, BATCH_SIZES):
         assert (run.format, run.device, run.batch_size, run.compiler, run.precision) == (
-            ONNXRUNTIME, "CPU", batch_size, "ONNX Runtime", "fp32")
+            ONNXRUNTIME,
+            "CPU",
+            batch_size,
+            "ONNX Runtime",
+            "fp32",
+        )
         assert run.batch_size_source.startswith("data: leading dimension of the first input")
         assert run.compiler_source == "data: an ONNX Runtime profile; providers CPUExecutionProvider (70 nodes)"
 
@@ -93,8 +101,16 @@ def test_pytorch_and_onnx_runtime_pair_and_meet_at_the_whole_step():
     document = msgspec.json.decode(run_cli("runs", str(LOGDIR), "--no-cache", "--json").stdout, type=RunsDocument)
     pairs = {(pair.baseline, pair.target, pair.varies) for pair in document.variant_pairs}
     assert pairs == {(f"cnn_infer_cpu_bs{n}", f"cnn_infer_cpu_bs{n}_ort", "compiler") for n in BATCH_SIZES}
-    result = run_cli("compare", str(LOGDIR), "--no-cache", "--json", "--baseline", "cnn_infer_cpu_bs64", "--target",
-                     "cnn_infer_cpu_bs64_ort")
+    result = run_cli(
+        "compare",
+        str(LOGDIR),
+        "--no-cache",
+        "--json",
+        "--baseline",
+        "cnn_infer_cpu_bs64",
+        "--target",
+        "cnn_infer_cpu_bs64_ort",
+    )
     compare = msgspec.json.decode(result.stdout, type=CompareDocument)
     notes = " ".join(compare.summary.notes)
     assert "different frameworks" in notes and "Group by op type" not in notes
@@ -112,8 +128,9 @@ def test_the_matrix_has_an_onnx_runtime_column_whose_latency_is_the_runs():
     assert [column.key for column in document.columns] == ["CPU · fp32 · eager", "CPU · fp32 · ONNX Runtime"]
     for cell in document.cells:
         (run,) = cell.runs
-        steps = (_raw_runs(_profile_path(LOGDIR / run)) if run.endswith("_ort")
-                 else profiler_step_durations(LOGDIR / run))
+        steps = (
+            _raw_runs(_profile_path(LOGDIR / run)) if run.endswith("_ort") else profiler_step_durations(LOGDIR / run)
+        )
         assert cell.latency_us == pytest.approx(statistics.median(steps), rel=1e-9)
 
 
@@ -126,8 +143,11 @@ def test_a_broken_profile_names_the_file_and_what_is_wrong(tmp_path):
         read_profile(ONNXRUNTIME, [str(cut)])
     assert error.value.path == str(cut)
     unrun = tmp_path / "unrun.json"
-    unrun.write_text(json.dumps([event for event in json.loads(text) if event.get("cat") == "Session"
-                                 and event["name"] != "model_run"]))
+    unrun.write_text(
+        json.dumps(
+            [event for event in json.loads(text) if event.get("cat") == "Session" and event["name"] != "model_run"]
+        )
+    )
     with pytest.raises(ProfileError, match="no node events"):
         read_profile(ONNXRUNTIME, [str(unrun)])
 
@@ -175,5 +195,6 @@ def test_a_large_profile_is_read_in_batches_cut_between_lines(tmp_path, monkeypa
     nodes = _raw_nodes(_profile_path(LOGDIR / "cnn_infer_cpu_bs16_ort"))
     rows = profile.ops.set_index("op_name")
     assert {name: rows.loc[name, "occurrences"] for name in nodes} == {
-        name: node["count"] * copies for name, node in nodes.items()}
+        name: node["count"] * copies for name, node in nodes.items()
+    }
     assert profile.facts.steps == 10 * copies

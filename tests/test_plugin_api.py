@@ -62,11 +62,25 @@ def test_runs_lists_good_runs_pairs_and_unreadable_files(api):
     status, document = get_json(api, "runs")
     assert status == 200
     runs = {run["run"]: run for run in document["runs"]}
-    assert {"tf1/mlp_cpu", "tf1/mlp_gpu", "tf_keras/cnn_cpu_bs8/train", "torch/cnn_torch_cpu_bs16",
-            "torch/hostile_names_cpu_bs4"} <= set(runs)
+    assert {
+        "tf1/mlp_cpu",
+        "tf1/mlp_gpu",
+        "tf_keras/cnn_cpu_bs8/train",
+        "torch/cnn_torch_cpu_bs16",
+        "torch/hostile_names_cpu_bs4",
+    } <= set(runs)
     for run in runs.values():
-        assert set(run) >= {"run", "format", "device", "device_name", "batch_size", "batch_size_source", "steps",
-                            "model", "sessions"}
+        assert set(run) >= {
+            "run",
+            "format",
+            "device",
+            "device_name",
+            "batch_size",
+            "batch_size_source",
+            "steps",
+            "model",
+            "sessions",
+        }
     assert runs["tf1/mlp_gpu"]["device"] == "GPU" and runs["tf1/mlp_cpu"]["device"] == "CPU"
     assert runs["torch/cnn_torch_cpu_bs16"]["batch_size"] == 16
     assert runs["torch/cnn_torch_cpu_bs16"]["batch_size_source"].startswith("data:")
@@ -100,16 +114,21 @@ def test_compare_by_type_groups_ops(api):
     assert len(keys) == len(set(keys)) < len(by_name["rows"])
     matmul = next(row for row in by_type["rows"] if row["key"] == "MatMul")
     assert matmul["baseline_total_us"] == pytest.approx(
-        sum(r["baseline_total_us"] or 0 for r in by_name["rows"] if r["op_type"] == "MatMul"))
+        sum(r["baseline_total_us"] or 0 for r in by_name["rows"] if r["op_type"] == "MatMul")
+    )
 
 
 def test_view_parameters_filter_sort_and_cut(api):
     _, everything = get_json(api, "compare", **TF1_PAIR)
-    _, view = get_json(api, "compare", q="/^gradients/", status="matched", sort="speedup",
-                       order="asc", top=5, **TF1_PAIR)
+    _, view = get_json(
+        api, "compare", q="/^gradients/", status="matched", sort="speedup", order="asc", top=5, **TF1_PAIR
+    )
     expected = sorted(
-        (r for r in everything["rows"] if r["key"].startswith("gradients") and r["status"] == "matched"
-         and r["speedup"] is not None),
+        (
+            r
+            for r in everything["rows"]
+            if r["key"].startswith("gradients") and r["status"] == "matched" and r["speedup"] is not None
+        ),
         key=lambda r: r["speedup"],
     )[:5]
     assert [r["key"] for r in view["rows"]] == [r["key"] for r in expected]
@@ -137,10 +156,17 @@ def test_csv_neutralises_formulas_from_op_names(api):
     assert not any(key.startswith(("=", "+", "-", "@")) for key in keys)
 
 
-@pytest.mark.parametrize("route, params", [
-    ("compare.csv", {}), ("modules.csv", {}), ("memory.csv", {}), ("layers.csv", {}),
-    ("trend.csv", {"runs": "torch/hostile_names_cpu_bs4"}), ("matrix.csv", {}),
-])
+@pytest.mark.parametrize(
+    "route, params",
+    [
+        ("compare.csv", {}),
+        ("modules.csv", {}),
+        ("memory.csv", {}),
+        ("layers.csv", {}),
+        ("trend.csv", {"runs": "torch/hostile_names_cpu_bs4"}),
+        ("matrix.csv", {}),
+    ],
+)
 def test_every_csv_neutralises_formulas_even_after_invisible_characters(api, route, params):
     """Issue 33 item 8, one rule for every CSV: no cell's first visible character starts a
     formula unless a `'` leads it (OWASP), whitespace and invisible characters before it
@@ -188,8 +214,14 @@ def test_bad_parameters_answer_400(api, params, fragment):
 
 @pytest.mark.parametrize(
     "run",
-    ["no/such/run", "../../etc/passwd", "/etc/passwd", "..%2F..%2Fetc%2Fpasswd", "tf1/../tf1/mlp_cpu",
-     pytest.param(str(LOGDIR / "tf1" / "mlp_cpu"), id="absolute-path-of-a-run")],
+    [
+        "no/such/run",
+        "../../etc/passwd",
+        "/etc/passwd",
+        "..%2F..%2Fetc%2Fpasswd",
+        "tf1/../tf1/mlp_cpu",
+        pytest.param(str(LOGDIR / "tf1" / "mlp_cpu"), id="absolute-path-of-a-run"),
+    ],
 )
 def test_unknown_runs_answer_404_and_nothing_is_read_from_a_path(api, run):
     status, document = get_json(api, "compare", baseline=run, target="tf1/mlp_gpu")
@@ -220,8 +252,11 @@ def test_frontend_and_plotly_are_served_locally(tensorboard_url):
     status, headers, body = get(tensorboard_url, "plotly.min.js")
     assert status == 200 and headers["Content-Type"].startswith("text/javascript")
     assert body.startswith(b"/**\n* plotly.js v") and len(body) > 1_000_000
-    shipped = [path.relative_to(REPO / "frontend").as_posix() for path in (REPO / "frontend").rglob("*")
-               if path.suffix in (".js", ".css")]
+    shipped = [
+        path.relative_to(REPO / "frontend").as_posix()
+        for path in (REPO / "frontend").rglob("*")
+        if path.suffix in (".js", ".css")
+    ]
     assert len(shipped) > 5 and all(get(tensorboard_url, name)[0] == 200 for name in shipped)
 
 
@@ -275,8 +310,18 @@ def test_sweep_csv_download(api):
     assert status == 200 and headers["Content-Type"].startswith("text/csv")
     assert headers["Content-Disposition"] == 'attachment; filename="opcompare_sweep_torch-cnn_torch.csv"'
     table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
-    assert list(table[0]) == ["op", "series", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share",
-                              "breakeven_batch_size", "target_faster"]
+    assert list(table[0]) == [
+        "op",
+        "series",
+        "fixed_us",
+        "per_sample_us",
+        "r2",
+        "points",
+        "poor_fit",
+        "share",
+        "breakeven_batch_size",
+        "target_faster",
+    ]
     _, document = get_json(api, "sweep", model="torch/cnn_torch")
     assert [row["op"] for row in table] == [fit["op"] for fit in document["fits"]]
 
@@ -286,7 +331,9 @@ def test_sweep_csv_follows_the_fits_tables_filter_and_sort(api):
     _, document = get_json(api, "sweep", model="torch/cnn_torch")
     _, _, body = get(api, "sweep.csv", model="torch/cnn_torch", op_contains="CONV", sort="per_sample_us", order="asc")
     table = list(csv.DictReader(io.StringIO(body.decode("utf-8"))))
-    expected = sorted((fit for fit in document["fits"] if "conv" in fit["op"].lower()), key=lambda f: f["per_sample_us"])
+    expected = sorted(
+        (fit for fit in document["fits"] if "conv" in fit["op"].lower()), key=lambda f: f["per_sample_us"]
+    )
     assert [row["op"] for row in table] == [fit["op"] for fit in expected] and len(table) >= 2
     status, error = get_json(api, "sweep.csv", model="torch/cnn_torch", sort="__class__")
     assert status == 400 and "sort: unknown column" in error["error"]["message"]
@@ -294,13 +341,19 @@ def test_sweep_csv_follows_the_fits_tables_filter_and_sort(api):
 
 @pytest.mark.parametrize(
     "params, status, fragment",
-    [({}, 400, "missing parameter: model"), ({"model": "torch/cnn_torch", "top": "0"}, 400, "top"),
-     ({"model": "torch/cnn_torch", "group_by": "x"}, 400, "group_by"),
-     ({"model": "torch/cnn_torch", "series_by": "batch_size"}, 400, "series_by: expected one of"),
-     ({"model": "torch/cnn_torch", "series_by": "precision", "precision": "bf16"}, 400, "cannot hold precision"),
-     ({"model": "torch/cnn_torch", "series_by": "precision", "device": "TPU"}, 400,
-      "no run of 'torch/cnn_torch' at device TPU, compiler eager"),
-     ({"model": "../../etc"}, 404, "unknown model")],
+    [
+        ({}, 400, "missing parameter: model"),
+        ({"model": "torch/cnn_torch", "top": "0"}, 400, "top"),
+        ({"model": "torch/cnn_torch", "group_by": "x"}, 400, "group_by"),
+        ({"model": "torch/cnn_torch", "series_by": "batch_size"}, 400, "series_by: expected one of"),
+        ({"model": "torch/cnn_torch", "series_by": "precision", "precision": "bf16"}, 400, "cannot hold precision"),
+        (
+            {"model": "torch/cnn_torch", "series_by": "precision", "device": "TPU"},
+            400,
+            "no run of 'torch/cnn_torch' at device TPU, compiler eager",
+        ),
+        ({"model": "../../etc"}, 404, "unknown model"),
+    ],
 )
 def test_sweep_errors(api, params, status, fragment):
     got, document = get_json(api, "sweep", **params)
@@ -310,10 +363,18 @@ def test_sweep_errors(api, params, status, fragment):
 def test_a_formula_behind_whitespace_or_an_invisible_character_is_neutralised():
     from tb_opcompare.service.csv_export import compare_csv
 
-    cells = [" =1+1", "\u200b=HYPERLINK(\"http://x\")", "\ufeff@SUM(A1)", "\u202e-2+3", "a =1", "-3", "\t=1", "\u3000=1"]
+    cells = [" =1+1", '\u200b=HYPERLINK("http://x")', "\ufeff@SUM(A1)", "\u202e-2+3", "a =1", "-3", "\t=1", "\u3000=1"]
     rows = list(csv.reader(io.StringIO(compare_csv([{"key": cell, "n": -1.5} for cell in cells], ["key", "n"]))))
     # invisible characters are shown escaped (issue 33: labels that cannot spoof), so no
     # formula hides behind them
-    assert [row[0] for row in rows[1:]] == ["' =1+1", '\\u200b=HYPERLINK("http://x")', "\\ufeff@SUM(A1)",
-                                             "\\u202e-2+3", "a =1", "'-3", "\\x09=1", "'\u3000=1"]
+    assert [row[0] for row in rows[1:]] == [
+        "' =1+1",
+        '\\u200b=HYPERLINK("http://x")',
+        "\\ufeff@SUM(A1)",
+        "\\u202e-2+3",
+        "a =1",
+        "'-3",
+        "\\x09=1",
+        "'\u3000=1",
+    ]
     assert {row[1] for row in rows[1:]} == {"-1.5"}  # numbers stay numbers

@@ -29,8 +29,11 @@ def _leaf_durations(run: str) -> dict[str, list[float]]:
     """Independent of the reader: the durations of the executions of each op that never
     has another host event inside it (its self time is its duration)."""
     (path,) = (REPEATS / run).glob("*.pt.trace.json.gz")
-    events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") in _HOST and not e["name"].startswith("ProfilerStep#")]
+    events = [
+        e
+        for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") in _HOST and not e["name"].startswith("ProfilerStep#")
+    ]
     by_thread = collections.defaultdict(list)
     for event in events:
         by_thread[event["tid"]].append(event)
@@ -90,14 +93,26 @@ def test_a_run_pooled_with_itself_keeps_its_means_and_spread(catalog):
 
 
 def test_compare_with_run_groups_from_the_cli_the_route_and_repeats(catalog):
-    cli = msgspec.json.decode(run_cli("compare", str(REPEATS), "--no-cache", "--json", "--baseline",
-                                      "cnn_cpu_bs16_rep*", "--target", ",".join(SLOW)).stdout, type=CompareDocument)
+    cli = msgspec.json.decode(
+        run_cli(
+            "compare",
+            str(REPEATS),
+            "--no-cache",
+            "--json",
+            "--baseline",
+            "cnn_cpu_bs16_rep*",
+            "--target",
+            ",".join(SLOW),
+        ).stdout,
+        type=CompareDocument,
+    )
     summary = cli.summary
     assert summary.baseline_runs == BASE and summary.target_runs == SLOW
     assert summary.baseline_steps == sum(catalog.load(run).profile.facts.steps for run in BASE)
     head = next(row for row in cli.rows if row.key == "head")
     assert head.baseline_occurrences == sum(
-        int(catalog.load(run).profile.ops.query("op_name == 'head'")["occurrences"].iloc[0]) for run in BASE)
+        int(catalog.load(run).profile.ops.query("op_name == 'head'")["occurrences"].iloc[0]) for run in BASE
+    )
     selfs = [float(catalog.load(run).profile.ops.query("op_name == 'head'")["self_us"].iloc[0]) for run in SLOW]
     counts = [int(catalog.load(run).profile.ops.query("op_name == 'head'")["occurrences"].iloc[0]) for run in SLOW]
     assert head.target_mean_us == pytest.approx(sum(selfs) / sum(counts), rel=1e-9)
@@ -107,9 +122,10 @@ def test_compare_with_run_groups_from_the_cli_the_route_and_repeats(catalog):
     routed = msgspec.json.decode(answer.data, type=CompareDocument)
     assert routed.summary.baseline_runs == BASE and routed.summary.target_runs == SLOW
     assert routed.rows == cli.rows
-    single = msgspec.json.decode(client.get(f"{PREFIX}/compare", query_string={"baseline": BASE[0],
-                                                                                 "target": SLOW[0]}).data,
-                                 type=CompareDocument)
+    single = msgspec.json.decode(
+        client.get(f"{PREFIX}/compare", query_string={"baseline": BASE[0], "target": SLOW[0]}).data,
+        type=CompareDocument,
+    )
     assert single.summary.baseline_runs == [BASE[0]] and single.summary.baseline_steps == 5
     bad = client.get(f"{PREFIX}/compare", query_string={"baseline": BASE[0], "target": SLOW[0], "repeats": "yes"})
     assert bad.status_code == 400 and b"repeats" in bad.data
@@ -124,9 +140,19 @@ def test_a_group_without_step_markers_counts_a_step_per_run(tmp_path):
     for k in (1, 2, 3):
         (tmp_path / f"r18_cpu_bs5_rep{k}").mkdir()
         shutil.copy(trace, tmp_path / f"r18_cpu_bs5_rep{k}" / trace.name)
-    document = msgspec.json.decode(run_cli("compare", str(tmp_path), "--no-cache", "--json", "--baseline",
-                                           "r18_cpu_bs5_rep1,r18_cpu_bs5_rep2", "--target", "r18_cpu_bs5_rep3").stdout,
-                                   type=CompareDocument)
+    document = msgspec.json.decode(
+        run_cli(
+            "compare",
+            str(tmp_path),
+            "--no-cache",
+            "--json",
+            "--baseline",
+            "r18_cpu_bs5_rep1,r18_cpu_bs5_rep2",
+            "--target",
+            "r18_cpu_bs5_rep3",
+        ).stdout,
+        type=CompareDocument,
+    )
     summary = document.summary
     assert (summary.baseline_steps, summary.target_steps) == (2, 1)
     assert summary.overall_speedup == pytest.approx(1.0) and summary.whole_step_speedup == pytest.approx(1.0)
@@ -156,9 +182,12 @@ def test_an_unreadable_repeat_is_left_out_and_named(tmp_path):
     shutil.copytree(REPEATS, logdir)
     (broken,) = (logdir / BASE[1]).glob("*.pt.trace.json.gz")
     broken.write_bytes(broken.read_bytes()[:2000])  # a truncated file
-    document = msgspec.json.decode(plugin_client(logdir).get(
-        f"{PREFIX}/compare", query_string={"baseline": BASE[0], "target": SLOW[0], "repeats": "1"}).data,
-        type=CompareDocument)
+    document = msgspec.json.decode(
+        plugin_client(logdir)
+        .get(f"{PREFIX}/compare", query_string={"baseline": BASE[0], "target": SLOW[0], "repeats": "1"})
+        .data,
+        type=CompareDocument,
+    )
     assert document.summary.baseline_runs == [run for run in BASE if run != BASE[1]]
     assert document.summary.target_runs == SLOW
     assert any(note.startswith(f"{BASE[1]} left out of the baseline group") for note in document.summary.notes)
@@ -166,10 +195,19 @@ def test_an_unreadable_repeat_is_left_out_and_named(tmp_path):
 
 def test_a_group_mixing_configurations_says_which_dimensions_differ():
     h100 = FIXTURES / "gpu_h100" / "demo"
-    document = msgspec.json.decode(run_cli(
-        "compare", str(h100), "--no-cache", "--json", "--baseline",
-        "mnist_cnn_torch_cpu_bs16_rep1,mnist_cnn_torch_gpu_bs64_rep1", "--target", "mnist_cnn_torch_gpu_bs16_rep1").stdout,
-        type=CompareDocument)
+    document = msgspec.json.decode(
+        run_cli(
+            "compare",
+            str(h100),
+            "--no-cache",
+            "--json",
+            "--baseline",
+            "mnist_cnn_torch_cpu_bs16_rep1,mnist_cnn_torch_gpu_bs64_rep1",
+            "--target",
+            "mnist_cnn_torch_gpu_bs16_rep1",
+        ).stdout,
+        type=CompareDocument,
+    )
     (note,) = [note for note in document.summary.notes if note.startswith("The baseline group pools")]
     assert "device: CPU, GPU" in note and "batch size: 16, 64" in note and "precision" not in note
     assert document.summary.baseline.device is None and document.summary.baseline.batch_size is None

@@ -26,10 +26,16 @@ from tb_opcompare.service.runs import runs_document
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.prewarm import index_logdir
 
-SOURCES = {"tf": FIXTURES / "tf_modes" / "logdir", "ranks": FIXTURES / "gpu_h200" / "ranks",
-           "user": FIXTURES / "user_logdirs" / "torch_h200"}
-PAIRS = [("ranks/ddp_cnn_cpu", "ranks/ddp_cnn_gpu"), ("user/lstm_runA", "user/lstm_runB"),
-         ("tf/keras_eager_cpu_bs16/train", "tf/keras_graph_cpu_bs16/train")]
+SOURCES = {
+    "tf": FIXTURES / "tf_modes" / "logdir",
+    "ranks": FIXTURES / "gpu_h200" / "ranks",
+    "user": FIXTURES / "user_logdirs" / "torch_h200",
+}
+PAIRS = [
+    ("ranks/ddp_cnn_cpu", "ranks/ddp_cnn_gpu"),
+    ("user/lstm_runA", "user/lstm_runB"),
+    ("tf/keras_eager_cpu_bs16/train", "tf/keras_graph_cpu_bs16/train"),
+]
 
 
 def _logdir(root: Path, broken: bool = True) -> Path:
@@ -44,8 +50,13 @@ def _logdir(root: Path, broken: bool = True) -> Path:
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     executable = Path(sys.executable).parent / "tb-opcompare"
-    return subprocess.run([str(executable), *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})})
+    return subprocess.run(
+        [str(executable), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+    )
 
 
 def _documents(catalog: Catalog) -> dict:
@@ -67,8 +78,12 @@ def test_a_fresh_process_lists_and_compares_from_the_index_without_reading_a_pro
     parsed = _documents(Catalog(str(logdir)))
     assert any(error["path"].endswith("host_1.123.pt.trace.json") for error in parsed["runs"]["errors"])
     result = _cli("index", str(logdir), "--no-cache", "--jobs", "2")
-    sessions = sum(1 for source in Catalog(str(logdir)).sources() for session in source.sessions
-                   if session not in source.worker_sessions)
+    sessions = sum(
+        1
+        for source in Catalog(str(logdir)).sources()
+        for session in source.sessions
+        if session not in source.worker_sessions
+    )
     assert f"{sessions - 1} read, 0 already indexed, 1 unreadable" in result.stdout, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert (logdir / ".opcompare" / "manifest.json").is_file()
@@ -157,16 +172,22 @@ def test_the_index_and_an_export_are_a_dataset_duckdb_and_pandas_read(tmp_path):
         if row["status"] != "matched":
             continue
         for side, run in (("baseline", baseline), ("target", target)):
-            ((mean_us,),) = duckdb.connect().execute(
-                f"SELECT o.mean_us FROM '{exported}/ops/*.parquet' o JOIN '{exported}/runs/*.parquet' r "
-                f"USING (run, session) WHERE o.run = ? AND o.op_name = ? AND o.side = ? AND len(r.workers_json) > 2",
-                [run, row["key"], row[f"{side}_time_source"]]).fetchall()
+            ((mean_us,),) = (
+                duckdb.connect()
+                .execute(
+                    f"SELECT o.mean_us FROM '{exported}/ops/*.parquet' o JOIN '{exported}/runs/*.parquet' r "
+                    f"USING (run, session) WHERE o.run = ? AND o.op_name = ? AND o.side = ? AND len(r.workers_json) > 2",
+                    [run, row["key"], row[f"{side}_time_source"]],
+                )
+                .fetchall()
+            )
             assert mean_us == pytest.approx(row[f"{side}_mean_us"], rel=1e-9), (row["key"], side)
             checked += 1
     assert checked > 20
 
 
 # -- a bucket --------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def bucket(tmp_path_factory):
@@ -182,12 +203,27 @@ def bucket(tmp_path_factory):
 
 
 def _profile_gets(server, since: int) -> list[str]:
-    return [path for method, path in server.requests()[since:]
-            if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path]
+    return [
+        path
+        for method, path in server.requests()[since:]
+        if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path
+    ]
 
 
-FACTS = ("run", "format", "device", "device_name", "batch_size", "steps", "step_time_us", "model", "precision",
-         "compiler", "framework", "warnings")
+FACTS = (
+    "run",
+    "format",
+    "device",
+    "device_name",
+    "batch_size",
+    "steps",
+    "step_time_us",
+    "model",
+    "precision",
+    "compiler",
+    "framework",
+    "warnings",
+)
 
 
 def test_after_index_a_bucket_logdir_compares_with_no_profile_read(bucket, tmp_path):
@@ -195,7 +231,8 @@ def test_after_index_a_bucket_logdir_compares_with_no_profile_read(bucket, tmp_p
     unindexed = _cli("runs", "s3://team/logs", "--json", "--no-cache", env=server.env("reader"))
     indexing = _cli("index", "s3://team/logs", "--no-cache", "--jobs", "2", env=server.env("writer"))
     assert indexing.returncode == 0 and "kept in the shared index s3://team/logs/.opcompare" in indexing.stdout, (
-        indexing.stdout + indexing.stderr)
+        indexing.stdout + indexing.stderr
+    )
     since = len(server.requests())
     listing = _cli("runs", "s3://team/logs", "--json", "--no-cache", env=server.env("reader"))
     pair = ("--baseline", PAIRS[0][0], "--target", PAIRS[0][1])
@@ -209,8 +246,9 @@ def test_after_index_a_bucket_logdir_compares_with_no_profile_read(bucket, tmp_p
 
     # rewritten in the bucket after indexing: read again, and its numbers are the new file's
     pair = ("--baseline", PAIRS[1][0], "--target", PAIRS[1][1])
-    before = json.loads(_cli("compare", "s3://team/logs", *pair, "--json", "--no-cache",
-                             env=server.env("reader")).stdout)
+    before = json.loads(
+        _cli("compare", "s3://team/logs", *pair, "--json", "--no-cache", env=server.env("reader")).stdout
+    )
     trace = next((local / "user" / "lstm_runA").rglob("*.pt.trace.json*"))
     other = next((local / "user" / "lstm_runC").rglob("*.pt.trace.json*"))
     key = f"logs/{trace.relative_to(local).as_posix()}"
@@ -241,12 +279,15 @@ def test_a_bucket_that_denies_writes_is_indexed_into_the_local_cache_with_a_warn
 
 # -- a Dask cluster -----------------------------------------------------------------------------
 
+
 def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(tmp_path):
     distributed = pytest.importorskip("distributed")
     logdir = _logdir(tmp_path / "cluster", broken=False)
     alone = _logdir(tmp_path / "alone", broken=False)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         pids = list(client.run(os.getpid).values())
         assert len(pids) == 2
 
@@ -255,17 +296,26 @@ def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(
                 os.kill(pids[0], signal.SIGKILL)  # mid-run: the others are queued or running
 
         with distributed.get_task_stream(client) as stream:
-            report = index_logdir(Catalog(str(logdir)), jobs=1, say=kill_one_worker,
-                                  scheduler=cluster.scheduler_address)
-    sessions = sum(1 for source in Catalog(str(logdir)).sources() for session in source.sessions
-                   if session not in source.worker_sessions)
+            report = index_logdir(
+                Catalog(str(logdir)), jobs=1, say=kill_one_worker, scheduler=cluster.scheduler_address
+            )
+    sessions = sum(
+        1
+        for source in Catalog(str(logdir)).sources()
+        for session in source.sessions
+        if session not in source.worker_sessions
+    )
     assert (report.read, report.errors, report.write_error) == (sessions, [], None)
     ran = [task for task in stream.data if task["key"].startswith("opcompare-index-")]
     assert len({task["worker"] for task in ran}) >= 2  # both workers read sessions
     assert len({task["key"] for task in ran}) == sessions  # one task a session
     # each rank of the two-rank jobs a task of its own, pooled into one run by the job's task
-    jobs = [(source, session) for source in Catalog(str(logdir)).sources() for session in source.sessions
-            if session in source.worker_sessions.values()]
+    jobs = [
+        (source, session)
+        for source in Catalog(str(logdir)).sources()
+        for session in source.sessions
+        if session in source.worker_sessions.values()
+    ]
     ranks = {task["key"] for task in stream.data if task["key"].startswith("opcompare-rank-")}
     assert len(jobs) == 2 and len(ranks) == sum(len(source.sessions[session]) for source, session in jobs) == 4
 
@@ -277,11 +327,14 @@ def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(
 
     for part, entry in cluster_manifest.items():
         theirs = alone_manifest[part]
-        assert ({k: entry[k] for k in ("run", "session", "facts", "tables", "step_count")} ==
-                {k: theirs[k] for k in ("run", "session", "facts", "tables", "step_count")})
+        assert {k: entry[k] for k in ("run", "session", "facts", "tables", "step_count")} == {
+            k: theirs[k] for k in ("run", "session", "facts", "tables", "step_count")
+        }
         for table in entry["tables"]:
-            assert (pq.read_table(logdir / ".opcompare" / table / f"{part}.parquet").to_pydict() ==
-                    pq.read_table(alone / ".opcompare" / table / f"{part}.parquet").to_pydict())
+            assert (
+                pq.read_table(logdir / ".opcompare" / table / f"{part}.parquet").to_pydict()
+                == pq.read_table(alone / ".opcompare" / table / f"{part}.parquet").to_pydict()
+            )
 
 
 def test_index_scheduler_local_from_the_command_line(tmp_path):
@@ -293,8 +346,14 @@ def test_index_scheduler_local_from_the_command_line(tmp_path):
     fresh = Catalog(str(logdir))
     msgspec.to_builtins(runs_document(fresh))
     assert not fresh.cache.parses
-    unreachable = _cli("index", str(_logdir(tmp_path / "other", broken=False)), "--scheduler", "tcp://127.0.0.1:9",
-                       "--no-cache", env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s"})
+    unreachable = _cli(
+        "index",
+        str(_logdir(tmp_path / "other", broken=False)),
+        "--scheduler",
+        "tcp://127.0.0.1:9",
+        "--no-cache",
+        env={"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "3s"},
+    )
     assert unreachable.returncode == 2 and "cannot reach the Dask scheduler" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
 
@@ -314,5 +373,7 @@ def test_a_broken_or_foreign_index_is_passed_over_in_words(tmp_path):
     manifest.write_text("{not json")
     listing = msgspec.to_builtins(runs_document(Catalog(str(logdir))))
     assert listing["runs"] == truth["runs"]
-    assert any(notice.startswith(f"the shared index {logdir / '.opcompare' / 'manifest.json'} cannot be read")
-               for notice in listing["notices"])
+    assert any(
+        notice.startswith(f"the shared index {logdir / '.opcompare' / 'manifest.json'} cannot be read")
+        for notice in listing["notices"]
+    )

@@ -25,8 +25,9 @@ print(json.dumps({"path": path, "raw": raw}))
 def test_totals_and_steps_match_the_recorded_step_stats(tmp_path):
     pytest.importorskip("tensorflow")
     # Graph mode must not leak into other tests: record in a child process.
-    out = subprocess.run([sys.executable, "-c", RECORD, str(tmp_path)], capture_output=True, text=True, cwd=REPO,
-                         timeout=180, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", RECORD, str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=180, check=True
+    )
     recorded = json.loads(out.stdout.strip().splitlines()[-1])
     expected_total = defaultdict(float)
     expected_count = defaultdict(int)

@@ -24,11 +24,15 @@ def points(op: str, series: str, fixed: float, per_sample: float, sizes=(1, 8, 6
 
 
 def test_fit_recovers_a_line_and_flags_a_poor_one():
-    fits = fit_lines(pd.concat([
-        points("conv", "CPU", 100.0, 5.0),
-        points("odd", "CPU", 100.0, 0.0, sizes=(1, 8, 64, 128), noise=[0, 300, -200, 250]),
-        points("two", "CPU", 10.0, 1.0, sizes=(1, 8)),
-    ])).set_index("op")
+    fits = fit_lines(
+        pd.concat(
+            [
+                points("conv", "CPU", 100.0, 5.0),
+                points("odd", "CPU", 100.0, 0.0, sizes=(1, 8, 64, 128), noise=[0, 300, -200, 250]),
+                points("two", "CPU", 10.0, 1.0, sizes=(1, 8)),
+            ]
+        )
+    ).set_index("op")
     assert fits.loc["conv", "fixed_us"] == pytest.approx(100.0)
     assert fits.loc["conv", "per_sample_us"] == pytest.approx(5.0)
     assert fits.loc["conv", "r2"] == pytest.approx(1.0) and not fits.loc["conv", "poor_fit"]
@@ -38,20 +42,30 @@ def test_fit_recovers_a_line_and_flags_a_poor_one():
 
 def test_an_op_with_no_time_at_one_batch_size_is_not_fitted_on_the_two_others():
     """Before, the zero point was dropped and the line through the other two read R² = 1."""
-    fits = fit_lines(pd.concat([
-        points("gap", "CPU", 10.0, 1.0, sizes=(1, 8, 64), noise=[-11.0, 0.0, 0.0]),  # 0 µs at batch 1
-        points("full", "CPU", 10.0, 1.0, sizes=(1, 8, 64)),
-    ])).set_index("op")
+    fits = fit_lines(
+        pd.concat(
+            [
+                points("gap", "CPU", 10.0, 1.0, sizes=(1, 8, 64), noise=[-11.0, 0.0, 0.0]),  # 0 µs at batch 1
+                points("full", "CPU", 10.0, 1.0, sizes=(1, 8, 64)),
+            ]
+        )
+    ).set_index("op")
     assert list(fits.index) == ["full"] and fits.loc["full", "points"] == 3
 
 
 def test_a_fixed_cost_is_a_perfect_fit_not_a_poor_one():
-    fits = fit_lines(pd.concat([
-        points("fixed", "CPU", 250.0, 0.0, sizes=(1, 16, 64)),
-        points("nearly", "CPU", 250.0, 0.0, sizes=(1, 16, 64), noise=[1.0, -2.0, 1.5]),
-    ])).set_index("op")
+    fits = fit_lines(
+        pd.concat(
+            [
+                points("fixed", "CPU", 250.0, 0.0, sizes=(1, 16, 64)),
+                points("nearly", "CPU", 250.0, 0.0, sizes=(1, 16, 64), noise=[1.0, -2.0, 1.5]),
+            ]
+        )
+    ).set_index("op")
     assert fits.loc["fixed", "r2"] == 1.0 and not fits.loc["fixed", "poor_fit"]
-    assert fits.loc["fixed", "fixed_us"] == pytest.approx(250.0) and fits.loc["fixed", "per_sample_us"] == pytest.approx(0)
+    assert fits.loc["fixed", "fixed_us"] == pytest.approx(250.0) and fits.loc[
+        "fixed", "per_sample_us"
+    ] == pytest.approx(0)
     assert not fits.loc["nearly", "poor_fit"]  # R² is noise here, but the line misses by under 1%
 
 
@@ -92,8 +106,10 @@ def test_real_sweep_has_one_point_per_batch_size(catalog, model, sizes):
 
 @pytest.mark.parametrize(
     "model, conv_types",
-    [(KERAS_MODEL, {"FusedConv2D", "Conv2DBackpropFilterWithBias", "Conv2DBackpropInput"}),
-     (TORCH_MODEL, {"aten::convolution", "aten::convolution_backward"})],
+    [
+        (KERAS_MODEL, {"FusedConv2D", "Conv2DBackpropFilterWithBias", "Conv2DBackpropInput"}),
+        (TORCH_MODEL, {"aten::convolution", "aten::convolution_backward"}),
+    ],
 )
 def test_per_sample_time_of_conv_ops_falls_as_the_batch_grows(catalog, model, conv_types):
     document = as_json(sweep_document(catalog, model, top=50, group_by="type"))
@@ -146,8 +162,10 @@ def test_a_run_whose_name_lies_is_shown_with_the_measured_batch_size(tmp_path):
     assert document["batch_sizes"] == {"CPU": [4, 16, 64]}
     liar = next(run for run in document["runs"] if run["run"] == "cnn_torch_cpu_bs32")
     assert liar["batch_size"] == 64 and liar["batch_size_source"].startswith("data")
-    assert any(w.startswith("cnn_torch_cpu_bs32: the run name says batch size 32 but the profile's tensors say 64")
-               for w in document["warnings"])
+    assert any(
+        w.startswith("cnn_torch_cpu_bs32: the run name says batch size 32 but the profile's tensors say 64")
+        for w in document["warnings"]
+    )
 
 
 def test_runs_recorded_in_one_keras_process_get_a_naming_warning(catalog, tmp_path):
@@ -172,11 +190,14 @@ def test_unknown_model_lists_the_known_ones(catalog):
 
 def test_cli_sweep_writes_csv_and_an_offline_html_report(tmp_path):
     csv_path, html_path = tmp_path / "fits.csv", tmp_path / "sweep.html"
-    result = run_cli("sweep", str(LOGDIR), "--model", TORCH_MODEL, "--top", "5", "--csv", str(csv_path),
-                     "--html", str(html_path))
+    result = run_cli(
+        "sweep", str(LOGDIR), "--model", TORCH_MODEL, "--top", "5", "--csv", str(csv_path), "--html", str(html_path)
+    )
     assert result.returncode == 0, result.stderr
-    assert ("model torch/cnn_torch (precision fp32, compiler eager), lines by device: CPU at batch sizes [4, 16, 64]"
-            in result.stdout)
+    assert (
+        "model torch/cnn_torch (precision fp32, compiler eager), lines by device: CPU at batch sizes [4, 16, 64]"
+        in result.stdout
+    )
     assert "(whole step) (CPU)" in result.stdout
     table = pd.read_csv(csv_path)
     assert list(table.columns[:5]) == ["op", "series", "fixed_us", "per_sample_us", "r2"]
@@ -190,8 +211,16 @@ def test_cli_sweep_writes_csv_and_an_offline_html_report(tmp_path):
     import re
 
     header = re.search(r"<thead><tr>(.*?)</tr></thead>", page).group(1)
-    assert re.findall(r"<th>(.*?)</th>", header) == ["Op", "Device", "Share", "Fixed", "Per sample", "R²", "Points",
-                                                     "Break-even batch"]
+    assert re.findall(r"<th>(.*?)</th>", header) == [
+        "Op",
+        "Device",
+        "Share",
+        "Fixed",
+        "Per sample",
+        "R²",
+        "Points",
+        "Break-even batch",
+    ]
     cells = [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(<td>.*?)</tr>", page)]
     shares = [float(html_module.unescape(row[2]).rstrip("%")) for row in cells]
     assert cells and all(row[2].endswith("%") for row in cells) and shares == sorted(shares, reverse=True)
@@ -211,13 +240,35 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
     from tb_opcompare.analysis.sweep import SweepRun
     from tb_opcompare.schema.optable import OP_COLUMNS
 
-    rows = [dict(side="host", op_name=name, op_type=op_type, occurrences=2, kernels=0, total_us=2 * mean,
-                 self_us=2 * mean, mean_us=mean, min_us=mean, max_us=mean, std_us=0.0, p10_us=mean, median_us=mean,
-                 p90_us=mean, per_step_cv=0.0) for name, op_type, mean in (("conv", "Conv2D", conv_us),
-                                                                          ("relu", "Relu", relu_us))]
+    rows = [
+        dict(
+            side="host",
+            op_name=name,
+            op_type=op_type,
+            occurrences=2,
+            kernels=0,
+            total_us=2 * mean,
+            self_us=2 * mean,
+            mean_us=mean,
+            min_us=mean,
+            max_us=mean,
+            std_us=0.0,
+            p10_us=mean,
+            median_us=mean,
+            p90_us=mean,
+            per_step_cv=0.0,
+        )
+        for name, op_type, mean in (("conv", "Conv2D", conv_us), ("relu", "Relu", relu_us))
+    ]
     ops = pd.DataFrame(rows, columns=OP_COLUMNS)  # columns the rows leave out (memory) are unknown
-    return SweepRun(run=f"m_{device.lower()}_bs{batch_size}", series=device, batch_size=batch_size, ops=ops, steps=2,
-                    step_times_us=[conv_us + relu_us + 50] * 2)
+    return SweepRun(
+        run=f"m_{device.lower()}_bs{batch_size}",
+        series=device,
+        batch_size=batch_size,
+        ops=ops,
+        steps=2,
+        step_times_us=[conv_us + relu_us + 50] * 2,
+    )
 
 
 def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
@@ -238,10 +289,22 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     assert speedups[("conv", 1)] < 1 < speedups[("conv", 64)]
     assert (STEP, 8) in speedups.index
     document = SweepDocument(
-        model="synthetic", group_by="name", series_by="device", held={}, baseline_series=sweep.baseline,
-        target_series=sweep.target, batch_sizes=sweep.batch_sizes, runs=[], top_ops=sweep.top_ops,
-        series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
-        breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups), warnings=[])
+        model="synthetic",
+        group_by="name",
+        series_by="device",
+        held={},
+        baseline_series=sweep.baseline,
+        target_series=sweep.target,
+        batch_sizes=sweep.batch_sizes,
+        runs=[],
+        top_ops=sweep.top_ops,
+        series=as_records(sweep.series),
+        steps=as_records(sweep.steps),
+        fits=as_records(sweep.fits),
+        breakeven=as_records(sweep.breakeven),
+        speedups=as_records(sweep.speedups),
+        warnings=[],
+    )
     figures = sweep_figures(document)
     assert set(figures) == {"op_time", "per_sample", "step", "speedup"}
     names = [trace["name"] for trace in figures["speedup"]["data"]]
@@ -261,8 +324,9 @@ def test_lines_by_precision_are_the_precisions_own_device_sweeps_side_by_side():
     GPU line of that precision's own device sweep (same pooled points), the speedups are
     fp32 over bf16 at each batch size, and the break-even is where the fitted lines cross."""
     catalog = Catalog(str(H100_DEMO), cache_dir=None)
-    by_precision = as_json(sweep_document(catalog, "mnist_cnn_torch", top=50, series_by="precision",
-                                          held={"device": "GPU"}))
+    by_precision = as_json(
+        sweep_document(catalog, "mnist_cnn_torch", top=50, series_by="precision", held={"device": "GPU"})
+    )
     assert by_precision["held"] == {"device": "GPU", "compiler": "eager"}
     assert (by_precision["baseline_series"], by_precision["target_series"]) == ("fp32", "bf16")
     assert by_precision["batch_sizes"] == {"bf16": [1, 16, 64], "fp32": [1, 16, 64]}
@@ -271,14 +335,18 @@ def test_lines_by_precision_are_the_precisions_own_device_sweeps_side_by_side():
     lines = {}
     for precision, key in (("fp32", "mnist_cnn_torch"), ("bf16", "mnist_cnn_torch [bf16]")):
         by_device = as_json(sweep_document(catalog, key, top=50))
-        own = {(row["op"], row["batch_size"]): row["mean_us"] for row in by_device["series"]
-               if row["series"] == "GPU"}
-        mine = {(row["op"], row["batch_size"]): row["mean_us"] for row in by_precision["series"]
-                if row["series"] == precision}
+        own = {(row["op"], row["batch_size"]): row["mean_us"] for row in by_device["series"] if row["series"] == "GPU"}
+        mine = {
+            (row["op"], row["batch_size"]): row["mean_us"]
+            for row in by_precision["series"]
+            if row["series"] == precision
+        }
         shared = own.keys() & mine.keys()
         assert len(shared) >= 20 and all(mine[k] == pytest.approx(own[k], rel=1e-12) for k in shared)
         steps = {row["batch_size"]: row["step_us"] for row in by_device["steps"] if row["series"] == "GPU"}
-        assert steps == {row["batch_size"]: row["step_us"] for row in by_precision["steps"] if row["series"] == precision}
+        assert steps == {
+            row["batch_size"]: row["step_us"] for row in by_precision["steps"] if row["series"] == precision
+        }
         lines[precision] = steps
     speedups = {row["batch_size"]: row["speedup"] for row in by_precision["speedups"] if row["op"] == STEP}
     assert speedups == {size: pytest.approx(lines["fp32"][size] / lines["bf16"][size]) for size in (1, 16, 64)}
@@ -287,20 +355,36 @@ def test_lines_by_precision_are_the_precisions_own_device_sweeps_side_by_side():
     base, other = fits["fp32"], fits["bf16"]
     if crossing["batch_size"] is not None:
         at = crossing["batch_size"]
-        assert base["fixed_us"] + base["per_sample_us"] * at == pytest.approx(other["fixed_us"] + other["per_sample_us"] * at)
+        assert base["fixed_us"] + base["per_sample_us"] * at == pytest.approx(
+            other["fixed_us"] + other["per_sample_us"] * at
+        )
     assert fits["bf16"]["target_faster"] == crossing["target_faster"]
     left_out = [warning for warning in by_precision["warnings"] if "left out" in warning]
-    assert left_out == ["runs of this model left out, holding device GPU, compiler eager: 18 at device CPU (choose the "
-                        "held values to sweep those)"]
+    assert left_out == [
+        "runs of this model left out, holding device GPU, compiler eager: 18 at device CPU (choose the "
+        "held values to sweep those)"
+    ]
 
 
 def test_cli_sweeps_lines_by_precision_and_holds_the_device_asked():
-    result = run_cli("sweep", str(H100_DEMO), "--model", "mnist_cnn_torch", "--series-by", "precision",
-                     "--device", "CPU", "--no-cache")
+    result = run_cli(
+        "sweep",
+        str(H100_DEMO),
+        "--model",
+        "mnist_cnn_torch",
+        "--series-by",
+        "precision",
+        "--device",
+        "CPU",
+        "--no-cache",
+    )
     assert result.returncode == 0, result.stderr
-    assert ("model mnist_cnn_torch (device CPU, compiler eager), lines by precision: bf16 at batch sizes [1, 16, 64], "
-            "fp32 at batch sizes [1, 16, 64]") in result.stdout
+    assert (
+        "model mnist_cnn_torch (device CPU, compiler eager), lines by precision: bf16 at batch sizes [1, 16, 64], "
+        "fp32 at batch sizes [1, 16, 64]"
+    ) in result.stdout
     assert "(whole step) (bf16)" in result.stdout and "bf16 " in result.stdout
-    wrong = run_cli("sweep", str(H100_DEMO), "--model", "mnist_cnn_torch", "--series-by", "device", "--device", "GPU",
-                    "--no-cache")
+    wrong = run_cli(
+        "sweep", str(H100_DEMO), "--model", "mnist_cnn_torch", "--series-by", "device", "--device", "GPU", "--no-cache"
+    )
     assert wrong.returncode == 2 and "cannot hold device" in wrong.stderr

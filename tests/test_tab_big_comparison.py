@@ -40,7 +40,8 @@ def test_a_comparison_bigger_than_the_tab_holds_is_capped_and_said(page, big_ten
     pair = {"baseline": "wide_cpu", "target": "wide_gpu"}
     frame = open_op_compare(page, url, ready="#oc-count", **pair)
     assert frame.locator("#oc-count").inner_text() == (
-        "Showing the first 20,000 of 30,000 matching ops (of 30,000); the CSV has them all")
+        "Showing the first 20,000 of 30,000 matching ops (of 30,000); the CSV has them all"
+    )
     # a filter runs on the server, over every row: 11,111 keys hold "op1" (op1, op10-19, ...)
     frame.locator("#oc-filter").fill("op1")
     frame.locator("#oc-count", has_text="Showing 11,111 of 30,000 ops").wait_for(timeout=30_000)

@@ -25,7 +25,8 @@ XSS_NAME = "<img src=x onerror=alert(1)>"
 def hash_for(**state) -> str:
     return "#op_compare" + "".join(
         f"&{urllib.parse.quote('p.op_compare.' + key)}={urllib.parse.quote(str(value), safe='')}"
-        for key, value in state.items())
+        for key, value in state.items()
+    )
 
 
 open_tab = open_op_compare
@@ -129,8 +130,14 @@ def test_export_csv_downloads_exactly_the_rows_shown(page, tensorboard_url):
     assert download.suggested_filename == "opcompare_tf1-mlp_cpu_vs_tf1-mlp_gpu.csv"
     downloaded = Path(download.path()).read_text(encoding="utf-8")
     state = tab_state(page)
-    assert state == {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu", "q": "grad",
-                     "sort": "baseline_total_us", "order": "desc", "top": "15"}
+    assert state == {
+        "baseline": "tf1/mlp_cpu",
+        "target": "tf1/mlp_gpu",
+        "q": "grad",
+        "sort": "baseline_total_us",
+        "order": "desc",
+        "top": "15",
+    }
     assert downloaded == api(tensorboard_url, "compare.csv", **state)
     csv_keys = [row["key"] for row in csv.DictReader(io.StringIO(downloaded))]
     assert csv_keys == shown_keys(frame)
@@ -153,8 +160,16 @@ def test_hostile_op_names_show_as_text(page, tensorboard_url):
 
 
 def test_a_shared_link_restores_runs_grouping_filter_and_sort(page, tensorboard_url):
-    state = {"baseline": "torch/cnn_torch_cpu_bs4", "target": "torch/cnn_torch_cpu_bs16", "group_by": "type",
-             "q": "aten::", "sort": "target_mean_us", "order": "asc", "status": "matched", "side": "host"}
+    state = {
+        "baseline": "torch/cnn_torch_cpu_bs4",
+        "target": "torch/cnn_torch_cpu_bs16",
+        "group_by": "type",
+        "q": "aten::",
+        "sort": "target_mean_us",
+        "order": "asc",
+        "status": "matched",
+        "side": "host",
+    }
     frame = open_tab(page, tensorboard_url, **state)
     expected = api(tensorboard_url, "compare", **state)["rows"]
     assert 0 < len(expected)
@@ -185,11 +200,16 @@ def test_a_run_with_two_captures_offers_both_sessions(page, tensorboard_url):
     sessions.select_option("2026_01_05_09_00_00")
     page.wait_for_function("() => location.hash.includes('baseline_session=2026_01_05_09_00_00')")
     frame.locator("#oc-overall", has_not_text="1.00×").wait_for()
-    expected = api(tensorboard_url, "compare", baseline=TWO_SESSION_RUN, target="tf_keras/cnn_cpu_bs32/train",
-                   baseline_session="2026_01_05_09_00_00")
+    expected = api(
+        tensorboard_url,
+        "compare",
+        baseline=TWO_SESSION_RUN,
+        target="tf_keras/cnn_cpu_bs32/train",
+        baseline_session="2026_01_05_09_00_00",
+    )
     total = len(expected["rows"])
     assert frame.locator("#oc-count").inner_text() == f"Showing {total} of {total} ops"
-    assert frame.locator("#oc-overall").inner_text() == format_speedup(expected['summary']['overall_speedup'])
+    assert frame.locator("#oc-overall").inner_text() == format_speedup(expected["summary"]["overall_speedup"])
 
 
 def test_minimum_time_and_side_filters(page, tensorboard_url):
@@ -285,8 +305,9 @@ def test_five_thousand_rows_scroll_with_a_small_dom(page, tensorboard_url):
 
 
 def test_batch_sweep_view_draws_its_plots(page, tensorboard_url):
-    frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch",
-                     sweep_top="5")
+    frame = open_tab(
+        page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch", sweep_top="5"
+    )
     frame.locator("#oc-sweep-op_time .scatterlayer .trace >> nth=4").wait_for(timeout=60_000)
     assert frame.locator("#oc-sweep-model").input_value() == "torch/cnn_torch"
     for name in ("op_time", "per_sample"):
@@ -365,8 +386,9 @@ def test_noisy_means_are_marked_and_their_spread_is_in_the_tooltip(page, tensorb
 
 def test_a_gpu_mean_says_how_many_kernels_make_one_execution(page, tensorboard_url):
     pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
-    expected = next(r for r in api(tensorboard_url, "compare", **pair)["rows"]
-                    if r["key"] == "SoftmaxCrossEntropyWithLogits")
+    expected = next(
+        r for r in api(tensorboard_url, "compare", **pair)["rows"] if r["key"] == "SoftmaxCrossEntropyWithLogits"
+    )
     assert expected["target_kernels_per_execution"] == 7 and expected["baseline_kernels_per_execution"] is None
     frame = open_tab(page, tensorboard_url, q="/^SoftmaxCrossEntropyWithLogits$/", **pair)
     frame.locator("#oc-count", has_text="Showing 1 of").wait_for()
@@ -421,7 +443,8 @@ def test_op_names_on_screen_stay_told_apart(page, tensorboard_url):
         scroller.evaluate(f"el => {{ el.scrollTop = {top}; }}")
         page.wait_for_timeout(50)
         cells = frame.locator("tr.oc-row td:first-child").evaluate_all(
-            "cells => cells.map(cell => [cell.parentElement.dataset.key, cell.textContent, cell.title])")
+            "cells => cells.map(cell => [cell.parentElement.dataset.key, cell.textContent, cell.title])"
+        )
         assert all(title == key for key, _, title in cells)  # the whole name on hover
         by_text = {}
         for key, text, _ in cells:
@@ -434,7 +457,8 @@ def test_a_shortened_op_name_keeps_what_the_filter_matched(page, tensorboard_url
     frame.locator("#oc-filter").fill("self_attention")  # BERT's scopes: some 100 characters deep
     frame.locator("#oc-count", has_text=re.compile(r"^Showing 1,\d{3} of")).wait_for()
     cells = frame.locator("tr.oc-row td:first-child").evaluate_all(
-        "cells => cells.map(cell => [cell.title, cell.textContent])")
+        "cells => cells.map(cell => [cell.title, cell.textContent])"
+    )
     assert len(cells) > 20 and all("self_attention" in key for key, _ in cells)
     assert all(len(text) < len(key) for key, text in cells)  # shortened, yet the match shows
     assert [text for _, text in cells if "self_attention" not in text] == []
@@ -442,7 +466,8 @@ def test_a_shortened_op_name_keeps_what_the_filter_matched(page, tensorboard_url
 
 def column_widths(frame) -> dict[str, float]:
     return frame.locator("th").evaluate_all(
-        "ths => Object.fromEntries(ths.map(th => [th.dataset.column, th.getBoundingClientRect().width]))")
+        "ths => Object.fromEntries(ths.map(th => [th.dataset.column, th.getBoundingClientRect().width]))"
+    )
 
 
 def test_status_words_show_whole_and_the_op_column_is_the_widest(page, tensorboard_url):
@@ -472,7 +497,8 @@ def test_the_type_column_leaves_out_a_type_that_is_the_op_name(page, tensorboard
     types = {row["key"]: row["op_type"] for row in api(tensorboard_url, "compare", **pair)["rows"]}
     frame = open_tab(page, tensorboard_url, **pair)
     shown = frame.locator("tr.oc-row").evaluate_all(
-        "rows => rows.map(row => [row.dataset.key, row.children[1].textContent])")
+        "rows => rows.map(row => [row.dataset.key, row.children[1].textContent])"
+    )
     assert {key: text for key, text in shown if types[key] == key and text} == {}
     assert {key: text for key, text in shown if types[key] != key and text != types[key]} == {}
     assert any(types[key] != key for key, _ in shown)
@@ -514,8 +540,9 @@ def test_run_cards_show_where_the_two_run_names_differ(page, demo_tensorboard_ur
     for side, differs in (("baseline", "cpu_bs64"), ("target", "gpu_bs64")):
         name = frame.locator(".oc-run-card", has=frame.locator(".oc-card-title", has_text=side)).locator(".oc-run-name")
         assert name.get_attribute("title") == runs[side]
-        assert name.evaluate("el => el.scrollWidth > el.clientWidth || "
-                             "[...el.children].some(c => c.scrollWidth > c.clientWidth)"), "the name fits: no test"
+        assert name.evaluate(
+            "el => el.scrollWidth > el.clientWidth || [...el.children].some(c => c.scrollWidth > c.clientWidth)"
+        ), "the name fits: no test"
         assert differs in name.evaluate(VISIBLE_TEXT), name.evaluate(VISIBLE_TEXT)
 
 
@@ -527,7 +554,9 @@ def test_the_default_order_is_marked_until_a_sort_is_chosen(page, tensorboard_ur
         label, title = headers[column]
         assert label.endswith("▼") and title.startswith("default order: the larger of the two total times")
     assert [column for column, (label, _) in headers.items() if label.endswith(("▼", "▲"))] == [
-        "baseline_total_us", "target_total_us"]
+        "baseline_total_us",
+        "target_total_us",
+    ]
     frame.locator("th[data-column='speedup']").click()
     frame.locator("th[data-column='speedup'][aria-sort='descending']").wait_for()
     headers = frame.locator("th").evaluate_all(marks)
@@ -537,8 +566,14 @@ def test_the_default_order_is_marked_until_a_sort_is_chosen(page, tensorboard_ur
 
 def test_a_link_to_the_sweep_asks_for_the_models_and_the_sweep_once(page, tensorboard_url):
     asked = []
-    page.on("request", lambda request: asked.append(request.url.split("/data/plugin/op_compare/")[-1].split("?")[0])
-            if "/data/plugin/op_compare/sweep" in request.url else None)
+    page.on(
+        "request",
+        lambda request: (
+            asked.append(request.url.split("/data/plugin/op_compare/")[-1].split("?")[0])
+            if "/data/plugin/op_compare/sweep" in request.url
+            else None
+        ),
+    )
     frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch")
     frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
     frame.locator("#oc-run-select, #oc-count, .oc-chooser").first.wait_for(state="attached", timeout=60_000)
@@ -568,7 +603,10 @@ def test_sweep_plots_keep_most_of_their_card_for_the_plot(page, demo_tensorboard
                     card: box(el.closest('.oc-card'))};
         }""")
         (area_top, area_bottom), (_, figure_bottom), (card_top, card_bottom) = (
-            boxes["area"], boxes["figure"], boxes["card"])
+            boxes["area"],
+            boxes["figure"],
+            boxes["card"],
+        )
         assert figure_bottom <= card_bottom, f"{name}: the legend runs out of its card"
         assert area_bottom - area_top >= 0.6 * (card_bottom - card_top), f"{name}: {boxes}"
 
@@ -614,7 +652,8 @@ def test_sweep_export_holds_the_fits_tables_rows_in_its_order(page, demo_tensorb
     frame.get_by_label("filter fits").fill("ATEN::CONV")
     frame.locator("#oc-sweep-count", has_not_text=f"{every} fits").wait_for()
     table = frame.locator("#oc-fits tbody tr").evaluate_all(
-        "rows => rows.map(row => [row.children[0].textContent, row.children[1].textContent])")
+        "rows => rows.map(row => [row.children[0].textContent, row.children[1].textContent])"
+    )
     assert 2 < len(table) < every
     with page.expect_download() as download_info:
         frame.locator("#oc-sweep-export").click()

@@ -16,11 +16,9 @@ PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
 SCREENSHOT = "/tmp/opcompare-confidence.png"
 
 
-
 def route(url: str, name: str, **params) -> tuple[int, dict]:
     status, body = raw_route(url, name, **params)
     return status, json.loads(body)
-
 
 
 def interval(row: dict) -> str:
@@ -31,12 +29,12 @@ def speedup_cell(frame, url: str, key: str):
     """The speedup cell of the op table's row `key`, scrolled into the rows rendered (the
     table shows the compare route's order)."""
     keys = [row["key"] for row in route(url, "compare", **PAIR)[1]["rows"]]
-    frame.locator(".oc-table-scroll[aria-label=ops]").evaluate("(el, top) => { el.scrollTop = top; }",
-                                               max(0, keys.index(key) * 28 - 100))
+    frame.locator(".oc-table-scroll[aria-label=ops]").evaluate(
+        "(el, top) => { el.scrollTop = top; }", max(0, keys.index(key) * 28 - 100)
+    )
     row = frame.locator(f"tr.oc-row[data-key='{key}']")
     row.wait_for()
-    column = frame.locator("th[data-column]").evaluate_all(
-        "ths => ths.map(th => th.dataset.column).indexOf('speedup')")
+    column = frame.locator("th[data-column]").evaluate_all("ths => ths.map(th => th.dataset.column).indexOf('speedup')")
     return row.locator("td").nth(column)
 
 
@@ -47,8 +45,9 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     frame = open_op_compare(page, url, **PAIR)
     counts = frame.locator("#oc-confidence-counts")
     counts.wait_for(timeout=60_000)
-    assert counts.inner_text() == (f"{check['slower']} ops significantly slower · {check['faster']} faster · "
-                                   f"{check['within_noise']} within noise")
+    assert counts.inner_text() == (
+        f"{check['slower']} ops significantly slower · {check['faster']} faster · {check['within_noise']} within noise"
+    )
     assert check["slower"] >= 1  # the slow variant's head
     assert counts.get_attribute("title") == check["headline"]
     runs = frame.locator("#oc-confidence-runs")
@@ -73,8 +72,9 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     top = axis["tickvals"].index(max(axis["tickvals"]))
     assert axis["ticktext"][top] == "head"  # the most moved at the top
     assert "adjusted for run speed" in frame.locator("#oc-forest .xtitle").text_content()
-    slower_fill = frame.locator("#oc-forest .scatterlayer .trace").first.locator(".point").first.evaluate(
-        "el => el.style.fill")
+    slower_fill = (
+        frame.locator("#oc-forest .scatterlayer .trace").first.locator(".point").first.evaluate("el => el.style.fill")
+    )
     assert slower_fill == "rgb(198, 40, 40)"  # the table's --oc-worse
 
     # the table: head carries the slower mark and its interval; a within-noise op only its interval
@@ -84,8 +84,10 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     assert cell.locator(".oc-verdict-mark").inner_text() == "▲"
     assert cell.locator(".oc-verdict-slower").evaluate("el => getComputedStyle(el).color") == "rgb(198, 40, 40)"
     title = cell.get_attribute("title")
-    assert title == (f"{format_level(head['interval_level'])} interval {interval(head)} (adjusted for run speed, "
-                     f"{format_speedup(head['adjusted_speedup'])}): slower")
+    assert title == (
+        f"{format_level(head['interval_level'])} interval {interval(head)} (adjusted for run speed, "
+        f"{format_speedup(head['adjusted_speedup'])}): slower"
+    )
     calm = next(row for row in check["rows"] if row["verdict"] == "within noise")
     calm_cell = speedup_cell(frame, url, calm["key"])
     assert calm_cell.locator(".oc-verdict-mark").inner_text() == ""
@@ -107,8 +109,11 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     # grouping by op type asks for the check of the types
     by_type = route(url, "check", repeats=1, group_by="type", **PAIR)[1]
     frame.locator("[data-group-by='type']").click()
-    frame.locator("#oc-confidence-counts", has_text=f"{by_type['slower']} ops significantly slower · "
-                  f"{by_type['faster']} faster · {by_type['within_noise']} within noise").wait_for()
+    frame.locator(
+        "#oc-confidence-counts",
+        has_text=f"{by_type['slower']} ops significantly slower · "
+        f"{by_type['faster']} faster · {by_type['within_noise']} within noise",
+    ).wait_for()
     tested = [row for row in by_type["rows"] if row["gated"] and row["verdict"] != "not tested"]
     frame.locator(f"#oc-forest .scatterlayer .point >> nth={min(15, len(tested)) - 1}").wait_for()
     assert frame.locator("#oc-forest .scatterlayer .point").count() == min(15, len(tested))

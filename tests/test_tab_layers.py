@@ -25,8 +25,18 @@ LAYERS = ["application", "framework", "runtime", "device"]
 SUMMARY = "#oc-layers-summary tbody tr.oc-layers-layer"
 ROWS = "#oc-layers-table tbody tr.oc-layers-row"
 NUMBERS = ["baseline_us", "baseline_share", "target_us", "target_share", "speedup"]
-ROW_COLUMNS = ["name", "kind", "baseline_calls", "target_calls", "baseline_wall_us", "target_wall_us",
-               "baseline_mean_us", "target_mean_us", "speedup", "status"]
+ROW_COLUMNS = [
+    "name",
+    "kind",
+    "baseline_calls",
+    "target_calls",
+    "baseline_wall_us",
+    "target_wall_us",
+    "baseline_mean_us",
+    "target_mean_us",
+    "speedup",
+    "status",
+]
 SCREENSHOT, SCREENSHOT_DARK = "/tmp/layers-light.png", "/tmp/layers-dark.png"
 
 # What the tab shows of a route's values, written by the tab's own format.js (imported in
@@ -83,8 +93,9 @@ def in_groups(rows: list[dict], column: str | None = None, descending: bool = Fa
     for layer in ("application", "runtime"):
         mine = [row for row in rows if row["layer"] == layer]
         if column:
-            present = sorted((row for row in mine if row[column] is not None), key=lambda row: row[column],
-                             reverse=descending)
+            present = sorted(
+                (row for row in mine if row[column] is not None), key=lambda row: row[column], reverse=descending
+            )
             mine = present + [row for row in mine if row[column] is None]
         names += [row["name"] for row in mine]
     return names
@@ -137,10 +148,14 @@ def test_the_layers_of_a_cpu_and_a_gpu_run_sort_filter_download_and_survive_a_re
     # the pair's headline, the number Compare's first card shows for the same runs
     compare = route_json(url, "compare", baseline=CPU, target=GPU)["summary"]
     assert document["headline"]["speedup"] == compare["headline_speedup"]
-    assert frame.locator("#oc-layers-headline").inner_text().startswith(
-        f"Whole step: {compare['headline_speedup']:.2f}× faster on the target (step wall time: median of ")
+    assert (
+        frame.locator("#oc-layers-headline")
+        .inner_text()
+        .startswith(f"Whole step: {compare['headline_speedup']:.2f}× faster on the target (step wall time: median of ")
+    )
     assert frame.locator(".oc-layers-summary-card .oc-card-title").inner_text().lower() == (
-        "time per layer, per profiled step")
+        "time per layer, per profiled step"
+    )
 
     # the four layers: the CPU run has no runtime calls nor kernels: "–", not 0
     check_summary(frame, document, formatted)
@@ -165,8 +180,11 @@ def test_the_layers_of_a_cpu_and_a_gpu_run_sort_filter_download_and_survive_a_re
     assert groups.evaluate_all("rows => rows.map(row => row.dataset.layer)") == ["application", "runtime"]
     assert groups.first.inner_text().startswith("Application ranges")
     assert frame.locator("#oc-layers-count").inner_text() == f"{len(rows)} rows"
-    assert frame.locator("#oc-layers-table th[data-layers-column='baseline_wall_us']").inner_text().startswith(
-        "Baseline wall / step")
+    assert (
+        frame.locator("#oc-layers-table th[data-layers-column='baseline_wall_us']")
+        .inner_text()
+        .startswith("Baseline wall / step")
+    )
     assert frame.locator("#oc-layers-notes .oc-layers-note").all_inner_texts() == document["notes"]
     assert tab_state(page)["view"] == "layers"
 
@@ -261,7 +279,8 @@ def test_runs_without_application_ranges_say_so(page, layers_tensorboard_url):
     assert frame.locator("#oc-layers-notes .oc-layers-note").all_inner_texts() == document["notes"]
     assert any("no application ranges" in note for note in document["notes"])
     assert frame.locator("#oc-layers-table .oc-no-rows").inner_text() == (
-        "No application ranges or runtime calls in these runs")
+        "No application ranges or runtime calls in these runs"
+    )
     assert frame.locator("#oc-layers-count").inner_text() == "0 rows"
     assert frame.locator("#oc-layers-export").is_visible()
     assert not page.page_errors

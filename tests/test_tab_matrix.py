@@ -33,13 +33,16 @@ def matrix_tensorboard_url(tmp_path_factory):
 
 
 def cell_locator(frame, cell: dict):
-    return frame.locator(f"#oc-matrix-table tbody tr[data-model='{cell['model']}']"
-                         f"[data-batch-size='{cell['batch_size']}'] td[data-column='{cell['column']}']")
+    return frame.locator(
+        f"#oc-matrix-table tbody tr[data-model='{cell['model']}']"
+        f"[data-batch-size='{cell['batch_size']}'] td[data-column='{cell['column']}']"
+    )
 
 
 def wait_for_reference(frame, key: str):
     frame.locator("#oc-matrix-table th.oc-matrix-reference", has_text="reference").and_(
-        frame.locator(f"th[data-column='{key}']")).wait_for(timeout=60_000)
+        frame.locator(f"th[data-column='{key}']")
+    ).wait_for(timeout=60_000)
 
 
 def check_cells(frame, document: dict):
@@ -49,7 +52,8 @@ def check_cells(frame, document: dict):
         shown = cell_locator(frame, cell)
         assert shown.locator(".oc-matrix-latency").inner_text() == format_time(cell["latency_us"])
         assert shown.locator(".oc-matrix-range").inner_text() == (
-            f"p10–p90 {format_time(cell['latency_p10_us'])} – {format_time(cell['latency_p90_us'])}")
+            f"p10–p90 {format_time(cell['latency_p10_us'])} – {format_time(cell['latency_p90_us'])}"
+        )
         assert shown.locator(".oc-matrix-throughput").inner_text() == format_throughput(cell["throughput_per_s"])
         speedup = shown.locator(".oc-matrix-speedup").inner_text()
         assert speedup == ("reference" if cell["reference"] else format_speedup(cell["speedup"]))
@@ -61,8 +65,12 @@ def check_cells(frame, document: dict):
 
 
 def shown_order(frame) -> list[int]:
-    return [int(size) for size in
-            frame.locator("#oc-matrix-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.batchSize)")]
+    return [
+        int(size)
+        for size in frame.locator("#oc-matrix-table tbody tr").evaluate_all(
+            "rows => rows.map(r => r.dataset.batchSize)"
+        )
+    ]
 
 
 def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_opens(page, matrix_tensorboard_url):
@@ -89,7 +97,8 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     assert frame.locator(".oc-matrix-warning").count() == len(document["warnings"])
     # the comparison the Compare view chose is in the link too; nothing of the matrix's defaults
     assert {key: value for key, value in tab_state(page).items() if key not in ("baseline", "target")} == {
-        "view": "matrix"}
+        "view": "matrix"
+    }
     page.screenshot(path=SCREENSHOT, full_page=True)
 
     # a header sorts the rows by its column's latency, largest first; again, smallest first
@@ -120,7 +129,10 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     frame.locator("#oc-matrix-caption", has_text="the first 1 step of every run").wait_for()
     check_cells(frame, warm)
     assert {key: tab_state(page).get(key) for key in ("view", "matrix_reference", "matrix_warmup")} == {
-        "view": "matrix", "matrix_reference": GPU_FP32_EAGER, "matrix_warmup": "1"}
+        "view": "matrix",
+        "matrix_reference": GPU_FP32_EAGER,
+        "matrix_warmup": "1",
+    }
 
     # the CSV: the route's for the same parameters, one line per cell and a header
     href = frame.locator("#oc-matrix-export").get_attribute("href")
@@ -145,12 +157,15 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     check_cells(frame, warm)
 
     # a GPU cell opens the comparison of its row's reference run (baseline) with its own run
-    cell = next(cell for cell in warm["cells"]
-                if cell["column"] == "GPU · bf16 · torch.compile" and cell["batch_size"] == 64)
+    cell = next(
+        cell for cell in warm["cells"] if cell["column"] == "GPU · bf16 · torch.compile" and cell["batch_size"] == 64
+    )
     reference = next(other for other in warm["cells"] if other["reference"] and other["batch_size"] == 64)
     expected = {"baseline": reference["runs"][0], "target": cell["runs"][0]}
-    assert expected == {"baseline": "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1",
-                        "target": "mnist_cnn_torch_gpu_bs64_bf16_compile_rep1"}
+    assert expected == {
+        "baseline": "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1",
+        "target": "mnist_cnn_torch_gpu_bs64_bf16_compile_rep1",
+    }
     cell_locator(frame, cell).click()
     frame.locator("#oc-count").wait_for(timeout=60_000)
     assert frame.locator("#oc-matrix").is_hidden()
@@ -177,8 +192,9 @@ def test_a_reference_without_runs_is_warned_of_and_a_bad_one_explained(page, mat
     # a column no run has: the route's warning above the table, no speedups
     absent = route_json(url, "matrix", reference="TPU/fp32/eager")
     assert absent["reference"] == "TPU · fp32 · eager" and absent["warnings"]
-    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix",
-                            matrix_reference="TPU/fp32/eager")
+    frame = open_op_compare(
+        page, url, ready="#oc-matrix-table tbody tr", view="matrix", matrix_reference="TPU/fp32/eager"
+    )
     warnings = frame.locator("#oc-matrix-warnings .oc-matrix-warning")
     assert warnings.all_inner_texts() == absent["warnings"]
     assert frame.locator("#oc-matrix-reference").input_value() == "TPU · fp32 · eager"

@@ -59,13 +59,15 @@ def test_the_memory_page_plots_each_runs_memory_and_lists_each_ops_allocations(p
         assert highest == pytest.approx(series["peak_bytes"] / 2**20)
     title = frame.locator(".oc-memory-plot-title").inner_text()
     peaks = [document[side]["peak_memory_bytes"]["CPU"] for side in ("baseline", "target")]
-    assert title == (f"CPU · peak {format_bytes(peaks[0])} → {format_bytes(peaks[1])} "
-                     f"({format_speedup(peaks[1] / peaks[0])})")
+    assert title == (
+        f"CPU · peak {format_bytes(peaks[0])} → {format_bytes(peaks[1])} ({format_speedup(peaks[1] / peaks[0])})"
+    )
     # each run's card: its peak per device and what it allocated per step
     for side in ("baseline", "target"):
         card = frame.locator(f".oc-memory-card[data-side='{side}']")
         assert card.locator(".oc-memory-peak[data-device='CPU'] .oc-kv-value").inner_text() == format_bytes(
-            document[side]["peak_memory_bytes"]["CPU"])
+            document[side]["peak_memory_bytes"]["CPU"]
+        )
         assert format_bytes(document[side]["allocated_bytes_per_step"]) in card.inner_text()
 
     # the table: the route's rows in its order (the largest allocation first), as it formats them
@@ -73,9 +75,17 @@ def test_the_memory_page_plots_each_runs_memory_and_lists_each_ops_allocations(p
     assert shown_keys(frame) == keys and "aten::mm" in keys
     mm = next(row for row in document["rows"] if row["key"] == "aten::mm")
     cells = frame.locator(f"{ROWS}[data-key='aten::mm'] td").all_inner_texts()
-    assert cells[1:8] == [format_bytes(mm[column]) for column in (
-        "baseline_alloc_bytes", "target_alloc_bytes", "baseline_alloc_bytes_per_execution",
-        "target_alloc_bytes_per_execution", "baseline_net_bytes", "target_net_bytes")] + [format_speedup(mm["ratio"])]
+    assert cells[1:8] == [
+        format_bytes(mm[column])
+        for column in (
+            "baseline_alloc_bytes",
+            "target_alloc_bytes",
+            "baseline_alloc_bytes_per_execution",
+            "target_alloc_bytes_per_execution",
+            "baseline_net_bytes",
+            "target_net_bytes",
+        )
+    ] + [format_speedup(mm["ratio"])]
     # sorted by ratio, largest first, then filtered; both kept in the link
     frame.locator("#oc-memory-table th[data-memory-column='ratio']").click()
     by_ratio = sorted((row for row in document["rows"] if row["ratio"] is not None), key=lambda row: -row["ratio"])
@@ -86,7 +96,11 @@ def test_the_memory_page_plots_each_runs_memory_and_lists_each_ops_allocations(p
     assert frame.locator("#oc-memory-count").inner_text() == f"{len(shown_keys(frame))} of {len(keys)} ops"
     state = tab_state(page)
     assert (state["view"], state["memory_sort"], state["memory_order"], state["memory_q"]) == (
-        "memory", "ratio", "desc", "pool")
+        "memory",
+        "ratio",
+        "desc",
+        "pool",
+    )
     page.screenshot(path="/tmp/memory-page.png", full_page=True)
 
     # the CSV: the route's for the same runs
@@ -115,7 +129,9 @@ def test_pytorch_against_tensorflow_plots_each_runs_own_allocator(page, memory_t
     frame = open_op_compare(page, url, ready=ROWS, view="memory", baseline=SMALL, target=TF_SMALL)
     frame.locator(".oc-memory-plot[data-device='mklcpu'] .main-svg").first.wait_for()
     assert frame.locator(".oc-memory-plot").evaluate_all("plots => plots.map(plot => plot.dataset.device)") == [
-        "CPU", "mklcpu"]
+        "CPU",
+        "mklcpu",
+    ]
     notes = frame.locator("#oc-memory-notes .oc-memory-note").all_inner_texts()
     assert notes == document["notes"] and any("TensorFlow traces only some allocations" in note for note in notes)
     page.screenshot(path="/tmp/memory-page-tf.png", full_page=True)
@@ -126,8 +142,9 @@ def test_pytorch_against_tensorflow_plots_each_runs_own_allocator(page, memory_t
 def test_runs_without_memory_get_a_message_saying_how_to_record_it(page, memory_tensorboard_url):
     url = memory_tensorboard_url
     errors = console_errors(page)
-    frame = open_op_compare(page, url, ready="#oc-memory-message", view="memory", baseline=NO_MEMORY[0],
-                            target=NO_MEMORY[1])
+    frame = open_op_compare(
+        page, url, ready="#oc-memory-message", view="memory", baseline=NO_MEMORY[0], target=NO_MEMORY[1]
+    )
     message = frame.locator("#oc-memory-message")
     assert "Neither run records memory" in message.inner_text()
     assert "profile_memory=True" in message.inner_text()

@@ -31,10 +31,15 @@ def check_row(frame, node: dict):
     golden rules as schema/text.py's)."""
     cells = row(frame, node["id"]).locator("td").all_inner_texts()
     assert node["name"] in cells[0]
-    assert cells[1:] == [format_time(node["baseline_us"]), format_time(node["target_us"]),
-                         format_share(node["baseline_share"]), format_share(node["target_share"]),
-                         format_speedup(node["speedup"]), format_bytes(node["baseline_alloc_bytes"]),
-                         format_bytes(node["target_alloc_bytes"])]
+    assert cells[1:] == [
+        format_time(node["baseline_us"]),
+        format_time(node["target_us"]),
+        format_share(node["baseline_share"]),
+        format_share(node["target_share"]),
+        format_speedup(node["speedup"]),
+        format_bytes(node["baseline_alloc_bytes"]),
+        format_bytes(node["target_alloc_bytes"]),
+    ]
 
 
 def test_the_module_tree_expands_collapses_filters_downloads_and_survives_a_reload(page, modules_tensorboard_url):
@@ -79,11 +84,12 @@ def test_the_module_tree_expands_collapses_filters_downloads_and_survives_a_relo
     assert row(frame, CONV).locator("button.oc-tree-toggle").get_attribute("aria-expanded") == "true"
     shown = shown_ids(frame)
     start = shown.index(CONV) + 1
-    assert shown[start:start + len(conv_ops)] == [node["id"] for node in conv_ops]
+    assert shown[start : start + len(conv_ops)] == [node["id"] for node in conv_ops]
     for node in conv_ops:
         check_row(frame, node)
     assert row(frame, f"{CONV}/aten::conv2d").locator("td").nth(1).inner_text() == format_time(
-        by_id[f"{CONV}/aten::conv2d"]["baseline_us"])
+        by_id[f"{CONV}/aten::conv2d"]["baseline_us"]
+    )
     row(frame, CONV).locator("button.oc-tree-toggle").click()
     row(frame, f"{CONV}/aten::conv2d").wait_for(state="detached")
     assert shown_ids(frame) == expected

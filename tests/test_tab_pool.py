@@ -38,7 +38,9 @@ def shown_means(frame, count: int = FIRST_ROWS) -> list[list[str]]:
         """(rows, [count, at]) => rows.slice(0, count).map((row) => {
              const cells = row.querySelectorAll('td');
              return [row.dataset.key, ...at.map((i) => cells[i].firstChild.textContent.trim())];
-           })""", [count, at])
+           })""",
+        [count, at],
+    )
 
 
 def expected_means(page, document: dict, count: int = FIRST_ROWS) -> list[list[str]]:
@@ -47,8 +49,9 @@ def expected_means(page, document: dict, count: int = FIRST_ROWS) -> list[list[s
 
 def wait_for_means(frame, page, document: dict):
     expected = expected_means(page, document)
-    frame.locator(f"tr.oc-row[data-key='{expected[0][0]}'] td.oc-mean-cell",
-                  has_text=expected[0][1]).first.wait_for(timeout=60_000)
+    frame.locator(f"tr.oc-row[data-key='{expected[0][0]}'] td.oc-mean-cell", has_text=expected[0][1]).first.wait_for(
+        timeout=60_000
+    )
     assert shown_means(frame) == expected
 
 
@@ -61,10 +64,15 @@ def test_pool_repeats_shows_the_run_groups_in_summary_table_export_and_link(page
     assert single["summary"]["baseline_runs"] == [PAIR["baseline"]]
     assert len(baseline_runs) == len(target_runs) == 6
     # pooled rows have means over every run, and no percentiles
-    assert [row["baseline_mean_us"] for row in pooled["rows"][:FIRST_ROWS]] != \
-        [row["baseline_mean_us"] for row in single["rows"][:FIRST_ROWS]]
-    assert all(row[f"{side}_{name}_us"] is None for row in pooled["rows"]
-               for side in ("baseline", "target") for name in ("p10", "median", "p90"))
+    assert [row["baseline_mean_us"] for row in pooled["rows"][:FIRST_ROWS]] != [
+        row["baseline_mean_us"] for row in single["rows"][:FIRST_ROWS]
+    ]
+    assert all(
+        row[f"{side}_{name}_us"] is None
+        for row in pooled["rows"]
+        for side in ("baseline", "target")
+        for name in ("p10", "median", "p90")
+    )
 
     frame = open_op_compare(page, url, **PAIR)
     box = frame.locator("#oc-pool")
@@ -114,7 +122,8 @@ def test_pool_repeats_shows_the_run_groups_in_summary_table_export_and_link(page
     assert frame.locator(".oc-pooled").count() == 0
     assert "repeats" not in tab_state(page)
     assert "repeats" not in urllib.parse.parse_qs(
-        urllib.parse.urlsplit(frame.locator("#oc-export").get_attribute("href")).query)
+        urllib.parse.urlsplit(frame.locator("#oc-export").get_attribute("href")).query
+    )
     assert not page.page_errors
     assert errors == []
 
@@ -135,7 +144,8 @@ def test_pool_repeats_is_disabled_where_the_runs_have_no_repeats(page, tensorboa
     frame.locator("#oc-count").wait_for(timeout=60_000)
     frame.locator("#oc-pool[disabled]:not(:checked)").wait_for()
     assert "repeats" not in urllib.parse.parse_qs(
-        urllib.parse.urlsplit(frame.locator("#oc-export").get_attribute("href")).query)
+        urllib.parse.urlsplit(frame.locator("#oc-export").get_attribute("href")).query
+    )
     assert tab_state(page).get("repeats") == "1"
     assert frame.locator(".oc-pooled").count() == 0
     assert not page.page_errors
@@ -146,8 +156,11 @@ def test_the_pages_of_the_chosen_runs_say_they_do_not_pool(page, repeats_tensorb
     """Layers, Memory and Modules read the two runs chosen: with Pool repeats on, each says so."""
     url = repeats_tensorboard_url
     errors = console_errors(page)
-    pages = (("layers", "#oc-layers-summary tr"), ("memory", ".oc-memory-card"),
-             ("modules", "#oc-modules-table tbody tr"))
+    pages = (
+        ("layers", "#oc-layers-summary tr"),
+        ("memory", ".oc-memory-card"),
+        ("modules", "#oc-modules-table tbody tr"),
+    )
     for view, ready in pages:  # first without pooling: the tab keeps its last state for the browser tab
         page.goto("about:blank")  # a new hash alone would not load the tab again
         frame = open_op_compare(page, url, ready=ready, view=view, **PAIR)

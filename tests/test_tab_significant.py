@@ -22,7 +22,6 @@ SCREENSHOT = "/tmp/opcompare-significant.png"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 
 
-
 def significant_keys(url: str, group_by: str = "name") -> list[str]:
     status, body = route(url, "check", {**PAIR, "repeats": "1", "group_by": group_by})
     assert status == 200, body
@@ -72,8 +71,11 @@ def test_significant_changes_only_narrows_the_table_and_its_export(page, repeats
 
     # with another filter on top: both hold, in the table and in the file
     frame.locator("th[data-column='speedup']").click()
-    sorted_rows = json.loads(route(url, "compare", [*PAIR.items(), ("sort", "speedup"), ("order", "desc"),
-                                                    *(("key", key) for key in keys)])[1])["rows"]
+    sorted_rows = json.loads(
+        route(url, "compare", [*PAIR.items(), ("sort", "speedup"), ("order", "desc"), *(("key", key) for key in keys)])[
+            1
+        ]
+    )["rows"]
     frame.locator("th[data-column='speedup'][aria-sort='descending']").wait_for()
     assert shown_keys(frame) == [row["key"] for row in sorted_rows]
     with page.expect_download() as download_info:

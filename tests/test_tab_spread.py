@@ -82,8 +82,11 @@ def test_each_mean_has_a_whisker_of_its_spread_on_the_rows_own_scale(browser, te
 
     # a GPU op's kernels, not told apart per occurrence: no percentiles, no whisker
     pair = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
-    bare = next(r for r in compare(tensorboard_url, **pair)
-                if r["target_mean_us"] is not None and spread(r, "target") is None and spread(r, "baseline"))
+    bare = next(
+        r
+        for r in compare(tensorboard_url, **pair)
+        if r["target_mean_us"] is not None and spread(r, "target") is None and spread(r, "baseline")
+    )
     frame = open_op_compare(page, tensorboard_url, q=f"/^{re.escape(bare['key'])}$/", **pair)
     frame.locator("#oc-count", has_text="Showing 1 of").wait_for()
     cells = frame.locator("table").first.evaluate(MEAN_CELLS)

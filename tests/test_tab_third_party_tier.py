@@ -50,11 +50,13 @@ def test_every_page_of_the_tab_is_filled_or_says_why(page, tier_tensorboard):
         # a note saying why outranks rows (Modules lists its root row beside "no nn.Module calls")
         notes = frame.locator(why)
         shown[name] = notes.first.inner_text() if notes.count() else "filled"
-        assert frame.locator(".oc-panel-error").count() == 0, (name, frame.locator(".oc-panel-error").first.inner_text())
+        assert frame.locator(".oc-panel-error").count() == 0, (
+            name,
+            frame.locator(".oc-panel-error").first.inner_text(),
+        )
         if name == "compare":
             # the default pair is the listing's suggestion, and its first figure the route's
-            assert frame.locator("#oc-headline").inner_text() == format_speedup(
-                compare["summary"]["headline_speedup"])
+            assert frame.locator("#oc-headline").inner_text() == format_speedup(compare["summary"]["headline_speedup"])
             picked = [frame.locator(f"#oc-{side}").input_value() for side in ("baseline", "target")]
             assert picked == [suggested["baseline"], suggested["target"]]
     # the pages a logdir of any profiles can fill, filled; the others say why in words

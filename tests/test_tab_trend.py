@@ -23,7 +23,6 @@ WHOLE_STEP = "(whole step)"
 LABEL_LENGTH = 26  # frontend/views/trend.js
 
 
-
 @pytest.fixture(scope="module")
 def versions_tensorboard_url(tmp_path_factory):
     """TensorBoard on a copy of the version matrix: one CNN recorded with torch 2.5, 2.13
@@ -46,8 +45,10 @@ def wait_for_trend(frame, document: dict):
 
 def expected_labels(document: dict) -> list[str]:
     values = shorten_names([point["value"] for point in document["points"]], LABEL_LENGTH)
-    return [f"{value}{len(point['runs'])} {'run' if len(point['runs']) == 1 else 'runs'}"
-            for value, point in zip(values, document["points"])]
+    return [
+        f"{value}{len(point['runs'])} {'run' if len(point['runs']) == 1 else 'runs'}"
+        for value, point in zip(values, document["points"])
+    ]
 
 
 def plotted(frame, plot: str, keys: list[str]) -> list[dict]:
@@ -57,7 +58,8 @@ def plotted(frame, plot: str, keys: list[str]) -> list[dict]:
     deadline = time.monotonic() + 30
     while True:
         data = frame.locator(f"#oc-trend-{plot}").evaluate(
-            "el => (el.data || []).map(t => ({meta: t.meta, x: t.x, y: t.y, error_y: t.error_y || null}))")
+            "el => (el.data || []).map(t => ({meta: t.meta, x: t.x, y: t.y, error_y: t.error_y || null}))"
+        )
         if [trace["meta"] for trace in data] == keys or time.monotonic() > deadline:
             return data
         time.sleep(0.1)
@@ -176,8 +178,9 @@ def test_trend_across_framework_versions_ordered_by_run(page, versions_tensorboa
     params = {"runs": "torch*/cnn_cpu_bs6", "order_by": "run", "top": "4", "group_by": "name"}
     document = route_json(url, "trend", **params)
     assert len(document["points"]) == 3 and all(len(point["runs"]) == 1 for point in document["points"])
-    frame = open_op_compare(page, url, ready="#oc-trend-runs", view="trend", trend_runs=params["runs"],
-                            trend_order="run", trend_top="4")
+    frame = open_op_compare(
+        page, url, ready="#oc-trend-runs", view="trend", trend_runs=params["runs"], trend_order="run", trend_top="4"
+    )
     wait_for_trend(frame, document)
     check_plots(frame, document)  # one run a point: no interval bars
     assert frame.locator("#oc-trend-order").input_value() == "run"
@@ -191,10 +194,13 @@ def test_trend_across_framework_versions_ordered_by_run(page, versions_tensorboa
     frame.locator("#oc-trend-group").select_option("type")
     by_type = route_json(url, "trend", **{**params, "group_by": "type"})
     page.wait_for_function("() => location.hash.includes('trend_group_by=type')")
-    frame.locator("#oc-trend-ops").evaluate("""(el, keys) => new Promise((resolve) => {
+    frame.locator("#oc-trend-ops").evaluate(
+        """(el, keys) => new Promise((resolve) => {
         const done = () => JSON.stringify(el.data.map(t => t.meta)) === JSON.stringify(keys);
         if (done()) return resolve();
         const timer = setInterval(() => { if (done()) { clearInterval(timer); resolve(); } }, 50);
-    })""", [key for key in by_type["keys"] if key != WHOLE_STEP])
+    })""",
+        [key for key in by_type["keys"] if key != WHOLE_STEP],
+    )
     check_plots(frame, by_type)
     assert not page.page_errors

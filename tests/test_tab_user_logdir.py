@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import shutil
 
-from conftest import FIXTURES, console_errors, open_op_compare, route_json, tensorboard_on_copy
-
 import pytest
+from conftest import FIXTURES, console_errors, open_op_compare, route_json, tensorboard_on_copy
 
 from tb_opcompare.schema.text import format_speedup
 
@@ -37,13 +36,18 @@ def test_the_sweep_and_the_matrix_fill_on_a_logdir_whose_names_hide_the_models(p
         assert f"batch {size}" in runs_text
 
     document = route_json(url, "matrix")
-    cell = next(cell for cell in document["cells"]
-                if cell["model"] == "lstm_run" and cell["batch_size"] == 32 and cell["column"].startswith("GPU"))
+    cell = next(
+        cell
+        for cell in document["cells"]
+        if cell["model"] == "lstm_run" and cell["batch_size"] == 32 and cell["column"].startswith("GPU")
+    )
     assert cell["speedup"] and cell["speedup"] > 0
     page.goto("about:blank")  # a hash change alone does not reload the tab
     frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
-    shown = frame.locator("#oc-matrix-table tbody tr[data-model='lstm_run'][data-batch-size='32'] "
-                          f"td[data-column='{cell['column']}'] .oc-matrix-speedup")
+    shown = frame.locator(
+        "#oc-matrix-table tbody tr[data-model='lstm_run'][data-batch-size='32'] "
+        f"td[data-column='{cell['column']}'] .oc-matrix-speedup"
+    )
     assert shown.inner_text() == format_speedup(cell["speedup"])
     assert not errors and not page.page_errors
 

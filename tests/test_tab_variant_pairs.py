@@ -32,7 +32,8 @@ def pair_groups(frame) -> list[dict]:
     """The pair select's groups as shown: label, and each option's label, value and title."""
     return frame.locator(f"{PAIR_SELECT} optgroup").evaluate_all(
         "groups => groups.map(g => ({label: g.label, varies: g.dataset.varies, options: [...g.children].map("
-        "o => ({label: o.textContent, value: o.value, title: o.title}))}))")
+        "o => ({label: o.textContent, value: o.value, title: o.title}))}))"
+    )
 
 
 def wait_for_pairs(frame, count: int):
@@ -51,9 +52,13 @@ def wait_for_compare(frame, baseline: str, target: str):
 def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url):
     errors = console_errors(page)
     document = route_json(demo_url, "runs")
-    expected = {"device": document["pairs"],
-                **{varies: [pair for pair in document["variant_pairs"] if pair["varies"] == varies]
-                   for varies in ("precision", "compiler")}}
+    expected = {
+        "device": document["pairs"],
+        **{
+            varies: [pair for pair in document["variant_pairs"] if pair["varies"] == varies]
+            for varies in ("precision", "compiler")
+        },
+    }
     assert len(document["runs"]) == 36 and len(document["pairs"]) == 12
     assert len(expected["precision"]) == 18 and len(expected["compiler"]) == 18
     assert all(pair["varies"] == "device" for pair in document["pairs"])
@@ -68,25 +73,34 @@ def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url)
         assert len(group["options"]) == len(pairs), group["label"]
         # each option is one of the group's pairs, every pair once
         assert sorted(option["title"] for option in group["options"]) == sorted(
-            f"{pair['baseline']} → {pair['target']}" for pair in pairs)
+            f"{pair['baseline']} → {pair['target']}" for pair in pairs
+        )
         labels = [option["label"] for option in group["options"]]
         assert len(set(labels)) == len(labels), labels  # told apart by their labels alone
     # the CPU -> accelerator pairs as before: their run names
     assert [option["label"] for option in groups[0]["options"]] == [
-        f"{pair['baseline']} → {pair['target']}" for pair in document["pairs"]]
+        f"{pair['baseline']} → {pair['target']}" for pair in document["pairs"]
+    ]
     # the variant pairs say what differs, after what the two runs share
     by_title = {option["title"]: option for group in groups for option in group["options"]}
     assert by_title[" → ".join(PRECISION_PAIR)]["label"] == PRECISION_LABEL
-    assert by_title["torch/mnist_cnn_torch_gpu_bs64_fp32_compile → torch/mnist_cnn_torch_gpu_bs64_bf16_compile"][
-        "label"] == COMPILED_PRECISION_LABEL
-    assert by_title["torch/mnist_cnn_torch_gpu_bs64 → torch/mnist_cnn_torch_gpu_bs64_fp32_compile"][
-        "label"] == COMPILER_LABEL
-    assert all(":" in option["label"] and " → " in option["label"]
-               for group in groups[1:] for option in group["options"])
+    assert (
+        by_title["torch/mnist_cnn_torch_gpu_bs64_fp32_compile → torch/mnist_cnn_torch_gpu_bs64_bf16_compile"]["label"]
+        == COMPILED_PRECISION_LABEL
+    )
+    assert (
+        by_title["torch/mnist_cnn_torch_gpu_bs64 → torch/mnist_cnn_torch_gpu_bs64_fp32_compile"]["label"]
+        == COMPILER_LABEL
+    )
+    assert all(
+        ":" in option["label"] and " → " in option["label"] for group in groups[1:] for option in group["options"]
+    )
     # the suggested CPU -> GPU pair the tab opened on is the one selected
     suggested = document["suggested"]
-    assert frame.locator(PAIR_SELECT).input_value() == by_title[
-        f"{suggested['baseline']} → {suggested['target']}"]["value"]
+    assert (
+        frame.locator(PAIR_SELECT).input_value()
+        == by_title[f"{suggested['baseline']} → {suggested['target']}"]["value"]
+    )
     assert frame.locator("#oc-count").is_visible()
 
     # choosing a precision pair loads that comparison
@@ -114,8 +128,7 @@ def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url)
     frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
     wait_for_compare(frame, baseline, target)
     wait_for_pairs(frame, sum(map(len, expected.values())))
-    frame.locator(f"{PAIR_SELECT} option:checked", has_text=PRECISION_LABEL).wait_for(
-        state="attached", timeout=60_000)
+    frame.locator(f"{PAIR_SELECT} option:checked", has_text=PRECISION_LABEL).wait_for(state="attached", timeout=60_000)
     assert frame.locator(PAIR_SELECT).input_value() == chosen
     assert (tab_state(page)["baseline"], tab_state(page)["target"]) == PRECISION_PAIR
     assert len(pair_groups(frame)) == 3
@@ -128,10 +141,11 @@ def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url)
     device_pair = document["pairs"][0]
     frame.locator(PAIR_SELECT).select_option(label=f"{device_pair['baseline']} → {device_pair['target']}")
     wait_for_compare(frame, device_pair["baseline"], device_pair["target"])
-    assert (tab_state(page)["baseline"], tab_state(page)["target"]) == (device_pair["baseline"],
-                                                                        device_pair["target"])
-    assert frame.locator(PAIR_SELECT).input_value() == by_title[
-        f"{device_pair['baseline']} → {device_pair['target']}"]["value"]
+    assert (tab_state(page)["baseline"], tab_state(page)["target"]) == (device_pair["baseline"], device_pair["target"])
+    assert (
+        frame.locator(PAIR_SELECT).input_value()
+        == by_title[f"{device_pair['baseline']} → {device_pair['target']}"]["value"]
+    )
 
     assert errors == [] and page.page_errors == [] and page.dialogs == []
 

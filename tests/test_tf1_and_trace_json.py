@@ -77,8 +77,11 @@ def test_a_trace_json_reads_the_facts_its_xplane_reads(tmp_path):
     catalog = Catalog(str(tmp_path), cache_dir=None)
     rendered, xplane = (catalog.load(run).profile.facts for run in ("json", "xplane"))
     assert rendered.format == "tf_trace_json" and xplane.format == "xplane"
-    assert (rendered.batch_size, rendered.batch_size_source) == (xplane.batch_size, xplane.batch_size_source) == (
-        8, "data: tf.data input elements (Iterator::Root shapes)")
+    assert (
+        (rendered.batch_size, rendered.batch_size_source)
+        == (xplane.batch_size, xplane.batch_size_source)
+        == (8, "data: tf.data input elements (Iterator::Root shapes)")
+    )
     assert (rendered.steps, rendered.steps_source) == (xplane.steps, xplane.steps_source)
     assert rendered.steps == 5 and rendered.step_times_us == pytest.approx(xplane.step_times_us, rel=1e-6)
     assert rendered.device == xplane.device == "CPU"

@@ -57,14 +57,20 @@ def test_every_view_is_filled_or_says_why(logdir):
     compare = compare_document(catalog, baseline, target)
     assert compare.rows and math.isfinite(compare.summary.headline_speedup)
     # the headline is the stopwatch's: the ratio of the raw step markers of the two runs shown
-    sessions = {side: catalog.source(run).sessions[getattr(compare.summary, side).session]
-                for side, run in (("baseline", baseline), ("target", target))}
+    sessions = {
+        side: catalog.source(run).sessions[getattr(compare.summary, side).session]
+        for side, run in (("baseline", baseline), ("target", target))
+    }
     if all(len(files) == 1 and files[0].endswith((".json", ".json.gz")) for files in sessions.values()):
         from pathlib import Path
 
         steps = [profiler_step_durations(Path(sessions[side][0])) for side in ("baseline", "target")]
         medians = [steady_median(durations) if durations else None for durations in steps]
-        if all(medians) and compare.summary.headline_basis == "step wall time" and not compare.summary.headline_per_sample:
+        if (
+            all(medians)
+            and compare.summary.headline_basis == "step wall time"
+            and not compare.summary.headline_per_sample
+        ):
             assert compare.summary.headline_speedup == pytest.approx(medians[0] / medians[1], rel=1e-9)
 
     matrix = matrix_document(catalog)
@@ -145,4 +151,5 @@ def test_a_variant_of_one_model_is_not_called_a_different_model(tmp_path):
     baseline = msgspec.structs.replace(compare.summary.baseline, model="resnet")
     assert different_models(summary, baseline, msgspec.structs.replace(baseline, model="resnet [bf16]")) is None
     assert different_models(summary, baseline, msgspec.structs.replace(baseline, model="bert")).startswith(
-        "Different models")
+        "Different models"
+    )

@@ -31,9 +31,7 @@ def test_cpu_self_times_agree_with_key_averages(tmp_path):
     torch.set_num_threads(1)
     profiler, run_dir = record(str(tmp_path), batch_size=8)
     expected = {
-        e.key: (e.count, e.self_cpu_time_total)
-        for e in profiler.key_averages()
-        if not e.key.startswith("ProfilerStep")
+        e.key: (e.count, e.self_cpu_time_total) for e in profiler.key_averages() if not e.key.startswith("ProfilerStep")
     }
     (trace,) = Path(run_dir).glob("*.pt.trace.json*")
     profile = read(trace)
@@ -58,8 +56,11 @@ def test_kernels_are_attributed_to_the_op_that_launched_them():
     for kernel in (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy")):
         launch = launches[kernel["args"]["correlation"]]
         enclosing = [
-            op for op in ops
-            if op["tid"] == launch["tid"] and op["ts"] <= launch["ts"] and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]
+            op
+            for op in ops
+            if op["tid"] == launch["tid"]
+            and op["ts"] <= launch["ts"]
+            and launch["ts"] + launch["dur"] <= op["ts"] + op["dur"]
         ]
         innermost = min(enclosing, key=lambda op: op["dur"])
         expected[innermost["name"]] += kernel["dur"]
@@ -109,8 +110,9 @@ BERT_H100 = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-sma
 
 def same_profile(first, second) -> None:
     keys = ["side", "op_name", "op_type"]
-    pd.testing.assert_frame_equal(first.ops.sort_values(keys).reset_index(drop=True),
-                                  second.ops.sort_values(keys).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        first.ops.sort_values(keys).reset_index(drop=True), second.ops.sort_values(keys).reset_index(drop=True)
+    )
     assert vars(first.facts) == vars(second.facts)
 
 
@@ -164,7 +166,7 @@ def test_invalid_utf8_names_the_byte_in_the_file(tmp_path, monkeypatch, whole_te
     text = next((FIXTURES / "logdir/torch/cnn_torch_cpu_bs4").glob("*.pt.trace.json")).read_bytes()
     at = text.rindex(b'"name": "aten::') + len(b'"name": "aten::')
     path = tmp_path / "w.1.pt.trace.json"
-    path.write_bytes(text[:at] + b"\xff" + text[at + 1:])
+    path.write_bytes(text[:at] + b"\xff" + text[at + 1 :])
     monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", whole_text_bytes)
     monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 10)
     line = text.count(b"\n", 0, at) + 1
@@ -185,8 +187,15 @@ def test_batch_size_ignores_a_dataloader_inside_a_record_function_wrapper(tmp_pa
     model = torch.nn.Sequential(torch.nn.Linear(24, 12), torch.nn.ReLU(), torch.nn.Linear(12, 5))
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
     handler = torch.profiler.tensorboard_trace_handler(str(tmp_path / "infer_cpu"))
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                                 on_trace_ready=handler, record_shapes=True) as profiler:
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=schedule,
+            on_trace_ready=handler,
+            record_shapes=True,
+        ) as profiler,
+    ):
         batches = iter(loader)
         for _ in range(3):
             with torch.profiler.record_function("infer_step"):
@@ -209,9 +218,15 @@ def test_a_weak_vote_yields_to_the_most_trusted_claim(tmp_path):
     model = torch.nn.TransformerEncoder(layer, num_layers=1, enable_nested_tensor=False).eval()
     schedule = torch.profiler.schedule(wait=0, warmup=1, active=2, repeat=1)
     run = tmp_path / "encoder_cpu_bs8"
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], schedule=schedule,
-                                                 on_trace_ready=torch.profiler.tensorboard_trace_handler(str(run)),
-                                                 record_shapes=True) as profiler:
+    with (
+        torch.no_grad(),
+        torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            schedule=schedule,
+            on_trace_ready=torch.profiler.tensorboard_trace_handler(str(run)),
+            record_shapes=True,
+        ) as profiler,
+    ):
         for _ in range(3):
             model(torch.randn(12, 8, 32))
             profiler.step()
@@ -234,8 +249,11 @@ def test_a_trace_with_kernels_only_is_read(tmp_path):
     from tb_opcompare.store.catalog import Catalog
 
     document = json.loads(gzip.decompress(BERT_H100.read_bytes()))
-    document["traceEvents"] = [event for event in document["traceEvents"]
-                               if event.get("cat") in ("kernel", "gpu_memcpy") or event.get("ph") == "M"]
+    document["traceEvents"] = [
+        event
+        for event in document["traceEvents"]
+        if event.get("cat") in ("kernel", "gpu_memcpy") or event.get("ph") == "M"
+    ]
     (tmp_path / "kernels_gpu").mkdir()
     (tmp_path / "kernels_gpu" / "w.1.pt.trace.json").write_text(json.dumps(document))
     profile = Catalog(str(tmp_path), cache_dir=None).load("kernels_gpu").profile
@@ -252,17 +270,29 @@ def test_spread_of_leaf_ops_matches_their_event_durations():
     from tb_opcompare.store.catalog import Catalog
 
     path = next((FIXTURES / "logdir" / "torch" / "cnn_torch_cpu_bs4").glob("*.pt.trace.json"))
-    events = [e for e in json.loads(path.read_text())["traceEvents"]
-              if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    events = [
+        e
+        for e in json.loads(path.read_text())["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+    ]
+
     def encloses(outer, inner):
-        return (outer is not inner and outer["tid"] == inner["tid"] and outer["ts"] <= inner["ts"]
-                and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"])
+        return (
+            outer is not inner
+            and outer["tid"] == inner["tid"]
+            and outer["ts"] <= inner["ts"]
+            and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+        )
+
     by_name: dict[str, list[dict]] = {}
     for event in events:
         if event["cat"] == "cpu_op":
             by_name.setdefault(event["name"], []).append(event)
-    leaves = {name: [e["dur"] for e in group] for name, group in by_name.items()
-              if len(group) >= 4 and not any(encloses(e, other) for e in group for other in events)}
+    leaves = {
+        name: [e["dur"] for e in group]
+        for name, group in by_name.items()
+        if len(group) >= 4 and not any(encloses(e, other) for e in group for other in events)
+    }
     assert len(leaves) >= 5
     ops = Catalog(str(path.parent.parent), cache_dir=None).load(path.parent.name).profile.ops.set_index("op_name")
     for name, durations in leaves.items():

@@ -31,7 +31,10 @@ def _trend(logdir, *args) -> TrendDocument:
 def test_releases_in_their_natural_order_with_each_runs_own_means():
     document = _trend(VERSIONS, "--runs", "torch*/cnn_cpu_bs6", "--order-by", "run", "--top", "5")
     assert [point.value for point in document.points] == [
-        "torch2.5/cnn_cpu_bs6", "torch2.13/cnn_cpu_bs6", "torch2.14/cnn_cpu_bs6"]  # 2.5 before 2.13
+        "torch2.5/cnn_cpu_bs6",
+        "torch2.13/cnn_cpu_bs6",
+        "torch2.14/cnn_cpu_bs6",
+    ]  # 2.5 before 2.13
     assert document.keys[-1] == "(whole step)" and len(document.keys) == 6
     catalog = Catalog(str(VERSIONS), cache_dir=None)
     rows = {(row.key, row.point): row for row in document.rows}
@@ -57,8 +60,10 @@ def test_runs_sharing_a_value_are_pooled_with_an_interval():
     assert head[0].runs == head[1].runs == 6
     assert head[0].low_us < head[0].mean_us < head[0].high_us < head[1].mean_us / 1.1
     catalog = Catalog(str(REPEATS), cache_dir=None)
-    means = [float(catalog.load(run).profile.ops.query("op_name == 'head'")["mean_us"].iloc[0])
-             for run in document.points[1].runs]
+    means = [
+        float(catalog.load(run).profile.ops.query("op_name == 'head'")["mean_us"].iloc[0])
+        for run in document.points[1].runs
+    ]
     assert head[1].mean_us == pytest.approx(float(np.exp(np.mean(np.log(means)))), rel=1e-6)
 
 
@@ -66,23 +71,32 @@ def test_trend_csv_from_the_route_and_the_cli_are_the_same_rows():
     client = plugin_client(REPEATS)
     answer = client.get(f"{PREFIX}/trend.csv?runs=*&order_by=sidecar:model&top=3")
     assert answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/csv")
-    cli = run_cli("trend", str(REPEATS), "--no-cache", "--runs", "*", "--order-by", "sidecar:model", "--top", "3",
-                  "--csv", "-")
+    cli = run_cli(
+        "trend", str(REPEATS), "--no-cache", "--runs", "*", "--order-by", "sidecar:model", "--top", "3", "--csv", "-"
+    )
     assert answer.text == cli.stdout
     rows = list(csv.DictReader(io.StringIO(cli.stdout)))
     assert len(rows) == 2 * 4 and {row["value"] for row in rows} == {"cnn", "cnnslow"}
-    document = msgspec.json.decode(client.get(f"{PREFIX}/trend?runs=*&order_by=sidecar:model&top=3").data,
-                                   type=TrendDocument)
+    document = msgspec.json.decode(
+        client.get(f"{PREFIX}/trend?runs=*&order_by=sidecar:model&top=3").data, type=TrendDocument
+    )
     assert len(document.rows) == len(rows)
 
 
-@pytest.mark.parametrize("query, status, message", [
-    ("order_by=recorded", 400, "missing parameter: runs"),
-    ("runs=*&order_by=height", 400, "order_by: expected one of recorded, label, run, repeat, device, batch_size, precision, compiler or "
-                                         "sidecar:<field>"),
-    ("runs=*&top=0", 400, "top: expected an integer from 1 to 50"),
-    ("runs=gpu_*", 404, "no run matches 'gpu_*'"),
-])
+@pytest.mark.parametrize(
+    "query, status, message",
+    [
+        ("order_by=recorded", 400, "missing parameter: runs"),
+        (
+            "runs=*&order_by=height",
+            400,
+            "order_by: expected one of recorded, label, run, repeat, device, batch_size, precision, compiler or "
+            "sidecar:<field>",
+        ),
+        ("runs=*&top=0", 400, "top: expected an integer from 1 to 50"),
+        ("runs=gpu_*", 404, "no run matches 'gpu_*'"),
+    ],
+)
 def test_trend_route_says_what_is_wrong(query, status, message):
     answer = plugin_client(REPEATS).get(f"{PREFIX}/trend?{query}")
     assert answer.status_code == status
@@ -98,7 +112,8 @@ def test_ordered_by_a_dimension_the_trend_is_a_sweep_over_it():
     document = _trend(MATRIX, "--runs", "mnist_cnn_torch_gpu_bs64_*_eager_rep*", "--order-by", "precision")
     assert [(point.value, sorted(point.runs)) for point in document.points] == [
         ("bf16", ["mnist_cnn_torch_gpu_bs64_bf16_eager_rep1", "mnist_cnn_torch_gpu_bs64_bf16_eager_rep2"]),
-        ("fp32", ["mnist_cnn_torch_gpu_bs64_fp32_eager_rep1", "mnist_cnn_torch_gpu_bs64_fp32_eager_rep2"])]
+        ("fp32", ["mnist_cnn_torch_gpu_bs64_fp32_eager_rep1", "mnist_cnn_torch_gpu_bs64_fp32_eager_rep2"]),
+    ]
     assert not document.warnings
     sizes = _trend(MATRIX, "--runs", "mnist_cnn_torch_cpu_bs*_fp32_eager", "--order-by", "batch_size")
     assert [point.value for point in sizes.points] == ["1", "16", "64"]  # as numbers, not as text
@@ -119,8 +134,9 @@ def test_a_point_that_pools_another_dimension_names_it():
     assert len(document.warnings) == 2
     assert all("compiler: eager, torch.compile" in warning and "batch" not in warning for warning in document.warnings)
     client = plugin_client(MATRIX)
-    answer = client.get(f"{PREFIX}/trend", query_string={"runs": "mnist_cnn_torch_gpu_bs64_*_rep1",
-                                                         "order_by": "precision"})
+    answer = client.get(
+        f"{PREFIX}/trend", query_string={"runs": "mnist_cnn_torch_gpu_bs64_*_rep1", "order_by": "precision"}
+    )
     assert msgspec.json.decode(answer.data, type=TrendDocument) == document
 
 

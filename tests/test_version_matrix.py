@@ -30,8 +30,14 @@ def _oracle(run: str, kind: str) -> dict:
 
 def test_the_matrix_is_complete():
     assert len(TORCH_RUNS) == 32 and len(TF_RUNS) == 14
-    assert {run.split("/")[0] for run in TORCH_RUNS + TF_RUNS} == {"torch2.5", "torch2.13", "torch2.14",
-                                                                   "torch2.11_h100", "tf2.12", "tf2.21"}
+    assert {run.split("/")[0] for run in TORCH_RUNS + TF_RUNS} == {
+        "torch2.5",
+        "torch2.13",
+        "torch2.14",
+        "torch2.11_h100",
+        "tf2.12",
+        "tf2.21",
+    }
 
 
 @pytest.mark.parametrize("run", TORCH_RUNS)
@@ -40,8 +46,11 @@ def test_pytorch_counts_calls_and_self_time_as_key_averages_does(run):
     On GPU traces key_averages() also lists each kernel, and a record_function range a
     second time for its GPU-side copy; those rows have no CPU time and are not host ops."""
     oracle = _oracle(run, "key_averages")
-    expected = {entry["key"]: entry for entry in oracle["key_averages"]
-                if not entry["key"].startswith("ProfilerStep") and entry["cpu_time_total_us"] > 0}
+    expected = {
+        entry["key"]: entry
+        for entry in oracle["key_averages"]
+        if not entry["key"].startswith("ProfilerStep") and entry["cpu_time_total_us"] > 0
+    }
     loaded = CATALOG.load(run)
     host = loaded.profile.ops[loaded.profile.ops["side"] == "host"].set_index("op_name")
     assert set(host.index) == set(expected)
@@ -82,8 +91,11 @@ def test_pytorch_gpu_time_per_op_is_its_kernels_per_execution_as_key_averages_sa
     key_averages()' self device time does, and counts the op's executions, not its kernels:
     the mean is per execution, which is what a CPU mean is compared with."""
     oracle = _oracle(run, "key_averages")
-    host_entries = [entry for entry in oracle["key_averages"]
-                    if entry["cpu_time_total_us"] > 0 and not entry["key"].startswith("ProfilerStep")]
+    host_entries = [
+        entry
+        for entry in oracle["key_averages"]
+        if entry["cpu_time_total_us"] > 0 and not entry["key"].startswith("ProfilerStep")
+    ]
     expected = {entry["key"]: entry for entry in host_entries if entry["self_device_time_total_us"] > 0}
     loaded = CATALOG.load(run)
     assert loaded.profile.facts.device == "GPU" and loaded.profile.facts.device_name == "NVIDIA H100 80GB HBM3"
@@ -107,14 +119,22 @@ def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
     catalog = Catalog(str(VERSIONS), cache_dir=None)
     from tb_opcompare.service.compare import compare_document
 
-    rows = {row["key"]: row for row in as_json(compare_document(catalog, "torch2.14/lstm_cpu_bs20",
-                                                        "torch2.11_h100/lstm_gpu_bs20"))["rows"]}
+    rows = {
+        row["key"]: row
+        for row in as_json(compare_document(catalog, "torch2.14/lstm_cpu_bs20", "torch2.11_h100/lstm_gpu_bs20"))["rows"]
+    }
     backward = rows["aten::_cudnn_rnn_backward"]  # cuDNN's: on the GPU only
     assert (backward["status"], backward["target_kernels_per_execution"], backward["target_occurrences"]) == (
-        "target_only", 7, 3)
+        "target_only",
+        7,
+        3,
+    )
     addmm = rows["aten::addmm"]  # host time on the CPU, 4 kernels a call on the GPU
     assert (addmm["status"], addmm["baseline_kernels_per_execution"], addmm["target_kernels_per_execution"]) == (
-        "matched", None, 4)
+        "matched",
+        None,
+        4,
+    )
     assert addmm["target_mean_us"] == pytest.approx(addmm["target_total_us"] / 3)
 
 
@@ -150,8 +170,10 @@ def test_keras_2_step_events_batch_size_is_evidence_too(tmp_path):
     for size in (6, 20):
         facts = CATALOG.load(f"tf2.12/cnn_arrays_cpu_bs{size}").profile.facts
         assert facts.batch_size == size and not facts.warnings
-        assert facts.batch_size_source == ("data: tf.data input elements (Iterator::Root shapes); the batch_size of "
-                                           "the Keras step event (fit()'s argument) agrees")
+        assert facts.batch_size_source == (
+            "data: tf.data input elements (Iterator::Root shapes); the batch_size of "
+            "the Keras step event (fit()'s argument) agrees"
+        )
     source = next((VERSIONS / "tf2.12" / "cnn_arrays_cpu_bs20").rglob("*.xplane.pb"))
 
     def variant(name: str, change) -> None:
@@ -185,12 +207,16 @@ def test_keras_2_step_events_batch_size_is_evidence_too(tmp_path):
     facts = catalog.load("no_pipeline").profile.facts
     # an argument, not a measurement (issue 31, item 7): alone it gives the size, and says what it is
     assert (facts.batch_size, facts.batch_size_source) == (
-        20, "argument: the batch_size of the Keras step event (fit()'s argument)")
+        20,
+        "argument: the batch_size of the Keras step event (fit()'s argument)",
+    )
     facts = catalog.load("no_pipeline_sidecar").profile.facts
     assert (facts.batch_size, facts.batch_size_source) == (128, "opcompare.json")
-    assert facts.warnings == ["the profile holds batch size 20 only as the batch_size of the Keras step event (fit()'s "
-                              "argument), which Keras ignores for a batched dataset; using 128 from the sidecar "
-                              "opcompare.json"]
+    assert facts.warnings == [
+        "the profile holds batch size 20 only as the batch_size of the Keras step event (fit()'s "
+        "argument), which Keras ignores for a batched dataset; using 128 from the sidecar "
+        "opcompare.json"
+    ]
     # without the step event's stat, the elements measured still come before the batch dataset's declared size
     facts = catalog.load("no_step_batch_size").profile.facts
     assert (facts.batch_size, facts.batch_size_source) == (20, "data: tf.data input elements (Iterator::Root shapes)")

@@ -26,8 +26,9 @@ def test_the_ranks_of_one_job_are_one_capture_of_one_run():
     sources = {source.run: source for source in discover(str(RANKS))}
     assert set(sources) == {"ddp_cnn_cpu", "ddp_cnn_gpu"}
     for source in sources.values():
-        (session, files), = [(session, files) for session, files in source.sessions.items()
-                             if session not in source.worker_sessions]
+        ((session, files),) = [
+            (session, files) for session, files in source.sessions.items() if session not in source.worker_sessions
+        ]
         assert len(files) == 2 and session.endswith("(ranks 0, 1 of 2)")
     (hta,) = discover(str(REALTRACES / "torch_hta_two_ranks"))
     assert [len(files) for files in hta.sessions.values()] == [1, 1, 2]
@@ -44,12 +45,18 @@ def test_a_jobs_run_pools_its_ranks_ops_and_steps_as_long_as_its_slowest_rank():
     raw = [_raw(path) for path in files]
     ops = loaded.profile.ops.set_index(["side", "op_name"])
     for name in ("aten::addmm", "aten::convolution_backward", "Optimizer.step#SGD.step"):
-        count = sum(1 for events in raw for event in events
-                    if event.get("ph") == "X" and event.get("name") == name
-                    and event.get("cat") in ("cpu_op", "user_annotation"))
+        count = sum(
+            1
+            for events in raw
+            for event in events
+            if event.get("ph") == "X"
+            and event.get("name") == name
+            and event.get("cat") in ("cpu_op", "user_annotation")
+        )
         assert ops.loc[("host", name), "occurrences"] == count, name
-    kernels = sum(event["dur"] for events in raw for event in events
-                  if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+    kernels = sum(
+        event["dur"] for events in raw for event in events if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
     assert ops.xs("device", level="side")["total_us"].sum() == pytest.approx(kernels, rel=1e-6)
     per_rank = [profiler_step_durations(path) for path in files]
     facts = loaded.profile.facts
@@ -79,14 +86,14 @@ def test_a_rank_without_step_markers_never_lends_rank_0s_steps_to_the_job(tmp_pa
     shutil.copytree(RANKS / "ddp_cnn_gpu", job)
     files = sorted(job.glob("*.pt.trace.json.gz"))
     trace = json.loads(gzip.decompress(files[1].read_bytes()))
-    trace["traceEvents"] = [event for event in trace["traceEvents"]
-                            if not str(event.get("name", "")).startswith("ProfilerStep#")]
+    trace["traceEvents"] = [
+        event for event in trace["traceEvents"] if not str(event.get("name", "")).startswith("ProfilerStep#")
+    ]
     files[1].write_bytes(gzip.compress(json.dumps(trace).encode()))
     facts = Catalog(str(tmp_path), cache_dir=None).load("ddp_cnn_gpu").profile.facts
     assert facts.step_times_us == pytest.approx(profiler_step_durations(files[0]))
     assert facts.steps_source == "ProfilerStep#N annotations of rank 0"
-    assert f"rank 1 ({files[1].name}) has no step markers: the job's steps are timed on rank 0" in \
-        facts.warnings
+    assert f"rank 1 ({files[1].name}) has no step markers: the job's steps are timed on rank 0" in facts.warnings
 
 
 def test_one_rank_of_a_job_is_a_session_of_its_run_and_the_job_the_default(tmp_path):
@@ -103,11 +110,16 @@ def test_one_rank_of_a_job_is_a_session_of_its_run_and_the_job_the_default(tmp_p
     for session, path in zip(alone, files):
         profile = catalog.load("ddp_cnn_gpu", session).profile
         ops = profile.ops.set_index(["side", "op_name"])
-        count = sum(1 for event in _raw(path) if event.get("ph") == "X" and event.get("name") == "aten::addmm"
-                    and event.get("cat") == "cpu_op")
+        count = sum(
+            1
+            for event in _raw(path)
+            if event.get("ph") == "X" and event.get("name") == "aten::addmm" and event.get("cat") == "cpu_op"
+        )
         assert ops.loc[("host", "aten::addmm"), "occurrences"] == count
         assert profile.facts.step_times_us == pytest.approx(profiler_step_durations(path))
     from tb_opcompare.store.prewarm import index_logdir
 
-    report = index_logdir(Catalog(str(tmp_path / "ranks"), cache_dir=str(tmp_path / "cache")), jobs=1, say=lambda _: None)
+    report = index_logdir(
+        Catalog(str(tmp_path / "ranks"), cache_dir=str(tmp_path / "cache")), jobs=1, say=lambda _: None
+    )
     assert report.read == 2  # the CPU job and the GPU job, not their ranks again

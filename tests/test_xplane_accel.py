@@ -41,10 +41,13 @@ def _name(path: Path) -> str:
 def _line_spans(data: bytes) -> list[tuple[int, int]]:
     """(start, end) of every XLine of every plane, read with the wire module's own walker."""
     view = memoryview(data)
-    return [(line_start, line_end)
-            for field, _, start, end in xplane_wire.fields(view, 0, len(view)) if field == _SPACE_PLANES
-            for line_field, _, line_start, line_end in xplane_wire.fields(view, start, end)
-            if line_field == _PLANE_LINES]
+    return [
+        (line_start, line_end)
+        for field, _, start, end in xplane_wire.fields(view, 0, len(view))
+        if field == _SPACE_PLANES
+        for line_field, _, line_start, line_end in xplane_wire.fields(view, start, end)
+        if line_field == _PLANE_LINES
+    ]
 
 
 def _c_ints(data, start: int, end: int) -> np.ndarray:
@@ -60,8 +63,10 @@ def _python_ints(data: bytes) -> np.ndarray:
 @pytest.fixture
 def compiled():
     if xplane_wire._compiled is None:
-        pytest.fail("the C extension _xplane_wire is not built in this environment "
-                    "(see test_the_extension_is_built_in_this_environment)")
+        pytest.fail(
+            "the C extension _xplane_wire is not built in this environment "
+            "(see test_the_extension_is_built_in_this_environment)"
+        )
     return xplane_wire._compiled
 
 
@@ -126,8 +131,9 @@ def _assert_same_outcome(native, pure) -> None:
             pd.testing.assert_frame_equal(got, expected, check_exact=True, obj=field.name)
             for column in expected.columns:  # bit for bit: 0.0 and -0.0 pass the frame check
                 if expected[column].dtype.kind in "biuf":
-                    assert got[column].to_numpy().tobytes() == expected[column].to_numpy().tobytes(), \
+                    assert got[column].to_numpy().tobytes() == expected[column].to_numpy().tobytes(), (
                         f"{field.name}.{column}"
+                    )
         elif field.name == "facts":
             assert vars(got) == vars(expected)
         else:
@@ -182,21 +188,25 @@ def test_the_real_xplanes_hold_every_memory_output(monkeypatch):
     """The comparison above covers the memory outputs only where real files carry them:
     allocations and frees (the timeline, the peaks, the ops' allocated bytes), the precision
     from the dtypes allocated, and the batch size voted by the shapes allocated."""
-    profiles = [profile for profile in (_read(path, False, monkeypatch) for path in XPLANES)
-                if not isinstance(profile, Exception)]
+    profiles = [
+        profile
+        for profile in (_read(path, False, monkeypatch) for path in XPLANES)
+        if not isinstance(profile, Exception)
+    ]
     with_memory = [profile for profile in profiles if profile.facts.memory_events]
     assert len(with_memory) >= 10
     assert all(len(profile.memory_timeline) and profile.facts.peak_memory_bytes for profile in with_memory)
     assert sum((profile.ops["alloc_bytes"] > 0).any() for profile in with_memory) >= 10  # XLA's ops name none
-    assert any("tensors the model's ops allocated" in (profile.facts.precision_source or "")
-               for profile in with_memory)
-    assert any("tensor shapes in memory allocations" in (profile.facts.batch_size_source or "")
-               for profile in with_memory)
+    assert any("tensors the model's ops allocated" in (profile.facts.precision_source or "") for profile in with_memory)
+    assert any(
+        "tensor shapes in memory allocations" in (profile.facts.batch_size_source or "") for profile in with_memory
+    )
 
 
 # Broken copies of real files: cut at a few places, and bytes flipped (deterministically).
-_BREAK_SEEDS = [path for path in XPLANES if "bert" in str(path)][:1] + \
-    [path for path in XPLANES if "tf_keras" in str(path) and "cpu" in path.parts[-6]][:1]
+_BREAK_SEEDS = [path for path in XPLANES if "bert" in str(path)][:1] + [
+    path for path in XPLANES if "tf_keras" in str(path) and "cpu" in path.parts[-6]
+][:1]
 
 
 def _broken_copies(data: bytes, seed: int) -> list[tuple[str, bytes]]:
@@ -315,14 +325,20 @@ def _group(field: int, body: bytes) -> bytes:
 
 
 # Real memory events whose stats are refs to stat metadata (current TF) and strs (TF 2.4).
-_MEMORY_SOURCES = [path for path in XPLANES if "tf_keras" in str(path) and "cpu" in path.parts[-6]][:1] + \
-    [path for path in XPLANES if "bert" in str(path)][:1]
+_MEMORY_SOURCES = [path for path in XPLANES if "tf_keras" in str(path) and "cpu" in path.parts[-6]][:1] + [
+    path for path in XPLANES if "bert" in str(path)
+][:1]
 _MEMORY_EVENT_NAMES = ("MemoryAllocation", "MemoryDeallocation")
 # what event_stats reports for each XStat value (the field number), 1 for none
-_KINDS = {None: xplane_wire.STAT_WITHOUT_VALUE, "double_value": xplane_wire.STAT_DOUBLE,
-          "uint64_value": xplane_wire.STAT_UINT64, "int64_value": xplane_wire.STAT_INT64,
-          "str_value": xplane_wire.STAT_STR, "bytes_value": xplane_wire.STAT_BYTES,
-          "ref_value": xplane_wire.STAT_REF}
+_KINDS = {
+    None: xplane_wire.STAT_WITHOUT_VALUE,
+    "double_value": xplane_wire.STAT_DOUBLE,
+    "uint64_value": xplane_wire.STAT_UINT64,
+    "int64_value": xplane_wire.STAT_INT64,
+    "str_value": xplane_wire.STAT_STR,
+    "bytes_value": xplane_wire.STAT_BYTES,
+    "ref_value": xplane_wire.STAT_REF,
+}
 
 
 def _host_memory_plane(path: Path) -> tuple[XPlane, list, list]:
@@ -379,13 +395,37 @@ def _reencoded_memory_line(plane: XPlane, memory: list, others: list, rng: rando
         ids.setdefault(entry.value.name, []).append(entry.key)
     first, last = {name: keys[0] for name, keys in ids.items()}, {name: keys[-1] for name, keys in ids.items()}
     memory_id = next(entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation")
-    texts = [b"", "形状/[2,3]".encode(), b"model/dense/MatMul", b"training/Adam/m/dense", b"[32,10]", b"[7,3]",
-             b"[7,3,2]", b"[16,4]"]
-    numbers = [_field(4, 0), _field(4, -5), _field(4, 1 << 62), _field(4, (1 << 62) - 1), _field(3, 1 << 63),
-               _field(3, (1 << 64) - 1), _field(3, 4096), _double(math.nan), _double(-0.0), _double(math.inf),
-               _double(1.5), _double(1.9), _double(14.0), _double(float(1 << 62)),
-               _double(math.nextafter(float(1 << 62), 0)), _double(-1.0), _field(4, 19), _field(4, 2),
-               _field(7, 3)]
+    texts = [
+        b"",
+        "形状/[2,3]".encode(),
+        b"model/dense/MatMul",
+        b"training/Adam/m/dense",
+        b"[32,10]",
+        b"[7,3]",
+        b"[7,3,2]",
+        b"[16,4]",
+    ]
+    numbers = [
+        _field(4, 0),
+        _field(4, -5),
+        _field(4, 1 << 62),
+        _field(4, (1 << 62) - 1),
+        _field(3, 1 << 63),
+        _field(3, (1 << 64) - 1),
+        _field(3, 4096),
+        _double(math.nan),
+        _double(-0.0),
+        _double(math.inf),
+        _double(1.5),
+        _double(1.9),
+        _double(14.0),
+        _double(float(1 << 62)),
+        _double(math.nextafter(float(1 << 62), 0)),
+        _double(-1.0),
+        _field(4, 19),
+        _field(4, 2),
+        _field(7, 3),
+    ]
     stat_ids = [entry.key for entry in plane.stat_metadata]
 
     def a_value() -> bytes:
@@ -413,11 +453,13 @@ def _reencoded_memory_line(plane: XPlane, memory: list, others: list, rng: rando
         if shape < 0.8:
             return _stat(metadata_id)
         if shape < 0.85:  # XStat field numbers with other wire types, which protobuf keeps as unknown
-            return _stat(metadata_id, a_value(), _field(5, 7), _field(2, 1), _bytes_field(3, b"\x01"),
-                         _tag(7, 1) + bytes(8))
+            return _stat(
+                metadata_id, a_value(), _field(5, 7), _field(2, 1), _bytes_field(3, b"\x01"), _tag(7, 1) + bytes(8)
+            )
         if shape < 0.9:
-            return _stat(metadata_id, _group(rng.randint(9, 300), _field(1, 5) + _group(2, b"")), a_value(),
-                         _field(12, 1))
+            return _stat(
+                metadata_id, _group(rng.randint(9, 300), _field(1, 5) + _group(2, b"")), a_value(), _field(12, 1)
+            )
         return _bytes_field(4, b"")  # a stat with nothing at all: metadata id 0
 
     variants = []
@@ -462,11 +504,19 @@ def _python_event_stats(events, event_ids, stat_columns: dict[int, int], column_
 
 def _c_event_stats(compiled, wire: bytes, event_ids, stat_columns: dict[int, int], column_count: int) -> list:
     rows, spans = compiled.event_stats(wire, 0, len(wire), event_ids, stat_columns, column_count)
-    texts = [wire[offset:offset + length].decode() for offset, length in spans]
+    texts = [wire[offset : offset + length].decode() for offset, length in spans]
     assert len(set(texts)) == len(texts)  # each distinct str once
     table = np.frombuffer(rows, dtype=np.int64).reshape(-1, 1 + 2 * column_count).tolist()
-    return [(row[0], [(kind, texts[value] if kind == xplane_wire.STAT_STR else value)
-                      for kind, value in zip(row[1::2], row[2::2])]) for row in table]
+    return [
+        (
+            row[0],
+            [
+                (kind, texts[value] if kind == xplane_wire.STAT_STR else value)
+                for kind, value in zip(row[1::2], row[2::2])
+            ],
+        )
+        for row in table
+    ]
 
 
 def _memory_state(plane: XPlane, batch, pure_python: bool, monkeypatch) -> tuple:
@@ -485,9 +535,17 @@ def _memory_state(plane: XPlane, batch, pure_python: bool, monkeypatch) -> tuple
             reader.read(batch, ints, line_ns)
     finally:
         monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
-    return (list(shapes), shapes, [(op, size.hex()) for op, size in memory.requested.items()], list(dtypes.items()),
-            list(in_use.allocators.items()), in_use.codes, in_use.line_ns, in_use.offset_ps,
-            [value.hex() for value in in_use.bytes_in_use])
+    return (
+        list(shapes),
+        shapes,
+        [(op, size.hex()) for op, size in memory.requested.items()],
+        list(dtypes.items()),
+        list(in_use.allocators.items()),
+        in_use.codes,
+        in_use.line_ns,
+        in_use.offset_ps,
+        [value.hex() for value in in_use.bytes_in_use],
+    )
 
 
 @pytest.mark.parametrize("path", _MEMORY_SOURCES, ids=_name)
@@ -525,9 +583,15 @@ def test_event_stats_refuses_bad_arguments(compiled):
     table, spans = compiled.event_stats(wire, 0, len(wire), [5], {3: 1}, 2)
     assert np.frombuffer(table, dtype=np.int64).tolist() == [0, 0, 0, xplane_wire.STAT_INT64, 9] and spans == []
     for event_ids, stat_columns, column_count, error in [
-        ([5], {3: 2}, 2, ValueError), ([5], {3: -1}, 2, ValueError), ([5], {3: 0}, -1, ValueError),
-        ([5], {3: 0}, 1 << 20, ValueError), ([5], [(3, 0)], 1, TypeError), (["5"], {3: 0}, 1, TypeError),
-        (5, {3: 0}, 1, TypeError), ([5], {"3": 0}, 1, TypeError), ([1 << 64], {3: 0}, 1, OverflowError),
+        ([5], {3: 2}, 2, ValueError),
+        ([5], {3: -1}, 2, ValueError),
+        ([5], {3: 0}, -1, ValueError),
+        ([5], {3: 0}, 1 << 20, ValueError),
+        ([5], [(3, 0)], 1, TypeError),
+        (["5"], {3: 0}, 1, TypeError),
+        (5, {3: 0}, 1, TypeError),
+        ([5], {"3": 0}, 1, TypeError),
+        ([1 << 64], {3: 0}, 1, OverflowError),
     ]:
         with pytest.raises(error):
             compiled.event_stats(wire, 0, len(wire), event_ids, stat_columns, column_count)
@@ -541,8 +605,9 @@ def test_event_stats_gives_up_on_texts_piled_on_one_hash(compiled):
     piles on one slot make it give up (WireError: the reader then reads the parsed events)
     instead of taking quadratic time. As many texts spread as usual are read."""
     candidates = np.arange(2_000_000, dtype=np.uint64)
-    digits = candidates[:, None] // np.uint64(10) ** np.arange(7, -1, -1, dtype=np.uint64) % np.uint64(10) + \
-        np.uint64(ord("0"))
+    digits = candidates[:, None] // np.uint64(10) ** np.arange(7, -1, -1, dtype=np.uint64) % np.uint64(10) + np.uint64(
+        ord("0")
+    )
     hashes = np.full(len(candidates), 14695981039346656037, dtype=np.uint64)  # FNV-1a, as the C code
     for column in digits.T:
         hashes = (hashes ^ column) * np.uint64(1099511628211)
@@ -550,14 +615,17 @@ def test_event_stats_gives_up_on_texts_piled_on_one_hash(compiled):
     assert len(piled) == 400
 
     def line(numbers) -> bytes:
-        return b"".join(_bytes_field(4, _field(1, 5) + _stat(3, _bytes_field(5, b"%08d" % number)))
-                        for number in numbers)
+        return b"".join(
+            _bytes_field(4, _field(1, 5) + _stat(3, _bytes_field(5, b"%08d" % number))) for number in numbers
+        )
 
     wire = line(piled.tolist())
     with pytest.raises(compiled.WireError, match="share a hash"):
         compiled.event_stats(wire, 0, len(wire), [5], {3: 0}, 1)
-    assert xplane_wire.EventBatch(XLine.FromString(wire).events, memoryview(wire), 0, len(wire)).wire_stats(
-        [5], {3: 0}, 1) is None
+    assert (
+        xplane_wire.EventBatch(XLine.FromString(wire).events, memoryview(wire), 0, len(wire)).wire_stats([5], {3: 0}, 1)
+        is None
+    )
     spread = line(range(400))
     _, spans = compiled.event_stats(spread, 0, len(spread), [5], {3: 0}, 1)
     assert len(spans) == 400
@@ -602,8 +670,9 @@ _CRASH_PROBE = textwrap.dedent("""
 def test_garbage_never_crashes_the_process(path, compiled):
     """Random pieces of a real file, bytes overwritten, fed straight to the C functions in
     a child process: each returns or raises WireError; bad spans raise IndexError."""
-    result = subprocess.run([sys.executable, "-c", _CRASH_PROBE, str(path)], capture_output=True, text=True,
-                            timeout=240)
+    result = subprocess.run(
+        [sys.executable, "-c", _CRASH_PROBE, str(path)], capture_output=True, text=True, timeout=240
+    )
     assert result.returncode == 0, f"exit {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     outcomes = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcomes.get("ok") and outcomes.get("WireError")

@@ -97,8 +97,12 @@ def test_cutting_each_kernel_in_pieces_moves_no_mean(logdirs):
     assert cut["occurrences"].equals(published["occurrences"])
     assert cut["mean_us"].to_numpy() == pytest.approx(published["mean_us"].to_numpy(), rel=1e-6)
     (path,) = logdirs[0].rglob("*.xplane.pb")
-    compute_kernels = sum(len(line.events) for plane in _space(path).planes for line in plane.lines
-                          if line.name.startswith("Stream #") and "Compute" in line.name)
+    compute_kernels = sum(
+        len(line.events)
+        for plane in _space(path).planes
+        for line in plane.lines
+        if line.name.startswith("Stream #") and "Compute" in line.name
+    )
     assert compute_kernels == 1330
     assert cut["kernels"].sum() == published["kernels"].sum() + (PIECES - 1) * compute_kernels
     assert ((cut["kernels"] == PIECES * published["kernels"]) | (cut["kernels"] == published["kernels"])).all()
@@ -130,7 +134,8 @@ def test_the_trace_json_of_a_session_counts_the_executions_its_xplane_counts(log
     session = tmp_path / "logdir" / "bert" / "plugins" / "profile" / "session"
     session.mkdir(parents=True)
     (session / "host.trace.json.gz").write_bytes(
-        gzip.compress(rendered.encode() if isinstance(rendered, str) else rendered))
+        gzip.compress(rendered.encode() if isinstance(rendered, str) else rendered)
+    )
     from_json, from_xplane = _device_rows(tmp_path / "logdir"), _device_rows(cut)
     assert from_json.index.equals(from_xplane.index)
     assert from_json["occurrences"].equals(from_xplane["occurrences"])

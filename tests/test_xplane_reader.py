@@ -66,7 +66,10 @@ def test_keras_batch_size_comes_from_the_input_pipeline(xplane):
     them. The fixtures' run names (cnn_cpu_bs2 ...) were given by the recorder."""
     facts = read_xplane_session([str(xplane)], read_bytes).facts
     named = int(xplane.parts[-6].rsplit("bs", 1)[1])
-    assert (facts.batch_size, facts.batch_size_source) == (named, "data: tf.data input elements (Iterator::Root shapes)")
+    assert (facts.batch_size, facts.batch_size_source) == (
+        named,
+        "data: tf.data input elements (Iterator::Root shapes)",
+    )
 
 
 def kernel_sums_by_op(xplane: Path) -> dict[str, float]:
@@ -154,8 +157,9 @@ def test_reading_lines_in_small_batches_gives_the_same_table(xplane, monkeypatch
     batched = read_xplane_session([str(xplane)], read_bytes)
     assert len(batches_seen) > 2 * len(list(_lines(xplane)))  # lines really were cut up
     keys = ["side", "op_name", "op_type"]
-    pd.testing.assert_frame_equal(whole.ops.sort_values(keys).reset_index(drop=True),
-                                  batched.ops.sort_values(keys).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        whole.ops.sort_values(keys).reset_index(drop=True), batched.ops.sort_values(keys).reset_index(drop=True)
+    )
     assert vars(whole.facts) == vars(batched.facts)
 
 
@@ -172,21 +176,34 @@ def test_batch_size_evidence_keeps_its_order_and_the_step_event_confirms_or_is_w
 
     elements, declared = Counter({(20, "Iterator::Root"): 3, (4, "Iterator::Root"): 1}), Counter({7: 3})
     assert batch_size_evidence(None, elements, Counter(), declared) == (
-        20, "data: tf.data input elements (Iterator::Root shapes)", None)
-    assert batch_size_evidence(32, elements, Counter(), declared)[:2] == (32, "data: first op input shape in the profile")
+        20,
+        "data: tf.data input elements (Iterator::Root shapes)",
+        None,
+    )
+    assert batch_size_evidence(32, elements, Counter(), declared)[:2] == (
+        32,
+        "data: first op input shape in the profile",
+    )
     # fit()'s batch_size argument is no measurement: the batch dataset's own size outranks it, and alone it is
     # labelled an argument (a sidecar or a run name outranks it: test_run_facts)
     size, source, warning = batch_size_evidence(None, Counter(), Counter({16: 3}), declared)
     assert (size, source) == (7, "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)")
     assert warning.startswith("the batch_size of the Keras step event (fit()'s argument) is 16, but ")
     assert batch_size_evidence(None, Counter(), Counter({16: 3}), Counter()) == (
-        16, "argument: the batch_size of the Keras step event (fit()'s argument)", None)
+        16,
+        "argument: the batch_size of the Keras step event (fit()'s argument)",
+        None,
+    )
     assert batch_size_evidence(None, Counter(), Counter(), declared)[:2] == (
-        7, "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)")
+        7,
+        "data: the batch_size of the tf.data batch dataset (Iterator::…::BatchV2)",
+    )
     size, source, warning = batch_size_evidence(None, elements, Counter({16: 3}), declared)
     assert (size, source) == (20, "data: tf.data input elements (Iterator::Root shapes)")
-    assert warning == ("the batch_size of the Keras step event (fit()'s argument) is 16, but tf.data input elements "
-                       "(Iterator::Root shapes) gives 20; using 20")
+    assert warning == (
+        "the batch_size of the Keras step event (fit()'s argument) is 16, but tf.data input elements "
+        "(Iterator::Root shapes) gives 20; using 20"
+    )
     assert batch_size_evidence(None, Counter(), Counter(), Counter()) == (None, None, None)
 
 
@@ -213,8 +230,12 @@ def _steps_and_leaf_op(xplane: Path) -> tuple[list[float], str]:
             if re.fullmatch(r"[^:\s]+:[A-Za-z_]\w*", names[event.metadata_id]):  # "<op name>:<op type>"
                 ops.append((line.id, names[event.metadata_id].split(":")[0], span))
     steps = sorted(calls if len(calls) > len(markers) else markers.values())
-    holders = {name for line, name, (start, end) in ops for other_line, _, (s, e) in ops
-               if other_line == line and (s, e) != (start, end) and start <= s and e <= end}
+    holders = {
+        name
+        for line, name, (start, end) in ops
+        for other_line, _, (s, e) in ops
+        if other_line == line and (s, e) != (start, end) and start <= s and e <= end
+    }
     per_step = {}
     for _, name, (start, end) in ops:
         if name not in holders:
@@ -226,8 +247,11 @@ def _steps_and_leaf_op(xplane: Path) -> tuple[list[float], str]:
     return per_step[name], name
 
 
-@pytest.mark.parametrize("xplane", [KERAS_XPLANES[0], next(VERSIONS.glob("tf2.12/cnn_cpu_bs20/**/*.xplane.pb"))],
-                         ids=["keras3_step_markers", "keras2_step_function_calls"])
+@pytest.mark.parametrize(
+    "xplane",
+    [KERAS_XPLANES[0], next(VERSIONS.glob("tf2.12/cnn_cpu_bs20/**/*.xplane.pb"))],
+    ids=["keras3_step_markers", "keras2_step_function_calls"],
+)
 def test_each_tf_op_is_placed_in_the_step_it_ran_in(xplane):
     per_step, name = _steps_and_leaf_op(xplane)
     profile = read_xplane_session([str(xplane)], read_bytes)
@@ -241,7 +265,8 @@ def test_each_tf_op_is_placed_in_the_step_it_ran_in(xplane):
     assert profile.ops.loc[row, "per_step_cv"] == pytest.approx(cv, rel=1e-4)
     # every occurrence of every op lands in a step: the steps cover the profiled work
     assert profile.step_ops.groupby("row")["occurrences"].sum().to_numpy() == pytest.approx(
-        profile.ops.loc[profile.step_ops["row"].unique(), "occurrences"].to_numpy())
+        profile.ops.loc[profile.step_ops["row"].unique(), "occurrences"].to_numpy()
+    )
 
 
 def _without_other_batch_evidence(xplane: Path, tmp_path: Path) -> Path:
@@ -271,14 +296,31 @@ def test_batch_size_from_the_shapes_of_memory_allocations(tmp_path):
     every step) must not outvote them; a run whose only allocations have a weight's shape
     stays unknown rather than guessing its leading dimension."""
     demo = Path(__file__).parent.parent / "demo_logs" / "tf_keras"
-    facts = read_xplane_session([str(_without_other_batch_evidence(
-        next(demo.glob("mnist_cnn_cpu_bs64/plugins/profile/*/*.xplane.pb")), tmp_path))], read_bytes).facts
+    facts = read_xplane_session(
+        [
+            str(
+                _without_other_batch_evidence(
+                    next(demo.glob("mnist_cnn_cpu_bs64/plugins/profile/*/*.xplane.pb")), tmp_path
+                )
+            )
+        ],
+        read_bytes,
+    ).facts
     assert facts.batch_size == 64
-    assert facts.batch_size_source == ("data: leading dimension of 4 of 4 tensor shapes in memory allocations "
-                                       "(optimizer state left out)")
+    assert facts.batch_size_source == (
+        "data: leading dimension of 4 of 4 tensor shapes in memory allocations (optimizer state left out)"
+    )
     assert facts.batch_size_agreement == 1.0
-    facts = read_xplane_session([str(_without_other_batch_evidence(
-        next(demo.glob("mnist_cnn_cpu_bs1/plugins/profile/*/*.xplane.pb")), tmp_path))], read_bytes).facts
+    facts = read_xplane_session(
+        [
+            str(
+                _without_other_batch_evidence(
+                    next(demo.glob("mnist_cnn_cpu_bs1/plugins/profile/*/*.xplane.pb")), tmp_path
+                )
+            )
+        ],
+        read_bytes,
+    ).facts
     assert facts.batch_size is None
     # BERT (TF 2.4 era, 8 GPUs): the activations' batch of 4 wins against the weights' 1024,
     # but weakly, so a sidecar or run name that says otherwise would win

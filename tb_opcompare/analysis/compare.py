@@ -75,18 +75,18 @@ def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
     if len(device) and on_host.any():
         memory = ops.loc[on_host, ["op_name", *_MEMORY]].groupby("op_name", sort=False).sum(min_count=1)
         has_host_row = device["op_name"].isin(memory.index)  # else the device row holds the op's memory
-        device = device.assign(**{column: device["op_name"].map(memory[column]).where(has_host_row, device[column])
-                                  for column in _MEMORY})
+        device = device.assign(
+            **{column: device["op_name"].map(memory[column]).where(has_host_row, device[column]) for column in _MEMORY}
+        )
     host = counted[counted["side"] == HOST]
-    chosen = pd.concat(
-        [device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True
-    )
+    chosen = pd.concat([device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True)
     types = chosen["op_type"].map(normalize_op_type) if normalize else chosen["op_type"]
     return chosen.assign(recorded_type=chosen["op_type"], op_type=types)
 
 
-def op_totals(ops: pd.DataFrame, group_by: str = "name", normalize: bool = True,
-              modules: pd.DataFrame | None = None) -> pd.DataFrame:
+def op_totals(
+    ops: pd.DataFrame, group_by: str = "name", normalize: bool = True, modules: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """One run's ops grouped by name, type or module, indexed by ``key``, with op_type,
     occurrences, total_us, time_source, mean_us and share (the per-side compare columns).
     ``modules``: the run's ``OpProfile.module_ops``, for ``group_by="module"``."""
@@ -106,16 +106,25 @@ def in_modules(chosen: pd.DataFrame, modules: pd.DataFrame | None) -> pd.DataFra
         scopes = chosen["op_name"].str.rpartition("/")[0]
         return chosen.assign(module=scopes.where(scopes != "", TOP_LEVEL), op_type=MODULE_TYPE)
     placed = chosen.drop(columns=["occurrences", "self_us", "alloc_bytes"]).merge(
-        modules.rename(columns={"op_type": "recorded_type"}), on=["side", "op_name", "recorded_type"], how="inner")
+        modules.rename(columns={"op_type": "recorded_type"}), on=["side", "op_name", "recorded_type"], how="inner"
+    )
     spread = ["std_us", "p10_us", "median_us", "p90_us", "per_step_cv", "net_bytes", "memory_calls"]
     # an op's memory is on its host rows, also where its kernels' time counts
-    host_memory = modules[modules["side"] == HOST].groupby(["op_name", "op_type", "module"])["alloc_bytes"].sum(
-        min_count=1)
+    host_memory = (
+        modules[modules["side"] == HOST].groupby(["op_name", "op_type", "module"])["alloc_bytes"].sum(min_count=1)
+    )
     where = pd.MultiIndex.from_arrays([placed["op_name"], placed["recorded_type"], placed["module"]])
-    placed = placed.assign(module=placed["module"].where(placed["module"] != "", OUTSIDE_MODULES), kernels=0,
-                           alloc_bytes=host_memory.reindex(where).to_numpy(), **{column: np.nan for column in spread})
-    unplaced = chosen[~chosen.set_index(["side", "op_name", "recorded_type"]).index.isin(
-        modules.set_index(["side", "op_name", "op_type"]).index)]
+    placed = placed.assign(
+        module=placed["module"].where(placed["module"] != "", OUTSIDE_MODULES),
+        kernels=0,
+        alloc_bytes=host_memory.reindex(where).to_numpy(),
+        **{column: np.nan for column in spread},
+    )
+    unplaced = chosen[
+        ~chosen.set_index(["side", "op_name", "recorded_type"]).index.isin(
+            modules.set_index(["side", "op_name", "op_type"]).index
+        )
+    ]
     return pd.concat([placed, unplaced.assign(module=OUTSIDE_MODULES)], ignore_index=True).assign(op_type=MODULE_TYPE)
 
 
@@ -127,7 +136,7 @@ def execution_square_sums(occurrences: pd.Series, self_us: pd.Series, std_us: pd
     and (population) std: sums of these add up across ops or runs, so their moments pool
     where percentiles cannot. NaN where the std is unknown."""
     executions = occurrences.where(occurrences > 0)
-    return executions * (std_us ** 2 + (self_us / executions) ** 2)
+    return executions * (std_us**2 + (self_us / executions) ** 2)
 
 
 def execution_std(square_sums: pd.Series, occurrences: pd.Series, self_us: pd.Series) -> pd.Series:
@@ -140,12 +149,17 @@ def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
     key = _KEYS[group_by]
     square_sum = execution_square_sums(chosen["occurrences"], chosen["self_us"], chosen["std_us"])
     if not chosen[key].duplicated().any():  # one op per key, as grouping by name nearly always gives
-        grouped = pd.DataFrame({
-            "op_type": chosen["op_type"].to_numpy(), "occurrences": chosen["occurrences"].to_numpy(),
-            "total_us": chosen["self_us"].to_numpy(), "time_source": chosen["time_source"].to_numpy(),
-            "kernels": chosen["kernels"].to_numpy(),
-            **{column: chosen[column].to_numpy() for column in (*_SPREAD, *_MEMORY)},
-        }, index=pd.Index(chosen[key].to_numpy(), name=key))
+        grouped = pd.DataFrame(
+            {
+                "op_type": chosen["op_type"].to_numpy(),
+                "occurrences": chosen["occurrences"].to_numpy(),
+                "total_us": chosen["self_us"].to_numpy(),
+                "time_source": chosen["time_source"].to_numpy(),
+                "kernels": chosen["kernels"].to_numpy(),
+                **{column: chosen[column].to_numpy() for column in (*_SPREAD, *_MEMORY)},
+            },
+            index=pd.Index(chosen[key].to_numpy(), name=key),
+        )
         square_sum = square_sum.to_numpy()
     else:
         groups = chosen.assign(square_sum=square_sum, square_missing=square_sum.isna()).groupby(key, sort=False)
@@ -199,8 +213,10 @@ def compare_ops(
         "target": op_totals(target_ops, group_by, normalize, target_modules),
     }
     keys = sides["baseline"].index.union(sides["target"].index, sort=False)
-    merged = pd.concat([table[["op_type", *PER_SIDE_FIELDS]].reindex(keys).add_prefix(f"{side}_")
-                        for side, table in sides.items()], axis=1)
+    merged = pd.concat(
+        [table[["op_type", *PER_SIDE_FIELDS]].reindex(keys).add_prefix(f"{side}_") for side, table in sides.items()],
+        axis=1,
+    )
     in_baseline = merged["baseline_mean_us"].notna()
     in_target = merged["target_mean_us"].notna()
     merged["status"] = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY)
@@ -255,8 +271,9 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
     return summary
 
 
-def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str,
-                  first: Headline) -> tuple[dict, list[str]]:
+def like_for_like(
+    summary: dict, baseline: RunRecord, target: RunRecord, group_by: str, first: Headline
+) -> tuple[dict, list[str]]:
     """Figures and notes that say what a comparison does and does not compare.
     ``baseline``/``target``: each run's ``batch_size``, ``framework`` and ``compiler``;
     ``first``: the headline (``analysis.step_time.headline``), which the notes explain.
@@ -276,34 +293,49 @@ def like_for_like(summary: dict, baseline: RunRecord, target: RunRecord, group_b
     if differ:
         if whole:
             per_sample = whole * target_batch / base_batch
-        notes.append(f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
-                     "compares one call at each size, that is different amounts of work.")
+        notes.append(
+            f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
+            "compares one call at each size, that is different amounts of work."
+        )
     op_time = per_sample or whole
-    if first.basis == STEP_WALL_TIME and op_time and first.speedup and above(abs(math.log(op_time / first.speedup)),
-                                                                            math.log(_OP_TIME_APART)):
-        notes.append(f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
-                     f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
-                     "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
-                     "so the headline is the wall time.")
+    if (
+        first.basis == STEP_WALL_TIME
+        and op_time
+        and first.speedup
+        and above(abs(math.log(op_time / first.speedup)), math.log(_OP_TIME_APART))
+    ):
+        notes.append(
+            f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
+            f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
+            "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
+            "so the headline is the wall time."
+        )
     overall = summary["overall_speedup"]
     if whole and overall and abs(overall / whole - 1) > 0.05:
-        notes.append(f"Matched op time ({format_speedup(overall)}) counts the ops both runs have; all op time per "
-                     f"step, ops found on one side only included, gives {format_speedup(whole)}.")
+        notes.append(
+            f"Matched op time ({format_speedup(overall)}) counts the ops both runs have; all op time per "
+            f"step, ops found on one side only included, gives {format_speedup(whole)}."
+        )
     if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
         frameworks = {baseline.framework, target.framework} - {None}
         families = {_framework_family(framework) for framework in frameworks}
-        why = (f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
-               if len(families) > 1 else "the runs name their ops differently (another model, or another version)")
+        why = (
+            f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
+            if len(families) > 1
+            else "the runs name their ops differently (another model, or another version)"
+        )
         # op types meet within one framework only: TensorFlow's Conv2D is never PyTorch's aten::convolution
         hint = " Group by op type to compare ops by kind." if group_by == "name" and len(families) <= 1 else ""
         notes.append(f"No op is in both runs: {why}.{hint}")
     compilers = (baseline.compiler, target.compiler)
     if None not in compilers and compilers[0] != compilers[1]:
-        notes.append(f"The runs ran under different compilers ({compilers[0]} and {compilers[1]}): a compiler fuses and "
-                     "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
-                     "only what both kept. The whole step is where both meet" + (
-                         f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME
-                         else "") + "; the Matrix view compares whole steps across compilers.")
+        notes.append(
+            f"The runs ran under different compilers ({compilers[0]} and {compilers[1]}): a compiler fuses and "
+            "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
+            "only what both kept. The whole step is where both meet"
+            + (f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME else "")
+            + "; the Matrix view compares whole steps across compilers."
+        )
     return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
 
 
@@ -316,9 +348,11 @@ def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> s
     ops = summary["matched_ops"] + summary["baseline_only_ops"] + summary["target_only_ops"]
     if ops and summary["matched_ops"] / ops >= SAME_MODEL_JACCARD - 1e-9:
         return None
-    return (f"Different models: {baseline.run} is {baseline.model} and {target.run} is {target.model}, and "
-            f"{summary['matched_ops']} of their {ops} ops are in both, so every speedup here compares different "
-            "work. The Matrix puts each model's runs on one row.")
+    return (
+        f"Different models: {baseline.run} is {baseline.model} and {target.run} is {target.model}, and "
+        f"{summary['matched_ops']} of their {ops} ops are in both, so every speedup here compares different "
+        "work. The Matrix puts each model's runs on one row."
+    )
 
 
 # Op time and wall time further apart than this (either way) get a note saying why.

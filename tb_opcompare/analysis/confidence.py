@@ -110,8 +110,15 @@ class Confidence:
     whole_step_basis: str = OP_TIME_PER_STEP  # STEP_WALL_TIME where every run has step markers
 
 
-def run_samples(ops: pd.DataFrame, step_ops: pd.DataFrame, step_count: int, steps: int | None,
-                group_by: str = "name", normalize: bool = True, step_wall_us=()) -> RunSamples:
+def run_samples(
+    ops: pd.DataFrame,
+    step_ops: pd.DataFrame,
+    step_count: int,
+    steps: int | None,
+    group_by: str = "name",
+    normalize: bool = True,
+    step_wall_us=(),
+) -> RunSamples:
     rows = counted_rows(ops)
     if group_by == "name":
         key_of_row = ops["op_name"].to_numpy(dtype=object)
@@ -130,16 +137,30 @@ def run_samples(ops: pd.DataFrame, step_ops: pd.DataFrame, step_count: int, step
         cells = step_ops[code_of_row[step_ops["row"].to_numpy()] >= 0]
         flat = cells["step"].to_numpy() * len(keys) + code_of_row[cells["row"].to_numpy()]
         step_time = np.bincount(flat, weights=cells["self_us"].to_numpy(), minlength=shape[0] * shape[1]).reshape(shape)
-        step_executions = np.bincount(flat, weights=cells["occurrences"].to_numpy(),
-                                      minlength=shape[0] * shape[1]).reshape(shape)
-    return RunSamples(pd.Index(keys), total, executions, steps or (step_count if step_count >= 2 else None),
-                      step_time, step_executions, np.asarray(step_wall_us, dtype=np.float64))
+        step_executions = np.bincount(
+            flat, weights=cells["occurrences"].to_numpy(), minlength=shape[0] * shape[1]
+        ).reshape(shape)
+    return RunSamples(
+        pd.Index(keys),
+        total,
+        executions,
+        steps or (step_count if step_count >= 2 else None),
+        step_time,
+        step_executions,
+        np.asarray(step_wall_us, dtype=np.float64),
+    )
 
 
 def profile_samples(profile, group_by: str = "name") -> RunSamples:
     """``run_samples`` of a parsed profile (an ``OpProfile``)."""
-    return run_samples(profile.ops, profile.step_ops, profile.step_count, profile.facts.steps, group_by,
-                       step_wall_us=profile.facts.step_times_us or ())
+    return run_samples(
+        profile.ops,
+        profile.step_ops,
+        profile.step_count,
+        profile.facts.steps,
+        group_by,
+        step_wall_us=profile.facts.step_times_us or (),
+    )
 
 
 def _aligned(run: RunSamples, index: pd.Index) -> tuple[np.ndarray, np.ndarray]:
@@ -202,8 +223,11 @@ def _run_logs(runs: list[RunSamples], index: pd.Index) -> tuple[np.ndarray, np.n
         with np.errstate(divide="ignore", invalid="ignore"):
             medians[position] = np.log(_nan_median(np.where(ran, _mean_per_execution(time, count), np.nan)))
         executions = aligned[position][1]
-        usable[position] = ((ran.sum(axis=0) >= MIN_STEPS_FOR_MEDIAN) & np.isfinite(medians[position])
-                            & (count.sum(axis=0) >= MIN_PLACED_SHARE * executions))
+        usable[position] = (
+            (ran.sum(axis=0) >= MIN_STEPS_FOR_MEDIAN)
+            & np.isfinite(medians[position])
+            & (count.sum(axis=0) >= MIN_PLACED_SHARE * executions)
+        )
         usable[position, -1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
     use_median = (usable | ~np.isfinite(means)).all(axis=0) & usable.any(axis=0)
     typical = np.where(use_median, medians, means)
@@ -248,13 +272,15 @@ def mean_with_interval(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nda
     count = np.isfinite(logs).sum(axis=0)
     mean = column_mean(logs)
     variance, freedom = sample_variance(logs)
-    margin = (student_t_quantile(1 - (1 - CONFIDENCE) / 2, np.where(freedom > 0, freedom, np.nan))
-              * np.sqrt(variance / np.maximum(count, 1)))
+    margin = student_t_quantile(1 - (1 - CONFIDENCE) / 2, np.where(freedom > 0, freedom, np.nan)) * np.sqrt(
+        variance / np.maximum(count, 1)
+    )
     return mean, margin, count
 
 
-def pooled_means(values: np.ndarray, groups: np.ndarray, positions: np.ndarray,
-                 count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pooled_means(
+    values: np.ndarray, groups: np.ndarray, positions: np.ndarray, count: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Repeats of one configuration pooled, as the trend and the sweep pool them: for each
     of ``count`` groups (``groups`` gives each value's, ``positions`` its place in it), the
     geometric mean of its positive values and the 95% interval of that mean (Student's t
@@ -316,8 +342,10 @@ class RunNoise:
         """(variance, degrees of freedom) for each key."""
         ops = self.freedom.drop(WHOLE_STEP, errors="ignore")
         typical_freedom = float((ops if len(ops) else self.freedom).median())
-        return (self.variance.reindex(keys).fillna(self.typical ** 2).to_numpy(dtype=np.float64),
-                self.freedom.reindex(keys).fillna(typical_freedom).to_numpy(dtype=np.float64))
+        return (
+            self.variance.reindex(keys).fillna(self.typical**2).to_numpy(dtype=np.float64),
+            self.freedom.reindex(keys).fillna(typical_freedom).to_numpy(dtype=np.float64),
+        )
 
 
 def run_noise(groups: list[list[RunSamples]]) -> RunNoise | None:
@@ -330,22 +358,32 @@ def run_noise(groups: list[list[RunSamples]]) -> RunNoise | None:
         keys = pd.Index(sorted(set().union(*(set(run.keys) for run in runs))), dtype=object)
         logs = _adjusted_for_run_speed(log_run_typical(runs, keys))[0]
         variance, freedom = sample_variance(logs)
-        parts.append(pd.DataFrame({"key": [*keys, WHOLE_STEP], "weighted": variance * freedom, "freedom": freedom,
-                                   "runs": len(runs)}))
+        parts.append(
+            pd.DataFrame(
+                {"key": [*keys, WHOLE_STEP], "weighted": variance * freedom, "freedom": freedom, "runs": len(runs)}
+            )
+        )
     if not parts:
         return None
     pooled = pd.concat(parts, ignore_index=True)
     pooled = pooled[pooled["freedom"] > 0].groupby("key", sort=False)[["weighted", "freedom"]].sum()
     if not len(pooled):
         return None
-    return RunNoise(pooled["weighted"] / pooled["freedom"], pooled["freedom"],
-                    sum(len(runs) for runs in groups if len(runs) >= 2))
+    return RunNoise(
+        pooled["weighted"] / pooled["freedom"], pooled["freedom"], sum(len(runs) for runs in groups if len(runs) >= 2)
+    )
 
 
-def compare_with_confidence(baseline: list[RunSamples], target: list[RunSamples], keys: list[str] | None = None,
-                            threshold: float = 0.0, baseline_noise: RunNoise | None = None,
-                            target_noise: RunNoise | None = None, resamples: int = RESAMPLES,
-                            seed: int = SEED) -> Confidence:
+def compare_with_confidence(
+    baseline: list[RunSamples],
+    target: list[RunSamples],
+    keys: list[str] | None = None,
+    threshold: float = 0.0,
+    baseline_noise: RunNoise | None = None,
+    target_noise: RunNoise | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Confidence:
     """One row per op key (those of ``keys``, else every key either side has) and a last
     row for the whole step: each side's mean, the speedup (and adjusted speedup), its 95%
     interval and its p-value against a change of at most ``threshold``, each side's share
@@ -368,22 +406,38 @@ def compare_with_confidence(baseline: list[RunSamples], target: list[RunSamples]
         worth = np.maximum(shares["baseline_share"], shares["target_share"]) >= BOOTSTRAP_MIN_SHARE
         estimates = _step_level(baseline[0], target[0], index, threshold, resamples, seed, worth)
         if wall:
-            _bootstrap_wall_step(estimates, baseline[0].step_wall_us, target[0].step_wall_us, threshold, resamples,
-                                 seed)
-        return Confidence(pd.DataFrame({"key": [*index, WHOLE_STEP], **estimates, **shares}), STEPS, False,
-                          whole_step_basis=whole_step_basis)
+            _bootstrap_wall_step(
+                estimates, baseline[0].step_wall_us, target[0].step_wall_us, threshold, resamples, seed
+            )
+        return Confidence(
+            pd.DataFrame({"key": [*index, WHOLE_STEP], **estimates, **shares}),
+            STEPS,
+            False,
+            whole_step_basis=whole_step_basis,
+        )
     estimates, speed = _run_level(sides, index, threshold)
     if wall:  # as measured, the whole step is the headline's: each side's steady steps pooled, their median
         pooled = [step_latency([run.step_wall_us for run in runs]).median_us for runs in (baseline, target)]
         estimates["baseline_mean_us"][-1], estimates["target_mean_us"][-1] = pooled
         estimates["speedup"][-1] = pooled[0] / pooled[1]
-    common = float(np.exp(speed[len(baseline):].mean() - speed[:len(baseline)].mean())) if speed is not None else None
-    return Confidence(pd.DataFrame({"key": [*index, WHOLE_STEP], **estimates, **shares}), RUNS, speed is not None,
-                      common, whole_step_basis)
+    common = float(np.exp(speed[len(baseline) :].mean() - speed[: len(baseline)].mean())) if speed is not None else None
+    return Confidence(
+        pd.DataFrame({"key": [*index, WHOLE_STEP], **estimates, **shares}),
+        RUNS,
+        speed is not None,
+        common,
+        whole_step_basis,
+    )
 
 
-def _bootstrap_wall_step(estimates: dict[str, np.ndarray], baseline_steps: np.ndarray, target_steps: np.ndarray,
-                         threshold: float, resamples: int, seed: int) -> None:
+def _bootstrap_wall_step(
+    estimates: dict[str, np.ndarray],
+    baseline_steps: np.ndarray,
+    target_steps: np.ndarray,
+    threshold: float,
+    resamples: int,
+    seed: int,
+) -> None:
     """The whole step's row of a one-run-a-side comparison on step wall times: the ratio
     of the two runs' steady medians, with a bootstrap over each run's steady steps."""
     steady = [np.asarray(steady_steps(steps), dtype=np.float64) for steps in (baseline_steps, target_steps)]
@@ -395,8 +449,9 @@ def _bootstrap_wall_step(estimates: dict[str, np.ndarray], baseline_steps: np.nd
     low = high = p_value = np.nan
     if all(len(steps) >= 2 for steps in steady):
         rng = np.random.default_rng(seed)
-        replicates = (np.median(rng.choice(steady[0], (resamples, len(steady[0]))), axis=1)
-                      / np.median(rng.choice(steady[1], (resamples, len(steady[1]))), axis=1))
+        replicates = np.median(rng.choice(steady[0], (resamples, len(steady[0]))), axis=1) / np.median(
+            rng.choice(steady[1], (resamples, len(steady[1]))), axis=1
+        )
         tail = (1 - CONFIDENCE) / 2
         low, high = (float(value) for value in np.quantile(replicates, [tail, 1 - tail]))
         slower_p = (int((replicates >= 1 / (1 + threshold)).sum()) + 1) / (resamples + 1)
@@ -441,7 +496,7 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
     with np.errstate(invalid="ignore", divide="ignore"):
         base_error, target_error = base_var / base_n, target_var / target_n
         error_variance = base_error + target_error
-        freedom = error_variance ** 2 / (base_error ** 2 / base_df + target_error ** 2 / target_df)
+        freedom = error_variance**2 / (base_error**2 / base_df + target_error**2 / target_df)
         error = np.sqrt(error_variance)
         tested = np.isfinite(difference) & np.isfinite(error) & (error > 0) & np.isfinite(freedom)
         margin = np.full(len(columns), np.nan)
@@ -453,16 +508,28 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
         faster_p[tested] = student_t_cdf(-(difference[tested] - shift) / error[tested], freedom[tested])
     raw_difference = [column_mean(means[:baseline_runs]), column_mean(means[baseline_runs:])]  # as measured
     return {
-        "baseline_mean_us": np.exp(raw_difference[0]), "target_mean_us": np.exp(raw_difference[1]),
-        "speedup": np.exp(raw_difference[0] - raw_difference[1]), "adjusted_speedup": np.exp(difference),
-        "speedup_low": np.exp(difference - margin), "speedup_high": np.exp(difference + margin),
-        "p_value": np.minimum(slower_p, faster_p), "slower": difference < 0,
-        "log_error": np.where(tested, error, np.nan), "freedom": np.where(tested, freedom, np.nan),
+        "baseline_mean_us": np.exp(raw_difference[0]),
+        "target_mean_us": np.exp(raw_difference[1]),
+        "speedup": np.exp(raw_difference[0] - raw_difference[1]),
+        "adjusted_speedup": np.exp(difference),
+        "speedup_low": np.exp(difference - margin),
+        "speedup_high": np.exp(difference + margin),
+        "p_value": np.minimum(slower_p, faster_p),
+        "slower": difference < 0,
+        "log_error": np.where(tested, error, np.nan),
+        "freedom": np.where(tested, freedom, np.nan),
     }, speed
 
 
-def _step_level(baseline: RunSamples, target: RunSamples, index: pd.Index, threshold: float,
-                resamples: int, seed: int, worth: np.ndarray) -> dict[str, np.ndarray]:
+def _step_level(
+    baseline: RunSamples,
+    target: RunSamples,
+    index: pd.Index,
+    threshold: float,
+    resamples: int,
+    seed: int,
+    worth: np.ndarray,
+) -> dict[str, np.ndarray]:
     """Bootstrap over the profiled steps of one run a side: too narrow where runs of one
     configuration differ, the best there is without repeats. Only the columns of
     ``worth`` are resampled; an op with no time placed in steps, or a side with fewer
@@ -478,14 +545,15 @@ def _step_level(baseline: RunSamples, target: RunSamples, index: pd.Index, thres
     if len(base_time) >= 2 and len(target_time) >= 2:
         rng = np.random.default_rng(seed)
         base_weights = rng.multinomial(len(base_time), np.full(len(base_time), 1 / len(base_time)), size=resamples)
-        target_weights = rng.multinomial(len(target_time), np.full(len(target_time), 1 / len(target_time)),
-                                         size=resamples)
+        target_weights = rng.multinomial(
+            len(target_time), np.full(len(target_time), 1 / len(target_time)), size=resamples
+        )
         tail = (1 - CONFIDENCE) / 2
         for start in range(0, len(resampled), _CHUNK):
-            part = resampled[start:start + _CHUNK]
-            replicates = (_mean_per_execution(base_weights @ base_time[:, part], base_weights @ base_count[:, part])
-                          / _mean_per_execution(target_weights @ target_time[:, part],
-                                                target_weights @ target_count[:, part]))
+            part = resampled[start : start + _CHUNK]
+            replicates = _mean_per_execution(
+                base_weights @ base_time[:, part], base_weights @ base_count[:, part]
+            ) / _mean_per_execution(target_weights @ target_time[:, part], target_weights @ target_count[:, part])
             finite = np.isfinite(replicates)
             usable = finite.sum(axis=0)
             with warnings.catch_warnings():  # an op absent from one side has no finite replicate: NaN is the answer
@@ -497,10 +565,16 @@ def _step_level(baseline: RunSamples, target: RunSamples, index: pd.Index, thres
             faster_p[part] = (((replicates <= 1 + threshold) & finite).sum(axis=0) + 1) / (usable + 1)
     tested = np.isfinite(speedup) & np.isfinite(low)
     return {
-        "baseline_mean_us": base_mean, "target_mean_us": target_mean, "speedup": speedup, "adjusted_speedup": speedup,
-        "speedup_low": np.where(tested, low, np.nan), "speedup_high": np.where(tested, high, np.nan),
-        "p_value": np.where(tested, np.minimum(slower_p, faster_p), np.nan), "slower": speedup < 1,
-        "log_error": np.full(columns, np.nan), "freedom": np.full(columns, np.nan),  # a bootstrap has neither
+        "baseline_mean_us": base_mean,
+        "target_mean_us": target_mean,
+        "speedup": speedup,
+        "adjusted_speedup": speedup,
+        "speedup_low": np.where(tested, low, np.nan),
+        "speedup_high": np.where(tested, high, np.nan),
+        "p_value": np.where(tested, np.minimum(slower_p, faster_p), np.nan),
+        "slower": speedup < 1,
+        "log_error": np.full(columns, np.nan),
+        "freedom": np.full(columns, np.nan),  # a bootstrap has neither
     }
 
 
@@ -553,8 +627,9 @@ def decide(table: pd.DataFrame, family: np.ndarray, alone: np.ndarray | None = N
         rejected = benjamini_hochberg(np.where(pointing, p_value[members], 1.0), family_rate)
         significant[members[pointing]] = rejected[pointing]
         cutoff[members[pointing]] = family_rate * max(int(rejected.sum()), 1) / max(len(members), 1)
-    verdict = np.where(~(family | alone), UNTESTED, np.where(significant & slower, SLOWER,
-                                                             np.where(significant, FASTER, WITHIN_NOISE)))
+    verdict = np.where(
+        ~(family | alone), UNTESTED, np.where(significant & slower, SLOWER, np.where(significant, FASTER, WITHIN_NOISE))
+    )
     in_baseline = np.isfinite(table["baseline_mean_us"].to_numpy(dtype=np.float64))
     in_target = np.isfinite(table["target_mean_us"].to_numpy(dtype=np.float64))
     is_op = (table["key"] != WHOLE_STEP).to_numpy()
@@ -626,7 +701,7 @@ def _incomplete_beta(a: np.ndarray, b: float, x: np.ndarray) -> np.ndarray:
     swap = x > (a + 1) / (a + b + 2)
     a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1 - x, x)
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_front = (_log_gamma(a + b) - _log_gamma(a) - _log_gamma(b) + a * np.log(x) + b * np.log1p(-x))
+        log_front = _log_gamma(a + b) - _log_gamma(a) - _log_gamma(b) + a * np.log(x) + b * np.log1p(-x)
         front = np.where(x > 0, np.exp(log_front) / a, 0.0)
     tiny = 1e-300
     c = np.ones(a.shape)
@@ -634,8 +709,10 @@ def _incomplete_beta(a: np.ndarray, b: float, x: np.ndarray) -> np.ndarray:
     d = 1 / np.where(np.abs(d) < tiny, tiny, d)
     fraction = d.copy()
     for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1 + numerator * d
             d = 1 / np.where(np.abs(d) < tiny, tiny, d)
             c = 1 + numerator / c

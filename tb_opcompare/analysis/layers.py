@@ -57,23 +57,41 @@ def run_layers(ops: pd.DataFrame, annotations: pd.DataFrame) -> tuple[dict[str, 
     if device.any():
         totals[DEVICE_LAYER] = (float(ops["total_us"].to_numpy()[device].sum()), KERNEL)
     listed = ops[on_host & np.isin(layers, ROW_LAYERS)]
-    rows = pd.DataFrame({"layer": layers[on_host & np.isin(layers, ROW_LAYERS)], "name": listed["op_name"].to_numpy(),
-                         "kind": listed["op_type"].to_numpy(), "calls": listed["occurrences"].to_numpy(),
-                         "wall_us": listed["total_us"].to_numpy(), "self_us": listed["self_us"].to_numpy()})
+    rows = pd.DataFrame(
+        {
+            "layer": layers[on_host & np.isin(layers, ROW_LAYERS)],
+            "name": listed["op_name"].to_numpy(),
+            "kind": listed["op_type"].to_numpy(),
+            "calls": listed["occurrences"].to_numpy(),
+            "wall_us": listed["total_us"].to_numpy(),
+            "self_us": listed["self_us"].to_numpy(),
+        }
+    )
     if len(annotations):
-        kept = pd.DataFrame({"layer": APPLICATION, "name": annotations["name"].to_numpy(),
-                             "kind": annotations["kind"].to_numpy(), "calls": annotations["occurrences"].to_numpy(),
-                             "wall_us": annotations["total_us"].to_numpy(), "self_us": np.nan})
+        kept = pd.DataFrame(
+            {
+                "layer": APPLICATION,
+                "name": annotations["name"].to_numpy(),
+                "kind": annotations["kind"].to_numpy(),
+                "calls": annotations["occurrences"].to_numpy(),
+                "wall_us": annotations["total_us"].to_numpy(),
+                "self_us": np.nan,
+            }
+        )
         rows = pd.concat([rows, kept], ignore_index=True)
         if APPLICATION not in totals:
             totals[APPLICATION] = (float(annotations["outermost_us"].sum()), WALL)
     return totals, rows
 
 
-def compare_layers(baseline: tuple[pd.DataFrame, pd.DataFrame], target: tuple[pd.DataFrame, pd.DataFrame],
-                   baseline_steps: int | None = None, target_steps: int | None = None,
-                   baseline_step_us: float | None = None,
-                   target_step_us: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+def compare_layers(
+    baseline: tuple[pd.DataFrame, pd.DataFrame],
+    target: tuple[pd.DataFrame, pd.DataFrame],
+    baseline_steps: int | None = None,
+    target_steps: int | None = None,
+    baseline_step_us: float | None = None,
+    target_step_us: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """Two runs' layers from their ``(ops, annotations)``: ``(totals, rows, per_step)``.
 
     ``totals`` has a row per layer either run has (``TOTAL_COLUMNS``; a share is of the
@@ -100,9 +118,16 @@ def compare_layers(baseline: tuple[pd.DataFrame, pd.DataFrame], target: tuple[pd
     per_side = []
     for side, (_, rows) in sides.items():
         keys = rows["name"].where(rows["layer"] != RUNTIME, rows["name"].map(runtime_call_key))
-        grouped = rows.assign(key=keys).groupby(["layer", "kind", "key"], sort=False).agg(
-            name=("name", lambda names: " / ".join(dict.fromkeys(names))), calls=("calls", "sum"),
-            wall_us=("wall_us", "sum"), self_us=("self_us", lambda s: s.sum(min_count=1)))
+        grouped = (
+            rows.assign(key=keys)
+            .groupby(["layer", "kind", "key"], sort=False)
+            .agg(
+                name=("name", lambda names: " / ".join(dict.fromkeys(names))),
+                calls=("calls", "sum"),
+                wall_us=("wall_us", "sum"),
+                self_us=("self_us", lambda s: s.sum(min_count=1)),
+            )
+        )
         grouped["mean_us"] = grouped["wall_us"] / grouped["calls"].where(grouped["calls"] > 0)
         grouped[["wall_us", "self_us"]] = grouped[["wall_us", "self_us"]] / scale[side]
         per_side.append(grouped.add_prefix(f"{side}_"))

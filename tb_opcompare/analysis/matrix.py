@@ -92,8 +92,14 @@ DEFAULT_REFERENCE = Column(DEFAULT_COLUMN_DEVICE, DEFAULT_PRECISION, DEFAULT_COM
 
 
 def column_order(column: Column) -> tuple:
-    return (DEVICE_ORDER.get(column.device, 1), column.device, not is_default("precision", column.precision),
-            column.precision, not is_default("compiler", column.compiler), column.compiler)
+    return (
+        DEVICE_ORDER.get(column.device, 1),
+        column.device,
+        not is_default("precision", column.precision),
+        column.precision,
+        not is_default("compiler", column.compiler),
+        column.compiler,
+    )
 
 
 def parse_column(text: str) -> Column:
@@ -108,8 +114,9 @@ def parse_column(text: str) -> Column:
     return Column(kind.upper() + opening + model, parts[1], parts[2])
 
 
-def build_matrix(runs: Sequence[MatrixRun], reference: Column | None = None,
-                 warmup: int | None = None) -> tuple[list[Cell], list[Column], Column | None]:
+def build_matrix(
+    runs: Sequence[MatrixRun], reference: Column | None = None, warmup: int | None = None
+) -> tuple[list[Cell], list[Column], Column | None]:
     """The cells (rows in model, batch size order; columns in ``column_order``), the
     columns, and the reference column used for speedups: ``reference`` where given, else
     CPU · fp32 · eager where present, else the first column. A row with no cell in the
@@ -127,14 +134,27 @@ def build_matrix(runs: Sequence[MatrixRun], reference: Column | None = None,
         reference = next((column for column in columns if column == DEFAULT_REFERENCE), columns[0])
     cells = []
     for (model, batch_size, column), members in sorted(
-            grouped.items(), key=lambda item: (item[0][0], item[0][1] is None, item[0][1] or 0,
-                                               column_order(item[0][2]))):
+        grouped.items(), key=lambda item: (item[0][0], item[0][1] is None, item[0][1] or 0, column_order(item[0][2]))
+    ):
         members = sorted(members, key=lambda member: member.run)
         steps = step_latency([run.step_times_us for run in members], warmup)
         latency = steps.median_us
         throughput = batch_size * 1e6 / latency if batch_size and latency else None
-        cells.append(Cell(model, batch_size, column, [run.run for run in members], steps.steps, steps.warmup_steps,
-                          latency, steps.std_us, steps.p10_us, steps.p90_us, throughput))
+        cells.append(
+            Cell(
+                model,
+                batch_size,
+                column,
+                [run.run for run in members],
+                steps.steps,
+                steps.warmup_steps,
+                latency,
+                steps.std_us,
+                steps.p10_us,
+                steps.p90_us,
+                throughput,
+            )
+        )
     rows: dict[tuple, list[Cell]] = {}
     for cell in cells:
         rows.setdefault((cell.model, cell.batch_size), []).append(cell)

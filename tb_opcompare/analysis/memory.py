@@ -49,6 +49,11 @@ def timeline_series(timeline: pd.DataFrame) -> list[tuple[str, np.ndarray, np.nd
     """Each device's (name, times µs, bytes in use), devices in the table's order."""
     series = []
     for device, samples in timeline.groupby("device", sort=False):
-        series.append((str(device), samples["time_us"].to_numpy(dtype=np.float64),
-                       samples["bytes_in_use"].to_numpy(dtype=np.float64)))
+        series.append(
+            (
+                str(device),
+                samples["time_us"].to_numpy(dtype=np.float64),
+                samples["bytes_in_use"].to_numpy(dtype=np.float64),
+            )
+        )
     return series

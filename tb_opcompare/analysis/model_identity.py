@@ -88,8 +88,9 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
         evidence.setdefault(a, why_a)
         evidence.setdefault(b, why_b)
 
-    crowded = {folder for folder, count in collections.Counter(run.folder for run in runs).items()
-               if count > MAX_FOLDER_RUNS}
+    crowded = {
+        folder for folder, count in collections.Counter(run.folder for run in runs).items() if count > MAX_FOLDER_RUNS
+    }
     by_key: dict[str, list[IdentityRun]] = {}
     for run in runs:
         if not run.names_nothing or run.from_sidecar or run.folder in crowded:
@@ -98,8 +99,11 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
         for other in named[1:]:
             parent[other.run] = named[0].run
             members[named[0].run].extend(members.pop(other.run))
-    unsure = {run.run for run in runs if not run.from_sidecar and run.op_names
-              and (run.names_nothing or len(by_key.get(run.key, ())) == 1)}
+    unsure = {
+        run.run
+        for run in runs
+        if not run.from_sidecar and run.op_names and (run.names_nothing or len(by_key.get(run.key, ())) == 1)
+    }
     folders: dict[str, list[IdentityRun]] = {}
     for run in runs:
         if run.op_names and not run.from_sidecar:
@@ -122,24 +126,39 @@ def _join_batch_sizes(runs: list[IdentityRun], unsure: set[str], join) -> None:
             continue
         score = jaccard(a.op_names, b.op_names)
         if score >= SAME_MODEL_JACCARD - 1e-9:
-            join(a.run, b.run, f"data: the same ops as {b.run} at batch {b.batch_size} (Jaccard {score:.2f})",
-                 f"data: the same ops as {a.run} at batch {a.batch_size} (Jaccard {score:.2f})")
+            join(
+                a.run,
+                b.run,
+                f"data: the same ops as {b.run} at batch {b.batch_size} (Jaccard {score:.2f})",
+                f"data: the same ops as {a.run} at batch {a.batch_size} (Jaccard {score:.2f})",
+            )
 
 
 def _join_counterparts(runs: list[IdentityRun], unsure: set[str], join) -> None:
     # each run stands for itself (its own name as model), so only the overlap rule pairs
-    pairs = pair_runs([RunForPairing(run=run.run, model=run.run, device=run.device, batch_size=run.batch_size,
-                                     op_names=run.op_names) for run in runs])
+    pairs = pair_runs(
+        [
+            RunForPairing(
+                run=run.run, model=run.run, device=run.device, batch_size=run.batch_size, op_names=run.op_names
+            )
+            for run in runs
+        ]
+    )
     for pair in pairs:
         if pair.guess or (pair.baseline not in unsure and pair.target not in unsure):
             continue
         how = pair.matched_by
-        join(pair.baseline, pair.target, f"data: the CPU run of {pair.target}, paired by {how}",
-             f"data: the accelerator run of {pair.baseline}, paired by {how}")
+        join(
+            pair.baseline,
+            pair.target,
+            f"data: the CPU run of {pair.target}, paired by {how}",
+            f"data: the accelerator run of {pair.baseline}, paired by {how}",
+        )
 
 
-def _named(runs: list[IdentityRun], root, members: dict[str, list[IdentityRun]],
-           evidence: dict[str, str]) -> dict[str, Identity]:
+def _named(
+    runs: list[IdentityRun], root, members: dict[str, list[IdentityRun]], evidence: dict[str, str]
+) -> dict[str, Identity]:
     """One name per group: the members' shared key, else their keys' common beginning
     (``lstm_runA`` and ``lstm_runB`` are ``lstm_run``), else the first key; a name
     another group has already gets its number (``runs (2)``)."""

@@ -22,19 +22,28 @@ TREE_COLUMNS = MODULE_NODE_COLUMNS
 _SIDES = ("baseline", "target")
 
 
-def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_modules: pd.DataFrame | None,
-                target_modules: pd.DataFrame | None, baseline_steps: int | None = None,
-                target_steps: int | None = None) -> pd.DataFrame:
+def module_tree(
+    baseline_ops: pd.DataFrame,
+    target_ops: pd.DataFrame,
+    baseline_modules: pd.DataFrame | None,
+    target_modules: pd.DataFrame | None,
+    baseline_steps: int | None = None,
+    target_steps: int | None = None,
+) -> pd.DataFrame:
     """One row per node (``TREE_COLUMNS``), parents before children, largest first among
     siblings. ``id`` is the node's path (modules ``/``-joined, an op after its module's
     path and a ``/``; the root ``""``), ``parent`` its parent's id. A node only one run
     has keeps the other side empty (``status`` ``baseline_only`` / ``target_only``)."""
     per_step = bool(baseline_steps and target_steps)
     sides = {}
-    for side, ops, modules, steps in (("baseline", baseline_ops, baseline_modules, baseline_steps),
-                                      ("target", target_ops, target_modules, target_steps)):
+    for side, ops, modules, steps in (
+        ("baseline", baseline_ops, baseline_modules, baseline_steps),
+        ("target", target_ops, target_modules, target_steps),
+    ):
         placed = in_modules(effective_ops(ops), modules).groupby(["module", "op_name"], sort=False)
-        measured = pd.DataFrame({side: placed["self_us"].sum(), f"{side}_alloc": placed["alloc_bytes"].sum(min_count=1)})
+        measured = pd.DataFrame(
+            {side: placed["self_us"].sum(), f"{side}_alloc": placed["alloc_bytes"].sum(min_count=1)}
+        )
         sides[side] = measured / steps if per_step else measured
     leaves = pd.concat(sides.values(), axis=1)
     present = pd.DataFrame({side: leaves[side].notna() for side in _SIDES})
@@ -48,7 +57,7 @@ def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_m
             parent, path = path, f"{path}/{part}" if path else part
             node = nodes.setdefault(path, _node(path, parent, part, MODULE, depth))
             _add(node, times, present.loc[(module, op)])
-        name = op[len(module) + 1:] if op.startswith(module + "/") else op  # a TF op named in its scope
+        name = op[len(module) + 1 :] if op.startswith(module + "/") else op  # a TF op named in its scope
         op_id = f"{path}/{name}"
         if nodes.get(op_id, {}).get("kind") == MODULE:  # a TF op named like a scope of other ops
             op_id += " (op)"
@@ -62,16 +71,28 @@ def module_tree(baseline_ops: pd.DataFrame, target_ops: pd.DataFrame, baseline_m
     frame["speedup"] = frame["baseline_us"] / frame["target_us"].where(frame["target_us"] > 0)
     for side in _SIDES:
         frame[f"{side}_alloc_bytes"] = frame[f"{side}_alloc_bytes"].where(frame[f"in_{side}"] & recorded[side])
-    frame["status"] = [("matched" if b and t else "baseline_only" if b else "target_only")
-                       for b, t in zip(frame["in_baseline"], frame["in_target"])]
+    frame["status"] = [
+        ("matched" if b and t else "baseline_only" if b else "target_only")
+        for b, t in zip(frame["in_baseline"], frame["in_target"])
+    ]
     frame["parent"] = frame["parent"].astype(object).where(frame["parent"].notna(), None)
     return _ordered(frame)[TREE_COLUMNS]
 
 
 def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) -> dict:
-    return {"id": node_id, "parent": parent, "name": name, "kind": kind, "depth": depth, "baseline_us": 0.0,
-            "target_us": 0.0, "baseline_alloc_bytes": 0.0, "target_alloc_bytes": 0.0, "in_baseline": False,
-            "in_target": False}
+    return {
+        "id": node_id,
+        "parent": parent,
+        "name": name,
+        "kind": kind,
+        "depth": depth,
+        "baseline_us": 0.0,
+        "target_us": 0.0,
+        "baseline_alloc_bytes": 0.0,
+        "target_alloc_bytes": 0.0,
+        "in_baseline": False,
+        "in_target": False,
+    }
 
 
 def _add(node: dict, times: pd.Series, present: pd.Series) -> None:

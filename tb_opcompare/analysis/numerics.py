@@ -55,8 +55,9 @@ def _decide(values, limits, compare):
     with np.errstate(invalid="ignore"):
         near = np.abs(array - limit) <= 1e-6 * np.maximum(np.abs(limit), 1e-300)
     if near.any():
-        decided[near] = [compare(settled(value), bound)
-                         for value, bound in zip(array[near].tolist(), limit[near].tolist())]
+        decided[near] = [
+            compare(settled(value), bound) for value, bound in zip(array[near].tolist(), limit[near].tolist())
+        ]
     return bool(decided) if decided.ndim == 0 else decided
 
 

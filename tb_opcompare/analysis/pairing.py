@@ -64,8 +64,11 @@ def pair_runs(runs: list[RunForPairing]) -> list[Pair]:
             same_repeat = cpu.repeat is None or accelerator.repeat is None or cpu.repeat == accelerator.repeat
             if cpu.model == accelerator.model and cpu.batch_size == accelerator.batch_size and same_repeat:
                 found_by_data = any(run.model_source.startswith("data") for run in (cpu, accelerator))
-                pairs.append(_pair(cpu, accelerator, cpu.model,
-                                   "one model, found from the ops" if found_by_data else "run names"))
+                pairs.append(
+                    _pair(
+                        cpu, accelerator, cpu.model, "one model, found from the ops" if found_by_data else "run names"
+                    )
+                )
                 paired.update((cpu.run, accelerator.run))
     scores = {}
     for cpu in baselines:
@@ -80,15 +83,21 @@ def pair_runs(runs: list[RunForPairing]) -> list[Pair]:
             continue
         # Overlap alone is weak: the best match must stand clear of every other candidate
         # of either run, or runs of other batch sizes of one model would pair at random.
-        rivals = [other for (b, t), (other, _, _) in scores.items()
-                  if (b == cpu_run) != (t == accelerator_run) and b not in paired and t not in paired]
+        rivals = [
+            other
+            for (b, t), (other, _, _) in scores.items()
+            if (b == cpu_run) != (t == accelerator_run) and b not in paired and t not in paired
+        ]
         runner_up = max(rivals, default=0.0)
         if score - runner_up < OVERLAP_MARGIN - 1e-9:  # exactly the margin is enough (float rounding aside)
             continue
         unknown = cpu.batch_size is None or accelerator.batch_size is None
         how = f"op names (Jaccard {score:.2f}" + (f", next best {runner_up:.2f}" if rivals else "") + ")"
-        pairs.append(_pair(cpu, accelerator, cpu.model, how + ("; a guess: batch sizes unknown" if unknown else ""),
-                           guess=unknown))
+        pairs.append(
+            _pair(
+                cpu, accelerator, cpu.model, how + ("; a guess: batch sizes unknown" if unknown else ""), guess=unknown
+            )
+        )
         paired.update((cpu_run, accelerator_run))
     return pairs
 
@@ -104,10 +113,13 @@ def variant_pairs(runs: list[RunForPairing]) -> list[Pair]:
                 continue
             for baseline in sorted(runs, key=lambda run: run.run):
                 same_repeat = baseline.repeat is None or target.repeat is None or baseline.repeat == target.repeat
-                if (is_default(dimension, _value(baseline, dimension)) and same_repeat
-                        and (baseline.base_model, baseline.device, baseline.batch_size)
-                        == (target.base_model, target.device, target.batch_size)
-                        and all(_value(baseline, other) == _value(target, other) for other in held)):
+                if (
+                    is_default(dimension, _value(baseline, dimension))
+                    and same_repeat
+                    and (baseline.base_model, baseline.device, baseline.batch_size)
+                    == (target.base_model, target.device, target.batch_size)
+                    and all(_value(baseline, other) == _value(target, other) for other in held)
+                ):
                     pairs.append(_pair(baseline, target, target.base_model, "run facts", varies=dimension))
     return pairs
 
@@ -119,11 +131,23 @@ def _value(run: RunForPairing, dimension: str) -> str:
     return getattr(run, dimension) or VARIANT_DIMENSIONS[dimension]
 
 
-def _pair(baseline: RunForPairing, target: RunForPairing, model: str, matched_by: str, guess: bool = False,
-          varies: str = "device") -> Pair:
-    return Pair(baseline=baseline.run, target=target.run, model=model,
-                batch_size=baseline.batch_size if baseline.batch_size is not None else target.batch_size,
-                matched_by=matched_by, guess=guess, varies=varies)
+def _pair(
+    baseline: RunForPairing,
+    target: RunForPairing,
+    model: str,
+    matched_by: str,
+    guess: bool = False,
+    varies: str = "device",
+) -> Pair:
+    return Pair(
+        baseline=baseline.run,
+        target=target.run,
+        model=model,
+        batch_size=baseline.batch_size if baseline.batch_size is not None else target.batch_size,
+        matched_by=matched_by,
+        guess=guess,
+        varies=varies,
+    )
 
 
 def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pair] = ()) -> SuggestedPair | None:
@@ -141,51 +165,81 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pa
     if pairs:
         largest = max(pair.batch_size or 0 for pair in pairs)
         first = next(pair for pair in pairs if (pair.batch_size or 0) == largest)
-        return SuggestedPair(baseline=first.baseline, target=first.target,
-                             reason=f"{first.baseline} is the CPU run and {first.target} the accelerator run of "
-                                    f"{first.model}" + (f", at the largest batch size ({largest})" if largest else ""))
+        return SuggestedPair(
+            baseline=first.baseline,
+            target=first.target,
+            reason=f"{first.baseline} is the CPU run and {first.target} the accelerator run of "
+            f"{first.model}" + (f", at the largest batch size ({largest})" if largest else ""),
+        )
     groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
     for run in runs:
         if run.batch_size:
             groups.setdefault((run.model, _hardware(run)), []).append(run)
-    sweeps = [sorted(group, key=lambda r: (r.batch_size, r.run)) for group in groups.values()
-              if len({r.batch_size for r in group}) > 1]
+    sweeps = [
+        sorted(group, key=lambda r: (r.batch_size, r.run))
+        for group in groups.values()
+        if len({r.batch_size for r in group}) > 1
+    ]
     if sweeps:
         widest = max(sweeps, key=lambda g: (g[-1].batch_size / g[0].batch_size, len(g)))
         small, large = widest[0], widest[-1]
-        return SuggestedPair(baseline=small.run, target=large.run,
-                             reason=f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
-                                    f"{_hardware(small) or 'one device'}: the widest batch-size change in this logdir")
+        return SuggestedPair(
+            baseline=small.run,
+            target=large.run,
+            reason=f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
+            f"{_hardware(small) or 'one device'}: the widest batch-size change in this logdir",
+        )
     for a, b in itertools.combinations(runs, 2):
-        if (a.model == b.model and a.batch_size == b.batch_size and a.device and b.device
-                and _hardware(a) != _hardware(b) and (a.precision, a.compiler) == (b.precision, b.compiler)):
+        if (
+            a.model == b.model
+            and a.batch_size == b.batch_size
+            and a.device
+            and b.device
+            and _hardware(a) != _hardware(b)
+            and (a.precision, a.compiler) == (b.precision, b.compiler)
+        ):
             at = f" at batch size {a.batch_size}" if a.batch_size else ""
-            return SuggestedPair(baseline=a.run, target=b.run,
-                                 reason=f"{a.model} on {_hardware(a)} and on {_hardware(b)}{at}: one model on two "
-                                        "devices")
+            return SuggestedPair(
+                baseline=a.run,
+                target=b.run,
+                reason=f"{a.model} on {_hardware(a)} and on {_hardware(b)}{at}: one model on two devices",
+            )
     if variants:
         first = variants[0]
-        return SuggestedPair(baseline=first.baseline, target=first.target,
-                             reason=f"{first.baseline} and {first.target} are {first.model} in two {first.varies}s")
+        return SuggestedPair(
+            baseline=first.baseline,
+            target=first.target,
+            reason=f"{first.baseline} and {first.target} are {first.model} in two {first.varies}s",
+        )
     for a, b in itertools.combinations(runs, 2):
         if a.model == b.model:
             return SuggestedPair(baseline=a.run, target=b.run, reason=f"two runs of {a.model}")
     configurations: dict[tuple, list[RunForPairing]] = {}
     for run in runs:
         configurations.setdefault((_hardware(run), run.batch_size), []).append(run)
-    alike = [(jaccard(a.op_names, b.op_names), a, b) for group in configurations.values()
-             if len(group) <= MAX_COMPARED_BY_OPS for a, b in itertools.combinations(group, 2)]
+    alike = [
+        (jaccard(a.op_names, b.op_names), a, b)
+        for group in configurations.values()
+        if len(group) <= MAX_COMPARED_BY_OPS
+        for a, b in itertools.combinations(group, 2)
+    ]
     score, a, b = max(alike, key=lambda item: item[0], default=(0.0, None, None))
     if score >= SAME_MODEL_JACCARD - 1e-9:
         at = f" at batch size {a.batch_size}" if a.batch_size else ""
-        return SuggestedPair(baseline=a.run, target=b.run,
-                             reason=f"the same ops (Jaccard {score:.2f}) on {_hardware(a) or 'one device'}{at}: two "
-                                    "experiments of one model")
+        return SuggestedPair(
+            baseline=a.run,
+            target=b.run,
+            reason=f"the same ops (Jaccard {score:.2f}) on {_hardware(a) or 'one device'}{at}: two "
+            "experiments of one model",
+        )
     if len(runs) >= 2:
-        return SuggestedPair(baseline=runs[0].run, target=runs[1].run,
-                             reason=f"no two runs of one model in this logdir: {runs[0].run} ({runs[0].model}) and "
-                                    f"{runs[1].run} ({runs[1].model}) are different models, so their speedups "
-                                    "compare different work")
+        return SuggestedPair(
+            baseline=runs[0].run,
+            target=runs[1].run,
+            reason=f"no two runs of one model in this logdir: {runs[0].run} ({runs[0].model}) and "
+            f"{runs[1].run} ({runs[1].model}) are different models, so their speedups "
+            "compare different work",
+        )
     if runs:
         return SuggestedPair(baseline=runs[0].run, target=runs[0].run, reason="the only run")
     return None
@@ -202,7 +256,8 @@ NO_ACCELERATOR_NOTICE = (
     "No accelerator run in this logdir: every run read so far ran on the CPU, so there is no CPU->GPU speedup to "
     "show yet. Record the same model on a GPU into this logdir, e.g. `tb-opcompare record --logdir LOGDIR "
     "--model NAME --batch-sizes 1,16,64 --devices gpu -- python train.py --batch-size {batch_size}` on a machine "
-    "with one (in a checkout of tb-opcompare: `make demo-logs-gpu`).")
+    "with one (in a checkout of tb-opcompare: `make demo-logs-gpu`)."
+)
 
 
 def notices(runs: list[RunForPairing]) -> list[str]:

@@ -41,8 +41,13 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     parts = []
     for position, profile in enumerate(profiles):
         ops = profile.ops
-        parts.append(ops.assign(run=position, row=np.arange(len(ops)),
-                                square_sum=execution_square_sums(ops["occurrences"], ops["self_us"], ops["std_us"])))
+        parts.append(
+            ops.assign(
+                run=position,
+                row=np.arange(len(ops)),
+                square_sum=execution_square_sums(ops["occurrences"], ops["self_us"], ops["std_us"]),
+            )
+        )
     stacked = pd.concat(parts, ignore_index=True)
     grouped = stacked.groupby(_KEYS, sort=False)
     ops = grouped[_ADDED].sum()
@@ -56,7 +61,8 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     ops["max_us"] = grouped["max_us"].max().where(known_in_every_run("max_us"))
     ops["mean_us"] = ops["self_us"] / ops["occurrences"].where(ops["occurrences"] > 0)
     ops["std_us"] = execution_std(grouped["square_sum"].sum(), ops["occurrences"], ops["self_us"]).where(
-        known_in_every_run("std_us"))
+        known_in_every_run("std_us")
+    )
     for column in QUANTILES:
         ops[column] = np.nan
     ops = ops.reset_index()
@@ -64,28 +70,38 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     step_ops, step_count = _pooled_steps(profiles, stacked, pooled_row)
     ops["per_step_cv"] = per_step_cv(step_ops, len(ops), step_count)
     return OpProfile(
-        facts=_pooled_facts([profile.facts for profile in profiles]), ops=ops[OP_COLUMNS], step_ops=step_ops,
+        facts=_pooled_facts([profile.facts for profile in profiles]),
+        ops=ops[OP_COLUMNS],
+        step_ops=step_ops,
         step_count=step_count if len(step_ops) else 0,
-        module_ops=_added([profile.module_ops for profile in profiles], MODULE_COLUMNS[:4],
-                          ["occurrences", "self_us", "alloc_bytes"]),
-        annotations=_added([profile.annotations for profile in profiles], ANNOTATION_COLUMNS[:2],
-                           ["occurrences", "total_us", "outermost_us"]),
-        memory_timeline=empty_memory_timeline())  # a timeline is one run's: the group draws none
+        module_ops=_added(
+            [profile.module_ops for profile in profiles], MODULE_COLUMNS[:4], ["occurrences", "self_us", "alloc_bytes"]
+        ),
+        annotations=_added(
+            [profile.annotations for profile in profiles],
+            ANNOTATION_COLUMNS[:2],
+            ["occurrences", "total_us", "outermost_us"],
+        ),
+        memory_timeline=empty_memory_timeline(),
+    )  # a timeline is one run's: the group draws none
 
 
-def _pooled_steps(profiles: list[OpProfile], stacked: pd.DataFrame,
-                  pooled_row: pd.Series) -> tuple[pd.DataFrame, int]:
+def _pooled_steps(profiles: list[OpProfile], stacked: pd.DataFrame, pooled_row: pd.Series) -> tuple[pd.DataFrame, int]:
     """The runs' per-step cells one run after another, their rows those of the pooled
     table; empty unless every run placed its executions in steps."""
     if not all(profile.step_count and len(profile.step_ops) for profile in profiles):
-        return pd.DataFrame({column: pd.Series(dtype="float64" if column == "self_us" else "int64")
-                             for column in STEP_COLUMNS}), 0
+        return pd.DataFrame(
+            {column: pd.Series(dtype="float64" if column == "self_us" else "int64") for column in STEP_COLUMNS}
+        ), 0
     cells, offset = [], 0
     for position, profile in enumerate(profiles):
         mine = stacked[stacked["run"] == position]
         rows = pooled_row.reindex(pd.MultiIndex.from_frame(mine[_KEYS])).to_numpy()
-        cells.append(profile.step_ops.assign(row=rows[profile.step_ops["row"].to_numpy()],
-                                             step=profile.step_ops["step"] + offset))
+        cells.append(
+            profile.step_ops.assign(
+                row=rows[profile.step_ops["row"].to_numpy()], step=profile.step_ops["step"] + offset
+            )
+        )
         offset += profile.step_count
     return pd.concat(cells, ignore_index=True)[STEP_COLUMNS], offset
 
@@ -100,13 +116,20 @@ def _added(tables: list[pd.DataFrame], keys: list[str], added: list[str]) -> pd.
 
 def _pooled_facts(facts: list[ProfileFacts]) -> ProfileFacts:
     """The first run's facts, with the group's steps; a fact the runs disagree on is unknown."""
-    pooled = dataclasses.replace(facts[0], warnings=list(dict.fromkeys(w for f in facts for w in f.warnings)),
-                                 peak_memory_bytes={}, step_times_us=[t for f in facts for t in f.step_times_us])
+    pooled = dataclasses.replace(
+        facts[0],
+        warnings=list(dict.fromkeys(w for f in facts for w in f.warnings)),
+        peak_memory_bytes={},
+        step_times_us=[t for f in facts for t in f.step_times_us],
+    )
     steps = [f.steps for f in facts]
     pooled.steps = sum(steps) if all(steps) else None
     pooled.steps_source = f"{facts[0].steps_source}, {len(facts)} runs" if pooled.steps else facts[0].steps_source
-    pooled.step_time_us = (float(np.mean(pooled.step_times_us)) if pooled.step_times_us
-                           and len(pooled.step_times_us) == pooled.steps else None)
+    pooled.step_time_us = (
+        float(np.mean(pooled.step_times_us))
+        if pooled.step_times_us and len(pooled.step_times_us) == pooled.steps
+        else None
+    )
     for name in ("device", "device_name", "batch_size", "precision", "compiler", "framework"):
         if len({getattr(f, name) for f in facts}) > 1:
             setattr(pooled, name, None)

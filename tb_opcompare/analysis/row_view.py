@@ -130,10 +130,14 @@ def _query_matcher(query: str):
         try:
             pattern = re2.compile(query[1:-1], options)
         except re2.error as error:
-            reason = error.args[0].decode("utf-8", "replace") if error.args and isinstance(error.args[0], bytes) \
+            reason = (
+                error.args[0].decode("utf-8", "replace")
+                if error.args and isinstance(error.args[0], bytes)
                 else str(error)
-            raise ValueError(f"q: not a valid regular expression ({reason}; backreferences and lookaround are "
-                             "not supported)") from None
+            )
+            raise ValueError(
+                f"q: not a valid regular expression ({reason}; backreferences and lookaround are not supported)"
+            ) from None
         return lambda text: pattern.search(text) is not None
     needle = query.lower()
     return lambda text: needle in text.lower()
@@ -157,15 +161,19 @@ def view_positions(rows: pd.DataFrame, view: RowView) -> np.ndarray:
         sides = {view.side, "mixed"}
         keep &= (rows["baseline_time_source"].isin(sides) | rows["target_time_source"].isin(sides)).to_numpy()
     if view.min_total_us:
-        larger = np.fmax(rows["baseline_total_us"].to_numpy(dtype="float64"),
-                         rows["target_total_us"].to_numpy(dtype="float64"))
+        larger = np.fmax(
+            rows["baseline_total_us"].to_numpy(dtype="float64"), rows["target_total_us"].to_numpy(dtype="float64")
+        )
         keep &= np.nan_to_num(larger, nan=0.0) >= view.min_total_us
     if view.query:
         matches = _query_matcher(view.query)
         where = np.flatnonzero(keep)
         keys, types = rows["key"].to_numpy()[where], rows["op_type"].to_numpy()[where]
-        found = np.fromiter((matches(key) or matches(kind if isinstance(kind, str) else "")
-                             for key, kind in zip(keys, types)), dtype=bool, count=len(where))
+        found = np.fromiter(
+            (matches(key) or matches(kind if isinstance(kind, str) else "") for key, kind in zip(keys, types)),
+            dtype=bool,
+            count=len(where),
+        )
         keep[where[~found]] = False
     positions = np.flatnonzero(keep)
     if view.sort:

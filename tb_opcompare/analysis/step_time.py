@@ -42,7 +42,7 @@ def detect_warmup(step_times_us: Sequence[float]) -> int:
     keeps its steps."""
     times = list(step_times_us)
     warmup = 0
-    while warmup < len(times) // 2 and times[warmup] > WARMUP_FACTOR * statistics.median(times[warmup + 1:]):
+    while warmup < len(times) // 2 and times[warmup] > WARMUP_FACTOR * statistics.median(times[warmup + 1 :]):
         warmup += 1
     return warmup
 
@@ -50,7 +50,7 @@ def detect_warmup(step_times_us: Sequence[float]) -> int:
 def steady_steps(step_times_us: Sequence[float], warmup: int | None = None) -> Sequence[float]:
     """A run's steps after its warm-up: ``warmup`` leading steps dropped, else those
     ``detect_warmup`` finds."""
-    return step_times_us[min(len(step_times_us), detect_warmup(step_times_us) if warmup is None else warmup):]
+    return step_times_us[min(len(step_times_us), detect_warmup(step_times_us) if warmup is None else warmup) :]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +108,14 @@ class Headline:
     text: str  # what the number is, in words, with the two times it is the ratio of
 
 
-def headline(baseline: StepLatency, target: StepLatency, baseline_batch: int | None, target_batch: int | None,
-             op_time: tuple[float, float], steps: tuple[int | None, int | None]) -> Headline:
+def headline(
+    baseline: StepLatency,
+    target: StepLatency,
+    baseline_batch: int | None,
+    target_batch: int | None,
+    op_time: tuple[float, float],
+    steps: tuple[int | None, int | None],
+) -> Headline:
     """The speedup a user reads first: the ratio of the two sides' median steady step
     wall times, per sample where the batch sizes differ (a bigger batch does more work in
     a step). Where a side has no step markers, op time per step stands in (``op_time``:
@@ -121,27 +127,42 @@ def headline(baseline: StepLatency, target: StepLatency, baseline_batch: int | N
     unit = " per sample" if per_sample else ""
     if _usable(baseline.median_us) and _usable(target.median_us):
         speedup = baseline.median_us / target.median_us * scale
-        counted = ("one step each" if baseline.steps == target.steps == 1
-                   else f"median of {baseline.steps} vs {target.steps} steady steps")
-        return Headline(speedup, STEP_WALL_TIME, per_sample,
-                        f"step wall time{unit}: {counted}, {_per(baseline.median_us, baseline_batch, per_sample)} vs "
-                        f"{_per(target.median_us, target_batch, per_sample)}")
-    missing = " and ".join(side for side, latency in (("the baseline", baseline), ("the target", target))
-                           if not _usable(latency.median_us))
+        counted = (
+            "one step each"
+            if baseline.steps == target.steps == 1
+            else f"median of {baseline.steps} vs {target.steps} steady steps"
+        )
+        return Headline(
+            speedup,
+            STEP_WALL_TIME,
+            per_sample,
+            f"step wall time{unit}: {counted}, {_per(baseline.median_us, baseline_batch, per_sample)} vs "
+            f"{_per(target.median_us, target_batch, per_sample)}",
+        )
+    missing = " and ".join(
+        side for side, latency in (("the baseline", baseline), ("the target", target)) if not _usable(latency.median_us)
+    )
     why = f"{missing} {'has' if ' and ' not in missing else 'have'} no step wall times, so"
     base_step, target_step = (time / count if count else None for time, count in zip(op_time, steps))
     if _usable(base_step) and _usable(target_step):
-        return Headline(base_step / target_step * scale, OP_TIME_PER_STEP, per_sample,
-                        f"{why} op time per step{unit} instead of wall time "
-                        f"({_per(base_step, baseline_batch, per_sample)} vs "
-                        f"{_per(target_step, target_batch, per_sample)}): ops on parallel threads add up beyond "
-                        "the step, and time outside ops is missed")
+        return Headline(
+            base_step / target_step * scale,
+            OP_TIME_PER_STEP,
+            per_sample,
+            f"{why} op time per step{unit} instead of wall time "
+            f"({_per(base_step, baseline_batch, per_sample)} vs "
+            f"{_per(target_step, target_batch, per_sample)}): ops on parallel threads add up beyond "
+            "the step, and time outside ops is missed",
+        )
     if not all(steps):
         why += " the steps are unknown too:"
-    return Headline(op_time[0] / op_time[1] if _usable(op_time[1]) else None, OP_TIME, False,
-                    f"{why} the whole profiles' op time instead of wall time")
+    return Headline(
+        op_time[0] / op_time[1] if _usable(op_time[1]) else None,
+        OP_TIME,
+        False,
+        f"{why} the whole profiles' op time instead of wall time",
+    )
 
 
 def _per(step_us: float, batch: int | None, per_sample: bool) -> str:
     return format_time(step_us / batch) if per_sample and batch else format_time(step_us)
-

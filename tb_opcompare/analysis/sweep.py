@@ -61,10 +61,30 @@ STEP = "(whole step)"
 MIN_FIT_POINTS = 3  # batch sizes at which an op took time, for a line that can be judged
 POOR_FIT_R2 = 0.9
 POOR_FIT_MISS = 0.05  # a poor fit also misses its points by more than 5% of their mean (RMS)
-SERIES_COLUMNS = ["op", "series", "batch_size", "mean_us", "per_sample_us", "total_us", "share", "run", "repeats",
-                  "low_us", "high_us"]
-STEPS_COLUMNS = ["series", "batch_size", "step_us", "samples_per_s", "basis", "run", "repeats", "step_low_us",
-                 "step_high_us"]
+SERIES_COLUMNS = [
+    "op",
+    "series",
+    "batch_size",
+    "mean_us",
+    "per_sample_us",
+    "total_us",
+    "share",
+    "run",
+    "repeats",
+    "low_us",
+    "high_us",
+]
+STEPS_COLUMNS = [
+    "series",
+    "batch_size",
+    "step_us",
+    "samples_per_s",
+    "basis",
+    "run",
+    "repeats",
+    "step_low_us",
+    "step_high_us",
+]
 LINE_COLUMNS = ["op", "series", "fixed_us", "per_sample_us", "r2", "points", "poor_fit", "share"]
 FIT_COLUMNS = [*LINE_COLUMNS, "breakeven_batch_size", "target_faster"]
 BREAKEVEN_COLUMNS = ["op", "batch_size", "target_faster"]
@@ -117,12 +137,16 @@ def build_sweep(
     batch_sizes = {series: sorted(sizes) for series, sizes in sorted(batch_sizes.items())}
     short = [series for series, sizes in batch_sizes.items() if 2 <= len(sizes) < MIN_FIT_POINTS]
     if short:
-        warnings.append(f"no line is fitted for {', '.join(short)}: a fit needs {MIN_FIT_POINTS} batch sizes (a line "
-                        "through two points always fits them), so its points are shown unfitted and break-evens "
-                        "with it are not computed; record a third batch size")
+        warnings.append(
+            f"no line is fitted for {', '.join(short)}: a fit needs {MIN_FIT_POINTS} batch sizes (a line "
+            "through two points always fits them), so its points are shown unfitted and break-evens "
+            "with it are not computed; record a third batch size"
+        )
     if not any(len(sizes) >= 2 for sizes in batch_sizes.values()):
-        warnings.append(f"a sweep needs at least two batch sizes at one {series_by.replace('_', ' ')}; found "
-                        + (", ".join(f"{d}: {s}" for d, s in batch_sizes.items()) or "no runs with a batch size"))
+        warnings.append(
+            f"a sweep needs at least two batch sizes at one {series_by.replace('_', ' ')}; found "
+            + (", ".join(f"{d}: {s}" for d, s in batch_sizes.items()) or "no runs with a batch size")
+        )
     target = next((series for series in batch_sizes if series != baseline), None)
 
     if group_by == "name":
@@ -131,15 +155,19 @@ def build_sweep(
     for group in points:
         for run in group:
             totals = op_totals(run.ops, group_by, normalize)
-            frames.append(pd.DataFrame({
-                "op": totals.index,
-                "series": run.series,
-                "batch_size": run.batch_size,
-                "mean_us": totals["mean_us"].to_numpy(),
-                "total_us": totals["total_us"].to_numpy(),
-                "share": np.asarray(totals["share"], dtype="float64"),
-                "run": run.run,
-            }))
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "op": totals.index,
+                        "series": run.series,
+                        "batch_size": run.batch_size,
+                        "mean_us": totals["mean_us"].to_numpy(),
+                        "total_us": totals["total_us"].to_numpy(),
+                        "share": np.asarray(totals["share"], dtype="float64"),
+                        "run": run.run,
+                    }
+                )
+            )
     every_op = _pooled(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=SERIES_COLUMNS)
     every_op = every_op.sort_values(["op", "series", "batch_size"], kind="stable", ignore_index=True)
 
@@ -162,8 +190,11 @@ def build_sweep(
     breakeven = breakeven_batch_sizes(lines, baseline, target) if has_baseline else empty_breakeven()
     crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
     fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
-    speedups = (speedup_table(pd.concat([series, step_points], ignore_index=True), baseline, target)
-                if has_baseline else pd.DataFrame(columns=SPEEDUP_COLUMNS))
+    speedups = (
+        speedup_table(pd.concat([series, step_points], ignore_index=True), baseline, target)
+        if has_baseline
+        else pd.DataFrame(columns=SPEEDUP_COLUMNS)
+    )
     return Sweep(batch_sizes, baseline, target, series, steps, fits, breakeven, speedups, top_ops, warnings)
 
 
@@ -182,10 +213,12 @@ def _pooled(every_run: pd.DataFrame) -> pd.DataFrame:
     """One row per op, series and batch size from one row per op and run: repeats pooled
     as everywhere (``confidence.pooled_means``: geometric mean, 95% interval)."""
     grouped = every_run.groupby(["op", "series", "batch_size"], sort=False, dropna=False)
-    pooled = grouped.agg(total_us=("total_us", "mean"), share=("share", "mean"), run=("run", ", ".join),
-                         repeats=("run", "size")).reset_index()
+    pooled = grouped.agg(
+        total_us=("total_us", "mean"), share=("share", "mean"), run=("run", ", ".join), repeats=("run", "size")
+    ).reset_index()
     pooled["mean_us"], pooled["low_us"], pooled["high_us"] = pooled_means(
-        every_run["mean_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(pooled))
+        every_run["mean_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(pooled)
+    )
     pooled["per_sample_us"] = pooled["mean_us"] / pooled["batch_size"]
     return pooled[SERIES_COLUMNS]
 
@@ -196,12 +229,13 @@ def _warn_if_names_differ(runs: list[SweepRun], warnings: list[str]) -> None:
     series only: a compiler's ops differ from eager's by design."""
     names = [(run.run, run.series, set(run.ops["op_name"])) for run in runs]
     for i, (first, series, first_names) in enumerate(names):
-        for second, _, second_names in (entry for entry in names[i + 1:] if entry[1] == series):
+        for second, _, second_names in (entry for entry in names[i + 1 :] if entry[1] == series):
             union = first_names | second_names
             if union and len(first_names & second_names) / len(union) < 0.5:
                 warnings.append(
                     f"{first} and {second} share few op names, so most ops have one point per line; group by "
-                    "op type, or record each batch size in a fresh process (Keras numbers layers per process)")
+                    "op type, or record each batch size in a fresh process (Keras numbers layers per process)"
+                )
                 return
 
 
@@ -222,11 +256,13 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
         rows.append((run.series, run.batch_size, step_us, basis, run.run))
     # Typed even when empty (no run knows its steps), so the maths after it need not care.
     per_run = pd.DataFrame(rows, columns=["series", "batch_size", "step_us", "basis", "run"]).astype(
-        {"step_us": "float64"})
+        {"step_us": "float64"}
+    )
     grouped = per_run.groupby(["series", "batch_size"], sort=True)
     table = grouped.agg(basis=("basis", "first"), run=("run", ", ".join), repeats=("run", "size")).reset_index()
     table["step_us"], table["step_low_us"], table["step_high_us"] = pooled_means(
-        per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table))
+        per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table)
+    )
     walls: dict[tuple, list] = {}
     for run in runs:
         walls.setdefault((run.series, run.batch_size), []).append(run.step_times_us)

@@ -21,8 +21,9 @@ def natural_key(text: str) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
 
 
-def trend_table(points: list[list[RunSamples]], keys: list[str] | None = None,
-                walls: list[list] | None = None) -> tuple[pd.DataFrame, str]:
+def trend_table(
+    points: list[list[RunSamples]], keys: list[str] | None = None, walls: list[list] | None = None
+) -> tuple[pd.DataFrame, str]:
     """One row per key (op keys, then the whole step) and point (its position in
     ``points``): the geometric mean of the point's runs' means per execution, and where
     the point has two runs or more, the 95% interval of that mean (Student's t on the log
@@ -36,10 +37,16 @@ def trend_table(points: list[list[RunSamples]], keys: list[str] | None = None,
     frames, bases = [], set()
     for position, runs in enumerate(points):
         mean, margin, counts = mean_with_interval(log_run_means(runs, index))
-        frame = pd.DataFrame({
-            "key": [*index, WHOLE_STEP], "point": position, "mean_us": np.exp(mean),
-            "low_us": np.exp(mean - margin), "high_us": np.exp(mean + margin), "runs": counts,
-        })
+        frame = pd.DataFrame(
+            {
+                "key": [*index, WHOLE_STEP],
+                "point": position,
+                "mean_us": np.exp(mean),
+                "low_us": np.exp(mean - margin),
+                "high_us": np.exp(mean + margin),
+                "runs": counts,
+            }
+        )
         wall = pooled_step_time(walls[position]) if walls else None
         if wall:
             frame.loc[len(frame) - 1, ["mean_us", "low_us", "high_us"]] = wall

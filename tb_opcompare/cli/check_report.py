@@ -11,10 +11,16 @@ SHOWN = 10  # regressions and improvements listed in full; the rest are counted
 
 def _columns(row: CheckRow) -> list[str]:
     share = max(row.baseline_share, row.target_share)
-    return [row.key, row.verdict, format_speedup(row.speedup), format_speedup(row.adjusted_speedup),
-            format_interval(row.speedup_low, row.speedup_high, row.interval_level),
-            format_time(row.baseline_mean_us),
-            format_time(row.target_mean_us), format_share(share)]
+    return [
+        row.key,
+        row.verdict,
+        format_speedup(row.speedup),
+        format_speedup(row.adjusted_speedup),
+        format_interval(row.speedup_low, row.speedup_high, row.interval_level),
+        format_time(row.baseline_mean_us),
+        format_time(row.target_mean_us),
+        format_share(share),
+    ]
 
 
 _HEADERS = ["op", "verdict", "speedup", "adjusted", "interval (confidence)", "baseline mean", "target mean", "share"]
@@ -22,41 +28,59 @@ _HEADERS = ["op", "verdict", "speedup", "adjusted", "interval (confidence)", "ba
 
 def _sections(document: CheckDocument) -> list[tuple[str, list[CheckRow]]]:
     gated = [row for row in document.rows if row.gated]
-    return [(f"Regressions ({document.slower})", [row for row in gated if row.verdict == "slower"][:SHOWN]),
-            (f"New in the target ({document.only_target})",
-             [row for row in gated if row.verdict == "only in target"][:SHOWN]),
-            (f"Improvements ({document.faster})", [row for row in gated if row.verdict == "faster"][:SHOWN]),
-            (f"Gone from the target ({document.only_baseline})",
-             [row for row in gated if row.verdict == "only in baseline"][:SHOWN])]
+    return [
+        (f"Regressions ({document.slower})", [row for row in gated if row.verdict == "slower"][:SHOWN]),
+        (
+            f"New in the target ({document.only_target})",
+            [row for row in gated if row.verdict == "only in target"][:SHOWN],
+        ),
+        (f"Improvements ({document.faster})", [row for row in gated if row.verdict == "faster"][:SHOWN]),
+        (
+            f"Gone from the target ({document.only_baseline})",
+            [row for row in gated if row.verdict == "only in baseline"][:SHOWN],
+        ),
+    ]
 
 
 def markdown(document: CheckDocument) -> str:
     def cell(text: str) -> str:
         return escape_control_characters(text).replace("|", "\\|").replace("`", "'")
 
-    lines = [f"### {'✅' if document.passed else '❌'} tb-opcompare check: {cell(document.headline)}", "",
-             f"Baseline: {cell(', '.join(document.baseline))} · target: {cell(', '.join(document.target))} · "
-             f"threshold {format_percent(document.threshold)} · ops above {format_percent(document.min_share)} of time"
-             + (f" matching `{cell(document.ops)}`" if document.ops else ""), "",
-             "| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS),
-             "| " + " | ".join(cell(c) for c in _columns(document.whole_step)) + " |"]
+    lines = [
+        f"### {'✅' if document.passed else '❌'} tb-opcompare check: {cell(document.headline)}",
+        "",
+        f"Baseline: {cell(', '.join(document.baseline))} · target: {cell(', '.join(document.target))} · "
+        f"threshold {format_percent(document.threshold)} · ops above {format_percent(document.min_share)} of time"
+        + (f" matching `{cell(document.ops)}`" if document.ops else ""),
+        "",
+        "| " + " | ".join(_HEADERS) + " |",
+        "|" + "---|" * len(_HEADERS),
+        "| " + " | ".join(cell(c) for c in _columns(document.whole_step)) + " |",
+    ]
     for title, rows in _sections(document):
         if rows:
             lines += ["", f"**{title}**", "", "| " + " | ".join(_HEADERS) + " |", "|" + "---|" * len(_HEADERS)]
             lines += ["| " + " | ".join(cell(c) for c in _columns(row)) + " |" for row in rows]
-    lines += ["", f"<sub>Speedup = baseline mean / target mean per execution (> 1: faster); *adjusted* and the "
-                  f"interval: {cell(document.noise)}; verdicts hold the false discovery rate at 5% over "
-                  f"{document.slower + document.faster + document.within_noise} tested ops (the whole step is "
-                  f"tested on its own, never adjusted), and each tested interval is at the confidence its verdict "
-                  f"was decided at: it clears the threshold exactly when the row is flagged.</sub>"]
+    lines += [
+        "",
+        f"<sub>Speedup = baseline mean / target mean per execution (> 1: faster); *adjusted* and the "
+        f"interval: {cell(document.noise)}; verdicts hold the false discovery rate at 5% over "
+        f"{document.slower + document.faster + document.within_noise} tested ops (the whole step is "
+        f"tested on its own, never adjusted), and each tested interval is at the confidence its verdict "
+        f"was decided at: it clears the threshold exactly when the row is flagged.</sub>",
+    ]
     lines += [f"> ⚠️ {cell(warning)}" for warning in document.warnings]
     return "\n".join(lines) + "\n"
 
 
 def text(document: CheckDocument) -> str:
-    lines = [escape_control_characters(document.headline),
-             f"baseline: {', '.join(document.baseline)}", f"target:   {', '.join(document.target)}",
-             f"noise:    {document.noise}", ""]
+    lines = [
+        escape_control_characters(document.headline),
+        f"baseline: {', '.join(document.baseline)}",
+        f"target:   {', '.join(document.target)}",
+        f"noise:    {document.noise}",
+        "",
+    ]
     rows = [_HEADERS, _columns(document.whole_step)]
     for _, section in _sections(document):
         rows += [_columns(row) for row in section]

@@ -21,10 +21,17 @@ _FIT_CELLS = (
     ("Share", lambda row, _: format_share(row["share"])),
     ("Fixed", lambda row, _: format_time(row["fixed_us"])),
     ("Per sample", lambda row, _: format_time(row["per_sample_us"])),
-    ("R²", lambda row, _: ("–" if row["r2"] is None else f"{row['r2']:.3f}") + (" ⚠ poor fit" if row["poor_fit"] else "")),
+    (
+        "R²",
+        lambda row, _: ("–" if row["r2"] is None else f"{row['r2']:.3f}") + (" ⚠ poor fit" if row["poor_fit"] else ""),
+    ),
     ("Points", lambda row, _: str(row["points"])),
-    ("Break-even batch", lambda row, document: format_breakeven(row["breakeven_batch_size"], row["target_faster"],
-                                                               document.target_series)),
+    (
+        "Break-even batch",
+        lambda row, document: format_breakeven(
+            row["breakeven_batch_size"], row["target_faster"], document.target_series
+        ),
+    ),
 )
 
 
@@ -34,15 +41,20 @@ def sweep_html(document: SweepDocument) -> str:
     figures = sweep_figures(document)
     payload = json.dumps(figures).replace("</", "<\\/")
     divs = "\n".join(f'<div class="plot" id="{name}"></div>' for name in figures)
-    header = "".join(f"<th>{html.escape(document.series_by.capitalize() if title == 'Line' else title)}</th>"
-                     for title, _ in _FIT_CELLS)
-    body = "\n".join("<tr>" + "".join(f"<td>{html.escape(cell(row, document))}</td>" for _, cell in _FIT_CELLS)
-                     + "</tr>"
-                     for row in fits_table(document, sort="share"))
+    header = "".join(
+        f"<th>{html.escape(document.series_by.capitalize() if title == 'Line' else title)}</th>"
+        for title, _ in _FIT_CELLS
+    )
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell(row, document))}</td>" for _, cell in _FIT_CELLS) + "</tr>"
+        for row in fits_table(document, sort="share")
+    )
     warnings = "".join(f"<li>{html.escape(w)}</li>" for w in document.warnings)
     runs = "".join(
         f"<li>{html.escape(r.run)}: {html.escape(r.device)}, batch {r.batch_size or 'unknown'}"
-        f" ({html.escape(r.batch_size_source or 'no source')})</li>" for r in document.runs)
+        f" ({html.escape(r.batch_size_source or 'no source')})</li>"
+        for r in document.runs
+    )
     held = ", ".join(f"{dimension} {value}" for dimension, value in document.held.items())
     title = html.escape(f"Batch sweep: {document.model} ({held}), lines by {document.series_by}")
     return f"""<!DOCTYPE html>
@@ -56,11 +68,11 @@ table {{ border-collapse: collapse; }} th, td {{ padding: 4px 10px; border-botto
 th:first-child, td:first-child {{ text-align: left; font-family: monospace; }}
 .warnings {{ background: #fff8e1; border: 1px solid #ffe082; padding: 8px 24px; border-radius: 4px; }}
 </style>
-<script>{plotly_bundle().decode('utf-8')}</script>
+<script>{plotly_bundle().decode("utf-8")}</script>
 </head><body>
 <h1>{title}</h1>
 <ul>{runs}</ul>
-{f'<ul class="warnings">{warnings}</ul>' if warnings else ''}
+{f'<ul class="warnings">{warnings}</ul>' if warnings else ""}
 <div class="plots">{divs}</div>
 <h2>Fits: mean time = fixed + per sample × batch size</h2>
 <table><thead><tr>{header}</tr></thead><tbody>

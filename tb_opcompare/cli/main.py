@@ -62,6 +62,7 @@ from tb_opcompare.store.settings import ReadSettings
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 EXIT_REGRESSION = 1  # `check`: something got significantly slower
 
+
 # Run, op and file names come from users' files: printed raw, an escape sequence could
 # clear the screen and a newline could forge a line of this tool's output.
 def escape_controls(value):
@@ -97,38 +98,64 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     reading = argparse.ArgumentParser(add_help=False)
     group = reading.add_argument_group("reading")
-    group.add_argument("--cache-dir", help="where parsed profiles are kept (default: $TB_OPCOMPARE_CACHE_DIR, else "
-                                           "~/.cache/tb-opcompare)")
+    group.add_argument(
+        "--cache-dir",
+        help="where parsed profiles are kept (default: $TB_OPCOMPARE_CACHE_DIR, else ~/.cache/tb-opcompare)",
+    )
     group.add_argument("--no-cache", action="store_true", help="keep parsed profiles in memory only")
-    group.add_argument("--max-read-gb", type=float, default=0,
-                       help="refuse reads needing more memory than this (default: half of this machine's memory)")
+    group.add_argument(
+        "--max-read-gb",
+        type=float,
+        default=0,
+        help="refuse reads needing more memory than this (default: half of this machine's memory)",
+    )
 
-    runs = commands.add_parser("runs", parents=[reading], help="list the profile runs in a logdir and the automatic pairs")
+    runs = commands.add_parser(
+        "runs", parents=[reading], help="list the profile runs in a logdir and the automatic pairs"
+    )
     runs.add_argument("logdir")
     runs.add_argument("--json", action="store_true", help="print the runs document as JSON")
     runs.add_argument("--lazy", action="store_true", help="read no trace: facts of cached runs, names for the rest")
     runs.set_defaults(handler=_runs)
 
-    compare = commands.add_parser("compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)")
+    compare = commands.add_parser(
+        "compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)"
+    )
     compare.add_argument("logdir")
-    compare.add_argument("--baseline", help="baseline run (default: the CPU run of each pair), or a run group: runs "
-                                            "and shell patterns, comma-separated, their executions pooled")
-    compare.add_argument("--target", help="target run (default: the GPU run of each pair), or a run group, as "
-                                          "--baseline")
-    compare.add_argument("--repeats", action="store_true",
-                         help="pool each side's repeats (the runs of its model, device, batch size and label)")
+    compare.add_argument(
+        "--baseline",
+        help="baseline run (default: the CPU run of each pair), or a run group: runs "
+        "and shell patterns, comma-separated, their executions pooled",
+    )
+    compare.add_argument(
+        "--target", help="target run (default: the GPU run of each pair), or a run group, as --baseline"
+    )
+    compare.add_argument(
+        "--repeats",
+        action="store_true",
+        help="pool each side's repeats (the runs of its model, device, batch size and label)",
+    )
     compare.add_argument("--baseline-session")
     compare.add_argument("--target-session")
-    compare.add_argument("--group-by", choices=COMPARE_GROUP_BY, default="name",
-                         help="module: PyTorch nn.Module calls (recorded with with_stack=True), else TF name scopes")
+    compare.add_argument(
+        "--group-by",
+        choices=COMPARE_GROUP_BY,
+        default="name",
+        help="module: PyTorch nn.Module calls (recorded with with_stack=True), else TF name scopes",
+    )
     compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
     compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
     compare.add_argument("--top", type=_positive_int, help="show only the first N rows")
-    compare.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout); for the "
-                                                       "automatic pairs, each row starts with its baseline and target run")
+    compare.add_argument(
+        "--csv",
+        metavar="FILE",
+        help="write the rows as CSV to FILE ('-' for stdout); for the "
+        "automatic pairs, each row starts with its baseline and target run",
+    )
     compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
-    compare.add_argument("--memory", action="store_true",
-                         help="show what each op allocated per execution, and each run's peak memory")
+    compare.add_argument(
+        "--memory", action="store_true", help="show what each op allocated per execution, and each run's peak memory"
+    )
     compare.add_argument("--table", action="store_true", help="print the table too (the default without --csv/--json)")
     compare.set_defaults(handler=_compare)
 
@@ -138,58 +165,94 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--top", type=_positive_int, default=10, help="plot the N ops with the most time (default 10)")
     sweep.add_argument("--ops", action="append", metavar="OP", help="plot these ops instead (repeatable)")
     sweep.add_argument("--group-by", choices=GROUP_BY, default="name")
-    sweep.add_argument("--series-by", choices=SERIES_DIMENSIONS, default="device",
-                       help="draw one line per device (default), precision or compiler; speedups and break-evens "
-                            "are against CPU, fp32 or eager")
+    sweep.add_argument(
+        "--series-by",
+        choices=SERIES_DIMENSIONS,
+        default="device",
+        help="draw one line per device (default), precision or compiler; speedups and break-evens "
+        "are against CPU, fp32 or eager",
+    )
     for dimension in SERIES_DIMENSIONS:
-        sweep.add_argument(f"--{dimension}", metavar="VALUE",
-                           help=f"hold the {dimension} at VALUE where the lines are not drawn by it (default: the "
-                                + ("device most runs were recorded on)" if dimension == "device" else "model key's)"))
+        sweep.add_argument(
+            f"--{dimension}",
+            metavar="VALUE",
+            help=f"hold the {dimension} at VALUE where the lines are not drawn by it (default: the "
+            + ("device most runs were recorded on)" if dimension == "device" else "model key's)"),
+        )
     sweep.add_argument("--csv", metavar="FILE", help="write the fits table as CSV to FILE ('-' for stdout)")
     sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
     sweep.add_argument("--json", action="store_true", help="print the sweep document as JSON")
     sweep.set_defaults(handler=_sweep)
 
     check = commands.add_parser(
-        "check", parents=[reading], help="fail (exit 1) when an op got significantly slower: a gate for CI",
+        "check",
+        parents=[reading],
+        help="fail (exit 1) when an op got significantly slower: a gate for CI",
         description="Compares two groups of runs (two or more each) op by op with 95%% confidence intervals "
-                    "(Welch's t on the log of each run's typical time, the median of its steps, with each run's "
-                    "overall speed taken out of its ops) and holds the false discovery rate at 5%%. Exits 0 when "
-                    "no op above --min-share (and not the whole step) is significantly slower by more than "
-                    "--max-regression, 1 when one is, 2 on usage errors.",
+        "(Welch's t on the log of each run's typical time, the median of its steps, with each run's "
+        "overall speed taken out of its ops) and holds the false discovery rate at 5%%. Exits 0 when "
+        "no op above --min-share (and not the whole step) is significantly slower by more than "
+        "--max-regression, 1 when one is, 2 on usage errors.",
     )
     check.add_argument("logdir")
-    check.add_argument("--baseline", required=True, type=_run_list,
-                       help="baseline runs, comma-separated; shell patterns such as 'base_cpu_bs32_rep*' work")
+    check.add_argument(
+        "--baseline",
+        required=True,
+        type=_run_list,
+        help="baseline runs, comma-separated; shell patterns such as 'base_cpu_bs32_rep*' work",
+    )
     check.add_argument("--target", required=True, type=_run_list, help="target runs, as --baseline")
-    check.add_argument("--repeats", action="store_true",
-                       help="add each run's repeats (same model, device, batch size and label; `record --repeats`)")
-    check.add_argument("--max-regression", type=_fraction, default=DEFAULT_THRESHOLD,
-                       help="the slowdown tolerated, e.g. 5%% or 0.05 (default 5%%)")
+    check.add_argument(
+        "--repeats",
+        action="store_true",
+        help="add each run's repeats (same model, device, batch size and label; `record --repeats`)",
+    )
+    check.add_argument(
+        "--max-regression",
+        type=_fraction,
+        default=DEFAULT_THRESHOLD,
+        help="the slowdown tolerated, e.g. 5%% or 0.05 (default 5%%)",
+    )
     check.add_argument("--ops", metavar="REGEX", help="gate only the ops whose name matches (RE2 syntax)")
-    check.add_argument("--min-share", type=_fraction, default=DEFAULT_MIN_SHARE,
-                       help="gate only ops with at least this share of op time on a side (default 1%%)")
+    check.add_argument(
+        "--min-share",
+        type=_fraction,
+        default=DEFAULT_MIN_SHARE,
+        help="gate only ops with at least this share of op time on a side (default 1%%)",
+    )
     check.add_argument("--group-by", choices=GROUP_BY, default="name")
-    check.add_argument("--allow-one-run", action="store_true",
-                       help="accept one run on a side (indicative only: one run cannot tell a regression from a "
-                            "hiccup of the machine)")
+    check.add_argument(
+        "--allow-one-run",
+        action="store_true",
+        help="accept one run on a side (indicative only: one run cannot tell a regression from a "
+        "hiccup of the machine)",
+    )
     check.add_argument("--format", choices=("text", "markdown", "json", "csv"), default="text")
     check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
     check.set_defaults(handler=_check)
 
     trend = commands.add_parser(
-        "trend", parents=[reading],
+        "trend",
+        parents=[reading],
         help="a model's top ops across many runs, in order (time, label, version, or a swept dimension)",
         description="Each op's mean per execution at each point of an order; runs that share a value of the "
-                    "order (the repeats of one version, say) are pooled, with a 95%% interval. Ordered by a run "
-                    "dimension (device, batch_size, precision, compiler) it sweeps that dimension: choose runs that "
-                    "hold the others (a point that pools runs differing in another dimension is warned about).")
+        "order (the repeats of one version, say) are pooled, with a 95%% interval. Ordered by a run "
+        "dimension (device, batch_size, precision, compiler) it sweeps that dimension: choose runs that "
+        "hold the others (a point that pools runs differing in another dimension is warned about).",
+    )
     trend.add_argument("logdir")
-    trend.add_argument("--runs", required=True, type=_run_list,
-                       help="runs, comma-separated; shell patterns such as 'resnet_cpu_bs32_*' work")
-    trend.add_argument("--order-by", default="recorded",
-                       help="recorded (default), label, run, repeat, device, batch_size, precision, compiler, or "
-                            "sidecar:<field> (e.g. sidecar:versions.torch)")
+    trend.add_argument(
+        "--runs",
+        required=True,
+        type=_run_list,
+        help="runs, comma-separated; shell patterns such as 'resnet_cpu_bs32_*' work",
+    )
+    trend.add_argument(
+        "--order-by",
+        default="recorded",
+        help="recorded (default), label, run, repeat, device, batch_size, precision, compiler, or "
+        "sidecar:<field> (e.g. sidecar:versions.torch)",
+    )
     trend.add_argument("--top", type=_positive_int, default=10, help="the N ops with the largest share (default 10)")
     trend.add_argument("--group-by", choices=GROUP_BY, default="name")
     trend.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout)")
@@ -197,17 +260,26 @@ def _parser() -> argparse.ArgumentParser:
     trend.set_defaults(handler=_trend)
 
     matrix = commands.add_parser(
-        "matrix", parents=[reading], help="step latency and throughput: model x batch size against device, precision "
-                                          "and compiler",
+        "matrix",
+        parents=[reading],
+        help="step latency and throughput: model x batch size against device, precision and compiler",
         description="Every run placed by model and batch size (rows) against device, precision and compiler "
-                    "(columns, from the data, else the sidecar or the run name); each cell the median wall time of a "
-                    "steady step (step markers, warm-up steps left out), its spread, the throughput (batch x 10^6 / "
-                    "step us) and the speedup against the reference column. Repeats of one cell are pooled.")
+        "(columns, from the data, else the sidecar or the run name); each cell the median wall time of a "
+        "steady step (step markers, warm-up steps left out), its spread, the throughput (batch x 10^6 / "
+        "step us) and the speedup against the reference column. Repeats of one cell are pooled.",
+    )
     matrix.add_argument("logdir")
-    matrix.add_argument("--reference", metavar="DEVICE/PRECISION/COMPILER",
-                        help="the column speedups are against (default: CPU/fp32/eager where present)")
-    matrix.add_argument("--warmup", type=_non_negative_int, metavar="N",
-                        help="leave out the first N steps of every run (default: detected per run)")
+    matrix.add_argument(
+        "--reference",
+        metavar="DEVICE/PRECISION/COMPILER",
+        help="the column speedups are against (default: CPU/fp32/eager where present)",
+    )
+    matrix.add_argument(
+        "--warmup",
+        type=_non_negative_int,
+        metavar="N",
+        help="leave out the first N steps of every run (default: detected per run)",
+    )
     matrix.add_argument("--model", action="append", metavar="MODEL", help="only this model (repeatable)")
     matrix.add_argument("--csv", metavar="FILE", help="write one line per cell as CSV to FILE ('-' for stdout)")
     matrix.add_argument("--json", action="store_true", help="print the matrix document as JSON")
@@ -224,81 +296,116 @@ def _parser() -> argparse.ArgumentParser:
     two_runs.add_argument("--json", action="store_true", help="print the document as JSON")
 
     modules = commands.add_parser(
-        "modules", parents=[reading, two_runs], help="two runs' module trees side by side (model -> module -> op)",
+        "modules",
+        parents=[reading, two_runs],
+        help="two runs' module trees side by side (model -> module -> op)",
         description="Each op placed in its module (PyTorch: the nn.Module call it ran in, recorded with "
-                    "with_stack=True; TF: the scope of its name), and every module's time with its sub-modules, on "
-                    "both runs, per profiled step where both know their steps; speedup = baseline / target.")
+        "with_stack=True; TF: the scope of its name), and every module's time with its sub-modules, on "
+        "both runs, per profiled step where both know their steps; speedup = baseline / target.",
+    )
     modules.add_argument("--depth", type=_positive_int, default=3, help="print modules down to this depth (default 3)")
     modules.set_defaults(handler=_modules)
 
     layers = commands.add_parser(
-        "layers", parents=[reading, two_runs], help="two runs' application, framework, runtime and device time",
+        "layers",
+        parents=[reading, two_runs],
+        help="two runs' application, framework, runtime and device time",
         description="How much of a step each layer takes on both runs: the application (record_function and "
-                    "TF Trace ranges, app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
-                    "device (kernels); then each application range and runtime call compared by its wall time per "
-                    "call (speedup = baseline / target).")
-    layers.add_argument("--top", type=_positive_int, default=10, help="print the N largest rows of each layer "
-                                                                      "(default 10)")
+        "TF Trace ranges, app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
+        "device (kernels); then each application range and runtime call compared by its wall time per "
+        "call (speedup = baseline / target).",
+    )
+    layers.add_argument(
+        "--top", type=_positive_int, default=10, help="print the N largest rows of each layer (default 10)"
+    )
     layers.set_defaults(handler=_layers)
 
     memory = commands.add_parser(
-        "memory", parents=[reading, two_runs], help="two runs' memory: peaks per device and what each op allocated",
+        "memory",
+        parents=[reading, two_runs],
+        help="two runs' memory: peaks per device and what each op allocated",
         description="Each run's peak memory per device, its memory events and bytes allocated per profiled step, "
-                    "and the ops that allocated or freed memory, the largest first: bytes allocated in all and per "
-                    "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
-                    "profile_memory=True; TensorFlow with its allocation events.")
-    memory.add_argument("--top", type=_positive_int, default=10, help="print the N ops that allocated the most "
-                                                                      "(default 10)")
+        "and the ops that allocated or freed memory, the largest first: bytes allocated in all and per "
+        "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
+        "profile_memory=True; TensorFlow with its allocation events.",
+    )
+    memory.add_argument(
+        "--top", type=_positive_int, default=10, help="print the N ops that allocated the most (default 10)"
+    )
     memory.set_defaults(handler=_memory)
 
     record = commands.add_parser(
-        "record", help="run a training command once per device and batch size, profiled",
+        "record",
+        help="run a training command once per device and batch size, profiled",
         description="Runs COMMAND once per device, batch size and --matrix cell into "
-                    "LOGDIR/<model>_<device>_bs<N>[_<value>...] (<...>_rep<K> with --repeats). "
-                    "{batch_size}, {run_dir}, {device}, {model} and each --matrix dimension ({precision}, "
-                    "{backend} ...) in COMMAND are filled in; the helpers in tb_opcompare.recording read the same "
-                    "values from the environment and write them to the run's opcompare.json.",
+        "LOGDIR/<model>_<device>_bs<N>[_<value>...] (<...>_rep<K> with --repeats). "
+        "{batch_size}, {run_dir}, {device}, {model} and each --matrix dimension ({precision}, "
+        "{backend} ...) in COMMAND are filled in; the helpers in tb_opcompare.recording read the same "
+        "values from the environment and write them to the run's opcompare.json.",
     )
     record.add_argument("--logdir", required=True)
     record.add_argument("--model", required=True, help="model name: the runs' name prefix and model key")
     record.add_argument("--batch-sizes", required=True, type=_int_list, help="comma-separated, e.g. 1,16,64")
     record.add_argument("--devices", default="cpu,gpu", type=_device_list, help="cpu,gpu (absent ones are skipped)")
-    record.add_argument("--repeats", type=_positive_int, default=1,
-                        help="record each device and batch size N times, into <run>_rep1 .. <run>_repN")
-    record.add_argument("--matrix", action="append", default=[], metavar="DIMENSION=V1,V2",
-                        help="record every combination of these values too (repeatable), e.g. "
-                             "--matrix precision=fp32,bf16 --matrix backend=eager,compile (precision, and backend or "
-                             "compiler: the runs' facts, in their names and sidecars)")
-    record.add_argument("--force", action="store_true",
-                        help="record into run directories that already hold a profile (adds a capture)")
-    record.add_argument("--index", action="store_true",
-                        help="then add the new runs to the logdir's shared index (as `tb-opcompare index` does)")
+    record.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        help="record each device and batch size N times, into <run>_rep1 .. <run>_repN",
+    )
+    record.add_argument(
+        "--matrix",
+        action="append",
+        default=[],
+        metavar="DIMENSION=V1,V2",
+        help="record every combination of these values too (repeatable), e.g. "
+        "--matrix precision=fp32,bf16 --matrix backend=eager,compile (precision, and backend or "
+        "compiler: the runs' facts, in their names and sidecars)",
+    )
+    record.add_argument(
+        "--force", action="store_true", help="record into run directories that already hold a profile (adds a capture)"
+    )
+    record.add_argument(
+        "--index",
+        action="store_true",
+        help="then add the new runs to the logdir's shared index (as `tb-opcompare index` does)",
+    )
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
     record.set_defaults(handler=_record)
 
     index = commands.add_parser(
-        "index", parents=[reading],
+        "index",
+        parents=[reading],
         help="read every run ahead of time, in parallel, into the logdir's shared index (LOGDIR/.opcompare/)",
         description="Read every session of LOGDIR once and keep the parsed tables in LOGDIR/.opcompare/ (Parquet, "
-                    "docs/index_schema.md) and in this machine's cache: TensorBoard and the CLI, on any machine that "
-                    "reads the logdir, then list and compare without reading a profile. Sessions already indexed "
-                    "from the same files are skipped.")
+        "docs/index_schema.md) and in this machine's cache: TensorBoard and the CLI, on any machine that "
+        "reads the logdir, then list and compare without reading a profile. Sessions already indexed "
+        "from the same files are skipped.",
+    )
     index.add_argument("logdir")
     index.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1, help="worker processes")
-    index.add_argument("--scheduler", metavar="ADDRESS",
-                       help="run one task a session on a Dask cluster: its scheduler's address (tcp://HOST:PORT), "
-                            "or local:N for N worker processes here (pip install 'tb-opcompare[dask]')")
-    index.add_argument("--local-only", action="store_true",
-                       help="fill this machine's cache only; write nothing into the logdir")
+    index.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run one task a session on a Dask cluster: its scheduler's address (tcp://HOST:PORT), "
+        "or local:N for N worker processes here (pip install 'tb-opcompare[dask]')",
+    )
+    index.add_argument(
+        "--local-only", action="store_true", help="fill this machine's cache only; write nothing into the logdir"
+    )
     index.set_defaults(handler=_index)
 
     export = commands.add_parser(
-        "export", parents=[reading], help="write every session's tables as Parquet, for DuckDB or pandas",
+        "export",
+        parents=[reading],
+        help="write every session's tables as Parquet, for DuckDB or pandas",
         description="Write every session of LOGDIR as the tables of docs/index_schema.md (runs, ops, steps, modules, "
-                    "annotations, memory) into DIR/<table>/<table>.parquet: each run's facts settled and its model.")
+        "annotations, memory) into DIR/<table>/<table>.parquet: each run's facts settled and its model.",
+    )
     export.add_argument("logdir")
-    export.add_argument("--parquet", required=True, metavar="DIR", help="the folder to write (a local path or a "
-                                                                         "bucket's URL)")
+    export.add_argument(
+        "--parquet", required=True, metavar="DIR", help="the folder to write (a local path or a bucket's URL)"
+    )
     export.set_defaults(handler=_export)
     return parser
 
@@ -313,18 +420,21 @@ def _index(args) -> int:
 
     catalog = _catalog(args)
     try:
-        report = index_logdir(catalog, jobs=args.jobs, say=print, shared=not args.local_only,
-                              scheduler=args.scheduler)
+        report = index_logdir(catalog, jobs=args.jobs, say=print, shared=not args.local_only, scheduler=args.scheduler)
     except ProfileError as error:  # no Dask, no scheduler at that address
         print(f"error: {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
         return EXIT_USAGE
     where = "this machine's cache" if args.local_only else f"the shared index {catalog.index.root}"
-    print(f"{report.read} read, {report.cached} already {'cached' if args.local_only else 'indexed'}, "
-          f"{len(report.errors)} unreadable in {report.seconds:.1f} s; kept in {where}"
-          + ("" if args.local_only or args.scheduler else f" and {catalog.cache.cache_dir or '(memory only)'}"))
+    print(
+        f"{report.read} read, {report.cached} already {'cached' if args.local_only else 'indexed'}, "
+        f"{len(report.errors)} unreadable in {report.seconds:.1f} s; kept in {where}"
+        + ("" if args.local_only or args.scheduler else f" and {catalog.cache.cache_dir or '(memory only)'}")
+    )
     if report.write_error:
-        print(f"warning: {escape_controls(report.write_error)}; the parsed tables are in this machine's cache only",
-              file=sys.stderr)
+        print(
+            f"warning: {escape_controls(report.write_error)}; the parsed tables are in this machine's cache only",
+            file=sys.stderr,
+        )
     for path, reason in report.errors:
         print(f"  {escape_controls(path)}: {escape_controls(reason)}", file=sys.stderr)
     return EXIT_UNREADABLE if report.errors else EXIT_OK
@@ -340,11 +450,15 @@ def _export(args) -> int:
         try:
             fs.write_bytes(path, data)
         except OSError as error:
-            print(f"error: cannot write {escape_controls(path)}: {escape_controls(str(error.strerror or error))}",
-                  file=sys.stderr)
+            print(
+                f"error: cannot write {escape_controls(path)}: {escape_controls(str(error.strerror or error))}",
+                file=sys.stderr,
+            )
             return EXIT_UNREADABLE
-    print(f"{dataset.sessions} sessions written to {escape_controls(args.parquet)} "
-          f"({', '.join(dataset.tables)}); {len(dataset.errors)} unreadable")
+    print(
+        f"{dataset.sessions} sessions written to {escape_controls(args.parquet)} "
+        f"({', '.join(dataset.tables)}); {len(dataset.errors)} unreadable"
+    )
     for path, reason in dataset.errors:
         print(f"  {escape_controls(path)}: {escape_controls(reason)}", file=sys.stderr)
     return EXIT_UNREADABLE if dataset.errors else EXIT_OK
@@ -381,11 +495,21 @@ def _record(args) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        print("error: give the training command after --, e.g. -- python train.py --batch-size {batch_size}",
-              file=sys.stderr)
+        print(
+            "error: give the training command after --, e.g. -- python train.py --batch-size {batch_size}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
-    results = record_runs(args.logdir, args.model, args.batch_sizes, args.devices, command, force=args.force,
-                          repeats=args.repeats, matrix=matrix)
+    results = record_runs(
+        args.logdir,
+        args.model,
+        args.batch_sizes,
+        args.devices,
+        command,
+        force=args.force,
+        repeats=args.repeats,
+        matrix=matrix,
+    )
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     if args.index and len(failed) < len(results):
@@ -395,8 +519,10 @@ def _record(args) -> int:
     for result in failed:
         print(f"FAILED {result.run_dir}: {result.reason}", file=sys.stderr)
     if results and not failed:
-        print(f"next: tensorboard --logdir {args.logdir}   (or: tb-opcompare "
-              + (f"matrix {args.logdir})" if matrix else f"sweep {args.logdir} --model {args.model})"))
+        print(
+            f"next: tensorboard --logdir {args.logdir}   (or: tb-opcompare "
+            + (f"matrix {args.logdir})" if matrix else f"sweep {args.logdir} --model {args.model})")
+        )
     return EXIT_UNREADABLE if failed or not results else EXIT_OK
 
 
@@ -444,7 +570,8 @@ def _print_runs(document: dict) -> None:
             + "".join(f"\t{fact}={run[fact]}" for fact in ("precision", "compiler") if run[fact])
             + f"\tmodel={run['model']}"
             + (f" ({run['model_source']})" if run["model_source"].startswith("data") else "")
-            + f"\tsessions={len(run['sessions'])}" + _workers_text(run["workers"])
+            + f"\tsessions={len(run['sessions'])}"
+            + _workers_text(run["workers"])
             + ("" if run["loaded"] else "\t(not read yet)")
         )
     if document["pairs"]:
@@ -478,25 +605,45 @@ def _compare(args) -> int:
         pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
         suggested = runs["suggested"]
         models = {run["run"]: run["model"] for run in runs["runs"]}
-        if (not pairs and suggested and suggested["baseline"] != suggested["target"]
-                and models.get(suggested["baseline"]) == models.get(suggested["target"])):
+        if (
+            not pairs
+            and suggested
+            and suggested["baseline"] != suggested["target"]
+            and models.get(suggested["baseline"]) == models.get(suggested["target"])
+        ):
             # no CPU/accelerator pair: the pair the tab opens on (the widest batch-size change of one model)
-            print(f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
-                  f"{escape_controls(suggested['reason'])}", file=sys.stderr)
+            print(
+                f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
+                f"{escape_controls(suggested['reason'])}",
+                file=sys.stderr,
+            )
             pairs = [(suggested["baseline"], suggested["target"])]
         if not pairs:
-            print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
-                  file=sys.stderr)
+            print(
+                "error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
+                file=sys.stderr,
+            )
             print("known: " + ", ".join(escape_controls(r["run"]) for r in runs["runs"]), file=sys.stderr)
             return EXIT_USAGE
     if args.sort and args.sort not in COMPARE_COLUMNS:
         print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        documents = [msgspec.to_builtins(compare_document(
-            catalog, baseline, target, group_by=args.group_by, baseline_session=args.baseline_session,
-            target_session=args.target_session, normalize=not args.no_normalize_types,
-            view=RowView(sort=args.sort, top=args.top))) for baseline, target in pairs]
+        documents = [
+            msgspec.to_builtins(
+                compare_document(
+                    catalog,
+                    baseline,
+                    target,
+                    group_by=args.group_by,
+                    baseline_session=args.baseline_session,
+                    target_session=args.target_session,
+                    normalize=not args.no_normalize_types,
+                    view=RowView(sort=args.sort, top=args.top),
+                )
+            )
+            for baseline, target in pairs
+        ]
     except CompareUsageError as error:
         print(f"error: {escape_controls(str(error))}", file=sys.stderr)
         return EXIT_USAGE
@@ -523,8 +670,11 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
     pair it belongs to."""
     if not with_pairs:
         return compare_csv(documents[0]["rows"])
-    rows = [{"baseline_run": d["summary"]["baseline"]["run"], "target_run": d["summary"]["target"]["run"], **row}
-            for d in documents for row in d["rows"]]
+    rows = [
+        {"baseline_run": d["summary"]["baseline"]["run"], "target_run": d["summary"]["target"]["run"], **row}
+        for d in documents
+        for row in d["rows"]
+    ]
     return compare_csv(rows, PAIR_COLUMNS + list(documents[0]["columns"]))
 
 
@@ -545,10 +695,16 @@ def _fraction(text: str) -> float:
 def _check(args) -> int:
     try:
         catalog = _catalog(args)
-        document = check_document(catalog, expand_runs(catalog, args.baseline, args.repeats),
-                                  expand_runs(catalog, args.target, args.repeats), threshold=args.max_regression,
-                                  ops=args.ops, min_share=args.min_share, group_by=args.group_by,
-                                  allow_one_run=args.allow_one_run)
+        document = check_document(
+            catalog,
+            expand_runs(catalog, args.baseline, args.repeats),
+            expand_runs(catalog, args.target, args.repeats),
+            threshold=args.max_regression,
+            ops=args.ops,
+            min_share=args.min_share,
+            group_by=args.group_by,
+            allow_one_run=args.allow_one_run,
+        )
     except CheckUsageError as error:
         print(f"error: {escape_controls(str(error))}", file=sys.stderr)
         return EXIT_USAGE
@@ -572,8 +728,9 @@ def _check(args) -> int:
 def _trend(args) -> int:
     catalog = _catalog(args)
     try:
-        document = trend_document(catalog, expand_runs(catalog, args.runs), order_by=args.order_by, top=args.top,
-                                  group_by=args.group_by)
+        document = trend_document(
+            catalog, expand_runs(catalog, args.runs), order_by=args.order_by, top=args.top, group_by=args.group_by
+        )
     except TrendUsageError as error:
         print(f"error: {escape_controls(str(error))}", file=sys.stderr)
         return EXIT_USAGE
@@ -584,8 +741,10 @@ def _trend(args) -> int:
 def _print_trend(document) -> None:
     means = {(row["key"], row["point"]): row["mean_us"] for row in document.rows}
     headers = ["op", *(f"{point.value} ({len(point.runs)})" for point in document.points)]
-    table = [headers] + [[key, *(format_time(means.get((key, position))) for position in range(len(document.points)))]
-                         for key in document.keys]
+    table = [headers] + [
+        [key, *(format_time(means.get((key, position))) for position in range(len(document.points)))]
+        for key in document.keys
+    ]
     widths = [max(len(escape_controls(row[i])) for row in table) for i in range(len(headers))]
     print(f"mean time per execution by {document.order_by} (runs pooled at each point in brackets)")
     for row in table:
@@ -611,17 +770,21 @@ def _print_layers(document, top: int) -> None:
     unit = "per step" if document.per_step else "in all"
     print(f"layers, time {unit}: baseline -> target, speedup (share of the step)")
     for layer in document.layers:
-        print(f"  {layer.layer:<12} {format_time(layer.baseline_us)} -> {format_time(layer.target_us)}  "
-              f"{format_speedup(layer.speedup)}  ({format_share(layer.baseline_share)} -> "
-              f"{format_share(layer.target_share)}; {layer.basis} time)")
+        print(
+            f"  {layer.layer:<12} {format_time(layer.baseline_us)} -> {format_time(layer.target_us)}  "
+            f"{format_speedup(layer.speedup)}  ({format_share(layer.baseline_share)} -> "
+            f"{format_share(layer.target_share)}; {layer.basis} time)"
+        )
     for name in ROW_LAYERS:
         rows = [row for row in document.rows if row.layer == name]
         if rows:
             print(f"\n{name}: wall time per call, baseline -> target, speedup")
         for row in rows[:top]:
-            print(f"  {escape_controls(row.name)}  {format_time(row.baseline_mean_us)} -> "
-                  f"{format_time(row.target_mean_us)}  {format_speedup(row.speedup)}  "
-                  f"[{_count(row.baseline_calls)} -> {_count(row.target_calls)} calls]")
+            print(
+                f"  {escape_controls(row.name)}  {format_time(row.baseline_mean_us)} -> "
+                f"{format_time(row.target_mean_us)}  {format_speedup(row.speedup)}  "
+                f"[{_count(row.baseline_calls)} -> {_count(row.target_calls)} calls]"
+            )
         if len(rows) > top:
             print(f"  … {len(rows) - top} more (--top, --csv)")
     for note in document.notes:
@@ -637,9 +800,11 @@ def _print_modules(document, depth: int) -> None:
     print(f"modules from {document.source}; time {unit}, baseline -> target, speedup")
     for node in document.nodes:
         if node.kind == "module" and node.depth <= depth:
-            print(f"{'  ' * node.depth}{escape_controls(node.name)}  {format_time(node.baseline_us)} -> "
-                  f"{format_time(node.target_us)}  {format_speedup(node.speedup)}  "
-                  f"({format_share(node.baseline_share)} -> {format_share(node.target_share)})")
+            print(
+                f"{'  ' * node.depth}{escape_controls(node.name)}  {format_time(node.baseline_us)} -> "
+                f"{format_time(node.target_us)}  {format_speedup(node.speedup)}  "
+                f"({format_share(node.baseline_share)} -> {format_share(node.target_share)})"
+            )
     for note in document.notes:
         print(f"note: {escape_controls(note)}")
 
@@ -654,21 +819,33 @@ def _print_memory(document, top: int) -> None:
     for side in ("baseline", "target"):
         run = getattr(document, side)
         peaks = ", ".join(f"{device} {format_bytes(size)}" for device, size in run.peak_memory_bytes.items())
-        rates = [f"{format_bytes(run.allocated_bytes_per_step)} allocated per step"
-                 if run.allocated_bytes_per_step is not None else None,
-                 f"{run.memory_events_per_step:,.0f} memory events per step"
-                 if run.memory_events_per_step is not None else None]
-        print(escape_controls(f"{side + ':':<9} {run.run}: peak {peaks or 'not recorded'}"
-                              + "".join(f"; {rate}" for rate in rates if rate)))
+        rates = [
+            f"{format_bytes(run.allocated_bytes_per_step)} allocated per step"
+            if run.allocated_bytes_per_step is not None
+            else None,
+            f"{run.memory_events_per_step:,.0f} memory events per step"
+            if run.memory_events_per_step is not None
+            else None,
+        ]
+        print(
+            escape_controls(
+                f"{side + ':':<9} {run.run}: peak {peaks or 'not recorded'}"
+                + "".join(f"; {rate}" for rate in rates if rate)
+            )
+        )
     if document.rows:
-        print(f"\nops by bytes allocated (either run), {min(top, len(document.rows))} of {len(document.rows)}; "
-              "ratio = target / baseline per call")
+        print(
+            f"\nops by bytes allocated (either run), {min(top, len(document.rows))} of {len(document.rows)}; "
+            "ratio = target / baseline per call"
+        )
         print(f"{'base alloc':>11}  {'target alloc':>12}  {'base/call':>11}  {'target/call':>11}  {'ratio':>7}  op")
         for row in document.rows[:top]:
-            print(f"{format_bytes(row['baseline_alloc_bytes']):>11}  {format_bytes(row['target_alloc_bytes']):>12}  "
-                  f"{format_bytes(row['baseline_alloc_bytes_per_execution']):>11}  "
-                  f"{format_bytes(row['target_alloc_bytes_per_execution']):>11}  {format_speedup(row['ratio']):>7}  "
-                  f"{escape_controls(row['key'])}")
+            print(
+                f"{format_bytes(row['baseline_alloc_bytes']):>11}  {format_bytes(row['target_alloc_bytes']):>12}  "
+                f"{format_bytes(row['baseline_alloc_bytes_per_execution']):>11}  "
+                f"{format_bytes(row['target_alloc_bytes_per_execution']):>11}  {format_speedup(row['ratio']):>7}  "
+                f"{escape_controls(row['key'])}"
+            )
         if len(document.rows) > top:
             print(f"… {len(document.rows) - top} more (--top, --csv)")
     for note in document.notes:
@@ -687,19 +864,26 @@ def _matrix(args) -> int:
 
 def _print_matrix(document) -> None:
     cells = {(cell.model, cell.batch_size, cell.column): cell for cell in document.cells}
-    print(f"steady step latency, samples/s and speedup against {document.reference or '(no reference)'}; "
-          f"warm-up: {'detected per run' if document.warmup is None else f'{document.warmup} steps left out'}")
+    print(
+        f"steady step latency, samples/s and speedup against {document.reference or '(no reference)'}; "
+        f"warm-up: {'detected per run' if document.warmup is None else f'{document.warmup} steps left out'}"
+    )
     for column in document.columns:
         print(f"\n{column.key}")
         for row in document.rows:
             cell = cells.get((row.model, row.batch_size, column.key))
             if cell is None:
                 continue
-            spread = (f" (p10-p90 {format_time(cell.latency_p10_us)}-{format_time(cell.latency_p90_us)})"
-                      if cell.latency_p10_us is not None else "")
+            spread = (
+                f" (p10-p90 {format_time(cell.latency_p10_us)}-{format_time(cell.latency_p90_us)})"
+                if cell.latency_p10_us is not None
+                else ""
+            )
             speedup = "reference" if cell.reference else format_speedup(cell.speedup)
-            print(f"  {escape_controls(row.model)} bs{row.batch_size or '?'}: {format_time(cell.latency_us)}{spread}  "
-                  f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]")
+            print(
+                f"  {escape_controls(row.model)} bs{row.batch_size or '?'}: {format_time(cell.latency_us)}{spread}  "
+                f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]"
+            )
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)
 
@@ -732,8 +916,9 @@ def _sweep(args) -> int:
         return _list_sweepable(catalog, args.logdir)
     held = {dimension: getattr(args, dimension) for dimension in SERIES_DIMENSIONS if getattr(args, dimension)}
     try:
-        document = sweep_document(catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by,
-                                  series_by=args.series_by, held=held)
+        document = sweep_document(
+            catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by, series_by=args.series_by, held=held
+        )
     except SweepUsageError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -770,18 +955,28 @@ def _list_sweepable(catalog: Catalog, logdir: str) -> int:
 def _print_sweep(document: dict, table: list[dict]) -> None:
     document, table = escape_controls(document), escape_controls(table)
     held = ", ".join(f"{dimension} {value}" for dimension, value in document["held"].items())
-    print(f"model {document['model']} ({held}), lines by {document['series_by']}: "
-          + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items()))
+    print(
+        f"model {document['model']} ({held}), lines by {document['series_by']}: "
+        + ", ".join(f"{d} at batch sizes {s}" for d, s in document["batch_sizes"].items())
+    )
     for warning in document["warnings"]:
         print(f"warning: {warning}")
     if document["steps"]:
         width = max(8, len(document["series_by"]) + 1, *(len(row["series"]) + 1 for row in document["steps"]))
         print(f"\n{document['series_by']:<{width}}{'batch':>7}{'step':>12}{'samples/s':>12}  basis")
         for row in document["steps"]:
-            pooled = (f"  {row['repeats']} runs pooled, 95% interval {format_time(row['step_low_us'])} to "
-                      f"{format_time(row['step_high_us'])}") if (row.get("repeats") or 1) > 1 else ""
-            print(f"{row['series']:<{width}}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
-                  f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}")
+            pooled = (
+                (
+                    f"  {row['repeats']} runs pooled, 95% interval {format_time(row['step_low_us'])} to "
+                    f"{format_time(row['step_high_us'])}"
+                )
+                if (row.get("repeats") or 1) > 1
+                else ""
+            )
+            print(
+                f"{row['series']:<{width}}{row['batch_size']:>7}{format_time(row['step_us']):>12}"
+                f"{row['samples_per_s']:>12,.0f}  {row['basis']}{pooled}"
+            )
     wanted = set(document["top_ops"]) | {STEP}
     print(f"\n{'fixed':>10}  {'per sample':>10}  {'R²':>6}  {'break-even batch':>20}  op ({document['series_by']})")
     for row in table:
@@ -789,8 +984,10 @@ def _print_sweep(document: dict, table: list[dict]) -> None:
             continue
         breakeven = format_breakeven(row["breakeven_batch_size"], row["target_faster"], document["target_series"])
         flag = "  poor fit" if row["poor_fit"] else ""
-        print(f"{format_time(row['fixed_us']):>10}  {format_time(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
-              f"  {breakeven:>20}  {row['op']} ({row['series']}){flag}")
+        print(
+            f"{format_time(row['fixed_us']):>10}  {format_time(row['per_sample_us']):>10}  {row['r2']:>6.3f}"
+            f"  {breakeven:>20}  {row['op']} ({row['series']}){flag}"
+        )
 
 
 def _mean(row: dict, side: str) -> str:
@@ -802,16 +999,23 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
     document = escape_controls(document)
     summary = document["summary"]
     base, tgt = summary["baseline"], summary["target"]
-    for label, record, runs in (("baseline:", base, summary["baseline_runs"]), ("target:  ", tgt, summary["target_runs"])):
+    for label, record, runs in (
+        ("baseline:", base, summary["baseline_runs"]),
+        ("target:  ", tgt, summary["target_runs"]),
+    ):
         name = record["run"] if len(runs) == 1 else f"{len(runs)} runs pooled ({', '.join(runs)})"
         print(f"{label} {name} ({record['device']}{', ' + record['device_name'] if record['device_name'] else ''})")
     headline = summary["headline_speedup"]
-    print(f"speedup {format_speedup(headline)} ({summary['headline_text']})" if headline
-          else f"speedup: n/a ({summary['headline_text']})")
+    print(
+        f"speedup {format_speedup(headline)} ({summary['headline_text']})"
+        if headline
+        else f"speedup: n/a ({summary['headline_text']})"
+    )
     overall = summary["overall_speedup"]
     geomean = summary["geomean_speedup"]
     print(
-        f"op time: matched {format_speedup(overall)} ({summary['overall_speedup_basis']})" if overall
+        f"op time: matched {format_speedup(overall)} ({summary['overall_speedup_basis']})"
+        if overall
         else "op time: matched n/a",
         f"| geomean {format_speedup(geomean)}" if geomean else "| geomean n/a",
         f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
@@ -831,16 +1035,24 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
     print(header)
     for row in document["rows"]:
         speedup = format_speedup(row["speedup"])
-        allocated = (f"  {format_bytes(row['baseline_alloc_bytes_per_execution']):>15}"
-                     f"  {format_bytes(row['target_alloc_bytes_per_execution']):>17}") if memory else ""
+        allocated = (
+            (
+                f"  {format_bytes(row['baseline_alloc_bytes_per_execution']):>15}"
+                f"  {format_bytes(row['target_alloc_bytes_per_execution']):>17}"
+            )
+            if memory
+            else ""
+        )
         print(
             f"{speedup:>9}  {_mean(row, 'baseline'):>11}  {_mean(row, 'target'):>12}{allocated}"
-            f"  {row['status']:<13}  {row['key']}" + (f" ({row['op_type']})" if row["op_type"] not in (None, row["key"])
-                                                      else "")
+            f"  {row['status']:<13}  {row['key']}"
+            + (f" ({row['op_type']})" if row["op_type"] not in (None, row["key"]) else "")
         )
     if summary["noisy_ops"]:
-        print(f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "
-              "their means and speedups are unreliable (the JSON and CSV have median, p10, p90 and CV)")
+        print(
+            f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "
+            "their means and speedups are unreliable (the JSON and CSV have median, p10, p90 and CV)"
+        )
     print()
 
 

@@ -13,13 +13,29 @@ def demo_arguments(doc: str, argv: list[str] | None, *, framework: str) -> argpa
     parser.add_argument("--batch-size", type=int, required=True)
     parser.add_argument("--steps", type=int, default=10, help="training steps (profiled: 3 .. 7)")
     parser.add_argument("--run-dir", help="default: $TB_OPCOMPARE_RUN_DIR")
-    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                        help="bf16: " + ("autocast the forward pass and the loss to bfloat16" if framework == "torch"
-                                         else "Keras's mixed_bfloat16 policy"))
-    parser.add_argument("--backend", choices=("eager", "compile") if framework == "torch" else ("eager", "xla"),
-                        default="eager", help="compile: torch.compile (Inductor)" if framework == "torch"
-                        else "xla: compile the train step with XLA (jit_compile=True)")
+    parser.add_argument(
+        "--precision",
+        choices=("fp32", "bf16"),
+        default="fp32",
+        help="bf16: "
+        + (
+            "autocast the forward pass and the loss to bfloat16"
+            if framework == "torch"
+            else "Keras's mixed_bfloat16 policy"
+        ),
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("eager", "compile") if framework == "torch" else ("eager", "xla"),
+        default="eager",
+        help="compile: torch.compile (Inductor)"
+        if framework == "torch"
+        else "xla: compile the train step with XLA (jit_compile=True)",
+    )
     if framework == "torch":
-        parser.add_argument("--with-stack", action="store_true",
-                            help="record Python calls too (the nn.Module tree); traces grow several times")
+        parser.add_argument(
+            "--with-stack",
+            action="store_true",
+            help="record Python calls too (the nn.Module tree); traces grow several times",
+        )
     return parser.parse_args(argv)

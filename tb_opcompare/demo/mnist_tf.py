@@ -20,15 +20,17 @@ def build_model():
     """Two convolutions, a pooling layer and two dense layers, for 28x28x1 inputs."""
     import tensorflow as tf
 
-    return tf.keras.Sequential([
-        tf.keras.Input(shape=(28, 28, 1)),
-        tf.keras.layers.Conv2D(16, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Conv2D(32, 3, activation="relu"),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(64, activation="relu"),
-        tf.keras.layers.Dense(10),
-    ])
+    return tf.keras.Sequential(
+        [
+            tf.keras.Input(shape=(28, 28, 1)),
+            tf.keras.layers.Conv2D(16, 3, activation="relu"),
+            tf.keras.layers.MaxPooling2D(),
+            tf.keras.layers.Conv2D(32, 3, activation="relu"),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(10),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -43,13 +45,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.precision == "bf16":
         tf.keras.mixed_precision.set_global_policy("mixed_bfloat16")
     model = build_model()
-    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  jit_compile=args.backend == "xla")
+    model.compile(
+        optimizer="adam",
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=args.backend == "xla",
+    )
     x = np.random.rand(args.batch_size * args.steps, 28, 28, 1).astype("float32")
     y = np.random.randint(0, 10, size=(args.batch_size * args.steps,))
-    profiler = KerasProfiler(args.run_dir, model=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn",
-                             batch_size=args.batch_size, first_step=3, steps=min(5, max(1, args.steps - 3)),
-                             precision=args.precision, compiler=args.backend)
+    profiler = KerasProfiler(
+        args.run_dir,
+        model=os.environ.get("TB_OPCOMPARE_MODEL") or "mnist_cnn",
+        batch_size=args.batch_size,
+        first_step=3,
+        steps=min(5, max(1, args.steps - 3)),
+        precision=args.precision,
+        compiler=args.backend,
+    )
     model.fit(x, y, batch_size=args.batch_size, epochs=1, verbose=0, callbacks=[profiler])
     print(f"trained {args.steps} steps at batch size {args.batch_size}")
 

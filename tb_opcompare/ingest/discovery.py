@@ -136,8 +136,12 @@ class _Skipped:
 _NOT_TRACES = frozenset({SIDECAR, "projector_config.json", "config.json", "hparams.json"})
 
 
-def _entries(logdir: str, refused: list[tuple[str, str, str | None]], walk: fs.Walk | None = None,
-             known: KnownHeads | None = None):
+def _entries(
+    logdir: str,
+    refused: list[tuple[str, str, str | None]],
+    walk: fs.Walk | None = None,
+    known: KnownHeads | None = None,
+):
     """Every profile session and trace file under ``logdir``, in walk order; what must
     not be read goes to ``refused`` as (path, reason, run directory or None)."""
     walk = walk or fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
@@ -191,8 +195,9 @@ def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | 
         run = _relative(logdir, run_dir)
         if (run, REFUSED) in found:  # a second refused entry of that run is listed under its own path
             run = _relative(logdir, path)
-        found[(run, REFUSED)] = RunSource(run=run, format=REFUSED, run_dir=run_dir,
-                                          sessions={_split(path)[1]: [path]}, refusal=reason)
+        found[(run, REFUSED)] = RunSource(
+            run=run, format=REFUSED, run_dir=run_dir, sessions={_split(path)[1]: [path]}, refusal=reason
+        )
     places = None if fs.is_remote(logdir) else tuple(walk.real_roots)
     for source in found.values():
         source.places = places
@@ -235,8 +240,9 @@ def _join_ranks(source: RunSource, known: KnownHeads | None) -> None:
 def has_profile_runs(logdir: str) -> bool:
     """Whether discover() would find a readable run, stopping at the first (TensorBoard
     asks on every plugin listing, so this must stay cheap and must never block)."""
-    return any(isinstance(entry, _File) or (isinstance(entry, _Session) and entry.host_files)
-               for entry in _entries(logdir, []))
+    return any(
+        isinstance(entry, _File) or (isinstance(entry, _Session) and entry.host_files) for entry in _entries(logdir, [])
+    )
 
 
 def _is_host_file(name: str) -> bool:
@@ -332,8 +338,9 @@ def _classify(name: str, path: str, known: KnownHeads | None) -> str | None:
     if not _is_json(name):
         return None
     markers = _head_facts(path, known).markers
-    return next((f.name for f in _SNIFFED_FORMATS if name.startswith(f.name_prefix)
-                 and f.json_marker.decode() in markers), None)
+    return next(
+        (f.name for f in _SNIFFED_FORMATS if name.startswith(f.name_prefix) and f.json_marker.decode() in markers), None
+    )
 
 
 def _head_facts(path: str, known: KnownHeads | None) -> HeadFacts:

@@ -17,19 +17,25 @@ _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run 
 
 def facts_argument(facts: ProfileFacts) -> str:
     """What the argument a batch size came from is, in words (its source without the prefix)."""
-    return (facts.batch_size_source or "")[len(ARGUMENT_SOURCE):]
+    return (facts.batch_size_source or "")[len(ARGUMENT_SOURCE) :]
 
 
 def claimed_facts(file_format: str, claims: Claims) -> ProfileFacts:
     """What is known of a run before its trace is read: its sidecar, then its name."""
     batch_size, batch_size_source = claims.batch_sizes[0] if claims.batch_sizes else (None, None)
     return ProfileFacts(
-        format=file_format, device=claims.device,
+        format=file_format,
+        device=claims.device,
         device_name=claims.device_name if claims.device not in (None, "CPU") else None,
-        steps_source=None, batch_size=batch_size, batch_size_source=batch_size_source,
-        precision=claims.precision, precision_source=_SAID_BY.get(claims.precision_source),
-        compiler=claims.compiler, compiler_source=_SAID_BY.get(claims.compiler_source),
-        warnings=[claims.warning] if claims.warning else [])
+        steps_source=None,
+        batch_size=batch_size,
+        batch_size_source=batch_size_source,
+        precision=claims.precision,
+        precision_source=_SAID_BY.get(claims.precision_source),
+        compiler=claims.compiler,
+        compiler_source=_SAID_BY.get(claims.compiler_source),
+        warnings=[claims.warning] if claims.warning else [],
+    )
 
 
 def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
@@ -50,31 +56,43 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
         passed, how = facts.batch_size, facts_argument(facts)
         facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
         if passed != facts.batch_size:
-            facts.warnings.append(f"the profile holds batch size {passed} only as {how}, which Keras ignores for a "
-                                  f"batched dataset; using {facts.batch_size} from "
-                                  f"{_SAID_BY[facts.batch_size_source]}")
+            facts.warnings.append(
+                f"the profile holds batch size {passed} only as {how}, which Keras ignores for a "
+                f"batched dataset; using {facts.batch_size} from "
+                f"{_SAID_BY[facts.batch_size_source]}"
+            )
     elif weak and claims.batch_sizes and claims.batch_sizes[0] in disagreeing:  # the most trusted claim decides
         measured, agreement = facts.batch_size, facts.batch_size_agreement
         facts.batch_size, claimed_by = claims.batch_sizes[0]
         facts.batch_size_source, facts.batch_size_agreement = claimed_by, None
-        facts.warnings.append(f"the profile's tensors weakly suggest batch size {measured} (only {agreement:.0%} "
-                              f"of the evidence agrees); using {facts.batch_size} from {_SAID_BY[claimed_by]}")
+        facts.warnings.append(
+            f"the profile's tensors weakly suggest batch size {measured} (only {agreement:.0%} "
+            f"of the evidence agrees); using {facts.batch_size} from {_SAID_BY[claimed_by]}"
+        )
     else:
         for size, claimed_by in disagreeing:
-            facts.warnings.append(f"{_SAID_BY[claimed_by]} says batch size {size} but the profile's tensors say "
-                                  f"{facts.batch_size}; using the measured size")
+            facts.warnings.append(
+                f"{_SAID_BY[claimed_by]} says batch size {size} but the profile's tensors say "
+                f"{facts.batch_size}; using the measured size"
+            )
     if claims.device_source == SIDECAR_SOURCE and claims.device != facts.device:
-        facts.warnings.append(f"the sidecar opcompare.json says {claims.device} but the profile shows "
-                              f"{facts.device} activity only; using the profile")
+        facts.warnings.append(
+            f"the sidecar opcompare.json says {claims.device} but the profile shows "
+            f"{facts.device} activity only; using the profile"
+        )
     if facts.device_name is None and claims.device_name and facts.device != "CPU":
         facts.device_name = claims.device_name
-    for fact, claimed, claimed_by in (("precision", claims.precision, claims.precision_source),
-                                      ("compiler", claims.compiler, claims.compiler_source)):
+    for fact, claimed, claimed_by in (
+        ("precision", claims.precision, claims.precision_source),
+        ("compiler", claims.compiler, claims.compiler_source),
+    ):
         measured_value = getattr(facts, fact)
         if measured_value is None and claimed:
             setattr(facts, fact, claimed)
             setattr(facts, f"{fact}_source", _SAID_BY[claimed_by])
         elif claimed and measured_value and not same_dimension(fact, claimed, measured_value):
-            facts.warnings.append(f"{_SAID_BY[claimed_by]} says {fact} {claimed} but the profile shows "
-                                  f"{measured_value}; using the profile")
+            facts.warnings.append(
+                f"{_SAID_BY[claimed_by]} says {fact} {claimed} but the profile shows "
+                f"{measured_value}; using the profile"
+            )
     return facts

@@ -73,8 +73,11 @@ def _read_onnxruntime(_format: str, paths: list[str], max_text_bytes: int | None
 def _read_chrome_trace(file_format: str, paths: list[str], max_text_bytes: int | None):
     """The Chrome-trace dialects share a decoder; a generic ``traceEvents`` file is told
     apart by its content (PyTorch, a TF 2.0-2.3 trace, a TF1 timeline)."""
-    from tb_opcompare.ingest.readers.chrome_json import (BATCHED_BYTES_PER_EVENT, MATERIALIZED_BYTES_PER_EVENT,
-                                                         open_chrome_trace)
+    from tb_opcompare.ingest.readers.chrome_json import (
+        BATCHED_BYTES_PER_EVENT,
+        MATERIALIZED_BYTES_PER_EVENT,
+        open_chrome_trace,
+    )
     from tb_opcompare.ingest.readers.tf1_timeline import is_tf1_timeline, read_tf1_timeline
     from tb_opcompare.ingest.readers.tf_trace_json import is_tf_trace_json, read_tf_trace_json
     from tb_opcompare.ingest.readers.torch_trace import is_torch_trace, read_torch_trace
@@ -147,20 +150,51 @@ def combine_job_ranks(paths: list[str], reads: list):
 # full events (about 3.4x).
 WHOLE_JSON_PEAK = 4.5
 FORMATS: tuple[ProfileFormat, ...] = (
-    ProfileFormat(XPLANE, "TensorFlow profiler session, TF >= 2.2 (<host>.xplane.pb)", _read_xplane, 3.0,
-                  session_suffix=".xplane.pb"),
-    ProfileFormat(TF_TRACE_JSON, "TensorFlow profiler session, TF 2.0-2.3 (<host>.trace.json.gz)", _read_chrome_trace,
-                  WHOLE_JSON_PEAK, session_suffix=".trace.json.gz"),
-    ProfileFormat(PYTORCH, "PyTorch profiler trace (<worker>.<timestamp>.pt.trace.json[.gz])", _read_chrome_trace,
-                  3.0, file_name=re.compile(r"\.pt\.trace\.json(\.gz)?\Z")),
-    ProfileFormat(CHROME_TRACE, "Chrome trace: a TF1 timeline or PyTorch export_chrome_trace (*.json[.gz])",
-                  _read_chrome_trace, WHOLE_JSON_PEAK, json_marker=b'"traceEvents"'),
-    ProfileFormat(SUMMARY_JSON, "profiler wrapper summary with op_stats (summary*.json)", _read_summary,
-                  WHOLE_JSON_PEAK, json_marker=b'"op_stats"', name_prefix="summary"),
+    ProfileFormat(
+        XPLANE,
+        "TensorFlow profiler session, TF >= 2.2 (<host>.xplane.pb)",
+        _read_xplane,
+        3.0,
+        session_suffix=".xplane.pb",
+    ),
+    ProfileFormat(
+        TF_TRACE_JSON,
+        "TensorFlow profiler session, TF 2.0-2.3 (<host>.trace.json.gz)",
+        _read_chrome_trace,
+        WHOLE_JSON_PEAK,
+        session_suffix=".trace.json.gz",
+    ),
+    ProfileFormat(
+        PYTORCH,
+        "PyTorch profiler trace (<worker>.<timestamp>.pt.trace.json[.gz])",
+        _read_chrome_trace,
+        3.0,
+        file_name=re.compile(r"\.pt\.trace\.json(\.gz)?\Z"),
+    ),
+    ProfileFormat(
+        CHROME_TRACE,
+        "Chrome trace: a TF1 timeline or PyTorch export_chrome_trace (*.json[.gz])",
+        _read_chrome_trace,
+        WHOLE_JSON_PEAK,
+        json_marker=b'"traceEvents"',
+    ),
+    ProfileFormat(
+        SUMMARY_JSON,
+        "profiler wrapper summary with op_stats (summary*.json)",
+        _read_summary,
+        WHOLE_JSON_PEAK,
+        json_marker=b'"op_stats"',
+        name_prefix="summary",
+    ),
     # a JSON array of events, whatever prefix the session was given: its session's own
     # events, among the first written, tell it
-    ProfileFormat(ONNXRUNTIME, "ONNX Runtime profile (SessionOptions.enable_profiling: <prefix>_<date>.json)",
-                  _read_onnxruntime, WHOLE_JSON_PEAK, json_marker=b'"session_initialization"'),
+    ProfileFormat(
+        ONNXRUNTIME,
+        "ONNX Runtime profile (SessionOptions.enable_profiling: <prefix>_<date>.json)",
+        _read_onnxruntime,
+        WHOLE_JSON_PEAK,
+        json_marker=b'"session_initialization"',
+    ),
 )
 BY_NAME = {profile_format.name: profile_format for profile_format in FORMATS}
 SESSION_FORMATS = tuple(f for f in FORMATS if f.session_suffix)
@@ -177,8 +211,11 @@ def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None 
     failure becomes a ProfileError (or OverLimit) naming the file."""
     with _reading(paths):
         if file_format == EMPTY_SESSION:
-            raise ProfileError(paths[0], "no .xplane.pb or .trace.json.gz in this profile session directory; the "
-                                         "profiler was stopped before writing, or is still writing")
+            raise ProfileError(
+                paths[0],
+                "no .xplane.pb or .trace.json.gz in this profile session directory; the "
+                "profiler was stopped before writing, or is still writing",
+            )
         return BY_NAME[file_format].read(file_format, paths, max_text_bytes)
 
 
@@ -190,9 +227,14 @@ def _reading(paths: list[str]):
     except OSError as error:
         raise NotReadableNow(error.filename or paths[0], f"cannot read the file: {error.strerror or error}") from None
     except RecursionError:
-        raise ProfileError(paths[0], "nested more deeply than a profiler ever writes (thousands of levels of JSON "
-                                     "arrays or objects); not read") from None
+        raise ProfileError(
+            paths[0],
+            "nested more deeply than a profiler ever writes (thousands of levels of JSON arrays or objects); not read",
+        ) from None
     except MemoryError:  # a limit of this machine, not a fault of the file: never cached
-        raise OverLimit(paths[0], "ran out of memory while reading it; lower the memory guard "
-                                     "(--opcompare_max_read_gb / --max-read-gb) so such reads are refused up "
-                                     "front, or read it on a bigger machine with `tb-opcompare index`") from None
+        raise OverLimit(
+            paths[0],
+            "ran out of memory while reading it; lower the memory guard "
+            "(--opcompare_max_read_gb / --max-read-gb) so such reads are refused up "
+            "front, or read it on a bigger machine with `tb-opcompare index`",
+        ) from None

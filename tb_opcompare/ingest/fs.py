@@ -81,8 +81,9 @@ class Walk:
             if subdirs and directory.rstrip(os.sep).count(os.sep) - top >= MAX_DEPTH:
                 # os.walk recurses: a tree thousands of levels deep would end in a RecursionError
                 for name in sorted(subdirs):
-                    self._refuse(os.path.join(directory, name), f"deeper than {MAX_DEPTH} levels below the "
-                                                                "logdir; not walked")
+                    self._refuse(
+                        os.path.join(directory, name), f"deeper than {MAX_DEPTH} levels below the logdir; not walked"
+                    )
                 subdirs[:] = []
             kept = []
             for name in sorted(subdirs):
@@ -92,12 +93,16 @@ class Walk:
                     continue
                 target = os.path.realpath(path)
                 if target != real_root and within(target, real_root):  # the logdir itself: a cycle, walked once
-                    self._refuse(os.path.join(directory, name), f"a link to {target}, which holds the logdir; "
-                                                                 "not followed")
+                    self._refuse(
+                        os.path.join(directory, name), f"a link to {target}, which holds the logdir; not followed"
+                    )
                     continue
                 if any(within(system, target) for system in SYSTEM_TREES):
-                    self._refuse(os.path.join(directory, name), f"a link into {target}, the system's live tables "
-                                                                 "(processes, devices), not profiles; not followed")
+                    self._refuse(
+                        os.path.join(directory, name),
+                        f"a link into {target}, the system's live tables "
+                        "(processes, devices), not profiles; not followed",
+                    )
                     continue
                 if not self.allows(target):
                     self.real_roots.append(target)
@@ -182,8 +187,9 @@ def open_regular(path: str):
         if places:
             real = _real_path(descriptor, path, info)
             if real is None or not any(within(place, real) for place in places):
-                raise NotARegularFile(0, f"{OUTSIDE} ({real or 'unknown'}): it was not there when the logdir was "
-                                         "listed; not read", path)
+                raise NotARegularFile(
+                    0, f"{OUTSIDE} ({real or 'unknown'}): it was not there when the logdir was listed; not read", path
+                )
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
@@ -261,8 +267,9 @@ def fingerprint(path: str) -> dict:
         if remote is not None:
             with _as_os_error(path):
                 info = remote.info(path)
-            tag = next((str(info[key]).strip('"') for key in ("ETag", "etag", "generation", "md5Hash")
-                        if info.get(key)), None)
+            tag = next(
+                (str(info[key]).strip('"') for key in ("ETag", "etag", "generation", "md5Hash") if info.get(key)), None
+            )
     return {"size": size, "mtime": modified, "etag": tag}
 
 
@@ -279,8 +286,9 @@ def read_ends(path: str) -> bytes:
         remote = _remote(path)
         if remote is not None:
             with _as_os_error(path):
-                return remote.cat_file(path, start=0, end=ENDS_BYTES) + \
-                    remote.cat_file(path, start=size - ENDS_BYTES, end=size)
+                return remote.cat_file(path, start=0, end=ENDS_BYTES) + remote.cat_file(
+                    path, start=size - ENDS_BYTES, end=size
+                )
         return read_bytes(path)[:ENDS_BYTES] + read_bytes(path)[-ENDS_BYTES:]
     with open_regular(path) as handle:
         head = handle.read(ENDS_BYTES)
@@ -300,8 +308,9 @@ def read_many(paths: list[str]) -> dict[str, bytes | OSError]:
             fetched = {path: error for path in paths}
         for path in paths:
             value = fetched.get(path, fetched.get(path.split("://", 1)[1], FileNotFoundError(path)))
-            found[path] = value if isinstance(value, bytes) else (
-                value if isinstance(value, OSError) else OSError(_said(value)))
+            found[path] = (
+                value if isinstance(value, bytes) else (value if isinstance(value, OSError) else OSError(_said(value)))
+            )
         return found
     for path in paths:
         try:
@@ -367,8 +376,9 @@ def _as_os_error(path: str):
 
 def _said(error: Exception) -> str:
     """An error in words: an OSError's own, else its type and message (botocore's)."""
-    return (error.strerror if isinstance(error, OSError) and error.strerror else None) or \
-        f"{type(error).__name__}: {error}"
+    return (
+        error.strerror if isinstance(error, OSError) and error.strerror else None
+    ) or f"{type(error).__name__}: {error}"
 
 
 def _modified(info: dict) -> float:
@@ -403,7 +413,7 @@ def _remote_walk(remote, root: str, refuse: Callable[[str, str], None]) -> Itera
         path = (f"{protocol}://{key}" if "://" not in key else key).rstrip("/")
         if path == base:
             continue
-        if path[len(base):].count("/") > MAX_DEPTH:
+        if path[len(base) :].count("/") > MAX_DEPTH:
             too_deep = True
             continue
         parent, name = posixpath.split(path)

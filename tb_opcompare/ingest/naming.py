@@ -31,14 +31,22 @@ _DEVICE_TOKEN = re.compile(rf"(?<![a-z0-9]){_DEVICE}(?![a-z0-9])", re.IGNORECASE
 # (``bert_h100_vs_mi300``): hardware, not a model. The profile says which one ran.
 _HARDWARE_TOKEN = re.compile(
     r"(?<![a-z0-9])(?:[vahpb]100|[hb]200|gb200|a10g?|a30|a40|l40s?|l4|t4|k80|p40|mi\d{2,3}[a-z]?|mtia|trn\d|inf\d"
-    r"|vs|versus)(?![a-z0-9])", re.IGNORECASE)
+    r"|vs|versus)(?![a-z0-9])",
+    re.IGNORECASE,
+)
 _BATCH_TOKEN = re.compile(rf"(?<![a-z0-9]){_BATCH}(?![a-z0-9])", re.IGNORECASE)
 _REPEAT_TOKEN = re.compile(r"(?<![a-z0-9])rep(?:eat)?[=_\-]?(\d+)(?![a-z0-9])", re.IGNORECASE)
-_PRECISION_TOKEN = re.compile(r"(?<![a-z0-9])(fp8|fp16|fp32|fp64|bf16|tf32|int8|float16|float32|bfloat16)"
-                              r"(?![a-z0-9])", re.IGNORECASE)
+_PRECISION_TOKEN = re.compile(
+    r"(?<![a-z0-9])(fp8|fp16|fp32|fp64|bf16|tf32|int8|float16|float32|bfloat16)"
+    r"(?![a-z0-9])",
+    re.IGNORECASE,
+)
 # not "jit": TorchScript's word in PyTorch, XLA's in TF
-_COMPILER_TOKEN = re.compile(r"(?<![a-z0-9])(eager|xla|compiled?|inductor|trt|tensorrt|onnxruntime|ort)"
-                             r"(?![a-z0-9])", re.IGNORECASE)
+_COMPILER_TOKEN = re.compile(
+    r"(?<![a-z0-9])(eager|xla|compiled?|inductor|trt|tensorrt|onnxruntime|ort)"
+    r"(?![a-z0-9])",
+    re.IGNORECASE,
+)
 _REPEATED_SEPARATORS = re.compile(rf"({_SEPARATORS})(?:{_SEPARATORS})+")
 # When a run was recorded says nothing of what ran: Keras's tutorial names runs
 # ``%Y%m%d-%H%M%S``, TF's profiler sessions ``%Y_%m_%d_%H_%M_%S``, SummaryWriter
@@ -47,13 +55,41 @@ _TIMESTAMP_TOKEN = re.compile(
     r"(?<![a-z0-9])(?:"
     r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)\d{1,2}_\d{2}-\d{2}-\d{2}(?:_[^/]*)?"
     r"|(?:19|20)\d{2}[-_.]?\d{2}[-_.]?\d{2}(?:[-_T ]\d{2}[-_:.]?\d{2}(?:[-_:.]?\d{2})?)?"
-    r")(?![a-z0-9])", re.IGNORECASE)
+    r")(?![a-z0-9])",
+    re.IGNORECASE,
+)
 # Folder names that name no model: what tutorials and tools call a logdir's folders.
-GENERIC_WORDS = frozenset({
-    "runs", "run", "logs", "log", "logdir", "fit", "train", "training", "validation", "eval", "test", "profile",
-    "profiles", "profiler", "plugins", "tensorboard", "tb", "trace", "traces", "tmp", "output", "outputs", "out",
-    "results", "experiments", "experiment", "exp",
-})
+GENERIC_WORDS = frozenset(
+    {
+        "runs",
+        "run",
+        "logs",
+        "log",
+        "logdir",
+        "fit",
+        "train",
+        "training",
+        "validation",
+        "eval",
+        "test",
+        "profile",
+        "profiles",
+        "profiler",
+        "plugins",
+        "tensorboard",
+        "tb",
+        "trace",
+        "traces",
+        "tmp",
+        "output",
+        "outputs",
+        "out",
+        "results",
+        "experiments",
+        "experiment",
+        "exp",
+    }
+)
 _RUN_SUFFIXES = ("train", "validation", "eval")  # Keras's sub-runs of one run
 
 

@@ -128,8 +128,10 @@ def read_claims(source: RunSource) -> Claims:
     if is_batch_size(sidecar_batch):
         batch_sizes.append((sidecar_batch, SIDECAR_SOURCE))
     elif sidecar_batch is not None and warning is None:
-        warning = (f"{fs.join(source.run_dir, SIDECAR)}: batch_size {str(sidecar_batch)[:40]!r} ignored, not a "
-                   f"whole number from 1 to {MAX_BATCH_SIZE:,}")
+        warning = (
+            f"{fs.join(source.run_dir, SIDECAR)}: batch_size {str(sidecar_batch)[:40]!r} ignored, not a "
+            f"whole number from 1 to {MAX_BATCH_SIZE:,}"
+        )
     named_batch = batch_size_from_name(source.run)
     if named_batch is not None:
         batch_sizes.append((named_batch, NAME_SOURCE))
@@ -153,11 +155,22 @@ def read_claims(source: RunSource) -> Claims:
     precision = canonical_precision(precision) if precision else None
     compiler = canonical_compiler(compiler) if compiler else None
     base_model = without_dimensions(model) if model else model_key(source.run)
-    return Claims(model=configuration_key(base_model, precision, compiler), label=label,
-                  batch_sizes=tuple(batch_sizes), device=device, device_source=device_source, device_name=device_name,
-                  warning=warning, repeat=repeat, precision=precision, compiler=compiler,
-                  precision_source=precision_source, compiler_source=compiler_source, base_model=base_model,
-                  model_source="sidecar" if model else "run name")
+    return Claims(
+        model=configuration_key(base_model, precision, compiler),
+        label=label,
+        batch_sizes=tuple(batch_sizes),
+        device=device,
+        device_source=device_source,
+        device_name=device_name,
+        warning=warning,
+        repeat=repeat,
+        precision=precision,
+        compiler=compiler,
+        precision_source=precision_source,
+        compiler_source=compiler_source,
+        base_model=base_model,
+        model_source="sidecar" if model else "run name",
+    )
 
 
 def _short_text(value) -> str | None:
@@ -165,8 +178,18 @@ def _short_text(value) -> str | None:
     return value.strip() if isinstance(value, str) and 0 < len(value.strip()) <= 40 else None
 
 
-def write_sidecar(run_dir: str, *, model: str | None, batch_size: int | None, device: str, device_name: str | None,
-                  framework: str, versions: dict[str, str], repeat: int | None = None, extra: dict | None = None) -> str:
+def write_sidecar(
+    run_dir: str,
+    *,
+    model: str | None,
+    batch_size: int | None,
+    device: str,
+    device_name: str | None,
+    framework: str,
+    versions: dict[str, str],
+    repeat: int | None = None,
+    extra: dict | None = None,
+) -> str:
     """Write ``opcompare.json``: what the profile itself may not say (model, declared
     batch size) and what helps later (versions, command line, host)."""
     os.makedirs(run_dir, exist_ok=True)

@@ -54,9 +54,11 @@ def _refuse_a_gpu_run_without_a_gpu(framework: str, has_gpu: Callable[[], bool])
     """``tb-opcompare record --devices gpu`` with a framework that sees no GPU (a CPU build,
     a driver it cannot load) would record a CPU profile into a ``…_gpu_…`` run."""
     if os.environ.get(ENV_DEVICE, "").upper() == "GPU" and not has_gpu():
-        raise RuntimeError(f"this is a GPU run ({ENV_DEVICE}=GPU), but {framework} sees no GPU here (a CPU build, "
-                           "or no usable driver); not profiling the CPU under a GPU run's name. Run the command with "
-                           "an interpreter whose framework has GPU support")
+        raise RuntimeError(
+            f"this is a GPU run ({ENV_DEVICE}=GPU), but {framework} sees no GPU here (a CPU build, "
+            "or no usable driver); not profiling the CPU under a GPU run's name. Run the command with "
+            "an interpreter whose framework has GPU support"
+        )
 
 
 def index_recorded(run_dir: str, index: bool | str) -> None:
@@ -109,8 +111,11 @@ def _matrix_from_environment(**given) -> dict:
         cell = json.loads(os.environ.get(ENV_MATRIX) or "{}")
     except ValueError:
         cell = {}
-    fields = {MATRIX_FACTS[dimension]: str(value) for dimension, value in (cell.items() if isinstance(cell, dict)
-                                                                           else ()) if dimension in MATRIX_FACTS}
+    fields = {
+        MATRIX_FACTS[dimension]: str(value)
+        for dimension, value in (cell.items() if isinstance(cell, dict) else ())
+        if dimension in MATRIX_FACTS
+    }
     fields.update({field: value for field, value in given.items() if value is not None})
     return fields
 
@@ -178,10 +183,17 @@ class _TfSession:
             versions["keras"] = keras.__version__
         except ImportError:
             pass
-        write_sidecar(self.run_dir, model=self.model, batch_size=self.batch_size, device=device, device_name=name,
-                      framework=f"TensorFlow {tf.__version__}", versions=versions,
-                      repeat=_repeat_from_environment(),
-                      extra={"profiled_steps": [self.first, self.last], **self.facts})
+        write_sidecar(
+            self.run_dir,
+            model=self.model,
+            batch_size=self.batch_size,
+            device=device,
+            device_name=name,
+            framework=f"TensorFlow {tf.__version__}",
+            versions=versions,
+            repeat=_repeat_from_environment(),
+            extra={"profiled_steps": [self.first, self.last], **self.facts},
+        )
 
 
 class _NoStep:
@@ -206,9 +218,17 @@ class _TfStepper:
 
 
 @contextlib.contextmanager
-def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
-               first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS, precision: str | None = None,
-               compiler: str | None = None, index: bool | str = False) -> Iterator:
+def tf_profile(
+    run_dir: str | None = None,
+    *,
+    model: str | None = None,
+    batch_size: int | None = None,
+    first_step: int = DEFAULT_FIRST_STEP,
+    steps: int = DEFAULT_STEPS,
+    precision: str | None = None,
+    compiler: str | None = None,
+    index: bool | str = False,
+) -> Iterator:
     """Profile steps ``first_step`` .. ``first_step + steps - 1`` of a custom TF loop;
     wrap each step in ``profiler.step(step_number)``. ``precision`` and ``compiler``
     (what the script asked for, e.g. ``"bf16"``, ``"xla"``) go to the sidecar.
@@ -225,9 +245,17 @@ def tf_profile(run_dir: str | None = None, *, model: str | None = None, batch_si
     index_recorded(session.run_dir, index)
 
 
-def KerasProfiler(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
-                  first_step: int = DEFAULT_FIRST_STEP, steps: int = DEFAULT_STEPS, precision: str | None = None,
-                  compiler: str | None = None, index: bool | str = False):
+def KerasProfiler(
+    run_dir: str | None = None,
+    *,
+    model: str | None = None,
+    batch_size: int | None = None,
+    first_step: int = DEFAULT_FIRST_STEP,
+    steps: int = DEFAULT_STEPS,
+    precision: str | None = None,
+    compiler: str | None = None,
+    index: bool | str = False,
+):
     """A Keras callback that profiles training batches ``first_step`` ..
     ``first_step + steps - 1`` of the first epoch, with a step marker per batch (Keras 3
     writes none), and writes the sidecar when training ends. Keras does not tell a
@@ -280,10 +308,20 @@ class _TorchStepper:
 
 
 @contextlib.contextmanager
-def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch_size: int | None = None,
-                  wait: int = 1, warmup: int = 2, active: int = DEFAULT_STEPS, profile_memory: bool = True,
-                  with_stack: bool = False, precision: str | None = None, compiler: str | None = None,
-                  index: bool | str = False) -> Iterator:
+def torch_profile(
+    run_dir: str | None = None,
+    *,
+    model: str | None = None,
+    batch_size: int | None = None,
+    wait: int = 1,
+    warmup: int = 2,
+    active: int = DEFAULT_STEPS,
+    profile_memory: bool = True,
+    with_stack: bool = False,
+    precision: str | None = None,
+    compiler: str | None = None,
+    index: bool | str = False,
+) -> Iterator:
     """``torch.profiler`` over ``active`` steps after ``wait + warmup``, written with
     ``tensorboard_trace_handler`` and ``record_shapes=True`` (so the batch size is read
     from the data); call ``profiler.step()`` at the end of every training step.
@@ -314,12 +352,23 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
         with_stack=with_stack,
     ) as profiler:
         yield _TorchStepper(profiler)
-    extra = {"profiled_steps": [wait + warmup, wait + warmup + active - 1], "profile_memory": profile_memory,
-             "with_stack": with_stack, **_matrix_from_environment(precision=precision, compiler=compiler)}
-    write_sidecar(run_dir, model=model, batch_size=batch_size, device="GPU" if on_gpu else "CPU",
-                  device_name=torch.cuda.get_device_name(0) if on_gpu else None,
-                  framework=f"PyTorch {torch.__version__}", versions={"torch": torch.__version__},
-                  repeat=_repeat_from_environment(), extra={key: value for key, value in extra.items() if value is not None})
+    extra = {
+        "profiled_steps": [wait + warmup, wait + warmup + active - 1],
+        "profile_memory": profile_memory,
+        "with_stack": with_stack,
+        **_matrix_from_environment(precision=precision, compiler=compiler),
+    }
+    write_sidecar(
+        run_dir,
+        model=model,
+        batch_size=batch_size,
+        device="GPU" if on_gpu else "CPU",
+        device_name=torch.cuda.get_device_name(0) if on_gpu else None,
+        framework=f"PyTorch {torch.__version__}",
+        versions={"torch": torch.__version__},
+        repeat=_repeat_from_environment(),
+        extra={key: value for key, value in extra.items() if value is not None},
+    )
     index_recorded(run_dir, index)
 
 
@@ -328,9 +377,16 @@ def torch_profile(run_dir: str | None = None, *, model: str | None = None, batch
 
 
 @contextlib.contextmanager
-def onnxruntime_profile(model_path: str, run_dir: str | None = None, *, model: str | None = None,
-                        batch_size: int | None = None, providers: list[str] | None = None,
-                        session_options=None, precision: str | None = None) -> Iterator:
+def onnxruntime_profile(
+    model_path: str,
+    run_dir: str | None = None,
+    *,
+    model: str | None = None,
+    batch_size: int | None = None,
+    providers: list[str] | None = None,
+    session_options=None,
+    precision: str | None = None,
+) -> Iterator:
     """An ONNX Runtime ``InferenceSession`` of ``model_path`` (an ``.onnx`` file) with ONNX
     Runtime's own profiler on: each ``session.run`` is a profiled step, written on leaving
     the block to ``<run_dir>/onnxruntime_profile_<date>.json`` with the sidecar. For
@@ -360,8 +416,18 @@ def onnxruntime_profile(model_path: str, run_dir: str | None = None, *, model: s
         yield session
     finally:
         session.end_profiling()
-    extra = {"providers": session.get_providers(),
-             **_matrix_from_environment(precision=precision, compiler="ONNX Runtime")}
-    write_sidecar(run_dir, model=model, batch_size=batch_size, device="GPU" if on_gpu else "CPU", device_name=None,
-                  framework=f"ONNX Runtime {onnxruntime.__version__}", versions={"onnxruntime": onnxruntime.__version__},
-                  repeat=_repeat_from_environment(), extra=extra)
+    extra = {
+        "providers": session.get_providers(),
+        **_matrix_from_environment(precision=precision, compiler="ONNX Runtime"),
+    }
+    write_sidecar(
+        run_dir,
+        model=model,
+        batch_size=batch_size,
+        device="GPU" if on_gpu else "CPU",
+        device_name=None,
+        framework=f"ONNX Runtime {onnxruntime.__version__}",
+        versions={"onnxruntime": onnxruntime.__version__},
+        repeat=_repeat_from_environment(),
+        extra=extra,
+    )

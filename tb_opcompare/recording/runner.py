@@ -69,8 +69,10 @@ def parse_matrix(texts: list[str]) -> list[tuple[str, list[str]]]:
         if name not in MATRIX_FACTS:
             # another dimension would be in the run names only, and runs differing in it
             # would be pooled as repeats of one configuration
-            raise ValueError(f"--matrix {text!r}: the dimensions are {', '.join(MATRIX_FACTS)} (e.g. "
-                             "precision=fp32,bf16); record other variations under another --model")
+            raise ValueError(
+                f"--matrix {text!r}: the dimensions are {', '.join(MATRIX_FACTS)} (e.g. "
+                "precision=fp32,bf16); record other variations under another --model"
+            )
         if not values or any(not MATRIX_VALUE.fullmatch(value) for value in values):
             raise ValueError(f"--matrix {text!r}: give comma-separated values of letters, digits, '.', '+' or '-'")
         if len(set(values)) < len(values) or name in (known for known, _ in dimensions):
@@ -108,8 +110,14 @@ def occupied_reason(run_dir: str) -> str | None:
     existing = discover(run_dir) if os.path.isdir(run_dir) else []
     if not existing:
         return None
-    kinds = ", ".join(sorted({f"{source.format} ({len(source.sessions)} capture{'s' * (len(source.sessions) > 1)})"
-                              for source in existing}))
+    kinds = ", ".join(
+        sorted(
+            {
+                f"{source.format} ({len(source.sessions)} capture{'s' * (len(source.sessions) > 1)})"
+                for source in existing
+            }
+        )
+    )
     described = ""
     try:
         sidecar = json.loads(fs.read_head(os.path.join(run_dir, SIDECAR), 1 << 20))  # never blocks on a FIFO
@@ -117,15 +125,25 @@ def occupied_reason(run_dir: str) -> str | None:
             described = f" of model {sidecar.get('model')!r} ({sidecar.get('framework') or 'unknown framework'})"
     except (OSError, ValueError, RecursionError):
         pass
-    return (f"{run_dir} already holds a profile{described}: {kinds}. Recording into it would put two recordings in "
-            "one run and overwrite its opcompare.json; choose another --model or --logdir, or pass --force to add "
-            "a capture to it anyway")
+    return (
+        f"{run_dir} already holds a profile{described}: {kinds}. Recording into it would put two recordings in "
+        "one run and overwrite its opcompare.json; choose another --model or --logdir, or pass --force to add "
+        "a capture to it anyway"
+    )
 
 
-def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[str], command: list[str],
-                say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present,
-                force: bool = False, repeats: int = 1,
-                matrix: list[tuple[str, list[str]]] | None = None) -> list[RunResult]:
+def record_runs(
+    logdir: str,
+    model: str,
+    batch_sizes: list[int],
+    devices: list[str],
+    command: list[str],
+    say: Callable[[str], None] = print,
+    has_gpu: Callable[[], bool] = gpu_present,
+    force: bool = False,
+    repeats: int = 1,
+    matrix: list[tuple[str, list[str]]] | None = None,
+) -> list[RunResult]:
     names = [name for name, _ in matrix or []]
     cells = [dict(zip(names, values)) for values in itertools.product(*(values for _, values in matrix or []))]
     wanted = []
@@ -135,14 +153,18 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
             continue
         # repeats interleave (rep 1 of every size and cell, then rep 2 ...) so that a drift
         # of the machine over the recording spreads across them instead of biasing one
-        wanted.extend((device, size, cell, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes
-                      for cell in cells)
+        wanted.extend(
+            (device, size, cell, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes for cell in cells
+        )
     results = []
     for index, (device, batch_size, cell, repeat) in enumerate(wanted, start=1):
         if repeats == 1:
             repeat = None  # one recording: no repeat number, in the name or the sidecar
-        run_name = (f"{model}_{device}_bs{batch_size}" + "".join(f"_{value}" for value in cell.values())
-                    + (f"_rep{repeat}" if repeat else ""))
+        run_name = (
+            f"{model}_{device}_bs{batch_size}"
+            + "".join(f"_{value}" for value in cell.values())
+            + (f"_rep{repeat}" if repeat else "")
+        )
         run_dir = os.path.join(logdir, run_name)
         refusal = None if force else occupied_reason(run_dir)
         if refusal:
@@ -150,8 +172,14 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
             results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal, repeat=repeat, cell=cell))
             continue
         argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model, **cell)
-        env = {**os.environ, ENV_RUN_DIR: run_dir, ENV_MODEL: model, ENV_BATCH_SIZE: str(batch_size),
-               ENV_DEVICE: device.upper(), ENV_MATRIX: json.dumps(cell)}
+        env = {
+            **os.environ,
+            ENV_RUN_DIR: run_dir,
+            ENV_MODEL: model,
+            ENV_BATCH_SIZE: str(batch_size),
+            ENV_DEVICE: device.upper(),
+            ENV_MATRIX: json.dumps(cell),
+        }
         if repeat:
             env[ENV_REPEAT] = str(repeat)
         else:
@@ -172,10 +200,13 @@ def record_runs(logdir: str, model: str, batch_sizes: list[int], devices: list[s
         if code not in (0, None):
             reason = f"exit status {code}; last lines of {log_path}:\n" + _tail(log_path)
         elif code == 0 and not discover(run_dir):
-            reason = (f"the command succeeded but wrote no profile into {run_dir}; profile with the helpers in "
-                      f"tb_opcompare.recording, or write the profile to ${ENV_RUN_DIR}")
-        result = RunResult(run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds, repeat=repeat,
-                           cell=cell)
+            reason = (
+                f"the command succeeded but wrote no profile into {run_dir}; profile with the helpers in "
+                f"tb_opcompare.recording, or write the profile to ${ENV_RUN_DIR}"
+            )
+        result = RunResult(
+            run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds, repeat=repeat, cell=cell
+        )
         say(f"    {'ok' if result.ok else 'FAILED'} ({seconds:.1f} s)")
         results.append(result)
     return results

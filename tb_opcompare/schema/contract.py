@@ -27,8 +27,12 @@ TREND_DIMENSIONS = ("device", "batch_size", "precision", "compiler")  # run fact
 TREND_ORDERS = ("recorded", "label", "run", "repeat", *TREND_DIMENSIONS)  # and `sidecar:FIELD`
 SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines can be drawn by
 # Words the tab needs as the server spells them: exported by the generated frontend/contract.js.
-SHARED_WORDS = {"LAYERS": LAYERS, "ROW_LAYERS": ROW_LAYERS, "TREND_ORDERS": TREND_ORDERS,
-                "SERIES_DIMENSIONS": SERIES_DIMENSIONS}
+SHARED_WORDS = {
+    "LAYERS": LAYERS,
+    "ROW_LAYERS": ROW_LAYERS,
+    "TREND_ORDERS": TREND_ORDERS,
+    "SERIES_DIMENSIONS": SERIES_DIMENSIONS,
+}
 
 
 def _d(kind, description: str):
@@ -60,37 +64,61 @@ class RunRecord(_Document):
     device_name: _d(str | None, "the accelerator's model name where the profile or sidecar gives it")
     batch_size: _d(int | None, "samples per step")
     batch_size_source: _d(str | None, "where the batch size came from: `data: ...`, the sidecar or the run name")
-    batch_size_agreement: _d(float | None, "share of the data's evidence that agrees on the batch size (PyTorch; "
-                                                   "TF memory allocations)")
+    batch_size_agreement: _d(
+        float | None, "share of the data's evidence that agrees on the batch size (PyTorch; TF memory allocations)"
+    )
     steps: _d(int | None, "profiled steps")
     steps_source: _d(str | None, "where the step count came from")
-    step_time_us: _d(float | None, "median wall time of a steady profiled step (warm-up left out), µs, where "
-                                   "step markers give it: the headline's figure")
-    model: _d(str, "model key: the sidecar's model, else the run name without device, batch, repeat and time "
-                   "tokens; runs whose names hide the model are joined by their ops (`model_source`)")
-    model_source: _d(str, "how the model was found: `sidecar`, `run name`, or `data: …` naming the run whose ops "
-                          "joined it (the same ops at another batch size, or the CPU/accelerator counterpart)")
+    step_time_us: _d(
+        float | None,
+        "median wall time of a steady profiled step (warm-up left out), µs, where "
+        "step markers give it: the headline's figure",
+    )
+    model: _d(
+        str,
+        "model key: the sidecar's model, else the run name without device, batch, repeat and time "
+        "tokens; runs whose names hide the model are joined by their ops (`model_source`)",
+    )
+    model_source: _d(
+        str,
+        "how the model was found: `sidecar`, `run name`, or `data: …` naming the run whose ops "
+        "joined it (the same ops at another batch size, or the CPU/accelerator counterpart)",
+    )
     label: _d(str | None, "the sidecar's label")
     repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
-    repeat_runs: _d(int | None, "the runs of its repeat group (same model, device, batch size and label, each a "
-                                "repeat), itself included: what pooling its repeats would pool; 1 for a run without "
-                                "repeats; null outside the runs document")
-    sessions: _d(list[str], "the run's captures, oldest first; a distributed job's capture of all its ranks comes "
-                            "after one session per rank of it (`… (rank 1 of 2 only)`), to compare one rank")
+    repeat_runs: _d(
+        int | None,
+        "the runs of its repeat group (same model, device, batch size and label, each a "
+        "repeat), itself included: what pooling its repeats would pool; 1 for a run without "
+        "repeats; null outside the runs document",
+    )
+    sessions: _d(
+        list[str],
+        "the run's captures, oldest first; a distributed job's capture of all its ranks comes "
+        "after one session per rank of it (`… (rank 1 of 2 only)`), to compare one rank",
+    )
     session: _d(str, "the capture shown (the newest)")
     framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
-    precision: _d(str | None, "the dtypes the model computed in: `fp32`, `bf16`, `fp16`, or `mixed bf16/fp32` "
-                              "(most first) where no dtype holds 90% of the compute ops")
+    precision: _d(
+        str | None,
+        "the dtypes the model computed in: `fp32`, `bf16`, `fp16`, or `mixed bf16/fp32` "
+        "(most first) where no dtype holds 90% of the compute ops",
+    )
     precision_source: _d(str | None, "where the precision came from: `data: ...` or the sidecar")
     compiler: _d(str | None, "`eager`, `torch.compile`, `XLA` ...")
     compiler_source: _d(str | None, "where the compiler came from: `data: ...` or the sidecar")
-    peak_memory_bytes: _d(dict[str, int], "memory in use at its highest per device (`CPU`, `GPU:0`), where the "
-                                          "profile records memory; empty otherwise")
+    peak_memory_bytes: _d(
+        dict[str, int],
+        "memory in use at its highest per device (`CPU`, `GPU:0`), where the profile records memory; empty otherwise",
+    )
     warnings: _d(list[str], "what the user should know about this run's facts")
     loaded: _d(bool, "whether the trace has been read (else only names and sidecars were)")
-    workers: _d(list[WorkerRecord], "the ranks of one distributed job read together as this run, each with its "
-                                    "own figures; the run's ops pool every rank's executions and its step is its "
-                                    "slowest rank's. Empty for a profile of one process") = []
+    workers: _d(
+        list[WorkerRecord],
+        "the ranks of one distributed job read together as this run, each with its "
+        "own figures; the run's ops pool every rank's executions and its step is its "
+        "slowest rank's. Empty for a profile of one process",
+    ) = []
 
 
 class Pair(_Document):
@@ -100,11 +128,17 @@ class Pair(_Document):
     target: str
     model: str
     batch_size: int | None
-    matched_by: _d(str, "`run names`, `one model, found from the ops` (`RunRecord.model_source`), `op names (Jaccard …)`, or "
-                         "`run facts` (variant pairs)")
+    matched_by: _d(
+        str,
+        "`run names`, `one model, found from the ops` (`RunRecord.model_source`), `op names (Jaccard …)`, or "
+        "`run facts` (variant pairs)",
+    )
     guess: _d(bool, "paired by op-name overlap alone: worth a look before trusting")
-    varies: _d(str, "the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` "
-                    "(fp32 -> another) or `compiler` (eager -> a compiler)") = "device"
+    varies: _d(
+        str,
+        "the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` "
+        "(fp32 -> another) or `compiler` (eager -> a compiler)",
+    ) = "device"
 
 
 class RunError(_Document):
@@ -128,8 +162,11 @@ class RunsDocument(_Document):
 
     runs: list[RunRecord]
     pairs: _d(list[Pair], "CPU -> accelerator pairs of one model, batch size, precision and compiler")
-    variant_pairs: _d(list[Pair], "pairs that differ in precision or compiler only (same model, device and batch "
-                                  "size), the default (fp32, eager) as the baseline")
+    variant_pairs: _d(
+        list[Pair],
+        "pairs that differ in precision or compiler only (same model, device and batch "
+        "size), the default (fp32, eager) as the baseline",
+    )
     errors: list[RunError]
     complete: _d(bool, "every run's trace has been read")
     suggested: SuggestedPair | None
@@ -142,37 +179,71 @@ _PER_SIDE: tuple[tuple[str, Any, str], ...] = (
     ("mean_us", float | None, "self time per occurrence, µs"),
     ("total_us", float | None, "self time summed over the run, µs"),
     ("share", float | None, "total_us / all op time of that run"),
-    ("time_source", TimeSource | None, "`device` where the op launched kernels (its time is the kernels'), else "
-                                       "`host`; `mixed` when a type groups both"),
-    ("p10_us", float | None, "10th percentile of one occurrence's self time (null where occurrences are not told "
-                             "apart, as for kernels no host op launched, or for a type grouping ops)"),
+    (
+        "time_source",
+        TimeSource | None,
+        "`device` where the op launched kernels (its time is the kernels'), else "
+        "`host`; `mixed` when a type groups both",
+    ),
+    (
+        "p10_us",
+        float | None,
+        "10th percentile of one occurrence's self time (null where occurrences are not told "
+        "apart, as for kernels no host op launched, or for a type grouping ops)",
+    ),
     ("median_us", float | None, "median of one occurrence's self time"),
     ("p90_us", float | None, "90th percentile of one occurrence's self time"),
     ("cv", float | None, "coefficient of variation of one occurrence's self time (std / mean)"),
-    ("noisy", bool | None, "3 or more occurrences and a CV above 0.5: the mean hides a wide spread, so its speedup "
-                           "is unreliable"),
-    ("kernels_per_execution", float | None, "device kernels (memcpys, memsets) per occurrence where the time is "
-                                            "device time; null for host time"),
-    ("per_step_cv", float | None, "coefficient of variation of the op's time per profiled step (null where steps "
-                                  "are not known, and for a type that groups ops)"),
-    ("alloc_bytes", float | None, "bytes the op itself allocated over the run (not the ops it called), host and "
-                                  "device memory together; null where the profile records no memory"),
+    (
+        "noisy",
+        bool | None,
+        "3 or more occurrences and a CV above 0.5: the mean hides a wide spread, so its speedup is unreliable",
+    ),
+    (
+        "kernels_per_execution",
+        float | None,
+        "device kernels (memcpys, memsets) per occurrence where the time is device time; null for host time",
+    ),
+    (
+        "per_step_cv",
+        float | None,
+        "coefficient of variation of the op's time per profiled step (null where steps "
+        "are not known, and for a type that groups ops)",
+    ),
+    (
+        "alloc_bytes",
+        float | None,
+        "bytes the op itself allocated over the run (not the ops it called), host and "
+        "device memory together; null where the profile records no memory",
+    ),
     ("alloc_bytes_per_execution", float | None, "alloc_bytes per call of the op on the host"),
-    ("net_bytes", float | None, "allocated minus freed by the op itself (PyTorch's self memory usage); null where "
-                                "frees are not attributed to ops (TensorFlow) or memory is not recorded"),
+    (
+        "net_bytes",
+        float | None,
+        "allocated minus freed by the op itself (PyTorch's self memory usage); null where "
+        "frees are not attributed to ops (TensorFlow) or memory is not recorded",
+    ),
 )
 CompareRow = msgspec.defstruct(
     "CompareRow",
     [
-        ("key", _d(str, "op name (group_by=name), normalised op type (group_by=type), or module path "
-                        "(group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`)")),
+        (
+            "key",
+            _d(
+                str,
+                "op name (group_by=name), normalised op type (group_by=type), or module path "
+                "(group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`)",
+            ),
+        ),
         ("op_type", _d(str | None, "normalised op type (oneDNN/cuDNN variants share one)")),
         ("status", _d(Status, "whether the op is in both runs or in one only")),
         ("speedup", _d(float | None, "baseline_mean_us / target_mean_us (> 1: the target is faster)")),
         ("delta_mean_us", _d(float | None, "target_mean_us - baseline_mean_us (< 0: the target is faster)")),
         *[(f"{side}_{name}", _d(kind, description)) for side in SIDES for name, kind, description in _PER_SIDE],
     ],
-    bases=(_Document,), kw_only=True, module=__name__,
+    bases=(_Document,),
+    kw_only=True,
+    module=__name__,
 )
 CompareRow.__doc__ = "One op (or op type) of a comparison; `baseline_*` and `target_*` are the same figures per run."
 COMPARE_COLUMNS: list[str] = list(CompareRow.__struct_fields__)
@@ -182,13 +253,17 @@ PER_SIDE_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in _PER_SIDE)
 class CompareSummary(_Document):
     """Whole-run figures of a comparison."""
 
-    headline_speedup: _d(float | None, "the speedup a user reads first, the same in every view for the same runs: "
-                                       "baseline over target median steady step wall time (step markers, each run's "
-                                       "warm-up left out, a group's steps pooled), per sample where the batch sizes "
-                                       "differ; where a side has no step markers, op time per step (see "
-                                       "headline_basis)")
-    headline_basis: _d(Literal["step wall time", "op time per step", "op time"],
-                       "what headline_speedup is the ratio of")
+    headline_speedup: _d(
+        float | None,
+        "the speedup a user reads first, the same in every view for the same runs: "
+        "baseline over target median steady step wall time (step markers, each run's "
+        "warm-up left out, a group's steps pooled), per sample where the batch sizes "
+        "differ; where a side has no step markers, op time per step (see "
+        "headline_basis)",
+    )
+    headline_basis: _d(
+        Literal["step wall time", "op time per step", "op time"], "what headline_speedup is the ratio of"
+    )
     headline_per_sample: _d(bool, "headline_speedup compares time per sample (the batch sizes differ)")
     headline_text: _d(str, "headline_speedup's basis in words, with the two times it is the ratio of")
     baseline_step_wall_us: _d(float | None, "median steady step wall time, µs; null without step markers")
@@ -203,8 +278,9 @@ class CompareSummary(_Document):
     target_matched_total_us: float
     baseline_total_us: _d(float, "all op time, µs")
     target_total_us: float
-    overall_speedup: _d(float | None, "ratio of matched op time (not wall time), per step where both runs know "
-                                      "their steps")
+    overall_speedup: _d(
+        float | None, "ratio of matched op time (not wall time), per step where both runs know their steps"
+    )
     overall_speedup_basis: Literal["per step", "whole profile"]
     geomean_speedup: _d(float | None, "geometric mean of the matched ops' speedups")
     baseline_steps: int | None
@@ -217,8 +293,10 @@ class CompareSummary(_Document):
     normalized_types: bool
     baseline: _d(RunRecord, "the baseline run; for a run group, its first run's record with the group's steps")
     target: _d(RunRecord, "as baseline, for the target")
-    baseline_runs: _d(list[str], "the runs pooled on the baseline side (one, unless a run group was asked for: "
-                                 "their executions together)")
+    baseline_runs: _d(
+        list[str],
+        "the runs pooled on the baseline side (one, unless a run group was asked for: their executions together)",
+    )
     target_runs: _d(list[str], "as baseline_runs, on the target side")
     notes: _d(list[str], "how to read the headline figures (batch sizes differ, no op in common, ...)")
 
@@ -230,8 +308,11 @@ class CompareDocument(_Document):
     columns: _d(list[str], "the fields of a row, in order")
     rows: list[CompareRow]
     total_rows: _d(int, "rows before the view's filter and top N")
-    view_rows: _d(int, "rows the view's filter keeps, before its top N (the tab caps a big comparison with `top` "
-                       "and says how many match)")
+    view_rows: _d(
+        int,
+        "rows the view's filter keeps, before its top N (the tab caps a big comparison with `top` "
+        "and says how many match)",
+    )
 
 
 class SweepsDocument(_Document):
@@ -257,8 +338,11 @@ class SeriesPoint(_Document):
     share: float | None
     run: _d(str, "the runs pooled, comma-separated")
     repeats: _d(int, "how many runs had the op")
-    low_us: _d(float | None, "lower end of the 95% interval of mean_us over the repeats pooled here (Student's t "
-                             "on the log means; null for one run)")
+    low_us: _d(
+        float | None,
+        "lower end of the 95% interval of mean_us over the repeats pooled here (Student's t "
+        "on the log means; null for one run)",
+    )
     high_us: _d(float | None, "upper end of that interval")
 
 
@@ -288,8 +372,10 @@ class Fit(_Document):
     poor_fit: _d(bool, "R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)")
     share: _d(float | None, "the op's mean share of its runs' op time")
     breakeven_batch_size: _d(float | None, "the op's Breakeven batch size (null where it has none)")
-    target_faster: _d(Literal["above", "below", "always", "never"] | None,
-                      "the op's Breakeven: where the target series is faster (null without fits on both)")
+    target_faster: _d(
+        Literal["above", "below", "always", "never"] | None,
+        "the op's Breakeven: where the target series is faster (null without fits on both)",
+    )
 
 
 class Breakeven(_Document):
@@ -316,8 +402,11 @@ class SweepDocument(_Document):
     group_by: Literal["name", "type"]
     series_by: _d(Literal[SERIES_DIMENSIONS], "the dimension the lines are drawn by")
     held: _d(dict[str, str], "the other dimensions, each held at one value (device, precision, compiler)")
-    baseline_series: _d(str, "the series speedups and break-evens are against: CPU, fp32 or eager (a key of "
-                             "batch_sizes where the sweep has runs there)")
+    baseline_series: _d(
+        str,
+        "the series speedups and break-evens are against: CPU, fp32 or eager (a key of "
+        "batch_sizes where the sweep has runs there)",
+    )
     target_series: _d(str | None, "the series compared with it: the first other one (null where there is none)")
     batch_sizes: _d(dict[str, list[int]], "series -> batch sizes")
     runs: _d(list[RunRecord], "the swept model's runs")
@@ -358,41 +447,61 @@ class CheckRow(_Document):
     """One op (or the whole step) of a check: its speedup with its confidence interval and
     the verdict once the false discovery rate is controlled over the tested ops."""
 
-    key: _d(str, "op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the "
-                 "document's `whole_step_basis` says")
-    verdict: _d(Verdict, "`slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; "
-                         "`within noise`: no significant change beyond the threshold; `only in baseline` / "
-                         "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
-                         "--min-share (its interval is still given), or no interval could be made")
+    key: _d(
+        str,
+        "op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the "
+        "document's `whole_step_basis` says",
+    )
+    verdict: _d(
+        Verdict,
+        "`slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; "
+        "`within noise`: no significant change beyond the threshold; `only in baseline` / "
+        "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
+        "--min-share (its interval is still given), or no interval could be made",
+    )
     speedup: _d(float | None, "baseline mean / target mean per execution: geometric means of the runs' means")
-    adjusted_speedup: _d(float | None, "the speedup of the runs' typical times (each run's median over its "
-                                       "steps) with each run's speed factor taken out (the median over ops of "
-                                       "how much faster or slower the run was than the average run): what the "
-                                       "interval and verdict are about; the whole step's speed is not taken out")
-    speedup_low: _d(float | None, "lower end of the confidence interval of the adjusted speedup, at "
-                                  "`interval_level`")
+    adjusted_speedup: _d(
+        float | None,
+        "the speedup of the runs' typical times (each run's median over its "
+        "steps) with each run's speed factor taken out (the median over ops of "
+        "how much faster or slower the run was than the average run): what the "
+        "interval and verdict are about; the whole step's speed is not taken out",
+    )
+    speedup_low: _d(float | None, "lower end of the confidence interval of the adjusted speedup, at `interval_level`")
     speedup_high: _d(float | None, "upper end of the confidence interval of the adjusted speedup")
-    interval_level: _d(float, "the interval's confidence: for a tested row the level its verdict was decided at "
-                              "(1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond "
-                              "the threshold exactly when the row is flagged), 0.95 otherwise")
-    p_value: _d(float | None, "one-sided p-value, in the direction the estimate points, against a change of at "
-                              "most the threshold")
+    interval_level: _d(
+        float,
+        "the interval's confidence: for a tested row the level its verdict was decided at "
+        "(1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond "
+        "the threshold exactly when the row is flagged), 0.95 otherwise",
+    )
+    p_value: _d(
+        float | None,
+        "one-sided p-value, in the direction the estimate points, against a change of at most the threshold",
+    )
     baseline_mean_us: _d(float | None, "mean time per execution in the baseline runs, µs")
     target_mean_us: _d(float | None, "mean time per execution in the target runs, µs")
     baseline_share: _d(float, "share of the baseline's op time")
     target_share: _d(float, "share of the target's op time")
-    gated: _d(bool, "whether a `slower` verdict here fails the check (within --ops and --min-share; the whole "
-                    "step always)")
-    significant: _d(bool, "a gated row whose verdict is a change (slower, faster, only in one side): what the "
-                          "tab's \"significant changes only\" and `significant=1` on the compare routes keep")
+    gated: _d(
+        bool, "whether a `slower` verdict here fails the check (within --ops and --min-share; the whole step always)"
+    )
+    significant: _d(
+        bool,
+        "a gated row whose verdict is a change (slower, faster, only in one side): what the "
+        'tab\'s "significant changes only" and `significant=1` on the compare routes keep',
+    )
 
 
 class CheckDocument(_Document):
     """`tb-opcompare check`: did anything get significantly slower between two groups of runs?"""
 
     passed: _d(bool, "no gated op and not the whole step got significantly slower beyond the threshold")
-    common_change: _d(float | None, "how much slower (> 1) or faster (< 1) the target ran every op together, "
-                                    "taken out of the ops' adjusted speedups; null where not measured")
+    common_change: _d(
+        float | None,
+        "how much slower (> 1) or faster (< 1) the target ran every op together, "
+        "taken out of the ops' adjusted speedups; null where not measured",
+    )
     headline: _d(str, "the verdict in one sentence")
     baseline: _d(list[str], "the baseline runs, pooled")
     target: _d(list[str], "the target runs, pooled")
@@ -408,9 +517,11 @@ class CheckDocument(_Document):
     only_baseline: _d(int, "ops that ran in the baseline only (above --min-share and within --ops)")
     only_target: _d(int, "ops that ran in the target only (above --min-share and within --ops): new work")
     whole_step: _d(CheckRow, "the step as a stopwatch reads it (`whole_step_basis`), tested on its own")
-    whole_step_basis: _d(Literal["step wall time", "op time per step"],
-                         "what `whole_step` is: each run's median steady step wall time (the headline's rule) "
-                         "where every run has step markers, else all op time per profiled step")
+    whole_step_basis: _d(
+        Literal["step wall time", "op time per step"],
+        "what `whole_step` is: each run's median steady step wall time (the headline's rule) "
+        "where every run has step markers, else all op time per profiled step",
+    )
     rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
     warnings: _d(list[str], "what may make the verdicts less reliable")
     resamples: _d(int, "bootstrap replicates")
@@ -433,7 +544,9 @@ TrendRow = msgspec.defstruct(
         ("high_us", _d(float | None, "upper end of its 95% interval")),
         ("runs", _d(int, "runs at this point that ran the op")),
     ],
-    bases=(_Document,), kw_only=True, module=__name__,
+    bases=(_Document,),
+    kw_only=True,
+    module=__name__,
 )
 TrendRow.__doc__ = "One op at one point of a trend."
 
@@ -446,10 +559,12 @@ class TrendDocument(_Document):
     points: _d(list[TrendPoint], "in order: natural order of the values (2.9 before 2.10)")
     keys: _d(list[str], "the ops shown, largest share first, then `(whole step)`")
     rows: _d(list[TrendRow], "each key at each point")
-    whole_step_basis: _d(Literal["step wall time", "op time per step", "mixed"],
-                         "what `(whole step)` is: the median steady step wall time of a point's runs pooled (the "
-                         "headline's rule) where every run has step markers, else all op time per step (the mean "
-                         "per run); `mixed` where points differ")
+    whole_step_basis: _d(
+        Literal["step wall time", "op time per step", "mixed"],
+        "what `(whole step)` is: the median steady step wall time of a point's runs pooled (the "
+        "headline's rule) where every run has step markers, else all op time per step (the mean "
+        "per run); `mixed` where points differ",
+    )
     warnings: list[str]
 
 
@@ -471,15 +586,19 @@ class MatrixCell(_Document):
     runs: _d(list[str], "the runs pooled here (repeats of one configuration)")
     steps: _d(int, "steady steps pooled (after warm-up); 0 where the runs have no step markers")
     warmup_steps: _d(int, "leading steps left out as warm-up, over all its runs")
-    latency_us: _d(float | None, "median wall time of a steady step, µs (step markers; the headline's rule); null "
-                                 "without markers")
+    latency_us: _d(
+        float | None, "median wall time of a steady step, µs (step markers; the headline's rule); null without markers"
+    )
     latency_std_us: _d(float | None, "standard deviation of the steady steps' wall time, µs")
     latency_p10_us: _d(float | None, "10th percentile of the steady steps' wall time, µs")
     latency_p90_us: _d(float | None, "90th percentile of the steady steps' wall time, µs")
     throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
     speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
-    reference: _d(bool, "whether this is the reference cell of its row: the one in the reference column, or, "
-                        "by default, in a row with none there, the row's first CPU cell (a TF graph's, XLA's)")
+    reference: _d(
+        bool,
+        "whether this is the reference cell of its row: the one in the reference column, or, "
+        "by default, in a row with none there, the row's first CPU cell (a TF graph's, XLA's)",
+    )
 
 
 class MatrixRow(_Document):
@@ -492,10 +611,14 @@ class MatrixDocument(_Document):
     every device, precision and compiler (columns), with the speedup against a reference
     column."""
 
-    reference: _d(str | None, "the reference column's key (default: CPU · fp32 · eager where present, else the "
-                              "first column)")
-    warmup: _d(int | None, "leading steps dropped from every run as asked; null: detected per run (steps slower "
-                           "than 1.5x the median of the steps after them)")
+    reference: _d(
+        str | None, "the reference column's key (default: CPU · fp32 · eager where present, else the first column)"
+    )
+    warmup: _d(
+        int | None,
+        "leading steps dropped from every run as asked; null: detected per run (steps slower "
+        "than 1.5x the median of the steps after them)",
+    )
     columns: _d(list[MatrixColumn], "CPU first, then fp32, then eager")
     rows: _d(list[MatrixRow], "by model, then batch size")
     cells: _d(list[MatrixCell], "the filled cells, row by row")
@@ -511,14 +634,20 @@ class ModuleNode(_Document):
     name: _d(str, "the last part of the path: a module instance (`Conv2d_0`), a TF scope, or an op")
     kind: _d(str, "`module` or `op`")
     depth: _d(int, "0 for the root")
-    baseline_us: _d(float | None, "time inside the node on the baseline, per profiled step where both runs know "
-                                  "their steps, else in all; null where only the target has it")
+    baseline_us: _d(
+        float | None,
+        "time inside the node on the baseline, per profiled step where both runs know "
+        "their steps, else in all; null where only the target has it",
+    )
     target_us: _d(float | None, "as baseline_us, on the target")
     baseline_share: _d(float | None, "of the baseline's whole model")
     target_share: _d(float | None, "of the target's whole model")
     speedup: _d(float | None, "baseline_us / target_us")
-    baseline_alloc_bytes: _d(float | None, "bytes the ops inside the node allocated on the baseline, per step or in "
-                                           "all as baseline_us; null where the run records no memory")
+    baseline_alloc_bytes: _d(
+        float | None,
+        "bytes the ops inside the node allocated on the baseline, per step or in "
+        "all as baseline_us; null where the run records no memory",
+    )
     target_alloc_bytes: _d(float | None, "as baseline_alloc_bytes, on the target")
     status: _d(str, "`matched`, `baseline_only` or `target_only`")
 
@@ -527,8 +656,11 @@ class HeadlineFigure(_Document):
     """The speedup a user reads first, as Compare's summary gives it (`headline_*`): the
     same number in every view of the same two runs."""
 
-    speedup: _d(float | None, "baseline over target median steady step wall time, per sample where the batch "
-                              "sizes differ; op time per step where a side has no step markers (see basis)")
+    speedup: _d(
+        float | None,
+        "baseline over target median steady step wall time, per sample where the batch "
+        "sizes differ; op time per step where a side has no step markers (see basis)",
+    )
     basis: _d(Literal["step wall time", "op time per step", "op time"], "what speedup is the ratio of")
     per_sample: _d(bool, "speedup compares time per sample (the batch sizes differ)")
     text: _d(str, "the basis in words, with the two times it is the ratio of")
@@ -552,18 +684,28 @@ class ModulesDocument(_Document):
 class LayerTotal(_Document):
     """One layer's time in both runs."""
 
-    layer: _d(Literal[LAYERS],
-              "application: user ranges (record_function, TF Trace, app_stats) and the tf.data input pipeline; framework: ops; "
-              "runtime: CUDA/HIP runtime and "
-              "driver calls; device: kernels, memcpys, memsets")
-    basis: _d(str, "how the time is measured: `self` (host time in the layer's own work, nested work of other "
-                   "layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` "
-                   "(summed device time)")
-    baseline_us: _d(float | None, "per profiled step where both runs know their steps, else in all; null where the "
-                                  "baseline records nothing of the layer")
+    layer: _d(
+        Literal[LAYERS],
+        "application: user ranges (record_function, TF Trace, app_stats) and the tf.data input pipeline; framework: ops; "
+        "runtime: CUDA/HIP runtime and "
+        "driver calls; device: kernels, memcpys, memsets",
+    )
+    basis: _d(
+        str,
+        "how the time is measured: `self` (host time in the layer's own work, nested work of other "
+        "layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` "
+        "(summed device time)",
+    )
+    baseline_us: _d(
+        float | None,
+        "per profiled step where both runs know their steps, else in all; null where the "
+        "baseline records nothing of the layer",
+    )
     target_us: _d(float | None, "as baseline_us, on the target")
-    baseline_share: _d(float | None, "of the baseline's step wall time (several host threads can pass 100%); null "
-                                     "where the step time is unknown")
+    baseline_share: _d(
+        float | None,
+        "of the baseline's step wall time (several host threads can pass 100%); null where the step time is unknown",
+    )
     target_share: _d(float | None, "as baseline_share, on the target")
     speedup: _d(float | None, "baseline_us / target_us")
 
@@ -574,9 +716,14 @@ class LayerRow(_Document):
 
     layer: _d(Literal[ROW_LAYERS], "the layer the row belongs to")
     name: _d(str, "the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)")
-    kind: _d(str, "what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`), "
-                  "`Dataset` (a tf.data iterator) or `app_stats`")
-    baseline_calls: _d(int | None, "times it ran in the baseline (all profiled steps); null where only the target has it")
+    kind: _d(
+        str,
+        "what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`), "
+        "`Dataset` (a tf.data iterator) or `app_stats`",
+    )
+    baseline_calls: _d(
+        int | None, "times it ran in the baseline (all profiled steps); null where only the target has it"
+    )
     baseline_wall_us: _d(float | None, "its summed wall time, per step or in all as the layers")
     baseline_self_us: _d(float | None, "its wall time less the ops and calls inside it; null where not known")
     baseline_mean_us: _d(float | None, "wall time per call")
@@ -614,15 +761,24 @@ class MemoryRun(_Document):
     framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
     format: _d(str, "the profile's format (as RunRecord's)")
     recorded: _d(bool, "whether the profile records memory at all: allocations per op, memory in use, or both")
-    peak_memory_bytes: _d(dict[str, int], "memory in use at its highest per device (PyTorch: `CPU`, `GPU:0`; "
-                                          "TensorFlow: its allocators, `mklcpu`, `GPU_0_bfc`); empty where not "
-                                          "recorded")
+    peak_memory_bytes: _d(
+        dict[str, int],
+        "memory in use at its highest per device (PyTorch: `CPU`, `GPU:0`; "
+        "TensorFlow: its allocators, `mklcpu`, `GPU_0_bfc`); empty where not "
+        "recorded",
+    )
     steps: _d(int | None, "profiled steps, where known")
-    memory_events: _d(int | None, "allocations and frees recorded (PyTorch `[memory]` events; TensorFlow "
-                                  "MemoryAllocation and MemoryDeallocation events); null where none")
+    memory_events: _d(
+        int | None,
+        "allocations and frees recorded (PyTorch `[memory]` events; TensorFlow "
+        "MemoryAllocation and MemoryDeallocation events); null where none",
+    )
     memory_events_per_step: _d(float | None, "memory_events per profiled step")
-    allocated_bytes: _d(float | None, "bytes the ops allocated over the profile, each op's own allocations summed; "
-                                      "null where the profile records no allocation per op")
+    allocated_bytes: _d(
+        float | None,
+        "bytes the ops allocated over the profile, each op's own allocations summed; "
+        "null where the profile records no allocation per op",
+    )
     allocated_bytes_per_step: _d(float | None, "allocated_bytes per profiled step")
 
 
@@ -644,15 +800,28 @@ MemoryRow = msgspec.defstruct(
         ("key", _d(str, "op name")),
         ("op_type", _d(str | None, "normalised op type")),
         ("status", _d(Status, "whether the op is in both runs or in one only")),
-        *[(f"{side}_{name}", _d(kind, description)) for side in SIDES for name, kind, description in _PER_SIDE
-          if name in _MEMORY_PER_SIDE],
-        ("ratio", _d(float | None, "target_alloc_bytes_per_execution / baseline_alloc_bytes_per_execution (> 1: the "
-                                   "target allocates more per call); null where the baseline allocates nothing")),
+        *[
+            (f"{side}_{name}", _d(kind, description))
+            for side in SIDES
+            for name, kind, description in _PER_SIDE
+            if name in _MEMORY_PER_SIDE
+        ],
+        (
+            "ratio",
+            _d(
+                float | None,
+                "target_alloc_bytes_per_execution / baseline_alloc_bytes_per_execution (> 1: the "
+                "target allocates more per call); null where the baseline allocates nothing",
+            ),
+        ),
     ],
-    bases=(_Document,), kw_only=True, module=__name__,
+    bases=(_Document,),
+    kw_only=True,
+    module=__name__,
 )
-MemoryRow.__doc__ = ("One op that allocated or freed memory in either run: the memory columns of the comparison "
-                     "by op name.")
+MemoryRow.__doc__ = (
+    "One op that allocated or freed memory in either run: the memory columns of the comparison by op name."
+)
 MEMORY_COLUMNS: list[str] = list(MemoryRow.__struct_fields__)  # the rows' table, its CSV included
 
 
@@ -665,38 +834,70 @@ class MemoryDocument(_Document):
     series: _d(list[MemorySeries], "memory over time: the baseline's devices, then the target's, each by name")
     columns: _d(list[str], "the fields of a row, in order")
     rows: _d(list[MemoryRow], "the ops that allocated or freed memory, the largest allocation (either run's) first")
-    notes: _d(list[str], "what the user should know: a run that records no memory and how to record it, what "
-                         "TensorFlow leaves out")
+    notes: _d(
+        list[str],
+        "what the user should know: a run that records no memory and how to record it, what TensorFlow leaves out",
+    )
 
 
-MATRIX_CSV_COLUMNS = ["model", "batch_size", "device", "precision", "compiler", "runs", "steps", "warmup_steps",
-                      "latency_us", "latency_std_us", "latency_p10_us", "latency_p90_us", "throughput_per_s",
-                      "speedup", "reference"]
+MATRIX_CSV_COLUMNS = [
+    "model",
+    "batch_size",
+    "device",
+    "precision",
+    "compiler",
+    "runs",
+    "steps",
+    "warmup_steps",
+    "latency_us",
+    "latency_std_us",
+    "latency_p10_us",
+    "latency_p90_us",
+    "throughput_per_s",
+    "speedup",
+    "reference",
+]
 
 
 ROUTES: tuple[tuple[str, type, str], ...] = (
     ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
-    ("compare", CompareDocument, "`baseline`, `target` (a run, or a run group: runs and shell patterns, comma "
-                                 "list, their executions pooled), `repeats=0|1` (pool each side's repeats), "
-                                 "`group_by=name|type|module`, `baseline_session`, `target_session` (a side of one "
-                                 "run), and the view: `q` (substring or `/regex/`), `status` (comma list), "
-                                 "`side=all|host|device`, `min_us`, `key` (repeatable: only these op keys), "
-                                 "`significant=0|1` (only the ops the `check` of the two sides, each with its "
-                                 "repeats, finds significantly changed: CheckRow.significant), `sort` (a column), "
-                                 "`order=desc|asc`, `top`"),
+    (
+        "compare",
+        CompareDocument,
+        "`baseline`, `target` (a run, or a run group: runs and shell patterns, comma "
+        "list, their executions pooled), `repeats=0|1` (pool each side's repeats), "
+        "`group_by=name|type|module`, `baseline_session`, `target_session` (a side of one "
+        "run), and the view: `q` (substring or `/regex/`), `status` (comma list), "
+        "`side=all|host|device`, `min_us`, `key` (repeatable: only these op keys), "
+        "`significant=0|1` (only the ops the `check` of the two sides, each with its "
+        "repeats, finds significantly changed: CheckRow.significant), `sort` (a column), "
+        "`order=desc|asc`, `top`",
+    ),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
     ("sweeps", SweepsDocument, "none"),
-    ("sweep", SweepDocument, "`model`, `top` (1-50), `ops` (repeatable), `group_by`, `series_by=device|precision|"
-                             "compiler` (what the lines are drawn by), and a value to hold each other dimension at: "
-                             "`device`, `precision`, `compiler` (default: the model key's, the commonest device)"),
+    (
+        "sweep",
+        SweepDocument,
+        "`model`, `top` (1-50), `ops` (repeatable), `group_by`, `series_by=device|precision|"
+        "compiler` (what the lines are drawn by), and a value to hold each other dimension at: "
+        "`device`, `precision`, `compiler` (default: the model key's, the commonest device)",
+    ),
     ("sweep.csv", SweepDocument, "as `sweep`; answers the fits with each op's break-even as CSV"),
     ("trend", TrendDocument, "`runs` (comma list; shell patterns), `order_by`, `top` (1-50), `group_by`"),
     ("trend.csv", TrendDocument, "as `trend`; answers the rows as CSV, the point as its value"),
-    ("check", CheckDocument, "`baseline`, `target` (comma lists; shell patterns), `repeats=0|1` (add each run's "
-                             "repeats), `max_regression` (`5%` or `0.05`), `min_share`, `ops` (RE2), `group_by`, "
-                             "`allow_one_run=0|1`"),
-    ("matrix", MatrixDocument, "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
-                               "`model` (repeatable: only these models)"),
+    (
+        "check",
+        CheckDocument,
+        "`baseline`, `target` (comma lists; shell patterns), `repeats=0|1` (add each run's "
+        "repeats), `max_regression` (`5%` or `0.05`), `min_share`, `ops` (RE2), `group_by`, "
+        "`allow_one_run=0|1`",
+    ),
+    (
+        "matrix",
+        MatrixDocument,
+        "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
+        "`model` (repeatable: only these models)",
+    ),
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
     ("modules", ModulesDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
     ("modules.csv", ModulesDocument, "as `modules`; answers one line per node, with its path (`id`)"),
@@ -705,8 +906,19 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
     ("memory", MemoryDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
     ("memory.csv", MemoryDocument, "as `memory`; answers its rows (the ops that allocated or freed memory)"),
 )
-DOCUMENTS = (RunsDocument, CompareDocument, SweepsDocument, SweepDocument, CheckDocument, TrendDocument,
-             MatrixDocument, ModulesDocument, LayersDocument, MemoryDocument, ErrorDocument)
+DOCUMENTS = (
+    RunsDocument,
+    CompareDocument,
+    SweepsDocument,
+    SweepDocument,
+    CheckDocument,
+    TrendDocument,
+    MatrixDocument,
+    ModulesDocument,
+    LayersDocument,
+    MemoryDocument,
+    ErrorDocument,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -724,8 +936,11 @@ def _type_text(schema: dict, js: bool) -> str:
     if "anyOf" in schema:
         return ("|" if js else " or ").join(dict.fromkeys(_type_text(option, js) for option in schema["anyOf"]))
     if "enum" in schema:
-        return "|".join(f"'{value}'" for value in schema["enum"]) if js else \
-            " or ".join(f"`{value}`" for value in schema["enum"])
+        return (
+            "|".join(f"'{value}'" for value in schema["enum"])
+            if js
+            else " or ".join(f"`{value}`" for value in schema["enum"])
+        )
     kind = schema.get("type")
     if kind == "array":
         inner = _type_text(schema.get("items", {}), js)
@@ -737,8 +952,11 @@ def _type_text(schema: dict, js: bool) -> str:
         return "Object" if js else "object"
     if kind is None:
         return "*" if js else "any"
-    return {"integer": "number", "number": "number", "string": "string", "boolean": "boolean", "null": "null"}[kind] \
-        if js else {"integer": "int", "number": "number"}.get(kind, kind)
+    return (
+        {"integer": "number", "number": "number", "string": "string", "boolean": "boolean", "null": "null"}[kind]
+        if js
+        else {"integer": "int", "number": "number"}.get(kind, kind)
+    )
 
 
 def http_api_markdown() -> str:
@@ -753,14 +971,23 @@ def http_api_markdown() -> str:
         "",
         "| route | answers | parameters |",
         "|---|---|---|",
-        *[f"| `{route}` | {document.__name__} | {params.replace('|', chr(92) + '|')} |"
-          for route, document, params in ROUTES],
+        *[
+            f"| `{route}` | {document.__name__} | {params.replace('|', chr(92) + '|')} |"
+            for route, document, params in ROUTES
+        ],
         "",
         "Any error answers ErrorDocument with its status code.",
     ]
     for name, schema in components.items():
-        lines += ["", f"## {name}", "", " ".join((schema.get("description") or "").split()), "",
-                  "| field | type | meaning |", "|---|---|---|"]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            " ".join((schema.get("description") or "").split()),
+            "",
+            "| field | type | meaning |",
+            "|---|---|---|",
+        ]
         required = set(schema.get("required", ()))
         for field, spec in schema.get("properties", {}).items():
             optional = "" if field in required else " (optional)"
@@ -771,8 +998,11 @@ def http_api_markdown() -> str:
 
 def jsdoc_typedefs() -> str:
     components = _components()
-    lines = ["// Generated from tb_opcompare/schema/contract.py by `make contract`; do not edit.",
-             "// The documents the tab receives from the plugin's routes, as JSDoc types.", ""]
+    lines = [
+        "// Generated from tb_opcompare/schema/contract.py by `make contract`; do not edit.",
+        "// The documents the tab receives from the plugin's routes, as JSDoc types.",
+        "",
+    ]
     for name, schema in components.items():
         lines.append("/**")
         description = " ".join((schema.get("description") or "").split())
@@ -787,7 +1017,9 @@ def jsdoc_typedefs() -> str:
             lines.append(f" * @property {{{kind}}} {field_name}" + (f" - {meaning}" if meaning else ""))
         lines += [" */", ""]
     lines.append("// Words the server spells, for the tab to use as they are.")
-    lines += [f"export const {name} = Object.freeze({json.dumps(list(words))});" for name, words in SHARED_WORDS.items()]
+    lines += [
+        f"export const {name} = Object.freeze({json.dumps(list(words))});" for name, words in SHARED_WORDS.items()
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -798,8 +1030,11 @@ def index_schema() -> str:
     return index_schema_markdown({name: spec.get("description", "") for name, spec in facts.items()})
 
 
-GENERATED = {"docs/http_api.md": http_api_markdown, "frontend/contract.js": jsdoc_typedefs,
-             "docs/index_schema.md": index_schema}
+GENERATED = {
+    "docs/http_api.md": http_api_markdown,
+    "frontend/contract.js": jsdoc_typedefs,
+    "docs/index_schema.md": index_schema,
+}
 
 
 if __name__ == "__main__":

@@ -13,13 +13,35 @@ DEFAULT_PRECISION, DEFAULT_COMPILER = "fp32", "eager"
 # user picks XLA or TensorRT, so it names no variant of the model (``configuration_key``).
 TF_GRAPH = "TF graph"
 UNCOMPILED = (DEFAULT_COMPILER, TF_GRAPH)
-_PRECISION_WORDS = {"float32": "fp32", "float": "fp32", "f32": "fp32", "bfloat16": "bf16", "float16": "fp16",
-                    "half": "fp16", "float64": "fp64", "double": "fp64"}
-_COMPILER_WORDS = {"inductor": "torch.compile", "compile": "torch.compile", "compiled": "torch.compile",
-                   "torch.compile": "torch.compile", "jit_compile": "XLA", "xla": "XLA",
-                   "eager": DEFAULT_COMPILER, "graph": TF_GRAPH, "tf graph": TF_GRAPH, "tf.function": TF_GRAPH,
-                   "no xla": DEFAULT_COMPILER, "none": DEFAULT_COMPILER, "trt": "TensorRT", "tensorrt": "TensorRT",
-                   "tf-trt": "TensorRT", "onnxruntime": "ONNX Runtime", "ort": "ONNX Runtime"}
+_PRECISION_WORDS = {
+    "float32": "fp32",
+    "float": "fp32",
+    "f32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "float64": "fp64",
+    "double": "fp64",
+}
+_COMPILER_WORDS = {
+    "inductor": "torch.compile",
+    "compile": "torch.compile",
+    "compiled": "torch.compile",
+    "torch.compile": "torch.compile",
+    "jit_compile": "XLA",
+    "xla": "XLA",
+    "eager": DEFAULT_COMPILER,
+    "graph": TF_GRAPH,
+    "tf graph": TF_GRAPH,
+    "tf.function": TF_GRAPH,
+    "no xla": DEFAULT_COMPILER,
+    "none": DEFAULT_COMPILER,
+    "trt": "TensorRT",
+    "tensorrt": "TensorRT",
+    "tf-trt": "TensorRT",
+    "onnxruntime": "ONNX Runtime",
+    "ort": "ONNX Runtime",
+}
 
 
 def canonical_precision(word: str) -> str:
@@ -52,6 +74,8 @@ def default_among(dimension: str, values) -> str:
     if dimension == "compiler" and DEFAULT_COMPILER not in values and TF_GRAPH in values:
         return TF_GRAPH
     return DEFAULTS[dimension]
+
+
 MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
 
 
@@ -65,8 +89,11 @@ def configuration_key(model: str, precision: str | None, compiler: str | None) -
     """The key runs are grouped by (pairs, repeats, sweeps): the model with the precision
     and compiler it ran with where they are not the defaults (fp32; eager or a TF graph), so
     ``resnet [bf16, torch.compile]`` is never pooled with or paired against ``resnet``."""
-    variant = [value for value, defaults in ((precision, (DEFAULT_PRECISION,)), (compiler, UNCOMPILED))
-               if value and value not in defaults]
+    variant = [
+        value
+        for value, defaults in ((precision, (DEFAULT_PRECISION,)), (compiler, UNCOMPILED))
+        if value and value not in defaults
+    ]
     return f"{model} [{', '.join(variant)}]" if variant else model
 
 
@@ -84,8 +111,9 @@ def same_dimension(fact: str, claimed: str, measured: str) -> bool:
         claimed, measured = canonical_compiler(claimed), canonical_compiler(measured)
         # a recorder's "eager" for TF means "no XLA": a graph it did not compile agrees
         return claimed == measured or {claimed, measured} == set(UNCOMPILED)
-    claim_words, measured_words = (set(canonical_precision(text).replace("/", " ").split())
-                                   for text in (claimed, measured))
+    claim_words, measured_words = (
+        set(canonical_precision(text).replace("/", " ").split()) for text in (claimed, measured)
+    )
     if "mixed" in measured_words and "mixed" not in claim_words:
         measured_words -= {"fp32"}  # "bf16" names a bf16/fp32 mix; "fp32" does not
     return claim_words - {"mixed"} <= measured_words - {"mixed"}

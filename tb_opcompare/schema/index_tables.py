@@ -46,7 +46,7 @@ RUN_COLUMNS = {
 }
 EXPORT_COLUMNS = {  # in an export only
     "model": "the model the run was grouped under (sidecar, run name, or found by its ops among the logdir's "
-             "runs), with its precision and compiler where they are not the defaults: `resnet50 [bf16]`",
+    "runs), with its precision and compiler where they are not the defaults: `resnet50 [bf16]`",
     "base_model": "the model without its precision and compiler",
     "model_source": "where `model` came from",
     "label": "the sidecar's label, if any",
@@ -87,15 +87,27 @@ def table_schema(table: str, export: bool = False):
     import pyarrow as pa
 
     if table == RUNS:
-        fields = [("run", pa.string()), ("session", pa.string()), ("files", pa.list_(pa.string())),
-                  ("step_count", pa.int64()), *_fact_types().items()]
+        fields = [
+            ("run", pa.string()),
+            ("session", pa.string()),
+            ("files", pa.list_(pa.string())),
+            ("step_count", pa.int64()),
+            *_fact_types().items(),
+        ]
         if export:
-            fields += [("model", pa.string()), ("base_model", pa.string()), ("model_source", pa.string()), ("label", pa.string()),
-                       ("repeat", pa.int64())]
+            fields += [
+                ("model", pa.string()),
+                ("base_model", pa.string()),
+                ("model_source", pa.string()),
+                ("label", pa.string()),
+                ("repeat", pa.int64()),
+            ]
         return pa.schema(fields)
     empty = PROFILE_TABLES[table][1]()
-    return pa.schema([(column, pa.string()) for column in KEY_COLUMNS] +
-                     [(column, _arrow_type(dtype)) for column, dtype in empty.dtypes.items()])
+    return pa.schema(
+        [(column, pa.string()) for column in KEY_COLUMNS]
+        + [(column, _arrow_type(dtype)) for column, dtype in empty.dtypes.items()]
+    )
 
 
 def session_columns(stored: dict, run: str, session: str, files: list[str], **export) -> dict[str, dict[str, list]]:
@@ -104,7 +116,8 @@ def session_columns(stored: dict, run: str, session: str, files: list[str], **ex
     row = {"run": run, "session": session, "files": files, "step_count": stored["step_count"]}
     for name, value in stored["facts"].items():
         row[name + "_json" if name in JSON_FACTS else name] = (
-            json.dumps(value, sort_keys=True) if name in JSON_FACTS else value)
+            json.dumps(value, sort_keys=True) if name in JSON_FACTS else value
+        )
     tables = {RUNS: {name: [value] for name, value in {**row, **export}.items()}}
     for table, (attribute, _) in PROFILE_TABLES.items():
         columns = stored[attribute]
@@ -179,13 +192,18 @@ def index_schema_markdown(fact_meanings: dict[str, str]) -> str:
     for table in (RUNS, *PROFILE_TABLES):
         schema = table_schema(table, export=True)
         if table == RUNS:
-            text = ("One row a session: the run's facts. In the index they are the profile's own (sidecars and run "
-                    "names are applied when it is read, so a corrected sidecar needs no new index); in an export "
-                    "they are settled, with the model columns filled.")
-            table_meanings = {**RUN_COLUMNS, **{name: "(export only) " + text for name, text in EXPORT_COLUMNS.items()},
-                              **{name + "_json": "JSON text: " + fact_meanings.get(name, "") for name in JSON_FACTS},
-                              "step_times_us": "wall time of each profiled step, µs, in the order they started",
-                              "memory_events": "allocations and frees the profile recorded (null: memory not profiled)"}
+            text = (
+                "One row a session: the run's facts. In the index they are the profile's own (sidecars and run "
+                "names are applied when it is read, so a corrected sidecar needs no new index); in an export "
+                "they are settled, with the model columns filled."
+            )
+            table_meanings = {
+                **RUN_COLUMNS,
+                **{name: "(export only) " + text for name, text in EXPORT_COLUMNS.items()},
+                **{name + "_json": "JSON text: " + fact_meanings.get(name, "") for name in JSON_FACTS},
+                "step_times_us": "wall time of each profiled step, µs, in the order they started",
+                "memory_events": "allocations and frees the profile recorded (null: memory not profiled)",
+            }
             table_meanings.update({name: text for name, text in fact_meanings.items() if name not in table_meanings})
         else:
             text = f"`OpProfile.{PROFILE_TABLES[table][0]}` of each session (schema.optable), one file a session."

@@ -238,8 +238,13 @@ class OpProfile:
     def from_events(cls, facts: ProfileFacts, events: OpEvents) -> OpProfile:
         ops, step_ops = build_tables(events)
         timeline = events.memory_timeline if events.memory_timeline is not None else empty_memory_timeline()
-        return cls(facts=facts, ops=ops, step_ops=step_ops, step_count=events.step_count if len(step_ops) else 0,
-                   memory_timeline=timeline)
+        return cls(
+            facts=facts,
+            ops=ops,
+            step_ops=step_ops,
+            step_count=events.step_count if len(step_ops) else 0,
+            memory_timeline=timeline,
+        )
 
 
 class OpEvents:
@@ -285,48 +290,72 @@ class OpEvents:
             keys, codes = _encode(ops)
             self.add_host_codes(keys, codes, totals_us, selfs_us)
 
-    def add_host_codes(self, keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray,
-                       selfs_us: np.ndarray, steps: np.ndarray | None = None) -> None:
+    def add_host_codes(
+        self,
+        keys: list[tuple[str, str]],
+        codes: np.ndarray,
+        totals_us: np.ndarray,
+        selfs_us: np.ndarray,
+        steps: np.ndarray | None = None,
+    ) -> None:
         """As ``add_host_batch``, with each occurrence's op given as an index into ``keys``
         (a reader that already holds integer op ids never builds a tuple per event), and,
         where the reader knows it, each occurrence's step (0 .. ``step_count`` - 1, -1
         outside every step)."""
         if len(codes):
             self.host_partials.append(_fold_host(keys, codes, totals_us, selfs_us))
-            self.host_samples.append((keys, np.asarray(codes, dtype=np.int32),
-                                      np.asarray(selfs_us, dtype=np.float32)))
+            self.host_samples.append((keys, np.asarray(codes, dtype=np.int32), np.asarray(selfs_us, dtype=np.float32)))
             self.host_sample_steps.append(None if steps is None else np.asarray(steps, dtype=np.int32))
 
-    def add_device_totals(self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: Sequence[float]) -> None:
+    def add_device_totals(
+        self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: Sequence[float]
+    ) -> None:
         """Kernel counts and summed kernel time per op, for traces that do not link
         kernels to the op occurrence that launched them (no per-occurrence statistics)."""
         if keys:
-            self.device_partials.append(pd.DataFrame({
-                "side": DEVICE,
-                "op_name": [k[0] for k in keys],
-                "op_type": [k[1] for k in keys],
-                "kernels": np.asarray(kernels, dtype=np.int64),
-                "total_us": np.asarray(totals_us, dtype=np.float64),
-            }))
+            self.device_partials.append(
+                pd.DataFrame(
+                    {
+                        "side": DEVICE,
+                        "op_name": [k[0] for k in keys],
+                        "op_type": [k[1] for k in keys],
+                        "kernels": np.asarray(kernels, dtype=np.int64),
+                        "total_us": np.asarray(totals_us, dtype=np.float64),
+                    }
+                )
+            )
 
-    def add_device_kernels(self, keys: list[tuple[str, str]], codes: np.ndarray, durations_us: np.ndarray,
-                           invocations: np.ndarray, steps: np.ndarray | None = None) -> None:
+    def add_device_kernels(
+        self,
+        keys: list[tuple[str, str]],
+        codes: np.ndarray,
+        durations_us: np.ndarray,
+        invocations: np.ndarray,
+        steps: np.ndarray | None = None,
+    ) -> None:
         """One record per kernel, its op an index into ``keys``; ``invocations`` names the
         host op occurrence that launched it (-1 where unknown); ``steps`` the step it
         belongs to (that of its launch; -1 where unknown)."""
         if len(codes):
-            self.device_kernels.append(pd.DataFrame({
-                "side": DEVICE,
-                "op_name": np.asarray([k[0] for k in keys], dtype=object)[codes],
-                "op_type": np.asarray([k[1] for k in keys], dtype=object)[codes],
-                "total_us": durations_us,
-                "self_us": durations_us,
-                "invocation": np.where(invocations >= 0, invocations, np.nan),
-                "step": np.full(len(codes), -1, dtype=np.int64) if steps is None else np.asarray(steps, np.int64),
-            }))
+            self.device_kernels.append(
+                pd.DataFrame(
+                    {
+                        "side": DEVICE,
+                        "op_name": np.asarray([k[0] for k in keys], dtype=object)[codes],
+                        "op_type": np.asarray([k[1] for k in keys], dtype=object)[codes],
+                        "total_us": durations_us,
+                        "self_us": durations_us,
+                        "invocation": np.where(invocations >= 0, invocations, np.nan),
+                        "step": np.full(len(codes), -1, dtype=np.int64)
+                        if steps is None
+                        else np.asarray(steps, np.int64),
+                    }
+                )
+            )
 
-    def add_memory(self, keys: list[tuple[str, str]], codes: np.ndarray, sizes: np.ndarray,
-                   net_known: bool = True) -> None:
+    def add_memory(
+        self, keys: list[tuple[str, str]], codes: np.ndarray, sizes: np.ndarray, net_known: bool = True
+    ) -> None:
         """Allocations (size > 0) and frees (< 0) made by host ops themselves, each op an
         index into ``keys``; with ``net_known`` False (frees not attributed), only the
         allocations are given."""
@@ -337,9 +366,16 @@ class OpEvents:
         allocated = np.bincount(codes, weights=np.clip(sizes, 0, None), minlength=count)
         net = np.bincount(codes, weights=sizes, minlength=count)
         seen = np.flatnonzero(np.bincount(codes, minlength=count))
-        self.memory_partials.append(pd.DataFrame({
-            "op_name": [keys[i][0] for i in seen], "op_type": [keys[i][1] for i in seen],
-            "alloc_bytes": allocated[seen], "net_bytes": net[seen]}))
+        self.memory_partials.append(
+            pd.DataFrame(
+                {
+                    "op_name": [keys[i][0] for i in seen],
+                    "op_type": [keys[i][1] for i in seen],
+                    "alloc_bytes": allocated[seen],
+                    "net_bytes": net[seen],
+                }
+            )
+        )
 
     def absorb(self, other: "OpEvents") -> None:
         """Another worker's events (a rank of the same job) into these: its occurrences and
@@ -356,8 +392,10 @@ class OpEvents:
         self.host_sample_steps += other.host_sample_steps
         self.step_count = max(self.step_count, other.step_count)
         self.device_partials += other.device_partials
-        offset = 1 + max((float(np.nanmax(part["invocation"])) for part in self.device_kernels
-                          if part["invocation"].notna().any()), default=-1.0)
+        offset = 1 + max(
+            (float(np.nanmax(part["invocation"])) for part in self.device_kernels if part["invocation"].notna().any()),
+            default=-1.0,
+        )
         self.device_kernels += [part.assign(invocation=part["invocation"] + offset) for part in other.device_kernels]
         self.crossings += other.crossings
         self.memory_partials += other.memory_partials
@@ -366,9 +404,12 @@ class OpEvents:
             self.memory_timeline = other.memory_timeline
 
     def __len__(self) -> int:
-        return (len(self.name) + sum(int(p["occurrences"].sum()) for p in self.host_partials)
-                + sum(int(p["kernels"].sum()) for p in self.device_partials)
-                + sum(len(k) for k in self.device_kernels))
+        return (
+            len(self.name)
+            + sum(int(p["occurrences"].sum()) for p in self.host_partials)
+            + sum(int(p["kernels"].sum()) for p in self.device_partials)
+            + sum(len(k) for k in self.device_kernels)
+        )
 
 
 def build_tables(events: OpEvents) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -402,8 +443,9 @@ def build_tables(events: OpEvents) -> tuple[pd.DataFrame, pd.DataFrame]:
         tables.append(host_table)
         cells.append(host_cells)
     if len(device) or events.device_partials:
-        device_table, device_cells = _aggregate_device(device, events.device_partials, tables[0] if tables else None,
-                                                       events.step_count)
+        device_table, device_cells = _aggregate_device(
+            device, events.device_partials, tables[0] if tables else None, events.step_count
+        )
         cells.append(device_cells.assign(row=device_cells["row"] + sum(len(t) for t in tables)))
         tables.append(device_table)
     table = _with_memory(pd.concat(tables, ignore_index=True), events)
@@ -451,13 +493,15 @@ def empty_annotation_table() -> pd.DataFrame:
 
 
 def empty_memory_timeline() -> pd.DataFrame:
-    return pd.DataFrame({column: pd.Series(dtype="object" if column == "device" else "float64")
-                         for column in MEMORY_TIMELINE_COLUMNS})
+    return pd.DataFrame(
+        {column: pd.Series(dtype="object" if column == "device" else "float64") for column in MEMORY_TIMELINE_COLUMNS}
+    )
 
 
 def empty_step_table() -> pd.DataFrame:
-    return pd.DataFrame({column: pd.Series(dtype="float64" if column == "self_us" else "int64")
-                         for column in STEP_COLUMNS})
+    return pd.DataFrame(
+        {column: pd.Series(dtype="float64" if column == "self_us" else "int64") for column in STEP_COLUMNS}
+    )
 
 
 def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarray]:
@@ -466,8 +510,9 @@ def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarr
     return list(index), codes
 
 
-def _fold_host(keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray,
-               selfs_us: np.ndarray) -> pd.DataFrame:
+def _fold_host(
+    keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray, selfs_us: np.ndarray
+) -> pd.DataFrame:
     """Host occurrences folded into per-op sums (with the sum of squares, for std)."""
     size = len(keys)
     minimum = np.full(size, np.inf)
@@ -476,30 +521,36 @@ def _fold_host(keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.nda
     np.maximum.at(maximum, codes, selfs_us)
     occurrences = np.bincount(codes, minlength=size)
     seen = np.flatnonzero(occurrences)
-    return pd.DataFrame({
-        "side": HOST,
-        "op_name": [keys[i][0] for i in seen],
-        "op_type": [keys[i][1] for i in seen],
-        "occurrences": occurrences[seen],
-        "total_us": np.bincount(codes, weights=totals_us, minlength=size)[seen],
-        "self_us": np.bincount(codes, weights=selfs_us, minlength=size)[seen],
-        "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size)[seen],
-        "min_us": minimum[seen],
-        "max_us": maximum[seen],
-    })
+    return pd.DataFrame(
+        {
+            "side": HOST,
+            "op_name": [keys[i][0] for i in seen],
+            "op_type": [keys[i][1] for i in seen],
+            "occurrences": occurrences[seen],
+            "total_us": np.bincount(codes, weights=totals_us, minlength=size)[seen],
+            "self_us": np.bincount(codes, weights=selfs_us, minlength=size)[seen],
+            "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size)[seen],
+            "min_us": minimum[seen],
+            "max_us": maximum[seen],
+        }
+    )
 
 
 def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
     """Per-op sums from several lines, hosts or batches into the host rows."""
     combined = pd.concat(partials, ignore_index=True) if len(partials) > 1 else partials[0]
-    table = combined.groupby(_OP_KEYS, sort=False).agg(
-        occurrences=("occurrences", "sum"),
-        total_us=("total_us", "sum"),
-        self_us=("self_us", "sum"),
-        self_sq=("self_sq", "sum"),
-        min_us=("min_us", "min"),
-        max_us=("max_us", "max"),
-    ).reset_index()
+    table = (
+        combined.groupby(_OP_KEYS, sort=False)
+        .agg(
+            occurrences=("occurrences", "sum"),
+            total_us=("total_us", "sum"),
+            self_us=("self_us", "sum"),
+            self_sq=("self_sq", "sum"),
+            min_us=("min_us", "min"),
+            max_us=("max_us", "max"),
+        )
+        .reset_index()
+    )
     table["occurrences"] = table["occurrences"].astype("int64")
     table["mean_us"] = table["self_us"] / table["occurrences"]
     variance = table.pop("self_sq") / table["occurrences"] - table["mean_us"] ** 2
@@ -508,19 +559,28 @@ def _combine_host(partials: list[pd.DataFrame]) -> pd.DataFrame:
     return table
 
 
-def _with_host_quantiles(table: pd.DataFrame, samples, sample_steps: list,
-                         step_count: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _with_host_quantiles(
+    table: pd.DataFrame, samples, sample_steps: list, step_count: int
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The host table with the percentiles of each op's per-occurrence self time and its
     variation from step to step, and the host rows' per-step cells."""
     row_of = {key: row for row, key in enumerate(zip(table["op_name"], table["op_type"]))}
-    rows = np.concatenate([np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))[codes]
-                           for keys, codes, _ in samples])
+    rows = np.concatenate(
+        [
+            np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))[codes]
+            for keys, codes, _ in samples
+        ]
+    )
     values = np.concatenate([selfs for _, _, selfs in samples])
     spread = dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T))
     if step_count < 2:  # no reader placed occurrences in steps: nothing per step to say
         return table.assign(**spread, per_step_cv=np.nan), empty_step_table()
-    steps = np.concatenate([np.full(len(codes), -1, dtype=np.int32) if placed is None else placed
-                            for (_, codes, _), placed in zip(samples, sample_steps)])
+    steps = np.concatenate(
+        [
+            np.full(len(codes), -1, dtype=np.int32) if placed is None else placed
+            for (_, codes, _), placed in zip(samples, sample_steps)
+        ]
+    )
     cells = step_cells(rows, values, steps, step_count)
     return table.assign(**spread, per_step_cv=per_step_cv(cells, len(table), step_count)), cells
 
@@ -533,11 +593,18 @@ def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_c
     placed = (steps >= 0) & (groups >= 0)
     if step_count < 2 or not placed.any():
         return empty_step_table()
-    cells, cell_of, counts = np.unique(groups[placed] * step_count + steps[placed], return_inverse=True,
-                                       return_counts=True)
+    cells, cell_of, counts = np.unique(
+        groups[placed] * step_count + steps[placed], return_inverse=True, return_counts=True
+    )
     sums = np.bincount(cell_of.reshape(-1), weights=np.asarray(values, dtype=np.float64)[placed])
-    return pd.DataFrame({"row": cells // step_count, "step": cells % step_count,
-                         "occurrences": counts.astype(np.int64), "self_us": sums})
+    return pd.DataFrame(
+        {
+            "row": cells // step_count,
+            "step": cells % step_count,
+            "occurrences": counts.astype(np.int64),
+            "self_us": sums,
+        }
+    )
 
 
 def per_step_cv(cells: pd.DataFrame, count: int, step_count: int) -> np.ndarray:
@@ -580,15 +647,20 @@ def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantile
     return result
 
 
-def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame], host_table: pd.DataFrame | None,
-                      step_count: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _aggregate_device(
+    device: pd.DataFrame, partials: list[pd.DataFrame], host_table: pd.DataFrame | None, step_count: int = 0
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     keys = _OP_KEYS
-    table = device.groupby(keys, sort=False).agg(
-        kernels=("total_us", "size"), total_us=("total_us", "sum")
-    ).reset_index()
+    table = (
+        device.groupby(keys, sort=False).agg(kernels=("total_us", "size"), total_us=("total_us", "sum")).reset_index()
+    )
     if partials:
-        table = pd.concat([table, *partials], ignore_index=True).groupby(keys, sort=False)[
-            ["kernels", "total_us"]].sum().reset_index()
+        table = (
+            pd.concat([table, *partials], ignore_index=True)
+            .groupby(keys, sort=False)[["kernels", "total_us"]]
+            .sum()
+            .reset_index()
+        )
         table["kernels"] = table["kernels"].astype("int64")
     table["self_us"] = table["total_us"]
     linked = device[device["invocation"].notna()]
@@ -598,8 +670,12 @@ def _aggregate_device(device: pd.DataFrame, partials: list[pd.DataFrame], host_t
         per_op = sums.groupby(keys, sort=False)["total_us"]
         per_invocation = per_op.agg(occurrences="size", min_us="min", max_us="max").reset_index()
         per_invocation["std_us"] = per_op.std(ddof=0).to_numpy()
-        spread = group_quantiles(per_op.ngroup().to_numpy(), sums["total_us"].to_numpy(dtype=np.float64),
-                                 len(per_invocation), list(QUANTILES.values()))
+        spread = group_quantiles(
+            per_op.ngroup().to_numpy(),
+            sums["total_us"].to_numpy(dtype=np.float64),
+            len(per_invocation),
+            list(QUANTILES.values()),
+        )
         per_invocation = per_invocation.assign(**dict(zip(QUANTILES, spread.T)))
     table = table.merge(per_invocation, on=keys, how="left")
     if len(linked):
@@ -631,11 +707,19 @@ def _device_step_cells(rows: np.ndarray, device: pd.DataFrame, step_count: int) 
     placed = (steps >= 0) & (rows >= 0)
     if not placed.any():
         return empty_step_table()
-    kernels = pd.DataFrame({"row": rows[placed], "step": steps[placed],
-                            "invocation": device["invocation"].to_numpy()[placed],
-                            "self_us": device["total_us"].to_numpy(dtype=np.float64)[placed]})
-    cells = kernels.groupby(["row", "step"], sort=True).agg(
-        self_us=("self_us", "sum"), kernels=("self_us", "size"), launches=("invocation", "nunique")).reset_index()
+    kernels = pd.DataFrame(
+        {
+            "row": rows[placed],
+            "step": steps[placed],
+            "invocation": device["invocation"].to_numpy()[placed],
+            "self_us": device["total_us"].to_numpy(dtype=np.float64)[placed],
+        }
+    )
+    cells = (
+        kernels.groupby(["row", "step"], sort=True)
+        .agg(self_us=("self_us", "sum"), kernels=("self_us", "size"), launches=("invocation", "nunique"))
+        .reset_index()
+    )
     cells["occurrences"] = np.where(cells["launches"] > 0, cells["launches"], cells["kernels"]).astype(np.int64)
     return cells[STEP_COLUMNS]
 
@@ -649,9 +733,11 @@ def steps_of(starts: np.ndarray, bounds: np.ndarray) -> np.ndarray:
 
 
 def crossing_warning(crossings: int) -> str:
-    return (f"{crossings:,} op events overlap the event they start in without ending inside it (the recorder's "
-            "clocks, or asynchronous events on one thread); each takes from the enclosing op's self time only "
-            "the time they share")
+    return (
+        f"{crossings:,} op events overlap the event they start in without ending inside it (the recorder's "
+        "clocks, or asynchronous events on one thread); each takes from the enclosing op's self time only "
+        "the time they share"
+    )
 
 
 def add_nested_host_ops(events: OpEvents, threads) -> None:
@@ -666,8 +752,9 @@ def add_nested_host_ops(events: OpEvents, threads) -> None:
         events.add_host_batch([item[2] for item in thread_events], durations, self_values)
 
 
-def self_times(starts: Sequence[float] | np.ndarray,
-               durations: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def self_times(
+    starts: Sequence[float] | np.ndarray, durations: Sequence[float] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Self time and enclosing event of each event on one thread.
 
     Events must be sorted by start, longer first on ties. An event is nested in the

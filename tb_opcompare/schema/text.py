@@ -183,9 +183,10 @@ def _shorten(name: str, length: int, shared: collections.Counter, needle: str, p
                 out.append(ELLIPSIS)
         return "/".join(out)
 
-    order = sorted((i for i in range(len(parts) - 1)
-                    if parts[i] not in protected and not (needle and needle in parts[i].lower())),
-                   key=lambda i: (-shared[parts[i]], -len(parts[i]), i))
+    order = sorted(
+        (i for i in range(len(parts) - 1) if parts[i] not in protected and not (needle and needle in parts[i].lower())),
+        key=lambda i: (-shared[parts[i]], -len(parts[i]), i),
+    )
     text = joined()
     for i in order:
         if len(text) <= length:
@@ -195,4 +196,4 @@ def _shorten(name: str, length: int, shared: collections.Counter, needle: str, p
     if len(text) <= length:
         return text
     tail = -(-(length - 1) * 3 // 5)
-    return f"{name[: length - 1 - tail]}{ELLIPSIS}{name[len(name) - tail:]}"
+    return f"{name[: length - 1 - tail]}{ELLIPSIS}{name[len(name) - tail :]}"

@@ -49,9 +49,17 @@ def side_runs(catalog: Catalog, text: str, repeats: bool = False) -> list[str]:
     return expand_runs(catalog, [text] if text in names else split_runs(text), repeats)
 
 
-def check_document(catalog: Catalog, baseline: list[str], target: list[str], threshold: float = DEFAULT_THRESHOLD,
-                   ops: str | None = None, min_share: float = DEFAULT_MIN_SHARE, group_by: str = "name",
-                   allow_one_run: bool = False, resamples: int = confidence.RESAMPLES) -> CheckDocument:
+def check_document(
+    catalog: Catalog,
+    baseline: list[str],
+    target: list[str],
+    threshold: float = DEFAULT_THRESHOLD,
+    ops: str | None = None,
+    min_share: float = DEFAULT_MIN_SHARE,
+    group_by: str = "name",
+    allow_one_run: bool = False,
+    resamples: int = confidence.RESAMPLES,
+) -> CheckDocument:
     """The check of ``target`` runs against ``baseline`` runs. Each side needs two runs or
     more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
     machine during that run (on this project's repeats, 16% of one-against-one checks of
@@ -68,19 +76,29 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
             f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
             "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
             "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
-            "them; with one run a side, verdicts are only indicative (`--allow-one-run`)")
+            "them; with one run a side, verdicts are only indicative (`--allow-one-run`)"
+        )
     overlap = set(baseline) & set(target)
     if overlap:
         raise CheckUsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
     pattern = _pattern(ops)
     sides = {name: [catalog.load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))}
     samples = {name: [_samples(run, group_by) for run in runs] for name, runs in sides.items()}
-    warnings = [f"{run.source.run}: {warning}" for runs in sides.values() for run in runs
-                for warning in run.profile.facts.warnings]
+    warnings = [
+        f"{run.source.run}: {warning}"
+        for runs in sides.values()
+        for run in runs
+        for warning in run.profile.facts.warnings
+    ]
     noise = _noise(catalog, sides, group_by, warnings)
-    result = confidence.compare_with_confidence(samples["baseline"], samples["target"], threshold=threshold,
-                                                baseline_noise=noise["baseline"], target_noise=noise["target"],
-                                                resamples=resamples)
+    result = confidence.compare_with_confidence(
+        samples["baseline"],
+        samples["target"],
+        threshold=threshold,
+        baseline_noise=noise["baseline"],
+        target_noise=noise["target"],
+        resamples=resamples,
+    )
     table = result.table
     is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
     in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
@@ -97,21 +115,33 @@ def check_document(catalog: Catalog, baseline: list[str], target: list[str], thr
     counts = gated_verdicts.value_counts()
     regressions = int(counts.get(confidence.SLOWER, 0)) + int(whole["verdict"].iloc[0] == confidence.SLOWER)
     if result.common_change is not None and above(abs(math.log(result.common_change)), math.log1p(threshold)):
-        warnings.append(f"every op ran {_change(1 / result.common_change)} together in the target (a change of the "
-                        "machine, a setting or a library that touches everything): the op verdicts are net of it, "
-                        "the whole step carries it")
+        warnings.append(
+            f"every op ran {_change(1 / result.common_change)} together in the target (a change of the "
+            "machine, a setting or a library that touches everything): the op verdicts are net of it, "
+            "the whole step carries it"
+        )
     return CheckDocument(
-        passed=regressions == 0, common_change=result.common_change,
+        passed=regressions == 0,
+        common_change=result.common_change,
         headline=_headline(regressions, counts, whole.iloc[0], threshold, result.whole_step_basis),
-        baseline=baseline, target=target, threshold=threshold, min_share=min_share, ops=ops, group_by=group_by,
+        baseline=baseline,
+        target=target,
+        threshold=threshold,
+        min_share=min_share,
+        ops=ops,
+        group_by=group_by,
         noise=_noise_text(sides, noise, result, warnings),
-        slower=int(counts.get(confidence.SLOWER, 0)), faster=int(counts.get(confidence.FASTER, 0)),
+        slower=int(counts.get(confidence.SLOWER, 0)),
+        faster=int(counts.get(confidence.FASTER, 0)),
         within_noise=int(counts.get(confidence.WITHIN_NOISE, 0)),
         not_tested=int((ops_rows["verdict"] == confidence.UNTESTED).sum()),
         only_baseline=int(counts.get(confidence.ONLY_BASELINE, 0)),
         only_target=int(counts.get(confidence.ONLY_TARGET, 0)),
-        whole_step=_rows(whole)[0], whole_step_basis=result.whole_step_basis, rows=_rows(ops_rows),
-        warnings=warnings, resamples=resamples,
+        whole_step=_rows(whole)[0],
+        whole_step_basis=result.whole_step_basis,
+        rows=_rows(ops_rows),
+        warnings=warnings,
+        resamples=resamples,
     )
 
 
@@ -119,8 +149,9 @@ def significant_keys(catalog: Catalog, baseline: str, target: str, group_by: str
     """The op keys that changed significantly between two sides as the compare routes
     name them (``side_runs``), each pooled with its repeats, as the tab's Confidence card
     checks them: what "significant changes only" keeps. Raises as ``check_document``."""
-    document = check_document(catalog, side_runs(catalog, baseline, repeats=True),
-                              side_runs(catalog, target, repeats=True), group_by=group_by)
+    document = check_document(
+        catalog, side_runs(catalog, baseline, repeats=True), side_runs(catalog, target, repeats=True), group_by=group_by
+    )
     return tuple(row.key for row in document.rows if row.significant)
 
 
@@ -152,8 +183,11 @@ def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
     """Each repeated run's repeat group, from every run's claims: the runs whose sidecar
     or name gives the same model, device (and accelerator model), batch size and label,
     each a repeat (itself included; runs without a repeat are in none)."""
-    configuration = {run: (*_configuration(claimed), claimed.device_name or hardware_from_name(run))
-                     for run, claimed in claims.items() if claimed.repeat is not None}
+    configuration = {
+        run: (*_configuration(claimed), claimed.device_name or hardware_from_name(run))
+        for run, claimed in claims.items()
+        if claimed.repeat is not None
+    }
     members: dict[tuple, list[str]] = {}
     for run, key in configuration.items():
         members.setdefault(key, []).append(run)
@@ -179,8 +213,9 @@ def _samples(run: LoadedRun, group_by: str) -> confidence.RunSamples:
     return confidence.profile_samples(run.profile, group_by)
 
 
-def _noise(catalog: Catalog, sides: dict[str, list[LoadedRun]], group_by: str,
-           warnings: list[str]) -> dict[str, confidence.RunNoise | None]:
+def _noise(
+    catalog: Catalog, sides: dict[str, list[LoadedRun]], group_by: str, warnings: list[str]
+) -> dict[str, confidence.RunNoise | None]:
     """Run-to-run noise learned from the logdir's repeated runs (``repeat`` set) of the
     compared models on each side's device, the compared runs left out (their own
     variance counts already). Only those runs are read."""
@@ -190,8 +225,12 @@ def _noise(catalog: Catalog, sides: dict[str, list[LoadedRun]], group_by: str,
     groups: dict[tuple, list[confidence.RunSamples]] = collections.defaultdict(list)
     for source in catalog.sources():
         claims = read_claims(source)
-        if (source.run in compared or claims.repeat is None or claims.model not in models
-                or claims.device not in (*devices, None)):
+        if (
+            source.run in compared
+            or claims.repeat is None
+            or claims.model not in models
+            or claims.device not in (*devices, None)
+        ):
             continue
         try:
             loaded = catalog.load(source.run)
@@ -200,33 +239,56 @@ def _noise(catalog: Catalog, sides: dict[str, list[LoadedRun]], group_by: str,
             continue
         facts = loaded.profile.facts
         groups[loaded.model, facts.device, facts.batch_size, loaded.label].append(_samples(loaded, group_by))
-    return {name: confidence.run_noise([group for key, group in groups.items()
-                                        if key[1] == runs[0].profile.facts.device]) for name, runs in sides.items()}
+    return {
+        name: confidence.run_noise([group for key, group in groups.items() if key[1] == runs[0].profile.facts.device])
+        for name, runs in sides.items()
+    }
 
 
-def _noise_text(sides: dict[str, list[LoadedRun]], noise: dict, result: confidence.Confidence,
-                warnings: list[str]) -> str:
+def _noise_text(
+    sides: dict[str, list[LoadedRun]], noise: dict, result: confidence.Confidence, warnings: list[str]
+) -> str:
     runs = ", ".join(f"{len(group)} {name} run{'s' if len(group) > 1 else ''}" for name, group in sides.items())
     if result.basis == confidence.STEPS:
-        warnings.append("one run a side and no repeated runs of this model on its device in the logdir: the "
-                        "intervals hold step-to-step noise only, and runs of one configuration often differ by more "
-                        "(10-30% on a shared machine), so verdicts may be false alarms; record repeats "
-                        "(`tb-opcompare record --repeats 3`) and compare them")
+        warnings.append(
+            "one run a side and no repeated runs of this model on its device in the logdir: the "
+            "intervals hold step-to-step noise only, and runs of one configuration often differ by more "
+            "(10-30% on a shared machine), so verdicts may be false alarms; record repeats "
+            "(`tb-opcompare record --repeats 3`) and compare them"
+        )
         return f"bootstrap over the profiled steps ({runs}); run-to-run noise unknown"
-    learned = [f"{name}: {value.runs} other repeated {sides[name][0].profile.facts.device} runs, typical "
-               f"{value.typical:.0%} per op" for name, value in noise.items() if value is not None]
-    speed = ("each run's speed factor taken out of its ops" if result.adjusted else
-             f"no run speed factor taken out (fewer than {confidence.MIN_SHARED_OPS} ops ran in every run)")
-    whole = ("each run's median steady step wall time" if result.whole_step_basis == STEP_WALL_TIME
-             else "each run's op time per step (not every run has step markers)")
-    return (f"run-to-run noise from the runs compared ({runs})"
-            + (f" and the logdir's repeats ({'; '.join(learned)})" if learned else "")
-            + f"; Welch's t on the log of each run's typical time (the median of its steps; for the whole step, "
-              f"{whole}); {speed}")
+    learned = [
+        f"{name}: {value.runs} other repeated {sides[name][0].profile.facts.device} runs, typical "
+        f"{value.typical:.0%} per op"
+        for name, value in noise.items()
+        if value is not None
+    ]
+    speed = (
+        "each run's speed factor taken out of its ops"
+        if result.adjusted
+        else f"no run speed factor taken out (fewer than {confidence.MIN_SHARED_OPS} ops ran in every run)"
+    )
+    whole = (
+        "each run's median steady step wall time"
+        if result.whole_step_basis == STEP_WALL_TIME
+        else "each run's op time per step (not every run has step markers)"
+    )
+    return (
+        f"run-to-run noise from the runs compared ({runs})"
+        + (f" and the logdir's repeats ({'; '.join(learned)})" if learned else "")
+        + f"; Welch's t on the log of each run's typical time (the median of its steps; for the whole step, "
+        f"{whole}); {speed}"
+    )
 
 
-_VERDICT_ORDER = {confidence.SLOWER: 0, confidence.ONLY_TARGET: 1, confidence.FASTER: 2, confidence.ONLY_BASELINE: 3,
-                  confidence.WITHIN_NOISE: 4, confidence.UNTESTED: 5}
+_VERDICT_ORDER = {
+    confidence.SLOWER: 0,
+    confidence.ONLY_TARGET: 1,
+    confidence.FASTER: 2,
+    confidence.ONLY_BASELINE: 3,
+    confidence.WITHIN_NOISE: 4,
+    confidence.UNTESTED: 5,
+}
 
 
 def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
@@ -245,10 +307,12 @@ def _headline(regressions: int, counts: pd.Series, whole: pd.Series, threshold: 
     # the verdict is about, the runs' typical op time per step (a stalled step moves the plain mean)
     on_wall = basis == STEP_WALL_TIME
     shown = whole["speedup"] if on_wall or not np.isfinite(whole["adjusted_speedup"]) else whole["adjusted_speedup"]
-    step = (f"whole step ({basis}) {whole['verdict']}" + (f" ({_change(shown)})" if np.isfinite(shown) else ""))
-    tally = (f"{int(counts.get(confidence.SLOWER, 0))} ops significantly slower, "
-             f"{int(counts.get(confidence.FASTER, 0))} faster, {int(counts.get(confidence.WITHIN_NOISE, 0))} within "
-             f"noise")
+    step = f"whole step ({basis}) {whole['verdict']}" + (f" ({_change(shown)})" if np.isfinite(shown) else "")
+    tally = (
+        f"{int(counts.get(confidence.SLOWER, 0))} ops significantly slower, "
+        f"{int(counts.get(confidence.FASTER, 0))} faster, {int(counts.get(confidence.WITHIN_NOISE, 0))} within "
+        f"noise"
+    )
     new, gone = int(counts.get(confidence.ONLY_TARGET, 0)), int(counts.get(confidence.ONLY_BASELINE, 0))
     if new or gone:
         tally += f", {new} only in the target, {gone} only in the baseline"

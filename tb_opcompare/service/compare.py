@@ -47,34 +47,55 @@ def compare_document(
     only the rows it keeps are turned into JSON values, so a top-N request on a million
     ops costs the filter and the sort, not a million records."""
     (base, base_steps), (tgt, target_steps), baseline_runs, target_runs, group_notes = _sides(
-        catalog, baseline, target, baseline_session, target_session)
+        catalog, baseline, target, baseline_session, target_session
+    )
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     rows, summary = comparison.rows, comparison.summary
     view = view or RowView()
     kept = view_positions(rows, view)
     records = comparison.records(kept[: view.top] if view.top else kept)
     # a group's record: its first run's, with the group's steps and their steady wall time
-    base_record, target_record = (msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
-                                  for side, steps in ((base, base_steps), (tgt, target_steps)))
+    base_record, target_record = (
+        msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
+        for side, steps in ((base, base_steps), (tgt, target_steps))
+    )
     first, _, _ = pair_headline(base, tgt, base_steps, target_steps)
     figures, notes = like_for_like(summary, base_record, target_record, group_by, first)
-    figures.update(headline_speedup=first.speedup, headline_basis=first.basis, headline_per_sample=first.per_sample,
-                   headline_text=first.text, baseline_step_wall_us=base_steps.median_us,
-                   target_step_wall_us=target_steps.median_us)
-    left_out = [f"{count} {label} run{'s' * (count > 1)}" for label, count in
-                (("baseline", base_steps.runs_without_markers), ("target", target_steps.runs_without_markers))
-                if count and first.basis == STEP_WALL_TIME]
+    figures.update(
+        headline_speedup=first.speedup,
+        headline_basis=first.basis,
+        headline_per_sample=first.per_sample,
+        headline_text=first.text,
+        baseline_step_wall_us=base_steps.median_us,
+        target_step_wall_us=target_steps.median_us,
+    )
+    left_out = [
+        f"{count} {label} run{'s' * (count > 1)}"
+        for label, count in (
+            ("baseline", base_steps.runs_without_markers),
+            ("target", target_steps.runs_without_markers),
+        )
+        if count and first.basis == STEP_WALL_TIME
+    ]
     if left_out:
         notes.append(f"The step wall time leaves out {' and '.join(left_out)} without step markers.")
     notes[:0] = group_notes
     if group_by == "module":
         notes.extend(module_source(base, tgt)[1])
-    summary = CompareSummary(**{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
-                             group_by=group_by, normalized_types=normalize, baseline=base_record, target=target_record,
-                             baseline_runs=baseline_runs, target_runs=target_runs, notes=notes)
+    summary = CompareSummary(
+        **{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
+        group_by=group_by,
+        normalized_types=normalize,
+        baseline=base_record,
+        target=target_record,
+        baseline_runs=baseline_runs,
+        target_runs=target_runs,
+        notes=notes,
+    )
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
-    return CompareDocument(summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows),
-                           view_rows=len(kept))
+    return CompareDocument(
+        summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows), view_rows=len(kept)
+    )
 
 
 class CompareUsageError(ValueError):
@@ -84,8 +105,13 @@ class CompareUsageError(ValueError):
 Side = tuple[LoadedRun, StepLatency]
 
 
-def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str], baseline_session: str | None,
-           target_session: str | None) -> tuple[Side, Side, list[str], list[str], list[str]]:
+def _sides(
+    catalog: Catalog,
+    baseline: str | list[str],
+    target: str | list[str],
+    baseline_session: str | None,
+    target_session: str | None,
+) -> tuple[Side, Side, list[str], list[str], list[str]]:
     """Both sides, each a run or its run group as one run with its steady step wall time
     (a group's steps pooled), the runs in each, and notes on the groups. Raises
     CompareUsageError where a side is empty, the sides share runs, or a session is given
@@ -97,12 +123,15 @@ def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str],
         if not names[label]:
             raise CompareUsageError(f"no {label} runs given")
         if session and len(names[label]) > 1:
-            raise CompareUsageError(f"{label}_session: a session picks one run's capture; a run group reads each "
-                                    "run's newest")
+            raise CompareUsageError(
+                f"{label}_session: a session picks one run's capture; a run group reads each run's newest"
+            )
     shared = [run for run in names["baseline"] if run in names["target"]]
     if shared and (len(names["baseline"]) > 1 or len(names["target"]) > 1):
-        raise CompareUsageError(f"the baseline and target groups share {', '.join(shared)}: a group compared with "
-                                "itself shows no change (pool repeats of two different configurations)")
+        raise CompareUsageError(
+            f"the baseline and target groups share {', '.join(shared)}: a group compared with "
+            "itself shows no change (pool repeats of two different configurations)"
+        )
     latencies = []
     for label, session in (("baseline", baseline_session), ("target", target_session)):
         loaded, kept, side_notes, steps = _side(catalog, names[label], session, label)
@@ -113,13 +142,16 @@ def _sides(catalog: Catalog, baseline: str | list[str], target: str | list[str],
     pooled = len(names["baseline"]) > 1 or len(names["target"]) > 1
     if pooled and not all(side.profile.facts.steps for side in sides):
         sides = [_runs_as_steps(side, len(names[label])) for side, label in zip(sides, ("baseline", "target"))]
-        notes.append("These runs have no step markers, so each run counts as one step: a group's times are per run, "
-                     "comparable with a single run's.")
+        notes.append(
+            "These runs have no step markers, so each run counts as one step: a group's times are per run, "
+            "comparable with a single run's."
+        )
     return (sides[0], latencies[0]), (sides[1], latencies[1]), names["baseline"], names["target"], notes
 
 
-def _side(catalog: Catalog, names: list[str], session: str | None,
-          label: str) -> tuple[LoadedRun, list[str], list[str], StepLatency]:
+def _side(
+    catalog: Catalog, names: list[str], session: str | None, label: str
+) -> tuple[LoadedRun, list[str], list[str], StepLatency]:
     """One run, or a run group as one run (the first readable run's record with the group's
     executions), and its steady step wall time: runs of a group that cannot be read are
     left out and named, unless none can."""
@@ -138,16 +170,23 @@ def _side(catalog: Catalog, names: list[str], session: str | None,
     kept = [run.source.run for run in loaded]
     what = mixed_dimensions(loaded)
     if what:
-        notes.append(f"The {label} group pools runs that differ in more than their repeat ({what}): its means mix "
-                     "configurations. Group repeats of one configuration.")
+        notes.append(
+            f"The {label} group pools runs that differ in more than their repeat ({what}): its means mix "
+            "configurations. Group repeats of one configuration."
+        )
     steps = step_latency([run.profile.facts.step_times_us for run in loaded])
     return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), kept, notes, steps
 
 
 def _runs_as_steps(side: LoadedRun, runs: int) -> LoadedRun:
     """The side with a step per run: where markers are missing, the run is the unit."""
-    facts = dataclasses.replace(side.profile.facts, steps=runs, step_time_us=None, step_times_us=[],
-                                steps_source=f"no step markers: one step per run ({runs} run{'s' * (runs > 1)})")
+    facts = dataclasses.replace(
+        side.profile.facts,
+        steps=runs,
+        step_time_us=None,
+        step_times_us=[],
+        steps_source=f"no step markers: one step per run ({runs} run{'s' * (runs > 1)})",
+    )
     return dataclasses.replace(side, profile=dataclasses.replace(side.profile, facts=facts))
 
 
@@ -221,17 +260,25 @@ class _ComparisonMemo:
             if entry is not None and entry[0]() is baseline.ops and entry[1]() is target.ops:
                 self._entries.move_to_end(key)
                 return entry[2]
-        rows, summary = compare_ops(baseline.ops, target.ops, group_by=group_by, normalize=normalize,
-                                    baseline_steps=baseline.facts.steps, target_steps=target.facts.steps,
-                                    baseline_modules=baseline.module_ops, target_modules=target.module_ops)
+        rows, summary = compare_ops(
+            baseline.ops,
+            target.ops,
+            group_by=group_by,
+            normalize=normalize,
+            baseline_steps=baseline.facts.steps,
+            target_steps=target.facts.steps,
+            baseline_modules=baseline.module_ops,
+            target_modules=target.module_ops,
+        )
         comparison = _Comparison(rows[COMPARE_COLUMNS].reset_index(drop=True), summary)
         with self._lock:
             self.computed += 1
             self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), comparison)
             self._entries.move_to_end(key)  # a key made again by a concurrent request is the newest
             while len(self._entries) > 1 and (
-                    len(self._entries) > self._size
-                    or sum(len(entry[2].rows) for entry in self._entries.values()) > self._max_rows):
+                len(self._entries) > self._size
+                or sum(len(entry[2].rows) for entry in self._entries.values()) > self._max_rows
+            ):
                 self._entries.popitem(last=False)
         return comparison
 

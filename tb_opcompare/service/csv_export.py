@@ -34,8 +34,12 @@ def compare_csv(rows: list[dict], columns: list[str] = COMPARE_COLUMNS) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
-    cells = [[_csv_cell(row.get(column)) for row in rows] if _holds_text(rows, column) else
-             ["" if value is None else value for value in (row.get(column) for row in rows)] for column in columns]
+    cells = [
+        [_csv_cell(row.get(column)) for row in rows]
+        if _holds_text(rows, column)
+        else ["" if value is None else value for value in (row.get(column) for row in rows)]
+        for column in columns
+    ]
     writer.writerows(zip(*cells))
     return buffer.getvalue()
 
@@ -70,8 +74,15 @@ def matrix_csv(document) -> str:
     rows = []
     for cell in document.cells:
         column = columns[cell.column]
-        rows.append({**msgspec.structs.asdict(cell), "device": column.device, "precision": column.precision,
-                     "compiler": column.compiler, "runs": ";".join(cell.runs)})
+        rows.append(
+            {
+                **msgspec.structs.asdict(cell),
+                "device": column.device,
+                "precision": column.precision,
+                "compiler": column.compiler,
+                "runs": ";".join(cell.runs),
+            }
+        )
     return compare_csv(rows, MATRIX_CSV_COLUMNS)
 
 

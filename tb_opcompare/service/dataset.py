@@ -39,12 +39,17 @@ def logdir_dataset(catalog: Catalog) -> Dataset:
     merged: dict[str, dict[str, list]] = {}
     for loaded in loaded_sessions:
         grouped = model_of.get(loaded.source.run, loaded)
-        export = {"model": grouped.model, "base_model": grouped.base_model or grouped.model,
-                  "model_source": grouped.model_source, "label": loaded.label,
-                  "repeat": loaded.repeat}
+        export = {
+            "model": grouped.model,
+            "base_model": grouped.base_model or grouped.model,
+            "model_source": grouped.model_source,
+            "label": loaded.label,
+            "repeat": loaded.repeat,
+        }
         files = [catalog.index.relative(path) for path in loaded.source.sessions[loaded.session]]
-        for table, columns in session_columns(profile_columns(loaded.profile), loaded.source.run, loaded.session,
-                                              files, **export).items():
+        for table, columns in session_columns(
+            profile_columns(loaded.profile), loaded.source.run, loaded.session, files, **export
+        ).items():
             into = merged.setdefault(table, {name: [] for name in columns})
             for name, values in columns.items():
                 into[name].extend(values)

@@ -16,8 +16,20 @@ from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.contract import SweepDocument
 from tb_opcompare.schema.text import shorten_names
 
-PALETTE = ["#1976d2", "#f57c00", "#388e3c", "#d32f2f", "#7b1fa2", "#0097a7", "#5d4037", "#c2185b", "#455a64",
-           "#afb42b", "#512da8", "#00796b"]
+PALETTE = [
+    "#1976d2",
+    "#f57c00",
+    "#388e3c",
+    "#d32f2f",
+    "#7b1fa2",
+    "#0097a7",
+    "#5d4037",
+    "#c2185b",
+    "#455a64",
+    "#afb42b",
+    "#512da8",
+    "#00796b",
+]
 FONT = {"family": "Roboto, sans-serif", "size": 12, "color": "#424242"}
 
 
@@ -39,10 +51,20 @@ def _layout(title: str, x_title: str, y_title: str, legend_entries: int, log_y: 
         "height": 40 + PLOT_HEIGHT + _BELOW_PLOT + legend_rows * _LEGEND_ROW + 24,
         "xaxis": {"title": {"text": x_title}, "type": "log", "gridcolor": "#eee", "dtick": 0.30102999566},
         # no fixed dtick: within one decade a log axis would show a single tick
-        "yaxis": {"title": {"text": y_title}, "type": "log" if log_y else "linear", "gridcolor": "#eee",
-                  **({"minor": {"showgrid": True, "gridcolor": "#f7f7f7"}} if log_y else {"rangemode": "tozero"})},
-        "legend": {"font": {"size": 11, "family": "Roboto Mono, monospace"}, "orientation": "h", "y": -_BELOW_PLOT / PLOT_HEIGHT,
-                   "yanchor": "top", "x": 0, "xanchor": "left"},
+        "yaxis": {
+            "title": {"text": y_title},
+            "type": "log" if log_y else "linear",
+            "gridcolor": "#eee",
+            **({"minor": {"showgrid": True, "gridcolor": "#f7f7f7"}} if log_y else {"rangemode": "tozero"}),
+        },
+        "legend": {
+            "font": {"size": 11, "family": "Roboto Mono, monospace"},
+            "orientation": "h",
+            "y": -_BELOW_PLOT / PLOT_HEIGHT,
+            "yanchor": "top",
+            "x": 0,
+            "xanchor": "left",
+        },
         "paper_bgcolor": "rgba(0,0,0,0)",
         "plot_bgcolor": "rgba(0,0,0,0)",
         "hovermode": "closest",
@@ -55,8 +77,10 @@ def _dashes(series: list[str], baseline: str | None) -> dict[str, str]:
     """Each series' dash: the baseline (CPU, fp32, eager) dotted, the first other solid,
     further ones dashed."""
     others = [value for value in series if value != baseline]
-    return {value: "dot" if value == baseline else ("solid", "dash", "dashdot", "longdash")[others.index(value) % 4]
-            for value in series}
+    return {
+        value: "dot" if value == baseline else ("solid", "dash", "dashdot", "longdash")[others.index(value) % 4]
+        for value in series
+    }
 
 
 def _line_styles(dashes: dict[str, str]) -> str:
@@ -78,19 +102,27 @@ def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str, da
     for op in top_ops:
         values = sorted({row["series"] for row in series if row["op"] == op})
         for series_value in values:
-            points = sorted((row for row in series if row["op"] == op and row["series"] == series_value),
-                            key=lambda row: row["batch_size"])
+            points = sorted(
+                (row for row in series if row["op"] == op and row["series"] == series_value),
+                key=lambda row: row["batch_size"],
+            )
             scale = [1 / row["batch_size"] if value == "per_sample_us" else 1 for row in points]
-            traces.append({
-                "type": "scatter", "mode": "lines+markers", "name": label(short[op]),
-                "showlegend": series_value == values[-1], "legendgroup": label(op),
-                "meta": label(f"{op} · {series_value}"),
-                "x": [row["batch_size"] for row in points], "y": [row[value] for row in points],
-                "line": {"color": colours[op], "dash": dashes[series_value], "width": 2},
-                "marker": {"size": 7},
-                "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}{_REPEATS_HOVER}<extra></extra>",
-                **_range_bars(points, value, "low_us", "high_us", scale),
-            })
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": label(short[op]),
+                    "showlegend": series_value == values[-1],
+                    "legendgroup": label(op),
+                    "meta": label(f"{op} · {series_value}"),
+                    "x": [row["batch_size"] for row in points],
+                    "y": [row[value] for row in points],
+                    "line": {"color": colours[op], "dash": dashes[series_value], "width": 2},
+                    "marker": {"size": 7},
+                    "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}{_REPEATS_HOVER}<extra></extra>",
+                    **_range_bars(points, value, "low_us", "high_us", scale),
+                }
+            )
     return traces
 
 
@@ -104,7 +136,10 @@ def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list
     extra = {"customdata": [f" ({n} runs pooled, bar: 95% interval)" if n > 1 else "" for n in repeats]}
     if max(repeats, default=1) > 1:
         extra["error_y"] = {
-            "type": "data", "symmetric": False, "thickness": 1, "width": 3,
+            "type": "data",
+            "symmetric": False,
+            "thickness": 1,
+            "width": 3,
             "array": [(row[high] * s - row[value]) if row[high] is not None else 0 for row, s in zip(points, scale)],
             "arrayminus": [(row[value] - row[low] * s) if row[low] is not None else 0 for row, s in zip(points, scale)],
         }
@@ -118,12 +153,18 @@ def sweep_figures(document: SweepDocument) -> dict[str, dict]:
     dashes = _dashes(sorted({row["series"] for row in series}), document.baseline_series)
     styles = f" ({_line_styles(dashes)})" if len(dashes) > 1 else ""
     figures = {
-        "op_time": {"data": _op_traces(series, top_ops, "mean_us", "µs", dashes),
-                    "layout": _layout(f"Mean time per op vs batch size{styles}", "batch size",
-                                      "mean time per op (µs)", len(top_ops))},
-        "per_sample": {"data": _op_traces(series, top_ops, "per_sample_us", "µs/sample", dashes),
-                       "layout": _layout(f"Time per sample vs batch size{styles}", "batch size",
-                                         "time per sample (µs)", len(top_ops))},
+        "op_time": {
+            "data": _op_traces(series, top_ops, "mean_us", "µs", dashes),
+            "layout": _layout(
+                f"Mean time per op vs batch size{styles}", "batch size", "mean time per op (µs)", len(top_ops)
+            ),
+        },
+        "per_sample": {
+            "data": _op_traces(series, top_ops, "per_sample_us", "µs/sample", dashes),
+            "layout": _layout(
+                f"Time per sample vs batch size{styles}", "batch size", "time per sample (µs)", len(top_ops)
+            ),
+        },
     }
     if document.steps:
         data = []
@@ -131,42 +172,105 @@ def sweep_figures(document: SweepDocument) -> dict[str, dict]:
             points = [row for row in document.steps if row["series"] == series_value]
             colour = PALETTE[i % len(PALETTE)]
             x = [row["batch_size"] for row in points]
-            milliseconds = [{key: (row[key] / 1000 if row.get(key) is not None else None) for key in
-                             ("step_us", "step_low_us", "step_high_us")} | {"repeats": row.get("repeats")}
-                            for row in points]
-            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{series_value} time per step"),
-                         "meta": label(series_value), "x": x, "y": [row["step_us"] for row in milliseconds],
-                         "line": {"color": colour, "width": 2}, "marker": {"size": 7},
-                         "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}"
-                                          "<extra></extra>",
-                         **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points))})
-            data.append({"type": "scatter", "mode": "lines+markers", "name": label(f"{series_value} samples/s"),
-                         "meta": label(series_value), "yaxis": "y2",
-                         "x": x, "y": [row["samples_per_s"] for row in points],
-                         "line": {"color": colour, "width": 2, "dash": "dash"}, "marker": {"size": 7, "symbol": "diamond"},
-                         "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>"})
+            milliseconds = [
+                {
+                    key: (row[key] / 1000 if row.get(key) is not None else None)
+                    for key in ("step_us", "step_low_us", "step_high_us")
+                }
+                | {"repeats": row.get("repeats")}
+                for row in points
+            ]
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": label(f"{series_value} time per step"),
+                    "meta": label(series_value),
+                    "x": x,
+                    "y": [row["step_us"] for row in milliseconds],
+                    "line": {"color": colour, "width": 2},
+                    "marker": {"size": 7},
+                    "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}"
+                    "<extra></extra>",
+                    **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points)),
+                }
+            )
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": label(f"{series_value} samples/s"),
+                    "meta": label(series_value),
+                    "yaxis": "y2",
+                    "x": x,
+                    "y": [row["samples_per_s"] for row in points],
+                    "line": {"color": colour, "width": 2, "dash": "dash"},
+                    "marker": {"size": 7, "symbol": "diamond"},
+                    "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>",
+                }
+            )
         basis = sorted({row["basis"] for row in document.steps})
-        figures["step"] = {"data": data, "layout": _layout(
-            f"Time per step and throughput ({', '.join(basis)})", "batch size", "time per step (ms)", len(data),
-            log_y=False,
-            # ticks of its own (plotly would sync them to the left axis: 4.02k, 8.05k, ...)
-            yaxis2={"title": {"text": "throughput (samples/s)"}, "type": "linear", "overlaying": "y", "side": "right",
-                    "showgrid": False, "rangemode": "tozero", "tickmode": "auto", "tickformat": "~s"},
-            margin={"l": 64, "r": 72, "t": 40, "b": 24})}
+        figures["step"] = {
+            "data": data,
+            "layout": _layout(
+                f"Time per step and throughput ({', '.join(basis)})",
+                "batch size",
+                "time per step (ms)",
+                len(data),
+                log_y=False,
+                # ticks of its own (plotly would sync them to the left axis: 4.02k, 8.05k, ...)
+                yaxis2={
+                    "title": {"text": "throughput (samples/s)"},
+                    "type": "linear",
+                    "overlaying": "y",
+                    "side": "right",
+                    "showgrid": False,
+                    "rangemode": "tozero",
+                    "tickmode": "auto",
+                    "tickformat": "~s",
+                },
+                margin={"l": 64, "r": 72, "t": 40, "b": 24},
+            ),
+        }
     if document.speedups:
         ops = [op for op in [STEP, *top_ops] if any(row["op"] == op for row in document.speedups)]
         short = dict(zip(ops, shorten_names(ops, LEGEND_NAME_LENGTH)))
         data = []
         for i, op in enumerate(ops):
             points = sorted((row for row in document.speedups if row["op"] == op), key=lambda r: r["batch_size"])
-            data.append({"type": "scatter", "mode": "lines+markers", "name": label(short[op]), "meta": label(op),
-                         "x": [row["batch_size"] for row in points], "y": [row["speedup"] for row in points],
-                         "line": {"color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
-                                  "width": 3 if op == STEP else 2},
-                         "hovertemplate": "%{meta}<br>batch %{x}: %{y:.2f}×<extra></extra>"})
-        figures["speedup"] = {"data": data, "layout": _layout(
-            label(f"Speedup ({document.baseline_series} / {document.target_series}) vs batch size"), "batch size",
-            label(f"speedup (×, > 1: {document.target_series} faster)"),
-            len(data), shapes=[{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
-                     "line": {"color": "#9e9e9e", "dash": "dash", "width": 1}}])}
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": label(short[op]),
+                    "meta": label(op),
+                    "x": [row["batch_size"] for row in points],
+                    "y": [row["speedup"] for row in points],
+                    "line": {
+                        "color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
+                        "width": 3 if op == STEP else 2,
+                    },
+                    "hovertemplate": "%{meta}<br>batch %{x}: %{y:.2f}×<extra></extra>",
+                }
+            )
+        figures["speedup"] = {
+            "data": data,
+            "layout": _layout(
+                label(f"Speedup ({document.baseline_series} / {document.target_series}) vs batch size"),
+                "batch size",
+                label(f"speedup (×, > 1: {document.target_series} faster)"),
+                len(data),
+                shapes=[
+                    {
+                        "type": "line",
+                        "xref": "paper",
+                        "x0": 0,
+                        "x1": 1,
+                        "y0": 1,
+                        "y1": 1,
+                        "line": {"color": "#9e9e9e", "dash": "dash", "width": 1},
+                    }
+                ],
+            ),
+        }
     return figures

@@ -32,17 +32,32 @@ def read_logdir(catalog: Catalog) -> tuple[list[LoadedRun], list[tuple[RunSource
 
 def with_identified_models(loaded_runs: list[LoadedRun]) -> list[LoadedRun]:
     """The runs, each with the model ``identify_models`` finds for it among the others."""
-    identities = identify_models([
-        IdentityRun(run=loaded.source.run, key=loaded.base_model, from_sidecar=loaded.model_source == "sidecar",
-                    names_nothing=names_no_model(loaded.source.run), folder=run_folder(loaded.source.run),
-                    device=loaded.profile.facts.device, batch_size=loaded.profile.facts.batch_size,
-                    precision=loaded.precision, compiler=loaded.compiler,
-                    op_names=loaded.profile.op_names)
-        for loaded in loaded_runs])
+    identities = identify_models(
+        [
+            IdentityRun(
+                run=loaded.source.run,
+                key=loaded.base_model,
+                from_sidecar=loaded.model_source == "sidecar",
+                names_nothing=names_no_model(loaded.source.run),
+                folder=run_folder(loaded.source.run),
+                device=loaded.profile.facts.device,
+                batch_size=loaded.profile.facts.batch_size,
+                precision=loaded.precision,
+                compiler=loaded.compiler,
+                op_names=loaded.profile.op_names,
+            )
+            for loaded in loaded_runs
+        ]
+    )
     found = []
     for loaded in loaded_runs:
         identity = identities[loaded.source.run]
-        found.append(dataclasses.replace(
-            loaded, base_model=identity.model, model_source=identity.source,
-            model=configuration_key(identity.model, loaded.precision, loaded.compiler)))
+        found.append(
+            dataclasses.replace(
+                loaded,
+                base_model=identity.model,
+                model_source=identity.source,
+                model=configuration_key(identity.model, loaded.precision, loaded.compiler),
+            )
+        )
     return found

@@ -18,8 +18,9 @@ class MatrixUsageError(ValueError):
     """A matrix that cannot be made as asked."""
 
 
-def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int | None = None,
-                    models: list[str] | None = None) -> MatrixDocument:
+def matrix_document(
+    catalog: Catalog, reference: str | None = None, warmup: int | None = None, models: list[str] | None = None
+) -> MatrixDocument:
     """Reads every run (each once; the cache keeps them); a run that cannot be read
     becomes a warning and never hides the others. ``models`` keeps only these models
     (without precision and compiler, as the matrix's rows name them)."""
@@ -28,8 +29,11 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
     except ValueError as error:
         raise MatrixUsageError(f"reference: {error}") from None
     if reference_column:  # in the words the columns use: gpu/float32/compile is GPU · fp32 · torch.compile
-        reference_column = Column(reference_column.device, canonical_precision(reference_column.precision),
-                                  canonical_compiler(reference_column.compiler))
+        reference_column = Column(
+            reference_column.device,
+            canonical_precision(reference_column.precision),
+            canonical_compiler(reference_column.compiler),
+        )
     if warmup is not None and warmup < 0:
         raise MatrixUsageError(f"warmup: expected 0 or more steps, not {warmup}")
     runs, warnings = [], []
@@ -39,36 +43,64 @@ def matrix_document(catalog: Catalog, reference: str | None = None, warmup: int 
         if models and loaded.base_model not in models:
             continue
         facts = loaded.profile.facts
-        runs.append(MatrixRun(run=loaded.source.run, model=loaded.base_model, batch_size=facts.batch_size,
-                              device=facts.device, precision=loaded.precision, compiler=loaded.compiler,
-                              step_times_us=facts.step_times_us, device_name=facts.device_name))
+        runs.append(
+            MatrixRun(
+                run=loaded.source.run,
+                model=loaded.base_model,
+                batch_size=facts.batch_size,
+                device=facts.device,
+                precision=loaded.precision,
+                compiler=loaded.compiler,
+                step_times_us=facts.step_times_us,
+                device_name=facts.device_name,
+            )
+        )
     if models and not runs:
         raise MatrixUsageError(f"no readable run of model {', '.join(models)}")
     without_markers = sorted(run.run for run in runs if not run.step_times_us)
     if without_markers:
-        warnings.append(f"{len(without_markers)} run(s) have no step markers, so no latency: "
-                        f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}")
+        warnings.append(
+            f"{len(without_markers)} run(s) have no step markers, so no latency: "
+            f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}"
+        )
     for dimension, default in (("precision", DEFAULT_PRECISION), ("compiler", DEFAULT_COMPILER)):
         assumed = sorted(run.run for run in runs if getattr(run, dimension) is None)
         if assumed:
-            warnings.append(f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} columns: "
-                            f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}")
+            warnings.append(
+                f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} columns: "
+                f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}"
+            )
     cells, columns, reference_column = build_matrix(runs, reference_column, warmup)
     if reference and reference_column not in columns:
         warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
     return MatrixDocument(
-        reference=reference_column.key if reference_column else None, warmup=warmup,
-        columns=[MatrixColumn(key=column.key, device=column.device, precision=column.precision,
-                              compiler=column.compiler) for column in columns],
-        rows=[MatrixRow(model=model, batch_size=size)
-              for model, size in dict.fromkeys((cell.model, cell.batch_size) for cell in cells)],
-        cells=[MatrixCell(model=cell.model, batch_size=cell.batch_size, column=cell.column.key, runs=cell.runs,
-                          steps=cell.steps, warmup_steps=cell.warmup_steps,
-                          latency_us=finite_or_none(cell.latency_us),
-                          latency_std_us=finite_or_none(cell.latency_std_us),
-                          latency_p10_us=finite_or_none(cell.latency_p10_us),
-                          latency_p90_us=finite_or_none(cell.latency_p90_us),
-                          throughput_per_s=finite_or_none(cell.throughput_per_s),
-                          speedup=finite_or_none(cell.speedup), reference=cell.reference)
-               for cell in cells],
-        warnings=warnings)
+        reference=reference_column.key if reference_column else None,
+        warmup=warmup,
+        columns=[
+            MatrixColumn(key=column.key, device=column.device, precision=column.precision, compiler=column.compiler)
+            for column in columns
+        ],
+        rows=[
+            MatrixRow(model=model, batch_size=size)
+            for model, size in dict.fromkeys((cell.model, cell.batch_size) for cell in cells)
+        ],
+        cells=[
+            MatrixCell(
+                model=cell.model,
+                batch_size=cell.batch_size,
+                column=cell.column.key,
+                runs=cell.runs,
+                steps=cell.steps,
+                warmup_steps=cell.warmup_steps,
+                latency_us=finite_or_none(cell.latency_us),
+                latency_std_us=finite_or_none(cell.latency_std_us),
+                latency_p10_us=finite_or_none(cell.latency_p10_us),
+                latency_p90_us=finite_or_none(cell.latency_p90_us),
+                throughput_per_s=finite_or_none(cell.throughput_per_s),
+                speedup=finite_or_none(cell.speedup),
+                reference=cell.reference,
+            )
+            for cell in cells
+        ],
+        warnings=warnings,
+    )

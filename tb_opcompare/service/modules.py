@@ -9,17 +9,26 @@ from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
-def modules_document(catalog: Catalog, baseline: str, target: str, baseline_session: str | None = None,
-                     target_session: str | None = None) -> ModulesDocument:
+def modules_document(
+    catalog: Catalog, baseline: str, target: str, baseline_session: str | None = None, target_session: str | None = None
+) -> ModulesDocument:
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
     base, tgt = catalog.load(baseline, baseline_session), catalog.load(target, target_session)
     steps = base.profile.facts.steps, tgt.profile.facts.steps
     tree = module_tree(base.profile.ops, tgt.profile.ops, base.profile.module_ops, tgt.profile.module_ops, *steps)
     source, notes = module_source(base, tgt)
-    nodes = [ModuleNode(**{key: finite_or_none(value) for key, value in row.items()})
-             for row in tree.to_dict("records")]
-    return ModulesDocument(baseline=baseline, target=target, per_step=bool(all(steps)), source=source,
-                           headline=headline_figure(base, tgt), nodes=nodes, notes=notes)
+    nodes = [
+        ModuleNode(**{key: finite_or_none(value) for key, value in row.items()}) for row in tree.to_dict("records")
+    ]
+    return ModulesDocument(
+        baseline=baseline,
+        target=target,
+        per_step=bool(all(steps)),
+        source=source,
+        headline=headline_figure(base, tgt),
+        nodes=nodes,
+        notes=notes,
+    )
 
 
 def module_source(baseline: LoadedRun, target: LoadedRun) -> tuple[str, list[str]]:
@@ -30,9 +39,13 @@ def module_source(baseline: LoadedRun, target: LoadedRun) -> tuple[str, list[str
         return "nn.Module calls", []
     if any(with_calls):
         run = (baseline, target)[with_calls.index(True)].source.run
-        return "mixed", [f"Only {run} records its nn.Module calls (PyTorch's with_stack=True); the other run's ops are "
-                         "placed by the scopes of their names, so few modules can match. Record both with stacks."]
+        return "mixed", [
+            f"Only {run} records its nn.Module calls (PyTorch's with_stack=True); the other run's ops are "
+            "placed by the scopes of their names, so few modules can match. Record both with stacks."
+        ]
     if "PyTorch" in (baseline.profile.facts.framework, target.profile.facts.framework):
-        return "name scopes", ["No nn.Module calls in these runs: record with torch.profiler's with_stack=True "
-                               "(tb_opcompare.recording.torch_profile(with_stack=True)) to see the modules."]
+        return "name scopes", [
+            "No nn.Module calls in these runs: record with torch.profiler's with_stack=True "
+            "(tb_opcompare.recording.torch_profile(with_stack=True)) to see the modules."
+        ]
     return "name scopes", []

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import finite_or_none
-from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
+from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
-from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.facts import claimed_facts
+from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
 from tb_opcompare.schema.optable import ProfileFacts
@@ -27,8 +27,13 @@ MISSING_DIMENSION = "(none)"
 def run_dimensions(loaded: LoadedRun) -> dict[str, str]:
     """A read run's model and dimensions, in the words points and notes name them by."""
     facts = loaded.profile.facts
-    values = {"model": loaded.base_model or loaded.model, "device": facts.device,
-              "batch_size": facts.batch_size, "precision": loaded.precision, "compiler": loaded.compiler}
+    values = {
+        "model": loaded.base_model or loaded.model,
+        "device": facts.device,
+        "batch_size": facts.batch_size,
+        "precision": loaded.precision,
+        "compiler": loaded.compiler,
+    }
     return {name: MISSING_DIMENSION if value is None else str(value) for name, value in values.items()}
 
 
@@ -40,40 +45,83 @@ def mixed_dimensions(runs: list[LoadedRun], leaving_out: str | None = None) -> s
     for run in runs:
         for dimension, value in run_dimensions(run).items():
             found.setdefault(dimension, set()).add(value)
-    mixed = [f"{dimension.replace('_', ' ')}: {', '.join(sorted(values, key=natural_key))}"
-             for dimension, values in found.items() if len(values) > 1 and dimension != leaving_out]
+    mixed = [
+        f"{dimension.replace('_', ' ')}: {', '.join(sorted(values, key=natural_key))}"
+        for dimension, values in found.items()
+        if len(values) > 1 and dimension != leaving_out
+    ]
     return "; ".join(mixed) or None
 
 
 def run_record(loaded: LoadedRun) -> RunRecord:
-    return _record(loaded.source, loaded.session, loaded.profile.facts, loaded.model, loaded.label, loaded.repeat,
-                   loaded=True, model_source=loaded.model_source)
+    return _record(
+        loaded.source,
+        loaded.session,
+        loaded.profile.facts,
+        loaded.model,
+        loaded.label,
+        loaded.repeat,
+        loaded=True,
+        model_source=loaded.model_source,
+    )
 
 
 def unread_run_record(source: RunSource, claims: Claims | None = None) -> RunRecord:
     """What is known of a run before its trace is read: its sidecar, then its name
     (``claims``, where the caller has read them)."""
     claims = claims or read_claims(source)
-    return _record(source, source.newest_session, claimed_facts(source.format, claims), claims.model, claims.label,
-                   claims.repeat, loaded=False, model_source=claims.model_source)
+    return _record(
+        source,
+        source.newest_session,
+        claimed_facts(source.format, claims),
+        claims.model,
+        claims.label,
+        claims.repeat,
+        loaded=False,
+        model_source=claims.model_source,
+    )
 
 
-def _record(source: RunSource, session: str, facts: ProfileFacts, model: str, label: str | None, repeat: int | None,
-            loaded: bool, model_source: str) -> RunRecord:
+def _record(
+    source: RunSource,
+    session: str,
+    facts: ProfileFacts,
+    model: str,
+    label: str | None,
+    repeat: int | None,
+    loaded: bool,
+    model_source: str,
+) -> RunRecord:
     return RunRecord(
-        run=source.run, repeat_runs=None, format=facts.format, device=facts.device, device_name=facts.device_name,
+        run=source.run,
+        repeat_runs=None,
+        format=facts.format,
+        device=facts.device,
+        device_name=facts.device_name,
         model_source=model_source,
-        batch_size=facts.batch_size, batch_size_source=facts.batch_size_source,
-        batch_size_agreement=facts.batch_size_agreement, steps=facts.steps, steps_source=facts.steps_source,
-        step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us), model=model, label=label,
+        batch_size=facts.batch_size,
+        batch_size_source=facts.batch_size_source,
+        batch_size_agreement=facts.batch_size_agreement,
+        steps=facts.steps,
+        steps_source=facts.steps_source,
+        step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us),
+        model=model,
+        label=label,
         repeat=repeat,
-        sessions=list(source.sessions)[-MAX_LISTED_SESSIONS:], session=session, framework=facts.framework,
+        sessions=list(source.sessions)[-MAX_LISTED_SESSIONS:],
+        session=session,
+        framework=facts.framework,
         warnings=list(facts.warnings) + _unlisted_sessions(source),
-        peak_memory_bytes=dict(facts.peak_memory_bytes), precision=facts.precision,
-        precision_source=facts.precision_source, compiler=facts.compiler, compiler_source=facts.compiler_source,
+        peak_memory_bytes=dict(facts.peak_memory_bytes),
+        precision=facts.precision,
+        precision_source=facts.precision_source,
+        compiler=facts.compiler,
+        compiler_source=facts.compiler_source,
         loaded=loaded,
-        workers=[WorkerRecord(**{**worker, "step_time_us": finite_or_none(worker["step_time_us"])})
-                 for worker in facts.workers],
+        workers=[
+            WorkerRecord(**{**worker, "step_time_us": finite_or_none(worker["step_time_us"])})
+            for worker in facts.workers
+        ],
     )
 
 
@@ -86,9 +134,11 @@ def _unlisted_sessions(source: RunSource) -> list[str]:
     older = len(source.sessions) - MAX_LISTED_SESSIONS
     if older <= 0:
         return []
-    return [f"{len(source.sessions):,} captures: the newest {MAX_LISTED_SESSIONS:,} are listed; the {older:,} older "
-            f"ones are read only when named (--baseline-session / --target-session), from "
-            f"{next(iter(source.sessions))!r} on"]
+    return [
+        f"{len(source.sessions):,} captures: the newest {MAX_LISTED_SESSIONS:,} are listed; the {older:,} older "
+        f"ones are read only when named (--baseline-session / --target-session), from "
+        f"{next(iter(source.sessions))!r} on"
+    ]
 
 
 SKIPPED_NAMED = 5  # skipped files a notice names; it counts the rest
@@ -102,9 +152,11 @@ def _skipped_notice(catalog: Catalog) -> list[str]:
         return []
     named = ", ".join(skipped[:SKIPPED_NAMED])
     more = f", and {len(skipped) - SKIPPED_NAMED:,} more" if len(skipped) > SKIPPED_NAMED else ""
-    return [f"{len(skipped):,} JSON file{'s' * (len(skipped) > 1)} not read: no trace's marker (\"traceEvents\", "
-            f"\"op_stats\" ...) in the first {SNIFF_BYTES // 1024} KB: {named}{more}. A trace the profiler wrote has "
-            "it there; a file of other JSON needs nothing."]
+    return [
+        f'{len(skipped):,} JSON file{"s" * (len(skipped) > 1)} not read: no trace\'s marker ("traceEvents", '
+        f'"op_stats" ...) in the first {SNIFF_BYTES // 1024} KB: {named}{more}. A trace the profiler wrote has '
+        "it there; a file of other JSON needs nothing."
+    ]
 
 
 def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
@@ -136,17 +188,29 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
         runs.append(record)
         configured_by = loaded or claims[source.run]  # a read run by its data, else by its claims
         for_pairing.append(
-            RunForPairing(run=record.run, model=record.model, device=record.device, batch_size=record.batch_size,
-                          repeat=record.repeat,
-                          op_names=loaded.profile.op_names if loaded else frozenset(),
-                          base_model=configured_by.base_model, precision=configured_by.precision,
-                          compiler=configured_by.compiler, model_source=record.model_source,
-                          device_name=record.device_name)
+            RunForPairing(
+                run=record.run,
+                model=record.model,
+                device=record.device,
+                batch_size=record.batch_size,
+                repeat=record.repeat,
+                op_names=loaded.profile.op_names if loaded else frozenset(),
+                base_model=configured_by.base_model,
+                precision=configured_by.precision,
+                compiler=configured_by.compiler,
+                model_source=record.model_source,
+                device_name=record.device_name,
+            )
         )
     pairs = pair_runs(for_pairing)
     variants = variant_pairs(for_pairing)
-    return RunsDocument(runs=runs, pairs=pairs, variant_pairs=variants, errors=errors,
-                        complete=all(run.loaded for run in runs),
-                        suggested=suggest_pair(for_pairing, pairs, variants),
-                        notices=notices(for_pairing) + _skipped_notice(catalog) + catalog.index.warnings,
-                        version=__version__)
+    return RunsDocument(
+        runs=runs,
+        pairs=pairs,
+        variant_pairs=variants,
+        errors=errors,
+        complete=all(run.loaded for run in runs),
+        suggested=suggest_pair(for_pairing, pairs, variants),
+        notices=notices(for_pairing) + _skipped_notice(catalog) + catalog.index.warnings,
+        version=__version__,
+    )

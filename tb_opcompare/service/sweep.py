@@ -23,8 +23,8 @@ from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
 from tb_opcompare.schema.dimensions import DEFAULTS, default_among
 from tb_opcompare.service.figures import sweep_figures
-from tb_opcompare.service.records import as_records
 from tb_opcompare.service.logdir import read_logdir
+from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
@@ -48,8 +48,10 @@ def sweeps_document(catalog: Catalog) -> SweepsDocument:
     def sweeps(model: str) -> list[list[int]]:
         return [sizes for sizes in models[model].values() if len(sizes) >= 2]
 
-    sweepable = sorted((model for model in models if sweeps(model)),
-                       key=lambda model: (-len(sweeps(model)), -sum(map(len, sweeps(model))), model))
+    sweepable = sorted(
+        (model for model in models if sweeps(model)),
+        key=lambda model: (-len(sweeps(model)), -sum(map(len, sweeps(model))), model),
+    )
     return SweepsDocument(models=models, sweepable=sweepable)
 
 
@@ -68,9 +70,16 @@ class SweepUsageError(ValueError):
     """A sweep that cannot be made as asked."""
 
 
-def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] | None = None,
-                   group_by: str = "name", figures: bool = False, series_by: str = "device",
-                   held: dict[str, str] | None = None) -> SweepDocument:
+def sweep_document(
+    catalog: Catalog,
+    model: str,
+    top: int = 10,
+    ops: list[str] | None = None,
+    group_by: str = "name",
+    figures: bool = False,
+    series_by: str = "device",
+    held: dict[str, str] | None = None,
+) -> SweepDocument:
     """The batch sweep of one model key, its lines drawn by ``series_by``. Every run is
     read (the caches keep them): a run's model may be found from its data among the others
     (``service.logdir``), and its precision and compiler may be the data's. A run that cannot be read becomes a warning (it never
@@ -81,18 +90,28 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
         raise SweepUsageError(f"series_by: expected one of {', '.join(SERIES_DIMENSIONS)}, not {series_by!r}")
     unknown = sorted(set(held or {}) - set(SERIES_DIMENSIONS) | ({series_by} & set(held or {})))
     if unknown:
-        raise SweepUsageError(f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
-                              f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})")
+        raise SweepUsageError(
+            f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
+            f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})"
+        )
     loaded_runs, failed = read_logdir(catalog)
     known = {loaded.model for loaded in loaded_runs}
     # a run that cannot be read is named where its name claims this model
-    warnings = [f"{source.run}: left out, cannot read {error.path}: {error.reason}" for source, error in failed
-                if read_claims(source).model == model]
+    warnings = [
+        f"{source.run}: left out, cannot read {error.path}: {error.reason}"
+        for source, error in failed
+        if read_claims(source).model == model
+    ]
     keyed = [loaded for loaded in loaded_runs if loaded.model == model]
     if not keyed:
         raise UnknownRunError(f"unknown model {model!r}", sorted(known))
-    loaded_runs, held = _held_runs([loaded for loaded in loaded_runs if loaded.base_model == keyed[0].base_model],
-                                   _sweep_dimensions(keyed[0]), series_by, dict(held or {}), warnings)
+    loaded_runs, held = _held_runs(
+        [loaded for loaded in loaded_runs if loaded.base_model == keyed[0].base_model],
+        _sweep_dimensions(keyed[0]),
+        series_by,
+        dict(held or {}),
+        warnings,
+    )
     if not loaded_runs:
         raise SweepUsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
     runs = []
@@ -103,18 +122,39 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     series = [_sweep_dimensions(run)[series_by] for run in loaded_runs]
     baseline = BASELINE_SERIES[series_by] if series_by == "device" else default_among(series_by, series)
     sweep = build_sweep(
-        [SweepRun(run=run.source.run, series=value, batch_size=run.profile.facts.batch_size,
-                  ops=run.profile.ops, steps=run.profile.facts.steps,
-                  step_times_us=run.profile.facts.step_times_us)
-         for run, value in zip(loaded_runs, series)],
-        top=top, ops=ops, group_by=group_by, baseline=baseline, series_by=series_by,
+        [
+            SweepRun(
+                run=run.source.run,
+                series=value,
+                batch_size=run.profile.facts.batch_size,
+                ops=run.profile.ops,
+                steps=run.profile.facts.steps,
+                step_times_us=run.profile.facts.step_times_us,
+            )
+            for run, value in zip(loaded_runs, series)
+        ],
+        top=top,
+        ops=ops,
+        group_by=group_by,
+        baseline=baseline,
+        series_by=series_by,
     )
     # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
     document = SweepDocument(
-        model=model, group_by=group_by, series_by=series_by, held=held, baseline_series=sweep.baseline,
-        target_series=sweep.target, batch_sizes=sweep.batch_sizes, runs=runs, top_ops=sweep.top_ops,
-        series=as_records(sweep.series), steps=as_records(sweep.steps), fits=as_records(sweep.fits),
-        breakeven=as_records(sweep.breakeven), speedups=as_records(sweep.speedups),
+        model=model,
+        group_by=group_by,
+        series_by=series_by,
+        held=held,
+        baseline_series=sweep.baseline,
+        target_series=sweep.target,
+        batch_sizes=sweep.batch_sizes,
+        runs=runs,
+        top_ops=sweep.top_ops,
+        series=as_records(sweep.series),
+        steps=as_records(sweep.steps),
+        fits=as_records(sweep.fits),
+        breakeven=as_records(sweep.breakeven),
+        speedups=as_records(sweep.speedups),
         warnings=warnings + sweep.warnings,
     )
     if figures:
@@ -122,8 +162,9 @@ def sweep_document(catalog: Catalog, model: str, top: int = 10, ops: list[str] |
     return document
 
 
-def _held_runs(runs: list[LoadedRun], key: dict[str, str], series_by: str, held: dict[str, str],
-               warnings: list[str]) -> tuple[list[LoadedRun], dict[str, str]]:
+def _held_runs(
+    runs: list[LoadedRun], key: dict[str, str], series_by: str, held: dict[str, str], warnings: list[str]
+) -> tuple[list[LoadedRun], dict[str, str]]:
     """The runs of the model that hold every dimension but ``series_by`` at one value, and
     those values: ``held``'s, else the model key's precision and compiler, else (the
     device) the one the most runs were recorded on. Runs left out for a value not in the
@@ -137,8 +178,11 @@ def _held_runs(runs: list[LoadedRun], key: dict[str, str], series_by: str, held:
         if dimension != "device":
             held[dimension] = key[dimension]
             continue
-        counts = collections.Counter(dimensions_of[id(run)]["device"] for run in runs
-                                     if all(dimensions_of[id(run)][d] == v for d, v in held.items()))
+        counts = collections.Counter(
+            dimensions_of[id(run)]["device"]
+            for run in runs
+            if all(dimensions_of[id(run)][d] == v for d, v in held.items())
+        )
         held[dimension] = max(sorted(counts), key=counts.__getitem__) if counts else key[dimension]
     kept, left_out = [], collections.Counter()
     for run in runs:
@@ -149,15 +193,20 @@ def _held_runs(runs: list[LoadedRun], key: dict[str, str], series_by: str, held:
         elif all(d in named for d, _ in differing):
             left_out.update(differing)
     if left_out:
-        warnings.append("runs of this model left out, holding " + ", ".join(f"{d} {v}" for d, v in held.items())
-                        + ": " + ", ".join(f"{count} at {d} {v}" for (d, v), count in sorted(left_out.items()))
-                        + " (choose the held values to sweep those)")
+        warnings.append(
+            "runs of this model left out, holding "
+            + ", ".join(f"{d} {v}" for d, v in held.items())
+            + ": "
+            + ", ".join(f"{count} at {d} {v}" for (d, v), count in sorted(left_out.items()))
+            + " (choose the held values to sweep those)"
+        )
     ordered = {dimension: held[dimension] for dimension in SERIES_DIMENSIONS if dimension in held}
     return kept, ordered
 
 
-def fits_table(document: SweepDocument, op_contains: str = "", sort: str | None = None,
-               descending: bool = True) -> list[dict]:
+def fits_table(
+    document: SweepDocument, op_contains: str = "", sort: str | None = None, descending: bool = True
+) -> list[dict]:
     """The fits as the user sees them: ops whose name holds ``op_contains`` (any case),
     ordered by ``sort`` (a column of FIT_COLUMNS; missing values last, ties in the
     document's order), as the tab's fits table shows them and its export writes them."""

@@ -31,8 +31,10 @@ class TrendUsageError(ValueError):
 
 def check_order(order_by: str) -> None:
     if order_by not in ORDERS and not (order_by.startswith(SIDECAR_ORDER) and len(order_by) > len(SIDECAR_ORDER)):
-        raise TrendUsageError(f"order_by: expected one of {', '.join(ORDERS)} or sidecar:<field>, such as "
-                              f"sidecar:versions.torch, not {order_by!r}")
+        raise TrendUsageError(
+            f"order_by: expected one of {', '.join(ORDERS)} or sidecar:<field>, such as "
+            f"sidecar:versions.torch, not {order_by!r}"
+        )
 
 
 def _order_value(catalog: Catalog, loaded: LoadedRun, order_by: str) -> str:
@@ -49,7 +51,7 @@ def _order_value(catalog: Catalog, loaded: LoadedRun, order_by: str) -> str:
     if order_by == "repeat":
         repeat = read_claims(source).repeat
         return MISSING if repeat is None else str(repeat)
-    return sidecar_field(source, order_by[len(SIDECAR_ORDER):]) or MISSING
+    return sidecar_field(source, order_by[len(SIDECAR_ORDER) :]) or MISSING
 
 
 # A session named by its time (Keras's 2026_11_22_11_44_57, Kineto's epoch milliseconds).
@@ -73,8 +75,9 @@ def _recorded(source) -> str:
     return datetime.datetime.fromtimestamp(modified, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
-def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded", top: int = 10,
-                   group_by: str = "name") -> TrendDocument:
+def trend_document(
+    catalog: Catalog, runs: list[str], order_by: str = "recorded", top: int = 10, group_by: str = "name"
+) -> TrendDocument:
     """``runs`` in the order of ``order_by``, runs that share a value pooled into one point;
     a run that cannot be read becomes a warning (it never hides the others)."""
     check_order(order_by)
@@ -96,14 +99,20 @@ def trend_document(catalog: Catalog, runs: list[str], order_by: str = "recorded"
     for value in values:
         what = mixed_dimensions(loaded_at[value], leaving_out=order_by)
         if what:
-            warnings.append(f"the runs at {value!r} pooled runs that differ in more than the order ({what}); choose "
-                            "runs that hold those fixed")
+            warnings.append(
+                f"the runs at {value!r} pooled runs that differ in more than the order ({what}); choose "
+                "runs that hold those fixed"
+            )
     points = [[samples for _, samples in by_value[value]] for value in values]
     keys = largest_keys([samples for runs_at in points for samples in runs_at], top)
     walls = [[loaded.profile.facts.step_times_us for loaded in loaded_at[value]] for value in values]
     table, whole_step_basis = trend_table(points, keys, walls)
     return TrendDocument(
-        order_by=order_by, group_by=group_by,
+        order_by=order_by,
+        group_by=group_by,
         points=[TrendPoint(value=value, runs=[run for run, _ in by_value[value]]) for value in values],
-        keys=[*keys, confidence.WHOLE_STEP], rows=as_records(table[TREND_COLUMNS]),
-        whole_step_basis=whole_step_basis, warnings=warnings)
+        keys=[*keys, confidence.WHOLE_STEP],
+        rows=as_records(table[TREND_COLUMNS]),
+        whole_step_basis=whole_step_basis,
+        warnings=warnings,
+    )

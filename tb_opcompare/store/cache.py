@@ -162,9 +162,14 @@ class ProfileCache:
     # -- memory -------------------------------------------------------------------------------
 
     def _remember(self, key: tuple, value) -> None:
-        size = (sum(int(table.memory_usage(deep=True).sum()) for table in (
-                    value.ops, value.step_ops, value.module_ops, value.annotations, value.memory_timeline))
-                if isinstance(value, OpProfile) else 1024)
+        size = (
+            sum(
+                int(table.memory_usage(deep=True).sum())
+                for table in (value.ops, value.step_ops, value.module_ops, value.annotations, value.memory_timeline)
+            )
+            if isinstance(value, OpProfile)
+            else 1024
+        )
         with self._lock:
             if key in self._memory:
                 self._held_bytes -= self._memory.pop(key)[1]
@@ -220,16 +225,23 @@ class ProfileCache:
         except OSError as error:
             if not self._disk_warning_given:
                 self._disk_warning_given = True
-                _logger.warning("op_compare: cannot write the profile cache in %s (%s); keeping profiles in memory "
-                                "only", self.cache_dir, error)
+                _logger.warning(
+                    "op_compare: cannot write the profile cache in %s (%s); keeping profiles in memory only",
+                    self.cache_dir,
+                    error,
+                )
 
 
 # A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
 # disk cache stores and the shared index's Parquet tables hold, turned back into frames
 # with the dtypes a reader gives.
-_TABLES = (("ops", OP_COLUMNS, None), ("step_ops", STEP_COLUMNS, empty_step_table),
-           ("module_ops", MODULE_COLUMNS, empty_module_table), ("annotations", ANNOTATION_COLUMNS, empty_annotation_table),
-           ("memory_timeline", MEMORY_TIMELINE_COLUMNS, empty_memory_timeline))
+_TABLES = (
+    ("ops", OP_COLUMNS, None),
+    ("step_ops", STEP_COLUMNS, empty_step_table),
+    ("module_ops", MODULE_COLUMNS, empty_module_table),
+    ("annotations", ANNOTATION_COLUMNS, empty_annotation_table),
+    ("memory_timeline", MEMORY_TIMELINE_COLUMNS, empty_memory_timeline),
+)
 
 
 @functools.cache

@@ -51,8 +51,13 @@ class Catalog:
     """``cache_dir``: where parsed profiles are kept between processes (None: memory
     only). ``max_trace_bytes``: the memory guard, see ``memory_guard``."""
 
-    def __init__(self, logdir: str, cache_dir: str | None = None, memory_bytes: int = DEFAULT_MEMORY_BYTES,
-                 max_trace_bytes: int | None = None):
+    def __init__(
+        self,
+        logdir: str,
+        cache_dir: str | None = None,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        max_trace_bytes: int | None = None,
+    ):
         self.logdir = logdir
         self.cache = ProfileCache(cache_dir, memory_bytes)
         self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
@@ -140,8 +145,9 @@ class Catalog:
         """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""
         if not keys or not self.index.size:
             return False
-        found = self.index.lookup([(file_format, [path for path, _, _ in signatures])
-                                   for file_format, signatures in keys])
+        found = self.index.lookup(
+            [(file_format, [path for path, _, _ in signatures]) for file_format, signatures in keys]
+        )
         for position, hit in found.items():
             self.cache.put(keys[position], hit.profile, hit.unreadable)
         return bool(found)
@@ -169,7 +175,15 @@ def _settled(source: RunSource, session: str, parsed: OpProfile) -> LoadedRun:
     facts = settle_facts(parsed.facts, claims)
     precision = configured("precision", claims.precision, parsed.facts.precision)
     compiler = configured("compiler", claims.compiler, parsed.facts.compiler)
-    return LoadedRun(source=source, session=session, profile=dataclasses.replace(parsed, facts=facts),
-                     model=configuration_key(claims.base_model, precision, compiler), label=claims.label,
-                     repeat=claims.repeat, base_model=claims.base_model, precision=precision, compiler=compiler,
-                     model_source=claims.model_source)
+    return LoadedRun(
+        source=source,
+        session=session,
+        profile=dataclasses.replace(parsed, facts=facts),
+        model=configuration_key(claims.base_model, precision, compiler),
+        label=claims.label,
+        repeat=claims.repeat,
+        base_model=claims.base_model,
+        precision=precision,
+        compiler=compiler,
+        model_source=claims.model_source,
+    )

@@ -89,11 +89,15 @@ class ReadBudget:
             while self._held + needed > limit_bytes:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise OverLimit(path, (
-                        f"waited {self.wait_s:,.0f} s for memory: reads under way hold {self._held / 1e9:,.2f} GB of "
-                        f"the {limit_bytes / 1e9:,.1f} GB limit and this one needs about {needed / 1e9:,.2f} GB "
-                        "(memory guard). Try again when they finish, or raise the limit with "
-                        "--opcompare_max_read_gb or `tb-opcompare --max-read-gb`"))
+                    raise OverLimit(
+                        path,
+                        (
+                            f"waited {self.wait_s:,.0f} s for memory: reads under way hold {self._held / 1e9:,.2f} GB of "
+                            f"the {limit_bytes / 1e9:,.1f} GB limit and this one needs about {needed / 1e9:,.2f} GB "
+                            "(memory guard). Try again when they finish, or raise the limit with "
+                            "--opcompare_max_read_gb or `tb-opcompare --max-read-gb`"
+                        ),
+                    )
                 self._changed.wait(left)
             self._held += needed
             self.peak_held = max(self.peak_held, self._held)

@@ -47,8 +47,9 @@ class _Done:
     worker: str | None = None
 
 
-def _index_one(logdir: str, cache_dir: str | None, max_trace_bytes: int, source: RunSource, session: str,
-               shared: bool) -> _Done:
+def _index_one(
+    logdir: str, cache_dir: str | None, max_trace_bytes: int, source: RunSource, session: str, shared: bool
+) -> _Done:
     """Read one session (the source found by the parent: a worker never walks the logdir
     again) and write its part of the shared index."""
     catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes)
@@ -98,8 +99,9 @@ def _publish(catalog: Catalog, source: RunSource, session: str, found: Found, sh
     if shared and not found.passing:
         try:
             with fs.confined(source.places):  # fingerprints open only what the listing found
-                done.entry = catalog.index.write_part(source.run, session, source.format, source.sessions[session],
-                                                      found)
+                done.entry = catalog.index.write_part(
+                    source.run, session, source.format, source.sessions[session], found
+                )
         except OSError as error:
             done.write_error = f"cannot write {catalog.index.root}: {error.strerror or error}"
     return done
@@ -114,8 +116,9 @@ def _worker_address() -> str | None:
         return None
 
 
-def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print, shared: bool = True,
-                 scheduler: str | None = None) -> IndexReport:
+def index_logdir(
+    catalog: Catalog, jobs: int, say: Callable[[str], None] = print, shared: bool = True, scheduler: str | None = None
+) -> IndexReport:
     """Index every session of the catalog's logdir. ``shared``: write the logdir's shared
     index (else fill this machine's cache only, writing nothing into the logdir).
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
@@ -145,8 +148,9 @@ def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print
     if todo:
         # a cluster's workers need not see this machine's cache folder: they write the index only
         cache_dir = None if scheduler else catalog.cache.cache_dir
-        tasks = [(catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared)
-                 for source, session in todo]
+        tasks = [
+            (catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared) for source, session in todo
+        ]
         runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
         entries = []
         for count, done in enumerate(runner, start=1):
@@ -165,7 +169,9 @@ def index_logdir(catalog: Catalog, jobs: int, say: Callable[[str], None] = print
             try:
                 catalog.index.write_manifest(entries)
             except OSError as error:
-                report.write_error = report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
+                report.write_error = (
+                    report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
+                )
     report.seconds = time.monotonic() - started
     return report
 
@@ -196,8 +202,9 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
         raise ProfileError(scheduler, "indexing on a cluster needs Dask: pip install 'tb-opcompare[dask]'") from None
     cluster = None
     if scheduler.startswith("local:"):
-        cluster = LocalCluster(n_workers=int(scheduler.split(":", 1)[1]), threads_per_worker=1, processes=True,
-                               dashboard_address=None)
+        cluster = LocalCluster(
+            n_workers=int(scheduler.split(":", 1)[1]), threads_per_worker=1, processes=True, dashboard_address=None
+        )
         client = Client(cluster)
     else:
         try:
@@ -207,18 +214,24 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
         except (OSError, TimeoutError) as error:
             raise ProfileError(scheduler, f"cannot reach the Dask scheduler: {error}") from None
     try:
-        say(f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
-            f"({len(client.scheduler_info()['workers'])} workers)")
+        say(
+            f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
+            f"({len(client.scheduler_info()['workers'])} workers)"
+        )
         futures = {}
         for number, task in enumerate(tasks):
             logdir, _, limit, source, session, shared = task
             key = f"opcompare-index-{number}"
             if session in source.worker_sessions.values():  # a job's capture: a task a rank, then the job
-                ranks = [client.submit(_read_rank, limit, source, path, key=f"opcompare-rank-{number}-{rank}",
-                                       pure=False, retries=2)
-                         for rank, path in enumerate(source.sessions[session])]
-                future = client.submit(_index_job, logdir, limit, source, session, shared, *ranks, key=key,
-                                       pure=False, retries=2)
+                ranks = [
+                    client.submit(
+                        _read_rank, limit, source, path, key=f"opcompare-rank-{number}-{rank}", pure=False, retries=2
+                    )
+                    for rank, path in enumerate(source.sessions[session])
+                ]
+                future = client.submit(
+                    _index_job, logdir, limit, source, session, shared, *ranks, key=key, pure=False, retries=2
+                )
             else:
                 future = client.submit(_index_one, *task, key=key, pure=False, retries=2)
             futures[future] = task
@@ -236,5 +249,8 @@ def _result(future, task: tuple) -> _Done:
         return future.result()
     except Exception as error:
         source, session = task[3], task[4]
-        return _Done(source.run, session, unreadable=(source.sessions[session][0],
-                                                      f"indexing failed: {type(error).__name__}: {error}"))
+        return _Done(
+            source.run,
+            session,
+            unreadable=(source.sessions[session][0], f"indexing failed: {type(error).__name__}: {error}"),
+        )

@@ -52,6 +52,7 @@ INDEX_SCHEMA = 1  # bump when a table's columns or the manifest change meaning
 MANIFEST = "manifest.json"
 _logger = logging.getLogger(__name__)
 
+
 @dataclasses.dataclass(frozen=True)
 class Found:
     """A session found in the index: its parsed profile, or why it could not be read."""
@@ -78,8 +79,12 @@ class SharedIndex:
     def refresh(self) -> None:
         entries, warning = self._read_manifest()
         entries = {part: entry for part, entry in entries.items() if _well_formed(part, entry)}
-        files = {fs.join(self.logdir, record["path"]): record for entry in entries.values()
-                 for record in entry["files"] if isinstance(record.get("head"), dict)}
+        files = {
+            fs.join(self.logdir, record["path"]): record
+            for entry in entries.values()
+            for record in entry["files"]
+            if isinstance(record.get("head"), dict)
+        }
         with self._lock:
             self._entries, self._files = entries, files
             self.warnings = [warning] if warning else []
@@ -122,12 +127,17 @@ class SharedIndex:
                 found[position] = Found(None, (fs.join(self.logdir, entry["error"]["path"]), entry["error"]["reason"]))
                 continue
             try:
-                tables = {table: _decode(blobs[self._part_path(table, entry["part"])], self._part_path(table, entry["part"]))
-                          for table in entry["tables"]}
+                tables = {
+                    table: _decode(blobs[self._part_path(table, entry["part"])], self._part_path(table, entry["part"]))
+                    for table in entry["tables"]
+                }
                 found[position] = Found(_profile_from_tables(entry, tables))
             except (OSError, ValueError, KeyError, TypeError) as error:
-                _logger.warning("op_compare: the shared index's part %s cannot be used (%s); reading the profile",
-                                entry["part"], error)
+                _logger.warning(
+                    "op_compare: the shared index's part %s cannot be used (%s); reading the profile",
+                    entry["part"],
+                    error,
+                )
         return found
 
     def _still_true(self, entry: dict, paths: list[str]) -> bool:
@@ -155,11 +165,28 @@ class SharedIndex:
         files = []
         for path in paths:
             head = head_facts(sniff(path))
-            files.append({"path": self.relative(path), **fs.fingerprint(path), "ends_sha256": _ends_hash(path),
-                          "head": {"markers": list(head.markers), "rank": dataclasses.astuple(head.rank)
-                                   if head.rank else None}})
-        entry = {"part": part, "run": run, "session": session, "format": file_format, "files": files,
-                 "schema": INDEX_SCHEMA, "reader": READER_VERSION, "tool": __version__, "tables": []}
+            files.append(
+                {
+                    "path": self.relative(path),
+                    **fs.fingerprint(path),
+                    "ends_sha256": _ends_hash(path),
+                    "head": {
+                        "markers": list(head.markers),
+                        "rank": dataclasses.astuple(head.rank) if head.rank else None,
+                    },
+                }
+            )
+        entry = {
+            "part": part,
+            "run": run,
+            "session": session,
+            "format": file_format,
+            "files": files,
+            "schema": INDEX_SCHEMA,
+            "reader": READER_VERSION,
+            "tool": __version__,
+            "tables": [],
+        }
         if found.unreadable is not None:
             path, reason = found.unreadable
             entry["error"] = {"path": self.relative(path), "reason": reason}
@@ -220,11 +247,13 @@ def _well_formed(part: str, entry) -> bool:
     """An entry whose fields have the types this version writes, naming only its own
     tables: a manifest edited by hand or by another tool never leads a read elsewhere."""
     try:
-        return (_PART.fullmatch(part) is not None and entry["part"] == part
-                and set(entry["tables"]) <= set(PROFILE_TABLES)
-                and all(isinstance(record["path"], str) and isinstance(record["size"], int)
-                        for record in entry["files"])
-                and (entry.get("error") is not None or isinstance(entry.get("facts"), dict)))
+        return (
+            _PART.fullmatch(part) is not None
+            and entry["part"] == part
+            and set(entry["tables"]) <= set(PROFILE_TABLES)
+            and all(isinstance(record["path"], str) and isinstance(record["size"], int) for record in entry["files"])
+            and (entry.get("error") is not None or isinstance(entry.get("facts"), dict))
+        )
     except (KeyError, TypeError, AttributeError):
         return False
 
@@ -247,12 +276,16 @@ def _ends_hash(path: str) -> str:
 
 # -- the tables as Parquet (their schema: schema.index_tables) ---------------------------------
 
+
 def _tables_of(stored: dict, run: str, session: str, files: list[str]) -> dict[str, bytes]:
     """A profile's Parquet tables (from ``profile_columns``): ``runs`` always, the others
     where they have rows."""
     columns = session_columns(stored, run, session, files)
-    return {table: parquet_bytes(table, table_columns) for table, table_columns in columns.items()
-            if table == RUNS or table_columns["run"]}
+    return {
+        table: parquet_bytes(table, table_columns)
+        for table, table_columns in columns.items()
+        if table == RUNS or table_columns["run"]
+    }
 
 
 def _decode(data, path: str) -> dict:
@@ -269,10 +302,15 @@ def _decode(data, path: str) -> dict:
 
 
 def _profile_from_tables(entry: dict, tables: dict[str, dict]):
-    stored = {"facts": {field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
-              "step_count": entry["step_count"]}
+    stored = {
+        "facts": {field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
+        "step_count": entry["step_count"],
+    }
     for table, (attribute, empty) in PROFILE_TABLES.items():
         columns = tables.get(table)
-        stored[attribute] = ({name: values for name, values in columns.items() if name not in KEY_COLUMNS}
-                             if columns else {column: [] for column in empty().columns})
+        stored[attribute] = (
+            {name: values for name, values in columns.items() if name not in KEY_COLUMNS}
+            if columns
+            else {column: [] for column in empty().columns}
+        )
     return profile_from_columns(stored)

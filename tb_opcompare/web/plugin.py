@@ -32,7 +32,8 @@ class OpComparePlugin(base_plugin.TBPlugin):
         self._logdir = context.logdir or ""
         flags = context.flags
         self._settings = ReadSettings.from_options(
-            getattr(flags, "opcompare_cache_dir", None), False, getattr(flags, "opcompare_max_read_gb", 0))
+            getattr(flags, "opcompare_cache_dir", None), False, getattr(flags, "opcompare_max_read_gb", 0)
+        )
         self._active = False
         self._routes = None
         self._routes_lock = threading.Lock()
@@ -90,13 +91,20 @@ class OpCompareLoader(base_plugin.TBLoader):
     def define_flags(self, parser):
         group = parser.add_argument_group("op_compare")
         group.add_argument(
-            "--opcompare_cache_dir", metavar="DIR", default=None,
+            "--opcompare_cache_dir",
+            metavar="DIR",
+            default=None,
             help="Op Compare: where parsed profiles are kept between starts (default: $TB_OPCOMPARE_CACHE_DIR, "
-                 "else ~/.cache/tb-opcompare; 'none' keeps them in memory only). Never the logdir.")
+            "else ~/.cache/tb-opcompare; 'none' keeps them in memory only). Never the logdir.",
+        )
         group.add_argument(
-            "--opcompare_max_read_gb", metavar="GB", type=float, default=0,
+            "--opcompare_max_read_gb",
+            metavar="GB",
+            type=float,
+            default=0,
             help="Op Compare: refuse to read a trace whose read would need more memory than this "
-                 "(default 0: half of this machine's memory).")
+            "(default 0: half of this machine's memory).",
+        )
 
     def load(self, context):
         return OpComparePlugin(context)

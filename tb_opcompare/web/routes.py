@@ -106,8 +106,9 @@ def _json_errors(route):
         except UnknownRunError as error:
             return _error(request, 404, error.message, known=error.known)
         except ProfileError as error:
-            return _error(request, 422, f"cannot read {error.path}: {error.reason}", path=error.path,
-                          reason=error.reason)
+            return _error(
+                request, 422, f"cannot read {error.path}: {error.reason}", path=error.path, reason=error.reason
+            )
         except Exception:  # a bug, not bad data: log it, answer without leaking internals
             _logger.exception("op_compare: %s failed", request.path)
             return _error(request, 500, "internal error in the Op Compare plugin; see the TensorBoard log")
@@ -156,8 +157,12 @@ class DataRoutes:
     def _serve_compare_csv(self, request):
         document = self._compare(request.args, self._view(request.args))
         summary = document.summary
-        filename = csv_filename(summary.baseline_runs[0], summary.target_runs[0], summary.group_by,
-                                pooled=len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1)
+        filename = csv_filename(
+            summary.baseline_runs[0],
+            summary.target_runs[0],
+            summary.group_by,
+            pooled=len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1,
+        )
         return _csv_download(request, compare_csv(document.rows), filename)
 
     @wrappers.Request.application
@@ -181,8 +186,9 @@ class DataRoutes:
             raise BadRequest(str(error)) from None
         document = self._sweep(request.args)
         rows = fits_table(document, op_contains, sort, descending)
-        return _csv_download(request, compare_csv(rows, FIT_COLUMNS),
-                             f"opcompare_sweep_{_safe_name(document.model)}.csv")
+        return _csv_download(
+            request, compare_csv(rows, FIT_COLUMNS), f"opcompare_sweep_{_safe_name(document.model)}.csv"
+        )
 
     @wrappers.Request.application
     @_json_errors
@@ -199,8 +205,15 @@ class DataRoutes:
             raise BadRequest(str(error)) from None
         sides = [side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target")]
         try:
-            document = check_document(self.catalog, *sides, threshold=threshold, ops=args.get("ops") or None,
-                                      min_share=min_share, group_by=_group_by(args), allow_one_run=allow_one_run)
+            document = check_document(
+                self.catalog,
+                *sides,
+                threshold=threshold,
+                ops=args.get("ops") or None,
+                min_share=min_share,
+                group_by=_group_by(args),
+                allow_one_run=allow_one_run,
+            )
         except CheckUsageError as error:
             raise BadRequest(str(error)) from None
         return _json(request, document)
@@ -222,8 +235,9 @@ class DataRoutes:
         top = _top(args)
         runs = expand_runs(self.catalog, split_runs(args["runs"]))
         try:
-            return trend_document(self.catalog, runs, order_by=args.get("order_by") or "recorded",
-                                  top=top, group_by=_group_by(args))
+            return trend_document(
+                self.catalog, runs, order_by=args.get("order_by") or "recorded", top=top, group_by=_group_by(args)
+            )
         except TrendUsageError as error:
             raise BadRequest(str(error)) from None
 
@@ -246,8 +260,11 @@ class DataRoutes:
     @_json_errors
     def _serve_modules_csv(self, request):
         document = self._modules(request.args)
-        return _csv_download(request, modules_csv(document),
-                             f"opcompare_modules_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv")
+        return _csv_download(
+            request,
+            modules_csv(document),
+            f"opcompare_modules_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv",
+        )
 
     @wrappers.Request.application
     @_json_errors
@@ -258,8 +275,11 @@ class DataRoutes:
     @_json_errors
     def _serve_layers_csv(self, request):
         document = self._layers(request.args)
-        return _csv_download(request, layers_csv(document),
-                             f"opcompare_layers_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv")
+        return _csv_download(
+            request,
+            layers_csv(document),
+            f"opcompare_layers_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv",
+        )
 
     def _layers(self, args):
         return layers_document(self.catalog, *_pair(args))
@@ -273,8 +293,11 @@ class DataRoutes:
     @_json_errors
     def _serve_memory_csv(self, request):
         document = self._memory(request.args)
-        return _csv_download(request, memory_csv(document), f"opcompare_memory_{_safe_name(document.baseline.run)}"
-                                                            f"_vs_{_safe_name(document.target.run)}.csv")
+        return _csv_download(
+            request,
+            memory_csv(document),
+            f"opcompare_memory_{_safe_name(document.baseline.run)}_vs_{_safe_name(document.target.run)}.csv",
+        )
 
     def _memory(self, args):
         return memory_document(self.catalog, *_pair(args))
@@ -285,12 +308,16 @@ class DataRoutes:
     def _matrix(self, args) -> MatrixDocument:
         warmup_text = args.get("warmup") or ""
         if warmup_text and not (warmup_text.isascii() and warmup_text.isdigit()):
-            raise BadRequest(f"warmup: expected a number of steps (0 or more), or nothing to detect it, not "
-                             f"{warmup_text!r}")
+            raise BadRequest(
+                f"warmup: expected a number of steps (0 or more), or nothing to detect it, not {warmup_text!r}"
+            )
         try:
-            return matrix_document(self.catalog, reference=args.get("reference") or None,
-                                   warmup=int(warmup_text) if warmup_text else None,
-                                   models=[model for model in args.getlist("model") if model] or None)
+            return matrix_document(
+                self.catalog,
+                reference=args.get("reference") or None,
+                warmup=int(warmup_text) if warmup_text else None,
+                models=[model for model in args.getlist("model") if model] or None,
+            )
         except MatrixUsageError as error:
             raise BadRequest(str(error)) from None
 
@@ -304,8 +331,16 @@ class DataRoutes:
         series_by = args.get("series_by") or "device"
         held = {name: args[name] for name in SERIES_DIMENSIONS if args.get(name)}
         try:
-            return sweep_document(self.catalog, model, top=top, ops=ops, group_by=group_by, figures=figures,
-                                  series_by=series_by, held=held)
+            return sweep_document(
+                self.catalog,
+                model,
+                top=top,
+                ops=ops,
+                group_by=group_by,
+                figures=figures,
+                series_by=series_by,
+                held=held,
+            )
         except SweepUsageError as error:
             raise BadRequest(str(error)) from None
 
@@ -321,14 +356,21 @@ class DataRoutes:
         baseline, target = (side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target"))
         try:
             if _flag(args, "significant"):
-                view = dataclasses.replace(view, keys=significant_keys(self.catalog, args["baseline"], args["target"],
-                                                                       group_by))
+                view = dataclasses.replace(
+                    view, keys=significant_keys(self.catalog, args["baseline"], args["target"], group_by)
+                )
         except (ValueError, CheckUsageError) as error:
             raise BadRequest(str(error)) from None
         try:
-            return compare_document(self.catalog, baseline, target, group_by=group_by,
-                                    baseline_session=args.get("baseline_session") or None,
-                                    target_session=args.get("target_session") or None, view=view)
+            return compare_document(
+                self.catalog,
+                baseline,
+                target,
+                group_by=group_by,
+                baseline_session=args.get("baseline_session") or None,
+                target_session=args.get("target_session") or None,
+                view=view,
+            )
         except CompareUsageError as error:
             raise BadRequest(str(error)) from None
 
@@ -366,15 +408,19 @@ def _flag(args, name: str) -> bool:
 def _group_by(args, allowed: tuple[str, ...] = GROUP_BY) -> str:
     group_by = args.get("group_by") or "name"
     if group_by not in allowed:
-        why = (" (modules are for the compare table: confidence, sweeps and trends are per op or op type)"
-               if group_by in COMPARE_GROUP_BY else "")
+        why = (
+            " (modules are for the compare table: confidence, sweeps and trends are per op or op type)"
+            if group_by in COMPARE_GROUP_BY
+            else ""
+        )
         raise BadRequest(f"group_by: expected one of {', '.join(allowed)}, not {group_by!r}{why}")
     return group_by
 
 
 def _csv_download(request, text: str, filename: str):
-    return http_util.Respond(request, text, "text/csv",
-                             headers=[("Content-Disposition", f'attachment; filename="{filename}"')])
+    return http_util.Respond(
+        request, text, "text/csv", headers=[("Content-Disposition", f'attachment; filename="{filename}"')]
+    )
 
 
 def _safe_name(name: str) -> str:

@@ -77,8 +77,10 @@ class ChromeTrace(msgspec.Struct):
 @functools.cache
 def _decoders(event_type: type) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
     """(decoder of a whole trace object, decoder of a JSON array of events) for one event Struct."""
-    trace_type = msgspec.defstruct(f"{event_type.__name__}Trace", [
-        ("traceEvents", list[event_type]), ("deviceProperties", list[DeviceProperties] | None, None)])
+    trace_type = msgspec.defstruct(
+        f"{event_type.__name__}Trace",
+        [("traceEvents", list[event_type]), ("deviceProperties", list[DeviceProperties] | None, None)],
+    )
     return msgspec.json.Decoder(trace_type), msgspec.json.Decoder(list[event_type])
 
 
@@ -180,18 +182,21 @@ class TraceText:
         events = self.data.count(b'"ph"')  # every event has a phase: an upper bound on events
         needed = events * bytes_per_event
         if needed > self._max_split_bytes * peak_bytes_per_byte:
-            raise OverLimit(self.path, (
-                f"{events:,} events in {len(self.data) / 1e6:,.0f} MB of text would need about "
-                f"{needed / 1e9:,.1f} GB once read, above what this machine's memory limit allows (memory "
-                "guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
-                "real trace"))
+            raise OverLimit(
+                self.path,
+                (
+                    f"{events:,} events in {len(self.data) / 1e6:,.0f} MB of text would need about "
+                    f"{needed / 1e9:,.1f} GB once read, above what this machine's memory limit allows (memory "
+                    "guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
+                    "real trace"
+                ),
+            )
 
     def materialize(self) -> ChromeTrace:
         """Every event as a ``TraceEvent``, for readers of small (TF) traces (their caller
         refuses a file of too many first: ``refuse_past_budget``)."""
         events = [event for _, batch in self.batches(TraceEvent) for event in batch]
-        return ChromeTrace(traceEvents=events,
-                           deviceProperties=[DeviceProperties(name) for name in self.device_names])
+        return ChromeTrace(traceEvents=events, deviceProperties=[DeviceProperties(name) for name in self.device_names])
 
     def _find_cuts(self) -> list[tuple[int, int]] | None:
         """Byte ranges of about ``BATCH_BYTES`` that each hold whole events, or None where
@@ -214,16 +219,20 @@ class TraceText:
         if closing is None:
             return None
         try:
-            rest = _RAW_DECODER.decode(data[:opening] + b"[]" + data[closing.end():]) if not self._is_array \
-                else _RAW_LIST_DECODER.decode(b"[]" + data[closing.end():])
+            rest = (
+                _RAW_DECODER.decode(data[:opening] + b"[]" + data[closing.end() :])
+                if not self._is_array
+                else _RAW_LIST_DECODER.decode(b"[]" + data[closing.end() :])
+            )
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None  # the exact way will say what is wrong
         if not self._is_array:
             self.device_names = _names(rest.deviceProperties)
         last = closing.start() + 1  # just after the last event's closing brace
         begin = data.find(b"{", opening, last)
-        between_events = (_BETWEEN_LINES if _BETWEEN_LINES.search(data, begin, min(begin + BATCH_BYTES, last))
-                          else _BETWEEN_EVENTS)
+        between_events = (
+            _BETWEEN_LINES if _BETWEEN_LINES.search(data, begin, min(begin + BATCH_BYTES, last)) else _BETWEEN_EVENTS
+        )
         cuts = []
         while 0 <= begin < last:
             between = between_events.search(data, min(begin + BATCH_BYTES, last), last)
@@ -248,12 +257,16 @@ class TraceText:
             objects = self.data.count(b"{")  # at least one per event: an upper bound on events
             needed = objects * RAW_BYTES_PER_OBJECT
             if needed > self._max_split_bytes:
-                raise OverLimit(self.path, (
-                    "its events must be read one by one (the fast way needs `\"traceEvents\": [` at the top level "
-                    f"and clean cuts between events): {objects:,} JSON objects in {len(self.data) / 1e6:,.0f} MB of "
-                    f"text would need about {needed / 1e9:,.1f} GB more, above what this machine's memory limit "
-                    "allows (memory guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if "
-                    "the file is a real trace"))
+                raise OverLimit(
+                    self.path,
+                    (
+                        'its events must be read one by one (the fast way needs `"traceEvents": [` at the top level '
+                        f"and clean cuts between events): {objects:,} JSON objects in {len(self.data) / 1e6:,.0f} MB of "
+                        f"text would need about {needed / 1e9:,.1f} GB more, above what this machine's memory limit "
+                        "allows (memory guard). Raise it with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if "
+                        "the file is a real trace"
+                    ),
+                )
         self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
         self._events = self._decode_text(msgspec.Raw)
 
@@ -274,8 +287,9 @@ class TraceText:
 
     def _offset(self, event: msgspec.Raw) -> int | None:
         offset = np.frombuffer(event, dtype=np.uint8).ctypes.data - self._address
-        if 0 <= offset <= len(self.data) - len(event) and \
-                memoryview(self.data)[offset:offset + len(event)] == memoryview(event):
+        if 0 <= offset <= len(self.data) - len(event) and memoryview(self.data)[
+            offset : offset + len(event)
+        ] == memoryview(event):
             return offset
         return None  # not a view into ``data`` (never seen; joined instead)
 
@@ -296,13 +310,18 @@ def _one_events_array(path: str, data: bytes) -> None:
     found = []
     start = data.find(b'"traceEvents"')
     while start >= 0 and len(found) < 2:
-        if _EVENTS_KEY.match(data, start) and (start == 0 or data[start - 1:start] != b"\\"):
+        if _EVENTS_KEY.match(data, start) and (start == 0 or data[start - 1 : start] != b"\\"):
             found.append(start)
         start = data.find(b'"traceEvents"', start + 1)
     if len(found) == 2:
-        raise ProfileError(path, f"two \"traceEvents\" arrays in one trace (at bytes {found[0]:,} and {found[1]:,}): "
-                                 "two traces joined, or a file written twice; which one is the trace cannot be "
-                                 "told, so it is not read")
+        raise ProfileError(
+            path,
+            f'two "traceEvents" arrays in one trace (at bytes {found[0]:,} and {found[1]:,}): '
+            "two traces joined, or a file written twice; which one is the trace cannot be "
+            "told, so it is not read",
+        )
+
+
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 # Writers put a line break between events (PyTorch, ONNX Runtime), and rarely inside one,
 # where lists of objects (ONNX Runtime's input shapes) hold "},{" too: cuts at line breaks
@@ -325,18 +344,24 @@ def open_chrome_trace(path: str, data: bytes, max_text_bytes: int | None = None)
         try:
             data = _gunzip(data, max_text_bytes)
         except _TooLarge as error:
-            raise OverLimit(path, f"decompresses to more than {error.limit / 1e9:,.2f} GB of text, more than "
-                                     "this machine's memory limit allows (memory guard): a very large trace, or "
-                                     "a gzip bomb. Raise the limit with --opcompare_max_read_gb or "
-                                     "`tb-opcompare --max-read-gb`") from None
+            raise OverLimit(
+                path,
+                f"decompresses to more than {error.limit / 1e9:,.2f} GB of text, more than "
+                "this machine's memory limit allows (memory guard): a very large trace, or "
+                "a gzip bomb. Raise the limit with --opcompare_max_read_gb or "
+                "`tb-opcompare --max-read-gb`",
+            ) from None
         except (EOFError, OSError, zlib.error) as error:
             raise ProfileError(path, f"the gzip stream is truncated or corrupt: {error}") from None
     if data[:3] == _UTF8_BOM:
         data = data[3:]  # some editors and Windows tools add one; JSON parsers refuse it
     encoding = _utf16_or_32(data)
     if encoding:
-        raise ProfileError(path, f"the text is {encoding}, and a trace must be UTF-8 (as profilers write it); "
-                                 f"convert it, e.g. `iconv -f {encoding} -t UTF-8`")
+        raise ProfileError(
+            path,
+            f"the text is {encoding}, and a trace must be UTF-8 (as profilers write it); "
+            f"convert it, e.g. `iconv -f {encoding} -t UTF-8`",
+        )
     return TraceText(path, data, max_text_bytes)
 
 
@@ -406,7 +431,7 @@ def _first_invalid_utf8(data: bytes, piece: int = 1 << 20) -> int | None:
     for offset in range(0, len(data), piece):
         pending = len(decoder.getstate()[0])  # bytes of a character cut by the previous piece
         try:
-            decoder.decode(data[offset:offset + piece], final=offset + piece >= len(data))
+            decoder.decode(data[offset : offset + piece], final=offset + piece >= len(data))
         except UnicodeDecodeError as error:
             return offset - pending + error.start
     return None
@@ -428,10 +453,18 @@ def _check_durations(path: str, start: int, events: list) -> None:
         pass
     for index, event in enumerate(events, start):
         if event.ph == "X" and not (event.dur is not None and 0.0 <= event.dur < MAX_DURATION_US):
-            problem = "no duration" if event.dur is None else f"a negative duration ({event.dur} µs)" \
-                if event.dur < 0 else f"a duration of {event.dur} µs (over a year)"
-            raise ProfileError(path, f"traceEvents[{index}] ({event.name!r} at ts {event.ts}) is a complete event "
-                                     f"with {problem}; the trace writer produced broken events")
+            problem = (
+                "no duration"
+                if event.dur is None
+                else f"a negative duration ({event.dur} µs)"
+                if event.dur < 0
+                else f"a duration of {event.dur} µs (over a year)"
+            )
+            raise ProfileError(
+                path,
+                f"traceEvents[{index}] ({event.name!r} at ts {event.ts}) is a complete event "
+                f"with {problem}; the trace writer produced broken events",
+            )
 
 
 _FIRST_TEXT = re.compile(rb"\S")
@@ -439,7 +472,7 @@ _FIRST_TEXT = re.compile(rb"\S")
 
 def _starts_with_array(data: bytes) -> bool:
     first = _FIRST_TEXT.search(data)  # not data.lstrip(), which copies the whole file
-    return first is not None and data[first.start():first.start() + 1] == b"["
+    return first is not None and data[first.start() : first.start() + 1] == b"["
 
 
 _ERROR_OFFSET = re.compile(r"\(byte (\d+)\)")
@@ -460,7 +493,7 @@ def describe_json_error(data: bytes, message: str) -> str:
     end = min(end if end >= 0 else len(data), offset + 60)
     context = escape_control_characters(data[start:end].strip().decode("utf-8", "replace"))
     what = message.split(" (byte")[0]
-    if data[offset:offset + 3] in (b"NaN", b"Inf") or data[offset:offset + 4] == b"-Inf":
+    if data[offset : offset + 3] in (b"NaN", b"Inf") or data[offset : offset + 4] == b"-Inf":
         what = "a NaN or Infinity number, which JSON does not allow (Python's json.dump writes them)"
     return f"not valid JSON at line {line} (byte {offset:,}): {what}; the text there reads: {context}"
 

@@ -48,8 +48,9 @@ def add_scoped_kernels(events: OpEvents, kernels: list, invocations: InvocationI
     events.add_device_kernels(keys, codes, durations / PS_PER_US, invocations.take(len(dense)) + local)
 
 
-def add_executed_kernels(events: OpEvents, kernels: list, executions: dict[tuple[str, str], np.ndarray],
-                          invocations: InvocationIds) -> None:
+def add_executed_kernels(
+    events: OpEvents, kernels: list, executions: dict[tuple[str, str], np.ndarray], invocations: InvocationIds
+) -> None:
     """Each kernel as a record whose invocation is the execution of its op it starts in
     (ids unique across the file's planes), or a fresh one where no execution spans it.
     ``kernels``: ``(op, start, duration in ps)``; ``executions``: each op's (n, 2) array of

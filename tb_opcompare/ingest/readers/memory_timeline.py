@@ -25,8 +25,13 @@ def highest_per_device(device_codes, bytes_in_use, count: int) -> np.ndarray:
     return highest
 
 
-def memory_timeline(devices: list[str], device_codes: np.ndarray, times_us: np.ndarray, bytes_in_use: np.ndarray,
-                    points: int = MEMORY_TIMELINE_POINTS) -> pd.DataFrame:
+def memory_timeline(
+    devices: list[str],
+    device_codes: np.ndarray,
+    times_us: np.ndarray,
+    bytes_in_use: np.ndarray,
+    points: int = MEMORY_TIMELINE_POINTS,
+) -> pd.DataFrame:
     """The ``memory_timeline`` table of these samples: ``device_codes`` index ``devices``;
     ``times_us`` on any clock (the result counts from the earliest sample of all
     devices); samples of one time keep their order here. Devices by name, each in time
@@ -58,8 +63,11 @@ def _extremes_per_stretch(times: np.ndarray, values: np.ndarray, points: int) ->
         return np.arange(len(times))
     stretches = max(points // 2, 1)
     span = times[-1] - times[0]
-    stretch = (np.floor((times - times[0]) / span * stretches).astype(np.int64).clip(max=stretches - 1) if span > 0
-               else np.zeros(len(times), dtype=np.int64))
+    stretch = (
+        np.floor((times - times[0]) / span * stretches).astype(np.int64).clip(max=stretches - 1)
+        if span > 0
+        else np.zeros(len(times), dtype=np.int64)
+    )
     kept = []
     for sign in (-1, 1):  # each stretch's samples, the highest first, then the lowest first
         by_value = np.lexsort((sign * values, stretch))

@@ -38,9 +38,16 @@ COMPILER = "ONNX Runtime"
 _KERNEL_SUFFIX = "_kernel_time"
 _STEP_EVENT = "model_run"
 # Providers whose nodes run on an accelerator; any other (CPU, OpenVINO on a CPU, ...) is the CPU.
-_ACCELERATOR_PROVIDERS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "ROCMExecutionProvider",
-                                    "MIGraphXExecutionProvider", "DmlExecutionProvider",
-                                    "NvTensorRTRTXExecutionProvider"})
+_ACCELERATOR_PROVIDERS = frozenset(
+    {
+        "CUDAExecutionProvider",
+        "TensorrtExecutionProvider",
+        "ROCMExecutionProvider",
+        "MIGraphXExecutionProvider",
+        "DmlExecutionProvider",
+        "NvTensorRTRTXExecutionProvider",
+    }
+)
 _FLOAT_TYPES = {"float", "float16", "bfloat16", "double"}  # what a node computes in; integers are indices and shapes
 _MIN_BATCH_VOTES = 2
 
@@ -75,13 +82,18 @@ def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
                 steps.append((event.ts, event.dur or 0.0))
             elif event.cat == "Node" and event.name.endswith(_KERNEL_SUFFIX):
                 args = event.args or OrtArgs()
-                node = event.name[:-len(_KERNEL_SUFFIX)]
-                threads[str(event.pid), str(event.tid)].append((event.ts, event.dur or 0.0, (node, args.op_name or node)))
+                node = event.name[: -len(_KERNEL_SUFFIX)]
+                threads[str(event.pid), str(event.tid)].append(
+                    (event.ts, event.dur or 0.0, (node, args.op_name or node))
+                )
                 providers[args.provider or "unknown provider"] += 1
                 _count_first_input(args, leading, dtypes)
     if not threads:
-        raise ProfileError(path, "an ONNX Runtime profile with no node events ('<node>_kernel_time'): the session "
-                                 "was profiled but never run, or the profile was cut before its runs")
+        raise ProfileError(
+            path,
+            "an ONNX Runtime profile with no node events ('<node>_kernel_time'): the session "
+            "was profiled but never run, or the profile was cut before its runs",
+        )
     events = OpEvents()
     step_bounds = np.array(sorted((start, start + length) for start, length in steps), dtype=np.float64).reshape(-1, 2)
     keys: dict[tuple[str, str], int] = {}
@@ -92,8 +104,9 @@ def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
         codes = np.fromiter((keys.setdefault(node[2], len(keys)) for node in nodes), dtype=np.int64, count=len(nodes))
         own, parents = self_times(starts, durations)
         events.crossings += crossing_events(starts, durations, parents)
-        events.add_host_codes(list(keys), codes, durations, own,
-                              steps=steps_of(starts, step_bounds) if len(step_bounds) else None)
+        events.add_host_codes(
+            list(keys), codes, durations, own, steps=steps_of(starts, step_bounds) if len(step_bounds) else None
+        )
     events.step_count = len(step_bounds)
     facts = _facts(steps, providers, leading, dtypes)
     if events.crossings:
@@ -113,12 +126,21 @@ def _count_first_input(args: OrtArgs, leading: collections.Counter, dtypes: coll
             leading[dims[0]] += 1
 
 
-def _facts(steps: list[tuple[float, float]], providers: collections.Counter, leading: collections.Counter,
-           dtypes: collections.Counter) -> ProfileFacts:
+def _facts(
+    steps: list[tuple[float, float]],
+    providers: collections.Counter,
+    leading: collections.Counter,
+    dtypes: collections.Counter,
+) -> ProfileFacts:
     device = device_of_providers(providers)
     named = ", ".join(f"{provider} ({count:,} nodes)" for provider, count in providers.most_common())
-    facts = ProfileFacts(format=FORMAT, framework=COMPILER, device=device,
-                         compiler=COMPILER, compiler_source=f"data: an ONNX Runtime profile; providers {named}")
+    facts = ProfileFacts(
+        format=FORMAT,
+        framework=COMPILER,
+        device=device,
+        compiler=COMPILER,
+        compiler_source=f"data: an ONNX Runtime profile; providers {named}",
+    )
     if steps:
         facts.steps = len(steps)
         facts.steps_source = f"data: {len(steps)} '{_STEP_EVENT}' events (each InferenceSession.run)"
@@ -129,12 +151,16 @@ def _facts(steps: list[tuple[float, float]], providers: collections.Counter, lea
         size, agreeing = leading.most_common(1)[0]
         facts.batch_size = int(size)
         facts.batch_size_agreement = agreeing / votes
-        facts.batch_size_source = (f"data: leading dimension of the first input of {agreeing:,} of {votes:,} node "
-                                   "executions with a 2-D or larger first input")
+        facts.batch_size_source = (
+            f"data: leading dimension of the first input of {agreeing:,} of {votes:,} node "
+            "executions with a 2-D or larger first input"
+        )
     found = precision_from_dtypes(dict(dtypes), "element types of the first input of {total} node executions")
     if found:
         facts.precision, facts.precision_source = found
     if device != "CPU":
-        facts.warnings.append(f"nodes ran on {named}: ONNX Runtime times each node on the host, so an "
-                              "accelerator's node time is its launch, or its kernel where the provider waits for it")
+        facts.warnings.append(
+            f"nodes ran on {named}: ONNX Runtime times each node on the host, so an "
+            "accelerator's node time is its launch, or its kernel where the provider waits for it"
+        )
     return facts

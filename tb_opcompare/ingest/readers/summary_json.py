@@ -76,11 +76,17 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
                         accelerators.add(device.upper())
                     for node_name, stats in nodes.items():
                         if not 0.0 <= stats.duration < MAX_DURATION_US:  # NaN fails too
-                            problem = "negative" if stats.duration < 0 else "not a real duration (over a year, or " \
-                                                                            "not a number)"
-                            raise ProfileError(path, f"op_stats -> {model} -> step {step} -> {device} -> {node_name!r}: "
-                                                     f"duration {stats.duration} µs is {problem}; the writer "
-                                                     "produced broken entries")
+                            problem = (
+                                "negative"
+                                if stats.duration < 0
+                                else "not a real duration (over a year, or not a number)"
+                            )
+                            raise ProfileError(
+                                path,
+                                f"op_stats -> {model} -> step {step} -> {device} -> {node_name!r}: "
+                                f"duration {stats.duration} µs is {problem}; the writer "
+                                "produced broken entries",
+                            )
                         op_type = _NUMBERED_SUFFIX.sub("", node_name.rsplit("/", 1)[-1])
                         events.add(HOST if is_host else DEVICE, node_name, op_type, stats.duration, stats.duration)
                         if stats.total_bytes is not None and stats.total_bytes >= 0:
@@ -108,12 +114,21 @@ def _app_activities(path: str, app_stats: dict[str, dict[str, _ActivityStats]]) 
     for step, activities in app_stats.items():
         for activity, stats in activities.items():
             if not 0.0 <= stats.duration < MAX_DURATION_US:
-                raise ProfileError(path, f"app_stats -> step {step} -> {activity!r}: duration {stats.duration} µs is "
-                                         "not a real duration (negative, over a year, or not a number)")
+                raise ProfileError(
+                    path,
+                    f"app_stats -> step {step} -> {activity!r}: duration {stats.duration} µs is "
+                    "not a real duration (negative, over a year, or not a number)",
+                )
             calls[activity] = calls.get(activity, 0) + 1
             wall[activity] = wall.get(activity, 0.0) + stats.duration
-    table = pd.DataFrame({"name": list(calls), "kind": APP_STATS, "occurrences": list(calls.values()),
-                          "total_us": [wall[name] for name in calls],
-                          "outermost_us": [wall[name] for name in calls]},  # no start times: nesting unknown
-                         columns=ANNOTATION_COLUMNS)
+    table = pd.DataFrame(
+        {
+            "name": list(calls),
+            "kind": APP_STATS,
+            "occurrences": list(calls.values()),
+            "total_us": [wall[name] for name in calls],
+            "outermost_us": [wall[name] for name in calls],
+        },  # no start times: nesting unknown
+        columns=ANNOTATION_COLUMNS,
+    )
     return table.astype(empty_annotation_table().dtypes)

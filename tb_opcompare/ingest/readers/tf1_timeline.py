@@ -104,7 +104,8 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfi
         # start to the last op's (or kernel's) end, what a stopwatch around the run reads.
         step_times_us=[last_end - first_start] if last_end > first_start else [],
         # a TF1 session always runs a graph
-        compiler=TF_GRAPH, compiler_source="data: a TF1 session.run timeline (graph execution)",
+        compiler=TF_GRAPH,
+        compiler_source="data: a TF1 session.run timeline (graph execution)",
     )
     facts.step_time_us = facts.step_times_us[0] if facts.step_times_us else None
     if events.crossings:
@@ -115,8 +116,9 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfi
     return OpProfile.from_events(facts, events)
 
 
-def _read_memory(memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[str, str]], events: OpEvents,
-                 facts: ProfileFacts) -> None:
+def _read_memory(
+    memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[str, str]], events: OpEvents, facts: ProfileFacts
+) -> None:
     """``host_ops``: the op key of each node name that ran on the host."""
     allocators: dict[str, int] = {}
     codes, times_us, in_use = [], [], []
@@ -154,8 +156,9 @@ def _read_memory(memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[st
     known = [(host_ops[name], size) for name, size in op_bytes.items() if name in host_ops]
     if known:
         keys = [key for key, _ in known]
-        events.add_memory(keys, np.arange(len(keys)), np.asarray([size for _, size in known], dtype=np.float64),
-                          net_known=False)
+        events.add_memory(
+            keys, np.arange(len(keys)), np.asarray([size for _, size in known], dtype=np.float64), net_known=False
+        )
     precision = precision_from_dtypes(dtypes, "dtypes of {total} tensors the ops produced")
     if precision:
         facts.precision, facts.precision_source = precision

@@ -37,7 +37,7 @@ def parse_host_op(full_name: str) -> tuple[str, str] | None:
     if full_name.startswith("Iterator::"):
         return full_name, "Dataset"
     if full_name.startswith(EAGER_OP_PREFIX):
-        op_type = full_name[len(EAGER_OP_PREFIX):]
+        op_type = full_name[len(EAGER_OP_PREFIX) :]
         if op_type.startswith("__") or not _OP_TYPE.match(op_type):
             return None
         return op_type, op_type
@@ -53,10 +53,33 @@ def parse_host_op(full_name: str) -> tuple[str, str] | None:
 # ``tf.profiler.experimental.Trace`` ranges: a name the rules miss reads as the user's.
 # The profiler's Python tracer (JAX's default, TF's python_tracer_level=1) names each
 # Python call it saw ``$file.py:line function``: the interpreter's frames, not ranges.
-_TF_RANGE_PREFIXES = ("Eager", "TFE_", "Executor", "Memcpy", "MemCpy", "Memory", "RemoteCall", "tf.",
-                      "__inference_", "_send_", "_recv_", "$")
-_TF_RANGES = frozenset({"FunctionRun", "ValidateInputTypeAndPlacement", "convert_to_tensor", "BlockUntilReady",
-                        "ParallelFor", "PartitionedCallOp", "SessionRun", "RemoteCallOp", "RemoteCallOpDone"})
+_TF_RANGE_PREFIXES = (
+    "Eager",
+    "TFE_",
+    "Executor",
+    "Memcpy",
+    "MemCpy",
+    "Memory",
+    "RemoteCall",
+    "tf.",
+    "__inference_",
+    "_send_",
+    "_recv_",
+    "$",
+)
+_TF_RANGES = frozenset(
+    {
+        "FunctionRun",
+        "ValidateInputTypeAndPlacement",
+        "convert_to_tensor",
+        "BlockUntilReady",
+        "ParallelFor",
+        "PartitionedCallOp",
+        "SessionRun",
+        "RemoteCallOp",
+        "RemoteCallOpDone",
+    }
+)
 # Stats only TF's own ranges carry: a tf.function call's, a step marker's, and the flow
 # (producer/consumer) links TF draws between threads.
 TF_RANGE_STATS = frozenset({"tf_function_call", "step_num", "_r", "_p", "_c", "_pt", "_ct"})
@@ -72,8 +95,12 @@ _TF_DATA_HANDOFF = re.compile(r"[A-Z][A-Za-z]*(Produce|Consume)\Z")
 
 def is_tf_range(name: str) -> bool:
     """Whether a host event that is not an op is one of TensorFlow's own ranges."""
-    return ("::" in name or name.startswith(_TF_RANGE_PREFIXES) or name in _TF_RANGES
-            or _TF_DATA_HANDOFF.match(name) is not None)
+    return (
+        "::" in name
+        or name.startswith(_TF_RANGE_PREFIXES)
+        or name in _TF_RANGES
+        or _TF_DATA_HANDOFF.match(name) is not None
+    )
 
 
 def is_tf_thread(line_name: str) -> bool:
@@ -102,10 +129,12 @@ def ran_eagerly(graph_ops: int, eager_ops: int) -> bool:
 def tf_execution(graph_ops: int, eager_ops: int) -> tuple[str, str]:
     """(compiler, its evidence) of a TF profile without XLA ops (``ran_eagerly``)."""
     graph = not ran_eagerly(graph_ops, eager_ops)
-    return (TF_GRAPH if graph else DEFAULT_COMPILER,
-            f"data: {graph_ops:,} of {graph_ops + eager_ops:,} TensorFlow op events on TF's executor threads "
-            f"({'a graph: tf.function or a session' if graph else 'eager: the rest ran on the calling thread'}), "
-            "no XLA op")
+    return (
+        TF_GRAPH if graph else DEFAULT_COMPILER,
+        f"data: {graph_ops:,} of {graph_ops + eager_ops:,} TensorFlow op events on TF's executor threads "
+        f"({'a graph: tf.function or a session' if graph else 'eager: the rest ran on the calling thread'}), "
+        "no XLA op",
+    )
 
 
 def op_from_annotation(annotation: str) -> tuple[str, str] | None:
@@ -140,8 +169,23 @@ def shared_leading_dim(shapes_text: str) -> int | None:
 
 # Scopes of the optimizers Keras and TF ship: what they allocate has the shape of a
 # parameter (slots, updates), never of a batch of activations.
-_OPTIMIZER_SCOPES = frozenset({"adam", "adamw", "adamax", "nadam", "sgd", "rmsprop", "adagrad", "adadelta", "ftrl",
-                               "lamb", "lion", "adafactor", "optimizer"})
+_OPTIMIZER_SCOPES = frozenset(
+    {
+        "adam",
+        "adamw",
+        "adamax",
+        "nadam",
+        "sgd",
+        "rmsprop",
+        "adagrad",
+        "adadelta",
+        "ftrl",
+        "lamb",
+        "lion",
+        "adafactor",
+        "optimizer",
+    }
+)
 
 
 def is_optimizer_scope(tf_op: str) -> bool:
@@ -183,8 +227,9 @@ def is_batch_dataset(name: str) -> bool:
     return name.startswith("Iterator::") and name.rsplit("::", 1)[-1] in BATCH_DATASETS
 
 
-def settled_steps(markers: dict[int, float], calls: list[float], device_steps: list[float],
-                  device_word: str) -> tuple[int | None, str, list[float]]:
+def settled_steps(
+    markers: dict[int, float], calls: list[float], device_steps: list[float], device_word: str
+) -> tuple[int | None, str, list[float]]:
     """(profiled steps, where the count came from, each step's wall time in µs) from the
     three records TF keeps: ``step_num`` markers on the host (the longest per step),
     Keras 2's step function calls in start order (Keras 2 marks one profiled step, or
@@ -199,9 +244,12 @@ def settled_steps(markers: dict[int, float], calls: list[float], device_steps: l
     return None, "unknown: the profile has no step markers (Keras 3 writes none)", []
 
 
-def batch_size_evidence(first_shape: int | None, input_batches: collections.Counter,
-                        step_batches: collections.Counter, declared_batches: collections.Counter,
-                        ) -> tuple[int | None, str | None, str | None]:
+def batch_size_evidence(
+    first_shape: int | None,
+    input_batches: collections.Counter,
+    step_batches: collections.Counter,
+    declared_batches: collections.Counter,
+) -> tuple[int | None, str | None, str | None]:
     """(batch size, its source, a warning or None) from what an xplane holds, measurements
     first: an op's input shape (old TF), the tf.data elements delivered to the step (the
     most common, so that a last, partial batch does not count), the batch dataset's

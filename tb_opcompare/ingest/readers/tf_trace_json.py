@@ -97,7 +97,7 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
                     executions[event.pid][op].append((_ps(event.ts), _ps(event.ts + duration)))
             if not thread.startswith("Stream #"):
                 continue
-            device_kinds.add(process[len("/device:"):].split(":", 1)[0])
+            device_kinds.add(process[len("/device:") :].split(":", 1)[0])
             kernels[event.pid].append((_kernel_op(event), _ps(event.ts), _ps(duration)))
     # as the xplane reader counts them: a kernel belongs to the execution of its op it starts
     # in, on its device; a kernel no execution spans (a copy) is an execution of its own
@@ -106,8 +106,13 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
         spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in executions[pid].items()}
         add_executed_kernels(events, device_kernels, spans, invocations)
     keep_eager = ran_eagerly(threads_run["graph"], threads_run["eager"])
-    add_nested_host_ops(events, [[(start, duration, op) for start, duration, op, eager in ops if keep_eager or not eager]
-                                 for ops in host_threads.values()])
+    add_nested_host_ops(
+        events,
+        [
+            [(start, duration, op) for start, duration, op, eager in ops if keep_eager or not eager]
+            for ops in host_threads.values()
+        ],
+    )
     if not len(events):
         raise ProfileError(path, "no TensorFlow op events on /host: or /device: processes")
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
@@ -117,12 +122,16 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
         facts.device = "GPU" if "GPU" in device_kinds else sorted(device_kinds)[0]
     busiest_device = max(device_steps.values(), key=len, default=[])
     facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
-        markers, [duration for _, duration in sorted(calls)], [duration for _, duration in sorted(busiest_device)],
-        "device process")
+        markers,
+        [duration for _, duration in sorted(calls)],
+        [duration for _, duration in sorted(busiest_device)],
+        "device process",
+    )
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
-        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
+        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches
+    )
     if warning:
         facts.warnings.append(warning)
     if events.crossings:
@@ -130,8 +139,15 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
     return OpProfile.from_events(facts, events)
 
 
-def _step_evidence(event, duration: float, markers: dict[int, float], calls: list, input_batches: Counter,
-                   declared_batches: Counter, step_batches: Counter) -> None:
+def _step_evidence(
+    event,
+    duration: float,
+    markers: dict[int, float],
+    calls: list,
+    input_batches: Counter,
+    declared_batches: Counter,
+    step_batches: Counter,
+) -> None:
     """What a host event that is not a TF op says of the steps and the batch size, as the
     xplane reader reads the same events (``tf_ops``): step markers (``step_num``) and the
     ``batch_size`` Keras 2's carries, Keras 2's step function calls, the tf.data root

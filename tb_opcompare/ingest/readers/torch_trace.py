@@ -158,38 +158,53 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
         events = [batch[i] for i in indices]
-        linked = [i for i, e in enumerate(events)
-                  if e.args is not None and e.args.correlation is not None and e.cat not in _OP_CATEGORIES]
-        launches.add(position=[host.rows + i for i in linked],
-                     correlation=[events[i].args.correlation for i in linked])
-        host.add(index=[start + i for i in indices],
-                 ts=[e.ts for e in events],
-                 dur=[e.dur for e in events],
-                 name=names.encode([e.name for e in events]),
-                 cat=categories.encode([e.cat for e in events]),
-                 pid=pids.encode([e.pid for e in events]),
-                 tid=tids.encode([e.tid for e in events]))
+        linked = [
+            i
+            for i, e in enumerate(events)
+            if e.args is not None and e.args.correlation is not None and e.cat not in _OP_CATEGORIES
+        ]
+        launches.add(position=[host.rows + i for i in linked], correlation=[events[i].args.correlation for i in linked])
+        host.add(
+            index=[start + i for i in indices],
+            ts=[e.ts for e in events],
+            dur=[e.dur for e in events],
+            name=names.encode([e.name for e in events]),
+            cat=categories.encode([e.cat for e in events]),
+            pid=pids.encode([e.pid for e in events]),
+            tid=tids.encode([e.tid for e in events]),
+        )
         events = [e for e in batch if e.name == _MEMORY_EVENT and e.args is not None and e.args.bytes is not None]
         if events:
-            memory.add(pid=pids.encode([e.pid for e in events]), tid=tids.encode([e.tid for e in events]),
-                       ts=[e.ts for e in events], bytes=[e.args.bytes for e in events],
-                       total=[_NOT_REPORTED if e.args.total_allocated is None else e.args.total_allocated
-                              for e in events],
-                       device=[_memory_device(e.args) for e in events])
+            memory.add(
+                pid=pids.encode([e.pid for e in events]),
+                tid=tids.encode([e.tid for e in events]),
+                ts=[e.ts for e in events],
+                bytes=[e.args.bytes for e in events],
+                total=[_NOT_REPORTED if e.args.total_allocated is None else e.args.total_allocated for e in events],
+                device=[_memory_device(e.args) for e in events],
+            )
         events = [e for e in batch if e.cat == _PYTHON_CATEGORY and e.ph == "X" and e.name.startswith(_MODULE_PREFIX)]
         if events:
-            modules.add(name=names.encode([e.name[len(_MODULE_PREFIX):] for e in events]),
-                        pid=pids.encode([e.pid for e in events]), tid=tids.encode([e.tid for e in events]),
-                        ts=[e.ts for e in events], dur=[e.dur for e in events])
-        events = [event for event in (batch[i] for i in _complete(batch, _DEVICE_CATEGORIES))
-                  if event.cat != _MTIA_DEVICE or (event.args is not None and event.args.correlation is not None)]
-        device.add(dur=[e.dur for e in events],
-                   name=names.encode([e.name for e in events]),
-                   cat=categories.encode([e.cat for e in events]),
-                   correlation=_correlations(events))
+            modules.add(
+                name=names.encode([e.name[len(_MODULE_PREFIX) :] for e in events]),
+                pid=pids.encode([e.pid for e in events]),
+                tid=tids.encode([e.tid for e in events]),
+                ts=[e.ts for e in events],
+                dur=[e.dur for e in events],
+            )
+        events = [
+            event
+            for event in (batch[i] for i in _complete(batch, _DEVICE_CATEGORIES))
+            if event.cat != _MTIA_DEVICE or (event.args is not None and event.args.correlation is not None)
+        ]
+        device.add(
+            dur=[e.dur for e in events],
+            name=names.encode([e.name for e in events]),
+            cat=categories.encode([e.cat for e in events]),
+            correlation=_correlations(events),
+        )
         del batch, events
-    return _TraceColumns(host, launches, memory, device, modules, list(names), list(categories), list(pids),
-                         list(tids))
+    return _TraceColumns(host, launches, memory, device, modules, list(names), list(categories), list(pids), list(tids))
 
 
 def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
@@ -208,17 +223,23 @@ class RankRead:
 def read_torch_rank(path: str, trace: TraceText, rank: Rank | None) -> RankRead:
     read = _read_trace(path, trace)
     facts = read.facts
-    worker = {"rank": rank.rank if rank else None, "world_size": rank.world_size if rank else None,
-              "file": path.rsplit("/", 1)[-1], "steps": facts.steps,
-              "step_time_us": step_latency([facts.step_times_us]).median_us,
-              "host_op_time_us": float(sum(read.events.self_time) + sum(
-                  part["self_us"].sum() for part in read.events.host_partials))}
+    worker = {
+        "rank": rank.rank if rank else None,
+        "world_size": rank.world_size if rank else None,
+        "file": path.rsplit("/", 1)[-1],
+        "steps": facts.steps,
+        "step_time_us": step_latency([facts.step_times_us]).median_us,
+        "host_op_time_us": float(
+            sum(read.events.self_time) + sum(part["self_us"].sum() for part in read.events.host_partials)
+        ),
+    }
     return RankRead(read, worker)
 
 
 def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> OpProfile:
     """The traces of one distributed job's ranks (``ingest.workers``), in rank order, as one
     run (each rank's text dropped before the next is read)."""
+
     def reads():
         for path, trace, rank in ranks:
             read = read_torch_rank(path, trace, rank)
@@ -246,15 +267,21 @@ def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
             continue
         job.events.absorb(read.events)
         if read.module_ops is not None:
-            job.module_ops = (read.module_ops if job.module_ops is None else
-                              pd.concat([job.module_ops, read.module_ops]).groupby(
-                                  ["side", "op_name", "op_type", "module"], as_index=False, dropna=False).sum())
+            job.module_ops = (
+                read.module_ops
+                if job.module_ops is None
+                else pd.concat([job.module_ops, read.module_ops])
+                .groupby(["side", "op_name", "op_type", "module"], as_index=False, dropna=False)
+                .sum()
+            )
         facts, first = read.facts, job.facts
         for name in ("batch_size", "precision", "compiler", "device"):
             if getattr(facts, name) != getattr(first, name):
-                first.warnings.append(f"rank {workers[-1]['rank']} ({workers[-1]['file']}) ran with {name} "
-                                      f"{getattr(facts, name)}, rank {workers[0]['rank']} with {getattr(first, name)}; "
-                                      f"rank {workers[0]['rank']}'s is shown")
+                first.warnings.append(
+                    f"rank {workers[-1]['rank']} ({workers[-1]['file']}) ran with {name} "
+                    f"{getattr(facts, name)}, rank {workers[0]['rank']} with {getattr(first, name)}; "
+                    f"rank {workers[0]['rank']}'s is shown"
+                )
         first.warnings.extend(f"rank {workers[-1]['rank']}: {warning}" for warning in facts.warnings)
         names = {name for text in (first.device_name, facts.device_name) if text for name in text.split(", ")}
         first.device_name = ", ".join(sorted(names)) or None
@@ -274,11 +301,14 @@ def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
         facts.step_time_us = sum(facts.step_times_us) / steps
         facts.steps = steps
         facts.steps_source = f"ProfilerStep#N annotations of {timed_ranks}" + (
-            ", each step as long as its slowest rank" if len(timed) > 1 else "")
+            ", each step as long as its slowest rank" if len(timed) > 1 else ""
+        )
     if untimed and timed:
         left_out = ", ".join(f"rank {worker['rank']} ({worker['file']})" for worker in untimed)
-        facts.warnings.append(f"{left_out} {'has' if len(untimed) == 1 else 'have'} no step markers: the job's steps "
-                              f"are timed on {timed_ranks}")
+        facts.warnings.append(
+            f"{left_out} {'has' if len(untimed) == 1 else 'have'} no step markers: the job's steps "
+            f"are timed on {timed_ranks}"
+        )
     if facts.batch_size_source:
         facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
     facts.workers = workers
@@ -308,8 +338,13 @@ class _OneTrace:
 
 def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     columns = _read_columns(trace)
-    host, launches, device, names, categories = (columns.host, columns.launches, columns.device, columns.names,
-                                                 columns.categories)
+    host, launches, device, names, categories = (
+        columns.host,
+        columns.launches,
+        columns.device,
+        columns.names,
+        columns.categories,
+    )
     if not host.rows and not device.rows:
         raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
     kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
@@ -321,11 +356,13 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     # ProfilerStep#N ranges give the steps and are not rows.
     is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
     is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
-    steps = _step_ranges([kinds[code][0] for code in kind_codes[is_step].tolist()], host.numpy("ts")[is_step],
-                         host.numpy("dur")[is_step])
+    steps = _step_ranges(
+        [kinds[code][0] for code in kind_codes[is_step].tolist()], host.numpy("ts")[is_step], host.numpy("dur")[is_step]
+    )
     row_keys = _Codes()  # (op name, row type): an op's type is its name, a runtime call's its category
-    row_of_kind = np.asarray(row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]),
-                             dtype=np.int64)
+    row_of_kind = np.asarray(
+        row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]), dtype=np.int64
+    )
     keys = list(row_keys)
     is_op = np.array([row_type == name for name, row_type in keys], dtype=bool)
 
@@ -338,8 +375,9 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     events = OpEvents()
     step_of = _steps_of(starts, steps)
     events.step_count = len(steps)
-    parents, counted_as, counted_selfs = _parents_within_threads(thread_codes[order], starts, durations, events, keys,
-                                                                 codes, step_of)
+    parents, counted_as, counted_selfs = _parents_within_threads(
+        thread_codes[order], starts, durations, events, keys, codes, step_of
+    )
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
     allocations = None
     if columns.memory.rows:
@@ -347,9 +385,21 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     kernels = None
     if device.rows:
         is_annotation = np.array([row_type in ANNOTATION_TYPES for _, row_type in keys], dtype=bool)
-        kernels = _add_kernels(events, facts, device, device_codes, device_kinds, keys, codes, is_op[codes],
-                               is_annotation[codes], parents, counted_as, _scatter(host.rows, launches)[order],
-                               step_of)
+        kernels = _add_kernels(
+            events,
+            facts,
+            device,
+            device_codes,
+            device_kinds,
+            keys,
+            codes,
+            is_op[codes],
+            is_annotation[codes],
+            parents,
+            counted_as,
+            _scatter(host.rows, launches)[order],
+            step_of,
+        )
         # the accelerator's kind from its events' category: MTIA's are its own, CUDA's and ROCm's kernels
         facts.device = "MTIA" if any(category == _MTIA_DEVICE for _, category in device_kinds) else "GPU"
         facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
@@ -387,8 +437,9 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
 def _same_text(values: list) -> np.ndarray:
     """For each code, the first code whose value reads the same (``25738`` and ``"25738"``)."""
     first: dict[str, int] = {}
-    return np.fromiter((first.setdefault(str(value), code) for code, value in enumerate(values)), dtype=np.int64,
-                       count=len(values))
+    return np.fromiter(
+        (first.setdefault(str(value), code) for code, value in enumerate(values)), dtype=np.int64, count=len(values)
+    )
 
 
 _MEMORY_EVENT = "[memory]"
@@ -410,9 +461,17 @@ def _memory_device_name(code: int) -> str:
     return f"{kind}:{code % 1024}"
 
 
-def _add_memory(events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, order: np.ndarray,
-                starts: np.ndarray, ends: np.ndarray, parents: np.ndarray, keys: list,
-                codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _add_memory(
+    events: OpEvents,
+    facts: ProfileFacts,
+    columns: _TraceColumns,
+    order: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    parents: np.ndarray,
+    keys: list,
+    codes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """Each allocation and free to the innermost host event around it on its thread (as
     ``key_averages()`` counts an op's self memory), and the run's peak memory per device.
     Returns each allocation's host event (a position in ``order``) and its bytes.
@@ -423,8 +482,11 @@ def _add_memory(events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, o
     thread_of_host = (same_pid[host.numpy("pid")[order]] << 32) | same_tid[host.numpy("tid")[order]]
     thread_of_memory = (same_pid[memory.numpy("pid")] << 32) | same_tid[memory.numpy("tid")]
     # host events sort by thread, then start; where two spellings of one thread meet, again
-    sorted_positions = (np.arange(len(thread_of_host)) if np.all(thread_of_host[:-1] <= thread_of_host[1:])
-                        else np.lexsort((starts - ends, starts, thread_of_host)))
+    sorted_positions = (
+        np.arange(len(thread_of_host))
+        if np.all(thread_of_host[:-1] <= thread_of_host[1:])
+        else np.lexsort((starts - ends, starts, thread_of_host))
+    )
     thread_sorted, starts_sorted = thread_of_host[sorted_positions], starts[sorted_positions]
     stamps = memory.numpy("ts")
     container = np.full(len(stamps), -1, dtype=np.int64)
@@ -500,9 +562,15 @@ def _steps_of(starts: np.ndarray, ranges: dict[str, tuple[float, float]]) -> np.
     return steps_of(starts, np.asarray(sorted((start, start + duration) for start, duration in ranges.values())))
 
 
-def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: np.ndarray, events: OpEvents,
-                            keys: list, codes: np.ndarray,
-                            step_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _parents_within_threads(
+    threads: np.ndarray,
+    starts: np.ndarray,
+    durations: np.ndarray,
+    events: OpEvents,
+    keys: list,
+    codes: np.ndarray,
+    step_of: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Add the host rows (self time by nesting on each thread); return each event's
     enclosing event as a position in these sorted arrays (-1: top level), the event
     each one is counted as (``_fold_only_children``), and its self time as counted."""
@@ -520,8 +588,9 @@ def _parents_within_threads(threads: np.ndarray, starts: np.ndarray, durations: 
     return parents, counted_as, merged_selfs
 
 
-def _modules_of(columns: _TraceColumns, pids: np.ndarray, tids: np.ndarray,
-                starts: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def _modules_of(
+    columns: _TraceColumns, pids: np.ndarray, tids: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
     """Each host event's innermost ``nn.Module`` call on its thread (an index into the
     returned paths, ``Sequential_0/Conv2d_0``; -1 outside every module). Module calls
     and event starts (as points) are nested together: a point's enclosing range is the
@@ -551,9 +620,16 @@ def _modules_of(columns: _TraceColumns, pids: np.ndarray, tids: np.ndarray,
     return np.where(innermost >= 0, module_index[innermost.clip(min=0)], -1), paths
 
 
-def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted_selfs: np.ndarray,
-                  module_of: np.ndarray, paths: list[str], kernels: tuple | None,
-                  allocations: tuple[np.ndarray, np.ndarray] | None) -> pd.DataFrame:
+def _module_table(
+    keys: list,
+    codes: np.ndarray,
+    counted_as: np.ndarray,
+    counted_selfs: np.ndarray,
+    module_of: np.ndarray,
+    paths: list[str],
+    kernels: tuple | None,
+    allocations: tuple[np.ndarray, np.ndarray] | None,
+) -> pd.DataFrame:
     """``OpProfile.module_ops``: each op's executions and self time per module it ran in
     (host: as counted, ``_fold_only_children``; device: kernels under the module of their
     launching occurrence, an execution per launching occurrence), and the bytes the op
@@ -561,13 +637,17 @@ def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted
     table counts them). Summed on integer codes, so a trace with millions of events makes
     no string per event."""
     kept = np.flatnonzero(counted_as == np.arange(len(codes)))
-    host = _by_op_and_module(HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64),
-                             counted_selfs[kept])
+    host = _by_op_and_module(
+        HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64), counted_selfs[kept]
+    )
     if allocations is not None:
         events, sizes = allocations
         memory = _by_op_and_module(HOST, keys, codes[events], module_of[events], np.zeros(len(events)), sizes)
-        host = host.merge(memory.rename(columns={"self_us": "alloc_bytes"}).drop(columns="occurrences"),
-                          on=["side", "op_name", "op_type", "module"], how="outer")
+        host = host.merge(
+            memory.rename(columns={"self_us": "alloc_bytes"}).drop(columns="occurrences"),
+            on=["side", "op_name", "op_type", "module"],
+            how="outer",
+        )
         host = host.fillna({"occurrences": 0, "self_us": 0.0, "alloc_bytes": 0.0}).astype({"occurrences": "int64"})
     parts = [host]
     if kernels is not None:
@@ -583,17 +663,22 @@ def _module_table(keys: list, codes: np.ndarray, counted_as: np.ndarray, counted
     return table.astype({"alloc_bytes": "float64"})
 
 
-def _by_op_and_module(side: str, keys: list, codes: np.ndarray, modules: np.ndarray, occurrences: np.ndarray,
-                      selfs: np.ndarray) -> pd.DataFrame:
+def _by_op_and_module(
+    side: str, keys: list, codes: np.ndarray, modules: np.ndarray, occurrences: np.ndarray, selfs: np.ndarray
+) -> pd.DataFrame:
     pairs, where = np.unique(np.stack([codes, modules]), axis=1, return_inverse=True)
     where = where.reshape(-1)
     op_codes, module_codes = pairs.tolist() if pairs.size else ([], [])
-    return pd.DataFrame({
-        "side": side, "op_name": [keys[code][0] for code in op_codes], "op_type": [keys[code][1] for code in op_codes],
-        "module": module_codes,
-        "occurrences": np.bincount(where, weights=occurrences, minlength=pairs.shape[1]).astype(np.int64),
-        "self_us": np.bincount(where, weights=selfs, minlength=pairs.shape[1]).astype(np.float64),
-    })
+    return pd.DataFrame(
+        {
+            "side": side,
+            "op_name": [keys[code][0] for code in op_codes],
+            "op_type": [keys[code][1] for code in op_codes],
+            "module": module_codes,
+            "occurrences": np.bincount(where, weights=occurrences, minlength=pairs.shape[1]).astype(np.int64),
+            "self_us": np.bincount(where, weights=selfs, minlength=pairs.shape[1]).astype(np.float64),
+        }
+    )
 
 
 def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -616,10 +701,21 @@ def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
         counted_as = settled
 
 
-def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel_codes: np.ndarray,
-                 kernel_keys: list, host_keys: list,
-                 host_codes: np.ndarray, host_is_op: np.ndarray, host_is_annotation: np.ndarray, parents: np.ndarray,
-                 counted_as: np.ndarray, host_correlations: np.ndarray, step_of: np.ndarray) -> tuple:
+def _add_kernels(
+    events: OpEvents,
+    facts: ProfileFacts,
+    device: _Columns,
+    kernel_codes: np.ndarray,
+    kernel_keys: list,
+    host_keys: list,
+    host_codes: np.ndarray,
+    host_is_op: np.ndarray,
+    host_is_annotation: np.ndarray,
+    parents: np.ndarray,
+    counted_as: np.ndarray,
+    host_correlations: np.ndarray,
+    step_of: np.ndarray,
+) -> tuple:
     """Kernels under the op call that launched them (as PyTorch counts calls), else under
     the innermost annotation around the launch; kernels whose launch is not in the trace
     under their own name. Returns the kernels' keys, their codes in them, their durations
@@ -651,15 +747,22 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
     orphan_keys = [(name, f"({cat} without a launching op)") for name, cat in kernel_keys]
     launched_by = host_codes[invocation.clip(min=0)] if len(host_codes) else np.zeros(len(invocation), np.int64)
     codes = np.where(linked, launched_by, len(host_keys) + kernel_codes)
-    events.add_device_kernels(host_keys + orphan_keys, codes, durations, invocation,
-                              steps=np.where(linked, step_of[invocation.clip(min=0)], -1) if len(step_of) else None)
+    events.add_device_kernels(
+        host_keys + orphan_keys,
+        codes,
+        durations,
+        invocation,
+        steps=np.where(linked, step_of[invocation.clip(min=0)], -1) if len(step_of) else None,
+    )
     kernels = (host_keys + orphan_keys, codes, durations, invocation)
     orphans = int((~linked).sum())
     if orphans:
         # Usual for kernels launched just before the profiling window opened.
-        facts.warnings.append(f"{orphans} device events ({durations[~linked].sum():,.0f} µs) have no launching op "
-                              "in the trace (their correlation id matches no launch); they are listed under their "
-                              "own names, typed '(… without a launching op)'")
+        facts.warnings.append(
+            f"{orphans} device events ({durations[~linked].sum():,.0f} µs) have no launching op "
+            "in the trace (their correlation id matches no launch); they are listed under their "
+            "own names, typed '(… without a launching op)'"
+        )
     return kernels
 
 
@@ -667,11 +770,23 @@ def _add_kernels(events: OpEvents, facts: ProfileFacts, device: _Columns, kernel
 # optimizer updating parameters. Their inputs are left out of the vote.
 _NOT_MODEL_SCOPES = ("enumerate(DataLoader)", "Optimizer.")
 # A loss's target holds one entry per sample: the strongest evidence a trace has.
-_LOSS_OPS = frozenset({
-    "aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss2d", "aten::mse_loss",
-    "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss", "aten::binary_cross_entropy",
-    "aten::binary_cross_entropy_with_logits", "aten::kl_div", "aten::ctc_loss", "aten::multi_margin_loss",
-})
+_LOSS_OPS = frozenset(
+    {
+        "aten::cross_entropy_loss",
+        "aten::nll_loss",
+        "aten::nll_loss_nd",
+        "aten::nll_loss2d",
+        "aten::mse_loss",
+        "aten::l1_loss",
+        "aten::smooth_l1_loss",
+        "aten::huber_loss",
+        "aten::binary_cross_entropy",
+        "aten::binary_cross_entropy_with_logits",
+        "aten::kl_div",
+        "aten::ctc_loss",
+        "aten::multi_margin_loss",
+    }
+)
 _LOSS_WEIGHT = 25
 _BATCH_PROBES = 4000  # op events looked at: one step of a big model, decoded part by part
 
@@ -687,8 +802,14 @@ def _decoded_inputs(trace: TraceText, file_indices: np.ndarray, *probe_sets: np.
     return dict(zip(positions[order].tolist(), decoded))
 
 
-def _batch_probes(starts: np.ndarray, parents: np.ndarray, is_op: np.ndarray, keys: list[tuple[str, str]],
-                  codes: np.ndarray, window: tuple[float, float] | None) -> np.ndarray:
+def _batch_probes(
+    starts: np.ndarray,
+    parents: np.ndarray,
+    is_op: np.ndarray,
+    keys: list[tuple[str, str]],
+    codes: np.ndarray,
+    window: tuple[float, float] | None,
+) -> np.ndarray:
     """The op events whose inputs vote for the batch size: those of the first profiled
     step, outside optimizer and DataLoader scopes, at most ``_BATCH_PROBES`` of them."""
     excluded = np.array([name.startswith(_NOT_MODEL_SCOPES) for name, _ in keys], dtype=bool)[codes]
@@ -703,8 +824,13 @@ def _batch_probes(starts: np.ndarray, parents: np.ndarray, is_op: np.ndarray, ke
     return probes[np.argsort(starts[probes], kind="stable")[:_BATCH_PROBES]]
 
 
-def _batch_size_evidence(probes: np.ndarray, decoded: dict[int, _WithInputs], keys: list[tuple[str, str]],
-                         codes: np.ndarray, window: tuple[float, float] | None):
+def _batch_size_evidence(
+    probes: np.ndarray,
+    decoded: dict[int, _WithInputs],
+    keys: list[tuple[str, str]],
+    codes: np.ndarray,
+    window: tuple[float, float] | None,
+):
     """(batch size, where it came from, agreement) from the ops of the first profiled step,
     or None. Each op votes with the leading dim of its first input of rank >= 2 (the
     batch of an activation); a loss's target votes strongly. Parameters and a data set
@@ -721,8 +847,13 @@ def _batch_size_evidence(probes: np.ndarray, decoded: dict[int, _WithInputs], ke
         if isinstance(first, list) and len(first) >= 2 and is_batch_size(first[0]):
             votes[first[0]] += 1
             op_votes[first[0]] += 1
-        if keys[codes[position]][0] in _LOSS_OPS and len(dims) >= 2 and isinstance(dims[1], list) and dims[1] \
-                and is_batch_size(dims[1][0]):
+        if (
+            keys[codes[position]][0] in _LOSS_OPS
+            and len(dims) >= 2
+            and isinstance(dims[1], list)
+            and dims[1]
+            and is_batch_size(dims[1][0])
+        ):
             votes[dims[1][0]] += _LOSS_WEIGHT
             loss_target = loss_target or (keys[codes[position]][0], dims[1][0])
     if not votes:
@@ -753,16 +884,34 @@ def _raw_list(raw: msgspec.Raw) -> list | None:
 
 # The ops that do a model's arithmetic, at the level where a dtype is final: composite ops
 # (aten::conv2d, aten::linear) are entered before autocast casts their inputs.
-_COMPUTE_OPS = frozenset({
-    "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_convolution", "aten::mkldnn_convolution",
-    "aten::cudnn_convolution", "aten::miopen_convolution", "aten::_slow_conv2d_forward",
-    "aten::convolution_overrideable",
-    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
-    "aten::_scaled_dot_product_cudnn_attention", "aten::_flash_attention_forward", "aten::_efficient_attention_forward",
-})
+_COMPUTE_OPS = frozenset(
+    {
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::_convolution",
+        "aten::mkldnn_convolution",
+        "aten::cudnn_convolution",
+        "aten::miopen_convolution",
+        "aten::_slow_conv2d_forward",
+        "aten::convolution_overrideable",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_flash_attention_forward",
+        "aten::_efficient_attention_forward",
+    }
+)
 _PRECISION_PROBES = 400
-_DTYPES = {"float": "fp32", "c10::BFloat16": "bf16", "c10::Half": "fp16", "double": "fp64",
-           "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8"}
+_DTYPES = {
+    "float": "fp32",
+    "c10::BFloat16": "bf16",
+    "c10::Half": "fp16",
+    "double": "fp64",
+    "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8",
+}
 
 
 def _precision_probes(keys: list[tuple[str, str]], codes: np.ndarray, file_indices: np.ndarray) -> np.ndarray:

@@ -24,8 +24,14 @@ _COMPUTE_OPCODES = frozenset({"convolution", "dot"})
 # xla_data.proto's PrimitiveType, for the floating types a model computes in: F16 10, F32 11,
 # F64 12, BF16 16, the fp8 kinds (F8E5M2 19, F8E4M3FN 20, F8E4M3B11FNUZ 23, F8E5M2FNUZ 24,
 # F8E4M3FNUZ 25, F8E4M3 28, F8E3M4 29, F8E8M0FNU 33) and F4E2M1FN 32; 21 and 22 are 4-bit integers
-_ELEMENT_TYPES = {10: "fp16", 11: "fp32", 12: "fp64", 16: "bf16", **dict.fromkeys((19, 20, 23, 24, 25, 28, 29, 33), "fp8"),
-                  32: "fp4"}
+_ELEMENT_TYPES = {
+    10: "fp16",
+    11: "fp32",
+    12: "fp64",
+    16: "bf16",
+    **dict.fromkeys((19, 20, 23, 24, 25, 28, 29, 33), "fp8"),
+    32: "fp4",
+}
 
 
 class HloEvidence:
@@ -66,8 +72,9 @@ class HloEvidence:
         """(precision, its source) as ``precision_from_dtypes`` gives them; None without a
         floating-point instruction."""
         programs = f"{self.programs} XLA program{'s' if self.programs != 1 else ''}"
-        found = precision_from_dtypes(dict(self.values),
-                                      f"element types of {{total}} floating-point instructions of {programs}")
+        found = precision_from_dtypes(
+            dict(self.values), f"element types of {{total}} floating-point instructions of {programs}"
+        )
         if found and self.compute:
             compute = ", ".join(f"{count} {name}" for name, count in self.compute.most_common())
             found = found[0], f"{found[1]}; convolutions and dots output {compute}"

@@ -119,10 +119,22 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
                         facts.framework = f"JAX {jax_version}"
                 elif plane.name.startswith("/host:"):
                     calls, durations = collections.Counter(), []
-                    shape, add_ops = _read_host_plane(plane, events, steps, input_batches, declared_batches, calls,
-                                                      step_batches, allocated_shapes, in_use, kinds, allocated_dtypes,
-                                                      user_ranges, durations,
-                                                      names_tf_ops=not facts.framework.startswith("JAX"))
+                    shape, add_ops = _read_host_plane(
+                        plane,
+                        events,
+                        steps,
+                        input_batches,
+                        declared_batches,
+                        calls,
+                        step_batches,
+                        allocated_shapes,
+                        in_use,
+                        kinds,
+                        allocated_dtypes,
+                        user_ranges,
+                        durations,
+                        names_tf_ops=not facts.framework.startswith("JAX"),
+                    )
                     host_ops.append(add_ops)
                     step_calls[path, plane.name] = sum(calls.values())
                     call_times[path, plane.name] = durations
@@ -138,12 +150,16 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         except _BrokenEvents as error:
             raise ProfileError(path, f"plane {space.current!r}, {error}") from None
         except TooManyElements as error:
-            raise OverLimit(path, f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
-                                  "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
-                                  "real profile") from None
+            raise OverLimit(
+                path,
+                f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
+                "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
+                "real profile",
+            ) from None
         except (DecodeError, RuntimeError, ValueError) as error:
-            raise ProfileError(path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or "
-                                     f"corrupt): {error}") from None
+            raise ProfileError(
+                path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or corrupt): {error}"
+            ) from None
         # the file's bytes (held by the space and its last plane) are not needed any more
         space = plane = None
         while host_ops:
@@ -157,12 +173,16 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     busiest = max(step_calls, key=step_calls.get, default=None)
     calls = [duration / PS_PER_US for duration in call_times[busiest]] if busiest else []
     facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
-        {step: duration / PS_PER_US for step, duration in steps.items()}, calls,
-        [duration / PS_PER_US for duration in device_steps], "device plane")
+        {step: duration / PS_PER_US for step, duration in steps.items()},
+        calls,
+        [duration / PS_PER_US for duration in device_steps],
+        "device plane",
+    )
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
-        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches)
+        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches
+    )
     precision = precision_from_dtypes(allocated_dtypes, "dtypes of {total} tensors the model's ops allocated")
     if kinds["xla"] or kinds["xla_device"]:
         precision = hlo.precision() or precision
@@ -171,8 +191,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     if kinds["xla"]:
         facts.compiler, facts.compiler_source = "XLA", f"data: {kinds['xla']:,} XLA op events (hlo_op) on the host"
     elif kinds["xla_device"]:
-        facts.compiler, facts.compiler_source = "XLA", (f"data: {kinds['xla_device']:,} kernels of XLA ops (hlo_op) "
-                                                        "on the device")
+        facts.compiler, facts.compiler_source = (
+            "XLA",
+            (f"data: {kinds['xla_device']:,} kernels of XLA ops (hlo_op) on the device"),
+        )
     elif kinds["tf"]:
         facts.compiler, facts.compiler_source = tf_execution(kinds["tf_graph"], kinds["tf_eager"])
     if facts.batch_size is None:
@@ -180,8 +202,10 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         if vote:
             size, agreeing, voting = vote
             facts.batch_size, facts.batch_size_agreement = size, agreeing / voting
-            facts.batch_size_source = (f"data: leading dimension of {agreeing} of {voting} tensor shapes in memory "
-                                       "allocations (optimizer state left out)")
+            facts.batch_size_source = (
+                f"data: leading dimension of {agreeing} of {voting} tensor shapes in memory "
+                "allocations (optimizer state left out)"
+            )
     if warning:
         facts.warnings.append(warning)
     if in_use.samples:
@@ -211,12 +235,22 @@ def _stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
-def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batches: collections.Counter,
-                     declared_batches: collections.Counter[int], step_calls: collections.Counter,
-                     step_batches: collections.Counter[int], allocated_shapes: dict[str, set[str]],
-                     in_use: _MemoryInUse, kinds: collections.Counter,
-                     allocated_dtypes: collections.Counter, user_ranges: _UserRanges, call_durations: list[int],
-                     names_tf_ops: bool = True) -> tuple[tuple[int, int] | None, Callable[[], None]]:
+def _read_host_plane(
+    plane,
+    events: OpEvents,
+    steps: dict[int, int],
+    input_batches: collections.Counter,
+    declared_batches: collections.Counter[int],
+    step_calls: collections.Counter,
+    step_batches: collections.Counter[int],
+    allocated_shapes: dict[str, set[str]],
+    in_use: _MemoryInUse,
+    kinds: collections.Counter,
+    allocated_dtypes: collections.Counter,
+    user_ranges: _UserRanges,
+    call_durations: list[int],
+    names_tf_ops: bool = True,
+) -> tuple[tuple[int, int] | None, Callable[[], None]]:
     """Read the plane's TF ops; return (start_ps, batch) of the first shaped op, and a
     function that adds the ops to ``events``. ``names_tf_ops`` is False in a JAX profile,
     where a ``name:type`` event is the runtime's own (``ThenExecuteCallback:GetEvent...``)
@@ -256,9 +290,14 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
     # JAX's runtime names its host ranges freely (``PjitFunction(step)``, ``Handle inputs``,
     # each launch by its kernel, each thunk by its XLA op): no rule tells a user's
     # TraceAnnotation from them, so a JAX profile reads none rather than dozens of false ones
-    user_range_names = {entry.key: entry.value.name for entry in plane.event_metadata
-                        if names_tf_ops and entry.value.name and not parse_host_op(entry.value.name)
-                        and not is_tf_range(entry.value.name)}
+    user_range_names = {
+        entry.key: entry.value.name
+        for entry in plane.event_metadata
+        if names_tf_ops
+        and entry.value.name
+        and not parse_host_op(entry.value.name)
+        and not is_tf_range(entry.value.name)
+    }
     user_range_ids = np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names))
     step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == STEP_FUNCTION]
     stat_names = _stat_names(plane)
@@ -324,19 +363,37 @@ def _read_host_plane(plane, events: OpEvents, steps: dict[int, int], input_batch
             if reads_user_ranges:
                 for index in np.flatnonzero(np.isin(ints[:, 0], user_range_ids)).tolist():
                     if not any(stat_names.get(stat.metadata_id) in TF_RANGE_STATS for stat in batch[index].stats):
-                        user_ranges.add(user_range_names[int(ints[index, 0])], (plane.name, line_number),
-                                        line_start_ps + int(ints[index, 1]), int(ints[index, 2]))
+                        user_ranges.add(
+                            user_range_names[int(ints[index, 0])],
+                            (plane.name, line_number),
+                            line_start_ps + int(ints[index, 1]),
+                            int(ints[index, 2]),
+                        )
             if step_stat is not None and not is_op.all():
-                _read_steps(batch, ints, np.flatnonzero(~is_op), step_stat, carries_step,
-                            (line_start_ps, marker_ranges), (batch_size_stat, stat_names, step_batches))
+                _read_steps(
+                    batch,
+                    ints,
+                    np.flatnonzero(~is_op),
+                    step_stat,
+                    carries_step,
+                    (line_start_ps, marker_ranges),
+                    (batch_size_stat, stat_names, step_batches),
+                )
             del batch  # one batch of protobuf events alive at a time
         if codes:
             durations, codes = np.concatenate(durations), np.concatenate(codes)
             _check_durations(durations, op_keys, codes, line.name)
             # a line whose clock is wildly off the plane's cannot be placed in its steps
             placeable = abs(line_start_ps) < _MAX_DURATION_PS
-            op_lines.append((np.concatenate(starts) + (line_start_ps if placeable else 0), durations, codes,
-                             np.concatenate(eager_flags), placeable))
+            op_lines.append(
+                (
+                    np.concatenate(starts) + (line_start_ps if placeable else 0),
+                    durations,
+                    codes,
+                    np.concatenate(eager_flags),
+                    placeable,
+                )
+            )
     kinds["xla"] += hlo.events
     for step, (_, duration) in marker_ranges.items():
         steps[step] = max(steps.get(step, 0), duration)
@@ -418,6 +475,8 @@ def _hlo_op(name: str) -> tuple[str, str]:
     instance number (``convolution``), so that the same kind of op meets across runs
     whose modules number them differently."""
     return name, _HLO_INSTANCE.sub("", name) or name
+
+
 _TF_DTYPES = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16"}  # tensorflow DataType
 
 
@@ -452,8 +511,9 @@ class _MemoryInUse:
         self.offset_ps.append(offset_ps)
         self.bytes_in_use.append(_number(stats["bytes_allocated"]))
 
-    def add_batch(self, names: list[str], allocators: np.ndarray, line_ns: int, offsets_ps: np.ndarray,
-                  bytes_in_use: np.ndarray) -> None:
+    def add_batch(
+        self, names: list[str], allocators: np.ndarray, line_ns: int, offsets_ps: np.ndarray, bytes_in_use: np.ndarray
+    ) -> None:
         """``add`` of many samples in order: ``allocators`` index ``names``."""
         if not len(allocators):
             return
@@ -480,8 +540,9 @@ class _MemoryInUse:
         line_ns = np.asarray(self.line_ns, dtype=np.int64)
         times_us = ((line_ns - line_ns.min()) * 1000 + np.asarray(self.offset_ps, dtype=np.int64)) / PS_PER_US
         shown = (self._highest() > 0)[codes]
-        return memory_timeline(list(self.allocators), codes[shown], times_us[shown],
-                               np.asarray(self.bytes_in_use)[shown])
+        return memory_timeline(
+            list(self.allocators), codes[shown], times_us[shown], np.asarray(self.bytes_in_use)[shown]
+        )
 
 
 class _MemoryEvents:
@@ -495,8 +556,14 @@ class _MemoryEvents:
     # the stats read, in the columns of EventStats
     STATS = ("tf_op", "shape", "allocator_name", "bytes_allocated", "requested_bytes", "allocation_bytes", "data_type")
 
-    def __init__(self, plane, stat_names: dict[int, str], memory: _Allocations, in_use: _MemoryInUse,
-                 allocated_shapes: dict[str, set[str]]):
+    def __init__(
+        self,
+        plane,
+        stat_names: dict[int, str],
+        memory: _Allocations,
+        in_use: _MemoryInUse,
+        allocated_shapes: dict[str, set[str]],
+    ):
         self.allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
         self.deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
         self.event_ids = self.allocations + self.deallocations
@@ -531,8 +598,9 @@ class _MemoryEvents:
             self.in_use.add(stats, stat_names, line_ns, int(ints[index, 1]))
         # a free names no op; it only tells what the allocator holds after it
         for index in np.flatnonzero(np.isin(ints[:, 0], self.deallocations)).tolist():
-            stats = {in_use_stats[stat.metadata_id]: stat for stat in batch[index].stats
-                     if stat.metadata_id in in_use_stats}
+            stats = {
+                in_use_stats[stat.metadata_id]: stat for stat in batch[index].stats if stat.metadata_id in in_use_stats
+            }
             self.in_use.add(stats, stat_names, line_ns, int(ints[index, 1]))
 
     def _read_wire(self, stats: EventStats, ints: np.ndarray, line_ns: int) -> None:
@@ -597,8 +665,9 @@ class _Texts:
         return code
 
 
-def _stat_text_codes(kinds: np.ndarray, values: np.ndarray, wire_texts: np.ndarray, stat_names: dict[int, str],
-                     texts: _Texts) -> np.ndarray:
+def _stat_text_codes(
+    kinds: np.ndarray, values: np.ndarray, wire_texts: np.ndarray, stat_names: dict[int, str], texts: _Texts
+) -> np.ndarray:
     """``_stat_text`` of stats as ``EventStats`` holds them, as codes of ``texts``
     (``wire_texts``: the code of each of its str values)."""
     codes = np.zeros(len(kinds), dtype=np.int64)
@@ -656,10 +725,16 @@ class _UserRanges:
                 if any_open_until is None or start >= any_open_until:
                     outermost_ps[name] += end - start
                     any_open_until = end
-        table = pd.DataFrame({"name": list(calls), "kind": self.KIND, "occurrences": list(calls.values()),
-                              "total_us": [wall_ps[name] / PS_PER_US for name in calls],
-                              "outermost_us": [outermost_ps[name] / PS_PER_US for name in calls]},
-                             columns=ANNOTATION_COLUMNS)
+        table = pd.DataFrame(
+            {
+                "name": list(calls),
+                "kind": self.KIND,
+                "occurrences": list(calls.values()),
+                "total_us": [wall_ps[name] / PS_PER_US for name in calls],
+                "outermost_us": [outermost_ps[name] / PS_PER_US for name in calls],
+            },
+            columns=ANNOTATION_COLUMNS,
+        )
         return table.astype(empty_annotation_table().dtypes)
 
 
@@ -780,23 +855,38 @@ def _check_durations(durations: np.ndarray, op_keys, codes: np.ndarray, line_nam
     bad = np.flatnonzero((durations < 0) | (durations > _MAX_DURATION_PS))
     if len(bad):
         first = int(bad[0])
-        raise _BrokenEvents(f"line {line_name!r}: {len(bad)} op events have a negative or impossibly long duration, "
-                            f"the first {op_keys[codes[first]][0]!r} with {int(durations[first]):,} ps; the profiler "
-                            "wrote broken events")
+        raise _BrokenEvents(
+            f"line {line_name!r}: {len(bad)} op events have a negative or impossibly long duration, "
+            f"the first {op_keys[codes[first]][0]!r} with {int(durations[first]):,} ps; the profiler "
+            "wrote broken events"
+        )
 
 
-def _add_host_line(events: OpEvents, op_keys, starts: np.ndarray, durations: np.ndarray, codes: np.ndarray,
-                   step_bounds: np.ndarray) -> None:
+def _add_host_line(
+    events: OpEvents, op_keys, starts: np.ndarray, durations: np.ndarray, codes: np.ndarray, step_bounds: np.ndarray
+) -> None:
     order = np.lexsort((-durations, starts))
     starts, durations, codes = starts[order], durations[order], codes[order]
     self_ps, parents = self_times(starts, durations)
     events.crossings += crossing_events(starts, durations, parents)
-    events.add_host_codes(op_keys, codes, durations / PS_PER_US, self_ps / PS_PER_US,
-                          steps=steps_of(starts, step_bounds) if len(step_bounds) else None)
+    events.add_host_codes(
+        op_keys,
+        codes,
+        durations / PS_PER_US,
+        self_ps / PS_PER_US,
+        steps=steps_of(starts, step_bounds) if len(step_bounds) else None,
+    )
 
 
-def _read_steps(batch, ints: np.ndarray, candidates: np.ndarray, step_stat: int, carries_step: dict[int, bool],
-                line_ranges: tuple[int, dict[int, tuple[int, int]]], batch_sizes: tuple) -> None:
+def _read_steps(
+    batch,
+    ints: np.ndarray,
+    candidates: np.ndarray,
+    step_stat: int,
+    carries_step: dict[int, bool],
+    line_ranges: tuple[int, dict[int, tuple[int, int]]],
+    batch_sizes: tuple,
+) -> None:
     """Record ``step_num`` markers among the non-op events ``candidates`` of a batch (the
     longest marker of each step number, on the host clock), and the ``batch_size`` a marker
     carries (Keras 2's step event: ``fit()``'s argument when it
@@ -877,8 +967,9 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
     return shared_leading_dim(_stat_text(stat, stat_names)) if stat is not None else None
 
 
-def _read_device_plane(plane, events: OpEvents, invocations: InvocationIds,
-                       kinds: collections.Counter) -> tuple[str | None, str, list[int]]:
+def _read_device_plane(
+    plane, events: OpEvents, invocations: InvocationIds, kinds: collections.Counter
+) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
     duration of each event of its Steps line in start order, ps).
 
@@ -896,7 +987,7 @@ def _read_device_plane(plane, events: OpEvents, invocations: InvocationIds,
     convolution), kernels sharing one are one execution. Elsewhere the kernels are summed
     per op, and executions are counted from the host's op events where the host ran the
     op (``_aggregate_device``)."""
-    kind = plane.name[len("/device:"):].split(":", 1)[0]
+    kind = plane.name[len("/device:") :].split(":", 1)[0]
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
     stat_names = _stat_names(plane)

@@ -123,9 +123,7 @@ _ONEOFS: dict[str, tuple[str, set[str]]] = {
 
 
 def _build_file() -> descriptor_pb2.FileDescriptorProto:
-    file_proto = descriptor_pb2.FileDescriptorProto(
-        name="tb_opcompare/xplane.proto", package=_PACKAGE, syntax="proto3"
-    )
+    file_proto = descriptor_pb2.FileDescriptorProto(name="tb_opcompare/xplane.proto", package=_PACKAGE, syntax="proto3")
     for message_name, fields in _MESSAGES.items():
         message = file_proto.message_type.add(name=message_name)
         oneof_name, oneof_members = _ONEOFS.get(message_name, ("", set()))

@@ -174,8 +174,9 @@ class EventBatch(Sequence):
             return None
         return ints if len(ints) == 24 * len(self.events) else None
 
-    def wire_stats(self, event_ids: Sequence[int], stat_columns: Mapping[int, int],
-                   column_count: int) -> EventStats | None:
+    def wire_stats(
+        self, event_ids: Sequence[int], stat_columns: Mapping[int, int], column_count: int
+    ) -> EventStats | None:
         """The stats of the events whose metadata id is in ``event_ids``, read from the wire
         by the C helper: the stat of metadata id ``m`` in column ``stat_columns[m]`` (several
         ids may share a column). None without the helper or where it refuses the wire,
@@ -184,12 +185,13 @@ class EventBatch(Sequence):
         if helpers is None:
             return None
         try:
-            rows, spans = helpers.event_stats(self._data, self._start, self._end, event_ids, dict(stat_columns),
-                                              column_count)
+            rows, spans = helpers.event_stats(
+                self._data, self._start, self._end, event_ids, dict(stat_columns), column_count
+            )
         except helpers.WireError:  # as in wire_ints: protobuf accepted these bytes, its events answer
             return None
         try:
-            texts = [str(self._data[offset:offset + length], "utf-8") for offset, length in spans]
+            texts = [str(self._data[offset : offset + length], "utf-8") for offset, length in spans]
         except UnicodeDecodeError:
             # protobuf checks a str is UTF-8 when it parses the batch; should a text pass its
             # check and not Python's, the parsed events give protobuf's own reading of it
@@ -221,7 +223,7 @@ class LineView:
         asking for the next: that is what bounds memory."""
         if self._whole is not None:
             # parsed when the view was made; the C reader skips the line's non-event fields
-            (start, end), = self._batches
+            ((start, end),) = self._batches
             yield EventBatch(self._whole.events, self._data, start, end)
             return
         for start, end in self._batches:
@@ -293,7 +295,8 @@ class PlaneView:
         if max_metadata_bytes is not None and entries * METADATA_ENTRY_BYTES > max_metadata_bytes:
             raise TooManyElements(
                 f"a plane holds {entries:,} metadata entries, which would need about "
-                f"{entries * METADATA_ENTRY_BYTES / 1e9:,.1f} GB once parsed")
+                f"{entries * METADATA_ENTRY_BYTES / 1e9:,.1f} GB once parsed"
+            )
         meta = XPlane()
         meta.ParseFromString(b"".join(bytes(part) for part in others))
         self.name = meta.name
@@ -323,8 +326,10 @@ class SpaceView:
             if field != _SPACE_PLANES or end == start:  # an empty plane holds nothing to read
                 continue
             if len(self._spans) == MAX_PLANES:
-                raise TooManyPlanes(f"the XSpace holds more than {MAX_PLANES:,} planes (profilers write one per "
-                                      "device and host view, a few hundred at most)")
+                raise TooManyPlanes(
+                    f"the XSpace holds more than {MAX_PLANES:,} planes (profilers write one per "
+                    "device and host view, a few hundred at most)"
+                )
             self._spans.append((start, end))
             self.names.append(_plane_name(self._view, start, end))
 
