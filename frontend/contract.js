@@ -529,6 +529,7 @@
  * @property {Array<string>} [known] - 404: the names that exist
  * @property {string} [path] - 422: the file that cannot be read
  * @property {string} [reason] - 422: what is wrong with it
+ * @property {string} [parameter] - 400: the parameter at fault, where one is
  */
 
 // Words the server spells, for the tab to use as they are.

@@ -1,5 +1,5 @@
-"""The one error type readers raise for input they cannot use, and how text from a
-user's files is made safe to show in a message."""
+"""The error types: ``ProfileError`` for a file that cannot be read, ``UsageError`` for a
+request the user got wrong; and how text from a user's files is made safe to show."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ _CONTROL = {
 def escape_control_characters(text: str) -> str:
     """``text`` with control, invisible and bidirectional characters shown as escapes."""
     return text.translate(_CONTROL)
+
+
+class UsageError(ValueError):
+    """A request the user got wrong (a parameter out of range, runs that cannot be compared
+    that way), not a file that cannot be read: every service raises this one type, and
+    the web answers it with 400 (``web.routes._json_errors``), the CLI with exit code 2
+    (``cli.main.main``). ``parameter``: the parameter at fault, where one is."""
+
+    def __init__(self, message: str, parameter: str | None = None):
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class ProfileError(Exception):

@@ -15,8 +15,9 @@ from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import counted_rows
+from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import CheckDocument
-from tb_opcompare.service.check import CheckUsageError, check_document
+from tb_opcompare.service.check import check_document
 from tb_opcompare.store.catalog import Catalog
 
 REPEATS = FIXTURES / "repeats" / "logdir"
@@ -63,7 +64,7 @@ def test_one_run_a_side_is_refused_unless_allowed_and_then_learns_noise_from_rep
     noise of the logdir's other repeats on the same device widens the intervals."""
     catalog = Catalog(str(H100), cache_dir=None)
     one, other = ["mnist_cnn_torch_cpu_bs64_rep1"], ["mnist_cnn_torch_cpu_bs64_rep2"]
-    with pytest.raises(CheckUsageError, match="the baseline and the target have one run"):
+    with pytest.raises(UsageError, match="the baseline and the target have one run"):
         check_document(catalog, one, other)
     document = check_document(catalog, one, other, allow_one_run=True)
     assert re.fullmatch(
@@ -559,3 +560,17 @@ def test_four_identical_repeats_a_side_pass(tmp_path):
     baseline, target = [f"cnn_cpu_bs16_rep{k}" for k in (1, 3, 5, 7)], [f"cnn_cpu_bs16_rep{k}" for k in (2, 4, 6, 8)]
     document = check_document(_four_a_side(tmp_path, baseline, target), baseline, target)
     assert document.passed, document.headline
+
+
+def test_a_usage_error_is_exit_2_with_its_words_from_every_command(tmp_path):
+    """One error type, turned into exit code 2 in one place (cli.main.main)."""
+    from conftest import run_cli
+
+    logdir = FIXTURES / "repeats" / "logdir"
+    for command in (
+        ("check", str(logdir), "--baseline", "cnn_cpu_bs16_rep*", "--target", "cnnslow_cpu_bs16_rep*", "--ops", "("),
+        ("trend", str(logdir), "--runs", "cnn_cpu_bs16_rep1", "--order-by", "nowhere"),
+    ):
+        result = run_cli(*command, "--no-cache")
+        assert result.returncode == 2 and "\nerror: " in "\n" + result.stderr, (command, result.stderr[-500:])
+        assert "Traceback" not in result.stderr

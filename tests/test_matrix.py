@@ -288,6 +288,9 @@ def test_references_are_read_in_the_columns_words():
     assert document.reference == "GPU · fp32 · torch.compile"
     assert all(cell.speedup is not None for cell in document.cells)
     assert plugin_client(MATRIX).get(f"{PREFIX}/matrix?warmup=%C2%B2").status_code == 400  # "²" is no step count
+    # a usage error names the parameter at fault, for the tab to point at it
+    answer = plugin_client(MATRIX).get(f"{PREFIX}/matrix?warmup=-1")
+    assert answer.status_code == 400 and json.loads(answer.data)["error"]["parameter"] == "warmup"
 
 
 def test_a_run_that_says_no_precision_sits_in_the_default_column_and_is_named(tmp_path):

@@ -19,7 +19,7 @@ from tb_opcompare.analysis.compare import COMPARE_COLUMNS, COMPARE_GROUP_BY, GRO
 from tb_opcompare.analysis.row_view import RowView
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
 from tb_opcompare.cli import check_report
-from tb_opcompare.errors import ProfileError, escape_control_characters
+from tb_opcompare.errors import ProfileError, UsageError, escape_control_characters
 from tb_opcompare.schema.contract import ROW_LAYERS, SERIES_DIMENSIONS
 from tb_opcompare.schema.text import (
     format_breakeven,
@@ -33,13 +33,12 @@ from tb_opcompare.schema.text import (
 from tb_opcompare.service.check import (
     DEFAULT_MIN_SHARE,
     DEFAULT_THRESHOLD,
-    CheckUsageError,
     check_document,
     expand_runs,
     side_runs,
     split_runs,
 )
-from tb_opcompare.service.compare import CompareUsageError, compare_document
+from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import (
     check_csv,
     compare_csv,
@@ -50,12 +49,12 @@ from tb_opcompare.service.csv_export import (
     trend_csv,
 )
 from tb_opcompare.service.layers import layers_document
-from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
+from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import SweepUsageError, fits_table, sweep_document, sweeps_document
-from tb_opcompare.service.trend import TrendUsageError, trend_document
+from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
+from tb_opcompare.service.trend import trend_document
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
 
@@ -81,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
+    except UsageError as error:
+        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
+        return EXIT_USAGE
     except UnknownRunError as error:
         print(f"error: {escape_controls(error.message)}", file=sys.stderr)
         print("known: " + (", ".join(escape_controls(error.known)) if error.known else "(none)"), file=sys.stderr)
@@ -628,25 +630,21 @@ def _compare(args) -> int:
     if args.sort and args.sort not in COMPARE_COLUMNS:
         print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        documents = [
-            msgspec.to_builtins(
-                compare_document(
-                    catalog,
-                    baseline,
-                    target,
-                    group_by=args.group_by,
-                    baseline_session=args.baseline_session,
-                    target_session=args.target_session,
-                    normalize=not args.no_normalize_types,
-                    view=RowView(sort=args.sort, top=args.top),
-                )
+    documents = [
+        msgspec.to_builtins(
+            compare_document(
+                catalog,
+                baseline,
+                target,
+                group_by=args.group_by,
+                baseline_session=args.baseline_session,
+                target_session=args.target_session,
+                normalize=not args.no_normalize_types,
+                view=RowView(sort=args.sort, top=args.top),
             )
-            for baseline, target in pairs
-        ]
-    except CompareUsageError as error:
-        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
-        return EXIT_USAGE
+        )
+        for baseline, target in pairs
+    ]
     if args.csv:
         text = _pairs_csv(documents, with_pairs=not args.baseline)
         _write_text(args.csv, text)
@@ -705,9 +703,6 @@ def _check(args) -> int:
             group_by=args.group_by,
             allow_one_run=args.allow_one_run,
         )
-    except CheckUsageError as error:
-        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
-        return EXIT_USAGE
     except ProfileError as error:  # exit 1 means a regression here: an unreadable run is a usage error
         print(f"error: cannot read {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
         return EXIT_USAGE
@@ -727,13 +722,9 @@ def _check(args) -> int:
 
 def _trend(args) -> int:
     catalog = _catalog(args)
-    try:
-        document = trend_document(
-            catalog, expand_runs(catalog, args.runs), order_by=args.order_by, top=args.top, group_by=args.group_by
-        )
-    except TrendUsageError as error:
-        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
-        return EXIT_USAGE
+    document = trend_document(
+        catalog, expand_runs(catalog, args.runs), order_by=args.order_by, top=args.top, group_by=args.group_by
+    )
     _emit(args, document, trend_csv, f"{len(document.rows)} rows", _print_trend)
     return EXIT_OK
 
@@ -853,11 +844,7 @@ def _print_memory(document, top: int) -> None:
 
 
 def _matrix(args) -> int:
-    try:
-        document = matrix_document(_catalog(args), reference=args.reference, warmup=args.warmup, models=args.model)
-    except MatrixUsageError as error:
-        print(f"error: {escape_controls(str(error))}", file=sys.stderr)
-        return EXIT_USAGE
+    document = matrix_document(_catalog(args), reference=args.reference, warmup=args.warmup, models=args.model)
     _emit(args, document, matrix_csv, f"{len(document.cells)} cells", _print_matrix)
     return EXIT_OK if document.cells else EXIT_USAGE
 
@@ -915,13 +902,9 @@ def _sweep(args) -> int:
     if not args.model:
         return _list_sweepable(catalog, args.logdir)
     held = {dimension: getattr(args, dimension) for dimension in SERIES_DIMENSIONS if getattr(args, dimension)}
-    try:
-        document = sweep_document(
-            catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by, series_by=args.series_by, held=held
-        )
-    except SweepUsageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    document = sweep_document(
+        catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by, series_by=args.series_by, held=held
+    )
     table = fits_table(document)
     if args.csv:
         _write_text(args.csv, compare_csv(table, FIT_COLUMNS))

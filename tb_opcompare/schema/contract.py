@@ -429,6 +429,7 @@ class Error(_Document):
     known: _d(list[str] | msgspec.UnsetType, "404: the names that exist") = msgspec.UNSET
     path: _d(str | msgspec.UnsetType, "422: the file that cannot be read") = msgspec.UNSET
     reason: _d(str | msgspec.UnsetType, "422: what is wrong with it") = msgspec.UNSET
+    parameter: _d(str | msgspec.UnsetType, "400: the parameter at fault, where one is") = msgspec.UNSET
 
 
 class ErrorDocument(_Document):

@@ -19,7 +19,7 @@ from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.analysis.trend import natural_key
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.ingest.naming import hardware_from_name
 from tb_opcompare.ingest.sidecar import Claims, read_claims
 from tb_opcompare.schema.contract import SIGNIFICANT_VERDICTS, CheckDocument, CheckRow
@@ -31,10 +31,6 @@ DEFAULT_THRESHOLD = 0.05
 DEFAULT_MIN_SHARE = 0.01
 MIN_RUNS = 2
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
-
-
-class CheckUsageError(ValueError):
-    """A check that cannot be made as asked."""
 
 
 def split_runs(text: str) -> list[str]:
@@ -64,15 +60,15 @@ def check_document(
     more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
     machine during that run (on this project's repeats, 16% of one-against-one checks of
     identical configurations failed, against 4.2% with two runs a side and none with three).
-    Raises CheckUsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
+    Raises UsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
     if group_by not in GROUP_BY:
-        raise CheckUsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}")
+        raise UsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}", "group_by")
     empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
     if empty:
-        raise CheckUsageError(f"no {' and no '.join(empty)} runs given")
+        raise UsageError(f"no {' and no '.join(empty)} runs given")
     lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < MIN_RUNS]
     if lone and not allow_one_run:
-        raise CheckUsageError(
+        raise UsageError(
             f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
             "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
             "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
@@ -80,7 +76,7 @@ def check_document(
         )
     overlap = set(baseline) & set(target)
     if overlap:
-        raise CheckUsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
+        raise UsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
     pattern = _pattern(ops)
     sides = {name: [catalog.load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))}
     samples = {name: [_samples(run, group_by) for run in runs] for name, runs in sides.items()}
@@ -206,7 +202,7 @@ def _pattern(ops: str | None):
     try:
         return re2.compile(ops)
     except re2.error as error:
-        raise CheckUsageError(f"--ops {ops!r} is not a valid regular expression: {error}") from None
+        raise UsageError(f"--ops {ops!r} is not a valid regular expression: {error}", "ops") from None
 
 
 def _samples(run: LoadedRun, group_by: str) -> confidence.RunSamples:

@@ -20,7 +20,7 @@ from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_o
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, StepLatency, step_latency
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.service.headline import pair_headline
@@ -98,10 +98,6 @@ def compare_document(
     )
 
 
-class CompareUsageError(ValueError):
-    """Two sides that cannot be compared as asked (the message says why)."""
-
-
 Side = tuple[LoadedRun, StepLatency]
 
 
@@ -114,21 +110,19 @@ def _sides(
 ) -> tuple[Side, Side, list[str], list[str], list[str]]:
     """Both sides, each a run or its run group as one run with its steady step wall time
     (a group's steps pooled), the runs in each, and notes on the groups. Raises
-    CompareUsageError where a side is empty, the sides share runs, or a session is given
+    UsageError where a side is empty, the sides share runs, or a session is given
     for a group."""
     sides, notes = [], []
     names = {}
     for label, runs, session in (("baseline", baseline, baseline_session), ("target", target, target_session)):
         names[label] = [runs] if isinstance(runs, str) else list(dict.fromkeys(runs))
         if not names[label]:
-            raise CompareUsageError(f"no {label} runs given")
+            raise UsageError(f"no {label} runs given")
         if session and len(names[label]) > 1:
-            raise CompareUsageError(
-                f"{label}_session: a session picks one run's capture; a run group reads each run's newest"
-            )
+            raise UsageError(f"{label}_session: a session picks one run's capture; a run group reads each run's newest")
     shared = [run for run in names["baseline"] if run in names["target"]]
     if shared and (len(names["baseline"]) > 1 or len(names["target"]) > 1):
-        raise CompareUsageError(
+        raise UsageError(
             f"the baseline and target groups share {', '.join(shared)}: a group compared with "
             "itself shows no change (pool repeats of two different configurations)"
         )

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
+from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, canonical_compiler, canonical_precision
 from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.catalog import Catalog
-
-
-class MatrixUsageError(ValueError):
-    """A matrix that cannot be made as asked."""
 
 
 def matrix_document(
@@ -27,7 +24,7 @@ def matrix_document(
     try:
         reference_column = parse_column(reference) if reference else None
     except ValueError as error:
-        raise MatrixUsageError(f"reference: {error}") from None
+        raise UsageError(f"reference: {error}", "reference") from None
     if reference_column:  # in the words the columns use: gpu/float32/compile is GPU · fp32 · torch.compile
         reference_column = Column(
             reference_column.device,
@@ -35,7 +32,7 @@ def matrix_document(
             canonical_compiler(reference_column.compiler),
         )
     if warmup is not None and warmup < 0:
-        raise MatrixUsageError(f"warmup: expected 0 or more steps, not {warmup}")
+        raise UsageError(f"warmup: expected 0 or more steps, not {warmup}", "warmup")
     runs, warnings = [], []
     loaded_runs, failed = read_logdir(catalog)
     warnings.extend(f"{source.run}: not read: {error.path}: {error.reason}" for source, error in failed)
@@ -56,7 +53,7 @@ def matrix_document(
             )
         )
     if models and not runs:
-        raise MatrixUsageError(f"no readable run of model {', '.join(models)}")
+        raise UsageError(f"no readable run of model {', '.join(models)}")
     without_markers = sorted(run.run for run in runs if not run.step_times_us)
     if without_markers:
         warnings.append(

@@ -19,6 +19,7 @@ import pandas as pd
 
 from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
+from tb_opcompare.errors import UsageError
 from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
 from tb_opcompare.schema.dimensions import DEFAULTS, default_among
@@ -66,10 +67,6 @@ def _sweep_dimensions(run: LoadedRun) -> dict[str, str]:
     return {**dimensions, **{name: value for name, value in DEFAULTS.items() if dimensions[name] == MISSING_DIMENSION}}
 
 
-class SweepUsageError(ValueError):
-    """A sweep that cannot be made as asked."""
-
-
 def sweep_document(
     catalog: Catalog,
     model: str,
@@ -87,10 +84,10 @@ def sweep_document(
     dimensions the lines are not drawn by (the model key's and the commonest device
     otherwise). ``figures``: with the plotly figures the tab draws."""
     if series_by not in SERIES_DIMENSIONS:
-        raise SweepUsageError(f"series_by: expected one of {', '.join(SERIES_DIMENSIONS)}, not {series_by!r}")
+        raise UsageError(f"series_by: expected one of {', '.join(SERIES_DIMENSIONS)}, not {series_by!r}", "series_by")
     unknown = sorted(set(held or {}) - set(SERIES_DIMENSIONS) | ({series_by} & set(held or {})))
     if unknown:
-        raise SweepUsageError(
+        raise UsageError(
             f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
             f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})"
         )
@@ -113,7 +110,7 @@ def sweep_document(
         warnings,
     )
     if not loaded_runs:
-        raise SweepUsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
+        raise UsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
     runs = []
     for loaded in loaded_runs:
         facts = loaded.profile.facts

@@ -12,7 +12,7 @@ import re
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, natural_key, trend_table
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.sidecar import read_claims, sidecar_field
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
@@ -25,13 +25,9 @@ SIDECAR_ORDER = "sidecar:"
 MISSING = MISSING_DIMENSION
 
 
-class TrendUsageError(ValueError):
-    """A trend that cannot be made as asked."""
-
-
 def check_order(order_by: str) -> None:
     if order_by not in ORDERS and not (order_by.startswith(SIDECAR_ORDER) and len(order_by) > len(SIDECAR_ORDER)):
-        raise TrendUsageError(
+        raise UsageError(
             f"order_by: expected one of {', '.join(ORDERS)} or sidecar:<field>, such as "
             f"sidecar:versions.torch, not {order_by!r}"
         )
@@ -94,7 +90,7 @@ def trend_document(
         by_value[value].append((run, confidence.profile_samples(loaded.profile, group_by)))
         loaded_at[value].append(loaded)
     if not by_value:
-        raise TrendUsageError("none of the runs could be read" if runs else "no runs given")
+        raise UsageError("none of the runs could be read" if runs else "no runs given")
     values = sorted(by_value, key=natural_key)
     for value in values:
         what = mixed_dimensions(loaded_at[value], leaving_out=order_by)

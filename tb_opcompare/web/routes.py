@@ -46,7 +46,7 @@ from werkzeug import wrappers
 from tb_opcompare.analysis.compare import COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
     SERIES_DIMENSIONS,
     CompareDocument,
@@ -60,30 +60,25 @@ from tb_opcompare.schema.text import parse_share
 from tb_opcompare.service.check import (
     DEFAULT_MIN_SHARE,
     DEFAULT_THRESHOLD,
-    CheckUsageError,
     check_document,
     expand_runs,
     side_runs,
     significant_keys,
     split_runs,
 )
-from tb_opcompare.service.compare import CompareUsageError, compare_document
+from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv, layers_csv, matrix_csv, memory_csv, modules_csv, trend_csv
 from tb_opcompare.service.layers import layers_document
-from tb_opcompare.service.matrix import MatrixUsageError, matrix_document
+from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import SweepUsageError, fits_table, sweep_document, sweeps_document
-from tb_opcompare.service.trend import TrendUsageError, trend_document
+from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
+from tb_opcompare.service.trend import trend_document
 from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
 
 _logger = logging.getLogger(__name__)
-
-
-class BadRequest(ValueError):
-    """A request parameter that is missing or malformed."""
 
 
 def _json(request, document, code: int = 200):
@@ -101,8 +96,9 @@ def _json_errors(route):
     def wrapped(self, request):
         try:
             return route(self, request)
-        except BadRequest as error:
-            return _error(request, 400, str(error))
+        except UsageError as error:  # the one type every service and parameter check raises
+            extra = {"parameter": error.parameter} if error.parameter else {}
+            return _error(request, 400, str(error), **extra)
         except UnknownRunError as error:
             return _error(request, 404, error.message, known=error.known)
         except ProfileError as error:
@@ -144,7 +140,7 @@ class DataRoutes:
     def _serve_runs(self, request):
         load = request.args.get("load", "1")
         if load not in ("0", "1"):
-            raise BadRequest(f"load: expected 0 or 1, not {load!r}")
+            raise UsageError(f"load: expected 0 or 1, not {load!r}", "load")
         return _json(request, runs_document(self.catalog, load=load == "1"))
 
     @wrappers.Request.application
@@ -183,7 +179,7 @@ class DataRoutes:
             sort = sort_from_params(request.args, FIT_COLUMNS)
             descending = descending_from_params(request.args)
         except ValueError as error:
-            raise BadRequest(str(error)) from None
+            raise UsageError(str(error)) from None
         document = self._sweep(request.args)
         rows = fits_table(document, op_contains, sort, descending)
         return _csv_download(
@@ -196,26 +192,23 @@ class DataRoutes:
         args = request.args
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
-            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+            raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
         try:
             threshold = parse_share(args.get("max_regression") or str(DEFAULT_THRESHOLD))
             min_share = parse_share(args.get("min_share") or str(DEFAULT_MIN_SHARE))
             repeats, allow_one_run = (_flag(args, name) for name in ("repeats", "allow_one_run"))
         except ValueError as error:
-            raise BadRequest(str(error)) from None
+            raise UsageError(str(error)) from None
         sides = [side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target")]
-        try:
-            document = check_document(
-                self.catalog,
-                *sides,
-                threshold=threshold,
-                ops=args.get("ops") or None,
-                min_share=min_share,
-                group_by=_group_by(args),
-                allow_one_run=allow_one_run,
-            )
-        except CheckUsageError as error:
-            raise BadRequest(str(error)) from None
+        document = check_document(
+            self.catalog,
+            *sides,
+            threshold=threshold,
+            ops=args.get("ops") or None,
+            min_share=min_share,
+            group_by=_group_by(args),
+            allow_one_run=allow_one_run,
+        )
         return _json(request, document)
 
     @wrappers.Request.application
@@ -231,15 +224,12 @@ class DataRoutes:
 
     def _trend(self, args) -> TrendDocument:
         if not args.get("runs"):
-            raise BadRequest("missing parameter: runs")
+            raise UsageError("missing parameter: runs", "runs")
         top = _top(args)
         runs = expand_runs(self.catalog, split_runs(args["runs"]))
-        try:
-            return trend_document(
-                self.catalog, runs, order_by=args.get("order_by") or "recorded", top=top, group_by=_group_by(args)
-            )
-        except TrendUsageError as error:
-            raise BadRequest(str(error)) from None
+        return trend_document(
+            self.catalog, runs, order_by=args.get("order_by") or "recorded", top=top, group_by=_group_by(args)
+        )
 
     @wrappers.Request.application
     @_json_errors
@@ -308,85 +298,77 @@ class DataRoutes:
     def _matrix(self, args) -> MatrixDocument:
         warmup_text = args.get("warmup") or ""
         if warmup_text and not (warmup_text.isascii() and warmup_text.isdigit()):
-            raise BadRequest(
-                f"warmup: expected a number of steps (0 or more), or nothing to detect it, not {warmup_text!r}"
+            raise UsageError(
+                f"warmup: expected a number of steps (0 or more), or nothing to detect it, not {warmup_text!r}",
+                "warmup",
             )
-        try:
-            return matrix_document(
-                self.catalog,
-                reference=args.get("reference") or None,
-                warmup=int(warmup_text) if warmup_text else None,
-                models=[model for model in args.getlist("model") if model] or None,
-            )
-        except MatrixUsageError as error:
-            raise BadRequest(str(error)) from None
+        return matrix_document(
+            self.catalog,
+            reference=args.get("reference") or None,
+            warmup=int(warmup_text) if warmup_text else None,
+            models=[model for model in args.getlist("model") if model] or None,
+        )
 
     def _sweep(self, args, figures: bool = False) -> SweepDocument:
         model = args.get("model")
         if not model:
-            raise BadRequest("missing parameter: model")
+            raise UsageError("missing parameter: model", "model")
         group_by = _group_by(args)
         top = _top(args)
         ops = [op for op in args.getlist("ops") if op] or None
         series_by = args.get("series_by") or "device"
         held = {name: args[name] for name in SERIES_DIMENSIONS if args.get(name)}
-        try:
-            return sweep_document(
-                self.catalog,
-                model,
-                top=top,
-                ops=ops,
-                group_by=group_by,
-                figures=figures,
-                series_by=series_by,
-                held=held,
-            )
-        except SweepUsageError as error:
-            raise BadRequest(str(error)) from None
+        return sweep_document(
+            self.catalog,
+            model,
+            top=top,
+            ops=ops,
+            group_by=group_by,
+            figures=figures,
+            series_by=series_by,
+            held=held,
+        )
 
     def _compare(self, args, view) -> CompareDocument:
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
-            raise BadRequest(f"missing parameter: {', '.join(missing)}")
+            raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
         group_by = _group_by(args, COMPARE_GROUP_BY)
         try:
             repeats = _flag(args, "repeats")
         except ValueError as error:
-            raise BadRequest(str(error)) from None
+            raise UsageError(str(error)) from None
         baseline, target = (side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target"))
         try:
             if _flag(args, "significant"):
                 view = dataclasses.replace(
                     view, keys=significant_keys(self.catalog, args["baseline"], args["target"], group_by)
                 )
-        except (ValueError, CheckUsageError) as error:
-            raise BadRequest(str(error)) from None
-        try:
-            return compare_document(
-                self.catalog,
-                baseline,
-                target,
-                group_by=group_by,
-                baseline_session=args.get("baseline_session") or None,
-                target_session=args.get("target_session") or None,
-                view=view,
-            )
-        except CompareUsageError as error:
-            raise BadRequest(str(error)) from None
+        except ValueError as error:  # UsageError too: the view's own words
+            raise UsageError(str(error)) from None
+        return compare_document(
+            self.catalog,
+            baseline,
+            target,
+            group_by=group_by,
+            baseline_session=args.get("baseline_session") or None,
+            target_session=args.get("target_session") or None,
+            view=view,
+        )
 
     @staticmethod
     def _view(args):
         try:
             return view_from_params(args)
         except ValueError as error:
-            raise BadRequest(str(error)) from None
+            raise UsageError(str(error)) from None
 
 
 def _pair(args) -> tuple[str, str, str | None, str | None]:
     """The two runs a pair route names, and their sessions (None: each run's newest)."""
     missing = [name for name in ("baseline", "target") if not args.get(name)]
     if missing:
-        raise BadRequest(f"missing parameter: {', '.join(missing)}")
+        raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
     return args["baseline"], args["target"], args.get("baseline_session") or None, args.get("target_session") or None
 
 
@@ -394,7 +376,7 @@ def _top(args) -> int:
     """How many ops a plot shows: 1 to 50, 10 by default."""
     text = args.get("top") or "10"
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 50:
-        raise BadRequest(f"top: expected an integer from 1 to 50, not {text!r}")
+        raise UsageError(f"top: expected an integer from 1 to 50, not {text!r}", "top")
     return int(text)
 
 
@@ -413,7 +395,7 @@ def _group_by(args, allowed: tuple[str, ...] = GROUP_BY) -> str:
             if group_by in COMPARE_GROUP_BY
             else ""
         )
-        raise BadRequest(f"group_by: expected one of {', '.join(allowed)}, not {group_by!r}{why}")
+        raise UsageError(f"group_by: expected one of {', '.join(allowed)}, not {group_by!r}{why}", "group_by")
     return group_by
 
 
