@@ -31,6 +31,15 @@ class UsageError(ValueError):
         self.parameter = parameter
 
 
+class UnknownRunError(KeyError):
+    """A run or session name that is not among the discovered ones."""
+
+    def __init__(self, message: str, known: list[str]):
+        super().__init__(message)
+        self.message = message
+        self.known = known
+
+
 class ProfileError(Exception):
     """A profile file that cannot be read, and why.
 

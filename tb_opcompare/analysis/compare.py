@@ -18,14 +18,10 @@ from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_sizes_differ
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
-from tb_opcompare.schema.dimensions import model_of
+from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, model_of
 from tb_opcompare.schema.optable import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
 
-GROUP_BY = ("name", "type")
-# A compare can also group by module: PyTorch's nn.Module calls (``OpProfile.module_ops``),
-# else the scopes of TF op names (``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
-COMPARE_GROUP_BY = (*GROUP_BY, "module")
 OUTSIDE_MODULES = "(outside modules)"
 TOP_LEVEL = "(top level)"
 MODULE_TYPE = "module"  # the op_type of a module's row

@@ -11,16 +11,14 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from tb_opcompare import __version__
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS, COMPARE_GROUP_BY, GROUP_BY
-from tb_opcompare.analysis.row_view import RowView
-from tb_opcompare.analysis.sweep import FIT_COLUMNS, STEP
-from tb_opcompare.cli import check_report
-from tb_opcompare.errors import ProfileError, UsageError, escape_control_characters
-from tb_opcompare.schema.contract import ROW_LAYERS, SERIES_DIMENSIONS
+from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError, escape_control_characters
+from tb_opcompare.schema.contract import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, SERIES_DIMENSIONS
+from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.schema.text import (
     format_breakeven,
     format_bytes,
@@ -30,33 +28,13 @@ from tb_opcompare.schema.text import (
     format_time,
     parse_share,
 )
-from tb_opcompare.service.check import (
-    DEFAULT_MIN_SHARE,
-    DEFAULT_THRESHOLD,
-    check_document,
-    expand_runs,
-    side_runs,
-    split_runs,
-)
-from tb_opcompare.service.compare import compare_document
-from tb_opcompare.service.csv_export import (
-    check_csv,
-    compare_csv,
-    layers_csv,
-    matrix_csv,
-    memory_csv,
-    modules_csv,
-    trend_csv,
-)
-from tb_opcompare.service.layers import layers_document
-from tb_opcompare.service.matrix import matrix_document
-from tb_opcompare.service.memory import memory_document
-from tb_opcompare.service.modules import modules_document
-from tb_opcompare.service.runs import runs_document
-from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
-from tb_opcompare.service.trend import trend_document
-from tb_opcompare.store.catalog import Catalog, UnknownRunError
 from tb_opcompare.store.settings import ReadSettings
+
+if TYPE_CHECKING:
+    from tb_opcompare.store.catalog import Catalog
+
+# Each command imports the services it runs when it runs (pandas and the readers are
+# most of a second): `--version`, `--help` and a usage error answer in a tenth of one.
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 EXIT_REGRESSION = 1  # `check`: something got significantly slower
@@ -413,6 +391,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _catalog(args) -> Catalog:
+    from tb_opcompare.store.catalog import Catalog
+
     settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
     return Catalog(args.logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
 
@@ -542,6 +522,8 @@ def _non_negative_int(text: str) -> int:
 
 
 def _runs(args) -> int:
+    from tb_opcompare.service.runs import runs_document
+
     document = msgspec.to_builtins(runs_document(_catalog(args), load=not args.lazy))
     if args.json:
         print(json.dumps(document, indent=2))
@@ -593,6 +575,12 @@ def _print_runs(document: dict) -> None:
 
 
 def _compare(args) -> int:
+    from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+    from tb_opcompare.analysis.row_view import RowView
+    from tb_opcompare.service.check import side_runs
+    from tb_opcompare.service.compare import compare_document
+    from tb_opcompare.service.runs import runs_document
+
     catalog = _catalog(args)
     if bool(args.baseline) != bool(args.target):
         print("error: give both --baseline and --target, or neither to compare every automatic pair", file=sys.stderr)
@@ -666,6 +654,8 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
     """Named runs: exactly the bytes of the API's ``compare.csv``. The automatic pairs
     (however many there are, so scripts see one layout): one table, each row led by the
     pair it belongs to."""
+    from tb_opcompare.service.csv_export import compare_csv
+
     if not with_pairs:
         return compare_csv(documents[0]["rows"])
     rows = [
@@ -677,6 +667,8 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
 
 
 def _run_list(text: str) -> list[str]:
+    from tb_opcompare.service.check import split_runs
+
     runs = split_runs(text)
     if not runs:
         raise argparse.ArgumentTypeError("give one run or more, comma-separated")
@@ -691,6 +683,10 @@ def _fraction(text: str) -> float:
 
 
 def _check(args) -> int:
+    from tb_opcompare.cli import check_report
+    from tb_opcompare.service.check import check_document, expand_runs
+    from tb_opcompare.service.csv_export import check_csv
+
     try:
         catalog = _catalog(args)
         document = check_document(
@@ -721,6 +717,10 @@ def _check(args) -> int:
 
 
 def _trend(args) -> int:
+    from tb_opcompare.service.check import expand_runs
+    from tb_opcompare.service.csv_export import trend_csv
+    from tb_opcompare.service.trend import trend_document
+
     catalog = _catalog(args)
     document = trend_document(
         catalog, expand_runs(catalog, args.runs), order_by=args.order_by, top=args.top, group_by=args.group_by
@@ -746,18 +746,26 @@ def _print_trend(document) -> None:
 
 
 def _modules(args) -> int:
+    from tb_opcompare.service.csv_export import modules_csv
+    from tb_opcompare.service.modules import modules_document
+
     document = modules_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, modules_csv, f"{len(document.nodes)} nodes", lambda tree: _print_modules(tree, args.depth))
     return EXIT_OK
 
 
 def _layers(args) -> int:
+    from tb_opcompare.service.csv_export import layers_csv
+    from tb_opcompare.service.layers import layers_document
+
     document = layers_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, layers_csv, f"{len(document.rows)} rows", lambda layers: _print_layers(layers, args.top))
     return EXIT_OK
 
 
 def _print_layers(document, top: int) -> None:
+    from tb_opcompare.schema.contract import ROW_LAYERS
+
     unit = "per step" if document.per_step else "in all"
     print(f"layers, time {unit}: baseline -> target, speedup (share of the step)")
     for layer in document.layers:
@@ -801,6 +809,9 @@ def _print_modules(document, depth: int) -> None:
 
 
 def _memory(args) -> int:
+    from tb_opcompare.service.csv_export import memory_csv
+    from tb_opcompare.service.memory import memory_document
+
     document = memory_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, memory_csv, f"{len(document.rows)} ops", lambda memory: _print_memory(memory, args.top))
     return EXIT_OK
@@ -844,6 +855,9 @@ def _print_memory(document, top: int) -> None:
 
 
 def _matrix(args) -> int:
+    from tb_opcompare.service.csv_export import matrix_csv
+    from tb_opcompare.service.matrix import matrix_document
+
     document = matrix_document(_catalog(args), reference=args.reference, warmup=args.warmup, models=args.model)
     _emit(args, document, matrix_csv, f"{len(document.cells)} cells", _print_matrix)
     return EXIT_OK if document.cells else EXIT_USAGE
@@ -898,6 +912,10 @@ def _write_text(target: str, text: str) -> None:
 
 
 def _sweep(args) -> int:
+    from tb_opcompare.analysis.sweep import FIT_COLUMNS
+    from tb_opcompare.service.csv_export import compare_csv
+    from tb_opcompare.service.sweep import fits_table, sweep_document
+
     catalog = _catalog(args)
     if not args.model:
         return _list_sweepable(catalog, args.logdir)
@@ -922,6 +940,8 @@ def _sweep(args) -> int:
 
 
 def _list_sweepable(catalog: Catalog, logdir: str) -> int:
+    from tb_opcompare.service.sweep import sweeps_document
+
     document = msgspec.to_builtins(sweeps_document(catalog))
     if not document["sweepable"]:
         print("no model has two or more batch sizes on one device; record more with `tb-opcompare record`")
@@ -936,6 +956,8 @@ def _list_sweepable(catalog: Catalog, logdir: str) -> int:
 
 
 def _print_sweep(document: dict, table: list[dict]) -> None:
+    from tb_opcompare.analysis.sweep import STEP
+
     document, table = escape_controls(document), escape_controls(table)
     held = ", ".join(f"{dimension} {value}" for dimension, value in document["held"].items())
     print(

@@ -444,6 +444,12 @@ Verdict = Literal[VERDICTS]
 SIGNIFICANT_VERDICTS = ("slower", "faster", "only in target", "only in baseline")  # a change, not noise
 
 
+# `check`'s defaults, the route's and the CLI's alike: a regression is a slowdown of more
+# than 5% (the interval's far end) on an op holding at least 1% of the baseline's time
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_MIN_SHARE = 0.01
+
+
 class CheckRow(_Document):
     """One op (or the whole step) of a check: its speedup with its confidence interval and
     the verdict once the false discovery rate is controlled over the tested ops."""

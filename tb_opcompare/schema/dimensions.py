@@ -5,6 +5,12 @@ the defaults a run is assumed to have where nothing says otherwise."""
 
 from __future__ import annotations
 
+# How ops are grouped into rows: by name, by type; a compare also by module (PyTorch's
+# nn.Module calls, ``OpProfile.module_ops``, else the scopes of TF op names:
+# ``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
+GROUP_BY = ("name", "type")
+COMPARE_GROUP_BY = (*GROUP_BY, "module")
+
 # The words recorders, names and frameworks use for one precision or compiler, and this
 # tool's word for it.
 DEFAULT_PRECISION, DEFAULT_COMPILER = "fp32", "eager"

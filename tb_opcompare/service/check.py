@@ -15,20 +15,24 @@ import pandas as pd
 import re2
 
 from tb_opcompare.analysis import confidence
-from tb_opcompare.analysis.compare import GROUP_BY
 from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.ingest.naming import hardware_from_name
 from tb_opcompare.ingest.sidecar import Claims, read_claims
-from tb_opcompare.schema.contract import SIGNIFICANT_VERDICTS, CheckDocument, CheckRow
+from tb_opcompare.schema.contract import (
+    DEFAULT_MIN_SHARE,
+    DEFAULT_THRESHOLD,
+    SIGNIFICANT_VERDICTS,
+    CheckDocument,
+    CheckRow,
+)
+from tb_opcompare.schema.dimensions import GROUP_BY
 from tb_opcompare.schema.text import format_percent
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_MIN_SHARE = 0.01
 MIN_RUNS = 2
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
@@ -21,15 +21,6 @@ from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 from tb_opcompare.store.shared_index import SharedIndex
-
-
-class UnknownRunError(KeyError):
-    """A run or session name that is not among the discovered ones."""
-
-    def __init__(self, message: str, known: list[str]):
-        super().__init__(message)
-        self.message = message
-        self.known = known
 
 
 @dataclasses.dataclass

@@ -43,7 +43,6 @@ import msgspec
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
-from tb_opcompare.analysis.compare import COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError, UsageError
@@ -56,6 +55,7 @@ from tb_opcompare.schema.contract import (
     SweepDocument,
     TrendDocument,
 )
+from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.schema.text import parse_share
 from tb_opcompare.service.check import (
     DEFAULT_MIN_SHARE,
