@@ -1,0 +1,69 @@
+"""ARCHITECTURE.md's layer rules, checked against every import of the package: a map that
+cannot drift from the code it describes."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from conftest import REPO
+
+PACKAGE = REPO / "tb_opcompare"
+
+
+def _rules() -> dict[str, set[str]]:
+    """Folder -> the folders it may import, from the ```layers block of ARCHITECTURE.md."""
+    (block,) = re.findall(r"```layers\n(.*?)```", (REPO / "ARCHITECTURE.md").read_text(), flags=re.S)
+    lines = [line.strip() for line in block.strip().splitlines()]
+    order = [name.strip() for name in lines[0].split("<")]
+    allowed = {name: set(order[:position]) for position, name in enumerate(order)}
+    for line in lines[1:]:
+        if "+=" in line:  # more for a folder of the order
+            name, _, imports = line.partition("+=")
+            allowed[name.strip()] |= {part.strip() for part in imports.split(",")}
+        else:  # a folder outside the order, with what it may import
+            name, _, imports = line.partition(":")
+            allowed[name.strip()] = {part.strip() for part in imports.split(",")}
+    return allowed
+
+
+def _imports() -> list[tuple[str, str, str]]:
+    """(folder of the importing module, folder imported, the module's path) of every
+    import between the package's folders (module-level and inside functions)."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).parts
+        if len(parts) == 1:
+            continue  # the package's own __init__ (its version) sits below every folder
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                pieces = name.split(".")
+                if pieces[0] == "tb_opcompare" and len(pieces) > 1 and pieces[1] != parts[0]:
+                    found.append((parts[0], pieces[1], str(path.relative_to(REPO))))
+    return found
+
+
+def test_every_import_follows_the_layers_architecture_md_states():
+    allowed = _rules()
+    folders = {path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__"} - {"frontend"}
+    assert folders <= set(allowed), f"folders ARCHITECTURE.md does not place: {sorted(folders - set(allowed))}"
+    wrong = [
+        f"{path}: {folder} imports {target}"
+        for folder, target, path in _imports()
+        if target not in allowed[folder] and target != "errors"  # every layer may raise the error types
+    ]
+    assert wrong == []
+
+
+def test_the_rules_can_fail():
+    """The check sees an import that climbs back up (so it is not vacuous)."""
+    allowed = _rules()
+    assert "service" not in allowed["store"] and "web" not in allowed["service"]
+    assert ("ingest", "analysis", "tb_opcompare/ingest/readers/torch_trace.py") in _imports()
