@@ -23,7 +23,7 @@ def escape_control_characters(text: str) -> str:
 class UsageError(ValueError):
     """A request the user got wrong (a parameter out of range, runs that cannot be compared
     that way), not a file that cannot be read: every service raises this one type, and
-    the web answers it with 400 (``web.routes._json_errors``), the CLI with exit code 2
+    the web answers it with 400 (``web.routes._answer_errors``), the CLI with exit code 2
     (``cli.main.main``). ``parameter``: the parameter at fault, where one is."""
 
     def __init__(self, message: str, parameter: str | None = None):

@@ -35,7 +35,6 @@ internals in the answer).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import re
 
@@ -89,91 +88,69 @@ def _error(request, code: int, message: str, **extra):
     return _json(request, ErrorDocument(error=Error(status=code, message=message, **extra)), code=code)
 
 
-def _json_errors(route):
-    """Bad input becomes a JSON error the tab can show, never a traceback page."""
-
-    @functools.wraps(route)
-    def wrapped(self, request):
-        try:
-            return route(self, request)
-        except UsageError as error:  # the one type every service and parameter check raises
-            extra = {"parameter": error.parameter} if error.parameter else {}
-            return _error(request, 400, str(error), **extra)
-        except UnknownRunError as error:
-            return _error(request, 404, error.message, known=error.known)
-        except ProfileError as error:
-            return _error(
-                request, 422, f"cannot read {error.path}: {error.reason}", path=error.path, reason=error.reason
-            )
-        except Exception:  # a bug, not bad data: log it, answer without leaking internals
-            _logger.exception("op_compare: %s failed", request.path)
-            return _error(request, 500, "internal error in the Op Compare plugin; see the TensorBoard log")
-
-    return wrapped
+def _answer_errors(render, request):
+    """``render(request)``, its errors answered as JSON the tab can show, never a traceback
+    page: the one place every error type becomes a status."""
+    try:
+        return render(request)
+    except UsageError as error:  # the one type every service and parameter check raises
+        extra = {"parameter": error.parameter} if error.parameter else {}
+        return _error(request, 400, str(error), **extra)
+    except UnknownRunError as error:
+        return _error(request, 404, error.message, known=error.known)
+    except ProfileError as error:
+        return _error(request, 422, f"cannot read {error.path}: {error.reason}", path=error.path, reason=error.reason)
+    except Exception:  # a bug, not bad data: log it, answer without leaking internals
+        _logger.exception("op_compare: %s failed", request.path)
+        return _error(request, 500, "internal error in the Op Compare plugin; see the TensorBoard log")
 
 
 class DataRoutes:
+    """The plugin's data routes: one builder a document (parameters in, document out), each
+    served as JSON at ``/<name>`` and, where it has a table, as CSV at ``/<name>.csv``: two
+    renderings of one document, chosen here at the edge, as TensorBoard's scalars plugin
+    serves its JSON and CSV."""
+
     def __init__(self, logdir: str, settings: ReadSettings):
         self.catalog = Catalog(logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
-        self.apps = {
-            "/runs": self._serve_runs,
-            "/compare": self._serve_compare,
-            "/compare.csv": self._serve_compare_csv,
-            "/sweeps": self._serve_sweeps,
-            "/sweep": self._serve_sweep,
-            "/sweep.csv": self._serve_sweep_csv,
-            "/check": self._serve_check,
-            "/trend": self._serve_trend,
-            "/trend.csv": self._serve_trend_csv,
-            "/matrix": self._serve_matrix,
-            "/matrix.csv": self._serve_matrix_csv,
-            "/modules": self._serve_modules,
-            "/modules.csv": self._serve_modules_csv,
-            "/memory": self._serve_memory,
-            "/memory.csv": self._serve_memory_csv,
-            "/layers": self._serve_layers,
-            "/layers.csv": self._serve_layers_csv,
+        # name -> (the document's builder, its CSV rendering: (document, args) -> (text, file name), or None)
+        documents = {
+            "runs": (self._runs, None),
+            "compare": (self._compare_view, _compare_csv),
+            "sweeps": (lambda args: sweeps_document(self.catalog), None),
+            "sweep": (self._sweep_figures, None),
+            "check": (self._check, None),
+            "trend": (self._trend, _trend_csv),
+            "matrix": (self._matrix, lambda document, args: (matrix_csv(document), "opcompare_matrix.csv")),
+            "modules": (self._modules, _pair_csv("modules", modules_csv)),
+            "memory": (self._memory, _pair_csv("memory", memory_csv, lambda d: (d.baseline.run, d.target.run))),
+            "layers": (self._layers, _pair_csv("layers", layers_csv)),
         }
+        self.apps = {}
+        for name, (build, csv) in documents.items():
+            self.apps[f"/{name}"] = _served(lambda request, build=build: _json(request, build(request.args)))
+            if csv is not None:
+                self.apps[f"/{name}.csv"] = _served(
+                    lambda request, build=build, csv=csv: _csv_download(
+                        request, *csv(build(request.args), request.args)
+                    )
+                )
+        # the sweep's table is its fits, without the figures the JSON carries
+        self.apps["/sweep.csv"] = _served(self._sweep_csv)
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_runs(self, request):
-        load = request.args.get("load", "1")
+    def _runs(self, args):
+        load = args.get("load", "1")
         if load not in ("0", "1"):
             raise UsageError(f"load: expected 0 or 1, not {load!r}", "load")
-        return _json(request, runs_document(self.catalog, load=load == "1"))
+        return runs_document(self.catalog, load=load == "1")
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_compare(self, request):
-        return _json(request, self._compare(request.args, self._view(request.args)))
+    def _compare_view(self, args) -> CompareDocument:
+        return self._compare(args, self._view(args))
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_compare_csv(self, request):
-        document = self._compare(request.args, self._view(request.args))
-        summary = document.summary
-        filename = csv_filename(
-            summary.baseline_runs[0],
-            summary.target_runs[0],
-            summary.group_by,
-            pooled=len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1,
-        )
-        return _csv_download(request, compare_csv(document.rows), filename)
+    def _sweep_figures(self, args) -> SweepDocument:
+        return self._sweep(args, figures=True)
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_sweeps(self, request):
-        return _json(request, sweeps_document(self.catalog))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_sweep(self, request):
-        return _json(request, self._sweep(request.args, figures=True))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_sweep_csv(self, request):
+    def _sweep_csv(self, request):
         try:  # parameters first: a bad one costs no sweep
             op_contains = text_from_params(request.args, "op_contains")
             sort = sort_from_params(request.args, FIT_COLUMNS)
@@ -186,10 +163,7 @@ class DataRoutes:
             request, compare_csv(rows, FIT_COLUMNS), f"opcompare_sweep_{_safe_name(document.model)}.csv"
         )
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_check(self, request):
-        args = request.args
+    def _check(self, args):
         missing = [name for name in ("baseline", "target") if not args.get(name)]
         if missing:
             raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
@@ -200,7 +174,7 @@ class DataRoutes:
         except ValueError as error:
             raise UsageError(str(error)) from None
         sides = [side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target")]
-        document = check_document(
+        return check_document(
             self.catalog,
             *sides,
             threshold=threshold,
@@ -209,18 +183,6 @@ class DataRoutes:
             group_by=_group_by(args),
             allow_one_run=allow_one_run,
         )
-        return _json(request, document)
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_trend(self, request):
-        return _json(request, self._trend(request.args))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_trend_csv(self, request):
-        document = self._trend(request.args)
-        return _csv_download(request, trend_csv(document), f"opcompare_trend_{_safe_name(document.order_by)}.csv")
 
     def _trend(self, args) -> TrendDocument:
         if not args.get("runs"):
@@ -231,63 +193,8 @@ class DataRoutes:
             self.catalog, runs, order_by=args.get("order_by") or "recorded", top=top, group_by=_group_by(args)
         )
 
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_matrix(self, request):
-        return _json(request, self._matrix(request.args))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_matrix_csv(self, request):
-        return _csv_download(request, matrix_csv(self._matrix(request.args)), "opcompare_matrix.csv")
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_modules(self, request):
-        return _json(request, self._modules(request.args))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_modules_csv(self, request):
-        document = self._modules(request.args)
-        return _csv_download(
-            request,
-            modules_csv(document),
-            f"opcompare_modules_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv",
-        )
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_layers(self, request):
-        return _json(request, self._layers(request.args))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_layers_csv(self, request):
-        document = self._layers(request.args)
-        return _csv_download(
-            request,
-            layers_csv(document),
-            f"opcompare_layers_{_safe_name(document.baseline)}_vs_{_safe_name(document.target)}.csv",
-        )
-
     def _layers(self, args):
         return layers_document(self.catalog, *_pair(args))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_memory(self, request):
-        return _json(request, self._memory(request.args))
-
-    @wrappers.Request.application
-    @_json_errors
-    def _serve_memory_csv(self, request):
-        document = self._memory(request.args)
-        return _csv_download(
-            request,
-            memory_csv(document),
-            f"opcompare_memory_{_safe_name(document.baseline.run)}_vs_{_safe_name(document.target.run)}.csv",
-        )
 
     def _memory(self, args):
         return memory_document(self.catalog, *_pair(args))
@@ -397,6 +304,37 @@ def _group_by(args, allowed: tuple[str, ...] = GROUP_BY) -> str:
         )
         raise UsageError(f"group_by: expected one of {', '.join(allowed)}, not {group_by!r}{why}", "group_by")
     return group_by
+
+
+def _served(render):
+    """A WSGI app of ``render(request) -> response``, its errors answered as JSON."""
+
+    @wrappers.Request.application
+    def app(request):
+        return _answer_errors(render, request)
+
+    return app
+
+
+def _compare_csv(document: CompareDocument, args) -> tuple[str, str]:
+    summary = document.summary
+    pooled = len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1
+    filename = csv_filename(summary.baseline_runs[0], summary.target_runs[0], summary.group_by, pooled=pooled)
+    return compare_csv(document.rows), filename
+
+
+def _trend_csv(document: TrendDocument, args) -> tuple[str, str]:
+    return trend_csv(document), f"opcompare_trend_{_safe_name(document.order_by)}.csv"
+
+
+def _pair_csv(page: str, render, runs=lambda document: (document.baseline, document.target)):
+    """The CSV of a two-run page (modules, memory, layers), named by its runs."""
+
+    def csv(document, args) -> tuple[str, str]:
+        baseline, target = runs(document)
+        return render(document), f"opcompare_{page}_{_safe_name(baseline)}_vs_{_safe_name(target)}.csv"
+
+    return csv
 
 
 def _csv_download(request, text: str, filename: str):
