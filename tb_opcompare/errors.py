@@ -30,6 +30,9 @@ class UsageError(ValueError):
         super().__init__(message)
         self.parameter = parameter
 
+    def __reduce__(self):
+        return type(self), (str(self), self.parameter)
+
 
 class UnknownRunError(KeyError):
     """A run or session name that is not among the discovered ones."""
@@ -38,6 +41,9 @@ class UnknownRunError(KeyError):
         super().__init__(message)
         self.message = message
         self.known = known
+
+    def __reduce__(self):  # pickled whole (a Dask task's error), not as its message alone
+        return type(self), (self.message, self.known)
 
 
 class ProfileError(Exception):
@@ -51,6 +57,9 @@ class ProfileError(Exception):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+
+    def __reduce__(self):  # pickled whole (a Dask task's result), not as its message alone
+        return type(self), (self.path, self.reason)
 
 
 class NotReadableNow(ProfileError):

@@ -356,6 +356,9 @@ def test_index_scheduler_local_from_the_command_line(tmp_path):
     )
     assert unreachable.returncode == 2 and "cannot reach the Dask scheduler" in unreachable.stderr
     assert "Traceback" not in unreachable.stderr
+    for wrong in (("--scheduler", "local:x"), ("--scheduler", "local:0"), ("--scheduler", "local:2", "--local-only")):
+        refused = _cli("index", str(logdir), *wrong, "--no-cache")
+        assert refused.returncode == 2 and refused.stderr.startswith("error: --") and "Traceback" not in refused.stderr
 
 
 def test_a_broken_or_foreign_index_is_passed_over_in_words(tmp_path):
@@ -377,3 +380,44 @@ def test_a_broken_or_foreign_index_is_passed_over_in_words(tmp_path):
         notice.startswith(f"the shared index {logdir / '.opcompare' / 'manifest.json'} cannot be read")
         for notice in listing["notices"]
     )
+
+
+def test_errors_cross_process_boundaries_whole():
+    """A Dask task returns a rank's ProfileError: unpicklable, it hung the job's task."""
+    import pickle
+
+    from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UnknownRunError, UsageError
+
+    for error in (ProfileError("a/b", "why"), OverLimit("a", "big"), NotReadableNow("a", "busy")):
+        again = pickle.loads(pickle.dumps(error))
+        assert (type(again), again.path, again.reason) == (type(error), error.path, error.reason)
+    assert pickle.loads(pickle.dumps(UnknownRunError("unknown run 'x'", ["y"]))).known == ["y"]
+    assert pickle.loads(pickle.dumps(UsageError("top: no", "top"))).parameter == "top"
+
+
+def test_the_index_is_written_readable_by_the_team_and_never_through_a_link(tmp_path):
+    logdir = _logdir(tmp_path, broken=False)
+    assert _cli("index", str(logdir), "--no-cache").returncode == 0
+    manifest = logdir / ".opcompare" / "manifest.json"
+    assert manifest.stat().st_mode & 0o044 == 0o044  # group and others may read it (umask 022)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    other = _logdir(tmp_path / "other", broken=False)
+    (other / ".opcompare").symlink_to(elsewhere, target_is_directory=True)
+    result = _cli("index", str(other), "--no-cache")
+    assert "warning: cannot write" in result.stderr and "is a link" in result.stderr
+    assert list(elsewhere.iterdir()) == []  # nothing written where the link points
+    listing = msgspec.to_builtins(runs_document(Catalog(str(other))))
+    assert any("is a link; not used" in notice for notice in listing["notices"])
+
+
+def test_a_file_changed_while_it_was_read_gets_no_entry(tmp_path, monkeypatch):
+    from tb_opcompare.store import prewarm
+
+    logdir = _logdir(tmp_path, broken=False)
+    catalog = Catalog(str(logdir))
+    source = catalog.source("user/lstm_runA")
+    real = prewarm._fingerprints
+    monkeypatch.setattr(prewarm, "_fingerprints", lambda paths: [dict(f, mtime=0.5) for f in real(paths)])
+    done = prewarm._index_one(str(logdir), None, 0, source, source.newest_session, shared=True)
+    assert done.entry is None and done.write_error is None and done.unreadable is None

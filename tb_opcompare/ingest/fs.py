@@ -341,6 +341,7 @@ def write_bytes(path: str, data: bytes) -> None:
     os.makedirs(directory, exist_ok=True)
     handle, scratch = tempfile.mkstemp(dir=directory, prefix=".writing-")
     try:
+        os.fchmod(handle, 0o666 & ~_umask())  # as open() would make it: mkstemp's 0600 shuts a team out
         with os.fdopen(handle, "wb") as out:
             out.write(data)
         os.replace(scratch, path)
@@ -348,6 +349,12 @@ def write_bytes(path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(scratch)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _remote(url: str):

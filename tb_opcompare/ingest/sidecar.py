@@ -54,12 +54,15 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
         fingerprint = fs.fingerprint(path)
     except OSError:
         return _parse_sidecar(path)
+    if not fingerprint["mtime"] and not fingerprint["etag"]:  # a store that tells no version: read each time
+        return _parse_sidecar(path)
     key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"])
-    if key not in _READ:
+    found = _READ.get(key)
+    if found is None:
         if len(_READ) >= _READ_KEPT:
             _READ.clear()
-        _READ[key] = _parse_sidecar(path)
-    sidecar, warning = _READ[key]
+        found = _READ[key] = _parse_sidecar(path)
+    sidecar, warning = found
     return dict(sidecar), warning
 
 

@@ -169,6 +169,7 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     """
     runs, errors, for_pairing = [], [], []
     sources = catalog.sources(refresh=True)
+    catalog.prefetch(sources)  # the shared index's sessions in one batch (no trace is read)
     claims = {source.run: read_claims(source) for source in sources}  # each sidecar read once
     groups = repeat_groups(claims)
     read: dict[str, LoadedRun | None] = {}

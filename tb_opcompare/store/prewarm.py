@@ -14,14 +14,15 @@ that fails is reported and never costs the others theirs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
 
-from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
+from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UsageError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
-from tb_opcompare.ingest.formats import PYTORCH, combine_job_ranks, read_job_rank
+from tb_opcompare.ingest.formats import EMPTY_SESSION, PYTORCH, combine_job_ranks, read_job_rank
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.shared_index import Found
@@ -53,38 +54,55 @@ def _index_one(
     """Read one session (the source found by the parent: a worker never walks the logdir
     again) and write its part of the shared index."""
     catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes)
+    before = _fingerprints(source.sessions[session])
     try:
         found = Found(catalog.parsed(source, session)[1])
     except ProfileError as error:
         found = _failed(error)
-    return _publish(catalog, source, session, found, shared)
+    return _publish(catalog, source, session, found, shared, before)
 
 
-def _read_rank(max_trace_bytes: int, source: RunSource, path: str):
-    """One rank of a job's capture, read where the task runs (a ``RankRead``), or the
-    ProfileError that stopped it, returned: the job's task decides."""
+def _fingerprints(paths: list[str]) -> list[dict] | None:
+    """The files' fingerprints before a read: the index entry is written only if they are
+    the same after it (else the tables could be an older version's)."""
+    try:
+        return [fs.fingerprint(path) for path in paths]
+    except OSError:
+        return None
+
+
+def _read_rank(max_trace_bytes: int, source: RunSource, path: str) -> tuple:
+    """One rank of a job's capture, read where the task runs: (its fingerprint before the
+    read, a ``RankRead`` or the ProfileError that stopped it); the job's task decides."""
+    before = _fingerprints([path])
     try:
         with fs.confined(source.places):
             memory_guard(PYTORCH, [(path, fs.signature(path)[0])], max_trace_bytes)
-            return read_job_rank(path, text_budget(PYTORCH, max_trace_bytes))
+            return before, read_job_rank(path, text_budget(PYTORCH, max_trace_bytes))
     except OSError as error:
-        return NotReadableNow(path, f"cannot read the file: {error.strerror or error}")
+        return before, NotReadableNow(path, f"cannot read the file: {error.strerror or error}")
     except ProfileError as error:
-        return error
+        return before, error
 
 
 def _index_job(logdir: str, max_trace_bytes: int, source: RunSource, session: str, shared: bool, *ranks) -> _Done:
     """A job's capture from its ranks' reads (each a task of its own, on any worker): the
     same profile as one process reading every rank, then its part of the index."""
     catalog = Catalog(logdir, max_trace_bytes=max_trace_bytes)
-    error = next((rank for rank in ranks if isinstance(rank, ProfileError)), None)
+    fingerprints = [fingerprint for fingerprint, _ in ranks]
+    before = None if None in fingerprints else [rank_file for rank in fingerprints for rank_file in rank]
+    reads = [read for _, read in ranks]
+    error = next((read for read in reads if isinstance(read, ProfileError)), None)
     if error is not None:
-        return _publish(catalog, source, session, _failed(error), shared)
+        return _publish(catalog, source, session, _failed(error), shared, before)
+    # combining adds every rank's events to the first rank's: a copy, so that a retried
+    # task (Dask keeps the ranks' results) never counts them twice
+    reads[0] = copy.deepcopy(reads[0])
     try:
-        found = Found(combine_job_ranks(source.sessions[session], list(ranks)))
+        found = Found(combine_job_ranks(source.sessions[session], reads))
     except ProfileError as failure:
         found = _failed(failure)
-    return _publish(catalog, source, session, found, shared)
+    return _publish(catalog, source, session, found, shared, before)
 
 
 def _failed(error: ProfileError) -> Found:
@@ -94,13 +112,16 @@ def _failed(error: ProfileError) -> Found:
     return Found(None, (error.path, error.reason), passing=passing)
 
 
-def _publish(catalog: Catalog, source: RunSource, session: str, found: Found, shared: bool) -> _Done:
+def _publish(
+    catalog: Catalog, source: RunSource, session: str, found: Found, shared: bool, before: list[dict] | None
+) -> _Done:
     done = _Done(source.run, session, unreadable=found.unreadable, worker=_worker_address())
-    if shared and not found.passing:
+    # an empty session (a profiler stopped before writing) has nothing to index yet
+    if shared and not found.passing and before is not None and source.format != EMPTY_SESSION:
         try:
             with fs.confined(source.places):  # fingerprints open only what the listing found
                 done.entry = catalog.index.write_part(
-                    source.run, session, source.format, source.sessions[session], found
+                    source.run, session, source.format, source.sessions[session], found, before
                 )
         except OSError as error:
             done.write_error = f"cannot write {catalog.index.root}: {error.strerror or error}"
@@ -123,6 +144,12 @@ def index_logdir(
     index (else fill this machine's cache only, writing nothing into the logdir).
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
     processes here; None: a pool of ``jobs`` processes here."""
+    if scheduler and not shared:
+        raise UsageError("--local-only fills this machine's cache: a cluster's workers cannot; drop one", "scheduler")
+    if scheduler and scheduler.startswith("local:"):
+        count = scheduler.split(":", 1)[1]
+        if not (count.isascii() and count.isdigit() and int(count) > 0):
+            raise UsageError(f"--scheduler local:N takes a number of worker processes, not {count!r}", "scheduler")
     started = time.monotonic()
     report = IndexReport()
     todo = []

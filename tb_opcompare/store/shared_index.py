@@ -77,7 +77,8 @@ class SharedIndex:
     # -- reading ------------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        entries, warning = self._read_manifest()
+        refusal = self._refusal()
+        entries, warning = ({}, refusal) if refusal else self._read_manifest()
         entries = {part: entry for part, entry in entries.items() if _well_formed(part, entry)}
         files = {
             fs.join(self.logdir, record["path"]): record
@@ -106,10 +107,21 @@ class SharedIndex:
         return len(self._entries)
 
     def part_of(self, paths: list[str]) -> str:
-        """A session's part name: a hash of its files' paths within the logdir, so a copied
-        or remote logdir finds the same part."""
-        relative = "\n".join(self.relative(path) for path in paths)
+        """A session's part name: a hash of its files' paths within the logdir (so a copied
+        or remote logdir finds the same part) and of the schema and reader versions (so an
+        indexer of another version writes parts of its own, never over the ones the
+        manifest others read describes)."""
+        relative = "\n".join([str(INDEX_SCHEMA), READER_VERSION, *(self.relative(path) for path in paths)])
         return hashlib.sha256(relative.encode("utf-8")).hexdigest()[:24]
+
+    def _refusal(self) -> str | None:
+        """Why the index folder must not be used: on disk, a link (it could lead reads and
+        writes anywhere another user's link points), or a folder outside the logdir."""
+        if fs.is_remote(self.root) or not os.path.lexists(self.root):
+            return None
+        if os.path.islink(self.root) or not fs.within(os.path.realpath(self.logdir), os.path.realpath(self.root)):
+            return f"the shared index {self.root} is a link; not used (a real folder is)"
+        return None
 
     def lookup(self, requests: list[tuple[str, list[str]]]) -> dict[int, Found]:
         """For each (format, paths) of ``requests`` whose entry can be trusted, by its
@@ -157,18 +169,28 @@ class SharedIndex:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write_part(self, run: str, session: str, file_format: str, paths: list[str], found: Found) -> dict:
+    def write_part(
+        self, run: str, session: str, file_format: str, paths: list[str], found: Found, before: list[dict]
+    ) -> dict | None:
         """Write one session's tables (or its reason for being unreadable) and return its
-        manifest entry; ``write_manifest`` publishes it. Raises OSError where the logdir
-        cannot be written."""
+        manifest entry; ``write_manifest`` publishes it. ``before``: each file's
+        fingerprint taken before it was read; a file that changed since (a profiler still
+        writing it) gets no entry (None), as the tables may be the old bytes'. Raises
+        OSError where the logdir cannot be written."""
+        refusal = self._refusal()
+        if refusal:
+            raise OSError(refusal)
+        now = [fs.fingerprint(path) for path in paths]
+        if now != before:
+            return None
         part = self.part_of(paths)
         files = []
-        for path in paths:
+        for path, fingerprint in zip(paths, now):
             head = head_facts(sniff(path))
             files.append(
                 {
                     "path": self.relative(path),
-                    **fs.fingerprint(path),
+                    **fingerprint,
                     "ends_sha256": _ends_hash(path),
                     "head": {
                         "markers": list(head.markers),
@@ -203,6 +225,9 @@ class SharedIndex:
     def write_manifest(self, new_entries: list[dict]) -> None:
         """Publish entries: the manifest is read again and merged first (another indexer
         may have written since), then written whole. Raises OSError."""
+        refusal = self._refusal()
+        if refusal:
+            raise OSError(refusal)
         current, _ = self._read_manifest()
         current.update({entry["part"]: entry for entry in new_entries})
         document = {"schema": INDEX_SCHEMA, "tool": __version__, "sessions": current}
