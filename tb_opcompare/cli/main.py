@@ -8,7 +8,6 @@ printed), or, for ``check``, a significant regression; 2 usage errors and unknow
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -51,6 +50,11 @@ def escape_controls(value):
     if isinstance(value, list):
         return [escape_controls(item) for item in value]
     return value
+
+
+def json_text(document) -> str:
+    """A document as every command's ``--json`` prints it: the HTTP API's JSON, indented."""
+    return msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -526,7 +530,7 @@ def _runs(args) -> int:
 
     document = msgspec.to_builtins(runs_document(_catalog(args), load=not args.lazy))
     if args.json:
-        print(json.dumps(document, indent=2))
+        sys.stdout.write(json_text(document))
     else:
         _print_runs(document)
     return EXIT_UNREADABLE if document["errors"] else EXIT_OK
@@ -640,7 +644,7 @@ def _compare(args) -> int:
             rows = sum(len(document["rows"]) for document in documents)
             print(f"wrote {rows} rows to {args.csv}", file=sys.stderr)
     if args.json:
-        print(json.dumps(documents[0] if len(documents) == 1 else documents, indent=2))
+        sys.stdout.write(json_text(documents[0] if len(documents) == 1 else documents))
     if args.table or not (args.csv or args.json):
         for document in documents:
             _print_comparison(document, memory=args.memory)
@@ -703,7 +707,7 @@ def _check(args) -> int:
         print(f"error: cannot read {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "json":
-        report = msgspec.json.encode(document).decode() + "\n"
+        report = json_text(document)
     elif args.format == "csv":
         report = check_csv(document)
     else:
@@ -897,7 +901,7 @@ def _emit(args, document, to_csv, counted: str, to_text) -> None:
         if args.csv != "-":
             print(f"wrote {counted} to {args.csv}", file=sys.stderr)
     if args.json:
-        sys.stdout.write(msgspec.json.encode(document).decode() + "\n")
+        sys.stdout.write(json_text(document))
     elif not args.csv:
         to_text(document)
 
@@ -932,7 +936,7 @@ def _sweep(args) -> int:
         with open(args.html, "w", encoding="utf-8") as handle:
             handle.write(sweep_html(document))
     if args.json:
-        print(json.dumps(msgspec.to_builtins(document), indent=2))
+        sys.stdout.write(json_text(document))
     elif args.csv != "-":
         _print_sweep(msgspec.to_builtins(document), table)
     enough = any(len(sizes) >= 2 for sizes in document.batch_sizes.values())
