@@ -360,7 +360,7 @@ def test_repeats_on_two_accelerator_models_are_two_repeat_groups(tmp_path):
     runs = runs_document(Catalog(str(tmp_path), cache_dir=None)).runs
     assert len(runs) == 6 and len({run.model for run in runs}) == 1
     assert [run.repeat_runs for run in runs] == [3] * 6
-    from tb_opcompare.service.check import expand_runs
+    from tb_opcompare.store.run_groups import expand_runs
 
     catalog = Catalog(str(tmp_path), cache_dir=None)
     for card in ("gpu_h100", "gpu_h200"):
@@ -372,7 +372,7 @@ def test_repeats_on_two_accelerator_models_are_two_repeat_groups(tmp_path):
 def test_repeats_named_after_two_accelerators_are_two_repeat_groups(tmp_path):
     """Without sidecars the name says the card: `bert_h100_rep1/2` and `bert_a100_rep1/2`
     are one model (hardware words are not model words) but two repeat groups."""
-    from tb_opcompare.service.check import expand_runs
+    from tb_opcompare.store.run_groups import expand_runs
 
     source = FIXTURES / "user_logdirs" / "torch_h200"
     for name, run in (

@@ -581,9 +581,9 @@ def _print_runs(document: dict) -> None:
 def _compare(args) -> int:
     from tb_opcompare.analysis.compare import COMPARE_COLUMNS
     from tb_opcompare.analysis.row_view import RowView
-    from tb_opcompare.service.check import side_runs
     from tb_opcompare.service.compare import compare_document
     from tb_opcompare.service.runs import runs_document
+    from tb_opcompare.store.run_groups import side_runs
 
     catalog = _catalog(args)
     if bool(args.baseline) != bool(args.target):
@@ -671,7 +671,7 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
 
 
 def _run_list(text: str) -> list[str]:
-    from tb_opcompare.service.check import split_runs
+    from tb_opcompare.store.run_groups import split_runs
 
     runs = split_runs(text)
     if not runs:
@@ -688,8 +688,9 @@ def _fraction(text: str) -> float:
 
 def _check(args) -> int:
     from tb_opcompare.cli import check_report
-    from tb_opcompare.service.check import check_document, expand_runs
+    from tb_opcompare.service.check import check_document
     from tb_opcompare.service.csv_export import check_csv
+    from tb_opcompare.store.run_groups import expand_runs
 
     try:
         catalog = _catalog(args)
@@ -721,9 +722,9 @@ def _check(args) -> int:
 
 
 def _trend(args) -> int:
-    from tb_opcompare.service.check import expand_runs
     from tb_opcompare.service.csv_export import trend_csv
     from tb_opcompare.service.trend import trend_document
+    from tb_opcompare.store.run_groups import expand_runs
 
     catalog = _catalog(args)
     document = trend_document(

@@ -6,7 +6,6 @@ noise from the logdir's repeated runs and shapes the answer."""
 from __future__ import annotations
 
 import collections
-import fnmatch
 import math
 
 import msgspec
@@ -17,10 +16,8 @@ import re2
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
-from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError, UsageError
-from tb_opcompare.ingest.naming import hardware_from_name
-from tb_opcompare.ingest.sidecar import Claims, read_claims
+from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import (
     DEFAULT_MIN_SHARE,
     DEFAULT_THRESHOLD,
@@ -31,22 +28,11 @@ from tb_opcompare.schema.contract import (
 from tb_opcompare.schema.dimensions import GROUP_BY
 from tb_opcompare.schema.text import format_percent
 from tb_opcompare.service.records import as_records
-from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
+from tb_opcompare.store.catalog import Catalog, LoadedRun
+from tb_opcompare.store.run_groups import side_runs
 
 MIN_RUNS = 2
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
-
-
-def split_runs(text: str) -> list[str]:
-    """``"a, b,c"`` -> ``["a", "b", "c"]``: the run lists of the CLI and the routes."""
-    return [run.strip() for run in text.split(",") if run.strip()]
-
-
-def side_runs(catalog: Catalog, text: str, repeats: bool = False) -> list[str]:
-    """The runs a side names: a run's exact name (commas and all), else a comma list of
-    names and shell patterns (``expand_runs``), with each run's repeats where asked."""
-    names = {source.run for source in catalog.sources()}
-    return expand_runs(catalog, [text] if text in names else split_runs(text), repeats)
 
 
 def check_document(
@@ -153,51 +139,6 @@ def significant_keys(catalog: Catalog, baseline: str, target: str, group_by: str
         catalog, side_runs(catalog, baseline, repeats=True), side_runs(catalog, target, repeats=True), group_by=group_by
     )
     return tuple(row.key for row in document.rows if row.significant)
-
-
-def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> list[str]:
-    """The runs of a side: names as given, shell patterns (``cnn_cpu_bs16_rep*``) expanded
-    against the logdir's runs, and with ``repeats`` each run's repeat group (the runs
-    whose sidecar or name gives the same model, device, batch size and label, each a
-    repeat), without duplicates, in the order found. An unknown name or a pattern that
-    matches nothing raises UnknownRunError."""
-    sources = catalog.sources()
-    names = [source.run for source in sources]
-    expanded: list[str] = []
-    known = set(names)
-    for item in runs:
-        if item not in known and any(char in item for char in "*?["):  # a run's own name is never a pattern
-            matched = fnmatch.filter(names, item)
-            if not matched:
-                raise UnknownRunError(f"no run matches {item!r}", names)
-            expanded += sorted(matched, key=natural_key)  # rep2 before rep10
-        else:
-            expanded.append(catalog.source(item).run)
-    if repeats:
-        groups = repeat_groups({source.run: read_claims(source) for source in sources})
-        expanded = [other for run in expanded for other in groups.get(run, [run])]
-    return list(dict.fromkeys(expanded))
-
-
-def repeat_groups(claims: dict[str, Claims]) -> dict[str, list[str]]:
-    """Each repeated run's repeat group, from every run's claims: the runs whose sidecar
-    or name gives the same model, device (and accelerator model), batch size and label,
-    each a repeat (itself included; runs without a repeat are in none)."""
-    configuration = {
-        run: (*_configuration(claimed), claimed.device_name or hardware_from_name(run))
-        for run, claimed in claims.items()
-        if claimed.repeat is not None
-    }
-    members: dict[tuple, list[str]] = {}
-    for run, key in configuration.items():
-        members.setdefault(key, []).append(run)
-    return {run: members[key] for run, key in configuration.items()}
-
-
-def _configuration(claims) -> tuple:
-    # with the accelerator's model (the sidecar's, else the name's, beside this): repeats on
-    # an H100 and on an H200 are two configurations
-    return claims.model, claims.device, claims.batch_sizes[0][0] if claims.batch_sizes else None, claims.label
 
 
 def _pattern(ops: str | None):

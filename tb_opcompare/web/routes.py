@@ -44,8 +44,10 @@ from werkzeug import wrappers
 
 from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
-from tb_opcompare.errors import ProfileError, UsageError
+from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError
 from tb_opcompare.schema.contract import (
+    DEFAULT_MIN_SHARE,
+    DEFAULT_THRESHOLD,
     SERIES_DIMENSIONS,
     CompareDocument,
     Error,
@@ -56,15 +58,7 @@ from tb_opcompare.schema.contract import (
 )
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, GROUP_BY
 from tb_opcompare.schema.text import parse_share
-from tb_opcompare.service.check import (
-    DEFAULT_MIN_SHARE,
-    DEFAULT_THRESHOLD,
-    check_document,
-    expand_runs,
-    side_runs,
-    significant_keys,
-    split_runs,
-)
+from tb_opcompare.service.check import check_document, significant_keys
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import compare_csv, layers_csv, matrix_csv, memory_csv, modules_csv, trend_csv
 from tb_opcompare.service.layers import layers_document
@@ -74,7 +68,8 @@ from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import trend_document
-from tb_opcompare.store.catalog import Catalog, UnknownRunError
+from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.run_groups import expand_runs, side_runs, split_runs
 from tb_opcompare.store.settings import ReadSettings
 
 _logger = logging.getLogger(__name__)
