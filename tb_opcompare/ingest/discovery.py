@@ -181,20 +181,20 @@ def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | 
             sidecars.add(entry.directory.rstrip("/" + os.sep))
         elif isinstance(entry, _Skipped):
             if skipped is not None:
-                skipped.append(_relative(logdir, entry.path))
+                skipped.append(relative_to(logdir, entry.path))
         elif isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
             if not entry.refused_any:
                 empty.setdefault(entry.run_dir, []).append((entry.name, entry.directory))
     for run_dir, sessions in empty.items():
-        if (_relative(logdir, run_dir), XPLANE) not in found:
+        if (relative_to(logdir, run_dir), XPLANE) not in found:
             for session, directory in sessions:
                 _add_files(found, logdir, run_dir, EMPTY_SESSION, session, [directory])
     for path, reason, run_dir in refused:
-        run = _relative(logdir, run_dir)
+        run = relative_to(logdir, run_dir)
         if (run, REFUSED) in found:  # a second refused entry of that run is listed under its own path
-            run = _relative(logdir, path)
+            run = relative_to(logdir, path)
         found[(run, REFUSED)] = RunSource(
             run=run, format=REFUSED, run_dir=run_dir, sessions={_split(path)[1]: [path]}, refusal=reason
         )
@@ -293,7 +293,8 @@ def _split(path: str) -> tuple[str, str]:
     return posixpath.split(path.rstrip("/")) if fs.is_remote(path) else os.path.split(path.rstrip(os.sep))
 
 
-def _relative(logdir: str, directory: str) -> str:
+def relative_to(logdir: str, directory: str) -> str:
+    """``directory`` (or a file) below ``logdir``, with forward slashes: a run's name."""
     if fs.is_remote(logdir):
         relative = posixpath.relpath(directory, logdir)
     else:
@@ -317,7 +318,7 @@ def _add(found, logdir, directory, kind, session, path) -> None:
 
 
 def _add_files(found, logdir, run_dir, kind, session, paths) -> None:
-    run = _relative(logdir, run_dir)
+    run = relative_to(logdir, run_dir)
     # one run per profile-session folder, whichever session format each capture holds
     family = XPLANE if kind == EMPTY_SESSION or kind in _SESSION_FORMAT_NAMES else kind
     source = found.setdefault((run, family), RunSource(run=run, format=kind, run_dir=run_dir, sessions={}))
@@ -350,8 +351,17 @@ def _head_facts(path: str, known: KnownHeads | None) -> HeadFacts:
 def sniff(path: str) -> bytes:
     """A file's first ``SNIFF_BYTES``, unzipped; empty where it cannot be read."""
     try:
-        return text_head(fs.read_head(path, SNIFF_BYTES))
-    except (OSError, zlib.error, gzip.BadGzipFile):
+        return inflated_head(fs.read_head(path, SNIFF_BYTES))
+    except OSError:
+        return b""
+
+
+def inflated_head(data: bytes) -> bytes:
+    """The text of a file's first ``SNIFF_BYTES`` (``data`` may hold more), unzipped;
+    empty where the stream is corrupt."""
+    try:
+        return text_head(data[:SNIFF_BYTES])
+    except (zlib.error, gzip.BadGzipFile):
         return b""
 
 

@@ -289,7 +289,8 @@ def read_ends(path: str) -> bytes:
                 return remote.cat_file(path, start=0, end=ENDS_BYTES) + remote.cat_file(
                     path, start=size - ENDS_BYTES, end=size
                 )
-        return read_bytes(path)[:ENDS_BYTES] + read_bytes(path)[-ENDS_BYTES:]
+        data = read_bytes(path)  # TensorBoard's gfile: no range reads, so one whole read
+        return data[:ENDS_BYTES] + data[-ENDS_BYTES:]
     with open_regular(path) as handle:
         head = handle.read(ENDS_BYTES)
         handle.seek(size - ENDS_BYTES)

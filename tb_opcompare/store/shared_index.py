@@ -36,13 +36,12 @@ import io
 import json
 import logging
 import os
-import posixpath
 import re
 import threading
 
 from tb_opcompare import __version__
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, head_facts, sniff
+from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, head_facts, inflated_head, relative_to
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.index_tables import KEY_COLUMNS, PROFILE_TABLES, RUNS, parquet_bytes, session_columns
 from tb_opcompare.schema.optable import ProfileFacts
@@ -128,8 +127,8 @@ class SharedIndex:
         position: the profile, read from the index's parts (all in one batch of reads)."""
         trusted: dict[int, dict] = {}
         for position, (file_format, paths) in enumerate(requests):
-            entry = self._entries.get(self.part_of(paths))
-            if entry is not None and entry.get("format") == file_format and self._still_true(entry, paths):
+            entry = self._trusted(file_format, paths)
+            if entry is not None:
                 trusted[position] = entry
         wanted = [self._part_path(table, entry["part"]) for entry in trusted.values() for table in entry["tables"]]
         blobs = fs.read_many(wanted) if wanted else {}
@@ -151,6 +150,15 @@ class SharedIndex:
                     error,
                 )
         return found
+
+    def _trusted(self, file_format: str, paths: list[str]) -> dict | None:
+        """The session's entry, where one is there and can be trusted."""
+        entry = self._entries.get(self.part_of(paths))
+        return (
+            entry
+            if entry is not None and entry.get("format") == file_format and self._still_true(entry, paths)
+            else None
+        )
 
     def _still_true(self, entry: dict, paths: list[str]) -> bool:
         if entry.get("schema") != INDEX_SCHEMA or entry.get("reader") != READER_VERSION:
@@ -186,12 +194,13 @@ class SharedIndex:
         part = self.part_of(paths)
         files = []
         for path, fingerprint in zip(paths, now):
-            head = head_facts(sniff(path))
+            ends = fs.read_ends(path)  # its head is the first bytes discovery looks at (ENDS_BYTES = SNIFF_BYTES)
+            head = head_facts(inflated_head(ends))
             files.append(
                 {
                     "path": self.relative(path),
                     **fingerprint,
-                    "ends_sha256": _ends_hash(path),
+                    "ends_sha256": hashlib.sha256(ends).hexdigest(),
                     "head": {
                         "markers": list(head.markers),
                         "rank": dataclasses.astuple(head.rank) if head.rank else None,
@@ -236,8 +245,7 @@ class SharedIndex:
             self._entries = current
 
     def indexed(self, file_format: str, paths: list[str]) -> bool:
-        entry = self._entries.get(self.part_of(paths))
-        return entry is not None and entry.get("format") == file_format and self._still_true(entry, paths)
+        return self._trusted(file_format, paths) is not None
 
     # -- paths --------------------------------------------------------------------------------
 
@@ -245,10 +253,8 @@ class SharedIndex:
         return fs.join(self.root, table, part + ".parquet")
 
     def relative(self, path: str) -> str:
-        """``path`` below the logdir, with forward slashes."""
-        if fs.is_remote(self.logdir):
-            return posixpath.relpath(path, self.logdir)
-        return os.path.relpath(path, self.logdir).replace(os.sep, "/")
+        """``path`` below the logdir, with forward slashes (as discovery names runs)."""
+        return relative_to(self.logdir, path)
 
     def _read_manifest(self) -> tuple[dict[str, dict], str | None]:
         path = fs.join(self.root, MANIFEST)
