@@ -67,3 +67,31 @@ def test_the_rules_can_fail():
     allowed = _rules()
     assert "service" not in allowed["store"] and "web" not in allowed["service"]
     assert ("ingest", "analysis", "tb_opcompare/ingest/readers/torch_trace.py") in _imports()
+
+
+# What reads files, sidecars or profiles: the store's to call, never a service's.
+_FILE_READERS = {"tb_opcompare.ingest.fs", "tb_opcompare.ingest.readers"}
+_FILE_READING_NAMES = {"fs", "read_claims", "sidecar_field", "read_profile", "discover", "readers"}
+
+
+def _service_file_reads() -> list[str]:
+    found = []
+    for path in sorted((PACKAGE / "service").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tb_opcompare.ingest"):
+                names = {alias.name for alias in node.names}
+                if any(node.module.startswith(module) for module in _FILE_READERS) or names & _FILE_READING_NAMES:
+                    found.append(f"{path.name}: from {node.module} import {', '.join(sorted(names))}")
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{path.name}: import {alias.name}"
+                    for alias in node.names
+                    if any(alias.name.startswith(module) for module in _FILE_READERS)
+                ]
+    return found
+
+
+def test_services_ask_the_store_and_open_no_file():
+    """A service takes a run's facts, claims and groups from the catalog (one reading of
+    each sidecar, one rule), never from the files."""
+    assert _service_file_reads() == []

@@ -17,7 +17,6 @@ from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.errors import ProfileError, UsageError
-from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import (
     DEFAULT_MIN_SHARE,
     DEFAULT_THRESHOLD,
@@ -165,7 +164,7 @@ def _noise(
     devices = {runs[0].profile.facts.device for runs in sides.values()}
     groups: dict[tuple, list[confidence.RunSamples]] = collections.defaultdict(list)
     for source in catalog.sources():
-        claims = read_claims(source)
+        claims = catalog.claims(source)
         if (
             source.run in compared
             or claims.repeat is None

@@ -14,7 +14,7 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.formats import SNIFF_BYTES
-from tb_opcompare.ingest.sidecar import Claims, read_claims
+from tb_opcompare.ingest.sidecar import Claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
 from tb_opcompare.schema.optable import ProfileFacts
 from tb_opcompare.service.logdir import with_identified_models
@@ -66,10 +66,9 @@ def run_record(loaded: LoadedRun) -> RunRecord:
     )
 
 
-def unread_run_record(source: RunSource, claims: Claims | None = None) -> RunRecord:
+def unread_run_record(source: RunSource, claims: Claims) -> RunRecord:
     """What is known of a run before its trace is read: its sidecar, then its name
-    (``claims``, where the caller has read them)."""
-    claims = claims or read_claims(source)
+    (``claims``, the store's ``Catalog.claims``)."""
     return _record(
         source,
         source.newest_session,
@@ -170,7 +169,7 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     runs, errors, for_pairing = [], [], []
     sources = catalog.sources(refresh=True)
     catalog.prefetch(sources)  # the shared index's sessions in one batch (no trace is read)
-    claims = {source.run: read_claims(source) for source in sources}  # each sidecar read once
+    claims = {source.run: catalog.claims(source) for source in sources}
     groups = repeat_groups(claims)
     read: dict[str, LoadedRun | None] = {}
     for source in sources:

@@ -20,7 +20,6 @@ import pandas as pd
 from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import UsageError
-from tb_opcompare.ingest.sidecar import read_claims
 from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
 from tb_opcompare.schema.dimensions import DEFAULTS, default_among
 from tb_opcompare.service.figures import sweep_figures
@@ -97,7 +96,7 @@ def sweep_document(
     warnings = [
         f"{source.run}: left out, cannot read {error.path}: {error.reason}"
         for source, error in failed
-        if read_claims(source).model == model
+        if catalog.claims(source).model == model
     ]
     keyed = [loaded for loaded in loaded_runs if loaded.model == model]
     if not keyed:

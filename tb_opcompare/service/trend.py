@@ -7,14 +7,10 @@ differing in another dimension is named in a warning."""
 from __future__ import annotations
 
 import collections
-import datetime
-import re
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, natural_key, trend_table
 from tb_opcompare.errors import ProfileError, UsageError
-from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.sidecar import read_claims, sidecar_field
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, mixed_dimensions, run_dimensions
@@ -41,34 +37,13 @@ def _order_value(catalog: Catalog, loaded: LoadedRun, order_by: str) -> str:
     if order_by == "run":
         return run
     if order_by == "recorded":
-        return sidecar_field(source, "recorded_at") or _recorded(source)
+        return catalog.recorded_at(source)
     if order_by == "label":
-        return read_claims(source).label or MISSING
+        return catalog.claims(source).label or MISSING
     if order_by == "repeat":
-        repeat = read_claims(source).repeat
+        repeat = catalog.claims(source).repeat
         return MISSING if repeat is None else str(repeat)
-    return sidecar_field(source, order_by[len(SIDECAR_ORDER) :]) or MISSING
-
-
-# A session named by its time (Keras's 2026_11_22_11_44_57, Kineto's epoch milliseconds).
-_TIMED_SESSION = re.compile(r"\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}|\d{10,}")
-
-
-def _recorded(source) -> str:
-    """When a run was recorded, without a sidecar: its newest session's name where the
-    name is a time, else the session file's modification time (UTC). A TF1 timeline's
-    session is its file name (``timeline_02_step_1.json``), which every run of a logdir
-    may share: ordered by it, a CPU and a GPU run fell on one point."""
-    session = source.newest_session
-    if _TIMED_SESSION.search(session):
-        return session
-    try:
-        _, modified = fs.signature(source.sessions[session][0])
-    except (OSError, IndexError, KeyError):
-        return session
-    if not modified:  # a store that gives no time (TensorBoard's gfile)
-        return session
-    return datetime.datetime.fromtimestamp(modified, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return catalog.sidecar_field(source, order_by[len(SIDECAR_ORDER) :]) or MISSING
 
 
 def trend_document(

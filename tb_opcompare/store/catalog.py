@@ -9,18 +9,23 @@ size and modification time, so a run that changes on disk is read again.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import re
 
 from tb_opcompare.errors import ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
 from tb_opcompare.ingest.formats import read_profile
-from tb_opcompare.ingest.sidecar import read_claims
+from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 from tb_opcompare.store.shared_index import SharedIndex
+
+# A session named by its time (Keras's 2026_11_22_11_44_57, Kineto's epoch milliseconds).
+_TIMED_SESSION = re.compile(r"\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}|\d{10,}")
 
 
 @dataclasses.dataclass
@@ -74,6 +79,37 @@ class Catalog:
                 return source
         known = [s.run for s in self._sources or []]
         raise UnknownRunError(f"unknown run {run!r}", known)
+
+    # What a run is before its data is read: the store's answer for every service, which
+    # never opens a sidecar or a profile itself (each sidecar version is parsed once).
+    def claims(self, source: RunSource) -> Claims:
+        """What the run's sidecar, then its name, say (model, device, batch size, label,
+        repeat, precision, compiler)."""
+        return read_claims(source)
+
+    def sidecar_field(self, source: RunSource, path: str) -> str | None:
+        """A field of the run's sidecar by its dotted path (``versions.torch``), as text."""
+        return sidecar_field(source, path)
+
+    def recorded_at(self, source: RunSource) -> str:
+        """When the run was recorded, as text that sorts in time: its sidecar's
+        ``recorded_at``, else its newest session's name where the name is a time, else the
+        session file's modification time (UTC). A TF1 timeline's session is its file name
+        (``timeline_02_step_1.json``), which every run of a logdir may share: ordered by
+        it, a CPU and a GPU run fell on one point."""
+        recorded = sidecar_field(source, "recorded_at")
+        if recorded:
+            return recorded
+        session = source.newest_session
+        if _TIMED_SESSION.search(session):
+            return session
+        try:
+            _, modified = fs.signature(source.sessions[session][0])
+        except (OSError, IndexError, KeyError):
+            return session
+        if not modified:  # a store that gives no time (TensorBoard's gfile)
+            return session
+        return datetime.datetime.fromtimestamp(modified, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
     def _session(self, source: RunSource, session: str | None) -> tuple[str, tuple]:
         run = source.run

@@ -10,7 +10,7 @@ import fnmatch
 from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import UnknownRunError
 from tb_opcompare.ingest.naming import hardware_from_name
-from tb_opcompare.ingest.sidecar import Claims, read_claims
+from tb_opcompare.ingest.sidecar import Claims
 from tb_opcompare.store.catalog import Catalog
 
 
@@ -45,7 +45,7 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
         else:
             expanded.append(catalog.source(item).run)
     if repeats:
-        groups = repeat_groups({source.run: read_claims(source) for source in sources})
+        groups = repeat_groups({source.run: catalog.claims(source) for source in sources})
         expanded = [other for run in expanded for other in groups.get(run, [run])]
     return list(dict.fromkeys(expanded))
 
