@@ -11,10 +11,11 @@ TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines such a
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -85,107 +86,154 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     ``read_bytes(path) -> bytes`` is the file-system layer (local or remote).
     ``max_parsed_bytes`` bounds what one plane's metadata may take once parsed (the read's
     memory budget beyond the file itself).
+
+    The steps: each file's planes are read (``_read_file``: the host's TF ops and the
+    evidence around them, the devices' kernels); the host ops are added once the file's
+    bytes are let go; then the evidence settles the profile's facts (``_settle_facts``).
     """
     events = OpEvents()
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
-    steps: dict[int, int] = {}  # step number -> longest marker duration (ps)
-    device_steps: list[int] = []  # the busiest device plane's Steps line: each step's duration (ps)
-    invocation_ids = InvocationIds()
-    device_names: list[str] = []
-    first_shape: tuple[float, int] | None = None
-    # (tf.data batch size, root iterator's name) -> elements seen
-    input_batches: collections.Counter[tuple[int, str]] = collections.Counter()
-    declared_batches: collections.Counter[int] = collections.Counter()  # a batch dataset's batch_size stat
-    step_batches: collections.Counter[int] = collections.Counter()  # Keras 2's step event: fit()'s batch_size
-    step_calls = collections.Counter()  # Keras 2's per-step train_function calls, per (file, plane)
-    call_times: dict[tuple, list[int]] = {}  # their durations (ps) in start order, per (file, plane)
-    allocated_shapes: dict[str, set[str]] = {}  # memory allocations: tensor shape -> tf_ops that allocated it
-    # op events by kind: "xla" (compiled ops on the host), "xla_device" (kernels of XLA ops),
-    # "tf" (TF ops), of which "tf_graph" ran on TF's executor threads and "tf_eager" elsewhere
-    kinds = collections.Counter()
-    allocated_dtypes = collections.Counter()
-    hlo = HloEvidence()  # XLA programs: their precision, where allocations carry none
-    in_use = _MemoryInUse()  # every host plane's, for the peak and the timeline
-    user_ranges = _UserRanges()
-    host_ops: list[Callable[[], None]] = []  # each host plane's ops, added once its file is let go
+    evidence = _SessionEvidence()
     for path in paths:
-        space = _parse(path, read_bytes(path), max_parsed_bytes)
-        try:
-            for plane in space.planes(first=METADATA_PLANE):
-                if plane.name == METADATA_PLANE:
-                    hlo.add(plane)
-                    jax_version = _plane_stats(plane, _stat_names(plane)).get("jax_version")
-                    if isinstance(jax_version, str) and jax_version:
-                        facts.framework = f"JAX {jax_version}"
-                elif plane.name.startswith("/host:"):
-                    calls, durations = collections.Counter(), []
-                    shape, add_ops = _read_host_plane(
-                        plane,
-                        events,
-                        steps,
-                        input_batches,
-                        declared_batches,
-                        calls,
-                        step_batches,
-                        allocated_shapes,
-                        in_use,
-                        kinds,
-                        allocated_dtypes,
-                        user_ranges,
-                        durations,
-                        names_tf_ops=not facts.framework.startswith("JAX"),
-                    )
-                    host_ops.append(add_ops)
-                    step_calls[path, plane.name] = sum(calls.values())
-                    call_times[path, plane.name] = durations
-                    if shape and (first_shape is None or shape[0] < first_shape[0]):
-                        first_shape = shape
-                elif plane.name.startswith("/device:"):
-                    kind, name, plane_steps = _read_device_plane(plane, events, invocation_ids, kinds)
-                    if kind:
-                        device_names.append(name)
-                        facts.device = kind
-                        if len(plane_steps) > len(device_steps):
-                            device_steps = plane_steps
-        except _BrokenEvents as error:
-            raise ProfileError(path, f"plane {space.current!r}, {error}") from None
-        except TooManyElements as error:
-            raise OverLimit(
-                path,
-                f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
-                "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
-                "real profile",
-            ) from None
-        except (DecodeError, RuntimeError, ValueError) as error:
-            raise ProfileError(
-                path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or corrupt): {error}"
-            ) from None
-        # the file's bytes (held by the space and its last plane) are not needed any more
-        space = plane = None
-        while host_ops:
-            host_ops.pop(0)()
+        host_ops = _read_file(path, read_bytes, max_parsed_bytes, events, facts, evidence)
+        while host_ops:  # the file's bytes are gone: its op times may take their place
+            host_ops.pop(0).add()
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
+    _settle_facts(facts, events, evidence)
+    profile = OpProfile.from_events(facts, events)
+    profile.annotations = evidence.user_ranges.table()
+    return profile
+
+
+@dataclasses.dataclass
+class _SessionEvidence:
+    """What the planes of one session tell beyond the op times, gathered plane by plane
+    and settled into the profile's facts once every file is read."""
+
+    steps: dict[int, int] = dataclasses.field(default_factory=dict)  # step number -> longest marker (ps)
+    device_steps: list[int] = dataclasses.field(default_factory=list)  # the busiest device's Steps line (ps)
+    device_names: list[str] = dataclasses.field(default_factory=list)
+    invocation_ids: InvocationIds = dataclasses.field(default_factory=InvocationIds)
+    first_shape: tuple[int, int] | None = None  # (start ps, batch size) of the earliest shaped op
+    # (tf.data batch size, root iterator's name) -> elements seen
+    input_batches: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    declared_batches: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # batch_size stat
+    step_batches: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # Keras 2: fit()'s
+    step_calls: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # per (file, plane)
+    call_times: dict[tuple, list[int]] = dataclasses.field(default_factory=dict)  # their durations (ps), in order
+    allocated_shapes: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # shape -> tf_ops
+    # op events by kind: "xla" (compiled ops on the host), "xla_device" (kernels of XLA ops),
+    # "tf" (TF ops), of which "tf_graph" ran on TF's executor threads and "tf_eager" elsewhere
+    kinds: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    allocated_dtypes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    hlo: HloEvidence = dataclasses.field(default_factory=HloEvidence)  # XLA programs: their precision
+    in_use: _MemoryInUse = dataclasses.field(default_factory=lambda: _MemoryInUse())  # every host plane's
+    user_ranges: _UserRanges = dataclasses.field(default_factory=lambda: _UserRanges())
+
+
+def _read_file(
+    path: str, read_bytes, max_parsed_bytes: int | None, events: OpEvents, facts: ProfileFacts, evidence
+) -> list[_HostOps]:
+    """Read one host's xplane: device kernels into ``events``, everything else into
+    ``evidence``; return each host plane's ops, to be added once the file is let go (so
+    that its bytes and the op times are never in memory together)."""
+    space = _parse(path, read_bytes(path), max_parsed_bytes)
+    host_ops = []
+    try:
+        for plane in space.planes(first=METADATA_PLANE):
+            if plane.name == METADATA_PLANE:
+                evidence.hlo.add(plane)
+                jax_version = _plane_stats(plane, _stat_names(plane)).get("jax_version")
+                if isinstance(jax_version, str) and jax_version:
+                    facts.framework = f"JAX {jax_version}"
+            elif plane.name.startswith("/host:"):
+                reader = _HostPlaneReader(plane, evidence, names_tf_ops=not facts.framework.startswith("JAX"))
+                host_ops.append(reader.read((path, plane.name), events))
+            elif plane.name.startswith("/device:"):
+                kind, name, plane_steps = _read_device_plane(plane, events, evidence.invocation_ids, evidence.kinds)
+                if kind:
+                    evidence.device_names.append(name)
+                    facts.device = kind
+                    if len(plane_steps) > len(evidence.device_steps):
+                        evidence.device_steps = plane_steps
+    except _BrokenEvents as error:
+        raise ProfileError(path, f"plane {space.current!r}, {error}") from None
+    except TooManyElements as error:
+        raise OverLimit(
+            path,
+            f"{error}, more than this machine's memory limit allows (memory guard). Raise it "
+            "with --opcompare_max_read_gb or `tb-opcompare --max-read-gb` if the file is a "
+            "real profile",
+        ) from None
+    except (DecodeError, RuntimeError, ValueError) as error:
+        raise ProfileError(
+            path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or corrupt): {error}"
+        ) from None
+    return host_ops
+
+
+def _settle_facts(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvidence) -> None:
+    """The profile's facts from the session's evidence: its steps, batch size, precision,
+    compiler, devices, memory and warnings."""
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
-    if device_names:
-        facts.device_name = ", ".join(sorted(set(device_names)))
-    busiest = max(step_calls, key=step_calls.get, default=None)
-    calls = [duration / PS_PER_US for duration in call_times[busiest]] if busiest else []
+    if evidence.device_names:
+        facts.device_name = ", ".join(sorted(set(evidence.device_names)))
+    _settle_steps(facts, evidence)
+    _settle_batch_size(facts, evidence)
+    _settle_precision_and_compiler(facts, evidence)
+    if evidence.in_use.samples:
+        facts.peak_memory_bytes.update(evidence.in_use.peaks())
+        facts.memory_events = evidence.in_use.samples
+        events.memory_timeline = evidence.in_use.timeline()
+
+
+def _settle_steps(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
+    """The steps from the markers, else Keras 2's step function calls on the plane that
+    made the most, else the busiest device's Steps line."""
+    busiest = max(evidence.step_calls, key=evidence.step_calls.get, default=None)
+    calls = [duration / PS_PER_US for duration in evidence.call_times[busiest]] if busiest else []
     facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
-        {step: duration / PS_PER_US for step, duration in steps.items()},
+        {step: duration / PS_PER_US for step, duration in evidence.steps.items()},
         calls,
-        [duration / PS_PER_US for duration in device_steps],
+        [duration / PS_PER_US for duration in evidence.device_steps],
         "device plane",
     )
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
+
+
+def _settle_batch_size(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
+    """The batch size from the first shaped op, the input pipeline, the step events and
+    the batch datasets (``batch_size_evidence``), else a vote of the allocated shapes."""
+    first_shape = evidence.first_shape
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
-        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches
+        first_shape[1] if first_shape else None,
+        evidence.input_batches,
+        evidence.step_batches,
+        evidence.declared_batches,
     )
-    precision = precision_from_dtypes(allocated_dtypes, "dtypes of {total} tensors the model's ops allocated")
+    if facts.batch_size is None:
+        vote = allocation_batch_vote(evidence.allocated_shapes)
+        if vote:
+            size, agreeing, voting = vote
+            facts.batch_size, facts.batch_size_agreement = size, agreeing / voting
+            facts.batch_size_source = (
+                f"data: leading dimension of {agreeing} of {voting} tensor shapes in memory "
+                "allocations (optimizer state left out)"
+            )
+    if warning:
+        facts.warnings.append(warning)
+
+
+def _settle_precision_and_compiler(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
+    """The precision from the dtypes the model's ops allocated (an XLA program's own where
+    XLA ran), and the compiler from which kind of op events the session has."""
+    kinds = evidence.kinds
+    precision = precision_from_dtypes(evidence.allocated_dtypes, "dtypes of {total} tensors the model's ops allocated")
     if kinds["xla"] or kinds["xla_device"]:
-        precision = hlo.precision() or precision
+        precision = evidence.hlo.precision() or precision
     if precision:
         facts.precision, facts.precision_source = precision
     if kinds["xla"]:
@@ -197,24 +245,6 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
         )
     elif kinds["tf"]:
         facts.compiler, facts.compiler_source = tf_execution(kinds["tf_graph"], kinds["tf_eager"])
-    if facts.batch_size is None:
-        vote = allocation_batch_vote(allocated_shapes)
-        if vote:
-            size, agreeing, voting = vote
-            facts.batch_size, facts.batch_size_agreement = size, agreeing / voting
-            facts.batch_size_source = (
-                f"data: leading dimension of {agreeing} of {voting} tensor shapes in memory "
-                "allocations (optimizer state left out)"
-            )
-    if warning:
-        facts.warnings.append(warning)
-    if in_use.samples:
-        facts.peak_memory_bytes.update(in_use.peaks())
-        facts.memory_events = in_use.samples
-        events.memory_timeline = in_use.timeline()
-    profile = OpProfile.from_events(facts, events)
-    profile.annotations = user_ranges.table()
-    return profile
 
 
 def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
@@ -235,39 +265,33 @@ def _stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
-def _read_host_plane(
-    plane,
-    events: OpEvents,
-    steps: dict[int, int],
-    input_batches: collections.Counter,
-    declared_batches: collections.Counter[int],
-    step_calls: collections.Counter,
-    step_batches: collections.Counter[int],
-    allocated_shapes: dict[str, set[str]],
-    in_use: _MemoryInUse,
-    kinds: collections.Counter,
-    allocated_dtypes: collections.Counter,
-    user_ranges: _UserRanges,
-    call_durations: list[int],
-    names_tf_ops: bool = True,
-) -> tuple[tuple[int, int] | None, Callable[[], None]]:
-    """Read the plane's TF ops; return (start_ps, batch) of the first shaped op, and a
-    function that adds the ops to ``events``. ``names_tf_ops`` is False in a JAX profile,
-    where a ``name:type`` event is the runtime's own (``ThenExecuteCallback:GetEvent...``)
-    and only the XLA ops (``hlo_op``) are ops. The ops' times are held until the plane's
-    steps are known; they are added once the caller has let the file's bytes go, so that
-    the two are never in memory together.
+@dataclasses.dataclass
+class _HostPlaneIndex:
+    """What a host plane's metadata says before any event is read: which event metadata
+    are ops (and their keys), step functions, input pipeline roots, batch datasets and
+    user ranges, and the ids of the stats their events may carry."""
 
-    Every host event is touched here, so the three integers each needs are pulled out
-    of a whole batch at once (``_event_ints``) and sorted out with numpy; stats are
-    read only on the few events that can carry a step number or a shape, and on the
-    memory events (``_MemoryEvents``: from the wire too, where the C helper was built).
-    """
+    op_keys: list[tuple[str, str]]  # (name, type) of each op code
+    lookup: _IdLookup | None  # metadata id -> op code
+    model_op: np.ndarray  # per op code: not the input pipeline's
+    only_eager: np.ndarray  # per op code: no graph op shares its key (an eager op may: "ReadVariableOp")
+    eager_ids: np.ndarray  # metadata ids of eager ops
+    root_names: dict[int, str]  # tf.data's outermost iterators
+    batch_datasets: list[int]
+    user_range_names: dict[int, str]
+    user_range_ids: np.ndarray
+    step_functions: list[int]  # Keras 2's per-step train_function
+    stat_names: dict[int, str]
+    stat_ids: dict[str, int]  # stat name -> its first metadata id
+    hlo: _HloOps
+
+
+def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
     op_keys: list[tuple[str, str]] = []
     key_codes: dict[tuple[str, str], int] = {}
     op_ids: list[int] = []
     op_codes: list[int] = []
-    eager_ids, graph_codes = [], set()  # an eager op may share its key with a graph op ("ReadVariableOp")
+    eager_ids, graph_codes = [], set()
     for entry in plane.event_metadata:
         parsed = parse_host_op(entry.value.name) if names_tf_ops else None
         if parsed:
@@ -280,143 +304,233 @@ def _read_host_plane(
                 graph_codes.add(key_codes[parsed])
             op_ids.append(entry.key)
             op_codes.append(key_codes[parsed])
-    lookup = _IdLookup(op_ids, op_codes) if op_ids else None
-    model_op = np.array([op_type != "Dataset" for _, op_type in op_keys], dtype=bool)  # not the input pipeline's
-    only_eager = ~np.isin(np.arange(len(op_keys)), list(graph_codes))
-    eager_id_array = np.asarray(eager_ids, dtype=np.int64)
-    root_names = {entry.key: entry.value.name for entry in plane.event_metadata if entry.value.name in PIPELINE_ROOTS}
-    pipeline_roots = list(root_names)
-    batch_datasets = [entry.key for entry in plane.event_metadata if is_batch_dataset(entry.value.name)]
+    names = {entry.key: entry.value.name for entry in plane.event_metadata}
     # JAX's runtime names its host ranges freely (``PjitFunction(step)``, ``Handle inputs``,
     # each launch by its kernel, each thunk by its XLA op): no rule tells a user's
     # TraceAnnotation from them, so a JAX profile reads none rather than dozens of false ones
     user_range_names = {
-        entry.key: entry.value.name
-        for entry in plane.event_metadata
-        if names_tf_ops
-        and entry.value.name
-        and not parse_host_op(entry.value.name)
-        and not is_tf_range(entry.value.name)
+        key: name
+        for key, name in names.items()
+        if names_tf_ops and name and not parse_host_op(name) and not is_tf_range(name)
     }
-    user_range_ids = np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names))
-    step_functions = [entry.key for entry in plane.event_metadata if entry.value.name == STEP_FUNCTION]
     stat_names = _stat_names(plane)
-    step_stat = next((k for k, v in stat_names.items() if v == "step_num"), None)
-    hlo_stat = next((k for k, v in stat_names.items() if v == "hlo_op"), None)
-    hlo = _HloOps(hlo_stat, op_keys, key_codes, {entry.key: entry.value.name for entry in plane.event_metadata})
-    shape_stat = next((k for k, v in stat_names.items() if v == "shape"), None)
-    shapes_stat = next((k for k, v in stat_names.items() if v == "shapes"), None)
-    batch_size_stat = next((k for k, v in stat_names.items() if v == "batch_size"), None)
-    carries_step: dict[int, bool] = {}
-    first_shape: tuple[int, int] | None = None
-    marker_ranges: dict[int, tuple[int, int]] = {}  # step number -> (start, duration) of its longest marker
-    call_ranges: list[np.ndarray] = []  # (start, duration) of each Keras 2 step function call
-    op_lines = []  # each line's op events, added once the plane's steps are known
-    memory = _Allocations(allocated_dtypes)
-    memory_events = _MemoryEvents(plane, stat_names, memory, in_use, allocated_shapes)
-    clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
-    ran = collections.Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere ("eager")
-    for line_number, line in enumerate(plane.lines):
-        starts, durations, codes, eager_flags = [], [], [], []
+    stat_ids: dict[str, int] = {}
+    for key, name in stat_names.items():
+        stat_ids.setdefault(name, key)
+    return _HostPlaneIndex(
+        op_keys=op_keys,
+        lookup=_IdLookup(op_ids, op_codes) if op_ids else None,
+        model_op=np.array([op_type != "Dataset" for _, op_type in op_keys], dtype=bool),
+        only_eager=~np.isin(np.arange(len(op_keys)), list(graph_codes)),
+        eager_ids=np.asarray(eager_ids, dtype=np.int64),
+        root_names={key: name for key, name in names.items() if name in PIPELINE_ROOTS},
+        batch_datasets=[key for key, name in names.items() if is_batch_dataset(name)],
+        user_range_names=user_range_names,
+        user_range_ids=np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names)),
+        step_functions=[key for key, name in names.items() if name == STEP_FUNCTION],
+        stat_names=stat_names,
+        stat_ids=stat_ids,
+        hlo=_HloOps(stat_ids.get("hlo_op"), op_keys, key_codes, names),
+    )
+
+
+class _HostPlaneReader:
+    """Reads one host plane's TF ops and the evidence around them (step markers, Keras 2's
+    step calls, input batches, memory, user ranges) into the session's evidence.
+
+    ``names_tf_ops`` is False in a JAX profile, where a ``name:type`` event is the
+    runtime's own (``ThenExecuteCallback:GetEvent...``) and only the XLA ops (``hlo_op``)
+    are ops. The ops' times are held until the plane's steps are known: ``read`` returns
+    them as ``_HostOps``, added once the caller has let the file's bytes go.
+
+    Every host event is touched here, so the three integers each needs are pulled out of a
+    whole batch at once (``_event_ints``) and sorted out with numpy; stats are read only on
+    the few events that can carry a step number or a shape, and on the memory events
+    (``_MemoryEvents``: from the wire too, where the C helper was built)."""
+
+    def __init__(self, plane, evidence: _SessionEvidence, names_tf_ops: bool = True):
+        self.plane_name = plane.name
+        self.evidence = evidence
+        self.index = index = _index_host_plane(plane, names_tf_ops)
+        self.memory = _Allocations(evidence.allocated_dtypes)
+        self.memory_events = _MemoryEvents(
+            plane, index.stat_names, self.memory, evidence.in_use, evidence.allocated_shapes
+        )
+        self.lines = plane.lines
+        self.first_shape: tuple[int, int] | None = None
+        self.carries_step: dict[int, bool] = {}  # metadata id -> whether its events carry step_num
+        self.marker_ranges: dict[int, tuple[int, int]] = {}  # step number -> (start, duration) of its longest
+        self.call_ranges: list[np.ndarray] = []  # (start, duration) of each Keras 2 step function call
+        self.step_calls = 0
+        self.op_lines: list[tuple] = []  # each line's op events, added once the plane's steps are known
+        self.ran = collections.Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere
+
+    def read(self, plane_key: tuple[str, str], events: OpEvents) -> _HostOps:
+        clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
+        lines, self.lines = self.lines, None  # the reader keeps nothing of the file once read
+        for line_number, line in enumerate(lines):
+            if clock_origin_ns is None:
+                clock_origin_ns = line.timestamp_ns
+            self._read_line(line, line_number, (line.timestamp_ns - clock_origin_ns) * 1000)
+        self.memory_events = None
+        return self._finish(plane_key, events)
+
+    def _read_line(self, line, line_number: int, line_start_ps: int) -> None:
+        index, stat_ids = self.index, self.index.stat_ids
+        found = ([], [], [], [])  # the line's op events: starts, durations, codes, eager flags
         execution = execution_thread(line.name)
-        reads_user_ranges = bool(user_range_names) and not is_tf_thread(line.name)
-        if clock_origin_ns is None:
-            clock_origin_ns = line.timestamp_ns
-        line_start_ps = (line.timestamp_ns - clock_origin_ns) * 1000
+        reads_user_ranges = bool(index.user_range_names) and not is_tf_thread(line.name)
         for batch in line.event_batches():
             ints = _event_ints(batch)
-            code = lookup.codes(ints[:, 0]) if lookup else np.full(len(ints), -1)
-            if lookup:
-                kinds["tf"] += int((code >= 0).sum())
-                if execution is not None:
-                    ran[execution] += int(model_op[code[code >= 0]].sum())
-            if hlo_stat is not None:
-                code = hlo.codes(batch, ints[:, 0], code)
-            is_op = code >= 0
-            if is_op.any():
-                starts.append(ints[is_op, 1])
-                durations.append(ints[is_op, 2])
-                codes.append(code[is_op])
-                eager_flags.append(np.isin(ints[is_op, 0], eager_id_array))
-                if shape_stat is not None:
-                    shaped = _first_shaped_op(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
-                    if shaped:
-                        shaped = (line.timestamp_ns * 1000 + shaped[0], shaped[1])  # compared across planes
-                        if first_shape is None or shaped[0] < first_shape[0]:
-                            first_shape = shaped
-            if step_functions:
-                calls = np.isin(ints[:, 0], step_functions)
-                step_calls[plane.name] += int(calls.sum())
-                call_ranges.append(ints[calls, 1:] + [line_start_ps, 0])
-            if batch_datasets and batch_size_stat is not None:
-                for index in np.flatnonzero(np.isin(ints[:, 0], batch_datasets))[:_SHAPE_PROBES].tolist():
-                    size = _int_stat(batch[index], batch_size_stat, stat_names)
-                    if size:
-                        declared_batches[size] += 1
-            if memory_events.event_ids:
-                memory_events.read(batch, ints, line.timestamp_ns)
-            if pipeline_roots and shapes_stat is not None:
-                for index in np.flatnonzero(np.isin(ints[:, 0], pipeline_roots)).tolist():
-                    size = _input_batch(batch[index], shapes_stat, stat_names)
-                    if size:
-                        input_batches[size, root_names[int(ints[index, 0])]] += 1
+            is_op = self._take_ops(batch, ints, execution, line.timestamp_ns, found)
+            self._take_pipeline_and_calls(batch, ints, line_start_ps)
+            if self.memory_events.event_ids:
+                self.memory_events.read(batch, ints, line.timestamp_ns)
             if reads_user_ranges:
-                for index in np.flatnonzero(np.isin(ints[:, 0], user_range_ids)).tolist():
-                    if not any(stat_names.get(stat.metadata_id) in TF_RANGE_STATS for stat in batch[index].stats):
-                        user_ranges.add(
-                            user_range_names[int(ints[index, 0])],
-                            (plane.name, line_number),
-                            line_start_ps + int(ints[index, 1]),
-                            int(ints[index, 2]),
-                        )
-            if step_stat is not None and not is_op.all():
-                _read_steps(
-                    batch,
-                    ints,
-                    np.flatnonzero(~is_op),
-                    step_stat,
-                    carries_step,
-                    (line_start_ps, marker_ranges),
-                    (batch_size_stat, stat_names, step_batches),
-                )
+                self._take_user_ranges(batch, ints, (self.plane_name, line_number), line_start_ps)
+            if stat_ids.get("step_num") is not None and not is_op.all():
+                self._take_steps(batch, ints, np.flatnonzero(~is_op), line_start_ps)
             del batch  # one batch of protobuf events alive at a time
+        starts, durations, codes, eager_flags = found
         if codes:
             durations, codes = np.concatenate(durations), np.concatenate(codes)
-            _check_durations(durations, op_keys, codes, line.name)
+            _check_durations(durations, index.op_keys, codes, line.name)
             # a line whose clock is wildly off the plane's cannot be placed in its steps
             placeable = abs(line_start_ps) < _MAX_DURATION_PS
-            op_lines.append(
-                (
-                    np.concatenate(starts) + (line_start_ps if placeable else 0),
-                    durations,
-                    codes,
-                    np.concatenate(eager_flags),
-                    placeable,
+            starts = np.concatenate(starts) + (line_start_ps if placeable else 0)
+            self.op_lines.append((starts, durations, codes, np.concatenate(eager_flags), placeable))
+
+    def _take_ops(self, batch, ints: np.ndarray, execution: str | None, line_ns: int, found: tuple) -> np.ndarray:
+        """Keep the batch's op events in ``found``, count them by kind, and note the first
+        shaped op; return which events are ops."""
+        index, kinds = self.index, self.evidence.kinds
+        code = index.lookup.codes(ints[:, 0]) if index.lookup else np.full(len(ints), -1)
+        if index.lookup:
+            kinds["tf"] += int((code >= 0).sum())
+            if execution is not None:
+                self.ran[execution] += int(index.model_op[code[code >= 0]].sum())
+        if index.stat_ids.get("hlo_op") is not None:
+            code = index.hlo.codes(batch, ints[:, 0], code)
+        is_op = code >= 0
+        if is_op.any():
+            starts, durations, codes, eager_flags = found
+            starts.append(ints[is_op, 1])
+            durations.append(ints[is_op, 2])
+            codes.append(code[is_op])
+            eager_flags.append(np.isin(ints[is_op, 0], index.eager_ids))
+            shape_stat = index.stat_ids.get("shape")
+            if shape_stat is not None:
+                shaped = _first_shaped_op(batch, np.flatnonzero(is_op), ints[:, 1], shape_stat)
+                if shaped:
+                    shaped = (line_ns * 1000 + shaped[0], shaped[1])  # compared across planes
+                    if self.first_shape is None or shaped[0] < self.first_shape[0]:
+                        self.first_shape = shaped
+        return is_op
+
+    def _take_pipeline_and_calls(self, batch, ints: np.ndarray, line_start_ps: int) -> None:
+        """Keras 2's step function calls, the batch datasets' declared batch sizes and the
+        batches tf.data's outermost iterators delivered."""
+        index, evidence = self.index, self.evidence
+        batch_size_stat, shapes_stat = index.stat_ids.get("batch_size"), index.stat_ids.get("shapes")
+        if index.step_functions:
+            calls = np.isin(ints[:, 0], index.step_functions)
+            self.step_calls += int(calls.sum())
+            self.call_ranges.append(ints[calls, 1:] + [line_start_ps, 0])
+        if index.batch_datasets and batch_size_stat is not None:
+            for position in np.flatnonzero(np.isin(ints[:, 0], index.batch_datasets))[:_SHAPE_PROBES].tolist():
+                size = _int_stat(batch[position], batch_size_stat, index.stat_names)
+                if size:
+                    evidence.declared_batches[size] += 1
+        if index.root_names and shapes_stat is not None:
+            for position in np.flatnonzero(np.isin(ints[:, 0], list(index.root_names))).tolist():
+                size = _input_batch(batch[position], shapes_stat, index.stat_names)
+                if size:
+                    evidence.input_batches[size, index.root_names[int(ints[position, 0])]] += 1
+
+    def _take_user_ranges(self, batch, ints: np.ndarray, line_id: tuple, line_start_ps: int) -> None:
+        index = self.index
+        for position in np.flatnonzero(np.isin(ints[:, 0], index.user_range_ids)).tolist():
+            if not any(index.stat_names.get(stat.metadata_id) in TF_RANGE_STATS for stat in batch[position].stats):
+                self.evidence.user_ranges.add(
+                    index.user_range_names[int(ints[position, 0])],
+                    line_id,
+                    line_start_ps + int(ints[position, 1]),
+                    int(ints[position, 2]),
                 )
-            )
-    kinds["xla"] += hlo.events
-    for step, (_, duration) in marker_ranges.items():
-        steps[step] = max(steps.get(step, 0), duration)
-    bounds = _step_bounds(marker_ranges, call_ranges)
-    events.step_count = max(events.step_count, len(bounds))
-    if call_ranges:
-        ranges = np.concatenate(call_ranges)
-        call_durations.extend(ranges[np.argsort(ranges[:, 0], kind="stable"), 1].tolist())
 
-    kinds["tf_graph"] += ran["graph"]
-    kinds["tf_eager"] += ran["eager"]
-    plane_is_eager = ran_eagerly(ran["graph"] + hlo.events, ran["eager"])  # XLA's ops are a compiled graph's
-    left_out = np.zeros(len(op_keys), dtype=bool) if plane_is_eager else only_eager
+    def _take_steps(self, batch, ints: np.ndarray, candidates: np.ndarray, line_start_ps: int) -> None:
+        """Record ``step_num`` markers among the non-op events ``candidates`` of a batch (the
+        longest marker of each step number, on the host clock), and the ``batch_size`` a
+        marker carries (Keras 2's step event: ``fit()``'s argument when it batches arrays
+        itself, the text ``None`` when it was given a dataset). Whether an event metadata
+        carries a step number is learnt from its first event."""
+        step_stat, batch_size_stat = self.index.stat_ids["step_num"], self.index.stat_ids.get("batch_size")
+        ranges = self.marker_ranges
+        ids = ints[candidates, 0]
+        unique_ids, first = np.unique(ids, return_index=True)
+        for metadata_id, position in zip(unique_ids.tolist(), first.tolist()):
+            if metadata_id not in self.carries_step:
+                self.carries_step[metadata_id] = _step_of(batch[int(candidates[position])], step_stat) is not None
+        stepping = [m for m in unique_ids.tolist() if self.carries_step[m]]
+        if not stepping:
+            return
+        for position in candidates[np.isin(ids, stepping)].tolist():
+            event = batch[position]
+            step = _step_of(event, step_stat)
+            if step is not None:
+                if step not in ranges or event.duration_ps > ranges[step][1]:
+                    ranges[step] = (line_start_ps + event.offset_ps, event.duration_ps)
+                size = _int_stat(event, batch_size_stat, self.index.stat_names) if batch_size_stat is not None else None
+                if size:
+                    self.evidence.step_batches[size] += 1
 
-    def add_ops() -> None:
-        memory.attribute(events, op_keys, left_out)
-        while op_lines:  # each line's arrays are let go once added
-            starts, durations, codes, eager, placeable = op_lines.pop(0)
-            if not plane_is_eager and eager.any():
+    def _finish(self, plane_key: tuple[str, str], events: OpEvents) -> _HostOps:
+        """The plane's share of the session's evidence, and its ops with their steps."""
+        evidence, index = self.evidence, self.index
+        evidence.kinds["xla"] += index.hlo.events
+        for step, (_, duration) in self.marker_ranges.items():
+            evidence.steps[step] = max(evidence.steps.get(step, 0), duration)
+        bounds = _step_bounds(self.marker_ranges, self.call_ranges)
+        events.step_count = max(events.step_count, len(bounds))
+        durations = []
+        if self.call_ranges:
+            ranges = np.concatenate(self.call_ranges)
+            durations = ranges[np.argsort(ranges[:, 0], kind="stable"), 1].tolist()
+        evidence.step_calls[plane_key] = self.step_calls
+        evidence.call_times[plane_key] = durations
+        shape = self.first_shape
+        if shape and (evidence.first_shape is None or shape[0] < evidence.first_shape[0]):
+            evidence.first_shape = shape
+        evidence.kinds["tf_graph"] += self.ran["graph"]
+        evidence.kinds["tf_eager"] += self.ran["eager"]
+        plane_is_eager = ran_eagerly(self.ran["graph"] + index.hlo.events, self.ran["eager"])  # XLA's: a graph's
+        left_out = np.zeros(len(index.op_keys), dtype=bool) if plane_is_eager else index.only_eager
+        return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds)
+
+
+@dataclasses.dataclass
+class _HostOps:
+    """A host plane's ops, held until the file's bytes are let go: ``add`` puts them into
+    ``events``, each op event in its step, eager ops left out where the plane ran a graph
+    (they are its input pipeline's and callbacks' ops, not the model's)."""
+
+    events: OpEvents
+    op_keys: list[tuple[str, str]]
+    memory: _Allocations
+    op_lines: list[tuple]
+    left_out: np.ndarray
+    plane_is_eager: bool
+    bounds: np.ndarray
+
+    def add(self) -> None:
+        self.memory.attribute(self.events, self.op_keys, self.left_out)
+        while self.op_lines:  # each line's arrays are let go once added
+            starts, durations, codes, eager, placeable = self.op_lines.pop(0)
+            if not self.plane_is_eager and eager.any():
                 starts, durations, codes = starts[~eager], durations[~eager], codes[~eager]
-            _add_host_line(events, op_keys, starts, durations, codes, bounds if placeable else bounds[:0])
-
-    return first_shape, add_ops
+            _add_host_line(
+                self.events, self.op_keys, starts, durations, codes, self.bounds if placeable else self.bounds[:0]
+            )
 
 
 def _step_bounds(marker_ranges: dict[int, tuple[int, int]], call_ranges: list[np.ndarray]) -> np.ndarray:
@@ -878,41 +992,6 @@ def _add_host_line(
     )
 
 
-def _read_steps(
-    batch,
-    ints: np.ndarray,
-    candidates: np.ndarray,
-    step_stat: int,
-    carries_step: dict[int, bool],
-    line_ranges: tuple[int, dict[int, tuple[int, int]]],
-    batch_sizes: tuple,
-) -> None:
-    """Record ``step_num`` markers among the non-op events ``candidates`` of a batch (the
-    longest marker of each step number, on the host clock), and the ``batch_size`` a marker
-    carries (Keras 2's step event: ``fit()``'s argument when it
-    batches arrays itself, the text ``None`` when it was given a dataset).
-    Whether an event metadata carries a step number is learnt from its first event."""
-    batch_size_stat, stat_names, step_batches = batch_sizes
-    line_start_ps, ranges = line_ranges
-    ids = ints[candidates, 0]
-    unique_ids, first = np.unique(ids, return_index=True)
-    for metadata_id, index in zip(unique_ids.tolist(), first.tolist()):
-        if metadata_id not in carries_step:
-            carries_step[metadata_id] = _step_of(batch[int(candidates[index])], step_stat) is not None
-    stepping = [m for m in unique_ids.tolist() if carries_step[m]]
-    if not stepping:
-        return
-    for index in candidates[np.isin(ids, stepping)].tolist():
-        event = batch[index]
-        step = _step_of(event, step_stat)
-        if step is not None:
-            if step not in ranges or event.duration_ps > ranges[step][1]:
-                ranges[step] = (line_start_ps + event.offset_ps, event.duration_ps)
-            size = _int_stat(event, batch_size_stat, stat_names) if batch_size_stat is not None else None
-            if size:
-                step_batches[size] += 1
-
-
 def _step_of(event, step_stat: int) -> int | None:
     stat = _find_stat(event, step_stat)
     return None if stat is None else stat.int64_value or stat.uint64_value
@@ -991,17 +1070,46 @@ def _read_device_plane(
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
     stat_names = _stat_names(plane)
+    event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
+    executions = _executions(plane, event_names)
+    kernels = _DeviceKernels(timed=bool(executions), scoped="scope_range_id" in stat_names.values())
+    steps = _read_kernels(plane, stat_names, event_names, kernels, kinds)
+    if kernels.timed_kernels:
+        add_executed_kernels(events, kernels.timed_kernels, executions, invocations)
+    elif kernels.scoped_kernels:
+        add_scoped_kernels(events, kernels.scoped_kernels, invocations)
+    elif kernels.sums:
+        sums = kernels.sums
+        events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / PS_PER_US for _, t in sums.values()])
+    else:
+        return None, "", steps
+    return kind, _device_name(plane, stat_names, kind), steps
+
+
+@dataclasses.dataclass
+class _DeviceKernels:
+    """A device plane's kernels, each with its op, kept as the plane lets its executions
+    be told: with their times where a ``TensorFlow Ops`` line spans them (``timed``), with
+    their ``scope_range_id`` where XLA gave one (``scoped``), else summed per op."""
+
+    timed: bool
+    scoped: bool
+    timed_kernels: list[tuple[tuple[str, str], int, int]] = dataclasses.field(default_factory=list)  # op, start, ps
+    scoped_kernels: list[tuple[tuple[str, str], int | None, int]] = dataclasses.field(default_factory=list)
+    sums: dict[tuple[str, str], list[int]] = dataclasses.field(default_factory=dict)  # op -> [kernels, ps]
+
+
+def _read_kernels(plane, stat_names: dict[int, str], event_names: dict[int, str], kernels: _DeviceKernels, kinds):
+    """Read the kernels on the plane's ``Stream #`` lines into ``kernels``, each named by
+    its op; return the durations (ps) of the plane's Steps line in start order. One pass
+    over every kernel, so the op of each stat text is parsed once and kept."""
     by_name = {v: k for k, v in stat_names.items()}
     tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
     hlo_op_id, scope_id = by_name.get("hlo_op"), by_name.get("scope_range_id")
     op_ids = (tf_op_id, annotation_id, level0_id)
-    event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     op_by_text: dict[str, tuple[str, str] | None] = {}
     hlo_by_text: dict[str, tuple[str, str]] = {}
-    sums: dict[tuple[str, str], list[int]] = {}  # op -> [kernels, summed duration in ps]
-    kernels: list[tuple[tuple[str, str], int, int]] = []  # (op, start, duration in ps), with executions only
-    scoped: list[tuple[tuple[str, str], int | None, int]] = []  # (op, scope range id, duration in ps)
-    executions = _executions(plane, event_names)
+    sums, timed, scoped = kernels.sums, kernels.timed_kernels, kernels.scoped_kernels
     steps: list[int] = []
     for line in plane.lines:
         if line.name == "Steps":
@@ -1038,27 +1146,17 @@ def _read_device_plane(
                 if op is None:
                     kernel_name = event_names.get(event.metadata_id, "")
                     op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
-                if executions:
-                    kernels.append((op, line_start_ps + event.offset_ps, event.duration_ps))
-                elif scope_id is not None:
+                if kernels.timed:
+                    timed.append((op, line_start_ps + event.offset_ps, event.duration_ps))
+                elif kernels.scoped:
                     scoped.append((op, scope, event.duration_ps))
+                elif (totals := sums.get(op)) is None:
+                    sums[op] = [1, event.duration_ps]
                 else:
-                    totals = sums.get(op)
-                    if totals is None:
-                        sums[op] = [1, event.duration_ps]
-                    else:
-                        totals[0] += 1
-                        totals[1] += event.duration_ps
+                    totals[0] += 1
+                    totals[1] += event.duration_ps
             del batch
-    if kernels:
-        add_executed_kernels(events, kernels, executions, invocations)
-    elif scoped:
-        add_scoped_kernels(events, scoped, invocations)
-    elif sums:
-        events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / PS_PER_US for _, t in sums.values()])
-    else:
-        return None, "", steps
-    return kind, _device_name(plane, stat_names, kind), steps
+    return steps
 
 
 def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.ndarray]:
