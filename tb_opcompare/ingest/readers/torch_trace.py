@@ -337,101 +337,119 @@ class _OneTrace:
 
 
 def _read_trace(path: str, trace: TraceText) -> _OneTrace:
+    """The steps: the events as columns (``_read_columns``); the host events sorted and
+    keyed (``_host_rows``); the host rows, memory and kernels added to the events, each
+    under the op PyTorch counts it under; then the facts (steps, batch size, precision,
+    compiler) and, with stacks, the ops by module."""
     columns = _read_columns(trace)
-    host, launches, device, names, categories = (
-        columns.host,
-        columns.launches,
-        columns.device,
-        columns.names,
-        columns.categories,
-    )
-    if not host.rows and not device.rows:
+    if not columns.host.rows and not columns.device.rows:
         raise ProfileError(path, "a PyTorch trace with no cpu_op, runtime or kernel events")
-    kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
-    kinds = [(names[n], categories[c]) for n, c in kind_pairs]
-    thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))
-    device_codes, device_pairs = _pair_codes(device.numpy("name"), device.numpy("cat"))
-    device_kinds = [(names[n], categories[c]) for n, c in device_pairs]
-
-    # ProfilerStep#N ranges give the steps and are not rows.
-    is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
-    is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
-    steps = _step_ranges(
-        [kinds[code][0] for code in kind_codes[is_step].tolist()], host.numpy("ts")[is_step], host.numpy("dur")[is_step]
-    )
-    row_keys = _Codes()  # (op name, row type): an op's type is its name, a runtime call's its category
-    row_of_kind = np.asarray(
-        row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]), dtype=np.int64
-    )
-    keys = list(row_keys)
-    is_op = np.array([row_type == name for name, row_type in keys], dtype=bool)
-
-    kept = np.flatnonzero(~is_step)
-    ts, durations, threads_of = host.numpy("ts")[kept], host.numpy("dur")[kept], thread_codes[kept]
-    order = kept[np.lexsort((-durations, ts, threads_of))]
-    codes = row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64)
-    durations = host.numpy("dur")[order]
-    starts = host.numpy("ts")[order]
+    rows = _host_rows(columns)
     events = OpEvents()
-    step_of = _steps_of(starts, steps)
-    events.step_count = len(steps)
-    parents, counted_as, counted_selfs = _parents_within_threads(
-        thread_codes[order], starts, durations, events, keys, codes, step_of
-    )
+    events.step_count = len(rows.steps)
+    _add_host_rows(events, rows)
     facts = ProfileFacts(format=FORMAT, framework="PyTorch")
-    allocations = None
-    if columns.memory.rows:
-        allocations = _add_memory(events, facts, columns, order, starts, starts + durations, parents, keys, codes)
-    kernels = None
-    if device.rows:
-        is_annotation = np.array([row_type in ANNOTATION_TYPES for _, row_type in keys], dtype=bool)
-        kernels = _add_kernels(
-            events,
-            facts,
-            device,
-            device_codes,
-            device_kinds,
-            keys,
-            codes,
-            is_op[codes],
-            is_annotation[codes],
-            parents,
-            counted_as,
-            _scatter(host.rows, launches)[order],
-            step_of,
-        )
-        # the accelerator's kind from its events' category: MTIA's are its own, CUDA's and ROCm's kernels
-        facts.device = "MTIA" if any(category == _MTIA_DEVICE for _, category in device_kinds) else "GPU"
-        facts.device_name = ", ".join(sorted(set(trace.device_names))) or None
-    if steps:
-        facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
-        facts.step_time_us = sum(duration for _, duration in steps.values()) / len(steps)
-        facts.step_times_us = [float(duration) for _, duration in sorted(steps.values())]
-    step_starts = host.numpy("ts")[is_step]
-    first_step = None
-    if len(step_starts):
-        first = int(np.argmin(step_starts))
-        first_step = (float(step_starts[first]), float(step_starts[first] + host.numpy("dur")[is_step][first]))
-    file_indices = host.numpy("index")[order]
-    batch_probes = _batch_probes(starts, parents, is_op[codes], keys, codes, first_step)
-    precision_probes = _precision_probes(keys, codes, file_indices)
-    decoded = _decoded_inputs(trace, file_indices, batch_probes, precision_probes)
-    evidence = _batch_size_evidence(batch_probes, decoded, keys, codes, first_step) if len(batch_probes) else None
-    precision = _precision_of(precision_probes, decoded)
-    if precision:
-        facts.precision, facts.precision_source = precision
-    facts.compiler, facts.compiler_source = _compiler_of(kinds, kind_codes)
-    if evidence:
-        facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
+    allocations = _add_memory(events, facts, columns, rows) if columns.memory.rows else None
+    kernels = _add_device(events, facts, columns, rows, trace.device_names) if columns.device.rows else None
+    _settle_steps(facts, rows.steps)
+    _settle_inputs(facts, trace, columns, rows)
+    facts.compiler, facts.compiler_source = _compiler_of(rows.kinds, rows.kind_codes)
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
     read = _OneTrace(facts, events)
     if columns.modules.rows:
-        module_of, paths = _modules_of(columns, host.numpy("pid")[order], host.numpy("tid")[order], starts)
-        table = _module_table(keys, codes, counted_as, counted_selfs, module_of, paths, kernels, allocations)
+        module_of, paths = _modules_of(
+            columns, columns.host.numpy("pid")[rows.order], columns.host.numpy("tid")[rows.order], rows.starts
+        )
+        table = _module_table(rows, module_of, paths, kernels, allocations)
         named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
         read.module_ops = table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
     return read
+
+
+@dataclasses.dataclass
+class _HostRows:
+    """The trace's host events as rows are counted: sorted by thread, then start (the
+    longer first), the ``ProfilerStep#N`` ranges left out (they give the steps); each with
+    the code of its row key and, once nested (``_add_host_rows``), its enclosing event and
+    the event it is counted as. Positions index these sorted arrays."""
+
+    kinds: list[tuple[str, str]]  # (name, category) of each kind code
+    kind_codes: np.ndarray  # per host column: its kind
+    keys: list[tuple[str, str]]  # (op name, row type): an op's type is its name, a runtime call's its category
+    steps: dict[str, tuple[float, float]]  # step name -> (start, duration)
+    first_step: tuple[float, float] | None  # (start, end) of the earliest step
+    order: np.ndarray  # position -> the event's host column
+    codes: np.ndarray  # position -> its key's code
+    starts: np.ndarray
+    durations: np.ndarray
+    threads: np.ndarray
+    step_of: np.ndarray  # position -> its step (-1: none)
+    parents: np.ndarray | None = None  # position -> its enclosing event (-1: top level)
+    counted_as: np.ndarray | None = None  # position -> the event it is counted as (``_fold_only_children``)
+    counted_selfs: np.ndarray | None = None  # self time as counted
+
+    def key_flags(self, rule) -> np.ndarray:
+        """``rule(name, row_type)`` of each position's key, as a boolean array."""
+        return np.array([rule(name, row_type) for name, row_type in self.keys], dtype=bool)[self.codes]
+
+
+def _host_rows(columns: _TraceColumns) -> _HostRows:
+    host, names, categories = columns.host, columns.names, columns.categories
+    kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
+    kinds = [(names[n], categories[c]) for n, c in kind_pairs]
+    thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))
+    is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
+    is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
+    step_starts, step_durations = host.numpy("ts")[is_step], host.numpy("dur")[is_step]
+    steps = _step_ranges([kinds[code][0] for code in kind_codes[is_step].tolist()], step_starts, step_durations)
+    first_step = None
+    if len(step_starts):
+        first = int(np.argmin(step_starts))
+        first_step = (float(step_starts[first]), float(step_starts[first] + step_durations[first]))
+    row_keys = _Codes()
+    row_of_kind = np.asarray(
+        row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]), dtype=np.int64
+    )
+    kept = np.flatnonzero(~is_step)
+    ts, durations, threads_of = host.numpy("ts")[kept], host.numpy("dur")[kept], thread_codes[kept]
+    order = kept[np.lexsort((-durations, ts, threads_of))]
+    starts = host.numpy("ts")[order]
+    return _HostRows(
+        kinds=kinds,
+        kind_codes=kind_codes,
+        keys=list(row_keys),
+        steps=steps,
+        first_step=first_step,
+        order=order,
+        codes=row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64),
+        starts=starts,
+        durations=host.numpy("dur")[order],
+        threads=thread_codes[order],
+        step_of=_steps_of(starts, steps),
+    )
+
+
+def _settle_steps(facts: ProfileFacts, steps: dict[str, tuple[float, float]]) -> None:
+    if steps:
+        facts.steps, facts.steps_source = len(steps), "ProfilerStep#N annotations"
+        facts.step_time_us = sum(duration for _, duration in steps.values()) / len(steps)
+        facts.step_times_us = [float(duration) for _, duration in sorted(steps.values())]
+
+
+def _settle_inputs(facts: ProfileFacts, trace: TraceText, columns: _TraceColumns, rows: _HostRows) -> None:
+    """The batch size and the precision, from the inputs of a few op events (their
+    ``Input Dims`` and ``Input type``, decoded from the file for those events only)."""
+    file_indices = columns.host.numpy("index")[rows.order]
+    batch_probes = _batch_probes(rows)
+    precision_probes = _precision_probes(rows.keys, rows.codes, file_indices)
+    decoded = _decoded_inputs(trace, file_indices, batch_probes, precision_probes)
+    evidence = _batch_size_evidence(batch_probes, decoded, rows) if len(batch_probes) else None
+    precision = _precision_of(precision_probes, decoded)
+    if precision:
+        facts.precision, facts.precision_source = precision
+    if evidence:
+        facts.batch_size, facts.batch_size_source, facts.batch_size_agreement = evidence
 
 
 def _same_text(values: list) -> np.ndarray:
@@ -462,22 +480,39 @@ def _memory_device_name(code: int) -> str:
 
 
 def _add_memory(
-    events: OpEvents,
-    facts: ProfileFacts,
-    columns: _TraceColumns,
-    order: np.ndarray,
-    starts: np.ndarray,
-    ends: np.ndarray,
-    parents: np.ndarray,
-    keys: list,
-    codes: np.ndarray,
+    events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, rows: _HostRows
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each allocation and free to the innermost host event around it on its thread (as
     ``key_averages()`` counts an op's self memory), and the run's peak memory per device.
-    Returns each allocation's host event (a position in ``order``) and its bytes.
-    A thread is matched by its ids' text: PyTorch 1.8 wrote an op's ``tid`` as a string
-    and a memory record's as a number."""
-    host, memory = columns.host, columns.memory
+    Returns each allocation's host event (a position in ``rows``) and its bytes."""
+    memory = columns.memory
+    container = _memory_containers(columns, rows)
+    sizes = memory.numpy("bytes")
+    placed = container >= 0
+    events.add_memory(rows.keys, rows.codes[container[placed]], sizes[placed])
+    allocations = placed & (sizes > 0)
+    # Memory in use after each record, per device, where reported (PyTorch 1.8 wrote no
+    # "Total Allocated": no peak and no timeline there, rather than zeros). The peak and the
+    # timeline come from the same samples, and the timeline's thinning keeps highs, so the
+    # timeline peaks at the peak.
+    totals, devices, stamps = memory.numpy("total"), memory.numpy("device"), memory.numpy("ts")
+    reported = totals != _NOT_REPORTED
+    device_codes, device_of = np.unique(devices[reported], return_inverse=True)
+    names = [_memory_device_name(device) for device in device_codes.tolist()]
+    peaks = np.full(len(names), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(peaks, device_of.reshape(-1), totals[reported])
+    facts.peak_memory_bytes.update(zip(names, peaks.tolist()))
+    events.memory_timeline = memory_timeline(names, device_of.reshape(-1), stamps[reported], totals[reported])
+    facts.memory_events = int(len(sizes))
+    return container[allocations], sizes[allocations]
+
+
+def _memory_containers(columns: _TraceColumns, rows: _HostRows) -> np.ndarray:
+    """Each memory record's innermost host event open at its stamp on its thread (a
+    position in ``rows``; -1: none). A thread is matched by its ids' text: PyTorch 1.8
+    wrote an op's ``tid`` as a string and a memory record's as a number."""
+    host, memory, order, parents = columns.host, columns.memory, rows.order, rows.parents
+    starts, ends = rows.starts, rows.starts + rows.durations
     same_pid, same_tid = _same_text(columns.pids), _same_text(columns.tids)
     thread_of_host = (same_pid[host.numpy("pid")[order]] << 32) | same_tid[host.numpy("tid")[order]]
     thread_of_memory = (same_pid[memory.numpy("pid")] << 32) | same_tid[memory.numpy("tid")]
@@ -503,24 +538,7 @@ def _add_memory(
             candidate[active[ended]] = parents[candidate[active[ended]]]
             active = active[ended & (candidate[active] >= 0)]
         container[mine] = candidate
-    sizes = memory.numpy("bytes")
-    placed = container >= 0
-    events.add_memory(keys, codes[container[placed]], sizes[placed])
-    allocations = placed & (sizes > 0)
-    # Memory in use after each record, per device, where reported (PyTorch 1.8 wrote no
-    # "Total Allocated": no peak and no timeline there, rather than zeros). The peak and the
-    # timeline come from the same samples, and the timeline's thinning keeps highs, so the
-    # timeline peaks at the peak.
-    totals, devices = memory.numpy("total"), memory.numpy("device")
-    reported = totals != _NOT_REPORTED
-    device_codes, device_of = np.unique(devices[reported], return_inverse=True)
-    names = [_memory_device_name(device) for device in device_codes.tolist()]
-    peaks = np.full(len(names), np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(peaks, device_of.reshape(-1), totals[reported])
-    facts.peak_memory_bytes.update(zip(names, peaks.tolist()))
-    events.memory_timeline = memory_timeline(names, device_of.reshape(-1), stamps[reported], totals[reported])
-    facts.memory_events = int(len(sizes))
-    return container[allocations], sizes[allocations]
+    return container
 
 
 def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -562,21 +580,14 @@ def _steps_of(starts: np.ndarray, ranges: dict[str, tuple[float, float]]) -> np.
     return steps_of(starts, np.asarray(sorted((start, start + duration) for start, duration in ranges.values())))
 
 
-def _parents_within_threads(
-    threads: np.ndarray,
-    starts: np.ndarray,
-    durations: np.ndarray,
-    events: OpEvents,
-    keys: list,
-    codes: np.ndarray,
-    step_of: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Add the host rows (self time by nesting on each thread); return each event's
-    enclosing event as a position in these sorted arrays (-1: top level), the event
-    each one is counted as (``_fold_only_children``), and its self time as counted."""
+def _add_host_rows(events: OpEvents, rows: _HostRows) -> None:
+    """Add the host rows (self time by nesting on each thread), and note in ``rows`` each
+    event's enclosing event, the event it is counted as (``_fold_only_children``) and its
+    self time as counted."""
+    codes, starts, durations = rows.codes, rows.starts, rows.durations
     parents = np.full(len(codes), -1, dtype=np.int64)
     selfs = np.empty(len(codes), dtype=np.float64)
-    bounds = [0, *(np.flatnonzero(np.diff(threads)) + 1).tolist(), len(codes)]
+    bounds = [0, *(np.flatnonzero(np.diff(rows.threads)) + 1).tolist(), len(codes)]
     for begin, end in zip(bounds, bounds[1:]):
         selfs[begin:end], local = self_times(starts[begin:end], durations[begin:end])
         events.crossings += crossing_events(starts[begin:end], durations[begin:end], local)
@@ -584,8 +595,8 @@ def _parents_within_threads(
     counted_as = _fold_only_children(parents, codes)
     kept = counted_as == np.arange(len(codes))
     merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
-    events.add_host_codes(keys, codes[kept], durations[kept], merged_selfs[kept], steps=step_of[kept])
-    return parents, counted_as, merged_selfs
+    events.add_host_codes(rows.keys, codes[kept], durations[kept], merged_selfs[kept], steps=rows.step_of[kept])
+    rows.parents, rows.counted_as, rows.counted_selfs = parents, counted_as, merged_selfs
 
 
 def _modules_of(
@@ -621,10 +632,7 @@ def _modules_of(
 
 
 def _module_table(
-    keys: list,
-    codes: np.ndarray,
-    counted_as: np.ndarray,
-    counted_selfs: np.ndarray,
+    rows: _HostRows,
     module_of: np.ndarray,
     paths: list[str],
     kernels: tuple | None,
@@ -636,7 +644,8 @@ def _module_table(
     allocated there (``allocations``: each allocation's host event and size, as the op
     table counts them). Summed on integer codes, so a trace with millions of events makes
     no string per event."""
-    kept = np.flatnonzero(counted_as == np.arange(len(codes)))
+    keys, codes, counted_selfs = rows.keys, rows.codes, rows.counted_selfs
+    kept = np.flatnonzero(rows.counted_as == np.arange(len(codes)))
     host = _by_op_and_module(
         HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64), counted_selfs[kept]
     )
@@ -701,52 +710,44 @@ def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:
         counted_as = settled
 
 
+def _add_device(
+    events: OpEvents, facts: ProfileFacts, columns: _TraceColumns, rows: _HostRows, device_names: list[str]
+) -> tuple:
+    """Add the kernels (``_add_kernels``) and say which accelerator ran them: from their
+    events' category (MTIA's are its own; CUDA's and ROCm's kernels are a GPU's)."""
+    device = columns.device
+    device_codes, device_pairs = _pair_codes(device.numpy("name"), device.numpy("cat"))
+    device_kinds = [(columns.names[n], columns.categories[c]) for n, c in device_pairs]
+    launch_correlations = _scatter(columns.host.rows, columns.launches)[rows.order]
+    kernels = _add_kernels(events, facts, device, (device_codes, device_kinds), rows, launch_correlations)
+    facts.device = "MTIA" if any(category == _MTIA_DEVICE for _, category in device_kinds) else "GPU"
+    facts.device_name = ", ".join(sorted(set(device_names))) or None
+    return kernels
+
+
 def _add_kernels(
     events: OpEvents,
     facts: ProfileFacts,
     device: _Columns,
-    kernel_codes: np.ndarray,
-    kernel_keys: list,
-    host_keys: list,
-    host_codes: np.ndarray,
-    host_is_op: np.ndarray,
-    host_is_annotation: np.ndarray,
-    parents: np.ndarray,
-    counted_as: np.ndarray,
+    kernel_kinds: tuple[np.ndarray, list],
+    rows: _HostRows,
     host_correlations: np.ndarray,
-    step_of: np.ndarray,
 ) -> tuple:
     """Kernels under the op call that launched them (as PyTorch counts calls), else under
     the innermost annotation around the launch; kernels whose launch is not in the trace
     under their own name. Returns the kernels' keys, their codes in them, their durations
     and launching occurrences (-1: none)."""
-    launch_correlation, launcher = [], []
-    for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~host_is_op).tolist():
-        parent, annotation = parents[position], -1
-        while parent != -1 and not host_is_op[parent]:
-            if annotation == -1 and host_is_annotation[parent]:
-                annotation = parent
-            parent = parents[parent]
-        if parent == -1:
-            parent = annotation
-        if parent != -1:
-            launch_correlation.append(int(host_correlations[position]))
-            launcher.append(int(counted_as[parent]))
+    kernel_codes, kernel_keys = kernel_kinds
+    host_keys, host_codes = rows.keys, rows.codes
     correlations = device.numpy("correlation")
     durations = device.numpy("dur")
-    invocation = np.full(len(correlations), -1, dtype=np.int64)
-    if launch_correlation:
-        known = np.asarray(launch_correlation, dtype=np.int64)
-        sort = np.argsort(known, kind="stable")
-        known, launchers = known[sort], np.asarray(launcher, dtype=np.int64)[sort]
-        where = np.searchsorted(known, correlations).clip(max=len(known) - 1)
-        found = (known[where] == correlations) & (correlations != _NO_CORRELATION)
-        invocation[found] = launchers[where[found]]
+    invocation = _launching_occurrences(rows, host_correlations, correlations)
     linked = invocation >= 0
     # A linked kernel's row is its launching op's host row key; an orphan gets its own.
     orphan_keys = [(name, f"({cat} without a launching op)") for name, cat in kernel_keys]
     launched_by = host_codes[invocation.clip(min=0)] if len(host_codes) else np.zeros(len(invocation), np.int64)
     codes = np.where(linked, launched_by, len(host_keys) + kernel_codes)
+    step_of = rows.step_of
     events.add_device_kernels(
         host_keys + orphan_keys,
         codes,
@@ -754,7 +755,6 @@ def _add_kernels(
         invocation,
         steps=np.where(linked, step_of[invocation.clip(min=0)], -1) if len(step_of) else None,
     )
-    kernels = (host_keys + orphan_keys, codes, durations, invocation)
     orphans = int((~linked).sum())
     if orphans:
         # Usual for kernels launched just before the profiling window opened.
@@ -763,7 +763,37 @@ def _add_kernels(
             "in the trace (their correlation id matches no launch); they are listed under their "
             "own names, typed '(… without a launching op)'"
         )
-    return kernels
+    return host_keys + orphan_keys, codes, durations, invocation
+
+
+def _launching_occurrences(rows: _HostRows, host_correlations: np.ndarray, correlations: np.ndarray) -> np.ndarray:
+    """Each kernel's launching occurrence (a position in ``rows``, -1: none): the op call
+    around the launch its correlation id names, as counted, else the innermost annotation
+    around the launch."""
+    is_op = rows.key_flags(lambda name, row_type: row_type == name)
+    is_annotation = rows.key_flags(lambda name, row_type: row_type in ANNOTATION_TYPES)
+    parents, counted_as = rows.parents, rows.counted_as
+    launch_correlation, launcher = [], []
+    for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~is_op).tolist():
+        parent, annotation = parents[position], -1
+        while parent != -1 and not is_op[parent]:
+            if annotation == -1 and is_annotation[parent]:
+                annotation = parent
+            parent = parents[parent]
+        if parent == -1:
+            parent = annotation
+        if parent != -1:
+            launch_correlation.append(int(host_correlations[position]))
+            launcher.append(int(counted_as[parent]))
+    invocation = np.full(len(correlations), -1, dtype=np.int64)
+    if launch_correlation:
+        known = np.asarray(launch_correlation, dtype=np.int64)
+        sort = np.argsort(known, kind="stable")
+        known, launchers = known[sort], np.asarray(launcher, dtype=np.int64)[sort]
+        where = np.searchsorted(known, correlations).clip(max=len(known) - 1)
+        found = (known[where] == correlations) & (correlations != _NO_CORRELATION)
+        invocation[found] = launchers[where[found]]
+    return invocation
 
 
 # Ops that see no batch of samples: a DataLoader indexing its whole data set, an
@@ -802,40 +832,29 @@ def _decoded_inputs(trace: TraceText, file_indices: np.ndarray, *probe_sets: np.
     return dict(zip(positions[order].tolist(), decoded))
 
 
-def _batch_probes(
-    starts: np.ndarray,
-    parents: np.ndarray,
-    is_op: np.ndarray,
-    keys: list[tuple[str, str]],
-    codes: np.ndarray,
-    window: tuple[float, float] | None,
-) -> np.ndarray:
+def _batch_probes(rows: _HostRows) -> np.ndarray:
     """The op events whose inputs vote for the batch size: those of the first profiled
     step, outside optimizer and DataLoader scopes, at most ``_BATCH_PROBES`` of them."""
-    excluded = np.array([name.startswith(_NOT_MODEL_SCOPES) for name, _ in keys], dtype=bool)[codes]
+    starts, parents, window = rows.starts, rows.parents, rows.first_step
+    excluded = rows.key_flags(lambda name, _: name.startswith(_NOT_MODEL_SCOPES))
     up = parents.copy()
     while (moving := up >= 0).any():  # any enclosing scope excludes, however deep (record_function wrappers)
         excluded[moving] |= excluded[up[moving]]
         up = np.where(moving, parents[up.clip(min=0)], -1)
-    wanted = is_op & ~excluded
+    wanted = rows.key_flags(lambda name, row_type: row_type == name) & ~excluded
     if window is not None:
         wanted &= (starts >= window[0]) & (starts < window[1])
     probes = np.flatnonzero(wanted)
     return probes[np.argsort(starts[probes], kind="stable")[:_BATCH_PROBES]]
 
 
-def _batch_size_evidence(
-    probes: np.ndarray,
-    decoded: dict[int, _WithInputs],
-    keys: list[tuple[str, str]],
-    codes: np.ndarray,
-    window: tuple[float, float] | None,
-):
+def _batch_size_evidence(probes: np.ndarray, decoded: dict[int, _WithInputs], rows: _HostRows):
     """(batch size, where it came from, agreement) from the ops of the first profiled step,
     or None. Each op votes with the leading dim of its first input of rank >= 2 (the
     batch of an activation); a loss's target votes strongly. Parameters and a data set
     are left out (optimizer and DataLoader scopes), so an embedding's vocabulary or a
     sequence-first LSTM's length loses to the many ops that see the batch."""
+    keys, codes, window = rows.keys, rows.codes, rows.first_step
     votes: collections.Counter[int] = collections.Counter()  # ops' votes and the loss target's
     op_votes: collections.Counter[int] = collections.Counter()
     loss_target = None
