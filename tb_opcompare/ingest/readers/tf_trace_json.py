@@ -10,6 +10,7 @@ rendering drops cannot be read: the device's model (the plane's stats) is not in
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -50,111 +51,147 @@ def is_tf_trace_json(trace: ChromeTrace) -> bool:
 
 
 def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
+    """The steps: each complete event read by its process (``_read_host_event``,
+    ``_read_device_event``) into a ``_TraceEvidence``; the ops added as the xplane reader
+    adds them (``_add_ops``); the facts settled from the evidence."""
     processes = process_names(trace)
-    threads = {
-        (event.pid, event.tid): event.args.name
-        for event in trace.traceEvents
-        if event.ph == "M" and event.name == "thread_name" and event.args and event.args.name
-    }
-    host_threads: dict[tuple, list] = defaultdict(list)
-    events = OpEvents()
-    device_kinds: set[str] = set()
-    device_steps: dict[int | str, list[tuple[float, float]]] = defaultdict(list)  # (start, duration) per device
-    markers: dict[int, float] = {}  # step number -> its longest marker (µs)
-    calls: list[tuple[float, float]] = []  # Keras 2's step function calls: (start, duration)
-    input_batches, declared_batches, step_batches = Counter(), Counter(), Counter()
-    threads_run = Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere ("eager")
-    kernels: dict[int, list] = defaultdict(list)  # device process -> (op, start, duration in ps) of its kernels
-    executions: dict[int, dict] = defaultdict(lambda: defaultdict(list))  # device process -> op -> spans (ps)
-    first_shape: tuple[float, int] | None = None
+    evidence = _TraceEvidence(
+        threads={
+            (event.pid, event.tid): event.args.name
+            for event in trace.traceEvents
+            if event.ph == "M" and event.name == "thread_name" and event.args and event.args.name
+        }
+    )
     for event in trace.traceEvents:
         if event.ph != "X":
             continue
         process = processes.get(event.pid, "")
-        duration = event.dur or 0.0
         if process.startswith("/host:"):
-            long_name = event.args.long_name if event.args else None
-            op = parse_host_op(long_name or event.name)
-            if op:
-                eager = (long_name or event.name).startswith(EAGER_OP_PREFIX)
-                host_threads[(event.pid, event.tid)].append((event.ts, duration, op, eager))
-                execution = execution_thread(threads.get((event.pid, event.tid), ""))
-                if execution is not None and op[1] != "Dataset":
-                    threads_run[execution] += 1
-                batch = leading_dim(event.args.shape) if event.args and event.args.shape else None
-                if batch and (first_shape is None or event.ts < first_shape[0]):
-                    first_shape = (event.ts, batch)
-            # tf.data's iterators are ops (typed Dataset) that also say the batch
-            _step_evidence(event, duration, markers, calls, input_batches, declared_batches, step_batches)
+            _read_host_event(event, evidence)
         elif process.startswith("/device:"):
-            thread = threads.get((event.pid, event.tid), "")
-            if thread == "Steps":
-                device_steps[event.pid].append((event.ts, duration))
-            elif thread == "TensorFlow Ops":  # one event per execution of a TF op, spanning its kernels
-                # the rendering shows the op's type; its ``name:type`` is the long name
-                op = op_from_annotation((event.args.long_name if event.args else None) or event.name)
-                if op:
-                    executions[event.pid][op].append((_ps(event.ts), _ps(event.ts + duration)))
-            if not thread.startswith("Stream #"):
-                continue
-            device_kinds.add(process[len("/device:") :].split(":", 1)[0])
-            kernels[event.pid].append((_kernel_op(event), _ps(event.ts), _ps(duration)))
-    # as the xplane reader counts them: a kernel belongs to the execution of its op it starts
-    # in, on its device; a kernel no execution spans (a copy) is an execution of its own
+            _read_device_event(event, process, evidence)
+    events = _add_ops(evidence)
+    if not len(events):
+        raise ProfileError(path, "no TensorFlow op events on /host: or /device: processes")
+    return OpProfile.from_events(_settled_facts(evidence, events), events)
+
+
+@dataclasses.dataclass
+class _TraceEvidence:
+    """What the trace's events say, gathered event by event: the host's ops by thread, the
+    devices' kernels and executions, and the evidence of steps, batch size and execution."""
+
+    threads: dict[tuple, str]  # (pid, tid) -> thread name
+    host_threads: dict[tuple, list] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    device_kinds: set[str] = dataclasses.field(default_factory=set)
+    # (start, duration) of each device's Steps events
+    device_steps: dict[int | str, list] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    markers: dict[int, float] = dataclasses.field(default_factory=dict)  # step number -> its longest marker (µs)
+    calls: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # Keras 2's step function calls
+    input_batches: Counter = dataclasses.field(default_factory=Counter)
+    declared_batches: Counter = dataclasses.field(default_factory=Counter)
+    step_batches: Counter = dataclasses.field(default_factory=Counter)
+    # the model's op events on TF's executor threads ("graph") and elsewhere ("eager")
+    threads_run: Counter = dataclasses.field(default_factory=Counter)
+    # device process -> (op, start, duration in ps) of its kernels; -> op -> its executions' spans (ps)
+    kernels: dict[int, list] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    executions: dict[int, dict] = dataclasses.field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
+    first_shape: tuple[float, int] | None = None
+
+
+def _read_host_event(event, evidence: _TraceEvidence) -> None:
+    duration = event.dur or 0.0
+    long_name = event.args.long_name if event.args else None
+    op = parse_host_op(long_name or event.name)
+    if op:
+        eager = (long_name or event.name).startswith(EAGER_OP_PREFIX)
+        evidence.host_threads[(event.pid, event.tid)].append((event.ts, duration, op, eager))
+        execution = execution_thread(evidence.threads.get((event.pid, event.tid), ""))
+        if execution is not None and op[1] != "Dataset":
+            evidence.threads_run[execution] += 1
+        batch = leading_dim(event.args.shape) if event.args and event.args.shape else None
+        if batch and (evidence.first_shape is None or event.ts < evidence.first_shape[0]):
+            evidence.first_shape = (event.ts, batch)
+    # tf.data's iterators are ops (typed Dataset) that also say the batch
+    _step_evidence(event, duration, evidence)
+
+
+def _read_device_event(event, process: str, evidence: _TraceEvidence) -> None:
+    duration = event.dur or 0.0
+    thread = evidence.threads.get((event.pid, event.tid), "")
+    if thread == "Steps":
+        evidence.device_steps[event.pid].append((event.ts, duration))
+    elif thread == "TensorFlow Ops":  # one event per execution of a TF op, spanning its kernels
+        # the rendering shows the op's type; its ``name:type`` is the long name
+        op = op_from_annotation((event.args.long_name if event.args else None) or event.name)
+        if op:
+            evidence.executions[event.pid][op].append((_ps(event.ts), _ps(event.ts + duration)))
+    if not thread.startswith("Stream #"):
+        return
+    evidence.device_kinds.add(process[len("/device:") :].split(":", 1)[0])
+    evidence.kernels[event.pid].append((_kernel_op(event), _ps(event.ts), _ps(duration)))
+
+
+def _add_ops(evidence: _TraceEvidence) -> OpEvents:
+    """The ops as the xplane reader counts them: a kernel belongs to the execution of its op
+    it starts in, on its device, and a kernel no execution spans (a copy) is an execution of
+    its own; host ops by nesting on their thread, eager ops left out where a graph ran."""
+    events = OpEvents()
     invocations = InvocationIds()
-    for pid, device_kernels in kernels.items():
-        spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in executions[pid].items()}
+    for pid, device_kernels in evidence.kernels.items():
+        spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in evidence.executions[pid].items()}
         add_executed_kernels(events, device_kernels, spans, invocations)
-    keep_eager = ran_eagerly(threads_run["graph"], threads_run["eager"])
+    keep_eager = ran_eagerly(evidence.threads_run["graph"], evidence.threads_run["eager"])
     add_nested_host_ops(
         events,
         [
             [(start, duration, op) for start, duration, op, eager in ops if keep_eager or not eager]
-            for ops in host_threads.values()
+            for ops in evidence.host_threads.values()
         ],
     )
-    if not len(events):
-        raise ProfileError(path, "no TensorFlow op events on /host: or /device: processes")
+    return events
+
+
+def _settled_facts(evidence: _TraceEvidence, events: OpEvents) -> ProfileFacts:
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
-    if threads_run:
-        facts.compiler, facts.compiler_source = tf_execution(threads_run["graph"], threads_run["eager"])
-    if device_kinds:
-        facts.device = "GPU" if "GPU" in device_kinds else sorted(device_kinds)[0]
-    busiest_device = max(device_steps.values(), key=len, default=[])
+    if evidence.threads_run:
+        facts.compiler, facts.compiler_source = tf_execution(
+            evidence.threads_run["graph"], evidence.threads_run["eager"]
+        )
+    if evidence.device_kinds:
+        facts.device = "GPU" if "GPU" in evidence.device_kinds else sorted(evidence.device_kinds)[0]
+    busiest_device = max(evidence.device_steps.values(), key=len, default=[])
     facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
-        markers,
-        [duration for _, duration in sorted(calls)],
+        evidence.markers,
+        [duration for _, duration in sorted(evidence.calls)],
         [duration for _, duration in sorted(busiest_device)],
         "device process",
     )
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
+    first_shape = evidence.first_shape
     facts.batch_size, facts.batch_size_source, warning = batch_size_evidence(
-        first_shape[1] if first_shape else None, input_batches, step_batches, declared_batches
+        first_shape[1] if first_shape else None,
+        evidence.input_batches,
+        evidence.step_batches,
+        evidence.declared_batches,
     )
     if warning:
         facts.warnings.append(warning)
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
-    return OpProfile.from_events(facts, events)
+    return facts
 
 
-def _step_evidence(
-    event,
-    duration: float,
-    markers: dict[int, float],
-    calls: list,
-    input_batches: Counter,
-    declared_batches: Counter,
-    step_batches: Counter,
-) -> None:
+def _step_evidence(event, duration: float, evidence: _TraceEvidence) -> None:
     """What a host event that is not a TF op says of the steps and the batch size, as the
     xplane reader reads the same events (``tf_ops``): step markers (``step_num``) and the
     ``batch_size`` Keras 2's carries, Keras 2's step function calls, the tf.data root
     iterator's element shapes, a batch dataset's declared size."""
     args = event.args
+    markers = evidence.markers
     if event.name == STEP_FUNCTION:
-        calls.append((event.ts, duration))
+        evidence.calls.append((event.ts, duration))
     if args is None:
         return
     step = _whole_number(args.step_num)
@@ -162,15 +199,15 @@ def _step_evidence(
         markers[step] = max(markers.get(step, 0.0), duration)
         size = _whole_number(args.batch_size)
         if is_batch_size(size):
-            step_batches[size] += 1
+            evidence.step_batches[size] += 1
     elif event.name in PIPELINE_ROOTS and isinstance(args.shapes, str):
         size = shared_leading_dim(args.shapes)
         if size:
-            input_batches[size, event.name] += 1
+            evidence.input_batches[size, event.name] += 1
     elif is_batch_dataset(event.name):
         size = _whole_number(args.batch_size)
         if is_batch_size(size):
-            declared_batches[size] += 1
+            evidence.declared_batches[size] += 1
 
 
 def _whole_number(value) -> int | None:
