@@ -144,14 +144,41 @@ def index_logdir(
     index (else fill this machine's cache only, writing nothing into the logdir).
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
     processes here; None: a pool of ``jobs`` processes here."""
+    _check_scheduler(scheduler, shared)
+    started = time.monotonic()
+    report = IndexReport()
+    todo = _sessions_to_read(catalog, shared, report)
+    if todo:
+        # a cluster's workers need not see this machine's cache folder: they write the index only
+        cache_dir = None if scheduler else catalog.cache.cache_dir
+        tasks = [
+            (catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared) for source, session in todo
+        ]
+        runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
+        entries = _collect(runner, len(todo), report, say)
+        if entries:
+            try:
+                catalog.index.write_manifest(entries)
+            except OSError as error:
+                report.write_error = (
+                    report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
+                )
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _check_scheduler(scheduler: str | None, shared: bool) -> None:
     if scheduler and not shared:
         raise UsageError("--local-only fills this machine's cache: a cluster's workers cannot; drop one", "scheduler")
     if scheduler and scheduler.startswith("local:"):
         count = scheduler.split(":", 1)[1]
         if not (count.isascii() and count.isdigit() and int(count) > 0):
             raise UsageError(f"--scheduler local:N takes a number of worker processes, not {count!r}", "scheduler")
-    started = time.monotonic()
-    report = IndexReport()
+
+
+def _sessions_to_read(catalog: Catalog, shared: bool, report: IndexReport) -> list[tuple[RunSource, str]]:
+    """The sessions no index (``shared``) or cache (else) holds yet; those already held are
+    counted in ``report``, and the runs that cannot be opened are its errors."""
     todo = []
     for source in catalog.sources(refresh=True):
         if source.refusal:  # a link out of the logdir, a FIFO: never opened, not even to fingerprint it
@@ -172,35 +199,25 @@ def index_logdir(
                     report.errors.append((error.path, error.reason))
                     continue
             todo.append((source, session))
-    if todo:
-        # a cluster's workers need not see this machine's cache folder: they write the index only
-        cache_dir = None if scheduler else catalog.cache.cache_dir
-        tasks = [
-            (catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared) for source, session in todo
-        ]
-        runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
-        entries = []
-        for count, done in enumerate(runner, start=1):
-            if done.unreadable:
-                report.errors.append(done.unreadable)
-            else:
-                report.read += 1
-            if done.entry:
-                entries.append(done.entry)
-            if done.write_error and not report.write_error:
-                report.write_error = done.write_error
-            if done.worker:
-                report.workers.add(done.worker)
-            say(f"  [{count}/{len(todo)}] {done.run} ({done.session}): {'unreadable' if done.unreadable else 'ok'}")
-        if entries:
-            try:
-                catalog.index.write_manifest(entries)
-            except OSError as error:
-                report.write_error = (
-                    report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
-                )
-    report.seconds = time.monotonic() - started
-    return report
+    return todo
+
+
+def _collect(runner: Iterator[_Done], total: int, report: IndexReport, say: Callable[[str], None]) -> list:
+    """Each finished read counted in ``report`` as it arrives; returns the index entries."""
+    entries = []
+    for count, done in enumerate(runner, start=1):
+        if done.unreadable:
+            report.errors.append(done.unreadable)
+        else:
+            report.read += 1
+        if done.entry:
+            entries.append(done.entry)
+        if done.write_error and not report.write_error:
+            report.write_error = done.write_error
+        if done.worker:
+            report.workers.add(done.worker)
+        say(f"  [{count}/{total}] {done.run} ({done.session}): {'unreadable' if done.unreadable else 'ok'}")
+    return entries
 
 
 def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
