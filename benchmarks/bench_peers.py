@@ -58,11 +58,15 @@ import gzip
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -72,6 +76,9 @@ REAL = REPO.parent / "shared" / "realtraces"
 HTA_VERSION = "0.5.0"
 HTA_VENV = DATA / "hta-venv"
 HTA_PYTHON = HTA_VENV / "bin" / "python"
+XPROF_RS_VERSION = "0.1.3"
+XPROF_RS_VENV = DATA / "xprof-rs-venv"  # the wheel is the Rust binary alone: its own environment keeps it apart
+XPROF_RS = XPROF_RS_VENV / "bin" / "xprof-rs"
 QUICK_MAX_BYTES = 16 * 2**20  # --quick leaves out traces bigger than this, uncompressed
 
 # (label, path under ../shared/realtraces, "gpu" or "cpu"); HTA reads the trace's folder,
@@ -139,20 +146,29 @@ import json, sys, time
 from xprof.convert import raw_to_tool_data
 started = time.perf_counter()
 data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], "framework_op_stats", {})
-table = json.loads(data)[0]
-ids = [column["id"] for column in table["cols"]]
-host, device_us = {}, 0.0
-for row in table["rows"]:
-    row = dict(zip(ids, [cell["v"] if cell else None for cell in row["c"]]))
-    if row["type"] == "IDLE":
-        continue
-    if row["host_or_device"] == "Host":
-        host[row["operation"]] = host.get(row["operation"], 0.0) + row["total_self_time"]
-    else:
-        device_us += row["total_self_time"]
-print(json.dumps({"seconds": time.perf_counter() - started, "rows": len(table["rows"]), "device_us": device_us,
-                  "host_us": host}))
+sys.path.insert(0, sys.argv[2])
+from bench_peers import framework_op_summary
+summary = framework_op_summary(data)
+print(json.dumps({"seconds": time.perf_counter() - started, **summary}))
 """
+
+
+def framework_op_summary(data) -> dict:
+    """xprof's (and xprof-rs') ``framework_op_stats`` table as the agreement needs it: host
+    self time per op and the device's total, ``IDLE`` left out."""
+    table = json.loads(data)[0]
+    ids = [column["id"] for column in table["cols"]]
+    host, device_us = {}, 0.0
+    for row in table["rows"]:
+        row = dict(zip(ids, [cell["v"] if cell else None for cell in row["c"]]))
+        if row["type"] == "IDLE":
+            continue
+        if row["host_or_device"] == "Host":
+            host[row["operation"]] = host.get(row["operation"], 0.0) + row["total_self_time"]
+        else:
+            device_us += row["total_self_time"]
+    return {"rows": len(table["rows"]), "device_us": device_us, "host_us": host}
+
 
 _QUIET = {"TF_CPP_MIN_LOG_LEVEL": "3", "GLOG_minloglevel": "3", "PYTHONWARNINGS": "ignore"}
 
@@ -179,14 +195,24 @@ def run_child(argv: list[str], extra_env: dict | None = None) -> dict:
 def measure_pair(ours_argv, peer_argv_for, repeat: int) -> tuple[dict, dict]:
     """Alternate tb-opcompare and the peer ``repeat`` times; median of each figure.
     ``peer_argv_for()`` gives the peer's command afresh (and a clean-up) each time."""
+
+    def peer() -> dict:
+        argv, env, cleanup = peer_argv_for()
+        try:
+            return run_child(argv, env)
+        finally:
+            cleanup()
+
+    return measure_against(ours_argv, peer, repeat)
+
+
+def measure_against(ours_argv, peer_run, repeat: int) -> tuple[dict, dict]:
+    """``measure_pair`` for a peer that is not one process to wait for: ``peer_run()``
+    returns its figures (``wall``, ``seconds``, ``peak_mib``) itself."""
     ours_runs, peer_runs = [], []
     for _ in range(repeat):
         ours_runs.append(run_child(ours_argv))
-        argv, env, cleanup = peer_argv_for()
-        try:
-            peer_runs.append(run_child(argv, env))
-        finally:
-            cleanup()
+        peer_runs.append(peer_run())
     return summarise(ours_runs), summarise(peer_runs)
 
 
@@ -246,6 +272,80 @@ def ensure_hta() -> str | None:
         )
         return None
     return done.stdout.strip()
+
+
+def ensure_xprof_rs() -> str | None:
+    """xprof-rs in its own virtual environment (made once): its version, or None with a
+    message. The wheel holds the Rust binary alone (server and CLI)."""
+    if XPROF_RS.exists():
+        return XPROF_RS_VERSION
+    print(f"making {XPROF_RS_VENV.relative_to(REPO)} with xprof-rs=={XPROF_RS_VERSION} ...", flush=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(XPROF_RS_VENV)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(XPROF_RS_VENV / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                f"xprof-rs=={XPROF_RS_VERSION}",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as error:
+        detail = getattr(error, "stderr", None) or str(error)
+        lines = [line for line in str(detail).strip().splitlines() if "is ignored" not in line]
+        print(f"xprof-rs skipped: could not install xprof-rs=={XPROF_RS_VERSION}: {(lines or ['?'])[-1][:300]}")
+        return None
+    return XPROF_RS_VERSION
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_xprof_rs(path: Path) -> dict:
+    """A fresh xprof-rs server over a fresh copy of the xplane (as one session of one run):
+    the wall time from its start to its first ``framework_op_stats`` answer, its peak RSS,
+    and the table's figures. The same question xprof's Profile tab asks first of a run."""
+    scratch = Path(tempfile.mkdtemp(prefix="bench-xprof-rs-"))
+    session = scratch / "run" / "plugins" / "profile" / "session"
+    session.mkdir(parents=True)
+    shutil.copy(path, session / path.name)
+    port = free_port()
+    url = (
+        f"http://127.0.0.1:{port}/data/plugin/profile/data?run=run/session&tag=framework_op_stats"
+        f"&host={urllib.parse.quote(path.name[: -len('.xplane.pb')])}"
+    )
+    started = time.perf_counter()
+    server = subprocess.Popen(
+        [str(XPROF_RS), "--logdir", str(scratch), "--port", str(port), "--host", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        body = None
+        while body is None and time.perf_counter() - started < 600:
+            try:
+                with urllib.request.urlopen(url, timeout=600) as response:
+                    body = response.read()
+            except (ConnectionError, urllib.error.URLError):  # not listening yet
+                time.sleep(0.002)
+        wall = time.perf_counter() - started
+    finally:
+        server.terminate()
+        _, _, usage = os.wait4(server.pid, 0)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if body is None:
+        return {"error": "xprof-rs gave no answer in 600 s"}
+    return {**framework_op_summary(body), "wall": wall, "seconds": wall, "peak_mib": usage.ru_maxrss / 1024}
 
 
 def uncompressed_size(path: Path) -> int:
@@ -389,14 +489,14 @@ def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
     return agreement
 
 
-def xplane_benchmarks(repeat: int, quick: bool) -> list[str]:
+def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool) -> list[str]:
     planes = [("TF2 BERT, 8 GPUs (xplane)", REAL / BERT_XPLANE)]
     recorded = sorted(recorded_traces("xplane_", "*.xplane.pb"), key=lambda p: p.stat().st_size)
     if recorded:
         planes.append((f"Keras CNN CPU ({recorded[-1].relative_to(DATA).parts[0]})", recorded[-1]))
     else:
         print("(no recorded .xplane.pb under benchmarks/.data: `python benchmarks/bench_readers.py` makes one)")
-    rows, agreement = [], []
+    rows, rs_rows, agreement = [], [], []
     for label, path in planes:
         if not path.exists():
             agreement.append(f"{label}: {path} is missing; skipped")
@@ -409,13 +509,22 @@ def xplane_benchmarks(repeat: int, quick: bool) -> list[str]:
             scratch = Path(tempfile.mkdtemp(prefix="bench-peers-"))
             shutil.copy(path, scratch / path.name)
             return (
-                [sys.executable, "-c", _XPROF, str(scratch / path.name)],
+                [sys.executable, "-c", _XPROF, str(scratch / path.name), str(HERE)],
                 None,
                 lambda: shutil.rmtree(scratch, ignore_errors=True),
             )
 
-        ours, peer = measure_pair([sys.executable, "-c", _OURS, "xplane", str(path)], fresh_copy, repeat)
+        ours_argv = [sys.executable, "-c", _OURS, "xplane", str(path)]
+        ours, peer = measure_pair(ours_argv, fresh_copy, repeat)
         rows.append(table_row(label, path, ours, peer))
+        if xprof_rs:
+            ours_again, fast_peer = measure_against(ours_argv, lambda path=path: run_xprof_rs(path), repeat)
+            rs_rows.append(table_row(label, path, ours_again, fast_peer))
+            if "error" not in fast_peer and "error" not in ours_again:
+                agreement.append(
+                    f"{label}: host self time: xprof-rs {sum(fast_peer['host_us'].values()):,.1f} us; "
+                    f"{per_op_agreement(ours_again['host_us'], fast_peer['host_us'])}"
+                )
         if "error" in ours or "error" in peer:
             agreement.append(f"{label}: tb-opcompare {ours.get('error', 'ok')}; xprof {peer.get('error', 'ok')}")
             continue
@@ -434,6 +543,13 @@ def xplane_benchmarks(repeat: int, quick: bool) -> list[str]:
         "xprof",
         rows,
     )
+    if rs_rows:
+        print_table(
+            "TF xplanes: tb-opcompare reader vs xprof-rs (a fresh server's first framework_op_stats answer, "
+            "its whole time; ratio = xprof-rs / tb-opcompare: above 1x we are faster)",
+            "xprof-rs",
+            rs_rows,
+        )
     return agreement
 
 
@@ -452,7 +568,10 @@ def main() -> None:
         hta_version, pandas_version, numpy_version = versions.split()
         print(f"HTA {hta_version} (pandas {pandas_version}, numpy {numpy_version}) in {HTA_VENV.relative_to(REPO)}")
     agreement = torch_benchmarks(repeat, args.quick, bool(versions))
-    agreement += xplane_benchmarks(repeat, args.quick)
+    fast_xprof = ensure_xprof_rs()
+    if fast_xprof:
+        print(f"xprof-rs {fast_xprof} in {XPROF_RS_VENV.relative_to(REPO)}")
+    agreement += xplane_benchmarks(repeat, args.quick, bool(fast_xprof))
     print("\nAgreement (peer minus tb-opcompare, relative to tb-opcompare):")
     for line in agreement:
         print(f"  {line}")
