@@ -3,8 +3,7 @@
 //
 // The layers: state.js holds the tab's state and its URL hash, api.js the plugin's
 // routes, view.js the row rule the server shares; views/ draws them. This entry puts the
-// views, "Compare runs", "Batch sweep", "Trend", "Matrix", "Modules", "Memory" and "Layers", under one tab and
-// keeps the hash in step.
+// pages of PAGES under one tab, one shown at a time, and keeps the hash in step.
 
 import {addStylesheet, h} from './dom.js';
 import {keepStateInHash, readHash, writeHash} from './state.js';
@@ -17,8 +16,68 @@ import {ModulesView} from './views/modules.js';
 import {SweepView} from './views/sweep.js';
 import {TrendView, modelRuns} from './views/trend.js';
 
-const PAGES = [['compare', 'Compare runs'], ['sweep', 'Batch sweep'], ['trend', 'Trend'], ['matrix', 'Matrix'],
-               ['modules', 'Modules'], ['memory', 'Memory'], ['layers', 'Layers']];
+/** @typedef {import('./state.js').TabState} TabState */
+
+/**
+ * What a page's view is built with: its part of the tab's state, and the other pages it
+ * leads to or reads from.
+ * @typedef {Object} PageContext
+ * @property {TabState} state changed in place by the views, then written to the hash
+ * @property {() => void} onStateChange writes the state to the hash
+ * @property {Object<string, {element: HTMLElement}>} views the views built so far, by page
+ *   name (Compare's first: the others read its runs)
+ * @property {() => Promise<boolean>|null} ready settles once the runs are listed: whether
+ *   there are runs to compare; null until the listing is asked for
+ * @property {(name: string) => void} showPage
+ */
+
+/**
+ * A page of the tab.
+ * @typedef {Object} Page
+ * @property {string} name in the hash (TabState.page)
+ * @property {string} label its tab's
+ * @property {(context: PageContext) => {element: HTMLElement}} create builds its view
+ * @property {(view: *) => *} show runs each time the page is shown: the view loads what it
+ *   shows then, not before (Compare loads at start-up: nothing)
+ * @property {(view: *) => void} [redraw] draws its plots again in the new theme
+ */
+
+/** @type {Page[]} the pages, in their tabs' order */
+const PAGES = [
+  {name: 'compare', label: 'Compare runs', show: () => {}, redraw: (view) => view.redrawCharts(),
+   create: ({state, onStateChange}) => new CompareView({state, onStateChange})},
+  {name: 'sweep', label: 'Batch sweep', show: (view) => view.show(), redraw: (view) => view.redraw(),
+   create: ({state, onStateChange}) => new SweepView({state: state.sweep, onStateChange})},
+  // The trend's runs, unless typed: the comparison's model's, from the listing the tab has.
+  {name: 'trend', label: 'Trend', show: (view) => view.show(), redraw: (view) => view.redraw(),
+   create: ({state, onStateChange, views, ready}) => new TrendView({
+     state: state.trend, onStateChange,
+     defaultRuns: async () => ((await ready()) ?
+       modelRuns(views.compare.listing, views.compare.selection.baseline) : null)})},
+  // A matrix cell opens the comparison of its run with its row's reference run.
+  {name: 'matrix', label: 'Matrix', show: (view) => view.show(),
+   create: ({state, onStateChange, views, ready, showPage}) => new MatrixView({
+     state: state.matrix, onStateChange,
+     onOpenCompare: async ({baseline, target}) => {
+       if (!await ready()) return;
+       views.compare.setSelection({baseline, target, baseline_session: null, target_session: null});
+       showPage('compare');
+     }})},
+  // The module trees of the runs the Compare page compares, once it knows the runs.
+  {name: 'modules', label: 'Modules', show: (view) => view.show(),
+   create: ({state, ready, showPage}) => new ModulesView({selection: state.selection, ready,
+                                                          onOpenCompare: () => showPage('compare')})},
+  // The memory of the same runs (and sessions): peaks, memory over time, each op's allocations.
+  {name: 'memory', label: 'Memory', show: (view) => view.show(), redraw: (view) => view.redraw(),
+   create: ({state, onStateChange, ready, showPage}) => new MemoryView({
+     selection: state.selection, state: state.memory, onStateChange, ready,
+     onOpenCompare: () => showPage('compare')})},
+  // The layers of the same runs (and sessions), with its rows table's sort and filter in the link.
+  {name: 'layers', label: 'Layers', show: (view) => view.show(),
+   create: ({state, onStateChange, ready, showPage}) => new LayersView({
+     selection: state.selection, state: state.layers, onStateChange, ready,
+     onOpenCompare: () => showPage('compare')})},
+];
 
 /** TensorBoard calls this once the plugin's frame has loaded the module. */
 export async function render() {
@@ -26,76 +85,40 @@ export async function render() {
   const state = readHash();
   const syncHash = () => writeHash(state);
   keepStateInHash(state);
-  const compare = new CompareView({state, onStateChange: syncHash});
-  const sweep = new SweepView({state: state.sweep, onStateChange: syncHash});
-  let started = null; // whether the runs could be listed (compare.start), once asked
-  // The trend's runs, unless typed: the comparison's model's, from the listing the tab has.
-  const trend = new TrendView({state: state.trend, onStateChange: syncHash,
-                               defaultRuns: async () => ((await started) ?
-                                 modelRuns(compare.listing, compare.selection.baseline) : null)});
-  // A matrix cell opens the comparison of its run with its row's reference run.
-  const matrix = new MatrixView({state: state.matrix, onStateChange: syncHash,
-                                 onOpenCompare: async ({baseline, target}) => {
-                                   if (!await started) return;
-                                   compare.setSelection({baseline, target, baseline_session: null,
-                                                         target_session: null});
-                                   showPage('compare');
-                                 }});
-  // The module trees of the runs the Compare page compares, once it knows the runs.
-  const modules = new ModulesView({selection: state.selection, ready: () => started,
-                                   onOpenCompare: () => showPage('compare')});
-  // The layers of the same runs (and sessions), with its rows table's sort and filter in the link.
-  const layers = new LayersView({selection: state.selection, state: state.layers, onStateChange: syncHash,
-                                 ready: () => started, onOpenCompare: () => showPage('compare')});
-  // The memory of the same runs (and sessions): peaks, memory over time, each op's allocations.
-  const memory = new MemoryView({selection: state.selection, state: state.memory, onStateChange: syncHash,
-                                 ready: () => started, onOpenCompare: () => showPage('compare')});
+  let started = null; // whether the runs could be listed (Compare's start), once asked
+  const views = {};
+  const context = {state, onStateChange: syncHash, views, ready: () => started, showPage};
+  for (const page of PAGES) views[page.name] = page.create(context);
   // Before the page is built, so it never shows in the wrong theme.
   followTheme(() => {
-    compare.redrawCharts();
-    sweep.redraw();
-    trend.redraw();
-    memory.redraw();
+    for (const page of PAGES) if (page.redraw) page.redraw(views[page.name]);
   });
 
-  const pageButtons = PAGES.map(([page, label]) =>
-    h('button', {class: 'oc-page-tab', type: 'button', 'data-page': page, role: 'tab', onclick: () => showPage(page)},
+  const pageButtons = PAGES.map(({name, label}) =>
+    h('button', {class: 'oc-page-tab', type: 'button', 'data-page': name, role: 'tab', onclick: () => showPage(name)},
       label));
-  function showPage(page) {
-    state.page = page;
-    for (const button of pageButtons) {
-      button.classList.toggle('oc-active', button.dataset.page === page);
-      button.setAttribute('aria-selected', String(button.dataset.page === page));
+  /** @param {string} name */
+  function showPage(name) {
+    state.page = name;
+    for (const [i, page] of PAGES.entries()) {
+      const shown = page.name === name;
+      pageButtons[i].classList.toggle('oc-active', shown);
+      pageButtons[i].setAttribute('aria-selected', String(shown));
+      views[page.name].element.hidden = !shown;
     }
-    compare.element.hidden = page !== 'compare';
-    sweep.element.hidden = page !== 'sweep';
-    trend.element.hidden = page !== 'trend';
-    matrix.element.hidden = page !== 'matrix';
-    modules.element.hidden = page !== 'modules';
-    layers.element.hidden = page !== 'layers';
-    memory.element.hidden = page !== 'memory';
     syncHash();
-    if (page === 'sweep') sweep.show();
-    if (page === 'trend') trend.show();
-    if (page === 'matrix') matrix.show();
-    if (page === 'modules') modules.show();
-    if (page === 'layers') layers.show();
-    if (page === 'memory') memory.show();
+    const page = PAGES.find((entry) => entry.name === name);
+    if (page) page.show(views[name]);
   }
 
-  sweep.element.hidden = true;
-  trend.element.hidden = true;
-  matrix.element.hidden = true;
-  modules.element.hidden = true;
-  layers.element.hidden = true;
-  memory.element.hidden = true;
+  // Compare shows while the runs are listed, unless the link opens another page.
+  for (const page of PAGES) views[page.name].element.hidden = page !== PAGES[0];
   document.body.replaceChildren(h('div', {id: 'op-compare'},
-    h('div', {class: 'oc-page'}, h('nav', {class: 'oc-page-tabs', role: 'tablist'}, pageButtons), compare.element,
-      sweep.element, trend.element, matrix.element, modules.element, layers.element,
-      memory.element)));
-  started = compare.start();
+    h('div', {class: 'oc-page'}, h('nav', {class: 'oc-page-tabs', role: 'tablist'}, pageButtons),
+      PAGES.map((page) => views[page.name].element))));
+  started = views.compare.start();
   if (state.page !== 'compare') showPage(state.page);
   if (!await started) return;
   showPage(state.page);
-  await compare.showComparison();
+  await views.compare.showComparison();
 }

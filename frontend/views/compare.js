@@ -5,7 +5,7 @@
 // matches.
 
 import {compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
-import {h, setText} from '../dom.js';
+import {h} from '../dom.js';
 import {MAX_TAB_ROWS, checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
 import {TopOpsCharts} from './charts.js';
@@ -13,6 +13,7 @@ import {RunChooser} from './chooser.js';
 import {ConfidencePanel, significantKeys} from './confidence.js';
 import {RowFilters} from './filters.js';
 import {comparisonNotices, listingNotices, runErrorsPanel} from './notices.js';
+import {PageSkeleton} from './skeleton.js';
 import {nextSort} from './sorting.js';
 import {emptyLogdir, loadingIndicator, messageBox} from './states.js';
 import {summaryCards} from './summary.js';
@@ -160,10 +161,10 @@ export class CompareView {
     this.footer = h('footer', {class: 'oc-footer', id: 'oc-version'});
     this.content = h('div', {class: 'oc-content'}, this.notices, this.summary, this.confidence.element,
                      this.charts.element, this.filters.element, this.table.element);
-    this.overlay = loadingIndicator('', {overlay: true});
-    this.messageSlot = h('div', {class: 'oc-message-slot'});
-    this.element.replaceChildren(this.chooser.element, this.errorsSlot, this.listingNoticesSlot, this.messageSlot,
-                                 h('div', {class: 'oc-body'}, this.content, this.overlay), this.footer);
+    // The export link is the filters' (its href follows the row view): it shows with the content.
+    this.skeleton = new PageSkeleton({body: this.content, loadingText: ''}); // its text names the runs read
+    this.element.replaceChildren(this.chooser.element, this.errorsSlot, this.listingNoticesSlot, this.skeleton.message,
+                                 this.skeleton.element, this.footer);
     this.showListingNotices();
     this.chooser.setListing(this.listing);
     this.chooser.showSelection(this.selection);
@@ -252,34 +253,26 @@ export class CompareView {
     const id = ++this.requestId;
     const {baseline, target} = this.selection;
     if (!baseline || !target) { // no pair suggested (one device, one batch size): the user picks
-      this.overlay.hidden = true;
       this.comparison = null;
-      this.content.hidden = true;
-      this.messageSlot.replaceChildren(messageBox({
+      this.skeleton.showMessage(messageBox({
         kind: 'note', title: 'Choose two runs to compare', id: 'oc-message',
         text: 'No pair of runs suggests itself in this logdir: pick a baseline and a target above.'}));
       this.onStateChange();
       return;
     }
-    setText(this.overlay.querySelector('.oc-loading-text'),
-            `Reading ${baseline} and ${target}${this.pooled() ? ', each with its repeats' : ''}…`);
-    this.overlay.hidden = false;
-    this.messageSlot.replaceChildren();
+    this.skeleton.loading(`Reading ${baseline} and ${target}${this.pooled() ? ', each with its repeats' : ''}…`);
     let comparison;
     try {
       comparison = await fetchComparison({...this.runParams(), top: String(MAX_TAB_ROWS)});
     } catch (error) {
       if (id !== this.requestId) return; // a newer choice is loading
-      this.overlay.hidden = true;
       this.comparison = null;
-      this.content.hidden = true;
-      this.messageSlot.replaceChildren(comparisonFailed(error));
+      this.skeleton.showMessage(comparisonFailed(error));
       this.onStateChange();
       return;
     }
     if (id !== this.requestId) return;
-    this.overlay.hidden = true;
-    this.content.hidden = false;
+    this.skeleton.loaded();
     this.comparison = comparison;
     this.notices.replaceChildren(...comparisonNotices(comparison.summary, this.staleLink));
     this.summary.replaceChildren(...summaryCards(comparison.summary));

@@ -1,23 +1,36 @@
 // A view that fetches one document for its parameters and draws it. The user may change the
 // parameters while a fetch is under way: only the latest request may touch the screen, an
 // answer to an older one arrives late and is dropped, and asking again for what is loading
-// or on screen fetches nothing.
+// or on screen fetches nothing. What the page shows meanwhile (spinner, body, message,
+// export link) is its PageSkeleton's to switch.
 
 import {h} from '../dom.js';
 
 import {messageBox} from './states.js';
 
+/** @typedef {import('./skeleton.js').PageSkeleton} PageSkeleton */
+
+/**
+ * A view's loading state: `requestId` counts its requests (its drawing checks it after
+ * each wait, to tell it is stale), `loading` is the request under way, `shownKey` the
+ * parameters of the document on screen.
+ * @typedef {Object} LatestView
+ * @property {number} requestId
+ * @property {?{key: string, done: Promise<void>}} loading
+ * @property {?string} shownKey
+ * @property {PageSkeleton} skeleton
+ */
+
 /**
  * Fetch and draw the document for `params`, unless it is on screen or being loaded.
  * @template D
- * @param {{requestId: number, loading: ?{key: string, done: Promise<void>}, shownKey: ?string,
- *          overlay: HTMLElement, message: HTMLElement, body: HTMLElement, exportLink: HTMLElement}} view
- *   its loading state (`requestId` also lets later drawing tell it is stale) and elements
+ * @param {LatestView} view
  * @param {Object<string, string>} params
- * @param {{fetch: (params: Object<string, string>) => Promise<D>, failed: (error: Error) => void,
+ * @param {{fetch: (params: Object<string, string>) => Promise<D>, failed: (error: Error) => Node,
  *          draw: (document: D, params: Object<string, string>, id: number) => (void|Promise<void>)}} steps
- *   `failed` shows the error, with the body and export link already hidden; `draw` shows the
- *   document, with `id` to check after each of its own waits
+ *   `failed` forgets what the page showed and returns the error to show in place of the
+ *   body; `draw` fills the body (already shown; it may show a message instead, for a
+ *   document with nothing to draw), with `id` to check after each of its own waits
  * @returns {Promise<void>|undefined} settles once drawn; undefined when on screen already
  */
 export function showLatest(view, params, steps) {
@@ -34,42 +47,43 @@ export function showLatest(view, params, steps) {
 async function fetchAndDraw(view, params, key, {fetch, failed, draw}) {
   const id = ++view.requestId;
   view.shownKey = null;
-  view.overlay.hidden = false;
-  view.message.replaceChildren();
+  view.skeleton.loading();
   let document;
   try {
     document = await fetch(params);
   } catch (error) {
     if (id !== view.requestId) return;
-    view.overlay.hidden = true;
-    view.body.hidden = true;
-    view.exportLink.hidden = true;
-    failed(error);
+    view.skeleton.showMessage(failed(error));
     return;
   }
   if (id !== view.requestId) return;
-  view.overlay.hidden = true;
   view.shownKey = key;
+  view.skeleton.loaded();
   await draw(document, params, id);
 }
 
+/**
+ * Drop whatever the view was loading or showing, and show `nodes` in place of its body:
+ * an answer still on its way is for what the page no longer asks.
+ * @param {LatestView} view
+ * @param {...(Node|string)} nodes
+ */
+export function showInstead(view, ...nodes) {
+  view.requestId++;
+  view.loading = null;
+  view.shownKey = null;
+  view.skeleton.showMessage(...nodes);
+}
 
 /**
  * A page of the two runs chosen on Compare (Modules, Layers, Memory) with no runs chosen:
  * drop whatever was loading or shown, and say where to choose them.
- * @param {{requestId: number, loading: ?Object, shownKey: ?string, overlay: HTMLElement,
- *          message: HTMLElement, body: HTMLElement, exportLink: HTMLElement}} view
+ * @param {LatestView} view
  * @param {{id: string, text: string, onOpenCompare: () => void}} page `id` prefixes the
  *   message's and button's ids (`oc-layers`); `text` says what the page compares
  */
 export function showNoRuns(view, {id, text, onOpenCompare}) {
-  view.requestId++; // an answer still on its way is for other runs
-  view.loading = null;
-  view.shownKey = null;
-  view.overlay.hidden = true;
-  view.body.hidden = true;
-  view.exportLink.hidden = true;
-  view.message.replaceChildren(messageBox({
+  showInstead(view, messageBox({
     kind: 'note', title: 'No runs chosen', id: `${id}-message`, text,
     hint: 'Choose a baseline and a target there, then come back.'}), openCompareButton(id, onOpenCompare));
 }

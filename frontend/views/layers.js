@@ -13,8 +13,9 @@ import {LAYERS, ROW_LAYERS} from '../contract.js';
 import {pairParams} from '../state.js';
 import {sortMissingLast} from '../view.js';
 import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
+import {PageSkeleton} from './skeleton.js';
 import {nextSort, sortIndicator} from './sorting.js';
-import {loadingIndicator, messageBox} from './states.js';
+import {messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').LayersDocument} LayersDocument */
 /** @typedef {import('../contract.js').LayerTotal} LayerTotal */
@@ -210,7 +211,6 @@ export class LayersView {
     this.count = h('span', {class: 'oc-count', id: 'oc-layers-count'});
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-layers-export', download: '', href: '#',
                               title: 'every row of both runs, as the route lists them'}, 'Download CSV');
-    this.exportLink.hidden = true;
     this.head = h('tr');
     this.rows = h('tbody');
     this.table = h('table', {class: 'oc-table oc-layers-rows', id: 'oc-layers-table'},
@@ -221,10 +221,9 @@ export class LayersView {
       h('div', {class: 'oc-filters oc-layers-filters'}, this.filterInput, h('span', {class: 'oc-spacer-flex'}),
         this.count, this.exportLink),
       h('div', {class: 'oc-table-scroll oc-layers-scroll'}, this.table));
-    this.body.hidden = true;
-    this.overlay = loadingIndicator('Reading both runs…', {overlay: true});
-    this.message = h('div', {class: 'oc-message-slot'});
-    this.element.replaceChildren(this.message, h('div', {class: 'oc-body oc-layers-frame'}, this.body, this.overlay));
+    this.skeleton = new PageSkeleton({body: this.body, exportLink: this.exportLink, loadingText: 'Reading both runs…',
+                                      frameClass: 'oc-layers-frame'});
+    this.element.replaceChildren(this.skeleton.message, this.skeleton.element);
   }
 
   /** Each time the view is opened: the layers of the Compare page's runs, unless on screen. */
@@ -243,7 +242,7 @@ export class LayersView {
       fetch: fetchLayers,
       failed: (error) => {
         this.document = null;
-        this.message.replaceChildren(layersFailed(error));
+        return layersFailed(error);
       },
       draw: (document, drawnParams) => this.draw(document, drawnParams),
     });
@@ -252,8 +251,6 @@ export class LayersView {
   /** @param {LayersDocument} document */
   draw(document, params) {
     this.document = document;
-    this.body.hidden = false;
-    this.exportLink.hidden = false;
     this.exportLink.href = layersCsvUrl(params);
     setText(this.headline, headlineText(document.headline));
     setText(this.caption, captionText(document));

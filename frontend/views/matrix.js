@@ -10,8 +10,9 @@ import {formatSpeedup, formatThroughput, formatTime, speedupColor} from '../form
 import {matrixParams, warmupSteps} from '../state.js';
 import {sortMissingLast} from '../view.js';
 import {showLatest} from './latest.js';
+import {PageSkeleton} from './skeleton.js';
 import {nextSort, sortIndicator} from './sorting.js';
-import {loadingIndicator, messageBox} from './states.js';
+import {messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').MatrixDocument} MatrixDocument */
 /** @typedef {import('../contract.js').MatrixRow} MatrixRow */
@@ -152,7 +153,6 @@ export class MatrixView {
                                    title: 'leading steps of every run left out; empty: detected per run',
                                    onchange: () => this.chooseWarmup()});
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-matrix-export', download: '', href: '#'}, 'Download CSV');
-    this.exportLink.hidden = true;
     this.showState();
     this.warnings = h('div', {class: 'oc-notices', id: 'oc-matrix-warnings'});
     this.caption = h('div', {class: 'oc-matrix-caption', id: 'oc-matrix-caption'});
@@ -161,16 +161,15 @@ export class MatrixView {
     this.table = h('table', {class: 'oc-table oc-matrix', id: 'oc-matrix-table'}, h('thead', {}, this.head), this.rows);
     this.body = h('div', {class: 'oc-body'}, this.warnings, this.caption,
       h('div', {class: 'oc-table-scroll oc-matrix-scroll'}, this.table));
-    this.body.hidden = true;
-    this.overlay = loadingIndicator('Reading every run…', {overlay: true});
-    this.message = h('div', {class: 'oc-message-slot'});
+    this.skeleton = new PageSkeleton({body: this.body, exportLink: this.exportLink,
+                                      loadingText: 'Reading every run…'});
     this.element.replaceChildren(
       h('section', {class: 'oc-chooser'},
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Reference'), this.referenceSelect),
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Warm-up steps'), this.warmupInput),
         h('span', {class: 'oc-spacer-flex'}), this.exportLink),
-      this.message,
-      h('div', {class: 'oc-body'}, this.body, this.overlay));
+      this.skeleton.message,
+      this.skeleton.element);
   }
 
   /** The controls as the state says (a link, or the user's last change). */
@@ -218,7 +217,7 @@ export class MatrixView {
       failed: (error) => {
         this.document = null;
         this.showReferences();
-        this.message.replaceChildren(matrixFailed(error));
+        return matrixFailed(error);
       },
       draw: (document, params) => this.draw(document, params),
     });
@@ -229,15 +228,11 @@ export class MatrixView {
     this.columnKeys = document.columns.map((column) => column.key);
     this.showReferences();
     if (!document.columns.length) {
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.message.replaceChildren(messageBox({kind: 'note', title: 'No runs to place', id: 'oc-matrix-message',
+      this.skeleton.showMessage(messageBox({kind: 'note', title: 'No runs to place', id: 'oc-matrix-message',
         text: 'The matrix places every run of the logdir by model and batch size against its device, precision ' +
           'and compiler; this logdir has none it could read.', hint: document.warnings.join('\n') || null}));
       return;
     }
-    this.body.hidden = false;
-    this.exportLink.hidden = false;
     this.exportLink.href = matrixCsvUrl(params);
     this.warnings.replaceChildren(...document.warnings.map((warning) =>
       h('div', {class: 'oc-panel oc-panel-warning oc-matrix-warning'}, warning)));

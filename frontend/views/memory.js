@@ -12,8 +12,9 @@ import {themedLayout} from '../theme.js';
 import {sortMissingLast} from '../view.js';
 import {openCompareButton, poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
 import {SIDES, SIDE_COLOURS, SIDE_LABELS, sideSwatch} from './sides.js';
+import {PageSkeleton} from './skeleton.js';
 import {nextSort, sortIndicator} from './sorting.js';
-import {loadingIndicator, messageBox} from './states.js';
+import {messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').MemoryDocument} MemoryDocument */
 /** @typedef {import('../contract.js').MemoryRun} MemoryRun */
@@ -225,7 +226,6 @@ export class MemoryView {
     this.count = h('span', {class: 'oc-count', id: 'oc-memory-count'});
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-memory-export', download: '', href: '#',
                               title: 'every op row of both runs, as the route lists them'}, 'Download CSV');
-    this.exportLink.hidden = true;
     this.head = h('tr');
     this.rows = h('tbody');
     this.table = h('table', {class: 'oc-table oc-memory-table', id: 'oc-memory-table'},
@@ -236,10 +236,9 @@ export class MemoryView {
       h('div', {class: 'oc-filters oc-memory-filters'}, this.filterInput, h('span', {class: 'oc-spacer-flex'}),
         this.count, this.exportLink),
       h('div', {class: 'oc-table-scroll oc-memory-scroll'}, this.table));
-    this.body.hidden = true;
-    this.overlay = loadingIndicator('Reading both runs…', {overlay: true});
-    this.message = h('div', {class: 'oc-message-slot'});
-    this.element.replaceChildren(this.message, h('div', {class: 'oc-body oc-memory-frame'}, this.body, this.overlay));
+    this.skeleton = new PageSkeleton({body: this.body, exportLink: this.exportLink, loadingText: 'Reading both runs…',
+                                      frameClass: 'oc-memory-frame'});
+    this.element.replaceChildren(this.skeleton.message, this.skeleton.element);
   }
 
   /** Each time the view is opened: the memory of the Compare page's runs, unless on screen. */
@@ -257,7 +256,7 @@ export class MemoryView {
       fetch: fetchMemory,
       failed: (error) => {
         this.document = null;
-        this.message.replaceChildren(memoryFailed(error));
+        return memoryFailed(error);
       },
       draw: (document, drawnParams, id) => this.draw(document, drawnParams, id),
     });
@@ -268,9 +267,7 @@ export class MemoryView {
     this.document = document;
     if (recordsNoMemory(document)) {
       // Nothing to plot or list: say why, and how to record memory, rather than show empty figures.
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.message.replaceChildren(h('div', {class: 'oc-panel oc-panel-note', id: 'oc-memory-message', role: 'alert'},
+      this.skeleton.showMessage(h('div', {class: 'oc-panel oc-panel-note', id: 'oc-memory-message', role: 'alert'},
         h('div', {class: 'oc-panel-title'}, 'Neither run records memory'),
         h('div', {class: 'oc-panel-text'}, `${document.baseline.run} → ${document.target.run}: no allocations, no ` +
           'memory in use.'),
@@ -280,9 +277,6 @@ export class MemoryView {
       openCompareButton('oc-memory', this.onOpenCompare));
       return;
     }
-    this.message.replaceChildren();
-    this.body.hidden = false;
-    this.exportLink.hidden = false;
     this.exportLink.href = memoryCsvUrl(params);
     setText(this.caption, captionText(document));
     this.notes.replaceChildren(...document.notes.map((note) =>

@@ -10,7 +10,8 @@ import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, headl
   speedupColor} from '../format.js';
 import {pairParams} from '../state.js';
 import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
-import {loadingIndicator, messageBox} from './states.js';
+import {PageSkeleton} from './skeleton.js';
+import {messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').ModulesDocument} ModulesDocument */
 /** @typedef {import('../contract.js').ModuleNode} ModuleNode */
@@ -165,7 +166,6 @@ export class ModulesView {
     this.collapseButton = h('button', {class: 'oc-segment oc-modules-collapse', id: 'oc-modules-collapse',
                                        type: 'button', onclick: () => this.setOpen(new Set())}, 'Collapse all');
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-modules-export', download: '', href: '#'}, 'Download CSV');
-    this.exportLink.hidden = true;
     this.notes = h('div', {class: 'oc-notices', id: 'oc-modules-notes'});
     this.headline = h('div', {class: 'oc-view-headline', id: 'oc-modules-headline'});
     this.caption = h('div', {class: 'oc-modules-caption', id: 'oc-modules-caption'});
@@ -186,15 +186,14 @@ export class ModulesView {
     this.poolSlot = poolNoteSlot();
     this.body = h('div', {class: 'oc-body'}, this.poolSlot, this.notes, this.headline, this.caption,
       h('div', {class: 'oc-table-scroll oc-modules-scroll'}, this.table));
-    this.body.hidden = true;
+    this.skeleton = new PageSkeleton({body: this.body, exportLink: this.exportLink,
+                                      loadingText: 'Reading both runs…'});
     this.controls = h('section', {class: 'oc-chooser'},
       h('label', {class: 'oc-field oc-modules-filter-field'}, h('span', {class: 'oc-label'}, 'Filter'),
         this.filterInput),
       h('div', {class: 'oc-segments oc-modules-buttons'}, this.expandButton, this.collapseButton),
       h('span', {class: 'oc-spacer-flex'}), this.exportLink);
-    this.overlay = loadingIndicator('Reading both runs…', {overlay: true});
-    this.message = h('div', {class: 'oc-message-slot'});
-    this.element.replaceChildren(this.controls, this.message, h('div', {class: 'oc-body'}, this.body, this.overlay));
+    this.element.replaceChildren(this.controls, this.skeleton.message, this.skeleton.element);
   }
 
   /** Each time the view is opened: the trees of the Compare page's runs, unless on screen. */
@@ -213,7 +212,7 @@ export class ModulesView {
       fetch: fetchModules,
       failed: (error) => {
         this.tree = null;
-        this.message.replaceChildren(modulesFailed(error));
+        return modulesFailed(error);
       },
       draw: (document, drawnParams) => this.draw(document, drawnParams),
     });
@@ -223,8 +222,6 @@ export class ModulesView {
   draw(document, params) {
     this.tree = moduleTree(document.nodes);
     this.open = initiallyOpen(this.tree);
-    this.body.hidden = false;
-    this.exportLink.hidden = false;
     this.exportLink.href = modulesCsvUrl(params);
     this.notes.replaceChildren(...document.notes.map((note) =>
       h('div', {class: 'oc-panel oc-panel-note oc-modules-note'}, note)));

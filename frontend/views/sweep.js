@@ -9,6 +9,7 @@ import {GROUP_BY_LABELS} from '../format.js';
 import {DEFAULT_SWEEP_TOP, MAX_SWEEP_TOP, sweepCsvParams, sweepParams, sweepTop} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {FitsTable, SERIES_LABELS} from './fits.js';
+import {PageSkeleton} from './skeleton.js';
 import {loadingIndicator, messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').SweepDocument} SweepDocument */
@@ -145,8 +146,8 @@ export class SweepView {
       h('section', {class: 'oc-filters'}, h('strong', {}, 'Linear fits: mean time = fixed + per sample × batch size'),
         this.fits.filter, h('span', {class: 'oc-spacer-flex'}), this.fits.count, this.exportLink),
       this.fits.element);
-    this.overlay = loadingIndicator('Reading the runs…', {overlay: true});
-    this.message = h('div', {class: 'oc-message-slot'});
+    // The export link is the fits table's, in the body: it shows and hides with it.
+    this.skeleton = new PageSkeleton({body: this.body, loadingText: 'Reading the runs…'});
     this.element.replaceChildren(
       h('section', {class: 'oc-chooser'},
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Model'), this.modelSelect),
@@ -154,8 +155,8 @@ export class SweepView {
         this.deviceField,
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Group'), this.groupSelect),
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Ops to plot'), this.topInput)),
-      this.message,
-      h('div', {class: 'oc-body'}, this.body, this.overlay));
+      this.skeleton.message,
+      this.skeleton.element);
   }
 
   /** The number typed, within what the route takes; nothing or not a number: the default. */
@@ -193,22 +194,18 @@ export class SweepView {
   async fetchAndDraw() {
     if (!this.modelSelect) return;
     const id = ++this.requestId;
-    this.overlay.hidden = false;
-    this.message.replaceChildren();
+    this.skeleton.loading();
     let document;
     try {
       document = await fetchSweep(sweepParams(this.state));
     } catch (error) {
       if (id !== this.requestId) return;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.message.replaceChildren(messageBox({kind: 'error', title: 'The sweep failed', text: error.message,
-                                               id: 'oc-sweep-message'}));
+      this.skeleton.showMessage(messageBox({kind: 'error', title: 'The sweep failed', text: error.message,
+                                            id: 'oc-sweep-message'}));
       return;
     }
     if (id !== this.requestId) return;
-    this.overlay.hidden = true;
-    this.body.hidden = false;
+    this.skeleton.loaded();
     this.document = document;
     this.showExportLink();
     this.warnings.replaceChildren(...document.warnings.map((warning) =>

@@ -10,8 +10,9 @@ import {GROUP_BY_LABELS, formatTime, plotlyText, shortenNames} from '../format.j
 import {DEFAULT_TREND_TOP, MAX_SWEEP_TOP, SIDECAR_ORDER, TREND_ORDERS, sweepTop, trendParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {roundLogTicks} from '../ticks.js';
-import {showLatest} from './latest.js';
-import {loadingIndicator, messageBox} from './states.js';
+import {showInstead, showLatest} from './latest.js';
+import {PageSkeleton} from './skeleton.js';
+import {messageBox} from './states.js';
 
 /** @typedef {import('../contract.js').TrendDocument} TrendDocument */
 /** @typedef {import('../contract.js').TrendRow} TrendRow */
@@ -263,9 +264,8 @@ export class TrendView {
     this.body = h('div', {class: 'oc-body'}, this.warnings,
       h('div', {class: 'oc-trend-plots'}, Object.values(this.plots).map((plot) => h('div', {class: 'oc-card'}, plot))),
       this.pointsList);
-    this.body.hidden = true;
-    this.overlay = loadingIndicator('Reading the runs…', {overlay: true});
-    this.message = h('div', {class: 'oc-message-slot'});
+    this.skeleton = new PageSkeleton({body: this.body, exportLink: this.exportLink,
+                                      loadingText: 'Reading the runs…'});
     this.element.replaceChildren(
       h('section', {class: 'oc-chooser'},
         h('label', {class: 'oc-field oc-trend-runs-field'}, h('span', {class: 'oc-label'}, 'Runs'), this.runsInput,
@@ -275,8 +275,8 @@ export class TrendView {
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Group'), this.groupSelect),
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Ops to plot'), this.topInput),
         h('span', {class: 'oc-spacer-flex'}), this.exportLink),
-      this.message,
-      h('div', {class: 'oc-body'}, this.body, this.overlay));
+      this.skeleton.message,
+      this.skeleton.element);
   }
 
   /** The controls as the state says (a link, or the user's last change). */
@@ -327,27 +327,20 @@ export class TrendView {
   async show() {
     const runs = await this.runs();
     if (!runs) {
-      ++this.requestId;
-      this.shownKey = null;
-      this.overlay.hidden = true;
-      this.body.hidden = true;
-      this.exportLink.hidden = true;
-      this.message.replaceChildren(messageBox({kind: 'note', title: 'Which runs?', id: 'oc-trend-message',
+      showInstead(this, messageBox({kind: 'note', title: 'Which runs?', id: 'oc-trend-message',
         text: 'Type the runs to follow, comma-separated: names, or shell patterns such as cnn* ' +
           '(every run of a model over time, or across framework versions).'}));
       return;
     }
     return showLatest(this, trendParams(this.state, runs), {
       fetch: fetchTrend,
-      failed: (error) => this.message.replaceChildren(trendFailed(error)),
+      failed: trendFailed,
       draw: (document, params, id) => this.draw(document, params, id),
     });
   }
 
   async draw(document, params, id) {
-    this.body.hidden = false;
     this.document = document;
-    this.exportLink.hidden = false;
     this.exportLink.href = trendCsvUrl(params);
     this.warnings.replaceChildren(...document.warnings.map((warning) =>
       h('div', {class: 'oc-panel oc-panel-warning oc-trend-warning'}, warning)));
