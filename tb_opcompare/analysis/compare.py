@@ -277,62 +277,93 @@ def like_for_like(
     Returns ``whole_step_speedup`` (all op time per step, ops on one side included) and
     ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and the
     notes a user needs to read the headline figures right."""
-    notes = []
-    different = different_models(summary, baseline, target)
-    if different:
-        notes.append(different)
     base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
     whole = base_step / target_step if base_step and target_step else None
-    base_batch, target_batch = baseline.batch_size, target.batch_size
-    per_sample = None
+    per_sample, batch_note = _per_sample(whole, baseline.batch_size, target.batch_size, first)
+    notes = [
+        different_models(summary, baseline, target),
+        batch_note,
+        _op_time_note(per_sample, whole, first),
+        _matched_time_note(summary["overall_speedup"], whole),
+        _no_shared_ops_note(summary, baseline, target, group_by),
+        _compiler_note(baseline.compiler, target.compiler, first),
+    ]
+    return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, [note for note in notes if note]
+
+
+def _per_sample(
+    whole: float | None, base_batch: int | None, target_batch: int | None, first: Headline
+) -> tuple[float | None, str | None]:
+    """Where the batch sizes differ, the whole-step speedup per sample and a note: each
+    op's speedup then compares one call at each size, different amounts of work."""
     differ = batch_sizes_differ(base_batch, target_batch)
-    if differ:
-        if whole:
-            per_sample = whole * target_batch / base_batch
-        notes.append(
-            f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
-            "compares one call at each size, that is different amounts of work."
-        )
+    if not differ:
+        return None, None
+    per_sample = whole * target_batch / base_batch if whole else None
+    return per_sample, (
+        f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
+        "compares one call at each size, that is different amounts of work."
+    )
+
+
+def _op_time_note(per_sample: float | None, whole: float | None, first: Headline) -> str | None:
+    """Why op time and a step-wall-time headline disagree, where they are far apart
+    (``_OP_TIME_APART``): the user sees both and must know which to believe."""
     op_time = per_sample or whole
-    if (
+    if not (
         first.basis == STEP_WALL_TIME
         and op_time
         and first.speedup
         and above(abs(math.log(op_time / first.speedup)), math.log(_OP_TIME_APART))
     ):
-        notes.append(
-            f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
-            f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
-            "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
-            "so the headline is the wall time."
-        )
-    overall = summary["overall_speedup"]
-    if whole and overall and abs(overall / whole - 1) > 0.05:
-        notes.append(
-            f"Matched op time ({format_speedup(overall)}) counts the ops both runs have; all op time per "
-            f"step, ops found on one side only included, gives {format_speedup(whole)}."
-        )
-    if summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]:
-        frameworks = {baseline.framework, target.framework} - {None}
-        families = {_framework_family(framework) for framework in frameworks}
-        why = (
-            f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
-            if len(families) > 1
-            else "the runs name their ops differently (another model, or another version)"
-        )
-        # op types meet within one framework only: TensorFlow's Conv2D is never PyTorch's aten::convolution
-        hint = " Group by op type to compare ops by kind." if group_by == "name" and len(families) <= 1 else ""
-        notes.append(f"No op is in both runs: {why}.{hint}")
-    compilers = (baseline.compiler, target.compiler)
-    if None not in compilers and compilers[0] != compilers[1]:
-        notes.append(
-            f"The runs ran under different compilers ({compilers[0]} and {compilers[1]}): a compiler fuses and "
-            "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
-            "only what both kept. The whole step is where both meet"
-            + (f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME else "")
-            + "; the Matrix view compares whole steps across compilers."
-        )
-    return {"whole_step_speedup": whole, "per_sample_speedup": per_sample}, notes
+        return None
+    return (
+        f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
+        f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
+        "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
+        "so the headline is the wall time."
+    )
+
+
+def _matched_time_note(overall: float | None, whole: float | None) -> str | None:
+    """Where matched op time and all op time differ by more than 5%: ops found on one side
+    only carry real time, and the two figures count them differently."""
+    if not (whole and overall and abs(overall / whole - 1) > 0.05):
+        return None
+    return (
+        f"Matched op time ({format_speedup(overall)}) counts the ops both runs have; all op time per "
+        f"step, ops found on one side only included, gives {format_speedup(whole)}."
+    )
+
+
+def _no_shared_ops_note(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str) -> str | None:
+    """Why no op matched where both runs took time, and what to do about it."""
+    if not (summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]):
+        return None
+    frameworks = {baseline.framework, target.framework} - {None}
+    families = {_framework_family(framework) for framework in frameworks}
+    why = (
+        f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
+        if len(families) > 1
+        else "the runs name their ops differently (another model, or another version)"
+    )
+    # op types meet within one framework only: TensorFlow's Conv2D is never PyTorch's aten::convolution
+    hint = " Group by op type to compare ops by kind." if group_by == "name" and len(families) <= 1 else ""
+    return f"No op is in both runs: {why}.{hint}"
+
+
+def _compiler_note(base_compiler: str | None, target_compiler: str | None, first: Headline) -> str | None:
+    """Where both runs name different compilers: ops on one side only are then expected,
+    and the whole step is the figure that compares them."""
+    if base_compiler is None or target_compiler is None or base_compiler == target_compiler:
+        return None
+    return (
+        f"The runs ran under different compilers ({base_compiler} and {target_compiler}): a compiler fuses and "
+        "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
+        "only what both kept. The whole step is where both meet"
+        + (f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME else "")
+        + "; the Matrix view compares whole steps across compilers."
+    )
 
 
 def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> str | None:

@@ -162,15 +162,36 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pa
        (``SAME_MODEL_JACCARD``) on one device and batch size: two experiments
        (kineto's ``num_workers_0`` and ``num_workers_4``);
     6. else the first two runs, of different models, which the reason says."""
-    if pairs:
-        largest = max(pair.batch_size or 0 for pair in pairs)
-        first = next(pair for pair in pairs if (pair.batch_size or 0) == largest)
-        return SuggestedPair(
-            baseline=first.baseline,
-            target=first.target,
-            reason=f"{first.baseline} is the CPU run and {first.target} the accelerator run of "
-            f"{first.model}" + (f", at the largest batch size ({largest})" if largest else ""),
-        )
+    # in that order, each tried only where the ones before found nothing
+    rules = (
+        lambda: _largest_device_pair(pairs),
+        lambda: _widest_batch_change(runs),
+        lambda: _one_model_two_devices(runs),
+        lambda: _first_variant(variants),
+        lambda: _two_runs_of_one_model(runs),
+        lambda: _two_experiments(runs),
+        lambda: _any_runs(runs),
+    )
+    return next((found for found in (rule() for rule in rules) if found is not None), None)
+
+
+def _largest_device_pair(pairs: list[Pair]) -> SuggestedPair | None:
+    """Rule 1: the first CPU->accelerator pair at the largest batch size."""
+    if not pairs:
+        return None
+    largest = max(pair.batch_size or 0 for pair in pairs)
+    first = next(pair for pair in pairs if (pair.batch_size or 0) == largest)
+    return SuggestedPair(
+        baseline=first.baseline,
+        target=first.target,
+        reason=f"{first.baseline} is the CPU run and {first.target} the accelerator run of "
+        f"{first.model}" + (f", at the largest batch size ({largest})" if largest else ""),
+    )
+
+
+def _widest_batch_change(runs: list[RunForPairing]) -> SuggestedPair | None:
+    """Rule 2: of each model's runs on one device at two or more batch sizes, the smallest
+    and the largest batch size of the widest such sweep (by ratio, then by runs)."""
     groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
     for run in runs:
         if run.batch_size:
@@ -180,15 +201,21 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pa
         for group in groups.values()
         if len({r.batch_size for r in group}) > 1
     ]
-    if sweeps:
-        widest = max(sweeps, key=lambda g: (g[-1].batch_size / g[0].batch_size, len(g)))
-        small, large = widest[0], widest[-1]
-        return SuggestedPair(
-            baseline=small.run,
-            target=large.run,
-            reason=f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
-            f"{_hardware(small) or 'one device'}: the widest batch-size change in this logdir",
-        )
+    if not sweeps:
+        return None
+    widest = max(sweeps, key=lambda g: (g[-1].batch_size / g[0].batch_size, len(g)))
+    small, large = widest[0], widest[-1]
+    return SuggestedPair(
+        baseline=small.run,
+        target=large.run,
+        reason=f"batch size {small.batch_size} -> {large.batch_size} of {small.model} on "
+        f"{_hardware(small) or 'one device'}: the widest batch-size change in this logdir",
+    )
+
+
+def _one_model_two_devices(runs: list[RunForPairing]) -> SuggestedPair | None:
+    """Rule 3: the first two runs of one model, batch size, precision and compiler on two
+    known devices (an accelerator's model tells two GPUs apart)."""
     for a, b in itertools.combinations(runs, 2):
         if (
             a.model == b.model
@@ -204,16 +231,33 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pa
                 target=b.run,
                 reason=f"{a.model} on {_hardware(a)} and on {_hardware(b)}{at}: one model on two devices",
             )
-    if variants:
-        first = variants[0]
-        return SuggestedPair(
-            baseline=first.baseline,
-            target=first.target,
-            reason=f"{first.baseline} and {first.target} are {first.model} in two {first.varies}s",
-        )
+    return None
+
+
+def _first_variant(variants: list[Pair]) -> SuggestedPair | None:
+    """Rule 4: the first pair that varies a precision or compiler (``variant_pairs``)."""
+    if not variants:
+        return None
+    first = variants[0]
+    return SuggestedPair(
+        baseline=first.baseline,
+        target=first.target,
+        reason=f"{first.baseline} and {first.target} are {first.model} in two {first.varies}s",
+    )
+
+
+def _two_runs_of_one_model(runs: list[RunForPairing]) -> SuggestedPair | None:
+    """Rule 5, by model key: the first two runs whose model is one."""
     for a, b in itertools.combinations(runs, 2):
         if a.model == b.model:
             return SuggestedPair(baseline=a.run, target=b.run, reason=f"two runs of {a.model}")
+    return None
+
+
+def _two_experiments(runs: list[RunForPairing]) -> SuggestedPair | None:
+    """Rule 5, by ops: the two runs of one device and batch size whose op names overlap
+    most, where they overlap as one model's do (``SAME_MODEL_JACCARD``). Pairwise within
+    configurations of at most ``MAX_COMPARED_BY_OPS`` runs, so a large logdir stays cheap."""
     configurations: dict[tuple, list[RunForPairing]] = {}
     for run in runs:
         configurations.setdefault((_hardware(run), run.batch_size), []).append(run)
@@ -224,14 +268,20 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pa
         for a, b in itertools.combinations(group, 2)
     ]
     score, a, b = max(alike, key=lambda item: item[0], default=(0.0, None, None))
-    if score >= SAME_MODEL_JACCARD - 1e-9:
-        at = f" at batch size {a.batch_size}" if a.batch_size else ""
-        return SuggestedPair(
-            baseline=a.run,
-            target=b.run,
-            reason=f"the same ops (Jaccard {score:.2f}) on {_hardware(a) or 'one device'}{at}: two "
-            "experiments of one model",
-        )
+    if score < SAME_MODEL_JACCARD - 1e-9:  # exactly the threshold is enough (float rounding aside)
+        return None
+    at = f" at batch size {a.batch_size}" if a.batch_size else ""
+    return SuggestedPair(
+        baseline=a.run,
+        target=b.run,
+        reason=f"the same ops (Jaccard {score:.2f}) on {_hardware(a) or 'one device'}{at}: two "
+        "experiments of one model",
+    )
+
+
+def _any_runs(runs: list[RunForPairing]) -> SuggestedPair | None:
+    """Rule 6: the first two runs, though of different models (the reason warns), or the
+    only run against itself; None for no run."""
     if len(runs) >= 2:
         return SuggestedPair(
             baseline=runs[0].run,

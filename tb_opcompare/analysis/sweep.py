@@ -131,6 +131,34 @@ def build_sweep(
     warnings: list[str] = []
     points = _runs_per_point(runs, warnings)
     chosen = [group[0] for group in points]  # one run per point where one stands for all
+    batch_sizes = _batch_sizes(chosen, series_by, warnings)
+    target = next((series for series in batch_sizes if series != baseline), None)
+    if group_by == "name":
+        _warn_if_names_differ(chosen, warnings)
+    every_op = _every_op(points, group_by, normalize)
+    top_ops = _top_ops(every_op, top, ops, warnings)
+    series = every_op[every_op["op"].isin(top_ops)].reset_index(drop=True)[SERIES_COLUMNS]
+
+    steps = _step_table([run for group in points for run in group], warnings)
+    # the whole step is fitted and compared as one more op, of share 1
+    step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP, share=1.0)
+    lines = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
+    # without runs of the baseline series there is nothing to break even with or speed up from
+    has_baseline = baseline in batch_sizes
+    breakeven = breakeven_batch_sizes(lines, baseline, target) if has_baseline else empty_breakeven()
+    crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
+    fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
+    speedups = (
+        speedup_table(pd.concat([series, step_points], ignore_index=True), baseline, target)
+        if has_baseline
+        else pd.DataFrame(columns=SPEEDUP_COLUMNS)
+    )
+    return Sweep(batch_sizes, baseline, target, series, steps, fits, breakeven, speedups, top_ops, warnings)
+
+
+def _batch_sizes(chosen: list[SweepRun], series_by: str, warnings: list[str]) -> dict[str, list[int]]:
+    """Each series' batch sizes, series in name order; warns where a series has too few
+    for a fit, or no series has two (no sweep to draw)."""
     batch_sizes: dict[str, list[int]] = {}
     for run in chosen:
         batch_sizes.setdefault(run.series, []).append(run.batch_size)
@@ -147,10 +175,12 @@ def build_sweep(
             f"a sweep needs at least two batch sizes at one {series_by.replace('_', ' ')}; found "
             + (", ".join(f"{d}: {s}" for d, s in batch_sizes.items()) or "no runs with a batch size")
         )
-    target = next((series for series in batch_sizes if series != baseline), None)
+    return batch_sizes
 
-    if group_by == "name":
-        _warn_if_names_differ(chosen, warnings)
+
+def _every_op(points: list[list[SweepRun]], group_by: str, normalize: bool) -> pd.DataFrame:
+    """Every op at every point (``SERIES_COLUMNS``), its repeats pooled, sorted by op,
+    series and batch size: one table per run, made column-wise, then pooled at once."""
     frames = []
     for group in points:
         for run in group:
@@ -169,33 +199,21 @@ def build_sweep(
                 )
             )
     every_op = _pooled(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame(columns=SERIES_COLUMNS)
-    every_op = every_op.sort_values(["op", "series", "batch_size"], kind="stable", ignore_index=True)
+    return every_op.sort_values(["op", "series", "batch_size"], kind="stable", ignore_index=True)
 
+
+def _top_ops(every_op: pd.DataFrame, top: int, ops: list[str] | None, warnings: list[str]) -> list[str]:
+    """The ops the lines are drawn for: ``ops`` where given (warning of those no run has),
+    else the ``top`` by their summed share of the points."""
     if ops:
         present = set(every_op["op"])
-        top_ops = [op for op in ops if op in present]
         missing = [op for op in ops if op not in present]
         if missing:
             warnings.append(f"not in any run of this model: {', '.join(missing)}")
-    else:
-        # Each point (series and batch size) weighs the same, so a long profile does not drown the others.
-        ranking = every_op.groupby("op")["share"].sum().sort_values(ascending=False, kind="stable")
-        top_ops = list(ranking.index[:top])
-    series = every_op[every_op["op"].isin(top_ops)].reset_index(drop=True)[SERIES_COLUMNS]
-
-    steps = _step_table([run for group in points for run in group], warnings)
-    step_points = steps.rename(columns={"step_us": "mean_us"}).assign(op=STEP, share=1.0)
-    lines = fit_lines(pd.concat([every_op, step_points], ignore_index=True))
-    has_baseline = baseline in batch_sizes
-    breakeven = breakeven_batch_sizes(lines, baseline, target) if has_baseline else empty_breakeven()
-    crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
-    fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
-    speedups = (
-        speedup_table(pd.concat([series, step_points], ignore_index=True), baseline, target)
-        if has_baseline
-        else pd.DataFrame(columns=SPEEDUP_COLUMNS)
-    )
-    return Sweep(batch_sizes, baseline, target, series, steps, fits, breakeven, speedups, top_ops, warnings)
+        return [op for op in ops if op in present]
+    # Each point (series and batch size) weighs the same, so a long profile does not drown the others.
+    ranking = every_op.groupby("op")["share"].sum().sort_values(ascending=False, kind="stable")
+    return list(ranking.index[:top])
 
 
 def _runs_per_point(runs: list[SweepRun], warnings: list[str]) -> list[list[SweepRun]]:

@@ -50,31 +50,11 @@ def check_document(
     machine during that run (on this project's repeats, 16% of one-against-one checks of
     identical configurations failed, against 4.2% with two runs a side and none with three).
     Raises UsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
-    if group_by not in GROUP_BY:
-        raise UsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}", "group_by")
-    empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
-    if empty:
-        raise UsageError(f"no {' and no '.join(empty)} runs given")
-    lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < MIN_RUNS]
-    if lone and not allow_one_run:
-        raise UsageError(
-            f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
-            "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
-            "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
-            "them; with one run a side, verdicts are only indicative (`--allow-one-run`)"
-        )
-    overlap = set(baseline) & set(target)
-    if overlap:
-        raise UsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
-    pattern = _pattern(ops)
+    _check_arguments(baseline, target, group_by, allow_one_run)
+    pattern = _pattern(ops)  # a bad pattern fails before any run is read
     sides = {name: [catalog.load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))}
     samples = {name: [_samples(run, group_by) for run in runs] for name, runs in sides.items()}
-    warnings = [
-        f"{run.source.run}: {warning}"
-        for runs in sides.values()
-        for run in runs
-        for warning in run.profile.facts.warnings
-    ]
+    warnings = _run_warnings(sides)
     noise = _noise(catalog, sides, group_by, warnings)
     result = confidence.compare_with_confidence(
         samples["baseline"],
@@ -84,27 +64,10 @@ def check_document(
         target_noise=noise["target"],
         resamples=resamples,
     )
-    table = result.table
-    is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
-    in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
-    if pattern is not None:
-        in_scope &= np.fromiter((bool(pattern.search(key)) for key in table["key"]), dtype=bool, count=len(table))
-    table["verdict"], level = confidence.decide(table, family=in_scope, alone=~is_op)
-    table["speedup_low"], table["speedup_high"], table["interval_level"] = confidence.interval_at(table, level)
-    # The whole step is gated even under --ops: ops are judged net of what moved every op
-    # together, so a change that slowed every op shows only there.
-    table["gated"] = in_scope | ~is_op
-    table["significant"] = table["gated"] & table["verdict"].isin(SIGNIFICANT_VERDICTS)
-    ops_rows, whole = _ordered(table[is_op]), table[~is_op]
-    gated_verdicts = ops_rows.loc[ops_rows["gated"], "verdict"]
-    counts = gated_verdicts.value_counts()
+    ops_rows, whole = _judged(result.table, min_share, pattern)
+    counts = ops_rows.loc[ops_rows["gated"], "verdict"].value_counts()
     regressions = int(counts.get(confidence.SLOWER, 0)) + int(whole["verdict"].iloc[0] == confidence.SLOWER)
-    if result.common_change is not None and above(abs(math.log(result.common_change)), math.log1p(threshold)):
-        warnings.append(
-            f"every op ran {_change(1 / result.common_change)} together in the target (a change of the "
-            "machine, a setting or a library that touches everything): the op verdicts are net of it, "
-            "the whole step carries it"
-        )
+    warnings.extend(_common_change_warnings(result.common_change, threshold))
     return CheckDocument(
         passed=regressions == 0,
         common_change=result.common_change,
@@ -128,6 +91,69 @@ def check_document(
         warnings=warnings,
         resamples=resamples,
     )
+
+
+def _check_arguments(baseline: list[str], target: list[str], group_by: str, allow_one_run: bool) -> None:
+    """Raises UsageError for a check that cannot be made or cannot be trusted, before any
+    run is read: an unknown grouping, an empty side, a side of one run (unless allowed),
+    or a run on both sides."""
+    if group_by not in GROUP_BY:
+        raise UsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}", "group_by")
+    empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
+    if empty:
+        raise UsageError(f"no {' and no '.join(empty)} runs given")
+    lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < MIN_RUNS]
+    if lone and not allow_one_run:
+        raise UsageError(
+            f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
+            "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
+            "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
+            "them; with one run a side, verdicts are only indicative (`--allow-one-run`)"
+        )
+    overlap = set(baseline) & set(target)
+    if overlap:
+        raise UsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
+
+
+def _run_warnings(sides: dict[str, list[LoadedRun]]) -> list[str]:
+    """What reading each compared run found doubtful, named by run: a verdict is only as
+    good as the runs behind it."""
+    return [
+        f"{run.source.run}: {warning}"
+        for runs in sides.values()
+        for run in runs
+        for warning in run.profile.facts.warnings
+    ]
+
+
+def _judged(table: pd.DataFrame, min_share: float, pattern) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The verdicts, added to ``table`` (``confidence.compare_with_confidence``'s): the ops
+    in scope (``min_share`` of either side's time, matching ``pattern``) are tested as one
+    family with the false discovery rate held (``confidence.decide``), the whole step on
+    its own. Returns the op rows in the order the answer lists them, and the whole step's row."""
+    is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
+    in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
+    if pattern is not None:
+        in_scope &= np.fromiter((bool(pattern.search(key)) for key in table["key"]), dtype=bool, count=len(table))
+    table["verdict"], level = confidence.decide(table, family=in_scope, alone=~is_op)
+    table["speedup_low"], table["speedup_high"], table["interval_level"] = confidence.interval_at(table, level)
+    # The whole step is gated even under --ops: ops are judged net of what moved every op
+    # together, so a change that slowed every op shows only there.
+    table["gated"] = in_scope | ~is_op
+    table["significant"] = table["gated"] & table["verdict"].isin(SIGNIFICANT_VERDICTS)
+    return _ordered(table[is_op]), table[~is_op]
+
+
+def _common_change_warnings(common_change: float | None, threshold: float) -> list[str]:
+    """A warning where every op moved together beyond the threshold: the op verdicts take
+    that change out, so without this a slower machine would pass op by op unremarked."""
+    if common_change is None or not above(abs(math.log(common_change)), math.log1p(threshold)):
+        return []
+    return [
+        f"every op ran {_change(1 / common_change)} together in the target (a change of the "
+        "machine, a setting or a library that touches everything): the op verdicts are net of it, "
+        "the whole step carries it"
+    ]
 
 
 def significant_keys(catalog: Catalog, baseline: str, target: str, group_by: str = "name") -> tuple[str, ...]:

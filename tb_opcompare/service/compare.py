@@ -19,9 +19,9 @@ import pandas as pd
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, view_positions
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME, StepLatency, step_latency
+from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
-from tb_opcompare.schema.contract import CompareDocument, CompareSummary
+from tb_opcompare.schema.contract import CompareDocument, CompareSummary, RunRecord
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.service.headline import pair_headline
 from tb_opcompare.service.modules import module_source
@@ -50,40 +50,18 @@ def compare_document(
         catalog, baseline, target, baseline_session, target_session
     )
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
-    rows, summary = comparison.rows, comparison.summary
     view = view or RowView()
-    kept = view_positions(rows, view)
+    kept = view_positions(comparison.rows, view)
     records = comparison.records(kept[: view.top] if view.top else kept)
-    # a group's record: its first run's, with the group's steps and their steady wall time
-    base_record, target_record = (
-        msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
-        for side, steps in ((base, base_steps), (tgt, target_steps))
-    )
+    base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
     first, _, _ = pair_headline(base, tgt, base_steps, target_steps)
-    figures, notes = like_for_like(summary, base_record, target_record, group_by, first)
-    figures.update(
-        headline_speedup=first.speedup,
-        headline_basis=first.basis,
-        headline_per_sample=first.per_sample,
-        headline_text=first.text,
-        baseline_step_wall_us=base_steps.median_us,
-        target_step_wall_us=target_steps.median_us,
-    )
-    left_out = [
-        f"{count} {label} run{'s' * (count > 1)}"
-        for label, count in (
-            ("baseline", base_steps.runs_without_markers),
-            ("target", target_steps.runs_without_markers),
-        )
-        if count and first.basis == STEP_WALL_TIME
-    ]
-    if left_out:
-        notes.append(f"The step wall time leaves out {' and '.join(left_out)} without step markers.")
-    notes[:0] = group_notes
+    figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first)
+    figures.update(_headline_figures(first, base_steps, target_steps))
+    notes = [*group_notes, *notes, *_step_marker_notes(first, base_steps, target_steps)]
     if group_by == "module":
         notes.extend(module_source(base, tgt)[1])
     summary = CompareSummary(
-        **{key: finite_or_none(value) for key, value in {**summary, **figures}.items()},
+        **{key: finite_or_none(value) for key, value in {**comparison.summary, **figures}.items()},
         group_by=group_by,
         normalized_types=normalize,
         baseline=base_record,
@@ -94,8 +72,46 @@ def compare_document(
     )
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
     return CompareDocument(
-        summary=summary, columns=list(COMPARE_COLUMNS), rows=records, total_rows=len(rows), view_rows=len(kept)
+        summary=summary,
+        columns=list(COMPARE_COLUMNS),
+        rows=records,
+        total_rows=len(comparison.rows),
+        view_rows=len(kept),
     )
+
+
+def _side_record(side: LoadedRun, steps: StepLatency) -> RunRecord:
+    """A side's run record; a group's is its first run's, with the group's steady step
+    wall time, so the record shows the figure the headline is made of."""
+    return msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
+
+
+def _headline_figures(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> dict:
+    """The headline and the step wall times it is made of, as summary fields."""
+    return {
+        "headline_speedup": first.speedup,
+        "headline_basis": first.basis,
+        "headline_per_sample": first.per_sample,
+        "headline_text": first.text,
+        "baseline_step_wall_us": base_steps.median_us,
+        "target_step_wall_us": target_steps.median_us,
+    }
+
+
+def _step_marker_notes(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> list[str]:
+    """Where the headline is step wall time, a note naming the runs of a group it leaves
+    out for want of step markers: its figure then stands on fewer runs than the group."""
+    left_out = [
+        f"{count} {label} run{'s' * (count > 1)}"
+        for label, count in (
+            ("baseline", base_steps.runs_without_markers),
+            ("target", target_steps.runs_without_markers),
+        )
+        if count and first.basis == STEP_WALL_TIME
+    ]
+    if not left_out:
+        return []
+    return [f"The step wall time leaves out {' and '.join(left_out)} without step markers."]
 
 
 Side = tuple[LoadedRun, StepLatency]

@@ -149,10 +149,21 @@ def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list
 def sweep_figures(document: SweepDocument) -> dict[str, dict]:
     """``op_time``, ``per_sample``, ``step`` and ``speedup`` figures (the last two only where
     the data allow)."""
+    figures = _op_figures(document)
+    if document.steps:
+        figures["step"] = _step_figure(document.steps)
+    if document.speedups:
+        figures["speedup"] = _speedup_figure(document)
+    return figures
+
+
+def _op_figures(document: SweepDocument) -> dict[str, dict]:
+    """The per-op figures, ``op_time`` and ``per_sample``: a colour per op, a dash per series."""
     series, top_ops = document.series, document.top_ops
     dashes = _dashes(sorted({row["series"] for row in series}), document.baseline_series)
+    # the title names each series' dash: the legend lists ops only
     styles = f" ({_line_styles(dashes)})" if len(dashes) > 1 else ""
-    figures = {
+    return {
         "op_time": {
             "data": _op_traces(series, top_ops, "mean_us", "µs", dashes),
             "layout": _layout(
@@ -166,111 +177,126 @@ def sweep_figures(document: SweepDocument) -> dict[str, dict]:
             ),
         },
     }
-    if document.steps:
-        data = []
-        for i, series_value in enumerate(sorted({row["series"] for row in document.steps})):
-            points = [row for row in document.steps if row["series"] == series_value]
-            colour = PALETTE[i % len(PALETTE)]
-            x = [row["batch_size"] for row in points]
-            milliseconds = [
+
+
+def _step_figure(steps: list[dict]) -> dict:
+    """Time per step (left axis, ms) and throughput (right axis, samples/s) per series:
+    two lines of one colour for each series."""
+    data = []
+    for i, series_value in enumerate(sorted({row["series"] for row in steps})):
+        points = [row for row in steps if row["series"] == series_value]
+        data.extend(_step_traces(series_value, points, PALETTE[i % len(PALETTE)]))
+    basis = sorted({row["basis"] for row in steps})
+    return {
+        "data": data,
+        "layout": _layout(
+            f"Time per step and throughput ({', '.join(basis)})",
+            "batch size",
+            "time per step (ms)",
+            len(data),
+            log_y=False,
+            # ticks of its own (plotly would sync them to the left axis: 4.02k, 8.05k, ...)
+            yaxis2={
+                "title": {"text": "throughput (samples/s)"},
+                "type": "linear",
+                "overlaying": "y",
+                "side": "right",
+                "showgrid": False,
+                "rangemode": "tozero",
+                "tickmode": "auto",
+                "tickformat": "~s",
+            },
+            margin={"l": 64, "r": 72, "t": 40, "b": 24},
+        ),
+    }
+
+
+def _step_traces(series_value: str, points: list[dict], colour: str) -> list[dict]:
+    """One series' time per step (solid) and throughput (dashed, on the right axis)."""
+    x = [row["batch_size"] for row in points]
+    # steps are in µs in the document; a step reads better in ms, and so do its bars
+    milliseconds = [
+        {
+            key: (row[key] / 1000 if row.get(key) is not None else None)
+            for key in ("step_us", "step_low_us", "step_high_us")
+        }
+        | {"repeats": row.get("repeats")}
+        for row in points
+    ]
+    step_time = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": label(f"{series_value} time per step"),
+        "meta": label(series_value),
+        "x": x,
+        "y": [row["step_us"] for row in milliseconds],
+        "line": {"color": colour, "width": 2},
+        "marker": {"size": 7},
+        "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}<extra></extra>",
+        **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points)),
+    }
+    throughput = {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": label(f"{series_value} samples/s"),
+        "meta": label(series_value),
+        "yaxis": "y2",
+        "x": x,
+        "y": [row["samples_per_s"] for row in points],
+        "line": {"color": colour, "width": 2, "dash": "dash"},
+        "marker": {"size": 7, "symbol": "diamond"},
+        "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>",
+    }
+    return [step_time, throughput]
+
+
+def _speedup_figure(document: SweepDocument) -> dict:
+    """Baseline / target time per batch size, the whole step first, with a dashed line at
+    1 (no change): above it the target is faster."""
+    data = _speedup_traces(document.speedups, document.top_ops)
+    return {
+        "data": data,
+        "layout": _layout(
+            label(f"Speedup ({document.baseline_series} / {document.target_series}) vs batch size"),
+            "batch size",
+            label(f"speedup (×, > 1: {document.target_series} faster)"),
+            len(data),
+            shapes=[
                 {
-                    key: (row[key] / 1000 if row.get(key) is not None else None)
-                    for key in ("step_us", "step_low_us", "step_high_us")
+                    "type": "line",
+                    "xref": "paper",
+                    "x0": 0,
+                    "x1": 1,
+                    "y0": 1,
+                    "y1": 1,
+                    "line": {"color": "#9e9e9e", "dash": "dash", "width": 1},
                 }
-                | {"repeats": row.get("repeats")}
-                for row in points
-            ]
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": label(f"{series_value} time per step"),
-                    "meta": label(series_value),
-                    "x": x,
-                    "y": [row["step_us"] for row in milliseconds],
-                    "line": {"color": colour, "width": 2},
-                    "marker": {"size": 7},
-                    "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}"
-                    "<extra></extra>",
-                    **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points)),
-                }
-            )
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": label(f"{series_value} samples/s"),
-                    "meta": label(series_value),
-                    "yaxis": "y2",
-                    "x": x,
-                    "y": [row["samples_per_s"] for row in points],
-                    "line": {"color": colour, "width": 2, "dash": "dash"},
-                    "marker": {"size": 7, "symbol": "diamond"},
-                    "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>",
-                }
-            )
-        basis = sorted({row["basis"] for row in document.steps})
-        figures["step"] = {
-            "data": data,
-            "layout": _layout(
-                f"Time per step and throughput ({', '.join(basis)})",
-                "batch size",
-                "time per step (ms)",
-                len(data),
-                log_y=False,
-                # ticks of its own (plotly would sync them to the left axis: 4.02k, 8.05k, ...)
-                yaxis2={
-                    "title": {"text": "throughput (samples/s)"},
-                    "type": "linear",
-                    "overlaying": "y",
-                    "side": "right",
-                    "showgrid": False,
-                    "rangemode": "tozero",
-                    "tickmode": "auto",
-                    "tickformat": "~s",
+            ],
+        ),
+    }
+
+
+def _speedup_traces(speedups: list[dict], top_ops: list[str]) -> list[dict]:
+    """One line per op with speedups, the whole step first, thick and dark so it stands
+    out from the ops, which take the palette's colours after it."""
+    ops = [op for op in [STEP, *top_ops] if any(row["op"] == op for row in speedups)]
+    short = dict(zip(ops, shorten_names(ops, LEGEND_NAME_LENGTH)))
+    data = []
+    for i, op in enumerate(ops):
+        points = sorted((row for row in speedups if row["op"] == op), key=lambda r: r["batch_size"])
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": label(short[op]),
+                "meta": label(op),
+                "x": [row["batch_size"] for row in points],
+                "y": [row["speedup"] for row in points],
+                "line": {
+                    "color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
+                    "width": 3 if op == STEP else 2,
                 },
-                margin={"l": 64, "r": 72, "t": 40, "b": 24},
-            ),
-        }
-    if document.speedups:
-        ops = [op for op in [STEP, *top_ops] if any(row["op"] == op for row in document.speedups)]
-        short = dict(zip(ops, shorten_names(ops, LEGEND_NAME_LENGTH)))
-        data = []
-        for i, op in enumerate(ops):
-            points = sorted((row for row in document.speedups if row["op"] == op), key=lambda r: r["batch_size"])
-            data.append(
-                {
-                    "type": "scatter",
-                    "mode": "lines+markers",
-                    "name": label(short[op]),
-                    "meta": label(op),
-                    "x": [row["batch_size"] for row in points],
-                    "y": [row["speedup"] for row in points],
-                    "line": {
-                        "color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
-                        "width": 3 if op == STEP else 2,
-                    },
-                    "hovertemplate": "%{meta}<br>batch %{x}: %{y:.2f}×<extra></extra>",
-                }
-            )
-        figures["speedup"] = {
-            "data": data,
-            "layout": _layout(
-                label(f"Speedup ({document.baseline_series} / {document.target_series}) vs batch size"),
-                "batch size",
-                label(f"speedup (×, > 1: {document.target_series} faster)"),
-                len(data),
-                shapes=[
-                    {
-                        "type": "line",
-                        "xref": "paper",
-                        "x0": 0,
-                        "x1": 1,
-                        "y0": 1,
-                        "y1": 1,
-                        "line": {"color": "#9e9e9e", "dash": "dash", "width": 1},
-                    }
-                ],
-            ),
-        }
-    return figures
+                "hovertemplate": "%{meta}<br>batch %{x}: %{y:.2f}×<extra></extra>",
+            }
+        )
+    return data

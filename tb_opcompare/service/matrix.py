@@ -7,7 +7,7 @@ what its data shows."""
 from __future__ import annotations
 
 from tb_opcompare.analysis.compare import finite_or_none
-from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
+from tb_opcompare.analysis.matrix import Cell, Column, MatrixRun, build_matrix, parse_column
 from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, canonical_compiler, canonical_precision
@@ -21,52 +21,11 @@ def matrix_document(
     """Reads every run (each once; the cache keeps them); a run that cannot be read
     becomes a warning and never hides the others. ``models`` keeps only these models
     (without precision and compiler, as the matrix's rows name them)."""
-    try:
-        reference_column = parse_column(reference) if reference else None
-    except ValueError as error:
-        raise UsageError(f"reference: {error}", "reference") from None
-    if reference_column:  # in the words the columns use: gpu/float32/compile is GPU · fp32 · torch.compile
-        reference_column = Column(
-            reference_column.device,
-            canonical_precision(reference_column.precision),
-            canonical_compiler(reference_column.compiler),
-        )
+    reference_column = _reference_column(reference)
     if warmup is not None and warmup < 0:
         raise UsageError(f"warmup: expected 0 or more steps, not {warmup}", "warmup")
-    runs, warnings = [], []
-    loaded_runs, failed = read_logdir(catalog)
-    warnings.extend(f"{source.run}: not read: {error.path}: {error.reason}" for source, error in failed)
-    for loaded in loaded_runs:
-        if models and loaded.base_model not in models:
-            continue
-        facts = loaded.profile.facts
-        runs.append(
-            MatrixRun(
-                run=loaded.source.run,
-                model=loaded.base_model,
-                batch_size=facts.batch_size,
-                device=facts.device,
-                precision=loaded.precision,
-                compiler=loaded.compiler,
-                step_times_us=facts.step_times_us,
-                device_name=facts.device_name,
-            )
-        )
-    if models and not runs:
-        raise UsageError(f"no readable run of model {', '.join(models)}")
-    without_markers = sorted(run.run for run in runs if not run.step_times_us)
-    if without_markers:
-        warnings.append(
-            f"{len(without_markers)} run(s) have no step markers, so no latency: "
-            f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}"
-        )
-    for dimension, default in (("precision", DEFAULT_PRECISION), ("compiler", DEFAULT_COMPILER)):
-        assumed = sorted(run.run for run in runs if getattr(run, dimension) is None)
-        if assumed:
-            warnings.append(
-                f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} columns: "
-                f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}"
-            )
+    runs, warnings = _matrix_runs(catalog, models)
+    warnings.extend(_missing_fact_warnings(runs))
     cells, columns, reference_column = build_matrix(runs, reference_column, warmup)
     if reference and reference_column not in columns:
         warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
@@ -81,23 +40,85 @@ def matrix_document(
             MatrixRow(model=model, batch_size=size)
             for model, size in dict.fromkeys((cell.model, cell.batch_size) for cell in cells)
         ],
-        cells=[
-            MatrixCell(
-                model=cell.model,
-                batch_size=cell.batch_size,
-                column=cell.column.key,
-                runs=cell.runs,
-                steps=cell.steps,
-                warmup_steps=cell.warmup_steps,
-                latency_us=finite_or_none(cell.latency_us),
-                latency_std_us=finite_or_none(cell.latency_std_us),
-                latency_p10_us=finite_or_none(cell.latency_p10_us),
-                latency_p90_us=finite_or_none(cell.latency_p90_us),
-                throughput_per_s=finite_or_none(cell.throughput_per_s),
-                speedup=finite_or_none(cell.speedup),
-                reference=cell.reference,
-            )
-            for cell in cells
-        ],
+        cells=_matrix_cells(cells),
         warnings=warnings,
     )
+
+
+def _reference_column(reference: str | None) -> Column | None:
+    """The column speedups are against, in the words the columns use: gpu/float32/compile
+    is GPU · fp32 · torch.compile. Raises UsageError for one that cannot be parsed."""
+    try:
+        column = parse_column(reference) if reference else None
+    except ValueError as error:
+        raise UsageError(f"reference: {error}", "reference") from None
+    if column is None:
+        return None
+    return Column(column.device, canonical_precision(column.precision), canonical_compiler(column.compiler))
+
+
+def _matrix_runs(catalog: Catalog, models: list[str] | None) -> tuple[list[MatrixRun], list[str]]:
+    """Every readable run (of ``models`` where given) as the matrix places it, and a
+    warning per run that cannot be read. Raises UsageError where ``models`` match none."""
+    loaded_runs, failed = read_logdir(catalog)
+    warnings = [f"{source.run}: not read: {error.path}: {error.reason}" for source, error in failed]
+    runs = [
+        MatrixRun(
+            run=loaded.source.run,
+            model=loaded.base_model,
+            batch_size=loaded.profile.facts.batch_size,
+            device=loaded.profile.facts.device,
+            precision=loaded.precision,
+            compiler=loaded.compiler,
+            step_times_us=loaded.profile.facts.step_times_us,
+            device_name=loaded.profile.facts.device_name,
+        )
+        for loaded in loaded_runs
+        if not models or loaded.base_model in models
+    ]
+    if models and not runs:
+        raise UsageError(f"no readable run of model {', '.join(models)}")
+    return runs, warnings
+
+
+def _missing_fact_warnings(runs: list[MatrixRun]) -> list[str]:
+    """What the matrix had to leave out or assume, so a user can tell: a run without step
+    markers has no latency, and one that says no precision or compiler is placed in the
+    default's column. Names the first five runs of each."""
+    warnings = []
+    without_markers = sorted(run.run for run in runs if not run.step_times_us)
+    if without_markers:
+        warnings.append(
+            f"{len(without_markers)} run(s) have no step markers, so no latency: "
+            f"{', '.join(without_markers[:5])}{' ...' if len(without_markers) > 5 else ''}"
+        )
+    for dimension, default in (("precision", DEFAULT_PRECISION), ("compiler", DEFAULT_COMPILER)):
+        assumed = sorted(run.run for run in runs if getattr(run, dimension) is None)
+        if assumed:
+            warnings.append(
+                f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} columns: "
+                f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}"
+            )
+    return warnings
+
+
+def _matrix_cells(cells: list[Cell]) -> list[MatrixCell]:
+    """The cells as the document holds them: JSON has no NaN, so a missing figure is null."""
+    return [
+        MatrixCell(
+            model=cell.model,
+            batch_size=cell.batch_size,
+            column=cell.column.key,
+            runs=cell.runs,
+            steps=cell.steps,
+            warmup_steps=cell.warmup_steps,
+            latency_us=finite_or_none(cell.latency_us),
+            latency_std_us=finite_or_none(cell.latency_std_us),
+            latency_p10_us=finite_or_none(cell.latency_p10_us),
+            latency_p90_us=finite_or_none(cell.latency_p90_us),
+            throughput_per_s=finite_or_none(cell.throughput_per_s),
+            speedup=finite_or_none(cell.speedup),
+            reference=cell.reference,
+        )
+        for cell in cells
+    ]

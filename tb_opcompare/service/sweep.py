@@ -82,59 +82,13 @@ def sweep_document(
     hides the others); an unknown model raises UnknownRunError. ``held``: values for the
     dimensions the lines are not drawn by (the model key's and the commonest device
     otherwise). ``figures``: with the plotly figures the tab draws."""
-    if series_by not in SERIES_DIMENSIONS:
-        raise UsageError(f"series_by: expected one of {', '.join(SERIES_DIMENSIONS)}, not {series_by!r}", "series_by")
-    unknown = sorted(set(held or {}) - set(SERIES_DIMENSIONS) | ({series_by} & set(held or {})))
-    if unknown:
-        raise UsageError(
-            f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
-            f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})"
-        )
-    loaded_runs, failed = read_logdir(catalog)
-    known = {loaded.model for loaded in loaded_runs}
-    # a run that cannot be read is named where its name claims this model
-    warnings = [
-        f"{source.run}: left out, cannot read {error.path}: {error.reason}"
-        for source, error in failed
-        if catalog.claims(source).model == model
-    ]
-    keyed = [loaded for loaded in loaded_runs if loaded.model == model]
-    if not keyed:
-        raise UnknownRunError(f"unknown model {model!r}", sorted(known))
-    loaded_runs, held = _held_runs(
-        [loaded for loaded in loaded_runs if loaded.base_model == keyed[0].base_model],
-        _sweep_dimensions(keyed[0]),
-        series_by,
-        dict(held or {}),
-        warnings,
+    _check_dimensions(series_by, held)
+    loaded_runs, held, warnings = _swept_runs(catalog, model, series_by, dict(held or {}))
+    warnings.extend(
+        f"{loaded.source.run}: {warning}" for loaded in loaded_runs for warning in loaded.profile.facts.warnings
     )
-    if not loaded_runs:
-        raise UsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
-    runs = []
-    for loaded in loaded_runs:
-        facts = loaded.profile.facts
-        warnings.extend(f"{loaded.source.run}: {warning}" for warning in facts.warnings)
-        runs.append(run_record(loaded))
-    series = [_sweep_dimensions(run)[series_by] for run in loaded_runs]
-    baseline = BASELINE_SERIES[series_by] if series_by == "device" else default_among(series_by, series)
-    sweep = build_sweep(
-        [
-            SweepRun(
-                run=run.source.run,
-                series=value,
-                batch_size=run.profile.facts.batch_size,
-                ops=run.profile.ops,
-                steps=run.profile.facts.steps,
-                step_times_us=run.profile.facts.step_times_us,
-            )
-            for run, value in zip(loaded_runs, series)
-        ],
-        top=top,
-        ops=ops,
-        group_by=group_by,
-        baseline=baseline,
-        series_by=series_by,
-    )
+    sweep_runs, baseline = _sweep_runs(loaded_runs, series_by)
+    sweep = build_sweep(sweep_runs, top=top, ops=ops, group_by=group_by, baseline=baseline, series_by=series_by)
     # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
     document = SweepDocument(
         model=model,
@@ -144,7 +98,7 @@ def sweep_document(
         baseline_series=sweep.baseline,
         target_series=sweep.target,
         batch_sizes=sweep.batch_sizes,
-        runs=runs,
+        runs=[run_record(loaded) for loaded in loaded_runs],
         top_ops=sweep.top_ops,
         series=as_records(sweep.series),
         steps=as_records(sweep.steps),
@@ -156,6 +110,63 @@ def sweep_document(
     if figures:
         document.figures = sweep_figures(document)
     return document
+
+
+def _check_dimensions(series_by: str, held: dict[str, str] | None) -> None:
+    """Raises UsageError unless the lines are drawn by a sweep dimension and ``held`` names
+    only the others: a dimension cannot both draw the lines and be held."""
+    if series_by not in SERIES_DIMENSIONS:
+        raise UsageError(f"series_by: expected one of {', '.join(SERIES_DIMENSIONS)}, not {series_by!r}", "series_by")
+    unknown = sorted(set(held or {}) - set(SERIES_DIMENSIONS) | ({series_by} & set(held or {})))
+    if unknown:
+        raise UsageError(
+            f"cannot hold {', '.join(unknown)}: a sweep holds the dimensions among "
+            f"{', '.join(SERIES_DIMENSIONS)} that its lines are not drawn by ({series_by})"
+        )
+
+
+def _swept_runs(
+    catalog: Catalog, model: str, series_by: str, held: dict[str, str]
+) -> tuple[list[LoadedRun], dict[str, str], list[str]]:
+    """The readable runs the sweep of ``model`` draws (``_held_runs``), the values held,
+    and warnings on the runs left out. Raises UnknownRunError for a model no readable run
+    has, UsageError where no run has the held values."""
+    loaded_runs, failed = read_logdir(catalog)
+    # a run that cannot be read is named where its name claims this model
+    warnings = [
+        f"{source.run}: left out, cannot read {error.path}: {error.reason}"
+        for source, error in failed
+        if catalog.claims(source).model == model
+    ]
+    keyed = [loaded for loaded in loaded_runs if loaded.model == model]
+    if not keyed:
+        raise UnknownRunError(f"unknown model {model!r}", sorted({loaded.model for loaded in loaded_runs}))
+    # the other precisions and compilers of the model are candidates too: one may draw the lines
+    same_model = [loaded for loaded in loaded_runs if loaded.base_model == keyed[0].base_model]
+    kept, held = _held_runs(same_model, _sweep_dimensions(keyed[0]), series_by, held, warnings)
+    if not kept:
+        raise UsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
+    return kept, held, warnings
+
+
+def _sweep_runs(loaded_runs: list[LoadedRun], series_by: str) -> tuple[list[SweepRun], str]:
+    """The runs as the sweep's maths takes them, each on the line of its ``series_by``
+    value, and the line the others are measured against: the CPU for devices, else the
+    dimension's default as these runs have it (``default_among``)."""
+    series = [_sweep_dimensions(run)[series_by] for run in loaded_runs]
+    baseline = BASELINE_SERIES[series_by] if series_by == "device" else default_among(series_by, series)
+    sweep_runs = [
+        SweepRun(
+            run=run.source.run,
+            series=value,
+            batch_size=run.profile.facts.batch_size,
+            ops=run.profile.ops,
+            steps=run.profile.facts.steps,
+            step_times_us=run.profile.facts.step_times_us,
+        )
+        for run, value in zip(loaded_runs, series)
+    ]
+    return sweep_runs, baseline
 
 
 def _held_runs(
