@@ -358,6 +358,13 @@ def torch_profile(
         "with_stack": with_stack,
         **_matrix_from_environment(precision=precision, compiler=compiler),
     }
+    _write_torch_sidecar(run_dir, model, batch_size, on_gpu, extra)
+    index_recorded(run_dir, index)
+
+
+def _write_torch_sidecar(run_dir: str, model: str | None, batch_size: int | None, on_gpu: bool, extra: dict) -> None:
+    import torch
+
     write_sidecar(
         run_dir,
         model=model,
@@ -369,7 +376,6 @@ def torch_profile(
         repeat=_repeat_from_environment(),
         extra={key: value for key, value in extra.items() if value is not None},
     )
-    index_recorded(run_dir, index)
 
 
 # ---------------------------------------------------------------------------------------------
