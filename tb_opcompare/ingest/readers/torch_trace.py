@@ -173,25 +173,8 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
             pid=pids.encode([e.pid for e in events]),
             tid=tids.encode([e.tid for e in events]),
         )
-        events = [e for e in batch if e.name == _MEMORY_EVENT and e.args is not None and e.args.bytes is not None]
-        if events:
-            memory.add(
-                pid=pids.encode([e.pid for e in events]),
-                tid=tids.encode([e.tid for e in events]),
-                ts=[e.ts for e in events],
-                bytes=[e.args.bytes for e in events],
-                total=[_NOT_REPORTED if e.args.total_allocated is None else e.args.total_allocated for e in events],
-                device=[_memory_device(e.args) for e in events],
-            )
-        events = [e for e in batch if e.cat == _PYTHON_CATEGORY and e.ph == "X" and e.name.startswith(_MODULE_PREFIX)]
-        if events:
-            modules.add(
-                name=names.encode([e.name[len(_MODULE_PREFIX) :] for e in events]),
-                pid=pids.encode([e.pid for e in events]),
-                tid=tids.encode([e.tid for e in events]),
-                ts=[e.ts for e in events],
-                dur=[e.dur for e in events],
-            )
+        _add_memory_records(memory, batch, pids, tids)
+        _add_module_calls(modules, batch, (names, pids, tids))
         events = [
             event
             for event in (batch[i] for i in _complete(batch, _DEVICE_CATEGORIES))
@@ -205,6 +188,35 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
         )
         del batch, events
     return _TraceColumns(host, launches, memory, device, modules, list(names), list(categories), list(pids), list(tids))
+
+
+def _add_memory_records(memory: _Columns, batch: list, pids: _Codes, tids: _Codes) -> None:
+    """The batch's ``[memory]`` records: an allocation (bytes > 0) or a free, and the memory
+    in use after it where PyTorch reported it."""
+    events = [e for e in batch if e.name == _MEMORY_EVENT and e.args is not None and e.args.bytes is not None]
+    if events:
+        memory.add(
+            pid=pids.encode([e.pid for e in events]),
+            tid=tids.encode([e.tid for e in events]),
+            ts=[e.ts for e in events],
+            bytes=[e.args.bytes for e in events],
+            total=[_NOT_REPORTED if e.args.total_allocated is None else e.args.total_allocated for e in events],
+            device=[_memory_device(e.args) for e in events],
+        )
+
+
+def _add_module_calls(modules: _Columns, batch: list, codes: tuple[_Codes, _Codes, _Codes]) -> None:
+    """The batch's ``nn.Module: <Name>_<k>`` ranges (``with_stack=True``): the modules' calls."""
+    names, pids, tids = codes
+    events = [e for e in batch if e.cat == _PYTHON_CATEGORY and e.ph == "X" and e.name.startswith(_MODULE_PREFIX)]
+    if events:
+        modules.add(
+            name=names.encode([e.name[len(_MODULE_PREFIX) :] for e in events]),
+            pid=pids.encode([e.pid for e in events]),
+            tid=tids.encode([e.tid for e in events]),
+            ts=[e.ts for e in events],
+            dur=[e.dur for e in events],
+        )
 
 
 def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
@@ -258,38 +270,50 @@ def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
     job: _OneTrace | None = None
     workers, step_times = [], []
     for rank_read in reads:
-        read = rank_read.trace
-        facts = read.facts
         workers.append(rank_read.worker)
-        step_times.append(facts.step_times_us)
+        step_times.append(rank_read.trace.facts.step_times_us)
         if job is None:
-            job = read
-            continue
-        job.events.absorb(read.events)
-        if read.module_ops is not None:
-            job.module_ops = (
-                read.module_ops
-                if job.module_ops is None
-                else pd.concat([job.module_ops, read.module_ops])
-                .groupby(["side", "op_name", "op_type", "module"], as_index=False, dropna=False)
-                .sum()
-            )
-        facts, first = read.facts, job.facts
-        for name in ("batch_size", "precision", "compiler", "device"):
-            if getattr(facts, name) != getattr(first, name):
-                first.warnings.append(
-                    f"rank {workers[-1]['rank']} ({workers[-1]['file']}) ran with {name} "
-                    f"{getattr(facts, name)}, rank {workers[0]['rank']} with {getattr(first, name)}; "
-                    f"rank {workers[0]['rank']}'s is shown"
-                )
-        first.warnings.extend(f"rank {workers[-1]['rank']}: {warning}" for warning in facts.warnings)
-        names = {name for text in (first.device_name, facts.device_name) if text for name in text.split(", ")}
-        first.device_name = ", ".join(sorted(names)) or None
+            job = rank_read.trace
+        else:
+            _absorb_rank(job, rank_read.trace, workers)
     facts = job.facts
-    # A rank without step markers cannot say how long its steps took: the job's steps are
-    # timed on the ranks that can (their steps end together, each waiting on the others'
-    # gradients), and the run says which rank was left out; rank 0's own steps never
-    # stand for the job's.
+    _job_steps(facts, workers, step_times)
+    if facts.batch_size_source:
+        facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
+    facts.workers = workers
+    return job.profile()
+
+
+def _absorb_rank(job: _OneTrace, read: _OneTrace, workers: list[dict]) -> None:
+    """Add a later rank (``workers[-1]``) to the job: its events and module ops, and a
+    warning where it ran with another configuration than the first rank."""
+    job.events.absorb(read.events)
+    if read.module_ops is not None:
+        job.module_ops = (
+            read.module_ops
+            if job.module_ops is None
+            else pd.concat([job.module_ops, read.module_ops])
+            .groupby(["side", "op_name", "op_type", "module"], as_index=False, dropna=False)
+            .sum()
+        )
+    facts, first = read.facts, job.facts
+    for name in ("batch_size", "precision", "compiler", "device"):
+        if getattr(facts, name) != getattr(first, name):
+            first.warnings.append(
+                f"rank {workers[-1]['rank']} ({workers[-1]['file']}) ran with {name} "
+                f"{getattr(facts, name)}, rank {workers[0]['rank']} with {getattr(first, name)}; "
+                f"rank {workers[0]['rank']}'s is shown"
+            )
+    first.warnings.extend(f"rank {workers[-1]['rank']}: {warning}" for warning in facts.warnings)
+    names = {name for text in (first.device_name, facts.device_name) if text for name in text.split(", ")}
+    first.device_name = ", ".join(sorted(names)) or None
+
+
+def _job_steps(facts: ProfileFacts, workers: list[dict], step_times: list) -> None:
+    """The job's steps. A rank without step markers cannot say how long its steps took: the
+    job's steps are timed on the ranks that can (their steps end together, each waiting on
+    the others' gradients), and the run says which rank was left out; rank 0's own steps
+    never stand for the job's."""
     timed = [times for times in step_times if len(times)]
     timed_ranks = _ranks_text([worker for worker, times in zip(workers, step_times) if len(times)])
     untimed = [worker for worker, times in zip(workers, step_times) if not len(times)]
@@ -309,10 +333,6 @@ def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
             f"{left_out} {'has' if len(untimed) == 1 else 'have'} no step markers: the job's steps "
             f"are timed on {timed_ranks}"
         )
-    if facts.batch_size_source:
-        facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
-    facts.workers = workers
-    return job.profile()
 
 
 def _ranks_text(workers: list[dict]) -> str:
