@@ -76,10 +76,32 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
 
 
+# The parser: one function per subcommand, each adding its options in the order its
+# --help lists them; the options several commands share come from the helpers below it.
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tb-opcompare", description="Compare per-op times of profile runs.")
     parser.add_argument("--version", action="version", version=f"tb-opcompare {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    reading, two_runs = _reading_options(), _two_runs_options()
+    # the order of these calls is the order the top-level --help lists the commands in
+    _add_runs(commands, reading)
+    _add_compare(commands, reading)
+    _add_sweep(commands, reading)
+    _add_check(commands, reading)
+    _add_trend(commands, reading)
+    _add_matrix(commands, reading)
+    _add_modules(commands, reading, two_runs)
+    _add_layers(commands, reading, two_runs)
+    _add_memory(commands, reading, two_runs)
+    _add_record(commands)
+    _add_index(commands, reading)
+    _add_export(commands, reading)
+    return parser
+
+
+def _reading_options() -> argparse.ArgumentParser:
+    """The parent of every command that reads profiles: where parsed ones are kept and how
+    much memory a read may take (``ReadSettings.from_options``)."""
     reading = argparse.ArgumentParser(add_help=False)
     group = reading.add_argument_group("reading")
     group.add_argument(
@@ -93,15 +115,63 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="refuse reads needing more memory than this (default: half of this machine's memory)",
     )
+    return reading
 
+
+def _two_runs_options() -> argparse.ArgumentParser:
+    """The parent of the pages of the two runs chosen on Compare: modules, layers, memory."""
+    two_runs = argparse.ArgumentParser(add_help=False)
+    two_runs.add_argument("logdir")
+    two_runs.add_argument("--baseline", required=True)
+    two_runs.add_argument("--target", required=True)
+    _add_session_options(two_runs)
+    _add_csv_option(two_runs, "the document's rows")
+    _add_json_option(two_runs, "the document")
+    return two_runs
+
+
+def _add_session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline-session")
+    parser.add_argument("--target-session")
+
+
+def _add_csv_option(parser: argparse.ArgumentParser, contents: str, note: str = "") -> None:
+    parser.add_argument("--csv", metavar="FILE", help=f"write {contents} as CSV to FILE ('-' for stdout){note}")
+
+
+def _add_json_option(parser: argparse.ArgumentParser, document: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {document} as JSON")
+
+
+def _add_top_option(parser: argparse.ArgumentParser, shows: str, default: int | None = 10) -> None:
+    # the help states the default from the value itself, so the two cannot drift apart
+    parser.add_argument(
+        "--top", type=_positive_int, default=default, help=shows if default is None else f"{shows} (default {default})"
+    )
+
+
+def _add_group_by_option(
+    parser: argparse.ArgumentParser, choices: tuple[str, ...] = GROUP_BY, help_text: str | None = None
+) -> None:
+    parser.add_argument("--group-by", choices=choices, default="name", help=help_text)
+
+
+def _add_run_list_option(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
+    """A required option naming runs, comma-separated, shell patterns among them."""
+    parser.add_argument(flag, required=True, type=_run_list, help=help_text)
+
+
+def _add_runs(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     runs = commands.add_parser(
         "runs", parents=[reading], help="list the profile runs in a logdir and the automatic pairs"
     )
     runs.add_argument("logdir")
-    runs.add_argument("--json", action="store_true", help="print the runs document as JSON")
+    _add_json_option(runs, "the runs document")
     runs.add_argument("--lazy", action="store_true", help="read no trace: facts of cached runs, names for the rest")
     runs.set_defaults(handler=_runs)
 
+
+def _add_compare(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     compare = commands.add_parser(
         "compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)"
     )
@@ -119,36 +189,31 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="pool each side's repeats (the runs of its model, device, batch size and label)",
     )
-    compare.add_argument("--baseline-session")
-    compare.add_argument("--target-session")
-    compare.add_argument(
-        "--group-by",
-        choices=COMPARE_GROUP_BY,
-        default="name",
-        help="module: PyTorch nn.Module calls (recorded with with_stack=True), else TF name scopes",
+    _add_session_options(compare)
+    _add_group_by_option(
+        compare,
+        COMPARE_GROUP_BY,
+        "module: PyTorch nn.Module calls (recorded with with_stack=True), else TF name scopes",
     )
     compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
     compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
-    compare.add_argument("--top", type=_positive_int, help="show only the first N rows")
-    compare.add_argument(
-        "--csv",
-        metavar="FILE",
-        help="write the rows as CSV to FILE ('-' for stdout); for the "
-        "automatic pairs, each row starts with its baseline and target run",
-    )
-    compare.add_argument("--json", action="store_true", help="print the compare document as JSON")
+    _add_top_option(compare, "show only the first N rows", default=None)
+    _add_csv_option(compare, "the rows", "; for the automatic pairs, each row starts with its baseline and target run")
+    _add_json_option(compare, "the compare document")
     compare.add_argument(
         "--memory", action="store_true", help="show what each op allocated per execution, and each run's peak memory"
     )
     compare.add_argument("--table", action="store_true", help="print the table too (the default without --csv/--json)")
     compare.set_defaults(handler=_compare)
 
+
+def _add_sweep(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     sweep = commands.add_parser("sweep", parents=[reading], help="how each op and the whole step scale with batch size")
     sweep.add_argument("logdir")
     sweep.add_argument("--model", help="model key (see `runs`); without it, the models that can be swept are listed")
-    sweep.add_argument("--top", type=_positive_int, default=10, help="plot the N ops with the most time (default 10)")
+    _add_top_option(sweep, "plot the N ops with the most time")
     sweep.add_argument("--ops", action="append", metavar="OP", help="plot these ops instead (repeatable)")
-    sweep.add_argument("--group-by", choices=GROUP_BY, default="name")
+    _add_group_by_option(sweep)
     sweep.add_argument(
         "--series-by",
         choices=SERIES_DIMENSIONS,
@@ -163,11 +228,13 @@ def _parser() -> argparse.ArgumentParser:
             help=f"hold the {dimension} at VALUE where the lines are not drawn by it (default: the "
             + ("device most runs were recorded on)" if dimension == "device" else "model key's)"),
         )
-    sweep.add_argument("--csv", metavar="FILE", help="write the fits table as CSV to FILE ('-' for stdout)")
+    _add_csv_option(sweep, "the fits table")
     sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
-    sweep.add_argument("--json", action="store_true", help="print the sweep document as JSON")
+    _add_json_option(sweep, "the sweep document")
     sweep.set_defaults(handler=_sweep)
 
+
+def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     check = commands.add_parser(
         "check",
         parents=[reading],
@@ -179,13 +246,10 @@ def _parser() -> argparse.ArgumentParser:
         "--max-regression, 1 when one is, 2 on usage errors.",
     )
     check.add_argument("logdir")
-    check.add_argument(
-        "--baseline",
-        required=True,
-        type=_run_list,
-        help="baseline runs, comma-separated; shell patterns such as 'base_cpu_bs32_rep*' work",
+    _add_run_list_option(
+        check, "--baseline", "baseline runs, comma-separated; shell patterns such as 'base_cpu_bs32_rep*' work"
     )
-    check.add_argument("--target", required=True, type=_run_list, help="target runs, as --baseline")
+    _add_run_list_option(check, "--target", "target runs, as --baseline")
     check.add_argument(
         "--repeats",
         action="store_true",
@@ -204,7 +268,7 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_MIN_SHARE,
         help="gate only ops with at least this share of op time on a side (default 1%%)",
     )
-    check.add_argument("--group-by", choices=GROUP_BY, default="name")
+    _add_group_by_option(check)
     check.add_argument(
         "--allow-one-run",
         action="store_true",
@@ -215,6 +279,8 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
     check.set_defaults(handler=_check)
 
+
+def _add_trend(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     trend = commands.add_parser(
         "trend",
         parents=[reading],
@@ -225,24 +291,21 @@ def _parser() -> argparse.ArgumentParser:
         "hold the others (a point that pools runs differing in another dimension is warned about).",
     )
     trend.add_argument("logdir")
-    trend.add_argument(
-        "--runs",
-        required=True,
-        type=_run_list,
-        help="runs, comma-separated; shell patterns such as 'resnet_cpu_bs32_*' work",
-    )
+    _add_run_list_option(trend, "--runs", "runs, comma-separated; shell patterns such as 'resnet_cpu_bs32_*' work")
     trend.add_argument(
         "--order-by",
         default="recorded",
         help="recorded (default), label, run, repeat, device, batch_size, precision, compiler, or "
         "sidecar:<field> (e.g. sidecar:versions.torch)",
     )
-    trend.add_argument("--top", type=_positive_int, default=10, help="the N ops with the largest share (default 10)")
-    trend.add_argument("--group-by", choices=GROUP_BY, default="name")
-    trend.add_argument("--csv", metavar="FILE", help="write the rows as CSV to FILE ('-' for stdout)")
-    trend.add_argument("--json", action="store_true", help="print the trend document as JSON")
+    _add_top_option(trend, "the N ops with the largest share")
+    _add_group_by_option(trend)
+    _add_csv_option(trend, "the rows")
+    _add_json_option(trend, "the trend document")
     trend.set_defaults(handler=_trend)
 
+
+def _add_matrix(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     matrix = commands.add_parser(
         "matrix",
         parents=[reading],
@@ -265,20 +328,14 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out the first N steps of every run (default: detected per run)",
     )
     matrix.add_argument("--model", action="append", metavar="MODEL", help="only this model (repeatable)")
-    matrix.add_argument("--csv", metavar="FILE", help="write one line per cell as CSV to FILE ('-' for stdout)")
-    matrix.add_argument("--json", action="store_true", help="print the matrix document as JSON")
+    _add_csv_option(matrix, "one line per cell")
+    _add_json_option(matrix, "the matrix document")
     matrix.set_defaults(handler=_matrix)
 
-    # the pages of the two runs chosen on Compare: modules, layers, memory
-    two_runs = argparse.ArgumentParser(add_help=False)
-    two_runs.add_argument("logdir")
-    two_runs.add_argument("--baseline", required=True)
-    two_runs.add_argument("--target", required=True)
-    two_runs.add_argument("--baseline-session")
-    two_runs.add_argument("--target-session")
-    two_runs.add_argument("--csv", metavar="FILE", help="write the document's rows as CSV to FILE ('-' for stdout)")
-    two_runs.add_argument("--json", action="store_true", help="print the document as JSON")
 
+def _add_modules(
+    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
+) -> None:
     modules = commands.add_parser(
         "modules",
         parents=[reading, two_runs],
@@ -290,6 +347,10 @@ def _parser() -> argparse.ArgumentParser:
     modules.add_argument("--depth", type=_positive_int, default=3, help="print modules down to this depth (default 3)")
     modules.set_defaults(handler=_modules)
 
+
+def _add_layers(
+    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
+) -> None:
     layers = commands.add_parser(
         "layers",
         parents=[reading, two_runs],
@@ -299,11 +360,13 @@ def _parser() -> argparse.ArgumentParser:
         "device (kernels); then each application range and runtime call compared by its wall time per "
         "call (speedup = baseline / target).",
     )
-    layers.add_argument(
-        "--top", type=_positive_int, default=10, help="print the N largest rows of each layer (default 10)"
-    )
+    _add_top_option(layers, "print the N largest rows of each layer")
     layers.set_defaults(handler=_layers)
 
+
+def _add_memory(
+    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
+) -> None:
     memory = commands.add_parser(
         "memory",
         parents=[reading, two_runs],
@@ -313,11 +376,12 @@ def _parser() -> argparse.ArgumentParser:
         "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
         "profile_memory=True; TensorFlow with its allocation events.",
     )
-    memory.add_argument(
-        "--top", type=_positive_int, default=10, help="print the N ops that allocated the most (default 10)"
-    )
+    _add_top_option(memory, "print the N ops that allocated the most")
     memory.set_defaults(handler=_memory)
 
+
+def _add_record(commands: argparse._SubParsersAction) -> None:
+    # no reading options: record runs a training command and reads no profile
     record = commands.add_parser(
         "record",
         help="run a training command once per device and batch size, profiled",
@@ -357,6 +421,8 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
     record.set_defaults(handler=_record)
 
+
+def _add_index(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     index = commands.add_parser(
         "index",
         parents=[reading],
@@ -379,6 +445,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     index.set_defaults(handler=_index)
 
+
+def _add_export(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     export = commands.add_parser(
         "export",
         parents=[reading],
@@ -391,7 +459,57 @@ def _parser() -> argparse.ArgumentParser:
         "--parquet", required=True, metavar="DIR", help="the folder to write (a local path or a bucket's URL)"
     )
     export.set_defaults(handler=_export)
-    return parser
+
+
+# Argument types: each turns a value argparse read into what the command takes, or says
+# why it cannot (argparse prints that as a usage error, exit code 2).
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise argparse.ArgumentTypeError("must be 0 or a positive integer")
+    return int(text)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError("batch sizes must be positive integers")
+    return values
+
+
+def _device_list(text: str) -> list[str]:
+    from tb_opcompare.recording.runner import DEVICES
+
+    devices = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = [d for d in devices if d not in DEVICES]
+    if unknown or not devices:
+        raise argparse.ArgumentTypeError(f"devices must be among {', '.join(DEVICES)}")
+    return devices
+
+
+def _run_list(text: str) -> list[str]:
+    from tb_opcompare.store.run_groups import split_runs
+
+    runs = split_runs(text)
+    if not runs:
+        raise argparse.ArgumentTypeError("give one run or more, comma-separated")
+    return runs
+
+
+def _fraction(text: str) -> float:
+    try:
+        return parse_share(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _catalog(args) -> Catalog:
@@ -450,26 +568,6 @@ def _export(args) -> int:
     return EXIT_UNREADABLE if dataset.errors else EXIT_OK
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, not {text!r}") from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError("batch sizes must be positive integers")
-    return values
-
-
-def _device_list(text: str) -> list[str]:
-    from tb_opcompare.recording.runner import DEVICES
-
-    devices = [part.strip().lower() for part in text.split(",") if part.strip()]
-    unknown = [d for d in devices if d not in DEVICES]
-    if unknown or not devices:
-        raise argparse.ArgumentTypeError(f"devices must be among {', '.join(DEVICES)}")
-    return devices
-
-
 def _record(args) -> int:
     from tb_opcompare.recording.runner import parse_matrix, record_runs
 
@@ -510,19 +608,6 @@ def _record(args) -> int:
             + (f"matrix {args.logdir})" if matrix else f"sweep {args.logdir} --model {args.model})")
         )
     return EXIT_UNREADABLE if failed or not results else EXIT_OK
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be a positive integer")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError("must be 0 or a positive integer")
-    return int(text)
 
 
 def _runs(args) -> int:
@@ -580,66 +665,92 @@ def _print_runs(document: dict) -> None:
 
 def _compare(args) -> int:
     from tb_opcompare.analysis.compare import COMPARE_COLUMNS
-    from tb_opcompare.analysis.row_view import RowView
-    from tb_opcompare.service.compare import compare_document
-    from tb_opcompare.service.runs import runs_document
-    from tb_opcompare.store.run_groups import side_runs
 
     catalog = _catalog(args)
     if bool(args.baseline) != bool(args.target):
-        print("error: give both --baseline and --target, or neither to compare every automatic pair", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error("give both --baseline and --target, or neither to compare every automatic pair")
     if args.repeats and not args.baseline:
-        print("error: --repeats pools the runs given with --baseline/--target; name them", file=sys.stderr)
-        return EXIT_USAGE
-    if args.baseline:
-        pairs = [(side_runs(catalog, args.baseline, args.repeats), side_runs(catalog, args.target, args.repeats))]
-    else:
-        runs = msgspec.to_builtins(runs_document(catalog))
-        pairs = [(p["baseline"], p["target"]) for p in runs["pairs"]]
-        suggested = runs["suggested"]
-        models = {run["run"]: run["model"] for run in runs["runs"]}
-        if (
-            not pairs
-            and suggested
-            and suggested["baseline"] != suggested["target"]
-            and models.get(suggested["baseline"]) == models.get(suggested["target"])
-        ):
-            # no CPU/accelerator pair: the pair the tab opens on (the widest batch-size change of one model)
-            print(
-                f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
-                f"{escape_controls(suggested['reason'])}",
-                file=sys.stderr,
-            )
-            pairs = [(suggested["baseline"], suggested["target"])]
-        if not pairs:
-            print(
-                "error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target",
-                file=sys.stderr,
-            )
-            print("known: " + ", ".join(escape_controls(r["run"]) for r in runs["runs"]), file=sys.stderr)
-            return EXIT_USAGE
+        return _usage_error("--repeats pools the runs given with --baseline/--target; name them")
+    pairs = _named_pair(catalog, args) if args.baseline else _automatic_pairs(catalog)
+    if not pairs:
+        return EXIT_USAGE  # _automatic_pairs said why
+    # after the runs are resolved, so an unknown run stays the error reported first
     if args.sort and args.sort not in COMPARE_COLUMNS:
-        print(f"error: unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}", file=sys.stderr)
-        return EXIT_USAGE
-    documents = [
-        msgspec.to_builtins(
-            compare_document(
-                catalog,
-                baseline,
-                target,
-                group_by=args.group_by,
-                baseline_session=args.baseline_session,
-                target_session=args.target_session,
-                normalize=not args.no_normalize_types,
-                view=RowView(sort=args.sort, top=args.top),
-            )
+        return _usage_error(f"unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")
+    documents = [_compare_document(catalog, args, baseline, target) for baseline, target in pairs]
+    _emit_comparisons(args, documents)
+    return EXIT_OK
+
+
+def _usage_error(message: str) -> int:
+    """Says ``error: <message>`` on stderr; returns the exit code of a usage error."""
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _named_pair(catalog: Catalog, args) -> list[tuple]:
+    """The one pair --baseline and --target name: each side a run, or a group of runs
+    (with their repeats under --repeats)."""
+    from tb_opcompare.store.run_groups import side_runs
+
+    return [(side_runs(catalog, args.baseline, args.repeats), side_runs(catalog, args.target, args.repeats))]
+
+
+def _automatic_pairs(catalog: Catalog) -> list[tuple]:
+    """The logdir's CPU/accelerator pairs; without one, the pair the tab opens on; without
+    that, none, after saying so and listing the runs to name instead."""
+    from tb_opcompare.service.runs import runs_document
+
+    runs = msgspec.to_builtins(runs_document(catalog))
+    pairs = [(pair["baseline"], pair["target"]) for pair in runs["pairs"]]
+    if pairs:
+        return pairs
+    suggested = _suggested_pair(runs)
+    if suggested:
+        print(
+            f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
+            f"{escape_controls(suggested['reason'])}",
+            file=sys.stderr,
         )
-        for baseline, target in pairs
-    ]
+        return [(suggested["baseline"], suggested["target"])]
+    print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target", file=sys.stderr)
+    print("known: " + ", ".join(escape_controls(run["run"]) for run in runs["runs"]), file=sys.stderr)
+    return []
+
+
+def _suggested_pair(runs: dict) -> dict | None:
+    """The pair the tab opens on (the widest batch-size change of one model), where it is
+    two runs of one model: the only comparison worth making without a device pair."""
+    suggested = runs["suggested"]
+    if not suggested or suggested["baseline"] == suggested["target"]:
+        return None
+    models = {run["run"]: run["model"] for run in runs["runs"]}
+    return suggested if models.get(suggested["baseline"]) == models.get(suggested["target"]) else None
+
+
+def _compare_document(catalog: Catalog, args, baseline, target) -> dict:
+    """One pair's compare document, as the options shape it, in builtin types."""
+    from tb_opcompare.analysis.row_view import RowView
+    from tb_opcompare.service.compare import compare_document
+
+    document = compare_document(
+        catalog,
+        baseline,
+        target,
+        group_by=args.group_by,
+        baseline_session=args.baseline_session,
+        target_session=args.target_session,
+        normalize=not args.no_normalize_types,
+        view=RowView(sort=args.sort, top=args.top),
+    )
+    return msgspec.to_builtins(document)
+
+
+def _emit_comparisons(args, documents: list[dict]) -> None:
+    """The compare documents as the options ask: any of --csv and --json, and the table
+    with --table or without either."""
     if args.csv:
-        text = _pairs_csv(documents, with_pairs=not args.baseline)
-        _write_text(args.csv, text)
+        _write_text(args.csv, _pairs_csv(documents, with_pairs=not args.baseline))
         if args.csv != "-":
             rows = sum(len(document["rows"]) for document in documents)
             print(f"wrote {rows} rows to {args.csv}", file=sys.stderr)
@@ -648,7 +759,6 @@ def _compare(args) -> int:
     if args.table or not (args.csv or args.json):
         for document in documents:
             _print_comparison(document, memory=args.memory)
-    return EXIT_OK
 
 
 PAIR_COLUMNS = ["baseline_run", "target_run"]
@@ -668,22 +778,6 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
         for row in d["rows"]
     ]
     return compare_csv(rows, PAIR_COLUMNS + list(documents[0]["columns"]))
-
-
-def _run_list(text: str) -> list[str]:
-    from tb_opcompare.store.run_groups import split_runs
-
-    runs = split_runs(text)
-    if not runs:
-        raise argparse.ArgumentTypeError("give one run or more, comma-separated")
-    return runs
-
-
-def _fraction(text: str) -> float:
-    try:
-        return parse_share(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _check(args) -> int:
@@ -1008,13 +1102,34 @@ def _mean(row: dict, side: str) -> str:
 def _print_comparison(document: dict, memory: bool = False) -> None:
     document = escape_controls(document)
     summary = document["summary"]
-    base, tgt = summary["baseline"], summary["target"]
-    for label, record, runs in (
-        ("baseline:", base, summary["baseline_runs"]),
-        ("target:  ", tgt, summary["target_runs"]),
-    ):
+    _print_compared_runs(summary)
+    _print_speedups(summary)
+    for note in summary["notes"]:
+        print(f"note: {note}")
+    for side in ("baseline", "target"):  # what the tab lists beside the notes: each run's own warnings
+        for warning in summary[side]["warnings"]:
+            print(f"warning: {summary[side]['run']}: {warning}")
+    if memory:
+        _print_peak_memory(summary)
+    _print_compared_ops(document["rows"], memory)
+    if summary["noisy_ops"]:
+        print(
+            f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "
+            "their means and speedups are unreliable (the JSON and CSV have median, p10, p90 and CV)"
+        )
+    print()
+
+
+def _print_compared_runs(summary: dict) -> None:
+    """``baseline: <run> (<device>)`` and the same for the target; a pooled side lists its runs."""
+    for label, side in (("baseline:", "baseline"), ("target:  ", "target")):
+        record, runs = summary[side], summary[f"{side}_runs"]
         name = record["run"] if len(runs) == 1 else f"{len(runs)} runs pooled ({', '.join(runs)})"
         print(f"{label} {name} ({record['device']}{', ' + record['device_name'] if record['device_name'] else ''})")
+
+
+def _print_speedups(summary: dict) -> None:
+    """The headline speedup, then the op time's: matched, geometric mean, ops faster and slower."""
     headline = summary["headline_speedup"]
     print(
         f"speedup {format_speedup(headline)} ({summary['headline_text']})"
@@ -1031,20 +1146,21 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
         f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
         f" baseline-only {summary['baseline_only_ops']}, target-only {summary['target_only_ops']}",
     )
-    for note in summary["notes"]:
-        print(f"note: {note}")
-    for side in ("baseline", "target"):  # what the tab lists beside the notes: each run's own warnings
-        for warning in summary[side]["warnings"]:
-            print(f"warning: {summary[side]['run']}: {warning}")
-    if memory:
-        for side, record in (("baseline", base), ("target", tgt)):
-            peaks = ", ".join(f"{device} {format_bytes(size)}" for device, size in record["peak_memory_bytes"].items())
-            print(f"peak memory, {side}: {peaks or 'not recorded (profile_memory=True records it)'}")
+
+
+def _print_peak_memory(summary: dict) -> None:
+    for side in ("baseline", "target"):
+        peaks = ", ".join(
+            f"{device} {format_bytes(size)}" for device, size in summary[side]["peak_memory_bytes"].items()
+        )
+        print(f"peak memory, {side}: {peaks or 'not recorded (profile_memory=True records it)'}")
+
+
+def _print_compared_ops(rows: list[dict], memory: bool) -> None:
+    """The table of ops: speedup, both means, with ``memory`` what each allocated per call, status."""
     columns = f"  {'base alloc/call':>15}  {'target alloc/call':>17}" if memory else ""
-    header = f"{'speedup':>9}  {'base mean':>11}  {'target mean':>12}{columns}  {'status':<13}  op"
-    print(header)
-    for row in document["rows"]:
-        speedup = format_speedup(row["speedup"])
+    print(f"{'speedup':>9}  {'base mean':>11}  {'target mean':>12}{columns}  {'status':<13}  op")
+    for row in rows:
         allocated = (
             (
                 f"  {format_bytes(row['baseline_alloc_bytes_per_execution']):>15}"
@@ -1054,16 +1170,10 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
             else ""
         )
         print(
-            f"{speedup:>9}  {_mean(row, 'baseline'):>11}  {_mean(row, 'target'):>12}{allocated}"
+            f"{format_speedup(row['speedup']):>9}  {_mean(row, 'baseline'):>11}  {_mean(row, 'target'):>12}{allocated}"
             f"  {row['status']:<13}  {row['key']}"
             + (f" ({row['op_type']})" if row["op_type"] not in (None, row["key"]) else "")
         )
-    if summary["noisy_ops"]:
-        print(
-            f"~ noisy: {summary['noisy_ops']} matched ops vary widely from one occurrence to the next (CV > 0.5); "
-            "their means and speedups are unreliable (the JSON and CSV have median, p10, p90 and CV)"
-        )
-    print()
 
 
 if __name__ == "__main__":
