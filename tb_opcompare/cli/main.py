@@ -569,7 +569,7 @@ def _export(args) -> int:
 
 
 def _record(args) -> int:
-    from tb_opcompare.recording.runner import parse_matrix, record_runs
+    from tb_opcompare.recording.runner import RecordingPlan, parse_matrix, record_runs
 
     try:
         matrix = parse_matrix(args.matrix)
@@ -584,7 +584,7 @@ def _record(args) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    results = record_runs(
+    plan = RecordingPlan(
         args.logdir,
         args.model,
         args.batch_sizes,
@@ -594,6 +594,7 @@ def _record(args) -> int:
         repeats=args.repeats,
         matrix=matrix,
     )
+    results = record_runs(plan)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     if args.index and len(failed) < len(results):

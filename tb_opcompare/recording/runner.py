@@ -132,84 +132,146 @@ def occupied_reason(run_dir: str) -> str | None:
     )
 
 
+@dataclasses.dataclass
+class RecordingPlan:
+    """What ``tb-opcompare record`` records: ``command`` once per device, batch size,
+    ``matrix`` cell and repeat, each into ``<logdir>/<model>_<device>_bs<N>[_<cell
+    values>][_rep<K>]``. ``force`` records into a run folder that holds a profile already."""
+
+    logdir: str
+    model: str
+    batch_sizes: list[int]
+    devices: list[str]
+    command: list[str]
+    force: bool = False
+    repeats: int = 1
+    matrix: list[tuple[str, list[str]]] | None = None
+
+
+@dataclasses.dataclass
+class _Recording:
+    """One run of a plan: the run's folder and configuration, and its place in the plan."""
+
+    index: int
+    total: int
+    device: str
+    batch_size: int
+    cell: dict[str, str]
+    repeat: int | None
+    run_dir: str
+
+
 def record_runs(
-    logdir: str,
-    model: str,
-    batch_sizes: list[int],
-    devices: list[str],
-    command: list[str],
-    say: Callable[[str], None] = print,
-    has_gpu: Callable[[], bool] = gpu_present,
-    force: bool = False,
-    repeats: int = 1,
-    matrix: list[tuple[str, list[str]]] | None = None,
+    plan: RecordingPlan, say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present
 ) -> list[RunResult]:
-    names = [name for name, _ in matrix or []]
-    cells = [dict(zip(names, values)) for values in itertools.product(*(values for _, values in matrix or []))]
+    """Run the plan's command once per run, each in a process of its own, and say how each
+    went; a failed or refused run never stops the others."""
+    results = []
+    for recording in _recordings(plan, say, has_gpu):
+        refusal = None if plan.force else occupied_reason(recording.run_dir)
+        if refusal:
+            say(f"[{recording.index}/{recording.total}] {os.path.basename(recording.run_dir)}: refused")
+            results.append(_result(recording, reason=refusal))
+            continue
+        results.append(_record_one(plan, recording, say))
+    return results
+
+
+def _recordings(plan: RecordingPlan, say: Callable[[str], None], has_gpu: Callable[[], bool]) -> list[_Recording]:
+    names = [name for name, _ in plan.matrix or []]
+    cells = [dict(zip(names, values)) for values in itertools.product(*(values for _, values in plan.matrix or []))]
     wanted = []
-    for device in devices:
+    for device in plan.devices:
         if device == "gpu" and not has_gpu():
             say("gpu: no GPU visible here (nvidia-smi finds none); skipping the GPU runs")
             continue
         # repeats interleave (rep 1 of every size and cell, then rep 2 ...) so that a drift
         # of the machine over the recording spreads across them instead of biasing one
         wanted.extend(
-            (device, size, cell, repeat) for repeat in range(1, repeats + 1) for size in batch_sizes for cell in cells
+            (device, size, cell, repeat)
+            for repeat in range(1, plan.repeats + 1)
+            for size in plan.batch_sizes
+            for cell in cells
         )
-    results = []
+    recordings = []
     for index, (device, batch_size, cell, repeat) in enumerate(wanted, start=1):
-        if repeats == 1:
+        if plan.repeats == 1:
             repeat = None  # one recording: no repeat number, in the name or the sidecar
         run_name = (
-            f"{model}_{device}_bs{batch_size}"
+            f"{plan.model}_{device}_bs{batch_size}"
             + "".join(f"_{value}" for value in cell.values())
             + (f"_rep{repeat}" if repeat else "")
         )
-        run_dir = os.path.join(logdir, run_name)
-        refusal = None if force else occupied_reason(run_dir)
-        if refusal:
-            say(f"[{index}/{len(wanted)}] {os.path.basename(run_dir)}: refused")
-            results.append(RunResult(run_dir, device, batch_size, ok=False, reason=refusal, repeat=repeat, cell=cell))
-            continue
-        argv = fill(command, batch_size=batch_size, run_dir=run_dir, device=device, model=model, **cell)
-        env = {
-            **os.environ,
-            ENV_RUN_DIR: run_dir,
-            ENV_MODEL: model,
-            ENV_BATCH_SIZE: str(batch_size),
-            ENV_DEVICE: device.upper(),
-            ENV_MATRIX: json.dumps(cell),
-        }
-        if repeat:
-            env[ENV_REPEAT] = str(repeat)
-        else:
-            env.pop(ENV_REPEAT, None)  # not one of several: an inherited number would mislabel it
-        if device == "cpu":
-            env["CUDA_VISIBLE_DEVICES"] = "-1"
-        os.makedirs(run_dir, exist_ok=True)
-        log_path = os.path.join(run_dir, LOG_NAME)
-        say(f"[{index}/{len(wanted)}] {os.path.basename(run_dir)}: {' '.join(argv)}")
-        started = time.monotonic()
-        try:
-            with open(log_path, "w", encoding="utf-8") as log:
-                completed = subprocess.run(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-            code, reason = completed.returncode, ""
-        except OSError as error:
-            code, reason = None, f"could not start the command: {error}"
-        seconds = time.monotonic() - started
-        if code not in (0, None):
-            reason = f"exit status {code}; last lines of {log_path}:\n" + _tail(log_path)
-        elif code == 0 and not discover(run_dir):
-            reason = (
-                f"the command succeeded but wrote no profile into {run_dir}; profile with the helpers in "
-                f"tb_opcompare.recording, or write the profile to ${ENV_RUN_DIR}"
-            )
-        result = RunResult(
-            run_dir, device, batch_size, ok=not reason, reason=reason, seconds=seconds, repeat=repeat, cell=cell
+        run_dir = os.path.join(plan.logdir, run_name)
+        recordings.append(_Recording(index, len(wanted), device, batch_size, cell, repeat, run_dir))
+    return recordings
+
+
+def _environment(plan: RecordingPlan, recording: _Recording) -> dict[str, str]:
+    """The command's environment: what the recording helpers read to name and describe the
+    run (``tb_opcompare.recording.profilers``), and no GPU for a CPU run."""
+    env = {
+        **os.environ,
+        ENV_RUN_DIR: recording.run_dir,
+        ENV_MODEL: plan.model,
+        ENV_BATCH_SIZE: str(recording.batch_size),
+        ENV_DEVICE: recording.device.upper(),
+        ENV_MATRIX: json.dumps(recording.cell),
+    }
+    if recording.repeat:
+        env[ENV_REPEAT] = str(recording.repeat)
+    else:
+        env.pop(ENV_REPEAT, None)  # not one of several: an inherited number would mislabel it
+    if recording.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = "-1"
+    return env
+
+
+def _record_one(plan: RecordingPlan, recording: _Recording, say: Callable[[str], None]) -> RunResult:
+    run_dir = recording.run_dir
+    argv = fill(
+        plan.command,
+        batch_size=recording.batch_size,
+        run_dir=run_dir,
+        device=recording.device,
+        model=plan.model,
+        **recording.cell,
+    )
+    os.makedirs(run_dir, exist_ok=True)
+    log_path = os.path.join(run_dir, LOG_NAME)
+    say(f"[{recording.index}/{recording.total}] {os.path.basename(run_dir)}: {' '.join(argv)}")
+    started = time.monotonic()
+    try:
+        with open(log_path, "w", encoding="utf-8") as log:
+            completed = subprocess.run(argv, env=_environment(plan, recording), stdout=log, stderr=subprocess.STDOUT)
+        code, reason = completed.returncode, ""
+    except OSError as error:
+        code, reason = None, f"could not start the command: {error}"
+    seconds = time.monotonic() - started
+    if code not in (0, None):
+        reason = f"exit status {code}; last lines of {log_path}:\n" + _tail(log_path)
+    elif code == 0 and not discover(run_dir):
+        reason = (
+            f"the command succeeded but wrote no profile into {run_dir}; profile with the helpers in "
+            f"tb_opcompare.recording, or write the profile to ${ENV_RUN_DIR}"
         )
-        say(f"    {'ok' if result.ok else 'FAILED'} ({seconds:.1f} s)")
-        results.append(result)
-    return results
+    result = _result(recording, reason=reason, seconds=seconds)
+    say(f"    {'ok' if result.ok else 'FAILED'} ({seconds:.1f} s)")
+    return result
+
+
+def _result(recording: _Recording, reason: str, seconds: float | None = None) -> RunResult:
+    extra = {} if seconds is None else {"seconds": seconds}
+    return RunResult(
+        recording.run_dir,
+        recording.device,
+        recording.batch_size,
+        ok=not reason,
+        reason=reason,
+        repeat=recording.repeat,
+        cell=recording.cell,
+        **extra,
+    )
 
 
 def _tail(path: str, lines: int = 8) -> str:
