@@ -95,3 +95,38 @@ def test_services_ask_the_store_and_open_no_file():
     """A service takes a run's facts, claims and groups from the catalog (one reading of
     each sidecar, one rule), never from the files."""
     assert _service_file_reads() == []
+
+
+MAX_FUNCTION_LINES = 60
+MAX_PRIVATE_PARAMETERS = 6
+
+
+def _functions() -> list[tuple[str, int, int, bool]]:
+    """(where, lines, parameters, private) of every function and method of the package."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                args = node.args
+                names = [arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+                names += [arg.arg for arg in (args.vararg, args.kwarg) if arg]
+                count = len([name for name in names if name not in ("self", "cls")])
+                private = node.name.startswith("_") and not node.name.startswith("__")
+                where = f"{path.relative_to(REPO)}:{node.lineno} {node.name}"
+                found.append((where, node.end_lineno - node.lineno + 1, count, private))
+    return found
+
+
+def test_functions_are_small_steps():
+    """Every function reads in one screen, and a private step takes at most six values
+    (more travel together as one small record). Public functions that mirror a user's
+    options (the recorders, the documents' query parameters) may take more, by keyword."""
+    functions = _functions()
+    assert len(functions) > 500  # the walk sees the package
+    long = [f"{where}: {lines} lines" for where, lines, _, _ in functions if lines > MAX_FUNCTION_LINES]
+    wide = [
+        f"{where}: {count} parameters"
+        for where, _, count, private in functions
+        if private and count > MAX_PRIVATE_PARAMETERS
+    ]
+    assert long == [] and wide == []

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 import warnings
 
 import numpy as np
@@ -404,11 +405,10 @@ def compare_with_confidence(
     whole_step_basis = STEP_WALL_TIME if wall else OP_TIME_PER_STEP
     if len(baseline) == len(target) == 1 and baseline_noise is None and target_noise is None:
         worth = np.maximum(shares["baseline_share"], shares["target_share"]) >= BOOTSTRAP_MIN_SHARE
-        estimates = _step_level(baseline[0], target[0], index, threshold, resamples, seed, worth)
+        test = _Bootstrap(threshold, resamples, seed)
+        estimates = _step_level(baseline[0], target[0], index, worth, test)
         if wall:
-            _bootstrap_wall_step(
-                estimates, baseline[0].step_wall_us, target[0].step_wall_us, threshold, resamples, seed
-            )
+            _bootstrap_wall_step(estimates, baseline[0].step_wall_us, target[0].step_wall_us, test)
         return Confidence(
             pd.DataFrame({"key": [*index, WHOLE_STEP], **estimates, **shares}),
             STEPS,
@@ -430,13 +430,17 @@ def compare_with_confidence(
     )
 
 
+class _Bootstrap(typing.NamedTuple):
+    """How a one-run-a-side comparison is tested: against ``threshold``, with ``resamples``
+    draws from a generator seeded with ``seed`` (one seed, the same intervals each time)."""
+
+    threshold: float
+    resamples: int
+    seed: int
+
+
 def _bootstrap_wall_step(
-    estimates: dict[str, np.ndarray],
-    baseline_steps: np.ndarray,
-    target_steps: np.ndarray,
-    threshold: float,
-    resamples: int,
-    seed: int,
+    estimates: dict[str, np.ndarray], baseline_steps: np.ndarray, target_steps: np.ndarray, test: _Bootstrap
 ) -> None:
     """The whole step's row of a one-run-a-side comparison on step wall times: the ratio
     of the two runs' steady medians, with a bootstrap over each run's steady steps."""
@@ -447,6 +451,7 @@ def _bootstrap_wall_step(
     estimates["speedup"][-1] = estimates["adjusted_speedup"][-1] = speedup
     estimates["slower"][-1] = speedup < 1
     low = high = p_value = np.nan
+    threshold, resamples, seed = test
     if all(len(steps) >= 2 for steps in steady):
         rng = np.random.default_rng(seed)
         replicates = np.median(rng.choice(steady[0], (resamples, len(steady[0]))), axis=1) / np.median(
@@ -522,18 +527,13 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
 
 
 def _step_level(
-    baseline: RunSamples,
-    target: RunSamples,
-    index: pd.Index,
-    threshold: float,
-    resamples: int,
-    seed: int,
-    worth: np.ndarray,
+    baseline: RunSamples, target: RunSamples, index: pd.Index, worth: np.ndarray, test: _Bootstrap
 ) -> dict[str, np.ndarray]:
     """Bootstrap over the profiled steps of one run a side: too narrow where runs of one
     configuration differ, the best there is without repeats. Only the columns of
     ``worth`` are resampled; an op with no time placed in steps, or a side with fewer
     than two steps, is not tested."""
+    threshold, resamples, seed = test
     base_time, base_count = _step_matrix(baseline, index)
     target_time, target_count = _step_matrix(target, index)
     resampled = np.flatnonzero(worth)

@@ -58,11 +58,8 @@ def run_record(loaded: LoadedRun) -> RunRecord:
         loaded.source,
         loaded.session,
         loaded.profile.facts,
-        loaded.model,
-        loaded.label,
-        loaded.repeat,
+        loaded,
         loaded=True,
-        model_source=loaded.model_source,
     )
 
 
@@ -73,24 +70,18 @@ def unread_run_record(source: RunSource, claims: Claims) -> RunRecord:
         source,
         source.newest_session,
         claimed_facts(source.format, claims),
-        claims.model,
-        claims.label,
-        claims.repeat,
+        claims,
         loaded=False,
-        model_source=claims.model_source,
     )
 
 
 def _record(
-    source: RunSource,
-    session: str,
-    facts: ProfileFacts,
-    model: str,
-    label: str | None,
-    repeat: int | None,
-    loaded: bool,
-    model_source: str,
+    source: RunSource, session: str, facts: ProfileFacts, configured_by: LoadedRun | Claims, loaded: bool
 ) -> RunRecord:
+    """``configured_by``: what names the run's model, label and repeat (a read run, else
+    its claims)."""
+    model, label, repeat = configured_by.model, configured_by.label, configured_by.repeat
+    model_source = configured_by.model_source
     return RunRecord(
         run=source.run,
         repeat_runs=None,
