@@ -12,12 +12,15 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from tb_opcompare import __version__
 from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError, escape_control_characters
-from tb_opcompare.schema.contract import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, SERIES_DIMENSIONS
-from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, GROUP_BY
+from tb_opcompare.schema.dimensions import (
+    COMPARE_GROUP_BY,
+    DEFAULT_MIN_SHARE,
+    DEFAULT_THRESHOLD,
+    GROUP_BY,
+    SERIES_DIMENSIONS,
+)
 from tb_opcompare.schema.text import (
     format_breakeven,
     format_bytes,
@@ -54,7 +57,16 @@ def escape_controls(value):
 
 def json_text(document) -> str:
     """A document as every command's ``--json`` prints it: the HTTP API's JSON, indented."""
+    import msgspec  # loaded with the services it prints: --version and --help need neither
+
     return msgspec.json.format(msgspec.json.encode(document), indent=2).decode() + "\n"
+
+
+def as_builtins(document):
+    """A document as plain dicts and lists, for the text printers."""
+    import msgspec
+
+    return msgspec.to_builtins(document)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -614,7 +626,7 @@ def _record(args) -> int:
 def _runs(args) -> int:
     from tb_opcompare.service.runs import runs_document
 
-    document = msgspec.to_builtins(runs_document(_catalog(args), load=not args.lazy))
+    document = as_builtins(runs_document(_catalog(args), load=not args.lazy))
     if args.json:
         sys.stdout.write(json_text(document))
     else:
@@ -702,7 +714,7 @@ def _automatic_pairs(catalog: Catalog) -> list[tuple]:
     that, none, after saying so and listing the runs to name instead."""
     from tb_opcompare.service.runs import runs_document
 
-    runs = msgspec.to_builtins(runs_document(catalog))
+    runs = as_builtins(runs_document(catalog))
     pairs = [(pair["baseline"], pair["target"]) for pair in runs["pairs"]]
     if pairs:
         return pairs
@@ -744,7 +756,7 @@ def _compare_document(catalog: Catalog, args, baseline, target) -> dict:
         normalize=not args.no_normalize_types,
         view=RowView(sort=args.sort, top=args.top),
     )
-    return msgspec.to_builtins(document)
+    return as_builtins(document)
 
 
 def _emit_comparisons(args, documents: list[dict]) -> None:
@@ -1034,7 +1046,7 @@ def _sweep(args) -> int:
     if args.json:
         sys.stdout.write(json_text(document))
     elif args.csv != "-":
-        _print_sweep(msgspec.to_builtins(document), table)
+        _print_sweep(as_builtins(document), table)
     enough = any(len(sizes) >= 2 for sizes in document.batch_sizes.values())
     return EXIT_OK if enough else EXIT_USAGE
 
@@ -1042,7 +1054,7 @@ def _sweep(args) -> int:
 def _list_sweepable(catalog: Catalog, logdir: str) -> int:
     from tb_opcompare.service.sweep import sweeps_document
 
-    document = msgspec.to_builtins(sweeps_document(catalog))
+    document = as_builtins(sweeps_document(catalog))
     if not document["sweepable"]:
         print("no model has two or more batch sizes on one device; record more with `tb-opcompare record`")
         return EXIT_OK

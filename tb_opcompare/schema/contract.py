@@ -17,6 +17,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from tb_opcompare.schema.dimensions import SERIES_DIMENSIONS
+
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]
 TimeSource = Literal["host", "device", "mixed"]
@@ -25,7 +27,6 @@ LAYERS = ("application", "framework", "runtime", "device")  # a profile's layers
 ROW_LAYERS = LAYERS[0:3:2]  # application and runtime: listed row by row (the Ops view lists the others' ops)
 TREND_DIMENSIONS = ("device", "batch_size", "precision", "compiler")  # run facts a trend can be ordered by (a sweep)
 TREND_ORDERS = ("recorded", "label", "run", "repeat", *TREND_DIMENSIONS)  # and `sidecar:FIELD`
-SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines can be drawn by
 # Words the tab needs as the server spells them: exported by the generated frontend/contract.js.
 SHARED_WORDS = {
     "LAYERS": LAYERS,
@@ -442,12 +443,6 @@ class ErrorDocument(_Document):
 VERDICTS = ("slower", "faster", "within noise", "not tested", "only in baseline", "only in target")
 Verdict = Literal[VERDICTS]
 SIGNIFICANT_VERDICTS = ("slower", "faster", "only in target", "only in baseline")  # a change, not noise
-
-
-# `check`'s defaults, the route's and the CLI's alike: a regression is a slowdown of more
-# than 5% (the interval's far end) on an op holding at least 1% of the baseline's time
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_MIN_SHARE = 0.01
 
 
 class CheckRow(_Document):

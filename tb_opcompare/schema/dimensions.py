@@ -10,6 +10,12 @@ from __future__ import annotations
 # ``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
 GROUP_BY = ("name", "type")
 COMPARE_GROUP_BY = (*GROUP_BY, "module")
+SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines can be drawn by
+
+# `check`'s defaults, the route's and the CLI's alike: a regression is a slowdown of more
+# than 5% (the interval's far end) on an op holding at least 1% of the baseline's time
+DEFAULT_THRESHOLD = 0.05
+DEFAULT_MIN_SHARE = 0.01
 
 # The words recorders, names and frameworks use for one precision or compiler, and this
 # tool's word for it.

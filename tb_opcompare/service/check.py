@@ -18,13 +18,11 @@ from tb_opcompare.analysis.numerics import above
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
-    DEFAULT_MIN_SHARE,
-    DEFAULT_THRESHOLD,
     SIGNIFICANT_VERDICTS,
     CheckDocument,
     CheckRow,
 )
-from tb_opcompare.schema.dimensions import GROUP_BY
+from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY
 from tb_opcompare.schema.text import format_percent
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun

@@ -20,8 +20,8 @@ import pandas as pd
 from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import UsageError
-from tb_opcompare.schema.contract import SERIES_DIMENSIONS, SweepDocument, SweepsDocument
-from tb_opcompare.schema.dimensions import DEFAULTS, default_among
+from tb_opcompare.schema.contract import SweepDocument, SweepsDocument
+from tb_opcompare.schema.dimensions import DEFAULTS, SERIES_DIMENSIONS, default_among
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.service.records import as_records

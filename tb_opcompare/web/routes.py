@@ -46,8 +46,6 @@ from tb_opcompare.analysis.row_view import descending_from_params, sort_from_par
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError
 from tb_opcompare.schema.contract import (
-    DEFAULT_MIN_SHARE,
-    DEFAULT_THRESHOLD,
     SERIES_DIMENSIONS,
     CompareDocument,
     Error,
@@ -56,7 +54,7 @@ from tb_opcompare.schema.contract import (
     SweepDocument,
     TrendDocument,
 )
-from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, GROUP_BY
+from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY
 from tb_opcompare.schema.text import parse_share
 from tb_opcompare.service.check import check_document, significant_keys
 from tb_opcompare.service.compare import compare_document
