@@ -326,3 +326,24 @@ def test_batch_size_from_the_shapes_of_memory_allocations(tmp_path):
     # but weakly, so a sidecar or run name that says otherwise would win
     facts = read_xplane_session([str(_without_other_batch_evidence(BERT_XPLANE, tmp_path))], read_bytes).facts
     assert facts.batch_size == 4 and facts.batch_size_agreement < 0.75
+
+
+def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
+    """A Keras XLA run's host plane names its XLA ops while it is read, after the plane's
+    op index is made; memory attributed by op name then looked each one up in a table
+    sized to the index (IndexError). Here an allocation names the run's first XLA op."""
+    from tb_opcompare.ingest.readers import xplane as reader
+
+    (xplane,) = (FIXTURES / "precision/logdir/keras_fp32_xla_cpu_bs16").glob("**/*.xplane.pb")
+    ops = read_xplane_session([str(xplane)], read_bytes).ops
+    xla_op = ops.loc[ops["op_type"] == "convolution", "op_name"].iloc[0]
+    original = reader._Allocations.__init__
+
+    def with_an_allocation(self, dtypes):
+        original(self, dtypes)
+        self.requested[xla_op] += 4096.0
+
+    monkeypatch.setattr(reader._Allocations, "__init__", with_an_allocation)
+    profile = read_xplane_session([str(xplane)], read_bytes)
+    row = profile.ops.loc[profile.ops["op_name"] == xla_op].iloc[0]
+    assert row["alloc_bytes"] >= 4096.0

@@ -28,8 +28,8 @@ import {messageBox} from './states.js';
  * @param {Object<string, string>} params
  * @param {{fetch: (params: Object<string, string>) => Promise<D>, failed: (error: Error) => Node,
  *          draw: (document: D, params: Object<string, string>, id: number) => (void|Promise<void>)}} steps
- *   `failed` forgets what the page showed and returns the error to show in place of the
- *   body; `draw` fills the body (already shown; it may show a message instead, for a
+ *   `failed` returns the error to show in place of the body (and may forget the page's
+ *   document); `draw` fills the body (already shown; it may show a message instead, for a
  *   document with nothing to draw), with `id` to check after each of its own waits
  * @returns {Promise<void>|undefined} settles once drawn; undefined when on screen already
  */

@@ -135,9 +135,10 @@ class _SessionEvidence:
 def _read_file(
     path: str, read_bytes, max_parsed_bytes: int | None, events: OpEvents, facts: ProfileFacts, evidence
 ) -> list[_HostOps]:
-    """Read one host's xplane: device kernels into ``events``, everything else into
-    ``evidence``; return each host plane's ops, to be added once the file is let go (so
-    that its bytes and the op times are never in memory together)."""
+    """Read one host's xplane: device kernels (and the host's step count) into ``events``,
+    the framework and device into ``facts``, the rest into ``evidence``; return each host
+    plane's ops, to be added once the file is let go (so that its bytes and the op times
+    are never in memory together)."""
     space = _parse(path, read_bytes(path), max_parsed_bytes)
     host_ops = []
     try:
@@ -504,7 +505,11 @@ class _HostPlaneReader:
         evidence.kinds["tf_graph"] += self.ran["graph"]
         evidence.kinds["tf_eager"] += self.ran["eager"]
         plane_is_eager = ran_eagerly(self.ran["graph"] + index.hlo.events, self.ran["eager"])  # XLA's: a graph's
-        left_out = np.zeros(len(index.op_keys), dtype=bool) if plane_is_eager else index.only_eager
+        # the XLA ops found while reading (``_HloOps``) came after the index: a compiled
+        # graph's ops, never left out
+        left_out = np.zeros(len(index.op_keys), dtype=bool)
+        if not plane_is_eager:
+            left_out[: len(index.only_eager)] = index.only_eager
         return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds)
 
 
