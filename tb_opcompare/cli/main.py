@@ -528,7 +528,20 @@ def _catalog(args) -> Catalog:
     from tb_opcompare.store.catalog import Catalog
 
     settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
-    return Catalog(args.logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
+    return Catalog(
+        args.logdir,
+        cache_dir=settings.cache_dir,
+        max_trace_bytes=settings.max_trace_bytes,
+        parallel_reads=_cores(),
+    )
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's or a job's share, not the host's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _index(args) -> int:

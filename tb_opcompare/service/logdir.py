@@ -21,7 +21,7 @@ def read_logdir(catalog: Catalog) -> tuple[list[LoadedRun], list[tuple[RunSource
     data), and the runs that could not be read, each with its error."""
     loaded_runs, failed = [], []
     sources = catalog.sources(refresh=True)
-    catalog.prefetch(sources)
+    catalog.read_ahead(sources)
     for source in sources:
         try:
             loaded_runs.append(catalog.load_source(source))

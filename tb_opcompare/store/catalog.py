@@ -12,11 +12,11 @@ import dataclasses
 import datetime
 import re
 
-from tb_opcompare.errors import ProfileError, UnknownRunError
+from tb_opcompare.errors import OverLimit, ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
-from tb_opcompare.ingest.formats import read_profile
+from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile
 from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.schema.optable import OpProfile
@@ -53,8 +53,12 @@ class Catalog:
         cache_dir: str | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         max_trace_bytes: int | None = None,
+        parallel_reads: int = 1,
     ):
         self.logdir = logdir
+        # How many processes ``read_ahead`` reads in: the CLI's cores. TensorBoard's server
+        # keeps 1 (it runs threads, and a fork of a threaded process may copy a held lock).
+        self.parallel_reads = parallel_reads
         self.cache = ProfileCache(cache_dir, memory_bytes)
         self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
         self._sources: list[RunSource] | None = None
@@ -168,6 +172,44 @@ class Catalog:
                 continue
         self._take_from_index([key for key in keys if not self.cache.holds(key)])
 
+    def read_ahead(self, sources: list[RunSource]) -> None:
+        """``prefetch``, then read the newest sessions of ``sources`` that neither cache nor
+        the shared index holds, ``parallel_reads`` at a time in worker processes, into the
+        caches: one
+        process reads one file at a time, so a cold listing or comparison of several runs
+        used one core of the machine's. Nothing is reported here: a session that fails
+        (or any read, with one process) is read again by ``load``, which raises as
+        always. The memory guard holds what every read at once needs, or they are left to
+        ``load`` one after the other."""
+        self.prefetch(sources)
+        if self.parallel_reads < 2:
+            return
+        reads = []
+        for source in sources:
+            try:
+                _, key = self._session(source, None)
+            except (ProfileError, UnknownRunError):
+                continue
+            if not self.cache.holds(key) and key[0] != EMPTY_SESSION:
+                reads.append((source, key))
+        if len(reads) < 2 or sum(size for _, key in reads for _, size, _ in key[1]) < PARALLEL_MIN_BYTES:
+            return  # a worker's start and the tables' trip back cost more than they save
+        try:
+            needed = sum(
+                memory_guard(key[0], [(path, size) for path, size, _ in key[1]], self.max_trace_bytes)
+                for _, key in reads
+            )
+        except ProfileError:
+            return  # one of them is over the limit alone: ``load`` says so
+        if self.max_trace_bytes > 0 and needed > self.max_trace_bytes:
+            return
+        try:
+            with READS.reserve(self.logdir, needed, self.max_trace_bytes):
+                for key, profile in _read_in_processes(reads, self.max_trace_bytes, self.parallel_reads):
+                    self.cache.put(key, profile)
+        except OverLimit:  # other reads hold the memory now: ``load`` waits its turn
+            return
+
     def _take_from_index(self, keys: list[tuple]) -> bool:
         """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""
         if not keys or not self.index.size:
@@ -186,6 +228,32 @@ class Catalog:
         session, key = self._session(source, session)
         profile = self.cache.peek(key)
         return None if profile is None else _settled(source, session, profile)
+
+
+# Below this much of the files together, ``read_ahead`` reads in this process (as ``load``).
+PARALLEL_MIN_BYTES = 1 << 20
+
+
+def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):
+    """(key, profile) of each session read in a pool of forked processes (they start with
+    the readers imported); a session that fails is left out."""
+    import concurrent.futures
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(min(processes, len(reads)), mp_context=context) as pool:
+        futures = {pool.submit(_read_key, source, key, text_budget(key[0], limit)): key for source, key in reads}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except Exception:  # a worker's failure of any kind: ``load`` reads the session again
+                continue
+
+
+def _read_key(source: RunSource, key: tuple, budget: int | None) -> OpProfile:
+    """One session read in a worker, the memory guard already held by the parent."""
+    file_format, signatures = key
+    return _read_within(source, file_format, [path for path, _, _ in signatures], budget)
 
 
 def _read_within(source: RunSource, file_format: str, paths: list[str], budget: int | None) -> OpProfile:
