@@ -50,6 +50,7 @@ def check_document(
     Raises UsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
     _check_arguments(baseline, target, group_by, allow_one_run)
     pattern = _pattern(ops)  # a bad pattern fails before any run is read
+    catalog.read_ahead_runs([*baseline, *target])
     sides = {name: [catalog.load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))}
     samples = {name: [_samples(run, group_by) for run in runs] for name, runs in sides.items()}
     warnings = _run_warnings(sides)
@@ -187,15 +188,18 @@ def _noise(
     models = {run.model for runs in sides.values() for run in runs}
     devices = {runs[0].profile.facts.device for runs in sides.values()}
     groups: dict[tuple, list[confidence.RunSamples]] = collections.defaultdict(list)
+    repeats = []
     for source in catalog.sources():
         claims = catalog.claims(source)
-        if (
+        if not (
             source.run in compared
             or claims.repeat is None
             or claims.model not in models
             or claims.device not in (*devices, None)
         ):
-            continue
+            repeats.append(source)
+    catalog.read_ahead(repeats)
+    for source in repeats:
         try:
             loaded = catalog.load(source.run)
         except ProfileError as error:

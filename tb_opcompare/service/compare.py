@@ -143,8 +143,7 @@ def _sides(
             "itself shows no change (pool repeats of two different configurations)"
         )
     if not baseline_session and not target_session:  # every run's newest session: read them together
-        listed = {source.run: source for source in catalog.sources()}
-        catalog.read_ahead([listed[run] for label in names for run in names[label] if run in listed])
+        catalog.read_ahead_runs([run for label in names for run in names[label]])
     latencies = []
     for label, session in (("baseline", baseline_session), ("target", target_session)):
         loaded, kept, side_notes, steps = _side(catalog, names[label], session, label)

@@ -55,6 +55,7 @@ def trend_document(
     warnings: list[str] = []
     by_value: dict[str, list[tuple[str, confidence.RunSamples]]] = collections.defaultdict(list)
     loaded_at: dict[str, list[LoadedRun]] = collections.defaultdict(list)
+    catalog.read_ahead_runs(runs)
     for run in runs:
         try:
             loaded = catalog.load(run)

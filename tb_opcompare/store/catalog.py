@@ -172,6 +172,12 @@ class Catalog:
                 continue
         self._take_from_index([key for key in keys if not self.cache.holds(key)])
 
+    def read_ahead_runs(self, runs: list[str]) -> None:
+        """``read_ahead`` of the runs of these names (an unknown name is left to ``load``
+        to report)."""
+        listed = {source.run: source for source in self.sources()}
+        self.read_ahead([listed[run] for run in dict.fromkeys(runs) if run in listed])
+
     def read_ahead(self, sources: list[RunSource]) -> None:
         """``prefetch``, then read the newest sessions of ``sources`` that neither cache nor
         the shared index holds, ``parallel_reads`` at a time in worker processes, into the
