@@ -188,8 +188,8 @@ class Catalog:
         always. The memory guard holds what every read at once needs, or they are left to
         ``load`` one after the other."""
         self.prefetch(sources)
-        if self.parallel_reads < 2:
-            return
+        if self.parallel_reads < 2 or fs.is_remote(self.logdir):
+            return  # a bucket's client (its event loop thread) is not safe to fork
         reads = []
         for source in sources:
             try:
