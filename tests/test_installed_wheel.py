@@ -25,7 +25,10 @@ import tomllib
 from conftest import REPO, open_op_compare
 from tensorboard_server import running_tensorboard
 
-VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+# The version is written once, in the package (pyproject.toml reads it from there): read
+# it from the source, never by importing the package the wheel is tested against.
+VERSION = re.search(r'^__version__ = "([^"]+)"$', (REPO / "tb_opcompare/__init__.py").read_text(), re.M).group(1)
+
 FRONTEND = sorted(
     path.relative_to(REPO / "frontend").as_posix()
     for path in (REPO / "frontend").rglob("*")
@@ -299,3 +302,10 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
             if method == "GET" and re.search(r"\.(pb|json|json\.gz)$", path) and "/.opcompare/" not in path
         ]
         assert profiles == []
+
+
+def test_the_version_is_written_once():
+    """pyproject.toml takes the version from the package, so the two cannot disagree."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tb_opcompare.__version__"}
