@@ -148,29 +148,38 @@ class Catalog:
         if profile is None and self._take_from_index([key]):
             profile = self.cache.peek(key)
         if profile is None:
-            file_format, signatures = key
-            needed = memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
-            paths = [path for path, _, _ in signatures]
-            budget = text_budget(file_format, self.max_trace_bytes)
+            needed = self._memory_needed(key)
 
             def read() -> OpProfile:  # once per key, however many ask (the cache's single flight)
-                with READS.reserve(paths[0], needed, self.max_trace_bytes):
-                    return _read_within(source, file_format, paths, budget)
+                with READS.reserve(key[1][0][0], needed, self.max_trace_bytes):
+                    return _read_key(source, key, self.max_trace_bytes)
 
             profile = self.cache.get(key, read)
         return session, profile
+
+    def _memory_needed(self, key: tuple) -> int:
+        """What reading the session of ``key`` is expected to take (raises OverLimit past the
+        memory guard's limit)."""
+        file_format, signatures = key
+        return memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
 
     def prefetch(self, sources: list[RunSource]) -> None:
         """Take the newest sessions of ``sources`` that no cache holds from the shared index,
         in one batch of reads (a listing of a bucket logdir: one round of requests, not one
         a run)."""
-        keys = []
+        self._prefetched(sources)
+
+    def _prefetched(self, sources: list[RunSource]) -> list[tuple[RunSource, tuple]]:
+        """``prefetch``; returns each source with its newest session's key (files stated
+        once, for the caller too), the sources that cannot be read left out."""
+        keyed = []
         for source in sources:
             try:
-                keys.append(self._session(source, None)[1])
+                keyed.append((source, self._session(source, None)[1]))
             except (ProfileError, UnknownRunError):
                 continue
-        self._take_from_index([key for key in keys if not self.cache.holds(key)])
+        self._take_from_index([key for _, key in keyed if not self.cache.holds(key)])
+        return keyed
 
     def read_ahead_runs(self, runs: list[str]) -> None:
         """``read_ahead`` of the runs of these names (an unknown name is left to ``load``
@@ -181,30 +190,19 @@ class Catalog:
     def read_ahead(self, sources: list[RunSource]) -> None:
         """``prefetch``, then read the newest sessions of ``sources`` that neither cache nor
         the shared index holds, ``parallel_reads`` at a time in worker processes, into the
-        caches: one
-        process reads one file at a time, so a cold listing or comparison of several runs
-        used one core of the machine's. Nothing is reported here: a session that fails
-        (or any read, with one process) is read again by ``load``, which raises as
-        always. The memory guard holds what every read at once needs, or they are left to
-        ``load`` one after the other."""
-        self.prefetch(sources)
+        caches: one process reads one file at a time, so a cold listing or comparison of
+        several runs used one core of the machine's. Nothing is reported here: a session
+        that fails (or any read, with one process) is read again by ``load``, which raises
+        as always. The memory guard holds what every read at once needs, or they are left
+        to ``load`` one after the other."""
+        keyed = self._prefetched(sources)
         if self.parallel_reads < 2 or fs.is_remote(self.logdir):
             return  # a bucket's client (its event loop thread) is not safe to fork
-        reads = []
-        for source in sources:
-            try:
-                _, key = self._session(source, None)
-            except (ProfileError, UnknownRunError):
-                continue
-            if not self.cache.holds(key) and key[0] != EMPTY_SESSION:
-                reads.append((source, key))
+        reads = [(source, key) for source, key in keyed if key[0] != EMPTY_SESSION and not self.cache.holds(key)]
         if len(reads) < 2 or sum(size for _, key in reads for _, size, _ in key[1]) < PARALLEL_MIN_BYTES:
             return  # a worker's start and the tables' trip back cost more than they save
         try:
-            needed = sum(
-                memory_guard(key[0], [(path, size) for path, size, _ in key[1]], self.max_trace_bytes)
-                for _, key in reads
-            )
+            needed = sum(self._memory_needed(key) for _, key in reads)
         except ProfileError:
             return  # one of them is over the limit alone: ``load`` says so
         if self.max_trace_bytes > 0 and needed > self.max_trace_bytes:
@@ -248,7 +246,7 @@ def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, process
 
     context = multiprocessing.get_context("fork")
     with concurrent.futures.ProcessPoolExecutor(min(processes, len(reads)), mp_context=context) as pool:
-        futures = {pool.submit(_read_key, source, key, text_budget(key[0], limit)): key for source, key in reads}
+        futures = {pool.submit(_read_key, source, key, limit): key for source, key in reads}
         for future in concurrent.futures.as_completed(futures):
             try:
                 yield futures[future], future.result()
@@ -256,10 +254,11 @@ def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, process
                 continue
 
 
-def _read_key(source: RunSource, key: tuple, budget: int | None) -> OpProfile:
-    """One session read in a worker, the memory guard already held by the parent."""
+def _read_key(source: RunSource, key: tuple, limit: int) -> OpProfile:
+    """The session of ``key`` read, its text within the memory limit; the caller holds the
+    memory guard (``parsed`` here, ``read_ahead``'s parent for a worker)."""
     file_format, signatures = key
-    return _read_within(source, file_format, [path for path, _, _ in signatures], budget)
+    return _read_within(source, file_format, [path for path, _, _ in signatures], text_budget(file_format, limit))
 
 
 def _read_within(source: RunSource, file_format: str, paths: list[str], budget: int | None) -> OpProfile:
