@@ -24,7 +24,7 @@ from conftest import FIXTURES, REALTRACES, REPO, varint
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.ingest.readers import xplane, xplane_wire
-from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane
+from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane
 
 _XPLANE_ROOTS = [FIXTURES, REPO / "demo_logs"] + ([REALTRACES] if REALTRACES.is_dir() else [])
 XPLANES = sorted(path for root in _XPLANE_ROOTS for path in root.rglob("*.xplane.pb"))
@@ -306,6 +306,93 @@ def test_event_integers_follow_protobuf_on_reencoded_real_events(compiled):
     # the same events through the reader's batch object, as the reader asks for them
     batch = xplane_wire.EventBatch(XLine.FromString(line_wire).events, memoryview(line_wire), 0, len(line_wire))
     assert xplane._event_ints(batch).tobytes() == expected.tobytes()
+
+
+def _event_with_stat_bytes(value: bytes, field: int = 5) -> bytes:
+    """One XLine.events entry: an event whose one stat holds ``value`` as field ``field``
+    (5: str_value, which protobuf checks is UTF-8; 6: bytes_value, which it does not)."""
+    stat = _tag(1, 0) + varint(3) + _tag(field, 2) + varint(len(value)) + value
+    event = _tag(1, 0) + varint(7) + _tag(3, 0) + varint(100) + _tag(4, 2) + varint(len(stat)) + stat
+    return _tag(4, 2) + varint(len(event)) + event
+
+
+def test_event_integers_refuse_the_strings_protobuf_refuses(compiled):
+    """The C scan leaves most events unparsed, so it checks their stats' texts as protobuf
+    would: a file protobuf refuses (a str_value that is not UTF-8, anywhere) is refused
+    on both paths alike, and a valid one read alike. Every 1-4 byte sequence class that
+    UTF-8 has rules about, against protobuf's own parser."""
+    rng = random.Random(7)
+    values = [
+        b"",
+        b"ascii",
+        "caf\u00e9 \u20ac \U0001f600".encode(),
+        b"\x80",
+        b"\xc0\x80",
+        b"\xc1\xbf",
+        b"\xe0\x80\x80",
+        b"\xe0\xa0\x80",
+        b"\xed\xa0\x80",
+        b"\xed\x9f\xbf",
+        b"\xf0\x80\x80\x80",
+        b"\xf0\x90\x80\x80",
+        b"\xf4\x8f\xbf\xbf",
+        b"\xf4\x90\x80\x80",
+        b"\xf5\x80\x80\x80",
+        b"\xff",
+        b"\xe2\x82",
+        b"abc\xe2\x82",
+    ]
+    values += [bytes(rng.randrange(256) for _ in range(rng.randint(1, 4))) for _ in range(3000)]
+    refused = 0
+    for value in values:
+        for field in (5, 6):
+            wire = _event_with_stat_bytes(value, field)
+            try:
+                expected = _python_ints(wire)
+            except Exception:  # protobuf's DecodeError
+                expected = None
+            try:
+                got = _c_ints(wire, 0, len(wire))
+            except compiled.WireError:
+                got = None
+            assert (got is None) == (expected is None), (value, field)
+            if expected is not None:
+                assert got.tobytes() == expected.tobytes()
+            refused += expected is None
+    assert refused > 1000  # most random bytes are not UTF-8: the check was exercised
+
+
+def test_the_wire_path_parses_no_whole_batch_of_host_events(compiled, monkeypatch):
+    """Where the C helper reads the events, protobuf parses only the few events whose stats
+    are read (step markers, shape probes), never a batch of host events: that parse was
+    a fifth of a big xplane's read. The tables are the parsed path's (the test above)."""
+    path = max((path for path in XPLANES if "tf_keras" in str(path) and "cpu" in str(path)), key=_size)
+    whole_parses, alone = [], []
+    events = xplane_wire.EventBatch.events
+
+    def counting(batch):
+        if batch._events is None:
+            whole_parses.append(batch)
+        return events.fget(batch)
+
+    def parse_alone(data):
+        alone.append(len(data))
+        return XEvent.FromString(data)
+
+    monkeypatch.setattr(xplane_wire.EventBatch, "events", property(counting))
+    monkeypatch.setattr(xplane_wire, "XEvent", type("CountingXEvent", (), {"FromString": staticmethod(parse_alone)}))
+    monkeypatch.setattr(xplane_wire, "EVENT_BATCH_BYTES", SMALL_BATCH)
+    profile = _read(path, False, monkeypatch)
+    assert profile.facts.steps and len(profile.ops)
+    assert whole_parses == []
+    host_events = sum(
+        len(_python_ints(bytes(memoryview(path.read_bytes())[s:e]))) for s, e in _line_spans(path.read_bytes())
+    )
+    assert 0 < len(alone) < host_events / 4
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
 
 
 def _copy(event):

@@ -5,8 +5,9 @@
  *
  *   split_events(buffer, start, end, batch_bytes) -> (header bytes, [(start, end), ...])
  *       mirrors xplane_wire._split_events, error positions and messages included;
- *   event_ints(buffer, start, end) -> bytearray of native int64 triples
- *       (metadata_id, offset_ps, duration_ps) of every XLine.events field in the span,
+ *   event_ints(buffer, start, end, with_spans=False) -> bytearray of native int64 triples
+ *       (metadata_id, offset_ps, duration_ps) of every XLine.events field in the span
+ *       (with_spans: and a bytearray of each event's (start, end) byte offsets, as pairs),
  *       with protobuf's semantics for what it reads (last occurrence wins, offset_ps and
  *       num_occurrences share a oneof, unknown fields of every wire type skipped);
  *   event_stats(buffer, start, end, event_ids, stat_columns, column_count) -> (rows, text_spans)
@@ -400,7 +401,77 @@ static int wire_skip(wire_cursor *cursor, uint32_t field, int wire, int depth) {
     }
 }
 
-enum { XEVENT_METADATA_ID = 1, XEVENT_OFFSET_PS = 2, XEVENT_DURATION_PS = 3, XEVENT_NUM_OCCURRENCES = 5 };
+enum { XEVENT_METADATA_ID = 1, XEVENT_OFFSET_PS = 2, XEVENT_DURATION_PS = 3, XEVENT_STATS = 4, XEVENT_NUM_OCCURRENCES = 5 };
+enum { XSTAT_METADATA_ID = 1, XSTAT_DOUBLE = 2, XSTAT_UINT64 = 3, XSTAT_INT64 = 4, XSTAT_STR = 5, XSTAT_BYTES = 6,
+       XSTAT_REF = 7 };
+
+/* Whether bytes are UTF-8 as protobuf requires of a string field (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        unsigned char low = 0x80, high = 0xBF; /* the range of the second byte */
+        int length;
+        if (c >= 0xC2 && c <= 0xDF)
+            length = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            length = 3;
+            if (c == 0xE0)
+                low = 0xA0;
+            else if (c == 0xED)
+                high = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            length = 4;
+            if (c == 0xF0)
+                low = 0x90;
+            else if (c == 0xF4)
+                high = 0x8F;
+        } else
+            return 0;
+        if (n - i < length || s[i + 1] < low || s[i + 1] > high)
+            return 0;
+        for (int k = 2; k < length; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        i += length;
+    }
+    return 1;
+}
+
+/* What protobuf checks of one of an XEvent's stats when it parses it (its framing, and that
+ * its str_value is UTF-8), so that an event the reader never parses is refused exactly where
+ * protobuf would refuse it: the reader then parses the batch, and protobuf's own error
+ * names what is broken. */
+static int check_stat(wire_cursor *stats) {
+    while (stats->pos < stats->end) {
+        uint32_t field;
+        int wire;
+        if (wire_tag(stats, &field, &wire) < 0)
+            return -1;
+        if (field != XSTAT_STR || wire != 2) {
+            if (wire_skip(stats, field, wire, 0) < 0)
+                return -1;
+            continue;
+        }
+        const unsigned char *length_at = stats->pos;
+        uint64_t length;
+        if (wire_varint(stats, &length) < 0)
+            return -1;
+        if (length > (uint64_t)(stats->end - stats->pos))
+            return wire_fail(stats, "length-delimited value past the end", length_at);
+        if (!utf8_valid(stats->pos, (Py_ssize_t)length))
+            return wire_fail(stats, "string field with bad UTF-8", length_at);
+        stats->pos += length;
+    }
+    return 0;
+}
+
+
 
 static int decode_event(wire_cursor *event, int64_t out[3]) {
     int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
@@ -428,6 +499,19 @@ static int decode_event(wire_cursor *event, int64_t out[3]) {
             default: /* num_occurrences takes the oneof offset_ps is in: offset_ps reads 0 */
                 offset_ps = 0;
             }
+        } else if (field == XEVENT_STATS && wire == 2) {
+            const unsigned char *length_at = event->pos;
+            uint64_t length;
+            if (wire_varint(event, &length) < 0)
+                return -1;
+            if (length > (uint64_t)(event->end - event->pos))
+                return wire_fail(event, "length-delimited value past the end", length_at);
+            wire_cursor stat = {event->pos, event->pos + length, NULL, NULL};
+            if (check_stat(&stat) < 0) {
+                *event = stat;
+                return -1;
+            }
+            event->pos += length;
         } else if (wire_skip(event, field, wire, 0) < 0) {
             return -1;
         }
@@ -472,7 +556,9 @@ static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_en
 
 enum { XLINE_EVENTS = 4 };
 
-static int scan_events(wire_cursor *line, triple_list *triples) {
+/* ``spans``, where not NULL, gets each event's (start, end) byte offsets in the buffer
+ * (from ``data``), so that the reader can parse one event alone when it needs its stats. */
+static int scan_events(wire_cursor *line, triple_list *triples, triple_list *spans, const unsigned char *data) {
     wire_cursor event;
     int found;
     while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event)) > 0) {
@@ -483,6 +569,17 @@ static int scan_events(wire_cursor *line, triple_list *triples) {
                 return wire_fail(line, NULL, NULL);
             triples->items = grown;
             triples->capacity = capacity;
+            if (spans) { /* pairs, kept at the triples' capacity */
+                grown = PyMem_RawRealloc(spans->items, (size_t)capacity * 2 * sizeof(int64_t));
+                if (!grown)
+                    return wire_fail(line, NULL, NULL);
+                spans->items = grown;
+                spans->capacity = capacity;
+            }
+        }
+        if (spans) {
+            spans->items[2 * triples->count] = (int64_t)(event.pos - data);
+            spans->items[2 * triples->count + 1] = (int64_t)(event.end - data);
         }
         if (decode_event(&event, triples->items + 3 * triples->count) < 0) {
             *line = event;
@@ -490,6 +587,8 @@ static int scan_events(wire_cursor *line, triple_list *triples) {
         }
         triples->count++;
     }
+    if (spans)
+        spans->count = triples->count;
     return found;
 }
 
@@ -504,10 +603,11 @@ static void raise_wire_failure(const wire_cursor *cursor, const unsigned char *d
 static PyObject *event_ints(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     Py_ssize_t start, end;
-    if (!PyArg_ParseTuple(args, "y*nn:event_ints", &buffer, &start, &end))
+    int with_spans = 0;
+    if (!PyArg_ParseTuple(args, "y*nn|p:event_ints", &buffer, &start, &end, &with_spans))
         return NULL;
     PyObject *result = NULL;
-    triple_list triples = {0};
+    triple_list triples = {0}, spans = {0};
     const unsigned char *data = buffer.buf;
     wire_cursor line = {NULL, NULL, NULL, NULL};
     int status;
@@ -516,7 +616,7 @@ static PyObject *event_ints(PyObject *module, PyObject *args) {
     line.pos = data + start;
     line.end = data + end;
     Py_BEGIN_ALLOW_THREADS
-    status = scan_events(&line, &triples);
+    status = scan_events(&line, &triples, with_spans ? &spans : NULL, data);
     Py_END_ALLOW_THREADS
     if (status < 0) {
         raise_wire_failure(&line, data);
@@ -525,8 +625,16 @@ static PyObject *event_ints(PyObject *module, PyObject *args) {
     /* A bytearray, so numpy's view of it is writable like an array the Python path makes. */
     result = PyByteArray_FromStringAndSize((const char *)triples.items,
                                            triples.count * 3 * (Py_ssize_t)sizeof(int64_t));
+    if (result && with_spans) {
+        PyObject *span_bytes = PyByteArray_FromStringAndSize((const char *)spans.items,
+                                                            spans.count * 2 * (Py_ssize_t)sizeof(int64_t));
+        PyObject *pair = span_bytes ? PyTuple_Pack(2, result, span_bytes) : NULL;
+        Py_XDECREF(span_bytes);
+        Py_SETREF(result, pair);
+    }
 done:
     PyMem_RawFree(triples.items);
+    PyMem_RawFree(spans.items);
     PyBuffer_Release(&buffer);
     return result;
 }
@@ -537,9 +645,6 @@ done:
 /* What a row says of a stat: absent, present without a value, or the field number of
  * the value it holds (XStat's value oneof). */
 enum { STAT_ABSENT = 0, STAT_WITHOUT_VALUE = 1 };
-enum { XSTAT_METADATA_ID = 1, XSTAT_DOUBLE = 2, XSTAT_UINT64 = 3, XSTAT_INT64 = 4, XSTAT_STR = 5, XSTAT_BYTES = 6,
-       XSTAT_REF = 7 };
-enum { XEVENT_STATS = 4 };
 
 typedef struct {
     int64_t stat_id;
@@ -907,8 +1012,9 @@ static PyMethodDef methods[] = {
      "split_events(buffer, start, end, batch_bytes) -> (header, [(start, end), ...]): an XLine's non-event "
      "fields joined, and its event fields cut into batches that close once they reach batch_bytes."},
     {"event_ints", event_ints, METH_VARARGS,
-     "event_ints(buffer, start, end) -> bytearray: metadata_id, offset_ps, duration_ps of each XLine.events "
-     "field in buffer[start:end], as native int64 triples in wire order."},
+     "event_ints(buffer, start, end, with_spans=False) -> bytearray: metadata_id, offset_ps, duration_ps of "
+     "each XLine.events field in buffer[start:end], as native int64 triples in wire order; with_spans: "
+     "(that bytearray, a bytearray of each event's (start, end) byte offsets in buffer as int64 pairs)."},
     {"event_stats", event_stats, METH_VARARGS,
      "event_stats(buffer, start, end, event_ids, stat_columns, column_count) -> (rows, text_spans): for each "
      "XLine.events field in buffer[start:end] whose metadata_id is in event_ids, a row of native int64: the "

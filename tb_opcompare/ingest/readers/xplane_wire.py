@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane
+from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane
 
 try:
     from tb_opcompare.ingest.readers import _xplane_wire as _compiled
@@ -138,41 +138,67 @@ class EventStats(NamedTuple):
 
 
 class EventBatch(Sequence):
-    """Parsed XEvents (``events``) and the wire span they were parsed from, so that what
-    every event needs (``wire_ints``), and the stats of the many events whose stats are
-    all read (``wire_stats``), can be read from the wire in C while the parsed events
-    serve the few others whose stats are read."""
+    """XEvents and the wire span they come from, so that what every event needs
+    (``wire_ints``), and the stats of the many events whose stats are all read
+    (``wire_stats``), can be read from the wire in C while parsed events serve the few
+    others whose stats are read.
 
-    __slots__ = ("events", "_data", "_start", "_end")
+    Nothing is parsed by protobuf before it is asked for. Once ``wire_ints`` has found each
+    event's bytes, an index into the batch parses that one event alone: a batch's few step
+    markers and shape probes no longer parse its thousands of other events (that parsing
+    was a fifth of a big xplane's read). Iterating, ``len`` or ``events`` parse the span
+    whole, as before."""
+
+    __slots__ = ("_events", "_data", "_start", "_end", "_spans", "_parsed")
 
     def __init__(self, events, data: memoryview, start: int, end: int):
-        self.events = events
+        self._events = events  # None: parsed from data[start:end] when first asked for
         self._data, self._start, self._end = data, start, end
+        self._spans: np.ndarray | None = None  # (start, end) of each event's bytes, from wire_ints
+        self._parsed: dict[int, object] = {}  # events parsed alone, by index
+
+    @property
+    def events(self):
+        if self._events is None:
+            chunk = XLine()
+            chunk.ParseFromString(bytes(self._data[self._start : self._end]))
+            self._events = chunk.events
+        return self._events
 
     def __len__(self) -> int:
         return len(self.events)
 
     def __getitem__(self, index):
-        return self.events[index]
+        if self._events is not None or self._spans is None or not isinstance(index, int):
+            return self.events[index]
+        event = self._parsed.get(index)
+        if event is None:
+            start, end = self._spans[index].tolist()
+            event = self._parsed[index] = XEvent.FromString(bytes(self._data[start:end]))
+        return event
 
     def __iter__(self):
         return iter(self.events)
 
     def wire_ints(self) -> bytearray | None:
         """metadata_id, offset_ps, duration_ps of each event as native int64 triples, read
-        from the wire by the C helper; None without it, or where it counts other events than
-        protobuf parsed (a safeguard: the tests check the values are protobuf's), for the
-        caller to read them from ``events`` instead."""
+        from the wire by the C helper; None without it, where it refuses the wire, or where
+        the batch was parsed and protobuf counts other events (a safeguard: the tests check
+        the values are protobuf's), for the caller to read them from ``events`` instead,
+        which raises protobuf's own error on a broken span."""
         helpers = native()
         if helpers is None:
             return None
         try:
-            ints = helpers.event_ints(self._data, self._start, self._end)
+            ints, spans = helpers.event_ints(self._data, self._start, self._end, True)
         except helpers.WireError:
-            # protobuf already accepted these bytes; a corner the C code refuses (groups
-            # nested past its limit) is not worth an error: the parsed events answer
+            # protobuf's reading of the bytes answers instead: its error where they are
+            # broken, its events where only the C code refuses them (groups nested past its limit)
             return None
-        return ints if len(ints) == 24 * len(self.events) else None
+        if self._events is not None and len(ints) != 24 * len(self._events):
+            return None
+        self._spans = np.frombuffer(spans, dtype=np.int64).reshape(-1, 2)
+        return ints
 
     def wire_stats(
         self, event_ids: Sequence[int], stat_columns: Mapping[int, int], column_count: int
@@ -188,13 +214,13 @@ class EventBatch(Sequence):
             rows, spans = helpers.event_stats(
                 self._data, self._start, self._end, event_ids, dict(stat_columns), column_count
             )
-        except helpers.WireError:  # as in wire_ints: protobuf accepted these bytes, its events answer
+        except helpers.WireError:  # as in wire_ints: protobuf's reading of the bytes answers
             return None
         try:
             texts = [str(self._data[offset : offset + length], "utf-8") for offset, length in spans]
         except UnicodeDecodeError:
-            # protobuf checks a str is UTF-8 when it parses the batch; should a text pass its
-            # check and not Python's, the parsed events give protobuf's own reading of it
+            # protobuf checks a str is UTF-8 when it parses the batch: the parsed events give
+            # protobuf's own reading of it (or its error)
             return None
         table = np.frombuffer(rows, dtype=np.int64).reshape(-1, 1 + 2 * column_count)
         return EventStats(table[:, 0], table[:, 1::2], table[:, 2::2], texts)
@@ -205,7 +231,8 @@ class LineView:
 
     def __init__(self, data: memoryview, start: int, end: int):
         self._data = data
-        if end - start <= EVENT_BATCH_BYTES:
+        if end - start <= EVENT_BATCH_BYTES and native() is None:
+            # without the C helper a small line is parsed whole: cutting it in Python costs more
             line = XLine()
             line.ParseFromString(bytes(data[start:end]))
             self._whole: XLine | None = line
@@ -227,11 +254,7 @@ class LineView:
             yield EventBatch(self._whole.events, self._data, start, end)
             return
         for start, end in self._batches:
-            chunk = XLine()
-            chunk.ParseFromString(bytes(self._data[start:end]))
-            events = chunk.events
-            del chunk
-            yield EventBatch(events, self._data, start, end)
+            yield EventBatch(None, self._data, start, end)  # parsed only if an event is asked for
 
 
 def split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
