@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, steady_median
@@ -144,3 +145,48 @@ def test_the_jax_cpu_to_gpu_pair_of_one_host_pairs_and_reads_the_stopwatch(h200)
     gpu = steady_median(_raw("../jax_h200/cnn_gpu_bs8")[1])
     assert summary.headline_basis == "step wall time"
     assert summary.headline_speedup == pytest.approx(cpu / gpu, rel=1e-9)
+
+
+# ---------------------------------------------------------------------------------------
+# A Flax workdir as the Flax examples write it (tests/fixtures/user_logdirs/flax_h200): a
+# transformer encoder on an H200 and its CPU, `jax.profiler.start_trace(workdir)`, the
+# batch-32 GPU run three times into one workdir (three sessions).
+
+FLAX = FIXTURES / "user_logdirs" / "flax_h200"
+
+
+def _train_steps(session: Path) -> list[float]:
+    """The wall time (µs) of each ``StepTraceAnnotation("train")`` of a session, from the
+    raw events, in start order."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = session.glob("*.xplane.pb")
+    steps: dict[int, tuple[int, float]] = {}
+    for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes:
+        stats = {key: metadata.name for key, metadata in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if plane.event_metadata[event.metadata_id].name != "train":
+                    continue
+                (step,) = [s.int64_value or s.uint64_value for s in event.stats if stats[s.metadata_id] == "step_num"]
+                start = line.timestamp_ns * 1000 + event.offset_ps
+                if step not in steps or event.duration_ps / 1e6 > steps[step][1]:
+                    steps[step] = (start, event.duration_ps / 1e6)
+    return [duration for _, duration in sorted(steps.values())]
+
+
+def test_a_flax_workdir_pairs_its_cpu_and_gpu_runs_on_the_stopwatch(tmp_path):
+    shutil.copytree(FLAX, tmp_path / "logs")
+    catalog = Catalog(str(tmp_path / "logs"), cache_dir=None)
+    listing = runs_document(catalog)
+    runs = {run.run: run for run in listing.runs}
+    assert set(runs) == {"workdir_cpu_bs32", "workdir_gpu_bs8", "workdir_gpu_bs32"}
+    assert len(runs["workdir_gpu_bs32"].sessions) == 3
+    assert {(run.device, run.device_name) for run in runs.values()} == {("CPU", None), ("GPU", "NVIDIA H200")}
+    assert [(pair.baseline, pair.target) for pair in listing.pairs] == [("workdir_cpu_bs32", "workdir_gpu_bs32")]
+    summary = compare_document(catalog, "workdir_cpu_bs32", "workdir_gpu_bs32").summary
+    newest = max((tmp_path / "logs" / "workdir_gpu_bs32" / "plugins" / "profile").iterdir())
+    (cpu_session,) = (tmp_path / "logs" / "workdir_cpu_bs32" / "plugins" / "profile").iterdir()
+    expected = steady_median(_train_steps(cpu_session)) / steady_median(_train_steps(newest))
+    assert summary.headline_basis == "step wall time"
+    assert summary.headline_speedup == pytest.approx(expected, rel=1e-6)

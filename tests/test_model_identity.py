@@ -95,6 +95,56 @@ def test_kinetos_two_dataloader_settings_stay_two_models():
     assert models["resnet50_num_workers_4"] == ("resnet50_num_workers_4", "run name")
 
 
+LIGHTNING = FIXTURES / "user_logdirs" / "lightning_h200"
+VERSIONS = [f"lightning_logs/version_{n}" for n in range(6)]  # GPU bs16, GPU bs64 x3, CPU bs16, CPU bs64
+
+
+def test_lightnings_versions_of_one_script_are_one_model_with_its_repeats(tmp_path):
+    """Lightning's PyTorchProfiler on an H200 (tests/fixtures/user_logdirs/lightning_h200):
+    every run of the script is a ``lightning_logs/version_N``. Before, the GPU batch-64 run
+    and its two repeats were three models (repeats were taken for two experiments), so the
+    sweep's GPU line and the Matrix cell had one run where there were three."""
+    shutil.copytree(LIGHTNING, tmp_path / "logs")
+    catalog = Catalog(str(tmp_path / "logs"), cache_dir=None)
+    models = _models(catalog)
+    assert len({models[run][0] for run in VERSIONS}) == 1
+    assert models[VERSIONS[2]][1].startswith(f"data: a repeat of {VERSIONS[1]}")
+    model = models[VERSIONS[0]][0]
+    sweep = sweep_document(catalog, model)
+    assert sweep.batch_sizes == {"CPU": [16, 64], "GPU": [16, 64]}
+    cells = {(cell.column.split(" ")[0], cell.batch_size): cell for cell in matrix_document(catalog).cells}
+    assert sorted(cells[("GPU", 64)].runs) == VERSIONS[1:4]
+    # the stopwatch: CPU's median steady ProfilerStep over the GPU's, where one run a side
+    cpu_step = steady_median(profiler_step_durations(tmp_path / "logs" / VERSIONS[4]))
+    gpu_step = steady_median(profiler_step_durations(tmp_path / "logs" / VERSIONS[0]))
+    assert cells[("GPU", 16)].speedup == pytest.approx(cpu_step / gpu_step, rel=1e-6)
+    pairs = {(pair.baseline, pair.target) for pair in runs_document(catalog).pairs}
+    assert (VERSIONS[4], VERSIONS[0]) in pairs and (VERSIONS[5], VERSIONS[1]) in pairs
+
+
+def test_runs_of_one_configuration_are_repeats_only_with_the_very_same_ops():
+    """Repeats have identical op names (every repeat recorded here); one op more or less is
+    another experiment (kineto's two data-loader settings differ by more), kept apart."""
+    ops = {"conv", "relu", "pool", "linear"}
+    same = identify_models([_run("runs/Nov26_01-00-00_a", 16, ops), _run("runs/Nov26_01-00-09_a", 16, ops)])
+    assert len({identity.model for identity in same.values()}) == 1
+    other = identify_models(
+        [_run("runs/Nov26_01-00-00_a", 16, ops), _run("runs/Nov26_01-00-09_a", 16, ops | {"dropout"})]
+    )
+    assert len({identity.model for identity in other.values()}) == 2
+    # a run joins a group (here by the batch-size rule: 10 of 11 ops alike) only where it
+    # repeats each of the group's runs of its own configuration
+    ops = {f"op{n}" for n in range(10)}
+    mixed = identify_models(
+        [
+            _run("runs/Nov26_01-00-00_a", 16, ops),
+            _run("runs/Nov26_01-00-09_a", 64, ops),
+            _run("runs/Nov26_01-00-19_a", 64, ops | {"dropout"}),
+        ]
+    )
+    assert mixed["runs/Nov26_01-00-19_a"].model != mixed["runs/Nov26_01-00-09_a"].model
+
+
 @pytest.mark.parametrize(
     "run, key, says_nothing, folder",
     [

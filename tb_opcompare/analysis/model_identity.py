@@ -16,9 +16,14 @@ its name or named by generic words only, are joined by their data:
   that ``pairing.pair_runs`` pairs by op-name overlap (same batch size, Jaccard >= 0.5,
   clear of every rival by a margin).
 
-Two groups are never joined where both hold a run of one configuration and batch size:
-those are two experiments (kineto's ``num_workers_0`` and ``num_workers_4``), not one
-model's runs, and stay apart. A sidecar's model is never overridden, and runs in other
+- **its repeats**: runs of one configuration and batch size side by side whose op-name
+  sets are the very same (Lightning's ``version_1``, ``version_2``, … of one ``fit``).
+  Every repeat this project has, ours and users' (PyTorch on an H100, an H200 and a CPU,
+  JAX on an H200, 3 to 16 repeats a configuration), has identical op names.
+
+Otherwise two groups are never joined where both hold a run of one configuration and batch
+size: those are two experiments (kineto's ``num_workers_0`` and ``num_workers_4``, op names
+0.88 alike), not one model's runs, and stay apart. A sidecar's model is never overridden, and runs in other
 folders are never joined by data (one model recorded under two library versions looks
 the same: measured 0.90). A folder of more than ``MAX_FOLDER_RUNS`` runs keeps its names.
 """
@@ -81,8 +86,8 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
         first, second = root(a), root(b)
         if first == second:
             return
-        if {run.configuration for run in members[first]} & {run.configuration for run in members[second]}:
-            return  # two experiments of one configuration, not one model's runs
+        if _two_experiments(members[first], members[second]):
+            return
         parent[second] = first
         members[first].extend(members.pop(second))
         evidence.setdefault(a, why_a)
@@ -111,9 +116,27 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
     for folder, side_by_side in folders.items():
         if folder in crowded or not unsure.intersection(run.run for run in side_by_side):
             continue
+        _join_repeats(side_by_side, unsure, join)
         _join_batch_sizes(side_by_side, unsure, join)
         _join_counterparts(side_by_side, unsure, join)
     return _named(runs, root, members, evidence)
+
+
+def _are_repeats(a: IdentityRun, b: IdentityRun) -> bool:
+    return a.configuration == b.configuration and a.batch_size is not None and a.op_names == b.op_names
+
+
+def _two_experiments(first: list[IdentityRun], second: list[IdentityRun]) -> bool:
+    """Whether two groups hold runs of one configuration that are not repeats of each
+    other: two experiments, not one model's runs."""
+    return any(a.configuration == b.configuration and not _are_repeats(a, b) for a in first for b in second)
+
+
+def _join_repeats(runs: list[IdentityRun], unsure: set[str], join) -> None:
+    for a, b in itertools.combinations(sorted(runs, key=lambda run: run.run), 2):
+        if (a.run in unsure or b.run in unsure) and _are_repeats(a, b):
+            why = "data: a repeat of {}: the same device, batch size, precision and compiler, the same ops"
+            join(a.run, b.run, why.format(b.run), why.format(a.run))
 
 
 def _join_batch_sizes(runs: list[IdentityRun], unsure: set[str], join) -> None:
