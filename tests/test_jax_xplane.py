@@ -88,23 +88,30 @@ def test_two_jax_batch_sizes_compare_and_sweep_lines(catalog):
 JAX_H200 = FIXTURES / "jax_h200"
 
 
-def _raw_gpu(run: str) -> dict[str, tuple[int, int, float]]:
+def _raw_gpu(run: Path | str) -> dict[str, tuple[int, int, float]]:
     """Each XLA op's executions (distinct scope range ids), kernels and summed kernel
-    time (µs) on the GPU plane, from the raw events."""
+    time (µs) on the GPU plane, from the raw events. A kernel of a command buffer (its
+    ``hlo_op`` is ``command_buffer_N``, one scope range for the whole buffer) is its own
+    execution of the fusion it is named after."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     (path,) = (JAX_H200 / run).rglob("*.xplane.pb")
-    scopes: dict[str, set[int]] = collections.defaultdict(set)
+    scopes: dict[str, set] = collections.defaultdict(set)
     kernels: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
     for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes:
         if not plane.name.startswith("/device:GPU"):
             continue
         stats = {key: metadata.name for key, metadata in plane.stat_metadata.items()}
         for line in plane.lines:
-            for event in line.events:
+            for number, event in enumerate(line.events):
                 values = {stats.get(stat.metadata_id): stat for stat in event.stats}
+                if "hlo_op" not in values:  # a copy of the results to the host
+                    continue
                 op = values["hlo_op"].str_value or stats[values["hlo_op"].ref_value]
-                scopes[op].add(values["scope_range_id"].int64_value or values["scope_range_id"].uint64_value)
+                scope = values["scope_range_id"].int64_value or values["scope_range_id"].uint64_value
+                if op.startswith("command_buffer"):
+                    op, scope = plane.event_metadata[event.metadata_id].name, (line.id, number)
+                scopes[op].add(scope)
                 kernels[op][0] += 1
                 kernels[op][1] += event.duration_ps / 1e6
     return {op: (len(scopes[op]), count, total) for op, (count, total) in kernels.items()}
@@ -190,3 +197,20 @@ def test_a_flax_workdir_pairs_its_cpu_and_gpu_runs_on_the_stopwatch(tmp_path):
     expected = steady_median(_train_steps(cpu_session)) / steady_median(_train_steps(newest))
     assert summary.headline_basis == "step wall time"
     assert summary.headline_speedup == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_kernels_of_a_command_buffer_are_the_fusions_they_ran(tmp_path):
+    """Recent XLA runs a whole step as one command buffer (a CUDA graph): every kernel's
+    ``hlo_op`` is ``command_buffer_1``. Before, the GPU side of the Flax run was one row of
+    1,014 kernels; now each fusion is a row, and the GPU's time is the raw kernels' time."""
+    shutil.copytree(FLAX / "workdir_gpu_bs8", tmp_path / "logs" / "encoder")
+    expected = _raw_gpu(tmp_path / "logs" / "encoder")
+    assert len(expected) >= 50 and not any(op.startswith("command_buffer") for op in expected)
+    ops = Catalog(str(tmp_path / "logs"), cache_dir=None).load("encoder").profile.ops
+    device = ops[(ops["side"] == "device") & ~ops["op_name"].str.startswith("Memcpy")].set_index("op_name")
+    assert set(device.index) == set(expected)
+    for op, (executions, kernels, total) in expected.items():
+        assert (device.loc[op, "occurrences"], device.loc[op, "kernels"]) == (executions, kernels), op
+        assert device.loc[op, "total_us"] == pytest.approx(total, rel=1e-9), op
+    # typed as XLA's ops are, so that runs with and without command buffers meet by type
+    assert device.loc["loop_add_fusion_26", "op_type"] == "loop_add_fusion"

@@ -42,7 +42,7 @@ from tb_opcompare.schema.optable import (
     empty_step_table,
 )
 
-READER_VERSION = "32"  # bump when any reader's output changes
+READER_VERSION = "33"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)

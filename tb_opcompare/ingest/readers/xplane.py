@@ -1104,6 +1104,39 @@ class _DeviceKernels:
     sums: dict[tuple[str, str], list[int]] = dataclasses.field(default_factory=dict)  # op -> [kernels, ps]
 
 
+class _XlaKernelOps:
+    """The XLA op of a kernel from its ``hlo_op`` stat, each text parsed once.
+
+    Inside a command buffer (XLA's CUDA graph of a run of ops, which recent XLA records
+    whole steps in), ``hlo_op`` names the buffer (``command_buffer_1``), not the op, so
+    one row would hold every kernel of the step. There the op is the fusion that emitted
+    the kernel: XLA names a fusion's kernel after it (``loop_add_fusion_40`` for
+    ``loop_add_fusion.40``), typed without its number as XLA ops are typed. Each such
+    kernel is an execution of its own: the buffer's one scope range id spans the step."""
+
+    _COMMAND_BUFFER = re.compile(r"command_buffer(?:[._]\d+)?")
+    _KERNEL_INSTANCE = re.compile(r"_\d+$")
+
+    def __init__(self):
+        self._by_hlo: dict[str, tuple[str, str]] = {}
+        self._by_kernel: dict[str, tuple[str, str]] = {}
+
+    def of(self, hlo: str, kernel_name: str) -> tuple[tuple[str, str], bool]:
+        """(op, whether the kernel ran inside a command buffer)."""
+        if self._COMMAND_BUFFER.fullmatch(hlo) and kernel_name:
+            op = self._by_kernel.get(kernel_name)
+            if op is None:
+                op = self._by_kernel[kernel_name] = (
+                    kernel_name,
+                    self._KERNEL_INSTANCE.sub("", kernel_name) or kernel_name,
+                )
+            return op, True
+        op = self._by_hlo.get(hlo)
+        if op is None:
+            op = self._by_hlo[hlo] = _hlo_op(hlo)
+        return op, False
+
+
 def _read_kernels(plane, stat_names: dict[int, str], event_names: dict[int, str], kernels: _DeviceKernels, kinds):
     """Read the kernels on the plane's ``Stream #`` lines into ``kernels``, each named by
     its op; return the durations (ps) of the plane's Steps line in start order. One pass
@@ -1113,7 +1146,7 @@ def _read_kernels(plane, stat_names: dict[int, str], event_names: dict[int, str]
     hlo_op_id, scope_id = by_name.get("hlo_op"), by_name.get("scope_range_id")
     op_ids = (tf_op_id, annotation_id, level0_id)
     op_by_text: dict[str, tuple[str, str] | None] = {}
-    hlo_by_text: dict[str, tuple[str, str]] = {}
+    xla_ops = _XlaKernelOps()
     sums, timed, scoped = kernels.sums, kernels.timed_kernels, kernels.scoped_kernels
     steps: list[int] = []
     for line in plane.lines:
@@ -1144,9 +1177,8 @@ def _read_kernels(plane, stat_names: dict[int, str], event_names: dict[int, str]
                     elif metadata_id == scope_id:
                         scope = _int_value(stat)
                 if op is None and hlo:
-                    if hlo not in hlo_by_text:
-                        hlo_by_text[hlo] = _hlo_op(hlo)
-                    op = hlo_by_text[hlo]
+                    op, in_buffer = xla_ops.of(hlo, event_names.get(event.metadata_id, ""))
+                    scope = None if in_buffer else scope
                     kinds["xla_device"] += 1
                 if op is None:
                     kernel_name = event_names.get(event.metadata_id, "")
