@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, steady_median
 
+from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.store.catalog import Catalog
@@ -214,3 +215,32 @@ def test_the_kernels_of_a_command_buffer_are_the_fusions_they_ran(tmp_path):
         assert device.loc[op, "total_us"] == pytest.approx(total, rel=1e-9), op
     # typed as XLA's ops are, so that runs with and without command buffers meet by type
     assert device.loc["loop_add_fusion_26", "op_type"] == "loop_add_fusion"
+
+
+def test_a_command_buffers_kernel_row_holds_every_xla_op_that_ran_that_kernel():
+    """Oracle: the same Flax encoder recorded with command buffers off, where each kernel
+    launch names its XLA op. XLA compiles one kernel for the fusions it finds alike, so a
+    kernel's row in the command-buffer run executes as often as all the XLA ops that ran
+    that kernel in the other, and both runs type their rows alike."""
+    without = FIXTURES / "jax_h200_command_buffers" / "encoder_gpu_bs8_without_command_buffers"
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    (path,) = without.rglob("*.xplane.pb")
+    ran: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for plane in xplane_pb2.XSpace.FromString(path.read_bytes()).planes:
+        stats = {key: metadata.name for key, metadata in plane.stat_metadata.items()}
+        for line in plane.lines if plane.name.startswith("/device:GPU") else []:
+            for event in line.events:
+                for stat in event.stats:
+                    if stats.get(stat.metadata_id) == "hlo_op":
+                        ran[plane.event_metadata[event.metadata_id].name][stat.str_value or stats[stat.ref_value]] += 1
+    assert any(len(ops) > 1 for ops in ran.values())  # kernels shared by several fusions
+    (with_buffers,) = (FLAX / "workdir_gpu_bs8").rglob("*.xplane.pb")
+    ops = read_profile("xplane", [str(with_buffers)]).ops
+    rows = ops[(ops["side"] == "device") & ~ops["op_name"].str.startswith("Memcpy")].set_index("op_name")
+    assert set(rows.index) == set(ran)
+    for kernel, hlo_ops in ran.items():
+        assert rows.loc[kernel, "occurrences"] == sum(hlo_ops.values()), kernel
+    plain = read_profile("xplane", [str(path)]).ops
+    plain = plain[(plain["side"] == "device") & ~plain["op_name"].str.startswith("Memcpy")]
+    assert set(plain["op_type"]) == set(rows["op_type"])

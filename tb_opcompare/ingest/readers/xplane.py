@@ -1109,10 +1109,12 @@ class _XlaKernelOps:
 
     Inside a command buffer (XLA's CUDA graph of a run of ops, which recent XLA records
     whole steps in), ``hlo_op`` names the buffer (``command_buffer_1``), not the op, so
-    one row would hold every kernel of the step. There the op is the fusion that emitted
-    the kernel: XLA names a fusion's kernel after it (``loop_add_fusion_40`` for
-    ``loop_add_fusion.40``), typed without its number as XLA ops are typed. Each such
-    kernel is an execution of its own: the buffer's one scope range id spans the step."""
+    one row would hold every kernel of the step. There the op is the kernel, named as XLA
+    names it: after the first of the fusions it serves (XLA compiles one kernel for all
+    the fusions it finds alike: ``loop_add_fusion_26`` runs ``loop_add_fusion.26`` to
+    ``.39`` of the Flax encoder), typed without its number as XLA ops are typed, so runs
+    with and without command buffers meet by type. Each such kernel is an execution of
+    its own: the buffer's one scope range id spans the step."""
 
     _COMMAND_BUFFER = re.compile(r"command_buffer(?:[._]\d+)?")
     _KERNEL_INSTANCE = re.compile(r"_\d+$")
