@@ -1,5 +1,5 @@
-"""The tab on a logdir named the way users name theirs (tests/fixtures/user_logdirs/
-torch_h200: ``lstm_runA``..``D``, SummaryWriter's ``runs/<date>_<host>``, the tutorial's
+"""The tab on logdirs named the way users name theirs (tests/fixtures/user_logdirs/
+torch_h200 and lightning_h200; torch_h200: ``lstm_runA``..``D``, SummaryWriter's ``runs/<date>_<host>``, the tutorial's
 ``log/cnn``; no sidecars), in a real browser against a real TensorBoard: the Batch sweep
 offers the models found from the ops, draws the LSTM's three GPU batch sizes, and the
 Matrix puts its CPU and GPU runs on one row with the route's speedup (issue 32)."""
@@ -47,6 +47,44 @@ def test_the_sweep_and_the_matrix_fill_on_a_logdir_whose_names_hide_the_models(p
     shown = frame.locator(
         "#oc-matrix-table tbody tr[data-model='lstm_run'][data-batch-size='32'] "
         f"td[data-column='{cell['column']}'] .oc-matrix-speedup"
+    )
+    assert shown.inner_text() == format_speedup(cell["speedup"])
+    assert not errors and not page.page_errors
+
+
+@pytest.fixture(scope="module")
+def lightning_tensorboard_url(tmp_path_factory):
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "user_logdirs" / "lightning_h200") as url:
+        yield url
+
+
+def test_lightnings_versions_fill_compare_the_sweep_and_the_matrix(page, lightning_tensorboard_url):
+    """Lightning's own profiler on an H200 (``lightning_logs/version_N``, no sidecar, trace
+    files named after Lightning's action, brackets included): the tab opens on the CPU ->
+    GPU pair it suggests with the route's headline; the sweep draws the one model's two
+    batch sizes; the Matrix pools the three GPU batch-64 repeats with the route's speedup."""
+    url = lightning_tensorboard_url
+    errors = console_errors(page)
+    runs = route_json(url, "runs")
+    (model,) = {run["model"] for run in runs["runs"]}
+    suggested = runs["suggested"]
+    compare = route_json(url, "compare", baseline=suggested["baseline"], target=suggested["target"])
+    frame = open_op_compare(page, url, ready="#oc-headline")
+    frame.locator("#oc-headline", has_text=format_speedup(compare["summary"]["headline_speedup"])).wait_for()
+
+    page.goto("about:blank")
+    frame = open_op_compare(page, url, ready="#oc-sweep-model", view="sweep", model=model)
+    frame.locator("#oc-sweep-step .scatterlayer .point >> nth=0").wait_for(timeout=60_000)
+    runs_text = frame.locator(".oc-sweep-runs").inner_text()
+    assert "batch 16" in runs_text and "batch 64" in runs_text
+
+    document = route_json(url, "matrix")
+    cell = next(c for c in document["cells"] if c["batch_size"] == 64 and c["column"].startswith("GPU"))
+    assert len(cell["runs"]) == 3 and cell["speedup"] > 0
+    page.goto("about:blank")
+    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
+    shown = frame.locator(
+        f"#oc-matrix-table tbody tr[data-batch-size='64'] td[data-column='{cell['column']}'] .oc-matrix-speedup"
     )
     assert shown.inner_text() == format_speedup(cell["speedup"])
     assert not errors and not page.page_errors
