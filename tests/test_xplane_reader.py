@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import FIXTURES, LOGDIR, REALTRACES, read_bytes
@@ -347,3 +348,21 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
     profile = read_xplane_session([str(xplane)], read_bytes)
     row = profile.ops.loc[profile.ops["op_name"] == xla_op].iloc[0]
     assert row["alloc_bytes"] >= 4096.0
+
+
+def test_the_metadata_id_lookup_answers_as_a_dict_would():
+    """Ids index a table where the writer numbered its metadata densely, else are searched;
+    either way each id gets its code and any other id (negative, past the end, huge) -1."""
+    from tb_opcompare.ingest.readers.xplane import _IdLookup
+
+    rng = np.random.default_rng(5)
+    for trial in range(200):
+        spread = [10, 1000, 10**6, 2**62][trial % 4]
+        low = 0 if trial % 5 else -spread
+        ids = list(dict.fromkeys(rng.integers(low, spread, int(rng.integers(0, 60))).tolist()))
+        codes = rng.integers(0, 100, len(ids)).tolist()
+        probe = np.concatenate(
+            [np.array(ids, dtype=np.int64), rng.integers(-spread, spread, 100), [-1, -(2**63), 2**63 - 1]]
+        ).astype(np.int64)
+        expected = [dict(zip(ids, codes)).get(int(x), -1) for x in probe]
+        assert _IdLookup(ids, codes).codes(probe).tolist() == expected, trial

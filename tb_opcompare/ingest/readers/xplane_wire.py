@@ -149,13 +149,27 @@ class EventBatch(Sequence):
     was a fifth of a big xplane's read). Iterating, ``len`` or ``events`` parse the span
     whole, as before."""
 
-    __slots__ = ("_events", "_data", "_start", "_end", "_spans", "_parsed")
+    __slots__ = ("_events", "_data", "_start", "_end", "_spans", "_parsed", "_scanned")
 
     def __init__(self, events, data: memoryview, start: int, end: int):
         self._events = events  # None: parsed from data[start:end] when first asked for
         self._data, self._start, self._end = data, start, end
         self._spans: np.ndarray | None = None  # (start, end) of each event's bytes, from wire_ints
         self._parsed: dict[int, object] = {}  # events parsed alone, by index
+        self._scanned: tuple | None = None  # what scan() found: (ints, spans), or () where the C helper refused
+
+    def scan(self) -> None:
+        """Read the events' integers and byte spans from the wire now, in C without the
+        GIL, for ``wire_ints``: a thread may do it ahead of the reader (``scanned_ahead``)."""
+        helpers = native()
+        if helpers is None or self._scanned is not None:
+            return
+        try:
+            self._scanned = helpers.event_ints(self._data, self._start, self._end, True)
+        except helpers.WireError:
+            # protobuf's reading of the bytes answers instead: its error where they are
+            # broken, its events where only the C code refuses them (groups nested past its limit)
+            self._scanned = ()
 
     @property
     def events(self):
@@ -186,15 +200,10 @@ class EventBatch(Sequence):
         the batch was parsed and protobuf counts other events (a safeguard: the tests check
         the values are protobuf's), for the caller to read them from ``events`` instead,
         which raises protobuf's own error on a broken span."""
-        helpers = native()
-        if helpers is None:
+        self.scan()
+        if not self._scanned:
             return None
-        try:
-            ints, spans = helpers.event_ints(self._data, self._start, self._end, True)
-        except helpers.WireError:
-            # protobuf's reading of the bytes answers instead: its error where they are
-            # broken, its events where only the C code refuses them (groups nested past its limit)
-            return None
+        ints, spans = self._scanned
         if self._events is not None and len(ints) != 24 * len(self._events):
             return None
         self._spans = np.frombuffer(spans, dtype=np.int64).reshape(-1, 2)
@@ -253,8 +262,25 @@ class LineView:
             ((start, end),) = self._batches
             yield EventBatch(self._whole.events, self._data, start, end)
             return
-        for start, end in self._batches:
-            yield EventBatch(None, self._data, start, end)  # parsed only if an event is asked for
+        batches = [EventBatch(None, self._data, start, end) for start, end in self._batches]  # parsed only if asked
+        yield from scanned_ahead(batches) if len(batches) > 1 and native() is not None else batches
+
+
+def scanned_ahead(batches: list[EventBatch]) -> Iterator[EventBatch]:
+    """The batches in order, each one's wire scanned (``EventBatch.scan``, C without the
+    GIL) in a thread while the caller works on the one before: the second core on one
+    big line. One scan runs ahead at most, so at most two batches' integers are held.
+    (Reading the memory events' stats ahead too was slower: its text decoding holds the
+    GIL the reader needs.)"""
+    import concurrent.futures  # only a big line's read needs a thread
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xplane-scan") as pool:
+        ahead = pool.submit(batches[0].scan)
+        for index, batch in enumerate(batches):
+            ahead.result()
+            if index + 1 < len(batches):
+                ahead = pool.submit(batches[index + 1].scan)
+            yield batch
 
 
 def split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
