@@ -121,7 +121,6 @@ def record_xplane(steps: int) -> Path:
         subprocess.run(
             [
                 sys.executable,
-                "-P",  # not the script's folder on sys.path: tests/fixtures/jax would shadow JAX for Keras
                 str(REPO / "tests/fixtures/record_tf_keras.py"),
                 str(out),
                 "--batch-sizes",

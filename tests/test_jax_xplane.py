@@ -2,7 +2,7 @@
 XLA's compiled ops run on the ``tf_XLAPjRtCpuClient`` line of ``/host:CPU``, each event
 naming its HLO op (``dot.1``, ``ynn_fusion.2``) with an ``hlo_op`` stat, and
 ``StepTraceAnnotation`` marks the steps. Checked against the raw events of this project's
-own recording (tests/fixtures/jax, ``record_jax.py``), read with TensorFlow's XSpace
+own recording (tests/fixtures/jax_cpu, ``record_jax.py``), read with TensorFlow's XSpace
 classes (issue 32)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.store.catalog import Catalog
 
-JAX = FIXTURES / "jax"
+JAX = FIXTURES / "jax_cpu"
 RUNS = ("mlp_cpu_bs8", "mlp_cpu_bs32")
 
 
