@@ -405,6 +405,8 @@ enum { XEVENT_METADATA_ID = 1, XEVENT_OFFSET_PS = 2, XEVENT_DURATION_PS = 3, XEV
 enum { XSTAT_METADATA_ID = 1, XSTAT_DOUBLE = 2, XSTAT_UINT64 = 3, XSTAT_INT64 = 4, XSTAT_STR = 5, XSTAT_BYTES = 6,
        XSTAT_REF = 7 };
 
+static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner);
+
 /* Whether bytes are UTF-8 as protobuf requires of a string field (RFC 3629: no overlong
  * forms, no surrogates, nothing past U+10FFFF). */
 static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
@@ -447,28 +449,13 @@ static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
  * its str_value is UTF-8), so that an event the reader never parses is refused exactly where
  * protobuf would refuse it: the reader then parses the batch, and protobuf's own error
  * names what is broken. */
-static int check_stat(wire_cursor *stats) {
-    while (stats->pos < stats->end) {
-        uint32_t field;
-        int wire;
-        if (wire_tag(stats, &field, &wire) < 0)
-            return -1;
-        if (field != XSTAT_STR || wire != 2) {
-            if (wire_skip(stats, field, wire, 0) < 0)
-                return -1;
-            continue;
-        }
-        const unsigned char *length_at = stats->pos;
-        uint64_t length;
-        if (wire_varint(stats, &length) < 0)
-            return -1;
-        if (length > (uint64_t)(stats->end - stats->pos))
-            return wire_fail(stats, "length-delimited value past the end", length_at);
-        if (!utf8_valid(stats->pos, (Py_ssize_t)length))
-            return wire_fail(stats, "string field with bad UTF-8", length_at);
-        stats->pos += length;
-    }
-    return 0;
+static int check_stat(wire_cursor *stat) {
+    wire_cursor text;
+    int found;
+    while ((found = next_message(stat, XSTAT_STR, "length-delimited value past the end", &text)) > 0)
+        if (!utf8_valid(text.pos, text.end - text.pos))
+            return wire_fail(stat, "string field with bad UTF-8", text.pos);
+    return found;
 }
 
 
