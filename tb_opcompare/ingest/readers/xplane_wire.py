@@ -262,25 +262,33 @@ class LineView:
             ((start, end),) = self._batches
             yield EventBatch(self._whole.events, self._data, start, end)
             return
-        batches = [EventBatch(None, self._data, start, end) for start, end in self._batches]  # parsed only if asked
-        yield from scanned_ahead(batches) if len(batches) > 1 and native() is not None else batches
+        if len(self._batches) > 1 and native() is not None:
+            yield from scanned_ahead(self._data, self._batches)
+            return
+        for start, end in self._batches:
+            yield EventBatch(None, self._data, start, end)  # parsed only if an event is asked for
 
 
-def scanned_ahead(batches: list[EventBatch]) -> Iterator[EventBatch]:
-    """The batches in order, each one's wire scanned (``EventBatch.scan``, C without the
-    GIL) in a thread while the caller works on the one before: the second core on one
-    big line. One scan runs ahead at most, so at most two batches' integers are held.
+def scanned_ahead(data: memoryview, spans: list[tuple[int, int]]) -> Iterator[EventBatch]:
+    """The batches of these spans in order, each one's wire scanned (``EventBatch.scan``,
+    C without the GIL) in a thread while the caller works on the one before: the second
+    core on one big line. Only the batch handed out and the one being scanned exist at a
+    time (each made when its turn comes), so memory stays bounded by two batches.
     (Reading the memory events' stats ahead too was slower: its text decoding holds the
     GIL the reader needs.)"""
     import concurrent.futures  # only a big line's read needs a thread
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xplane-scan") as pool:
-        ahead = pool.submit(batches[0].scan)
-        for index, batch in enumerate(batches):
+        following = EventBatch(None, data, *spans[0])
+        ahead = pool.submit(following.scan)
+        for span in [*spans[1:], None]:
             ahead.result()
-            if index + 1 < len(batches):
-                ahead = pool.submit(batches[index + 1].scan)
+            batch, following = following, None
+            if span is not None:
+                following = EventBatch(None, data, *span)
+                ahead = pool.submit(following.scan)
             yield batch
+            del batch  # the caller's drop of it frees it
 
 
 def split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
