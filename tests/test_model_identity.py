@@ -146,6 +146,25 @@ def test_runs_of_one_configuration_are_repeats_only_with_the_very_same_ops():
 
 
 @pytest.mark.parametrize(
+    "names, one_model",
+    [
+        (("lightning_logs/version_0", "lightning_logs/version_1"), True),  # a run counter
+        (("trials/run-1", "trials/run-2"), True),
+        (("sweep/resnet18", "sweep/resnet34"), False),  # two sizes of one architecture
+        (("exp/cudnn_benchmark_on", "exp/cudnn_benchmark_off"), False),  # a setting that changes no op
+    ],
+)
+def test_alike_runs_are_repeats_only_where_their_names_differ_in_a_run_counter(names, one_model):
+    """Same configuration, the very same op names: repeats where the names tell nothing
+    else apart; two models or two experiments where they do (a review found ResNet-18 and
+    ResNet-34, alike op for op, taken for one model's repeats)."""
+    ops = {"aten::conv2d", "aten::relu", "aten::addmm"}
+    found = identify_models([_run(name, 32, ops) for name in names])
+    assert (found[names[0]].model == found[names[1]].model) is one_model
+    assert not identify_models([_run(name, 32, set()) for name in names])[names[0]].source.startswith("data:")
+
+
+@pytest.mark.parametrize(
     "run, key, says_nothing, folder",
     [
         ("mlp-20210202-131252", "mlp", False, ""),  # Keras tutorial's %Y%m%d-%H%M%S

@@ -17,9 +17,12 @@ its name or named by generic words only, are joined by their data:
   clear of every rival by a margin).
 
 - **its repeats**: runs of one configuration and batch size side by side whose op-name
-  sets are the very same (Lightning's ``version_1``, ``version_2``, … of one ``fit``).
-  Every repeat this project has, ours and users' (PyTorch on an H100, an H200 and a CPU,
-  JAX on an H200, 3 to 16 repeats a configuration), has identical op names.
+  sets are the very same and whose names differ in a run counter only (Lightning's
+  ``version_1``, ``version_2``, … of one script) or say nothing. Every repeat this
+  project has, ours and users' (PyTorch on an H100, an H200 and a CPU, JAX on an H200, 3
+  to 16 repeats a configuration), has identical op names; so do two sizes of one
+  architecture (``resnet18``, ``resnet34``) and two settings that change no op, which
+  their names tell apart.
 
 Otherwise two groups are never joined where both hold a run of one configuration and batch
 size: those are two experiments (kineto's ``num_workers_0`` and ``num_workers_4``, op names
@@ -122,8 +125,20 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
     return _named(runs, root, members, evidence)
 
 
+# A run counter at the end of a name (``version_3``, ``run-2``, ``trial.7``): all that tells
+# one run of a script from its reruns, where the digits follow a separator. Digits joined to
+# a word name a model (``resnet18``, ``resnet34``: the same op names, two models).
+_RUN_COUNTER = re.compile(r"[_\-.]\d+$")
+
+
 def _are_repeats(a: IdentityRun, b: IdentityRun) -> bool:
-    return a.configuration == b.configuration and a.batch_size is not None and a.op_names == b.op_names
+    """One configuration, the very same (non-empty) op names, and names that tell nothing
+    else apart: they differ in a run counter only, or both say nothing (timestamps and
+    hosts). Names that differ otherwise (``cudnn_benchmark_on``/``_off``) are two
+    experiments however alike their ops."""
+    if a.configuration != b.configuration or not a.batch_size or not a.op_names or a.op_names != b.op_names:
+        return False
+    return (a.names_nothing and b.names_nothing) or _RUN_COUNTER.sub("", a.run) == _RUN_COUNTER.sub("", b.run)
 
 
 def _two_experiments(first: list[IdentityRun], second: list[IdentityRun]) -> bool:
