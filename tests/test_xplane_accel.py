@@ -763,3 +763,37 @@ def test_garbage_never_crashes_the_process(path, compiled):
     assert result.returncode == 0, f"exit {result.returncode}:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
     outcomes = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcomes.get("ok") and outcomes.get("WireError")
+
+
+@pytest.mark.parametrize("place", ["line", "event", "stat"])
+def test_groups_nested_as_deep_as_protobuf_refuses_are_refused_in_c(place, compiled):
+    """Events the reader never parses are checked by the C scan alone, so it refuses nested
+    groups from the depth protobuf refuses them, counted from the XLine (a review found a
+    stat's groups accepted 2 levels deeper than protobuf's limit)."""
+    refused = []
+    for depth in range(96, 103):
+        groups = _tag(9, 3) * depth + _tag(9, 4) * depth
+        if place == "stat":
+            stat = _tag(1, 0) + varint(2) + groups
+            event = _tag(1, 0) + varint(1) + _tag(4, 2) + varint(len(stat)) + stat
+        else:
+            event = _tag(1, 0) + varint(1) + (groups if place == "event" else b"")
+        wire = (groups if place == "line" else b"") + _tag(4, 2) + varint(len(event)) + event
+        try:
+            XLine.FromString(wire)
+            by_protobuf = False
+        except Exception:  # protobuf's DecodeError
+            by_protobuf = True
+        outcomes = []
+        for scan in (
+            lambda: compiled.event_ints(wire, 0, len(wire), True),
+            lambda: compiled.event_stats(wire, 0, len(wire), [1], {2: 0}, 1),
+        ):
+            try:
+                scan()
+                outcomes.append(False)
+            except compiled.WireError:
+                outcomes.append(True)
+        assert outcomes == [by_protobuf, by_protobuf], (place, depth)
+        refused.append(by_protobuf)
+    assert refused[0] is False and refused[-1] is True  # the limit lies inside the range tried

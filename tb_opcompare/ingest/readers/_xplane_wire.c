@@ -405,7 +405,12 @@ enum { XEVENT_METADATA_ID = 1, XEVENT_OFFSET_PS = 2, XEVENT_DURATION_PS = 3, XEV
 enum { XSTAT_METADATA_ID = 1, XSTAT_DOUBLE = 2, XSTAT_UINT64 = 3, XSTAT_INT64 = 4, XSTAT_STR = 5, XSTAT_BYTES = 6,
        XSTAT_REF = 7 };
 
-static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner);
+static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner, int depth);
+
+/* How deep below an XLine its messages sit, as protobuf counts nesting against its limit
+ * of 100: groups nested in an XStat are refused from one level shallower than in its
+ * XEvent, and so on (measured against protobuf's parser: tests/test_xplane_accel.py). */
+enum { LINE_DEPTH = 0, EVENT_DEPTH = 1, STAT_DEPTH = 2 };
 
 /* Whether bytes are UTF-8 as protobuf requires of a string field (RFC 3629: no overlong
  * forms, no surrogates, nothing past U+10FFFF). */
@@ -452,7 +457,7 @@ static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
 static int check_stat(wire_cursor *stat) {
     wire_cursor text;
     int found;
-    while ((found = next_message(stat, XSTAT_STR, "length-delimited value past the end", &text)) > 0)
+    while ((found = next_message(stat, XSTAT_STR, "length-delimited value past the end", &text, STAT_DEPTH)) > 0)
         if (!utf8_valid(text.pos, text.end - text.pos))
             return wire_fail(stat, "string field with bad UTF-8", text.pos);
     return found;
@@ -499,7 +504,7 @@ static int decode_event(wire_cursor *event, int64_t out[3]) {
                 return -1;
             }
             event->pos += length;
-        } else if (wire_skip(event, field, wire, 0) < 0) {
+        } else if (wire_skip(event, field, wire, EVENT_DEPTH) < 0) {
             return -1;
         }
     }
@@ -517,14 +522,14 @@ typedef struct {
 /* The next length-delimited field ``wanted`` of ``outer`` (the others skipped) as a
  * cursor over its bytes, ``outer`` left past it: 1 found, 0 at the end, -1 on broken
  * framing (``past_end`` names a field that runs past its parent's end). */
-static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner) {
+static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner, int depth) {
     while (outer->pos < outer->end) {
         uint32_t field;
         int wire;
         if (wire_tag(outer, &field, &wire) < 0)
             return -1;
         if (field != wanted || wire != 2) {
-            if (wire_skip(outer, field, wire, 0) < 0)
+            if (wire_skip(outer, field, wire, depth) < 0)
                 return -1;
             continue;
         }
@@ -548,7 +553,7 @@ enum { XLINE_EVENTS = 4 };
 static int scan_events(wire_cursor *line, triple_list *triples, triple_list *spans, const unsigned char *data) {
     wire_cursor event;
     int found;
-    while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event)) > 0) {
+    while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event, LINE_DEPTH)) > 0) {
         if (triples->count == triples->capacity) {
             Py_ssize_t capacity = triples->capacity ? triples->capacity * 2 : 1024;
             int64_t *grown = PyMem_RawRealloc(triples->items, (size_t)capacity * 3 * sizeof(int64_t));
@@ -812,7 +817,7 @@ static int decode_stat(wire_cursor *stat, stat_value *out) {
             out->text_start = stat->pos;
             out->text_length = (Py_ssize_t)value;
             stat->pos += value;
-        } else if (wire_skip(stat, field, wire, 0) < 0) {
+        } else if (wire_skip(stat, field, wire, STAT_DEPTH) < 0) {
             return -1;
         }
     }
@@ -824,7 +829,7 @@ static int decode_stat(wire_cursor *stat, stat_value *out) {
 static int read_event_stats(wire_cursor *event, const stat_query *query, int64_t *row, text_table *texts) {
     wire_cursor stat;
     int found;
-    while ((found = next_message(event, XEVENT_STATS, "stat past the end", &stat)) > 0) {
+    while ((found = next_message(event, XEVENT_STATS, "stat past the end", &stat, EVENT_DEPTH)) > 0) {
         stat_value value;
         if (decode_stat(&stat, &value) < 0) {
             *event = stat;
@@ -852,7 +857,7 @@ static int scan_event_stats(wire_cursor *line, const stat_query *query, row_list
     int64_t index = 0;
     wire_cursor event;
     int found;
-    while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event)) > 0) {
+    while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event, LINE_DEPTH)) > 0) {
         wire_cursor whole = event; /* read again, for its stats, where it is one asked for */
         int64_t ints[3]; /* metadata_id, offset_ps, duration_ps: the first is the one needed */
         if (decode_event(&event, ints) < 0) {
