@@ -198,6 +198,35 @@ def tile_torch_trace(source: Path, copies: int) -> Path:
         return out
     data = json.loads(source.read_bytes())
     events = data.pop("traceEvents")
+    timed = [event for event in events if event.get("ph") != "M" and "ts" in event]  # kineto dates its metadata too
+    first = min(float(event["ts"]) for event in timed)
+    last = max(float(event["ts"]) + float(event.get("dur", 0)) for event in timed)
+    span = last - first + 1000.0  # a millisecond between copies
+    steps = {event["name"] for event in timed if str(event.get("name", "")).startswith("ProfilerStep#")}
+    step_numbers = sorted(int(name.split("#", 1)[1]) for name in steps)
+    step_span = step_numbers[-1] - step_numbers[0] + 1 if step_numbers else 0
+
+    def tiled():
+        yield from (event for event in events if event.get("ph") == "M" or "ts" not in event)
+        for copy in range(copies):
+            for event in timed:
+                shifted = dict(event, ts=float(event["ts"]) + copy * span)
+                name = str(event.get("name", ""))
+                if copy and name.startswith("ProfilerStep#"):
+                    shifted["name"] = f"ProfilerStep#{int(name.split('#', 1)[1]) + copy * step_span}"
+                yield shifted
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")  # an interrupted tiling is never taken for a whole one
+    with open(partial, "w") as handle:
+        handle.write(json.dumps({**data, "traceEvents": []})[:-3] + "[\n")  # the other fields, then the events
+        for index, event in enumerate(tiled()):
+            handle.write((",\n" if index else "") + json.dumps(event))
+        handle.write("\n]}\n")
+    partial.rename(out)
+    return out
+    data = json.loads(source.read_bytes())
+    events = data.pop("traceEvents")
     timed = [event for event in events if "ts" in event]
     first = min(float(event["ts"]) for event in timed)
     last = max(float(event["ts"]) + float(event.get("dur", 0)) for event in timed)
