@@ -225,30 +225,6 @@ def tile_torch_trace(source: Path, copies: int) -> Path:
         handle.write("\n]}\n")
     partial.rename(out)
     return out
-    data = json.loads(source.read_bytes())
-    events = data.pop("traceEvents")
-    timed = [event for event in events if "ts" in event]
-    first = min(float(event["ts"]) for event in timed)
-    last = max(float(event["ts"]) + float(event.get("dur", 0)) for event in timed)
-    span = last - first + 1000.0  # a millisecond between copies
-    steps = {event["name"] for event in timed if str(event.get("name", "")).startswith("ProfilerStep#")}
-    step_numbers = sorted(int(name.split("#", 1)[1]) for name in steps)
-    step_span = step_numbers[-1] - step_numbers[0] + 1 if step_numbers else 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w") as handle:
-        handle.write(json.dumps(data)[:-1] + ', "traceEvents": [\n')
-        handle.write(",\n".join(json.dumps(event) for event in events if "ts" not in event))
-        for copy in range(copies):
-            lines = []
-            for event in timed:
-                shifted = dict(event, ts=float(event["ts"]) + copy * span)
-                name = str(event.get("name", ""))
-                if copy and name.startswith("ProfilerStep#"):
-                    shifted["name"] = f"ProfilerStep#{int(name.split('#', 1)[1]) + copy * step_span}"
-                lines.append(json.dumps(shifted))
-            handle.write(",\n" + ",\n".join(lines))
-        handle.write("\n]}\n")
-    return out
 
 
 def report(label: str, figures: dict) -> None:
