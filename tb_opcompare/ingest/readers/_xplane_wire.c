@@ -405,6 +405,21 @@ enum { XEVENT_METADATA_ID = 1, XEVENT_OFFSET_PS = 2, XEVENT_DURATION_PS = 3, XEV
 enum { XSTAT_METADATA_ID = 1, XSTAT_DOUBLE = 2, XSTAT_UINT64 = 3, XSTAT_INT64 = 4, XSTAT_STR = 5, XSTAT_BYTES = 6,
        XSTAT_REF = 7 };
 
+/* The length-delimited value at ``outer``'s position (its tag read) as a cursor over its
+ * bytes, ``outer`` left past it; -1 where it runs past ``outer``'s end (``past_end`` says
+ * what did). */
+static int take_message(wire_cursor *outer, const char *past_end, wire_cursor *inner) {
+    const unsigned char *length_at = outer->pos;
+    uint64_t length;
+    if (wire_varint(outer, &length) < 0)
+        return -1;
+    if (length > (uint64_t)(outer->end - outer->pos))
+        return wire_fail(outer, past_end, length_at);
+    *inner = (wire_cursor){outer->pos, outer->pos + length, NULL, NULL};
+    outer->pos += length;
+    return 0;
+}
+
 static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_end, wire_cursor *inner, int depth);
 
 /* How deep below an XLine its messages sit, as protobuf counts nesting against its limit
@@ -465,7 +480,9 @@ static int check_stat(wire_cursor *stat) {
 
 
 
-static int decode_event(wire_cursor *event, int64_t out[3]) {
+/* ``check_stats``: check each stat as protobuf would (``check_stat``), else skip it by its
+ * framing alone. */
+static int decode_event(wire_cursor *event, int64_t out[3], int check_stats) {
     int64_t metadata_id = 0, offset_ps = 0, duration_ps = 0;
     while (event->pos < event->end) {
         uint32_t field;
@@ -491,19 +508,14 @@ static int decode_event(wire_cursor *event, int64_t out[3]) {
             default: /* num_occurrences takes the oneof offset_ps is in: offset_ps reads 0 */
                 offset_ps = 0;
             }
-        } else if (field == XEVENT_STATS && wire == 2) {
-            const unsigned char *length_at = event->pos;
-            uint64_t length;
-            if (wire_varint(event, &length) < 0)
+        } else if (field == XEVENT_STATS && wire == 2 && check_stats) {
+            wire_cursor stat;
+            if (take_message(event, "length-delimited value past the end", &stat) < 0)
                 return -1;
-            if (length > (uint64_t)(event->end - event->pos))
-                return wire_fail(event, "length-delimited value past the end", length_at);
-            wire_cursor stat = {event->pos, event->pos + length, NULL, NULL};
             if (check_stat(&stat) < 0) {
                 *event = stat;
                 return -1;
             }
-            event->pos += length;
         } else if (wire_skip(event, field, wire, EVENT_DEPTH) < 0) {
             return -1;
         }
@@ -533,15 +545,7 @@ static int next_message(wire_cursor *outer, uint32_t wanted, const char *past_en
                 return -1;
             continue;
         }
-        const unsigned char *length_at = outer->pos;
-        uint64_t length;
-        if (wire_varint(outer, &length) < 0)
-            return -1;
-        if (length > (uint64_t)(outer->end - outer->pos))
-            return wire_fail(outer, past_end, length_at);
-        *inner = (wire_cursor){outer->pos, outer->pos + length, NULL, NULL};
-        outer->pos += length;
-        return 1;
+        return take_message(outer, past_end, inner) < 0 ? -1 : 1;
     }
     return 0;
 }
@@ -573,7 +577,7 @@ static int scan_events(wire_cursor *line, triple_list *triples, triple_list *spa
             spans->items[2 * triples->count] = (int64_t)(event.pos - data);
             spans->items[2 * triples->count + 1] = (int64_t)(event.end - data);
         }
-        if (decode_event(&event, triples->items + 3 * triples->count) < 0) {
+        if (decode_event(&event, triples->items + 3 * triples->count, 1) < 0) {
             *line = event;
             return -1;
         }
@@ -860,7 +864,9 @@ static int scan_event_stats(wire_cursor *line, const stat_query *query, row_list
     while ((found = next_message(line, XLINE_EVENTS, "event past the end", &event, LINE_DEPTH)) > 0) {
         wire_cursor whole = event; /* read again, for its stats, where it is one asked for */
         int64_t ints[3]; /* metadata_id, offset_ps, duration_ps: the first is the one needed */
-        if (decode_event(&event, ints) < 0) {
+        /* the stats of an event not asked for are not checked: the reader scans every batch
+         * with event_ints, which checks them all, before it asks for any stats */
+        if (decode_event(&event, ints, 0) < 0) {
             *line = event;
             return -1;
         }
