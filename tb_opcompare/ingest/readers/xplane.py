@@ -592,11 +592,12 @@ class _HloOps:
 _HLO_INSTANCE = re.compile(r"\.\d+$")
 
 
-def _hlo_op(name: str) -> tuple[str, str]:
+def _hlo_op(name: str, instance: re.Pattern = _HLO_INSTANCE) -> tuple[str, str]:
     """An XLA op as a row: named as XLA names it (``convolution.2``), typed without the
     instance number (``convolution``), so that the same kind of op meets across runs
-    whose modules number them differently."""
-    return name, _HLO_INSTANCE.sub("", name) or name
+    whose modules number them differently. A kernel's name ends in its number after an
+    underscore instead (``loop_add_fusion_26``): ``instance`` says which."""
+    return name, instance.sub("", name) or name
 
 
 _TF_DTYPES = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16"}  # tensorflow DataType
@@ -1144,10 +1145,7 @@ class _XlaKernelOps:
         if self._COMMAND_BUFFER.fullmatch(hlo) and kernel_name:
             op = self._by_kernel.get(kernel_name)
             if op is None:
-                op = self._by_kernel[kernel_name] = (
-                    kernel_name,
-                    self._KERNEL_INSTANCE.sub("", kernel_name) or kernel_name,
-                )
+                op = self._by_kernel[kernel_name] = _hlo_op(kernel_name, self._KERNEL_INSTANCE)
             return op, True
         op = self._by_hlo.get(hlo)
         if op is None:
