@@ -238,8 +238,9 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
 def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
     """One Dask task a session, on the cluster at ``scheduler`` (``local:N``: a
     ``LocalCluster`` of N worker processes started here for the run). A worker lost
-    mid-task has its tasks run again elsewhere (Dask's own rescheduling); a task that
-    raises is tried again twice, then reported."""
+    mid-task has its tasks run again elsewhere (Dask's own rescheduling), and a finished
+    task whose result was lost with its worker is submitted again; a task that raises is
+    tried again twice, then reported."""
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
@@ -262,29 +263,63 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
             f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
             f"({len(client.scheduler_info()['workers'])} workers)"
         )
-        futures = {}
-        for number, task in enumerate(tasks):
-            logdir, _, limit, source, session, shared = task
-            key = f"opcompare-index-{number}"
-            if session in source.worker_sessions.values():  # a job's capture: a task a rank, then the job
-                ranks = [
-                    client.submit(
-                        _read_rank, limit, source, path, key=f"opcompare-rank-{number}-{rank}", pure=False, retries=2
-                    )
-                    for rank, path in enumerate(source.sessions[session])
-                ]
-                future = client.submit(
-                    _index_job, logdir, limit, source, session, shared, *ranks, key=key, pure=False, retries=2
-                )
-            else:
-                future = client.submit(_index_one, *task, key=key, pure=False, retries=2)
-            futures[future] = task
-        for future in as_completed(futures):
-            yield _result(future, futures[future])
+        futures = {_submit_index_task(client, number, task, 0): (number, task, 0) for number, task in enumerate(tasks)}
+        finished = as_completed(futures)
+        for future in finished:
+            number, task, tries = futures.pop(future)
+            if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(future):
+                again = _submit_index_task(client, number, task, tries + 1)
+                futures[again] = (number, task, tries + 1)
+                finished.add(again)
+                continue
+            yield _result(future, task)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+# A task's result lives on the worker that ran it: when that worker dies between the task's
+# end and the client's gather, Dask reschedules it, and distributed 2026.x's client can
+# then fail the gather itself ("bound to a different event loop"). Such a task is submitted
+# again, under a new key, rather than reported as an unreadable session.
+_LOST_RESULT_TRIES = 2
+
+
+def _settled_result(future) -> bool:
+    """True when the future's answer (its result, or the error its task raised) can be had."""
+    try:
+        future.result()
+    except Exception:  # which failures are the task's own, its status says
+        return future.status == "error"
+    return True
+
+
+def _submit_index_task(client, number: int, task: tuple, tries: int):
+    """One session's index task on the cluster (a job's capture: a task a rank, then the
+    job's); ``tries`` > 0 names a resubmission, so its keys are new."""
+    logdir, _, limit, source, session, shared = task
+    suffix = f"-again-{tries}" if tries else ""
+    if session in source.worker_sessions.values():
+        ranks = [
+            client.submit(
+                _read_rank, limit, source, path, key=f"opcompare-rank-{number}-{rank}{suffix}", pure=False, retries=2
+            )
+            for rank, path in enumerate(source.sessions[session])
+        ]
+        return client.submit(
+            _index_job,
+            logdir,
+            limit,
+            source,
+            session,
+            shared,
+            *ranks,
+            key=f"opcompare-index-{number}{suffix}",
+            pure=False,
+            retries=2,
+        )
+    return client.submit(_index_one, *task, key=f"opcompare-index-{number}{suffix}", pure=False, retries=2)
 
 
 def _result(future, task: tuple) -> _Done:
