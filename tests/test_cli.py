@@ -72,6 +72,32 @@ def test_compare_json_has_summary_columns_rows():
     assert row["target_time_source"] == "device"
 
 
+def test_output_is_whole_through_a_file_and_quiet_when_the_reader_leaves(tmp_path):
+    """The command leaves without the interpreter's teardown (``cli.main.run``): what it
+    printed must still all arrive, and a pipe closed early (``| head``) is no error."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    executable = Path(sys.executable).parent / "tb-opcompare"
+    argv = [str(executable), "compare", str(LOGDIR), "--json"]  # every automatic pair: more than a pipe holds
+    with open(tmp_path / "out.json", "w") as out:
+        written = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert written.returncode == 0, written.stderr
+    full = (tmp_path / "out.json").read_text()
+    assert len(full) > 1 << 16 and json.loads(full) == json.loads(run_cli(*argv[1:]).stdout)
+    head = subprocess.run(
+        f"{' '.join(argv)} | head -c 20",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        executable="/bin/bash",
+    )
+    assert head.stdout == full[:20]
+    assert "Traceback" not in head.stderr and "Exception" not in head.stderr, head.stderr
+
+
 def test_compare_without_runs_uses_the_automatic_pairs():
     result = run_cli("compare", str(LOGDIR), "--top", "3")
     assert result.returncode == 0, result.stderr

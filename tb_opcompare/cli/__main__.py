@@ -1,5 +1,3 @@
-import sys
+from tb_opcompare.cli.main import run
 
-from tb_opcompare.cli.main import main
-
-sys.exit(main())
+run()
