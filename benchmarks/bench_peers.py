@@ -9,15 +9,17 @@ alternating so that drift of this shared machine hits both alike):
   * wall time of the whole process (interpreter start, imports, read, per-op table, exit)
     and its peak RSS (``ru_maxrss`` from ``os.wait4`` on that child alone); the seconds
     after imports, as each process reports them, are shown in brackets;
-  * PyTorch traces: tb-opcompare's reader (``read_profile("pytorch", ...)``, which never
-    touches the cache: a cold read) against HTA in its own virtual environment
+  * tb-opcompare: the command a user runs, ``tb-opcompare compare LOGDIR --baseline run
+    --target run --no-cache`` on a fresh logdir holding the trace (its per-op table, cold);
+    its bracketed figure is the read alone (``read_profile`` after imports, one untimed run);
+  * PyTorch traces: that against HTA in its own virtual environment
     (``benchmarks/.data/hta-venv``, made on first use): ``TraceAnalysis(trace_dir=...)``
     then ``get_gpu_kernel_breakdown(visualize=False)`` for GPU traces; for CPU-only traces,
     where HTA has no kernel breakdown, its per-op summary: ``LabeledTrace(trace_dir=...)``
     then ``get_ops_summary`` of the CPU events (count and inclusive time per op);
   * TF xplanes (the BERT one of ``../shared/realtraces`` and the largest ``.xplane.pb``
-    under ``benchmarks/.data``, which ``bench_readers.py`` records): tb-opcompare's xplane
-    reader against xprof's converter, ``xspace_to_tool_data([copy], "framework_op_stats",
+    under ``benchmarks/.data``, which ``bench_readers.py`` records): that against xprof's
+    converter, ``xspace_to_tool_data([copy], "framework_op_stats",
     {})`` on a fresh temporary copy each time (xprof writes cache files beside its input).
 
 Agreement, where both tools measure the same thing (relative difference, peer minus
@@ -182,8 +184,9 @@ def _child_env(extra_env: dict | None) -> dict:
     return env
 
 
-def run_child(argv: list[str], extra_env: dict | None = None) -> dict:
-    """Run one fresh process; its wall time, its own peak RSS and the JSON it printed."""
+def run_child(argv: list[str], extra_env: dict | None = None, json_out: bool = True) -> dict:
+    """Run one fresh process; its wall time, its own peak RSS and (``json_out``) the JSON
+    its last line printed."""
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         started = time.perf_counter()
         child = subprocess.Popen(argv, stdout=stdout, stderr=stderr, cwd=REPO, env=_child_env(extra_env))
@@ -196,10 +199,11 @@ def run_child(argv: list[str], extra_env: dict | None = None) -> dict:
     if child.returncode:
         last = [line for line in err.strip().splitlines() if line.strip()][-1:] or ["(no message)"]
         return {"error": f"exit {child.returncode}: {last[0][:200]}"}
-    return {**json.loads(out.strip().splitlines()[-1]), "wall": wall, "peak_mib": usage.ru_maxrss / 1024}
+    printed = json.loads(out.strip().splitlines()[-1]) if json_out else {}
+    return {**printed, "wall": wall, "peak_mib": usage.ru_maxrss / 1024}
 
 
-def measure_pair(ours_argv, peer_argv_for, repeat: int) -> tuple[dict, dict]:
+def measure_pair(ours_run, peer_argv_for, repeat: int) -> tuple[dict, dict]:
     """Alternate tb-opcompare and the peer ``repeat`` times; median of each figure.
     ``peer_argv_for()`` gives the peer's command afresh (and a clean-up) each time."""
 
@@ -210,17 +214,51 @@ def measure_pair(ours_argv, peer_argv_for, repeat: int) -> tuple[dict, dict]:
         finally:
             cleanup()
 
-    return measure_against(ours_argv, peer, repeat)
+    return measure_against(ours_run, peer, repeat)
 
 
-def measure_against(ours_argv, peer_run, repeat: int) -> tuple[dict, dict]:
-    """``measure_pair`` for a peer that is not one process to wait for: ``peer_run()``
-    returns its figures (``wall``, ``seconds``, ``peak_mib``) itself."""
+def measure_against(ours_run, peer_run, repeat: int) -> tuple[dict, dict]:
+    """``measure_pair`` for a peer that is not one process to wait for: ``ours_run()`` and
+    ``peer_run()`` return their figures (``wall``, ``seconds``, ``peak_mib``) themselves."""
     ours_runs, peer_runs = [], []
     for _ in range(repeat):
-        ours_runs.append(run_child(ours_argv))
+        ours_runs.append(ours_run())
         peer_runs.append(peer_run())
     return summarise(ours_runs), summarise(peer_runs)
+
+
+TB_OPCOMPARE = Path(sys.executable).parent / "tb-opcompare"
+
+
+def ours_for(path: Path, file_format: str):
+    """What ``measure_pair`` times for tb-opcompare on one trace: the command a user runs
+    for its per-op table, ``tb-opcompare compare`` of the run with itself, cold (a fresh
+    logdir holding the trace, ``--no-cache``), the whole process; and, once and untimed,
+    ``read_profile`` in a script (the ``_OURS`` snippet) for the read's own seconds (in
+    brackets) and the figures the agreement needs."""
+    agreement = run_child([sys.executable, "-c", _OURS, file_format, str(path)])
+
+    def run() -> dict:
+        if "error" in agreement:
+            return agreement
+        scratch = Path(tempfile.mkdtemp(prefix="bench-ours-"))
+        folder = scratch / "run" / ("plugins/profile/session" if file_format == "xplane" else "")
+        folder.mkdir(parents=True)
+        name = (
+            path.name if file_format == "xplane" else "bench_1.1.pt.trace.json" + path.suffix * (path.suffix == ".gz")
+        )
+        try:
+            os.link(path, folder / name)
+        except OSError:  # another file system
+            shutil.copy(path, folder / name)
+        argv = [str(TB_OPCOMPARE), "compare", str(scratch), "--baseline", "run", "--target", "run", "--no-cache"]
+        try:
+            timed = run_child(argv + ["--top", "10"], json_out=False)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return timed if "error" in timed else {**agreement, "wall": timed["wall"], "peak_mib": timed["peak_mib"]}
+
+    return run
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -459,13 +497,13 @@ def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
         if quick and uncompressed_size(path) > QUICK_MAX_BYTES:
             agreement.append(f"{label}: left out by --quick")
             continue
-        ours_argv = [sys.executable, "-c", _OURS, "pytorch", str(path)]
+        ours_run = ours_for(path, "pytorch")
         if not hta:
-            ours = summarise([run_child(ours_argv) for _ in range(repeat)])
+            ours = summarise([ours_run() for _ in range(repeat)])
             rows.append(table_row(label, path, ours, {"error": "skipped"}))
             continue
         hta_argv = [str(HTA_PYTHON), "-c", _HTA, kind, str(path.parent)]
-        ours, peer = measure_pair(ours_argv, lambda argv=hta_argv: (argv, None, lambda: None), repeat)
+        ours, peer = measure_pair(ours_run, lambda argv=hta_argv: (argv, None, lambda: None), repeat)
         rows.append(table_row(label, path, ours, peer))
         if "error" in ours or "error" in peer:
             agreement.append(f"{label}: tb-opcompare {ours.get('error', 'ok')}; HTA {peer.get('error', 'ok')}")
@@ -523,11 +561,11 @@ def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool) -> list[str]:
                 lambda: shutil.rmtree(scratch, ignore_errors=True),
             )
 
-        ours_argv = [sys.executable, "-c", _OURS, "xplane", str(path)]
-        ours, peer = measure_pair(ours_argv, fresh_copy, repeat)
+        ours_run = ours_for(path, "xplane")
+        ours, peer = measure_pair(ours_run, fresh_copy, repeat)
         rows.append(table_row(label, path, ours, peer))
         if xprof_rs:
-            ours_again, fast_peer = measure_against(ours_argv, lambda path=path: run_xprof_rs(path), repeat)
+            ours_again, fast_peer = measure_against(ours_run, lambda path=path: run_xprof_rs(path), repeat)
             rs_rows.append(table_row(label, path, ours_again, fast_peer))
             if "error" not in fast_peer and "error" not in ours_again:
                 agreement.append(
