@@ -565,12 +565,13 @@ def _with_host_quantiles(
     """The host table with the percentiles of each op's per-occurrence self time and its
     variation from step to step, and the host rows' per-step cells."""
     row_of = {key: row for row, key in enumerate(zip(table["op_name"], table["op_type"]))}
-    rows = np.concatenate(
-        [
-            np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))[codes]
-            for keys, codes, _ in samples
-        ]
-    )
+    # a reader's batches mostly share one list of op keys (an xplane's host plane: all of
+    # them), so each list is looked up once, not once a batch
+    rows_of_keys: dict[int, np.ndarray] = {}
+    for keys, _, _ in samples:
+        if id(keys) not in rows_of_keys:
+            rows_of_keys[id(keys)] = np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+    rows = np.concatenate([rows_of_keys[id(keys)][codes] for keys, codes, _ in samples])
     values = np.concatenate([selfs for _, _, selfs in samples])
     spread = dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T))
     if step_count < 2:  # no reader placed occurrences in steps: nothing per step to say

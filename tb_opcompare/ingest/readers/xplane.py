@@ -294,26 +294,27 @@ def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
     op_ids: list[int] = []
     op_codes: list[int] = []
     eager_ids, graph_codes = [], set()
+    names: dict[int, str] = {}
+    is_op: dict[int, bool] = {}  # as ``names``, the last entry of a key wins
     for entry in plane.event_metadata:
-        parsed = parse_host_op(entry.value.name) if names_tf_ops else None
+        names[entry.key] = name = entry.value.name
+        parsed = parse_host_op(name) if names_tf_ops else None
+        is_op[entry.key] = bool(parsed)
         if parsed:
             if parsed not in key_codes:
                 key_codes[parsed] = len(op_keys)
                 op_keys.append(parsed)
-            if entry.value.name.startswith(EAGER_OP_PREFIX):
+            if name.startswith(EAGER_OP_PREFIX):
                 eager_ids.append(entry.key)
             else:
                 graph_codes.add(key_codes[parsed])
             op_ids.append(entry.key)
             op_codes.append(key_codes[parsed])
-    names = {entry.key: entry.value.name for entry in plane.event_metadata}
     # JAX's runtime names its host ranges freely (``PjitFunction(step)``, ``Handle inputs``,
     # each launch by its kernel, each thunk by its XLA op): no rule tells a user's
     # TraceAnnotation from them, so a JAX profile reads none rather than dozens of false ones
     user_range_names = {
-        key: name
-        for key, name in names.items()
-        if names_tf_ops and name and not parse_host_op(name) and not is_tf_range(name)
+        key: name for key, name in names.items() if names_tf_ops and name and not is_op[key] and not is_tf_range(name)
     }
     stat_names = _stat_names(plane)
     stat_ids: dict[str, int] = {}
