@@ -10,7 +10,7 @@ import shutil
 import pytest
 from conftest import REALTRACES
 
-from tb_opcompare.schema.optable import DEVICE
+from tb_opcompare.schema.events import DEVICE
 from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.store.catalog import Catalog

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from tb_opcompare.analysis.compare import compare_ops, effective_ops, normalize_op_type
-from tb_opcompare.schema.optable import OP_COLUMNS
+from tb_opcompare.schema.events import OP_COLUMNS
 
 
 def table(*rows):

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
-from tb_opcompare.schema.optable import OP_COLUMNS
+from tb_opcompare.schema.events import OP_COLUMNS
 
 EXAMPLES = int(os.environ.get("TB_OPCOMPARE_FUZZ_EXAMPLES", "30"))
 

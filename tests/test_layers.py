@@ -15,6 +15,7 @@ import io
 import json
 
 import msgspec
+import pandas as pd
 import pytest
 from conftest import FIXTURES, REALTRACES, run_cli
 from in_process import PREFIX, plugin_client
@@ -268,7 +269,7 @@ def test_user_ranges_nested_in_their_own_name_count_once():
     ranges.add("inner", main, 20, 10)  # inside another range: not outermost
     ranges.add("outer", main, 200, 30)
     ranges.add("inner", loader, 25, 40)  # another thread: outermost there
-    table = ranges.table().set_index("name")
+    table = pd.DataFrame(ranges.table()).set_index("name")  # the columns the reader hands over
     assert table.loc["outer", "occurrences"] == 2 and table.loc["outer", "total_us"] == pytest.approx(130e-6)
     assert table.loc["outer", "outermost_us"] == pytest.approx(130e-6)
     assert table.loc["inner", "occurrences"] == 2 and table.loc["inner", "total_us"] == pytest.approx(50e-6)

@@ -19,7 +19,7 @@ from conftest import FIXTURES, REALTRACES, run_cli
 from in_process import PREFIX, plugin_client
 
 from tb_opcompare.schema.contract import MEMORY_COLUMNS, ErrorDocument, MemoryDocument
-from tb_opcompare.schema.optable import MEMORY_TIMELINE_POINTS
+from tb_opcompare.schema.events import MEMORY_TIMELINE_POINTS
 from tb_opcompare.schema.text import format_bytes
 from tb_opcompare.store.catalog import Catalog
 

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tb_opcompare.schema.optable import self_times
+from tb_opcompare.schema.events import self_times
 
 
 def stack_walk(starts: list[float], durations: list[float]) -> tuple[list[float], list[int]]:
@@ -54,7 +54,7 @@ def test_deep_and_wide_threads():
 def test_an_event_that_outlives_its_parent_takes_only_the_shared_time():
     """A 0–100 µs and B 50–150 µs on one thread: B starts inside A but does not end there.
     A keeps the 50 µs it ran alone, not 0, and the crossing is counted for a warning."""
-    from tb_opcompare.schema.optable import crossing_events
+    from tb_opcompare.schema.events import crossing_events
 
     selfs, parents = self_times([0.0, 50.0], [100.0, 100.0])
     assert parents.tolist() == [-1, 0]
@@ -70,7 +70,7 @@ def test_start_order_is_nestings_order_by_start_longest_first():
     ties of start and of both included, sorted or not."""
     import numpy as np
 
-    from tb_opcompare.schema.optable import start_order
+    from tb_opcompare.schema.events import start_order
 
     rng = np.random.default_rng(11)
     for trial in range(400):

@@ -18,7 +18,7 @@ from conftest import FIXTURES, profiler_step_durations, run_cli, steady_median
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import ONNXRUNTIME, read_profile
 from tb_opcompare.schema.contract import CompareDocument, MatrixDocument, RunsDocument
-from tb_opcompare.schema.optable import HOST
+from tb_opcompare.schema.events import HOST
 
 ROOT = FIXTURES / "onnxruntime"
 LOGDIR = ROOT / "logdir"

@@ -223,7 +223,7 @@ def test_sidecar_compiler_words_are_read_as_the_data_writes_them(claimed, measur
 def test_a_mix_is_spelt_one_way_whichever_dtype_leads():
     """Runs of one configuration group together: the data's counts decide which dtype is
     most common, not how the mix is written."""
-    from tb_opcompare.schema.optable import precision_from_dtypes
+    from tb_opcompare.schema.events import precision_from_dtypes
 
     spelt = {
         precision_from_dtypes(counts, "{total}")[0]
@@ -261,7 +261,7 @@ def test_fit_s_batch_size_argument_is_outranked_by_a_sidecar_and_a_name(claims, 
     """Issue 31, item 7: fit(dataset_batched_at_128, batch_size=1024) leaves 1024 in Keras 2's
     step event, which Keras ignored; the run read 1024 and called it the tensors' word."""
     from tb_opcompare.ingest.facts import settle_facts
-    from tb_opcompare.schema.optable import ARGUMENT_SOURCE, ProfileFacts
+    from tb_opcompare.schema.events import ARGUMENT_SOURCE, ProfileFacts
 
     passed = ProfileFacts(
         format="xplane",

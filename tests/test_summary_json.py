@@ -12,6 +12,7 @@ from conftest import FIXTURES, REPO, run_cli
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.summary_json import read_summary_json
+from tb_opcompare.schema.optable import OpProfile
 
 RECORD = r"""
 import json, sys
@@ -35,7 +36,7 @@ def test_totals_and_steps_match_the_recorded_step_stats(tmp_path):
         expected_total[node] += duration
         expected_count[node] += 1
     with open(recorded["path"], "rb") as handle:
-        profile = read_summary_json(recorded["path"], handle.read())
+        profile = OpProfile.from_parsed(read_summary_json(recorded["path"], handle.read()))
     ops = profile.ops.set_index("op_name")
     assert dict(ops["self_us"]) == pytest.approx(dict(expected_total))
     assert dict(ops["occurrences"]) == dict(expected_count)
@@ -45,7 +46,7 @@ def test_totals_and_steps_match_the_recorded_step_stats(tmp_path):
 
 def test_committed_fixture_reads():
     path = FIXTURES / "summary_json/mlp_cpu/summary.json"
-    profile = read_summary_json(str(path), path.read_bytes())
+    profile = OpProfile.from_parsed(read_summary_json(str(path), path.read_bytes()))
     assert profile.facts.format == "summary_json" and profile.facts.steps == 2
     assert "logits/MatMul" in set(profile.ops["op_name"])
 
@@ -67,7 +68,7 @@ def test_each_nodes_total_bytes_are_its_memory_allocated_on_either_device(tmp_pa
     summary = json.loads(path.read_text())
     expected = _allocated_per_node(summary)
     assert max(expected.values()) > 0
-    ops = read_summary_json(str(path), path.read_bytes()).ops.set_index("op_name")
+    ops = OpProfile.from_parsed(read_summary_json(str(path), path.read_bytes())).ops.set_index("op_name")
     assert ops["alloc_bytes"].to_dict() == pytest.approx(expected)
     assert ops["net_bytes"].isna().all()  # frees are not recorded
     # The wrapper writes accelerator nodes under their device's key: the same real nodes under
@@ -78,7 +79,7 @@ def test_each_nodes_total_bytes_are_its_memory_allocated_on_either_device(tmp_pa
     (tmp_path / "mlp_gpu").mkdir()
     gpu = tmp_path / "mlp_gpu" / "summary.json"
     gpu.write_text(json.dumps(summary))
-    device_ops = read_summary_json(str(gpu), gpu.read_bytes()).ops
+    device_ops = OpProfile.from_parsed(read_summary_json(str(gpu), gpu.read_bytes())).ops
     assert set(device_ops["side"]) == {"device"}
     assert device_ops.set_index("op_name")["alloc_bytes"].to_dict() == pytest.approx(expected)
     result = run_cli("compare", str(tmp_path), "--baseline", "mlp_gpu", "--target", "mlp_gpu", "--json", "--no-cache")
@@ -91,4 +92,4 @@ def test_wrong_nesting_names_the_expected_layout(tmp_path):
     path = tmp_path / "summary.json"
     path.write_text(json.dumps({"op_stats": {"model": {"0": {"CPU": {"MatMul": {"duration": 3}}}}}}))
     with pytest.raises(ProfileError, match="op_stats -> model -> step -> ip -> device -> node"):
-        read_summary_json(str(path), path.read_bytes())
+        OpProfile.from_parsed(read_summary_json(str(path), path.read_bytes()))

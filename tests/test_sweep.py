@@ -238,7 +238,7 @@ def test_cli_sweep_without_a_model_lists_the_sweepable_ones():
 
 def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
     from tb_opcompare.analysis.sweep import SweepRun
-    from tb_opcompare.schema.optable import OP_COLUMNS
+    from tb_opcompare.schema.events import OP_COLUMNS
 
     rows = [
         dict(

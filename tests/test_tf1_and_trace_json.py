@@ -13,6 +13,7 @@ from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
 from tb_opcompare.ingest.readers.tf1_timeline import read_tf1_timeline
 from tb_opcompare.ingest.readers.tf_trace_json import read_tf_trace_json
 from tb_opcompare.ingest.readers.xplane import read_xplane_session
+from tb_opcompare.schema.optable import OpProfile
 
 CPU = LOGDIR / "tf1/mlp_cpu/timeline_02_step_1.json"
 GPU = LOGDIR / "tf1/mlp_gpu/timeline_02_step_1.json"
@@ -20,7 +21,7 @@ GPU = LOGDIR / "tf1/mlp_gpu/timeline_02_step_1.json"
 
 def read(path):
     text = open_chrome_trace(str(path), read_bytes(path))
-    return read_tf1_timeline(str(path), text.materialize(), text)
+    return OpProfile.from_parsed(read_tf1_timeline(str(path), text.materialize(), text))
 
 
 def sums_by_process(path, predicate):
@@ -57,8 +58,8 @@ def test_trace_json_agrees_with_the_xplane_it_was_converted_from():
     (trace_path,) = (FIXTURES / "tf_trace_json").glob("**/*.trace.json.gz")
     (xplane,) = LOGDIR.glob("tf_keras/cnn_cpu_bs8/**/*.xplane.pb")
     trace = open_chrome_trace(str(trace_path), read_bytes(trace_path)).materialize()
-    from_json = read_tf_trace_json(str(trace_path), trace).ops
-    from_xplane = read_xplane_session([str(xplane)], read_bytes).ops
+    from_json = OpProfile.from_parsed(read_tf_trace_json(str(trace_path), trace)).ops
+    from_xplane = OpProfile.from_parsed(read_xplane_session([str(xplane)], read_bytes)).ops
     left = from_json.set_index("op_name")["self_us"].sort_index()
     right = from_xplane.set_index("op_name")["self_us"].sort_index()
     assert list(left.index) == list(right.index)

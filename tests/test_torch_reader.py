@@ -17,10 +17,11 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers import chrome_json
 from tb_opcompare.ingest.readers.chrome_json import open_chrome_trace
 from tb_opcompare.ingest.readers.torch_trace import read_torch_trace
+from tb_opcompare.schema.optable import OpProfile
 
 
 def read(path: Path):
-    return read_torch_trace(str(path), open_chrome_trace(str(path), read_bytes(path)))
+    return OpProfile.from_parsed(read_torch_trace(str(path), open_chrome_trace(str(path), read_bytes(path))))
 
 
 def test_cpu_self_times_agree_with_key_averages(tmp_path):

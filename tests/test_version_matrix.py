@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, as_json, run_cli
 
+from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.catalog import Catalog
 
 VERSIONS = FIXTURES / "versions"
@@ -241,7 +242,7 @@ def test_reading_a_big_trace_decodes_each_part_once(tmp_path):
     chrome_json.WHOLE_TEXT_BYTES, chrome_json.BATCH_BYTES = 1 << 16, 1 << 16  # cut this 0.9 MB trace into parts
     try:
         text = open_chrome_trace(str(path), Path(path).read_bytes())
-        profile = read_torch_trace(str(path), text)
+        profile = OpProfile.from_parsed(read_torch_trace(str(path), text))
     finally:
         chrome_json.WHOLE_TEXT_BYTES, chrome_json.BATCH_BYTES = original
     assert profile.facts.batch_size == 20

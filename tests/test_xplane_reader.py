@@ -16,6 +16,13 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers import xplane_wire
 from tb_opcompare.ingest.readers.xplane import read_xplane_session
 from tb_opcompare.ingest.readers.xplane_schema import XSpace
+from tb_opcompare.schema.optable import OpProfile
+
+
+def _session(paths: list[str]) -> OpProfile:
+    """The tables of a session read by the xplane reader from these files."""
+    return OpProfile.from_parsed(read_xplane_session(paths, read_bytes))
+
 
 KERAS_XPLANES = sorted(LOGDIR.glob("tf_keras/*/train/plugins/profile/*/*.xplane.pb"))
 VERSIONS = FIXTURES / "versions"
@@ -42,7 +49,7 @@ def xprof_host_rows(xplane: Path, tmp_path: Path) -> dict[str, tuple[str, float]
 def test_host_self_time_agrees_with_xprof(xplane, tmp_path):
     expected = xprof_host_rows(xplane, tmp_path)
     assert len(expected) > 50, "xprof should see the Keras training step's ops"
-    ops = read_xplane_session([str(xplane)], read_bytes).ops
+    ops = _session([str(xplane)]).ops
     host = ops[ops["side"] == "host"].set_index("op_name")
     assert set(host.index) == set(expected)
     for name, (op_type, total_self_us) in expected.items():
@@ -51,7 +58,7 @@ def test_host_self_time_agrees_with_xprof(xplane, tmp_path):
 
 
 def test_keras_cpu_run_facts():
-    profile = read_xplane_session([str(KERAS_XPLANES[0])], read_bytes)
+    profile = _session([str(KERAS_XPLANES[0])])
     assert profile.facts.device == "CPU"
     # the fixtures were recorded with --profile-steps 3,7: five steps
     assert profile.facts.steps == 5
@@ -65,7 +72,7 @@ def test_keras_cpu_run_facts():
 def test_keras_batch_size_comes_from_the_input_pipeline(xplane):
     """Keras 3 writes no shapes on op events; the tf.data elements fed to each step have
     them. The fixtures' run names (cnn_cpu_bs2 ...) were given by the recorder."""
-    facts = read_xplane_session([str(xplane)], read_bytes).facts
+    facts = _session([str(xplane)]).facts
     named = int(xplane.parts[-6].rsplit("bs", 1)[1])
     assert (facts.batch_size, facts.batch_size_source) == (
         named,
@@ -94,7 +101,7 @@ def kernel_sums_by_op(xplane: Path) -> dict[str, float]:
 
 
 def test_device_op_time_is_the_sum_of_its_kernels():
-    profile = read_xplane_session([str(BERT_XPLANE)], read_bytes)
+    profile = _session([str(BERT_XPLANE)])
     assert profile.facts.device == "GPU"
     assert "compute capability 7.0" in profile.facts.device_name
     device = profile.ops[profile.ops["side"] == "device"].groupby("op_name")["total_us"].sum()
@@ -105,13 +112,13 @@ def test_device_op_time_is_the_sum_of_its_kernels():
 
 
 def test_bert_batch_size_comes_from_tensor_shapes():
-    facts = read_xplane_session([str(BERT_XPLANE)], read_bytes).facts
+    facts = _session([str(BERT_XPLANE)]).facts
     assert facts.batch_size == 4 and facts.batch_size_source.startswith("data")
 
 
 def test_several_hosts_are_combined():
-    one = read_xplane_session([str(KERAS_XPLANES[0])], read_bytes).ops
-    both = read_xplane_session([str(KERAS_XPLANES[0]), str(KERAS_XPLANES[0])], read_bytes).ops
+    one = _session([str(KERAS_XPLANES[0])]).ops
+    both = _session([str(KERAS_XPLANES[0]), str(KERAS_XPLANES[0])]).ops
     merged = both.set_index(["side", "op_name"])["occurrences"]
     assert (merged == one.set_index(["side", "op_name"])["occurrences"] * 2).all()
 
@@ -127,7 +134,7 @@ def test_bad_xplane_names_file_and_reason(tmp_path, content, reason):
     path = tmp_path / "host.xplane.pb"
     path.write_bytes(content)
     with pytest.raises(ProfileError) as error:
-        read_xplane_session([str(path)], read_bytes)
+        _session([str(path)])
     assert error.value.path == str(path)
     assert reason in error.value.reason
 
@@ -137,14 +144,14 @@ def test_truncated_xplane_is_a_profile_error(tmp_path):
     data = KERAS_XPLANES[0].read_bytes()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ProfileError):
-        read_xplane_session([str(path)], read_bytes)
+        _session([str(path)])
 
 
 @pytest.mark.parametrize("xplane", [KERAS_XPLANES[-1], BERT_XPLANE], ids=["keras_cpu", "bert_gpu"])
 def test_reading_lines_in_small_batches_gives_the_same_table(xplane, monkeypatch):
     """Big lines are parsed a batch of events at a time to bound memory; a batch
     boundary must never change a number (nesting spans batches)."""
-    whole = read_xplane_session([str(xplane)], read_bytes)
+    whole = _session([str(xplane)])
     batches_seen = []
     original = xplane_wire.LineView.event_batches
 
@@ -155,7 +162,7 @@ def test_reading_lines_in_small_batches_gives_the_same_table(xplane, monkeypatch
 
     monkeypatch.setattr(xplane_wire, "EVENT_BATCH_BYTES", 4096)
     monkeypatch.setattr(xplane_wire.LineView, "event_batches", counting)
-    batched = read_xplane_session([str(xplane)], read_bytes)
+    batched = _session([str(xplane)])
     assert len(batches_seen) > 2 * len(list(_lines(xplane)))  # lines really were cut up
     keys = ["side", "op_name", "op_type"]
     pd.testing.assert_frame_equal(
@@ -255,7 +262,7 @@ def _steps_and_leaf_op(xplane: Path) -> tuple[list[float], str]:
 )
 def test_each_tf_op_is_placed_in_the_step_it_ran_in(xplane):
     per_step, name = _steps_and_leaf_op(xplane)
-    profile = read_xplane_session([str(xplane)], read_bytes)
+    profile = _session([str(xplane)])
     assert profile.step_count == len(per_step) == profile.facts.steps >= 3
     row = profile.ops.index[(profile.ops["side"] == "host") & (profile.ops["op_name"] == name)][0]
     cells = profile.step_ops[profile.step_ops["row"] == row].set_index("step")["self_us"]
@@ -297,35 +304,19 @@ def test_batch_size_from_the_shapes_of_memory_allocations(tmp_path):
     every step) must not outvote them; a run whose only allocations have a weight's shape
     stays unknown rather than guessing its leading dimension."""
     demo = Path(__file__).parent.parent / "demo_logs" / "tf_keras"
-    facts = read_xplane_session(
-        [
-            str(
-                _without_other_batch_evidence(
-                    next(demo.glob("mnist_cnn_cpu_bs64/plugins/profile/*/*.xplane.pb")), tmp_path
-                )
-            )
-        ],
-        read_bytes,
-    ).facts
+    xplane = next(demo.glob("mnist_cnn_cpu_bs64/plugins/profile/*/*.xplane.pb"))
+    facts = _session([str(_without_other_batch_evidence(xplane, tmp_path))]).facts
     assert facts.batch_size == 64
     assert facts.batch_size_source == (
         "data: leading dimension of 4 of 4 tensor shapes in memory allocations (optimizer state left out)"
     )
     assert facts.batch_size_agreement == 1.0
-    facts = read_xplane_session(
-        [
-            str(
-                _without_other_batch_evidence(
-                    next(demo.glob("mnist_cnn_cpu_bs1/plugins/profile/*/*.xplane.pb")), tmp_path
-                )
-            )
-        ],
-        read_bytes,
-    ).facts
+    xplane = next(demo.glob("mnist_cnn_cpu_bs1/plugins/profile/*/*.xplane.pb"))
+    facts = _session([str(_without_other_batch_evidence(xplane, tmp_path))]).facts
     assert facts.batch_size is None
     # BERT (TF 2.4 era, 8 GPUs): the activations' batch of 4 wins against the weights' 1024,
     # but weakly, so a sidecar or run name that says otherwise would win
-    facts = read_xplane_session([str(_without_other_batch_evidence(BERT_XPLANE, tmp_path))], read_bytes).facts
+    facts = _session([str(_without_other_batch_evidence(BERT_XPLANE, tmp_path))]).facts
     assert facts.batch_size == 4 and facts.batch_size_agreement < 0.75
 
 
@@ -336,7 +327,7 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
     from tb_opcompare.ingest.readers import xplane as reader
 
     (xplane,) = (FIXTURES / "precision/logdir/keras_fp32_xla_cpu_bs16").glob("**/*.xplane.pb")
-    ops = read_xplane_session([str(xplane)], read_bytes).ops
+    ops = _session([str(xplane)]).ops
     xla_op = ops.loc[ops["op_type"] == "convolution", "op_name"].iloc[0]
     original = reader._Allocations.__init__
 
@@ -345,7 +336,7 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
         self.requested[xla_op] += 4096.0
 
     monkeypatch.setattr(reader._Allocations, "__init__", with_an_allocation)
-    profile = read_xplane_session([str(xplane)], read_bytes)
+    profile = _session([str(xplane)])
     row = profile.ops.loc[profile.ops["op_name"] == xla_op].iloc[0]
     assert row["alloc_bytes"] >= 4096.0
 

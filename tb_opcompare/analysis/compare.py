@@ -19,7 +19,7 @@ from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_sizes_differ
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, model_of
-from tb_opcompare.schema.optable import DEVICE, HOST
+from tb_opcompare.schema.events import DEVICE, HOST
 from tb_opcompare.schema.text import format_speedup
 
 OUTSIDE_MODULES = "(outside modules)"

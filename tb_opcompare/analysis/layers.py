@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.schema.contract import LAYER_COLUMNS, LAYERS, ROW_LAYERS, LayerTotal
-from tb_opcompare.schema.optable import APPLICATION_TYPES, DEVICE, HOST, RUNTIME_TYPES
+from tb_opcompare.schema.events import APPLICATION_TYPES, DEVICE, HOST, RUNTIME_TYPES
 
 APPLICATION, FRAMEWORK, RUNTIME, DEVICE_LAYER = LAYERS
 SELF, WALL, KERNEL = "self", "wall", "kernel"  # how a layer's time is measured

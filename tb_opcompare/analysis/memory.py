@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.schema.contract import MEMORY_COLUMNS
-from tb_opcompare.schema.optable import HOST
+from tb_opcompare.schema.events import HOST
 
 
 def memory_rows(compare_rows: pd.DataFrame) -> pd.DataFrame:

@@ -17,17 +17,15 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import execution_square_sums, execution_std
-from tb_opcompare.schema.optable import (
+from tb_opcompare.schema.events import (
     ANNOTATION_COLUMNS,
     MODULE_COLUMNS,
     OP_COLUMNS,
     QUANTILES,
     STEP_COLUMNS,
-    OpProfile,
     ProfileFacts,
-    empty_memory_timeline,
-    per_step_cv,
 )
+from tb_opcompare.schema.optable import OpProfile, empty_memory_timeline, per_step_cv
 
 _KEYS = ["side", "op_name", "op_type"]
 _ADDED = ["occurrences", "kernels", "total_us", "self_us"]

@@ -9,7 +9,7 @@ import dataclasses
 
 from tb_opcompare.ingest.sidecar import NAME_SOURCE, SIDECAR_SOURCE, Claims
 from tb_opcompare.schema.dimensions import same_dimension
-from tb_opcompare.schema.optable import ARGUMENT_SOURCE, ProfileFacts
+from tb_opcompare.schema.events import ARGUMENT_SOURCE, ProfileFacts
 
 WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up), a sidecar or run name wins
 _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}

@@ -41,7 +41,7 @@ class ProfileFormat:
 
     name: str
     description: str
-    read: Callable[[str, list[str], int | None], object]  # (format name, paths, text budget) -> OpProfile
+    read: Callable[[str, list[str], int | None], object]  # (format name, paths, text budget) -> ParsedProfile
     peak_bytes_per_byte: float  # peak memory of a read per byte of (uncompressed) trace, with a margin
     session_suffix: str | None = None
     file_name: re.Pattern | None = None
@@ -140,9 +140,10 @@ def read_job_rank(path: str, max_text_bytes: int | None = None):
 def combine_job_ranks(paths: list[str], reads: list):
     """The job's profile of its ranks' reads (``read_job_rank``, in the order of ``paths``)."""
     from tb_opcompare.ingest.readers.torch_trace import combine_ranks
+    from tb_opcompare.schema.optable import OpProfile
 
     with _reading(paths):
-        return combine_ranks(reads)
+        return OpProfile.from_parsed(combine_ranks(reads))
 
 
 # Factors: what benchmarks/bench_readers.py measures plus a margin (30 MB xplane: 1.9x;
@@ -207,8 +208,20 @@ def peak_bytes_per_byte(file_format: str) -> float:
 
 
 def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None = None):
-    """Read one session's files (an ``OpProfile``) with their format's reader; every
-    failure becomes a ProfileError (or OverLimit) naming the file."""
+    """Read one session's files into its tables (an ``OpProfile``): ``read_parsed``, then
+    ``OpProfile.from_parsed``; every failure becomes a ProfileError (or OverLimit) naming
+    the file."""
+    from tb_opcompare.schema.optable import OpProfile  # pandas: only where tables are made
+
+    parsed = read_parsed(file_format, paths, max_text_bytes)
+    with _reading(paths):
+        return OpProfile.from_parsed(parsed)
+
+
+def read_parsed(file_format: str, paths: list[str], max_text_bytes: int | None = None):
+    """Read one session's files with their format's reader, as it leaves them (a
+    ``ParsedProfile``: no table made, no pandas imported); every failure becomes a
+    ProfileError (or OverLimit) naming the file."""
     with _reading(paths):
         if file_format == EMPTY_SESSION:
             raise ProfileError(

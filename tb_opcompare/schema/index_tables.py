@@ -15,8 +15,8 @@ import json
 import re
 
 from tb_opcompare.schema import optable
+from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.schema.optable import (
-    ProfileFacts,
     empty_annotation_table,
     empty_memory_timeline,
     empty_module_table,

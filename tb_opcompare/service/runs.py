@@ -16,7 +16,7 @@ from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.sidecar import Claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
-from tb_opcompare.schema.optable import ProfileFacts
+from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import repeat_groups

@@ -28,14 +28,16 @@ import msgspec
 import pandas as pd
 
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
-from tb_opcompare.schema.optable import (
+from tb_opcompare.schema.events import (
     ANNOTATION_COLUMNS,
     MEMORY_TIMELINE_COLUMNS,
     MODULE_COLUMNS,
     OP_COLUMNS,
     STEP_COLUMNS,
-    OpProfile,
     ProfileFacts,
+)
+from tb_opcompare.schema.optable import (
+    OpProfile,
     empty_annotation_table,
     empty_memory_timeline,
     empty_module_table,

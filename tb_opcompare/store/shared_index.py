@@ -43,8 +43,8 @@ from tb_opcompare import __version__
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, head_facts, inflated_head, relative_to
 from tb_opcompare.ingest.workers import Rank
+from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.schema.index_tables import KEY_COLUMNS, PROFILE_TABLES, RUNS, parquet_bytes, session_columns
-from tb_opcompare.schema.optable import ProfileFacts
 from tb_opcompare.store.cache import READER_VERSION, profile_columns, profile_from_columns
 
 INDEX_SCHEMA = 1  # bump when a table's columns or the manifest change meaning

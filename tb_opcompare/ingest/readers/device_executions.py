@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_opcompare.schema.optable import OpEvents
+from tb_opcompare.schema.events import OpEvents
 
 PS_PER_US = 1e6  # the xplane's clock, which the execution rule counts in
 

@@ -12,9 +12,8 @@ where an average or a sample picked at random would cut both off.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from tb_opcompare.schema.optable import MEMORY_TIMELINE_POINTS, empty_memory_timeline
+from tb_opcompare.schema.events import MEMORY_TIMELINE_POINTS
 
 
 def highest_per_device(device_codes, bytes_in_use, count: int) -> np.ndarray:
@@ -31,8 +30,8 @@ def memory_timeline(
     times_us: np.ndarray,
     bytes_in_use: np.ndarray,
     points: int = MEMORY_TIMELINE_POINTS,
-) -> pd.DataFrame:
-    """The ``memory_timeline`` table of these samples: ``device_codes`` index ``devices``;
+) -> dict | None:
+    """The ``memory_timeline`` table's columns (None: no sample) of these samples: ``device_codes`` index ``devices``;
     ``times_us`` on any clock (the result counts from the earliest sample of all
     devices); samples of one time keep their order here. Devices by name, each in time
     order."""
@@ -40,7 +39,7 @@ def memory_timeline(
     times = np.asarray(times_us, dtype=np.float64)
     values = np.asarray(bytes_in_use, dtype=np.float64)
     if not len(codes):
-        return empty_memory_timeline()
+        return None
     times = times - times.min()
     order = np.lexsort((times, codes))  # stable: samples of one time stay in the order recorded
     codes, times, values = codes[order], times[order], values[order]
@@ -51,8 +50,7 @@ def memory_timeline(
         kept_parts.append(start + _extremes_per_stretch(times[start:end], values[start:end], points))
     kept = np.concatenate(kept_parts)
     names = np.asarray(devices, dtype=object)
-    table = pd.DataFrame({"device": names[codes[kept]], "time_us": times[kept], "bytes_in_use": values[kept]})
-    return table.astype(empty_memory_timeline().dtypes)  # object names, as the disk cache gives them back
+    return {"device": names[codes[kept]], "time_us": times[kept], "bytes_in_use": values[kept]}
 
 
 def _extremes_per_stretch(times: np.ndarray, values: np.ndarray, points: int) -> np.ndarray:

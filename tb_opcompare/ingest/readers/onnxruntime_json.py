@@ -22,9 +22,9 @@ import numpy as np
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.schema.dimensions import canonical_precision, is_batch_size
-from tb_opcompare.schema.optable import (
+from tb_opcompare.schema.events import (
     OpEvents,
-    OpProfile,
+    ParsedProfile,
     ProfileFacts,
     crossing_events,
     crossing_warning,
@@ -68,7 +68,7 @@ class OrtEvent(BaseEvent, gc=False):
     args: OrtArgs | None = None
 
 
-def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
+def read_onnxruntime(path: str, text: TraceText) -> ParsedProfile:
     steps: list[tuple[float, float]] = []
     threads: dict[tuple, list[tuple[float, float, tuple[str, str]]]] = collections.defaultdict(list)
     providers: collections.Counter = collections.Counter()
@@ -111,7 +111,7 @@ def read_onnxruntime(path: str, text: TraceText) -> OpProfile:
     facts = _facts(steps, providers, leading, dtypes)
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
-    return OpProfile.from_events(facts, events)
+    return ParsedProfile(facts, events)
 
 
 def _count_first_input(args: OrtArgs, leading: collections.Counter, dtypes: collections.Counter) -> None:

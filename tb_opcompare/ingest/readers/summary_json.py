@@ -13,19 +13,10 @@ from __future__ import annotations
 import re
 
 import msgspec
-import pandas as pd
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import MAX_DURATION_US, describe_json_error
-from tb_opcompare.schema.optable import (
-    ANNOTATION_COLUMNS,
-    DEVICE,
-    HOST,
-    OpEvents,
-    OpProfile,
-    ProfileFacts,
-    empty_annotation_table,
-)
+from tb_opcompare.schema.events import DEVICE, HOST, OpEvents, ParsedProfile, ProfileFacts
 
 FORMAT = "summary_json"
 APP_STATS = "app_stats"
@@ -49,7 +40,7 @@ class _Summary(msgspec.Struct):
 _DECODER = msgspec.json.Decoder(_Summary)
 
 
-def read_summary_json(path: str, data: bytes) -> OpProfile:
+def read_summary_json(path: str, data: bytes) -> ParsedProfile:
     try:
         summary = _DECODER.decode(data)
     except msgspec.ValidationError as error:
@@ -102,12 +93,10 @@ def read_summary_json(path: str, data: bytes) -> OpProfile:
         facts.device = "GPU" if "GPU" in accelerators else sorted(accelerators)[0]
         facts.device_name = ", ".join(sorted(accelerators))
     facts.steps, facts.steps_source = len(steps), "step keys of op_stats"
-    profile = OpProfile.from_events(facts, events)
-    profile.annotations = _app_activities(path, summary.app_stats)
-    return profile
+    return ParsedProfile(facts, events, annotations=_app_activities(path, summary.app_stats))
 
 
-def _app_activities(path: str, app_stats: dict[str, dict[str, _ActivityStats]]) -> pd.DataFrame:
+def _app_activities(path: str, app_stats: dict[str, dict[str, _ActivityStats]]) -> dict[str, list]:
     """The wrapper's ``app_stats``: each activity's calls (one a step it appears in) and wall time."""
     calls: dict[str, int] = {}
     wall: dict[str, float] = {}
@@ -121,14 +110,10 @@ def _app_activities(path: str, app_stats: dict[str, dict[str, _ActivityStats]]) 
                 )
             calls[activity] = calls.get(activity, 0) + 1
             wall[activity] = wall.get(activity, 0.0) + stats.duration
-    table = pd.DataFrame(
-        {
-            "name": list(calls),
-            "kind": APP_STATS,
-            "occurrences": list(calls.values()),
-            "total_us": [wall[name] for name in calls],
-            "outermost_us": [wall[name] for name in calls],
-        },  # no start times: nesting unknown
-        columns=ANNOTATION_COLUMNS,
-    )
-    return table.astype(empty_annotation_table().dtypes)
+    return {  # ANNOTATION_COLUMNS; no start times: nesting unknown
+        "name": list(calls),
+        "kind": [APP_STATS] * len(calls),
+        "occurrences": list(calls.values()),
+        "total_us": [wall[name] for name in calls],
+        "outermost_us": [wall[name] for name in calls],
+    }

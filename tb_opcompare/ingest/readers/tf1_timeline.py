@@ -29,11 +29,11 @@ from tb_opcompare.ingest.readers.chrome_json import BaseEvent, ChromeTrace, Trac
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import allocation_batch_vote
 from tb_opcompare.schema.dimensions import TF_GRAPH
-from tb_opcompare.schema.optable import (
+from tb_opcompare.schema.events import (
     DEVICE,
     HOST,
     OpEvents,
-    OpProfile,
+    ParsedProfile,
     ProfileFacts,
     add_nested_host_ops,
     crossing_warning,
@@ -63,7 +63,7 @@ def is_tf1_timeline(trace: ChromeTrace) -> bool:
     return any(name.endswith(" Compute") for name in process_names(trace).values())
 
 
-def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfile:
+def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> ParsedProfile:
     names = process_names(trace)
     has_stream_all = any(_STREAM_ALL.search(n) for n in names.values())
     roles: dict[int | str, str] = {}
@@ -113,7 +113,7 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> OpProfi
     if memory_indices:
         host_ops = {key[0]: key for thread in host_threads.values() for _, _, key in thread}
         _read_memory(text.events(memory_indices, _MemoryEvent), host_ops, events, facts)
-    return OpProfile.from_events(facts, events)
+    return ParsedProfile(facts, events)
 
 
 def _read_memory(

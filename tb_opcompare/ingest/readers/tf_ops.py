@@ -6,7 +6,7 @@ import collections
 import re
 
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, TF_GRAPH, is_batch_size
-from tb_opcompare.schema.optable import ARGUMENT_SOURCE
+from tb_opcompare.schema.events import ARGUMENT_SOURCE
 
 # The rule xprof uses to tell a TF op event ("<name>:<type>") from other host
 # activity such as "EagerLocalExecute: Identity" or "ExecutorState::Process".

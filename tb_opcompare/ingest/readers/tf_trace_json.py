@@ -35,13 +35,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     tf_execution,
 )
 from tb_opcompare.schema.dimensions import is_batch_size
-from tb_opcompare.schema.optable import (
-    OpEvents,
-    OpProfile,
-    ProfileFacts,
-    add_nested_host_ops,
-    crossing_warning,
-)
+from tb_opcompare.schema.events import OpEvents, ParsedProfile, ProfileFacts, add_nested_host_ops, crossing_warning
 
 FORMAT = "tf_trace_json"
 
@@ -50,7 +44,7 @@ def is_tf_trace_json(trace: ChromeTrace) -> bool:
     return any(name.startswith(("/host:", "/device:")) for name in process_names(trace).values())
 
 
-def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
+def read_tf_trace_json(path: str, trace: ChromeTrace) -> ParsedProfile:
     """The steps: each complete event read by its process (``_read_host_event``,
     ``_read_device_event``) into a ``_TraceEvidence``; the ops added as the xplane reader
     adds them (``_add_ops``); the facts settled from the evidence."""
@@ -73,7 +67,7 @@ def read_tf_trace_json(path: str, trace: ChromeTrace) -> OpProfile:
     events = _add_ops(evidence)
     if not len(events):
         raise ProfileError(path, "no TensorFlow op events on /host: or /device: processes")
-    return OpProfile.from_events(_settled_facts(evidence, events), events)
+    return ParsedProfile(_settled_facts(evidence, events), events)
 
 
 @dataclasses.dataclass

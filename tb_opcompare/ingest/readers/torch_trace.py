@@ -26,7 +26,6 @@ from collections.abc import Iterable
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.errors import ProfileError
@@ -34,15 +33,16 @@ from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.dimensions import is_batch_size
-from tb_opcompare.schema.optable import (
+from tb_opcompare.schema.events import (
     ANNOTATION_TYPES,
     DEVICE,
     HOST,
     MODULE_COLUMNS,
     RUNTIME_TYPES,
     OpEvents,
-    OpProfile,
+    ParsedProfile,
     ProfileFacts,
+    Recipe,
     crossing_events,
     crossing_warning,
     precision_from_dtypes,
@@ -219,8 +219,8 @@ def _add_module_calls(modules: _Columns, batch: list, codes: tuple[_Codes, _Code
         )
 
 
-def read_torch_trace(path: str, trace: TraceText) -> OpProfile:
-    return _read_trace(path, trace).profile()
+def read_torch_trace(path: str, trace: TraceText) -> ParsedProfile:
+    return _read_trace(path, trace).parsed()
 
 
 @dataclasses.dataclass
@@ -248,7 +248,7 @@ def read_torch_rank(path: str, trace: TraceText, rank: Rank | None) -> RankRead:
     return RankRead(read, worker)
 
 
-def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> OpProfile:
+def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> ParsedProfile:
     """The traces of one distributed job's ranks (``ingest.workers``), in rank order, as one
     run (each rank's text dropped before the next is read)."""
 
@@ -261,7 +261,7 @@ def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> OpP
     return combine_ranks(reads())
 
 
-def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
+def combine_ranks(reads: Iterable[RankRead]) -> ParsedProfile:
     """The ranks of one job, read each on its own (in rank order), as one run. Each op's
     executions are every rank's (its mean per execution pooled over ranks); a step lasts
     as long as its slowest rank, since the job's step ends when the last rank ends it; the
@@ -281,7 +281,7 @@ def combine_ranks(reads: Iterable[RankRead]) -> OpProfile:
     if facts.batch_size_source:
         facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
     facts.workers = workers
-    return job.profile()
+    return job.parsed()
 
 
 def _absorb_rank(job: _OneTrace, read: _OneTrace, workers: list[dict]) -> None:
@@ -290,11 +290,7 @@ def _absorb_rank(job: _OneTrace, read: _OneTrace, workers: list[dict]) -> None:
     job.events.absorb(read.events)
     if read.module_ops is not None:
         job.module_ops = (
-            read.module_ops
-            if job.module_ops is None
-            else pd.concat([job.module_ops, read.module_ops])
-            .groupby(["side", "op_name", "op_type", "module"], as_index=False, dropna=False)
-            .sum()
+            read.module_ops if job.module_ops is None else Recipe(_summed_module_ops, (job.module_ops, read.module_ops))
         )
     facts, first = read.facts, job.facts
     for name in ("batch_size", "precision", "compiler", "device"):
@@ -347,13 +343,10 @@ class _OneTrace:
 
     facts: ProfileFacts
     events: OpEvents
-    module_ops: pd.DataFrame | None = None
+    module_ops: Recipe | None = None
 
-    def profile(self) -> OpProfile:
-        profile = OpProfile.from_events(self.facts, self.events)
-        if self.module_ops is not None:
-            profile.module_ops = self.module_ops
-        return profile
+    def parsed(self) -> ParsedProfile:
+        return ParsedProfile(self.facts, self.events, module_ops=self.module_ops)
 
 
 def _read_trace(path: str, trace: TraceText) -> _OneTrace:
@@ -381,9 +374,9 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
         module_of, paths = _modules_of(
             columns, columns.host.numpy("pid")[rows.order], columns.host.numpy("tid")[rows.order], rows.starts
         )
-        table = _module_table(rows, module_of, paths, kernels, allocations)
+        parts = _module_parts(rows, module_of, kernels, allocations)
         named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
-        read.module_ops = table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
+        read.module_ops = Recipe(_module_table, (*parts, named))
     return read
 
 
@@ -651,34 +644,29 @@ def _modules_of(
     return np.where(innermost >= 0, module_index[innermost.clip(min=0)], -1), paths
 
 
-def _module_table(
+def _module_parts(
     rows: _HostRows,
     module_of: np.ndarray,
-    paths: list[str],
     kernels: tuple | None,
     allocations: tuple[np.ndarray, np.ndarray] | None,
-) -> pd.DataFrame:
-    """``OpProfile.module_ops``: each op's executions and self time per module it ran in
-    (host: as counted, ``_fold_only_children``; device: kernels under the module of their
-    launching occurrence, an execution per launching occurrence), and the bytes the op
-    allocated there (``allocations``: each allocation's host event and size, as the op
-    table counts them). Summed on integer codes, so a trace with millions of events makes
-    no string per event."""
+) -> tuple[dict, dict | None, dict | None]:
+    """The columns ``OpProfile.module_ops`` is made of (``_module_table``): each op's
+    executions and self time per module it ran in (host: as counted,
+    ``_fold_only_children``; device: kernels under the module of their launching
+    occurrence, an execution per launching occurrence), and the bytes the op allocated
+    there (``allocations``: each allocation's host event and size, as the op table counts
+    them). Summed on integer codes, so a trace with millions of events makes no string per
+    event, and what is handed over is one row per op and module."""
     keys, codes, counted_selfs = rows.keys, rows.codes, rows.counted_selfs
     kept = np.flatnonzero(rows.counted_as == np.arange(len(codes)))
     host = _by_op_and_module(
         HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64), counted_selfs[kept]
     )
+    memory = None
     if allocations is not None:
         events, sizes = allocations
         memory = _by_op_and_module(HOST, keys, codes[events], module_of[events], np.zeros(len(events)), sizes)
-        host = host.merge(
-            memory.rename(columns={"self_us": "alloc_bytes"}).drop(columns="occurrences"),
-            on=["side", "op_name", "op_type", "module"],
-            how="outer",
-        )
-        host = host.fillna({"occurrences": 0, "self_us": 0.0, "alloc_bytes": 0.0}).astype({"occurrences": "int64"})
-    parts = [host]
+    device = None
     if kernels is not None:
         kernel_keys, kernel_codes, durations, invocations = kernels
         launched = invocations >= 0
@@ -687,27 +675,52 @@ def _module_table(
         launch = np.where(launched, invocations, -1 - np.arange(len(invocations)))
         first = np.zeros(len(launch), dtype=np.int64)
         first[np.unique(np.stack([kernel_codes, modules, launch]), axis=1, return_index=True)[1]] = 1
-        parts.append(_by_op_and_module(DEVICE, kernel_keys, kernel_codes, modules, first, durations))
+        device = _by_op_and_module(DEVICE, kernel_keys, kernel_codes, modules, first, durations)
+    return host, memory, device
+
+
+def _module_table(host: dict, memory: dict | None, device: dict | None, named: np.ndarray):
+    """``OpProfile.module_ops`` from ``_module_parts`` (module codes named by ``named``, -1
+    the last: outside every module); made where the tables are (pandas)."""
+    import pandas as pd
+
+    table = pd.DataFrame(host)
+    if memory is not None:
+        table = table.merge(
+            pd.DataFrame(memory).rename(columns={"self_us": "alloc_bytes"}).drop(columns="occurrences"),
+            on=["side", "op_name", "op_type", "module"],
+            how="outer",
+        )
+        table = table.fillna({"occurrences": 0, "self_us": 0.0, "alloc_bytes": 0.0}).astype({"occurrences": "int64"})
+    parts = [table] if device is None else [table, pd.DataFrame(device)]
     table = pd.concat(parts, ignore_index=True).reindex(columns=MODULE_COLUMNS)  # no memory recorded: NaN bytes
-    return table.astype({"alloc_bytes": "float64"})
+    table = table.astype({"alloc_bytes": "float64"})
+    return table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
+
+
+def _summed_module_ops(job: Recipe, rank: Recipe):
+    """The module tables of a job's ranks so far and of its next rank, summed per op and module."""
+    import pandas as pd
+
+    return (
+        pd.concat([job(), rank()]).groupby(["side", "op_name", "op_type", "module"], as_index=False, dropna=False).sum()
+    )
 
 
 def _by_op_and_module(
     side: str, keys: list, codes: np.ndarray, modules: np.ndarray, occurrences: np.ndarray, selfs: np.ndarray
-) -> pd.DataFrame:
+) -> dict:
     pairs, where = np.unique(np.stack([codes, modules]), axis=1, return_inverse=True)
     where = where.reshape(-1)
     op_codes, module_codes = pairs.tolist() if pairs.size else ([], [])
-    return pd.DataFrame(
-        {
-            "side": side,
-            "op_name": [keys[code][0] for code in op_codes],
-            "op_type": [keys[code][1] for code in op_codes],
-            "module": module_codes,
-            "occurrences": np.bincount(where, weights=occurrences, minlength=pairs.shape[1]).astype(np.int64),
-            "self_us": np.bincount(where, weights=selfs, minlength=pairs.shape[1]).astype(np.float64),
-        }
-    )
+    return {
+        "side": side,
+        "op_name": [keys[code][0] for code in op_codes],
+        "op_type": [keys[code][1] for code in op_codes],
+        "module": module_codes,
+        "occurrences": np.bincount(where, weights=occurrences, minlength=pairs.shape[1]).astype(np.int64),
+        "self_us": np.bincount(where, weights=selfs, minlength=pairs.shape[1]).astype(np.float64),
+    }
 
 
 def _fold_only_children(parents: np.ndarray, codes: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ import collections
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.ingest.readers.xplane_schema import HloProto
-from tb_opcompare.schema.optable import precision_from_dtypes
+from tb_opcompare.schema.events import precision_from_dtypes
 
 METADATA_PLANE = "/host:metadata"
 _HLO_STAT = "Hlo Proto"

@@ -18,7 +18,6 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-import pandas as pd
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
@@ -64,14 +63,12 @@ from tb_opcompare.ingest.readers.xplane_wire import (
     split_space,
 )
 from tb_opcompare.schema.dimensions import is_batch_size
-from tb_opcompare.schema.optable import (
-    ANNOTATION_COLUMNS,
+from tb_opcompare.schema.events import (
     OpEvents,
-    OpProfile,
+    ParsedProfile,
     ProfileFacts,
     crossing_events,
     crossing_warning,
-    empty_annotation_table,
     precision_from_dtypes,
     self_times,
     start_order,
@@ -81,8 +78,8 @@ from tb_opcompare.schema.optable import (
 FORMAT = "xplane"
 
 
-def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None) -> OpProfile:
-    """Read one profiling session (one xplane per host) into a single OpProfile.
+def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None) -> ParsedProfile:
+    """Read one profiling session (one xplane per host) into a single ParsedProfile.
 
     ``read_bytes(path) -> bytes`` is the file-system layer (local or remote).
     ``max_parsed_bytes`` bounds what one plane's metadata may take once parsed (the read's
@@ -102,9 +99,7 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     _settle_facts(facts, events, evidence)
-    profile = OpProfile.from_events(facts, events)
-    profile.annotations = evidence.user_ranges.table()
-    return profile
+    return ParsedProfile(facts, events, annotations=evidence.user_ranges.table())
 
 
 @dataclasses.dataclass
@@ -832,8 +827,8 @@ class _UserRanges:
     def add(self, name: str, thread: tuple, start_ps: int, duration_ps: int) -> None:
         self._threads[thread].append((start_ps, -duration_ps, name))
 
-    def table(self) -> pd.DataFrame:
-        """``OpProfile.annotations`` rows, one per name, in the order first seen."""
+    def table(self) -> dict[str, list]:
+        """``OpProfile.annotations`` rows (ANNOTATION_COLUMNS), one per name, in the order first seen."""
         calls: dict[str, int] = {}
         wall_ps: dict[str, int] = collections.Counter()
         outermost_ps: dict[str, int] = collections.Counter()
@@ -849,17 +844,13 @@ class _UserRanges:
                 if any_open_until is None or start >= any_open_until:
                     outermost_ps[name] += end - start
                     any_open_until = end
-        table = pd.DataFrame(
-            {
-                "name": list(calls),
-                "kind": self.KIND,
-                "occurrences": list(calls.values()),
-                "total_us": [wall_ps[name] / PS_PER_US for name in calls],
-                "outermost_us": [outermost_ps[name] / PS_PER_US for name in calls],
-            },
-            columns=ANNOTATION_COLUMNS,
-        )
-        return table.astype(empty_annotation_table().dtypes)
+        return {
+            "name": list(calls),
+            "kind": [self.KIND] * len(calls),
+            "occurrences": list(calls.values()),
+            "total_us": [wall_ps[name] / PS_PER_US for name in calls],
+            "outermost_us": [outermost_ps[name] / PS_PER_US for name in calls],
+        }
 
 
 class _Allocations:
