@@ -4,8 +4,8 @@ DataFrame (``ParsedProfile``), with the rules the readers share (self time by ne
 steps of events) and the column names of the tables ``schema.optable`` builds from them.
 
 Nothing here imports pandas: a session can be read in a process that never imports it
-(the CLI reads in a worker while its own process imports pandas and the services), and
-handed back, pickled, to the process that builds the tables (``OpProfile.from_parsed``).
+(a Dask worker reading one rank of a job, ``store.prewarm``) and handed back, pickled and
+small, to the process that builds the tables (``OpProfile.from_parsed``).
 """
 
 from __future__ import annotations
