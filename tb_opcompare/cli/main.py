@@ -98,6 +98,8 @@ def run() -> NoReturn:
     every file it wrote is closed; what is left is the standard streams' buffers."""
     sys.meta_path.insert(0, _PandasWithoutPyarrow())
     code = main()
+    if "tb_opcompare.store.head_start" in sys.modules:  # a command that ended before taking a read it began
+        sys.modules["tb_opcompare.store.head_start"].cancel_all()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -587,15 +589,32 @@ def _fraction(text: str) -> float:
 
 
 def _catalog(args) -> Catalog:
+    """The logdir's catalog. The runs --baseline and --target name begin to be read at
+    once, in other processes (``Catalog.read_soon``), while the command imports what it
+    runs: a command calls this before it imports its service."""
     from tb_opcompare.store.catalog import Catalog
 
     settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
-    return Catalog(
+    catalog = Catalog(
         args.logdir,
         cache_dir=settings.cache_dir,
         max_trace_bytes=settings.max_trace_bytes,
         parallel_reads=_cores(),
     )
+    catalog.read_soon(_named_sessions(args))
+    return catalog
+
+
+def _named_sessions(args) -> list[tuple[str, str | None]]:
+    """(run, session or None) of each run --baseline and --target name as they are given
+    (a group's patterns and repeats are expanded later, and read then)."""
+    named = []
+    for side in ("baseline", "target"):
+        runs = getattr(args, side, None) or []
+        runs = [runs] if isinstance(runs, str) else runs
+        session = getattr(args, f"{side}_session", None) if len(runs) == 1 else None
+        named += [(run, session) for run in runs]
+    return named
 
 
 def _cores() -> int:
@@ -752,9 +771,9 @@ def _print_runs(document: dict) -> None:
 
 
 def _compare(args) -> int:
+    catalog = _catalog(args)
     from tb_opcompare.analysis.compare import COMPARE_COLUMNS
 
-    catalog = _catalog(args)
     if bool(args.baseline) != bool(args.target):
         return _usage_error("give both --baseline and --target, or neither to compare every automatic pair")
     if args.repeats and not args.baseline:
@@ -869,13 +888,13 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
 
 
 def _check(args) -> int:
+    catalog = _catalog(args)
     from tb_opcompare.cli import check_report
     from tb_opcompare.service.check import check_document
     from tb_opcompare.service.csv_export import check_csv
     from tb_opcompare.store.run_groups import expand_runs
 
     try:
-        catalog = _catalog(args)
         document = check_document(
             catalog,
             expand_runs(catalog, args.baseline, args.repeats),
@@ -933,19 +952,21 @@ def _print_trend(document) -> None:
 
 
 def _modules(args) -> int:
+    catalog = _catalog(args)
     from tb_opcompare.service.csv_export import modules_csv
     from tb_opcompare.service.modules import modules_document
 
-    document = modules_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
+    document = modules_document(catalog, args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, modules_csv, f"{len(document.nodes)} nodes", lambda tree: _print_modules(tree, args.depth))
     return EXIT_OK
 
 
 def _layers(args) -> int:
+    catalog = _catalog(args)
     from tb_opcompare.service.csv_export import layers_csv
     from tb_opcompare.service.layers import layers_document
 
-    document = layers_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
+    document = layers_document(catalog, args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, layers_csv, f"{len(document.rows)} rows", lambda layers: _print_layers(layers, args.top))
     return EXIT_OK
 
@@ -996,10 +1017,11 @@ def _print_modules(document, depth: int) -> None:
 
 
 def _memory(args) -> int:
+    catalog = _catalog(args)
     from tb_opcompare.service.csv_export import memory_csv
     from tb_opcompare.service.memory import memory_document
 
-    document = memory_document(_catalog(args), args.baseline, args.target, args.baseline_session, args.target_session)
+    document = memory_document(catalog, args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, memory_csv, f"{len(document.rows)} ops", lambda memory: _print_memory(memory, args.top))
     return EXIT_OK
 

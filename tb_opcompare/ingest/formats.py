@@ -140,10 +140,8 @@ def read_job_rank(path: str, max_text_bytes: int | None = None):
 def combine_job_ranks(paths: list[str], reads: list):
     """The job's profile of its ranks' reads (``read_job_rank``, in the order of ``paths``)."""
     from tb_opcompare.ingest.readers.torch_trace import combine_ranks
-    from tb_opcompare.schema.optable import OpProfile
 
-    with _reading(paths):
-        return OpProfile.from_parsed(combine_ranks(reads))
+    return tables_of(paths, combine_ranks(reads))
 
 
 # Factors: what benchmarks/bench_readers.py measures plus a margin (30 MB xplane: 1.9x;
@@ -211,9 +209,14 @@ def read_profile(file_format: str, paths: list[str], max_text_bytes: int | None 
     """Read one session's files into its tables (an ``OpProfile``): ``read_parsed``, then
     ``OpProfile.from_parsed``; every failure becomes a ProfileError (or OverLimit) naming
     the file."""
+    return tables_of(paths, read_parsed(file_format, paths, max_text_bytes))
+
+
+def tables_of(paths: list[str], parsed):
+    """The tables (an ``OpProfile``) of a session read from ``paths`` (a ``ParsedProfile``,
+    read here or in another process); a failure becomes a ProfileError naming the file."""
     from tb_opcompare.schema.optable import OpProfile  # pandas: only where tables are made
 
-    parsed = read_parsed(file_format, paths, max_text_bytes)
     with _reading(paths):
         return OpProfile.from_parsed(parsed)
 

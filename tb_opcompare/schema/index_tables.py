@@ -13,26 +13,32 @@ import dataclasses
 import io
 import json
 import re
+from typing import TYPE_CHECKING
 
-from tb_opcompare.schema import optable
 from tb_opcompare.schema.events import ProfileFacts
-from tb_opcompare.schema.optable import (
-    empty_annotation_table,
-    empty_memory_timeline,
-    empty_module_table,
-    empty_op_table,
-    empty_step_table,
-)
 
-# table -> (the OpProfile attribute it holds, an empty table with the reader's dtypes)
+if TYPE_CHECKING:
+    import pandas as pd
+
+# table -> (the OpProfile attribute it holds, the ``schema.optable`` function making it
+# empty with the reader's dtypes: named, so that importing this module imports no pandas)
 PROFILE_TABLES = {
-    "ops": ("ops", empty_op_table),
-    "steps": ("step_ops", empty_step_table),
-    "modules": ("module_ops", empty_module_table),
-    "annotations": ("annotations", empty_annotation_table),
-    "memory": ("memory_timeline", empty_memory_timeline),
+    "ops": ("ops", "empty_op_table"),
+    "steps": ("step_ops", "empty_step_table"),
+    "modules": ("module_ops", "empty_module_table"),
+    "annotations": ("annotations", "empty_annotation_table"),
+    "memory": ("memory_timeline", "empty_memory_timeline"),
 }
 RUNS = "runs"
+
+
+def empty_table(table: str) -> pd.DataFrame:
+    """The per-op ``table`` (a key of ``PROFILE_TABLES``) with no rows, in a reader's dtypes."""
+    from tb_opcompare.schema import optable
+
+    return getattr(optable, PROFILE_TABLES[table][1])()
+
+
 KEY_COLUMNS = ("run", "session")  # first in every table: which session a row belongs to
 # Facts too nested for one Parquet type that every run shares (their keys differ by run):
 # kept as JSON text, the column named so.
@@ -103,7 +109,7 @@ def table_schema(table: str, export: bool = False):
                 ("repeat", pa.int64()),
             ]
         return pa.schema(fields)
-    empty = PROFILE_TABLES[table][1]()
+    empty = empty_table(table)
     return pa.schema(
         [(column, pa.string()) for column in KEY_COLUMNS]
         + [(column, _arrow_type(dtype)) for column, dtype in empty.dtypes.items()]
@@ -143,6 +149,8 @@ def _docstring_meanings() -> dict[str, dict[str, str]]:
     docstring (the one place they are written)."""
     meanings, table = {}, None
     attribute_of = {attribute: table for table, (attribute, _) in PROFILE_TABLES.items()}
+    from tb_opcompare.schema import optable
+
     for block in re.split(r"\n(?=Schema of )", optable.__doc__):
         named = re.match(r"Schema of ``OpProfile\.(\w+)``", block)
         if not named:

@@ -23,9 +23,9 @@ import tempfile
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
-import pandas as pd
 
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
 from tb_opcompare.schema.events import (
@@ -36,13 +36,9 @@ from tb_opcompare.schema.events import (
     STEP_COLUMNS,
     ProfileFacts,
 )
-from tb_opcompare.schema.optable import (
-    OpProfile,
-    empty_annotation_table,
-    empty_memory_timeline,
-    empty_module_table,
-    empty_step_table,
-)
+
+if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
+    from tb_opcompare.schema.optable import OpProfile
 
 READER_VERSION = "33"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
@@ -169,7 +165,7 @@ class ProfileCache:
                 int(table.memory_usage(deep=True).sum())
                 for table in (value.ops, value.step_ops, value.module_ops, value.annotations, value.memory_timeline)
             )
-            if isinstance(value, OpProfile)
+            if not isinstance(value, _Unreadable)
             else 1024
         )
         with self._lock:
@@ -237,18 +233,20 @@ class ProfileCache:
 # A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
 # disk cache stores and the shared index's Parquet tables hold, turned back into frames
 # with the dtypes a reader gives.
-_TABLES = (
+_TABLES = (  # (attribute, columns, the function in ``schema.optable`` making it empty)
     ("ops", OP_COLUMNS, None),
-    ("step_ops", STEP_COLUMNS, empty_step_table),
-    ("module_ops", MODULE_COLUMNS, empty_module_table),
-    ("annotations", ANNOTATION_COLUMNS, empty_annotation_table),
-    ("memory_timeline", MEMORY_TIMELINE_COLUMNS, empty_memory_timeline),
+    ("step_ops", STEP_COLUMNS, "empty_step_table"),
+    ("module_ops", MODULE_COLUMNS, "empty_module_table"),
+    ("annotations", ANNOTATION_COLUMNS, "empty_annotation_table"),
+    ("memory_timeline", MEMORY_TIMELINE_COLUMNS, "empty_memory_timeline"),
 )
 
 
 @functools.cache
-def _dtypes(empty: Callable[[], pd.DataFrame]) -> dict:
-    return dict(empty().dtypes)
+def _dtypes(empty: str) -> dict:
+    from tb_opcompare.schema import optable
+
+    return dict(getattr(optable, empty)().dtypes)
 
 
 def profile_columns(profile: OpProfile) -> dict:
@@ -260,6 +258,10 @@ def profile_columns(profile: OpProfile) -> dict:
 
 
 def profile_from_columns(stored: dict) -> OpProfile:
+    import pandas as pd
+
+    from tb_opcompare.schema.optable import OpProfile
+
     tables = {}
     for name, columns, empty in _TABLES:
         table = pd.DataFrame(stored[name], columns=columns)

@@ -11,18 +11,22 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+from typing import TYPE_CHECKING
 
 from tb_opcompare.errors import OverLimit, ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
-from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile
+from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile, tables_of
 from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field
 from tb_opcompare.schema.dimensions import configuration_key, configured
-from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache
+from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 from tb_opcompare.store.shared_index import SharedIndex
+
+if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
+    from tb_opcompare.schema.optable import OpProfile
 
 # A session named by its time (Keras's 2026_11_22_11_44_57, Kineto's epoch milliseconds).
 _TIMED_SESSION = re.compile(r"\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}|\d{10,}")
@@ -64,6 +68,7 @@ class Catalog:
         self._sources: list[RunSource] | None = None
         self.skipped: list[str] = []  # JSON files the last listing found to be no trace, relative (``discover``)
         self.index = SharedIndex(logdir)
+        self.head_start = HeadStart()
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
         """The logdir's runs, listed again with ``refresh`` (and its shared index's
@@ -152,6 +157,9 @@ class Catalog:
 
             def read() -> OpProfile:  # once per key, however many ask (the cache's single flight)
                 with READS.reserve(key[1][0][0], needed, self.max_trace_bytes):
+                    early = self.head_start.take(key)
+                    if early is not None:
+                        return tables_of([path for path, _, _ in key[1]], early)
                     return _read_key(source, key, self.max_trace_bytes)
 
             profile = self.cache.get(key, read)
@@ -162,6 +170,38 @@ class Catalog:
         memory guard's limit)."""
         file_format, signatures = key
         return memory_guard(file_format, [(path, size) for path, size, _ in signatures], self.max_trace_bytes)
+
+    def read_soon(self, runs: list[tuple[str, str | None]]) -> None:
+        """Begin reading these (run, session or None for the newest) in forked processes
+        while this process goes on importing (``store.head_start``): a cold command's first
+        reads, at most one per core. Names of no run, sessions a cache or the shared index
+        holds, small files and reads the memory guard cannot hold together are left to
+        ``load``, which reports what is wrong as always."""
+        if not runs or not pays(self.logdir):
+            return
+        listed = {source.run: source for source in self.sources()}  # the listing reads the index's manifest
+        if self.index.size:
+            return  # what it holds is read faster from it; what it lacks is rare
+        needed = 0
+        for run, session in dict.fromkeys(runs):
+            source = listed.get(run)
+            if source is None or len(self.head_start) >= self.parallel_reads:
+                continue
+            try:
+                _, key = self._session(source, session)
+                need = self._memory_needed(key)
+            except (ProfileError, UnknownRunError):
+                continue
+            if (
+                key[0] == EMPTY_SESSION
+                or key in self.head_start
+                or sum(size for _, size, _ in key[1]) < HEAD_START_MIN_BYTES
+                or (self.max_trace_bytes > 0 and needed + need > self.max_trace_bytes)
+                or self.cache.holds(key)
+            ):
+                continue
+            needed += need
+            self.head_start.start(key, source.places, self.max_trace_bytes)
 
     def prefetch(self, sources: list[RunSource]) -> None:
         """Take the newest sessions of ``sources`` that no cache holds from the shared index,

@@ -44,7 +44,14 @@ from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, head_facts, inflated_head, relative_to
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.events import ProfileFacts
-from tb_opcompare.schema.index_tables import KEY_COLUMNS, PROFILE_TABLES, RUNS, parquet_bytes, session_columns
+from tb_opcompare.schema.index_tables import (
+    KEY_COLUMNS,
+    PROFILE_TABLES,
+    RUNS,
+    empty_table,
+    parquet_bytes,
+    session_columns,
+)
 from tb_opcompare.store.cache import READER_VERSION, profile_columns, profile_from_columns
 
 INDEX_SCHEMA = 1  # bump when a table's columns or the manifest change meaning
@@ -337,11 +344,11 @@ def _profile_from_tables(entry: dict, tables: dict[str, dict]):
         "facts": {field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
         "step_count": entry["step_count"],
     }
-    for table, (attribute, empty) in PROFILE_TABLES.items():
+    for table, (attribute, _) in PROFILE_TABLES.items():
         columns = tables.get(table)
         stored[attribute] = (
             {name: values for name, values in columns.items() if name not in KEY_COLUMNS}
             if columns
-            else {column: [] for column in empty().columns}
+            else {column: [] for column in empty_table(table).columns}
         )
     return profile_from_columns(stored)
