@@ -18,10 +18,11 @@ from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.store.catalog import Catalog
 
-# Real recordings over the head start's size floor: a JAX xplane pair (H200 machine's
-# CPU and GPU) and a PyTorch pair (gzip JSON, H100 machine).
+# Real recordings over the head start's size floor: a Flax xplane pair (H200 machine's
+# CPU and GPU; together over ``read_ahead``'s floor too) and a PyTorch pair (gzip JSON,
+# H100 machine).
 PAIRS = {
-    "xplane": (FIXTURES / "jax_h200", "cnn_cpu_bs32", "cnn_gpu_bs32_rep1"),
+    "xplane": (FIXTURES / "user_logdirs" / "flax_h200", "workdir_cpu_bs32", "workdir_gpu_bs32"),
     "pytorch": (FIXTURES / "gpu_h100" / "zoo", "resnet18_cpu_bs32", "resnet18_gpu_bs32"),
 }
 
@@ -36,6 +37,8 @@ logdir, out, runs = sys.argv[1], sys.argv[2], sys.argv[3:]
 catalog = Catalog(logdir, parallel_reads=2)
 catalog.read_soon([(run, None) for run in runs])
 began, imported_pandas = len(catalog.head_start), "pandas" in sys.modules
+catalog.read_ahead_runs(runs)  # what a command's service asks next: nothing is read twice
+read_twice = sum(catalog.cache.holds(catalog._session(catalog.source(run), None)[1]) for run in runs)
 loaded = {}
 for run in runs:
     try:
@@ -43,8 +46,8 @@ for run in runs:
     except ProfileError as error:
         loaded[run] = (error.path, error.reason)
 with open(out, "wb") as handle:
-    pickle.dump({"began": began, "imported_pandas": imported_pandas, "left": len(catalog.head_start),
-                 "loaded": loaded}, handle)
+    pickle.dump({"began": began, "imported_pandas": imported_pandas, "read_twice": read_twice,
+                 "left": len(catalog.head_start), "loaded": loaded}, handle)
 """
 
 
@@ -67,6 +70,7 @@ def test_workers_read_the_named_runs_into_the_same_tables(reader, tmp_path):
     logdir, baseline, target = PAIRS[reader]
     cold = _cold_load(logdir, [baseline, target], tmp_path)
     assert cold["began"] == 2 and not cold["imported_pandas"]  # both read in workers, before pandas
+    assert cold["read_twice"] == 0
     assert cold["left"] == 0  # and both taken
     catalog = Catalog(str(logdir))
     for run in (baseline, target):

@@ -238,7 +238,11 @@ class Catalog:
         keyed = self._prefetched(sources)
         if self.parallel_reads < 2 or fs.is_remote(self.logdir):
             return  # a bucket's client (its event loop thread) is not safe to fork
-        reads = [(source, key) for source, key in keyed if key[0] != EMPTY_SESSION and not self.cache.holds(key)]
+        reads = [
+            (source, key)
+            for source, key in keyed
+            if key[0] != EMPTY_SESSION and not self.cache.holds(key) and key not in self.head_start
+        ]
         if len(reads) < 2 or sum(size for _, key in reads for _, size, _ in key[1]) < PARALLEL_MIN_BYTES:
             return  # a worker's start and the tables' trip back cost more than they save
         try:
