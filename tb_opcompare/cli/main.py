@@ -118,7 +118,7 @@ class _PandasWithoutPyarrow:
     CLI never hands pandas Arrow data. Commands that write or read Parquet (``export``,
     the shared index) import pyarrow themselves afterwards, unhindered; the plugin, a
     long-lived process, loads pandas as usual. Documents are byte for byte the same
-    either way (tests/test_cli_process.py)."""
+    either way (tests/test_cli.py)."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "pandas":
