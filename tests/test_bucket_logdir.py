@@ -113,6 +113,24 @@ def test_a_bucket_logdir_lists_and_compares_as_it_does_on_disk(bucket):
     assert remote_compare["rows"] == disk_compare["rows"]
 
 
+def test_a_gzip_trace_in_the_bucket_is_held_to_the_memory_guard_by_its_text(bucket):
+    """The memory guard takes a gzip trace's text size from its trailer, in a bucket too
+    (a range request): a trace 14x smaller than its text is refused up front as on disk,
+    not downloaded and decompressed first."""
+    from tb_opcompare.ingest.formats import PYTORCH, peak_bytes_per_byte
+
+    env, url, local = bucket
+    trace = next((local / "user" / "lstm_runA").glob("*.pt.trace.json.gz"))
+    text_bytes = int.from_bytes(trace.read_bytes()[-4:], "little")
+    assert text_bytes > 10 * trace.stat().st_size
+    limit_gb = text_bytes * peak_bytes_per_byte(PYTORCH) / 2 / 1e9  # the text's read does not fit, the file would
+    run = ("--baseline", "user/lstm_runA", "--target", "user/lstm_runA", "--max-read-gb", f"{limit_gb:.9f}")
+    remote, disk = (_cli(env, "compare", where, *run) for where in (url, str(local)))
+    assert remote.returncode == disk.returncode == 1
+    assert "too large to read here" in disk.stderr
+    assert remote.stderr.replace(url, "LOGDIR") == disk.stderr.replace(str(local), "LOGDIR")
+
+
 def test_a_missing_bucket_is_named_and_nothing_breaks(bucket):
     env, _, _ = bucket
     result = _cli(env, "runs", "s3://no-such-bucket/logs")

@@ -239,6 +239,22 @@ def read_head(path: str, size: int) -> bytes:
         return handle.read(size)
 
 
+def read_tail(path: str, size: int) -> bytes | None:
+    """The last ``size`` bytes of a file (one range request where it is remote); None
+    where the store reads no ranges (TensorBoard's gfile)."""
+    if is_remote(path):
+        remote = _remote(path)
+        if remote is None:
+            return None
+        total, _ = signature(path)
+        with _as_os_error(path):
+            return remote.cat_file(path, start=max(0, total - size), end=total)
+    with open_regular(path) as handle:
+        end = handle.seek(0, os.SEEK_END)
+        handle.seek(max(0, end - size))
+        return handle.read()
+
+
 def signature(path: str) -> tuple[int, float]:
     """(size, mtime) to tell when a file changed: a remote object's from the last
     listing where it holds it (no request), its modification time where the store gives
