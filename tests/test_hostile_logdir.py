@@ -746,10 +746,16 @@ def test_files_the_listing_passes_over_are_read_or_said(tmp_path):
     }
     (logdir / "late" / "trace.json").write_text(json.dumps(trace))
     (logdir / "late" / "opcompare.json").write_text("{}")  # a sidecar is no trace and never counted
+    (logdir / "cut").mkdir()  # a gzip file whose stream is corrupt: said apart, with why
+    (logdir / "cut" / "trace.json.gz").write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
     result = run_cli("runs", str(logdir), "--no-cache")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("copied\tformat=xplane\tdevice=CPU\tbatch=16")
     assert (
         'note: 1 JSON file not read: no trace\'s marker ("traceEvents", "op_stats" ...) in the first 64 KB: '
         "late/trace.json."
+    ) in result.stderr
+    assert (
+        "note: 1 JSON file could not be read to tell whether it is a trace: cut/trace.json.gz (not a readable "
+        "gzip stream (Error -3 while decompressing data: "
     ) in result.stderr

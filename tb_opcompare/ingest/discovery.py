@@ -56,10 +56,12 @@ _SNIFFED_FORMATS = tuple(f for f in FORMATS if f.json_marker)
 class HeadFacts:
     """What discovery learns from a file's first ``SNIFF_BYTES``: the markers of the JSON
     formats told by content that it holds, and the rank of a distributed job it names.
-    The shared index keeps them, so that listing an indexed logdir opens no profile."""
+    The shared index keeps them, so that listing an indexed logdir opens no profile.
+    ``unreadable``: why the first bytes could not be read (then no marker is known)."""
 
     markers: tuple[str, ...]
     rank: Rank | None
+    unreadable: str | None = None
 
 
 def head_facts(head: bytes) -> HeadFacts:
@@ -127,9 +129,11 @@ class _File:
 @dataclasses.dataclass
 class _Skipped:
     """A JSON file that is no trace by its first ``SNIFF_BYTES`` (a config, or a trace
-    whose ``traceEvents`` come later than any profiler writes them)."""
+    whose ``traceEvents`` come later than any profiler writes them), or whose first bytes
+    could not be read (``unreadable`` says why)."""
 
     path: str
+    unreadable: str | None
 
 
 # JSON files a logdir holds that are known not to be traces: never counted as skipped
@@ -160,16 +164,19 @@ def _entries(
             yield _Session(run_dir, session, directory, host_files, len(refused) > before)
             continue
         for name in _readable(walk, directory, files, refused, _is_candidate, directory):
-            kind = _classify(name, fs.join(directory, name), known)
+            kind, unreadable = _classify(name, fs.join(directory, name), known)
             if kind:
                 yield _File(directory, name, kind)
             elif name not in _NOT_TRACES:
-                yield _Skipped(fs.join(directory, name))
+                yield _Skipped(fs.join(directory, name), unreadable)
 
 
-def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | None = None) -> list[RunSource]:
+def discover(
+    logdir: str, skipped: list[tuple[str, str | None]] | None = None, known: KnownHeads | None = None
+) -> list[RunSource]:
     """The runs under ``logdir``; ``skipped`` (where given) receives the JSON files that
-    are no trace by their first bytes, relative to ``logdir``, for the listing to count.
+    are no trace by their first bytes, relative to ``logdir``, each with why its first
+    bytes could not be read (None: read, no trace's marker), for the listing to say.
     ``known``: the first bytes' facts of files already read (the shared index's)."""
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
@@ -181,7 +188,7 @@ def discover(logdir: str, skipped: list[str] | None = None, known: KnownHeads | 
             sidecars.add(entry.directory.rstrip("/" + os.sep))
         elif isinstance(entry, _Skipped):
             if skipped is not None:
-                skipped.append(relative_to(logdir, entry.path))
+                skipped.append((relative_to(logdir, entry.path), entry.unreadable))
         elif isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
@@ -330,30 +337,43 @@ def _session_order(session: str) -> tuple:
     return (int(match.group(1)) if match else 0, session)
 
 
-def _classify(name: str, path: str, known: KnownHeads | None) -> str | None:
+def _classify(name: str, path: str, known: KnownHeads | None) -> tuple[str | None, str | None]:
+    """(the file's format or None, why its first bytes could not be read or None)."""
     named = _named_format(name)
     if named:
-        return named.name
+        return named.name, None
     if _is_loose_xplane(name):
-        return XPLANE
+        return XPLANE, None
     if not _is_json(name):
-        return None
-    markers = _head_facts(path, known).markers
-    return next(
-        (f.name for f in _SNIFFED_FORMATS if name.startswith(f.name_prefix) and f.json_marker.decode() in markers), None
+        return None, None
+    facts = _head_facts(path, known)
+    kind = next(
+        (
+            f.name
+            for f in _SNIFFED_FORMATS
+            if name.startswith(f.name_prefix) and f.json_marker.decode() in facts.markers
+        ),
+        None,
     )
+    return kind, facts.unreadable
 
 
 def _head_facts(path: str, known: KnownHeads | None) -> HeadFacts:
-    return (known and known(path)) or head_facts(sniff(path))
+    return (known and known(path)) or _sniffed(path)
 
 
-def sniff(path: str) -> bytes:
-    """A file's first ``SNIFF_BYTES``, unzipped; empty where it cannot be read."""
+def _sniffed(path: str) -> HeadFacts:
+    """The facts of a file's first ``SNIFF_BYTES``, unzipped; where they cannot be read,
+    why (a file that cannot be opened, a gzip stream that is corrupt: before, both were
+    reported as JSON holding no trace's marker)."""
     try:
-        return inflated_head(fs.read_head(path, SNIFF_BYTES))
-    except OSError:
-        return b""
+        head = fs.read_head(path, SNIFF_BYTES)
+    except OSError as error:
+        return HeadFacts((), None, f"cannot read it: {error.strerror or error}")
+    try:
+        return head_facts(text_head(head[:SNIFF_BYTES]))
+    except (zlib.error, gzip.BadGzipFile) as error:
+        return HeadFacts((), None, f"not a readable gzip stream ({error})")
 
 
 def inflated_head(data: bytes) -> bytes:

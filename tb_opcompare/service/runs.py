@@ -136,17 +136,32 @@ SKIPPED_NAMED = 5  # skipped files a notice names; it counts the rest
 
 def _skipped_notice(catalog: Catalog) -> list[str]:
     """What the listing passed over, said: a JSON file that is no trace by its first bytes
-    (before, such a file was not listed and nothing said why)."""
-    skipped = catalog.skipped
-    if not skipped:
-        return []
-    named = ", ".join(skipped[:SKIPPED_NAMED])
-    more = f", and {len(skipped) - SKIPPED_NAMED:,} more" if len(skipped) > SKIPPED_NAMED else ""
-    return [
-        f'{len(skipped):,} JSON file{"s" * (len(skipped) > 1)} not read: no trace\'s marker ("traceEvents", '
-        f'"op_stats" ...) in the first {SNIFF_BYTES // 1024} KB: {named}{more}. A trace the profiler wrote has '
-        "it there; a file of other JSON needs nothing."
-    ]
+    (before, such a file was not listed and nothing said why), and apart from those, a
+    JSON file whose first bytes could not be read, with why."""
+    notices = []
+    no_marker = [path for path, unreadable in catalog.skipped if unreadable is None]
+    if no_marker:
+        notices.append(
+            f'{_count_files(no_marker)} not read: no trace\'s marker ("traceEvents", "op_stats" ...) in the first '
+            f"{SNIFF_BYTES // 1024} KB: {_named_files(no_marker)}. A trace the profiler wrote has it there; a file "
+            "of other JSON needs nothing."
+        )
+    unreadable = [f"{path} ({why})" for path, why in catalog.skipped if why is not None]
+    if unreadable:
+        notices.append(
+            f"{_count_files(unreadable)} could not be read to tell whether "
+            f"{'they are traces' if len(unreadable) > 1 else 'it is a trace'}: {_named_files(unreadable)}."
+        )
+    return notices
+
+
+def _count_files(files: list[str]) -> str:
+    return f"{len(files):,} JSON file{'s' * (len(files) > 1)}"
+
+
+def _named_files(files: list[str]) -> str:
+    named = ", ".join(files[:SKIPPED_NAMED])
+    return named + (f", and {len(files) - SKIPPED_NAMED:,} more" if len(files) > SKIPPED_NAMED else "")
 
 
 def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:

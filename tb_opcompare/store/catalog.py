@@ -66,7 +66,9 @@ class Catalog:
         self.cache = ProfileCache(cache_dir, memory_bytes)
         self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
         self._sources: list[RunSource] | None = None
-        self.skipped: list[str] = []  # JSON files the last listing found to be no trace, relative (``discover``)
+        # JSON files the last listing found to be no trace, relative, each with why it could
+        # not be read or None (``discover``)
+        self.skipped: list[tuple[str, str | None]] = []
         self.index = SharedIndex(logdir)
         self.head_start = HeadStart()
 
