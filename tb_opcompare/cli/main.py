@@ -588,10 +588,11 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _catalog(args) -> Catalog:
-    """The logdir's catalog. The runs --baseline and --target name begin to be read at
-    once, in other processes (``Catalog.read_soon``), while the command imports what it
-    runs: a command calls this before it imports its service."""
+def _catalog(args, every_run: bool = False) -> Catalog:
+    """The logdir's catalog. The runs --baseline and --target name (``every_run``: the
+    logdir's runs, as many as there are cores) begin to be read at once, in other
+    processes (``Catalog.read_soon``), while the command imports what it runs: a command
+    calls this before it imports its service."""
     from tb_opcompare.store.catalog import Catalog
 
     settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
@@ -601,7 +602,7 @@ def _catalog(args) -> Catalog:
         max_trace_bytes=settings.max_trace_bytes,
         parallel_reads=_cores(),
     )
-    catalog.read_soon(_named_sessions(args))
+    catalog.read_soon([(source.run, None) for source in catalog.sources()] if every_run else _named_sessions(args))
     return catalog
 
 
@@ -718,9 +719,10 @@ def _record(args) -> int:
 
 
 def _runs(args) -> int:
+    catalog = _catalog(args, every_run=not args.lazy)
     from tb_opcompare.service.runs import runs_document
 
-    document = as_builtins(runs_document(_catalog(args), load=not args.lazy))
+    document = as_builtins(runs_document(catalog, load=not args.lazy))
     if args.json:
         sys.stdout.write(json_text(document))
     else:
@@ -771,7 +773,7 @@ def _print_runs(document: dict) -> None:
 
 
 def _compare(args) -> int:
-    catalog = _catalog(args)
+    catalog = _catalog(args, every_run=not args.baseline)  # no runs named: every automatic pair
     from tb_opcompare.analysis.compare import COMPARE_COLUMNS
 
     if bool(args.baseline) != bool(args.target):
@@ -1064,10 +1066,11 @@ def _print_memory(document, top: int) -> None:
 
 
 def _matrix(args) -> int:
+    catalog = _catalog(args, every_run=True)
     from tb_opcompare.service.csv_export import matrix_csv
     from tb_opcompare.service.matrix import matrix_document
 
-    document = matrix_document(_catalog(args), reference=args.reference, warmup=args.warmup, models=args.model)
+    document = matrix_document(catalog, reference=args.reference, warmup=args.warmup, models=args.model)
     _emit(args, document, matrix_csv, f"{len(document.cells)} cells", _print_matrix)
     return EXIT_OK if document.cells else EXIT_USAGE
 
@@ -1121,11 +1124,11 @@ def _write_text(target: str, text: str) -> None:
 
 
 def _sweep(args) -> int:
+    catalog = _catalog(args, every_run=True)
     from tb_opcompare.analysis.sweep import FIT_COLUMNS
     from tb_opcompare.service.csv_export import compare_csv
     from tb_opcompare.service.sweep import fits_table, sweep_document
 
-    catalog = _catalog(args)
     if not args.model:
         return _list_sweepable(catalog, args.logdir)
     held = {dimension: getattr(args, dimension) for dimension in SERIES_DIMENSIONS if getattr(args, dimension)}
