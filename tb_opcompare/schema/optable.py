@@ -322,6 +322,12 @@ def _with_host_quantiles(
     return table.assign(**spread, per_step_cv=per_step_cv(cells, len(table), step_count)), cells
 
 
+# Up to this many (row, step) cells are counted into a dense array (16 bytes a cell: 32 MiB)
+# whatever the samples: the 31 MB Keras xplane's 1,472 ops over 1,200 steps (1.8 M cells,
+# 0.33 M samples) took 30 ms sorted, 10 ms counted, the same sums to the bit.
+DENSE_STEP_CELLS = 1 << 21
+
+
 def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_count: int) -> pd.DataFrame:
     """The per-step table of these samples: for each (group, step) that occurs, how many
     samples and their sum. Only cells that occur are made: a million ops over a thousand
@@ -333,9 +339,10 @@ def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_c
     keys = groups[placed] * step_count + steps[placed]
     weights = np.asarray(values, dtype=np.float64)[placed]
     bins = (int(groups.max()) + 1) * step_count
-    if bins <= 2 * len(keys):
-        # as many possible cells as samples, or fewer (a big profile's ops over its steps):
-        # count into every cell and keep those that occur, instead of sorting the samples
+    if bins <= 2 * len(keys) or bins <= DENSE_STEP_CELLS:
+        # as many possible cells as samples, or fewer (a big profile's ops over its steps),
+        # or few enough to count into at a small cost in memory: count into every cell and
+        # keep those that occur, instead of sorting the samples
         counts, sums = np.bincount(keys, minlength=bins), np.bincount(keys, weights=weights, minlength=bins)
         cells = np.flatnonzero(counts)
         counts, sums = counts[cells], sums[cells]
