@@ -404,16 +404,3 @@ def _framework_family(framework: str) -> str:
 
 def _per_step(total: float, steps: int | None) -> float | None:
     return float(total) / steps if steps else None
-
-
-def finite_or_none(value):
-    """JSON has no NaN: missing numbers become null."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) or math.isinf(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value

@@ -19,6 +19,7 @@ least-squares fit or of a vectorised logarithm. Users compare outputs across mac
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -77,3 +78,19 @@ def geometric_mean(values: np.ndarray) -> float | None:
     """exp(mean(log)) of positive values, the sum exactly rounded; None when empty."""
     logs = [math.log(float(value)) for value in values]
     return math.exp(math.fsum(logs) / len(logs)) if logs else None
+
+
+def finite_or_none(value):
+    """JSON has no NaN: missing numbers (None, NaN, infinities, pandas' NA) become null;
+    numpy scalars become Python's. pandas' NA exists only where pandas is loaded, so this
+    needs no pandas of its own (``runs --lazy`` imports none)."""
+    pandas = sys.modules.get("pandas")
+    if value is None or (pandas is not None and value is pandas.NA):
+        return None
+    if isinstance(value, (float, np.floating)):
+        return None if math.isnan(value) or math.isinf(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value

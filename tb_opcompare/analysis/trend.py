@@ -4,8 +4,6 @@ runs. The maths only, no I/O."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -13,12 +11,6 @@ from tb_opcompare.analysis.confidence import WHOLE_STEP, RunSamples, log_run_mea
 from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME
 
 TREND_COLUMNS = ["key", "point", "mean_us", "low_us", "high_us", "runs"]
-
-
-def natural_key(text: str) -> tuple:
-    """Orders ``2.9`` before ``2.10`` and ``rep2`` before ``rep10``: digit runs compare as
-    numbers, the rest as text."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
 
 
 def trend_table(

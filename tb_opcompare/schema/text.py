@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 from decimal import ROUND_HALF_UP, Decimal
 
 MISSING = "–"
@@ -197,3 +198,9 @@ def _shorten(name: str, length: int, shared: collections.Counter, needle: str, p
         return text
     tail = -(-(length - 1) * 3 // 5)
     return f"{name[: length - 1 - tail]}{ELLIPSIS}{name[len(name) - tail :]}"
+
+
+def natural_key(text: str) -> tuple:
+    """Orders ``2.9`` before ``2.10`` and ``rep2`` before ``rep10``: digit runs compare as
+    numbers, the rest as text. (The tab shows names in the order documents give them.)"""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)

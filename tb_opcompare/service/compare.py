@@ -16,7 +16,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, finite_or_none, like_for_like
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, like_for_like
+from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency

@@ -4,7 +4,8 @@ every view. The rule itself is ``analysis.step_time``."""
 
 from __future__ import annotations
 
-from tb_opcompare.analysis.compare import finite_or_none, op_time_us
+from tb_opcompare.analysis.compare import op_time_us
+from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.step_time import Headline, StepLatency, headline, step_latency
 from tb_opcompare.schema.contract import HeadlineFigure
 from tb_opcompare.store.catalog import LoadedRun

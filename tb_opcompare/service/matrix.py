@@ -6,8 +6,8 @@ what its data shows."""
 
 from __future__ import annotations
 
-from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.matrix import Cell, Column, MatrixRun, build_matrix, parse_column
+from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, canonical_compiler, canonical_precision

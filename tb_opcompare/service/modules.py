@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tb_opcompare.analysis.compare import finite_or_none
 from tb_opcompare.analysis.modules import module_tree
+from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.schema.contract import ModuleNode, ModulesDocument
 from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.store.catalog import Catalog, LoadedRun

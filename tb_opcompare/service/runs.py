@@ -6,10 +6,9 @@
 from __future__ import annotations
 
 from tb_opcompare import __version__
-from tb_opcompare.analysis.compare import finite_or_none
+from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
 from tb_opcompare.analysis.step_time import step_latency
-from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
@@ -17,6 +16,7 @@ from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.sidecar import Claims
 from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
 from tb_opcompare.schema.events import ProfileFacts
+from tb_opcompare.schema.text import natural_key
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import repeat_groups

@@ -9,9 +9,10 @@ from __future__ import annotations
 import collections
 
 from tb_opcompare.analysis import confidence
-from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, natural_key, trend_table
+from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, trend_table
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
+from tb_opcompare.schema.text import natural_key
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, mixed_dimensions, run_dimensions
 from tb_opcompare.store.catalog import Catalog, LoadedRun

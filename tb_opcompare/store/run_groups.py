@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import fnmatch
 
-from tb_opcompare.analysis.trend import natural_key
 from tb_opcompare.errors import UnknownRunError
 from tb_opcompare.ingest.naming import hardware_from_name
 from tb_opcompare.ingest.sidecar import Claims
+from tb_opcompare.schema.text import natural_key
 from tb_opcompare.store.catalog import Catalog
 
 
