@@ -5,8 +5,8 @@ before it opens a profile, then about as long again reading a 30 MB xplane: one 
 waits while the other works. The readers need no pandas (``formats.read_parsed``), so
 ``HeadStart.start`` forks a process that reads the session while the command imports;
 ``take`` collects the parsed session through a pipe and the catalog makes its tables.
-On the 31 MB Keras xplane of ``make bench``: a cold compare 0.76 -> 0.61 s, median of
-10 alternating, 2 cores (docs/speed_and_safety.md).
+On the 31 MB Keras xplane of ``make bench``: a cold compare of the run with itself
+0.91 -> 0.76 s, median of 10 alternating, 2 cores (docs/speed_and_safety.md).
 
 Only where it pays and is safe (``pays``): before this process has imported pandas
 (after that a read here is as quick), while no other thread runs (a fork copies the
