@@ -601,6 +601,7 @@ def _catalog(args, every_run: bool = False) -> Catalog:
         cache_dir=settings.cache_dir,
         max_trace_bytes=settings.max_trace_bytes,
         parallel_reads=_cores(),
+        one_shot=True,
     )
     catalog.read_soon([(source.run, None) for source in catalog.sources()] if every_run else _named_sessions(args))
     return catalog

@@ -183,7 +183,7 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     read: dict[str, LoadedRun | None] = {}
     for source in sources:
         try:
-            read[source.run] = catalog.load_source(source) if load else catalog.peek(source.run)
+            read[source.run] = catalog.listed(source, read=load)
         except ProfileError as error:
             errors.append(RunError(run=source.run, path=error.path, message=error.reason))
     # each read run's model found among the others (one model per run in every view)

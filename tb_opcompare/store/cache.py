@@ -62,6 +62,30 @@ class _Unreadable:
         return (self.passing or ProfileError)(self.path, self.reason)
 
 
+@dataclasses.dataclass(frozen=True)
+class ProfileSummary:
+    """What a listing shows of a read profile: its facts, and its ops' names, which pairing
+    and model identity compare runs by. No tables: a command lists the runs a cache holds
+    from their summaries without importing pandas (``Catalog(one_shot=True)``)."""
+
+    facts: ProfileFacts
+    op_names: frozenset[str]
+
+
+class _StoredOpNames(msgspec.Struct):
+    op_name: list[str] = msgspec.field(default_factory=list)
+
+
+class _StoredSummary(msgspec.Struct):
+    """The part of a disk entry (``profile_columns``) a summary is made of; msgspec passes
+    over the rest of the entry without building it."""
+
+    key: str
+    facts: dict | None = None
+    ops: _StoredOpNames | None = None
+    error: dict | None = None
+
+
 class _Flight:
     def __init__(self):
         self.done = threading.Event()
@@ -101,6 +125,21 @@ class ProfileCache:
         if isinstance(value, _Unreadable):
             raise value.error()
         return value
+
+    def peek_summary(self, key: tuple) -> ProfileSummary | None:
+        """``peek``'s profile as its summary; from disk without making its tables (and
+        without keeping anything in memory: a listing's process ends with it)."""
+        with self._lock:
+            entry = self._memory.get(key)
+        if entry is not None:
+            value = entry[0]
+        else:
+            value = self._load_from_disk(key, summary=True)
+            if value is None:
+                return None
+        if isinstance(value, _Unreadable):
+            raise value.error()
+        return value if isinstance(value, ProfileSummary) else ProfileSummary(value.facts, value.op_names)
 
     def holds(self, key: tuple) -> bool:
         """Whether memory or disk holds ``key`` (a profile or a known failure); reads nothing."""
@@ -189,17 +228,26 @@ class ProfileCache:
         digest = hashlib.sha256(repr((READER_VERSION, key)).encode("utf-8")).hexdigest()
         return os.path.join(self.cache_dir, digest[:2], digest + ".msgpack")
 
-    def _load_from_disk(self, key: tuple):
+    def _load_from_disk(self, key: tuple, summary: bool = False):
         if not self.cache_dir:
             return None
         try:
             with open(self._path(key), "rb") as handle:
-                stored = msgspec.msgpack.decode(handle.read())
+                data = handle.read()
+            stored = _SUMMARY_DECODER.decode(data) if summary else msgspec.msgpack.decode(data)
         except FileNotFoundError:
             return None
         except (OSError, msgspec.DecodeError, ValueError) as error:
             _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
             return None
+        if summary:
+            if stored.key != repr(key):
+                return None
+            if stored.error is not None:
+                return _Unreadable(stored.error["path"], stored.error["reason"])
+            if stored.facts is None or stored.ops is None:
+                return None  # not an entry this version writes
+            return ProfileSummary(ProfileFacts(**stored.facts), frozenset(stored.ops.op_name))
         if stored.get("key") != repr(key):
             return None  # a hash collision, or a file from elsewhere
         if "error" in stored:
@@ -228,6 +276,9 @@ class ProfileCache:
                     self.cache_dir,
                     error,
                 )
+
+
+_SUMMARY_DECODER = msgspec.msgpack.Decoder(_StoredSummary)
 
 
 # A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
