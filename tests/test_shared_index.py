@@ -338,6 +338,43 @@ def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(
             )
 
 
+def test_a_job_too_big_for_one_worker_is_refused_on_a_cluster_as_on_one_machine(tmp_path):
+    """Each rank of a job's capture passes the memory guard alone; the worker that combines
+    them holds them all. A job that one machine's index refuses as a whole (the guard over
+    every rank) is refused on a cluster too, with the same words, not read rank by rank
+    into one worker."""
+    distributed = pytest.importorskip("distributed")
+    from tb_opcompare.store.memory_guard import memory_guard
+
+    logdir = _logdir(tmp_path / "cluster", broken=False)
+    alone = _logdir(tmp_path / "alone", broken=False)
+    source, session = next(
+        (source, session)
+        for source in Catalog(str(logdir)).sources()
+        for session in source.sessions
+        if session in source.worker_sessions.values()
+    )
+    files = [(path, os.path.getsize(path)) for path in source.sessions[session]]
+    each = max(memory_guard(source.format, [file], 0) for file in files)
+    limit = (each + memory_guard(source.format, files, 0)) // 2  # every rank fits, the job does not
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        report = index_logdir(
+            Catalog(str(logdir), max_trace_bytes=limit), jobs=1, say=lambda _: None, scheduler=cluster.scheduler_address
+        )
+    one_machine = index_logdir(Catalog(str(alone), max_trace_bytes=limit), jobs=1, say=lambda _: None)
+
+    def relative(errors, root):
+        return sorted((str(Path(path).relative_to(root)), reason) for path, reason in errors)
+
+    refused = relative(report.errors, logdir)
+    assert refused == relative(one_machine.errors, alone)
+    job_file = str(Path(files[0][0]).relative_to(logdir))
+    assert any(path == job_file and "memory guard" in reason for path, reason in refused)
+
+
 def test_index_scheduler_local_from_the_command_line(tmp_path):
     pytest.importorskip("distributed")
     logdir = _logdir(tmp_path, broken=False)

@@ -300,7 +300,7 @@ def _submit_index_task(client, number: int, task: tuple, tries: int):
     job's); ``tries`` > 0 names a resubmission, so its keys are new."""
     logdir, _, limit, source, session, shared = task
     suffix = f"-again-{tries}" if tries else ""
-    if session in source.worker_sessions.values():
+    if session in source.worker_sessions.values() and _job_fits(source, session, limit):
         ranks = [
             client.submit(
                 _read_rank, limit, source, path, key=f"opcompare-rank-{number}-{rank}{suffix}", pure=False, retries=2
@@ -320,6 +320,20 @@ def _submit_index_task(client, number: int, task: tuple, tries: int):
             retries=2,
         )
     return client.submit(_index_one, *task, key=f"opcompare-index-{number}{suffix}", pure=False, retries=2)
+
+
+def _job_fits(source: RunSource, session: str, limit: int) -> bool:
+    """Whether the memory guard lets one process hold every rank of a job's capture, as the
+    job's task does while it combines them. Where not, the job is no rank tasks: its task
+    is ``_index_one``'s, which reports the guard's refusal as one machine's index does
+    (each rank alone would pass the guard, and the worker combining them run out)."""
+    try:
+        with fs.confined(source.places):
+            files = [(path, fs.signature(path)[0]) for path in source.sessions[session]]
+        memory_guard(source.format, files, limit)
+    except (OSError, ProfileError):  # ``_index_one`` reports what stops it
+        return False
+    return True
 
 
 def _result(future, task: tuple) -> _Done:
