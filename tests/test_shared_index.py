@@ -288,12 +288,21 @@ def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
-        pids = list(client.run(os.getpid).values())
+        pids = client.run(os.getpid)  # worker address -> process id
         assert len(pids) == 2
+        killed = []
 
         def kill_one_worker(line: str) -> None:
             if line.startswith("  [1/"):
-                os.kill(pids[0], signal.SIGKILL)  # mid-run: the others are queued or running
+                # mid-run (the others are queued or running), a worker that has read a session
+                # already: killed before its first, it left every task to the other
+                done = [
+                    task["worker"]
+                    for task in client.get_task_stream()
+                    if task["key"].startswith("opcompare-index-") and task["worker"] in pids
+                ]
+                killed.append(done[0] if done else next(iter(pids)))
+                os.kill(pids[killed[0]], signal.SIGKILL)
 
         with distributed.get_task_stream(client) as stream:
             report = index_logdir(
@@ -307,7 +316,7 @@ def test_index_on_a_dask_cluster_survives_a_lost_worker_and_matches_one_machine(
     )
     assert (report.read, report.errors, report.write_error) == (sessions, [], None)
     ran = [task for task in stream.data if task["key"].startswith("opcompare-index-")]
-    assert len({task["worker"] for task in ran}) >= 2  # both workers read sessions
+    assert killed and len({task["worker"] for task in ran}) >= 2  # both workers read sessions
     # one task a session (a result lost with the killed worker is asked for again, under a new key)
     assert len({task["key"].split("-again-")[0] for task in ran}) == sessions
     # each rank of the two-rank jobs a task of its own, pooled into one run by the job's task
