@@ -83,6 +83,8 @@ const PAGES = [
 export async function render() {
   addStylesheet('style.css');
   const state = readHash();
+  // a link to a page this tab has not (a newer or an older version's): the first page
+  if (!PAGES.some((page) => page.name === state.page)) state.page = PAGES[0].name;
   const syncHash = () => writeHash(state);
   keepStateInHash(state);
   let started = null; // whether the runs could be listed (Compare's start), once asked

@@ -99,7 +99,6 @@ import {STATUSES} from './view.js';
 /** @typedef {Object<string, string|undefined>} Params parameters by name, as text */
 
 const HASH_PREFIX = 'p.op_compare.';
-const PAGES = ['compare', 'sweep', 'trend', 'matrix', 'modules', 'layers', 'memory'];
 // The most compare rows the tab holds: a million-op comparison was one 858 MB answer, and
 // TensorBoard's process reached 3.6 GB making it. Past this the server filters and orders
 // every row and the tab shows the first MAX_TAB_ROWS (the CSV holds them all).
@@ -314,7 +313,8 @@ export function pairParams(selection) {
  */
 export function stateFromParams(params) {
   return {
-    page: PAGES.includes(params.view) ? params.view : 'compare',
+    // as the link names it: which pages there are, index.js's PAGES says
+    page: (params.view || '').trim() || 'compare',
     selection: {baseline: params.baseline || null, target: params.target || null,
                 baseline_session: params.baseline_session || null, target_session: params.target_session || null,
                 group_by: groupBy(params.group_by, ['name', 'type', 'module']), repeats: params.repeats === '1'},

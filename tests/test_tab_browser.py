@@ -581,6 +581,16 @@ def test_a_link_to_the_sweep_asks_for_the_models_and_the_sweep_once(page, tensor
     assert sorted(asked) == ["sweep", "sweeps"]
 
 
+def test_a_link_to_a_page_this_tab_has_not_opens_the_comparison(page, tensorboard_url):
+    """A link from a newer or older version of the tab (``view=`` a page this one has not)
+    opens the Compare page, and the hash stops naming the unknown page."""
+    frame = open_tab(page, tensorboard_url, ready="#oc-count, #oc-message", view="roofline")
+    assert frame.locator(".oc-page-tab.oc-active").inner_text().lower() == "compare runs"
+    assert frame.locator("#oc-sweep").is_hidden()
+    page.wait_for_function("!location.hash.includes('roofline')")
+    assert "view" not in tab_state(page) and not page.page_errors
+
+
 def test_a_sweep_without_an_accelerator_run_says_why_it_has_no_speedups(page, tensorboard_url):
     frame = open_tab(page, tensorboard_url, ready="#oc-sweep-model", view="sweep", model="torch/cnn_torch")
     frame.locator("#oc-fits tbody tr >> nth=0").wait_for(timeout=60_000)
