@@ -221,16 +221,8 @@ def _with_memory(table: pd.DataFrame, events: OpEvents) -> pd.DataFrame:
     nothing where memory was recorded, NaN where it was not."""
     if not events.memory_partials:
         return table.assign(alloc_bytes=np.nan, net_bytes=np.nan)
-    partials = events.memory_partials
-    names = np.concatenate([np.asarray(part["op_name"], dtype=object) for part in partials])
-    types = np.concatenate([np.asarray(part["op_type"], dtype=object) for part in partials])
-    op, first = _first_appearance_codes(names, types)
-    sums = (
-        pd.DataFrame({column: np.concatenate([part[column] for part in partials]) for column in _MEMORY_SUMS})
-        .groupby(op)
-        .sum()
-    )
-    code_of = {key: code for code, key in enumerate(zip(names[first].tolist(), types[first].tolist()))}
+    names, types, _, sums = _summed_partials(events.memory_partials, _MEMORY_SUMS)
+    code_of = {key: code for code, key in enumerate(zip(names.tolist(), types.tolist()))}
     keys = list(zip(table["op_name"].tolist(), table["op_type"].tolist()))
     codes = np.fromiter((code_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
     host = (table["side"] == HOST).to_numpy()
@@ -285,18 +277,9 @@ def _combine_host(partials: list[dict]) -> pd.DataFrame:
     integer op codes, as ``_aggregate_device``, on the partials' arrays (a DataFrame for
     each partial cost more than the grouping); sums are pandas' as before: the same to the
     bit."""
-    names = np.concatenate([np.asarray(part["op_name"], dtype=object) for part in partials])
-    types = np.concatenate([np.asarray(part["op_type"], dtype=object) for part in partials])
-    op, first = _first_appearance_codes(names, types)
-    sums = (
-        pd.DataFrame(
-            {column: np.concatenate([part[column] for part in partials]) for column in _HOST_SUMS},
-            copy=False,
-        )
-        .groupby(op)
-        .sum()
-    )
-    minimum, maximum = np.full(len(first), np.inf), np.full(len(first), -np.inf)
+    names, types, op, sums = _summed_partials(partials, _HOST_SUMS)
+    count = len(names)
+    minimum, maximum = np.full(count, np.inf), np.full(count, -np.inf)
     np.minimum.at(minimum, op, np.concatenate([part["min_us"] for part in partials]))
     np.maximum.at(maximum, op, np.concatenate([part["max_us"] for part in partials]))
     occurrences = sums["occurrences"].to_numpy().astype("int64")
@@ -305,9 +288,9 @@ def _combine_host(partials: list[dict]) -> pd.DataFrame:
     variance = sums["self_sq"].to_numpy() / occurrences - mean**2
     return pd.DataFrame(
         {
-            "side": np.full(len(first), HOST, dtype=object),
-            "op_name": names[first],
-            "op_type": types[first],
+            "side": np.full(count, HOST, dtype=object),
+            "op_name": names,
+            "op_type": types,
             "occurrences": occurrences,
             "total_us": sums["total_us"].to_numpy(),
             "self_us": self_us,
@@ -315,12 +298,23 @@ def _combine_host(partials: list[dict]) -> pd.DataFrame:
             "max_us": maximum,
             "mean_us": mean,
             "std_us": np.sqrt(np.clip(variance, 0.0, None)),
-            "kernels": np.zeros(len(first), dtype=np.int64),
+            "kernels": np.zeros(count, dtype=np.int64),
         }
     )
 
 
 _HOST_SUMS = ["occurrences", "total_us", "self_us", "self_sq"]
+
+
+def _summed_partials(partials: list[dict], columns: list[str]):
+    """Partials' rows (``op_name``, ``op_type`` and ``columns``) grouped by op, ops numbered
+    in order of first appearance: each op's name and type, each row's op, and each op's
+    sums of ``columns`` (pandas' group sums: compensated, rows in order)."""
+    names = np.concatenate([np.asarray(part["op_name"], dtype=object) for part in partials])
+    types = np.concatenate([np.asarray(part["op_type"], dtype=object) for part in partials])
+    op, first = _first_appearance_codes(names, types)
+    sums = pd.DataFrame({column: np.concatenate([part[column] for part in partials]) for column in columns})
+    return names[first], types[first], op, sums.groupby(op).sum()
 
 
 def _with_host_quantiles(
