@@ -154,6 +154,10 @@ class Catalog:
         """(the session's name, its profile as read, before sidecars and names settle its
         facts): from the caches, else the shared index, else the profile's files."""
         session, key = self._session(source, session)
+        return session, self._profile(source, key)
+
+    def _profile(self, source: RunSource, key: tuple) -> OpProfile:
+        """``parsed``'s profile of the session of ``key``."""
         profile = self.cache.peek(key)
         if profile is None and self._take_from_index([key]):
             profile = self.cache.peek(key)
@@ -168,7 +172,7 @@ class Catalog:
                     return _read_key(source, key, self.max_trace_bytes)
 
             profile = self.cache.get(key, read)
-        return session, profile
+        return profile
 
     def _memory_needed(self, key: tuple) -> int:
         """What reading the session of ``key`` is expected to take (raises OverLimit past the
@@ -280,14 +284,13 @@ class Catalog:
         making a cached run's tables cost a command listing 36 runs 0.7 of its 0.9 s, most of
         it importing pandas and making frames no listing shows. A long-lived one keeps the
         tables in memory for the comparisons that follow."""
+        session, key = self._session(source, None)  # its files stated once here (a bucket: requests)
         if self.one_shot:
-            session, key = self._session(source, None)
             summary = self.cache.peek_summary(key)
             if summary is not None:
                 return _settled(source, session, summary)
-        if read:
-            return self.load_source(source)
-        return self.peek(source.run)
+        profile = self._profile(source, key) if read else self.cache.peek(key)
+        return None if profile is None else _settled(source, session, profile)
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
         """The run if its profile is already in a cache (memory or disk), else None; never
