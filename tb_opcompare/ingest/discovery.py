@@ -370,19 +370,16 @@ def _sniffed(path: str) -> HeadFacts:
         head = fs.read_head(path, SNIFF_BYTES)
     except OSError as error:
         return HeadFacts((), None, f"cannot read it: {error.strerror or error}")
+    return facts_of_head(head)
+
+
+def facts_of_head(data: bytes) -> HeadFacts:
+    """The facts of a file's first ``SNIFF_BYTES`` (``data`` may hold more), unzipped;
+    where the gzip stream is corrupt, none, and why."""
     try:
-        return head_facts(text_head(head[:SNIFF_BYTES]))
+        return head_facts(text_head(data[:SNIFF_BYTES]))
     except (zlib.error, gzip.BadGzipFile) as error:
         return HeadFacts((), None, f"not a readable gzip stream ({error})")
-
-
-def inflated_head(data: bytes) -> bytes:
-    """The text of a file's first ``SNIFF_BYTES`` (``data`` may hold more), unzipped;
-    empty where the stream is corrupt."""
-    try:
-        return text_head(data[:SNIFF_BYTES])
-    except (zlib.error, gzip.BadGzipFile):
-        return b""
 
 
 def _unique_names(sources: list[RunSource]) -> list[RunSource]:

@@ -41,7 +41,7 @@ import threading
 
 from tb_opcompare import __version__
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, head_facts, inflated_head, relative_to
+from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, facts_of_head, relative_to
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.schema.index_tables import (
@@ -202,7 +202,7 @@ class SharedIndex:
         files = []
         for path, fingerprint in zip(paths, now):
             ends = fs.read_ends(path)  # its head is the first bytes discovery looks at (ENDS_BYTES = SNIFF_BYTES)
-            head = head_facts(inflated_head(ends))
+            head = facts_of_head(ends)
             files.append(
                 {
                     "path": self.relative(path),
