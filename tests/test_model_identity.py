@@ -122,6 +122,42 @@ def test_lightnings_versions_of_one_script_are_one_model_with_its_repeats(tmp_pa
     assert (VERSIONS[4], VERSIONS[0]) in pairs and (VERSIONS[5], VERSIONS[1]) in pairs
 
 
+LIGHTNING_DDP = FIXTURES / "user_logdirs" / "lightning_ddp_h200"
+DDP_VERSIONS = [f"lightning_logs/version_{n}" for n in range(6)]  # CPU bs16, bs64; GPU bs16, bs64 x3
+
+
+def _job_step_median(run_dir) -> float:
+    """The stopwatch of a job, apart from the reader: step N of the job lasts as long as
+    its slowest rank's ProfilerStep N; the job's time is those steps' steady median."""
+    per_rank = [profiler_step_durations(trace) for trace in sorted(run_dir.glob("*.pt.trace.json*"))]
+    assert len(per_rank) == 2 and len({len(steps) for steps in per_rank}) == 1
+    return steady_median([max(steps) for steps in zip(*per_rank)])
+
+
+def test_lightnings_ddp_jobs_are_runs_of_one_model_each_with_its_ranks(tmp_path):
+    """Lightning's PyTorchProfiler under ``strategy="ddp"`` on an H200 (tests/fixtures/
+    user_logdirs/lightning_ddp_h200): each script run is a ``version_N`` holding one trace
+    per rank (``fit-<rank>-[Strategy]DDPStrategy...``). Each version must be one run of two
+    workers, not two runs or one rank, and every view must line them up as one model."""
+    shutil.copytree(LIGHTNING_DDP, tmp_path / "logs")
+    catalog = Catalog(str(tmp_path / "logs"), cache_dir=None)
+    listing = runs_document(catalog)
+    assert sorted(run.run for run in listing.runs) == DDP_VERSIONS
+    for run in listing.runs:
+        assert [(worker.rank, worker.world_size) for worker in run.workers] == [(0, 2), (1, 2)], run.run
+    models = {run.run: (run.model, run.model_source) for run in listing.runs}
+    assert len({models[run][0] for run in DDP_VERSIONS}) == 1
+    assert models[DDP_VERSIONS[4]][1].startswith(f"data: a repeat of {DDP_VERSIONS[3]}")
+    sweep = sweep_document(catalog, models[DDP_VERSIONS[0]][0])
+    assert sweep.batch_sizes == {"CPU": [16, 64], "GPU": [16, 64]}
+    cells = {(cell.column.split(" ")[0], cell.batch_size): cell for cell in matrix_document(catalog).cells}
+    assert sorted(cells[("GPU", 64)].runs) == DDP_VERSIONS[3:]
+    cpu_job, gpu_job = (_job_step_median(tmp_path / "logs" / DDP_VERSIONS[n]) for n in (0, 2))
+    assert cells[("GPU", 16)].speedup == pytest.approx(cpu_job / gpu_job, rel=1e-6)
+    pairs = {(pair.baseline, pair.target) for pair in listing.pairs}
+    assert (DDP_VERSIONS[0], DDP_VERSIONS[2]) in pairs and (DDP_VERSIONS[1], DDP_VERSIONS[3]) in pairs
+
+
 def test_runs_of_one_configuration_are_repeats_only_with_the_very_same_ops():
     """Repeats have identical op names (every repeat recorded here); one op more or less is
     another experiment (kineto's two data-loader settings differ by more), kept apart."""
