@@ -24,7 +24,7 @@ from conftest import FIXTURES, REALTRACES, REPO, varint
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.ingest.readers import xplane, xplane_wire
-from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane
+from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane, XSpace
 
 _XPLANE_ROOTS = [FIXTURES, REPO / "demo_logs"] + ([REALTRACES] if REALTRACES.is_dir() else [])
 XPLANES = sorted(path for root in _XPLANE_ROOTS for path in root.rglob("*.xplane.pb"))
@@ -145,11 +145,19 @@ class _Spy:
 
     def __init__(self, module):
         self.module, self.WireError = module, module.WireError
-        self.calls = {"split_events": 0, "event_ints": 0, "event_stats": 0}
+        self.calls = {"split_events": 0, "event_ints": 0, "event_stats": 0, "plane_header": 0, "next_line": 0}
 
     def split_events(self, *args):
         self.calls["split_events"] += 1
         return self.module.split_events(*args)
+
+    def plane_header(self, *args):
+        self.calls["plane_header"] += 1
+        return self.module.plane_header(*args)
+
+    def next_line(self, *args):
+        self.calls["next_line"] += 1
+        return self.module.next_line(*args)
 
     def event_ints(self, *args):
         self.calls["event_ints"] += 1
@@ -176,8 +184,9 @@ def test_read_profile_gives_the_same_tables_on_both_paths(path, batch_bytes, com
         patched.setattr(xplane._MemoryEvents, "_read_parsed", _never_called)
         native = _read(path, False, monkeypatch)
     _assert_same_outcome(native, pure)
+    assert spy.calls["plane_header"] > 0
     if not isinstance(pure, Exception):
-        assert spy.calls["event_ints"] > 0
+        assert spy.calls["event_ints"] > 0 and spy.calls["next_line"] > 0
         if batch_bytes == SMALL_BATCH:
             assert spy.calls["split_events"] > 0
         if pure.facts.memory_events:
@@ -262,6 +271,55 @@ def test_split_errors_are_the_python_codes_errors(path, compiled):
             assert got == expected
             compared += 1
     assert compared
+
+
+def _plane_walk(view: memoryview, start: int, end: int, pure_python: bool, monkeypatch) -> object:
+    """What a PlaneView finds in ``view[start:end]``: its header's bytes, metadata entries
+    and the spans of its non-empty lines, or the walk's error message."""
+    from google.protobuf.message import DecodeError
+
+    if pure_python:
+        monkeypatch.setenv(xplane_wire.PURE_PYTHON_ENV, "1")
+    try:
+        header = xplane_wire.plane_header(view, start, end)
+        if pure_python:
+            fields = xplane_wire.fields(view, start, end)
+            return header, [(first, last) for field, _, first, last in fields if field == _PLANE_LINES and last > first]
+        lines, pos = [], start
+        while (found := xplane_wire._compiled.next_line(view, pos, end)) is not None:
+            lines.append(found[:2])
+            pos = found[2]
+        return header, lines
+    except (DecodeError, xplane_wire._compiled.WireError) as error:
+        return str(error)
+    finally:
+        monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
+
+
+@pytest.mark.parametrize("path", _BREAK_SEEDS, ids=_name)
+def test_plane_walk_in_c_is_the_python_walk(path, compiled, monkeypatch):
+    """A plane's fields walked in C (``plane_header``, ``next_line``): the same header, lines
+    and DecodeError messages as the Python walk, on whole planes and on planes cut short or
+    with a byte flipped (a field number 0, a wire type 7, a length past the end)."""
+    data = path.read_bytes()
+    view = memoryview(data)
+    planes = [(start, end) for field, _, start, end in xplane_wire.fields(view, 0, len(view)) if field == _SPACE_PLANES]
+    rng = random.Random(11)
+    outcomes = collections.Counter()
+    for start, end in planes:
+        cases = [(data, start, end)]
+        for cut in sorted({start + 1, start + 2, end - 1, *(rng.randrange(start, end) for _ in range(8))}):
+            cases.append((data, start, cut))
+        for _ in range(8):
+            broken = bytearray(data)
+            broken[rng.randrange(start, min(end, start + 4096))] = rng.choice([0x00, 0x07, 0x1A, 0xFF])
+            cases.append((bytes(broken), start, end))
+        for wire, first, last in cases:
+            wire_view = memoryview(wire)
+            expected = _plane_walk(wire_view, first, last, True, monkeypatch)
+            assert _plane_walk(wire_view, first, last, False, monkeypatch) == expected
+            outcomes[isinstance(expected, str)] += 1
+    assert outcomes[True] >= 4 and outcomes[False] >= len(planes)
 
 
 def test_event_integers_follow_protobuf_on_reencoded_real_events(compiled):
@@ -687,6 +745,24 @@ def test_event_stats_refuses_bad_arguments(compiled):
         compiled.event_stats(broken, 0, len(broken), [5], {3: 0}, 1)
 
 
+def test_event_stats_reads_every_event_and_flags_a_column_held_twice(compiled):
+    """``event_ids`` None asks for every event; ``flag_repeats`` marks a column where the
+    event held more than one stat (the row keeps the last), for readers whose rule takes
+    the first that names something."""
+    wire = _bytes_field(4, _field(1, 5) + _stat(3, _field(4, 9)) + _stat(3, _field(4, 11))) + _bytes_field(
+        4, _field(1, 6) + _stat(3, _field(4, 7))
+    )
+
+    def rows(event_ids, flag_repeats):
+        table, _ = compiled.event_stats(wire, 0, len(wire), event_ids, {3: 0}, 1, flag_repeats)
+        return np.frombuffer(table, dtype=np.int64).reshape(-1, 3).tolist()
+
+    int64, repeated = xplane_wire.STAT_INT64, xplane_wire.STAT_REPEATED
+    assert rows([5], False) == [[0, int64, 11]]
+    assert rows(None, False) == [[0, int64, 11], [1, int64, 7]]
+    assert rows(None, True) == [[0, int64 | repeated, 11], [1, int64, 7]]
+
+
 def test_event_stats_gives_up_on_texts_piled_on_one_hash(compiled):
     """The C helper's table of distinct str values has an unkeyed hash: texts a hostile file
     piles on one slot make it give up (WireError: the reader then reads the parsed events)
@@ -797,3 +873,143 @@ def test_groups_nested_as_deep_as_protobuf_refuses_are_refused_in_c(place, compi
         assert outcomes == [by_protobuf, by_protobuf], (place, depth)
         refused.append(by_protobuf)
     assert refused[0] is False and refused[-1] is True  # the limit lies inside the range tried
+
+
+# Kernels whose stats exercise each clause of the kernel-op rule (``xplane._KernelOps``):
+# (kernel, [(stat name, value)] in event order, the op the rule gives, its type)
+_KERNELS = [
+    ("volta_sgemm", [("tf_op", "a/conv:Conv2D")], "a/conv", "Conv2D"),
+    ("volta_sgemm", [("annotation", "outer::b/mm:MatMul#shape=[4,4]#")], "b/mm", "MatMul"),
+    ("volta_sgemm", [("tf_op", "c/x:Relu"), ("annotation", "d/y:Add")], "c/x", "Relu"),  # the first settles
+    ("volta_sgemm", [("annotation", "d/y:Add"), ("tf_op", "c/x:Relu")], "d/y", "Add"),
+    ("volta_sgemm", [("tf_op", "no op here"), ("tf_op", "e/z:Mul")], "e/z", "Mul"),  # two of one stat
+    ("volta_sgemm", [("level 0", "f/l:Sub"), ("tf_op", "not!an op")], "f/l", "Sub"),  # level 0 when nothing else
+    ("volta_sgemm", [("level 0", "f/l:Sub"), ("annotation", "g/a:Neg")], "g/a", "Neg"),
+    ("volta_sgemm", [("tf_op", ("ref", "h/r:Tanh"))], "h/r", "Tanh"),  # a text by reference
+    ("cudnn_kernel", [("tf_op", "XlaModule:"), ("hlo_op", "fusion.3"), ("scope_range_id", 7)], "fusion.3", "fusion"),
+    ("cudnn_kernel", [("hlo_op", "fusion.3"), ("scope_range_id", 7)], "fusion.3", "fusion"),  # same execution
+    ("cudnn_kernel", [("hlo_op", "fusion.3"), ("scope_range_id", ("uint64", (1 << 64) - 1))], "fusion.3", "fusion"),
+    ("cudnn_kernel", [("hlo_op", "fusion.3"), ("scope_range_id", -1)], "fusion.3", "fusion"),  # another number
+    (
+        "loop_add_fusion_26",
+        [("hlo_op", "command_buffer_1"), ("scope_range_id", 9)],
+        "loop_add_fusion_26",
+        "loop_add_fusion",
+    ),
+    ("MemcpyHtoD", [], "MemcpyHtoD", "MemcpyHtoD"),
+    ("kernel_x", [], "kernel_x", "(kernel without TF op)"),
+]
+_KERNEL_COPIES = 40  # the line is long enough to be cut in batches, scanned ahead in a thread
+
+
+def _kernel_rule_xplane(path: Path) -> None:
+    """A GPU plane of ``_KERNEL_COPIES`` runs of ``_KERNELS`` on one stream line."""
+    plane = XPlane(id=1, name="/device:GPU:0")
+    stat_ids = {name: key for key, name in enumerate(("tf_op", "annotation", "level 0", "hlo_op", "scope_range_id"), 1)}
+    stat_ids["h/r:Tanh"] = 6  # a ref_value's text is its stat metadata's name
+    for name, key in stat_ids.items():
+        entry = plane.stat_metadata.add(key=key)
+        entry.value.id, entry.value.name = key, name
+    kernel_ids = {name: key for key, name in enumerate(dict.fromkeys(kernel for kernel, *_ in _KERNELS), 100)}
+    for name, key in kernel_ids.items():
+        entry = plane.event_metadata.add(key=key)
+        entry.value.id, entry.value.name = key, name
+    line = plane.lines.add(id=1, name="Stream #7(Compute)", timestamp_ns=1_700_000_000_000_000_000)
+    offset = 0
+    for _ in range(_KERNEL_COPIES):
+        for index, (kernel, stats, _, _) in enumerate(_KERNELS):
+            event = line.events.add(metadata_id=kernel_ids[kernel], offset_ps=offset, duration_ps=1_000 + index)
+            offset += 10_000
+            for name, value in stats:
+                stat = event.stats.add(metadata_id=stat_ids[name])
+                if isinstance(value, int):
+                    stat.int64_value = value
+                elif value[0] == "ref":
+                    stat.ref_value = stat_ids[value[1]]
+                elif value[0] == "uint64":
+                    stat.uint64_value = value[1]
+                else:
+                    stat.str_value = value
+    space = XSpace()
+    space.planes.append(plane)
+    path.write_bytes(space.SerializeToString())
+
+
+def test_kernel_ops_follow_the_rule_on_both_paths(tmp_path, compiled, monkeypatch):
+    """Each clause of the kernel-op rule, on the C path (stats read as arrays, the rule
+    applied once per distinct set of stats) and the pure-Python one: the same tables, the
+    ops the rule names, kernels sharing a scope range id as one execution (a uint64 and an
+    int64 of the same bits being two numbers), and only the kernels whose stats the arrays
+    cannot order read from parsed events."""
+    path = tmp_path / "vm.xplane.pb"
+    _kernel_rule_xplane(path)
+    monkeypatch.setattr(xplane_wire, "EVENT_BATCH_BYTES", SMALL_BATCH)
+    pure = _read(path, True, monkeypatch)
+    spy = _Spy(compiled)
+    monkeypatch.setattr(xplane_wire, "_compiled", spy)
+    parsed_kernels = []
+    parsed_batch = xplane._KernelOps._parsed_batch
+
+    def counting(self, batch, indices):
+        parsed_kernels.extend(indices)
+        return parsed_batch(self, batch, indices)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(xplane, "_event_ints_python", _never_called)
+        patched.setattr(xplane._KernelOps, "_parsed_batch", counting)
+        native = _read(path, False, monkeypatch)
+    _assert_same_outcome(native, pure)
+    assert spy.calls["event_stats"] > 1 and spy.calls["split_events"] > 0
+    # the third to fifth kernels: a tf_op and an annotation naming two ops, or one stat twice
+    assert len(parsed_kernels) == 3 * _KERNEL_COPIES
+
+    device = pure.ops[pure.ops["side"] == "device"].set_index("op_name")
+    expected = {op: op_type for _, _, op, op_type in _KERNELS}
+    assert device["op_type"].to_dict() == expected
+    kernels = collections.Counter(op for _, _, op, _ in _KERNELS)
+    assert device["kernels"].to_dict() == {op: count * _KERNEL_COPIES for op, count in kernels.items()}
+    # fusion.3's kernels: scope 7 (two kernels a copy, every copy alike), 2**64 - 1, -1: three executions
+    assert device.loc["fusion.3", "occurrences"] == 3
+    # in a command buffer each kernel is an execution of its own; so is a kernel without a scope
+    assert device.loc["loop_add_fusion_26", "occurrences"] == _KERNEL_COPIES
+    assert device.loc["a/conv", "occurrences"] == _KERNEL_COPIES
+
+
+def _timed_plane_xplane(path: Path, executions_ns: int, kernels_ns: int) -> None:
+    """A TF 2.2-2.4 GPU plane: a ``TensorFlow Ops`` line starting at ``executions_ns``
+    with two executions of one op, and a stream line starting at ``kernels_ns`` whose three
+    kernels of that op start 5 ps, 7 ps and 30 ps after its start (the first two in the
+    first execution, the third in none)."""
+    plane = XPlane(id=1, name="/device:GPU:0")
+    entry = plane.stat_metadata.add(key=1)
+    entry.value.id, entry.value.name = 1, "tf_op"
+    for key, name in ((100, "a/conv:Conv2D"), (101, "volta_sgemm")):
+        entry = plane.event_metadata.add(key=key)
+        entry.value.id, entry.value.name = key, name
+    ops = plane.lines.add(id=1, name="TensorFlow Ops", timestamp_ns=executions_ns)
+    ops.events.add(metadata_id=100, offset_ps=0, duration_ps=10)
+    ops.events.add(metadata_id=100, offset_ps=50, duration_ps=10)
+    stream = plane.lines.add(id=2, name="Stream #7(Compute)", timestamp_ns=kernels_ns)
+    for offset in (5, 7, 30):
+        kernel = stream.events.add(metadata_id=101, offset_ps=offset, duration_ps=2)
+        kernel.stats.add(metadata_id=1).str_value = "a/conv:Conv2D"
+    space = XSpace()
+    space.planes.append(plane)
+    path.write_bytes(space.SerializeToString())
+
+
+@pytest.mark.parametrize("pure_python", [True, False])
+def test_kernels_meet_their_executions_on_a_clock_of_ns_since_the_epoch(tmp_path, pure_python, monkeypatch):
+    """Lines may start at ns since the epoch, whose picoseconds overflow int64 (this raised
+    OverflowError, a traceback): times are taken from the plane's first line. Lines 54
+    years apart are a broken file, which the error names."""
+    path = tmp_path / "vm.xplane.pb"
+    epoch_ns = 1_700_000_000_000_000_000
+    _timed_plane_xplane(path, epoch_ns, epoch_ns)
+    profile = _read(path, pure_python, monkeypatch)
+    (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
+    assert (row.op_name, row.kernels, row.occurrences) == ("a/conv", 3, 2)  # 5 and 7 ps: one execution
+    _timed_plane_xplane(path, 0, epoch_ns)
+    error = _read(path, pure_python, monkeypatch)
+    assert isinstance(error, ProfileError)
+    assert "line 'Stream #7(Compute)': events lie 1,700,000,000 s from the plane's first line" in str(error)

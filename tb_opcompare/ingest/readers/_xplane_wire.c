@@ -5,16 +5,22 @@
  *
  *   split_events(buffer, start, end, batch_bytes) -> (header bytes, [(start, end), ...])
  *       mirrors xplane_wire._split_events, error positions and messages included;
+ *   plane_header(buffer, start, end) -> (header bytes, metadata entries) and
+ *   next_line(buffer, pos, end) -> (start, end, next) or None
+ *       mirror PlaneView's walks of an XPlane's fields (xplane_wire.fields), likewise;
  *   event_ints(buffer, start, end, with_spans=False) -> bytearray of native int64 triples
  *       (metadata_id, offset_ps, duration_ps) of every XLine.events field in the span
  *       (with_spans: and a bytearray of each event's (start, end) byte offsets, as pairs),
  *       with protobuf's semantics for what it reads (last occurrence wins, offset_ps and
  *       num_occurrences share a oneof, unknown fields of every wire type skipped);
- *   event_stats(buffer, start, end, event_ids, stat_columns, column_count) -> (rows, text_spans)
- *       chosen stats of the events whose metadata_id is in ``event_ids``: a row of native
- *       int64 per such event, its index among the span's events and then a (kind, value)
- *       pair per column, ``stat_columns`` mapping a stat metadata id to its column (several
- *       ids may share one: the last stat of the event in a column wins). kind 0: the event
+ *   event_stats(buffer, start, end, event_ids, stat_columns, column_count, flag_repeats=False)
+ *       -> (rows, text_spans)
+ *       chosen stats of the events whose metadata_id is in ``event_ids`` (None: of every
+ *       event): a row of native int64 per such event, its index among the span's events and
+ *       then a (kind, value) pair per column, ``stat_columns`` mapping a stat metadata id to
+ *       its column (several ids may share one: the last stat of the event in a column wins;
+ *       with ``flag_repeats`` the kind of such a column has STAT_REPEATED, 256, added, for
+ *       a reader to whom the earlier stats matter). kind 0: the event
  *       has no such stat; 1: the stat holds no value; else the field number of the value
  *       the XStat's oneof holds: 2 double_value (value: its bits), 3 uint64_value (its
  *       bits), 4 int64_value, 5 str_value (value: an index into ``text_spans``, the distinct
@@ -83,9 +89,11 @@ static int split_varint(const unsigned char *data, Py_ssize_t *pos, Py_ssize_t e
     }
 }
 
-/* xplane_wire._skip: the end of the field whose tag starts at ``tag_start``. */
-static int split_skip(const unsigned char *data, Py_ssize_t tag_start, Py_ssize_t end,
-                      Py_ssize_t *value_end, split_error *error) {
+/* xplane_wire._skip: the field number, value start and value end of the field whose tag
+ * starts at ``tag_start`` (a field number past 2**64, which Python keeps, is reported as
+ * UINT64_MAX: no caller asks for one). */
+static int split_field(const unsigned char *data, Py_ssize_t tag_start, Py_ssize_t end, uint64_t *field,
+                       Py_ssize_t *value_start, Py_ssize_t *value_end, split_error *error) {
     Py_ssize_t pos = tag_start;
     uint64_t key, ignored;
     int overflow;
@@ -96,6 +104,8 @@ static int split_skip(const unsigned char *data, Py_ssize_t tag_start, Py_ssize_
         error->at = tag_start;
         return -1;
     }
+    *field = overflow ? UINT64_MAX : key >> 3;
+    *value_start = pos;
     int wire = (int)(key & 7);
     /* Lengths are compared against what is left, never added to a position, so a huge
      * length cannot wrap around. */
@@ -121,6 +131,7 @@ static int split_skip(const unsigned char *data, Py_ssize_t tag_start, Py_ssize_
         room = (uint64_t)(end - pos);
         if (overflow || length > room)
             goto past_end;
+        *value_start = pos;
         *value_end = pos + (Py_ssize_t)length;
         return 0;
     }
@@ -134,6 +145,14 @@ past_end:
     error->failure = SPLIT_FIELD_PAST_END;
     error->at = tag_start;
     return -1;
+}
+
+/* xplane_wire._skip: the end of the field whose tag starts at ``tag_start``. */
+static int split_skip(const unsigned char *data, Py_ssize_t tag_start, Py_ssize_t end, Py_ssize_t *value_end,
+                      split_error *error) {
+    uint64_t field;
+    Py_ssize_t value_start;
+    return split_field(data, tag_start, end, &field, &value_start, value_end, error);
 }
 
 typedef struct {
@@ -288,6 +307,88 @@ done:
     PyMem_RawFree(batches.items);
     PyBuffer_Release(&buffer);
     return result;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* plane_header, next_line: an XPlane's walk in PlaneView, the same fields and errors.   */
+
+#define PLANE_LINES 3
+#define PLANE_EVENT_METADATA 4
+#define PLANE_STAT_METADATA 5
+
+static void plane_scan(const unsigned char *data, Py_ssize_t start, Py_ssize_t end, span_list *header,
+                       Py_ssize_t *entries, split_error *error) {
+    Py_ssize_t pos = start, value_start, value_end;
+    uint64_t field;
+    while (pos < end) {
+        if (split_field(data, pos, end, &field, &value_start, &value_end, error) < 0)
+            return;
+        if (field != PLANE_LINES) {
+            *entries += field == PLANE_EVENT_METADATA || field == PLANE_STAT_METADATA;
+            if (span_append(header, pos, value_end) < 0) {
+                error->failure = SPLIT_NO_MEMORY;
+                return;
+            }
+        }
+        pos = value_end;
+    }
+}
+
+static PyObject *plane_header(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t start, end, entries = 0;
+    if (!PyArg_ParseTuple(args, "y*nn:plane_header", &buffer, &start, &end))
+        return NULL;
+    PyObject *result = NULL;
+    span_list header = {0}, no_batches = {0};
+    split_error error = {SPLIT_OK, 0, 0};
+    if (check_span(&buffer, start, end) < 0)
+        goto done;
+    Py_BEGIN_ALLOW_THREADS
+    plane_scan(buffer.buf, start, end, &header, &entries, &error);
+    Py_END_ALLOW_THREADS
+    if (error.failure != SPLIT_OK) {
+        raise_split_error(&error, end);
+    } else {
+        PyObject *split = build_split_result(buffer.buf, &header, &no_batches);
+        if (split) {
+            result = Py_BuildValue("(On)", PyTuple_GET_ITEM(split, 0), entries);
+            Py_DECREF(split);
+        }
+    }
+done:
+    PyMem_RawFree(header.items);
+    PyBuffer_Release(&buffer);
+    return result;
+}
+
+static PyObject *next_line(PyObject *module, PyObject *args) {
+    Py_buffer buffer;
+    Py_ssize_t pos, end, value_start = 0, value_end = 0;
+    if (!PyArg_ParseTuple(args, "y*nn:next_line", &buffer, &pos, &end))
+        return NULL;
+    if (check_span(&buffer, pos, end) < 0) {
+        PyBuffer_Release(&buffer);
+        return NULL;
+    }
+    const unsigned char *data = buffer.buf;
+    split_error error = {SPLIT_OK, 0, 0};
+    uint64_t field;
+    int found = 0;
+    while (pos < end && !found) {
+        if (split_field(data, pos, end, &field, &value_start, &value_end, &error) < 0)
+            break;
+        found = field == PLANE_LINES && value_end > value_start; /* an empty line holds no event */
+        pos = value_end;
+    }
+    PyBuffer_Release(&buffer);
+    if (error.failure != SPLIT_OK) {
+        raise_split_error(&error, end);
+        return NULL;
+    }
+    if (!found)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(nnn)", value_start, value_end, pos);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -640,7 +741,7 @@ done:
 
 /* What a row says of a stat: absent, present without a value, or the field number of
  * the value it holds (XStat's value oneof). */
-enum { STAT_ABSENT = 0, STAT_WITHOUT_VALUE = 1 };
+enum { STAT_ABSENT = 0, STAT_WITHOUT_VALUE = 1, STAT_REPEATED = 256 };
 
 typedef struct {
     int64_t stat_id;
@@ -648,8 +749,9 @@ typedef struct {
 } stat_column;
 
 typedef struct {
-    int64_t *event_ids; /* sorted */
+    int64_t *event_ids; /* sorted; NULL: every event */
     Py_ssize_t event_id_count;
+    int flag_repeats;
     stat_column *columns; /* sorted by stat_id */
     Py_ssize_t column_entries, column_count;
 } stat_query;
@@ -664,6 +766,8 @@ static int compare_stat_column(const void *left, const void *right) {
 }
 
 static int query_has_event(const stat_query *query, int64_t metadata_id) {
+    if (!query->event_ids)
+        return 1;
     return bsearch(&metadata_id, query->event_ids, (size_t)query->event_id_count, sizeof(int64_t),
                    compare_int64) != NULL;
 }
@@ -842,7 +946,8 @@ static int read_event_stats(wire_cursor *event, const stat_query *query, int64_t
         Py_ssize_t column = query_column(query, value.metadata_id);
         if (column < 0)
             continue;
-        row[2 * column] = value.kind;
+        int repeated = query->flag_repeats && (row[2 * column] != STAT_ABSENT);
+        row[2 * column] = value.kind | (repeated ? STAT_REPEATED : 0);
         if (value.kind == XSTAT_STR) {
             Py_ssize_t index = text_index(texts, value.text_start, value.text_length);
             if (index == TEXT_NO_MEMORY)
@@ -889,13 +994,14 @@ static int scan_event_stats(wire_cursor *line, const stat_query *query, row_list
 #define MAX_STAT_COLUMNS 4096
 
 /* The query's Python arguments in C arrays, read while the GIL is held. */
-static int parse_query(PyObject *event_ids, PyObject *stat_columns, Py_ssize_t column_count, stat_query *query) {
-    if (column_count < 0 || column_count > MAX_STAT_COLUMNS) {
-        PyErr_Format(PyExc_ValueError, "column_count must be within [0, %d]", MAX_STAT_COLUMNS);
-        return -1;
+/* The event ids asked for, sorted, into ``query``; None asks for every event. */
+static int parse_event_ids(PyObject *event_ids, stat_query *query) {
+    if (event_ids == Py_None) {
+        query->event_ids = NULL;
+        query->event_id_count = 0;
+        return 0;
     }
-    query->column_count = column_count;
-    PyObject *ids = PySequence_Fast(event_ids, "event_ids must be a sequence of ints");
+    PyObject *ids = PySequence_Fast(event_ids, "event_ids must be a sequence of ints or None");
     if (!ids)
         return -1;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(ids);
@@ -916,7 +1022,17 @@ static int parse_query(PyObject *event_ids, PyObject *stat_columns, Py_ssize_t c
     Py_DECREF(ids);
     query->event_id_count = count;
     qsort(query->event_ids, (size_t)count, sizeof(int64_t), compare_int64);
+    return 0;
+}
 
+static int parse_query(PyObject *event_ids, PyObject *stat_columns, Py_ssize_t column_count, stat_query *query) {
+    if (column_count < 0 || column_count > MAX_STAT_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "column_count must be within [0, %d]", MAX_STAT_COLUMNS);
+        return -1;
+    }
+    query->column_count = column_count;
+    if (parse_event_ids(event_ids, query) < 0)
+        return -1;
     if (!PyDict_Check(stat_columns)) {
         PyErr_SetString(PyExc_TypeError, "stat_columns must be a dict {stat metadata id: column}");
         return -1;
@@ -972,11 +1088,13 @@ static PyObject *event_stats(PyObject *module, PyObject *args) {
     Py_buffer buffer;
     Py_ssize_t start, end, column_count;
     PyObject *event_ids, *stat_columns;
-    if (!PyArg_ParseTuple(args, "y*nnOOn:event_stats", &buffer, &start, &end, &event_ids, &stat_columns,
-                          &column_count))
+    int flag_repeats = 0;
+    if (!PyArg_ParseTuple(args, "y*nnOOn|p:event_stats", &buffer, &start, &end, &event_ids, &stat_columns,
+                          &column_count, &flag_repeats))
         return NULL;
     PyObject *result = NULL;
     stat_query query = {0};
+    query.flag_repeats = flag_repeats;
     row_list rows = {0};
     text_table texts = {0};
     const unsigned char *data = buffer.buf;
@@ -1009,15 +1127,22 @@ static PyMethodDef methods[] = {
     {"split_events", split_events, METH_VARARGS,
      "split_events(buffer, start, end, batch_bytes) -> (header, [(start, end), ...]): an XLine's non-event "
      "fields joined, and its event fields cut into batches that close once they reach batch_bytes."},
+    {"plane_header", plane_header, METH_VARARGS,
+     "plane_header(buffer, start, end) -> (header, entries): the fields of the XPlane in buffer[start:end] "
+     "other than its lines, joined, and how many event and stat metadata entries it holds."},
+    {"next_line", next_line, METH_VARARGS,
+     "next_line(buffer, pos, end) -> (start, end, next) or None: the value span of the first non-empty "
+     "XPlane.lines field at or after pos, and where the field after it starts."},
     {"event_ints", event_ints, METH_VARARGS,
      "event_ints(buffer, start, end, with_spans=False) -> bytearray: metadata_id, offset_ps, duration_ps of "
      "each XLine.events field in buffer[start:end], as native int64 triples in wire order; with_spans: "
      "(that bytearray, a bytearray of each event's (start, end) byte offsets in buffer as int64 pairs)."},
     {"event_stats", event_stats, METH_VARARGS,
-     "event_stats(buffer, start, end, event_ids, stat_columns, column_count) -> (rows, text_spans): for each "
-     "XLine.events field in buffer[start:end] whose metadata_id is in event_ids, a row of native int64: the "
-     "event's index, then a (kind, value) pair per column, the column of a stat being stat_columns[its "
-     "metadata_id]. kind: 0 absent, 1 a stat without a value, else the field number of its value (2 double, "
+     "event_stats(buffer, start, end, event_ids, stat_columns, column_count, flag_repeats=False) -> (rows, "
+     "text_spans): for each XLine.events field in buffer[start:end] whose metadata_id is in event_ids (None: "
+     "every event), a row of native int64: the event's index, then a (kind, value) pair per column, the column "
+     "of a stat being stat_columns[its metadata_id], the last such stat of the event (flag_repeats: its kind "
+     "plus 256 where the column had an earlier one). kind: 0 absent, 1 a stat without a value, else the field number of its value (2 double, "
      "value its bits; 3 uint64, its bits; 4 int64; 5 str, value an index into text_spans, the distinct str "
      "values as (offset, length) in buffer; 6 bytes, value 0; 7 ref_value, its bits)."},
     {NULL, NULL, 0, NULL},

@@ -25,39 +25,101 @@ class InvocationIds:
         return first
 
 
-def kernel_columns(kernels: list) -> tuple[list, np.ndarray, np.ndarray]:
-    """Kernels given as ``(op, ..., duration in ps)``: their ops in first-seen order, each
-    kernel's op code into that list, each kernel's duration (ps)."""
+def kernel_columns(kernels: list) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+    """Kernels given as ``(op, start, duration)`` (ps): their ops in first-seen order, each
+    kernel's op code into that list, its start and its duration."""
     keys = list(dict.fromkeys(kernel[0] for kernel in kernels))
     code_of = {op: code for code, op in enumerate(keys)}
     codes = np.fromiter((code_of[kernel[0]] for kernel in kernels), dtype=np.int64, count=len(kernels))
-    durations = np.fromiter((kernel[-1] for kernel in kernels), dtype=np.float64, count=len(kernels))
-    return keys, codes, durations
+    starts = np.fromiter((kernel[1] for kernel in kernels), dtype=np.int64, count=len(kernels))
+    durations = np.fromiter((kernel[2] for kernel in kernels), dtype=np.float64, count=len(kernels))
+    return keys, codes, starts, durations
 
 
-def add_scoped_kernels(events: OpEvents, kernels: list, invocations: InvocationIds) -> None:
+def first_appearance_keys(ops: list, codes: np.ndarray) -> tuple[list, np.ndarray]:
+    """Kernels' ops as codes into ``ops``, renumbered into the ops in the order their first
+    kernel came (the order every table lists them in), with that list."""
+    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return [ops[code] for code in unique[order].tolist()], rank[inverse.reshape(-1)]
+
+
+def first_appearance_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's id among the distinct rows of ``columns`` (int64 arrays of one length),
+    numbered in the order first met, and the first row of each id. Sorted once by all
+    columns (``np.unique(axis=0)`` compares rows as bytes, several times slower)."""
+    count = len(columns[0])
+    if not count:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(columns[::-1])
+    starts_group = np.ones(count, dtype=bool)
+    starts_group[1:] = np.any([column[order][1:] != column[order][:-1] for column in columns], axis=0)
+    group_of_sorted = np.cumsum(starts_group) - 1
+    first = np.minimum.reduceat(order, np.flatnonzero(starts_group))  # each group's first row
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_first] = np.arange(len(first))
+    ids = np.empty(count, dtype=np.int64)
+    ids[order] = rank[group_of_sorted]
+    return ids, first[by_first]
+
+
+def add_kernel_totals(events: OpEvents, keys: list, codes: np.ndarray, durations_ps: np.ndarray) -> None:
+    """Kernels summed per op (count and time), where nothing tells their executions apart.
+    The picoseconds are summed as integers, exactly, before the one division."""
+    counts = np.bincount(codes, minlength=len(keys))
+    if durations_ps.astype(np.float64).sum() < 2.0**62:  # far from int64's end, rounding and all
+        totals = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(totals, codes, durations_ps.astype(np.int64))
+        totals_us = totals.astype(np.float64) / PS_PER_US
+    else:  # past int64 (a broken writer's durations): Python's integers do not overflow
+        sums = [0] * len(keys)
+        for code, duration in zip(codes.tolist(), durations_ps.tolist()):
+            sums[code] += duration
+        totals_us = [total / PS_PER_US for total in sums]
+    events.add_device_totals(keys, counts.tolist(), totals_us)
+
+
+def add_scoped_kernels(
+    events: OpEvents,
+    keys: list,
+    codes: np.ndarray,
+    durations_ps: np.ndarray,
+    scopes: tuple[np.ndarray, np.ndarray],
+    invocations: InvocationIds,
+) -> None:
     """Each kernel as a record whose invocation is its op's execution with the kernel's
-    scope range id (ids unique across the file's planes), a fresh one where it has none."""
-    keys, codes, durations = kernel_columns(kernels)
-    dense: dict[tuple[int, int], int] = {}
-    local = np.empty(len(kernels), dtype=np.int64)
-    for index, ((_, scope, _), code) in enumerate(zip(kernels, codes.tolist())):
-        # a kernel without a scope is an execution of its own: its key is its index
-        key = (code, scope) if scope is not None else (-1, index)
-        local[index] = dense.setdefault(key, len(dense))
-    events.add_device_kernels(keys, codes, durations / PS_PER_US, invocations.take(len(dense)) + local)
+    scope range id (ids unique across the file's planes), a fresh one where it has none.
+    ``scopes``: each kernel's scope as (kind, value): kind 0 where it has none, else the
+    kernel's scope is the pair (two kinds keep apart values of the same bits)."""
+    kinds, values = scopes
+    scoped = kinds != 0
+    index = np.arange(len(codes), dtype=np.int64)
+    # a kernel without a scope is an execution of its own: its key is its index
+    local, firsts = first_appearance_ids(
+        [np.where(scoped, codes, -1), np.where(scoped, kinds, 0), np.where(scoped, values, index)]
+    )
+    durations_us = durations_ps.astype(np.float64) / PS_PER_US
+    events.add_device_kernels(keys, codes, durations_us, invocations.take(len(firsts)) + local)
 
 
 def add_executed_kernels(
-    events: OpEvents, kernels: list, executions: dict[tuple[str, str], np.ndarray], invocations: InvocationIds
+    events: OpEvents,
+    keys: list,
+    codes: np.ndarray,
+    starts: np.ndarray,
+    durations_ps: np.ndarray,
+    executions: dict[tuple[str, str], np.ndarray],
+    invocations: InvocationIds,
 ) -> None:
     """Each kernel as a record whose invocation is the execution of its op it starts in
     (ids unique across the file's planes), or a fresh one where no execution spans it.
-    ``kernels``: ``(op, start, duration in ps)``; ``executions``: each op's (n, 2) array of
-    start and end (ps, the kernels' clock), sorted by start."""
-    keys, codes, durations = kernel_columns(kernels)
-    starts = np.fromiter((start for _, start, _ in kernels), dtype=np.int64, count=len(kernels))
-    invocation = np.full(len(kernels), -1, dtype=np.int64)
+    Kernels: each one's op (a code into ``keys``), start and duration (ps, the clock of
+    ``executions``: each op's (n, 2) array of start and end, sorted by start)."""
+    durations = durations_ps.astype(np.float64)
+    invocation = np.full(len(codes), -1, dtype=np.int64)
     spans = [(code, executions[op]) for code, op in enumerate(keys) if op in executions]
     if spans:
         # every execution of the ops that ran kernels, with its op's code, sorted with the

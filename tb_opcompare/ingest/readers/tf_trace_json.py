@@ -17,7 +17,12 @@ import numpy as np
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import ChromeTrace, process_names
-from tb_opcompare.ingest.readers.device_executions import PS_PER_US, InvocationIds, add_executed_kernels
+from tb_opcompare.ingest.readers.device_executions import (
+    PS_PER_US,
+    InvocationIds,
+    add_executed_kernels,
+    kernel_columns,
+)
 from tb_opcompare.ingest.readers.tf_ops import (
     EAGER_OP_PREFIX,
     PIPELINE_ROOTS,
@@ -134,7 +139,7 @@ def _add_ops(evidence: _TraceEvidence) -> OpEvents:
     invocations = InvocationIds()
     for pid, device_kernels in evidence.kernels.items():
         spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in evidence.executions[pid].items()}
-        add_executed_kernels(events, device_kernels, spans, invocations)
+        add_executed_kernels(events, *kernel_columns(device_kernels), spans, invocations)
     keep_eager = ran_eagerly(evidence.threads_run["graph"], evidence.threads_run["eager"])
     add_nested_host_ops(
         events,

@@ -25,7 +25,10 @@ from tb_opcompare.ingest.readers.device_executions import (
     PS_PER_US,
     InvocationIds,
     add_executed_kernels,
+    add_kernel_totals,
     add_scoped_kernels,
+    first_appearance_ids,
+    first_appearance_keys,
 )
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
 from tb_opcompare.ingest.readers.tf_ops import (
@@ -55,6 +58,7 @@ from tb_opcompare.ingest.readers.xplane_wire import (
     STAT_DOUBLE,
     STAT_INT64,
     STAT_REF,
+    STAT_REPEATED,
     STAT_STR,
     STAT_UINT64,
     EventStats,
@@ -1085,32 +1089,50 @@ def _read_device_plane(
         kind = "accelerator"
     stat_names = _stat_names(plane)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
-    executions = _executions(plane, event_names)
-    kernels = _DeviceKernels(timed=bool(executions), scoped="scope_range_id" in stat_names.values())
-    steps = _read_kernels(plane, stat_names, event_names, kernels, kinds)
-    if kernels.timed_kernels:
-        add_executed_kernels(events, kernels.timed_kernels, executions, invocations)
-    elif kernels.scoped_kernels:
-        add_scoped_kernels(events, kernels.scoped_kernels, invocations)
-    elif kernels.sums:
-        sums = kernels.sums
-        events.add_device_totals(list(sums), [k for k, _ in sums.values()], [t / PS_PER_US for _, t in sums.values()])
-    else:
+    # executions and kernels are matched on the plane's clock from its first line, which
+    # keeps picoseconds in int64 where lines start at ns since the epoch
+    origin_ns = min((line.timestamp_ns for line in plane.lines), default=0)
+    executions = _executions(plane, event_names, origin_ns)
+    ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None)
+    if not len(kernels):
         return None, "", steps
+    keys, codes, starts, durations, scopes, scope_kinds = kernels.columns(list(ops.ops))
+    if executions:
+        add_executed_kernels(events, keys, codes, starts, durations, executions, invocations)
+    elif "scope_range_id" in stat_names.values():
+        add_scoped_kernels(events, keys, codes, durations, (scope_kinds, scopes), invocations)
+    else:
+        add_kernel_totals(events, keys, codes, durations)
     return kind, _device_name(plane, stat_names, kind), steps
 
 
-@dataclasses.dataclass
 class _DeviceKernels:
-    """A device plane's kernels, each with its op, kept as the plane lets its executions
-    be told: with their times where a ``TensorFlow Ops`` line spans them (``timed``), with
-    their ``scope_range_id`` where XLA gave one (``scoped``), else summed per op."""
+    """A device plane's kernels as arrays, a batch at a time: each one's op (a code into
+    ``_KernelOps.ops``), start and duration (ps), and its ``scope_range_id`` where it
+    counts (XLA's id of the execution that launched it; a uint64 past int64's range is
+    kept apart from the int64 of the same bits, as the numbers differ)."""
 
-    timed: bool
-    scoped: bool
-    timed_kernels: list[tuple[tuple[str, str], int, int]] = dataclasses.field(default_factory=list)  # op, start, ps
-    scoped_kernels: list[tuple[tuple[str, str], int | None, int]] = dataclasses.field(default_factory=list)
-    sums: dict[tuple[str, str], list[int]] = dataclasses.field(default_factory=dict)  # op -> [kernels, ps]
+    def __init__(self):
+        self._parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, codes, starts, durations, scopes, scope_kinds) -> None:
+        self._parts.append((codes, starts, durations, scopes, scope_kinds))
+
+    def __len__(self) -> int:
+        return sum(len(part[0]) for part in self._parts)
+
+    def columns(self, ops: list[tuple[str, str]]) -> tuple:
+        """(ops in the order their first kernel came, each kernel's code into them, starts
+        (None where not read), durations (ps, uint64), scopes, scope kinds (``_SCOPE_*``))."""
+        codes, starts, durations, scopes, scope_kinds = zip(*self._parts)
+        keys, codes = first_appearance_keys(ops, np.concatenate(codes))
+        starts = np.concatenate(starts) if starts[0] is not None else None
+        return keys, codes, starts, np.concatenate(durations), np.concatenate(scopes), np.concatenate(scope_kinds)
+
+
+# What a kernel's scope_range_id is: none (or not an integer), an integer, or a uint64 past
+# int64's range (its bits are a negative int64's, which is another number)
+_SCOPE_NONE, _SCOPE_INT, _SCOPE_BIG_UINT = 0, 1, 2
 
 
 class _XlaKernelOps:
@@ -1145,17 +1167,162 @@ class _XlaKernelOps:
         return op, False
 
 
-def _read_kernels(plane, stat_names: dict[int, str], event_names: dict[int, str], kernels: _DeviceKernels, kinds):
-    """Read the kernels on the plane's ``Stream #`` lines into ``kernels``, each named by
-    its op; return the durations (ps) of the plane's Steps line in start order. One pass
-    over every kernel, so the op of each stat text is parsed once and kept."""
-    by_name = {v: k for k, v in stat_names.items()}
-    tf_op_id, annotation_id, level0_id = by_name.get("tf_op"), by_name.get("annotation"), by_name.get("level 0")
-    hlo_op_id, scope_id = by_name.get("hlo_op"), by_name.get("scope_range_id")
-    op_ids = (tf_op_id, annotation_id, level0_id)
-    op_by_text: dict[str, tuple[str, str] | None] = {}
-    xla_ops = _XlaKernelOps()
-    sums, timed, scoped = kernels.sums, kernels.timed_kernels, kernels.scoped_kernels
+class _KernelOps:
+    """The op of a device kernel from its stats, the rule of ``_read_device_plane``: the
+    first ``tf_op`` or ``annotation`` stat of the event that names an op (TF 2.2-2.4 wrote
+    the latter), else its last ``level 0`` stat that does; else the XLA op of its
+    ``hlo_op`` stat (``_XlaKernelOps``); else the kernel itself. Ops are numbered as they
+    are first resolved (``ops``); each distinct set of stats is resolved once.
+
+    A plane's kernels are read a batch at a time: from the wire in C where the helper was
+    built (``_wire_batch``: the stats of every kernel as arrays, the rule applied once per
+    distinct set of them), else from the parsed events (``_parsed_batch``), which also
+    answers for the rare kernels whose stats the arrays cannot order (two ``tf_op`` stats,
+    say), with the same results."""
+
+    COLUMNS = ("tf_op", "annotation", "level 0", "hlo_op", "scope_range_id")
+    _NAMING = 3  # the first three columns name the op; their order in the event matters
+
+    def __init__(self, stat_names: dict[int, str], event_names: dict[int, str], kinds: collections.Counter):
+        by_name = {name: key for key, name in stat_names.items()}  # one id per name: the last
+        self.ids = [by_name.get(name) for name in self.COLUMNS]
+        self.columns = {key: column for column, key in enumerate(self.ids) if key is not None}
+        self.stats_query = (None, self.columns, len(self.COLUMNS), True)  # wire_stats of every event, repeats flagged
+        self.stat_names, self.event_names, self.kinds = stat_names, event_names, kinds
+        self.ops: dict[tuple[str, str], int] = {}
+        self._named: dict[tuple[bool, str], tuple[str, str] | None] = {}
+        self._xla_ops = _XlaKernelOps()
+
+    def read(self, batch, ints: np.ndarray, line_start_ps: int | None, line_name: str, kernels: _DeviceKernels) -> None:
+        """The kernels of ``batch`` (``ints``: its ``_event_ints``) into ``kernels``, with
+        their starts where ``line_start_ps`` (the line's, ps) is given."""
+        if not len(ints):
+            return
+        found = self._wire_batch(batch, ints)
+        if found is None:
+            found = self._parsed_batch(batch, range(len(ints)))
+        codes, from_hlo, scopes, scope_kinds = found
+        self.kinds["xla_device"] += int(from_hlo.sum())
+        starts = None
+        if line_start_ps is not None:
+            offsets = ints[:, 1]
+            _check_clock(line_start_ps + int(offsets.min()), line_start_ps + int(offsets.max()), line_name)
+            starts = offsets + np.int64(line_start_ps)
+        kernels.add(codes, starts, ints[:, 2].view(np.uint64), scopes, scope_kinds)
+
+    def _resolve(self, named: list[tuple[int, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
+        """(op code, whether the op is the hlo_op's, whether the kernel ran in a command
+        buffer) of a kernel whose naming stats are ``named`` (id, text) in event order."""
+        op = None
+        for key, text in named:
+            parsed = self._op_named(key, text)
+            if parsed is not None:
+                op = parsed
+                if key != self.ids[2]:  # a tf_op or an annotation settles it; level 0 says less
+                    break
+        from_hlo = in_buffer = False
+        if op is None and hlo:
+            op, in_buffer = self._xla_ops.of(hlo, self.event_names.get(kernel_id, ""))
+            from_hlo = True
+        if op is None:
+            kernel_name = self.event_names.get(kernel_id, "")
+            op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
+        return self.ops.setdefault(op, len(self.ops)), from_hlo, in_buffer
+
+    def _op_named(self, key: int, text: str) -> tuple[str, str] | None:
+        is_tf_op = key == self.ids[0]
+        found = self._named.get((is_tf_op, text), False)
+        if found is False:
+            found = self._named[(is_tf_op, text)] = parse_tf_op(text) if is_tf_op else op_from_annotation(text)
+        return found
+
+    def _parsed_batch(self, batch, indices) -> tuple[np.ndarray, ...]:
+        """(codes, from_hlo, scopes, scope kinds) of the events at ``indices``, parsed."""
+        count = len(indices)
+        codes, from_hlo = np.empty(count, dtype=np.int64), np.zeros(count, dtype=bool)
+        scopes, scope_kinds = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int8)
+        for row, index in enumerate(indices):
+            event = batch[index]
+            named, hlo, scope = [], "", None
+            for stat in event.stats:
+                column = self.columns.get(stat.metadata_id)
+                if column is None:
+                    continue
+                if column < self._NAMING:
+                    named.append((stat.metadata_id, _stat_text(stat, self.stat_names)))
+                elif column == 3:
+                    hlo = _stat_text(stat, self.stat_names)
+                else:
+                    scope = _int_value(stat)
+            codes[row], from_hlo[row], in_buffer = self._resolve(named, hlo, event.metadata_id)
+            if scope is not None and not in_buffer:
+                scope_kinds[row] = _SCOPE_INT if scope < 1 << 63 else _SCOPE_BIG_UINT
+                scopes[row] = scope if scope < 1 << 63 else scope - (1 << 64)
+        return codes, from_hlo, scopes, scope_kinds
+
+    def _wire_batch(self, batch, ints: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """``_parsed_batch`` of every event, from the wire; None where the C helper is not
+        there or refuses the wire."""
+        wire_stats = getattr(batch, "wire_stats", None)
+        stats = wire_stats(*self.stats_query) if wire_stats is not None else None
+        if stats is None or len(stats.indices) != len(ints):
+            return None
+        kinds, values = stats.kinds & ~STAT_REPEATED, stats.values
+        texts = _Texts()
+        wire_texts = np.fromiter(map(texts.code, stats.texts), dtype=np.int64, count=len(stats.texts))
+        text_columns = [
+            np.where(
+                kinds[:, column] == STAT_ABSENT,
+                -1,
+                _stat_text_codes(kinds[:, column], values[:, column], wire_texts, self.stat_names, texts),
+            )
+            for column in range(4)
+        ]
+        # each distinct (tf_op, annotation, level 0, hlo_op, kernel) is resolved once, in
+        # the order first met
+        columns = [*text_columns, ints[:, 0]]
+        inverse, first = first_appearance_ids(columns)
+        count = len(first)
+        distinct = np.stack([column[first] for column in columns], axis=1)
+        resolved = np.zeros((count, 3), dtype=np.int64)  # code, from hlo, in a buffer
+        unordered = np.zeros(count, dtype=bool)
+        for index in range(count):
+            tf_op, annotation, level_0, hlo, kernel_id = distinct[index].tolist()
+            named = [
+                (self.ids[column], texts.names[text])
+                for column, text in enumerate((tf_op, annotation, level_0))
+                if text >= 0
+            ]
+            if tf_op >= 0 and annotation >= 0:
+                # the arrays do not say which came first: it matters where both name an op
+                both = [self._op_named(key, text) for key, text in named[:2]]
+                unordered[index] = None not in both and both[0] != both[1]
+            if not unordered[index]:
+                resolved[index] = self._resolve(named, texts.names[hlo] if hlo >= 0 else "", kernel_id)
+        codes, from_hlo, in_buffer = resolved[inverse, 0], resolved[inverse, 1] == 1, resolved[inverse, 2] == 1
+        scope_kind_wire = kinds[:, 4]
+        is_int = ((scope_kind_wire == STAT_INT64) | (scope_kind_wire == STAT_UINT64)) & ~in_buffer
+        scopes = np.where(is_int, values[:, 4], 0)
+        scope_kinds = np.where(
+            is_int, np.where((scope_kind_wire == STAT_UINT64) & (scopes < 0), _SCOPE_BIG_UINT, _SCOPE_INT), _SCOPE_NONE
+        ).astype(np.int8)
+        # several stats of a naming column: which one names the op depends on their order
+        repeated = ((stats.kinds[:, : self._NAMING] & STAT_REPEATED) != 0).any(axis=1)
+        again = np.flatnonzero(repeated | unordered[inverse])
+        if len(again):
+            parsed = self._parsed_batch(batch, again.tolist())
+            codes[again], from_hlo[again], scopes[again], scope_kinds[again] = parsed
+        return codes, from_hlo, scopes, scope_kinds
+
+
+def _read_kernels(
+    plane, stat_names: dict[int, str], event_names: dict[int, str], kinds, origin_ns: int | None
+) -> tuple:
+    """The kernels on the plane's ``Stream #`` lines (``_KernelOps`` names their ops; their
+    starts, ps since ``origin_ns``, only where it is given: a ``TensorFlow Ops`` line's
+    executions need them), and the durations (ps) of the plane's Steps line in start order."""
+    ops = _KernelOps(stat_names, event_names, kinds)
+    kernels = _DeviceKernels()
     steps: list[int] = []
     for line in plane.lines:
         if line.name == "Steps":
@@ -1163,56 +1330,22 @@ def _read_kernels(plane, stat_names: dict[int, str], event_names: dict[int, str]
             steps = [duration for _, duration in sorted(spans)]
         if not line.name.startswith("Stream #"):
             continue
-        line_start_ps = line.timestamp_ns * 1000
+        line_start_ps = (line.timestamp_ns - origin_ns) * 1000 if origin_ns is not None else None
         for batch in line.event_batches():
-            for event in batch:
-                op = hlo = scope = None
-                settled = False  # a tf_op or an annotation named the op: level 0 says less
-                for stat in event.stats:
-                    metadata_id = stat.metadata_id
-                    if metadata_id in op_ids:
-                        if settled:
-                            continue
-                        text = _stat_text(stat, stat_names)
-                        if text not in op_by_text:
-                            op_by_text[text] = (
-                                parse_tf_op(text) if metadata_id == tf_op_id else op_from_annotation(text)
-                            )
-                        if op_by_text[text] is not None:
-                            op, settled = op_by_text[text], metadata_id != level0_id
-                    elif metadata_id == hlo_op_id:
-                        hlo = _stat_text(stat, stat_names)
-                    elif metadata_id == scope_id:
-                        scope = _int_value(stat)
-                if op is None and hlo:
-                    op, in_buffer = xla_ops.of(hlo, event_names.get(event.metadata_id, ""))
-                    scope = None if in_buffer else scope
-                    kinds["xla_device"] += 1
-                if op is None:
-                    kernel_name = event_names.get(event.metadata_id, "")
-                    op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
-                if kernels.timed:
-                    timed.append((op, line_start_ps + event.offset_ps, event.duration_ps))
-                elif kernels.scoped:
-                    scoped.append((op, scope, event.duration_ps))
-                elif (totals := sums.get(op)) is None:
-                    sums[op] = [1, event.duration_ps]
-                else:
-                    totals[0] += 1
-                    totals[1] += event.duration_ps
+            ops.read(batch, _event_ints(batch), line_start_ps, line.name, kernels)
             del batch
-    return steps
+    return ops, kernels, steps
 
 
-def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.ndarray]:
+def _executions(plane, event_names: dict[int, str], origin_ns: int) -> dict[tuple[str, str], np.ndarray]:
     """Each op's executions on the plane's ``TensorFlow Ops`` line: an (n, 2) array of
-    start and end (ps, the plane's clock), sorted by start; empty without the line."""
+    start and end (ps since ``origin_ns``), sorted by start; empty without the line."""
     spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
     op_by_name: dict[str, tuple[str, str] | None] = {}
     for line in plane.lines:
         if line.name != "TensorFlow Ops":
             continue
-        line_start_ps = line.timestamp_ns * 1000
+        line_start_ps = (line.timestamp_ns - origin_ns) * 1000
         for batch in line.event_batches():
             for event in batch:
                 name = event_names.get(event.metadata_id, "")
@@ -1222,7 +1355,19 @@ def _executions(plane, event_names: dict[int, str]) -> dict[tuple[str, str], np.
                 if op is not None:
                     start = line_start_ps + event.offset_ps
                     spans.setdefault(op, []).append((start, start + event.duration_ps))
+        times = [time for pairs in spans.values() for pair in pairs for time in pair]
+        if times:
+            _check_clock(min(times), max(times), line.name)
     return {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in spans.items()}
+
+
+def _check_clock(first_ps: int, last_ps: int, line_name: str) -> None:
+    """A device plane's times, ps since its first line, must fit int64 (106 days)."""
+    if not -(1 << 63) <= first_ps <= last_ps < 1 << 63:
+        raise _BrokenEvents(
+            f"line {line_name!r}: events lie {max(abs(first_ps), abs(last_ps)) // 10**12:,} s from the plane's "
+            "first line, past the reach of a 64-bit picosecond clock; the profiler wrote broken events"
+        )
 
 
 _DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
