@@ -299,3 +299,62 @@ def test_an_unreadable_run_asked_for_again_and_again_holds_no_more_memory(tmp_pa
     grown = tracemalloc.get_traced_memory()[0] - before
     tracemalloc.stop()
     assert grown < 200_000, f"{grown:,} bytes held after 1,000 listings"
+
+
+def _entries(cache_dir: Path) -> dict[str, int]:
+    return {path.name: path.stat().st_size for path in cache_dir.rglob("*.msgpack")}
+
+
+def test_the_disk_cache_keeps_to_its_bound_deleting_what_was_used_longest_ago(logdir, tmp_path):
+    """The cache folder is bounded: a process that writes prunes it to four fifths of the
+    bound, deleting the entries used longest ago (loading one marks it used), never the one
+    it just wrote; a pruned run is read again, to the same tables."""
+    cache_dir = tmp_path / "cache"
+    runs = [source.run for source in Catalog(str(logdir)).sources()]
+    assert len(runs) >= 6
+    filling = Catalog(str(logdir), cache_dir=str(cache_dir))
+    first = {run: filling.load(run).profile for run in runs[:-1]}
+    sizes = _entries(cache_dir)
+    assert len(sizes) == len(runs) - 1
+    whole = sum(sizes.values())
+    # the oldest entry is loaded again by another process: used most recently now
+    again = Catalog(str(logdir), cache_dir=str(cache_dir))
+    again.load(runs[0])
+    assert not again.cache.parses
+    bound = whole // 2
+    writer = Catalog(str(logdir), cache_dir=str(cache_dir), cache_max_bytes=bound)
+    writer.load(runs[-1])  # read, and written: the folder is pruned
+    left = _entries(cache_dir)
+    assert sum(left.values()) <= 0.8 * bound + max(sizes.values())  # the bound, but for the entry just written
+    # the entries used longest ago went first: those of runs[1], runs[2], ... (runs[0] was loaded again)
+    reader = Catalog(str(logdir), cache_dir=str(cache_dir))
+    reader.load(runs[0])
+    assert not reader.cache.parses, "the entry loaded again was pruned before older ones"
+    reader.load(runs[1])
+    assert sum(reader.cache.parses.values()) == 1, "the entry used longest ago was kept"
+    pd.testing.assert_frame_equal(reader.load(runs[1]).profile.ops, first[runs[1]].ops, check_exact=True)
+
+
+def test_the_cache_bound_is_an_option_of_every_command(logdir, tmp_path):
+    """``--cache-max-gb`` (and ``$TB_OPCOMPARE_CACHE_MAX_GB``): a bound below one entry
+    leaves the folder with the entry just written alone."""
+    cache_dir = tmp_path / "cache"
+    common = ["--cache-dir", str(cache_dir), "--cache-max-gb", "0.000001"]
+    assert run_cli("compare", str(logdir), "--baseline", TORCH_RUN, "--target", TF_RUN, *common).returncode == 0
+    assert len(_entries(cache_dir)) == 1
+
+
+@pytest.mark.parametrize(
+    "option, environment, expected",
+    [(0, None, 5e9), (2.5, "9", 2.5e9), (0, "1.5", 1.5e9), (0, "lots", 5e9), (0, "nan", 5e9), (-1, "-3", 5e9)],
+)
+def test_the_cache_bound_comes_from_the_option_else_the_environment_else_5_gb(
+    option, environment, expected, monkeypatch
+):
+    from tb_opcompare.store.settings import ENV_CACHE_MAX_GB, ReadSettings
+
+    if environment is None:
+        monkeypatch.delenv(ENV_CACHE_MAX_GB, raising=False)
+    else:
+        monkeypatch.setenv(ENV_CACHE_MAX_GB, environment)
+    assert ReadSettings.from_options(None, False, 0, option).cache_max_bytes == int(expected)

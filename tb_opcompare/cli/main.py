@@ -186,6 +186,13 @@ def _reading_options() -> argparse.ArgumentParser:
     )
     group.add_argument("--no-cache", action="store_true", help="keep parsed profiles in memory only")
     group.add_argument(
+        "--cache-max-gb",
+        type=float,
+        default=0,
+        help="the most the cache folder may hold; the profiles used longest ago are deleted past it "
+        "(default: $TB_OPCOMPARE_CACHE_MAX_GB, else 5)",
+    )
+    group.add_argument(
         "--max-read-gb",
         type=float,
         default=0,
@@ -595,10 +602,11 @@ def _catalog(args, every_run: bool = False) -> Catalog:
     calls this before it imports its service."""
     from tb_opcompare.store.catalog import Catalog
 
-    settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb)
+    settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb, args.cache_max_gb)
     catalog = Catalog(
         args.logdir,
         cache_dir=settings.cache_dir,
+        cache_max_bytes=settings.cache_max_bytes,
         max_trace_bytes=settings.max_trace_bytes,
         parallel_reads=_cores(),
         one_shot=True,

@@ -9,7 +9,10 @@ so a broken run costs one attempt, not one per listing.
 
 On disk each profile is one msgpack file of plain columns (``ops`` as column -> list,
 ``facts`` as a dict), written atomically. Columnar and dependency-free: loading a
-5,000-op table takes milliseconds, without pulling pyarrow into TensorBoard.
+5,000-op table takes milliseconds, without pulling pyarrow into TensorBoard. The folder
+is bounded (``disk_bytes``): past it, the entries used longest ago are deleted, as a
+compiler cache prunes itself; an entry's use is its file's modification time, touched
+on every load (access times are often not kept).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -36,12 +40,18 @@ from tb_opcompare.schema.events import (
     STEP_COLUMNS,
     ProfileFacts,
 )
+from tb_opcompare.store.settings import cache_max_bytes
 
 if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
     from tb_opcompare.schema.optable import OpProfile
 
 READER_VERSION = "33"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
+# Pruning lists the whole folder: a process does it on its first write, then each time it
+# has written this share of the bound, and takes the folder down to the rest of it (so a
+# few new entries do not prune again at once)
+_PRUNE_EVERY_SHARE, _PRUNE_TO_SHARE = 0.1, 0.8
+_STALE_SCRATCH_SECONDS = 3600  # a ``*.tmp`` this old is a write that died
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
 
@@ -94,10 +104,18 @@ class _Flight:
 
 
 class ProfileCache:
-    def __init__(self, cache_dir: str | None = None, memory_bytes: int = DEFAULT_MEMORY_BYTES):
-        """``cache_dir=None`` keeps profiles in memory only."""
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        disk_bytes: int | None = None,
+    ):
+        """``cache_dir=None`` keeps profiles in memory only; ``disk_bytes`` bounds the folder
+        (None: ``settings.cache_max_bytes()``)."""
         self.cache_dir = cache_dir
         self.memory_bytes = memory_bytes
+        self.disk_bytes = disk_bytes if disk_bytes is not None else cache_max_bytes()
+        self._written_since_prune: int | None = None  # None: this process has not pruned yet
         self.parses: Counter = Counter()  # key -> times parsed in this process (tests and benchmarks read it)
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, tuple[OpProfile | _Unreadable, int]] = OrderedDict()
@@ -235,11 +253,12 @@ class ProfileCache:
             with open(self._path(key), "rb") as handle:
                 data = handle.read()
             stored = _SUMMARY_DECODER.decode(data) if summary else msgspec.msgpack.decode(data)
-        except FileNotFoundError:
+        except FileNotFoundError:  # never written, or pruned (by this process or another)
             return None
         except (OSError, msgspec.DecodeError, ValueError) as error:
             _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
             return None
+        _touch(self._path(key))
         if summary:
             if stored.key != repr(key):
                 return None
@@ -265,9 +284,11 @@ class ProfileCache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             handle, scratch = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            encoded = msgspec.msgpack.encode(stored)
             with os.fdopen(handle, "wb") as out:
-                out.write(msgspec.msgpack.encode(stored))
+                out.write(encoded)
             os.replace(scratch, path)
+            self._after_write(len(encoded), keep=path)
         except OSError as error:
             if not self._disk_warning_given:
                 self._disk_warning_given = True
@@ -276,6 +297,75 @@ class ProfileCache:
                     self.cache_dir,
                     error,
                 )
+
+    def _after_write(self, size: int, keep: str) -> None:
+        """Prune the folder on this process's first write and after each tenth of the bound
+        written since (``prune_cache``), never deleting the entry just written."""
+        with self._lock:
+            due = self._written_since_prune is None or (
+                self._written_since_prune + size >= _PRUNE_EVERY_SHARE * self.disk_bytes
+            )
+            self._written_since_prune = 0 if due else self._written_since_prune + size
+        if due:
+            prune_cache(self.cache_dir, self.disk_bytes, keep=keep)
+
+
+def prune_cache(cache_dir: str, disk_bytes: int, keep: str | None = None) -> int:
+    """Delete the entries of ``cache_dir`` used longest ago until it holds at most
+    ``_PRUNE_TO_SHARE`` of ``disk_bytes``, if it holds more than ``disk_bytes``; delete the
+    scratch files of writes that died. Entries of older reader versions are never loaded
+    again, so they age out first. Other processes may prune or load at the same time: a
+    file gone already is skipped, and a pruned entry is only read again. Returns the bytes
+    freed."""
+    entries, total, freed = [], 0, 0
+    now = time.time()
+    try:
+        folders = [entry.path for entry in os.scandir(cache_dir) if entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return 0
+    for folder in folders:
+        try:
+            found = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in found:
+            try:
+                stat = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.name.endswith(".msgpack"):
+                entries.append((stat.st_mtime, stat.st_size, entry.path))
+                total += stat.st_size
+            elif entry.name.endswith(".tmp") and now - stat.st_mtime > _STALE_SCRATCH_SECONDS:
+                freed += _remove(entry.path, stat.st_size)
+    if total <= disk_bytes:
+        return freed
+    entries.sort()
+    target = _PRUNE_TO_SHARE * disk_bytes
+    for _, size, path in entries:
+        if total <= target:
+            break
+        if path != keep:
+            removed = _remove(path, size)
+            freed += removed
+            total -= size
+    return freed
+
+
+def _remove(path: str, size: int) -> int:
+    try:
+        os.remove(path)
+        return size
+    except OSError:  # gone already, or not ours to delete (a read-only shared cache)
+        return 0
+
+
+def _touch(path: str) -> None:
+    """Mark an entry used now: pruning deletes the entries used longest ago."""
+    try:
+        os.utime(path)
+    except OSError:  # a read-only cache folder: it is then never pruned by this process either
+        pass
 
 
 _SUMMARY_DECODER = msgspec.msgpack.Decoder(_StoredSummary)

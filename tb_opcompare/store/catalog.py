@@ -49,7 +49,8 @@ class LoadedRun:
 
 class Catalog:
     """``cache_dir``: where parsed profiles are kept between processes (None: memory
-    only). ``max_trace_bytes``: the memory guard, see ``memory_guard``. ``one_shot``: the
+    only), ``cache_max_bytes`` at most (None: ``settings.cache_max_bytes()``).
+    ``max_trace_bytes``: the memory guard, see ``memory_guard``. ``one_shot``: the
     catalog of a command, which lists once and ends (``listed``)."""
 
     def __init__(
@@ -60,13 +61,14 @@ class Catalog:
         max_trace_bytes: int | None = None,
         parallel_reads: int = 1,
         one_shot: bool = False,
+        cache_max_bytes: int | None = None,
     ):
         self.logdir = logdir
         self.one_shot = one_shot
         # How many processes ``read_ahead`` reads in: the CLI's cores. TensorBoard's server
         # keeps 1 (it runs threads, and a fork of a threaded process may copy a held lock).
         self.parallel_reads = parallel_reads
-        self.cache = ProfileCache(cache_dir, memory_bytes)
+        self.cache = ProfileCache(cache_dir, memory_bytes, cache_max_bytes)
         self.max_trace_bytes = max_trace_bytes if max_trace_bytes is not None else default_trace_limit()
         self._sources: list[RunSource] | None = None
         # JSON files the last listing found to be no trace, relative, each with why it could

@@ -8,6 +8,8 @@ import dataclasses
 import os
 
 ENV_CACHE_DIR = "TB_OPCOMPARE_CACHE_DIR"
+ENV_CACHE_MAX_GB = "TB_OPCOMPARE_CACHE_MAX_GB"
+DEFAULT_CACHE_MAX_GB = 5.0  # ccache's default; a 31 MB xplane's entry is 11 MB
 
 
 def default_cache_dir() -> str:
@@ -19,15 +21,31 @@ def default_cache_dir() -> str:
     return os.path.join(base, "tb-opcompare")
 
 
+def cache_max_bytes(cache_max_gb: float | None = None) -> int:
+    """The cache folder's bound: ``cache_max_gb`` where given (above 0), else
+    ``$TB_OPCOMPARE_CACHE_MAX_GB``, else 5 GB."""
+    if not cache_max_gb or cache_max_gb <= 0:
+        try:
+            cache_max_gb = float(os.environ.get(ENV_CACHE_MAX_GB) or DEFAULT_CACHE_MAX_GB)
+        except ValueError:
+            cache_max_gb = DEFAULT_CACHE_MAX_GB
+        if not cache_max_gb > 0:  # NaN, 0 or below: the default
+            cache_max_gb = DEFAULT_CACHE_MAX_GB
+    return int(cache_max_gb * 1e9)
+
+
 @dataclasses.dataclass(frozen=True)
 class ReadSettings:
     cache_dir: str | None  # None: parsed profiles are kept in memory only
     max_trace_bytes: int | None  # None: the memory guard's default (half of this machine's memory)
+    cache_max_bytes: int = dataclasses.field(default_factory=cache_max_bytes)  # the cache folder's bound
 
     @classmethod
-    def from_options(cls, cache_dir: str | None, no_cache: bool, max_read_gb: float | None) -> ReadSettings:
+    def from_options(
+        cls, cache_dir: str | None, no_cache: bool, max_read_gb: float | None, cache_max_gb: float | None = None
+    ) -> ReadSettings:
         chosen = cache_dir or default_cache_dir()
         if no_cache or chosen.lower() == "none":
             chosen = None
         limit = int(max_read_gb * 1e9) if max_read_gb and max_read_gb > 0 else None
-        return cls(cache_dir=chosen, max_trace_bytes=limit)
+        return cls(cache_dir=chosen, max_trace_bytes=limit, cache_max_bytes=cache_max_bytes(cache_max_gb))

@@ -32,7 +32,10 @@ class OpComparePlugin(base_plugin.TBPlugin):
         self._logdir = context.logdir or ""
         flags = context.flags
         self._settings = ReadSettings.from_options(
-            getattr(flags, "opcompare_cache_dir", None), False, getattr(flags, "opcompare_max_read_gb", 0)
+            getattr(flags, "opcompare_cache_dir", None),
+            False,
+            getattr(flags, "opcompare_max_read_gb", 0),
+            getattr(flags, "opcompare_cache_max_gb", 0),
         )
         self._active = False
         self._routes = None
@@ -96,6 +99,14 @@ class OpCompareLoader(base_plugin.TBLoader):
             default=None,
             help="Op Compare: where parsed profiles are kept between starts (default: $TB_OPCOMPARE_CACHE_DIR, "
             "else ~/.cache/tb-opcompare; 'none' keeps them in memory only). Never the logdir.",
+        )
+        group.add_argument(
+            "--opcompare_cache_max_gb",
+            metavar="GB",
+            type=float,
+            default=0,
+            help="Op Compare: the most the cache folder may hold; the profiles used longest ago are "
+            "deleted past it (default 0: $TB_OPCOMPARE_CACHE_MAX_GB, else 5).",
         )
         group.add_argument(
             "--opcompare_max_read_gb",

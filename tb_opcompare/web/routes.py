@@ -105,7 +105,12 @@ class DataRoutes:
     serves its JSON and CSV."""
 
     def __init__(self, logdir: str, settings: ReadSettings):
-        self.catalog = Catalog(logdir, cache_dir=settings.cache_dir, max_trace_bytes=settings.max_trace_bytes)
+        self.catalog = Catalog(
+            logdir,
+            cache_dir=settings.cache_dir,
+            max_trace_bytes=settings.max_trace_bytes,
+            cache_max_bytes=settings.cache_max_bytes,
+        )
         # name -> (the document's builder, its CSV rendering: (document, args) -> (text, file name), or None)
         documents = {
             "runs": (self._runs, None),
