@@ -810,7 +810,10 @@ _CRASH_PROBE = textwrap.dedent("""
         columns = {rng.randrange(200): rng.randrange(4) for _ in range(rng.randint(0, 8))}
         for call in (lambda: c.event_ints(piece, 0, len(piece)),
                      lambda: c.split_events(piece, 0, len(piece), rng.choice([1, 64, 4096])),
-                     lambda: c.event_stats(piece, 0, len(piece), ids, columns, 4)):
+                     lambda: c.event_stats(piece, 0, len(piece), ids, columns, 4),
+                     lambda: c.event_stats(piece, 0, len(piece), None, columns, 4, True),
+                     lambda: c.plane_header(piece, 0, len(piece)),
+                     lambda: c.next_line(piece, rng.randrange(len(piece) + 1), len(piece))):
             try:
                 call()
                 outcome = "ok"
@@ -819,7 +822,8 @@ _CRASH_PROBE = textwrap.dedent("""
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
     for start, end in [(-1, 3), (5, 2), (0, len(data) + 1)]:
         for call in (lambda: c.event_ints(data, start, end), lambda: c.split_events(data, start, end, 4096),
-                     lambda: c.event_stats(data, start, end, [1], {1: 0}, 1)):
+                     lambda: c.event_stats(data, start, end, [1], {1: 0}, 1),
+                     lambda: c.plane_header(data, start, end), lambda: c.next_line(data, start, end)):
             try:
                 call()
                 raise SystemExit(f"span {start}, {end} was accepted")
