@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -199,6 +201,25 @@ def test_index_fills_the_cache_with_worker_processes(logdir, tmp_path):
     assert file_listing(logdir) == before  # --local-only: nothing is written into the logdir
 
 
+def test_an_index_keeps_the_cache_folder_to_its_bound_pruning_once(logdir, tmp_path, monkeypatch):
+    """The index's workers write and never prune (each pruning on its first write would
+    list the folder once a session); the parent prunes once, after them."""
+    cache_dir = tmp_path / "cache"
+    run_cli("index", str(logdir), "--jobs", "2", "--cache-dir", str(cache_dir), "--local-only")
+    whole = sum(_entries(cache_dir).values())
+    shutil.rmtree(cache_dir)
+    prunes = []
+    monkeypatch.setattr(cache_module, "prune_cache", lambda *args, **kwargs: prunes.append(args) or 0)
+    from tb_opcompare.store.prewarm import index_logdir
+
+    catalog = Catalog(str(logdir), cache_dir=str(cache_dir), cache_max_bytes=whole // 3)
+    report = index_logdir(catalog, jobs=1, say=lambda _: None, shared=False)
+    assert report.read > 3 and len(prunes) == 1  # the parent's (jobs=1 reads in this process)
+    monkeypatch.undo()
+    catalog.cache.prune()
+    assert 0 < sum(_entries(cache_dir).values()) <= 0.8 * (whole // 3)
+
+
 def test_an_index_worker_reads_the_run_it_is_given_without_walking_the_logdir(logdir, tmp_path, monkeypatch):
     from tb_opcompare.store import catalog as catalog_module
     from tb_opcompare.store.prewarm import _index_one
@@ -308,7 +329,8 @@ def _entries(cache_dir: Path) -> dict[str, int]:
 def test_the_disk_cache_keeps_to_its_bound_deleting_what_was_used_longest_ago(logdir, tmp_path):
     """The cache folder is bounded: a process that writes prunes it to four fifths of the
     bound, deleting the entries used longest ago (loading one marks it used), never the one
-    it just wrote; a pruned run is read again, to the same tables."""
+    it just wrote, nor files that are not its own; a pruned run is read again, to the same
+    tables."""
     cache_dir = tmp_path / "cache"
     runs = [source.run for source in Catalog(str(logdir)).sources()]
     assert len(runs) >= 6
@@ -316,17 +338,27 @@ def test_the_disk_cache_keeps_to_its_bound_deleting_what_was_used_longest_ago(lo
     first = {run: filling.load(run).profile for run in runs[:-1]}
     sizes = _entries(cache_dir)
     assert len(sizes) == len(runs) - 1
-    whole = sum(sizes.values())
+    # used an hour ago, a second apart, in the order loaded (whatever the clock's grain)
+    for age, key in enumerate(filling.cache._memory):
+        os.utime(filling.cache._path(key), (time.time() - 3600 + age,) * 2)
+    # another program's files in the folder (a cache folder may be shared): never pruned
+    foreign = [cache_dir / "otherapp" / "notes.msgpack", cache_dir / "ab" / "session.tmp"]
+    for path in foreign:
+        path.parent.mkdir(exist_ok=True)
+        path.write_bytes(b"x" * 4096)
+        os.utime(path, (time.time() - 7200,) * 2)
     # the oldest entry is loaded again by another process: used most recently now
     again = Catalog(str(logdir), cache_dir=str(cache_dir))
     again.load(runs[0])
     assert not again.cache.parses
-    bound = whole // 2
+    bound = sum(sizes.values()) // 2
     writer = Catalog(str(logdir), cache_dir=str(cache_dir), cache_max_bytes=bound)
     writer.load(runs[-1])  # read, and written: the folder is pruned
     left = _entries(cache_dir)
     assert sum(left.values()) <= 0.8 * bound + max(sizes.values())  # the bound, but for the entry just written
-    # the entries used longest ago went first: those of runs[1], runs[2], ... (runs[0] was loaded again)
+    (written,) = writer.cache._memory
+    assert os.path.exists(writer.cache._path(written))
+    assert all(path.exists() for path in foreign)
     reader = Catalog(str(logdir), cache_dir=str(cache_dir))
     reader.load(runs[0])
     assert not reader.cache.parses, "the entry loaded again was pruned before older ones"
@@ -346,7 +378,16 @@ def test_the_cache_bound_is_an_option_of_every_command(logdir, tmp_path):
 
 @pytest.mark.parametrize(
     "option, environment, expected",
-    [(0, None, 5e9), (2.5, "9", 2.5e9), (0, "1.5", 1.5e9), (0, "lots", 5e9), (0, "nan", 5e9), (-1, "-3", 5e9)],
+    [
+        (0, None, 5e9),
+        (2.5, "9", 2.5e9),
+        (0, "1.5", 1.5e9),
+        (0, "lots", 5e9),
+        (0, "nan", 5e9),
+        (-1, "-3", 5e9),
+        (float("inf"), None, sys.maxsize),  # no bound (this raised OverflowError, a review found)
+        (0, "inf", sys.maxsize),
+    ],
 )
 def test_the_cache_bound_comes_from_the_option_else_the_environment_else_5_gb(
     option, environment, expected, monkeypatch
@@ -358,3 +399,5 @@ def test_the_cache_bound_comes_from_the_option_else_the_environment_else_5_gb(
     else:
         monkeypatch.setenv(ENV_CACHE_MAX_GB, environment)
     assert ReadSettings.from_options(None, False, 0, option).cache_max_bytes == int(expected)
+    if expected == sys.maxsize:  # and the command takes it
+        assert run_cli("runs", str(LOGDIR), "--lazy", "--cache-max-gb", "inf").returncode == 0

@@ -890,6 +890,11 @@ _KERNELS = [
     ("volta_sgemm", [("level 0", "f/l:Sub"), ("tf_op", "not!an op")], "f/l", "Sub"),  # level 0 when nothing else
     ("volta_sgemm", [("level 0", "f/l:Sub"), ("annotation", "g/a:Neg")], "g/a", "Neg"),
     ("volta_sgemm", [("tf_op", ("ref", "h/r:Tanh"))], "h/r", "Tanh"),  # a text by reference
+    # one text as a tf_op (which names no op: no type) and as an annotation (a TraceMe, its
+    # own op): each read as its stat says (the plane's first reading of a text was kept for
+    # every stat of it, so the annotation's kernel was an op of its own name, by order)
+    ("gemv_kernel", [("tf_op", "MakeTensor")], "gemv_kernel", "(kernel without TF op)"),
+    ("volta_sgemm", [("annotation", "MakeTensor")], "MakeTensor", "MakeTensor"),
     ("cudnn_kernel", [("tf_op", "XlaModule:"), ("hlo_op", "fusion.3"), ("scope_range_id", 7)], "fusion.3", "fusion"),
     ("cudnn_kernel", [("hlo_op", "fusion.3"), ("scope_range_id", 7)], "fusion.3", "fusion"),  # same execution
     ("cudnn_kernel", [("hlo_op", "fusion.3"), ("scope_range_id", ("uint64", (1 << 64) - 1))], "fusion.3", "fusion"),
@@ -1017,3 +1022,56 @@ def test_kernels_meet_their_executions_on_a_clock_of_ns_since_the_epoch(tmp_path
     error = _read(path, pure_python, monkeypatch)
     assert isinstance(error, ProfileError)
     assert "line 'Stream #7(Compute)': events lie 1,700,000,000 s from the plane's first line" in str(error)
+
+
+def _kernel_totals_xplane(path: Path, durations_ps: list[int]) -> None:
+    """A GPU plane without executions or scopes (its kernels summed per op): one op's
+    kernels of ``durations_ps``."""
+    plane = XPlane(id=1, name="/device:GPU:0")
+    entry = plane.stat_metadata.add(key=1)
+    entry.value.id, entry.value.name = 1, "tf_op"
+    entry = plane.event_metadata.add(key=101)
+    entry.value.id, entry.value.name = 101, "volta_sgemm"
+    stream = plane.lines.add(id=2, name="Stream #7(Compute)", timestamp_ns=1_700_000_000_000_000_000)
+    for index, duration in enumerate(durations_ps):
+        kernel = stream.events.add(metadata_id=101, offset_ps=index * 100, duration_ps=duration)
+        kernel.stats.add(metadata_id=1).str_value = "a/conv:Conv2D"
+    space = XSpace()
+    space.planes.append(plane)
+    path.write_bytes(space.SerializeToString())
+
+
+@pytest.mark.parametrize(
+    "durations_ps", [[7, -5, 10], [3_000_000_000_000_000_000, 3_000_000_000_000_000_000, 3_000_000_000_000_000_001]]
+)
+def test_kernel_totals_are_the_exact_sums_of_their_durations_on_both_paths(tmp_path, durations_ps, monkeypatch):
+    """Summed kernels: the picoseconds added as integers, exactly, then divided once, a
+    writer's negative duration kept as written (it was, before the arrays: a review found
+    it read as a 64-bit unsigned 18 million seconds), sums past int64 too."""
+    path = tmp_path / "vm.xplane.pb"
+    _kernel_totals_xplane(path, durations_ps)
+    for pure_python in (True, False):
+        profile = _read(path, pure_python, monkeypatch)
+        (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
+        assert (row.op_name, row.kernels, row.total_us) == ("a/conv", 3, sum(durations_ps) / 1e6)
+
+
+@pytest.mark.parametrize("pure_python", [True, False])
+def test_a_kernel_line_starting_past_int64_picoseconds_still_meets_its_executions(tmp_path, pure_python, monkeypatch):
+    """A stream line 2**63 ps after the executions' line (its start alone past int64),
+    whose kernels' negative offsets bring them back: two in the first execution, one in
+    none (a review found this raised OverflowError)."""
+    path = tmp_path / "vm.xplane.pb"
+    line_ns = -(-(1 << 63) // 1000)  # the first whole ns at or past 2**63 ps
+    _timed_plane_xplane(path, 0, line_ns)
+    space = XSpace.FromString(path.read_bytes())
+    executions, stream = space.planes[0].lines
+    for execution in executions.events:  # [200, 210] and [250, 260] ps
+        execution.offset_ps += 200
+    # the stream starts 2**63 + 192 ps after them: its kernels at 205, 207 and 230 ps
+    for kernel, at in zip(stream.events, (205, 207, 230)):
+        kernel.offset_ps = at - (line_ns * 1000)
+    path.write_bytes(space.SerializeToString())
+    profile = _read(path, pure_python, monkeypatch)
+    (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
+    assert (row.op_name, row.kernels, row.occurrences) == ("a/conv", 3, 2)

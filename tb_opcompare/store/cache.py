@@ -22,6 +22,7 @@ import functools
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
@@ -45,13 +46,18 @@ from tb_opcompare.store.settings import cache_max_bytes
 if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
     from tb_opcompare.schema.optable import OpProfile
 
-READER_VERSION = "33"  # bump when any reader's output changes
+READER_VERSION = "34"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 # Pruning lists the whole folder: a process does it on its first write, then each time it
 # has written this share of the bound, and takes the folder down to the rest of it (so a
 # few new entries do not prune again at once)
 _PRUNE_EVERY_SHARE, _PRUNE_TO_SHARE = 0.1, 0.8
-_STALE_SCRATCH_SECONDS = 3600  # a ``*.tmp`` this old is a write that died
+_STALE_SCRATCH_SECONDS = 3600  # a scratch file this old is a write that died
+# What pruning may delete: the entries and scratch files this cache writes, in the folders
+# it makes (the folder may be shared with other programs: $TB_OPCOMPARE_CACHE_DIR=~/.cache)
+_FOLDER = re.compile(r"[0-9a-f]{2}")
+_ENTRY = re.compile(r"[0-9a-f]{64}\.msgpack")
+_SCRATCH_PREFIX, _SCRATCH_SUFFIX = "opcompare-", ".tmp"
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
 
@@ -115,6 +121,7 @@ class ProfileCache:
         self.cache_dir = cache_dir
         self.memory_bytes = memory_bytes
         self.disk_bytes = disk_bytes if disk_bytes is not None else cache_max_bytes()
+        self.prunes = True  # False: another process prunes (the index's parent, once its workers wrote)
         self._written_since_prune: int | None = None  # None: this process has not pruned yet
         self.parses: Counter = Counter()  # key -> times parsed in this process (tests and benchmarks read it)
         self._lock = threading.Lock()
@@ -283,7 +290,9 @@ class ProfileCache:
         path = self._path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            handle, scratch = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+            handle, scratch = tempfile.mkstemp(
+                dir=os.path.dirname(path), prefix=_SCRATCH_PREFIX, suffix=_SCRATCH_SUFFIX
+            )
             encoded = msgspec.msgpack.encode(stored)
             with os.fdopen(handle, "wb") as out:
                 out.write(encoded)
@@ -301,26 +310,37 @@ class ProfileCache:
     def _after_write(self, size: int, keep: str) -> None:
         """Prune the folder on this process's first write and after each tenth of the bound
         written since (``prune_cache``), never deleting the entry just written."""
+        if not self.prunes:
+            return
         with self._lock:
             due = self._written_since_prune is None or (
                 self._written_since_prune + size >= _PRUNE_EVERY_SHARE * self.disk_bytes
             )
             self._written_since_prune = 0 if due else self._written_since_prune + size
         if due:
-            prune_cache(self.cache_dir, self.disk_bytes, keep=keep)
+            self.prune(keep=keep)
+
+    def prune(self, keep: str | None = None) -> int:
+        """Take the folder down to its bound now (``prune_cache``); the bytes freed."""
+        return prune_cache(self.cache_dir, self.disk_bytes, keep=keep) if self.cache_dir else 0
 
 
 def prune_cache(cache_dir: str, disk_bytes: int, keep: str | None = None) -> int:
     """Delete the entries of ``cache_dir`` used longest ago until it holds at most
     ``_PRUNE_TO_SHARE`` of ``disk_bytes``, if it holds more than ``disk_bytes``; delete the
-    scratch files of writes that died. Entries of older reader versions are never loaded
-    again, so they age out first. Other processes may prune or load at the same time: a
-    file gone already is skipped, and a pruned entry is only read again. Returns the bytes
-    freed."""
+    scratch files of writes that died. Only what this cache writes is looked at (its
+    entries and scratch files, in its two-letter folders). Entries of older reader
+    versions are never loaded again, so they age out first. Other processes may prune or
+    load at the same time: a file gone already counts as freed, and a pruned entry is only
+    read again. Returns the bytes freed."""
     entries, total, freed = [], 0, 0
     now = time.time()
     try:
-        folders = [entry.path for entry in os.scandir(cache_dir) if entry.is_dir(follow_symlinks=False)]
+        folders = [
+            entry.path
+            for entry in os.scandir(cache_dir)
+            if _FOLDER.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)
+        ]
     except OSError:
         return 0
     for folder in folders:
@@ -333,10 +353,14 @@ def prune_cache(cache_dir: str, disk_bytes: int, keep: str | None = None) -> int
                 stat = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if entry.name.endswith(".msgpack"):
+            if _ENTRY.fullmatch(entry.name):
                 entries.append((stat.st_mtime, stat.st_size, entry.path))
                 total += stat.st_size
-            elif entry.name.endswith(".tmp") and now - stat.st_mtime > _STALE_SCRATCH_SECONDS:
+            elif (
+                entry.name.startswith(_SCRATCH_PREFIX)
+                and entry.name.endswith(_SCRATCH_SUFFIX)
+                and now - stat.st_mtime > _STALE_SCRATCH_SECONDS
+            ):
                 freed += _remove(entry.path, stat.st_size)
     if total <= disk_bytes:
         return freed
@@ -348,16 +372,20 @@ def prune_cache(cache_dir: str, disk_bytes: int, keep: str | None = None) -> int
         if path != keep:
             removed = _remove(path, size)
             freed += removed
-            total -= size
+            total -= removed
     return freed
 
 
 def _remove(path: str, size: int) -> int:
+    """The bytes the folder no longer holds: ``size`` once the file is gone (deleted here,
+    or by another process first), 0 where it may not be deleted (a read-only cache)."""
     try:
         os.remove(path)
-        return size
-    except OSError:  # gone already, or not ours to delete (a read-only shared cache)
+    except FileNotFoundError:
+        pass
+    except OSError:
         return 0
+    return size
 
 
 def _touch(path: str) -> None:

@@ -5,7 +5,9 @@ reads this)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import sys
 
 ENV_CACHE_DIR = "TB_OPCOMPARE_CACHE_DIR"
 ENV_CACHE_MAX_GB = "TB_OPCOMPARE_CACHE_MAX_GB"
@@ -21,17 +23,20 @@ def default_cache_dir() -> str:
     return os.path.join(base, "tb-opcompare")
 
 
+UNBOUNDED = sys.maxsize
+
+
 def cache_max_bytes(cache_max_gb: float | None = None) -> int:
     """The cache folder's bound: ``cache_max_gb`` where given (above 0), else
-    ``$TB_OPCOMPARE_CACHE_MAX_GB``, else 5 GB."""
-    if not cache_max_gb or cache_max_gb <= 0:
+    ``$TB_OPCOMPARE_CACHE_MAX_GB``, else 5 GB; ``inf``: no bound (``UNBOUNDED``)."""
+    if not cache_max_gb or not cache_max_gb > 0:  # not given, 0 or below, NaN
         try:
             cache_max_gb = float(os.environ.get(ENV_CACHE_MAX_GB) or DEFAULT_CACHE_MAX_GB)
         except ValueError:
             cache_max_gb = DEFAULT_CACHE_MAX_GB
-        if not cache_max_gb > 0:  # NaN, 0 or below: the default
+        if not cache_max_gb > 0:
             cache_max_gb = DEFAULT_CACHE_MAX_GB
-    return int(cache_max_gb * 1e9)
+    return UNBOUNDED if math.isinf(cache_max_gb) else min(int(cache_max_gb * 1e9), UNBOUNDED)
 
 
 @dataclasses.dataclass(frozen=True)

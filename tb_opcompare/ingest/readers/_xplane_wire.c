@@ -28,8 +28,8 @@
  *       bytes_value (value 0), 7 ref_value (its bits). Protobuf's semantics as above, in
  *       the XStats too.
  *
- * All three scan with the GIL released: the buffer is held for the whole call, and what is
- * found is kept in C until the GIL is back.
+ * All but next_line (one field at a time) scan with the GIL released: the buffer is held
+ * for the whole call, and what is found is kept in C until the GIL is back.
  */
 
 #define PY_SSIZE_T_CLEAN

@@ -70,9 +70,9 @@ def add_kernel_totals(events: OpEvents, keys: list, codes: np.ndarray, durations
     """Kernels summed per op (count and time), where nothing tells their executions apart.
     The picoseconds are summed as integers, exactly, before the one division."""
     counts = np.bincount(codes, minlength=len(keys))
-    if durations_ps.astype(np.float64).sum() < 2.0**62:  # far from int64's end, rounding and all
+    if np.abs(durations_ps.astype(np.float64)).sum() < 2.0**62:  # far from int64's ends, rounding and all
         totals = np.zeros(len(keys), dtype=np.int64)
-        np.add.at(totals, codes, durations_ps.astype(np.int64))
+        np.add.at(totals, codes, durations_ps)
         totals_us = totals.astype(np.float64) / PS_PER_US
     else:  # past int64 (a broken writer's durations): Python's integers do not overflow
         sums = [0] * len(keys)

@@ -1089,10 +1089,7 @@ def _read_device_plane(
         kind = "accelerator"
     stat_names = _stat_names(plane)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
-    # executions and kernels are matched on the plane's clock from its first line, which
-    # keeps picoseconds in int64 where lines start at ns since the epoch
-    origin_ns = min((line.timestamp_ns for line in plane.lines), default=0)
-    executions = _executions(plane, event_names, origin_ns)
+    executions, origin_ns = _executions(plane, event_names)
     ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None)
     if not len(kernels):
         return None, "", steps
@@ -1123,7 +1120,7 @@ class _DeviceKernels:
 
     def columns(self, ops: list[tuple[str, str]]) -> tuple:
         """(ops in the order their first kernel came, each kernel's code into them, starts
-        (None where not read), durations (ps, uint64), scopes, scope kinds (``_SCOPE_*``))."""
+        (None where not read), durations (ps), scopes, scope kinds (``_SCOPE_*``))."""
         codes, starts, durations, scopes, scope_kinds = zip(*self._parts)
         keys, codes = first_appearance_keys(ops, np.concatenate(codes))
         starts = np.concatenate(starts) if starts[0] is not None else None
@@ -1207,8 +1204,9 @@ class _KernelOps:
         if line_start_ps is not None:
             offsets = ints[:, 1]
             _check_clock(line_start_ps + int(offsets.min()), line_start_ps + int(offsets.max()), line_name)
-            starts = offsets + np.int64(line_start_ps)
-        kernels.add(codes, starts, ints[:, 2].view(np.uint64), scopes, scope_kinds)
+            # the sums fit (checked), the line's start alone need not: added with wrap-around
+            starts = (offsets.view(np.uint64) + np.uint64(line_start_ps % (1 << 64))).view(np.int64)
+        kernels.add(codes, starts, ints[:, 2], scopes, scope_kinds)
 
     def _resolve(self, named: list[tuple[int, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
         """(op code, whether the op is the hlo_op's, whether the kernel ran in a command
@@ -1337,15 +1335,18 @@ def _read_kernels(
     return ops, kernels, steps
 
 
-def _executions(plane, event_names: dict[int, str], origin_ns: int) -> dict[tuple[str, str], np.ndarray]:
+def _executions(plane, event_names: dict[int, str]) -> tuple[dict[tuple[str, str], np.ndarray], int]:
     """Each op's executions on the plane's ``TensorFlow Ops`` line: an (n, 2) array of
-    start and end (ps since ``origin_ns``), sorted by start; empty without the line."""
-    spans: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    start and end, sorted by start; empty without the line. Times are ps since the
+    origin returned, the earliest such line's start: lines may start at ns since the
+    epoch, whose picoseconds are past int64, and the kernels are placed on the same clock."""
+    found: dict[tuple[str, str], list[tuple[int, int, int]]] = {}  # op -> (line ns, offset ps, duration ps)
     op_by_name: dict[str, tuple[str, str] | None] = {}
+    line_name = ""
     for line in plane.lines:
         if line.name != "TensorFlow Ops":
             continue
-        line_start_ps = (line.timestamp_ns - origin_ns) * 1000
+        line_name = line.name
         for batch in line.event_batches():
             for event in batch:
                 name = event_names.get(event.metadata_id, "")
@@ -1353,12 +1354,20 @@ def _executions(plane, event_names: dict[int, str], origin_ns: int) -> dict[tupl
                     op_by_name[name] = op_from_annotation(name)
                 op = op_by_name[name]
                 if op is not None:
-                    start = line_start_ps + event.offset_ps
-                    spans.setdefault(op, []).append((start, start + event.duration_ps))
-        times = [time for pairs in spans.values() for pair in pairs for time in pair]
-        if times:
-            _check_clock(min(times), max(times), line.name)
-    return {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in spans.items()}
+                    found.setdefault(op, []).append((line.timestamp_ns, event.offset_ps, event.duration_ps))
+    if not found:
+        return {}, 0
+    origin_ns = min(line_ns for spans in found.values() for line_ns, _, _ in spans)
+    executions = {
+        op: sorted(
+            ((line_ns - origin_ns) * 1000 + offset, (line_ns - origin_ns) * 1000 + offset + duration)
+            for line_ns, offset, duration in spans
+        )
+        for op, spans in found.items()
+    }
+    times = [time for pairs in executions.values() for pair in pairs for time in pair]
+    _check_clock(min(times), max(times), line_name)
+    return {op: np.array(pairs, dtype=np.int64) for op, pairs in executions.items()}, origin_ns
 
 
 def _check_clock(first_ps: int, last_ps: int, line_name: str) -> None:

@@ -375,7 +375,13 @@ class PlaneView:
             return
         # in C: a plane may hold 100,000 stats beside its lines (JAX's scope range tree)
         pos, end = self._span
-        while (found := helpers.next_line(self._data, pos, end)) is not None:
+        while True:
+            try:
+                found = helpers.next_line(self._data, pos, end)
+            except helpers.WireError as error:  # plane_header walked these bytes first: never seen
+                raise DecodeError(str(error)) from None
+            if found is None:
+                return
             line_start, line_end, pos = found
             yield LineView(self._data, line_start, line_end)
 
