@@ -12,7 +12,7 @@ On disk each profile is one msgpack file of plain columns (``ops`` as column -> 
 5,000-op table takes milliseconds, without pulling pyarrow into TensorBoard. The folder
 is bounded (``disk_bytes``): past it, the entries used longest ago are deleted, as a
 compiler cache prunes itself; an entry's use is its file's modification time, touched
-on every load (access times are often not kept).
+when it is loaded (access times are often not kept).
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 # few new entries do not prune again at once)
 _PRUNE_EVERY_SHARE, _PRUNE_TO_SHARE = 0.1, 0.8
 _STALE_SCRATCH_SECONDS = 3600  # a scratch file this old is a write that died
+# An entry loaded is marked used (its mtime) only where its mark is older than this: a
+# listing of 1,000 cached runs, or a shared cache on a network file system, then writes no
+# metadata on every load, and pruning still tells an entry of this hour from last week's
+_TOUCH_AFTER_SECONDS = 600
 # What pruning may delete: the entries and scratch files this cache writes, in the folders
 # it makes (the folder may be shared with other programs: $TB_OPCOMPARE_CACHE_DIR=~/.cache)
 _FOLDER = re.compile(r"[0-9a-f]{2}")
@@ -259,13 +263,15 @@ class ProfileCache:
         try:
             with open(self._path(key), "rb") as handle:
                 data = handle.read()
+                used = os.fstat(handle.fileno()).st_mtime
             stored = _SUMMARY_DECODER.decode(data) if summary else msgspec.msgpack.decode(data)
         except FileNotFoundError:  # never written, or pruned (by this process or another)
             return None
         except (OSError, msgspec.DecodeError, ValueError) as error:
             _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
             return None
-        _touch(self._path(key))
+        if time.time() - used > _TOUCH_AFTER_SECONDS:
+            _touch(self._path(key))
         if summary:
             if stored.key != repr(key):
                 return None
