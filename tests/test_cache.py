@@ -201,23 +201,37 @@ def test_index_fills_the_cache_with_worker_processes(logdir, tmp_path):
     assert file_listing(logdir) == before  # --local-only: nothing is written into the logdir
 
 
-def test_an_index_keeps_the_cache_folder_to_its_bound_pruning_once(logdir, tmp_path, monkeypatch):
-    """The index's workers write and never prune (each pruning on its first write would
-    list the folder once a session); the parent prunes once, after them."""
-    cache_dir = tmp_path / "cache"
-    run_cli("index", str(logdir), "--jobs", "2", "--cache-dir", str(cache_dir), "--local-only")
-    whole = sum(_entries(cache_dir).values())
-    shutil.rmtree(cache_dir)
-    prunes = []
-    monkeypatch.setattr(cache_module, "prune_cache", lambda *args, **kwargs: prunes.append(args) or 0)
+def test_an_index_keeps_the_cache_folder_to_its_bound_as_it_writes(logdir, tmp_path, monkeypatch):
+    """An index makes a catalog a session; the folder is looked at once a process and then
+    each tenth of the bound written (it was once a session), and stays within its bound."""
     from tb_opcompare.store.prewarm import index_logdir
 
-    catalog = Catalog(str(logdir), cache_dir=str(cache_dir), cache_max_bytes=whole // 3)
-    report = index_logdir(catalog, jobs=1, say=lambda _: None, shared=False)
-    assert report.read > 3 and len(prunes) == 1  # the parent's (jobs=1 reads in this process)
-    monkeypatch.undo()
-    catalog.cache.prune()
-    assert 0 < sum(_entries(cache_dir).values()) <= 0.8 * (whole // 3)
+    scans = []
+    prune = cache_module.prune_cache
+    monkeypatch.setattr(cache_module, "prune_cache", lambda *args, **kwargs: scans.append(1) or prune(*args, **kwargs))
+    roomy = tmp_path / "roomy"
+    report = index_logdir(Catalog(str(logdir), cache_dir=str(roomy)), jobs=1, say=lambda _: None, shared=False)
+    assert report.read >= 5 and len(scans) == 1  # jobs=1: every session read in this process
+    sizes = _entries(roomy)
+    bound = sum(sizes.values()) // 3
+    tight = tmp_path / "tight"
+    index_logdir(
+        Catalog(str(logdir), cache_dir=str(tight), cache_max_bytes=bound), jobs=1, say=lambda _: None, shared=False
+    )
+    assert 0 < sum(_entries(tight).values()) <= bound + max(sizes.values())
+
+
+def test_a_loaded_entry_is_marked_used_unless_it_was_lately(logdir, tmp_path):
+    """Loading marks an entry used (its mtime) where its mark is over ten minutes old, and
+    writes nothing where it is newer (a listing of many cached runs touches no file)."""
+    cache_dir = tmp_path / "cache"
+    Catalog(str(logdir), cache_dir=str(cache_dir)).load(TORCH_RUN)
+    (entry,) = cache_dir.rglob("*.msgpack")
+    lately, long_ago = time.time() - 60, time.time() - 3600
+    for mark, touched in ((lately, False), (long_ago, True)):
+        os.utime(entry, (mark, mark))
+        Catalog(str(logdir), cache_dir=str(cache_dir)).load(TORCH_RUN)
+        assert (entry.stat().st_mtime > mark + 1) is touched
 
 
 def test_an_index_worker_reads_the_run_it_is_given_without_walking_the_logdir(logdir, tmp_path, monkeypatch):
@@ -387,6 +401,7 @@ def test_the_cache_bound_is_an_option_of_every_command(logdir, tmp_path):
         (-1, "-3", 5e9),
         (float("inf"), None, sys.maxsize),  # no bound (this raised OverflowError, a review found)
         (0, "inf", sys.maxsize),
+        (1e300, None, sys.maxsize),  # past float's range once in bytes
     ],
 )
 def test_the_cache_bound_comes_from_the_option_else_the_environment_else_5_gb(

@@ -1010,18 +1010,22 @@ def _timed_plane_xplane(path: Path, executions_ns: int, kernels_ns: int) -> None
 @pytest.mark.parametrize("pure_python", [True, False])
 def test_kernels_meet_their_executions_on_a_clock_of_ns_since_the_epoch(tmp_path, pure_python, monkeypatch):
     """Lines may start at ns since the epoch, whose picoseconds overflow int64 (this raised
-    OverflowError, a traceback): times are taken from the plane's first line. Lines 54
-    years apart are a broken file, which the error names."""
+    OverflowError, a traceback): times are taken from the earliest TensorFlow Ops line,
+    whatever other lines hold (a Steps line at 0). Lines 54 years apart are a broken file,
+    which the error names."""
     path = tmp_path / "vm.xplane.pb"
     epoch_ns = 1_700_000_000_000_000_000
     _timed_plane_xplane(path, epoch_ns, epoch_ns)
+    space = XSpace.FromString(path.read_bytes())
+    space.planes[0].lines.add(id=3, name="Steps", timestamp_ns=0).events.add(metadata_id=100, duration_ps=50)
+    path.write_bytes(space.SerializeToString())
     profile = _read(path, pure_python, monkeypatch)
     (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
     assert (row.op_name, row.kernels, row.occurrences) == ("a/conv", 3, 2)  # 5 and 7 ps: one execution
     _timed_plane_xplane(path, 0, epoch_ns)
     error = _read(path, pure_python, monkeypatch)
     assert isinstance(error, ProfileError)
-    assert "line 'Stream #7(Compute)': events lie 1,700,000,000 s from the plane's first line" in str(error)
+    assert "line 'Stream #7(Compute)': events lie 1,700,000,000 s from the plane's TensorFlow Ops line" in str(error)
 
 
 def _kernel_totals_xplane(path: Path, durations_ps: list[int]) -> None:

@@ -53,6 +53,8 @@ DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 # few new entries do not prune again at once)
 _PRUNE_EVERY_SHARE, _PRUNE_TO_SHARE = 0.1, 0.8
 _STALE_SCRATCH_SECONDS = 3600  # a scratch file this old is a write that died
+_WRITTEN_SINCE_PRUNE: dict[str, int] = {}  # cache folder -> bytes this process wrote there since it pruned it
+_PRUNE_LOCK = threading.Lock()
 # An entry loaded is marked used (its mtime) only where its mark is older than this: a
 # listing of 1,000 cached runs, or a shared cache on a network file system, then writes no
 # metadata on every load, and pruning still tells an entry of this hour from last week's
@@ -62,6 +64,7 @@ _TOUCH_AFTER_SECONDS = 600
 _FOLDER = re.compile(r"[0-9a-f]{2}")
 _ENTRY = re.compile(r"[0-9a-f]{64}\.msgpack")
 _SCRATCH_PREFIX, _SCRATCH_SUFFIX = "opcompare-", ".tmp"
+_OLD_SCRATCH = re.compile(r"tmp[a-z0-9_]{8}\.tmp")  # tempfile's own names, before the prefix (READER_VERSION 33)
 _ALWAYS_HELD = 2
 _logger = logging.getLogger(__name__)
 
@@ -125,8 +128,6 @@ class ProfileCache:
         self.cache_dir = cache_dir
         self.memory_bytes = memory_bytes
         self.disk_bytes = disk_bytes if disk_bytes is not None else cache_max_bytes()
-        self.prunes = True  # False: another process prunes (the index's parent, once its workers wrote)
-        self._written_since_prune: int | None = None  # None: this process has not pruned yet
         self.parses: Counter = Counter()  # key -> times parsed in this process (tests and benchmarks read it)
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, tuple[OpProfile | _Unreadable, int]] = OrderedDict()
@@ -314,15 +315,13 @@ class ProfileCache:
                 )
 
     def _after_write(self, size: int, keep: str) -> None:
-        """Prune the folder on this process's first write and after each tenth of the bound
-        written since (``prune_cache``), never deleting the entry just written."""
-        if not self.prunes:
-            return
-        with self._lock:
-            due = self._written_since_prune is None or (
-                self._written_since_prune + size >= _PRUNE_EVERY_SHARE * self.disk_bytes
-            )
-            self._written_since_prune = 0 if due else self._written_since_prune + size
+        """Prune the folder on this process's first write to it and after each tenth of the
+        bound written since (``prune_cache``), never deleting the entry just written. The
+        count is the process's, not the catalog's: an index worker makes a catalog a session."""
+        with _PRUNE_LOCK:
+            written = _WRITTEN_SINCE_PRUNE.get(self.cache_dir)
+            due = written is None or written + size >= _PRUNE_EVERY_SHARE * self.disk_bytes
+            _WRITTEN_SINCE_PRUNE[self.cache_dir] = 0 if due else written + size
         if due:
             self.prune(keep=keep)
 
@@ -363,10 +362,9 @@ def prune_cache(cache_dir: str, disk_bytes: int, keep: str | None = None) -> int
                 entries.append((stat.st_mtime, stat.st_size, entry.path))
                 total += stat.st_size
             elif (
-                entry.name.startswith(_SCRATCH_PREFIX)
-                and entry.name.endswith(_SCRATCH_SUFFIX)
-                and now - stat.st_mtime > _STALE_SCRATCH_SECONDS
-            ):
+                (entry.name.startswith(_SCRATCH_PREFIX) and entry.name.endswith(_SCRATCH_SUFFIX))
+                or _OLD_SCRATCH.fullmatch(entry.name)
+            ) and now - stat.st_mtime > _STALE_SCRATCH_SECONDS:
                 freed += _remove(entry.path, stat.st_size)
     if total <= disk_bytes:
         return freed

@@ -49,12 +49,17 @@ class _Done:
 
 
 def _index_one(
-    logdir: str, cache_dir: str | None, max_trace_bytes: int, source: RunSource, session: str, shared: bool
+    logdir: str,
+    cache_dir: str | None,
+    max_trace_bytes: int,
+    source: RunSource,
+    session: str,
+    shared: bool,
+    cache_max_bytes: int | None = None,
 ) -> _Done:
     """Read one session (the source found by the parent: a worker never walks the logdir
     again) and write its part of the shared index."""
-    catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes)
-    catalog.cache.prunes = False  # the parent prunes the cache folder once every worker wrote
+    catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes, cache_max_bytes=cache_max_bytes)
     before = _fingerprints(source.sessions[session])
     try:
         found = Found(catalog.parsed(source, session)[1])
@@ -152,13 +157,13 @@ def index_logdir(
     if todo:
         # a cluster's workers need not see this machine's cache folder: they write the index only
         cache_dir = None if scheduler else catalog.cache.cache_dir
+        bound = catalog.cache.disk_bytes
         tasks = [
-            (catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared) for source, session in todo
+            (catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared, bound)
+            for source, session in todo
         ]
         runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
         entries = _collect(runner, len(todo), report, say)
-        if cache_dir:
-            catalog.cache.prune()  # once for every worker's writes (each of them prunes nothing)
         if entries:
             try:
                 catalog.index.write_manifest(entries)
@@ -301,7 +306,7 @@ def _settled_result(future) -> bool:
 def _submit_index_task(client, number: int, task: tuple, tries: int):
     """One session's index task on the cluster (a job's capture: a task a rank, then the
     job's); ``tries`` > 0 names a resubmission, so its keys are new."""
-    logdir, _, limit, source, session, shared = task
+    logdir, _, limit, source, session, shared, _ = task
     suffix = f"-again-{tries}" if tries else ""
     if session in source.worker_sessions.values() and _job_fits(source, session, limit):
         ranks = [

@@ -36,7 +36,8 @@ def cache_max_bytes(cache_max_gb: float | None = None) -> int:
             cache_max_gb = DEFAULT_CACHE_MAX_GB
         if not cache_max_gb > 0:
             cache_max_gb = DEFAULT_CACHE_MAX_GB
-    return UNBOUNDED if math.isinf(cache_max_gb) else min(int(cache_max_gb * 1e9), UNBOUNDED)
+    scaled = cache_max_gb * 1e9  # inf, or a finite number past float's range once scaled: no bound
+    return UNBOUNDED if math.isinf(scaled) or scaled >= UNBOUNDED else int(scaled)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1371,11 +1371,13 @@ def _executions(plane, event_names: dict[int, str]) -> tuple[dict[tuple[str, str
 
 
 def _check_clock(first_ps: int, last_ps: int, line_name: str) -> None:
-    """A device plane's times, ps since its first line, must fit int64 (106 days)."""
+    """A device plane's times, ps since its earliest TensorFlow Ops line, must fit int64
+    (106 days)."""
     if not -(1 << 63) <= first_ps <= last_ps < 1 << 63:
         raise _BrokenEvents(
-            f"line {line_name!r}: events lie {max(abs(first_ps), abs(last_ps)) // 10**12:,} s from the plane's "
-            "first line, past the reach of a 64-bit picosecond clock; the profiler wrote broken events"
+            f"line {line_name!r}: events lie {max(abs(first_ps), abs(last_ps)) // 10**12:,} s from the "
+            "plane's TensorFlow Ops line, past the reach of a 64-bit picosecond clock; the profiler wrote "
+            "broken events"
         )
 
 
