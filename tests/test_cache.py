@@ -20,6 +20,7 @@ from conftest import LOGDIR, as_json, run_cli
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.store import cache as cache_module
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.settings import ReadSettings
 
 TORCH_RUN = "torch/cnn_torch_cpu_bs64"
 TF_RUN = "tf_keras/cnn_cpu_bs32/train"
@@ -241,7 +242,8 @@ def test_an_index_worker_reads_the_run_it_is_given_without_walking_the_logdir(lo
     (source,) = [s for s in Catalog(str(logdir)).sources() if s.run == TORCH_RUN]
     walks = []
     monkeypatch.setattr(catalog_module, "discover", lambda logdir, *_: walks.append(logdir) or [])
-    done = _index_one(str(logdir), str(tmp_path / "cache"), 0, source, source.newest_session, shared=False)
+    settings = ReadSettings(cache_dir=str(tmp_path / "cache"), max_trace_bytes=0)
+    done = _index_one(str(logdir), settings, source, source.newest_session, shared=False)
     assert (done.run, done.session, done.unreadable, done.entry) == (TORCH_RUN, source.newest_session, None, None)
     assert walks == []
     assert (
@@ -407,7 +409,7 @@ def test_the_cache_bound_is_an_option_of_every_command(logdir, tmp_path):
 def test_the_cache_bound_comes_from_the_option_else_the_environment_else_5_gb(
     option, environment, expected, monkeypatch
 ):
-    from tb_opcompare.store.settings import ENV_CACHE_MAX_GB, ReadSettings
+    from tb_opcompare.store.settings import ENV_CACHE_MAX_GB
 
     if environment is None:
         monkeypatch.delenv(ENV_CACHE_MAX_GB, raising=False)

@@ -25,6 +25,7 @@ from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.prewarm import index_logdir
+from tb_opcompare.store.settings import ReadSettings
 
 SOURCES = {
     "tf": FIXTURES / "tf_modes" / "logdir",
@@ -466,5 +467,5 @@ def test_a_file_changed_while_it_was_read_gets_no_entry(tmp_path, monkeypatch):
     source = catalog.source("user/lstm_runA")
     real = prewarm._fingerprints
     monkeypatch.setattr(prewarm, "_fingerprints", lambda paths: [dict(f, mtime=0.5) for f in real(paths)])
-    done = prewarm._index_one(str(logdir), None, 0, source, source.newest_session, shared=True)
+    done = prewarm._index_one(str(logdir), ReadSettings(None, 0), source, source.newest_session, shared=True)
     assert done.entry is None and done.write_error is None and done.unreadable is None

@@ -25,6 +25,7 @@ from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.formats import EMPTY_SESSION, PYTORCH, combine_job_ranks, read_job_rank
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
+from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.store.shared_index import Found
 
 
@@ -48,18 +49,16 @@ class _Done:
     worker: str | None = None
 
 
-def _index_one(
-    logdir: str,
-    cache_dir: str | None,
-    max_trace_bytes: int,
-    source: RunSource,
-    session: str,
-    shared: bool,
-    cache_max_bytes: int | None = None,
-) -> _Done:
+def _index_one(logdir: str, settings: ReadSettings, source: RunSource, session: str, shared: bool) -> _Done:
     """Read one session (the source found by the parent: a worker never walks the logdir
-    again) and write its part of the shared index."""
-    catalog = Catalog(logdir, cache_dir=cache_dir, max_trace_bytes=max_trace_bytes, cache_max_bytes=cache_max_bytes)
+    again) and write its part of the shared index; ``settings``: the parent's cache
+    folder (None on a cluster) and bound, and its memory guard."""
+    catalog = Catalog(
+        logdir,
+        cache_dir=settings.cache_dir,
+        max_trace_bytes=settings.max_trace_bytes,
+        cache_max_bytes=settings.cache_max_bytes,
+    )
     before = _fingerprints(source.sessions[session])
     try:
         found = Found(catalog.parsed(source, session)[1])
@@ -156,12 +155,12 @@ def index_logdir(
     todo = _sessions_to_read(catalog, shared, report)
     if todo:
         # a cluster's workers need not see this machine's cache folder: they write the index only
-        cache_dir = None if scheduler else catalog.cache.cache_dir
-        bound = catalog.cache.disk_bytes
-        tasks = [
-            (catalog.logdir, cache_dir, catalog.max_trace_bytes, source, session, shared, bound)
-            for source, session in todo
-        ]
+        settings = ReadSettings(
+            cache_dir=None if scheduler else catalog.cache.cache_dir,
+            max_trace_bytes=catalog.max_trace_bytes,
+            cache_max_bytes=catalog.cache.disk_bytes,
+        )
+        tasks = [(catalog.logdir, settings, source, session, shared) for source, session in todo]
         runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
         entries = _collect(runner, len(todo), report, say)
         if entries:
@@ -306,7 +305,8 @@ def _settled_result(future) -> bool:
 def _submit_index_task(client, number: int, task: tuple, tries: int):
     """One session's index task on the cluster (a job's capture: a task a rank, then the
     job's); ``tries`` > 0 names a resubmission, so its keys are new."""
-    logdir, _, limit, source, session, shared, _ = task
+    logdir, settings, source, session, shared = task
+    limit = settings.max_trace_bytes
     suffix = f"-again-{tries}" if tries else ""
     if session in source.worker_sessions.values() and _job_fits(source, session, limit):
         ranks = [
@@ -349,7 +349,7 @@ def _result(future, task: tuple) -> _Done:
     try:
         return future.result()
     except Exception as error:
-        source, session = task[3], task[4]
+        _, _, source, session, _ = task
         return _Done(
             source.run,
             session,
