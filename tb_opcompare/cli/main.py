@@ -783,8 +783,6 @@ def _print_runs(document: dict) -> None:
 
 def _compare(args) -> int:
     catalog = _catalog(args, every_run=not args.baseline)  # no runs named: every automatic pair
-    from tb_opcompare.analysis.compare import COMPARE_COLUMNS
-
     if bool(args.baseline) != bool(args.target):
         return _usage_error("give both --baseline and --target, or neither to compare every automatic pair")
     if args.repeats and not args.baseline:
@@ -792,7 +790,10 @@ def _compare(args) -> int:
     pairs = _named_pair(catalog, args) if args.baseline else _automatic_pairs(catalog)
     if not pairs:
         return EXIT_USAGE  # _automatic_pairs said why
-    # after the runs are resolved, so an unknown run stays the error reported first
+    # after the runs are resolved, so an unknown run stays the error reported first (and
+    # is reported before pandas is imported)
+    from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+
     if args.sort and args.sort not in COMPARE_COLUMNS:
         return _usage_error(f"unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")
     documents = [_compare_document(catalog, args, baseline, target) for baseline, target in pairs]
