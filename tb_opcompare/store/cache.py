@@ -261,8 +261,9 @@ class ProfileCache:
     def _load_from_disk(self, key: tuple, summary: bool = False):
         if not self.cache_dir:
             return None
+        path = self._path(key)
         try:
-            with open(self._path(key), "rb") as handle:
+            with open(path, "rb") as handle:
                 data = handle.read()
                 used = os.fstat(handle.fileno()).st_mtime
             stored = _SUMMARY_DECODER.decode(data) if summary else msgspec.msgpack.decode(data)
@@ -272,7 +273,7 @@ class ProfileCache:
             _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
             return None
         if time.time() - used > _TOUCH_AFTER_SECONDS:
-            _touch(self._path(key))
+            _touch(path)
         if summary:
             if stored.key != repr(key):
                 return None

@@ -39,11 +39,8 @@ def kernel_columns(kernels: list) -> tuple[list, np.ndarray, np.ndarray, np.ndar
 def first_appearance_keys(ops: list, codes: np.ndarray) -> tuple[list, np.ndarray]:
     """Kernels' ops as codes into ``ops``, renumbered into the ops in the order their first
     kernel came (the order every table lists them in), with that list."""
-    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return [ops[code] for code in unique[order].tolist()], rank[inverse.reshape(-1)]
+    renumbered, firsts = first_appearance_ids([codes])
+    return [ops[code] for code in codes[firsts].tolist()], renumbered
 
 
 def first_appearance_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
