@@ -67,7 +67,7 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     pooled_row = pd.Series(np.arange(len(ops)), index=pd.MultiIndex.from_frame(ops[_KEYS]))
     step_ops, step_count = _pooled_steps(profiles, stacked, pooled_row)
     ops["per_step_cv"] = per_step_cv(step_ops, len(ops), step_count)
-    return OpProfile(
+    return OpProfile.from_frames(
         facts=_pooled_facts([profile.facts for profile in profiles]),
         ops=ops[OP_COLUMNS],
         step_ops=step_ops,

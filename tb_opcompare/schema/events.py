@@ -148,7 +148,9 @@ class OpEvents:
         self.host_sample_steps: list[np.ndarray | None] = []  # each sample's step (-1: none), where known
         self.step_count = 0  # profiled steps whose occurrences a reader placed (``steps=`` arguments)
         self.device_partials: list[dict] = []  # per-op kernel sums from add_device_totals
-        self.device_kernels: list[dict] = []  # per-kernel records from add_device_kernels
+        # per-kernel records from add_device_kernels: each kernel's op an index into the
+        # record's keys, so a million kernels hold a million integers, not their names
+        self.device_kernels: list[dict] = []
         self.crossings = 0  # host events that outlive the event they start in (see self_times)
         self.memory_partials: list[dict] = []  # per-op allocated and net bytes (add_memory)
         self.net_memory_known = True  # False where frees are not attributed to ops
@@ -216,11 +218,9 @@ class OpEvents:
         if len(codes):
             self.device_kernels.append(
                 {
-                    "side": DEVICE,
-                    "op_name": np.asarray([k[0] for k in keys], dtype=object)[codes],
-                    "op_type": np.asarray([k[1] for k in keys], dtype=object)[codes],
-                    "total_us": durations_us,
-                    "self_us": durations_us,
+                    "keys": list(keys),
+                    "codes": np.asarray(codes, dtype=np.int64),
+                    "total_us": np.asarray(durations_us, dtype=np.float64),
                     "invocation": np.where(invocations >= 0, invocations, np.nan),
                     "step": np.full(len(codes), -1, dtype=np.int64) if steps is None else np.asarray(steps, np.int64),
                 }

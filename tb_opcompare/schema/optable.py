@@ -1,7 +1,11 @@
 """The per-op table made of what every reader leaves (``OpProfile.from_parsed`` of a
 ``schema.events.ParsedProfile``), and the run facts that travel with it.
 
-Schema of ``OpProfile.ops`` (a pandas DataFrame, one row per side x op):
+Every table is made and kept as a ``schema.table.Table`` (numpy columns: ``OpProfile.op_table``
+and its siblings), without pandas; ``OpProfile.ops`` and its siblings give each as a pandas
+DataFrame, made on first use.
+
+Schema of ``OpProfile.ops`` (one row per side x op):
 
 ==============  =======  ===================================================================
 column          dtype    meaning
@@ -114,9 +118,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tb_opcompare.schema.events import (
     ANNOTATION_COLUMNS,
@@ -133,106 +137,179 @@ from tb_opcompare.schema.events import (
     _encode,
     _fold_host,
 )
+from tb_opcompare.schema.groups import (
+    first_appearance,
+    first_appearance_ids,
+    group_counts,
+    group_extremes,
+    group_std,
+    group_sums,
+    integer_group_sums,
+)
+from tb_opcompare.schema.table import LazyTable, Table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Each table's columns and their dtypes (object: text), as a reader makes them.
+OP_DTYPES = {
+    column: {
+        "side": "object",
+        "op_name": "object",
+        "op_type": "object",
+        "occurrences": "int64",
+        "kernels": "int64",
+    }.get(column, "float64")
+    for column in OP_COLUMNS
+}
+STEP_DTYPES = {column: "float64" if column == "self_us" else "int64" for column in STEP_COLUMNS}
+MODULE_DTYPES = {
+    column: {"occurrences": "int64", "self_us": "float64", "alloc_bytes": "float64"}.get(column, "object")
+    for column in MODULE_COLUMNS
+}
+ANNOTATION_DTYPES = {
+    column: {"occurrences": "int64", "total_us": "float64", "outermost_us": "float64"}.get(column, "object")
+    for column in ANNOTATION_COLUMNS
+}
+MEMORY_TIMELINE_DTYPES = {column: "object" if column == "device" else "float64" for column in MEMORY_TIMELINE_COLUMNS}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class OpProfile:
+    """A session's tables (``Table``s, documented above) and facts. ``module_source``: the
+    module table, or what makes it on first use (a reader's recipe: it takes pandas)."""
+
     facts: ProfileFacts
-    ops: pd.DataFrame
-    step_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_step_table())
-    step_count: int = 0  # steps the occurrences of ``step_ops`` were placed in
-    module_ops: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_module_table())
-    annotations: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_annotation_table())
-    memory_timeline: pd.DataFrame = dataclasses.field(default_factory=lambda: empty_memory_timeline())
+    op_table: Table
+    step_table: Table = dataclasses.field(default_factory=lambda: Table.empty(STEP_DTYPES))
+    step_count: int = 0  # steps the occurrences of ``step_table`` were placed in
+    module_source: Table | LazyTable = dataclasses.field(default_factory=lambda: Table.empty(MODULE_DTYPES))
+    annotation_table: Table = dataclasses.field(default_factory=lambda: Table.empty(ANNOTATION_DTYPES))
+    memory_table: Table = dataclasses.field(default_factory=lambda: Table.empty(MEMORY_TIMELINE_DTYPES))
+
+    @property
+    def module_table(self) -> Table:
+        source = self.module_source
+        return source.table() if isinstance(source, LazyTable) else source
+
+    # The tables as pandas DataFrames, for the views that work on frames (each made once).
+    @property
+    def ops(self) -> pd.DataFrame:
+        return self.op_table.frame()
+
+    @property
+    def step_ops(self) -> pd.DataFrame:
+        return self.step_table.frame()
+
+    @property
+    def module_ops(self) -> pd.DataFrame:
+        return self.module_table.frame()
+
+    @property
+    def annotations(self) -> pd.DataFrame:
+        return self.annotation_table.frame()
+
+    @property
+    def memory_timeline(self) -> pd.DataFrame:
+        return self.memory_table.frame()
 
     @functools.cached_property
     def op_names(self) -> frozenset[str]:
         """Its ops' names: what pairing and model identity compare runs by."""
-        return frozenset(self.ops["op_name"])
+        return frozenset(self.op_table["op_name"].tolist())
 
     @classmethod
     def from_parsed(cls, parsed: ParsedProfile) -> OpProfile:
         """The tables of a session as its reader left it."""
         events = parsed.events
         ops, step_ops = build_tables(events)
-        timeline = empty_memory_timeline()
-        if events.memory_timeline is not None:  # object names, as the disk cache gives them back
-            timeline = pd.DataFrame(events.memory_timeline, columns=MEMORY_TIMELINE_COLUMNS).astype(timeline.dtypes)
         profile = cls(
-            facts=parsed.facts,
-            ops=ops,
-            step_ops=step_ops,
-            step_count=events.step_count if len(step_ops) else 0,
-            memory_timeline=timeline,
+            facts=parsed.facts, op_table=ops, step_table=step_ops, step_count=events.step_count if len(step_ops) else 0
         )
+        if events.memory_timeline is not None:  # object names, as the disk cache gives them back
+            profile.memory_table = typed_table(events.memory_timeline, MEMORY_TIMELINE_DTYPES)
         if parsed.annotations is not None:
-            profile.annotations = pd.DataFrame(parsed.annotations, columns=ANNOTATION_COLUMNS).astype(
-                empty_annotation_table().dtypes
-            )
+            profile.annotation_table = typed_table(parsed.annotations, ANNOTATION_DTYPES)
         if parsed.module_ops is not None:
-            profile.module_ops = parsed.module_ops()
+            recipe = parsed.module_ops
+            profile.module_source = LazyTable(lambda: Table.from_frame(recipe()))
         return profile
 
+    @classmethod
+    def from_frames(cls, facts: ProfileFacts, ops: pd.DataFrame, step_count: int = 0, **frames) -> OpProfile:
+        """A profile of DataFrames (``step_ops``, ``module_ops``, ``annotations``,
+        ``memory_timeline``: those given), as a view that works on frames makes one."""
+        tables = {_TABLE_OF_FRAME[name]: Table.from_frame(frame) for name, frame in frames.items()}
+        return cls(facts=facts, op_table=Table.from_frame(ops), step_count=step_count, **tables)
 
-def build_tables(events: OpEvents) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+_TABLE_OF_FRAME = {
+    "step_ops": "step_table",
+    "module_ops": "module_source",
+    "annotations": "annotation_table",
+    "memory_timeline": "memory_table",
+}
+
+
+def typed_table(columns, dtypes: dict) -> Table:
+    """Columns given as lists or arrays (a reader's, the disk cache's) in a table's dtypes."""
+    return Table({name: np.asarray(columns[name], dtype=dtypes[name]) for name in dtypes})
+
+
+def build_tables(events: OpEvents) -> tuple[Table, Table]:
     """Aggregate occurrences into the per-op table and the per-step table documented above."""
     if not len(events):
-        return empty_op_table(), empty_step_table()
-    frame = pd.DataFrame(
-        {
-            "side": events.side,
-            "op_name": events.name,
-            "op_type": events.type,
-            "total_us": np.asarray(events.total, dtype="float64"),
-            "self_us": np.asarray(events.self_time, dtype="float64"),
-        }
-    )
-    host = frame[frame["side"] == HOST]
-    device = frame[frame["side"] == DEVICE].assign(invocation=np.nan, step=-1)  # ``add`` knows no launcher
-    if events.device_kernels:
-        kernels = [pd.DataFrame(part) for part in events.device_kernels]
-        device = pd.concat([part for part in (device, *kernels) if len(part)], ignore_index=True)
+        return Table.empty(OP_DTYPES), Table.empty(STEP_DTYPES)
+    side = np.asarray(events.side, dtype=object)
+    names, types = np.asarray(events.name, dtype=object), np.asarray(events.type, dtype=object)
+    totals, selfs = np.asarray(events.total, dtype=np.float64), np.asarray(events.self_time, dtype=np.float64)
     tables, cells = [], []
     partials = list(events.host_partials)
     samples = list(events.host_samples)
     sample_steps = list(events.host_sample_steps)
-    if len(host):
-        keys, codes = _encode(list(zip(host["op_name"], host["op_type"])))
-        partials.append(_fold_host(keys, codes, host["total_us"].to_numpy(), host["self_us"].to_numpy()))
-        samples.append((keys, codes, host["self_us"].to_numpy(dtype=np.float32)))
+    host = side == HOST
+    if host.any():
+        keys, codes = _encode(list(zip(names[host].tolist(), types[host].tolist())))
+        partials.append(_fold_host(keys, codes, totals[host], selfs[host]))
+        samples.append((keys, codes, selfs[host].astype(np.float32)))
         sample_steps.append(None)
     if partials:
         host_table, host_cells = _with_host_quantiles(_combine_host(partials), samples, sample_steps, events.step_count)
         tables.append(host_table)
         cells.append(host_cells)
-    if len(device) or events.device_partials:
+    device = side == DEVICE
+    kernels = list(events.device_kernels)
+    if device.any():  # ``add`` knows no launcher
+        keys, codes = _encode(list(zip(names[device].tolist(), types[device].tolist())))
+        kernels.insert(0, {"keys": keys, "codes": codes, "total_us": totals[device], "invocation": None, "step": None})
+    if kernels or events.device_partials:
         device_table, device_cells = _aggregate_device(
-            device, events.device_partials, tables[0] if tables else None, events.step_count
+            kernels, events.device_partials, tables[0] if tables else None, events.step_count
         )
         cells.append(device_cells.assign(row=device_cells["row"] + sum(len(t) for t in tables)))
         tables.append(device_table)
-    table = _with_memory(pd.concat(tables, ignore_index=True), events)
-    step_ops = pd.concat(cells, ignore_index=True) if any(len(c) for c in cells) else empty_step_table()
-    return table[OP_COLUMNS], step_ops[STEP_COLUMNS]
+    table = _with_memory(Table.concat(tables, [c for c in OP_COLUMNS if c not in _MEMORY_SUMS]), events)
+    step_ops = Table.concat(cells, STEP_COLUMNS) if any(len(c) for c in cells) else Table.empty(STEP_DTYPES)
+    return table.select(OP_COLUMNS), step_ops
 
 
-def _with_memory(table: pd.DataFrame, events: OpEvents) -> pd.DataFrame:
+def _with_memory(table: Table, events: OpEvents) -> Table:
     """Host rows get their ops' allocated and net bytes: 0 for an op that allocated
     nothing where memory was recorded, NaN where it was not."""
     if not events.memory_partials:
-        return table.assign(alloc_bytes=np.nan, net_bytes=np.nan)
+        return table.assign(alloc_bytes=np.full(len(table), np.nan), net_bytes=np.full(len(table), np.nan))
     names, types, _, sums = _summed_partials(events.memory_partials, _MEMORY_SUMS)
     code_of = {key: code for code, key in enumerate(zip(names.tolist(), types.tolist()))}
     keys = list(zip(table["op_name"].tolist(), table["op_type"].tolist()))
     codes = np.fromiter((code_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
-    host = (table["side"] == HOST).to_numpy()
+    host = table["side"] == HOST
     # an op's memory is on its host row; an op with none (summary.json's accelerator
     # nodes) keeps it on its device row
     with_host_row = {key for key, on_host in zip(keys, host) if on_host}
     holder = host | np.fromiter((key not in with_host_row for key in keys), dtype=bool, count=len(keys))
     columns = {}
     for column in _MEMORY_SUMS:
-        values = np.where(codes >= 0, sums[column].to_numpy()[codes], 0.0)
+        values = np.where(codes >= 0, sums[column][codes], 0.0)
         columns[column] = np.where(holder, values, np.nan)
     if not events.net_memory_known:
         columns["net_bytes"] = np.full(len(table), np.nan)
@@ -242,57 +319,46 @@ def _with_memory(table: pd.DataFrame, events: OpEvents) -> pd.DataFrame:
 _MEMORY_SUMS = ["alloc_bytes", "net_bytes"]
 
 
+# Each table with no rows, as a pandas DataFrame in a reader's dtypes (for the views that
+# work on frames, and the shared index's Parquet schema).
 def empty_op_table() -> pd.DataFrame:
-    dtypes = {"side": "object", "op_name": "object", "op_type": "object", "occurrences": "int64", "kernels": "int64"}
-    return pd.DataFrame({c: pd.Series(dtype=dtypes.get(c, "float64")) for c in OP_COLUMNS})
-
-
-_OP_KEYS = ["side", "op_name", "op_type"]
+    return Table.empty(OP_DTYPES).frame()
 
 
 def empty_module_table() -> pd.DataFrame:
-    dtypes = {"occurrences": "int64", "self_us": "float64", "alloc_bytes": "float64"}
-    return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in MODULE_COLUMNS})
+    return Table.empty(MODULE_DTYPES).frame()
 
 
 def empty_annotation_table() -> pd.DataFrame:
-    dtypes = {"occurrences": "int64", "total_us": "float64", "outermost_us": "float64"}
-    return pd.DataFrame({column: pd.Series(dtype=dtypes.get(column, "object")) for column in ANNOTATION_COLUMNS})
+    return Table.empty(ANNOTATION_DTYPES).frame()
 
 
 def empty_memory_timeline() -> pd.DataFrame:
-    return pd.DataFrame(
-        {column: pd.Series(dtype="object" if column == "device" else "float64") for column in MEMORY_TIMELINE_COLUMNS}
-    )
+    return Table.empty(MEMORY_TIMELINE_DTYPES).frame()
 
 
 def empty_step_table() -> pd.DataFrame:
-    return pd.DataFrame(
-        {column: pd.Series(dtype="float64" if column == "self_us" else "int64") for column in STEP_COLUMNS}
-    )
+    return Table.empty(STEP_DTYPES).frame()
 
 
-def _combine_host(partials: list[dict]) -> pd.DataFrame:
-    """Per-op sums from several lines, hosts or batches into the host rows. Grouped by
-    integer op codes, as ``_aggregate_device``, on the partials' arrays (a DataFrame for
-    each partial cost more than the grouping); sums are pandas' as before: the same to the
-    bit."""
+def _combine_host(partials: list[dict]) -> Table:
+    """Per-op sums from several lines, hosts or batches into the host rows."""
     names, types, op, sums = _summed_partials(partials, _HOST_SUMS)
     count = len(names)
     minimum, maximum = np.full(count, np.inf), np.full(count, -np.inf)
     np.minimum.at(minimum, op, np.concatenate([part["min_us"] for part in partials]))
     np.maximum.at(maximum, op, np.concatenate([part["max_us"] for part in partials]))
-    occurrences = sums["occurrences"].to_numpy().astype("int64")
-    self_us = sums["self_us"].to_numpy()
+    occurrences = sums["occurrences"]
+    self_us = sums["self_us"]
     mean = self_us / occurrences
-    variance = sums["self_sq"].to_numpy() / occurrences - mean**2
-    return pd.DataFrame(
+    variance = sums["self_sq"] / occurrences - mean**2
+    return Table(
         {
             "side": np.full(count, HOST, dtype=object),
             "op_name": names,
             "op_type": types,
             "occurrences": occurrences,
-            "total_us": sums["total_us"].to_numpy(),
+            "total_us": sums["total_us"],
             "self_us": self_us,
             "min_us": minimum,
             "max_us": maximum,
@@ -309,17 +375,21 @@ _HOST_SUMS = ["occurrences", "total_us", "self_us", "self_sq"]
 def _summed_partials(partials: list[dict], columns: list[str]):
     """Partials' rows (``op_name``, ``op_type`` and ``columns``) grouped by op, ops numbered
     in order of first appearance: each op's name and type, each row's op, and each op's
-    sums of ``columns`` (pandas' group sums: compensated, rows in order)."""
+    sums of ``columns`` (integer columns summed exactly)."""
     names = np.concatenate([np.asarray(part["op_name"], dtype=object) for part in partials])
     types = np.concatenate([np.asarray(part["op_type"], dtype=object) for part in partials])
-    op, first = _first_appearance_codes(names, types)
-    sums = pd.DataFrame({column: np.concatenate([part[column] for part in partials]) for column in columns})
-    return names[first], types[first], op, sums.groupby(op).sum()
+    op, keys = first_appearance(list(zip(names.tolist(), types.tolist())))
+    sums = {}
+    for column in columns:
+        values = np.concatenate([np.asarray(part[column]) for part in partials])
+        adder = integer_group_sums if values.dtype.kind in "iu" else group_sums
+        sums[column] = adder(values, op, len(keys))
+    distinct_names = np.array([name for name, _ in keys], dtype=object)
+    distinct_types = np.array([op_type for _, op_type in keys], dtype=object)
+    return distinct_names, distinct_types, op, sums
 
 
-def _with_host_quantiles(
-    table: pd.DataFrame, samples, sample_steps: list, step_count: int
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _with_host_quantiles(table: Table, samples, sample_steps: list, step_count: int) -> tuple[Table, Table]:
     """The host table with the percentiles of each op's per-occurrence self time and its
     variation from step to step, and the host rows' per-step cells."""
     row_of = {key: row for row, key in enumerate(zip(table["op_name"].tolist(), table["op_type"].tolist()))}
@@ -333,7 +403,7 @@ def _with_host_quantiles(
     values = np.concatenate([selfs for _, _, selfs in samples])
     spread = dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T))
     if step_count < 2:  # no reader placed occurrences in steps: nothing per step to say
-        return table.assign(**spread, per_step_cv=np.nan), empty_step_table()
+        return table.assign(**spread, per_step_cv=np.full(len(table), np.nan)), Table.empty(STEP_DTYPES)
     steps = np.concatenate(
         [
             np.full(len(codes), -1, dtype=np.int32) if placed is None else placed
@@ -350,14 +420,14 @@ def _with_host_quantiles(
 DENSE_STEP_CELLS = 1 << 21
 
 
-def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_count: int) -> pd.DataFrame:
+def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_count: int) -> Table:
     """The per-step table of these samples: for each (group, step) that occurs, how many
     samples and their sum. Only cells that occur are made: a million ops over a thousand
     steps never make a dense matrix."""
     groups, steps = np.asarray(groups, dtype=np.int64), np.asarray(steps, dtype=np.int64)
     placed = (steps >= 0) & (groups >= 0)
     if step_count < 2 or not placed.any():
-        return empty_step_table()
+        return Table.empty(STEP_DTYPES)
     keys = groups[placed] * step_count + steps[placed]
     weights = np.asarray(values, dtype=np.float64)[placed]
     bins = (int(groups.max()) + 1) * step_count
@@ -371,7 +441,7 @@ def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_c
     else:
         cells, cell_of, counts = np.unique(keys, return_inverse=True, return_counts=True)
         sums = np.bincount(cell_of.reshape(-1), weights=weights)
-    return pd.DataFrame(
+    return Table(
         {
             "row": cells // step_count,
             "step": cells % step_count,
@@ -381,19 +451,22 @@ def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_c
     )
 
 
-def per_step_cv(cells: pd.DataFrame, count: int, step_count: int) -> np.ndarray:
+def per_step_cv(cells: Table | pd.DataFrame, count: int, step_count: int) -> np.ndarray:
     """Each row's coefficient of variation of its time per step, over all ``step_count``
     steps (a step without the row counts 0); NaN with fewer than two steps or no cell."""
     result = np.full(count, np.nan)
     if step_count < 2 or not len(cells):
         return result
-    rows, sums = cells["row"].to_numpy(), cells["self_us"].to_numpy()
-    total = np.bincount(rows, weights=sums, minlength=count)
-    square = np.bincount(rows, weights=sums * sums, minlength=count)
-    present = np.bincount(rows, minlength=count) > 0
-    mean = total / step_count
-    std = np.sqrt(np.clip(square / step_count - mean * mean, 0.0, None))
-    result[present & (mean > 0)] = (std / np.where(mean > 0, mean, 1.0))[present & (mean > 0)]
+    rows, sums = np.asarray(cells["row"]), np.asarray(cells["self_us"])
+    present = np.bincount(rows, minlength=count)
+    mean = np.bincount(rows, weights=sums, minlength=count) / step_count
+    # squared deviations from the mean, the steps without the row (0 each) included: two
+    # passes, where sum(x^2)/n - mean^2 lost up to half the digits of a steady op's spread
+    deviations = sums - mean[rows]
+    square = np.bincount(rows, weights=deviations * deviations, minlength=count) + (step_count - present) * mean * mean
+    std = np.sqrt(square / step_count)
+    counted = (present > 0) & (mean > 0)
+    result[counted] = std[counted] / mean[counted]
     return result
 
 
@@ -422,106 +495,137 @@ def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantile
 
 
 def _aggregate_device(
-    device: pd.DataFrame, partials: list[dict], host_table: pd.DataFrame | None, step_count: int = 0
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    keys = _OP_KEYS
-    # Each kernel's op as one integer, numbered as ``groupby(sort=False)`` numbers groups
-    # (in order of first appearance), and every aggregation grouped by it: a fraction of
-    # the cost of grouping by the three text columns (the tables of the ResNet-50 V100
-    # trace, 9k kernels: 56 -> 25 ms, median of 15).
-    # Sums stay pandas' (compensated summation, kernels in the same order): the same
-    # figures to the bit.
-    op, first = _first_appearance_codes(device["op_name"].to_numpy(), device["op_type"].to_numpy())
-    totals = device["total_us"].to_numpy(dtype=np.float64)
-    invocations = device["invocation"].to_numpy(dtype=np.float64)
-    table = device[keys].iloc[first].reset_index(drop=True)
-    table["kernels"] = np.bincount(op, minlength=len(first)).astype(np.int64)
-    table["total_us"] = _group_sums(totals, op, len(first))
+    kernels: list[dict], partials: list[dict], host_table: Table | None, step_count: int = 0
+) -> tuple[Table, Table]:
+    """The device rows: each op's kernels (``OpEvents.device_kernels`` records; their ops
+    numbered across records in order of first appearance, as ``groupby(sort=False)``
+    numbers groups) and the kernel sums of readers that do not tell kernels apart."""
+    op, keys = _kernel_ops(kernels)
+    totals, invocations, steps = _kernel_columns(kernels)
+    kernel_counts, total_us = group_counts(op, len(keys)), group_sums(totals, op, len(keys))
     if partials:
-        table = (
-            pd.concat([table, *(pd.DataFrame(part) for part in partials)], ignore_index=True)
-            .groupby(keys, sort=False)[["kernels", "total_us"]]
-            .sum()
-            .reset_index()
+        merged = {"op_name": [k[0] for k in keys], "op_type": [k[1] for k in keys]}
+        names, types, _, sums = _summed_partials(
+            [{**merged, "kernels": kernel_counts, "total_us": total_us}, *partials], ["kernels", "total_us"]
         )
-        table["kernels"] = table["kernels"].astype("int64")
-    table["self_us"] = table["total_us"]
-    spread = ["min_us", "max_us", "std_us", *QUANTILES]
-    columns = {column: np.full(len(table), np.nan) for column in ["occurrences", *spread]}
-    linked = ~np.isnan(invocations)
-    if linked.any():
-        # an occurrence is a launching op occurrence: the op's kernels of one invocation
-        launch, launch_first = _first_appearance_codes(op[linked], invocations[linked])
-        launch_us = _group_sums(totals[linked], launch, len(launch_first))
-        launch_op = op[linked][launch_first]
-        per_op = pd.Series(launch_us).groupby(launch_op)
-        rows = np.unique(launch_op)
-        columns["occurrences"][rows] = per_op.size().to_numpy()
-        columns["min_us"][rows] = per_op.min().to_numpy()
-        columns["max_us"][rows] = per_op.max().to_numpy()
-        columns["std_us"][rows] = per_op.std(ddof=0).to_numpy()
-        quantiles = group_quantiles(launch_op, launch_us, len(table), list(QUANTILES.values()))
-        columns.update(zip(QUANTILES, quantiles.T))
-        # An op's kernels that nothing links to an execution (a copy outside every TF op
-        # execution, a plane without the line that spans them) are each an execution of
-        # their own: left out, the op's time would be split over too few executions.
-        unlinked = table["kernels"].to_numpy() - np.bincount(op[linked], minlength=len(table))
-        columns["occurrences"] += unlinked
-    table = table.assign(**columns)
-    cells = empty_step_table()
-    if step_count >= 2 and len(device):  # kernels a reader placed in steps (PyTorch's, by their launch)
-        cells = _device_step_cells(op, device["step"].to_numpy(dtype=np.int64), totals, invocations, step_count)
-    table["per_step_cv"] = per_step_cv(cells, len(table), step_count)
+        kernel_counts, total_us = sums["kernels"], sums["total_us"]
+    else:
+        names = np.array([name for name, _ in keys], dtype=object)
+        types = np.array([op_type for _, op_type in keys], dtype=object)
+    columns = _execution_spread(op, totals, invocations, kernel_counts)
+    cells = Table.empty(STEP_DTYPES)
+    if step_count >= 2 and len(op):  # kernels a reader placed in steps (PyTorch's, by their launch)
+        cells = _device_step_cells(op, steps, totals, invocations, step_count)
+    occurrences = columns.pop("occurrences")
     if host_table is not None and len(host_table):
-        host_occurrences = host_table.groupby("op_name")["occurrences"].sum()
-        table["occurrences"] = table["occurrences"].fillna(table["op_name"].map(host_occurrences))
-    table["occurrences"] = table["occurrences"].fillna(table["kernels"]).astype("int64")
-    table["mean_us"] = table["self_us"] / table["occurrences"]
+        host_occurrences = {}
+        for name, times in zip(host_table["op_name"].tolist(), host_table["occurrences"].tolist()):
+            host_occurrences[name] = host_occurrences.get(name, 0) + times
+        unknown = np.isnan(occurrences)
+        occurrences[unknown] = [host_occurrences.get(name, np.nan) for name in names[unknown].tolist()]
+    occurrences = np.where(np.isnan(occurrences), kernel_counts, occurrences).astype(np.int64)
+    table = Table(
+        {
+            "side": np.full(len(names), DEVICE, dtype=object),
+            "op_name": names,
+            "op_type": types,
+            "kernels": kernel_counts,
+            "total_us": total_us,
+            "self_us": total_us,
+            "occurrences": occurrences,
+            **columns,
+            "per_step_cv": per_step_cv(cells, len(names), step_count),
+            "mean_us": total_us / occurrences,
+        }
+    )
     return table, cells
 
 
-def _first_appearance_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each (first, second) pair's number, pairs numbered in order of first appearance (as
-    ``groupby(sort=False)`` numbers its groups), and where each number first appears."""
-    if not len(first):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    first_codes, _ = pd.factorize(first)
-    second_codes, second_values = pd.factorize(second)
-    codes, _ = pd.factorize(first_codes.astype(np.int64) * len(second_values) + second_codes)
-    return codes.astype(np.int64), np.unique(codes, return_index=True)[1]
+def _kernel_columns(kernels: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every kernel's time, invocation (NaN: unknown) and step (-1: none), records joined."""
+    if not kernels:
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
+    invocations = [np.full(len(p["codes"]), np.nan) if p["invocation"] is None else p["invocation"] for p in kernels]
+    steps = [np.full(len(p["codes"]), -1, dtype=np.int64) if p["step"] is None else p["step"] for p in kernels]
+    return (
+        np.concatenate([part["total_us"] for part in kernels]),
+        np.concatenate(invocations),
+        np.concatenate(steps),
+    )
 
 
-def _group_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
-    """Each code's sum of its values, as pandas sums a group (compensated, in order)."""
-    if not len(codes):
-        return np.zeros(count)
-    return pd.Series(values).groupby(codes).sum().to_numpy()
+def _execution_spread(op: np.ndarray, totals: np.ndarray, invocations: np.ndarray, kernel_counts: np.ndarray) -> dict:
+    """Each op's executions (``occurrences``) and the spread of their times, where the
+    trace links kernels to the op occurrence that launched them (NaN where it does not)."""
+    rows = len(kernel_counts)
+    columns = {column: np.full(rows, np.nan) for column in ["occurrences", "min_us", "max_us", "std_us", *QUANTILES]}
+    linked = ~np.isnan(invocations)
+    if not linked.any():
+        return columns
+    # an occurrence is a launching op occurrence: the op's kernels of one invocation
+    launch, launch_first = first_appearance_ids([op[linked], _float_keys(invocations[linked])])
+    launch_us = group_sums(totals[linked], launch, len(launch_first))
+    launch_op = op[linked][launch_first]
+    launched = np.unique(launch_op)
+    columns["occurrences"][launched] = group_counts(launch_op, rows)[launched]
+    minimum, maximum = group_extremes(launch_us, launch_op, rows)
+    columns["min_us"][launched], columns["max_us"][launched] = minimum[launched], maximum[launched]
+    columns["std_us"][launched] = group_std(launch_us, launch_op, rows)[launched]
+    columns.update(zip(QUANTILES, group_quantiles(launch_op, launch_us, rows, list(QUANTILES.values())).T))
+    # An op's kernels that nothing links to an execution (a copy outside every TF op
+    # execution, a plane without the line that spans them) are each an execution of
+    # their own: left out, the op's time would be split over too few executions.
+    columns["occurrences"] += kernel_counts - group_counts(op[linked], rows)
+    return columns
+
+
+def _kernel_ops(kernels: list[dict]) -> tuple[np.ndarray, list]:
+    """Each kernel's op, numbered across the records in order of first appearance, and
+    the ops' (name, type) keys in that order: numbered per record in numpy, and only the
+    record's distinct ops looked up by key."""
+    index: dict = {}
+    ops = []
+    for part in kernels:
+        local, firsts = first_appearance_ids([part["codes"]])
+        met = part["codes"][firsts].tolist()
+        number = np.fromiter(
+            (index.setdefault(tuple(part["keys"][code]), len(index)) for code in met), dtype=np.int64, count=len(met)
+        )
+        ops.append(number[local])
+    op = np.concatenate(ops) if ops else np.zeros(0, dtype=np.int64)
+    return op, list(index)
+
+
+def _float_keys(values: np.ndarray) -> np.ndarray:
+    """Float values as int64 keys that are equal where the values are (0.0 and -0.0 alike)."""
+    return (np.asarray(values, dtype=np.float64) + 0.0).view(np.int64)
 
 
 def _device_step_cells(
     rows: np.ndarray, steps: np.ndarray, totals: np.ndarray, invocations: np.ndarray, step_count: int
-) -> pd.DataFrame:
+) -> Table:
     """Per-step cells of kernel time; an execution is a launching op occurrence where the
     trace links one, else a kernel (as ``occurrences`` counts them)."""
     placed = (steps >= 0) & (rows >= 0)
     if not placed.any():
-        return empty_step_table()
+        return Table.empty(STEP_DTYPES)
     cell = rows[placed] * step_count + steps[placed]  # ordered as (row, step)
-    sums = pd.Series(totals[placed]).groupby(cell).sum()
-    cells = sums.index.to_numpy(dtype=np.int64)
-    kernels = np.unique(cell, return_counts=True)[1]
+    cells, cell_of = np.unique(cell, return_inverse=True)
+    cell_of = cell_of.reshape(-1)
+    sums = group_sums(totals[placed], cell_of, len(cells))
+    kernels = group_counts(cell_of, len(cells))
     invocation = invocations[placed]
     known = ~np.isnan(invocation)
     launches = np.zeros(len(cells), dtype=np.int64)
     if known.any():
-        launch, _ = pd.factorize(invocation[known])
-        distinct = np.unique(cell[known] * (int(launch.max()) + 1) + launch) // (int(launch.max()) + 1)
-        launches = np.bincount(np.searchsorted(cells, distinct), minlength=len(cells))
-    return pd.DataFrame(
+        launch = np.unique(_float_keys(invocation[known]), return_inverse=True)[1].reshape(-1)
+        distinct = np.unique(cell_of[known] * (int(launch.max()) + 1) + launch) // (int(launch.max()) + 1)
+        launches = np.bincount(distinct, minlength=len(cells))
+    return Table(
         {
             "row": cells // step_count,
             "step": cells % step_count,
             "occurrences": np.where(launches > 0, launches, kernels).astype(np.int64),
-            "self_us": sums.to_numpy(),
+            "self_us": sums,
         }
     )

@@ -18,7 +18,6 @@ when it is loaded (access times are often not kept).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import logging
 import os
@@ -34,11 +33,6 @@ import msgspec
 
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError
 from tb_opcompare.schema.events import (
-    ANNOTATION_COLUMNS,
-    MEMORY_TIMELINE_COLUMNS,
-    MODULE_COLUMNS,
-    OP_COLUMNS,
-    STEP_COLUMNS,
     ProfileFacts,
 )
 from tb_opcompare.store.settings import cache_max_bytes
@@ -46,7 +40,7 @@ from tb_opcompare.store.settings import cache_max_bytes
 if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
     from tb_opcompare.schema.optable import OpProfile
 
-READER_VERSION = "34"  # bump when any reader's output changes
+READER_VERSION = "35"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 # Pruning lists the whole folder: a process does it on its first write, then each time it
 # has written this share of the bound, and takes the folder down to the rest of it (so a
@@ -405,22 +399,15 @@ _SUMMARY_DECODER = msgspec.msgpack.Decoder(_StoredSummary)
 
 
 # A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
-# disk cache stores and the shared index's Parquet tables hold, turned back into frames
-# with the dtypes a reader gives.
-_TABLES = (  # (attribute, columns, the function in ``schema.optable`` making it empty)
-    ("ops", OP_COLUMNS, None),
-    ("step_ops", STEP_COLUMNS, "empty_step_table"),
-    ("module_ops", MODULE_COLUMNS, "empty_module_table"),
-    ("annotations", ANNOTATION_COLUMNS, "empty_annotation_table"),
-    ("memory_timeline", MEMORY_TIMELINE_COLUMNS, "empty_memory_timeline"),
+# disk cache stores and the shared index's Parquet tables hold. Keyed by the names the
+# stored entries have always used (``OpProfile``'s frames' names).
+_TABLES = (  # (stored name, OpProfile's table, its columns and dtypes in ``schema.optable``)
+    ("ops", "op_table", "OP_DTYPES"),
+    ("step_ops", "step_table", "STEP_DTYPES"),
+    ("module_ops", "module_table", "MODULE_DTYPES"),
+    ("annotations", "annotation_table", "ANNOTATION_DTYPES"),
+    ("memory_timeline", "memory_table", "MEMORY_TIMELINE_DTYPES"),
 )
-
-
-@functools.cache
-def _dtypes(empty: str) -> dict:
-    from tb_opcompare.schema import optable
-
-    return dict(getattr(optable, empty)().dtypes)
 
 
 def profile_columns(profile: OpProfile, numbers_as_bytes: bool = False) -> dict:
@@ -428,10 +415,10 @@ def profile_columns(profile: OpProfile, numbers_as_bytes: bool = False) -> dict:
     cache), not a list: the 31 MB xplane's 327,600 step cells took 22 ms to decode and
     110 ms to make frames of as lists of numbers, 7 and 6 ms as bytes."""
     stored = {"facts": dataclasses.asdict(profile.facts), "step_count": profile.step_count}
-    for name, columns, _ in _TABLES:
-        table = getattr(profile, name)
+    for name, attribute, _ in _TABLES:
+        table = getattr(profile, attribute)
         stored[name] = {
-            column: _as_bytes(table[column]) if numbers_as_bytes else table[column].tolist() for column in columns
+            column: _as_bytes(values) if numbers_as_bytes else values.tolist() for column, values in table.items()
         }
     return stored
 
@@ -441,10 +428,9 @@ def profile_columns(profile: OpProfile, numbers_as_bytes: bool = False) -> dict:
 _DISK_FORMAT = "numbers as bytes"
 
 
-def _as_bytes(column):
-    values = column.to_numpy()
+def _as_bytes(values):
     if values.dtype.kind not in "iufb":  # text, and anything numpy holds as objects
-        return column.tolist()
+        return values.tolist()
     return {"dtype": values.dtype.str, "bytes": values.tobytes()}
 
 
@@ -458,12 +444,18 @@ def _from_bytes(values):
 
 
 def profile_from_columns(stored: dict) -> OpProfile:
-    import pandas as pd
+    from tb_opcompare.schema import optable
 
-    from tb_opcompare.schema.optable import OpProfile
-
-    tables = {}
-    for name, columns, empty in _TABLES:
-        table = pd.DataFrame({column: _from_bytes(values) for column, values in stored[name].items()}, columns=columns)
-        tables[name] = table if empty is None else table.astype(_dtypes(empty))
-    return OpProfile(facts=ProfileFacts(**stored["facts"]), step_count=stored["step_count"], **tables)
+    tables = {
+        attribute: optable.typed_table(
+            {column: _from_bytes(values) for column, values in stored[name].items()}, getattr(optable, dtypes)
+        )
+        for name, attribute, dtypes in _TABLES
+    }
+    return optable.OpProfile(
+        facts=ProfileFacts(**stored["facts"]),
+        step_count=stored["step_count"],
+        op_table=tables.pop("op_table"),
+        module_source=tables.pop("module_table"),
+        **tables,
+    )

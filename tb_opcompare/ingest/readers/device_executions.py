@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tb_opcompare.schema.events import OpEvents
+from tb_opcompare.schema.groups import first_appearance_ids
 
 PS_PER_US = 1e6  # the xplane's clock, which the execution rule counts in
 
@@ -41,26 +42,6 @@ def first_appearance_keys(ops: list, codes: np.ndarray) -> tuple[list, np.ndarra
     kernel came (the order every table lists them in), with that list."""
     renumbered, firsts = first_appearance_ids([codes])
     return [ops[code] for code in codes[firsts].tolist()], renumbered
-
-
-def first_appearance_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's id among the distinct rows of ``columns`` (int64 arrays of one length),
-    numbered in the order first met, and the first row of each id. Sorted once by all
-    columns (``np.unique(axis=0)`` compares rows as bytes, several times slower)."""
-    count = len(columns[0])
-    if not count:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    order = np.lexsort(columns[::-1])
-    starts_group = np.ones(count, dtype=bool)
-    starts_group[1:] = np.any([column[order][1:] != column[order][:-1] for column in columns], axis=0)
-    group_of_sorted = np.cumsum(starts_group) - 1
-    first = np.minimum.reduceat(order, np.flatnonzero(starts_group))  # each group's first row
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[by_first] = np.arange(len(first))
-    ids = np.empty(count, dtype=np.int64)
-    ids[order] = rank[group_of_sorted]
-    return ids, first[by_first]
 
 
 def add_kernel_totals(events: OpEvents, keys: list, codes: np.ndarray, durations_ps: np.ndarray) -> None:

@@ -27,7 +27,6 @@ from tb_opcompare.ingest.readers.device_executions import (
     add_executed_kernels,
     add_kernel_totals,
     add_scoped_kernels,
-    first_appearance_ids,
     first_appearance_keys,
 )
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
@@ -78,6 +77,7 @@ from tb_opcompare.schema.events import (
     start_order,
     steps_of,
 )
+from tb_opcompare.schema.groups import first_appearance_ids
 
 FORMAT = "xplane"
 

@@ -1,0 +1,81 @@
+"""Rows numbered by group, aggregated per group: the counts, sums and spreads the tables
+are made of, with numpy alone (the tables are made where pandas is never imported: a
+command's whole run on a small trace is shorter than pandas' import).
+
+A group's float sum adds its rows in row order (``np.bincount``'s weighted count is
+exactly that), the same on every machine and numpy version; pandas, which made the tables
+before, summed with compensation or pairwise depending on its version and on whether the
+groups' rows were sorted, so the figures moved in the 13th digit between installs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def group_counts(codes: np.ndarray, count: int) -> np.ndarray:
+    """How many rows each of ``count`` groups has (``codes[i]``: the group of row i)."""
+    return np.bincount(np.asarray(codes, dtype=np.int64), minlength=count).astype(np.int64)
+
+
+def group_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Each group's sum of its values, NaN skipped, 0 for a group without values."""
+    values = np.asarray(values, dtype=np.float64)
+    if np.isnan(values).any():
+        values = np.where(np.isnan(values), 0.0, values)
+    return np.bincount(np.asarray(codes, dtype=np.int64), weights=values, minlength=count)
+
+
+def integer_group_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Each group's sum of its integer values, exactly (int64)."""
+    sums = np.zeros(count, dtype=np.int64)
+    np.add.at(sums, np.asarray(codes, dtype=np.int64), np.asarray(values, dtype=np.int64))
+    return sums
+
+
+def group_std(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Each group's population standard deviation (two passes: the mean, then the squared
+    deviations from it); NaN for a group without rows."""
+    values, codes = np.asarray(values, dtype=np.float64), np.asarray(codes, dtype=np.int64)
+    sizes = np.bincount(codes, minlength=count)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(codes, weights=values, minlength=count) / sizes
+        deviations = values - mean[codes]
+        return np.sqrt(np.bincount(codes, weights=deviations * deviations, minlength=count) / sizes)
+
+
+def group_extremes(values: np.ndarray, codes: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's smallest and largest value (inf and -inf for a group without rows)."""
+    minimum, maximum = np.full(count, np.inf), np.full(count, -np.inf)
+    np.minimum.at(minimum, codes, values)
+    np.maximum.at(maximum, codes, values)
+    return minimum, maximum
+
+
+def first_appearance(keys) -> tuple[np.ndarray, list]:
+    """Each key's number among the distinct keys, numbered in the order first met (as
+    ``groupby(sort=False)`` numbers its groups), and the distinct keys in that order.
+    ``keys``: hashable values (op names, (name, type) pairs), one per row."""
+    index: dict = {}
+    codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
+    return codes, list(index)
+
+
+def first_appearance_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's id among the distinct rows of ``columns`` (int64 arrays of one length),
+    numbered in the order first met, and the first row of each id. Sorted once by all
+    columns (``np.unique(axis=0)`` compares rows as bytes, several times slower)."""
+    count = len(columns[0])
+    if not count:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(columns[::-1])
+    starts_group = np.ones(count, dtype=bool)
+    starts_group[1:] = np.any([column[order][1:] != column[order][:-1] for column in columns], axis=0)
+    group_of_sorted = np.cumsum(starts_group) - 1
+    first = np.minimum.reduceat(order, np.flatnonzero(starts_group))  # each group's first row
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_first] = np.arange(len(first))
+    ids = np.empty(count, dtype=np.int64)
+    ids[order] = rank[group_of_sorted]
+    return ids, first[by_first]
