@@ -115,8 +115,8 @@ def test_the_command_loads_pandas_without_pyarrow_and_prints_the_same(tmp_path, 
         ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs64"),
     ]
     executable = Path(sys.executable).parent / "tb-opcompare"
-    for baseline, target in pairs:
-        argv = ["compare", str(LOGDIR), "--baseline", baseline, "--target", target, "--json", "--no-cache"]
+    for baseline, target in pairs:  # ``modules``: one of the views still made with pandas
+        argv = ["modules", str(LOGDIR), "--baseline", baseline, "--target", target, "--json", "--no-cache"]
         traced = subprocess.run(
             [sys.executable, "-X", "importtime", str(executable), *argv], capture_output=True, text=True, timeout=120
         )
@@ -129,6 +129,47 @@ def test_the_command_loads_pandas_without_pyarrow_and_prints_the_same(tmp_path, 
     assert exported.returncode == 0, exported.stderr
     ops = pq.read_table(tmp_path / "tables" / "ops" / "ops.parquet")
     assert set(ops.column("run").to_pylist()) >= {baseline, target}
+
+
+def test_a_compare_imports_no_pandas_cold_or_cached(tmp_path, capsys):
+    """``compare`` makes its tables and its comparison with numpy alone, so a cold compare
+    of a small trace is no longer mostly pandas' import (BERT-small: 0.37 -> 0.2 s, HTA
+    0.8 s): read cold into the cache, then from it, by name and by type, an xplane pair and
+    a PyTorch run with module calls (a table made on first use). What it prints is what
+    this process (pandas loaded) prints; grouped by module, it merges with pandas."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import FIXTURES
+
+    from tb_opcompare.cli.main import main
+
+    executable = Path(sys.executable).parent / "tb-opcompare"
+    modules = FIXTURES / "gpu_h100" / "modules"
+    pairs = [
+        (LOGDIR, "tf_keras/cnn_cpu_bs2/train", "tf_keras/cnn_cpu_bs32/train"),
+        (modules, "mnist_cnn_torch_stack_gpu_bs16", "mnist_cnn_torch_stack_gpu_bs16"),
+    ]
+    for logdir, baseline, target in pairs:
+        cache = tmp_path / logdir.name
+        for group_by in ("name", "name", "type"):  # cold, then from the cache
+            argv = ["compare", str(logdir), "--baseline", baseline, "--target", target, "--group-by", group_by]
+            argv += ["--json", "--cache-dir", str(cache)]
+            traced = subprocess.run(
+                [sys.executable, "-X", "importtime", str(executable), *argv],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert traced.returncode == 0, traced.stderr[-2000:]
+            imported = {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.splitlines() if "|" in line}
+            assert "numpy" in imported and "pandas" not in imported and "pyarrow" not in imported, group_by
+            assert main(argv) == 0
+            assert traced.stdout == capsys.readouterr().out  # byte for byte
+    run = pairs[1][1]
+    by_module = run_cli("compare", str(modules), "--baseline", run, "--target", run, "--group-by", "module")
+    assert by_module.returncode == 0 and "Sequential" in by_module.stdout, by_module.stderr
 
 
 def test_a_lazy_listing_imports_no_pandas(runs_doc):

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from tb_opcompare.analysis.compare import compare_ops, effective_ops, normalize_op_type
+from tb_opcompare.analysis.compare import compare_frame, compare_ops, effective_ops, normalize_op_type
 from tb_opcompare.schema.events import OP_COLUMNS
 
 
@@ -33,6 +33,12 @@ def table(*rows):
     return pd.DataFrame(records, columns=OP_COLUMNS)
 
 
+def compare(*args, **kwargs):
+    """``compare_ops``, its rows as the DataFrame the views read (``compare_frame``)."""
+    rows, summary = compare_ops(*args, **kwargs)
+    return compare_frame(rows), summary
+
+
 CPU = table(
     ("host", "conv", "_MklNativeFusedConv2D", 2, 800.0),
     ("host", "dense", "_MklMatMul", 2, 200.0),
@@ -47,7 +53,7 @@ GPU = table(
 
 
 def test_speedup_is_baseline_mean_over_target_mean():
-    rows, _ = compare_ops(CPU, GPU)
+    rows, _ = compare(CPU, GPU)
     by_key = rows.set_index("key")
     assert by_key.loc["conv", "speedup"] == pytest.approx((800 / 2) / (40 / 2))
     assert by_key.loc["conv", "target_time_source"] == "device"
@@ -57,7 +63,7 @@ def test_speedup_is_baseline_mean_over_target_mean():
 
 
 def test_every_op_appears_with_its_status():
-    rows, summary = compare_ops(CPU, GPU)
+    rows, summary = compare(CPU, GPU)
     status = dict(zip(rows["key"], rows["status"]))
     assert status == {"conv": "matched", "dense": "matched", "cpu_only": "baseline_only", "gpu_only": "target_only"}
     assert summary["faster_ops"] == 1 and summary["slower_ops"] == 1
@@ -66,7 +72,7 @@ def test_every_op_appears_with_its_status():
 
 
 def test_summary_speedups():
-    _, summary = compare_ops(CPU, GPU)
+    _, summary = compare(CPU, GPU)
     assert summary["baseline_matched_total_us"] == 1000.0
     assert summary["target_matched_total_us"] == 440.0
     assert summary["overall_speedup"] == pytest.approx(1000 / 440)
@@ -75,24 +81,24 @@ def test_summary_speedups():
 
 
 def test_overall_speedup_is_per_step_when_steps_are_known():
-    _, summary = compare_ops(CPU, GPU, baseline_steps=1, target_steps=2)
+    _, summary = compare(CPU, GPU, baseline_steps=1, target_steps=2)
     assert summary["overall_speedup"] == pytest.approx(1000 / (440 / 2))
     assert summary["target_time_per_step_us"] == pytest.approx(448 / 2)
 
 
 def test_shares_sum_to_one_per_side():
-    rows, _ = compare_ops(CPU, GPU)
+    rows, _ = compare(CPU, GPU)
     assert rows["baseline_share"].sum() == pytest.approx(1.0)
     assert rows["target_share"].sum() == pytest.approx(1.0)
     assert rows.set_index("key").loc["conv", "baseline_share"] == pytest.approx(800 / 1010)
 
 
 def test_group_by_type_meets_onednn_and_gpu_types():
-    rows, _ = compare_ops(CPU, GPU, group_by="type")
+    rows, _ = compare(CPU, GPU, group_by="type")
     by_key = rows.set_index("key")
     assert by_key.loc["FusedConv2D", "status"] == "matched"
     assert by_key.loc["MatMul", "status"] == "matched"
-    unnormalized, _ = compare_ops(CPU, GPU, group_by="type", normalize=False)
+    unnormalized, _ = compare(CPU, GPU, group_by="type", normalize=False)
     assert "FusedConv2D" not in set(unnormalized["key"])
     assert {"_MklNativeFusedConv2D", "_FusedConv2D"} <= set(unnormalized["key"])
 

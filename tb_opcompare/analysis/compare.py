@@ -1,18 +1,22 @@
-"""Op-by-op comparison of two per-op tables: the maths only, no I/O.
+"""Op-by-op comparison of two per-op tables: the maths only, no I/O, and no pandas (a
+whole ``compare`` of two small traces is shorter than pandas' import; grouping by module
+alone merges tables with it).
 
-``compare_ops(baseline_ops, target_ops)`` returns ``(rows, summary)``. ``rows`` is a
-DataFrame with one row per op key and the columns in ``COMPARE_COLUMNS``: the fields of
-``schema.contract.CompareRow``, where each is described (and from which
-``docs/http_api.md`` is generated).
+``compare_ops(baseline_ops, target_ops)`` takes two runs' op tables (``OpProfile.op_table``)
+and returns ``(rows, summary)``. ``rows`` is a ``schema.table.Table`` with one row per op
+key and the columns in ``COMPARE_COLUMNS``: the fields of ``schema.contract.CompareRow``,
+where each is described (and from which ``docs/http_api.md`` is generated). A side's
+missing values are NaN in float columns and None in the others (its ``occurrences``, ints,
+and ``noisy``, flags); ``compare_frame`` gives the rows as a pandas DataFrame.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
@@ -20,7 +24,12 @@ from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_size
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, model_of
 from tb_opcompare.schema.events import DEVICE, HOST
+from tb_opcompare.schema.groups import first_appearance, group_counts, group_sums, integer_group_sums
+from tb_opcompare.schema.table import Table, as_table
 from tb_opcompare.schema.text import format_speedup
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 OUTSIDE_MODULES = "(outside modules)"
 TOP_LEVEL = "(top level)"
@@ -47,66 +56,104 @@ def normalize_op_type(op_type: str) -> str:
 _MEMORY = ("alloc_bytes", "net_bytes", "memory_calls")
 
 
-def counted_rows(ops: pd.DataFrame) -> np.ndarray:
+def counted_rows(ops: Table | pd.DataFrame) -> np.ndarray:
     """Positions of the rows whose time counts for their op: device time where the op
     launched kernels, else host time."""
-    device = ops["side"].to_numpy() == DEVICE
-    host = (ops["side"].to_numpy() == HOST) & ~_among(ops["op_name"], ops["op_name"][device])
+    side, names = np.asarray(ops["side"]), np.asarray(ops["op_name"])
+    device = side == DEVICE
+    host = (side == HOST) & ~_among(names, names[device])
     return np.flatnonzero(device | host)
 
 
-def _among(values: pd.Series, keys) -> np.ndarray:
-    """``values.isin(keys)``, as one hash lookup: pandas' ``isin`` on Arrow-backed strings
-    loops in Python (15 ms against 1 ms for the 6,000 ops of a BERT xplane)."""
-    return pd.Index(keys).unique().get_indexer(values) >= 0
+def _among(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Whether each value is one of ``keys``: one set lookup a value."""
+    wanted = set(keys.tolist())
+    return np.fromiter((value in wanted for value in values.tolist()), dtype=bool, count=len(values))
 
 
-def op_time_us(ops: pd.DataFrame) -> float:
+def op_time_us(ops: Table | pd.DataFrame) -> float:
     """A run's whole op time, µs: the time of the rows that count (``counted_rows``), what
     a comparison's ``*_total_us`` adds up to, without grouping anything."""
-    return float(ops["self_us"].to_numpy(dtype="float64")[counted_rows(ops)].sum())
+    return float(np.asarray(ops["self_us"], dtype="float64")[counted_rows(ops)].sum())
 
 
-def effective_ops(ops: pd.DataFrame, normalize: bool = True) -> pd.DataFrame:
+def effective_ops(ops: Table | pd.DataFrame, normalize: bool = True) -> Table:
     """One row per op with the time that counts (``counted_rows``), device rows first;
     and the op's memory, which its host row holds, whichever row counts."""
-    ops = ops.assign(memory_calls=ops["occurrences"].where(ops["side"] == HOST))
-    counted = ops.iloc[counted_rows(ops)]
-    device = counted[counted["side"] == DEVICE]
+    ops = as_table(ops)
     on_host = ops["side"] == HOST
+    ops = ops.assign(memory_calls=np.where(on_host, ops["occurrences"], np.nan))
+    counted = ops.take(counted_rows(ops))
+    device = counted.take(counted["side"] == DEVICE)
     if len(device) and on_host.any():
-        memory = ops.loc[on_host, ["op_name", *_MEMORY]].groupby("op_name", sort=False).sum(min_count=1)
-        has_host_row = _among(device["op_name"], memory.index)  # else the device row holds the op's memory
-        device = device.assign(
-            **{column: device["op_name"].map(memory[column]).where(has_host_row, device[column]) for column in _MEMORY}
-        )
-    host = counted[counted["side"] == HOST]
-    chosen = pd.concat([device.assign(time_source=DEVICE), host.assign(time_source=HOST)], ignore_index=True)
-    types = chosen["op_type"].map(normalize_op_type) if normalize else chosen["op_type"]
-    return chosen.assign(recorded_type=chosen["op_type"], op_type=types)
+        host = ops.take(on_host)
+        op, names = first_appearance(host["op_name"].tolist())
+        position = {name: index for index, name in enumerate(names)}
+        where = np.fromiter((position.get(name, -1) for name in device["op_name"].tolist()), np.int64, len(device))
+        has_host_row = where >= 0  # else the device row holds the op's memory
+        memory = {column: known_sums(host[column], op, len(names))[np.maximum(where, 0)] for column in _MEMORY}
+        device = device.assign(**{column: np.where(has_host_row, memory[column], device[column]) for column in _MEMORY})
+    host = counted.take(counted["side"] == HOST)
+    chosen = Table.concat(
+        [
+            device.assign(time_source=np.full(len(device), DEVICE, dtype=object)),
+            host.assign(time_source=np.full(len(host), HOST, dtype=object)),
+        ],
+        [*device.names, "time_source"],
+    )
+    recorded = chosen["op_type"]
+    return chosen.assign(recorded_type=recorded, op_type=_normalized(recorded) if normalize else recorded)
+
+
+def _normalized(op_types: np.ndarray) -> np.ndarray:
+    """``normalize_op_type`` of each, worked out once per distinct type."""
+    known: dict[str, str] = {}
+    return np.array(
+        [known.get(t) or known.setdefault(t, normalize_op_type(t)) for t in op_types.tolist()], dtype=object
+    ).reshape(-1)
+
+
+def known_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Each group's sum of its values, NaN where none of them is known (NaN)."""
+    values = np.asarray(values, dtype=np.float64)
+    known = group_counts(codes[~np.isnan(values)], count)
+    return np.where(known > 0, group_sums(values, codes, count), np.nan)
 
 
 def op_totals(
-    ops: pd.DataFrame, group_by: str = "name", normalize: bool = True, modules: pd.DataFrame | None = None
-) -> pd.DataFrame:
-    """One run's ops grouped by name, type or module, indexed by ``key``, with op_type,
-    occurrences, total_us, time_source, mean_us and share (the per-side compare columns).
-    ``modules``: the run's ``OpProfile.module_ops``, for ``group_by="module"``."""
+    ops: Table | pd.DataFrame,
+    group_by: str = "name",
+    normalize: bool = True,
+    modules: Table | pd.DataFrame | None = None,
+) -> Table:
+    """One run's ops grouped by name, type or module: the ``key`` column, then op_type,
+    occurrences, total_us, time_source, mean_us, share and the other per-side compare
+    columns. ``modules``: the run's ``OpProfile.module_table``, for ``group_by="module"``."""
     chosen = effective_ops(ops, normalize)
     if group_by == "module":
         chosen = in_modules(chosen, modules)
     return _group(chosen, group_by)
 
 
-def in_modules(chosen: pd.DataFrame, modules: pd.DataFrame | None) -> pd.DataFrame:
+def in_modules(chosen: Table | pd.DataFrame, modules: Table | pd.DataFrame | None) -> Table:
     """``effective_ops`` rows placed in modules (a ``module`` column): split over the
     modules each op ran in where ``modules`` has them (executions, time and bytes allocated
     per module; no spread or net memory for a part of an op), else each op whole in the
     scope its name gives
     (``sequential/conv2d/Relu`` -> ``sequential/conv2d``; ``(top level)`` without one)."""
+    chosen = as_table(chosen)
     if modules is None or not len(modules):
-        scopes = chosen["op_name"].str.rpartition("/")[0]
-        return chosen.assign(module=scopes.where(scopes != "", TOP_LEVEL), op_type=MODULE_TYPE)
+        scopes = [name.rpartition("/")[0] or TOP_LEVEL for name in chosen["op_name"].tolist()]
+        return chosen.assign(
+            module=np.array(scopes, dtype=object).reshape(-1), op_type=np.full(len(chosen), MODULE_TYPE, dtype=object)
+        )
+    return Table.from_frame(_placed_in_modules(chosen.frame(), as_table(modules).frame()))
+
+
+def _placed_in_modules(chosen: pd.DataFrame, modules: pd.DataFrame) -> pd.DataFrame:
+    """``in_modules`` where the run recorded its modules: merges, in pandas."""
+    import pandas as pd
+
     placed = chosen.drop(columns=["occurrences", "self_us", "alloc_bytes"]).merge(
         modules.rename(columns={"op_type": "recorded_type"}), on=["side", "op_name", "recorded_type"], how="inner"
     )
@@ -133,118 +180,171 @@ def in_modules(chosen: pd.DataFrame, modules: pd.DataFrame | None) -> pd.DataFra
 _SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
 
 
-def execution_square_sums(occurrences: pd.Series, self_us: pd.Series, std_us: pd.Series) -> pd.Series:
+def execution_square_sums(occurrences, self_us, std_us) -> np.ndarray:
     """Each row's sum of squared execution times, n·(std² + mean²), from its count, total
     and (population) std: sums of these add up across ops or runs, so their moments pool
     where percentiles cannot. NaN where the std is unknown."""
-    executions = occurrences.where(occurrences > 0)
-    return executions * (std_us**2 + (self_us / executions) ** 2)
+    executions = _positive(occurrences)
+    return executions * (
+        np.asarray(std_us, dtype=np.float64) ** 2 + (np.asarray(self_us, dtype=np.float64) / executions) ** 2
+    )
 
 
-def execution_std(square_sums: pd.Series, occurrences: pd.Series, self_us: pd.Series) -> pd.Series:
+def execution_std(square_sums, occurrences, self_us) -> np.ndarray:
     """The population std of the executions whose summed squares, count and total these are."""
-    executions = occurrences.where(occurrences > 0)
-    return np.sqrt((square_sums / executions - (self_us / executions) ** 2).clip(lower=0.0))
+    executions = _positive(occurrences)
+    mean = np.asarray(self_us, dtype=np.float64) / executions
+    return np.sqrt(np.clip(np.asarray(square_sums, dtype=np.float64) / executions - mean**2, 0.0, None))
 
 
-def _group(chosen: pd.DataFrame, group_by: str) -> pd.DataFrame:
+def _positive(values) -> np.ndarray:
+    """The values as floats, NaN where not above 0 (a count that divides nothing)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(values > 0, values, np.nan)
+
+
+def _group(chosen: Table, group_by: str) -> Table:
     key = _KEYS[group_by]
     square_sum = execution_square_sums(chosen["occurrences"], chosen["self_us"], chosen["std_us"])
-    if not chosen[key].duplicated().any():  # one op per key, as grouping by name nearly always gives
-        grouped = pd.DataFrame(
-            {
-                "op_type": chosen["op_type"].to_numpy(),
-                "occurrences": chosen["occurrences"].to_numpy(),
-                "total_us": chosen["self_us"].to_numpy(),
-                "time_source": chosen["time_source"].to_numpy(),
-                "kernels": chosen["kernels"].to_numpy(),
-                **{column: chosen[column].to_numpy() for column in (*_SPREAD, *_MEMORY)},
-            },
-            index=pd.Index(chosen[key].to_numpy(), name=key),
-        )
-        square_sum = square_sum.to_numpy()
+    codes, keys = first_appearance(chosen[key].tolist())
+    if len(keys) == len(chosen):  # one op per key, as grouping by name nearly always gives
+        grouped = {
+            "key": chosen[key],
+            "op_type": chosen["op_type"],
+            "occurrences": chosen["occurrences"],
+            "total_us": chosen["self_us"],
+            "time_source": chosen["time_source"],
+            "kernels": chosen["kernels"],
+            **{column: chosen[column] for column in (*_SPREAD, *_MEMORY)},
+        }
     else:
-        groups = chosen.assign(square_sum=square_sum, square_missing=square_sum.isna()).groupby(key, sort=False)
-        grouped = groups.agg(
-            op_type=("op_type", "first"),
-            occurrences=("occurrences", "sum"),
-            total_us=("self_us", "sum"),
-            kernels=("kernels", "sum"),
-            time_source=("time_source", "first"),
-            sources=("time_source", "nunique"),
-            members=("op_type", "size"),
-            square_sum=("square_sum", "sum"),
-            square_missing=("square_missing", "max"),
-            **{column: (column, "first") for column in _SPREAD},
-        )
-        # NaN where no member recorded memory (min_count); one vectorised sum per column, where
-        # a Python function per group took seconds on a trace of thousands of ops
-        memory = groups[list(_MEMORY)].sum(min_count=1)
-        for column in _MEMORY:
-            grouped[column] = memory[column]
-        grouped["time_source"] = grouped["time_source"].where(grouped.pop("sources") == 1, "mixed")
-        single = grouped.pop("members") == 1
-        for column in _SPREAD:
-            grouped[column] = grouped[column].where(single)
-        square_sum = grouped.pop("square_sum").where(~grouped.pop("square_missing").astype(bool)).to_numpy()
-    occurrences = grouped["occurrences"].where(grouped["occurrences"] > 0)
-    grouped["mean_us"] = grouped["total_us"] / occurrences
+        grouped, square_sum = _grouped(chosen, codes, keys, square_sum)
+    return _per_side_columns(grouped, square_sum)
+
+
+def _grouped(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Rows of one key added up (a type or a module grouping ops): sums, the first row's
+    type and spread where the key has one row only, ``mixed`` where its time comes from
+    host and device rows, memory NaN where no row recorded it."""
+    count = len(keys)
+    first = np.full(count, len(codes))
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    members = group_counts(codes, count)
+    single = members == 1
+    on_device = group_counts(codes[chosen["time_source"] == DEVICE], count)
+    time_source = np.where((on_device > 0) & (on_device < members), "mixed", chosen["time_source"][first]).astype(
+        object
+    )
+    missing = group_counts(codes[np.isnan(square_sum)], count) > 0
+    grouped = {
+        "key": np.array(keys, dtype=object).reshape(-1),
+        "op_type": chosen["op_type"][first],
+        "occurrences": integer_group_sums(chosen["occurrences"], codes, count),
+        "total_us": group_sums(chosen["self_us"], codes, count),
+        "time_source": time_source,
+        "kernels": integer_group_sums(chosen["kernels"], codes, count),
+        **{column: np.where(single, chosen[column][first], np.nan) for column in _SPREAD},
+        **{column: known_sums(chosen[column], codes, count) for column in _MEMORY},
+    }
+    return grouped, np.where(missing, np.nan, group_sums(square_sum, codes, count))
+
+
+def _per_side_columns(grouped: dict, square_sum: np.ndarray) -> Table:
+    """The per-side compare columns of grouped rows: means per execution, spread, share."""
+    occurrences = _positive(grouped["occurrences"])
+    total = np.asarray(grouped["total_us"], dtype=np.float64)
+    mean = total / occurrences
     # Device kernels (and memcpys) per execution of the op: a mean is per execution, and
     # this says how many kernels make one (none for host time).
-    grouped["kernels_per_execution"] = grouped.pop("kernels").where(lambda k: k > 0) / occurrences
+    kernels_per_execution = _positive(grouped.pop("kernels")) / occurrences
     calls = grouped.pop("memory_calls")
-    grouped["alloc_bytes_per_execution"] = grouped["alloc_bytes"] / calls.where(calls > 0)
-    std = execution_std(pd.Series(square_sum, index=grouped.index), grouped["occurrences"], grouped["total_us"])
-    grouped["cv"] = std / grouped["mean_us"].where(grouped["mean_us"] > 0)
-    grouped["noisy"] = (grouped["occurrences"] >= 3) & above(grouped["cv"], NOISY_CV)
-    all_time = grouped["total_us"].sum()
-    grouped["share"] = grouped["total_us"] / all_time if all_time > 0 else 0.0
-    return grouped.rename_axis("key")
+    cv = execution_std(square_sum, grouped["occurrences"], total) / _positive(mean)
+    all_time = total.sum()
+    return Table(
+        {
+            **grouped,
+            "mean_us": mean,
+            "kernels_per_execution": kernels_per_execution,
+            "alloc_bytes_per_execution": np.asarray(grouped["alloc_bytes"], dtype=np.float64) / _positive(calls),
+            "cv": cv,
+            "noisy": (np.asarray(grouped["occurrences"]) >= 3) & above(cv, NOISY_CV),
+            "share": total / all_time if all_time > 0 else np.zeros(len(total)),
+        }
+    )
 
 
 def compare_ops(
-    baseline_ops: pd.DataFrame,
-    target_ops: pd.DataFrame,
+    baseline_ops: Table | pd.DataFrame,
+    target_ops: Table | pd.DataFrame,
     group_by: str = "name",
     normalize: bool = True,
     baseline_steps: int | None = None,
     target_steps: int | None = None,
-    baseline_modules: pd.DataFrame | None = None,
-    target_modules: pd.DataFrame | None = None,
-) -> tuple[pd.DataFrame, dict]:
+    baseline_modules: Table | pd.DataFrame | None = None,
+    target_modules: Table | pd.DataFrame | None = None,
+) -> tuple[Table, dict]:
     if group_by not in COMPARE_GROUP_BY:
         raise ValueError(f"group_by must be one of {COMPARE_GROUP_BY}, not {group_by!r}")
     sides = {
         "baseline": op_totals(baseline_ops, group_by, normalize, baseline_modules),
         "target": op_totals(target_ops, group_by, normalize, target_modules),
     }
-    keys = sides["baseline"].index.union(sides["target"].index, sort=False)
-    merged = pd.concat(
-        [table[["op_type", *PER_SIDE_FIELDS]].reindex(keys).add_prefix(f"{side}_") for side, table in sides.items()],
-        axis=1,
+    # the baseline's keys in its order, then the target's own in theirs
+    keys = list(dict.fromkeys([*sides["baseline"]["key"].tolist(), *sides["target"]["key"].tolist()]))
+    columns, has_key = {"key": np.array(keys, dtype=object).reshape(-1)}, {}
+    for side, table in sides.items():
+        where = {key: position for position, key in enumerate(table["key"].tolist())}
+        positions = np.fromiter((where.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+        has_key[side] = positions >= 0
+        for name in ("op_type", *PER_SIDE_FIELDS):
+            columns[f"{side}_{name}"] = _aligned(table[name], positions)
+    # an op is in a run where it has a mean there (a row of no executions has none)
+    in_baseline, in_target = ~np.isnan(columns["baseline_mean_us"]), ~np.isnan(columns["target_mean_us"])
+    status = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY).astype(object)
+    op_type = np.where(has_key["baseline"], columns.pop("baseline_op_type"), columns.pop("target_op_type"))
+    target_mean = columns["target_mean_us"]
+    rows = Table(
+        {
+            **columns,
+            "status": status,
+            "op_type": op_type,
+            "speedup": columns["baseline_mean_us"] / np.where(target_mean > 0, target_mean, np.nan),
+            "delta_mean_us": target_mean - columns["baseline_mean_us"],
+        }
     )
-    in_baseline = merged["baseline_mean_us"].notna()
-    in_target = merged["target_mean_us"].notna()
-    merged["status"] = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY)
-    merged["op_type"] = merged["baseline_op_type"].fillna(merged["target_op_type"])
-    target_mean = merged["target_mean_us"].where(merged["target_mean_us"] > 0)
-    merged["speedup"] = merged["baseline_mean_us"] / target_mean
-    merged["delta_mean_us"] = merged["target_mean_us"] - merged["baseline_mean_us"]
-    for side in SIDES:
-        merged[f"{side}_occurrences"] = merged[f"{side}_occurrences"].astype("Int64")
-        merged[f"{side}_noisy"] = merged[f"{side}_noisy"].astype("boolean")
-    rows = merged.reset_index(names="key")
-    largest = rows[["baseline_total_us", "target_total_us"]].max(axis=1)
-    rows = rows.assign(_order=largest).sort_values("_order", ascending=False, kind="stable")
-    rows = rows[COMPARE_COLUMNS].reset_index(drop=True)
+    largest = np.fmax(rows["baseline_total_us"], rows["target_total_us"])
+    rows = rows.take(np.argsort(-largest, kind="stable")).select(COMPARE_COLUMNS)
     return rows, summarize(rows, baseline_steps, target_steps)
 
 
-def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int | None) -> dict:
+def _aligned(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """``values`` at ``positions`` (-1: the side lacks the key): floats NaN there, the
+    others (text, counts, flags) None, so counts stay integers and flags stay flags."""
+    present = positions >= 0
+    if values.dtype.kind == "f":
+        return (
+            np.where(present, values[np.maximum(positions, 0)], np.nan)
+            if len(values)
+            else np.full(len(positions), np.nan)
+        )
+    aligned = np.full(len(positions), None, dtype=object)
+    aligned[present] = values[positions[present]].tolist() if present.any() else []
+    return aligned
+
+
+def compare_frame(rows: Table) -> pd.DataFrame:
+    """The rows as a pandas DataFrame, counts and flags in pandas' nullable types (``Int64``,
+    ``boolean``) so that a side's missing values stay missing."""
+    typed = {f"{side}_occurrences": "Int64" for side in SIDES} | {f"{side}_noisy": "boolean" for side in SIDES}
+    return rows.frame().astype(typed)
+
+
+def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None) -> dict:
     """Whole-run figures. Overall speedup is the ratio of matched op time, per step when
     both runs know their step count (so runs profiled over different step counts compare
     fairly), else over the whole profile."""
-    matched = rows[rows["status"] == MATCHED]
+    status = rows["status"]
+    matched = rows.take(status == MATCHED)
     baseline_matched = float(matched["baseline_total_us"].sum())
     target_matched = float(matched["target_total_us"].sum())
     per_step = bool(baseline_steps and target_steps)
@@ -252,29 +352,29 @@ def summarize(rows: pd.DataFrame, baseline_steps: int | None, target_steps: int 
         overall = (baseline_matched / baseline_steps) / (target_matched / target_steps) if target_matched else None
     else:
         overall = baseline_matched / target_matched if target_matched else None
-    speedups = matched["speedup"].to_numpy(dtype="float64")
+    speedups = np.asarray(matched["speedup"], dtype="float64")
     speedups = speedups[np.isfinite(speedups) & (speedups > 0)]
-    geomean = geometric_mean(speedups)
-    summary = {
+    noisy = [bool(base) or bool(target) for base, target in zip(matched["baseline_noisy"], matched["target_noisy"])]
+    baseline_total, target_total = np.nansum(rows["baseline_total_us"]), np.nansum(rows["target_total_us"])
+    return {
         "matched_ops": int(len(matched)),
-        "baseline_only_ops": int((rows["status"] == BASELINE_ONLY).sum()),
-        "target_only_ops": int((rows["status"] == TARGET_ONLY).sum()),
+        "baseline_only_ops": int((status == BASELINE_ONLY).sum()),
+        "target_only_ops": int((status == TARGET_ONLY).sum()),
         "faster_ops": int(above(matched["speedup"], 1.0).sum()),
-        "noisy_ops": int((matched["baseline_noisy"].fillna(False) | matched["target_noisy"].fillna(False)).sum()),
+        "noisy_ops": int(sum(noisy)),
         "slower_ops": int(below(matched["speedup"], 1.0).sum()),
         "baseline_matched_total_us": baseline_matched,
         "target_matched_total_us": target_matched,
-        "baseline_total_us": float(rows["baseline_total_us"].sum()),
-        "target_total_us": float(rows["target_total_us"].sum()),
+        "baseline_total_us": float(baseline_total),
+        "target_total_us": float(target_total),
         "overall_speedup": overall,
         "overall_speedup_basis": "per step" if per_step else "whole profile",
-        "geomean_speedup": geomean,
+        "geomean_speedup": geometric_mean(speedups),
         "baseline_steps": baseline_steps,
         "target_steps": target_steps,
-        "baseline_time_per_step_us": _per_step(rows["baseline_total_us"].sum(), baseline_steps),
-        "target_time_per_step_us": _per_step(rows["target_total_us"].sum(), target_steps),
+        "baseline_time_per_step_us": _per_step(baseline_total, baseline_steps),
+        "target_time_per_step_us": _per_step(target_total, target_steps),
     }
-    return summary
 
 
 def like_for_like(

@@ -40,7 +40,7 @@ def module_tree(
         ("baseline", baseline_ops, baseline_modules, baseline_steps),
         ("target", target_ops, target_modules, target_steps),
     ):
-        placed = in_modules(effective_ops(ops), modules).groupby(["module", "op_name"], sort=False)
+        placed = in_modules(effective_ops(ops), modules).frame().groupby(["module", "op_name"], sort=False)
         measured = pd.DataFrame(
             {side: placed["self_us"].sum(), f"{side}_alloc": placed["alloc_bytes"].sum(min_count=1)}
         )

@@ -58,9 +58,8 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     ops["min_us"] = grouped["min_us"].min().where(known_in_every_run("min_us"))
     ops["max_us"] = grouped["max_us"].max().where(known_in_every_run("max_us"))
     ops["mean_us"] = ops["self_us"] / ops["occurrences"].where(ops["occurrences"] > 0)
-    ops["std_us"] = execution_std(grouped["square_sum"].sum(), ops["occurrences"], ops["self_us"]).where(
-        known_in_every_run("std_us")
-    )
+    std = execution_std(grouped["square_sum"].sum(), ops["occurrences"], ops["self_us"])
+    ops["std_us"] = pd.Series(std, index=ops.index).where(known_in_every_run("std_us"))
     for column in QUANTILES:
         ops[column] = np.nan
     ops = ops.reset_index()

@@ -10,7 +10,6 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-import pandas as pd
 
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, STATUSES
 
@@ -143,32 +142,33 @@ def _query_matcher(query: str):
     return lambda text: needle in text.lower()
 
 
-def apply_view(rows: pd.DataFrame, view: RowView) -> np.ndarray:
+def apply_view(rows, view: RowView) -> np.ndarray:
     """The positions of the rows ``view`` keeps, in its order: column-wise, so it scales
     with the op count, and in numpy where it can, as it runs on every request."""
     positions = view_positions(rows, view)
     return positions[: view.top] if view.top else positions
 
 
-def view_positions(rows: pd.DataFrame, view: RowView) -> np.ndarray:
-    """``apply_view`` before its top N: every row the view's filters keep, in its order."""
+def view_positions(rows, view: RowView) -> np.ndarray:
+    """``apply_view`` before its top N: every row the view's filters keep, in its order.
+    ``rows``: a comparison's rows (``analysis.compare``: a ``Table``, or its frame)."""
     keep = np.ones(len(rows), dtype=bool)
     if view.keys is not None:
-        keep &= rows["key"].isin(view.keys).to_numpy()
+        keep &= _isin(rows["key"], view.keys)
     if set(view.statuses) != set(STATUSES):
-        keep &= rows["status"].isin(view.statuses).to_numpy()
+        keep &= _isin(rows["status"], view.statuses)
     if view.side != "all":
         sides = {view.side, "mixed"}
-        keep &= (rows["baseline_time_source"].isin(sides) | rows["target_time_source"].isin(sides)).to_numpy()
+        keep &= _isin(rows["baseline_time_source"], sides) | _isin(rows["target_time_source"], sides)
     if view.min_total_us:
         larger = np.fmax(
-            rows["baseline_total_us"].to_numpy(dtype="float64"), rows["target_total_us"].to_numpy(dtype="float64")
+            np.asarray(rows["baseline_total_us"], dtype="float64"), np.asarray(rows["target_total_us"], dtype="float64")
         )
         keep &= np.nan_to_num(larger, nan=0.0) >= view.min_total_us
     if view.query:
         matches = _query_matcher(view.query)
         where = np.flatnonzero(keep)
-        keys, types = rows["key"].to_numpy()[where], rows["op_type"].to_numpy()[where]
+        keys, types = np.asarray(rows["key"])[where], np.asarray(rows["op_type"])[where]
         found = np.fromiter(
             (matches(key) or matches(kind if isinstance(kind, str) else "") for key, kind in zip(keys, types)),
             dtype=bool,
@@ -177,8 +177,14 @@ def view_positions(rows: pd.DataFrame, view: RowView) -> np.ndarray:
         keep[where[~found]] = False
     positions = np.flatnonzero(keep)
     if view.sort:
-        positions = positions[order_missing_last(rows[view.sort].to_numpy()[positions], view.descending)]
+        positions = positions[order_missing_last(np.asarray(rows[view.sort])[positions], view.descending)]
     return positions
+
+
+def _isin(values, wanted) -> np.ndarray:
+    """Whether each value is one of ``wanted``."""
+    wanted = set(wanted)
+    return np.fromiter((value in wanted for value in np.asarray(values).tolist()), dtype=bool, count=len(values))
 
 
 def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
@@ -188,6 +194,19 @@ def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
         present = np.flatnonzero(np.isfinite(values))
         ranked = present[np.argsort(-values[present] if descending else values[present], kind="stable")]
         return np.concatenate([ranked, np.flatnonzero(~np.isfinite(values))])
-    order = pd.DataFrame({"value": values, "position": np.arange(len(values))})  # text, flags with gaps
-    order = order.sort_values(["value", "position"], ascending=[not descending, True], na_position="last")
-    return order["position"].to_numpy()
+    # text, and counts or flags with gaps (None, NaN or pandas' NA where missing)
+    listed = values.tolist()
+    present = [position for position, value in enumerate(listed) if _present(value)]
+    present.sort(key=listed.__getitem__, reverse=descending)  # stable either way: ties keep their order
+    return np.array(
+        present + [position for position, value in enumerate(listed) if not _present(value)], dtype=np.int64
+    )
+
+
+def _present(value) -> bool:
+    if value is None or (isinstance(value, float) and value != value):
+        return False
+    try:
+        return bool(value == value)  # pandas' NA compares to NA, not True: missing
+    except TypeError:
+        return False

@@ -188,11 +188,11 @@ def _every_op(points: list[list[SweepRun]], group_by: str, normalize: bool) -> p
             frames.append(
                 pd.DataFrame(
                     {
-                        "op": totals.index,
+                        "op": totals["key"],
                         "series": run.series,
                         "batch_size": run.batch_size,
-                        "mean_us": totals["mean_us"].to_numpy(),
-                        "total_us": totals["total_us"].to_numpy(),
+                        "mean_us": totals["mean_us"],
+                        "total_us": totals["total_us"],
                         "share": np.asarray(totals["share"], dtype="float64"),
                         "run": run.run,
                     }

@@ -410,9 +410,9 @@ def crossing_events(starts, durations, parents: np.ndarray) -> int:
 
 @dataclasses.dataclass
 class Recipe:
-    """A table a reader leaves to be made where pandas is imported: ``make(*args)`` returns
-    it. ``make`` is a module-level function and ``args`` plain values and arrays, so a
-    recipe pickles to the process that builds the tables."""
+    """A table a reader leaves to be made on first use (``OpProfile.module_table``):
+    ``make(*args)`` returns it. ``make`` is a module-level function and ``args`` plain
+    values and arrays, so a recipe pickles to the process that builds the tables."""
 
     make: Callable
     args: tuple = ()
@@ -425,7 +425,7 @@ class Recipe:
 class ParsedProfile:
     """One session as its reader leaves it (``OpProfile.from_parsed`` makes the tables):
     its facts, its events, and its other tables as columns (``ANNOTATION_COLUMNS`` to
-    values) or as a ``Recipe`` (the module table, which takes pandas to make)."""
+    values) or as a ``Recipe`` (the module table, made on first use)."""
 
     facts: ProfileFacts
     events: OpEvents

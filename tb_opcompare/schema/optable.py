@@ -192,6 +192,13 @@ class OpProfile:
         source = self.module_source
         return source.table() if isinstance(source, LazyTable) else source
 
+    def memory_bytes(self) -> int:
+        """Bytes its tables hold (the module table where made: a recipe is not run for this)."""
+        source = self.module_source
+        modules = source.made if isinstance(source, LazyTable) else source
+        tables = (self.op_table, self.step_table, modules, self.annotation_table, self.memory_table)
+        return sum(table.memory_bytes() for table in tables if table is not None)
+
     # The tables as pandas DataFrames, for the views that work on frames (each made once).
     @property
     def ops(self) -> pd.DataFrame:
@@ -231,8 +238,7 @@ class OpProfile:
         if parsed.annotations is not None:
             profile.annotation_table = typed_table(parsed.annotations, ANNOTATION_DTYPES)
         if parsed.module_ops is not None:
-            recipe = parsed.module_ops
-            profile.module_source = LazyTable(lambda: Table.from_frame(recipe()))
+            profile.module_source = LazyTable(parsed.module_ops)
         return profile
 
     @classmethod

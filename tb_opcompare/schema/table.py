@@ -8,6 +8,7 @@ Text columns are numpy object arrays of ``str``; numbers are int64, float64 or b
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -26,7 +27,7 @@ _MAKING = threading.RLock()
 class Table:
     """Never changed once made (a new one is made instead), so its frame is made once."""
 
-    __slots__ = ("_columns", "_rows", "_frame")
+    __slots__ = ("_columns", "_rows", "_frame", "__weakref__")  # memos hold tables weakly
 
     def __init__(self, columns: Mapping[str, np.ndarray]):
         self._frame = None
@@ -62,6 +63,16 @@ class Table:
     def items(self):
         return self._columns.items()
 
+    def memory_bytes(self) -> int:
+        """Bytes the columns hold, the texts of text columns included (as pandas' deep
+        memory usage counts them)."""
+        total = 0
+        for values in self._columns.values():
+            total += values.nbytes
+            if values.dtype == object:
+                total += sum(map(sys.getsizeof, values.tolist()))
+        return total
+
     def take(self, positions: np.ndarray) -> Table:
         """The rows at ``positions`` (integers, or a boolean mask), in that order."""
         return Table({name: values[positions] for name, values in self._columns.items()})
@@ -88,6 +99,11 @@ class Table:
             return self._frame
 
 
+def as_table(table: Table | pd.DataFrame) -> Table:
+    """A ``Table`` as it is; a pandas DataFrame's columns as one (for callers that hold frames)."""
+    return table if isinstance(table, Table) else Table.from_frame(table)
+
+
 class LazyTable:
     """A table made on first use, once, by ``make`` (a reader's recipe that takes pandas):
     shared by every profile that holds it."""
@@ -96,6 +112,11 @@ class LazyTable:
 
     def __init__(self, make: Callable[[], Table]):
         self._make, self._table = make, None
+
+    @property
+    def made(self) -> Table | None:
+        """The table where it has been made, else None (nothing is made here)."""
+        return self._table
 
     def table(self) -> Table:
         with _MAKING:

@@ -11,24 +11,26 @@ import collections
 import dataclasses
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
-import pandas as pd
 
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_ops, like_for_like
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_frame, compare_ops, like_for_like
 from tb_opcompare.analysis.numerics import finite_or_none
-from tb_opcompare.analysis.pooling import pool_profiles
 from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary, RunRecord
 from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.schema.table import Table
 from tb_opcompare.service.headline import pair_headline
-from tb_opcompare.service.modules import module_source
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def compare_document(
@@ -60,6 +62,8 @@ def compare_document(
     figures.update(_headline_figures(first, base_steps, target_steps))
     notes = [*group_notes, *notes, *_step_marker_notes(first, base_steps, target_steps)]
     if group_by == "module":
+        from tb_opcompare.service.modules import module_source  # pandas: modules are merged with it
+
         notes.extend(module_source(base, tgt)[1])
     summary = CompareSummary(
         **{key: finite_or_none(value) for key, value in {**comparison.summary, **figures}.items()},
@@ -214,15 +218,17 @@ class _PoolMemo:
         self._lock = threading.Lock()
 
     def get(self, profiles: list[OpProfile]) -> OpProfile:
-        key = tuple(id(profile.ops) for profile in profiles)
+        from tb_opcompare.analysis.pooling import pool_profiles  # pandas: groups are pooled with it
+
+        key = tuple(id(profile.op_table) for profile in profiles)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and all(ref() is profile.ops for ref, profile in zip(entry[0], profiles)):
+            if entry is not None and all(ref() is profile.op_table for ref, profile in zip(entry[0], profiles)):
                 self._entries.move_to_end(key)
                 return entry[1]
         pooled = pool_profiles(profiles)
         with self._lock:
-            self._entries[key] = ([weakref.ref(profile.ops) for profile in profiles], pooled)
+            self._entries[key] = ([weakref.ref(profile.op_table) for profile in profiles], pooled)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return pooled
@@ -232,25 +238,33 @@ _POOLS = _PoolMemo()
 
 
 class _Comparison:
-    """One comparison: its rows (a table, positions as index), its summary, and the rows
-    as JSON-ready records, made once for a table small enough to keep them (most are:
-    every filter, sort and export of the tab then picks records instead of making them)."""
+    """One comparison: its rows (a ``Table``), its summary, and the rows as JSON-ready
+    records, made once for a table small enough to keep them (most are: every filter, sort
+    and export of the tab then picks records instead of making them)."""
 
     KEEP_RECORDS_UP_TO = 100_000  # rows; a record is about 2 KB of Python objects
 
-    def __init__(self, rows: pd.DataFrame, summary: dict):
+    def __init__(self, rows: Table, summary: dict):
         self.rows, self.summary = rows, summary
         self._all: list[dict] | None = None
+        self._frame: pd.DataFrame | None = None
         self._lock = threading.Lock()
 
     def records(self, positions: np.ndarray) -> list[dict]:
         """The rows at ``positions`` (in that order) as records."""
         if len(self.rows) > self.KEEP_RECORDS_UP_TO:
-            return as_records(self.rows.iloc[positions])
+            return as_records(self.rows.take(positions))
         with self._lock:
             if self._all is None:
                 self._all = as_records(self.rows)
         return [self._all[position] for position in positions.tolist()]
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame (``compare_frame``), made once."""
+        with self._lock:
+            if self._frame is None:
+                self._frame = compare_frame(self.rows)
+        return self._frame
 
 
 class _ComparisonMemo:
@@ -267,26 +281,34 @@ class _ComparisonMemo:
         self.computed = 0  # comparisons made (not served from the memo); a test counts them
 
     def get(self, baseline: OpProfile, target: OpProfile, group_by: str, normalize: bool) -> _Comparison:
-        key = (id(baseline.ops), id(target.ops), baseline.facts.steps, target.facts.steps, group_by, normalize)
+        key = (
+            id(baseline.op_table),
+            id(target.op_table),
+            baseline.facts.steps,
+            target.facts.steps,
+            group_by,
+            normalize,
+        )
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry[0]() is baseline.ops and entry[1]() is target.ops:
+            if entry is not None and entry[0]() is baseline.op_table and entry[1]() is target.op_table:
                 self._entries.move_to_end(key)
                 return entry[2]
+        by_module = group_by == "module"  # only then are the module tables wanted (a reader's recipe makes them)
         rows, summary = compare_ops(
-            baseline.ops,
-            target.ops,
+            baseline.op_table,
+            target.op_table,
             group_by=group_by,
             normalize=normalize,
             baseline_steps=baseline.facts.steps,
             target_steps=target.facts.steps,
-            baseline_modules=baseline.module_ops,
-            target_modules=target.module_ops,
+            baseline_modules=baseline.module_table if by_module else None,
+            target_modules=target.module_table if by_module else None,
         )
-        comparison = _Comparison(rows[COMPARE_COLUMNS].reset_index(drop=True), summary)
+        comparison = _Comparison(rows, summary)
         with self._lock:
             self.computed += 1
-            self._entries[key] = (weakref.ref(baseline.ops), weakref.ref(target.ops), comparison)
+            self._entries[key] = (weakref.ref(baseline.op_table), weakref.ref(target.op_table), comparison)
             self._entries.move_to_end(key)  # a key made again by a concurrent request is the newest
             while len(self._entries) > 1 and (
                 len(self._entries) > self._size
@@ -303,4 +325,4 @@ def comparison_rows(baseline: OpProfile, target: OpProfile, group_by: str = "nam
     """The rows of two profiles' comparison (``COMPARE_COLUMNS``, largest first, types
     normalised), from the memo the compare document uses: a document built on the
     comparison (memory) reads the same rows, made once. Callers must not change them."""
-    return _COMPARISONS.get(baseline, target, group_by, True).rows
+    return _COMPARISONS.get(baseline, target, group_by, True).frame()

@@ -23,7 +23,7 @@ def pair_headline(
         given or step_latency([run.profile.facts.step_times_us])
         for given, run in ((baseline_steps, baseline), (target_steps, target))
     ]
-    op_time = (op_time_us(baseline.profile.ops), op_time_us(target.profile.ops))
+    op_time = (op_time_us(baseline.profile.op_table), op_time_us(target.profile.op_table))
     first = headline(
         latencies[0],
         latencies[1],

@@ -2,27 +2,50 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-import pandas as pd
+
+from tb_opcompare.schema.table import Table
 
 
-def json_values(frame) -> list[tuple]:
-    """The frame's rows as JSON-ready Python values (NaN, infinities and NA: None),
-    converted a column at a time (numbers at numpy speed) rather than a cell at a time."""
+def json_values(table) -> list[tuple]:
+    """The rows of ``table`` (a ``Table`` or a pandas DataFrame) as JSON-ready Python
+    values (NaN, infinities and pandas' NA: None), converted a column at a time (numbers
+    at numpy speed) rather than a cell at a time."""
     columns = []
-    for name in frame.columns:
-        column = frame[name]
-        if column.dtype.kind == "f":
-            data = column.to_numpy(dtype="float64")
+    for name in table.names if isinstance(table, Table) else table.columns:
+        data = _values(table[name])
+        if data.dtype.kind == "f":
+            data = data.astype("float64", copy=False)
             columns.append(np.where(np.isfinite(data), data, None).tolist())
-        elif column.dtype.kind in "iub" and not column.hasnans:
-            columns.append(column.to_numpy().tolist())
+        elif data.dtype.kind in "iub":
+            columns.append(data.tolist())
         else:  # text, and integers or flags with gaps
-            columns.append([None if value is pd.NA or value != value else value for value in column.tolist()])
+            missing = getattr(sys.modules.get("pandas"), "NA", None)  # pandas' NA only where pandas is loaded
+            columns.append(
+                [
+                    None
+                    if value is None or value is missing or (isinstance(value, float) and value != value)
+                    else value
+                    for value in data.tolist()
+                ]
+            )
     return list(zip(*columns))
 
 
-def as_records(frame: pd.DataFrame) -> list[dict]:
-    """The frame's rows as JSON-ready dicts (see ``json_values``)."""
-    columns = list(frame.columns)
-    return [dict(zip(columns, values)) for values in json_values(frame)]
+def _values(column) -> np.ndarray:
+    """A column's values: a Table's array; a pandas column's, its nullable integers and
+    flags with gaps as objects (numpy would make those floats)."""
+    if isinstance(column, np.ndarray):
+        return column
+    if column.dtype.kind in "iub" and column.hasnans:
+        return column.to_numpy(dtype=object, na_value=None)
+    return column.to_numpy()
+
+
+def as_records(table) -> list[dict]:
+    """The rows of ``table`` (a ``Table`` or a pandas DataFrame) as JSON-ready dicts (see
+    ``json_values``)."""
+    columns = table.names if isinstance(table, Table) else list(table.columns)
+    return [dict(zip(columns, values)) for values in json_values(table)]

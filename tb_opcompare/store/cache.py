@@ -223,14 +223,7 @@ class ProfileCache:
     # -- memory -------------------------------------------------------------------------------
 
     def _remember(self, key: tuple, value) -> None:
-        size = (
-            sum(
-                int(table.memory_usage(deep=True).sum())
-                for table in (value.ops, value.step_ops, value.module_ops, value.annotations, value.memory_timeline)
-            )
-            if not isinstance(value, _Unreadable)
-            else 1024
-        )
+        size = value.memory_bytes() if not isinstance(value, _Unreadable) else 1024
         with self._lock:
             if key in self._memory:
                 self._held_bytes -= self._memory.pop(key)[1]

@@ -37,7 +37,6 @@ from tb_opcompare.schema.events import (
     ANNOTATION_TYPES,
     DEVICE,
     HOST,
-    MODULE_COLUMNS,
     RUNTIME_TYPES,
     OpEvents,
     ParsedProfile,
@@ -49,6 +48,8 @@ from tb_opcompare.schema.events import (
     self_times,
     steps_of,
 )
+from tb_opcompare.schema.groups import group_sums, integer_group_sums
+from tb_opcompare.schema.table import Table
 
 FORMAT = "pytorch"
 _OP_CATEGORIES = {"cpu_op", "Operator"}
@@ -679,31 +680,61 @@ def _module_parts(
     return host, memory, device
 
 
-def _module_table(host: dict, memory: dict | None, device: dict | None, named: np.ndarray):
+def _module_table(host: dict, memory: dict | None, device: dict | None, named: np.ndarray) -> Table:
     """``OpProfile.module_ops`` from ``_module_parts`` (module codes named by ``named``, -1
-    the last: outside every module); made where the tables are (pandas)."""
-    import pandas as pd
-
-    table = pd.DataFrame(host)
+    the last: outside every module). With memory, the host rows and the allocations' rows
+    joined on (side, op, type, module), in that order; the device rows after them, their
+    bytes unknown (NaN)."""
+    host_rows = _module_rows(host)
     if memory is not None:
-        table = table.merge(
-            pd.DataFrame(memory).rename(columns={"self_us": "alloc_bytes"}).drop(columns="occurrences"),
-            on=["side", "op_name", "op_type", "module"],
-            how="outer",
-        )
-        table = table.fillna({"occurrences": 0, "self_us": 0.0, "alloc_bytes": 0.0}).astype({"occurrences": "int64"})
-    parts = [table] if device is None else [table, pd.DataFrame(device)]
-    table = pd.concat(parts, ignore_index=True).reindex(columns=MODULE_COLUMNS)  # no memory recorded: NaN bytes
-    table = table.astype({"alloc_bytes": "float64"})
-    return table.assign(module=named[table["module"].to_numpy(dtype=np.int64)])
+        allocations = _module_rows(memory)
+        keys = sorted(set(host_rows) | set(allocations))
+        host_rows = {
+            key: (*host_rows.get(key, (0, 0.0)), allocations[key][1] if key in allocations else 0.0) for key in keys
+        }
+    else:
+        host_rows = {key: (*values, np.nan) for key, values in host_rows.items()}
+    device_rows = {key: (*values, np.nan) for key, values in _module_rows(device).items()} if device else {}
+    rows = [*host_rows.items(), *device_rows.items()]
+    return Table(
+        {
+            "side": np.array([key[0] for key, _ in rows], dtype=object),
+            "op_name": np.array([key[1] for key, _ in rows], dtype=object),
+            "op_type": np.array([key[2] for key, _ in rows], dtype=object),
+            "module": named[np.array([key[3] for key, _ in rows], dtype=np.int64)],
+            "occurrences": np.array([values[0] for _, values in rows], dtype=np.int64),
+            "self_us": np.array([values[1] for _, values in rows], dtype=np.float64),
+            "alloc_bytes": np.array([values[2] for _, values in rows], dtype=np.float64),
+        }
+    )
 
 
-def _summed_module_ops(job: Recipe, rank: Recipe):
-    """The module tables of a job's ranks so far and of its next rank, summed per op and module."""
-    import pandas as pd
+def _module_rows(part: dict) -> dict:
+    """A ``_by_op_and_module`` part as (side, op, type, module code) -> (occurrences, self_us)."""
+    keys = zip([part["side"]] * len(part["module"]), part["op_name"], part["op_type"], part["module"])
+    return dict(zip(keys, zip(part["occurrences"].tolist(), part["self_us"].tolist())))
 
-    return (
-        pd.concat([job(), rank()]).groupby(["side", "op_name", "op_type", "module"], as_index=False, dropna=False).sum()
+
+def _summed_module_ops(job: Recipe, rank: Recipe) -> Table:
+    """The module tables of a job's ranks so far and of its next rank, summed per op and
+    module (in the order of (side, op, type, module); bytes unknown on both add up to 0)."""
+    both = [job(), rank()]
+    columns = ("side", "op_name", "op_type", "module")
+    keys = [key for table in both for key in zip(*(table[column].tolist() for column in columns))]
+    distinct = sorted(set(keys))
+    number = {key: position for position, key in enumerate(distinct)}
+    codes = np.fromiter((number[key] for key in keys), dtype=np.int64, count=len(keys))
+
+    def summed(column: str, adder) -> np.ndarray:
+        return adder(np.concatenate([table[column] for table in both]), codes, len(distinct))
+
+    return Table(
+        {
+            **{column: np.array([key[i] for key in distinct], dtype=object) for i, column in enumerate(columns)},
+            "occurrences": summed("occurrences", integer_group_sums),
+            "self_us": summed("self_us", group_sums),
+            "alloc_bytes": summed("alloc_bytes", group_sums),
+        }
     )
 
 
