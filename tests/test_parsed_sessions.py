@@ -45,3 +45,14 @@ def test_a_parsed_session_pickled_makes_the_same_tables():
             pd.testing.assert_frame_equal(getattr(moved, table), getattr(here, table), check_exact=True)
         assert moved.facts == here.facts and moved.step_count == here.step_count
     assert len(here.module_ops) and len(here.memory_timeline)  # the trace has both: they were compared
+
+
+def test_a_module_table_not_made_yet_still_counts_in_memory():
+    """TensorBoard's memory cache bounds what it holds by each profile's ``memory_bytes``:
+    a PyTorch module table is made on first use, and until then its recipe counts (within
+    2x of the table it makes), not nothing, or traces recorded with stacks would overrun it."""
+    profile = read_profile("pytorch", [str(TORCH)])
+    before = profile.memory_bytes()
+    made = profile.module_table.memory_bytes()
+    rest = profile.memory_bytes() - made
+    assert made > 0 and made / 2 <= before - rest <= made * 2

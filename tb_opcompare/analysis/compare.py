@@ -24,8 +24,16 @@ from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_size
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, model_of
 from tb_opcompare.schema.events import DEVICE, HOST
-from tb_opcompare.schema.groups import first_appearance, group_counts, group_sums, integer_group_sums
-from tb_opcompare.schema.table import Table, as_table
+from tb_opcompare.schema.groups import (
+    among,
+    first_appearance,
+    group_counts,
+    group_sums,
+    integer_group_sums,
+    known_sums,
+    positions,
+)
+from tb_opcompare.schema.table import Table, as_table, text_array
 from tb_opcompare.schema.text import format_speedup
 
 if TYPE_CHECKING:
@@ -61,14 +69,8 @@ def counted_rows(ops: Table | pd.DataFrame) -> np.ndarray:
     launched kernels, else host time."""
     side, names = np.asarray(ops["side"]), np.asarray(ops["op_name"])
     device = side == DEVICE
-    host = (side == HOST) & ~_among(names, names[device])
+    host = (side == HOST) & ~among(names, names[device].tolist())
     return np.flatnonzero(device | host)
-
-
-def _among(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Whether each value is one of ``keys``: one set lookup a value."""
-    wanted = set(keys.tolist())
-    return np.fromiter((value in wanted for value in values.tolist()), dtype=bool, count=len(values))
 
 
 def op_time_us(ops: Table | pd.DataFrame) -> float:
@@ -88,8 +90,7 @@ def effective_ops(ops: Table | pd.DataFrame, normalize: bool = True) -> Table:
     if len(device) and on_host.any():
         host = ops.take(on_host)
         op, names = first_appearance(host["op_name"].tolist())
-        position = {name: index for index, name in enumerate(names)}
-        where = np.fromiter((position.get(name, -1) for name in device["op_name"].tolist()), np.int64, len(device))
+        where = positions(device["op_name"].tolist(), names)
         has_host_row = where >= 0  # else the device row holds the op's memory
         memory = {column: known_sums(host[column], op, len(names))[np.maximum(where, 0)] for column in _MEMORY}
         device = device.assign(**{column: np.where(has_host_row, memory[column], device[column]) for column in _MEMORY})
@@ -108,16 +109,7 @@ def effective_ops(ops: Table | pd.DataFrame, normalize: bool = True) -> Table:
 def _normalized(op_types: np.ndarray) -> np.ndarray:
     """``normalize_op_type`` of each, worked out once per distinct type."""
     known: dict[str, str] = {}
-    return np.array(
-        [known.get(t) or known.setdefault(t, normalize_op_type(t)) for t in op_types.tolist()], dtype=object
-    ).reshape(-1)
-
-
-def known_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
-    """Each group's sum of its values, NaN where none of them is known (NaN)."""
-    values = np.asarray(values, dtype=np.float64)
-    known = group_counts(codes[~np.isnan(values)], count)
-    return np.where(known > 0, group_sums(values, codes, count), np.nan)
+    return text_array(known.get(t) or known.setdefault(t, normalize_op_type(t)) for t in op_types.tolist())
 
 
 def op_totals(
@@ -144,9 +136,7 @@ def in_modules(chosen: Table | pd.DataFrame, modules: Table | pd.DataFrame | Non
     chosen = as_table(chosen)
     if modules is None or not len(modules):
         scopes = [name.rpartition("/")[0] or TOP_LEVEL for name in chosen["op_name"].tolist()]
-        return chosen.assign(
-            module=np.array(scopes, dtype=object).reshape(-1), op_type=np.full(len(chosen), MODULE_TYPE, dtype=object)
-        )
+        return chosen.assign(module=text_array(scopes), op_type=np.full(len(chosen), MODULE_TYPE, dtype=object))
     return Table.from_frame(_placed_in_modules(chosen.frame(), as_table(modules).frame()))
 
 
@@ -218,11 +208,11 @@ def _group(chosen: Table, group_by: str) -> Table:
             **{column: chosen[column] for column in (*_SPREAD, *_MEMORY)},
         }
     else:
-        grouped, square_sum = _grouped(chosen, codes, keys, square_sum)
+        grouped, square_sum = _summed_by_key(chosen, codes, keys, square_sum)
     return _per_side_columns(grouped, square_sum)
 
 
-def _grouped(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.ndarray) -> tuple[dict, np.ndarray]:
+def _summed_by_key(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.ndarray) -> tuple[dict, np.ndarray]:
     """Rows of one key added up (a type or a module grouping ops): sums, the first row's
     type and spread where the key has one row only, ``mixed`` where its time comes from
     host and device rows, memory NaN where no row recorded it."""
@@ -237,7 +227,7 @@ def _grouped(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.ndarra
     )
     missing = group_counts(codes[np.isnan(square_sum)], count) > 0
     grouped = {
-        "key": np.array(keys, dtype=object).reshape(-1),
+        "key": text_array(keys),
         "op_type": chosen["op_type"][first],
         "occurrences": integer_group_sums(chosen["occurrences"], codes, count),
         "total_us": group_sums(chosen["self_us"], codes, count),
@@ -259,7 +249,7 @@ def _per_side_columns(grouped: dict, square_sum: np.ndarray) -> Table:
     kernels_per_execution = _positive(grouped.pop("kernels")) / occurrences
     calls = grouped.pop("memory_calls")
     cv = execution_std(square_sum, grouped["occurrences"], total) / _positive(mean)
-    all_time = total.sum()
+    all_time = np.nansum(total)
     return Table(
         {
             **grouped,
@@ -291,13 +281,12 @@ def compare_ops(
     }
     # the baseline's keys in its order, then the target's own in theirs
     keys = list(dict.fromkeys([*sides["baseline"]["key"].tolist(), *sides["target"]["key"].tolist()]))
-    columns, has_key = {"key": np.array(keys, dtype=object).reshape(-1)}, {}
+    columns, has_key = {"key": text_array(keys)}, {}
     for side, table in sides.items():
-        where = {key: position for position, key in enumerate(table["key"].tolist())}
-        positions = np.fromiter((where.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
-        has_key[side] = positions >= 0
+        where = positions(keys, table["key"].tolist())
+        has_key[side] = where >= 0
         for name in ("op_type", *PER_SIDE_FIELDS):
-            columns[f"{side}_{name}"] = _aligned(table[name], positions)
+            columns[f"{side}_{name}"] = _aligned(table[name], where)
     # an op is in a run where it has a mean there (a row of no executions has none)
     in_baseline, in_target = ~np.isnan(columns["baseline_mean_us"]), ~np.isnan(columns["target_mean_us"])
     status = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY).astype(object)
@@ -335,8 +324,10 @@ def _aligned(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
 def compare_frame(rows: Table) -> pd.DataFrame:
     """The rows as a pandas DataFrame, counts and flags in pandas' nullable types (``Int64``,
     ``boolean``) so that a side's missing values stay missing."""
+    import pandas as pd
+
     typed = {f"{side}_occurrences": "Int64" for side in SIDES} | {f"{side}_noisy": "boolean" for side in SIDES}
-    return rows.frame().astype(typed)
+    return pd.DataFrame(dict(rows.items()), columns=rows.names).astype(typed)
 
 
 def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None) -> dict:

@@ -80,6 +80,17 @@ def geometric_mean(values: np.ndarray) -> float | None:
     return math.exp(math.fsum(logs) / len(logs)) if logs else None
 
 
+def is_missing(value) -> bool:
+    """Whether a table's value is missing: None, NaN, or pandas' NA (which compares to
+    nothing, not even itself, as NA)."""
+    if value is None:
+        return True
+    try:
+        return not bool(value == value)
+    except TypeError:  # pandas' NA: its truth is ambiguous
+        return True
+
+
 def finite_or_none(value):
     """JSON has no NaN: missing numbers (None, NaN, infinities, pandas' NA) become null;
     numpy scalars become Python's. pandas' NA exists only where pandas is loaded, so this

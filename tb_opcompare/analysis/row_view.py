@@ -11,7 +11,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tb_opcompare.analysis.numerics import is_missing
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, STATUSES
+from tb_opcompare.schema.groups import among
 
 SIDE_FILTERS = ("all", "host", "device")
 MAX_PATTERN = 500
@@ -154,12 +156,12 @@ def view_positions(rows, view: RowView) -> np.ndarray:
     ``rows``: a comparison's rows (``analysis.compare``: a ``Table``, or its frame)."""
     keep = np.ones(len(rows), dtype=bool)
     if view.keys is not None:
-        keep &= _isin(rows["key"], view.keys)
+        keep &= among(rows["key"], view.keys)
     if set(view.statuses) != set(STATUSES):
-        keep &= _isin(rows["status"], view.statuses)
+        keep &= among(rows["status"], view.statuses)
     if view.side != "all":
         sides = {view.side, "mixed"}
-        keep &= _isin(rows["baseline_time_source"], sides) | _isin(rows["target_time_source"], sides)
+        keep &= among(rows["baseline_time_source"], sides) | among(rows["target_time_source"], sides)
     if view.min_total_us:
         larger = np.fmax(
             np.asarray(rows["baseline_total_us"], dtype="float64"), np.asarray(rows["target_total_us"], dtype="float64")
@@ -181,12 +183,6 @@ def view_positions(rows, view: RowView) -> np.ndarray:
     return positions
 
 
-def _isin(values, wanted) -> np.ndarray:
-    """Whether each value is one of ``wanted``."""
-    wanted = set(wanted)
-    return np.fromiter((value in wanted for value in np.asarray(values).tolist()), dtype=bool, count=len(values))
-
-
 def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
     """The order of ``values``, missing ones (and infinities, which JSON cannot hold) last
     in either direction, ties kept in the comparison's own order."""
@@ -196,17 +192,6 @@ def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
         return np.concatenate([ranked, np.flatnonzero(~np.isfinite(values))])
     # text, and counts or flags with gaps (None, NaN or pandas' NA where missing)
     listed = values.tolist()
-    present = [position for position, value in enumerate(listed) if _present(value)]
+    present = [position for position, value in enumerate(listed) if not is_missing(value)]
     present.sort(key=listed.__getitem__, reverse=descending)  # stable either way: ties keep their order
-    return np.array(
-        present + [position for position, value in enumerate(listed) if not _present(value)], dtype=np.int64
-    )
-
-
-def _present(value) -> bool:
-    if value is None or (isinstance(value, float) and value != value):
-        return False
-    try:
-        return bool(value == value)  # pandas' NA compares to NA, not True: missing
-    except TypeError:
-        return False
+    return np.array(present + [position for position, value in enumerate(listed) if is_missing(value)], dtype=np.int64)

@@ -52,6 +52,25 @@ def group_extremes(values: np.ndarray, codes: np.ndarray, count: int) -> tuple[n
     return minimum, maximum
 
 
+def known_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Each group's sum of its values, NaN where none of them is known (NaN)."""
+    values = np.asarray(values, dtype=np.float64)
+    known = group_counts(codes[~np.isnan(values)], count)
+    return np.where(known > 0, group_sums(values, codes, count), np.nan)
+
+
+def among(values, wanted) -> np.ndarray:
+    """Whether each of ``values`` is one of ``wanted``: one set lookup a value."""
+    wanted = set(wanted)
+    return np.fromiter((value in wanted for value in np.asarray(values).tolist()), dtype=bool, count=len(values))
+
+
+def positions(values: list, keys: list) -> np.ndarray:
+    """Each value's position among ``keys`` (distinct), -1 where it is none of them."""
+    where = {key: position for position, key in enumerate(keys)}
+    return np.fromiter((where.get(value, -1) for value in values), dtype=np.int64, count=len(values))
+
+
 def first_appearance(keys) -> tuple[np.ndarray, list]:
     """Each key's number among the distinct keys, numbered in the order first met (as
     ``groupby(sort=False)`` numbers its groups), and the distinct keys in that order.

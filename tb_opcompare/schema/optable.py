@@ -145,8 +145,9 @@ from tb_opcompare.schema.groups import (
     group_std,
     group_sums,
     integer_group_sums,
+    positions,
 )
-from tb_opcompare.schema.table import LazyTable, Table
+from tb_opcompare.schema.table import LazyTable, Table, text_array
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,7 +178,7 @@ MEMORY_TIMELINE_DTYPES = {column: "object" if column == "device" else "float64" 
 @dataclasses.dataclass(eq=False)
 class OpProfile:
     """A session's tables (``Table``s, documented above) and facts. ``module_source``: the
-    module table, or what makes it on first use (a reader's recipe: it takes pandas)."""
+    module table, or what makes it on first use (a reader's recipe)."""
 
     facts: ProfileFacts
     op_table: Table
@@ -193,11 +194,9 @@ class OpProfile:
         return source.table() if isinstance(source, LazyTable) else source
 
     def memory_bytes(self) -> int:
-        """Bytes its tables hold (the module table where made: a recipe is not run for this)."""
-        source = self.module_source
-        modules = source.made if isinstance(source, LazyTable) else source
-        tables = (self.op_table, self.step_table, modules, self.annotation_table, self.memory_table)
-        return sum(table.memory_bytes() for table in tables if table is not None)
+        """Bytes its tables hold (a module table not made yet: what its recipe holds)."""
+        tables = (self.op_table, self.step_table, self.module_source, self.annotation_table, self.memory_table)
+        return sum(table.memory_bytes() for table in tables)
 
     # The tables as pandas DataFrames, for the views that work on frames (each made once).
     @property
@@ -242,19 +241,28 @@ class OpProfile:
         return profile
 
     @classmethod
-    def from_frames(cls, facts: ProfileFacts, ops: pd.DataFrame, step_count: int = 0, **frames) -> OpProfile:
-        """A profile of DataFrames (``step_ops``, ``module_ops``, ``annotations``,
-        ``memory_timeline``: those given), as a view that works on frames makes one."""
-        tables = {_TABLE_OF_FRAME[name]: Table.from_frame(frame) for name, frame in frames.items()}
-        return cls(facts=facts, op_table=Table.from_frame(ops), step_count=step_count, **tables)
+    def of_tables(cls, facts: ProfileFacts, step_count: int, tables: dict[str, Table]) -> OpProfile:
+        """A profile of its tables, by their names in ``TABLES`` (those not given empty)."""
+        given = {attribute: tables[name] for name, attribute, _ in TABLES if name in tables}
+        given["module_source"] = given.pop("module_table", Table.empty(MODULE_DTYPES))
+        return cls(facts=facts, step_count=step_count, **given)
+
+    @classmethod
+    def from_frames(cls, facts: ProfileFacts, step_count: int = 0, **frames: pd.DataFrame) -> OpProfile:
+        """A profile of DataFrames (``ops`` and those of ``step_ops``, ``module_ops``,
+        ``annotations``, ``memory_timeline`` given), as a view that works on frames makes one."""
+        return cls.of_tables(facts, step_count, {name: Table.from_frame(frame) for name, frame in frames.items()})
 
 
-_TABLE_OF_FRAME = {
-    "step_ops": "step_table",
-    "module_ops": "module_source",
-    "annotations": "annotation_table",
-    "memory_timeline": "memory_table",
-}
+# Each table: the name of its DataFrame (and of its stored form: the disk cache's, the shared
+# index's), the profile's attribute holding it, and its columns' dtypes.
+TABLES = (
+    ("ops", "op_table", OP_DTYPES),
+    ("step_ops", "step_table", STEP_DTYPES),
+    ("module_ops", "module_table", MODULE_DTYPES),
+    ("annotations", "annotation_table", ANNOTATION_DTYPES),
+    ("memory_timeline", "memory_table", MEMORY_TIMELINE_DTYPES),
+)
 
 
 def typed_table(columns, dtypes: dict) -> Table:
@@ -305,9 +313,8 @@ def _with_memory(table: Table, events: OpEvents) -> Table:
     if not events.memory_partials:
         return table.assign(alloc_bytes=np.full(len(table), np.nan), net_bytes=np.full(len(table), np.nan))
     names, types, _, sums = _summed_partials(events.memory_partials, _MEMORY_SUMS)
-    code_of = {key: code for code, key in enumerate(zip(names.tolist(), types.tolist()))}
     keys = list(zip(table["op_name"].tolist(), table["op_type"].tolist()))
-    codes = np.fromiter((code_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+    codes = positions(keys, list(zip(names.tolist(), types.tolist())))
     host = table["side"] == HOST
     # an op's memory is on its host row; an op with none (summary.json's accelerator
     # nodes) keeps it on its device row
@@ -390,9 +397,12 @@ def _summed_partials(partials: list[dict], columns: list[str]):
         values = np.concatenate([np.asarray(part[column]) for part in partials])
         adder = integer_group_sums if values.dtype.kind in "iu" else group_sums
         sums[column] = adder(values, op, len(keys))
-    distinct_names = np.array([name for name, _ in keys], dtype=object)
-    distinct_types = np.array([op_type for _, op_type in keys], dtype=object)
-    return distinct_names, distinct_types, op, sums
+    return *_names_and_types(keys), op, sums
+
+
+def _names_and_types(keys: list) -> tuple[np.ndarray, np.ndarray]:
+    """(name, type) keys as a column of names and a column of types."""
+    return text_array(name for name, _ in keys), text_array(op_type for _, op_type in keys)
 
 
 def _with_host_quantiles(table: Table, samples, sample_steps: list, step_count: int) -> tuple[Table, Table]:
@@ -516,8 +526,7 @@ def _aggregate_device(
         )
         kernel_counts, total_us = sums["kernels"], sums["total_us"]
     else:
-        names = np.array([name for name, _ in keys], dtype=object)
-        types = np.array([op_type for _, op_type in keys], dtype=object)
+        names, types = _names_and_types(keys)
     columns = _execution_spread(op, totals, invocations, kernel_counts)
     cells = Table.empty(STEP_DTYPES)
     if step_count >= 2 and len(op):  # kernels a reader placed in steps (PyTorch's, by their launch)

@@ -19,19 +19,21 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-# Frames and lazy tables are made once under this lock: a table is shared by the requests
-# and the profiles (``dataclasses.replace`` copies) that hold it, and each must see one frame.
-_MAKING = threading.RLock()
+# A table is shared by the requests and the profiles (``dataclasses.replace`` copies) that
+# hold it, and each must see one frame: a frame made by two threads at once is published
+# once, under this lock, held only for that.
+_PUBLISHING = threading.Lock()
 
 
 class Table:
-    """Never changed once made (a new one is made instead), so its frame is made once."""
+    """Never changed once made (its columns are read-only; a new table is made instead),
+    so its frame is made once."""
 
     __slots__ = ("_columns", "_rows", "_frame", "__weakref__")  # memos hold tables weakly
 
     def __init__(self, columns: Mapping[str, np.ndarray]):
         self._frame = None
-        self._columns = {name: np.asarray(values) for name, values in columns.items()}
+        self._columns = {name: _read_only(values) for name, values in columns.items()}
         lengths = {len(values) for values in self._columns.values()}
         if len(lengths) > 1:
             raise ValueError(f"columns of different lengths: {sorted(lengths)}")
@@ -91,12 +93,17 @@ class Table:
 
     def frame(self) -> pd.DataFrame:
         """As a pandas DataFrame (loads pandas), made once: callers must not change it."""
-        with _MAKING:
-            if self._frame is None:
-                import pandas as pd
+        if self._frame is None:
+            import pandas as pd
 
-                self._frame = pd.DataFrame(self._columns, columns=list(self._columns))
-            return self._frame
+            made = pd.DataFrame(self._columns, columns=list(self._columns))
+            with _PUBLISHING:
+                if self._frame is None:
+                    self._frame = made
+        return self._frame
+
+    def __reduce__(self):  # pickled without its frame, which is made again where wanted
+        return Table, (self._columns,)
 
 
 def as_table(table: Table | pd.DataFrame) -> Table:
@@ -104,22 +111,54 @@ def as_table(table: Table | pd.DataFrame) -> Table:
     return table if isinstance(table, Table) else Table.from_frame(table)
 
 
-class LazyTable:
-    """A table made on first use, once, by ``make`` (a reader's recipe that takes pandas):
-    shared by every profile that holds it."""
+def text_array(values) -> np.ndarray:
+    """A 1-D object array of ``values`` (texts, or tuples: ``np.array`` would make a list
+    of equal-length tuples a 2-D array)."""
+    values = list(values)
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
 
-    __slots__ = ("_make", "_table")
+
+def _read_only(values) -> np.ndarray:
+    array = np.asarray(values)
+    if array.flags.writeable:
+        array = array.view()  # the caller's array stays writable; the table's view is not
+        array.flags.writeable = False
+    return array
+
+
+def held_bytes(value) -> int:
+    """About how many bytes ``value`` holds: arrays, their texts, and the lists, tuples,
+    dicts and recipes (``schema.events.Recipe``) that hold them."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes + (sum(map(sys.getsizeof, value.tolist())) if value.dtype == object else 0)
+    if isinstance(value, Table):
+        return value.memory_bytes()
+    if isinstance(value, dict):
+        return sum(held_bytes(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(held_bytes(item) for item in value)
+    if hasattr(value, "args"):  # a recipe: what it will make a table of
+        return held_bytes(value.args)
+    return sys.getsizeof(value)
+
+
+class LazyTable:
+    """A table made on first use, once, by ``make`` (a reader's recipe): shared by every
+    profile that holds it."""
+
+    __slots__ = ("_make", "_table", "_lock")
 
     def __init__(self, make: Callable[[], Table]):
-        self._make, self._table = make, None
+        self._make, self._table, self._lock = make, None, threading.Lock()
 
-    @property
-    def made(self) -> Table | None:
-        """The table where it has been made, else None (nothing is made here)."""
-        return self._table
+    def memory_bytes(self) -> int:
+        """What the table holds, or until it is made, what its recipe holds."""
+        return self._table.memory_bytes() if self._table is not None else held_bytes(self._make)
 
     def table(self) -> Table:
-        with _MAKING:
+        with self._lock:
             if self._table is None:
                 self._table, self._make = self._make(), None
             return self._table

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
+from tb_opcompare.analysis.numerics import is_missing
 from tb_opcompare.schema.table import Table
 
 
@@ -22,15 +21,7 @@ def json_values(table) -> list[tuple]:
         elif data.dtype.kind in "iub":
             columns.append(data.tolist())
         else:  # text, and integers or flags with gaps
-            missing = getattr(sys.modules.get("pandas"), "NA", None)  # pandas' NA only where pandas is loaded
-            columns.append(
-                [
-                    None
-                    if value is None or value is missing or (isinstance(value, float) and value != value)
-                    else value
-                    for value in data.tolist()
-                ]
-            )
+            columns.append([None if is_missing(value) else value for value in data.tolist()])
     return list(zip(*columns))
 
 

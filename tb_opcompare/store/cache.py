@@ -37,7 +37,7 @@ from tb_opcompare.schema.events import (
 )
 from tb_opcompare.store.settings import cache_max_bytes
 
-if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
+if TYPE_CHECKING:  # the tables come with the readers: a cold command lists before it loads them
     from tb_opcompare.schema.optable import OpProfile
 
 READER_VERSION = "35"  # bump when any reader's output changes
@@ -392,23 +392,18 @@ _SUMMARY_DECODER = msgspec.msgpack.Decoder(_StoredSummary)
 
 
 # A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
-# disk cache stores and the shared index's Parquet tables hold. Keyed by the names the
-# stored entries have always used (``OpProfile``'s frames' names).
-_TABLES = (  # (stored name, OpProfile's table, its columns and dtypes in ``schema.optable``)
-    ("ops", "op_table", "OP_DTYPES"),
-    ("step_ops", "step_table", "STEP_DTYPES"),
-    ("module_ops", "module_table", "MODULE_DTYPES"),
-    ("annotations", "annotation_table", "ANNOTATION_DTYPES"),
-    ("memory_timeline", "memory_table", "MEMORY_TIMELINE_DTYPES"),
-)
+# disk cache stores and the shared index's Parquet tables hold, each table under its name
+# in ``schema.optable.TABLES``.
 
 
 def profile_columns(profile: OpProfile, numbers_as_bytes: bool = False) -> dict:
     """``numbers_as_bytes``: each numeric column as its array's bytes and dtype (the disk
     cache), not a list: the 31 MB xplane's 327,600 step cells took 22 ms to decode and
     110 ms to make frames of as lists of numbers, 7 and 6 ms as bytes."""
+    from tb_opcompare.schema.optable import TABLES
+
     stored = {"facts": dataclasses.asdict(profile.facts), "step_count": profile.step_count}
-    for name, attribute, _ in _TABLES:
+    for name, attribute, _ in TABLES:
         table = getattr(profile, attribute)
         stored[name] = {
             column: _as_bytes(values) if numbers_as_bytes else values.tolist() for column, values in table.items()
@@ -433,22 +428,14 @@ def _from_bytes(values):
         return values
     import numpy as np
 
-    return np.frombuffer(values["bytes"], dtype=values["dtype"]).copy()  # writable, as a reader's
+    return np.frombuffer(values["bytes"], dtype=values["dtype"])  # read-only, as a table's columns are
 
 
 def profile_from_columns(stored: dict) -> OpProfile:
-    from tb_opcompare.schema import optable
+    from tb_opcompare.schema.optable import TABLES, OpProfile, typed_table
 
     tables = {
-        attribute: optable.typed_table(
-            {column: _from_bytes(values) for column, values in stored[name].items()}, getattr(optable, dtypes)
-        )
-        for name, attribute, dtypes in _TABLES
+        name: typed_table({column: _from_bytes(values) for column, values in stored[name].items()}, dtypes)
+        for name, _, dtypes in TABLES
     }
-    return optable.OpProfile(
-        facts=ProfileFacts(**stored["facts"]),
-        step_count=stored["step_count"],
-        op_table=tables.pop("op_table"),
-        module_source=tables.pop("module_table"),
-        **tables,
-    )
+    return OpProfile.of_tables(ProfileFacts(**stored["facts"]), stored["step_count"], tables)

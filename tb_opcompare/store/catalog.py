@@ -25,7 +25,7 @@ from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 from tb_opcompare.store.shared_index import SharedIndex
 
-if TYPE_CHECKING:  # pandas comes with the tables: a cold command reads while it loads (``store.head_start``)
+if TYPE_CHECKING:  # the tables come with the readers: a cold command lists before it loads them
     from tb_opcompare.schema.optable import OpProfile
 
 # A session named by its time (Keras's 2026_11_22_11_44_57, Kineto's epoch milliseconds).
