@@ -27,6 +27,7 @@ from tb_opcompare.schema.events import DEVICE, HOST
 from tb_opcompare.schema.groups import (
     among,
     first_appearance,
+    first_appearance_ids,
     group_counts,
     group_sums,
     integer_group_sums,
@@ -217,8 +218,7 @@ def _summed_by_key(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.
     type and spread where the key has one row only, ``mixed`` where its time comes from
     host and device rows, memory NaN where no row recorded it."""
     count = len(keys)
-    first = np.full(count, len(codes))
-    np.minimum.at(first, codes, np.arange(len(codes)))
+    _, first = first_appearance_ids([codes])  # each key's first row (codes count in first-appearance order)
     members = group_counts(codes, count)
     single = members == 1
     on_device = group_counts(codes[chosen["time_source"] == DEVICE], count)

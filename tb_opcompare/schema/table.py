@@ -68,12 +68,7 @@ class Table:
     def memory_bytes(self) -> int:
         """Bytes the columns hold, the texts of text columns included (as pandas' deep
         memory usage counts them)."""
-        total = 0
-        for values in self._columns.values():
-            total += values.nbytes
-            if values.dtype == object:
-                total += sum(map(sys.getsizeof, values.tolist()))
-        return total
+        return sum(held_bytes(values) for values in self._columns.values())
 
     def take(self, positions: np.ndarray) -> Table:
         """The rows at ``positions`` (integers, or a boolean mask), in that order."""
