@@ -315,6 +315,7 @@
  * @property {Array<TrendRow>} rows - each key at each point
  * @property {'mixed'|'op time per step'|'step wall time'} whole_step_basis - what `(whole step)` is: the median steady step wall time of a point's runs pooled (the headline's rule) where every run has step markers, else all op time per step (the mean per run); `mixed` where points differ
  * @property {Array<string>} warnings
+ * @property {string} order_note - how ties in the order were broken (runs that share a recording time, or have none, are each a point, ordered by run name); empty where none were
  */
 
 /**

@@ -5,6 +5,7 @@ runs and trend routes' own documents."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import urllib.error
@@ -204,3 +205,27 @@ def test_trend_across_framework_versions_ordered_by_run(page, versions_tensorboa
     )
     check_plots(frame, by_type)
     assert not page.page_errors
+
+
+def test_runs_of_one_time_are_two_points_and_the_page_says_why(page, tmp_path):
+    """Issue 50: a fresh checkout gave a CPU and a GPU timeline one modification time and the
+    page drew them as one point. Now each is a point, and the page says how it ordered them."""
+    from conftest import REALTRACES
+    from tensorboard_server import running_tensorboard
+
+    logdir = tmp_path / "logdir"
+    for device in ("gpu", "cpu"):
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, logdir / f"mlp_{device}")
+    for path in logdir.rglob("*"):
+        os.utime(path, (1_700_000_000, 1_700_000_000))
+    with running_tensorboard(logdir) as url:
+        document = route_json(url, "trend", runs="mlp_cpu,mlp_gpu", order_by="recorded", top="3", group_by="name")
+        frame = open_op_compare(
+            page, url, ready="#oc-trend-runs", view="trend", trend_runs="mlp_cpu,mlp_gpu", trend_top="3"
+        )
+        wait_for_trend(frame, document)
+        check_plots(frame, document)
+        assert [point["runs"] for point in document["points"]] == [["mlp_cpu"], ["mlp_gpu"]]
+        note = frame.locator("#oc-trend-order-note").inner_text()
+        assert note == document["order_note"] and "ordered by run name" in note
+        assert not page.page_errors

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import shutil
 
 import msgspec
@@ -147,8 +148,33 @@ def test_runs_whose_sessions_share_a_file_name_are_points_of_their_own(tmp_path)
     its file's modification time."""
     from conftest import REALTRACES
 
-    for device in ("cpu", "gpu"):
-        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / f"mlp_{device}")
+    # A checkout or a copy does not keep file times (issue 50): the test sets the ones it means.
+    for when, device in ((1_700_000_000, "gpu"), (1_700_000_100, "cpu")):
+        run = tmp_path / f"mlp_{device}"
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, run)
+        for path in run.rglob("*"):
+            os.utime(path, (when, when))
     document = _trend(tmp_path, "--runs", "*", "--top", "2")
-    assert [point.runs for point in document.points] == [["mlp_cpu"], ["mlp_gpu"]]  # the CPU file is older
-    assert not document.warnings
+    assert [point.runs for point in document.points] == [["mlp_gpu"], ["mlp_cpu"]]  # the GPU file is older
+    assert not document.warnings and not document.order_note
+
+
+def test_two_runs_of_one_time_are_two_points_in_run_name_order(tmp_path):
+    """Issue 50: a fresh checkout gave both TF1 timelines one modification time, to the
+    nanosecond, and Trend pooled a CPU and a GPU run into one point. Different runs that
+    share a time (or have none) are each a point, ordered by run name, and the page says so."""
+    from conftest import REALTRACES
+
+    for device in ("gpu", "cpu"):
+        run = tmp_path / f"mlp_{device}"
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, run)
+        for path in run.rglob("*"):
+            os.utime(path, (1_700_000_000, 1_700_000_000))
+    document = _trend(tmp_path, "--runs", "*", "--top", "2")
+    assert [point.runs for point in document.points] == [["mlp_cpu"], ["mlp_gpu"]]
+    assert len({point.value for point in document.points}) == 2  # two labels on the axis
+    assert all(point.value.startswith("2023-11-14 22:13:20") for point in document.points)
+    assert "mlp_cpu, mlp_gpu share a recording time" in document.order_note
+    assert "ordered by run name" in document.order_note
+    whole = [row for row in document.rows if row.key == "(whole step)"]
+    assert [row.runs for row in whole] == [1, 1]

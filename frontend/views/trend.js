@@ -346,6 +346,7 @@ export class TrendView {
       h('div', {class: 'oc-panel oc-panel-warning oc-trend-warning'}, warning)));
     this.pointsList.replaceChildren(h('div', {class: 'oc-card-title'},
       `${document.points.length} ${document.points.length === 1 ? 'point' : 'points'}, by ${orderTitle(document.order_by)}`),
+      ...(document.order_note ? [h('div', {class: 'oc-card-detail', id: 'oc-trend-order-note'}, document.order_note)] : []),
       h('ol', {class: 'oc-trend-point-list'}, document.points.map((point) => h('li', {},
         h('span', {class: 'oc-trend-value'}, point.value), ` · ${runsWord(point.runs.length)}: `,
         h('span', {class: 'oc-card-detail'}, point.runs.join(', '))))));

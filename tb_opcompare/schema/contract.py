@@ -568,6 +568,11 @@ class TrendDocument(_Document):
         "per run); `mixed` where points differ",
     )
     warnings: list[str]
+    order_note: _d(
+        str,
+        "how ties in the order were broken (runs that share a recording time, or have none, are "
+        "each a point, ordered by run name); empty where none were",
+    )
 
 
 class MatrixColumn(_Document):

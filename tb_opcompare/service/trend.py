@@ -16,6 +16,7 @@ from tb_opcompare.schema.text import natural_key
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, mixed_dimensions, run_dimensions
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+from tb_opcompare.store.run_groups import repeat_groups
 
 ORDERS, DIMENSIONS = TREND_ORDERS, TREND_DIMENSIONS
 SIDECAR_ORDER = "sidecar:"
@@ -57,18 +58,21 @@ def trend_document(
     by_value: dict[str, list[tuple[str, confidence.RunSamples]]] = collections.defaultdict(list)
     loaded_at: dict[str, list[LoadedRun]] = collections.defaultdict(list)
     catalog.read_ahead_runs(runs)
+    read: list[tuple[LoadedRun, str]] = []
     for run in runs:
         try:
             loaded = catalog.load(run)
         except ProfileError as error:
             warnings.append(f"{run}: not read: {error.path}: {error.reason}")
             continue
-        value = _order_value(catalog, loaded, order_by)
-        by_value[value].append((run, confidence.profile_samples(loaded.profile, group_by)))
+        read.append((loaded, _order_value(catalog, loaded, order_by)))
+    point_values, order_note = _point_values(catalog, read, order_by)
+    for (loaded, _), value in zip(read, point_values):
+        by_value[value].append((loaded.source.run, confidence.profile_samples(loaded.profile, group_by)))
         loaded_at[value].append(loaded)
     if not by_value:
         raise UsageError("none of the runs could be read" if runs else "no runs given")
-    values = sorted(by_value, key=natural_key)
+    values = sorted(by_value, key=lambda value: [natural_key(part) for part in value.split(_TIE_MARK)])
     for value in values:
         what = mixed_dimensions(loaded_at[value], leaving_out=order_by)
         if what:
@@ -88,4 +92,38 @@ def trend_document(
         rows=as_records(table[TREND_COLUMNS]),
         whole_step_basis=whole_step_basis,
         warnings=warnings,
+        order_note=order_note,
     )
+
+
+# A point that splits a shared recording time is labelled "TIME · RUN": the mark sorts the
+# run names within that time, after the time itself.
+_TIE_MARK = " · "
+
+
+def _point_values(catalog: Catalog, read: list[tuple[LoadedRun, str]], order_by: str) -> tuple[list[str], str]:
+    """Each run's point, and a note on how ties were broken. By recording time, runs share
+    a point only when they are repeats of one configuration: two runs whose files carry one
+    time (a checkout or a copy sets every file's time alike; TF1 timelines all share one
+    file name and no time) are different recordings, each a point of its own, ordered by
+    run name within that time. Other orders pool by design (a label, a version)."""
+    values = [value for _, value in read]
+    if order_by != "recorded":
+        return values, ""
+    groups = repeat_groups({loaded.source.run: catalog.claims(loaded.source) for loaded, _ in read})
+    runs_at: dict[str, list[str]] = collections.defaultdict(list)
+    for loaded, value in read:
+        runs_at[value].append(loaded.source.run)
+    tied = {value for value, runs in runs_at.items() if len(runs) > 1 and not _one_repeat_group(runs, groups)}
+    if not tied:
+        return values, ""
+    split = [f"{value}{_TIE_MARK}{loaded.source.run}" if value in tied else value for loaded, value in read]
+    shared = sorted(run for value in tied for run in runs_at[value])
+    return split, (
+        f"{', '.join(shared)} share a recording time (or have none): each is a point of its own, "
+        "ordered by run name within that time"
+    )
+
+
+def _one_repeat_group(runs: list[str], groups: dict[str, list[str]]) -> bool:
+    return all(run in groups.get(runs[0], []) for run in runs)
