@@ -178,3 +178,27 @@ def test_two_runs_of_one_time_are_two_points_in_run_name_order(tmp_path):
     assert "ordered by run name" in document.order_note
     whole = [row for row in document.rows if row.key == "(whole step)"]
     assert [row.runs for row in whole] == [1, 1]
+
+
+def test_recording_times_of_every_spelling_sort_as_times(tmp_path):
+    """Issue 50's audit: a sidecar's ISO time, a Keras session named by its time, a PyTorch
+    trace named by the epoch and a file's time were compared as text, so a PyTorch run with
+    a larger process id sorted after a later one. Each is one UTC spelling now."""
+    source = next((FIXTURES / "logdir" / "torch" / "cnn_torch_cpu_bs4").glob("*.pt.trace.json"))
+    later, earlier = tmp_path / "later", tmp_path / "earlier"
+    for run, name in ((later, "vm_100.1795345335619686555"), (earlier, "vm_99999.1795340000000000000")):
+        run.mkdir()
+        shutil.copyfile(source, run / f"{name}.pt.trace.json")
+    between = tmp_path / "between"  # a sidecar's time, in another zone: 10:00 UTC
+    between.mkdir()
+    shutil.copyfile(source, between / "vm_1.pt.trace.json")
+    (between / "opcompare.json").write_text('{"recorded_at": "2026-11-22T11:00:00+01:00"}')
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    times = {run: catalog.recorded_at(catalog.source(run)) for run in ("later", "earlier", "between")}
+    assert times == {
+        "later": "2026-11-22 11:02:15.619687",
+        "earlier": "2026-11-22 09:33:20.000000",
+        "between": "2026-11-22 10:00:00.000000",
+    }
+    document = _trend(tmp_path, "--runs", "*", "--top", "2")
+    assert [point.runs for point in document.points] == [["earlier"], ["between"], ["later"]]

@@ -29,7 +29,39 @@ if TYPE_CHECKING:  # the tables come with the readers: a cold command lists befo
     from tb_opcompare.schema.optable import OpProfile
 
 # A session named by its time (Keras's 2026_11_22_11_44_57, Kineto's epoch milliseconds).
-_TIMED_SESSION = re.compile(r"\d{4}_\d{2}_\d{2}_\d{2}_\d{2}_\d{2}|\d{10,}")
+_TIMED_SESSION = re.compile(
+    r"(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})|(?<!\d)(\d{10}|\d{13}|\d{16}|\d{19})(?!\d)"
+)
+# An epoch time's digits -> its unit in seconds (s, ms, µs, ns).
+_EPOCH_UNITS = {10: 1.0, 13: 1e-3, 16: 1e-6, 19: 1e-9}
+
+
+def _from_session_name(session: str) -> datetime.datetime | None:
+    match = _TIMED_SESSION.search(session)
+    if not match:
+        return None
+    try:
+        if match.group(7):
+            digits = match.group(7)
+            return datetime.datetime.fromtimestamp(int(digits) * _EPOCH_UNITS[len(digits)], datetime.timezone.utc)
+        return datetime.datetime(*map(int, match.groups()[:6]), tzinfo=datetime.timezone.utc)
+    except (ValueError, OverflowError, OSError):  # a name that only looks like a time
+        return None
+
+
+def _from_iso(text: str) -> datetime.datetime | None:
+    """A sidecar's ISO time; one without a zone is taken as UTC (the recorder writes UTC)."""
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+
+
+def _utc_text(when: datetime.datetime | None) -> str:
+    if when is None:
+        return ""
+    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 @dataclasses.dataclass
@@ -108,24 +140,28 @@ class Catalog:
         return sidecar_field(source, path)
 
     def recorded_at(self, source: RunSource) -> str:
-        """When the run was recorded, as text that sorts in time: its sidecar's
-        ``recorded_at``, else its newest session's name where the name is a time, else the
-        session file's modification time (UTC). A TF1 timeline's session is its file name
-        (``timeline_02_step_1.json``), which every run of a logdir may share: ordered by
-        it, a CPU and a GPU run fell on one point."""
+        """When the run was recorded, as UTC text that sorts in time
+        (``2026-11-22 11:44:57.000000``): its sidecar's ``recorded_at``, else its newest
+        session's name where the name is a time (Keras's ``2026_11_22_11_44_57``, Kineto's
+        epoch milliseconds or nanoseconds), else the session file's modification time. One
+        spelling for all three: as given, a sidecar's ``T`` sorted after a file time's
+        space, and PyTorch runs sorted by their process id. A TF1 timeline's session is its
+        file name (``timeline_02_step_1.json``), which every run of a logdir may share: no
+        time at all, given as that name."""
         recorded = sidecar_field(source, "recorded_at")
         if recorded:
-            return recorded
+            return _utc_text(_from_iso(recorded)) or recorded
         session = source.newest_session
-        if _TIMED_SESSION.search(session):
-            return session
+        named = _from_session_name(session)
+        if named:
+            return _utc_text(named)
         try:
             _, modified = fs.signature(source.sessions[session][0])
         except (OSError, IndexError, KeyError):
             return session
         if not modified:  # a store that gives no time (TensorBoard's gfile)
             return session
-        return datetime.datetime.fromtimestamp(modified, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+        return _utc_text(datetime.datetime.fromtimestamp(modified, datetime.timezone.utc))
 
     def _session(self, source: RunSource, session: str | None) -> tuple[str, tuple]:
         run = source.run
