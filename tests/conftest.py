@@ -9,8 +9,25 @@ from pathlib import Path
 import pytest
 
 # Parsed-profile cache of this test session (the CLI and TensorBoard processes inherit
-# it), so tests never touch ~/.cache.
-os.environ.setdefault("TB_OPCOMPARE_CACHE_DIR", __import__("tempfile").mkdtemp(prefix="opcompare-test-cache-"))
+# it), so tests never touch ~/.cache, nor a cache the runner's environment names: a fixture
+# rewritten at its size under one file time (CI gives every file one) would be served stale.
+_TEST_CACHE = __import__("tempfile").mkdtemp(prefix="opcompare-test-cache-")
+os.environ["TB_OPCOMPARE_CACHE_DIR"] = _TEST_CACHE
+__import__("atexit").register(shutil.rmtree, _TEST_CACHE, ignore_errors=True)
+# What the recording helpers and the cache read from the environment: set by a user's shell,
+# they would change what the tests record and keep. The suite's own knobs (fuzz examples,
+# load seconds) and the pure-Python switch (same answers, slower) stay.
+for _variable in (
+    "TB_OPCOMPARE_PROFILE",
+    "TB_OPCOMPARE_MODEL",
+    "TB_OPCOMPARE_DEVICE",
+    "TB_OPCOMPARE_BATCH_SIZE",
+    "TB_OPCOMPARE_RUN_DIR",
+    "TB_OPCOMPARE_REPEAT",
+    "TB_OPCOMPARE_MATRIX",
+    "TB_OPCOMPARE_CACHE_MAX_GB",
+):
+    os.environ.pop(_variable, None)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REPO = Path(__file__).parent.parent

@@ -114,7 +114,7 @@ def test_a_profile_changed_after_indexing_is_read_again_and_a_copied_logdir_is_n
     trace = next((logdir / "user" / "lstm_runA").rglob("*.pt.trace.json*"))
     other = next((logdir / "user" / "lstm_runC").rglob("*.pt.trace.json*"))
     shutil.copyfile(other, trace)  # rewritten in place
-    ops = next((logdir / "ranks" / "ddp_cnn_gpu").rglob("*.pt.trace.json*"))
+    ops = sorted((logdir / "ranks" / "ddp_cnn_gpu").rglob("*.pt.trace.json*"))[0]
     data = bytearray(ops.read_bytes())
     data[1000] ^= 1  # the same size, one byte flipped near the start
     ops.write_bytes(bytes(data))
@@ -445,7 +445,11 @@ def test_errors_cross_process_boundaries_whole():
 
 def test_the_index_is_written_readable_by_the_team_and_never_through_a_link(tmp_path):
     logdir = _logdir(tmp_path, broken=False)
-    assert _cli("index", str(logdir), "--no-cache").returncode == 0
+    umask = os.umask(0o022)  # the team's usual umask, whatever the runner's (the command inherits it)
+    try:
+        assert _cli("index", str(logdir), "--no-cache").returncode == 0
+    finally:
+        os.umask(umask)
     manifest = logdir / ".opcompare" / "manifest.json"
     assert manifest.stat().st_mode & 0o044 == 0o044  # group and others may read it (umask 022)
     elsewhere = tmp_path / "elsewhere"
