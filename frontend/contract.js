@@ -281,6 +281,10 @@
  * @property {number} only_target - ops that ran in the target only (above --min-share and within --ops): new work
  * @property {CheckRow} whole_step - the step as a stopwatch reads it (`whole_step_basis`), tested on its own
  * @property {'op time per step'|'step wall time'} whole_step_basis - what `whole_step` is: each run's median steady step wall time (the headline's rule) where every run has step markers, else all op time per profiled step
+ * @property {boolean} enough_evidence - whether the runs could show a regression of twice the threshold in every gated op holding 5% of op time or more (`detectable_change` at most 2 x `threshold`); a check that passes without it says `not enough evidence` (exit 3 under `--strict`)
+ * @property {number|null} detectable_change - the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op holding 5% of op time or more (the largest of their rows' `detectable_change`); null where no such op was tested on run-to-run noise
+ * @property {string|null} detectable_key - the op whose noise sets `detectable_change`
+ * @property {Array<string>} outlier_runs - runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out of the whole step's test; their ops stay in, each on its median per execution
  * @property {Array<CheckRow>} rows - the ops, slower first, then faster, then the rest, each by share of time
  * @property {Array<string>} warnings - what may make the verdicts less reliable
  * @property {number} resamples - bootstrap replicates
@@ -297,6 +301,7 @@
  * @property {number|null} speedup_high - upper end of the confidence interval of the adjusted speedup
  * @property {number} interval_level - the interval's confidence: for a tested row the level its verdict was decided at (1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond the threshold exactly when the row is flagged), 0.95 otherwise
  * @property {number|null} p_value - one-sided p-value, in the direction the estimate points, against a change of at most the threshold
+ * @property {number|null} detectable_change - the smallest slowdown (0.3: 30%) that this row's test would flag in 80% of checks, given its run-to-run noise, runs and confidence; null without an interval from runs
  * @property {number|null} baseline_mean_us - mean time per execution in the baseline runs, µs
  * @property {number|null} target_mean_us - mean time per execution in the target runs, µs
  * @property {number} baseline_share - share of the baseline's op time

@@ -66,6 +66,13 @@ SEED = 20261123  # fixed: the same profiles always give the same intervals and v
 MIN_SHARED_OPS = 10  # fewer ops in every run cannot tell a run's speed from an op's change
 MIN_STEPS_FOR_MEDIAN = 3  # a median of two steps is their mean
 MIN_PLACED_SHARE = 0.9  # a median of the few executions placed in steps would not be the op's
+# A run is an outlier for the whole step beyond this many robust standard deviations from
+# its side's median, and beyond this share (a slower machine for a whole run is noise).
+OUTLIER_SPREADS = 3.5
+OUTLIER_FLOOR = 0.25
+MAX_PRIOR_FREEDOM = 60.0  # the most a prior shared by the ops may weigh, in degrees of freedom
+PRIOR_MIN_SHARE = 0.01  # the ops whose variances make the prior: those a check gates by default
+DETECTION_POWER = 0.8  # "detectable": flagged in this share of checks
 WHOLE_STEP = "(whole step)"
 SLOWER, FASTER, WITHIN_NOISE, UNTESTED, ONLY_BASELINE, ONLY_TARGET = VERDICTS
 RUNS, STEPS = "runs", "steps"  # what the intervals of a comparison rest on
@@ -89,6 +96,9 @@ class RunSamples:
     step_executions: np.ndarray  # (placed steps, keys)
     # each profiled step's wall time from the step markers, in order (empty: no markers)
     step_wall_us: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    # (keys,): the median self time of one execution over the whole run, where the key is
+    # one row of the profile whose executions were told apart (else NaN; empty: none known)
+    call_median_us: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
 
     @property
     def steady_step_us(self) -> float | None:
@@ -109,6 +119,9 @@ class Confidence:
     adjusted: bool
     common_change: float | None = None
     whole_step_basis: str = OP_TIME_PER_STEP  # STEP_WALL_TIME where every run has step markers
+    # positions (baseline runs first) of the runs that are outliers for the whole step,
+    # left out of its test (``outlier_runs``)
+    outlier_runs: tuple[int, ...] = ()
 
 
 def run_samples(
@@ -149,7 +162,21 @@ def run_samples(
         step_time,
         step_executions,
         np.asarray(step_wall_us, dtype=np.float64),
+        _call_medians(ops, rows, codes, len(keys)),
     )
+
+
+def _call_medians(ops: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Each key's median self time per execution where the key is one counted row with a
+    median (a key of several rows, ops of one type or a name on two sides, has none: a
+    median of medians is no median of the executions)."""
+    medians = np.full(count, np.nan)
+    if "median_us" not in ops or not len(rows):
+        return medians
+    single = np.bincount(codes, minlength=count) == 1
+    values = ops["median_us"].to_numpy(dtype=np.float64)[rows]
+    medians[codes[single[codes]]] = values[single[codes]]
+    return medians
 
 
 def profile_samples(profile, group_by: str = "name") -> RunSamples:
@@ -214,8 +241,38 @@ def _run_logs(runs: list[RunSamples], index: pd.Index) -> tuple[np.ndarray, np.n
     """(``log_run_means``, ``log_run_typical``) of the runs, each run aligned to ``index`` once."""
     aligned = [_aligned(run, index) for run in runs]
     means = np.vstack([_log_mean(*whole_run) for whole_run in aligned])
-    medians = np.full(means.shape, np.nan)
-    usable = np.zeros(means.shape, dtype=bool)
+    ran = np.isfinite(means)
+    calls, call_usable = _call_median_logs(runs, index, aligned)
+    steps, step_usable = _step_median_logs(runs, index, aligned)
+    # one estimator a column, for every run compared: the first that all the runs can give
+    use_calls = (call_usable | ~ran).all(axis=0) & call_usable.any(axis=0)
+    use_steps = ~use_calls & (step_usable | ~ran).all(axis=0) & step_usable.any(axis=0)
+    typical = np.where(use_calls, calls, np.where(use_steps, steps, means))
+    if on_wall_time(runs):
+        means[:, -1] = typical[:, -1] = np.log([run.steady_step_us for run in runs])
+    return means, typical
+
+
+def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list) -> tuple[np.ndarray, np.ndarray]:
+    """(runs, keys + whole step): the log of each run's median self time per execution, and
+    where it can serve: ``MIN_STEPS_FOR_MEDIAN`` executions or more (the whole step never)."""
+    logs = np.full((len(runs), len(index) + 1), np.nan)
+    for position, run in enumerate(runs):
+        if len(run.call_median_us) != len(run.keys):
+            continue
+        where = run.keys.get_indexer(index)
+        present = where >= 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logs[position, :-1][present] = np.log(run.call_median_us[where[present]])
+    executions = np.vstack([count for _, count in aligned])
+    return logs, np.isfinite(logs) & (executions >= MIN_STEPS_FOR_MEDIAN)
+
+
+def _step_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list) -> tuple[np.ndarray, np.ndarray]:
+    """(runs, keys + whole step): the log of the median over each run's profiled steps of
+    the op's mean per execution in that step, and where it can serve (``log_run_typical``)."""
+    medians = np.full((len(runs), len(index) + 1), np.nan)
+    usable = np.zeros(medians.shape, dtype=bool)
     for position, run in enumerate(runs):
         if len(run.step_time_us) < MIN_STEPS_FOR_MEDIAN:
             continue
@@ -230,11 +287,7 @@ def _run_logs(runs: list[RunSamples], index: pd.Index) -> tuple[np.ndarray, np.n
             & (count.sum(axis=0) >= MIN_PLACED_SHARE * executions)
         )
         usable[position, -1] &= run.step_time_us.sum() >= (1 - 1e-9) * run.total_us.sum()
-    use_median = (usable | ~np.isfinite(means)).all(axis=0) & usable.any(axis=0)
-    typical = np.where(use_median, medians, means)
-    if on_wall_time(runs):
-        means[:, -1] = typical[:, -1] = np.log([run.steady_step_us for run in runs])
-    return means, typical
+    return medians, usable
 
 
 def on_wall_time(runs: list[RunSamples]) -> bool:
@@ -415,18 +468,24 @@ def compare_with_confidence(
             False,
             whole_step_basis=whole_step_basis,
         )
-    estimates, speed = _run_level(sides, index, threshold)
+    worth = np.maximum(shares["baseline_share"], shares["target_share"])[:-1] >= PRIOR_MIN_SHARE
+    estimates, speed, outliers = _run_level(sides, index, threshold, worth)
     if wall:  # as measured, the whole step is the headline's: each side's steady steps pooled, their median
         pooled = [step_latency([run.step_wall_us for run in runs]).median_us for runs in (baseline, target)]
         estimates["baseline_mean_us"][-1], estimates["target_mean_us"][-1] = pooled
         estimates["speedup"][-1] = pooled[0] / pooled[1]
-    common = float(np.exp(speed[len(baseline) :].mean() - speed[: len(baseline)].mean())) if speed is not None else None
+    common = (
+        float(np.exp(np.median(speed[len(baseline) :]) - np.median(speed[: len(baseline)])))
+        if speed is not None
+        else None
+    )
     return Confidence(
         pd.DataFrame({"key": [*index, WHOLE_STEP], **estimates, **shares}),
         RUNS,
         speed is not None,
         common,
         whole_step_basis,
+        tuple(int(position) for position in np.flatnonzero(outliers)),
     )
 
 
@@ -468,31 +527,96 @@ def _bootstrap_wall_step(
 def _adjusted_for_run_speed(logs: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Log run samples (runs x ops + whole step) with each run's speed factor taken out of
     its ops (see the module's docstring), and the factors (log time, per run); None where
-    not taken out: fewer than ``MIN_SHARED_OPS`` ops in every run, or one run."""
+    not taken out: fewer than ``MIN_SHARED_OPS`` ops in every run, or one run. Each op is
+    centred on its median over the runs, not its mean, so that one run far off (a
+    neighbour's job on the runner for part of it) moves no other run's factor."""
     ops = logs[:, :-1]
     everywhere = np.isfinite(ops).all(axis=0)
     if len(logs) < 2 or everywhere.sum() < MIN_SHARED_OPS:
         return logs, None
-    centred = ops[:, everywhere] - ops[:, everywhere].mean(axis=0)
+    centred = ops[:, everywhere] - np.median(ops[:, everywhere], axis=0)
     speed = np.median(centred, axis=1)
     return np.column_stack([ops - speed[:, None], logs[:, -1]]), speed
 
 
-def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
-    """Welch's interval and test on the runs' log typical times (see the module's docstring)."""
+def outlier_runs(whole_step: np.ndarray, baseline_runs: int) -> np.ndarray:
+    """Which runs are outliers for the whole step (log values, baseline runs first): on a
+    side of three runs or more, a run whose step lies further from its side's median than
+    ``OUTLIER_SPREADS`` robust standard deviations (1.4826 x the median absolute deviation
+    from their side's median, over the runs of both sides) and than ``OUTLIER_FLOOR``. At
+    most one run a side: a side whose runs scatter more widely is noisy, not hit once."""
+    flags = np.zeros(len(whole_step), dtype=bool)
+    sides = [np.arange(baseline_runs), np.arange(baseline_runs, len(whole_step))]
+    sides = [side for side in sides if len(side) >= 3 and np.isfinite(whole_step[side]).all()]
+    if not sides:
+        return flags
+    deviations = [whole_step[side] - np.median(whole_step[side]) for side in sides]
+    spread = 1.4826 * float(np.median(np.abs(np.concatenate(deviations))))
+    limit = max(OUTLIER_SPREADS * spread, math.log1p(OUTLIER_FLOOR))
+    for side, deviation in zip(sides, deviations):
+        beyond = np.abs(deviation) > limit
+        if beyond.sum() == 1:
+            flags[side[beyond]] = True
+    return flags
+
+
+class _Prior(typing.NamedTuple):
+    """The run-to-run variance that a side's ops share (empirical Bayes, Smyth 2004):
+    each op's own variance is drawn toward ``variance`` with the weight of ``freedom``
+    degrees of freedom."""
+
+    variance: float
+    freedom: float
+
+
+def shared_prior(variance: np.ndarray, freedom: np.ndarray, worth: np.ndarray) -> _Prior | None:
+    """The prior of a side's ops (``_Prior``) from their own sample variances (of ``worth``
+    ops with degrees of freedom and a positive variance), by the moments of the log
+    variances; None with fewer than ``MIN_SHARED_OPS`` such ops. Where the ops' variances
+    differ no more than sampling makes them, the prior weighs ``MAX_PRIOR_FREEDOM``."""
+    usable = worth & (freedom > 0) & (variance > 0) & np.isfinite(variance)
+    if usable.sum() < MIN_SHARED_OPS:
+        return None
+    half = freedom[usable] / 2
+    logs = np.log(variance[usable]) - _digamma(half) + np.log(half)
+    center = float(logs.mean())
+    excess = float(logs.var(ddof=1) - _trigamma(half).mean())
+    prior_freedom = MAX_PRIOR_FREEDOM if excess <= _trigamma(MAX_PRIOR_FREEDOM / 2) else 2 * _inverse_trigamma(excess)
+    half_prior = prior_freedom / 2
+    return _Prior(math.exp(center + float(_digamma(half_prior)) - math.log(half_prior)), prior_freedom)
+
+
+def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list, worth: np.ndarray) -> tuple:
+    """(mean, variance, degrees of freedom, runs) of one side's adjusted log samples, per
+    column: its runs' own variance, pooled with the learned ``noise`` and drawn toward the
+    variance its ops share (``shared_prior``; not the whole step's)."""
+    own, own_freedom = sample_variance(logs)
+    learned, learned_freedom = noise.of(columns) if noise is not None else (0.0, 0.0)
+    prior = shared_prior(own, own_freedom, np.append(worth, False))
+    prior_variance, prior_freedom = (prior.variance, prior.freedom) if prior is not None else (0.0, 0.0)
+    prior_freedom = np.where(np.arange(len(columns)) < len(columns) - 1, prior_freedom, 0.0)
+    prior_freedom = np.where(own_freedom > 0, prior_freedom, 0.0)
+    freedom = own_freedom + learned_freedom + prior_freedom
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weighted = own * own_freedom + learned * learned_freedom + prior_variance * prior_freedom
+        variance = np.where(freedom > 0, weighted / freedom, np.nan)
+    return column_mean(logs), variance, freedom, np.isfinite(logs).sum(axis=0)
+
+
+def _run_level(
+    sides, index: pd.Index, threshold: float, worth: np.ndarray
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray]:
+    """Welch's interval and test on the runs' log typical times (see the module's
+    docstring), the runs' speed factors, and which runs are outliers for the whole step
+    (left out of its test where their side keeps two runs)."""
     columns = [*index, WHOLE_STEP]
     baseline_runs = len(sides[0][0])
     means, typical = _run_logs(sides[0][0] + sides[1][0], index)
     adjusted, speed = _adjusted_for_run_speed(typical)
+    outliers = outlier_runs(adjusted[:, -1], baseline_runs)
+    adjusted[outliers, -1] = np.nan
     adjusted = [adjusted[:baseline_runs], adjusted[baseline_runs:]]
-    estimates = []
-    for (runs, noise), logs in zip(sides, adjusted):
-        own, own_freedom = sample_variance(logs)
-        learned, learned_freedom = noise.of(columns) if noise is not None else (0.0, 0.0)
-        freedom = own_freedom + learned_freedom
-        with np.errstate(invalid="ignore", divide="ignore"):
-            variance = np.where(freedom > 0, (own * own_freedom + learned * learned_freedom) / freedom, np.nan)
-        estimates.append((column_mean(logs), variance, freedom, np.isfinite(logs).sum(axis=0)))
+    estimates = [_side_estimate(logs, noise, columns, worth) for (_, noise), logs in zip(sides, adjusted)]
     (base_mean, base_var, base_df, base_n), (target_mean, target_var, target_df, target_n) = estimates
     # a side with no variance of its own (one run, no repeats) takes the other side's
     base_var, base_df = np.where(base_df > 0, base_var, target_var), np.where(base_df > 0, base_df, target_df)
@@ -512,18 +636,22 @@ def _run_level(sides, index: pd.Index, threshold: float) -> tuple[dict[str, np.n
         slower_p[tested] = student_t_cdf((difference[tested] + shift) / error[tested], freedom[tested])
         faster_p[tested] = student_t_cdf(-(difference[tested] - shift) / error[tested], freedom[tested])
     raw_difference = [column_mean(means[:baseline_runs]), column_mean(means[baseline_runs:])]  # as measured
-    return {
-        "baseline_mean_us": np.exp(raw_difference[0]),
-        "target_mean_us": np.exp(raw_difference[1]),
-        "speedup": np.exp(raw_difference[0] - raw_difference[1]),
-        "adjusted_speedup": np.exp(difference),
-        "speedup_low": np.exp(difference - margin),
-        "speedup_high": np.exp(difference + margin),
-        "p_value": np.minimum(slower_p, faster_p),
-        "slower": difference < 0,
-        "log_error": np.where(tested, error, np.nan),
-        "freedom": np.where(tested, freedom, np.nan),
-    }, speed
+    return (
+        {
+            "baseline_mean_us": np.exp(raw_difference[0]),
+            "target_mean_us": np.exp(raw_difference[1]),
+            "speedup": np.exp(raw_difference[0] - raw_difference[1]),
+            "adjusted_speedup": np.exp(difference),
+            "speedup_low": np.exp(difference - margin),
+            "speedup_high": np.exp(difference + margin),
+            "p_value": np.minimum(slower_p, faster_p),
+            "slower": difference < 0,
+            "log_error": np.where(tested, error, np.nan),
+            "freedom": np.where(tested, freedom, np.nan),
+        },
+        speed,
+        outliers,
+    )
 
 
 def _step_level(
@@ -725,3 +853,55 @@ def _incomplete_beta(a: np.ndarray, b: float, x: np.ndarray) -> np.ndarray:
 
 
 _log_gamma = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
+def _digamma(x) -> np.ndarray:
+    """The digamma function for x > 0: the recurrence up to x >= 6, then its asymptotic series."""
+    x = np.asarray(x, dtype=np.float64).copy()
+    result = np.zeros(x.shape)
+    while (small := x < 6).any():
+        result -= np.where(small, 1 / x, 0.0)
+        x = np.where(small, x + 1, x)
+    inverse = 1 / (x * x)
+    series = inverse * (1 / 12 - inverse * (1 / 120 - inverse * (1 / 252 - inverse / 240)))
+    return result + np.log(x) - 0.5 / x - series
+
+
+def _trigamma(x) -> np.ndarray:
+    """The trigamma function for x > 0: the recurrence up to x >= 6, then its asymptotic series."""
+    x = np.asarray(x, dtype=np.float64).copy()
+    result = np.zeros(x.shape)
+    while (small := x < 6).any():
+        result += np.where(small, 1 / (x * x), 0.0)
+        x = np.where(small, x + 1, x)
+    inverse = 1 / (x * x)
+    series = inverse / x * (1 / 6 - inverse * (1 / 30 - inverse * (1 / 42 - inverse / 30)))
+    return result + 1 / x + 0.5 * inverse + series
+
+
+def _inverse_trigamma(value: float) -> float:
+    """The x > 0 with trigamma(x) = ``value``, by bisection on log x (trigamma falls)."""
+    low, high = -20.0, 20.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (low, middle) if float(_trigamma(math.exp(middle))) < value else (middle, high)
+    return math.exp((low + high) / 2)
+
+
+def detectable_slowdown(table: pd.DataFrame, level: np.ndarray, threshold: float) -> np.ndarray:
+    """Per row of a confidence table: the smallest slowdown (0.3: 30% slower) that its test,
+    one-sided at the row's confidence ``level`` (``decide``), flags in ``DETECTION_POWER``
+    of checks, given the row's standard error and degrees of freedom: the threshold, then
+    the test's quantile and the power's, in standard errors. NaN for a row without them
+    (a bootstrap over steps)."""
+    error = table["log_error"].to_numpy(dtype=np.float64)
+    freedom = table["freedom"].to_numpy(dtype=np.float64)
+    level = np.asarray(level, dtype=np.float64)
+    result = np.full(len(table), np.nan)
+    known = np.isfinite(error) & np.isfinite(freedom) & np.isfinite(level)
+    for wanted in np.unique(level[known]):
+        rows = known & (level == wanted)
+        reach = student_t_quantile(1 - (1 - wanted) / 2, freedom[rows])
+        reach = reach + student_t_quantile(DETECTION_POWER, freedom[rows])
+        result[rows] = (1 + threshold) * np.exp(reach * error[rows]) - 1
+    return result

@@ -42,16 +42,39 @@ def _sections(document: CheckDocument) -> list[tuple[str, list[CheckRow]]]:
     ]
 
 
+def _evidence(document: CheckDocument) -> list[str]:
+    """What the runs could show, and which of them were outliers for the whole step."""
+    lines = []
+    if document.detectable_change is not None:
+        lines.append(
+            f"power:    the smallest detectable change here is {document.detectable_change:.0%} "
+            f"({document.detectable_key}; flagged in 80% of checks)"
+            + (
+                ""
+                if document.enough_evidence
+                else f": not enough evidence for a {format_percent(document.threshold)} gate"
+            )
+        )
+    if document.outlier_runs:
+        lines.append(
+            f"outliers: {', '.join(document.outlier_runs)} (the whole step far from the rest of their side; "
+            "left out of its test)"
+        )
+    return lines
+
+
 def markdown(document: CheckDocument) -> str:
     def cell(text: str) -> str:
         return escape_control_characters(text).replace("|", "\\|").replace("`", "'")
 
+    mark = ("✅" if document.enough_evidence else "⚠️") if document.passed else "❌"
     lines = [
-        f"### {'✅' if document.passed else '❌'} tb-opcompare check: {cell(document.headline)}",
+        f"### {mark} tb-opcompare check: {cell(document.headline)}",
         "",
         f"Baseline: {cell(', '.join(document.baseline))} · target: {cell(', '.join(document.target))} · "
         f"threshold {format_percent(document.threshold)} · ops above {format_percent(document.min_share)} of time"
         + (f" matching `{cell(document.ops)}`" if document.ops else ""),
+        *(part for line in _evidence(document) for part in ("", cell(line))),
         "",
         "| " + " | ".join(_HEADERS) + " |",
         "|" + "---|" * len(_HEADERS),
@@ -81,6 +104,7 @@ def text(document: CheckDocument) -> str:
         f"noise:    {document.noise}",
         "",
     ]
+    lines[4:4] = _evidence(document)
     rows = [_HEADERS, _columns(document.whole_step)]
     for _, section in _sections(document):
         rows += [_columns(row) for row in section]

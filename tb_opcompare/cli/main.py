@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 a profile could not be read (the file and the reason are
 printed), or, for ``check``, a significant regression; 2 usage errors and unknown runs
-(the runs that exist are listed).
+(the runs that exist are listed); 3, for ``check --strict``, not enough evidence.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_UNREADABLE, EXIT_USAGE = 0, 1, 2
 EXIT_REGRESSION = 1  # `check`: something got significantly slower
+EXIT_NOT_ENOUGH_EVIDENCE = 3  # `check --strict`: nothing flagged, but the runs could not have shown it
 
 
 # Run, op and file names come from users' files: printed raw, an escape sequence could
@@ -326,7 +327,9 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
         "(Welch's t on the log of each run's typical time, the median of its steps, with each run's "
         "overall speed taken out of its ops) and holds the false discovery rate at 5%%. Exits 0 when "
         "no op above --min-share (and not the whole step) is significantly slower by more than "
-        "--max-regression, 1 when one is, 2 on usage errors.",
+        "--max-regression, 1 when one is, 2 on usage errors, and with --strict 3 when nothing is flagged "
+        'but the runs could not have shown a regression of twice --max-regression ("not enough evidence": '
+        "the report gives the smallest detectable change).",
     )
     check.add_argument("logdir")
     _add_run_list_option(
@@ -357,6 +360,12 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
         action="store_true",
         help="accept one run on a side (indicative only: one run cannot tell a regression from a "
         "hiccup of the machine)",
+    )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when nothing is flagged but the runs could not have shown a regression of twice "
+        "--max-regression in every gated op holding 5%% of op time (not enough evidence)",
     )
     check.add_argument("--format", choices=("text", "markdown", "json", "csv"), default="text")
     check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
@@ -931,7 +940,9 @@ def _check(args) -> int:
         print(escape_controls(document.headline))
     else:
         sys.stdout.write(report)
-    return EXIT_OK if document.passed else EXIT_REGRESSION
+    if not document.passed:
+        return EXIT_REGRESSION
+    return EXIT_NOT_ENOUGH_EVIDENCE if args.strict and not document.enough_evidence else EXIT_OK
 
 
 def _trend(args) -> int:

@@ -481,6 +481,11 @@ class CheckRow(_Document):
         float | None,
         "one-sided p-value, in the direction the estimate points, against a change of at most the threshold",
     )
+    detectable_change: _d(
+        float | None,
+        "the smallest slowdown (0.3: 30%) that this row's test would flag in 80% of checks, given its "
+        "run-to-run noise, runs and confidence; null without an interval from runs",
+    )
     baseline_mean_us: _d(float | None, "mean time per execution in the baseline runs, µs")
     target_mean_us: _d(float | None, "mean time per execution in the target runs, µs")
     baseline_share: _d(float, "share of the baseline's op time")
@@ -523,6 +528,24 @@ class CheckDocument(_Document):
         Literal["step wall time", "op time per step"],
         "what `whole_step` is: each run's median steady step wall time (the headline's rule) "
         "where every run has step markers, else all op time per profiled step",
+    )
+    enough_evidence: _d(
+        bool,
+        "whether the runs could show a regression of twice the threshold in every gated op holding 5% of "
+        "op time or more (`detectable_change` at most 2 x `threshold`); a check that passes without it "
+        "says `not enough evidence` (exit 3 under `--strict`)",
+    )
+    detectable_change: _d(
+        float | None,
+        "the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op "
+        "holding 5% of op time or more (the largest of their rows' `detectable_change`); null where no "
+        "such op was tested on run-to-run noise",
+    )
+    detectable_key: _d(str | None, "the op whose noise sets `detectable_change`")
+    outlier_runs: _d(
+        list[str],
+        "runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out "
+        "of the whole step's test; their ops stay in, each on its median per execution",
     )
     rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
     warnings: _d(list[str], "what may make the verdicts less reliable")

@@ -14,7 +14,7 @@ import pandas as pd
 import re2
 
 from tb_opcompare.analysis import confidence
-from tb_opcompare.analysis.numerics import above
+from tb_opcompare.analysis.numerics import above, at_most
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
@@ -23,12 +23,14 @@ from tb_opcompare.schema.contract import (
     CheckRow,
 )
 from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY
-from tb_opcompare.schema.text import format_percent
+from tb_opcompare.schema.text import format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import side_runs
 
 MIN_RUNS = 2
+POWER_MIN_SHARE = 0.05  # the ops whose detectable change the check answers for
+ENOUGH_EVIDENCE = 2  # a check has enough evidence where it sees this many times the threshold
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
 
 
@@ -56,21 +58,19 @@ def check_document(
     warnings = _run_warnings(sides)
     noise = _noise(catalog, sides, group_by, warnings)
     result = confidence.compare_with_confidence(
-        samples["baseline"],
-        samples["target"],
-        threshold=threshold,
-        baseline_noise=noise["baseline"],
-        target_noise=noise["target"],
-        resamples=resamples,
+        samples["baseline"], samples["target"], threshold=threshold, resamples=resamples, **_noises(noise)
     )
-    ops_rows, whole = _judged(result.table, min_share, pattern)
+    ops_rows, whole = _judged(result.table, min_share, pattern, threshold)
     counts = ops_rows.loc[ops_rows["gated"], "verdict"].value_counts()
     regressions = int(counts.get(confidence.SLOWER, 0)) + int(whole["verdict"].iloc[0] == confidence.SLOWER)
     warnings.extend(_common_change_warnings(result.common_change, threshold))
+    outliers = _outliers(samples, sides, result, warnings)
+    detectable, detectable_key = _detectable(ops_rows)
+    unseen = None if _enough(detectable, threshold) else (detectable, detectable_key)
     return CheckDocument(
         passed=regressions == 0,
         common_change=result.common_change,
-        headline=_headline(regressions, counts, whole.iloc[0], threshold, result.whole_step_basis),
+        headline=_headline(regressions, counts, whole.iloc[0], threshold, result.whole_step_basis, unseen),
         baseline=baseline,
         target=target,
         threshold=threshold,
@@ -86,10 +86,18 @@ def check_document(
         only_target=int(counts.get(confidence.ONLY_TARGET, 0)),
         whole_step=_rows(whole)[0],
         whole_step_basis=result.whole_step_basis,
+        enough_evidence=unseen is None,
+        detectable_change=detectable,
+        detectable_key=detectable_key,
+        outlier_runs=outliers,
         rows=_rows(ops_rows),
         warnings=warnings,
         resamples=resamples,
     )
+
+
+def _noises(noise: dict) -> dict:
+    return {"baseline_noise": noise["baseline"], "target_noise": noise["target"]}
 
 
 def _check_arguments(baseline: list[str], target: list[str], group_by: str, allow_one_run: bool) -> None:
@@ -125,22 +133,74 @@ def _run_warnings(sides: dict[str, list[LoadedRun]]) -> list[str]:
     ]
 
 
-def _judged(table: pd.DataFrame, min_share: float, pattern) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _judged(table: pd.DataFrame, min_share: float, pattern, threshold: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The verdicts, added to ``table`` (``confidence.compare_with_confidence``'s): the ops
     in scope (``min_share`` of either side's time, matching ``pattern``) are tested as one
     family with the false discovery rate held (``confidence.decide``), the whole step on
-    its own. Returns the op rows in the order the answer lists them, and the whole step's row."""
+    its own; and each row's smallest detectable slowdown at its confidence. Returns the op
+    rows in the order the answer lists them, and the whole step's row."""
     is_op = (table["key"] != confidence.WHOLE_STEP).to_numpy()
     in_scope = is_op & (np.maximum(table["baseline_share"], table["target_share"]) >= min_share).to_numpy()
     if pattern is not None:
         in_scope &= np.fromiter((bool(pattern.search(key)) for key in table["key"]), dtype=bool, count=len(table))
     table["verdict"], level = confidence.decide(table, family=in_scope, alone=~is_op)
     table["speedup_low"], table["speedup_high"], table["interval_level"] = confidence.interval_at(table, level)
+    table["detectable_change"] = confidence.detectable_slowdown(table, level, threshold)
     # The whole step is gated even under --ops: ops are judged net of what moved every op
     # together, so a change that slowed every op shows only there.
     table["gated"] = in_scope | ~is_op
     table["significant"] = table["gated"] & table["verdict"].isin(SIGNIFICANT_VERDICTS)
     return _ordered(table[is_op]), table[~is_op]
+
+
+def _detectable(ops_rows: pd.DataFrame) -> tuple[float | None, str | None]:
+    """The smallest slowdown the check would catch (``DETECTION_POWER``) in every gated op
+    holding ``POWER_MIN_SHARE`` of op time or more (else in every gated op): the largest of
+    their rows', with its op; (None, None) where none was tested on run-to-run noise."""
+    share = np.maximum(ops_rows["baseline_share"], ops_rows["target_share"]).to_numpy()
+    known = ops_rows["gated"].to_numpy() & np.isfinite(ops_rows["detectable_change"].to_numpy(dtype=np.float64))
+    rows = (
+        ops_rows[known & (share >= POWER_MIN_SHARE)] if (known & (share >= POWER_MIN_SHARE)).any() else ops_rows[known]
+    )
+    if not len(rows):
+        return None, None
+    worst = rows.iloc[int(np.argmax(rows["detectable_change"].to_numpy(dtype=np.float64)))]
+    return float(worst["detectable_change"]), str(worst["key"])
+
+
+def _enough(detectable: float | None, threshold: float) -> bool:
+    """Whether the runs could show a regression of ``ENOUGH_EVIDENCE`` x the threshold."""
+    return detectable is None or bool(at_most(detectable, ENOUGH_EVIDENCE * threshold))
+
+
+def _outliers(
+    samples: dict[str, list[confidence.RunSamples]],
+    sides: dict[str, list[LoadedRun]],
+    result: confidence.Confidence,
+    warnings: list[str],
+) -> list[str]:
+    """The runs that are outliers for the whole step (``confidence.outlier_runs``), named,
+    each with a warning that says how far off it was."""
+    runs = [run for group in sides.values() for run in group]
+    steps = [sample.steady_step_us for group in samples.values() for sample in group]
+    baseline = len(sides["baseline"])
+    names = []
+    for position in result.outlier_runs:
+        side = range(baseline) if position < baseline else range(baseline, len(runs))
+        others = [steps[k] for k in side if k != position and steps[k]]
+        name = runs[position].source.run
+        names.append(name)
+        measured = (
+            f"its step took {format_time(steps[position])} against {format_time(min(others))}"
+            f"–{format_time(max(others))} for the other runs of its side"
+            if steps[position] and others
+            else "its op time per step lies far from the other runs of its side"
+        )
+        warnings.append(
+            f"{name}: an outlier for the whole step ({measured}): a hiccup of the machine? It is left out of "
+            "the whole step's test; its ops stay in, each on its median per execution"
+        )
+    return names
 
 
 def _common_change_warnings(common_change: float | None, threshold: float) -> list[str]:
@@ -244,8 +304,9 @@ def _noise_text(
     return (
         f"run-to-run noise from the runs compared ({runs})"
         + (f" and the logdir's repeats ({'; '.join(learned)})" if learned else "")
-        + f"; Welch's t on the log of each run's typical time (the median of its steps; for the whole step, "
-        f"{whole}); {speed}"
+        + f"; Welch's t on the log of each run's typical time (its median per execution, else the median of "
+        f"its steps; for the whole step, {whole}), each op's variance drawn toward the variance the gated ops "
+        f"share; {speed}"
     )
 
 
@@ -270,7 +331,12 @@ def _rows(table: pd.DataFrame) -> list[CheckRow]:
     return msgspec.convert(as_records(table[_ROW_FIELDS]), list[CheckRow])
 
 
-def _headline(regressions: int, counts: pd.Series, whole: pd.Series, threshold: float, basis: str) -> str:
+def _headline(
+    regressions: int, counts: pd.Series, whole: pd.Series, threshold: float, basis: str, unseen: tuple | None
+) -> str:
+    """The verdict in a sentence: FAIL, PASS, or where nothing was flagged but the runs could
+    not have shown a regression of ``ENOUGH_EVIDENCE`` x the threshold (``unseen``: the
+    smallest detectable change and its op), NOT ENOUGH EVIDENCE."""
     # on wall time, the headline every view reads (the steady steps pooled); else the value
     # the verdict is about, the runs' typical op time per step (a stalled step moves the plain mean)
     on_wall = basis == STEP_WALL_TIME
@@ -285,6 +351,12 @@ def _headline(regressions: int, counts: pd.Series, whole: pd.Series, threshold: 
     if new or gone:
         tally += f", {new} only in the target, {gone} only in the baseline"
     verdict = "FAIL: a significant regression" if regressions else "PASS: no significant regression"
+    if unseen is not None and not regressions:
+        verdict = "NOT ENOUGH EVIDENCE: no significant regression"
+        return (
+            f"{verdict} beyond {format_percent(threshold)}, but the smallest detectable change here is "
+            f"{unseen[0]:.0%} ({unseen[1]}): {tally}; {step}"
+        )
     return f"{verdict} beyond {format_percent(threshold)}: {tally}; {step}"
 
 
