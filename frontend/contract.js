@@ -134,7 +134,7 @@
 /**
  * One op (or op type) of a comparison; `baseline_*` and `target_*` are the same figures per run.
  * @typedef {Object} CompareRow
- * @property {string} key - op name (group_by=name), normalised op type (group_by=type), or module path (group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`)
+ * @property {string} key - op name (group_by=name), normalised op type (group_by=type), or module path (group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`); by name, one framework op's backend implementations found on one side each are one row, `baseline names → target names` (`aten::mkldnn_convolution → aten::cudnn_convolution`), its `op_type` the framework op
  * @property {string|null} op_type - normalised op type (oneDNN/cuDNN variants share one)
  * @property {'baseline_only'|'matched'|'target_only'} status - whether the op is in both runs or in one only
  * @property {number|null} speedup - baseline_mean_us / target_mean_us (> 1: the target is faster)

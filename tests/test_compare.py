@@ -113,7 +113,17 @@ def test_group_by_type_meets_onednn_and_gpu_types():
         ("_MklNativeMaxPool", "MaxPool"),
         ("aten::mkldnn_convolution", "aten::convolution"),
         ("aten::cudnn_convolution", "aten::convolution"),
+        ("aten::miopen_convolution", "aten::convolution"),
+        ("aten::_slow_conv2d_forward", "aten::convolution"),
+        ("aten::_slow_conv2d_backward", "aten::convolution_backward"),
+        ("aten::slow_conv_dilated2d", "aten::convolution"),
+        ("aten::_nnpack_spatial_convolution", "aten::convolution"),
+        ("aten::mkldnn_convolution_backward", "aten::convolution_backward"),
+        ("aten::cudnn_batch_norm", "aten::batch_norm"),
+        ("aten::_cudnn_rnn", "aten::rnn"),
+        ("aten::mkldnn_linear", "aten::linear"),
         ("aten::addmm", "aten::addmm"),
+        ("aten::slow_conv_fancy", "aten::slow_conv_fancy"),  # not a known fallback: kept
     ],
 )
 def test_normalize_op_type(raw, normal):
@@ -132,3 +142,71 @@ def test_effective_ops_prefers_device_rows():
 def test_bad_group_by_is_rejected():
     with pytest.raises(ValueError):
         compare_ops(CPU, GPU, group_by="colour")
+
+
+def _implementation_rows(names_and_types: dict[str, list[tuple[str, str]]]):
+    """Two runs' host rows, one execution of 10 µs each (names and recorded types)."""
+    return {
+        side: table(*[("host", name, kind, 1, 10.0) for name, kind in rows]) for side, rows in names_and_types.items()
+    }
+
+
+def test_implementations_of_one_op_compare_as_that_op_and_nothing_else_merges():
+    """Issue 51: a CNN's convolution is aten::mkldnn_convolution on the CPU and
+    aten::cudnn_convolution on the GPU, and was "baseline only" and "target only". One-sided
+    implementations of one framework op now make one row; TF ops, whose names are not their
+    types, never merge by type; and an op both runs have stays as it is."""
+    runs = _implementation_rows(
+        {
+            "baseline": [
+                ("aten::convolution", "aten::convolution"),
+                ("aten::mkldnn_convolution", "aten::mkldnn_convolution"),
+                ("aten::_slow_conv2d_forward", "aten::_slow_conv2d_forward"),
+                ("model/dense/MatMul", "_MklMatMul"),
+            ],
+            "target": [
+                ("aten::convolution", "aten::convolution"),
+                ("aten::cudnn_convolution", "aten::cudnn_convolution"),
+                ("model/dense_1/MatMul", "MatMul"),
+            ],
+        }
+    )
+    rows, summary = compare(runs["baseline"], runs["target"])
+    by_key = rows.set_index("key")
+    joined = "aten::_slow_conv2d_forward, aten::mkldnn_convolution → aten::cudnn_convolution"
+    assert by_key.loc[joined, "status"] == "matched" and by_key.loc[joined, "op_type"] == "aten::convolution"
+    assert by_key.loc[joined, "baseline_total_us"] == 20.0 and by_key.loc[joined, "baseline_occurrences"] == 2
+    assert by_key.loc[joined, "speedup"] == 1.0  # 20 µs over 2 calls against 10 µs over 1
+    assert by_key.loc["aten::convolution", "status"] == "matched"  # the dispatcher, on both sides
+    assert by_key.loc["model/dense/MatMul", "status"] == "baseline_only"
+    assert by_key.loc["model/dense_1/MatMul", "status"] == "target_only"
+    assert summary["matched_ops"] == 2
+    apart, _ = compare(runs["baseline"], runs["target"], normalize=False)
+    assert {"aten::mkldnn_convolution", "aten::cudnn_convolution"} <= set(apart["key"])
+
+
+def test_the_demos_convolution_has_a_speedup_from_cpu_to_gpu():
+    """Issue 51 on a real pair (the demo's PyTorch CNN at batch 64, CPU then an H100): the
+    convolution, the CNN's largest op, was "baseline only" (oneDNN) and "target only"
+    (cuDNN). It is one row now, holding exactly what the two rows held."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from tb_opcompare.service.compare import compare_document
+    from tb_opcompare.store.catalog import Catalog
+
+    catalog = Catalog(str(Path(__file__).parent.parent / "demo_logs"), cache_dir=None)
+    pair = ("torch/mnist_cnn_torch_cpu_bs64", "torch/mnist_cnn_torch_gpu_bs64")
+    rows = {row["key"]: SimpleNamespace(**row) for row in compare_document(catalog, *pair).rows}
+    apart = {row["key"]: SimpleNamespace(**row) for row in compare_document(catalog, *pair, normalize=False).rows}
+    conv = rows["aten::mkldnn_convolution → aten::cudnn_convolution"]
+    assert conv.status == "matched" and conv.op_type == "aten::convolution"
+    cpu, gpu = apart["aten::mkldnn_convolution"], apart["aten::cudnn_convolution"]
+    assert (cpu.status, gpu.status) == ("baseline_only", "target_only")
+    assert (conv.baseline_total_us, conv.baseline_occurrences) == (cpu.baseline_total_us, cpu.baseline_occurrences)
+    assert (conv.target_total_us, conv.target_occurrences) == (gpu.target_total_us, gpu.target_occurrences)
+    assert conv.target_time_source == "device" and conv.speedup > 10
+    assert conv.speedup == pytest.approx(cpu.baseline_mean_us / gpu.target_mean_us, rel=1e-12)
+    # the largest op of the CPU run, by its total, now has a speedup
+    largest = max((row for row in rows.values() if row.baseline_total_us), key=lambda row: row.baseline_total_us)
+    assert largest is conv

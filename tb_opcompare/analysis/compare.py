@@ -49,15 +49,33 @@ MATCHED, BASELINE_ONLY, TARGET_ONLY = STATUSES
 
 # oneDNN (Mkl) CPU kernels and their GPU counterparts share one type once normalised:
 # "_MklNativeFusedConv2D" and "_FusedConv2D" -> "FusedConv2D"; "_MklMatMul" and
-# "MatMul" -> "MatMul". PyTorch backend variants meet the same way:
-# "aten::mkldnn_convolution", "aten::cudnn_convolution" -> "aten::convolution".
+# "MatMul" -> "MatMul". PyTorch's backend implementations meet at the op that dispatches
+# to them: "aten::mkldnn_convolution", "aten::cudnn_convolution", "aten::miopen_convolution"
+# and the native fallbacks ("aten::_slow_conv2d_forward", "aten::slow_conv_dilated2d",
+# "aten::_nnpack_spatial_convolution") -> "aten::convolution"; "aten::cudnn_batch_norm" ->
+# "aten::batch_norm"; xnnpack's and nnpack's ops the same way. Leaves only: a wrapper such
+# as "aten::thnn_conv2d", which calls "aten::_slow_conv2d_forward", would count calls twice.
 _TF_BACKEND_PREFIX = re.compile(r"\A_?(?:MklNative|Mkl)")
-_TORCH_BACKEND = re.compile(r"\Aaten::(?:mkldnn_|cudnn_|miopen_)")
+_TORCH_BACKEND = re.compile(r"\Aaten::_?(?:mkldnn|cudnn|miopen|xnnpack|nnpack)_")
+_TORCH_NATIVE_CONVOLUTION = re.compile(
+    r"\Aaten::(?:_?slow_conv[23]d_(forward|backward)|"
+    r"(?:slow_conv_dilated[23]d|slow_conv_transpose[23]d|_nnpack_spatial_convolution)(_backward)?)\Z"
+)
 
 
 def normalize_op_type(op_type: str) -> str:
+    native = _TORCH_NATIVE_CONVOLUTION.match(op_type)
+    if native:
+        backward = native.group(1) == "backward" or native.group(2)
+        return "aten::convolution_backward" if backward else "aten::convolution"
     op_type = _TORCH_BACKEND.sub("aten::", op_type)
     return _TF_BACKEND_PREFIX.sub("", op_type).lstrip("_") or op_type
+
+
+# How a row of one framework op's implementations on two backends is named: the
+# baseline's implementations, then the target's (``aten::mkldnn_convolution →
+# aten::cudnn_convolution``); its type is the framework op.
+IMPLEMENTATIONS_JOIN = " → "
 
 
 # An op's memory, on its host row, and the host calls it is per (a device row counts the
@@ -122,10 +140,48 @@ def op_totals(
     """One run's ops grouped by name, type or module: the ``key`` column, then op_type,
     occurrences, total_us, time_source, mean_us, share and the other per-side compare
     columns. ``modules``: the run's ``OpProfile.module_table``, for ``group_by="module"``."""
+    return _group(_chosen(ops, group_by, normalize, modules), group_by)
+
+
+def _chosen(ops, group_by: str, normalize: bool, modules) -> Table:
     chosen = effective_ops(ops, normalize)
-    if group_by == "module":
-        chosen = in_modules(chosen, modules)
-    return _group(chosen, group_by)
+    return in_modules(chosen, modules) if group_by == "module" else chosen
+
+
+def implementations_matched(chosen: dict[str, Table]) -> dict[str, Table]:
+    """Each side's ``effective_ops`` with one framework op's backend implementations made
+    one row: ops found on one side only, named by their type (PyTorch's), whose names are
+    implementations of one framework op (``normalize_op_type`` gives both sides' the same
+    type, not their own name: ``aten::mkldnn_convolution`` on the CPU,
+    ``aten::cudnn_convolution`` on the GPU) are
+    renamed ``baseline names → target names`` on both sides, so they compare as that op.
+    Ops that both runs have (the dispatching ``aten::convolution`` itself) stay as they are,
+    and so does an implementation whose op the other run has none of."""
+    names = {side: set(table["op_name"].tolist()) for side, table in chosen.items()}
+    one_sided = {
+        side: {
+            name: kind
+            for name, kind, recorded in zip(
+                table["op_name"].tolist(), table["op_type"].tolist(), table["recorded_type"].tolist()
+            )
+            if name == recorded != kind and name not in names[other]
+        }
+        for (side, table), other in zip(chosen.items(), reversed(list(chosen)))
+    }
+    shared = set(one_sided["baseline"].values()) & set(one_sided["target"].values())
+    if not shared:
+        return chosen
+    key_of = {
+        kind: IMPLEMENTATIONS_JOIN.join(
+            ", ".join(sorted(name for name, of in one_sided[side].items() if of == kind)) for side in chosen
+        )
+        for kind in shared
+    }
+    renamed = {}
+    for side, table in chosen.items():
+        renames = {name: key_of[kind] for name, kind in one_sided[side].items() if kind in shared}
+        renamed[side] = table.assign(op_name=text_array(renames.get(name, name) for name in table["op_name"].tolist()))
+    return renamed
 
 
 def in_modules(chosen: Table | pd.DataFrame, modules: Table | pd.DataFrame | None) -> Table:
@@ -275,10 +331,13 @@ def compare_ops(
 ) -> tuple[Table, dict]:
     if group_by not in COMPARE_GROUP_BY:
         raise ValueError(f"group_by must be one of {COMPARE_GROUP_BY}, not {group_by!r}")
-    sides = {
-        "baseline": op_totals(baseline_ops, group_by, normalize, baseline_modules),
-        "target": op_totals(target_ops, group_by, normalize, target_modules),
+    chosen = {
+        "baseline": _chosen(baseline_ops, group_by, normalize, baseline_modules),
+        "target": _chosen(target_ops, group_by, normalize, target_modules),
     }
+    if group_by == "name" and normalize:
+        chosen = implementations_matched(chosen)
+    sides = {side: _group(table, group_by) for side, table in chosen.items()}
     # the baseline's keys in its order, then the target's own in theirs
     keys = list(dict.fromkeys([*sides["baseline"]["key"].tolist(), *sides["target"]["key"].tolist()]))
     columns, has_key = {"key": text_array(keys)}, {}

@@ -233,7 +233,10 @@ CompareRow = msgspec.defstruct(
             _d(
                 str,
                 "op name (group_by=name), normalised op type (group_by=type), or module path "
-                "(group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`)",
+                "(group_by=module: `Sequential_0/Conv2d_0`, a TF name scope, `(outside modules)`); by "
+                "name, one framework op's backend implementations found on one side each are one row, "
+                "`baseline names → target names` (`aten::mkldnn_convolution → aten::cudnn_convolution`), "
+                "its `op_type` the framework op",
             ),
         ),
         ("op_type", _d(str | None, "normalised op type (oneDNN/cuDNN variants share one)")),
