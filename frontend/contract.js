@@ -122,6 +122,8 @@
  * @property {number|null} target_time_per_step_us
  * @property {number|null} whole_step_speedup - all op time per step, ops on one side included
  * @property {number|null} per_sample_speedup - whole_step_speedup per sample, where the batch sizes differ
+ * @property {number|null} op_time_speedup - the one op time ratio shown beside the headline: per_sample_speedup where the batch sizes differ, else whole_step_speedup, else all op time over the whole profiles
+ * @property {'per sample'|'per step'|'whole profile'} op_time_basis - what op_time_speedup is over
  * @property {'module'|'name'|'type'} group_by
  * @property {boolean} normalized_types
  * @property {RunRecord} baseline - the baseline run; for a run group, its first run's record with the group's steps

@@ -1,5 +1,5 @@
-// The cards above the charts: the headline speedups, the op counts, the total times, and
-// the two runs.
+// The cards above the charts: the headline, the op time, the op counts and the two runs;
+// the other ratios, labelled, out of the first screen.
 
 import {h} from '../dom.js';
 import {formatSpeedup, formatTime, splitFromOther} from '../format.js';
@@ -55,7 +55,12 @@ function opsCard(summary) {
                           `${summary.noisy_ops} noisy (~)`) : '');
 }
 
-/** Per step where both runs know their step count, else over the whole profile. */
+/**
+ * Op time, per step where both runs know their step count, else over the whole profile:
+ * each side's time and the summary's op_time_speedup, the one figure beside the headline
+ * (all ops, ops on one side included). Not wall time, and labelled so.
+ * @param {CompareSummary} summary
+ */
 function timeCard(summary) {
   const perStep = summary.baseline_time_per_step_us !== null && summary.target_time_per_step_us !== null;
   /** @param {Side} side */
@@ -63,8 +68,27 @@ function timeCard(summary) {
     h('span', {class: 'oc-kv-key'}, SIDE_LABELS[side]),
     h('span', {class: 'oc-kv-value'},
       perStep ? `${formatTime(summary[`${side}_time_per_step_us`])} / step` : formatTime(summary[`${side}_total_us`])));
+  const figure = h('div', {class: 'oc-figure oc-figure-second', id: 'oc-op-time',
+                           title: 'all op time of one run over the other\'s, ops found on one side included: not ' +
+                             'wall time (ops on parallel threads add up, time outside ops is missed)'},
+                   formatSpeedup(summary.op_time_speedup));
   return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, perStep ? 'Op time per step' : 'Total op time'),
+    figure, h('div', {class: 'oc-card-detail'}, `all op time, ${summary.op_time_basis}: not wall time`),
     timeRow('baseline'), timeRow('target'));
+}
+
+/**
+ * The other ratios a comparison has, out of the first screen: each says what it measures.
+ * @param {CompareSummary} summary
+ */
+function otherRatios(summary) {
+  const line = (id, value, label) => h('div', {class: 'oc-kv'},
+    h('span', {class: 'oc-kv-value', id}, formatSpeedup(value)), h('span', {class: 'oc-kv-key'}, label));
+  return h('details', {class: 'oc-card oc-more-ratios', id: 'oc-more-ratios'},
+    h('summary', {class: 'oc-card-title'}, 'Other ratios'),
+    line('oc-overall', summary.overall_speedup,
+         `matched op time, ${summary.overall_speedup_basis}: the ops both runs have, ops on one side left out`),
+    line('oc-geomean', summary.geomean_speedup, `geometric mean of the ${summary.matched_ops} matched ops' speedups`));
 }
 
 /** @param {RunRecord} run */
@@ -129,15 +153,14 @@ function runCard(side, run, other, pooled) {
  * @returns {HTMLElement[]}
  */
 export function summaryCards(summary) {
+  // The first screen holds two ratios, each labelled: the headline (step wall time) and op
+  // time. The others a comparison has wait, labelled, in "Other ratios".
   return [
     headlineCard(summary),
-    speedupCard('Op time speedup', summary.overall_speedup, `matched op time, ${summary.overall_speedup_basis}`,
-                'oc-overall', 'the ratio of the op time of the ops both runs have: not wall time (ops on ' +
-                'parallel threads add up, time outside ops is missed)'),
-    speedupCard('Geomean speedup', summary.geomean_speedup, `over ${summary.matched_ops} matched ops`, 'oc-geomean'),
-    opsCard(summary),
     timeCard(summary),
+    opsCard(summary),
     runCard('baseline', summary.baseline, summary.target, summary.baseline_runs),
     runCard('target', summary.target, summary.baseline, summary.target_runs),
+    otherRatios(summary),
   ];
 }

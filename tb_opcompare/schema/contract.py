@@ -293,6 +293,12 @@ class CompareSummary(_Document):
     target_time_per_step_us: float | None
     whole_step_speedup: _d(float | None, "all op time per step, ops on one side included")
     per_sample_speedup: _d(float | None, "whole_step_speedup per sample, where the batch sizes differ")
+    op_time_speedup: _d(
+        float | None,
+        "the one op time ratio shown beside the headline: per_sample_speedup where the batch sizes "
+        "differ, else whole_step_speedup, else all op time over the whole profiles",
+    )
+    op_time_basis: _d(Literal["per sample", "per step", "whole profile"], "what op_time_speedup is over")
     group_by: Literal["name", "type", "module"]
     normalized_types: bool
     baseline: _d(RunRecord, "the baseline run; for a run group, its first run's record with the group's steps")
