@@ -5,17 +5,22 @@ The unit of noise is the run. Two runs of one configuration differ by more than 
 steps vary (another process, another moment of a shared machine; 10-30% here), so an
 interval built from steps alone is too narrow and flags unchanged ops. Each run gives
 one sample per op, the log of its typical time per execution (``log_run_typical``: the
-median over the run's profiled steps of the op's mean per execution in each, so that one
-stalled step does not move the run); the speedup as measured is the ratio of the two
+median self time of one execution over the run, else the median over its profiled steps
+of the op's mean per execution in each, so that a call preempted by a neighbour's job or
+one stalled step does not move the run); the speedup as measured is the ratio of the two
 sides' geometric means of the runs' plain means (baseline over target: above 1, the
 target is faster); the tests and intervals are on the typical times. Where ten ops or
 more ran in every run, each run's speed factor (the median over those ops of how much
-faster or slower the run was than the average run) is first taken out of its ops: a
-machine busier during one run moves all its ops together, and one op that really changed
-does not move a median. The interval is Welch's: each
+faster or slower the run was than the runs' median) is first taken out of its ops: a
+machine busier during one run moves all its ops together, and neither one op that
+really changed nor one run far off moves a median. The interval is Welch's: each
 side's variance of (adjusted) log typical times, pooled with the run-to-run noise learned
-from the logdir's repeated runs on that device (``run_noise``) where there are some, and
-Student's t with the Welch–Satterthwaite degrees of freedom. A side of one run takes its
+from the logdir's repeated runs on that device (``run_noise``) where there are some and
+drawn toward the variance the side's gated ops share (``shared_prior``: four runs give
+each op three degrees of freedom, the ops together many more), and
+Student's t with the Welch–Satterthwaite degrees of freedom. A run whose whole step lies
+far from the rest of its side (``outlier_runs``: a hiccup of the machine) is left out of
+the whole step's test; its ops stay, on their medians per execution. A side of one run takes its
 variance from the learned noise, else from the other side (equal noise assumed). The
 whole step is what a stopwatch reads, each run's median steady step wall time (the
 headline's rule, ``step_time``), where every run has step markers, else all op time per
@@ -221,7 +226,10 @@ def _log_mean(time: np.ndarray, count: np.ndarray) -> np.ndarray:
 
 def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     """(runs, keys + whole step): log of each run's typical time per execution, the sample
-    the tests are made on: the median over the run's profiled steps of the op's mean per
+    the tests are made on: the median self time of one execution over the run, where the
+    key is one row whose executions were told apart (a call preempted by a neighbour's job
+    on a shared runner takes milliseconds among calls of microseconds, and moves a mean
+    but not a median); else the median over the run's profiled steps of the op's mean per
     execution in that step (the whole step: of its op time per step), else its mean over
     the run (NaN where it did not run). Step times have heavy tails (a first step after a
     pause, a neighbour's burst on a shared machine: one step of ``convolution_backward``
@@ -229,8 +237,9 @@ def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
     where a median does not; on this project's repeats the median halves the false alarms
     of two runs a side.
 
-    The median serves a column only where every run that has the op ran it in
-    ``MIN_STEPS_FOR_MEDIAN`` steps or more, with ``MIN_PLACED_SHARE`` of its executions in
+    The median per execution serves a column only where every run that has the op has one
+    over ``MIN_STEPS_FOR_MEDIAN`` executions or more; the median of steps only where every
+    run that has the op ran it in ``MIN_STEPS_FOR_MEDIAN`` steps or more, with ``MIN_PLACED_SHARE`` of its executions in
     steps (for the whole step: all op time in steps); else every run gives its mean. One
     estimator for all the runs compared: a mean beside medians would read the mean's tail
     as a change."""
