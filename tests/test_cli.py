@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import LOGDIR, REALTRACES, profiler_step_durations, run_cli, steady_median
@@ -80,7 +81,7 @@ def test_output_is_whole_through_a_file_and_quiet_when_the_reader_leaves(tmp_pat
     from pathlib import Path
 
     executable = Path(sys.executable).parent / "tb-opcompare"
-    argv = [str(executable), "compare", str(LOGDIR), "--json"]  # every automatic pair: more than a pipe holds
+    argv = [str(executable), "compare", str(LOGDIR), "--json", "--all-pairs"]  # every pair: more than a pipe holds
     with open(tmp_path / "out.json", "w") as out:
         written = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=120)
     assert written.returncode == 0, written.stderr
@@ -330,7 +331,7 @@ def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path)
         for device in ("cpu", "gpu"):
             shutil.copytree(LOGDIR / f"tf1/mlp_{device}", tmp_path / "logs" / f"{model}_{device}")
     out = tmp_path / "pairs.csv"
-    result = run_cli("compare", str(tmp_path / "logs"), "--csv", str(out))
+    result = run_cli("compare", str(tmp_path / "logs"), "--csv", str(out), "--all-pairs")
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert list(rows[0])[:3] == ["baseline_run", "target_run", "key"]
@@ -340,7 +341,7 @@ def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path)
     }
     assert len(rows) == 2 * sum(1 for r in rows if r["baseline_run"] == "alpha_cpu")
     shutil.rmtree(tmp_path / "logs" / "beta_gpu")  # one automatic pair left: the same layout
-    assert run_cli("compare", str(tmp_path / "logs"), "--csv", str(out)).returncode == 0
+    assert run_cli("compare", str(tmp_path / "logs"), "--csv", str(out), "--all-pairs").returncode == 0
     rows = list(csv.DictReader(io.StringIO(out.read_text())))
     assert list(rows[0])[:3] == ["baseline_run", "target_run", "key"]
     assert {(r["baseline_run"], r["target_run"]) for r in rows} == {("alpha_cpu", "alpha_gpu")}
@@ -474,3 +475,25 @@ def test_the_text_compare_prints_the_run_warnings_the_tab_shows(tmp_path):
         "1",
     ).stdout
     assert f"\nwarning: cnn_torch_cpu_bs32: {warning}\n" in text
+
+
+def test_compare_without_runs_compares_the_pair_the_tab_opens_on():
+    """Issue 51: on the demo the CLI printed all twelve pairs, batch 1 first (0.89×), where
+    the tab opens on batch 64 (2.03×). The CLI now prints the tab's pair and says how to ask
+    for every pair; --all-pairs prints them all."""
+    demo = Path(__file__).parent.parent / "demo_logs"
+    suggested = json.loads(run_cli("runs", str(demo), "--json").stdout)["suggested"]
+    result = run_cli("compare", str(demo), "--top", "1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\nbaseline: ") + result.stdout.startswith("baseline: ") == 1
+    assert result.stdout.startswith(f"baseline: {suggested['baseline']} (CPU)\ntarget:   {suggested['target']} (GPU")
+    assert "--all-pairs compares all 12 CPU/accelerator pairs" in result.stderr
+    document = json.loads(run_cli("compare", str(demo), "--json").stdout)
+    assert (document["summary"]["baseline"]["run"], document["summary"]["target"]["run"]) == (
+        suggested["baseline"],
+        suggested["target"],
+    )
+    every = run_cli("compare", str(demo), "--top", "1", "--all-pairs")
+    assert every.returncode == 0 and every.stdout.count("baseline: ") == 12
+    refused = run_cli("compare", str(demo), "--baseline", "a", "--target", "b", "--all-pairs")
+    assert refused.returncode == 2 and "--all-pairs" in refused.stderr

@@ -82,6 +82,7 @@ def outputs(logdir: Path) -> dict[str, bytes]:
         get(f"sweep{number}.csv", "/sweep.csv", model=model)
     found["cli_runs.txt"] = _cli("runs", str(logdir))
     found["cli_compare.txt"] = _cli("compare", str(logdir), "--top", "8")
+    found["cli_compare_all_pairs.txt"] = _cli("compare", str(logdir), "--top", "3", "--all-pairs")
     found["cli_sweep.txt"] = _cli("sweep", str(logdir))
     for number, model in enumerate(sweeps["sweepable"]):
         found[f"cli_sweep{number}.txt"] = _cli("sweep", str(logdir), "--model", model, "--top", "5")

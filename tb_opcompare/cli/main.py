@@ -257,16 +257,23 @@ def _add_runs(commands: argparse._SubParsersAction, reading: argparse.ArgumentPa
 
 def _add_compare(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     compare = commands.add_parser(
-        "compare", parents=[reading], help="compare two runs op by op (default: every automatic pair)"
+        "compare",
+        parents=[reading],
+        help="compare two runs op by op (default: the pair the tab opens on; --all-pairs: every automatic pair)",
     )
     compare.add_argument("logdir")
     compare.add_argument(
         "--baseline",
-        help="baseline run (default: the CPU run of each pair), or a run group: runs "
+        help="baseline run (default: the baseline of the pair the tab opens on), or a run group: runs "
         "and shell patterns, comma-separated, their executions pooled",
     )
     compare.add_argument(
-        "--target", help="target run (default: the GPU run of each pair), or a run group, as --baseline"
+        "--target", help="target run (default: the target of the pair the tab opens on), or a run group, as --baseline"
+    )
+    compare.add_argument(
+        "--all-pairs",
+        action="store_true",
+        help="without --baseline/--target: every automatic CPU/accelerator pair, not only the one the tab opens on",
     )
     compare.add_argument(
         "--repeats",
@@ -791,12 +798,14 @@ def _print_runs(document: dict) -> None:
 
 
 def _compare(args) -> int:
-    catalog = _catalog(args, every_run=not args.baseline)  # no runs named: every automatic pair
+    catalog = _catalog(args, every_run=not args.baseline)  # no runs named: the automatic pairs
     if bool(args.baseline) != bool(args.target):
-        return _usage_error("give both --baseline and --target, or neither to compare every automatic pair")
+        return _usage_error("give both --baseline and --target, or neither to compare the pair the tab opens on")
     if args.repeats and not args.baseline:
         return _usage_error("--repeats pools the runs given with --baseline/--target; name them")
-    pairs = _named_pair(catalog, args) if args.baseline else _automatic_pairs(catalog)
+    if args.all_pairs and args.baseline:
+        return _usage_error("--all-pairs compares the automatic pairs: give it without --baseline/--target")
+    pairs = _named_pair(catalog, args) if args.baseline else _automatic_pairs(catalog, args.all_pairs)
     if not pairs:
         return EXIT_USAGE  # _automatic_pairs said why
     # after the runs are resolved, so an unknown run stays the error reported first (and
@@ -824,23 +833,27 @@ def _named_pair(catalog: Catalog, args) -> list[tuple]:
     return [(side_runs(catalog, args.baseline, args.repeats), side_runs(catalog, args.target, args.repeats))]
 
 
-def _automatic_pairs(catalog: Catalog) -> list[tuple]:
-    """The logdir's CPU/accelerator pairs; without one, the pair the tab opens on; without
-    that, none, after saying so and listing the runs to name instead."""
+def _automatic_pairs(catalog: Catalog, every_pair: bool) -> list[tuple]:
+    """The pair the tab opens on, as the tab picks it (issue 51: the CLI printed every
+    pair, batch 1 first, where the tab opened on batch 64); with ``every_pair`` the
+    logdir's CPU/accelerator pairs. Without either, none, after saying so and listing the
+    runs to name instead."""
     from tb_opcompare.service.runs import runs_document
 
     runs = as_builtins(runs_document(catalog))
     pairs = [(pair["baseline"], pair["target"]) for pair in runs["pairs"]]
-    if pairs:
+    if every_pair and pairs:
         return pairs
     suggested = _suggested_pair(runs)
     if suggested:
+        more = f"; --all-pairs compares all {len(pairs)} CPU/accelerator pairs" if len(pairs) > 1 else ""
         print(
-            f"note: no CPU/accelerator pair in this logdir; comparing the pair the tab opens on: "
-            f"{escape_controls(suggested['reason'])}",
+            f"note: comparing the pair the tab opens on: {escape_controls(suggested['reason'])}{more}",
             file=sys.stderr,
         )
         return [(suggested["baseline"], suggested["target"])]
+    if pairs:
+        return pairs[:1]
     print("error: no automatic CPU/GPU pairs in this logdir; name two runs with --baseline/--target", file=sys.stderr)
     print("known: " + ", ".join(escape_controls(run["run"]) for run in runs["runs"]), file=sys.stderr)
     return []
