@@ -56,6 +56,7 @@ from tb_opcompare.analysis.compare import op_time_us, op_totals
 from tb_opcompare.analysis.confidence import pooled_means, pooled_step_time
 from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
+from tb_opcompare.schema.text import format_breakeven
 
 STEP = "(whole step)"
 MIN_FIT_POINTS = 3  # batch sizes at which an op took time, for a line that can be judged
@@ -146,13 +147,14 @@ def build_sweep(
     # without runs of the baseline series there is nothing to break even with or speed up from
     has_baseline = baseline in batch_sizes
     breakeven = breakeven_batch_sizes(lines, baseline, target) if has_baseline else empty_breakeven()
-    crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
-    fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
     speedups = (
         speedup_table(pd.concat([series, step_points], ignore_index=True), baseline, target)
         if has_baseline
         else pd.DataFrame(columns=SPEEDUP_COLUMNS)
     )
+    breakeven = measured_breakeven(breakeven, speedups, target, warnings)
+    crossings = breakeven.rename(columns={"batch_size": "breakeven_batch_size"})
+    fits = lines.merge(crossings, on="op", how="left")[FIT_COLUMNS]
     return Sweep(batch_sizes, baseline, target, series, steps, fits, breakeven, speedups, top_ops, warnings)
 
 
@@ -354,6 +356,63 @@ def _crossing(a_base: float, b_base: float, a_target: float, b_target: float) ->
     if b_base > b_target:  # the target's line is flatter: it wins above the crossing
         return (float(crossing), "above") if beyond_one else (None, "always")
     return (float(crossing), "below") if beyond_one else (None, "never")
+
+
+def measured_breakeven(
+    breakeven: pd.DataFrame, speedups: pd.DataFrame, target: str | None, warnings: list[str]
+) -> pd.DataFrame:
+    """The break-evens, each agreeing with the speedups measured at the batch sizes both
+    series ran. A fitted line is a model of the points, and where it says the target is
+    faster at a batch size whose points say slower (the demo's whole step: lines crossing
+    below batch 1, where the GPU is measured slower, 3.33 ms against 2.97), the verdict is
+    the points': the target faster above (or below) the first batch size where the
+    measured speedup crosses 1, found between the two points on each side of it (log
+    speedup linear in batch size), and a warning says so."""
+    rows = []
+    for op, batch_size, faster in breakeven[BREAKEVEN_COLUMNS].itertuples(index=False, name=None):
+        measured = speedups[speedups["op"] == op].sort_values("batch_size")
+        sizes, ratios = measured["batch_size"].to_numpy(float), measured["speedup"].to_numpy(float)
+        known = np.isfinite(ratios) & (ratios > 0)
+        sizes, ratios = sizes[known], ratios[known]
+        if len(sizes) and _contradicts(batch_size, faster, sizes, ratios):
+            batch_size, faster = _measured_crossing(sizes, ratios)
+            warnings.append(
+                f"{op}: the fitted lines disagree with the speedups measured at batch sizes "
+                f"{', '.join(format(int(size)) for size in sizes)}; its break-even is where the measured speedup "
+                f"crosses 1 ({format_breakeven(batch_size, faster, target)})"
+            )
+        rows.append((op, batch_size, faster))
+    return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS) if rows else empty_breakeven()
+
+
+def _fitted_faster(batch_size: float | None, faster: str, sizes: np.ndarray) -> np.ndarray:
+    """Where the fitted verdict says the target is faster, at each of ``sizes``."""
+    if faster in ("always", "never"):
+        return np.full(len(sizes), faster == "always")
+    return sizes > batch_size if faster == "above" else sizes < batch_size
+
+
+def _contradicts(batch_size: float | None, faster, sizes: np.ndarray, ratios: np.ndarray) -> bool:
+    if faster not in ("always", "never", "above", "below"):
+        return False
+    measured_faster = above(ratios, 1.0)
+    decided = measured_faster | below(ratios, 1.0)  # a speedup of exactly 1 decides nothing
+    return bool((decided & (measured_faster != _fitted_faster(batch_size, faster, sizes))).any())
+
+
+def _measured_crossing(sizes: np.ndarray, ratios: np.ndarray) -> tuple[float | None, str]:
+    """The verdict of the measured speedups: always or never where they keep one side of 1,
+    else the first batch size where they cross it, between the points either side."""
+    faster = above(ratios, 1.0)
+    change = np.flatnonzero(faster[1:] != faster[:-1])
+    if not len(change):
+        return None, "always" if faster[0] else "never"
+    i = int(change[0])
+    low, high = math.log(ratios[i]), math.log(ratios[i + 1])
+    crossing = (
+        float(sizes[i] + (sizes[i + 1] - sizes[i]) * (0.0 - low) / (high - low)) if high != low else float(sizes[i])
+    )
+    return crossing, "above" if faster[i + 1] else "below"
 
 
 def speedup_table(points: pd.DataFrame, baseline: str = "CPU", target: str | None = None) -> pd.DataFrame:
