@@ -99,17 +99,27 @@ export function recordsNoMemory(document) {
   return !document.baseline.recorded && !document.target.recorded;
 }
 
+// Peaks further apart than this on one device are not one workload's memory measured
+// twice: one run barely uses the device (a GPU run's host memory, 4 B against a CPU run's
+// 9.14 MiB), and a ratio such as 0.000000× would read as a result.
+const PEAKS_APART = 100;
+
 /**
  * A plot's title: its device and each run's peak there, with the ratio where both have one
- * ("GPU:0 · peak 70.9 MiB → 141 MiB (1.99×)").
+ * ("GPU:0 · peak 70.9 MiB → 141 MiB (1.99×)"), or which run barely uses the device.
  * @param {DevicePlot} plot
  */
 export function plotTitle(plot) {
   const peaks = Object.fromEntries(plot.series.map((series) => [series.side, series.peak_bytes]));
   const both = SIDES.every((side) => peaks[side] !== undefined);
   const text = SIDES.map((side) => (peaks[side] === undefined ? '–' : formatBytes(peaks[side]))).join(' → ');
-  const ratio = both && peaks.baseline > 0 ? ` (${formatSpeedup(peaks.target / peaks.baseline)})` : '';
-  return `${plot.device} · peak ${text}${ratio}`;
+  if (!both || !(peaks.baseline > 0) || !(peaks.target > 0)) return `${plot.device} · peak ${text}`;
+  const ratio = peaks.target / peaks.baseline;
+  if (ratio > PEAKS_APART || ratio < 1 / PEAKS_APART) {
+    const light = ratio > 1 ? 'baseline' : 'target';
+    return `${plot.device} · peak ${text} (the ${light} barely uses this device: no ratio)`;
+  }
+  return `${plot.device} · peak ${text} (${formatSpeedup(ratio)})`;
 }
 
 /** The axis unit for a plot whose highest value is `peak` bytes. */
