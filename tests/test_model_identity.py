@@ -268,3 +268,15 @@ def test_a_folder_of_very_many_runs_keeps_its_names_and_answers_at_once():
     found = identify_models(many)
     assert time.perf_counter() - start < 5
     assert {(identity.model, identity.source) for identity in found.values()} == {("runs", "run name")}
+
+
+def test_a_models_name_is_never_a_cut_number():
+    """Issue 51: the CPU runs ``log_prefetch/128_20210203-201149`` and
+    ``log_prefetch/1024_20210203-203216`` (one CNN at two batch sizes) became the model
+    ``log_prefetch/1``, the common beginning of ``128`` and ``1024``."""
+    ops = {"sequential/conv2d/Conv2D", "sequential/dense/MatMul", "sequential/flatten/Reshape"}
+    runs = ["log_prefetch/128_20210203-201149", "log_prefetch/1024_20210203-203216"]
+    found = identify_models([_run(runs[0], 128, ops, "CPU"), _run(runs[1], 1024, ops, "CPU")])
+    assert {found[run].model for run in runs} == {"log_prefetch"}
+    letters = identify_models([_run("lstm_runA", 2, ops, "CPU"), _run("lstm_runB", 8, ops, "CPU")])
+    assert letters["lstm_runA"].model == "lstm_run"  # letters are a name's own: kept as they were

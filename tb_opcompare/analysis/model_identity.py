@@ -221,6 +221,15 @@ def _named(
 _TRAILING = re.compile(r"[/_\-.=:\s]+$")
 
 
+_TRAILING_DIGITS = re.compile(r"\d+\Z")
+
+
 def _common_beginning(keys: list[str]) -> str:
-    beginning = _TRAILING.sub("", os.path.commonprefix(keys))
+    """The keys' common beginning, never cut inside a number: ``log_prefetch/128`` and
+    ``log_prefetch/1024`` begin with ``log_prefetch/1``, a token of neither (issue 51),
+    and are ``log_prefetch``."""
+    beginning = os.path.commonprefix(keys)
+    if beginning[-1:].isdigit() and any(key[len(beginning) : len(beginning) + 1].isdigit() for key in keys):
+        beginning = _TRAILING_DIGITS.sub("", beginning)
+    beginning = _TRAILING.sub("", beginning)
     return beginning if len(beginning) >= 2 else ""
