@@ -129,7 +129,8 @@ export class RunChooser {
     const pairs = this.suggestedPairs();
     const current = pairs.findIndex((pair) => pair.baseline === selection.baseline && pair.target === selection.target);
     this.pairSelect.replaceChildren(
-      h('option', {value: 'custom'}, pairs.length ? 'Custom (choose below)' : 'No CPU↔GPU pairs found'),
+      h('option', {value: 'custom'}, pairs.length ? 'Custom (choose below)'
+        : this.listing.complete ? 'No CPU↔GPU pairs found' : 'Finding pairs…'),
       ...this.pairGroups(pairs));
     this.pairSelect.value = current >= 0 ? String(current) : 'custom';
     // the chosen pair's label in full, where the select is narrower than it

@@ -97,30 +97,51 @@ export class CompareView {
     return true;
   }
 
-  /** Load the chosen comparison, and meanwhile the full listing if runs were never read. */
+  /**
+   * Load the chosen comparison, and meanwhile the full listing if runs were never read. A
+   * pair that the names alone suggested waits for the full listing: the data may pick
+   * another (a run named for nothing that is the CPU one), and a number drawn for the
+   * provisional pair would be replaced a moment later by another (issue 51: 0.14× for two
+   * seconds, then 10.2×). A pair the user or the link chose is drawn at once.
+   */
   async showComparison() {
-    const comparison = this.loadComparison();
-    if (!this.listing.complete) {
-      fetchRuns({load: true}).then((full) => {
-        this.listing = full;
-        this.chooser.setListing(full);
-        this.errorsSlot.replaceChildren(runErrorsPanel(full.errors) || '');
-        this.showListingNotices();
-        // The first pair came from names and sidecars only; the data may pick another (a run
-        // named for nothing that is the CPU one): the pair a full listing picks wins, unless
-        // the user or the link chose.
-        const suggested = full.suggested;
-        if (this.suggestedFromNames && suggested && (suggested.baseline !== this.selection.baseline ||
-                                                     suggested.target !== this.selection.target)) {
-          this.suggestedFromNames = false;
-          this.setSelection({baseline: suggested.baseline, target: suggested.target, baseline_session: null,
-                             target_session: null});
-          return;
-        }
-        this.chooser.showSelection(this.selection);
-      }).catch(() => {});
+    if (this.listing.complete) {
+      await this.loadComparison();
+      return;
     }
+    const full = fetchRuns({load: true});
+    if (this.suggestedFromNames) {
+      this.skeleton.loading('Reading the runs to find the pair to compare…');
+      try {
+        this.takeListing(await full);
+      } catch {
+        // the names' pair stands: its comparison says what is wrong, if anything
+      }
+      this.suggestedFromNames = false;
+      await this.loadComparison();
+      return;
+    }
+    const comparison = this.loadComparison();
+    full.then((listing) => this.takeListing(listing)).catch(() => {});
     await comparison;
+  }
+
+  /**
+   * The full listing in place of the one read from names: the chooser's runs and pairs,
+   * the unreadable runs, the notices, and the suggested pair where the names chose it.
+   * @param {Object} full the runs document with every run read
+   */
+  takeListing(full) {
+    this.listing = full;
+    this.chooser.setListing(full);
+    this.errorsSlot.replaceChildren(runErrorsPanel(full.errors) || '');
+    this.showListingNotices();
+    const suggested = full.suggested;
+    if (this.suggestedFromNames && suggested) {
+      Object.assign(this.selection, {baseline: suggested.baseline, target: suggested.target,
+                                     baseline_session: null, target_session: null});
+    }
+    this.chooser.showSelection(this.selection);
   }
 
   chooseDefaultRuns() {
@@ -132,10 +153,12 @@ export class CompareView {
       this.staleLink = `This link names runs that are not in this logdir (${this.selection.baseline} → ` +
         `${this.selection.target}); showing the suggested pair instead.`;
     }
-    if (valid || !suggested) return;
+    if (valid) return;
+    // Without the link's pair the data decides, once read: the names' pair (or none) is provisional.
+    this.suggestedFromNames = !this.listing.complete;
+    if (!suggested) return;
     Object.assign(this.selection, {baseline: suggested.baseline, target: suggested.target,
                                    baseline_session: null, target_session: null});
-    this.suggestedFromNames = !this.listing.complete;
   }
 
   build() {
