@@ -124,6 +124,7 @@
  * @property {number|null} per_sample_speedup - whole_step_speedup per sample, where the batch sizes differ
  * @property {number|null} op_time_speedup - the one op time ratio shown beside the headline: per_sample_speedup where the batch sizes differ, else whole_step_speedup, else all op time over the whole profiles
  * @property {'per sample'|'per step'|'whole profile'} op_time_basis - what op_time_speedup is over
+ * @property {string|null} check_refusal - why the check route would refuse these runs with their repeats (a side of one run), in its words; null where it can check them. The tab says it instead of asking
  * @property {'module'|'name'|'type'} group_by
  * @property {boolean} normalized_types
  * @property {RunRecord} baseline - the baseline run; for a run group, its first run's record with the group's steps

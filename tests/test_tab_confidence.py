@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from conftest import open_op_compare
+from conftest import console_errors, open_op_compare, route_json
 from conftest import route as raw_route
 
 from tb_opcompare.schema.text import format_interval, format_level, format_speedup
@@ -128,10 +128,16 @@ def test_without_repeats_the_card_explains_how_to_record_them(page, tensorboard_
     assert status == 400
     message = answer["error"]["message"]
     assert "record --repeats" in message
+    errors = console_errors(page)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if "/check" in request.url else None)
     frame = open_op_compare(page, tensorboard_url, **pair)
     note = frame.locator("#oc-confidence-note")
     note.wait_for(timeout=60_000)
     assert message in note.inner_text()
+    # an expected state: the compare summary says it, and the refused check is never asked (no 400 logged)
+    assert route_json(tensorboard_url, "compare", **pair)["summary"]["check_refusal"] == message
+    assert not asked and not errors
     assert "oc-panel-note" in note.get_attribute("class")
     assert frame.locator("#oc-confidence-message").count() == 0  # not shown as an error
     assert frame.locator(".oc-forest-card").is_hidden()

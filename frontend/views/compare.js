@@ -300,7 +300,8 @@ export class CompareView {
     this.notices.replaceChildren(...comparisonNotices(comparison.summary, this.staleLink));
     this.summary.replaceChildren(...summaryCards(comparison.summary));
     // Before the rows: the table drops the last pair's verdicts until this pair's arrive.
-    this.confidence.show(checkParams(this.selection), {olderSession: showsOlderSession(comparison.summary)});
+    this.confidence.show(checkParams(this.selection), {olderSession: showsOlderSession(comparison.summary),
+                                                       refusal: comparison.summary.check_refusal});
     this.charts.show(comparison);
     this.refreshRows();
   }

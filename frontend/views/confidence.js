@@ -179,10 +179,12 @@ export class ConfidencePanel {
   /**
    * The check of the runs `params` names; asked again only when they change.
    * @param {Object<string, string>} params the check route's (state.js checkParams)
-   * @param {{olderSession: boolean}} context whether the comparison shows a capture
-   *   other than a run's newest, which is the one the check reads
+   * @param {{olderSession: boolean, refusal: string|null}} context whether the comparison
+   *   shows a capture other than a run's newest, which is the one the check reads; and why
+   *   the check would refuse these runs (the compare summary's check_refusal): then the
+   *   card says so and asks nothing (a side of one run is an expected state, not an error)
    */
-  async show(params, {olderSession}) {
+  async show(params, {olderSession, refusal = null}) {
     this.sessionNote.hidden = !olderSession;
     this.sessionNote.textContent = olderSession ? "The check reads each run's newest capture, not the older one " +
       'chosen above.' : '';
@@ -190,6 +192,13 @@ export class ConfidencePanel {
     if (key === this.key) return;
     this.key = key;
     const id = ++this.requestId;
+    if (refusal) {
+      this.check = null;
+      this.onCheck(null);
+      this.plotCard.hidden = true;
+      this.showRefusal(refusal);
+      return;
+    }
     this.check = null;
     this.onCheck(null);
     this.plotCard.hidden = true;
@@ -210,15 +219,22 @@ export class ConfidencePanel {
     await this.drawForest();
   }
 
+  /**
+   * Why these runs get no check, in the check's words: asked again only for other runs.
+   * @param {string} reason
+   */
+  showRefusal(reason) {
+    this.body.replaceChildren(h('div', {class: 'oc-panel oc-panel-note oc-confidence-note', id: 'oc-confidence-note',
+                                        role: 'note'},
+      h('div', {class: 'oc-panel-title'}, 'No confidence intervals for these runs'),
+      h('div', {class: 'oc-panel-text'}, reason)));
+  }
+
   /** @param {ApiError} error */
   showFailure(error) {
     if (error.status === 400) {
-      // The server's reason: most often a side with one run, which cannot tell a
-      // regression from a hiccup; it says how to record repeats. Asked again only for other runs.
-      this.body.replaceChildren(h('div', {class: 'oc-panel oc-panel-note oc-confidence-note', id: 'oc-confidence-note',
-                                          role: 'note'},
-        h('div', {class: 'oc-panel-title'}, 'No confidence intervals for these runs'),
-        h('div', {class: 'oc-panel-text'}, error.message)));
+      // The server's reason for a check it cannot make (a refusal the summary did not foresee)
+      this.showRefusal(error.message);
       return;
     }
     this.key = null; // a later choice asks again

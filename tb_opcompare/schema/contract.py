@@ -299,6 +299,11 @@ class CompareSummary(_Document):
         "differ, else whole_step_speedup, else all op time over the whole profiles",
     )
     op_time_basis: _d(Literal["per sample", "per step", "whole profile"], "what op_time_speedup is over")
+    check_refusal: _d(
+        str | None,
+        "why the check route would refuse these runs with their repeats (a side of one run), in its "
+        "words; null where it can check them. The tab says it instead of asking",
+    )
     group_by: Literal["name", "type", "module"]
     normalized_types: bool
     baseline: _d(RunRecord, "the baseline run; for a run group, its first run's record with the group's steps")

@@ -16,6 +16,23 @@ SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines 
 # than 5% (the interval's far end) on an op holding at least 1% of the baseline's time
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_MIN_SHARE = 0.01
+CHECK_MIN_RUNS = 2  # runs a side of a check needs for its verdicts to mean more than a hint
+
+
+def one_run_refusal(baseline: list[str], target: list[str]) -> str | None:
+    """Why a check of these sides cannot be trusted (a side of fewer than CHECK_MIN_RUNS
+    runs), or None: the check's refusal, and what the tab says instead of asking for a
+    check it would refuse (an expected state, not an error)."""
+    lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < CHECK_MIN_RUNS]
+    if not lone:
+        return None
+    return (
+        f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
+        "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
+        "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
+        "them; with one run a side, verdicts are only indicative (`--allow-one-run`)"
+    )
+
 
 # The words recorders, names and frameworks use for one precision or compiler, and this
 # tool's word for it.

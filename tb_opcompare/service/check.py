@@ -22,13 +22,12 @@ from tb_opcompare.schema.contract import (
     CheckDocument,
     CheckRow,
 )
-from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY
+from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY, one_run_refusal
 from tb_opcompare.schema.text import format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import side_runs
 
-MIN_RUNS = 2
 POWER_MIN_SHARE = 0.05  # the ops whose detectable change the check answers for
 ENOUGH_EVIDENCE = 2  # a check has enough evidence where it sees this many times the threshold
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
@@ -109,14 +108,9 @@ def _check_arguments(baseline: list[str], target: list[str], group_by: str, allo
     empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
     if empty:
         raise UsageError(f"no {' and no '.join(empty)} runs given")
-    lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < MIN_RUNS]
-    if lone and not allow_one_run:
-        raise UsageError(
-            f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "
-            "regression from a hiccup of the machine during that run (identical configurations failed 16% of "
-            "one-against-one checks here). Record repeats (`tb-opcompare record --repeats 3` or more) to compare "
-            "them; with one run a side, verdicts are only indicative (`--allow-one-run`)"
-        )
+    refusal = one_run_refusal(baseline, target)
+    if refusal and not allow_one_run:
+        raise UsageError(refusal)
     overlap = set(baseline) & set(target)
     if overlap:
         raise UsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
