@@ -150,7 +150,9 @@ function shareCell(share, layer, column) {
     h('span', {class: `oc-layers-bar${over ? ' oc-layers-bar-over' : ''}`, 'aria-hidden': 'true'},
       known ? h('span', {class: `oc-layers-fill oc-layer-${layer}`,
                          style: {width: `${Math.max(0, Math.min(1, share)) * 100}%`}}) : null),
-    h('span', {class: 'oc-layers-share-text'}, formatShare(share)));
+    h('span', {class: 'oc-layers-share-text'}, formatShare(share)),
+    // the reason in the cell itself, not only in its tooltip: a share past 100% reads as an error otherwise
+    over ? h('span', {class: 'oc-layers-over-reason'}, 'threads side by side') : null);
 }
 
 export class LayersView {
