@@ -228,3 +228,41 @@ def test_a_group_with_a_run_without_markers_says_it_is_left_out(tmp_path):
     )
     assert "The step wall time leaves out 1 baseline run without step markers." in summary.notes
     assert summary.baseline.step_time_us == summary.baseline_step_wall_us  # the group's record says the same
+
+
+def _argument_only(source: Path, target: Path) -> None:
+    """A copy of a Keras 2 run whose tf.data events are renamed away: its batch size is then
+    fit()'s batch_size argument alone (the step event's stat), as in a profile whose input
+    pipeline was not traced."""
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
+
+    space = XSpace()
+    space.ParseFromString(next(source.rglob("*.xplane.pb")).read_bytes())
+    for plane in space.planes:
+        for entry in plane.event_metadata:
+            entry.value.name = entry.value.name.replace("Iterator::", "Untraced::")
+    path = target / "plugins" / "profile" / "1" / "vm.xplane.pb"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(space.SerializeToString())
+
+
+def test_a_batch_size_that_is_only_an_argument_gives_no_per_sample_headline(tmp_path):
+    """Issue 51, point 3: fit()'s batch_size is an argument Keras ignores for a batched
+    dataset (a run that processed 128 a step read 1024 and 9.80x per sample). Measured
+    sizes give a per-sample headline; argument-only sizes compare whole steps, and a note
+    says why and how to declare them."""
+    versions = FIXTURES / "versions" / "tf2.12"
+    for size, name in ((6, "small"), (20, "large")):  # names with no batch size: a name outranks an argument
+        shutil.copytree(versions / f"cnn_arrays_cpu_bs{size}", tmp_path / "measured" / name)
+        _argument_only(versions / f"cnn_arrays_cpu_bs{size}", tmp_path / "argument" / name)
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    measured = compare_document(catalog, "measured/small", "measured/large").summary
+    argument = compare_document(catalog, "argument/small", "argument/large").summary
+    assert argument.baseline.batch_size_source.startswith("argument: ")
+    assert measured.headline_per_sample and not argument.headline_per_sample
+    walls = (argument.baseline_step_wall_us, argument.target_step_wall_us)
+    assert argument.headline_speedup == pytest.approx(walls[0] / walls[1], rel=1e-12)  # whole steps
+    assert argument.per_sample_speedup is None and argument.op_time_basis == "per step"
+    (note,) = [note for note in argument.notes if note.startswith("Batch sizes differ")]
+    assert "6 (an argument) vs 20 (an argument)" in note and "compare whole steps, not samples" in note
+    assert not any("Batch sizes differ" in note and "per sample" in note for note in argument.notes[1:])

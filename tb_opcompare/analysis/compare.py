@@ -20,7 +20,13 @@ import numpy as np
 
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, batch_sizes_differ
+from tb_opcompare.analysis.step_time import (
+    STEP_WALL_TIME,
+    Headline,
+    batch_sizes_differ,
+    evidenced_batch_size,
+    unverified_batch_note,
+)
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, model_of
 from tb_opcompare.schema.events import DEVICE, HOST
@@ -443,10 +449,11 @@ def like_for_like(
     note repeats them."""
     base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
     whole = base_step / target_step if base_step and target_step else None
-    per_sample, batch_note = _per_sample(whole, baseline.batch_size, target.batch_size, first)
+    sizes = [(run.batch_size, run.batch_size_source) for run in (baseline, target)]
+    per_sample, batch_note = _per_sample(whole, *(evidenced_batch_size(*size) for size in sizes), first)
     notes = [
         different_models(summary, baseline, target),
-        batch_note,
+        batch_note or unverified_batch_note(sizes),
         _op_time_note(per_sample, whole, first),
         _no_shared_ops_note(summary, baseline, target, group_by),
         _compiler_note(baseline.compiler, target.compiler, first),

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tb_opcompare.schema.events import ARGUMENT_SOURCE
 from tb_opcompare.schema.text import format_time
 
 # A leading step slower than this many times the median of the steps after it is warm-up
@@ -85,6 +86,32 @@ def step_latency(step_times_per_run: Sequence[Sequence[float]], warmup: int | No
     values = np.asarray(steady, dtype="float64")
     p10, p90 = (float(value) for value in np.percentile(values, [10, 90]))
     return StepLatency(float(np.median(values)), float(values.std()), p10, p90, len(values), dropped, without)
+
+
+def evidenced_batch_size(batch_size: int | None, source: str | None) -> int | None:
+    """A run's batch size where something measured it or a user declared it; None where
+    only a framework's argument gives it (Keras's step event carries ``fit()``'s
+    ``batch_size``, which Keras ignores for an already batched dataset: a run that
+    processed 128 a step read 1024, and 9.80x per sample). Per-sample figures rest on
+    evidenced sizes only."""
+    return None if (source or "").startswith(ARGUMENT_SOURCE) else batch_size
+
+
+def unverified_batch_note(sizes: Sequence[tuple[int | None, str | None]]) -> str | None:
+    """Where the batch sizes differ and one of them is an argument only: what the views
+    then do (compare whole steps, not samples), in words."""
+    if not batch_sizes_differ(*(size for size, _ in sizes)) or all(
+        evidenced_batch_size(size, source) for size, source in sizes
+    ):
+        return None
+    shown = " vs ".join(
+        f"{size}{'' if evidenced_batch_size(size, source) else ' (an argument)'}" for size, source in sizes
+    )
+    return (
+        f"Batch sizes differ ({shown}), but an argument is no measurement (Keras ignores fit()'s batch_size for "
+        "an already batched dataset): unverified, so the figures compare whole steps, not samples. Declare the "
+        "size in the run's sidecar (tb-opcompare record --batch-sizes) to compare per sample."
+    )
 
 
 def batch_sizes_differ(baseline_batch: int | None, target_batch: int | None) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tb_opcompare.analysis.compare import op_time_us
 from tb_opcompare.analysis.numerics import finite_or_none
-from tb_opcompare.analysis.step_time import Headline, StepLatency, headline, step_latency
+from tb_opcompare.analysis.step_time import Headline, StepLatency, evidenced_batch_size, headline, step_latency
 from tb_opcompare.schema.contract import HeadlineFigure
 from tb_opcompare.store.catalog import LoadedRun
 
@@ -27,8 +27,10 @@ def pair_headline(
     first = headline(
         latencies[0],
         latencies[1],
-        baseline.profile.facts.batch_size,
-        target.profile.facts.batch_size,
+        *(
+            evidenced_batch_size(run.profile.facts.batch_size, run.profile.facts.batch_size_source)
+            for run in (baseline, target)
+        ),
         op_time,
         (baseline.profile.facts.steps, target.profile.facts.steps),
     )
