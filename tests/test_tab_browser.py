@@ -64,6 +64,9 @@ def test_tab_appears_beside_profile_and_fills_the_table(page, tensorboard_url):
     expected = api(tensorboard_url, "compare", baseline="tf1/mlp_cpu", target="tf1/mlp_gpu")
     assert frame.locator("#oc-baseline").input_value() == "tf1/mlp_cpu"
     assert frame.locator("#oc-target").input_value() == "tf1/mlp_gpu"
+    # a picker narrower than its run's label shows it whole on hover (issue 51)
+    assert frame.locator("#oc-baseline").get_attribute("title").startswith("tf1/mlp_cpu · CPU")
+    assert frame.locator("#oc-target").get_attribute("title").startswith("tf1/mlp_gpu · GPU")
     total = len(expected["rows"])
     assert frame.locator("#oc-count").inner_text() == f"Showing {total} of {total} ops"
     assert shown_keys(frame)[:20] == [row["key"] for row in expected["rows"][:20]]

@@ -137,6 +137,8 @@ export class RunChooser {
     this.pairSelect.title = this.pairSelect.selectedOptions[0]?.textContent || '';
     for (const side of SIDES) {
       this.runSelects[side].value = selection[side];
+      // the whole run label on hover, where the select is narrower than the name (issue 51: "… bs 12…")
+      this.runSelects[side].title = this.runSelects[side].selectedOptions[0]?.textContent || '';
       const run = runs.find((candidate) => candidate.run === selection[side]);
       const sessions = run ? [...run.sessions].reverse() : [];
       const select = this.sessionSelects[side];
