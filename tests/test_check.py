@@ -581,3 +581,25 @@ def test_a_usage_error_is_exit_2_with_its_words_from_every_command(tmp_path):
         result = run_cli(*command, "--no-cache")
         assert result.returncode == 2 and "\nerror: " in "\n" + result.stderr, (command, result.stderr[-500:])
         assert "Traceback" not in result.stderr
+
+
+def test_check_and_compare_meet_the_same_ops_across_backends():
+    """Issue 51: `check` and `compare` matched ops differently, so a CPU->GPU check listed
+    the convolution "only in baseline" where compare gave it a speedup. On the H100
+    repeats (three runs a side), the ops compare matches are the ops check matches, the
+    convolution's implementations one key in both."""
+    from tb_opcompare.service.compare import compare_document
+
+    catalog = Catalog(str(FIXTURES / "gpu_h100" / "demo"), cache_dir=None)
+    cpu = [f"mnist_cnn_torch_cpu_bs16_rep{k}" for k in (1, 2, 3)]
+    gpu = [f"mnist_cnn_torch_gpu_bs16_rep{k}" for k in (1, 2, 3)]
+    compared = compare_document(catalog, cpu, gpu)
+    checked = msgspec.to_builtins(check_document(catalog, cpu, gpu, resamples=200))
+    matched = {row["key"] for row in compared.rows if row["status"] == "matched"}
+    one_sided = {confidence.ONLY_BASELINE, confidence.ONLY_TARGET}
+    in_both = {row["key"] for row in checked["rows"] if row["verdict"] not in one_sided}
+    conv = "aten::mkldnn_convolution → aten::cudnn_convolution"
+    assert conv in matched and conv in in_both
+    assert matched == in_both
+    row = next(row for row in checked["rows"] if row["key"] == conv)
+    assert row["verdict"] == confidence.FASTER

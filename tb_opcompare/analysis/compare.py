@@ -156,38 +156,42 @@ def _chosen(ops, group_by: str, normalize: bool, modules) -> Table:
 
 def implementations_matched(chosen: dict[str, Table]) -> dict[str, Table]:
     """Each side's ``effective_ops`` with one framework op's backend implementations made
-    one row: ops found on one side only, named by their type (PyTorch's), whose names are
+    one row (``implementation_keys``) on both sides, so they compare as that op. Ops that
+    both runs have (the dispatching ``aten::convolution`` itself) stay as they are, and so
+    does an implementation whose op the other run has none of."""
+    recorded = {
+        side: dict(zip(table["op_name"].tolist(), table["recorded_type"].tolist())) for side, table in chosen.items()
+    }
+    renames = implementation_keys(recorded["baseline"], recorded["target"])
+    if not renames:
+        return chosen
+    return {
+        side: table.assign(op_name=text_array(renames.get(name, name) for name in table["op_name"].tolist()))
+        for side, table in chosen.items()
+    }
+
+
+def implementation_keys(baseline: dict[str, str], target: dict[str, str]) -> dict[str, str]:
+    """The one rule by which ``compare`` and ``check`` meet a framework op's backend
+    implementations: ``baseline``/``target`` map each side's op names to their recorded
+    types. Ops found on one side only, named by their type (PyTorch's), whose names are
     implementations of one framework op (``normalize_op_type`` gives both sides' the same
     type, not their own name: ``aten::mkldnn_convolution`` on the CPU,
-    ``aten::cudnn_convolution`` on the GPU) are
-    renamed ``baseline names → target names`` on both sides, so they compare as that op.
-    Ops that both runs have (the dispatching ``aten::convolution`` itself) stay as they are,
-    and so does an implementation whose op the other run has none of."""
-    names = {side: set(table["op_name"].tolist()) for side, table in chosen.items()}
+    ``aten::cudnn_convolution`` on the GPU), get one key on both sides, ``baseline names →
+    target names``. Returns name -> key for the names to rename."""
     one_sided = {
-        side: {
-            name: kind
-            for name, kind, recorded in zip(
-                table["op_name"].tolist(), table["op_type"].tolist(), table["recorded_type"].tolist()
-            )
-            if name == recorded != kind and name not in names[other]
-        }
-        for (side, table), other in zip(chosen.items(), reversed(list(chosen)))
+        side: {name: normalize_op_type(name) for name, kind in names.items() if name == kind and name not in other}
+        for side, names, other in (("baseline", baseline, target), ("target", target, baseline))
     }
+    one_sided = {side: {name: op for name, op in names.items() if op != name} for side, names in one_sided.items()}
     shared = set(one_sided["baseline"].values()) & set(one_sided["target"].values())
-    if not shared:
-        return chosen
     key_of = {
-        kind: IMPLEMENTATIONS_JOIN.join(
-            ", ".join(sorted(name for name, of in one_sided[side].items() if of == kind)) for side in chosen
+        op: IMPLEMENTATIONS_JOIN.join(
+            ", ".join(sorted(name for name, of in one_sided[side].items() if of == op)) for side in one_sided
         )
-        for kind in shared
+        for op in shared
     }
-    renamed = {}
-    for side, table in chosen.items():
-        renames = {name: key_of[kind] for name, kind in one_sided[side].items() if kind in shared}
-        renamed[side] = table.assign(op_name=text_array(renames.get(name, name) for name in table["op_name"].tolist()))
-    return renamed
+    return {name: key_of[op] for names in one_sided.values() for name, op in names.items() if op in shared}
 
 
 def in_modules(chosen: Table | pd.DataFrame, modules: Table | pd.DataFrame | None) -> Table:

@@ -196,6 +196,37 @@ def profile_samples(profile, group_by: str = "name") -> RunSamples:
     )
 
 
+def with_keys(run: RunSamples, renames: dict[str, str]) -> RunSamples:
+    """The run's samples with keys renamed (``compare.implementation_keys``: one framework
+    op's backend implementations, one key on both sides); keys renamed to one are added up,
+    and have no median of one execution (a median of medians is none)."""
+    if not renames or not any(key in renames for key in run.keys):
+        return run
+    keys, codes = np.unique(np.array([renames.get(key, key) for key in run.keys], dtype=object), return_inverse=True)
+    codes = codes.reshape(-1)
+    count = len(keys)
+
+    def summed(values: np.ndarray) -> np.ndarray:  # over the last axis, by new key
+        out = np.zeros((*values.shape[:-1], count))
+        np.add.at(out, (..., codes), values)
+        return out
+
+    medians = run.call_median_us
+    if len(medians):
+        member = np.zeros(count, dtype=np.int64)
+        member[codes] = np.arange(len(codes))  # a key of one member: that member
+        medians = np.where(np.bincount(codes, minlength=count) == 1, medians[member], np.nan)
+    return dataclasses.replace(
+        run,
+        keys=pd.Index(keys),
+        total_us=summed(run.total_us),
+        executions=summed(run.executions),
+        step_time_us=summed(run.step_time_us),
+        step_executions=summed(run.step_executions),
+        call_median_us=medians,
+    )
+
+
 def _aligned(run: RunSamples, index: pd.Index) -> tuple[np.ndarray, np.ndarray]:
     """The run's whole-profile time and executions over ``index`` (an op it lacks: 0), with
     the whole step last: all op time per step, one execution per step (NaN: steps unknown)."""

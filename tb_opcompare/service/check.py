@@ -14,6 +14,7 @@ import pandas as pd
 import re2
 
 from tb_opcompare.analysis import confidence
+from tb_opcompare.analysis.compare import implementation_keys
 from tb_opcompare.analysis.numerics import above, at_most
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.errors import ProfileError, UsageError
@@ -53,7 +54,7 @@ def check_document(
     pattern = _pattern(ops)  # a bad pattern fails before any run is read
     catalog.read_ahead_runs([*baseline, *target])
     sides = {name: [catalog.load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))}
-    samples = {name: [_samples(run, group_by) for run in runs] for name, runs in sides.items()}
+    samples = _matched_samples(sides, group_by)
     warnings = _run_warnings(sides)
     noise = _noise(catalog, sides, group_by, warnings)
     result = confidence.compare_with_confidence(
@@ -226,6 +227,25 @@ def _pattern(ops: str | None):
         return re2.compile(ops)
     except re2.error as error:
         raise UsageError(f"--ops {ops!r} is not a valid regular expression: {error}", "ops") from None
+
+
+def _matched_samples(sides: dict[str, list[LoadedRun]], group_by: str) -> dict[str, list[confidence.RunSamples]]:
+    """Each side's runs' samples, keyed as ``compare`` keys the ops: by name, one framework
+    op's backend implementations found on one side each have one key
+    (``compare.implementation_keys``), so check and compare meet the same ops."""
+    samples = {name: [_samples(run, group_by) for run in runs] for name, runs in sides.items()}
+    if group_by != "name":
+        return samples
+    types = {
+        name: {
+            op: kind
+            for run in runs
+            for op, kind in zip(run.profile.op_table["op_name"].tolist(), run.profile.op_table["op_type"].tolist())
+        }
+        for name, runs in sides.items()
+    }
+    renames = implementation_keys(types["baseline"], types["target"])
+    return {name: [confidence.with_keys(run, renames) for run in runs] for name, runs in samples.items()}
 
 
 def _samples(run: LoadedRun, group_by: str) -> confidence.RunSamples:
