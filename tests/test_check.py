@@ -603,3 +603,23 @@ def test_check_and_compare_meet_the_same_ops_across_backends():
     assert matched == in_both
     row = next(row for row in checked["rows"] if row["key"] == conv)
     assert row["verdict"] == confidence.FASTER
+
+
+def test_the_compare_summary_says_why_the_tab_gets_no_check(catalog):
+    """The tab asks the check route for the compared runs with their repeats, and shows the
+    compare summary's check_refusal instead where the route would refuse them (no 400 in
+    the browser console): the same rule and words as the check itself."""
+    from tb_opcompare.service.compare import compare_document
+
+    def refusal(baseline, target, **options):
+        return compare_document(catalog, baseline, target, **options).summary.check_refusal
+
+    assert refusal(BASE[0], SLOW[0]) is None  # six repeats a side: the card asks and shows the verdicts
+    both = refusal(BASE[0], BASE[1])  # repeats of one configuration: the same six runs on both sides
+    assert both.endswith("is both baseline and target: the check compares two sets of runs")
+    with pytest.raises(UsageError, match=re.escape(both)):
+        check_document(catalog, BASE, BASE)
+    modules = refusal(BASE[0], SLOW[0], group_by="module")
+    assert modules.startswith("group_by: the check is per op or op type")
+    with pytest.raises(UsageError, match="modules are for the compare table"):
+        check_document(catalog, BASE, SLOW, group_by="module")

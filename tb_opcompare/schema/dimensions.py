@@ -19,12 +19,24 @@ DEFAULT_MIN_SHARE = 0.01
 CHECK_MIN_RUNS = 2  # runs a side of a check needs for its verdicts to mean more than a hint
 
 
-def one_run_refusal(baseline: list[str], target: list[str]) -> str | None:
-    """Why a check of these sides cannot be trusted (a side of fewer than CHECK_MIN_RUNS
-    runs), or None: the check's refusal, and what the tab says instead of asking for a
-    check it would refuse (an expected state, not an error)."""
+def check_refusal(
+    baseline: list[str], target: list[str], group_by: str = "name", allow_one_run: bool = False
+) -> str | None:
+    """Why a check of these sides cannot be made or trusted, or None: a grouping the check
+    has no statistics for (modules), a run on both sides, a side of fewer than
+    CHECK_MIN_RUNS runs (unless ``allow_one_run``). The check raises it; the compare summary carries it, so the tab
+    says it instead of asking for a check that would be refused (an expected state, not an
+    error)."""
+    if group_by not in GROUP_BY:
+        return (
+            f"group_by: the check is per op or op type ({', '.join(GROUP_BY)}), not {group_by!r}: modules are for "
+            "the compare table"
+        )
+    overlap = set(baseline) & set(target)
+    if overlap:
+        return f"{', '.join(sorted(overlap))} is both baseline and target: the check compares two sets of runs"
     lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < CHECK_MIN_RUNS]
-    if not lone:
+    if not lone or allow_one_run:
         return None
     return (
         f"the {' and the '.join(lone)} {'has' if len(lone) == 1 else 'have'} one run: one run cannot tell a "

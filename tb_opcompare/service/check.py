@@ -23,7 +23,7 @@ from tb_opcompare.schema.contract import (
     CheckDocument,
     CheckRow,
 )
-from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY, one_run_refusal
+from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY, check_refusal
 from tb_opcompare.schema.text import format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
@@ -105,16 +105,13 @@ def _check_arguments(baseline: list[str], target: list[str], group_by: str, allo
     run is read: an unknown grouping, an empty side, a side of one run (unless allowed),
     or a run on both sides."""
     if group_by not in GROUP_BY:
-        raise UsageError(f"group_by must be one of {', '.join(GROUP_BY)}, not {group_by!r}", "group_by")
+        raise UsageError(check_refusal(baseline, target, group_by), "group_by")
     empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
     if empty:
         raise UsageError(f"no {' and no '.join(empty)} runs given")
-    refusal = one_run_refusal(baseline, target)
-    if refusal and not allow_one_run:
+    refusal = check_refusal(baseline, target, group_by, allow_one_run)
+    if refusal:
         raise UsageError(refusal)
-    overlap = set(baseline) & set(target)
-    if overlap:
-        raise UsageError(f"{', '.join(sorted(overlap))} is both baseline and target")
 
 
 def _run_warnings(sides: dict[str, list[LoadedRun]]) -> list[str]:

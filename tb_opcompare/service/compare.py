@@ -22,7 +22,7 @@ from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import CompareDocument, CompareSummary, RunRecord
-from tb_opcompare.schema.dimensions import one_run_refusal
+from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.schema.table import Table
 from tb_opcompare.service.headline import pair_headline
@@ -75,7 +75,7 @@ def compare_document(
         baseline_runs=baseline_runs,
         target_runs=target_runs,
         notes=notes,
-        check_refusal=_check_refusal(catalog, baseline, target),
+        check_refusal=_check_refusal(catalog, baseline, target, group_by),
     )
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
     return CompareDocument(
@@ -87,7 +87,7 @@ def compare_document(
     )
 
 
-def _check_refusal(catalog: Catalog, baseline: str | list[str], target: str | list[str]) -> str | None:
+def _check_refusal(catalog: Catalog, baseline: str | list[str], target: str | list[str], group_by: str) -> str | None:
     """Whether the check of these sides with their repeats (what the tab asks) would be
     refused: the same rule and words as the check's."""
     from tb_opcompare.store.run_groups import expand_runs, side_runs
@@ -96,7 +96,7 @@ def _check_refusal(catalog: Catalog, baseline: str | list[str], target: str | li
         expand_runs(catalog, side, True) if isinstance(side, list) else side_runs(catalog, side, True)
         for side in (baseline, target)
     ]
-    return one_run_refusal(*sides)
+    return check_refusal(*sides, group_by)
 
 
 def _side_record(side: LoadedRun, steps: StepLatency) -> RunRecord:
