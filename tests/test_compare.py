@@ -117,6 +117,9 @@ def test_group_by_type_meets_onednn_and_gpu_types():
         ("aten::_slow_conv2d_forward", "aten::convolution"),
         ("aten::_slow_conv2d_backward", "aten::convolution_backward"),
         ("aten::slow_conv_dilated2d", "aten::convolution"),
+        ("aten::slow_conv_transpose2d", "aten::convolution_transpose"),  # never a plain convolution
+        ("aten::cudnn_convolution_transpose", "aten::convolution_transpose"),
+        ("aten::slow_conv_transpose2d_backward", "aten::convolution_transpose_backward"),
         ("aten::_nnpack_spatial_convolution", "aten::convolution"),
         ("aten::mkldnn_convolution_backward", "aten::convolution_backward"),
         ("aten::cudnn_batch_norm", "aten::batch_norm"),

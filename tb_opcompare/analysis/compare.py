@@ -65,8 +65,10 @@ _TF_BACKEND_PREFIX = re.compile(r"\A_?(?:MklNative|Mkl)")
 _TORCH_BACKEND = re.compile(r"\Aaten::_?(?:mkldnn|cudnn|miopen|xnnpack|nnpack)_")
 _TORCH_NATIVE_CONVOLUTION = re.compile(
     r"\Aaten::(?:_?slow_conv[23]d_(forward|backward)|"
-    r"(?:slow_conv_dilated[23]d|slow_conv_transpose[23]d|_nnpack_spatial_convolution)(_backward)?)\Z"
+    r"(?:slow_conv_dilated[23]d|_nnpack_spatial_convolution)(_backward)?)\Z"
 )
+# a transposed convolution's fallback meets cuDNN's and oneDNN's transposed convolution, never a plain one
+_TORCH_NATIVE_TRANSPOSED = re.compile(r"\Aaten::slow_conv_transpose[23]d(_backward)?\Z")
 
 
 def normalize_op_type(op_type: str) -> str:
@@ -74,6 +76,9 @@ def normalize_op_type(op_type: str) -> str:
     if native:
         backward = native.group(1) == "backward" or native.group(2)
         return "aten::convolution_backward" if backward else "aten::convolution"
+    transposed = _TORCH_NATIVE_TRANSPOSED.match(op_type)
+    if transposed:
+        return "aten::convolution_transpose" + (transposed.group(1) or "")
     op_type = _TORCH_BACKEND.sub("aten::", op_type)
     return _TF_BACKEND_PREFIX.sub("", op_type).lstrip("_") or op_type
 
