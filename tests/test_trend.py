@@ -196,9 +196,21 @@ def test_recording_times_of_every_spelling_sort_as_times(tmp_path):
     catalog = Catalog(str(tmp_path), cache_dir=None)
     times = {run: catalog.recorded_at(catalog.source(run)) for run in ("later", "earlier", "between")}
     assert times == {
-        "later": "2026-11-22 11:02:15.619687",
+        "later": "2026-11-22 11:02:15.619686",  # to the µs, not through a float
         "earlier": "2026-11-22 09:33:20.000000",
         "between": "2026-11-22 10:00:00.000000",
     }
     document = _trend(tmp_path, "--runs", "*", "--top", "2")
     assert [point.runs for point in document.points] == [["earlier"], ["between"], ["later"]]
+    # what only looks like a time is none: a name's YYYYMMDDHH (not epoch seconds in 2034), a
+    # sidecar time before year 1 in UTC; each falls back to the file's time, which the test sets
+    for name, sidecar in (("run_2026112211", None), ("odd", '{"recorded_at": "0001-01-01T00:00:00+01:00"}')):
+        run = tmp_path / name
+        run.mkdir()
+        shutil.copyfile(source, run / ("vm_1.pt.trace.json" if sidecar else f"{name}.pt.trace.json"))
+        if sidecar:
+            (run / "opcompare.json").write_text(sidecar)
+        os.utime(next(run.glob("*.pt.trace.json")), (1_700_000_000, 1_700_000_000))
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    assert catalog.recorded_at(catalog.source("run_2026112211")) == "2023-11-14 22:13:20.000000"
+    assert catalog.recorded_at(catalog.source("odd")) == "0001-01-01T00:00:00+01:00"  # kept as given, no crash

@@ -32,27 +32,36 @@ if TYPE_CHECKING:  # the tables come with the readers: a cold command lists befo
 _TIMED_SESSION = re.compile(
     r"(\d{4})_(\d{2})_(\d{2})_(\d{2})_(\d{2})_(\d{2})|(?<!\d)(\d{10}|\d{13}|\d{16}|\d{19})(?!\d)"
 )
-# An epoch time's digits -> its unit in seconds (s, ms, µs, ns).
-_EPOCH_UNITS = {10: 1.0, 13: 1e-3, 16: 1e-6, 19: 1e-9}
 
 
 def _from_session_name(session: str) -> datetime.datetime | None:
+    """The time a session's name gives, in UTC; None where it gives none. Keras names its
+    sessions in the recording machine's local time, which the name does not say: taken as
+    UTC, they order among themselves, and may sit hours off a sidecar's or a file's time."""
     match = _TIMED_SESSION.search(session)
     if not match:
         return None
     try:
         if match.group(7):
             digits = match.group(7)
-            return datetime.datetime.fromtimestamp(int(digits) * _EPOCH_UNITS[len(digits)], datetime.timezone.utc)
+            seconds, fraction = divmod(int(digits), 10 ** (len(digits) - 10))
+            when = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc) + datetime.timedelta(
+                microseconds=fraction * 10**6 // 10 ** (len(digits) - 10)
+            )
+            # ten digits may be a date (2026112211, a name's YYYYMMDDHH), not epoch seconds: none from the future
+            return when if when <= datetime.datetime.now(datetime.timezone.utc) + _SLACK else None
         return datetime.datetime(*map(int, match.groups()[:6]), tzinfo=datetime.timezone.utc)
     except (ValueError, OverflowError, OSError):  # a name that only looks like a time
         return None
 
 
+_SLACK = datetime.timedelta(days=1)
+
+
 def _from_iso(text: str) -> datetime.datetime | None:
     """A sidecar's ISO time; one without a zone is taken as UTC (the recorder writes UTC)."""
     try:
-        when = datetime.datetime.fromisoformat(text.strip())
+        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
     return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
@@ -61,7 +70,10 @@ def _from_iso(text: str) -> datetime.datetime | None:
 def _utc_text(when: datetime.datetime | None) -> str:
     if when is None:
         return ""
-    return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    try:
+        return when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    except (OverflowError, ValueError):  # a sidecar's 0001-01-01T00:00+01:00 lies before year 1 in UTC
+        return ""
 
 
 @dataclasses.dataclass
