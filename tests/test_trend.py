@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import shutil
 
@@ -214,3 +215,22 @@ def test_recording_times_of_every_spelling_sort_as_times(tmp_path):
     catalog = Catalog(str(tmp_path), cache_dir=None)
     assert catalog.recorded_at(catalog.source("run_2026112211")) == "2023-11-14 22:13:20.000000"
     assert catalog.recorded_at(catalog.source("odd")) == "0001-01-01T00:00:00+01:00"  # kept as given, no crash
+
+
+def test_repeats_that_share_a_time_with_another_run_stay_one_point(tmp_path):
+    """A tie is broken between configurations, not within one: two repeats of the CNN and a
+    run of its slowed variant recorded at one time give two points, the repeats pooled."""
+    runs = ["cnn_cpu_bs16_rep1", "cnn_cpu_bs16_rep2", "cnnslow_cpu_bs16_rep1"]
+    for run in runs:
+        shutil.copytree(REPEATS / run, tmp_path / run)
+        sidecar = json.loads((tmp_path / run / "opcompare.json").read_text())
+        sidecar["recorded_at"] = "2026-11-23T10:00:00+00:00"
+        (tmp_path / run / "opcompare.json").write_text(json.dumps(sidecar))
+    document = _trend(tmp_path, "--runs", ",".join(runs), "--top", "2")
+    assert [point.runs for point in document.points] == [runs[:2], runs[2:]]
+    assert [point.value for point in document.points] == [
+        "2026-11-23 10:00:00.000000 · cnn_cpu_bs16_rep1",
+        "2026-11-23 10:00:00.000000 · cnnslow_cpu_bs16_rep1",
+    ]
+    whole = [row for row in document.rows if row.key == "(whole step)"]
+    assert [row.runs for row in whole] == [2, 1]

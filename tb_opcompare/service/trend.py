@@ -117,7 +117,13 @@ def _point_values(catalog: Catalog, read: list[tuple[LoadedRun, str]], order_by:
     tied = {value for value, runs in runs_at.items() if len(runs) > 1 and not _one_repeat_group(runs, groups)}
     if not tied:
         return values, ""
-    split = [f"{value}{_TIE_MARK}{loaded.source.run}" if value in tied else value for loaded, value in read]
+    # within a tie, repeats of one configuration still share a point, named by its first run there
+    named = {
+        run: min((other for other in runs_at[value] if other in groups.get(run, [run])), key=natural_key)
+        for value in tied
+        for run in runs_at[value]
+    }
+    split = [f"{value}{_TIE_MARK}{named[loaded.source.run]}" if value in tied else value for loaded, value in read]
     shared = sorted(run for value in tied for run in runs_at[value])
     return split, (
         f"{', '.join(shared)} share a recording time (or have none): each is a point of its own, "
