@@ -60,6 +60,15 @@ def test_confidence_card_forest_plot_and_table_marks(page, repeats_tensorboard_u
     # each interval at the confidence its verdict was decided at
     assert f"{format_level(step['interval_level'])} interval {interval(step)} · {step['verdict']}" in step_text
     assert frame.locator("#oc-confidence-noise").inner_text() == check["noise"]
+    # the verdict's word on evidence and outlier runs, as the CLI prints them (issue 52)
+    evidence = frame.locator("#oc-confidence-evidence")
+    assert (evidence.inner_text() if evidence.count() else None) == (
+        None if check["enough_evidence"] else check["headline"]
+    )
+    outliers = frame.locator("#oc-confidence-outliers")
+    assert outliers.count() == bool(check["outlier_runs"])
+    if check["outlier_runs"]:
+        assert ", ".join(check["outlier_runs"]) in outliers.inner_text()
 
     # the forest plot: the gated, tested ops that moved most, one point each
     tested = [row for row in check["rows"] if row["gated"] and row["verdict"] != "not tested"]

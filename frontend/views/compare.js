@@ -111,19 +111,28 @@ export class CompareView {
     }
     const full = fetchRuns({load: true});
     if (this.suggestedFromNames) {
-      this.skeleton.loading('Reading the runs to find the pair to compare…');
+      const runs = this.listing.runs.length;
+      this.skeleton.loading(`Reading the ${runs} ${runs === 1 ? 'run' : 'runs'} to find the pair to compare…`);
       try {
         this.takeListing(await full);
       } catch {
-        // the names' pair stands: its comparison says what is wrong, if anything
+        this.settleListing(); // the names' pair stands: its comparison says what is wrong, if anything
       }
+      if (!this.suggestedFromNames) return; // the user chose meanwhile: that choice is loading
       this.suggestedFromNames = false;
       await this.loadComparison();
       return;
     }
     const comparison = this.loadComparison();
-    full.then((listing) => this.takeListing(listing)).catch(() => {});
+    full.then((listing) => this.takeListing(listing)).catch(() => this.settleListing());
     await comparison;
+  }
+
+  /** No full listing will come (its request failed): the chooser stops saying it looks for pairs. */
+  settleListing() {
+    this.listing = {...this.listing, complete: true};
+    this.chooser.setListing(this.listing);
+    this.chooser.showSelection(this.selection);
   }
 
   /**

@@ -247,6 +247,11 @@ export class ConfidencePanel {
     const runsTitle = `baseline: ${check.baseline.join(', ')}\ntarget: ${check.target.join(', ')}`;
     this.body.replaceChildren(
       countsLine(check),
+      // what the CLI's verdict says beyond the counts: the check could not see a change of the threshold's size
+      check.enough_evidence ? null : h('div', {class: 'oc-confidence-evidence', id: 'oc-confidence-evidence'},
+        check.headline),
+      check.outlier_runs.length ? h('div', {class: 'oc-card-detail', id: 'oc-confidence-outliers'},
+        `left out of the whole step as outliers: ${check.outlier_runs.join(', ')}`) : null,
       h('div', {class: 'oc-card-detail', id: 'oc-confidence-runs', title: runsTitle},
         `pooled: ${pooledText(check)}`),
       check.not_tested ? h('div', {class: 'oc-card-detail'},

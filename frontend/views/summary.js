@@ -72,7 +72,10 @@ function timeCard(summary) {
                            title: 'all op time of one run over the other\'s, ops found on one side included: not ' +
                              'wall time (ops on parallel threads add up, time outside ops is missed)'},
                    formatSpeedup(summary.op_time_speedup));
-  return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, perStep ? 'Op time per step' : 'Total op time'),
+  // titled by what the figure is over (per sample where the batch sizes differ), the rows per step
+  const title = {'per sample': 'Op time per sample', 'per step': 'Op time per step'}[summary.op_time_basis] ||
+    'Total op time';
+  return h('div', {class: 'oc-card'}, h('div', {class: 'oc-card-title'}, title),
     figure, h('div', {class: 'oc-card-detail'}, `all op time, ${summary.op_time_basis}: not wall time`),
     timeRow('baseline'), timeRow('target'));
 }
