@@ -623,3 +623,17 @@ def test_the_compare_summary_says_why_the_tab_gets_no_check(catalog):
     assert modules.startswith("group_by: the check is per op or op type")
     with pytest.raises(UsageError, match="modules are for the compare table"):
         check_document(catalog, BASE, SLOW, group_by="module")
+
+
+def test_one_run_a_side_is_never_enough_evidence():
+    """From a review: with --allow-one-run and no repeats to learn run-to-run noise from, no
+    op has a detectable change, and the check said a plain PASS (exit 0 under --strict).
+    Nothing says such a check could see anything."""
+    from pathlib import Path
+
+    catalog = Catalog(str(Path(__file__).parent.parent / "demo_logs"), cache_dir=None)
+    sides = (["torch/mnist_cnn_torch_cpu_bs16"], ["torch/mnist_cnn_torch_cpu_bs64"])
+    # a threshold no op passes (1000%): the check passes, and says on what evidence
+    document = check_document(catalog, *sides, threshold=10.0, allow_one_run=True, resamples=200)
+    assert document.passed and document.detectable_change is None and not document.enough_evidence
+    assert document.headline.startswith("NOT ENOUGH EVIDENCE: no significant regression beyond 1000%, but no op")

@@ -161,8 +161,10 @@ def _detectable(ops_rows: pd.DataFrame) -> tuple[float | None, str | None]:
 
 
 def _enough(detectable: float | None, threshold: float) -> bool:
-    """Whether the runs could show a regression of ``ENOUGH_EVIDENCE`` x the threshold."""
-    return detectable is None or bool(at_most(detectable, ENOUGH_EVIDENCE * threshold))
+    """Whether the runs could show a regression of ``ENOUGH_EVIDENCE`` x the threshold; not
+    where no op was tested on run-to-run noise (one run a side, no repeats to learn it
+    from): nothing says the check could see anything."""
+    return detectable is not None and bool(at_most(detectable, ENOUGH_EVIDENCE * threshold))
 
 
 def _outliers(
@@ -364,10 +366,12 @@ def _headline(
     verdict = "FAIL: a significant regression" if regressions else "PASS: no significant regression"
     if unseen is not None and not regressions:
         verdict = "NOT ENOUGH EVIDENCE: no significant regression"
-        return (
-            f"{verdict} beyond {format_percent(threshold)}, but the smallest detectable change here is "
-            f"{unseen[0]:.0%} ({unseen[1]}): {tally}; {step}"
+        why = (
+            f"the smallest detectable change here is {unseen[0]:.0%} ({unseen[1]})"
+            if unseen[0] is not None
+            else "no op was tested on run-to-run noise, so what it could detect is unknown"
         )
+        return f"{verdict} beyond {format_percent(threshold)}, but {why}: {tally}; {step}"
     return f"{verdict} beyond {format_percent(threshold)}: {tally}; {step}"
 
 
