@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from tb_opcompare.analysis.step_time import evidenced_batch_size
 from tb_opcompare.ingest.sidecar import NAME_SOURCE, SIDECAR_SOURCE, Claims
 from tb_opcompare.schema.dimensions import same_dimension
 from tb_opcompare.schema.events import ARGUMENT_SOURCE, ProfileFacts
@@ -49,7 +50,7 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
         facts.warnings.append(claims.warning)
     weak = facts.batch_size_agreement is not None and facts.batch_size_agreement < WEAK_AGREEMENT
     disagreeing = [(size, by) for size, by in claims.batch_sizes if size != facts.batch_size]
-    argument = (facts.batch_size_source or "").startswith(ARGUMENT_SOURCE)
+    argument = facts.batch_size is not None and evidenced_batch_size(facts.batch_size, facts.batch_size_source) is None
     if facts.batch_size is None and claims.batch_sizes:
         facts.batch_size, facts.batch_size_source = claims.batch_sizes[0]
     elif argument and claims.batch_sizes:  # measured shapes > sidecar > run name > an argument
