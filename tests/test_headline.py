@@ -266,3 +266,16 @@ def test_a_batch_size_that_is_only_an_argument_gives_no_per_sample_headline(tmp_
     (note,) = [note for note in argument.notes if note.startswith("Batch sizes differ")]
     assert "6 (an argument) vs 20 (an argument)" in note and "compare whole steps, not samples" in note
     assert not any("Batch sizes differ" in note and "per sample" in note for note in argument.notes[1:])
+
+
+def test_a_sweep_over_argument_only_sizes_says_they_are_unverified(tmp_path):
+    """What Compare will not read per sample, the Batch sweep names: its samples/s and
+    per-sample fits rest on sizes no measurement backs."""
+    versions = FIXTURES / "versions" / "tf2.12"
+    for size, name in ((6, "small"), (20, "large")):
+        _argument_only(versions / f"cnn_arrays_cpu_bs{size}", tmp_path / "cnn" / name)
+        (tmp_path / "cnn" / name / "opcompare.json").write_text('{"model": "cnn"}')  # one model, sizes not declared
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    document = sweep_document(catalog, "cnn")
+    (warning,) = [warning for warning in document.warnings if warning.startswith("batch sizes that are only")]
+    assert "cnn/small (6)" in warning and "cnn/large (20)" in warning

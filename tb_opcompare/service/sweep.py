@@ -18,6 +18,7 @@ import collections
 import pandas as pd
 
 from tb_opcompare.analysis.row_view import order_missing_last
+from tb_opcompare.analysis.step_time import evidenced_batch_size
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import SweepDocument, SweepsDocument
@@ -84,6 +85,7 @@ def sweep_document(
     otherwise). ``figures``: with the plotly figures the tab draws."""
     _check_dimensions(series_by, held)
     loaded_runs, held, warnings = _swept_runs(catalog, model, series_by, dict(held or {}))
+    warnings.extend(_unverified_sizes(loaded_runs))
     warnings.extend(
         f"{loaded.source.run}: {warning}" for loaded in loaded_runs for warning in loaded.profile.facts.warnings
     )
@@ -147,6 +149,24 @@ def _swept_runs(
     if not kept:
         raise UsageError(f"no run of {model!r} at " + ", ".join(f"{d} {v}" for d, v in held.items()))
     return kept, held, warnings
+
+
+def _unverified_sizes(loaded_runs: list[LoadedRun]) -> list[str]:
+    """A warning naming the runs whose batch size is only a framework's argument: what
+    Compare's headline will not read per sample, the sweep must not present as measured."""
+    unverified = [
+        f"{loaded.source.run} ({loaded.profile.facts.batch_size})"
+        for loaded in loaded_runs
+        if loaded.profile.facts.batch_size is not None
+        and evidenced_batch_size(loaded.profile.facts.batch_size, loaded.profile.facts.batch_size_source) is None
+    ]
+    if not unverified:
+        return []
+    return [
+        f"batch sizes that are only a framework's argument, unverified (Keras ignores fit()'s batch_size for an "
+        f"already batched dataset): {', '.join(unverified)}; samples/s and the per-sample fits rest on them. "
+        "Declare the sizes in the runs' sidecars to be sure."
+    ]
 
 
 def _sweep_runs(loaded_runs: list[LoadedRun], series_by: str) -> tuple[list[SweepRun], str]:
