@@ -89,11 +89,11 @@ def _matrix(*args) -> MatrixDocument:
 
 def test_the_real_matrix_places_every_run_and_its_latency_is_the_step_markers():
     document = _matrix("--warmup", "0")
-    assert [column.key for column in document.columns] == [
+    assert [column.key for column in document.columns] == [  # a configuration's CPU and GPU side by side
         f"{device} · {precision} · {compiler}"
-        for device in ("CPU", "GPU")
         for precision in ("fp32", "bf16")
         for compiler in ("eager", "torch.compile")
+        for device in ("CPU", "GPU")
     ]
     assert [(row.model, row.batch_size) for row in document.rows] == [("mnist_cnn_torch", n) for n in (1, 16, 64)]
     assert len(document.cells) == 24 and sum(len(cell.runs) for cell in document.cells) == 36

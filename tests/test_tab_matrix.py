@@ -90,6 +90,14 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
         assert header.locator(".oc-matrix-compiler").inner_text() == column["compiler"]
     assert frame.locator("thead th.oc-matrix-reference").get_attribute("data-column") == CPU_FP32_EAGER
     assert frame.locator("#oc-matrix-table tbody tr").count() == 3
+    # a configuration's CPU and GPU cells side by side, the GPU's in view at 1400 px without scrolling (issue 51)
+    keys = [column["key"] for column in document["columns"]]
+    assert keys.index(GPU_FP32_EAGER) == keys.index(CPU_FP32_EAGER) + 1
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    right = frame.locator(f"thead th[data-column='{GPU_FP32_EAGER}']").evaluate(
+        "el => el.getBoundingClientRect().right"
+    )
+    assert right <= page.evaluate("window.innerWidth")
     assert shown_order(frame) == [row["batch_size"] for row in document["rows"]]
     check_cells(frame, document)
     assert frame.locator("#oc-matrix-reference").input_value() == CPU_FP32_EAGER

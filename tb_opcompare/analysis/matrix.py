@@ -1,5 +1,5 @@
-"""The latency/throughput matrix: rows are model x batch size, columns device x precision x
-compiler, each cell the steady-state step latency of the runs recorded there. Where one
+"""The latency/throughput matrix: rows are model x batch size, columns precision x compiler x
+device (a configuration's devices side by side), each cell the steady-state step latency of the runs recorded there. Where one
 kind of accelerator came in several models (an H100 and an H200), the model is part of the
 device: one model on two accelerators sits side by side in one row.
 
@@ -92,13 +92,16 @@ DEFAULT_REFERENCE = Column(DEFAULT_COLUMN_DEVICE, DEFAULT_PRECISION, DEFAULT_COM
 
 
 def column_order(column: Column) -> tuple:
+    """Configurations first, devices within each: the CPU and the GPU cells of one precision
+    and compiler sit side by side (issue 51: ordered by device first, the demo's twelve
+    columns put its GPU cells, its main story, past 1400 px)."""
     return (
-        DEVICE_ORDER.get(column.device, 1),
-        column.device,
         not is_default("precision", column.precision),
         column.precision,
         not is_default("compiler", column.compiler),
         column.compiler,
+        DEVICE_ORDER.get(column.device, 1),
+        column.device,
     )
 
 
