@@ -244,7 +244,7 @@
  * @property {boolean} poor_fit - R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)
  * @property {number|null} share - the op's mean share of its runs' op time
  * @property {number|null} breakeven_batch_size - the op's Breakeven batch size (null where it has none)
- * @property {'above'|'always'|'below'|'never'|null} target_faster - the op's Breakeven: where the target series is faster (null without fits on both)
+ * @property {'above'|'always'|'below'|'mixed'|'never'|null} target_faster - the op's Breakeven: where the target series is faster (null without fits on both); `mixed` where the measured speedups cross 1 more than once
  */
 
 /**
@@ -252,7 +252,7 @@
  * @typedef {Object} Breakeven
  * @property {string} op
  * @property {number|null} batch_size - null when the lines do not cross at a batch size >= 1
- * @property {'above'|'always'|'below'|'never'} target_faster
+ * @property {'above'|'always'|'below'|'mixed'|'never'} target_faster
  */
 
 /**

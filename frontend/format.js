@@ -97,7 +97,8 @@ export function formatBreakeven(batchSize, targetFaster, target) {
   if (batchSize !== null && batchSize !== undefined) {
     return `${target} faster ${targetFaster === 'below' ? 'below' : 'above'} ${fixed(batchSize, batchSize < 10 ? 1 : 0)}`;
   }
-  return {always: `${target} always faster`, never: `${target} never faster`}[targetFaster] || '–';
+  return {always: `${target} always faster`, never: `${target} never faster`,
+          mixed: `${target} faster at some sizes only`}[targetFaster] || '–';
 }
 
 export function formatCount(count) {

@@ -412,7 +412,7 @@ def test_every_break_even_agrees_with_the_measured_speedups(logdir, model):
         for fit in document["fits"]:
             verdict, at = fit["target_faster"], fit["breakeven_batch_size"]
             for batch, speedup in measured.get(fit["op"], []):
-                if verdict is None or speedup is None or speedup == 1:
+                if verdict in (None, "mixed") or speedup is None or speedup == 1:
                     continue
                 says = {"always": True, "never": False}.get(verdict)
                 if says is None:
@@ -424,3 +424,22 @@ def test_every_break_even_agrees_with_the_measured_speedups(logdir, model):
         step = next(fit for fit in document["fits"] if fit["op"] == STEP)
         assert step["target_faster"] == "above" and 1 < step["breakeven_batch_size"] < 16
         assert any(warning.startswith(f"{STEP}: the fitted lines disagree") for warning in document["warnings"])
+
+
+def test_speedups_that_cross_1_twice_have_no_one_break_even():
+    """0.95, 1.02, 0.98, 1.5 at batch 1, 2, 4, 8: no batch size above which the target is
+    faster; lines that say "always" are answered by the points as mixed."""
+    from tb_opcompare.analysis.sweep import measured_breakeven
+
+    fitted = pd.DataFrame([("op", None, "always")], columns=["op", "batch_size", "target_faster"])
+    speedups = pd.DataFrame(
+        {"op": "op", "batch_size": [1, 2, 4, 8], "speedup": [0.95, 1.02, 0.98, 1.5]},
+        columns=["op", "batch_size", "speedup"],
+    )
+    warnings: list[str] = []
+    (row,) = measured_breakeven(fitted, speedups, "GPU", warnings).itertuples(index=False)
+    assert (row.batch_size, row.target_faster) == (None, "mixed")
+    assert warnings == [
+        "op: the fitted lines disagree with the speedups measured at batch sizes 1, 2, 4, 8; the break-even "
+        "follows the measured points (GPU faster at some sizes only)"
+    ]

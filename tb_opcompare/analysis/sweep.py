@@ -378,8 +378,8 @@ def measured_breakeven(
             batch_size, faster = _measured_crossing(sizes, ratios)
             warnings.append(
                 f"{op}: the fitted lines disagree with the speedups measured at batch sizes "
-                f"{', '.join(format(int(size)) for size in sizes)}; its break-even is where the measured speedup "
-                f"crosses 1 ({format_breakeven(batch_size, faster, target)})"
+                f"{', '.join(format(int(size)) for size in sizes)}; the break-even follows the measured points "
+                f"({format_breakeven(batch_size, faster, target)})"
             )
         rows.append((op, batch_size, faster))
     return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS) if rows else empty_breakeven()
@@ -402,11 +402,14 @@ def _contradicts(batch_size: float | None, faster, sizes: np.ndarray, ratios: np
 
 def _measured_crossing(sizes: np.ndarray, ratios: np.ndarray) -> tuple[float | None, str]:
     """The verdict of the measured speedups: always or never where they keep one side of 1,
-    else the first batch size where they cross it, between the points either side."""
+    the batch size where they cross it once (between the points either side), or mixed
+    where they cross it more than once."""
     faster = above(ratios, 1.0)
     change = np.flatnonzero(faster[1:] != faster[:-1])
     if not len(change):
         return None, "always" if faster[0] else "never"
+    if len(change) > 1:  # slower, faster, slower again: no one batch size says it
+        return None, "mixed"
     i = int(change[0])
     low, high = math.log(ratios[i]), math.log(ratios[i + 1])
     crossing = (

@@ -388,8 +388,9 @@ class Fit(_Document):
     share: _d(float | None, "the op's mean share of its runs' op time")
     breakeven_batch_size: _d(float | None, "the op's Breakeven batch size (null where it has none)")
     target_faster: _d(
-        Literal["above", "below", "always", "never"] | None,
-        "the op's Breakeven: where the target series is faster (null without fits on both)",
+        Literal["above", "below", "always", "never", "mixed"] | None,
+        "the op's Breakeven: where the target series is faster (null without fits on both); `mixed` where "
+        "the measured speedups cross 1 more than once",
     )
 
 
@@ -398,7 +399,7 @@ class Breakeven(_Document):
 
     op: str
     batch_size: _d(float | None, "null when the lines do not cross at a batch size >= 1")
-    target_faster: Literal["above", "below", "always", "never"]
+    target_faster: Literal["above", "below", "always", "never", "mixed"]
 
 
 class SpeedupPoint(_Document):

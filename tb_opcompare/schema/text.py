@@ -132,7 +132,11 @@ def format_breakeven(batch_size: float | None, target_faster: str | None, target
     if batch_size is not None:
         size = _fixed(batch_size, 1 if batch_size < 10 else 0)
         return f"{target} faster {'below' if target_faster == 'below' else 'above'} {size}"
-    return {"always": f"{target} always faster", "never": f"{target} never faster"}.get(target_faster, MISSING)
+    return {
+        "always": f"{target} always faster",
+        "never": f"{target} never faster",
+        "mixed": f"{target} faster at some sizes only",
+    }.get(target_faster, MISSING)
 
 
 ELLIPSIS = "…"
