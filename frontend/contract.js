@@ -285,7 +285,7 @@
  * @property {CheckRow} whole_step - the step as a stopwatch reads it (`whole_step_basis`), tested on its own
  * @property {'op time per step'|'step wall time'} whole_step_basis - what `whole_step` is: each run's median steady step wall time (the headline's rule) where every run has step markers, else all op time per profiled step
  * @property {boolean} enough_evidence - whether the runs could show a regression of twice the threshold in every gated op holding 5% of op time or more (`detectable_change` at most 2 x `threshold`); a check that passes without it says `not enough evidence` (exit 3 under `--strict`)
- * @property {number|null} detectable_change - the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op holding 5% of op time or more (the largest of their rows' `detectable_change`); null where no such op was tested on run-to-run noise
+ * @property {number|null} detectable_change - the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op holding 5% of op time or more, else in every gated op (the largest of their rows' `detectable_change`); null where no gated op was tested on run-to-run noise
  * @property {string|null} detectable_key - the op whose noise sets `detectable_change`
  * @property {Array<string>} outlier_runs - runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out of the whole step's test; their ops stay in, each on its median per execution
  * @property {Array<CheckRow>} rows - the ops, slower first, then faster, then the rest, each by share of time

@@ -553,8 +553,8 @@ class CheckDocument(_Document):
     detectable_change: _d(
         float | None,
         "the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op "
-        "holding 5% of op time or more (the largest of their rows' `detectable_change`); null where no "
-        "such op was tested on run-to-run noise",
+        "holding 5% of op time or more, else in every gated op (the largest of their rows' "
+        "`detectable_change`); null where no gated op was tested on run-to-run noise",
     )
     detectable_key: _d(str | None, "the op whose noise sets `detectable_change`")
     outlier_runs: _d(
