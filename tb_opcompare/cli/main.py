@@ -828,9 +828,9 @@ def _usage_error(message: str) -> int:
 def _named_pair(catalog: Catalog, args) -> list[tuple]:
     """The one pair --baseline and --target name: each side a run, or a group of runs
     (with their repeats under --repeats)."""
-    from tb_opcompare.store.run_groups import side_runs
+    from tb_opcompare.store.run_groups import both_sides
 
-    return [(side_runs(catalog, args.baseline, args.repeats), side_runs(catalog, args.target, args.repeats))]
+    return [both_sides(catalog, args.baseline, args.target, args.repeats)]
 
 
 def _automatic_pairs(catalog: Catalog, every_pair: bool) -> list[tuple]:

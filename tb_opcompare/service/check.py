@@ -27,7 +27,7 @@ from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD,
 from tb_opcompare.schema.text import format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
-from tb_opcompare.store.run_groups import side_runs
+from tb_opcompare.store.run_groups import both_sides
 
 POWER_MIN_SHARE = 0.05  # the ops whose detectable change the check answers for
 ENOUGH_EVIDENCE = 2  # a check has enough evidence where it sees this many times the threshold
@@ -211,11 +211,9 @@ def _common_change_warnings(common_change: float | None, threshold: float) -> li
 
 def significant_keys(catalog: Catalog, baseline: str, target: str, group_by: str = "name") -> tuple[str, ...]:
     """The op keys that changed significantly between two sides as the compare routes
-    name them (``side_runs``), each pooled with its repeats, as the tab's Confidence card
+    name them (``both_sides``), each pooled with its repeats, as the tab's Confidence card
     checks them: what "significant changes only" keeps. Raises as ``check_document``."""
-    document = check_document(
-        catalog, side_runs(catalog, baseline, repeats=True), side_runs(catalog, target, repeats=True), group_by=group_by
-    )
+    document = check_document(catalog, *both_sides(catalog, baseline, target, repeats=True), group_by=group_by)
     return tuple(row.key for row in document.rows if row.significant)
 
 

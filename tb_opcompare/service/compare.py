@@ -90,12 +90,9 @@ def compare_document(
 def _check_refusal(catalog: Catalog, baseline: str | list[str], target: str | list[str], group_by: str) -> str | None:
     """Whether the check of these sides with their repeats (what the tab asks) would be
     refused: the same rule and words as the check's."""
-    from tb_opcompare.store.run_groups import expand_runs, side_runs
+    from tb_opcompare.store.run_groups import both_sides
 
-    sides = [
-        expand_runs(catalog, side, True) if isinstance(side, list) else side_runs(catalog, side, True)
-        for side in (baseline, target)
-    ]
+    sides = both_sides(catalog, baseline, target, repeats=True)
     return check_refusal(*sides, group_by)
 
 

@@ -19,21 +19,39 @@ def split_runs(text: str) -> list[str]:
     return [run.strip() for run in text.split(",") if run.strip()]
 
 
-def side_runs(catalog: Catalog, text: str, repeats: bool = False) -> list[str]:
+def side_runs(catalog: Catalog, text: str, repeats: bool = False, groups: dict | None = None) -> list[str]:
     """The runs a side names: a run's exact name (commas and all), else a comma list of
-    names and shell patterns (``expand_runs``), with each run's repeats where asked."""
+    names and shell patterns (``expand_runs``), with each run's repeats where asked
+    (``groups``: the logdir's ``repeat_groups``, where the caller has them already)."""
     names = {source.run for source in catalog.sources()}
-    return expand_runs(catalog, [text] if text in names else split_runs(text), repeats)
+    return expand_runs(catalog, [text] if text in names else split_runs(text), repeats, groups)
 
 
-def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> list[str]:
+def both_sides(catalog: Catalog, baseline: str | list[str], target: str | list[str], repeats: bool = False) -> tuple:
+    """The runs of a pair's two sides, each a side's text (``side_runs``) or its runs
+    (``expand_runs``), the logdir's repeat groups found once for both: each is every run's
+    sidecar, read and settled."""
+    groups = logdir_repeat_groups(catalog) if repeats else None
+    return tuple(
+        expand_runs(catalog, side, repeats, groups)
+        if isinstance(side, list)
+        else side_runs(catalog, side, repeats, groups)
+        for side in (baseline, target)
+    )
+
+
+def logdir_repeat_groups(catalog: Catalog) -> dict[str, list[str]]:
+    """``repeat_groups`` of every run of the logdir."""
+    return repeat_groups({source.run: catalog.claims(source) for source in catalog.sources()})
+
+
+def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False, groups: dict | None = None) -> list[str]:
     """The runs of a side: names as given, shell patterns (``cnn_cpu_bs16_rep*``) expanded
     against the logdir's runs, and with ``repeats`` each run's repeat group (the runs
     whose sidecar or name gives the same model, device, batch size and label, each a
-    repeat), without duplicates, in the order found. An unknown name or a pattern that
-    matches nothing raises UnknownRunError."""
-    sources = catalog.sources()
-    names = [source.run for source in sources]
+    repeat; ``groups`` where the caller has them), without duplicates, in the order found.
+    An unknown name or a pattern that matches nothing raises UnknownRunError."""
+    names = [source.run for source in catalog.sources()]
     expanded: list[str] = []
     known = set(names)
     for item in runs:
@@ -45,7 +63,7 @@ def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False) -> lis
         else:
             expanded.append(catalog.source(item).run)
     if repeats:
-        groups = repeat_groups({source.run: catalog.claims(source) for source in sources})
+        groups = logdir_repeat_groups(catalog) if groups is None else groups
         expanded = [other for run in expanded for other in groups.get(run, [run])]
     return list(dict.fromkeys(expanded))
 

@@ -67,7 +67,7 @@ from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import trend_document
 from tb_opcompare.store.catalog import Catalog
-from tb_opcompare.store.run_groups import expand_runs, side_runs, split_runs
+from tb_opcompare.store.run_groups import both_sides, expand_runs, split_runs
 from tb_opcompare.store.settings import ReadSettings
 
 _logger = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class DataRoutes:
             repeats, allow_one_run = (_flag(args, name) for name in ("repeats", "allow_one_run"))
         except ValueError as error:
             raise UsageError(str(error)) from None
-        sides = [side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target")]
+        sides = both_sides(self.catalog, args["baseline"], args["target"], repeats)
         return check_document(
             self.catalog,
             *sides,
@@ -243,7 +243,7 @@ class DataRoutes:
             repeats = _flag(args, "repeats")
         except ValueError as error:
             raise UsageError(str(error)) from None
-        baseline, target = (side_runs(self.catalog, args[name], repeats) for name in ("baseline", "target"))
+        baseline, target = both_sides(self.catalog, args["baseline"], args["target"], repeats)
         try:
             if _flag(args, "significant"):
                 view = dataclasses.replace(
