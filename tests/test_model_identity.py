@@ -8,13 +8,14 @@ their names: the Batch sweep and the Matrix had nothing to line up."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import statistics
 
 import pytest
 from conftest import FIXTURES, REALTRACES, profiler_step_durations, steady_median
 
-from tb_opcompare.analysis.model_identity import IdentityRun, identify_models
+from tb_opcompare.analysis.model_identity import IdentityRun, identify_models, layer_scopes
 from tb_opcompare.ingest.naming import model_key, names_no_model, run_folder
 from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.service.runs import runs_document
@@ -280,3 +281,86 @@ def test_a_models_name_is_never_a_cut_number():
     assert {found[run].model for run in runs} == {"log_prefetch"}
     letters = identify_models([_run("lstm_runA", 2, ops, "CPU"), _run("lstm_runB", 8, ops, "CPU")])
     assert letters["lstm_runA"].model == "lstm_run"  # letters are a name's own: kept as they were
+
+
+def _keras(layers: list[str], device: str) -> set[str]:
+    """A Keras model's op names on a device: the GPU side's layout transposes and the CPU
+    side's oneDNN ops sit in the same layers under other names (as TF 2.4 writes them)."""
+    ops = set()
+    for layer in layers:
+        scope = f"StatefulPartitionedCall/sequential/{layer}"
+        ops |= {
+            f"{scope}/Relu",
+            f"{scope}/ReadVariableOp",
+            f"StatefulPartitionedCall/gradient_tape/sequential/{layer}/ReluGrad",
+        }
+        if device == "GPU":
+            ops |= {f"{scope}/Conv2D-0-TransposeNHWCToNCHW-LayoutOptimizer", f"{scope}/BiasAdd"}
+        else:
+            ops |= {f"{scope}/_MklNativeFusedConv2D", f"{scope}/mkl_layout"}
+    return ops | {"IteratorGetNext", "StatefulPartitionedCall/adam/Add", "StatefulPartitionedCall/Mean"}
+
+
+CNN = ["conv2d", "conv2d_1", "max_pooling2d", "flatten", "dense", "dense_1"]
+
+
+def test_a_models_cpu_and_gpu_groups_in_other_folders_are_one_model_by_their_layer_scopes():
+    """Issue 51: CPU runs in ``log_prefetch/<bs>_<time>`` and GPU runs in
+    ``logs_load/download<bs>-<time>`` of one Keras CNN: op names 0.57-0.61 alike (layout
+    transposes, fused ops), layer scopes the same; one model, named by its folders."""
+    runs = [
+        _run("log_prefetch/128_20210203-201149/train", 128, _keras(CNN, "CPU"), "CPU"),
+        _run("log_prefetch/1024_20210203-203216/train", 1024, _keras(CNN, "CPU"), "CPU"),
+        _run("logs_load/download8-20210202-101010/train", 8, _keras(CNN, "GPU"), "GPU"),
+        _run("logs_load/download128-20210202-111111/train", 128, _keras(CNN, "GPU"), "GPU"),
+    ]
+    found = identify_models(runs)
+    assert {identity.model for identity in found.values()} == {"log_prefetch + logs_load"}
+    assert sum("layer scopes" in identity.source for identity in found.values()) == 2  # a run of each side
+
+
+def test_layer_scopes_join_only_one_models_two_devices_and_only_one_to_one():
+    cpu = _run("a/20210203-201149", 128, _keras(CNN, "CPU"), "CPU")
+    gpu = _run("b/20210203-203216", 128, _keras(CNN, "GPU"), "GPU")
+    other_gpu = _run("c/20210204-090000", 128, _keras(CNN, "GPU"), "GPU")
+    # one device in two folders: maybe two studies (another library version), kept apart
+    same_device = identify_models([cpu, dataclasses.replace(gpu, device="CPU")])
+    assert len({identity.model for identity in same_device.values()}) == 2
+    # two accelerator groups match one CPU group: which is its counterpart is not known
+    ambiguous = identify_models([cpu, gpu, other_gpu])
+    assert len({identity.model for identity in ambiguous.values()}) == 3
+    # another model: a CNN and an MLP share their optimizer's and loss's scopes only
+    mlp = _run("b/20210203-203216", 128, _keras(["dense", "dense_1", "dense_2"], "GPU"), "GPU")
+    assert len({identity.model for identity in identify_models([cpu, mlp]).values()}) == 2
+    # near twins: an LSTM and a fused LSTM have their cells under other scopes
+    lstm = {f"rnn/while/basic_lstm_cell/{op}" for op in ("MatMul", "BiasAdd", "Sigmoid", "Tanh")}
+    lstm |= {"rnn/while/Enter/x", "dense/Tensordot/MatMul", "dense/BiasAdd/x"}
+    fused = {f"rnn/lstm_block_wrapper/{op}" for op in ("BlockLSTM", "Transpose", "Reshape")}
+    fused |= {"rnn/while/Enter/x", "dense/Tensordot/MatMul", "dense/BiasAdd/x"}
+    twins = identify_models([_run("x/1", 32, lstm, "CPU"), _run("y/2", 32, fused, "GPU")])
+    assert len({identity.model for identity in twins.values()}) == 2
+    # names that say the model keep it, whatever the data
+    named = identify_models(
+        [_run("x/cnn_small", 128, _keras(CNN, "CPU"), "CPU"), _run("y/cnn_big", 128, _keras(CNN, "GPU"), "GPU")]
+    )
+    assert {identity.model for identity in named.values()} == {"x/cnn_small", "y/cnn_big"}
+
+
+@pytest.mark.parametrize(
+    "name, scope",
+    [
+        ("StatefulPartitionedCall/sequential/conv2d/Relu", "sequential/conv2d"),
+        ("StatefulPartitionedCall/gradient_tape/sequential/conv2d/ReluGrad", "sequential/conv2d"),
+        ("gradients/layer_1/fully_connected/MatMul_grad/MatMul", "layer_1/fully_connected"),
+        ("layer_1/fully_connected/MatMul", "layer_1/fully_connected"),
+        ("edge_11_gradients/Mean_grad/floordiv", None),
+        ("gradients/Mean_grad/Shape", None),
+        ("sequential/dense/MatMul", "sequential/dense"),
+        ("StatefulPartitionedCall/Add/ReadVariableOp", None),
+        ("aten::mkldnn_convolution", None),
+        ("ProfilerStep#3", None),
+        ("Iterator::Root::Prefetch::ParallelMapV2::Zip[0]/x/y", None),
+    ],
+)
+def test_layer_scopes_are_the_models_layers_in_its_op_names(name, scope):
+    assert layer_scopes(frozenset([name])) == (frozenset([scope]) if scope else frozenset())

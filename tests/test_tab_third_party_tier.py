@@ -6,12 +6,10 @@ blank; the Compare page's first figure is the route's headline."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
-from conftest import REALTRACES, console_errors, open_op_compare, route_json
+from conftest import console_errors, open_op_compare, route_json
 from tensorboard_server import running_tensorboard
-from test_third_party_tier import LOGDIRS
+from test_third_party_tier import LOGDIRS, assemble
 
 from tb_opcompare.schema.text import format_speedup
 
@@ -30,8 +28,7 @@ PAGES = {
 @pytest.fixture(scope="module", params=sorted(LOGDIRS))
 def tier_tensorboard(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param) / "logdir"
-    for folder in LOGDIRS[request.param]:
-        shutil.copytree(REALTRACES / folder, root / folder)
+    assemble(request.param, root)
     with running_tensorboard(root) as url:
         yield url
 

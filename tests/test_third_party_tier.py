@@ -31,14 +31,27 @@ LOGDIRS = {  # name -> the folders of realtraces it holds
     "tf_bert_multigpu": ["tf2_xplane_bert_multigpu"],
     "tf1_cpu_vs_gpu": ["tf1_timeline_mlp_cpu_vs_gpu"],
     "bert_h100_vs_mi300": ["torch_bert_small_h100_vs_mi300"],
+    # issue 51: one model's CPU and GPU runs in folders named by time only, as a user's
+    # logdir has them (the folders' words say nothing of the device or the model)
+    "tf1_other_folders": [
+        ("tf1_timeline_mlp_cpu_vs_gpu/cpu", "log_prefetch/100_20210203-201149"),
+        ("tf1_timeline_mlp_cpu_vs_gpu/gpu", "logs_load/download100-20210203-203216"),
+    ],
 }
+
+
+def assemble(name: str, root) -> None:
+    """The tier's logdir ``name`` under ``root``: each realtraces folder copied whole, or
+    to the place a pair ``(source, destination)`` names."""
+    for folder in LOGDIRS[name]:
+        source, destination = folder if isinstance(folder, tuple) else (folder, folder)
+        shutil.copytree(REALTRACES / source, root / destination)
 
 
 @pytest.fixture(scope="module", params=sorted(LOGDIRS))
 def logdir(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
-    for folder in LOGDIRS[request.param]:
-        shutil.copytree(REALTRACES / folder, root / folder)
+    assemble(request.param, root)
     return root
 
 
@@ -102,9 +115,31 @@ def test_every_view_is_filled_or_says_why(logdir):
 
 
 def _logdir(tmp_path, name):
-    for folder in LOGDIRS[name]:
-        shutil.copytree(REALTRACES / folder, tmp_path / folder)
+    assemble(name, tmp_path)
     return Catalog(str(tmp_path), cache_dir=None)
+
+
+def test_a_models_cpu_and_gpu_runs_in_other_folders_are_one_model_in_every_view(tmp_path):
+    """Issue 51: the CPU run in ``log_prefetch/…`` and the GPU run in ``logs_load/…`` (one
+    MLP, op names 0.76 alike) were two models: "Different models" above the pair the tab
+    suggests, and two rows of the Matrix. Their layer scopes (``layer_1/fully_connected``,
+    …) are the same."""
+    catalog = _logdir(tmp_path, "tf1_other_folders")
+    runs = runs_document(catalog)
+    models = {record.run: record.model for record in runs.runs}
+    (model,) = set(models.values())
+    assert model == "log_prefetch + logs_load"  # the folders, never a cut word ("log")
+    assert all("layer scopes" in record.model_source for record in runs.runs)
+    cpu, gpu = "log_prefetch/100_20210203-201149", "logs_load/download100-20210203-203216"
+    assert (runs.suggested.baseline, runs.suggested.target) == (cpu, gpu)
+    compare = compare_document(catalog, cpu, gpu)
+    assert not [note for note in compare.summary.notes if note.startswith("Different models")]
+    assert compare.summary.baseline.model == compare.summary.target.model == model
+    matrix = matrix_document(catalog)
+    assert {cell.model for cell in matrix.cells} == {model}  # one row
+    assert {run for cell in matrix.cells for run in cell.runs} == {cpu, gpu}
+    cold = compare_document(Catalog(str(tmp_path), cache_dir=None), cpu, gpu)  # no listing first
+    assert cold.summary.baseline.model == model
 
 
 def test_the_first_pair_is_one_model_on_two_devices_or_two_experiments_of_it(tmp_path):

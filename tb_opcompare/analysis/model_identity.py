@@ -28,7 +28,21 @@ Otherwise two groups are never joined where both hold a run of one configuration
 size: those are two experiments (kineto's ``num_workers_0`` and ``num_workers_4``, op names
 0.88 alike), not one model's runs, and stay apart. A sidecar's model is never overridden, and runs in other
 folders are never joined by data (one model recorded under two library versions looks
-the same: measured 0.90). A folder of more than ``MAX_FOLDER_RUNS`` runs keeps its names.
+the same: measured 0.90), except one model's CPU runs and its accelerator runs:
+
+- **its other device, in another folder**: a group of CPU runs and a group of accelerator
+  runs whose names say nothing of the model (``log_prefetch/128_<time>`` and
+  ``logs_load/download128-<time>``) are one model when their layer scopes
+  (``layer_scopes``: ``sequential/conv2d``, ``layer_1/fully_connected``) agree by
+  ``SAME_SCOPES_JACCARD`` or more, with at least ``MIN_SCOPES`` of them, and each is the
+  other's only such match. Op names cannot say this: the layout optimizer's transposes and
+  fused ops leave a TF CNN's CPU and GPU runs 0.57-0.61 alike, below two models of one
+  framework. Scopes name the model's layers, which no device changes. They do not carry
+  the layers' widths: two models with the same layer names and other widths, each alone
+  on one device in folders whose names say nothing, read as one (the tables hold no
+  parameter shapes yet).
+
+A folder of more than ``MAX_FOLDER_RUNS`` runs keeps its names.
 """
 
 from __future__ import annotations
@@ -45,6 +59,13 @@ from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD, RunForPairing, jac
 # that): 64 ms at 200 runs, 14 s at 1,000 on this project's 2 cores. A folder of more
 # runs keeps the models its names give.
 MAX_FOLDER_RUNS = 200
+
+# Layer scopes of one model's CPU and GPU runs: 1.00 on the TF1 MLP pair of
+# ``realtraces/tf1_timeline_mlp_cpu_vs_gpu`` and on Keras CNNs (the GPU side's extra ops,
+# layout transposes and copies, sit in the same layers); two models of one framework
+# share their loss and optimizer scopes only.
+SAME_SCOPES_JACCARD = 0.8
+MIN_SCOPES = 3
 
 
 @dataclasses.dataclass
@@ -93,8 +114,8 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
             return
         parent[second] = first
         members[first].extend(members.pop(second))
-        evidence.setdefault(a, why_a)
-        evidence.setdefault(b, why_b)
+        for run, why in ((a, why_a), (b, why_b)):  # a run joined twice says both
+            evidence[run] = f"{evidence[run]}; {why.removeprefix('data: ')}" if run in evidence else why
 
     crowded = {
         folder for folder, count in collections.Counter(run.folder for run in runs).items() if count > MAX_FOLDER_RUNS
@@ -122,6 +143,7 @@ def identify_models(runs: list[IdentityRun]) -> dict[str, Identity]:
         _join_repeats(side_by_side, unsure, join)
         _join_batch_sizes(side_by_side, unsure, join)
         _join_counterparts(side_by_side, unsure, join)
+    _join_other_devices(runs, unsure, root, members, join)
     return _named(runs, root, members, evidence)
 
 
@@ -194,17 +216,106 @@ def _join_counterparts(runs: list[IdentityRun], unsure: set[str], join) -> None:
         )
 
 
+# Name scopes that wrap a model's layers without being one: a tf.function's call, the
+# gradient pass (its ops sit in the forward layer's scope below it), TF1's gradients.
+_WRAPPERS = frozenset({"StatefulPartitionedCall", "PartitionedCall", "gradient_tape", "gradients"})
+
+
+def layer_scopes(op_names: frozenset[str]) -> frozenset[str]:
+    """The model's layers its op names hold: each name's first two scopes
+    (``sequential/conv2d`` of ``StatefulPartitionedCall/sequential/conv2d/Relu``) once
+    wrappers are out, where the name goes deeper than its scopes; gradients' own scopes
+    (``MatMul_grad``) and TF's internal names (``edge_11_…``, ``_SOURCE``) are none.
+    Empty for ops without scopes (PyTorch's ``aten::``, XLA's HLO names)."""
+    scopes = set()
+    for name in op_names:
+        parts = name.split("/")
+        while parts and parts[0] in _WRAPPERS:
+            parts = parts[1:]
+        if len(parts) < 3 or parts[0].startswith(("edge_", "_")) or "::" in parts[0]:
+            continue
+        head = parts[:2]
+        if any(part.endswith("_grad") or not part for part in head):
+            continue
+        scopes.add("/".join(head))
+    return frozenset(scopes)
+
+
+def _join_other_devices(runs: list[IdentityRun], unsure: set[str], root, members, join) -> None:
+    """A group of unsure CPU runs and a group of unsure accelerator runs, in other folders,
+    whose layer scopes agree, each the other's only match (see the module's docstring)."""
+    groups: dict[str, list[IdentityRun]] = collections.defaultdict(list)
+    for run in runs:
+        groups[root(run.run)].append(run)
+    sides: dict[str, list[tuple[str, frozenset[str]]]] = {"cpu": [], "accelerator": []}
+    for group_root, group in groups.items():
+        if not all(run.run in unsure and run.device for run in group):
+            continue
+        on_cpu = {run.device == "CPU" for run in group}
+        if len(on_cpu) == 1:
+            scopes = layer_scopes(frozenset().union(*(run.op_names for run in group)))
+            if len(scopes) >= MIN_SCOPES:
+                sides["cpu" if on_cpu.pop() else "accelerator"].append((group_root, scopes))
+
+    def matches(scopes: frozenset[str], others: list[tuple[str, frozenset[str]]]) -> list[tuple[str, float]]:
+        found = []
+        for other, their_scopes in others:
+            score = jaccard(scopes, their_scopes)
+            if score >= SAME_SCOPES_JACCARD - 1e-9 and len(scopes & their_scopes) >= MIN_SCOPES:
+                found.append((other, score))
+        return found
+
+    for cpu_root, cpu_scopes in sides["cpu"]:
+        found = matches(cpu_scopes, sides["accelerator"])
+        if len(found) != 1 or _named_apart(groups[cpu_root], groups[found[0][0]]):
+            continue
+        (accelerator_root, score), accelerator_scopes = found[0], dict(sides["accelerator"])[found[0][0]]
+        if len(matches(accelerator_scopes, sides["cpu"])) != 1:
+            continue
+        cpu_run, accelerator_run = members[cpu_root][0].run, members[accelerator_root][0].run
+        shared = len(cpu_scopes & accelerator_scopes)
+        join(
+            cpu_run,
+            accelerator_run,
+            f"data: the CPU side of {accelerator_run}: the same {shared} layer scopes (Jaccard {score:.2f})",
+            f"data: the accelerator side of {cpu_run}: the same {shared} layer scopes (Jaccard {score:.2f})",
+        )
+
+
+# Words of a run's own folder name that say where or how it ran, not what model it is.
+_NOT_A_MODEL = frozenset({"cpu", "gpu", "cuda", "tpu", "xpu", "mps", "rocm", "bs", "batch", "train", "validation"})
+
+
+def _own_words(run: IdentityRun) -> frozenset[str]:
+    """The words of the run's own name (its last folder, Keras's ``train`` left out),
+    without numbers, times and device words: ``download`` of ``download128-20210202-1010``,
+    nothing of ``128_20210203-201149``, ``cnn small`` of ``cnn_small``."""
+    own = run.run[len(run.folder) :].strip("/")
+    return frozenset(re.findall(r"[a-z]+", own.lower())) - _NOT_A_MODEL
+
+
+def _named_apart(first: list[IdentityRun], second: list[IdentityRun]) -> bool:
+    """Whether both groups' runs have names of their own and they differ (``cnn_small`` and
+    ``cnn_big``): what names tell apart, data does not join. A name that holds only a time
+    and a batch size (``128_20210203-201149``) tells nothing."""
+    words = [{_own_words(run) for run in group} - {frozenset()} for group in (first, second)]
+    return bool(words[0] and words[1] and words[0] != words[1])
+
+
 def _named(
     runs: list[IdentityRun], root, members: dict[str, list[IdentityRun]], evidence: dict[str, str]
 ) -> dict[str, Identity]:
     """One name per group: the members' shared key, else their keys' common beginning
-    (``lstm_runA`` and ``lstm_runB`` are ``lstm_run``), else the first key; a name
+    (``lstm_runA`` and ``lstm_runB`` are ``lstm_run``), else, for a group over several
+    folders, the folders (``log_prefetch + logs_load``), else the first key; a name
     another group has already gets its number (``runs (2)``)."""
     names: dict[str, str] = {}
     taken: set[str] = set()
     for group_root in sorted(members, key=lambda name: (len({run.key for run in members[name]}) > 1, name)):
         keys = sorted({run.key for run in members[group_root]})
-        name = keys[0] if len(keys) == 1 else _common_beginning(keys) or keys[0]
+        folders = sorted({run.folder for run in members[group_root]})
+        by_folders = " + ".join(folders) if len(folders) > 1 and all(folders) else ""
+        name = keys[0] if len(keys) == 1 else _common_beginning(keys) or by_folders or keys[0]
         number = 2
         unique = name
         while unique in taken:
@@ -222,6 +333,7 @@ _TRAILING = re.compile(r"[/_\-.=:\s]+$")
 
 
 _TRAILING_DIGITS = re.compile(r"\d+\Z")
+_SEPARATOR = re.compile(r"[/_\-.=:\s]")
 
 
 def _common_beginning(keys: list[str]) -> str:
@@ -232,4 +344,6 @@ def _common_beginning(keys: list[str]) -> str:
     if beginning[-1:].isdigit() and any(key[len(beginning) : len(beginning) + 1].isdigit() for key in keys):
         beginning = _TRAILING_DIGITS.sub("", beginning)
     beginning = _TRAILING.sub("", beginning)
+    if not _SEPARATOR.search(beginning) and any(key[len(beginning) : len(beginning) + 1].isalnum() for key in keys):
+        return ""  # a cut inside the keys' first word: ``log`` of ``log_prefetch`` and ``logs_load``
     return beginning if len(beginning) >= 2 else ""

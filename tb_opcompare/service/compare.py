@@ -26,6 +26,7 @@ from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.schema.table import Table
 from tb_opcompare.service.headline import pair_headline
+from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun
@@ -53,6 +54,7 @@ def compare_document(
     (base, base_steps), (tgt, target_steps), baseline_runs, target_runs, group_notes = _sides(
         catalog, baseline, target, baseline_session, target_session
     )
+    base, tgt = _one_model_where_the_data_says(base, tgt)
     comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
     view = view or RowView()
     kept = view_positions(comparison.rows, view)
@@ -85,6 +87,17 @@ def compare_document(
         total_rows=len(comparison.rows),
         view_rows=len(kept),
     )
+
+
+def _one_model_where_the_data_says(base: LoadedRun, tgt: LoadedRun) -> tuple[LoadedRun, LoadedRun]:
+    """Two runs whose names give two models, with the model their data finds for them
+    (``analysis.model_identity``): a CPU run and its GPU run in other folders are one model
+    by their layer scopes, as the listing shows them. Found from the two runs alone: the
+    listing reads every run of the logdir, which a comparison of two must not wait for."""
+    if base.model == tgt.model or base.source.run == tgt.source.run:
+        return base, tgt
+    identified = with_identified_models([base, tgt])
+    return identified[0], identified[1]
 
 
 def _check_refusal(catalog: Catalog, baseline: str | list[str], target: str | list[str], group_by: str) -> str | None:
