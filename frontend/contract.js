@@ -345,35 +345,38 @@
  */
 
 /**
- * Steady-state step latency and throughput of every model and batch size (rows) on every device, precision and compiler (columns), with the speedup against a reference column.
+ * Steady-state step latency and throughput of every model, precision, compiler and batch size (rows) on every device (columns), with the speedup against a reference device.
  * @typedef {Object} MatrixDocument
- * @property {string|null} reference - the reference column's key (default: CPU · fp32 · eager where present, else the first column)
+ * @property {string|null} reference - the reference column's key (default: CPU where present, else the first column)
  * @property {number|null} warmup - leading steps dropped from every run as asked; null: detected per run (steps slower than 1.5x the median of the steps after them)
- * @property {Array<MatrixColumn>} columns - CPU first, then fp32, then eager
- * @property {Array<MatrixRow>} rows - by model, then batch size
+ * @property {Array<MatrixColumn>} columns - CPU first, then the accelerators by name
+ * @property {Array<MatrixRow>} rows - by model, then fp32 and eager first, then batch size
  * @property {Array<MatrixCell>} cells - the filled cells, row by row
  * @property {Array<string>} warnings
  */
 
 /**
- * One column of the matrix: a device, a precision and a compiler (`?` where unknown).
+ * One column of the matrix: a device (`?` where unknown), with the accelerator's model where one kind of accelerator came in several (`GPU (NVIDIA H200)`).
  * @typedef {Object} MatrixColumn
- * @property {string} key - `DEVICE · precision · compiler`, as shown and as `reference` takes it
+ * @property {string} key - the device, as shown and as `reference` takes it
  * @property {string} device
- * @property {string} precision
- * @property {string} compiler
  */
 
 /**
+ * One configuration of a model: the precision, compiler and batch size its runs share.
  * @typedef {Object} MatrixRow
  * @property {string} model
+ * @property {string} precision
+ * @property {string} compiler
  * @property {number|null} batch_size
  */
 
 /**
- * The runs of one model at one batch size in one column, and their steady-state step.
+ * The runs of one row (model, precision, compiler, batch size) on one device, and their steady-state step.
  * @typedef {Object} MatrixCell
  * @property {string} model - the model without its precision and compiler
+ * @property {string} precision - the row's precision (fp32 where the runs do not say)
+ * @property {string} compiler - the row's compiler (eager where the runs do not say)
  * @property {number|null} batch_size - samples per step
  * @property {string} column - the key of its MatrixColumn
  * @property {Array<string>} runs - the runs pooled here (repeats of one configuration)
@@ -385,7 +388,7 @@
  * @property {number|null} latency_p90_us - 90th percentile of the steady steps' wall time, µs
  * @property {number|null} throughput_per_s - samples per second: batch size x 10^6 / latency_us
  * @property {number|null} speedup - the reference cell's latency / this cell's, in the same row; null without both
- * @property {boolean} reference - whether this is the reference cell of its row: the one in the reference column, or, by default, in a row with none there, the row's first CPU cell (a TF graph's, XLA's)
+ * @property {boolean} reference - whether this is the reference cell of its row: the one in the reference column
  */
 
 /**

@@ -56,11 +56,11 @@ import {STATUSES} from './view.js';
  */
 
 /**
- * The Matrix view: step latency and throughput of every model and batch size on every
- * device, precision and compiler.
+ * The Matrix view: step latency and throughput of every model, precision, compiler and
+ * batch size on every device.
  * @typedef {Object} MatrixState
  * @property {string|null} reference the reference column's key; null: the route's default
- *   (CPU · fp32 · eager where present)
+ *   (the CPU where present)
  * @property {number|null} warmup leading steps dropped from every run; null: detected per run
  */
 

@@ -1,5 +1,5 @@
-"""The latency/throughput matrix (issue 18): model x batch size against device, precision
-and compiler, on the real matrix recorded on an H100 host and GPU (tests/fixtures/gpu_h100/
+"""The latency/throughput matrix (issue 18): model x precision x compiler x batch size
+against device (issue 51: devices alone are the columns), on the real matrix recorded on an H100 host and GPU (tests/fixtures/gpu_h100/
 matrix: the demo CNN, fp32/bf16 x eager/torch.compile x batch 1/16/64, CPU and GPU), and the
 maths on small lists."""
 
@@ -61,24 +61,25 @@ def test_cells_pool_repeats_and_take_speedups_within_their_row():
         _run("no_markers", [], batch=16),
     ]
     cells, columns, reference = build_matrix(runs)
-    assert reference == Column("CPU", "fp32", "eager")
-    assert [column.key for column in columns] == ["CPU · fp32 · eager", "GPU · fp32 · eager", "GPU · bf16 · eager"]
-    by = {(cell.batch_size, cell.column.key): cell for cell in cells}
-    cpu = by[8, "CPU · fp32 · eager"]
+    assert reference == Column("CPU")
+    assert [column.key for column in columns] == ["CPU", "GPU"]
+    by = {(cell.row.precision, cell.row.batch_size, cell.column.key): cell for cell in cells}
+    cpu = by["fp32", 8, "CPU"]
     assert (cpu.runs, cpu.steps, cpu.warmup_steps) == (["cpu_a", "cpu_b"], 5, 1)
     # the median of the steady steps pooled (10, 10, 10, 12, 12), the headline's rule
     assert cpu.latency_us == pytest.approx(10.0) and cpu.speedup == pytest.approx(1.0)
     assert cpu.throughput_per_s == pytest.approx(8 * 1e6 / 10.0)
-    assert by[8, "GPU · bf16 · eager"].speedup == pytest.approx(10.0 / 2)
-    assert by[16, "GPU · fp32 · eager"].speedup is None  # its row has no reference with a latency
-    assert by[16, "CPU · fp32 · eager"].latency_us is None and by[16, "CPU · fp32 · eager"].steps == 0
-    cells, _, reference = build_matrix(runs, reference=parse_column("gpu/fp32/eager"), warmup=0)
-    by = {(cell.batch_size, cell.column.key): cell for cell in cells}
-    assert reference.key == "GPU · fp32 · eager"
-    assert by[8, "CPU · fp32 · eager"].speedup == pytest.approx(4.0 / 11.0)  # nothing dropped: median of 6
-    assert by[16, "GPU · fp32 · eager"].speedup == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="DEVICE/PRECISION/COMPILER"):
-        parse_column("GPU/bf16")
+    assert by["fp32", 8, "GPU"].speedup == pytest.approx(10.0 / 4)
+    assert by["bf16", 8, "GPU"].speedup is None  # its row (bf16) has no CPU cell
+    assert by["fp32", 16, "GPU"].speedup is None  # its row has no reference with a latency
+    assert by["fp32", 16, "CPU"].latency_us is None and by["fp32", 16, "CPU"].steps == 0
+    cells, _, reference = build_matrix(runs, reference=parse_column("gpu"), warmup=0)
+    by = {(cell.row.precision, cell.row.batch_size, cell.column.key): cell for cell in cells}
+    assert reference.key == "GPU"
+    assert by["fp32", 8, "CPU"].speedup == pytest.approx(4.0 / 11.0)  # nothing dropped: median of 6
+    assert by["fp32", 16, "GPU"].speedup == pytest.approx(1.0) and by["bf16", 8, "GPU"].reference
+    with pytest.raises(ValueError, match="precision and compiler are rows"):
+        parse_column("GPU/bf16/eager")
 
 
 def _matrix(*args) -> MatrixDocument:
@@ -89,28 +90,28 @@ def _matrix(*args) -> MatrixDocument:
 
 def test_the_real_matrix_places_every_run_and_its_latency_is_the_step_markers():
     document = _matrix("--warmup", "0")
-    assert [column.key for column in document.columns] == [  # a configuration's CPU and GPU side by side
-        f"{device} · {precision} · {compiler}"
+    assert [column.key for column in document.columns] == ["CPU", "GPU"]  # a configuration's CPU and GPU side by side
+    assert [(row.model, row.precision, row.compiler, row.batch_size) for row in document.rows] == [
+        ("mnist_cnn_torch", precision, compiler, n)
         for precision in ("fp32", "bf16")
         for compiler in ("eager", "torch.compile")
-        for device in ("CPU", "GPU")
+        for n in (1, 16, 64)
     ]
-    assert [(row.model, row.batch_size) for row in document.rows] == [("mnist_cnn_torch", n) for n in (1, 16, 64)]
     assert len(document.cells) == 24 and sum(len(cell.runs) for cell in document.cells) == 36
-    assert document.reference == "CPU · fp32 · eager"
-    columns = {column.key: column for column in document.columns}
+    assert document.reference == "CPU"
     for cell in document.cells:
-        column = columns[cell.column]
-        token = {"eager": "eager", "torch.compile": "compile"}[column.compiler]
+        token = {"eager": "eager", "torch.compile": "compile"}[cell.compiler]
         for run in cell.runs:  # the run's name says where it was recorded; the data put it there
-            assert f"_{column.device.lower()}_bs{cell.batch_size}_{column.precision}_{token}" in run
+            assert f"_{cell.column.lower()}_bs{cell.batch_size}_{cell.precision}_{token}" in run
         steps = [time for run in cell.runs for time in profiler_step_durations(MATRIX / run)]
         assert cell.steps == len(steps) == 5 * len(cell.runs)
         assert cell.latency_us == pytest.approx(statistics.median(steps), rel=1e-9)
         assert cell.throughput_per_s == pytest.approx(cell.batch_size * 1e6 / cell.latency_us, rel=1e-12)
-    reference = {(cell.batch_size): cell.latency_us for cell in document.cells if cell.reference}
+    row = lambda cell: (cell.precision, cell.compiler, cell.batch_size)  # noqa: E731
+    reference = {row(cell): cell.latency_us for cell in document.cells if cell.reference}
+    assert len(reference) == 12 and all(cell.column == "CPU" for cell in document.cells if cell.reference)
     for cell in document.cells:
-        assert cell.speedup == pytest.approx(reference[cell.batch_size] / cell.latency_us, rel=1e-12)
+        assert cell.speedup == pytest.approx(reference[row(cell)] / cell.latency_us, rel=1e-12)
 
 
 def test_precision_and_compiler_come_from_the_data_without_sidecars_or_telling_names(tmp_path):
@@ -138,26 +139,23 @@ def test_precision_and_compiler_come_from_the_data_without_sidecars_or_telling_n
 
 def test_route_cli_and_csv_agree_and_bad_parameters_answer_400():
     client = plugin_client(MATRIX)
-    answer = client.get(f"{PREFIX}/matrix?reference=GPU/fp32/eager&warmup=1")
+    answer = client.get(f"{PREFIX}/matrix?reference=gpu&warmup=1")
     assert answer.status_code == 200
     document = msgspec.json.decode(answer.data, type=MatrixDocument)
-    assert document == _matrix("--reference", "GPU/fp32/eager", "--warmup", "1")
-    assert document.reference == "GPU · fp32 · eager" and all(
-        cell.warmup_steps == len(cell.runs) for cell in document.cells
-    )
-    text = client.get(f"{PREFIX}/matrix.csv?reference=GPU/fp32/eager&warmup=1").data.decode()
+    assert document == _matrix("--reference", "gpu", "--warmup", "1")
+    assert document.reference == "GPU" and all(cell.warmup_steps == len(cell.runs) for cell in document.cells)
+    text = client.get(f"{PREFIX}/matrix.csv?reference=GPU&warmup=1").data.decode()
     lines = list(csv.DictReader(io.StringIO(text)))
     assert len(lines) == len(document.cells)
     for line, cell in zip(lines, document.cells):
         assert line["runs"].split(";") == cell.runs
+        assert (line["device"], line["precision"], line["compiler"]) == (cell.column, cell.precision, cell.compiler)
         assert float(line["latency_us"]) == pytest.approx(cell.latency_us, rel=1e-12)
         assert (line["speedup"] and float(line["speedup"])) == pytest.approx(cell.speedup, rel=1e-12)
-    cli_csv = run_cli(
-        "matrix", str(MATRIX), "--no-cache", "--csv", "-", "--reference", "GPU/fp32/eager", "--warmup", "1"
-    )
+    cli_csv = run_cli("matrix", str(MATRIX), "--no-cache", "--csv", "-", "--reference", "GPU", "--warmup", "1")
     assert cli_csv.stdout == text
     for query, message in (
-        ("reference=GPU", "DEVICE/PRECISION/COMPILER"),
+        ("reference=GPU/fp32/eager", "precision and compiler are rows of the matrix"),
         ("warmup=x", "warmup"),
         ("model=nothing", "no readable run of model nothing"),
     ):
@@ -168,8 +166,12 @@ def test_route_cli_and_csv_agree_and_bad_parameters_answer_400():
 def test_text_output_names_the_reference_and_each_cell():
     result = run_cli("matrix", str(MATRIX), "--no-cache", "--model", "mnist_cnn_torch")
     assert result.returncode == 0, result.stderr
-    assert "against CPU · fp32 · eager" in result.stdout
-    assert result.stdout.count("reference  [1 run, ") == 3 and result.stdout.count("[2 runs, 10 steps]") == 12
+    assert (
+        "against CPU;" in result.stdout and "\nmnist_cnn_torch · bf16 · torch.compile · bs64\n  CPU: " in result.stdout
+    )
+    # each configuration's CPU cell is its row's reference (one run of fp32 eager, two of the others)
+    assert result.stdout.count("  CPU: ") == result.stdout.count("  reference  [") == 12
+    assert result.stdout.count("[2 runs, 10 steps]") == 12
 
 
 def test_a_compare_across_compilers_says_the_whole_step_is_where_they_meet():
@@ -278,14 +280,14 @@ def test_a_run_whose_data_alone_says_bf16_is_never_pooled_with_fp32(tmp_path):
         ("plain", "autocast", "precision")
     ]
     matrix = json.loads(run_cli("matrix", str(logdir), "--json", "--no-cache").stdout)
-    assert [column["key"] for column in matrix["columns"]] == ["GPU · fp32 · eager", "GPU · bf16 · eager"]
+    assert [(row["model"], row["precision"]) for row in matrix["rows"]] == [("cnn", "fp32"), ("cnn", "bf16")]
 
 
 def test_references_are_read_in_the_columns_words():
-    assert parse_column("GPU · mixed bf16/fp32 · eager") == Column("GPU", "mixed bf16/fp32", "eager")
-    assert parse_column("gpu/mixed bf16/fp32/eager") == Column("GPU", "mixed bf16/fp32", "eager")
-    document = _matrix("--reference", "gpu/float32/compile")
-    assert document.reference == "GPU · fp32 · torch.compile"
+    assert parse_column("gpu") == Column("GPU")
+    assert parse_column("gpu (NVIDIA H200)") == Column("GPU (NVIDIA H200)")
+    document = _matrix("--reference", "gpu")
+    assert document.reference == "GPU"
     assert all(cell.speedup is not None for cell in document.cells)
     assert plugin_client(MATRIX).get(f"{PREFIX}/matrix?warmup=%C2%B2").status_code == 400  # "²" is no step count
     # a usage error names the parameter at fault, for the tab to point at it
@@ -293,9 +295,9 @@ def test_references_are_read_in_the_columns_words():
     assert answer.status_code == 400 and json.loads(answer.data)["error"]["parameter"] == "warmup"
 
 
-def test_a_run_that_says_no_precision_sits_in_the_default_column_and_is_named(tmp_path):
-    """Issue 32: unknown precision or compiler made a column of its own (`CPU · ? · ?` for the
-    public TF1 pair), apart from every run that says fp32 and eager."""
+def test_a_run_that_says_no_precision_sits_in_the_default_row_and_is_named(tmp_path):
+    """Issue 32: unknown precision or compiler made a configuration of its own (`CPU · ? · ?`
+    for the public TF1 pair), apart from every run that says fp32 and eager."""
     from conftest import REALTRACES
 
     from tb_opcompare.service.matrix import matrix_document
@@ -304,24 +306,24 @@ def test_a_run_that_says_no_precision_sits_in_the_default_column_and_is_named(tm
         shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / f"mlp_{device}")
     document = matrix_document(Catalog(str(tmp_path), cache_dir=None))
     # a TF1 session runs a graph; the timeline says no precision
-    assert [column.key for column in document.columns] == ["CPU · fp32 · TF graph", "GPU · fp32 · TF graph"]
-    assert document.warnings == ["2 run(s) say no precision, so they sit in the fp32 columns: mlp_cpu, mlp_gpu"]
-    # no run is eager, so the row's own CPU cell is its reference: the step's wall span, 15.55 ms vs 1.17 ms
-    gpu = next(cell for cell in document.cells if cell.column == "GPU · fp32 · TF graph")
+    assert [column.key for column in document.columns] == ["CPU", "GPU"]
+    assert [(row.precision, row.compiler) for row in document.rows] == [("fp32", "TF graph")]
+    assert document.warnings == ["2 run(s) say no precision, so they sit in the fp32 rows: mlp_cpu, mlp_gpu"]
+    # the row's CPU cell is its reference: the step's wall span, 15.55 ms vs 1.17 ms
+    gpu = next(cell for cell in document.cells if cell.column == "GPU")
     assert gpu.speedup == pytest.approx(15554 / 1167) and not gpu.reference
     runs = [
         MatrixRun("a", "m", 8, "CPU", None, "eager", [5.0, 5.0]),
         MatrixRun("b", "m", 8, "CPU", "fp32", None, [7.0]),
     ]
     cells, columns, _ = build_matrix(runs)
-    assert [column.key for column in columns] == ["CPU · fp32 · eager"] and cells[0].runs == ["a", "b"]
+    assert [column.key for column in columns] == ["CPU"] and cells[0].runs == ["a", "b"]
 
 
-def test_a_row_without_an_eager_cpu_cell_takes_its_own_cpu_cell_as_reference():
+def test_every_configuration_takes_its_own_cpu_cell_as_reference():
     """A TF model runs as a TF graph and a JAX one under XLA: with an eager model beside them,
-    the default reference column (CPU · fp32 · eager) holds no cell of theirs, and their
-    rows had no speedup at all. Each such row takes its own first CPU cell; a reference the
-    user picked is kept to."""
+    the reference column (CPU · fp32 · eager, when columns held configurations) held no cell
+    of theirs. Rows are configurations now: each row's CPU cell is its reference."""
     runs = [
         MatrixRun("torch_cpu", "torch_cnn", 8, "CPU", "fp32", "eager", [10.0] * 4),
         MatrixRun("torch_gpu", "torch_cnn", 8, "GPU", "fp32", "eager", [2.0] * 4),
@@ -330,13 +332,11 @@ def test_a_row_without_an_eager_cpu_cell_takes_its_own_cpu_cell_as_reference():
         MatrixRun("keras_gpu", "keras_cnn", 8, "GPU", "fp32", "TF graph", [1.0] * 4),
     ]
     cells, _, reference = build_matrix(runs)
-    assert reference == Column("CPU", "fp32", "eager")
+    assert reference == Column("CPU")
     by_run = {cell.runs[0]: cell for cell in cells}
     assert by_run["torch_gpu"].speedup == pytest.approx(5.0) and by_run["torch_cpu"].reference
     assert by_run["jax_gpu"].speedup == pytest.approx(3.0) and by_run["jax_cpu"].reference
     assert by_run["keras_gpu"].speedup is None and not by_run["keras_gpu"].reference  # no CPU run: nothing to go by
-    cells, _, _ = build_matrix(runs, reference=Column("CPU", "fp32", "eager"))
-    assert {cell.runs[0]: cell.speedup for cell in cells}["jax_gpu"] is None
 
 
 def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
@@ -353,10 +353,8 @@ def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
     ):
         for run in (FIXTURES / fixture / "demo").glob(pattern):
             shutil.copytree(run, tmp_path / fixture / run.name)
-    h100, h200 = "GPU (NVIDIA H100 80GB HBM3) · fp32 · eager", "GPU (NVIDIA H200) · fp32 · eager"
-    document = matrix_document(
-        Catalog(str(tmp_path), cache_dir=None), reference="gpu (NVIDIA H100 80GB HBM3)/fp32/eager"
-    )
+    h100, h200 = "GPU (NVIDIA H100 80GB HBM3)", "GPU (NVIDIA H200)"
+    document = matrix_document(Catalog(str(tmp_path), cache_dir=None), reference="gpu (NVIDIA H100 80GB HBM3)")
     assert [column.key for column in document.columns] == [h100, h200]
     assert document.reference == h100
     for batch in (16, 64):
@@ -373,4 +371,4 @@ def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
         assert cells[h200].speedup == pytest.approx(pooled[h100] / pooled[h200], rel=1e-9)
     # one accelerator model in a logdir keeps the plain device name
     only_h100 = matrix_document(Catalog(str(tmp_path / "gpu_h100"), cache_dir=None))
-    assert [column.key for column in only_h100.columns] == ["GPU · fp32 · eager"]
+    assert [column.key for column in only_h100.columns] == ["GPU"]

@@ -121,11 +121,14 @@ def test_pytorch_and_onnx_runtime_pair_and_meet_at_the_whole_step():
     assert f"{ratio:.2f}× in step wall time" in notes
 
 
-def test_the_matrix_has_an_onnx_runtime_column_whose_latency_is_the_runs():
+def test_the_matrix_has_an_onnx_runtime_row_whose_latency_is_the_runs():
     """With no warm-up left out, a cell's latency is the median of its run's raw steps."""
     result = run_cli("matrix", str(LOGDIR), "--no-cache", "--json", "--warmup", "0")
     document = msgspec.json.decode(result.stdout, type=MatrixDocument)
-    assert [column.key for column in document.columns] == ["CPU · fp32 · eager", "CPU · fp32 · ONNX Runtime"]
+    assert [column.key for column in document.columns] == ["CPU"]
+    assert [(row.compiler, row.batch_size) for row in document.rows] == [
+        (compiler, batch) for compiler in ("eager", "ONNX Runtime") for batch in (1, 16, 64)
+    ]
     for cell in document.cells:
         (run,) = cell.runs
         steps = (

@@ -21,8 +21,7 @@ from tb_opcompare.schema.text import format_speedup, format_throughput, format_t
 SCREENSHOT = "/tmp/opcompare-matrix.png"
 SCREENSHOT_DARK = "/tmp/opcompare-matrix-dark.png"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
-CPU_FP32_EAGER = "CPU · fp32 · eager"
-GPU_FP32_EAGER = "GPU · fp32 · eager"
+CPU, GPU = "CPU", "GPU"
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +33,8 @@ def matrix_tensorboard_url(tmp_path_factory):
 
 def cell_locator(frame, cell: dict):
     return frame.locator(
-        f"#oc-matrix-table tbody tr[data-model='{cell['model']}']"
-        f"[data-batch-size='{cell['batch_size']}'] td[data-column='{cell['column']}']"
+        f"#oc-matrix-table tbody tr[data-model='{cell['model']}'][data-precision='{cell['precision']}']"
+        f"[data-compiler='{cell['compiler']}'][data-batch-size='{cell['batch_size']}'] td[data-column='{cell['column']}']"
     )
 
 
@@ -64,11 +63,15 @@ def check_cells(frame, document: dict):
         assert ("oc-matrix-link" in shown.get_attribute("class")) is (not cell["reference"])
 
 
-def shown_order(frame) -> list[int]:
+def row_key(row: dict) -> tuple:
+    return row["precision"], row["compiler"], row["batch_size"]
+
+
+def shown_order(frame) -> list[tuple]:
     return [
-        int(size)
-        for size in frame.locator("#oc-matrix-table tbody tr").evaluate_all(
-            "rows => rows.map(r => r.dataset.batchSize)"
+        (precision, compiler, int(size))
+        for precision, compiler, size in frame.locator("#oc-matrix-table tbody tr").evaluate_all(
+            "rows => rows.map(r => [r.dataset.precision, r.dataset.compiler, r.dataset.batchSize])"
         )
     ]
 
@@ -77,30 +80,26 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     url = matrix_tensorboard_url
     errors = console_errors(page)
     document = route_json(url, "matrix")
-    assert document["reference"] == CPU_FP32_EAGER and document["warmup"] is None
-    assert len(document["columns"]) == 8 and len(document["rows"]) == 3 and len(document["cells"]) == 24
+    assert document["reference"] == CPU and document["warmup"] is None
+    assert len(document["columns"]) == 2 and len(document["rows"]) == 12 and len(document["cells"]) == 24
 
     frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
     headers = frame.locator("#oc-matrix-table thead th.oc-matrix-column")
-    assert headers.count() == 8
+    assert headers.count() == 2  # devices only (issue 51: with precision and compiler too there were 8)
     for header, column in zip(headers.all(), document["columns"]):
         assert header.get_attribute("data-column") == column["key"]
         assert header.locator(".oc-matrix-device").inner_text() == column["device"]
-        assert header.locator(".oc-matrix-precision").inner_text() == column["precision"]
-        assert header.locator(".oc-matrix-compiler").inner_text() == column["compiler"]
-    assert frame.locator("thead th.oc-matrix-reference").get_attribute("data-column") == CPU_FP32_EAGER
-    assert frame.locator("#oc-matrix-table tbody tr").count() == 3
+    assert frame.locator("thead th.oc-matrix-reference").get_attribute("data-column") == CPU
+    assert frame.locator("#oc-matrix-table tbody tr").count() == 12
+    first = frame.locator("#oc-matrix-table tbody tr").first
+    assert first.locator(".oc-matrix-configuration").inner_text() == "fp32 · eager"
     # a configuration's CPU and GPU cells side by side, the GPU's in view at 1400 px without scrolling (issue 51)
-    keys = [column["key"] for column in document["columns"]]
-    assert keys.index(GPU_FP32_EAGER) == keys.index(CPU_FP32_EAGER) + 1
     page.set_viewport_size({"width": 1400, "height": 1000})
-    right = frame.locator(f"thead th[data-column='{GPU_FP32_EAGER}']").evaluate(
-        "el => el.getBoundingClientRect().right"
-    )
+    right = frame.locator(f"thead th[data-column='{GPU}']").evaluate("el => el.getBoundingClientRect().right")
     assert right <= page.evaluate("window.innerWidth")
-    assert shown_order(frame) == [row["batch_size"] for row in document["rows"]]
+    assert shown_order(frame) == [row_key(row) for row in document["rows"]]
     check_cells(frame, document)
-    assert frame.locator("#oc-matrix-reference").input_value() == CPU_FP32_EAGER
+    assert frame.locator("#oc-matrix-reference").input_value() == CPU
     assert frame.locator("#oc-matrix-warmup").input_value() == ""
     assert frame.locator(".oc-matrix-warning").count() == len(document["warnings"])
     # the comparison the Compare view chose is in the link too; nothing of the matrix's defaults
@@ -110,35 +109,35 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     page.screenshot(path=SCREENSHOT, full_page=True)
 
     # a header sorts the rows by its column's latency, largest first; again, smallest first
-    latency = {(cell["batch_size"], cell["column"]): cell["latency_us"] for cell in document["cells"]}
-    by_gpu = sorted((row["batch_size"] for row in document["rows"]), key=lambda size: latency[size, GPU_FP32_EAGER])
-    frame.locator(f"thead th[data-column='{GPU_FP32_EAGER}']").click()
+    latency = {(*row_key(cell), cell["column"]): cell["latency_us"] for cell in document["cells"]}
+    by_gpu = sorted((row_key(row) for row in document["rows"]), key=lambda key: latency[(*key, GPU)])
+    frame.locator(f"thead th[data-column='{GPU}']").click()
     assert shown_order(frame) == by_gpu[::-1]
-    frame.locator(f"thead th[data-column='{GPU_FP32_EAGER}']").click()
+    frame.locator(f"thead th[data-column='{GPU}']").click()
     assert shown_order(frame) == by_gpu
     check_cells(frame, document)
 
     # another reference: the route's speedups against it, and the link says so
-    frame.locator("#oc-matrix-reference").select_option(GPU_FP32_EAGER)
-    against_gpu = route_json(url, "matrix", reference=GPU_FP32_EAGER)
-    wait_for_reference(frame, GPU_FP32_EAGER)
+    frame.locator("#oc-matrix-reference").select_option(GPU)
+    against_gpu = route_json(url, "matrix", reference=GPU)
+    wait_for_reference(frame, GPU)
     page.wait_for_function("() => location.hash.includes('matrix_reference=')")
     check_cells(frame, against_gpu)
-    speedups = {(cell["batch_size"], cell["column"]): cell["speedup"] for cell in document["cells"]}
-    assert any(cell["speedup"] != speedups[cell["batch_size"], cell["column"]] for cell in against_gpu["cells"])
-    assert tab_state(page)["matrix_reference"] == GPU_FP32_EAGER
+    speedups = {(*row_key(cell), cell["column"]): cell["speedup"] for cell in document["cells"]}
+    assert any(cell["speedup"] != speedups[(*row_key(cell), cell["column"])] for cell in against_gpu["cells"])
+    assert tab_state(page)["matrix_reference"] == GPU
 
     # a warm-up of one step: the route's latencies without each run's first step
     frame.locator("#oc-matrix-warmup").fill("1")
     frame.locator("#oc-matrix-warmup").press("Enter")
-    params = {"reference": GPU_FP32_EAGER, "warmup": "1"}
+    params = {"reference": GPU, "warmup": "1"}
     warm = route_json(url, "matrix", **params)
     assert warm["warmup"] == 1 and all(cell["warmup_steps"] == len(cell["runs"]) for cell in warm["cells"])
     frame.locator("#oc-matrix-caption", has_text="the first 1 step of every run").wait_for()
     check_cells(frame, warm)
     assert {key: tab_state(page).get(key) for key in ("view", "matrix_reference", "matrix_warmup")} == {
         "view": "matrix",
-        "matrix_reference": GPU_FP32_EAGER,
+        "matrix_reference": GPU,
         "matrix_warmup": "1",
     }
 
@@ -159,20 +158,19 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     page.reload()
     frame = page.frame_locator(FRAME)
     frame.locator("#oc-matrix-table tbody tr").first.wait_for(timeout=60_000)
-    wait_for_reference(frame, GPU_FP32_EAGER)
-    assert frame.locator("#oc-matrix-reference").input_value() == GPU_FP32_EAGER
+    wait_for_reference(frame, GPU)
+    assert frame.locator("#oc-matrix-reference").input_value() == GPU
     assert frame.locator("#oc-matrix-warmup").input_value() == "1"
     check_cells(frame, warm)
 
-    # a GPU cell opens the comparison of its row's reference run (baseline) with its own run
-    cell = next(
-        cell for cell in warm["cells"] if cell["column"] == "GPU · bf16 · torch.compile" and cell["batch_size"] == 64
-    )
-    reference = next(other for other in warm["cells"] if other["reference"] and other["batch_size"] == 64)
+    # a CPU cell opens the comparison of its row's reference run (baseline: the GPU's now) with its own run
+    bf16_compile_64 = ("bf16", "torch.compile", 64)
+    cell = next(cell for cell in warm["cells"] if cell["column"] == CPU and row_key(cell) == bf16_compile_64)
+    reference = next(other for other in warm["cells"] if other["reference"] and row_key(other) == bf16_compile_64)
     expected = {"baseline": reference["runs"][0], "target": cell["runs"][0]}
     assert expected == {
-        "baseline": "mnist_cnn_torch_gpu_bs64_fp32_eager_rep1",
-        "target": "mnist_cnn_torch_gpu_bs64_bf16_compile_rep1",
+        "baseline": "mnist_cnn_torch_gpu_bs64_bf16_compile_rep1",
+        "target": "mnist_cnn_torch_cpu_bs64_bf16_compile",
     }
     cell_locator(frame, cell).click()
     frame.locator("#oc-count").wait_for(timeout=60_000)
@@ -184,7 +182,7 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
     assert frame.locator("#oc-count").inner_text() == f"Showing {rows} of {rows} ops"
     state = tab_state(page)
     assert {key: state.get(key) for key in ("baseline", "target", "view")} == {**expected, "view": None}
-    assert state["matrix_reference"] == GPU_FP32_EAGER  # the matrix keeps its settings for the way back
+    assert state["matrix_reference"] == GPU  # the matrix keeps its settings for the way back
 
     # the reference cell itself opens nothing
     frame.locator(".oc-page-tab[data-page='matrix']").click()
@@ -198,26 +196,24 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
 def test_a_reference_without_runs_is_warned_of_and_a_bad_one_explained(page, matrix_tensorboard_url):
     url = matrix_tensorboard_url
     # a column no run has: the route's warning above the table, no speedups
-    absent = route_json(url, "matrix", reference="TPU/fp32/eager")
-    assert absent["reference"] == "TPU · fp32 · eager" and absent["warnings"]
-    frame = open_op_compare(
-        page, url, ready="#oc-matrix-table tbody tr", view="matrix", matrix_reference="TPU/fp32/eager"
-    )
+    absent = route_json(url, "matrix", reference="tpu")
+    assert absent["reference"] == "TPU" and absent["warnings"]
+    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix", matrix_reference="tpu")
     warnings = frame.locator("#oc-matrix-warnings .oc-matrix-warning")
     assert warnings.all_inner_texts() == absent["warnings"]
-    assert frame.locator("#oc-matrix-reference").input_value() == "TPU · fp32 · eager"
+    assert frame.locator("#oc-matrix-reference").input_value() == "TPU"
     assert frame.locator("thead th.oc-matrix-reference").count() == 0
     assert set(frame.locator(".oc-matrix-speedup").all_inner_texts()) == {format_speedup(None)}
 
     # a reference that is no column at all: the route's 400, and the default to go back to
-    status, body = route(url, "matrix", reference="bogus")
+    status, body = route(url, "matrix", reference="CPU/fp32/eager")  # the older matrix's column
     assert status == 400
     page.goto("about:blank")
-    frame = open_op_compare(page, url, ready="#oc-matrix-message", view="matrix", matrix_reference="bogus")
+    frame = open_op_compare(page, url, ready="#oc-matrix-message", view="matrix", matrix_reference="CPU/fp32/eager")
     assert json.loads(body)["error"]["message"] in frame.locator("#oc-matrix-message").inner_text()
     assert frame.locator("#oc-matrix-export").is_hidden()
     frame.locator("#oc-matrix-reference").select_option("")
-    wait_for_reference(frame, CPU_FP32_EAGER)
+    wait_for_reference(frame, CPU)
     check_cells(frame, route_json(url, "matrix"))
     assert "matrix_reference" not in tab_state(page)
     assert not page.page_errors

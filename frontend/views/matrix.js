@@ -1,6 +1,6 @@
-// The "Matrix" view: the steady-state step latency and throughput of every model and batch
-// size (rows) on every device, precision and compiler (columns), with each cell's speedup
-// against a reference column of its row. The matrix route computes it all; this draws its
+// The "Matrix" view: the steady-state step latency and throughput of every model, precision,
+// compiler and batch size (rows) on every device (columns), with each cell's speedup
+// against its row's cell on the reference device. The matrix route computes it all; this draws its
 // document as it is, sorts its rows by a column's latency, and opens the comparison of a
 // cell's run with its row's reference run.
 
@@ -29,7 +29,7 @@ import {messageBox} from './states.js';
 
 /**
  * How the rows are ordered: by one column's latency, or (column null) as the route
- * orders them (by model, then batch size).
+ * orders them (by model, then precision and compiler, then batch size).
  * @typedef {Object} MatrixSort
  * @property {string|null} column a column's key
  * @property {'asc'|'desc'} order
@@ -38,8 +38,9 @@ import {messageBox} from './states.js';
 const DEFAULT_WARMUP = 'detected per run (steps slower than 1.5× the median of the steps after them)';
 const RUNS_IN_TOOLTIP = 6;
 
-function rowKey(model, batchSize) {
-  return JSON.stringify([model, batchSize]);
+/** @param {MatrixRow|MatrixCell} row */
+function rowKey(row) {
+  return JSON.stringify([row.model, row.precision, row.compiler, row.batch_size]);
 }
 
 /** "3 runs" */
@@ -53,9 +54,9 @@ function count(number, word) {
  * @returns {GridRow[]}
  */
 export function matrixGrid(document) {
-  const rows = new Map(document.rows.map((row) => [rowKey(row.model, row.batch_size), {row, cells: new Map()}]));
+  const rows = new Map(document.rows.map((row) => [rowKey(row), {row, cells: new Map()}]));
   for (const cell of document.cells) {
-    const entry = rows.get(rowKey(cell.model, cell.batch_size));
+    const entry = rows.get(rowKey(cell));
     if (entry) entry.cells.set(cell.column, cell);
   }
   return [...rows.values()];
@@ -190,7 +191,7 @@ export class MatrixView {
     if (shown && !this.columnKeys.includes(shown)) {
       options.push(h('option', {value: shown}, `${shown} (${this.document ? 'no runs' : 'as asked'})`));
     }
-    if (!this.columnKeys.length) options.unshift(h('option', {value: ''}, 'Default (CPU · fp32 · eager)'));
+    if (!this.columnKeys.length) options.unshift(h('option', {value: ''}, 'Default (CPU)'));
     this.referenceSelect.replaceChildren(...options);
     this.referenceSelect.value = shown || '';
   }
@@ -229,8 +230,8 @@ export class MatrixView {
     this.showReferences();
     if (!document.columns.length) {
       this.skeleton.showMessage(messageBox({kind: 'note', title: 'No runs to place', id: 'oc-matrix-message',
-        text: 'The matrix places every run of the logdir by model and batch size against its device, precision ' +
-          'and compiler; this logdir has none it could read.', hint: document.warnings.join('\n') || null}));
+        text: 'The matrix places every run of the logdir by model, precision, compiler and batch size against ' +
+          'its device; this logdir has none it could read.', hint: document.warnings.join('\n') || null}));
       return;
     }
     this.exportLink.href = matrixCsvUrl(params);
@@ -256,8 +257,9 @@ export class MatrixView {
     const {column: sorted, order} = this.sort;
     this.head.replaceChildren(
       h('th', {class: `oc-matrix-row-head${sorted === null ? ' oc-sorted' : ''}`,
-               title: 'click to order the rows by model, then batch size', onclick: () => this.sortBy(null)},
-        'Model · batch size'),
+               title: 'click to order the rows by model, then precision and compiler, then batch size',
+               onclick: () => this.sortBy(null)},
+        'Model · precision · compiler · batch'),
       ...document.columns.map((column) => {
         const isReference = column.key === document.reference;
         const {ariaSort, mark} = sortIndicator(column.key === sorted, order);
@@ -267,15 +269,16 @@ export class MatrixView {
                         title: `${column.key}: click to sort the rows by its latency`,
                         onclick: () => this.sortBy(column.key)},
           h('div', {class: 'oc-matrix-device'}, column.device, h('span', {class: 'oc-sort-mark'}, mark)),
-          h('div', {class: 'oc-matrix-precision'}, column.precision),
-          h('div', {class: 'oc-matrix-compiler'}, column.compiler),
           isReference ? h('div', {class: 'oc-matrix-reference-mark'}, 'reference') : null);
       }));
     const grid = sortGrid(matrixGrid(document), this.sort);
     this.rows.replaceChildren(...grid.map((entry) => h('tr', {class: 'oc-row', 'data-model': entry.row.model,
+                                                              'data-precision': entry.row.precision,
+                                                              'data-compiler': entry.row.compiler,
                                                               'data-batch-size': String(entry.row.batch_size)},
       h('th', {class: 'oc-matrix-row-head', scope: 'row'},
         h('div', {class: 'oc-text'}, entry.row.model),
+        h('div', {class: 'oc-matrix-configuration'}, `${entry.row.precision} · ${entry.row.compiler}`),
         h('div', {class: 'oc-matrix-batch'}, `batch ${entry.row.batch_size ?? '?'}`)),
       ...document.columns.map((column) => this.cell(entry, column.key)))));
   }

@@ -408,17 +408,17 @@ def _add_matrix(commands: argparse._SubParsersAction, reading: argparse.Argument
     matrix = commands.add_parser(
         "matrix",
         parents=[reading],
-        help="step latency and throughput: model x batch size against device, precision and compiler",
-        description="Every run placed by model and batch size (rows) against device, precision and compiler "
-        "(columns, from the data, else the sidecar or the run name); each cell the median wall time of a "
+        help="step latency and throughput: model x precision x compiler x batch size against device",
+        description="Every run placed by model, precision, compiler and batch size (rows, from the data, else "
+        "the sidecar or the run name) against device (columns); each cell the median wall time of a "
         "steady step (step markers, warm-up steps left out), its spread, the throughput (batch x 10^6 / "
         "step us) and the speedup against the reference column. Repeats of one cell are pooled.",
     )
     matrix.add_argument("logdir")
     matrix.add_argument(
         "--reference",
-        metavar="DEVICE/PRECISION/COMPILER",
-        help="the column speedups are against (default: CPU/fp32/eager where present)",
+        metavar="DEVICE",
+        help="the device speedups are against, in each row (default: CPU where present)",
     )
     matrix.add_argument(
         "--warmup",
@@ -1110,15 +1110,15 @@ def _matrix(args) -> int:
 
 
 def _print_matrix(document) -> None:
-    cells = {(cell.model, cell.batch_size, cell.column): cell for cell in document.cells}
+    cells = {(cell.model, cell.precision, cell.compiler, cell.batch_size, cell.column): cell for cell in document.cells}
     print(
         f"steady step latency, samples/s and speedup against {document.reference or '(no reference)'}; "
         f"warm-up: {'detected per run' if document.warmup is None else f'{document.warmup} steps left out'}"
     )
-    for column in document.columns:
-        print(f"\n{column.key}")
-        for row in document.rows:
-            cell = cells.get((row.model, row.batch_size, column.key))
+    for row in document.rows:
+        print(f"\n{escape_controls(row.model)} · {row.precision} · {row.compiler} · bs{row.batch_size or '?'}")
+        for column in document.columns:
+            cell = cells.get((row.model, row.precision, row.compiler, row.batch_size, column.key))
             if cell is None:
                 continue
             spread = (
@@ -1128,7 +1128,7 @@ def _print_matrix(document) -> None:
             )
             speedup = "reference" if cell.reference else format_speedup(cell.speedup)
             print(
-                f"  {escape_controls(row.model)} bs{row.batch_size or '?'}: {format_time(cell.latency_us)}{spread}  "
+                f"  {escape_controls(column.key)}: {format_time(cell.latency_us)}{spread}  "
                 f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]"
             )
     for warning in document.warnings:

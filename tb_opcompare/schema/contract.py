@@ -614,18 +614,20 @@ class TrendDocument(_Document):
 
 
 class MatrixColumn(_Document):
-    """One column of the matrix: a device, a precision and a compiler (`?` where unknown)."""
+    """One column of the matrix: a device (`?` where unknown), with the accelerator's model
+    where one kind of accelerator came in several (`GPU (NVIDIA H200)`)."""
 
-    key: _d(str, "`DEVICE · precision · compiler`, as shown and as `reference` takes it")
+    key: _d(str, "the device, as shown and as `reference` takes it")
     device: str
-    precision: str
-    compiler: str
 
 
 class MatrixCell(_Document):
-    """The runs of one model at one batch size in one column, and their steady-state step."""
+    """The runs of one row (model, precision, compiler, batch size) on one device, and their
+    steady-state step."""
 
     model: _d(str, "the model without its precision and compiler")
+    precision: _d(str, "the row's precision (fp32 where the runs do not say)")
+    compiler: _d(str, "the row's compiler (eager where the runs do not say)")
     batch_size: _d(int | None, "samples per step")
     column: _d(str, "the key of its MatrixColumn")
     runs: _d(list[str], "the runs pooled here (repeats of one configuration)")
@@ -639,33 +641,30 @@ class MatrixCell(_Document):
     latency_p90_us: _d(float | None, "90th percentile of the steady steps' wall time, µs")
     throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
     speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
-    reference: _d(
-        bool,
-        "whether this is the reference cell of its row: the one in the reference column, or, "
-        "by default, in a row with none there, the row's first CPU cell (a TF graph's, XLA's)",
-    )
+    reference: _d(bool, "whether this is the reference cell of its row: the one in the reference column")
 
 
 class MatrixRow(_Document):
+    """One configuration of a model: the precision, compiler and batch size its runs share."""
+
     model: str
+    precision: str
+    compiler: str
     batch_size: int | None
 
 
 class MatrixDocument(_Document):
-    """Steady-state step latency and throughput of every model and batch size (rows) on
-    every device, precision and compiler (columns), with the speedup against a reference
-    column."""
+    """Steady-state step latency and throughput of every model, precision, compiler and batch
+    size (rows) on every device (columns), with the speedup against a reference device."""
 
-    reference: _d(
-        str | None, "the reference column's key (default: CPU · fp32 · eager where present, else the first column)"
-    )
+    reference: _d(str | None, "the reference column's key (default: CPU where present, else the first column)")
     warmup: _d(
         int | None,
         "leading steps dropped from every run as asked; null: detected per run (steps slower "
         "than 1.5x the median of the steps after them)",
     )
-    columns: _d(list[MatrixColumn], "CPU first, then fp32, then eager")
-    rows: _d(list[MatrixRow], "by model, then batch size")
+    columns: _d(list[MatrixColumn], "CPU first, then the accelerators by name")
+    rows: _d(list[MatrixRow], "by model, then fp32 and eager first, then batch size")
     cells: _d(list[MatrixCell], "the filled cells, row by row")
     warnings: list[str]
 

@@ -78,8 +78,6 @@ def matrix_csv(document) -> str:
             {
                 **msgspec.structs.asdict(cell),
                 "device": column.device,
-                "precision": column.precision,
-                "compiler": column.compiler,
                 "runs": ";".join(cell.runs),
             }
         )

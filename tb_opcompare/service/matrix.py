@@ -1,8 +1,7 @@
-"""The matrix document: every run of the logdir (or of the chosen models) placed by model
-and batch size against device, precision and compiler, with its steady-state latency.
-A run's column is its configuration: the precision and compiler its sidecar or name
-claims where its data agrees (Keras's ``mixed_bfloat16`` is the ``bf16`` column), else
-what its data shows."""
+"""The matrix document: every run of the logdir (or of the chosen models) placed by model,
+precision, compiler and batch size against device, with its steady-state latency. A run's
+precision and compiler are what its sidecar or name claims where its data agrees (Keras's
+``mixed_bfloat16`` is the ``bf16`` row), else what its data shows."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from tb_opcompare.analysis.matrix import Cell, Column, MatrixRun, build_matrix, 
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import MatrixCell, MatrixColumn, MatrixDocument, MatrixRow
-from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, canonical_compiler, canonical_precision
+from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION
 from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.catalog import Catalog
 
@@ -32,13 +31,10 @@ def matrix_document(
     return MatrixDocument(
         reference=reference_column.key if reference_column else None,
         warmup=warmup,
-        columns=[
-            MatrixColumn(key=column.key, device=column.device, precision=column.precision, compiler=column.compiler)
-            for column in columns
-        ],
+        columns=[MatrixColumn(key=column.key, device=column.device) for column in columns],
         rows=[
-            MatrixRow(model=model, batch_size=size)
-            for model, size in dict.fromkeys((cell.model, cell.batch_size) for cell in cells)
+            MatrixRow(model=row.model, precision=row.precision, compiler=row.compiler, batch_size=row.batch_size)
+            for row in dict.fromkeys(cell.row for cell in cells)
         ],
         cells=_matrix_cells(cells),
         warnings=warnings,
@@ -46,15 +42,12 @@ def matrix_document(
 
 
 def _reference_column(reference: str | None) -> Column | None:
-    """The column speedups are against, in the words the columns use: gpu/float32/compile
-    is GPU · fp32 · torch.compile. Raises UsageError for one that cannot be parsed."""
+    """The column speedups are against, in the words the columns use (``gpu`` is ``GPU``).
+    Raises UsageError for one that cannot be parsed."""
     try:
-        column = parse_column(reference) if reference else None
+        return parse_column(reference) if reference else None
     except ValueError as error:
         raise UsageError(f"reference: {error}", "reference") from None
-    if column is None:
-        return None
-    return Column(column.device, canonical_precision(column.precision), canonical_compiler(column.compiler))
 
 
 def _matrix_runs(catalog: Catalog, models: list[str] | None) -> tuple[list[MatrixRun], list[str]]:
@@ -96,7 +89,7 @@ def _missing_fact_warnings(runs: list[MatrixRun]) -> list[str]:
         assumed = sorted(run.run for run in runs if getattr(run, dimension) is None)
         if assumed:
             warnings.append(
-                f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} columns: "
+                f"{len(assumed)} run(s) say no {dimension}, so they sit in the {default} rows: "
                 f"{', '.join(assumed[:5])}{' ...' if len(assumed) > 5 else ''}"
             )
     return warnings
@@ -106,8 +99,10 @@ def _matrix_cells(cells: list[Cell]) -> list[MatrixCell]:
     """The cells as the document holds them: JSON has no NaN, so a missing figure is null."""
     return [
         MatrixCell(
-            model=cell.model,
-            batch_size=cell.batch_size,
+            model=cell.row.model,
+            precision=cell.row.precision,
+            compiler=cell.row.compiler,
+            batch_size=cell.row.batch_size,
             column=cell.column.key,
             runs=cell.runs,
             steps=cell.steps,
