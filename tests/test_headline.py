@@ -246,6 +246,49 @@ def _argument_only(source: Path, target: Path) -> None:
     path.write_bytes(space.SerializeToString())
 
 
+def _claiming(path: Path, batch_size: int) -> None:
+    """The run's Keras step events made to carry another ``batch_size`` argument."""
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
+
+    (file,) = path.rglob("*.xplane.pb")
+    space = XSpace()
+    space.ParseFromString(file.read_bytes())
+    changed = 0
+    for plane in space.planes:
+        ids = {entry.key for entry in plane.stat_metadata if entry.value.name == "batch_size"}
+        for line in plane.lines:
+            for event in line.events:
+                for stat in event.stats:
+                    if stat.metadata_id in ids:
+                        field = stat.WhichOneof("value")
+                        setattr(stat, field, batch_size)
+                        changed += 1
+    assert changed
+    file.write_bytes(space.SerializeToString())
+
+
+def test_batch_sizes_the_ops_time_contradicts_are_said_to_be(tmp_path):
+    """Issue 51, point 3: a run whose fit() was given batch_size 48 on a dataset batched by 6
+    read 8x the samples of its twin, while its ops took the same time a step. The measured
+    work contradicts the claim, and Compare says so; sizes the data measured, or sizes whose
+    ops' time grew with them, get no such note."""
+    bs6 = FIXTURES / "versions" / "tf2.12" / "cnn_arrays_cpu_bs6"
+    _argument_only(bs6, tmp_path / "said6")
+    _argument_only(bs6, tmp_path / "said48")
+    _claiming(tmp_path / "said48", 48)
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    summary = compare_document(catalog, "said6", "said48").summary
+    assert (summary.baseline.batch_size, summary.target.batch_size) == (6, 48)
+    (note,) = [note for note in summary.notes if "may have processed about the same batch" in note]
+    assert "6 (argument) vs 48 (argument), 8x the samples a step" in note
+    assert f"changed by {format_speedup(1 / summary.overall_speedup).rstrip('×')}x only" in note
+    # twice the samples for real (6 vs 20, measured): the ops' time grew, and nothing is said
+    versions = FIXTURES / "versions" / "tf2.12"
+    measured = Catalog(str(versions), cache_dir=None)
+    real = compare_document(measured, "cnn_arrays_cpu_bs6", "cnn_arrays_cpu_bs20").summary
+    assert not [note for note in real.notes if "same batch" in note]
+
+
 def test_a_batch_size_that_is_only_an_argument_gives_no_per_sample_headline(tmp_path):
     """Issue 51, point 3: fit()'s batch_size is an argument Keras ignores for a batched
     dataset (a run that processed 128 a step read 1024 and 9.80x per sample). Measured
