@@ -132,6 +132,29 @@
  * @property {Array<string>} baseline_runs - the runs pooled on the baseline side (one, unless a run group was asked for: their executions together)
  * @property {Array<string>} target_runs - as baseline_runs, on the target side
  * @property {Array<string>} notes - how to read the headline figures (batch sizes differ, no op in common, ...)
+ * @property {StepBreakdown|null} [breakdown] - where the time went: each side's median steady step by what it was spent on; null where a side's profile does not split its steps (breakdown_note says why)
+ * @property {string|null} [breakdown_note] - why there is no breakdown, or what it cannot tell apart
+ */
+
+/**
+ * Where the time went: each side's median steady step (the headline's) split by what it was spent on, and the change as a waterfall from the baseline's step to the target's.
+ * @typedef {Object} StepBreakdown
+ * @property {number} baseline_wall_us - the baseline's median steady step wall time, µs: the waterfall's start
+ * @property {number} target_wall_us - the target's, µs: its end; the host parts' change_us add up to the difference
+ * @property {number} baseline_steps - steady steps the baseline's median is of
+ * @property {number} target_steps - as baseline_steps, for the target
+ * @property {Array<BreakdownPart>} parts
+ */
+
+/**
+ * What one category of a step took on each side (issue 53).
+ * @typedef {Object} BreakdownPart
+ * @property {'device'|'host'} side - `host`: the thread that drives the step, each moment once, so a side's host parts add up to its step wall time; `device`: the accelerator's time in the step, busy by what ran and idle
+ * @property {string} category - a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)
+ * @property {string} label - the category in words, as shown
+ * @property {number} baseline_us - its time in the baseline's median steady step, µs (0: none)
+ * @property {number} target_us - as baseline_us, for the target
+ * @property {number} change_us - target_us - baseline_us: the bar of the waterfall (negative: time saved)
  */
 
 /**

@@ -9,6 +9,7 @@ import {h} from '../dom.js';
 import {MAX_TAB_ROWS, checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
 import {TopOpsCharts} from './charts.js';
+import {WaterfallChart} from './waterfall.js';
 import {RunChooser} from './chooser.js';
 import {ConfidencePanel, significantKeys} from './confidence.js';
 import {RowFilters} from './filters.js';
@@ -179,6 +180,7 @@ export class CompareView {
     this.summary = h('section', {class: 'oc-summary', 'aria-label': 'summary'});
     this.confidence = new ConfidencePanel({onCheck: (check) => this.showCheck(check)});
     this.charts = new TopOpsCharts();
+    this.waterfall = new WaterfallChart();
     this.filters = new RowFilters(this.view, {
       onViewChange: (changes) => this.setView(changes),
       checkQuery: async (query) => (await this.regexMatch(query))?.error,
@@ -191,8 +193,8 @@ export class CompareView {
     this.errorsSlot = h('div', {class: 'oc-errors-slot'}, runErrorsPanel(this.listing.errors) || '');
     this.listingNoticesSlot = h('div', {class: 'oc-listing-notices'});
     this.footer = h('footer', {class: 'oc-footer', id: 'oc-version'});
-    this.content = h('div', {class: 'oc-content'}, this.notices, this.summary, this.confidence.element,
-                     this.charts.element, this.filters.element, this.table.element);
+    this.content = h('div', {class: 'oc-content'}, this.notices, this.summary, this.waterfall.element,
+                     this.confidence.element, this.charts.element, this.filters.element, this.table.element);
     // The export link is the filters' (its href follows the row view): it shows with the content.
     this.skeleton = new PageSkeleton({body: this.content, loadingText: ''}); // its text names the runs read
     this.element.replaceChildren(this.chooser.element, this.errorsSlot, this.listingNoticesSlot, this.skeleton.message,
@@ -308,6 +310,7 @@ export class CompareView {
     this.comparison = comparison;
     this.notices.replaceChildren(...comparisonNotices(comparison.summary, this.staleLink));
     this.summary.replaceChildren(...summaryCards(comparison.summary));
+    this.waterfall.show(comparison.summary);
     // Before the rows: the table drops the last pair's verdicts until this pair's arrive.
     this.confidence.show(checkParams(this.selection), {olderSession: showsOlderSession(comparison.summary),
                                                        refusal: comparison.summary.check_refusal});
@@ -358,7 +361,10 @@ export class CompareView {
   }
 
   redrawCharts() {
-    if (this.comparison) this.charts.show(this.comparison);
+    if (this.comparison) {
+      this.charts.show(this.comparison);
+      this.waterfall.show(this.comparison.summary);
+    }
     this.confidence?.redraw();
   }
 }

@@ -1251,6 +1251,7 @@ def _print_comparison(document: dict, memory: bool = False) -> None:
     summary = document["summary"]
     _print_compared_runs(summary)
     _print_speedups(summary)
+    _print_breakdown(summary)
     for note in summary["notes"]:
         print(f"note: {note}")
     for side in ("baseline", "target"):  # what the tab lists beside the notes: each run's own warnings
@@ -1293,6 +1294,35 @@ def _print_speedups(summary: dict) -> None:
         f"| faster {summary['faster_ops']}, slower {summary['slower_ops']},"
         f" baseline-only {summary['baseline_only_ops']}, target-only {summary['target_only_ops']}",
     )
+
+
+def _print_breakdown(summary: dict) -> None:
+    """Where the time went: the waterfall as a table, from the baseline's step to the
+    target's (the tab's chart under the headline), then the device's time."""
+    breakdown = summary["breakdown"]
+    if breakdown is None:
+        if summary["breakdown_note"]:
+            print(f"where the time went: {summary['breakdown_note']}")
+        return
+    print(
+        f"\nwhere the time went (median steady step){': ' + summary['breakdown_note'] if summary['breakdown_note'] else ''}"
+    )
+    print(f"  {'baseline':>10}  {'target':>10}  {'change':>10}  what")
+    print(f"  {format_time(breakdown['baseline_wall_us']):>10}  {'':>10}  {'':>10}  the baseline's step")
+    for side in ("host", "device"):
+        parts = [part for part in breakdown["parts"] if part["side"] == side]
+        if side == "device" and parts:
+            print("  on the device, in the same steps:")
+        for part in parts:
+            change = part["change_us"]
+            sign = "+" if change > 0 else "-" if change < 0 else " "
+            print(
+                f"  {format_time(part['baseline_us']):>10}  {format_time(part['target_us']):>10}  "
+                f"{sign + format_time(abs(change)):>10}  {part['label']}"
+            )
+        if side == "host":
+            print(f"  {'':>10}  {format_time(breakdown['target_wall_us']):>10}  {'':>10}  the target's step")
+    print()
 
 
 def _print_peak_memory(summary: dict) -> None:

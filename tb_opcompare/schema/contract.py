@@ -254,6 +254,32 @@ COMPARE_COLUMNS: list[str] = list(CompareRow.__struct_fields__)
 PER_SIDE_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in _PER_SIDE)
 
 
+class BreakdownPart(_Document):
+    """What one category of a step took on each side (issue 53)."""
+
+    side: _d(
+        Literal["host", "device"],
+        "`host`: the thread that drives the step, each moment once, so a side's host parts add up to its step "
+        "wall time; `device`: the accelerator's time in the step, busy by what ran and idle",
+    )
+    category: _d(str, "a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
+    label: _d(str, "the category in words, as shown")
+    baseline_us: _d(float, "its time in the baseline's median steady step, µs (0: none)")
+    target_us: _d(float, "as baseline_us, for the target")
+    change_us: _d(float, "target_us - baseline_us: the bar of the waterfall (negative: time saved)")
+
+
+class StepBreakdown(_Document):
+    """Where the time went: each side's median steady step (the headline's) split by what it
+    was spent on, and the change as a waterfall from the baseline's step to the target's."""
+
+    baseline_wall_us: _d(float, "the baseline's median steady step wall time, µs: the waterfall's start")
+    target_wall_us: _d(float, "the target's, µs: its end; the host parts' change_us add up to the difference")
+    baseline_steps: _d(int, "steady steps the baseline's median is of")
+    target_steps: _d(int, "as baseline_steps, for the target")
+    parts: list[BreakdownPart]
+
+
 class CompareSummary(_Document):
     """Whole-run figures of a comparison."""
 
@@ -314,6 +340,12 @@ class CompareSummary(_Document):
     )
     target_runs: _d(list[str], "as baseline_runs, on the target side")
     notes: _d(list[str], "how to read the headline figures (batch sizes differ, no op in common, ...)")
+    breakdown: _d(
+        StepBreakdown | None,
+        "where the time went: each side's median steady step by what it was spent on; null where a side's "
+        "profile does not split its steps (breakdown_note says why)",
+    ) = None
+    breakdown_note: _d(str | None, "why there is no breakdown, or what it cannot tell apart") = None
 
 
 class CompareDocument(_Document):

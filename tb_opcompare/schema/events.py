@@ -47,6 +47,29 @@ MEMORY_TIMELINE_COLUMNS = ["device", "time_us", "bytes_in_use"]
 
 MEMORY_TIMELINE_POINTS = 2000
 
+BREAKDOWN_COLUMNS = ["step", "side", "category", "time_us"]
+
+# What a step's wall time was spent on (issue 53), in the same words for every format. Host:
+# the thread that drives the step, each moment once, so a step's host categories add up to
+# its wall time. Device: the accelerator's time in the step, busy by what ran, and idle.
+STEP_CATEGORIES = {
+    "input": "waiting for input",
+    "forward": "host compute: forward and other",
+    "backward": "host compute: backward",
+    "optimizer": "host compute: optimizer",
+    "copy": "copies between host and device",
+    "device_wait": "waiting on the device",
+    "launch": "kernel launches and other runtime calls",
+    "communication": "communication",
+    "untracked": "untracked: Python, gaps between events",
+}
+DEVICE_STEP_CATEGORIES = {
+    "device_compute": "device busy: compute",
+    "device_copy": "device busy: copies and memsets",
+    "device_communication": "device busy: communication",
+    "device_idle": "device idle",
+}
+
 # Host rows of ``ops`` that are not framework ops, by their ``op_type``: the words PyTorch's
 # trace categories use, which every reader writes (the layers of a profile rest on them).
 # CUDA/HIP runtime and driver calls, and MTIA's runtime
@@ -156,6 +179,8 @@ class OpEvents:
         self.net_memory_known = True  # False where frees are not attributed to ops
         # memory in use over time (MEMORY_TIMELINE_COLUMNS), where the profile records it
         self.memory_timeline: dict | None = None
+        # each step's time by what it was spent on (BREAKDOWN_COLUMNS), where the reader splits it
+        self.breakdown: dict | None = None
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float) -> None:
         self.side.append(side)

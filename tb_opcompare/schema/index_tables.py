@@ -28,6 +28,7 @@ PROFILE_TABLES = {
     "modules": ("module_ops", "empty_module_table"),
     "annotations": ("annotations", "empty_annotation_table"),
     "memory": ("memory_timeline", "empty_memory_timeline"),
+    "step_breakdown": ("step_breakdown", "empty_step_breakdown"),
 }
 RUNS = "runs"
 

@@ -111,6 +111,20 @@ time_us         float64  since the first sample of the run, any device
 bytes_in_use    float64  memory the allocator held then
 ==============  =======  ===================================================================
 
+Schema of ``OpProfile.step_breakdown`` (each profiled step's wall time by what it was spent
+on, ``schema.events.STEP_CATEGORIES``; empty where the reader does not split steps):
+
+==============  =======  ===================================================================
+column          dtype    meaning
+==============  =======  ===================================================================
+step            int64    the step, an index into ``ProfileFacts.step_times_us``
+side            str      ``host``: the thread that drives the step, whose categories add up
+                         to the step's wall time; ``device``: the accelerator's time in the
+                         step, busy by what ran and idle, which add up to it too
+category        str      a key of ``STEP_CATEGORIES`` (host) or ``DEVICE_STEP_CATEGORIES``
+time_us         float64  the step's time in it
+==============  =======  ===================================================================
+
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
 """
 
@@ -124,6 +138,7 @@ import numpy as np
 
 from tb_opcompare.schema.events import (
     ANNOTATION_COLUMNS,
+    BREAKDOWN_COLUMNS,
     DEVICE,
     HOST,
     MEMORY_TIMELINE_COLUMNS,
@@ -173,6 +188,9 @@ ANNOTATION_DTYPES = {
     for column in ANNOTATION_COLUMNS
 }
 MEMORY_TIMELINE_DTYPES = {column: "object" if column == "device" else "float64" for column in MEMORY_TIMELINE_COLUMNS}
+BREAKDOWN_DTYPES = {
+    column: {"step": "int64", "time_us": "float64"}.get(column, "object") for column in BREAKDOWN_COLUMNS
+}
 
 
 @dataclasses.dataclass(eq=False)
@@ -187,6 +205,7 @@ class OpProfile:
     module_source: Table | LazyTable = dataclasses.field(default_factory=lambda: Table.empty(MODULE_DTYPES))
     annotation_table: Table = dataclasses.field(default_factory=lambda: Table.empty(ANNOTATION_DTYPES))
     memory_table: Table = dataclasses.field(default_factory=lambda: Table.empty(MEMORY_TIMELINE_DTYPES))
+    breakdown_table: Table = dataclasses.field(default_factory=lambda: Table.empty(BREAKDOWN_DTYPES))
 
     @property
     def module_table(self) -> Table:
@@ -195,7 +214,14 @@ class OpProfile:
 
     def memory_bytes(self) -> int:
         """Bytes its tables hold (a module table not made yet: what its recipe holds)."""
-        tables = (self.op_table, self.step_table, self.module_source, self.annotation_table, self.memory_table)
+        tables = (
+            self.op_table,
+            self.step_table,
+            self.module_source,
+            self.annotation_table,
+            self.memory_table,
+            self.breakdown_table,
+        )
         return sum(table.memory_bytes() for table in tables)
 
     # The tables as pandas DataFrames, for the views that work on frames (each made once).
@@ -219,6 +245,10 @@ class OpProfile:
     def memory_timeline(self) -> pd.DataFrame:
         return self.memory_table.frame()
 
+    @property
+    def step_breakdown(self) -> pd.DataFrame:
+        return self.breakdown_table.frame()
+
     @functools.cached_property
     def op_names(self) -> frozenset[str]:
         """Its ops' names: what pairing and model identity compare runs by."""
@@ -236,6 +266,8 @@ class OpProfile:
             profile.memory_table = typed_table(events.memory_timeline, MEMORY_TIMELINE_DTYPES)
         if parsed.annotations is not None:
             profile.annotation_table = typed_table(parsed.annotations, ANNOTATION_DTYPES)
+        if events.breakdown is not None:
+            profile.breakdown_table = typed_table(events.breakdown, BREAKDOWN_DTYPES)
         if parsed.module_ops is not None:
             profile.module_source = LazyTable(parsed.module_ops)
         return profile
@@ -262,6 +294,7 @@ TABLES = (
     ("module_ops", "module_table", MODULE_DTYPES),
     ("annotations", "annotation_table", ANNOTATION_DTYPES),
     ("memory_timeline", "memory_table", MEMORY_TIMELINE_DTYPES),
+    ("step_breakdown", "breakdown_table", BREAKDOWN_DTYPES),
 )
 
 
@@ -348,6 +381,10 @@ def empty_annotation_table() -> pd.DataFrame:
 
 def empty_memory_timeline() -> pd.DataFrame:
     return Table.empty(MEMORY_TIMELINE_DTYPES).frame()
+
+
+def empty_step_breakdown() -> pd.DataFrame:
+    return Table.empty(BREAKDOWN_DTYPES).frame()
 
 
 def empty_step_table() -> pd.DataFrame:

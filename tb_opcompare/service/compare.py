@@ -16,12 +16,19 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, side_split
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_frame, compare_ops, like_for_like
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
-from tb_opcompare.schema.contract import CompareDocument, CompareSummary, RunRecord
+from tb_opcompare.schema.contract import (
+    BreakdownPart,
+    CompareDocument,
+    CompareSummary,
+    RunRecord,
+    StepBreakdown,
+)
 from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.schema.table import Table
@@ -51,7 +58,7 @@ def compare_document(
     ``view`` picks and orders the rows (all of them, largest total first, by default);
     only the rows it keeps are turned into JSON values, so a top-N request on a million
     ops costs the filter and the sort, not a million records."""
-    (base, base_steps), (tgt, target_steps), baseline_runs, target_runs, group_notes = _sides(
+    (base, base_steps, base_split), (tgt, target_steps, target_split), baseline_runs, target_runs, group_notes = _sides(
         catalog, baseline, target, baseline_session, target_session
     )
     base, tgt = _one_model_where_the_data_says(base, tgt)
@@ -78,6 +85,7 @@ def compare_document(
         target_runs=target_runs,
         notes=notes,
         check_refusal=_check_refusal(catalog, baseline, target, group_by),
+        **_breakdown(base_split, target_split, first),
     )
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
     return CompareDocument(
@@ -87,6 +95,40 @@ def compare_document(
         total_rows=len(comparison.rows),
         view_rows=len(kept),
     )
+
+
+def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline) -> dict:
+    """The summary's ``breakdown`` (each side's headline step split, as a waterfall) and its
+    note: why there is none, or that the bars are per step where the headline is per sample."""
+    if base is None or target is None:
+        missing = " and ".join(side for side, split in (("baseline", base), ("target", target)) if split is None)
+        return {
+            "breakdown": None,
+            "breakdown_note": f"No step breakdown: the {missing}'s profile does not split its steps (a PyTorch "
+            "trace with ProfilerStep#N marks does; other formats are to come).",
+        }
+    parts = [
+        BreakdownPart(
+            side=row.side,
+            category=row.category,
+            label=row.label,
+            baseline_us=row.baseline_us,
+            target_us=row.target_us,
+            change_us=row.change_us,
+        )
+        for row in breakdown_rows(base, target)
+    ]
+    note = "The bars are per step; the headline is per sample, as the batch sizes differ." if first.per_sample else None
+    return {
+        "breakdown": StepBreakdown(
+            baseline_wall_us=base.wall_us,
+            target_wall_us=target.wall_us,
+            baseline_steps=base.steps,
+            target_steps=target.steps,
+            parts=parts,
+        ),
+        "breakdown_note": note,
+    }
 
 
 def _one_model_where_the_data_says(base: LoadedRun, tgt: LoadedRun) -> tuple[LoadedRun, LoadedRun]:
@@ -143,7 +185,7 @@ def _step_marker_notes(first: Headline, base_steps: StepLatency, target_steps: S
     return [f"The step wall time leaves out {' and '.join(left_out)} without step markers."]
 
 
-Side = tuple[LoadedRun, StepLatency]
+Side = tuple[LoadedRun, StepLatency, SideSplit | None]
 
 
 def _sides(
@@ -173,11 +215,12 @@ def _sides(
         )
     if not baseline_session and not target_session:  # every run's newest session: read them together
         catalog.read_ahead_runs([run for label in names for run in names[label]])
-    latencies = []
+    latencies, splits = [], []
     for label, session in (("baseline", baseline_session), ("target", target_session)):
-        loaded, kept, side_notes, steps = _side(catalog, names[label], session, label)
+        loaded, kept, side_notes, steps, split = _side(catalog, names[label], session, label)
         sides.append(loaded)
         latencies.append(steps)
+        splits.append(split)
         names[label] = kept
         notes += side_notes
     pooled = len(names["baseline"]) > 1 or len(names["target"]) > 1
@@ -187,18 +230,26 @@ def _sides(
             "These runs have no step markers, so each run counts as one step: a group's times are per run, "
             "comparable with a single run's."
         )
-    return (sides[0], latencies[0]), (sides[1], latencies[1]), names["baseline"], names["target"], notes
+    return (
+        (sides[0], latencies[0], splits[0]),
+        (sides[1], latencies[1], splits[1]),
+        names["baseline"],
+        names["target"],
+        notes,
+    )
 
 
 def _side(
     catalog: Catalog, names: list[str], session: str | None, label: str
-) -> tuple[LoadedRun, list[str], list[str], StepLatency]:
+) -> tuple[LoadedRun, list[str], list[str], StepLatency, SideSplit | None]:
     """One run, or a run group as one run (the first readable run's record with the group's
     executions), and its steady step wall time: runs of a group that cannot be read are
     left out and named, unless none can."""
     if len(names) == 1:
         loaded = catalog.load(names[0], session)
-        return loaded, names, [], step_latency([loaded.profile.facts.step_times_us])
+        profile = loaded.profile
+        split = side_split([(profile.facts.step_times_us, profile.breakdown_table)])
+        return loaded, names, [], step_latency([profile.facts.step_times_us]), split
     loaded, notes, first_error = [], [], None
     for name in names:
         try:
@@ -216,7 +267,9 @@ def _side(
             "configurations. Group repeats of one configuration."
         )
     steps = step_latency([run.profile.facts.step_times_us for run in loaded])
-    return dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded])), kept, notes, steps
+    split = side_split([(run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded])
+    pooled = dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded]))
+    return pooled, kept, notes, steps, split
 
 
 def _runs_as_steps(side: LoadedRun, runs: int) -> LoadedRun:

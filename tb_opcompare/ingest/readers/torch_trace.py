@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import re
 from collections.abc import Iterable
 
 import msgspec
@@ -31,10 +32,21 @@ from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.ingest.readers.step_breakdown import (
+    DEVICE_CODES,
+    HOST_CODES,
+    NONE,
+    decided_categories,
+    device_rows,
+    host_rows,
+    joined,
+    union,
+)
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.events import (
     ANNOTATION_TYPES,
+    BREAKDOWN_COLUMNS,
     DEVICE,
     HOST,
     RUNTIME_TYPES,
@@ -153,7 +165,7 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
     host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
     launches = _Columns(position="q", correlation="q")
     memory = _Columns(pid="q", tid="q", ts="d", bytes="q", total="q", device="q")
-    device = _Columns(name="q", cat="q", dur="d", correlation="q")
+    device = _Columns(name="q", cat="q", ts="d", dur="d", correlation="q")
     modules = _Columns(name="q", pid="q", tid="q", ts="d", dur="d")
     names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
     for start, batch in trace.batches(_Event):
@@ -182,6 +194,7 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
             if event.cat != _MTIA_DEVICE or (event.args is not None and event.args.correlation is not None)
         ]
         device.add(
+            ts=[e.ts for e in events],
             dur=[e.dur for e in events],
             name=names.encode([e.name for e in events]),
             cat=categories.encode([e.cat for e in events]),
@@ -269,16 +282,18 @@ def combine_ranks(reads: Iterable[RankRead]) -> ParsedProfile:
     batch size is each rank's. ``facts.workers`` keeps each rank's own figures, for a
     per-worker breakdown."""
     job: _OneTrace | None = None
-    workers, step_times = [], []
+    workers, step_times, splits = [], [], []
     for rank_read in reads:
         workers.append(rank_read.worker)
         step_times.append(rank_read.trace.facts.step_times_us)
+        splits.append(rank_read.trace.events.breakdown)
         if job is None:
             job = rank_read.trace
         else:
             _absorb_rank(job, rank_read.trace, workers)
     facts = job.facts
     _job_steps(facts, workers, step_times)
+    job.events.breakdown = _slowest_ranks_split(facts.step_times_us, step_times, splits)
     if facts.batch_size_source:
         facts.batch_size_source += f" (per rank, {len(workers)} ranks)"
     facts.workers = workers
@@ -332,6 +347,21 @@ def _job_steps(facts: ProfileFacts, workers: list[dict], step_times: list) -> No
         )
 
 
+def _slowest_ranks_split(job_times: list[float], step_times: list, splits: list) -> dict[str, list] | None:
+    """The job's step breakdown: each step's from the rank whose step it was as long as (the
+    slowest, which sets the job's step), so that it adds up to the job's step."""
+    if not job_times or any(split is None for split, times in zip(splits, step_times) if len(times)):
+        return None
+    rows = {column: [] for column in BREAKDOWN_COLUMNS}
+    for step, time in enumerate(job_times):
+        rank = next(index for index, times in enumerate(step_times) if len(times) > step and times[step] == time)
+        split = splits[rank]
+        for position in (index for index, value in enumerate(split["step"]) if value == step):
+            for column in BREAKDOWN_COLUMNS:
+                rows[column].append(split[column][position])
+    return rows
+
+
 def _ranks_text(workers: list[dict]) -> str:
     """``rank 0``, ``ranks 0, 2``: the ranks of ``workers``, as a job's notes name them."""
     ranks = ", ".join(str(worker["rank"]) for worker in workers)
@@ -366,6 +396,7 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     allocations = _add_memory(events, facts, columns, rows) if columns.memory.rows else None
     kernels = _add_device(events, facts, columns, rows, trace.device_names) if columns.device.rows else None
     _settle_steps(facts, rows.steps)
+    events.breakdown = _step_breakdown(columns, rows)
     _settle_inputs(facts, trace, columns, rows)
     facts.compiler, facts.compiler_source = _compiler_of(rows.kinds, rows.kind_codes)
     if events.crossings:
@@ -392,6 +423,7 @@ class _HostRows:
     kind_codes: np.ndarray  # per host column: its kind
     keys: list[tuple[str, str]]  # (op name, row type): an op's type is its name, a runtime call's its category
     steps: dict[str, tuple[float, float]]  # step name -> (start, duration)
+    step_threads: np.ndarray  # each step's (in start order) thread: the one its longest range is on
     first_step: tuple[float, float] | None  # (start, end) of the earliest step
     order: np.ndarray  # position -> the event's host column
     codes: np.ndarray  # position -> its key's code
@@ -402,6 +434,7 @@ class _HostRows:
     parents: np.ndarray | None = None  # position -> its enclosing event (-1: top level)
     counted_as: np.ndarray | None = None  # position -> the event it is counted as (``_fold_only_children``)
     counted_selfs: np.ndarray | None = None  # self time as counted
+    selfs: np.ndarray | None = None  # each event's own self time
 
     def key_flags(self, rule) -> np.ndarray:
         """``rule(name, row_type)`` of each position's key, as a boolean array."""
@@ -416,7 +449,9 @@ def _host_rows(columns: _TraceColumns) -> _HostRows:
     is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
     is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
     step_starts, step_durations = host.numpy("ts")[is_step], host.numpy("dur")[is_step]
-    steps = _step_ranges([kinds[code][0] for code in kind_codes[is_step].tolist()], step_starts, step_durations)
+    step_names = [kinds[code][0] for code in kind_codes[is_step].tolist()]
+    steps = _step_ranges(step_names, step_starts, step_durations)
+    step_threads = _step_threads(step_names, step_starts, step_durations, thread_codes[is_step])
     first_step = None
     if len(step_starts):
         first = int(np.argmin(step_starts))
@@ -434,6 +469,7 @@ def _host_rows(columns: _TraceColumns) -> _HostRows:
         kind_codes=kind_codes,
         keys=list(row_keys),
         steps=steps,
+        step_threads=step_threads,
         first_step=first_step,
         order=order,
         codes=row_of_kind[kind_codes[order]] if len(order) else np.zeros(0, dtype=np.int64),
@@ -586,6 +622,16 @@ def _step_ranges(names: list[str], starts: np.ndarray, durations: np.ndarray) ->
     return ranges
 
 
+def _step_threads(names: list[str], starts: np.ndarray, durations: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """The thread of each distinct step's longest range (``_step_ranges``'s), the steps in
+    start order: the thread that drives it."""
+    longest: dict[str, tuple[float, float, int]] = {}
+    for name, start, duration, thread in zip(names, starts.tolist(), durations.tolist(), threads.tolist()):
+        if name not in longest or duration > longest[name][1]:
+            longest[name] = (start, duration, thread)
+    return np.asarray([thread for _, _, thread in sorted(longest.values())], dtype=np.int64)
+
+
 def _steps_of(starts: np.ndarray, ranges: dict[str, tuple[float, float]]) -> np.ndarray:
     """Each event's step (an index of ``ranges`` in start order), by where it starts; -1
     outside every step."""
@@ -610,7 +656,80 @@ def _add_host_rows(events: OpEvents, rows: _HostRows) -> None:
     kept = counted_as == np.arange(len(codes))
     merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
     events.add_host_codes(rows.keys, codes[kept], durations[kept], merged_selfs[kept], steps=rows.step_of[kept])
-    rows.parents, rows.counted_as, rows.counted_selfs = parents, counted_as, merged_selfs
+    rows.parents, rows.counted_as, rows.counted_selfs, rows.selfs = parents, counted_as, merged_selfs, selfs
+
+
+_SYNCHRONIZE = ("Synchronize",)  # cudaStreamSynchronize, cudaDeviceSynchronize, hipEventSynchronize …
+_BACKWARD = re.compile(r"^autograd::engine::evaluate_function|Backward\d*$")
+
+
+def _own_category(name: str, row_type: str) -> int:
+    """What an event is by itself (``step_breakdown.NONE``: what encloses it): the
+    DataLoader's ``__next__``, collectives, runtime calls by what they do, the optimizer's
+    ranges and the autograd engine's functions."""
+    if "DataLoader" in name and name.endswith("__next__"):
+        return HOST_CODES["input"]
+    lowered = name.lower()
+    if "nccl" in lowered or "gloo" in lowered or name.startswith(("c10d::", "record_param_comms")):
+        return HOST_CODES["communication"]
+    if row_type in RUNTIME_TYPES:
+        if any(word in name for word in _SYNCHRONIZE):
+            return HOST_CODES["device_wait"]
+        return HOST_CODES["copy"] if "Memcpy" in name else HOST_CODES["launch"]
+    if name.startswith("Optimizer."):
+        return HOST_CODES["optimizer"]
+    return HOST_CODES["backward"] if _BACKWARD.search(name) else NONE
+
+
+_STICKY = np.zeros(len(HOST_CODES), dtype=bool)
+_STICKY[[HOST_CODES["input"], HOST_CODES["communication"]]] = True
+_COPY_CATEGORIES = {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
+
+
+def _device_kind(name: str, category: str) -> int:
+    if "nccl" in name.lower():
+        return DEVICE_CODES["device_communication"]
+    return DEVICE_CODES["device_copy"] if category in _COPY_CATEGORIES else DEVICE_CODES["device_compute"]
+
+
+def _step_breakdown(columns: _TraceColumns, rows: _HostRows) -> dict[str, list] | None:
+    """Each step's wall time by what it was spent on (``step_breakdown``): the events of the
+    thread each step's ``ProfilerStep#N`` range is on, by their category or their enclosing
+    event's; and the device's time in it. None without steps."""
+    if not rows.steps or rows.parents is None:
+        return None
+    bounds = np.asarray(sorted((start, start + duration) for start, duration in rows.steps.values()), dtype=float)
+    own = (
+        np.fromiter(
+            (_own_category(name, row_type) for name, row_type in rows.keys), dtype=np.int64, count=len(rows.keys)
+        )[rows.codes]
+        if len(rows.codes)
+        else np.zeros(0, dtype=np.int64)
+    )
+    decided = decided_categories(rows.parents, own, _STICKY)
+    step = rows.step_of
+    driving = (step >= 0) & (rows.threads == rows.step_threads[step.clip(min=0)])
+    ends = rows.starts + rows.durations
+    outermost = rows.parents < 0
+    on_driving_thread = np.isin(rows.threads, rows.step_threads)
+    covered = union(rows.starts[driving & outermost], ends[driving & outermost])
+    helping = outermost & ~on_driving_thread & (decided == HOST_CODES["backward"])
+    host = host_rows(
+        bounds,
+        step[driving],
+        decided[driving],
+        rows.selfs[driving],
+        covered,
+        union(rows.starts[helping], ends[helping]),
+    )
+    device = columns.device
+    if not device.rows:
+        return host
+    codes, pairs = _pair_codes(device.numpy("name"), device.numpy("cat"))
+    kind_of_pair = np.asarray([_device_kind(columns.names[name], columns.categories[cat]) for name, cat in pairs])
+    kind = kind_of_pair[codes]
+    starts = device.numpy("ts")
+    return joined(host, device_rows(bounds, starts, starts + device.numpy("dur"), kind))
 
 
 def _modules_of(

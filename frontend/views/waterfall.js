@@ -1,0 +1,113 @@
+// "Where the time went": the headline's two steps split by what they were spent on, as a
+// waterfall from the baseline's step to the target's. Each bar is one category's change;
+// the bars add up to the wall difference the headline is the ratio of, so the headline and
+// the op table meet here. The route computes every figure; this draws them as they are.
+
+import {loadPlotly} from '../api.js';
+import {h, setText} from '../dom.js';
+import {formatTime, plotlyText} from '../format.js';
+import {themedLayout} from '../theme.js';
+
+/** @typedef {import('../contract.js').CompareSummary} CompareSummary */
+/** @typedef {import('../contract.js').StepBreakdown} StepBreakdown */
+
+const SAVED = '#2e7d32';
+const ADDED = '#c62828';
+const TOTAL = '#757575';
+
+/** A change as the waterfall labels it: `−44.2 ms`, `+4.00 ms`. */
+export function changeText(us) {
+  if (us === 0) return '0';
+  return `${us < 0 ? '−' : '+'}${formatTime(Math.abs(us))}`;
+}
+
+/**
+ * The waterfall's bars: the baseline's step, each host category's change, the target's step.
+ * @param {StepBreakdown} breakdown
+ * @returns {{labels: string[], measures: string[], values: number[], texts: string[]}}
+ */
+export function waterfallBars(breakdown) {
+  const host = breakdown.parts.filter((part) => part.side === 'host');
+  return {
+    labels: ['baseline step', ...host.map((part) => part.label), 'target step'],
+    measures: ['absolute', ...host.map(() => 'relative'), 'total'],
+    values: [breakdown.baseline_wall_us, ...host.map((part) => part.change_us), breakdown.target_wall_us],
+    texts: [formatTime(breakdown.baseline_wall_us), ...host.map((part) => changeText(part.change_us)),
+            formatTime(breakdown.target_wall_us)],
+  };
+}
+
+function figure(breakdown) {
+  const bars = waterfallBars(breakdown);
+  const trace = {
+    type: 'waterfall', orientation: 'v',
+    x: bars.labels.map(plotlyText), y: bars.values.map((us) => us / 1000), measure: bars.measures,
+    text: bars.texts, textposition: 'outside', cliponaxis: false,
+    hovertemplate: '%{x}: %{text}<extra></extra>',
+    decreasing: {marker: {color: SAVED}}, increasing: {marker: {color: ADDED}}, totals: {marker: {color: TOTAL}},
+    connector: {line: {color: '#bdbdbd', width: 1}},
+  };
+  const layout = {
+    margin: {l: 56, r: 16, t: 24, b: 8}, height: 340, showlegend: false,
+    yaxis: {title: {text: 'ms per step', font: {size: 11}}, gridcolor: '#eee', rangemode: 'tozero'},
+    xaxis: {automargin: true, tickfont: {size: 11}},
+    font: {family: 'Roboto, sans-serif', size: 12, color: '#424242'},
+  };
+  return {data: [trace], layout: themedLayout(layout)};
+}
+
+/** The device's time in the two steps, as a small table below the chart. */
+function deviceTable(breakdown) {
+  const parts = breakdown.parts.filter((part) => part.side === 'device');
+  if (!parts.length) return null;
+  return h('table', {class: 'oc-table oc-breakdown-device', id: 'oc-breakdown-device'},
+    h('thead', {}, h('tr', {}, h('th', {}, 'On the device, in the same steps'), h('th', {class: 'oc-num'}, 'baseline'),
+      h('th', {class: 'oc-num'}, 'target'), h('th', {class: 'oc-num'}, 'change'))),
+    h('tbody', {}, ...parts.map((part) => h('tr', {'data-category': part.category},
+      h('td', {}, part.label), h('td', {class: 'oc-num'}, formatTime(part.baseline_us)),
+      h('td', {class: 'oc-num'}, formatTime(part.target_us)), h('td', {class: 'oc-num'}, changeText(part.change_us))))));
+}
+
+export class WaterfallChart {
+  constructor() {
+    this.chart = h('div', {class: 'oc-chart oc-waterfall', id: 'oc-waterfall'});
+    this.caption = h('div', {class: 'oc-card-detail', id: 'oc-breakdown-caption'});
+    this.device = h('div', {});
+    this.element = h('section', {class: 'oc-card oc-breakdown', id: 'oc-breakdown', 'aria-label': 'where the time went'},
+      h('h3', {}, 'Where the time went'), this.caption, this.chart, this.device);
+    this.summary = null;
+  }
+
+  /**
+   * Draw `summary`'s breakdown, or say why it has none; a later call supersedes one drawing.
+   * @param {CompareSummary} summary
+   */
+  async show(summary) {
+    this.summary = summary;
+    const breakdown = summary.breakdown;
+    if (!breakdown) {
+      this.element.hidden = !summary.breakdown_note;
+      setText(this.caption, summary.breakdown_note || '');
+      this.chart.replaceChildren();
+      this.device.replaceChildren();
+      return;
+    }
+    this.element.hidden = false;
+    setText(this.caption, `The median steady step of each side (${breakdown.baseline_steps} vs ` +
+      `${breakdown.target_steps} steady steps), split by what it was spent on, on the thread that drives it: ` +
+      'each bar is one part\'s change, and they add up to the difference of the two steps.' +
+      (summary.breakdown_note ? ` ${summary.breakdown_note}` : ''));
+    this.device.replaceChildren(...[deviceTable(breakdown)].filter(Boolean));
+    let Plotly;
+    try {
+      Plotly = await loadPlotly();
+    } catch (error) {
+      this.chart.replaceChildren(h('div', {class: 'oc-chart-empty'}, error.message));
+      return;
+    }
+    if (summary !== this.summary) return;
+    this.chart.querySelector('.oc-chart-empty')?.remove();
+    const {data, layout} = figure(breakdown);
+    await Plotly.react(this.chart, data, layout, {displayModeBar: false, responsive: true});
+  }
+}

@@ -1,0 +1,91 @@
+"""Where the time went (issue 53): a side's median steady step split by what it was spent
+on, and the change from the baseline's to the target's as a waterfall whose bars add up
+to the headline's wall difference.
+
+The step is the one the headline stands on: each run's warm-up dropped by the headline's
+rule (``step_time.steady_steps``), the steady steps of every run of a side pooled, and the
+median taken; where that median falls between two steps (an even count), the mean of the
+two steps' splits, as the median is the mean of their wall times. So a side's host
+categories add up to its headline wall time, and the bars of the waterfall to the
+difference of the two. Plain tables in, plain records out: no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from tb_opcompare.analysis.step_time import detect_warmup
+from tb_opcompare.schema.events import DEVICE, DEVICE_STEP_CATEGORIES, HOST, STEP_CATEGORIES
+from tb_opcompare.schema.table import Table
+
+
+@dataclasses.dataclass(frozen=True)
+class SideSplit:
+    """A side's median steady step, by category (``{category: µs}`` per side, ``host`` and,
+    where the runs had an accelerator, ``device``), and its wall time."""
+
+    wall_us: float
+    parts: dict[str, dict[str, float]]
+    steps: int  # steady steps pooled
+
+
+def side_split(runs: Sequence[tuple[Sequence[float], Table]]) -> SideSplit | None:
+    """``runs``: each run's step wall times and its ``step_breakdown`` table. None where
+    no run has both steps and a split of them."""
+    steady: list[tuple[float, int, int]] = []  # (wall, run, step)
+    for index, (times, table) in enumerate(runs):
+        if not len(times) or not len(table):
+            continue
+        first = detect_warmup(times)
+        steady += [(float(times[step]), index, step) for step in range(first, len(times))]
+    if not steady:
+        return None
+    steady.sort()
+    middle = len(steady) // 2
+    chosen = [steady[middle]] if len(steady) % 2 else [steady[middle - 1], steady[middle]]
+    parts: dict[str, dict[str, float]] = {}
+    for _, index, step in chosen:
+        table = runs[index][1]
+        rows = np.flatnonzero(table["step"] == step)
+        for side, category, time in zip(
+            table["side"][rows].tolist(), table["category"][rows].tolist(), table["time_us"][rows].tolist()
+        ):
+            parts.setdefault(side, {})
+            parts[side][category] = parts[side].get(category, 0.0) + time / len(chosen)
+    wall = sum(wall for wall, _, _ in chosen) / len(chosen)
+    return SideSplit(wall, {side: _ordered(side, found) for side, found in parts.items()}, len(steady))
+
+
+def _ordered(side: str, found: dict[str, float]) -> dict[str, float]:
+    """The categories in the order the vocabulary lists them (the waterfall's order)."""
+    names = STEP_CATEGORIES if side == HOST else DEVICE_STEP_CATEGORIES
+    return {name: found[name] for name in names if name in found}
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakdownRow:
+    side: str
+    category: str
+    label: str
+    baseline_us: float
+    target_us: float
+
+    @property
+    def change_us(self) -> float:
+        return self.target_us - self.baseline_us
+
+
+def breakdown_rows(baseline: SideSplit, target: SideSplit) -> list[BreakdownRow]:
+    """Each category either side has, host first, in the vocabulary's order, with both
+    sides' time in it (0 where a side has none). The host rows' changes add up to
+    ``target.wall_us - baseline.wall_us``."""
+    rows = []
+    for side, names in ((HOST, STEP_CATEGORIES), (DEVICE, DEVICE_STEP_CATEGORIES)):
+        base, tgt = baseline.parts.get(side, {}), target.parts.get(side, {})
+        for name, label in names.items():
+            if name in base or name in tgt:
+                rows.append(BreakdownRow(side, name, label, base.get(name, 0.0), tgt.get(name, 0.0)))
+    return rows

@@ -1,0 +1,195 @@
+"""Where the time went (issue 53): each run's steps split by what they were spent on, and
+Compare's waterfall from the baseline's step to the target's, on real PyTorch traces
+others recorded (kineto's ResNet-50 num_workers 0 -> 4 logdir, BERT on an H100 and an
+MI300X, HTA's two ranks of one job, MI250 and MTIA) and the demo's CPU -> GPU pairs,
+against oracles computed here from the raw events."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REALTRACES, REPO, steady_steps
+
+from tb_opcompare.ingest.readers.step_breakdown import decided_categories, measure_in, union
+from tb_opcompare.service.compare import compare_document
+from tb_opcompare.store.catalog import Catalog
+
+KINETO = "torch_resnet50_v100_logdir"
+NEXT = "DataLoader"  # enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ and the multi-process one
+
+
+def _newest_trace(run: Path) -> Path:
+    return max(run.glob("*.json*"), key=lambda path: path.name)
+
+
+def _raw_steps(trace: Path) -> list[dict]:
+    """Each ProfilerStep#N's longest range, in start order, with the trace's events."""
+    data = trace.read_bytes()
+    events = json.loads(gzip.decompress(data) if trace.suffix == ".gz" else data)["traceEvents"]
+    longest: dict[str, dict] = {}
+    for event in events:
+        if event.get("ph") == "X" and event.get("name", "").startswith("ProfilerStep#"):
+            if event["name"] not in longest or event["dur"] > longest[event["name"]]["dur"]:
+                longest[event["name"]] = event
+    return sorted(longest.values(), key=lambda step: step["ts"]), events
+
+
+def _input_per_step(trace: Path) -> list[float]:
+    """Each step's time in the DataLoader's ``__next__`` spans on its thread (µs)."""
+    steps, events = _raw_steps(trace)
+    spans = [event for event in events if event.get("ph") == "X" and NEXT in event.get("name", "")]
+    return [
+        sum(
+            span["dur"]
+            for span in spans
+            if span["tid"] == step["tid"] and step["ts"] <= span["ts"] < step["ts"] + step["dur"]
+        )
+        for step in steps
+    ]
+
+
+@pytest.fixture(scope="module")
+def kineto(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kineto")
+    shutil.copytree(REALTRACES / KINETO, root / KINETO)
+    return root / KINETO
+
+
+def test_num_workers_4_saves_the_input_wait_the_raw_spans_show(kineto):
+    """Kineto's ResNet-50, num_workers 0 -> 4 on one V100: the step 1.22x faster, op time
+    0.95x. The DataLoader's __next__ spans take a median of 45.5 ms a steady step, then
+    1.36 ms: the waterfall's input bar is that -44 ms, and its bars add up to the wall
+    difference of the headline's steps."""
+    catalog = Catalog(str(kineto), cache_dir=None)
+    summary = compare_document(catalog, "resnet50_num_workers_0", "resnet50_num_workers_4").summary
+    breakdown = summary.breakdown
+    assert breakdown is not None and summary.breakdown_note is None
+    # the waterfall starts and ends at the headline's steps
+    assert (breakdown.baseline_wall_us, breakdown.target_wall_us) == (
+        summary.baseline_step_wall_us,
+        summary.target_step_wall_us,
+    )
+    host = {part.category: part for part in breakdown.parts if part.side == "host"}
+    assert sum(part.change_us for part in host.values()) == pytest.approx(
+        breakdown.target_wall_us - breakdown.baseline_wall_us, abs=1e-6
+    )
+    oracle = []
+    for run in ("resnet50_num_workers_0", "resnet50_num_workers_4"):
+        trace = _newest_trace(kineto / run)
+        walls = [step["dur"] for step in _raw_steps(trace)[0]]
+        steady = len(walls) - len(steady_steps(walls))
+        oracle.append(statistics.median(_input_per_step(trace)[steady:]))
+    assert oracle[0] == pytest.approx(45_500, rel=0.01) and oracle[1] == pytest.approx(1_360, rel=0.01)
+    assert host["input"].change_us == pytest.approx(oracle[1] - oracle[0], rel=0.05)
+    assert host["input"].label == "waiting for input"
+    # the rest of the step got slower: the bars other than input add up to about +17 ms
+    rest = sum(part.change_us for name, part in host.items() if name != "input")
+    assert 10_000 < rest < 25_000
+    # the GPU was idle for much of a step that waited on its input
+    device = {part.category: part for part in breakdown.parts if part.side == "device"}
+    assert device["device_idle"].change_us < -20_000
+
+
+def _sums_hold(profile, step_times: list[float]) -> None:
+    """Each step's categories add up to its wall time (the raw ProfilerStep range), on the
+    host and on the device, within 0.1%."""
+    table = profile.step_breakdown
+    assert len(table), "no breakdown"
+    assert len(profile.facts.step_times_us) == len(step_times)
+    for side, rows in table.groupby("side"):
+        sums = rows.groupby("step")["time_us"].sum()
+        assert sorted(sums.index) == list(range(len(step_times))), side
+        for step, total in sums.items():
+            assert total == pytest.approx(step_times[step], rel=1e-3), (side, step)
+
+
+@pytest.mark.parametrize(
+    "folder, run",
+    [
+        (KINETO, "resnet50_num_workers_0"),
+        (KINETO, "resnet50_num_workers_4"),
+        ("torch_bert_small_h100_vs_mi300", "h100"),
+        ("torch_bert_small_h100_vs_mi300", "mi300"),
+        ("torch_hta_accelerators", "mi250_train"),
+    ],
+)
+def test_every_step_adds_up_to_its_wall_time(tmp_path, folder, run):
+    shutil.copytree(REALTRACES / folder, tmp_path / folder)
+    catalog = Catalog(str(tmp_path / folder), cache_dir=None)
+    profile = catalog.load(run).profile
+    _sums_hold(profile, [step["dur"] for step in _raw_steps(_newest_trace(tmp_path / folder / run))[0]])
+    assert set(profile.step_breakdown["side"]) == {"host", "device"}
+
+
+def test_a_jobs_step_is_split_as_its_slowest_rank_spent_it(tmp_path):
+    """HTA's two ranks of one job: each step lasts as long as its slowest rank, and is split
+    as that rank spent it, so the job's split adds up to the job's step."""
+    shutil.copytree(REALTRACES / "torch_hta_two_ranks", tmp_path / "job")
+    profile = Catalog(str(tmp_path / "job"), cache_dir=None).load(".").profile
+    ranks = [_raw_steps(path)[0] for path in sorted((tmp_path / "job").glob("*.json.gz"))]
+    job = [max(rank[step]["dur"] for rank in ranks) for step in range(min(len(rank) for rank in ranks))]
+    _sums_hold(profile, job)
+
+
+def test_the_demos_cpu_to_gpu_waterfall_adds_up_to_the_headline(tmp_path):
+    """The demo's PyTorch CNN, CPU -> H100 at batch 64: the CPU side has no device part, the
+    GPU side's device parts add up to its step, and the host bars to the wall difference."""
+    for run in ("mnist_cnn_torch_cpu_bs64", "mnist_cnn_torch_gpu_bs64"):
+        shutil.copytree(REPO / "demo_logs" / "torch" / run, tmp_path / run)
+    summary = compare_document(
+        Catalog(str(tmp_path), cache_dir=None), "mnist_cnn_torch_cpu_bs64", "mnist_cnn_torch_gpu_bs64"
+    ).summary
+    breakdown = summary.breakdown
+    host = [part for part in breakdown.parts if part.side == "host"]
+    device = [part for part in breakdown.parts if part.side == "device"]
+    assert sum(part.baseline_us for part in host) == pytest.approx(summary.baseline_step_wall_us, rel=1e-6)
+    assert sum(part.target_us for part in host) == pytest.approx(summary.target_step_wall_us, rel=1e-6)
+    assert device and all(part.baseline_us == 0 for part in device)
+    assert sum(part.target_us for part in device) == pytest.approx(summary.target_step_wall_us, rel=1e-6)
+    # the GPU run launches kernels and the CPU run launches none
+    launch = next(part for part in host if part.category == "launch")
+    assert launch.baseline_us == 0 and launch.target_us > 0
+
+
+def test_formats_that_do_not_split_their_steps_say_so(tmp_path):
+    for device in ("cpu", "gpu"):
+        shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / device)
+    summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "cpu", "gpu").summary
+    assert summary.breakdown is None
+    assert summary.breakdown_note.startswith("No step breakdown: the baseline and target's profile")
+
+
+def test_an_events_category_is_its_own_else_what_encloses_it():
+    """input and communication hold everything inside them; a runtime call inside the
+    optimizer is a launch; an op inside the optimizer is the optimizer's; an op with
+    nothing around it is forward. Codes as in step_breakdown.HOST_CODES."""
+    from tb_opcompare.ingest.readers.step_breakdown import HOST_CODES as C
+
+    none = -1
+    # 0 input > 1 op > 2 launch ; 3 optimizer > 4 op > 5 launch ; 6 op ; 7 comm > 8 launch
+    parents = np.array([-1, 0, 1, -1, 3, 4, -1, -1, 7])
+    own = np.array(
+        [C["input"], none, C["launch"], C["optimizer"], none, C["launch"], none, C["communication"], C["launch"]]
+    )
+    sticky = np.zeros(len(C), dtype=bool)
+    sticky[[C["input"], C["communication"]]] = True
+    decided = decided_categories(parents, own, sticky).tolist()
+    assert decided == [
+        C["input"], C["input"], C["input"],
+        C["optimizer"], C["optimizer"], C["launch"],
+        C["forward"],
+        C["communication"], C["communication"],
+    ]  # fmt: skip
+
+
+def test_time_covered_in_each_step():
+    covered = union(np.array([0.0, 5.0, 2.0, 20.0]), np.array([3.0, 8.0, 4.0, 30.0]))
+    assert covered[0].tolist() == [0.0, 5.0, 20.0] and covered[1].tolist() == [4.0, 8.0, 30.0]
+    bounds = np.array([[0.0, 10.0], [10.0, 25.0], [40.0, 50.0]])
+    assert measure_in(bounds, covered).tolist() == [7.0, 5.0, 0.0]

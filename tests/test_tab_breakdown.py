@@ -1,0 +1,86 @@
+"""Where the time went, in a real browser (issue 53): Compare draws the waterfall under the
+headline, from the baseline's step to the target's, with the compare route's figures; on
+kineto's num_workers 0 -> 4 logdir and on the demo's PyTorch CPU -> GPU pair."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REALTRACES, REPO, console_errors, open_op_compare, route_json, tensorboard_on_copy
+
+from tb_opcompare.schema.text import format_time
+
+SCREENSHOT = "/tmp/opcompare-waterfall.png"
+
+
+@pytest.fixture(scope="module")
+def kineto_url(tmp_path_factory):
+    with tensorboard_on_copy(tmp_path_factory, REALTRACES / "torch_resnet50_v100_logdir") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def demo_torch_url(tmp_path_factory):
+    keep = {"mnist_cnn_torch_cpu_bs64", "mnist_cnn_torch_gpu_bs64"}
+
+    def others(folder, names):
+        return [name for name in names if folder.endswith("torch") and name not in keep]
+
+    with tensorboard_on_copy(tmp_path_factory, REPO / "demo_logs" / "torch", ignore=others) as url:
+        yield url
+
+
+def _drawn(frame) -> dict:
+    """The waterfall's bars as Plotly holds them."""
+    frame.locator("#oc-waterfall .main-svg").first.wait_for(timeout=60_000)
+    return frame.locator("#oc-waterfall").evaluate(
+        "el => ({x: el.data[0].x, y: el.data[0].y, text: el.data[0].text, measure: el.data[0].measure})"
+    )
+
+
+def _expected(breakdown: dict) -> dict:
+    host = [part for part in breakdown["parts"] if part["side"] == "host"]
+    return {
+        "x": ["baseline step", *(part["label"] for part in host), "target step"],
+        "y": [breakdown["baseline_wall_us"] / 1000, *(part["change_us"] / 1000 for part in host),
+              breakdown["target_wall_us"] / 1000],
+        "measure": ["absolute", *(["relative"] * len(host)), "total"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("pair", [("resnet50_num_workers_0", "resnet50_num_workers_4")])
+def test_the_waterfall_joins_the_headline_to_what_the_time_was_spent_on(page, kineto_url, pair):
+    errors = console_errors(page)
+    baseline, target = pair
+    document = route_json(kineto_url, "compare", baseline=baseline, target=target)
+    breakdown = document["summary"]["breakdown"]
+    frame = open_op_compare(page, kineto_url, baseline=baseline, target=target)
+    drawn = _drawn(frame)
+    expected = _expected(breakdown)
+    assert drawn["x"] == expected["x"] and drawn["measure"] == expected["measure"]
+    assert drawn["y"] == pytest.approx(expected["y"], rel=1e-12)
+    assert drawn["text"][0] == format_time(breakdown["baseline_wall_us"])
+    input_bar = next(part for part in breakdown["parts"] if part["category"] == "input")
+    assert drawn["x"][1] == "waiting for input" and drawn["text"][1] == "−" + format_time(-input_bar["change_us"])
+    # it sits right under the summary cards, the headline's
+    order = frame.locator(".oc-content > *").evaluate_all("nodes => nodes.map(n => n.id || n.className)")
+    assert order.index("oc-breakdown") == order.index("oc-summary") + 1
+    device = frame.locator("#oc-breakdown-device tbody tr")
+    assert device.count() == len([part for part in breakdown["parts"] if part["side"] == "device"])
+    assert frame.locator("#oc-breakdown-caption").inner_text().startswith("The median steady step of each side")
+    frame.locator("#oc-breakdown").screenshot(path=SCREENSHOT)
+    assert not errors
+
+
+def test_the_demos_cpu_to_gpu_pair_opens_on_its_waterfall(page, demo_torch_url):
+    errors = console_errors(page)
+    frame = open_op_compare(page, demo_torch_url)
+    suggested = route_json(demo_torch_url, "runs")["suggested"]
+    document = route_json(demo_torch_url, "compare", baseline=suggested["baseline"], target=suggested["target"])
+    drawn = _drawn(frame)
+    expected = _expected(document["summary"]["breakdown"])
+    assert drawn["x"] == expected["x"] and drawn["y"] == pytest.approx(expected["y"], rel=1e-12)
+    # the headline's two steps are the waterfall's ends
+    summary = document["summary"]
+    assert drawn["y"][0] * 1000 == pytest.approx(summary["baseline_step_wall_us"], rel=1e-12)
+    assert drawn["y"][-1] * 1000 == pytest.approx(summary["target_step_wall_us"], rel=1e-12)
+    assert not errors
