@@ -342,7 +342,7 @@
  * @property {string} order_by - `recorded`, `label`, `run`, `repeat` or `sidecar:<dotted.path>`
  * @property {string} group_by
  * @property {Array<TrendPoint>} points - in order: natural order of the values (2.9 before 2.10)
- * @property {Array<string>} keys - the ops shown, largest share first, then `(whole step)`
+ * @property {Array<string>} keys - the ops shown, largest share first, then `(whole step)`, then the parts of the step (`(step) waiting for input`, ...: each point's median steady step by what it was spent on, where its runs split their steps)
  * @property {Array<TrendRow>} rows - each key at each point
  * @property {'mixed'|'op time per step'|'step wall time'} whole_step_basis - what `(whole step)` is: the median steady step wall time of a point's runs pooled (the headline's rule) where every run has step markers, else all op time per step (the mean per run); `mixed` where points differ
  * @property {Array<string>} warnings

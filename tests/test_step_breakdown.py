@@ -193,3 +193,22 @@ def test_time_covered_in_each_step():
     assert covered[0].tolist() == [0.0, 5.0, 20.0] and covered[1].tolist() == [4.0, 8.0, 30.0]
     bounds = np.array([[0.0, 10.0], [10.0, 25.0], [40.0, 50.0]])
     assert measure_in(bounds, covered).tolist() == [7.0, 5.0, 0.0]
+
+
+def test_the_trend_plots_each_part_of_the_step(kineto):
+    """Trend over the two runs: beside the whole step, each part of it at each point, the
+    same figures as Compare's waterfall."""
+    from tb_opcompare.service.trend import trend_document
+
+    catalog = Catalog(str(kineto), cache_dir=None)
+    runs = ["resnet50_num_workers_0", "resnet50_num_workers_4"]
+    trend = trend_document(catalog, runs, order_by="run")
+    breakdown = compare_document(catalog, *runs).summary.breakdown
+    host = [part for part in breakdown.parts if part.side == "host"]
+    assert trend.keys[-len(host) :] == [f"(step) {part.label}" for part in host]
+    rows = {(row["key"], row["point"]): row["mean_us"] for row in trend.rows}
+    for part in host:
+        assert rows[f"(step) {part.label}", 0] == pytest.approx(part.baseline_us, rel=1e-12)
+        assert rows[f"(step) {part.label}", 1] == pytest.approx(part.target_us, rel=1e-12)
+    whole = [rows["(whole step)", point] for point in (0, 1)]
+    assert sum(rows[f"(step) {part.label}", 0] for part in host) == pytest.approx(whole[0], rel=1e-9)

@@ -21,6 +21,13 @@ from tb_opcompare.schema.text import format_time, shorten_names
 SCREENSHOT = "/tmp/opcompare-trend.png"
 SCREENSHOT_DEFAULT = "/tmp/opcompare-trend-default.png"
 WHOLE_STEP = "(whole step)"
+STEP_PART = "(step) "  # the step's parts, plotted with it (issue 53)
+
+
+def op_keys(document: dict) -> list[str]:
+    return [key for key in document["keys"] if key != WHOLE_STEP and not key.startswith(STEP_PART)]
+
+
 LABEL_LENGTH = 26  # frontend/views/trend.js
 
 
@@ -36,10 +43,10 @@ def versions_tensorboard_url(tmp_path_factory):
 def wait_for_trend(frame, document: dict):
     """Once the plots show `document`: as many ops lines as it has ops, the whole step's
     points, and its points listed."""
-    ops = len(document["keys"]) - 1
+    ops = len(op_keys(document))
     points = len(document["points"])
     frame.locator(f"#oc-trend-ops .scatterlayer .trace >> nth={ops - 1}").wait_for(timeout=60_000)
-    frame.locator("#oc-trend-step .scatterlayer .trace").wait_for()  # drawn after the ops plot
+    frame.locator("#oc-trend-step .scatterlayer .trace").first.wait_for()  # drawn after the ops plot
     frame.locator("#oc-trend-points", has_text=f"{points} point").wait_for()
     return ops, points
 
@@ -71,8 +78,8 @@ def check_plots(frame, document: dict):
     mean per execution on y, bars from low_us to high_us; the whole step on its own plot;
     the x labels its points' values and run counts."""
     rows = {(row["key"], row["point"]): row for row in document["rows"]}
-    ops = [key for key in document["keys"] if key != WHOLE_STEP]
-    for plot, keys in (("ops", ops), ("step", [WHOLE_STEP])):
+    parts = [key for key in document["keys"] if key.startswith(STEP_PART)]
+    for plot, keys in (("ops", op_keys(document)), ("step", [WHOLE_STEP, *parts])):
         data = plotted(frame, plot, keys)
         assert [trace["meta"] for trace in data] == keys
         for trace in data:
@@ -201,7 +208,7 @@ def test_trend_across_framework_versions_ordered_by_run(page, versions_tensorboa
         if (done()) return resolve();
         const timer = setInterval(() => { if (done()) { clearInterval(timer); resolve(); } }, 50);
     })""",
-        [key for key in by_type["keys"] if key != WHOLE_STEP],
+        op_keys(by_type),
     )
     check_plots(frame, by_type)
     assert not page.page_errors

@@ -20,7 +20,8 @@ import {messageBox} from './states.js';
 /** @typedef {import('../state.js').TrendState} TrendState */
 /** @typedef {import('../api.js').ApiError} ApiError */
 
-export const WHOLE_STEP = '(whole step)'; // the trend's last key (analysis/confidence.py)
+export const WHOLE_STEP = '(whole step)'; // the trend's key after the ops (analysis/confidence.py)
+export const STEP_PART = '(step) '; // the keys of the step's parts, after it (analysis/breakdown.py)
 // What the whole step's figure is (TrendDocument.whole_step_basis), as its plot's title says it.
 const STEP_TITLES = {
   'step wall time': 'median steady step wall time (step markers)',
@@ -172,7 +173,8 @@ export function trendFigures(trend) {
                  range: [-0.5, trend.points.length - 0.5],
                  title: {text: plotlyText(orderTitle(trend.order_by)), font: {size: 11}}, tickfont: {size: 11}};
   const common = {font: {family: 'Roboto, sans-serif', size: 12}, hovermode: 'closest', xaxis};
-  const opKeys = trend.keys.filter((key) => key !== WHOLE_STEP);
+  const opKeys = trend.keys.filter((key) => key !== WHOLE_STEP && !key.startsWith(STEP_PART));
+  const partKeys = trend.keys.filter((key) => key.startsWith(STEP_PART));
   let ops = null;
   if (opKeys.length) {
     const data = traces(trend, opKeys, opKeys.map((key, i) => PALETTE[i % PALETTE.length]));
@@ -188,12 +190,16 @@ export function trendFigures(trend) {
   }
   let step = null;
   if (trend.keys.includes(WHOLE_STEP)) {
-    const data = traces(trend, [WHOLE_STEP], [STEP_COLOUR]);
+    // the step's parts beside it, each a line (a click on the legend shows one alone)
+    const data = traces(trend, [WHOLE_STEP, ...partKeys],
+                        [STEP_COLOUR, ...partKeys.map((key, i) => PALETTE[(i + 3) % PALETTE.length])]);
     step = {data, layout: {
       // As wide a margin as the ops' legend: the two plots' points stand one above the other.
       ...common, height: 36 + STEP_PLOT_HEIGHT + 70, margin: {l: 72, r: LEGEND_WIDTH, t: 36, b: 70},
-      title: {text: `Whole step: ${STEP_TITLES[trend.whole_step_basis]}`, font: {size: 14}, x: 0, xanchor: 'left'},
-      yaxis: timeAxis(data, 'time per step'), showlegend: false,
+      title: {text: `Whole step: ${STEP_TITLES[trend.whole_step_basis]}` +
+        (partKeys.length ? ', and what it was spent on' : ''), font: {size: 14}, x: 0, xanchor: 'left'},
+      yaxis: timeAxis(data, 'time per step'), showlegend: partKeys.length > 0,
+      legend: {orientation: 'v', x: 1.01, xanchor: 'left', y: 1, yanchor: 'top', font: {size: 11}},
     }};
   }
   return {ops, step};

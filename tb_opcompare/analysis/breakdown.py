@@ -65,6 +65,34 @@ def _ordered(side: str, found: dict[str, float]) -> dict[str, float]:
     return {name: found[name] for name in names if name in found}
 
 
+# The keys of a trend's step parts: ``(step) waiting for input`` beside ``(whole step)``.
+STEP_PART = "(step) "
+
+
+def step_part_rows(splits: Sequence[SideSplit | None]) -> list[dict]:
+    """A trend's rows of the step's host parts: at each point (``splits``: each point's
+    split, None where its runs split no step), the part's time in the point's median steady
+    step, keyed ``(step) <label>``, in the vocabulary's order."""
+    found = {name for split in splits if split for name in split.parts.get(HOST, {})}
+    rows = []
+    for name, label in STEP_CATEGORIES.items():
+        if name not in found:
+            continue
+        for point, split in enumerate(splits):
+            time = split.parts.get(HOST, {}).get(name, 0.0) if split else None
+            rows.append(
+                {
+                    "key": STEP_PART + label,
+                    "point": point,
+                    "mean_us": time,
+                    "low_us": None,  # one median step: no interval
+                    "high_us": None,
+                    "runs": split.steps if split else 0,
+                }
+            )
+    return rows
+
+
 @dataclasses.dataclass(frozen=True)
 class BreakdownRow:
     side: str

@@ -629,7 +629,12 @@ class TrendDocument(_Document):
     order_by: _d(str, "`recorded`, `label`, `run`, `repeat` or `sidecar:<dotted.path>`")
     group_by: str
     points: _d(list[TrendPoint], "in order: natural order of the values (2.9 before 2.10)")
-    keys: _d(list[str], "the ops shown, largest share first, then `(whole step)`")
+    keys: _d(
+        list[str],
+        "the ops shown, largest share first, then `(whole step)`, then the parts of the step "
+        "(`(step) waiting for input`, ...: each point's median steady step by what it was spent on, "
+        "where its runs split their steps)",
+    )
     rows: _d(list[TrendRow], "each key at each point")
     whole_step_basis: _d(
         Literal["step wall time", "op time per step", "mixed"],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 
 from tb_opcompare.analysis import confidence
+from tb_opcompare.analysis.breakdown import side_split, step_part_rows
 from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, trend_table
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
@@ -84,12 +85,18 @@ def trend_document(
     keys = largest_keys([samples for runs_at in points for samples in runs_at], top)
     walls = [[loaded.profile.facts.step_times_us for loaded in loaded_at[value]] for value in values]
     table, whole_step_basis = trend_table(points, keys, walls)
+    parts = step_part_rows(
+        [
+            side_split([(run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded_at[value]])
+            for value in values
+        ]
+    )
     return TrendDocument(
         order_by=order_by,
         group_by=group_by,
         points=[TrendPoint(value=value, runs=[run for run, _ in by_value[value]]) for value in values],
-        keys=[*keys, confidence.WHOLE_STEP],
-        rows=as_records(table[TREND_COLUMNS]),
+        keys=[*keys, confidence.WHOLE_STEP, *dict.fromkeys(row["key"] for row in parts)],
+        rows=as_records(table[TREND_COLUMNS]) + parts,
         whole_step_basis=whole_step_basis,
         warnings=warnings,
         order_note=order_note,

@@ -99,3 +99,20 @@ test("significant changes are the rows the server marks, in the check's order", 
   const check = {rows: [row('a', true), row('b', false), row('c', true)]};
   assert.deepEqual(significantKeys(check), ['a', 'c']);
 });
+
+test('the step\'s parts are lines beside the whole step, never among the ops', () => {
+  const input = '(step) waiting for input';
+  const parts = {
+    ...TREND,
+    keys: [...TREND.keys, input],
+    rows: [...TREND.rows, ...[3000, 200, 250].map((mean, point) => ({key: input, point, mean_us: mean, low_us: mean,
+                                                                     high_us: mean, runs: 1}))],
+  };
+  const {ops, step} = trendFigures(parts);
+  assert.deepEqual(ops.data.map((trace) => trace.meta), ['aten::mm', 'aten::conv']);
+  assert.deepEqual(step.data.map((trace) => trace.meta), ['(whole step)', input]);
+  assert.deepEqual(step.data[1].y, [3000, 200, 250]);
+  assert.equal(step.layout.showlegend, true);
+  assert.match(step.layout.title.text, /and what it was spent on$/);
+  assert.equal(trendFigures(TREND).step.layout.showlegend, false); // no parts: no legend
+});
