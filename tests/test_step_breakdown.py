@@ -157,12 +157,68 @@ def test_the_demos_cpu_to_gpu_waterfall_adds_up_to_the_headline(tmp_path):
     assert launch.baseline_us == 0 and launch.target_us > 0
 
 
-def test_formats_that_do_not_split_their_steps_say_so(tmp_path):
+def test_formats_that_do_not_split_their_steps_say_so():
+    from conftest import FIXTURES
+
+    catalog = Catalog(str(FIXTURES / "onnxruntime" / "logdir"), cache_dir=None)
+    summary = compare_document(catalog, "cnn_infer_cpu_bs64", "cnn_infer_cpu_bs64_ort").summary
+    assert summary.breakdown is None
+    assert summary.breakdown_note.startswith("No step breakdown: the target's profile does not split its steps")
+
+
+def _raw_tf1(path: Path) -> tuple[list[tuple[float, float, str]], list[tuple[float, float]]]:
+    """A TF1 timeline's op events on its host ``Compute`` processes (start, end, name) and
+    its device's (stream:all and memcpy), from the raw JSON."""
+    events = json.loads(path.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    host, device = [], []
+    for event in events:
+        if event.get("ph") != "X" or "name" not in event.get("args", {}):
+            continue
+        process = names.get(event["pid"], "")
+        span = (event["ts"], event["ts"] + event.get("dur", 0))
+        if process.startswith("/job:") and process.endswith(" Compute"):
+            host.append((*span, event["args"]["name"]))
+        elif process.endswith(("stream:all Compute", "memcpy Compute")):
+            device.append(span)
+    return host, device
+
+
+def _covered(spans) -> float:
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted((start, end) for start, end, *_ in spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def test_a_tf1_timelines_step_is_split_by_what_any_thread_ran(tmp_path):
+    """The public TF1 MLP, CPU -> GPU: ops run on a pool of threads, so each moment of the
+    session.run counts once, by what any thread ran. The host parts other than untracked and
+    waiting add up to the time any op ran (the raw events' union); the gradients' ops make
+    the backward part; the device's parts add up to the step; the note says the rule."""
     for device in ("cpu", "gpu"):
         shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / device)
-    summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "cpu", "gpu").summary
-    assert summary.breakdown is None
-    assert summary.breakdown_note.startswith("No step breakdown: the baseline and target's profile")
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    summary = compare_document(catalog, "cpu", "gpu").summary
+    breakdown = summary.breakdown
+    assert summary.breakdown_note.startswith("Both sides: a TF1 timeline holds ops only")
+    for side, wall in (("baseline", breakdown.baseline_wall_us), ("target", breakdown.target_wall_us)):
+        host, device = _raw_tf1(tmp_path / ("cpu" if side == "baseline" else "gpu") / "timeline_02_step_1.json")
+        start = min(span[0] for span in host + device)
+        end = max(span[1] for span in host + device)
+        assert wall == pytest.approx(end - start, rel=1e-9)
+        parts = {part.category: getattr(part, f"{side}_us") for part in breakdown.parts if part.side == "host"}
+        busy = sum(time for name, time in parts.items() if name not in ("untracked", "device_wait"))
+        assert busy == pytest.approx(_covered(host), rel=1e-9)
+        assert sum(parts.values()) == pytest.approx(wall, rel=1e-9)
+        if side == "baseline":  # on the CPU: the gradients' ops alone, where no forward or optimizer op ran
+            gradients = [span for span in host if span[2].startswith("gradients/")]
+            assert 0 < parts["backward"] <= _covered(gradients) + 1e-6
+            assert parts["backward"] > 0.5 * _covered(gradients)
+    device = [part for part in breakdown.parts if part.side == "device"]
+    assert sum(part.target_us for part in device) == pytest.approx(breakdown.target_wall_us, rel=1e-9)
 
 
 def test_an_events_category_is_its_own_else_what_encloses_it():

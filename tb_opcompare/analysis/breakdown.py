@@ -30,11 +30,12 @@ class SideSplit:
     wall_us: float
     parts: dict[str, dict[str, float]]
     steps: int  # steady steps pooled
+    note: str | None = None  # what the split cannot tell apart (``ProfileFacts.step_breakdown_note``)
 
 
-def side_split(runs: Sequence[tuple[Sequence[float], Table]]) -> SideSplit | None:
-    """``runs``: each run's step wall times and its ``step_breakdown`` table. None where
-    no run has both steps and a split of them."""
+def side_split(runs: Sequence[tuple[Sequence[float], Table]], note: str | None = None) -> SideSplit | None:
+    """``runs``: each run's step wall times and its ``step_breakdown`` table; ``note``: what
+    the format's split cannot tell apart. None where no run has both steps and a split."""
     steady: list[tuple[float, int, int]] = []  # (wall, run, step)
     for index, (times, table) in enumerate(runs):
         if not len(times) or not len(table):
@@ -56,7 +57,7 @@ def side_split(runs: Sequence[tuple[Sequence[float], Table]]) -> SideSplit | Non
             parts.setdefault(side, {})
             parts[side][category] = parts[side].get(category, 0.0) + time / len(chosen)
     wall = sum(wall for wall, _, _ in chosen) / len(chosen)
-    return SideSplit(wall, {side: _ordered(side, found) for side, found in parts.items()}, len(steady))
+    return SideSplit(wall, {side: _ordered(side, found) for side, found in parts.items()}, len(steady), note)
 
 
 def _ordered(side: str, found: dict[str, float]) -> dict[str, float]:

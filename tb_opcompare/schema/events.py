@@ -122,6 +122,9 @@ class ProfileFacts:
     # Memory in use at its highest, per device ("CPU", "GPU:0"), where the profile records it
     peak_memory_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     memory_events: int | None = None  # allocations and frees recorded (None: memory not profiled)
+    # What the step breakdown of this format cannot tell apart, and why (a TF graph runs its ops on
+    # a pool of threads, so no one thread drives its step); None where it splits by the driving thread
+    step_breakdown_note: str | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
     # The workers (ranks) of one job whose profiles were read together, each a dict of its
     # rank, world_size, file, steps, step_time_us (median steady step) and host_op_time_us; empty

@@ -104,8 +104,8 @@ def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline
         missing = " and ".join(side for side, split in (("baseline", base), ("target", target)) if split is None)
         return {
             "breakdown": None,
-            "breakdown_note": f"No step breakdown: the {missing}'s profile does not split its steps (a PyTorch "
-            "trace with ProfilerStep#N marks does; other formats are to come).",
+            "breakdown_note": f"No step breakdown: the {missing}'s profile does not split its steps (PyTorch traces "
+            "with ProfilerStep#N marks and TF1 timelines do; other formats are to come).",
         }
     parts = [
         BreakdownPart(
@@ -118,7 +118,12 @@ def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline
         )
         for row in breakdown_rows(base, target)
     ]
-    note = "The bars are per step; the headline is per sample, as the batch sizes differ." if first.per_sample else None
+    caveats = [f"{side}: {text}." for side, text in (("Baseline", base.note), ("Target", target.note)) if text]
+    if base.note and base.note == target.note:
+        caveats = [f"Both sides: {base.note}."]
+    if first.per_sample:
+        caveats.append("The bars are per step; the headline is per sample, as the batch sizes differ.")
+    note = " ".join(caveats) or None
     return {
         "breakdown": StepBreakdown(
             baseline_wall_us=base.wall_us,
@@ -248,7 +253,7 @@ def _side(
     if len(names) == 1:
         loaded = catalog.load(names[0], session)
         profile = loaded.profile
-        split = side_split([(profile.facts.step_times_us, profile.breakdown_table)])
+        split = side_split([(profile.facts.step_times_us, profile.breakdown_table)], profile.facts.step_breakdown_note)
         return loaded, names, [], step_latency([profile.facts.step_times_us]), split
     loaded, notes, first_error = [], [], None
     for name in names:
@@ -267,7 +272,10 @@ def _side(
             "configurations. Group repeats of one configuration."
         )
     steps = step_latency([run.profile.facts.step_times_us for run in loaded])
-    split = side_split([(run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded])
+    split = side_split(
+        [(run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded],
+        loaded[0].profile.facts.step_breakdown_note,
+    )
     pooled = dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded]))
     return pooled, kept, notes, steps, split
 

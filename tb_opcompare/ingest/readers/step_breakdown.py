@@ -9,6 +9,12 @@ Moments when the driving thread runs nothing are the backward pass where another
 of the process runs it then (PyTorch's autograd engine runs a GPU model's backward on a
 thread of its own while the Python thread waits), else untracked (Python, gaps).
 
+Where no one thread drives the step (a TF graph runs its ops on a pool of threads, the
+Python thread waiting), the moments of the step are split instead by what any host thread
+ran then, each moment once, to the first category of a priority order that holds it
+(``layered_host_rows``); a moment no host thread ran anything is waiting on the device where
+the device ran then, else untracked.
+
 Device: the accelerator's time in the step, by what ran (communication before compute
 before copies, where streams overlap) and idle, which add up to the step's wall time too.
 
@@ -106,6 +112,40 @@ def host_rows(
     sums[:, HOST_CODES["backward"]] += either - busy
     walls = bounds[:, 1] - bounds[:, 0]
     sums[:, HOST_CODES["untracked"]] += np.maximum(walls - sums.sum(axis=1), 0.0)
+    return _rows(sums, HOST, list(STEP_CATEGORIES))
+
+
+# Which category a moment counts under where host threads ran several side by side: what
+# the step waits on first, then the work by phase.
+LAYER_ORDER = ("input", "communication", "copy", "launch", "optimizer", "backward", "forward")
+
+
+def layered_host_rows(
+    bounds: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    category: np.ndarray,
+    device_busy: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, list]:
+    """The host rows of the steps ``bounds``, where host events (``category``: each one's
+    code) ran on several threads at once: each moment under the first category of
+    ``LAYER_ORDER`` any event holding it has; moments no host event holds, waiting on the
+    device where ``device_busy`` covers them, else untracked."""
+    sums = np.zeros((len(bounds), len(STEP_CATEGORIES)))
+    mask = np.zeros(len(category), dtype=bool)
+    previous = np.zeros(len(bounds))
+    for name in LAYER_ORDER:
+        mask |= category == HOST_CODES[name]
+        covered = measure_in(bounds, union(starts[mask], ends[mask]))
+        sums[:, HOST_CODES[name]] = covered - previous
+        previous = covered
+    if device_busy is not None and len(device_busy[0]):
+        either = measure_in(
+            bounds, union(np.concatenate([starts, device_busy[0]]), np.concatenate([ends, device_busy[1]]))
+        )
+        sums[:, HOST_CODES["device_wait"]] = either - previous
+        previous = either
+    sums[:, HOST_CODES["untracked"]] = np.maximum((bounds[:, 1] - bounds[:, 0]) - previous, 0.0)
     return _rows(sums, HOST, list(STEP_CATEGORIES))
 
 

@@ -27,7 +27,15 @@ import numpy as np
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, ChromeTrace, TraceText, process_names
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
-from tb_opcompare.ingest.readers.tf_ops import allocation_batch_vote
+from tb_opcompare.ingest.readers.step_breakdown import (
+    DEVICE_CODES,
+    HOST_CODES,
+    device_rows,
+    joined,
+    layered_host_rows,
+    union,
+)
+from tb_opcompare.ingest.readers.tf_ops import allocation_batch_vote, tf_step_category
 from tb_opcompare.schema.dimensions import TF_GRAPH
 from tb_opcompare.schema.events import (
     DEVICE,
@@ -76,6 +84,7 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> ParsedP
         elif name.endswith(" Compute"):
             roles[pid] = HOST
     host_threads: dict[tuple, list] = defaultdict(list)
+    spans = _Spans()
     events = OpEvents()
     memory_indices = []
     first_start, last_end = float("inf"), float("-inf")
@@ -89,8 +98,11 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> ParsedP
         op_type = event.args.op or event.name
         if roles[event.pid] == DEVICE:
             events.add(DEVICE, event.args.name, op_type, duration, duration)
+            copy = _MEMCPY.search(names[event.pid]) or op_type.startswith("MEMCPY")
+            spans.add_device(event.ts, duration, "device_copy" if copy else "device_compute")
         else:
             host_threads[(event.pid, event.tid)].append((event.ts, duration, (event.args.name, op_type)))
+            spans.add_host(event.ts, duration, _host_category(event.args.name, op_type, names[event.pid]))
     add_nested_host_ops(events, host_threads.values())
     if not len(events):
         raise ProfileError(path, "a TF1 timeline with no op events on any '<device> Compute' process")
@@ -108,12 +120,56 @@ def read_tf1_timeline(path: str, trace: ChromeTrace, text: TraceText) -> ParsedP
         compiler_source="data: a TF1 session.run timeline (graph execution)",
     )
     facts.step_time_us = facts.step_times_us[0] if facts.step_times_us else None
+    if facts.step_times_us:
+        events.breakdown = spans.breakdown(first_start, last_end)
+        facts.step_breakdown_note = _BREAKDOWN_NOTE
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
     if memory_indices:
         host_ops = {key[0]: key for thread in host_threads.values() for _, _, key in thread}
         _read_memory(text.events(memory_indices, _MemoryEvent), host_ops, events, facts)
     return ParsedProfile(facts, events)
+
+
+_BREAKDOWN_NOTE = (
+    "a TF1 timeline holds ops only, on a pool of threads: each moment counts once, under the first of "
+    "input, copies, launches (a GPU op's host side), optimizer, backward, forward that any thread ran; "
+    "Python and the feed_dict's own copies are untracked"
+)
+
+
+def _host_category(name: str, op_type: str, process: str) -> str:
+    """An op's category on the host: a GPU op's host-side event (on ``/gpu:N Compute``) is
+    its launch, unless it is a copy or the input's dequeue."""
+    category = tf_step_category(name, op_type)
+    if category in ("input", "copy") or "/cpu:" in process.lower() or "/device:cpu:" in process.lower():
+        return category
+    return "launch"
+
+
+class _Spans:
+    """The timeline's op events as intervals with their step categories, for the split of
+    its one step (``step_breakdown``)."""
+
+    def __init__(self):
+        self.host: list[tuple[float, float, int]] = []
+        self.device: list[tuple[float, float, int]] = []
+
+    def add_host(self, start: float, duration: float, category: str) -> None:
+        self.host.append((start, start + duration, HOST_CODES[category]))
+
+    def add_device(self, start: float, duration: float, kind: str) -> None:
+        self.device.append((start, start + duration, DEVICE_CODES[kind]))
+
+    def breakdown(self, first: float, last: float) -> dict[str, list]:
+        bounds = np.array([[first, last]], dtype=float)
+        host = np.asarray(self.host, dtype=float).reshape(-1, 3)
+        device = np.asarray(self.device, dtype=float).reshape(-1, 3)
+        busy = union(device[:, 0], device[:, 1]) if len(device) else None
+        rows = layered_host_rows(bounds, host[:, 0], host[:, 1], host[:, 2].astype(np.int64), busy)
+        if not len(device):
+            return rows
+        return joined(rows, device_rows(bounds, device[:, 0], device[:, 1], device[:, 2].astype(np.int64)))
 
 
 def _read_memory(

@@ -183,6 +183,8 @@ _OPTIMIZER_SCOPES = frozenset(
         "lamb",
         "lion",
         "adafactor",
+        "gradientdescent",
+        "momentum",
         "optimizer",
     }
 )
@@ -190,6 +192,28 @@ _OPTIMIZER_SCOPES = frozenset(
 
 def is_optimizer_scope(tf_op: str) -> bool:
     return any(part.lower() in _OPTIMIZER_SCOPES for part in tf_op.split("/")[:-1])
+
+
+_INPUT_TYPES = ("IteratorGetNext", "QueueDequeue", "ReaderRead")  # the step waiting on its input pipeline
+_COPY_TYPES = frozenset({"_Recv", "_Send", "_HostRecv", "_HostSend", "MEMCPYHtoD", "MEMCPYDtoH", "MEMCPYDtoD"})
+_GRADIENT_SCOPES = ("gradients", "gradient_tape")
+
+
+def tf_step_category(name: str, op_type: str) -> str:
+    """What a TF op's time is in a step (``schema.events.STEP_CATEGORIES``), by its type and
+    its name's scopes: the input pipeline's dequeue, a copy between devices, the optimizer's
+    update (its scope or an ``Apply*`` type), the gradients (``gradients/``,
+    ``gradient_tape/``, ``…_grad/``), else forward."""
+    if op_type.startswith(_INPUT_TYPES) or name.startswith("Iterator::"):
+        return "input"
+    if op_type in _COPY_TYPES:
+        return "copy"
+    if op_type.startswith(("Apply", "ResourceApply")) or is_optimizer_scope(name):
+        return "optimizer"
+    scopes = name.split("/")
+    if any(part in _GRADIENT_SCOPES or part.endswith("_grad") for part in scopes[:-1]):
+        return "backward"
+    return "forward"
 
 
 def allocation_batch_vote(shapes_by_op: dict[str, set[str]]) -> tuple[int, int, int] | None:
