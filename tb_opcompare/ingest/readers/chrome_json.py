@@ -47,6 +47,8 @@ class EventArgs(msgspec.Struct, gc=False):
     shapes: Any = None  # a tf.data iterator's element shapes
     step_num: Any = None  # a step marker's step
     batch_size: Any = None  # Keras 2's step event; a batch dataset's declared size
+    group_id: Any = None  # a kernel's step group (text in the trace viewer's JSON)
+    correlation_id: Any = None  # a kernel's and its host launch's shared id
 
 
 class BaseEvent(msgspec.Struct, gc=False):

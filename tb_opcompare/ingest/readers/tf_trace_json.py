@@ -4,8 +4,10 @@ It is the xplane rendered as a Chrome trace: a ``/host:CPU`` process whose threa
 carry ``<op_name>:<op_type>`` events, and ``/device:GPU:N`` processes whose
 ``Stream #`` threads carry kernels naming their op in ``args.tf_op`` (or
 ``annotation`` / ``level 0`` in older TF), beside a ``TensorFlow Ops`` thread with one event
-per execution of a TF op (TF 2.2-2.3). The same rules as the xplane reader apply. What the
-rendering drops cannot be read: the device's model (the plane's stats) is not in it.
+per execution of a TF op (TF 2.2-2.3). The same rules as the xplane reader apply, the
+pieces of an execution that thread cut apart put back together by the kernels' launches on
+the host threads (``correlation_id``), or else their ``group_id`` (``merged_fragments``).
+What the rendering drops cannot be read: the device's model (the plane's stats) is not in it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from tb_opcompare.ingest.readers.chrome_json import ChromeTrace, process_names
 from tb_opcompare.ingest.readers.device_executions import (
     PS_PER_US,
     InvocationIds,
+    KernelTies,
+    LaunchIndex,
     add_executed_kernels,
+    enclosing_ops,
     kernel_columns,
 )
 from tb_opcompare.ingest.readers.tf_ops import (
@@ -94,6 +99,10 @@ class _TraceEvidence:
     threads_run: Counter = dataclasses.field(default_factory=Counter)
     # device process -> (op, start, duration in ps) of its kernels; -> op -> its executions' spans (ps)
     kernels: dict[int, list] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    # device process -> (name, group_id, correlation_id) of its kernels, None where absent
+    kernel_ties: dict[int, list] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    # host thread -> (start ps, correlation_id) of its kernel launches
+    launches: dict[tuple, list] = dataclasses.field(default_factory=lambda: defaultdict(list))
     executions: dict[int, dict] = dataclasses.field(default_factory=lambda: defaultdict(lambda: defaultdict(list)))
     first_shape: tuple[float, int] | None = None
 
@@ -111,6 +120,10 @@ def _read_host_event(event, evidence: _TraceEvidence) -> None:
         batch = leading_dim(event.args.shape) if event.args and event.args.shape else None
         if batch and (evidence.first_shape is None or event.ts < evidence.first_shape[0]):
             evidence.first_shape = (event.ts, batch)
+    else:
+        correlation = _id_number(event.args.correlation_id) if event.args else None
+        if correlation is not None:  # a kernel or copy launched from this thread
+            evidence.launches[(event.pid, event.tid)].append((_ps(event.ts), correlation))
     # tf.data's iterators are ops (typed Dataset) that also say the batch
     _step_evidence(event, duration, evidence)
 
@@ -129,6 +142,14 @@ def _read_device_event(event, process: str, evidence: _TraceEvidence) -> None:
         return
     evidence.device_kinds.add(process[len("/device:") :].split(":", 1)[0])
     evidence.kernels[event.pid].append((_kernel_op(event), _ps(event.ts), _ps(duration)))
+    args = event.args
+    evidence.kernel_ties[event.pid].append(
+        (
+            event.name,
+            _id_number(args.group_id) if args else None,
+            _id_number(args.correlation_id) if args else None,
+        )
+    )
 
 
 def _add_ops(evidence: _TraceEvidence) -> OpEvents:
@@ -137,9 +158,12 @@ def _add_ops(evidence: _TraceEvidence) -> OpEvents:
     its own; host ops by nesting on their thread, eager ops left out where a graph ran."""
     events = OpEvents()
     invocations = InvocationIds()
+    launches = _launch_index(evidence)
     for pid, device_kernels in evidence.kernels.items():
         spans = {op: np.array(sorted(pairs), dtype=np.int64) for op, pairs in evidence.executions[pid].items()}
-        add_executed_kernels(events, *kernel_columns(device_kernels), spans, invocations)
+        keys, codes, starts, durations = kernel_columns(device_kernels)
+        ties = _kernel_ties(evidence.kernel_ties[pid], launches, keys, codes) if spans else None
+        add_executed_kernels(events, keys, codes, starts, durations, spans, invocations, ties)
     keep_eager = ran_eagerly(evidence.threads_run["graph"], evidence.threads_run["eager"])
     add_nested_host_ops(
         events,
@@ -149,6 +173,50 @@ def _add_ops(evidence: _TraceEvidence) -> OpEvents:
         ],
     )
     return events
+
+
+def _launch_index(evidence: _TraceEvidence) -> LaunchIndex:
+    """Each launch's host execution: the innermost op event of its thread enclosing it
+    (ids unique across threads), as the xplane reader places them."""
+    index = LaunchIndex()
+    placed, first_id = [], 0
+    for thread, launches in evidence.launches.items():
+        ops = evidence.host_threads.get(thread)
+        if not ops:
+            continue
+        enclosing = enclosing_ops(
+            np.array([_ps(start) for start, _, _, _ in ops], dtype=np.int64),
+            np.array([_ps(duration) for _, duration, _, _ in ops], dtype=np.int64),
+            np.array([start for start, _ in launches], dtype=np.int64),
+        )
+        found = enclosing >= 0
+        placed.append(
+            (
+                np.array([correlation for _, correlation in launches], dtype=np.int64)[found],
+                first_id + enclosing[found],
+                index.op_ids([op for _, _, op, _ in ops])[enclosing[found]],
+            )
+        )
+        first_id += len(ops)
+    if placed:
+        index.set(*(np.concatenate(column) for column in zip(*placed)))
+    return index
+
+
+def _kernel_ties(ties: list, launches: LaunchIndex, keys: list, codes: np.ndarray) -> KernelTies:
+    """A device's kernels' ``KernelTies`` from their (name, group_id, correlation_id), their
+    ops ``codes`` into ``keys``."""
+    name_codes: dict[str, int] = {}
+    names = np.fromiter(
+        (name_codes.setdefault(name, len(name_codes)) for name, _, _ in ties), dtype=np.int64, count=len(ties)
+    )
+    groups = np.fromiter((group if group is not None else 0 for _, group, _ in ties), dtype=np.int64, count=len(ties))
+    grouped = np.fromiter((group is not None for _, group, _ in ties), dtype=bool, count=len(ties))
+    correlations = np.fromiter(
+        (correlation if correlation is not None else 0 for _, _, correlation in ties), dtype=np.int64, count=len(ties)
+    )
+    correlated = np.fromiter((correlation is not None for _, _, correlation in ties), dtype=bool, count=len(ties))
+    return KernelTies(names, groups, grouped, launches.executions(correlations, correlated, keys, codes))
 
 
 def _settled_facts(evidence: _TraceEvidence, events: OpEvents) -> ProfileFacts:
@@ -219,6 +287,12 @@ def _whole_number(value) -> int | None:
     if isinstance(value, str) and value.isdigit() and len(value) <= 18:
         return int(value)
     return None
+
+
+def _id_number(value) -> int | None:
+    """A group or correlation id (text or a number) within int64, else None."""
+    number = _whole_number(value)
+    return number if number is not None and -(1 << 63) <= number < 1 << 63 else None
 
 
 def _ps(microseconds: float) -> int:

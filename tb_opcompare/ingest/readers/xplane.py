@@ -4,8 +4,10 @@ Host ops are events named ``<op_name>:<op_type>`` on the ``/host:CPU`` plane; th
 self time subtracts nested TF-op events on the same line, as xprof's TensorFlow
 Stats tool does. Device ops are the kernels and memcpys on the ``Stream #`` lines of
 ``/device:GPU:N`` planes, attributed to a TF op through the ``tf_op`` stat (current
-TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines such as
-"TensorFlow Ops" repeat the same kernels and are skipped.
+TF) or the ``annotation`` / ``level 0`` stats (TF 2.4 era). Derived lines repeat the
+same kernels and are not read as ops; a "TensorFlow Ops" line (TF 2.2-2.4) says which
+kernels are one execution of their op, the pieces it cuts an execution in put back
+together by the host's kernel launches or the kernels' step groups (``_read_device_plane``).
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ from tb_opcompare.errors import OverLimit, ProfileError
 from tb_opcompare.ingest.readers.device_executions import (
     PS_PER_US,
     InvocationIds,
+    KernelTies,
+    LaunchIndex,
     add_executed_kernels,
     add_kernel_totals,
     add_scoped_kernels,
+    enclosing_ops,
     first_appearance_keys,
 )
 from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memory_timeline
@@ -141,18 +146,26 @@ def _read_file(
     are never in memory together)."""
     space = _parse(path, read_bytes(path), max_parsed_bytes)
     host_ops = []
+    # the host's kernel launches place the device's kernels in the executions a TensorFlow
+    # Ops line cut apart: the host planes are read before the device planes
+    launches = _HostLaunches(wanted=space.has_line("/device:", "TensorFlow Ops"))
     try:
-        for plane in space.planes(first=METADATA_PLANE):
+        for plane in space.planes(rank=_plane_rank):
             if plane.name == METADATA_PLANE:
                 evidence.hlo.add(plane)
                 jax_version = _plane_stats(plane, _stat_names(plane)).get("jax_version")
                 if isinstance(jax_version, str) and jax_version:
                     facts.framework = f"JAX {jax_version}"
             elif plane.name.startswith("/host:"):
-                reader = _HostPlaneReader(plane, evidence, names_tf_ops=not facts.framework.startswith("JAX"))
+                reader = _HostPlaneReader(
+                    plane, evidence, names_tf_ops=not facts.framework.startswith("JAX"), launches=launches
+                )
                 host_ops.append(reader.read((path, plane.name), events))
             elif plane.name.startswith("/device:"):
-                kind, name, plane_steps = _read_device_plane(plane, events, evidence.invocation_ids, evidence.kinds)
+                launches.resolve()
+                kind, name, plane_steps = _read_device_plane(
+                    plane, events, evidence.invocation_ids, evidence.kinds, launches
+                )
                 if kind:
                     evidence.device_names.append(name)
                     facts.device = kind
@@ -172,6 +185,85 @@ def _read_file(
             path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or corrupt): {error}"
         ) from None
     return host_ops
+
+
+def _plane_rank(name: str) -> int:
+    """The order planes are read in: XLA's metadata first (what it says decides how the
+    others read), then the host planes (their launches place the device's kernels), then
+    the rest, each in file order."""
+    return 0 if name == METADATA_PLANE else 1 if name.startswith("/host:") else 2
+
+
+class _HostLaunches:
+    """The host's kernel launches in one file, by ``correlation_id``: each one's host
+    execution, the op event it was made in. TF writes an event on the host thread for each
+    kernel and copy it launches, carrying the ``correlation_id`` the kernel carries on the
+    device, inside the op event whose ``Compute`` launched it. Every host line's op events
+    and launch events are gathered by line id (a thread's: a ``/host:CUPTI`` plane numbers
+    its lines by thread as ``/host:CPU`` does), then each launch is placed in the innermost
+    op event of its thread that encloses its start; a launch in none (a copy made outside
+    any op) places nothing. Only gathered where a device plane has a ``TensorFlow Ops``
+    line (``wanted``), the only executions they decide. A launch places a kernel only in an
+    execution of the kernel's own op (``LaunchIndex``)."""
+
+    def __init__(self, wanted: bool):
+        self.wanted = wanted
+        # line id -> its op parts and launch parts: (plane clock's origin ns, starts ps on
+        # that clock, durations ps, op ids) and (origin ns, starts, correlation ids)
+        self._lines: dict[int, tuple[list, list]] | None = collections.defaultdict(lambda: ([], []))
+        self.index = LaunchIndex()
+        self._keys: tuple[list, np.ndarray] | None = None  # the last op list met and its ops' ids
+
+    def add_line(self, line_id: int, origin_ns: int, ops: tuple | None, launches: tuple | None) -> None:
+        """A host line's op events (starts and durations, ps since ``origin_ns``, and their
+        ops: codes into a list of ops) and launches (starts and correlation ids)."""
+        if self._lines is None:
+            return
+        if ops is not None and len(ops[0]):
+            starts, durations, codes, keys = ops
+            if self._keys is None or self._keys[0] is not keys or len(self._keys[1]) != len(keys):
+                self._keys = (keys, self.index.op_ids(keys))  # a plane's, the same list line after line
+            self._lines[line_id][0].append((origin_ns, starts, durations, self._keys[1][codes]))
+        if launches is not None and len(launches[0]):
+            self._lines[line_id][1].append((origin_ns, *launches))
+
+    def resolve(self) -> None:
+        """Place every gathered launch in its op event (once, when the host planes are read)."""
+        lines, self._lines = self._lines, None
+        if not lines:
+            return
+        origins = [origin for ops, launches in lines.values() if launches for origin, *_ in ops + launches]
+        if not origins:
+            return
+        origin_ns = min(origins)
+        placed, first_id = [], 0
+        for ops, launches in lines.values():
+            if not ops or not launches:
+                continue
+            # ps since the file's origin: lines of one session lie hours apart at most, and a
+            # part further off (a broken clock) is left out
+            if max((origin - origin_ns) * 1000 for origin, *_ in ops + launches) >= 1 << 61:
+                continue
+            op_starts = np.concatenate([starts + (origin - origin_ns) * 1000 for origin, starts, _, _ in ops])
+            op_durations = np.concatenate([durations for _, _, durations, _ in ops])
+            launch_starts = np.concatenate([starts + (origin - origin_ns) * 1000 for origin, starts, _ in launches])
+            enclosing = enclosing_ops(op_starts, op_durations, launch_starts)
+            found = enclosing >= 0
+            placed.append(
+                (
+                    np.concatenate([ids for *_, ids in launches])[found],
+                    first_id + enclosing[found],
+                    np.concatenate([op_ids for *_, op_ids in ops])[enclosing[found]],
+                )
+            )
+            first_id += len(op_starts)
+        if placed:
+            self.index.set(*(np.concatenate(column) for column in zip(*placed)))
+
+    def executions(self, correlations: np.ndarray, correlated: np.ndarray, keys: list, codes: np.ndarray) -> np.ndarray:
+        """The host execution of the kernel's op that launched each kernel of
+        ``correlations`` (where ``correlated``; its op a code into ``keys``), -1 where not known."""
+        return self.index.executions(correlations, correlated, keys, codes)
 
 
 def _settle_facts(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvidence) -> None:
@@ -350,7 +442,9 @@ class _HostPlaneReader:
     the few events that can carry a step number or a shape, and on the memory events
     (``_MemoryEvents``: from the wire too, where the C helper was built)."""
 
-    def __init__(self, plane, evidence: _SessionEvidence, names_tf_ops: bool = True):
+    def __init__(
+        self, plane, evidence: _SessionEvidence, names_tf_ops: bool = True, launches: _HostLaunches | None = None
+    ):
         self.plane_name = plane.name
         self.evidence = evidence
         self.index = index = _index_host_plane(plane, names_tf_ops)
@@ -367,13 +461,21 @@ class _HostPlaneReader:
         self.step_calls = 0
         self.op_lines: list[tuple] = []  # each line's op events, added once the plane's steps are known
         self.ran = collections.Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere
+        # kernel launches (``_HostLaunches``), where wanted: events that carry a correlation_id,
+        # learnt per metadata id from its first event as step markers are; and every line's
+        # ops, whose launches another plane may hold
+        self.launches = launches if launches is not None and launches.wanted else None
+        self.launch_stat = index.stat_ids.get("correlation_id") if self.launches is not None else None
+        self.carries_correlation: dict[int, bool] = {}
+        self.correlation_lookup = _IdLookup([], [])
+        self.clock_origin_ns = 0
 
     def read(self, plane_key: tuple[str, str], events: OpEvents) -> _HostOps:
         clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
         lines, self.lines = self.lines, None  # the reader keeps nothing of the file once read
         for line_number, line in enumerate(lines):
             if clock_origin_ns is None:
-                clock_origin_ns = line.timestamp_ns
+                clock_origin_ns = self.clock_origin_ns = line.timestamp_ns
             self._read_line(line, line_number, (line.timestamp_ns - clock_origin_ns) * 1000)
         self.memory_events = None
         return self._finish(plane_key, events)
@@ -381,6 +483,7 @@ class _HostPlaneReader:
     def _read_line(self, line, line_number: int, line_start_ps: int) -> None:
         index, stat_ids = self.index, self.index.stat_ids
         found = ([], [], [], [])  # the line's op events: starts, durations, codes, eager flags
+        launches = ([], []) if self.launch_stat is not None else None  # starts, correlation ids
         execution = execution_thread(line.name)
         reads_user_ranges = bool(index.user_range_names) and not is_tf_thread(line.name)
         for batch in line.event_batches():
@@ -393,15 +496,22 @@ class _HostPlaneReader:
                 self._take_user_ranges(batch, ints, (self.plane_name, line_number), line_start_ps)
             if stat_ids.get("step_num") is not None and not is_op.all():
                 self._take_steps(batch, ints, np.flatnonzero(~is_op), line_start_ps)
+            if launches is not None and not is_op.all():
+                self._take_launches(batch, ints, np.flatnonzero(~is_op), line_start_ps, launches)
             del batch  # one batch of protobuf events alive at a time
         starts, durations, codes, eager_flags = found
+        # a line whose clock is wildly off the plane's cannot be placed in its steps
+        placeable = abs(line_start_ps) < _MAX_DURATION_PS
+        ops = None
         if codes:
             durations, codes = np.concatenate(durations), np.concatenate(codes)
             _check_durations(durations, index.op_keys, codes, line.name)
-            # a line whose clock is wildly off the plane's cannot be placed in its steps
-            placeable = abs(line_start_ps) < _MAX_DURATION_PS
             starts = np.concatenate(starts) + (line_start_ps if placeable else 0)
             self.op_lines.append((starts, durations, codes, np.concatenate(eager_flags), placeable))
+            ops = (starts, durations, codes, index.op_keys)
+        if self.launches is not None and placeable:
+            launched = tuple(map(np.concatenate, launches)) if launches and launches[0] else None
+            self.launches.add_line(line.id, self.clock_origin_ns, ops, launched)
 
     def _take_ops(self, batch, ints: np.ndarray, execution: str | None, line_ns: int, found: tuple) -> np.ndarray:
         """Keep the batch's op events in ``found``, count them by kind, and note the first
@@ -460,6 +570,49 @@ class _HostPlaneReader:
                     line_start_ps + int(ints[position, 1]),
                     int(ints[position, 2]),
                 )
+
+    def _take_launches(self, batch, ints: np.ndarray, candidates: np.ndarray, line_start_ps: int, found) -> None:
+        """Keep the kernel launches among the non-op events ``candidates`` in ``found``:
+        their starts (on the plane's clock) and correlation ids, read from the wire where
+        the C helper was built."""
+        stat = self.launch_stat
+        ids = ints[candidates, 0]
+        carries = self.correlation_lookup.codes(ids)  # 1 carries a correlation id, 0 not, -1 not learnt yet
+        if (carries < 0).any():
+            unknown = np.flatnonzero(carries < 0)
+            unique_ids, first = np.unique(ids[unknown], return_index=True)
+            for metadata_id, position in zip(unique_ids.tolist(), unknown[first].tolist()):
+                event = batch[int(candidates[position])]
+                self.carries_correlation[metadata_id] = _find_stat(event, stat) is not None
+            self.correlation_lookup = _IdLookup(
+                list(self.carries_correlation), [int(flag) for flag in self.carries_correlation.values()]
+            )
+            carries = self.correlation_lookup.codes(ids)
+        rows = candidates[carries == 1]
+        if not len(rows):
+            return
+        correlations = np.zeros(len(rows), dtype=np.int64)
+        known = np.zeros(len(rows), dtype=bool)
+        unread = np.arange(len(rows))
+        wire_stats = getattr(batch, "wire_stats", None)
+        carriers = [key for key, flag in self.carries_correlation.items() if flag]
+        stats = wire_stats(carriers, {stat: 0}, 1) if wire_stats is not None else None
+        if stats is not None and len(stats.indices):
+            at = np.searchsorted(stats.indices, rows).clip(max=len(stats.indices) - 1)
+            read = stats.indices[at] == rows
+            kinds = stats.kinds[at, 0]
+            known[read] = ((kinds == STAT_INT64) | (kinds == STAT_UINT64))[read]
+            correlations[read] = np.where(known, stats.values[at, 0], 0)[read]
+            unread = np.flatnonzero(~read)
+        for row in unread.tolist():  # parsed: the last such stat, as the wire's arrays keep
+            value = None
+            for event_stat in batch[int(rows[row])].stats:
+                if event_stat.metadata_id == stat:
+                    value = _int_value(event_stat)
+            if value is not None:
+                correlations[row], known[row] = (value if value < 1 << 63 else value - (1 << 64)), True
+        found[0].append(ints[rows[known], 1] + line_start_ps)
+        found[1].append(correlations[known])
 
     def _take_steps(self, batch, ints: np.ndarray, candidates: np.ndarray, line_start_ps: int) -> None:
         """Record ``step_num`` markers among the non-op events ``candidates`` of a batch (the
@@ -1065,7 +1218,7 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
 
 
 def _read_device_plane(
-    plane, events: OpEvents, invocations: InvocationIds, kinds: collections.Counter
+    plane, events: OpEvents, invocations: InvocationIds, kinds: collections.Counter, launches: _HostLaunches
 ) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
     duration of each event of its Steps line in start order, ps).
@@ -1078,7 +1231,10 @@ def _read_device_plane(
     An op's mean is per execution, not per kernel. Where the plane has a ``TensorFlow
     Ops`` line (TF 2.2-2.4: one event per execution of a TF op on this device, spanning
     its kernels), each kernel belongs to the execution of its op that it starts in, and
-    a kernel in none (a copy, which no execution spans) is an execution of its own.
+    a kernel in none (a copy, which no execution spans) is an execution of its own. The
+    line cuts an execution in pieces where another op's kernel ran between two of its
+    kernels: pieces that the host's launches (``launches``), or else their step group and
+    kernels, show to be one execution are one (``merged_fragments``).
     Where kernels carry a ``scope_range_id`` (XLA's GPU runtime: one id per execution of
     an XLA op, shared by every kernel it launches, such as cuDNN's several per
     convolution), kernels sharing one are one execution. Elsewhere the kernels are summed
@@ -1095,7 +1251,9 @@ def _read_device_plane(
         return None, "", steps
     keys, codes, starts, durations, scopes, scope_kinds = kernels.columns(list(ops.ops))
     if executions:
-        add_executed_kernels(events, keys, codes, starts, durations, executions, invocations)
+        add_executed_kernels(
+            events, keys, codes, starts, durations, executions, invocations, kernels.ties(launches, keys, codes)
+        )
     elif "scope_range_id" in stat_names.values():
         add_scoped_kernels(events, keys, codes, durations, (scope_kinds, scopes), invocations)
     else:
@@ -1107,13 +1265,17 @@ class _DeviceKernels:
     """A device plane's kernels as arrays, a batch at a time: each one's op (a code into
     ``_KernelOps.ops``), start and duration (ps), and its ``scope_range_id`` where it
     counts (XLA's id of the execution that launched it; a uint64 past int64's range is
-    kept apart from the int64 of the same bits, as the numbers differ)."""
+    kept apart from the int64 of the same bits, as the numbers differ); and what ties it
+    to its execution (``ties``): its name (event metadata id), ``group_id`` and
+    ``correlation_id``, each with whether it has one."""
 
     def __init__(self):
         self._parts: list[tuple[np.ndarray, ...]] = []
 
-    def add(self, codes, starts, durations, scopes, scope_kinds) -> None:
-        self._parts.append((codes, starts, durations, scopes, scope_kinds))
+    def add(self, codes, starts, durations, scopes, scope_kinds, names, groups, grouped, correlations, correlated):
+        self._parts.append(
+            (codes, starts, durations, scopes, scope_kinds, names, groups, grouped, correlations, correlated)
+        )
 
     def __len__(self) -> int:
         return sum(len(part[0]) for part in self._parts)
@@ -1121,10 +1283,18 @@ class _DeviceKernels:
     def columns(self, ops: list[tuple[str, str]]) -> tuple:
         """(ops in the order their first kernel came, each kernel's code into them, starts
         (None where not read), durations (ps), scopes, scope kinds (``_SCOPE_*``))."""
-        codes, starts, durations, scopes, scope_kinds = zip(*self._parts)
+        codes, starts, durations, scopes, scope_kinds = list(zip(*self._parts))[:5]
         keys, codes = first_appearance_keys(ops, np.concatenate(codes))
         starts = np.concatenate(starts) if starts[0] is not None else None
         return keys, codes, starts, np.concatenate(durations), np.concatenate(scopes), np.concatenate(scope_kinds)
+
+    def ties(self, launches: _HostLaunches, keys: list, codes: np.ndarray) -> KernelTies:
+        """The kernels' ``KernelTies`` (their ops: ``codes`` into ``keys``), each launch
+        placed by the file's host (``launches``)."""
+        names, groups, grouped, correlations, correlated = (
+            np.concatenate(column) for column in list(zip(*self._parts))[5:]
+        )
+        return KernelTies(names, groups, grouped, launches.executions(correlations, correlated, keys, codes))
 
 
 # What a kernel's scope_range_id is: none (or not an integer), an integer, or a uint64 past
@@ -1175,14 +1345,22 @@ class _KernelOps:
     built (``_wire_batch``: the stats of every kernel as arrays, the rule applied once per
     distinct set of them), else from the parsed events (``_parsed_batch``), which also
     answers for the rare kernels whose stats the arrays cannot order (two ``tf_op`` stats,
-    say), with the same results."""
+    say), with the same results. Each kernel's ``group_id`` (its step) and
+    ``correlation_id`` (its launch on the host) are read with them: they tie the pieces of
+    an execution that a ``TensorFlow Ops`` line cut apart (``KernelTies``)."""
 
-    COLUMNS = ("tf_op", "annotation", "level 0", "hlo_op", "scope_range_id")
+    COLUMNS = ("tf_op", "annotation", "level 0", "hlo_op", "scope_range_id", "group_id", "correlation_id")
     _NAMING = 3  # the first three columns name the op; their order in the event matters
+    _HLO, _SCOPE, _GROUP, _CORRELATION = 3, 4, 5, 6
 
-    def __init__(self, stat_names: dict[int, str], event_names: dict[int, str], kinds: collections.Counter):
+    def __init__(
+        self, stat_names: dict[int, str], event_names: dict[int, str], kinds: collections.Counter, ties: bool = True
+    ):
         by_name = {name: key for key, name in stat_names.items()}  # one id per name: the last
-        self.ids = [by_name.get(name) for name in self.COLUMNS]
+        # the ties are read only where a TensorFlow Ops line has executions to tie
+        self.ids = [
+            by_name.get(name) if ties or column < self._GROUP else None for column, name in enumerate(self.COLUMNS)
+        ]
         self.columns = {key: column for column, key in enumerate(self.ids) if key is not None}
         self.stats_query = (None, self.columns, len(self.COLUMNS), True)  # wire_stats of every event, repeats flagged
         self.stat_names, self.event_names, self.kinds = stat_names, event_names, kinds
@@ -1198,7 +1376,7 @@ class _KernelOps:
         found = self._wire_batch(batch, ints)
         if found is None:
             found = self._parsed_batch(batch, range(len(ints)))
-        codes, from_hlo, scopes, scope_kinds = found
+        codes, from_hlo, scopes, scope_kinds, ties = found
         self.kinds["xla_device"] += int(from_hlo.sum())
         starts = None
         if line_start_ps is not None:
@@ -1206,7 +1384,7 @@ class _KernelOps:
             _check_clock(line_start_ps + int(offsets.min()), line_start_ps + int(offsets.max()), line_name)
             # the sums fit (checked), the line's start alone need not: added with wrap-around
             starts = (offsets.view(np.uint64) + np.uint64(line_start_ps % (1 << 64))).view(np.int64)
-        kernels.add(codes, starts, ints[:, 2], scopes, scope_kinds)
+        kernels.add(codes, starts, ints[:, 2], scopes, scope_kinds, ints[:, 0], *ties)
 
     def _resolve(self, named: list[tuple[int, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
         """(op code, whether the op is the hlo_op's, whether the kernel ran in a command
@@ -1234,29 +1412,46 @@ class _KernelOps:
             found = self._named[(is_tf_op, text)] = parse_tf_op(text) if is_tf_op else op_from_annotation(text)
         return found
 
-    def _parsed_batch(self, batch, indices) -> tuple[np.ndarray, ...]:
-        """(codes, from_hlo, scopes, scope kinds) of the events at ``indices``, parsed."""
+    def _parsed_batch(self, batch, indices) -> tuple:
+        """(codes, from_hlo, scopes, scope kinds, (groups, grouped, correlations,
+        correlated)) of the events at ``indices``, parsed. A uint64 group or correlation id
+        is kept as the int64 of its bits, as the wire reads it."""
         count = len(indices)
         codes, from_hlo = np.empty(count, dtype=np.int64), np.zeros(count, dtype=bool)
         scopes, scope_kinds = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int8)
+        ties = np.zeros((2, count), dtype=np.int64), np.zeros((2, count), dtype=bool)  # group, correlation
         for row, index in enumerate(indices):
             event = batch[index]
-            named, hlo, scope = [], "", None
+            named, hlo, scope, tied = [], "", None, [None, None]
             for stat in event.stats:
                 column = self.columns.get(stat.metadata_id)
                 if column is None:
                     continue
                 if column < self._NAMING:
                     named.append((stat.metadata_id, _stat_text(stat, self.stat_names)))
-                elif column == 3:
+                elif column == self._HLO:
                     hlo = _stat_text(stat, self.stat_names)
-                else:
+                elif column == self._SCOPE:
                     scope = _int_value(stat)
+                else:  # the last of them, as the wire's arrays keep (``_int_value``, inlined)
+                    which = stat.WhichOneof("value")
+                    tied[column - self._GROUP] = (
+                        stat.int64_value
+                        if which == "int64_value"
+                        else stat.uint64_value
+                        if which == "uint64_value"
+                        else None
+                    )
             codes[row], from_hlo[row], in_buffer = self._resolve(named, hlo, event.metadata_id)
             if scope is not None and not in_buffer:
                 scope_kinds[row] = _SCOPE_INT if scope < 1 << 63 else _SCOPE_BIG_UINT
                 scopes[row] = scope if scope < 1 << 63 else scope - (1 << 64)
-        return codes, from_hlo, scopes, scope_kinds
+            for which, value in enumerate(tied):
+                if value is not None:
+                    ties[0][which, row] = value if value < 1 << 63 else value - (1 << 64)
+                    ties[1][which, row] = True
+        (groups, correlations), (grouped, correlated) = ties
+        return codes, from_hlo, scopes, scope_kinds, (groups, grouped, correlations, correlated)
 
     def _wire_batch(self, batch, ints: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """``_parsed_batch`` of every event, from the wire; None where the C helper is not
@@ -1298,19 +1493,25 @@ class _KernelOps:
             if not unordered[index]:
                 resolved[index] = self._resolve(named, texts.names[hlo] if hlo >= 0 else "", kernel_id)
         codes, from_hlo, in_buffer = resolved[inverse, 0], resolved[inverse, 1] == 1, resolved[inverse, 2] == 1
-        scope_kind_wire = kinds[:, 4]
+        scope_kind_wire = kinds[:, self._SCOPE]
         is_int = ((scope_kind_wire == STAT_INT64) | (scope_kind_wire == STAT_UINT64)) & ~in_buffer
-        scopes = np.where(is_int, values[:, 4], 0)
+        scopes = np.where(is_int, values[:, self._SCOPE], 0)
         scope_kinds = np.where(
             is_int, np.where((scope_kind_wire == STAT_UINT64) & (scopes < 0), _SCOPE_BIG_UINT, _SCOPE_INT), _SCOPE_NONE
         ).astype(np.int8)
+        ties = []
+        for column in (self._GROUP, self._CORRELATION):
+            known = (kinds[:, column] == STAT_INT64) | (kinds[:, column] == STAT_UINT64)
+            ties += [np.where(known, values[:, column], 0), known]
         # several stats of a naming column: which one names the op depends on their order
         repeated = ((stats.kinds[:, : self._NAMING] & STAT_REPEATED) != 0).any(axis=1)
         again = np.flatnonzero(repeated | unordered[inverse])
         if len(again):
-            parsed = self._parsed_batch(batch, again.tolist())
+            *parsed, parsed_ties = self._parsed_batch(batch, again.tolist())
             codes[again], from_hlo[again], scopes[again], scope_kinds[again] = parsed
-        return codes, from_hlo, scopes, scope_kinds
+            for column, parsed_column in zip(ties, parsed_ties):
+                column[again] = parsed_column
+        return codes, from_hlo, scopes, scope_kinds, tuple(ties)
 
 
 def _read_kernels(
@@ -1319,7 +1520,7 @@ def _read_kernels(
     """The kernels on the plane's ``Stream #`` lines (``_KernelOps`` names their ops; their
     starts, ps since ``origin_ns``, only where it is given: a ``TensorFlow Ops`` line's
     executions need them), and the durations (ps) of the plane's Steps line in start order."""
-    ops = _KernelOps(stat_names, event_names, kinds)
+    ops = _KernelOps(stat_names, event_names, kinds, ties=origin_ns is not None)
     kernels = _DeviceKernels()
     steps: list[int] = []
     for line in plane.lines:
@@ -1339,35 +1540,79 @@ def _executions(plane, event_names: dict[int, str]) -> tuple[dict[tuple[str, str
     """Each op's executions on the plane's ``TensorFlow Ops`` line: an (n, 2) array of
     start and end, sorted by start; empty without the line. Times are ps since the
     origin returned, the earliest such line's start: lines may start at ns since the
-    epoch, whose picoseconds are past int64, and the kernels are placed on the same clock."""
-    found: dict[tuple[str, str], list[tuple[int, int, int]]] = {}  # op -> (line ns, offset ps, duration ps)
-    op_by_name: dict[str, tuple[str, str] | None] = {}
+    epoch, whose picoseconds are past int64, and the kernels are placed on the same clock.
+    Each event's op comes from its metadata's name, parsed once per metadata id; the
+    events themselves are read as arrays (``_event_ints``)."""
+    op_codes: dict[int, int] = {}  # metadata id -> op code, -1 for a name that is no op
+    ops: list[tuple[str, str]] = []
+    code_of: dict[tuple[str, str], int] = {}
+    parts: list[tuple[int, np.ndarray, np.ndarray]] = []  # (line ns, op codes, ints) of each batch's op events
     line_name = ""
     for line in plane.lines:
         if line.name != "TensorFlow Ops":
             continue
         line_name = line.name
         for batch in line.event_batches():
-            for event in batch:
-                name = event_names.get(event.metadata_id, "")
-                if name not in op_by_name:
-                    op_by_name[name] = op_from_annotation(name)
-                op = op_by_name[name]
-                if op is not None:
-                    found.setdefault(op, []).append((line.timestamp_ns, event.offset_ps, event.duration_ps))
-    if not found:
+            ints = _event_ints(batch)
+            del batch
+            ids = ints[:, 0]
+            for metadata_id in np.unique(ids).tolist():
+                if metadata_id not in op_codes:
+                    op = op_from_annotation(event_names.get(metadata_id, ""))
+                    if op is not None and op not in code_of:
+                        code_of[op] = len(ops)
+                        ops.append(op)
+                    op_codes[metadata_id] = code_of[op] if op is not None else -1
+            codes = _IdLookup(list(op_codes), list(op_codes.values())).codes(ids)
+            named = codes >= 0
+            if named.any():
+                parts.append((line.timestamp_ns, codes[named], ints[named]))
+    if not parts:
         return {}, 0
-    origin_ns = min(line_ns for spans in found.values() for line_ns, _, _ in spans)
-    executions = {
-        op: sorted(
-            ((line_ns - origin_ns) * 1000 + offset, (line_ns - origin_ns) * 1000 + offset + duration)
-            for line_ns, offset, duration in spans
-        )
-        for op, spans in found.items()
-    }
-    times = [time for pairs in executions.values() for pair in pairs for time in pair]
-    _check_clock(min(times), max(times), line_name)
-    return {op: np.array(pairs, dtype=np.int64) for op, pairs in executions.items()}, origin_ns
+    origin_ns = min(line_ns for line_ns, _, _ in parts)
+    starts, ends = _spans_on_one_clock(parts, origin_ns, line_name)
+    codes = np.concatenate([codes for _, codes, _ in parts])
+    order = np.lexsort((ends, starts, codes))
+    codes, bounds = codes[order], np.column_stack([starts[order], ends[order]])
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    return {
+        ops[int(group_codes[0])]: group for group_codes, group in zip(np.split(codes, cuts), np.split(bounds, cuts))
+    }, origin_ns
+
+
+def _spans_on_one_clock(
+    parts: list[tuple[int, np.ndarray, np.ndarray]], origin_ns: int, line_name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's start and end, ps since ``origin_ns``, of ``parts`` ((line ns, op codes,
+    ints) of each batch); raises where they pass a 64-bit picosecond clock."""
+    starts, ends = [], []
+    first, last = None, None
+    for line_ns, _, ints in parts:
+        shift = (line_ns - origin_ns) * 1000
+        offsets, durations = ints[:, 1], ints[:, 2]
+        if (
+            max(abs(int(offsets.min())), abs(int(offsets.max())), abs(int(durations.min())), abs(int(durations.max())))
+            < 1 << 61
+        ):
+            part_ends = offsets + durations  # far from int64's ends
+            low, high = (
+                shift + int(min(offsets.min(), part_ends.min())),
+                shift + int(max(offsets.max(), part_ends.max())),
+            )
+        else:  # a broken writer's times: Python's integers do not overflow
+            pairs = [(offset, offset + duration) for offset, duration in zip(offsets.tolist(), durations.tolist())]
+            low, high = shift + min(min(pair) for pair in pairs), shift + max(max(pair) for pair in pairs)
+            part_ends = None
+        first = low if first is None else min(first, low)
+        last = high if last is None else max(last, high)
+        # the sums fit (checked below), the line's shift alone need not: added with wrap-around
+        wrap = np.uint64(shift % (1 << 64))
+        starts.append((offsets.view(np.uint64) + wrap).view(np.int64))
+        if part_ends is None:
+            part_ends = (offsets.view(np.uint64) + durations.view(np.uint64)).view(np.int64)
+        ends.append((part_ends.view(np.uint64) + wrap).view(np.int64))
+    _check_clock(first, last, line_name)
+    return np.concatenate(starts), np.concatenate(ends)
 
 
 def _check_clock(first_ps: int, last_ps: int, line_name: str) -> None:

@@ -24,7 +24,7 @@ None without the C helper, for the caller to read the parsed events instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import NamedTuple
 
@@ -51,6 +51,7 @@ def native() -> ModuleType | None:
 
 _SPACE_PLANES = 1
 _PLANE_LINES = 3
+_LINE_NAME = 2
 _LINE_EVENTS = 4
 _LINE_EVENTS_TAG = (_LINE_EVENTS << 3) | 2  # one byte on the wire: 0x22
 
@@ -259,6 +260,7 @@ class LineView:
             header, self._batches = split_events(data, start, end)
             line = XLine()
             line.ParseFromString(header)
+        self.id = line.id
         self.name = line.name
         self.timestamp_ns = line.timestamp_ns
 
@@ -367,23 +369,29 @@ class PlaneView:
 
     @property
     def lines(self) -> Iterator[LineView]:
-        helpers = native()
-        if helpers is None:
-            for field, _, start, end in fields(self._data, *self._span):
-                if field == _PLANE_LINES and end > start:  # an empty line holds no event
-                    yield LineView(self._data, start, end)
+        for start, end in _line_spans(self._data, *self._span):
+            yield LineView(self._data, start, end)
+
+
+def _line_spans(data: memoryview, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each non-empty XLine of the XPlane in ``data[start:end]``."""
+    helpers = native()
+    if helpers is None:
+        for field, _, line_start, line_end in fields(data, start, end):
+            if field == _PLANE_LINES and line_end > line_start:  # an empty line holds no event
+                yield line_start, line_end
+        return
+    # in C: a plane may hold 100,000 stats beside its lines (JAX's scope range tree)
+    pos = start
+    while True:
+        try:
+            found = helpers.next_line(data, pos, end)
+        except helpers.WireError as error:  # plane_header walked these bytes first: never seen
+            raise DecodeError(str(error)) from None
+        if found is None:
             return
-        # in C: a plane may hold 100,000 stats beside its lines (JAX's scope range tree)
-        pos, end = self._span
-        while True:
-            try:
-                found = helpers.next_line(self._data, pos, end)
-            except helpers.WireError as error:  # plane_header walked these bytes first: never seen
-                raise DecodeError(str(error)) from None
-            if found is None:
-                return
-            line_start, line_end, pos = found
-            yield LineView(self._data, line_start, line_end)
+        line_start, line_end, pos = found
+        yield line_start, line_end
 
 
 def plane_header(data: memoryview, start: int, end: int) -> tuple[bytes, int]:
@@ -426,10 +434,30 @@ class SpaceView:
             self._spans.append((start, end))
             self.names.append(_plane_name(self._view, start, end))
 
-    def planes(self, first: str | None = None) -> Iterator[PlaneView]:
+    def has_line(self, plane_prefix: str, line_name: str) -> bool:
+        """Whether a plane named ``plane_prefix...`` holds a line named ``line_name``,
+        read from the wire without making the planes: a line's name comes before its
+        events, as writers order the fields (a line that names itself after them reads
+        as not named so)."""
+        for (start, end), name in zip(self._spans, self.names):
+            if name.startswith(plane_prefix):
+                for line_start, line_end in _line_spans(self._view, start, end):
+                    for field, _, value_start, value_end in fields(self._view, line_start, line_end):
+                        if field == _LINE_NAME:
+                            if bytes(self._view[value_start:value_end]) == line_name.encode():
+                                return True
+                            break
+                        if field == _LINE_EVENTS:
+                            break
+        return False
+
+    def planes(self, first: str | None = None, rank: Callable[[str], int] | None = None) -> Iterator[PlaneView]:
         """Each plane in turn, those named ``first`` before the rest (what they say can
-        decide how the others read); ``current`` names the one being made or read, for errors."""
-        order = sorted(range(len(self.names)), key=lambda index: self.names[index] != first)
+        decide how the others read), or in the order of ``rank`` of their names (lowest
+        first, file order among equals); ``current`` names the one being made or read, for
+        errors."""
+        key = rank if rank is not None else (lambda name: name != first)
+        order = sorted(range(len(self.names)), key=lambda index: key(self.names[index]))
         for index in order:
             (start, end), name = self._spans[index], self.names[index]
             self.current = name
