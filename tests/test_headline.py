@@ -322,3 +322,39 @@ def test_a_sweep_over_argument_only_sizes_says_they_are_unverified(tmp_path):
     document = sweep_document(catalog, "cnn")
     (warning,) = [warning for warning in document.warnings if warning.startswith("batch sizes that are only")]
     assert "cnn/small (6)" in warning and "cnn/large (20)" in warning
+
+
+def test_allocations_leading_dimension_outranks_fits_argument():
+    """Issue 51, point 3: TF 2.4 GPU runs said batch 1024 (fit()'s argument, on a dataset
+    batched by 128) while their allocations carry 128 as the leading dimension of the
+    activations ([128,32,30,30] convolution outputs): a measurement, which now wins; the
+    argument is named in a warning where it disagrees, and confirms where it agrees."""
+    import collections
+    import types
+
+    from tb_opcompare.ingest.readers.xplane import _settle_batch_size
+    from tb_opcompare.schema.events import ProfileFacts
+
+    shapes = {
+        "[128,32,30,30]": {"sequential/conv2d/Relu"},
+        "[128,64,13,13]": {"sequential/conv2d_1/Relu"},
+        "[128,10]": {"sequential/dense_1/BiasAdd"},
+        "[3,3,1,32]": {"Adam/update/mul"},  # an optimizer's: a parameter's shape, no vote
+    }
+    for argument, warned in ((1024, True), (128, False)):
+        evidence = types.SimpleNamespace(
+            first_shape=None,
+            input_batches=collections.Counter(),
+            step_batches=collections.Counter({argument: 21}),
+            declared_batches=collections.Counter(),
+            allocated_shapes=shapes,
+        )
+        facts = ProfileFacts(format="xplane")
+        _settle_batch_size(facts, evidence)
+        assert facts.batch_size == 128
+        assert facts.batch_size_source.startswith("data: leading dimension of 3 of 3 tensor shapes")
+        assert [warning for warning in facts.warnings if "1024" in warning] == (
+            ["the batch_size of the Keras step event (fit()'s argument) is 1024, but the allocations' leading "
+             "dimension gives 128; using 128"] if warned else []
+        )  # fmt: skip
+        assert facts.batch_size_source.endswith("agrees") is not warned

@@ -38,6 +38,7 @@ from tb_opcompare.ingest.readers.memory_timeline import highest_per_device, memo
 from tb_opcompare.ingest.readers.tf_ops import (
     EAGER_OP_PREFIX,
     PIPELINE_ROOTS,
+    STEP_EVENT_BATCH,
     STEP_FUNCTION,
     TF_RANGE_STATS,
     allocation_batch_vote,
@@ -72,6 +73,7 @@ from tb_opcompare.ingest.readers.xplane_wire import (
 )
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.events import (
+    ARGUMENT_SOURCE,
     OpEvents,
     ParsedProfile,
     ProfileFacts,
@@ -307,7 +309,8 @@ def _settle_batch_size(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
         evidence.step_batches,
         evidence.declared_batches,
     )
-    if facts.batch_size is None:
+    argument = facts.batch_size if (facts.batch_size_source or "").startswith(ARGUMENT_SOURCE) else None
+    if facts.batch_size is None or argument is not None:  # a measurement outranks an argument (issue 51)
         vote = allocation_batch_vote(evidence.allocated_shapes)
         if vote:
             size, agreeing, voting = vote
@@ -316,6 +319,10 @@ def _settle_batch_size(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
                 f"data: leading dimension of {agreeing} of {voting} tensor shapes in memory "
                 "allocations (optimizer state left out)"
             )
+            if argument == size:
+                facts.batch_size_source += f"; {STEP_EVENT_BATCH} agrees"
+            elif argument is not None:
+                warning = f"{STEP_EVENT_BATCH} is {argument}, but the allocations' leading dimension gives {size}; using {size}"
     if warning:
         facts.warnings.append(warning)
 
