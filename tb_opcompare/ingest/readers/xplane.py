@@ -461,8 +461,7 @@ class _HostPlaneReader:
         )
         self.lines = plane.lines
         self.first_shape: tuple[int, int] | None = None
-        self.carries_step: dict[int, bool] = {}  # metadata id -> whether its events carry step_num
-        self.step_lookup = _IdLookup([], [])  # the same, vectorised
+        self.carries_step = _Carriers()  # which event metadata carry step_num
         self.marker_ranges: dict[int, tuple[int, int]] = {}  # step number -> (start, duration) of its longest
         self.call_ranges: list[np.ndarray] = []  # (start, duration) of each Keras 2 step function call
         self.step_calls = 0
@@ -473,8 +472,7 @@ class _HostPlaneReader:
         # ops, whose launches another plane may hold
         self.launches = launches if launches is not None and launches.wanted else None
         self.launch_stat = index.stat_ids.get("correlation_id") if self.launches is not None else None
-        self.carries_correlation: dict[int, bool] = {}
-        self.correlation_lookup = _IdLookup([], [])
+        self.carries_correlation = _Carriers()
         self.clock_origin_ns = 0
 
     def read(self, plane_key: tuple[str, str], events: OpEvents) -> _HostOps:
@@ -583,26 +581,17 @@ class _HostPlaneReader:
         their starts (on the plane's clock) and correlation ids, read from the wire where
         the C helper was built."""
         stat = self.launch_stat
-        ids = ints[candidates, 0]
-        carries = self.correlation_lookup.codes(ids)  # 1 carries a correlation id, 0 not, -1 not learnt yet
-        if (carries < 0).any():
-            unknown = np.flatnonzero(carries < 0)
-            unique_ids, first = np.unique(ids[unknown], return_index=True)
-            for metadata_id, position in zip(unique_ids.tolist(), unknown[first].tolist()):
-                event = batch[int(candidates[position])]
-                self.carries_correlation[metadata_id] = _find_stat(event, stat) is not None
-            self.correlation_lookup = _IdLookup(
-                list(self.carries_correlation), [int(flag) for flag in self.carries_correlation.values()]
-            )
-            carries = self.correlation_lookup.codes(ids)
-        rows = candidates[carries == 1]
+        carries = self.carries_correlation.flags(
+            ints[candidates, 0], lambda position: _find_stat(batch[int(candidates[position])], stat) is not None
+        )
+        rows = candidates[carries]
         if not len(rows):
             return
         correlations = np.zeros(len(rows), dtype=np.int64)
         known = np.zeros(len(rows), dtype=bool)
         unread = np.arange(len(rows))
         wire_stats = getattr(batch, "wire_stats", None)
-        carriers = [key for key, flag in self.carries_correlation.items() if flag]
+        carriers = self.carries_correlation.carriers()
         stats = wire_stats(carriers, {stat: 0}, 1) if wire_stats is not None else None
         if stats is not None and len(stats.indices):
             at = np.searchsorted(stats.indices, rows).clip(max=len(stats.indices) - 1)
@@ -629,16 +618,10 @@ class _HostPlaneReader:
         carries a step number is learnt from its first event."""
         step_stat, batch_size_stat = self.index.stat_ids["step_num"], self.index.stat_ids.get("batch_size")
         ranges = self.marker_ranges
-        ids = ints[candidates, 0]
-        carries = self.step_lookup.codes(ids)  # 1 carries a step number, 0 not, -1 not learnt yet
-        if (carries < 0).any():
-            unknown = np.flatnonzero(carries < 0)
-            unique_ids, first = np.unique(ids[unknown], return_index=True)
-            for metadata_id, position in zip(unique_ids.tolist(), unknown[first].tolist()):
-                self.carries_step[metadata_id] = _step_of(batch[int(candidates[position])], step_stat) is not None
-            self.step_lookup = _IdLookup(list(self.carries_step), [int(flag) for flag in self.carries_step.values()])
-            carries = self.step_lookup.codes(ids)
-        for position in candidates[carries == 1].tolist():
+        carries = self.carries_step.flags(
+            ints[candidates, 0], lambda position: _step_of(batch[int(candidates[position])], step_stat) is not None
+        )
+        for position in candidates[carries].tolist():
             event = batch[position]
             step = _step_of(event, step_stat)
             if step is not None:
@@ -1084,6 +1067,31 @@ def _number(stat) -> float:
     which = stat.WhichOneof("value")
     value = getattr(stat, which) if which in ("int64_value", "uint64_value", "double_value") else 0
     return float(value) if 0 <= value < 1 << 62 else 0.0
+
+
+class _Carriers:
+    """Which event metadata carry a stat (``step_num``, a correlation id), learnt from the
+    first event of each: all events of one metadata carry the same stats."""
+
+    def __init__(self):
+        self._known: dict[int, bool] = {}
+        self._lookup = _IdLookup([], [])
+
+    def flags(self, ids: np.ndarray, carries) -> np.ndarray:
+        """Whether each event (``ids``: its metadata id) carries the stat; ``carries(position)``
+        tells it for the event at a position of ``ids`` whose metadata is not learnt yet."""
+        codes = self._lookup.codes(ids)  # 1 carries, 0 not, -1 not learnt yet
+        if (codes < 0).any():
+            unknown = np.flatnonzero(codes < 0)
+            unique_ids, first = np.unique(ids[unknown], return_index=True)
+            for metadata_id, position in zip(unique_ids.tolist(), unknown[first].tolist()):
+                self._known[metadata_id] = carries(position)
+            self._lookup = _IdLookup(list(self._known), [int(flag) for flag in self._known.values()])
+            codes = self._lookup.codes(ids)
+        return codes == 1
+
+    def carriers(self) -> list[int]:
+        return [key for key, flag in self._known.items() if flag]
 
 
 class _IdLookup:
