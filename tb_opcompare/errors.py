@@ -3,6 +3,8 @@ request the user got wrong; and how text from a user's files is made safe to sho
 
 from __future__ import annotations
 
+import re
+
 # C0 and C1 control characters as \xNN: a terminal would act on them (clear the screen,
 # forge a line), and a message quotes names and text from files. Invisible and
 # bidirectional controls as \uNNNN: a right-to-left override makes `cnn_gpu<U+202E>46sb`
@@ -18,6 +20,27 @@ _CONTROL = {
 def escape_control_characters(text: str) -> str:
     """``text`` with control, invisible and bidirectional characters shown as escapes."""
     return text.translate(_CONTROL)
+
+
+# A file name that is not UTF-8 comes from the file system as a string holding each byte
+# that is not as a lone surrogate (Python's surrogateescape: 0xff is U+DCFF), which no JSON,
+# Parquet or strict terminal can carry: one such folder ended `runs` in a traceback and the
+# tab's listing in HTTP 500.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def escape_undecodable(text: str) -> str:
+    """``text`` with each byte that was not UTF-8 shown as ``\\xNN`` (another lone
+    surrogate as ``\\uNNNN``): the name a run in a folder named so is listed and asked
+    for by. ``text`` itself where it is UTF-8 (nearly always: one check)."""
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return _SURROGATE.sub(_escaped_surrogate, text)
+
+
+def _escaped_surrogate(found: re.Match) -> str:
+    code = ord(found.group())
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 class UsageError(ValueError):
@@ -54,8 +77,10 @@ class ProfileError(Exception):
     """
 
     def __init__(self, path: str, reason: str):
+        # shown wherever it is said (a JSON document, a terminal): a path that is not UTF-8 escaped
+        path, reason = escape_undecodable(str(path)), escape_undecodable(str(reason))
         super().__init__(f"{path}: {reason}")
-        self.path = str(path)
+        self.path = path
         self.reason = reason
 
     def __reduce__(self):  # pickled whole (a Dask task's result), not as its message alone

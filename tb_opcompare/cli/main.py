@@ -557,6 +557,11 @@ def _add_export(commands: argparse._SubParsersAction, reading: argparse.Argument
     export.add_argument(
         "--parquet", required=True, metavar="DIR", help="the folder to write (a local path or a bucket's URL)"
     )
+    export.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace DIR even where it is not an earlier export (an earlier export is always replaced whole)",
+    )
     export.set_defaults(handler=_export)
 
 
@@ -677,20 +682,19 @@ def _index(args) -> int:
 
 
 def _export(args) -> int:
-    from tb_opcompare.ingest import fs
     from tb_opcompare.service.dataset import logdir_dataset
+    from tb_opcompare.store.export_folder import check_export_target, write_export
 
+    check_export_target(args.parquet, args.logdir, args.overwrite)  # refused before the logdir is read
     dataset = logdir_dataset(_catalog(args))
-    for table, data in dataset.tables.items():
-        path = fs.join(args.parquet, table, f"{table}.parquet")
-        try:
-            fs.write_bytes(path, data)
-        except OSError as error:
-            print(
-                f"error: cannot write {escape_controls(path)}: {escape_controls(str(error.strerror or error))}",
-                file=sys.stderr,
-            )
-            return EXIT_UNREADABLE
+    try:
+        write_export(args.parquet, dataset.tables, args.logdir, args.overwrite)
+    except OSError as error:
+        print(
+            f"error: cannot write {escape_controls(args.parquet)}: {escape_controls(str(error.strerror or error))}",
+            file=sys.stderr,
+        )
+        return EXIT_UNREADABLE
     print(
         f"{dataset.sessions} sessions written to {escape_controls(args.parquet)} "
         f"({', '.join(dataset.tables)}); {len(dataset.errors)} unreadable"

@@ -31,6 +31,7 @@ import re
 import zlib
 from collections.abc import Callable
 
+from tb_opcompare.errors import escape_undecodable
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.formats import (
     CHROME_TRACE,
@@ -188,22 +189,22 @@ def discover(
             sidecars.add(entry.directory.rstrip("/" + os.sep))
         elif isinstance(entry, _Skipped):
             if skipped is not None:
-                skipped.append((relative_to(logdir, entry.path), entry.unreadable))
+                skipped.append((run_name(logdir, entry.path), entry.unreadable))
         elif isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
             if not entry.refused_any:
                 empty.setdefault(entry.run_dir, []).append((entry.name, entry.directory))
     for run_dir, sessions in empty.items():
-        if (relative_to(logdir, run_dir), XPLANE) not in found:
+        if (run_name(logdir, run_dir), XPLANE) not in found:
             for session, directory in sessions:
                 _add_files(found, logdir, run_dir, EMPTY_SESSION, session, [directory])
     for path, reason, run_dir in refused:
-        run = relative_to(logdir, run_dir)
+        run = run_name(logdir, run_dir)
         if (run, REFUSED) in found:  # a second refused entry of that run is listed under its own path
-            run = relative_to(logdir, path)
+            run = run_name(logdir, path)
         found[(run, REFUSED)] = RunSource(
-            run=run, format=REFUSED, run_dir=run_dir, sessions={_split(path)[1]: [path]}, refusal=reason
+            run=run, format=REFUSED, run_dir=run_dir, sessions={_name(path): [path]}, refusal=reason
         )
     places = None if fs.is_remote(logdir) else tuple(walk.real_roots)
     for source in found.values():
@@ -232,12 +233,12 @@ def _join_ranks(source: RunSource, known: KnownHeads | None) -> None:
         paths = sorted(paths, key=lambda path: rank_by_file[path].rank)
         found = [rank_by_file[path].rank for path in paths]
         world = rank_by_file[paths[0]].world_size
-        capture = _split(paths[0])[1]
+        capture = _name(paths[0])
         job = f"{capture} (ranks {', '.join(map(str, found))} of {world})"
         # Each rank alone too, before the job (the newest session, read by default): the
         # choice between the ranks pooled and one rank, a straggler's, say.
         for path, rank in zip(paths, found):
-            alone = f"{_split(path)[1]} (rank {rank} of {world} only)"
+            alone = f"{_name(path)} (rank {rank} of {world} only)"
             sessions[alone] = [path]
             source.worker_sessions[alone] = job
         sessions[job] = paths
@@ -300,8 +301,22 @@ def _split(path: str) -> tuple[str, str]:
     return posixpath.split(path.rstrip("/")) if fs.is_remote(path) else os.path.split(path.rstrip(os.sep))
 
 
+def run_name(logdir: str, directory: str) -> str:
+    """The name a run (or a file) below ``logdir`` is listed and asked for by: its path
+    there, each byte that is not UTF-8 shown as ``\\xNN`` (``errors.escape_undecodable``),
+    so one folder named so is listed, and never fails a listing (a JSON document, a
+    Parquet table, a terminal cannot carry the raw byte). Its files keep their real paths."""
+    return escape_undecodable(relative_to(logdir, directory))
+
+
+def _name(path: str) -> str:
+    """A session's name: its folder's or file's, shown as ``run_name`` shows a run's."""
+    return escape_undecodable(_split(path)[1])
+
+
 def relative_to(logdir: str, directory: str) -> str:
-    """``directory`` (or a file) below ``logdir``, with forward slashes: a run's name."""
+    """``directory`` (or a file) below ``logdir``, with forward slashes, as it is on disk
+    (``run_name``: as a run is named)."""
     if fs.is_remote(logdir):
         relative = posixpath.relpath(directory, logdir)
     else:
@@ -325,11 +340,11 @@ def _add(found, logdir, directory, kind, session, path) -> None:
 
 
 def _add_files(found, logdir, run_dir, kind, session, paths) -> None:
-    run = relative_to(logdir, run_dir)
+    run = run_name(logdir, run_dir)
     # one run per profile-session folder, whichever session format each capture holds
     family = XPLANE if kind == EMPTY_SESSION or kind in _SESSION_FORMAT_NAMES else kind
     source = found.setdefault((run, family), RunSource(run=run, format=kind, run_dir=run_dir, sessions={}))
-    source.sessions[session] = sorted(paths)  # put in order once all are found (``discover``)
+    source.sessions[escape_undecodable(session)] = sorted(paths)  # put in order once all are found (``discover``)
 
 
 def _session_order(session: str) -> tuple:

@@ -35,6 +35,7 @@ def join(base: str, *parts: str) -> str:
 
 
 OUTSIDE = "a link to a file outside the logdir"
+OUTSIDE_FOLDER = "a link to a folder outside the place it was found in"
 
 
 MAX_DEPTH = 64  # directory levels below the logdir walked; a profile sits 4 to 6 below its run
@@ -313,9 +314,10 @@ def read_ends(path: str) -> bytes:
         return head + handle.read(ENDS_BYTES)
 
 
-def read_many(paths: list[str]) -> dict[str, bytes | OSError]:
+def read_many(paths: list[str], most: int | None = None) -> dict[str, bytes | OSError]:
     """Each file's bytes, or the OSError that reading it raised: a remote store's in one
-    call, its requests sent concurrently."""
+    call, its requests sent concurrently. ``most``: a local file is read no further than
+    one byte past it, so a caller can refuse a file too big without holding all of it."""
     found: dict[str, bytes | OSError] = {}
     remote = _remote(paths[0]) if paths and is_remote(paths[0]) else None
     if remote is not None:
@@ -331,7 +333,7 @@ def read_many(paths: list[str]) -> dict[str, bytes | OSError]:
         return found
     for path in paths:
         try:
-            found[path] = read_bytes(path)
+            found[path] = read_bytes(path) if most is None else read_head(path, most + 1)
         except OSError as error:
             found[path] = error
     return found
@@ -356,9 +358,10 @@ def write_bytes(path: str, data: bytes) -> None:
 
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
+    _refuse_outside(directory)
     handle, scratch = tempfile.mkstemp(dir=directory, prefix=".writing-")
     try:
-        os.fchmod(handle, 0o666 & ~_umask())  # as open() would make it: mkstemp's 0600 shuts a team out
+        os.fchmod(handle, 0o666 & ~current_umask())  # as open() would make it: mkstemp's 0600 shuts a team out
         with os.fdopen(handle, "wb") as out:
             out.write(data)
         os.replace(scratch, path)
@@ -368,10 +371,52 @@ def write_bytes(path: str, data: bytes) -> None:
         raise
 
 
-def _umask() -> int:
+def _refuse_outside(directory: str) -> None:
+    """Inside ``confined``, a write goes only where a read may: a folder on the way that is
+    a link out of the places (another logdir's index) is refused, never written through.
+    (The file itself is replaced by a rename, which never follows a link at its name.)"""
+    places = _PLACES.get()
+    if places:
+        real = os.path.realpath(directory)
+        if not any(within(place, real) for place in places):
+            raise NotARegularFile(0, f"{OUTSIDE_FOLDER} ({real}); not written", directory)
+
+
+def remove(path: str) -> None:
+    """Delete a file (a local one only where ``confined`` lets it be read); one already
+    gone is no error. Raises OSError."""
+    if is_remote(path):
+        remote = _remote(path)
+        if remote is not None:
+            with _as_os_error(path), contextlib.suppress(FileNotFoundError):
+                remote.rm_file(path)
+        return
+    _refuse_outside(os.path.dirname(path))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def files_below(root: str) -> list[str]:
+    """Every object below a remote folder, relative to it, from one recursive listing
+    (none where nothing is there, or where the store cannot list: TensorBoard's gfile)."""
+    remote = _remote(root)
+    if remote is None:
+        return []
+    base = root.rstrip("/")
+    prefix = base.split("://", 1)[1] + "/"
+    with _as_os_error(root):
+        try:
+            keys = remote.find(base)
+        except FileNotFoundError:
+            return []
+    keys = [key.split("://", 1)[-1] for key in keys]
+    return [key[len(prefix) :] for key in keys if key.startswith(prefix)]
 
 
 def _remote(url: str):

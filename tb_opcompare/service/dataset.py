@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, escape_undecodable
 from tb_opcompare.schema.index_tables import RUNS, parquet_bytes, session_columns
 from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.cache import profile_columns
@@ -46,7 +46,8 @@ def logdir_dataset(catalog: Catalog) -> Dataset:
             "label": loaded.label,
             "repeat": loaded.repeat,
         }
-        files = [catalog.index.relative(path) for path in loaded.source.sessions[loaded.session]]
+        # as the runs are named: Parquet text is UTF-8, a file name need not be
+        files = [escape_undecodable(catalog.index.relative(path)) for path in loaded.source.sessions[loaded.session]]
         for table, columns in session_columns(
             profile_columns(loaded.profile), loaded.source.run, loaded.session, files, **export
         ).items():

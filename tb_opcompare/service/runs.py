@@ -9,7 +9,7 @@ from tb_opcompare import __version__
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
 from tb_opcompare.analysis.step_time import step_latency
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, escape_undecodable
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.formats import SNIFF_BYTES
@@ -109,7 +109,13 @@ def _record(
         compiler_source=facts.compiler_source,
         loaded=loaded,
         workers=[
-            WorkerRecord(**{**worker, "step_time_us": finite_or_none(worker["step_time_us"])})
+            WorkerRecord(
+                **{
+                    **worker,
+                    "file": escape_undecodable(worker["file"]),  # a rank's trace named with a byte not UTF-8
+                    "step_time_us": finite_or_none(worker["step_time_us"]),
+                }
+            )
             for worker in facts.workers
         ],
     )

@@ -118,7 +118,7 @@ class Catalog:
         # JSON files the last listing found to be no trace, relative, each with why it could
         # not be read or None (``discover``)
         self.skipped: list[tuple[str, str | None]] = []
-        self.index = SharedIndex(logdir)
+        self.index = SharedIndex(logdir, self.max_trace_bytes)
         self.head_start = HeadStart()
 
     def sources(self, refresh: bool = False) -> list[RunSource]:

@@ -153,6 +153,7 @@ def index_logdir(
     started = time.monotonic()
     report = IndexReport()
     todo = _sessions_to_read(catalog, shared, report)
+    entries: list[dict] = []
     if todo:
         # a cluster's workers need not see this machine's cache folder: they write the index only
         settings = ReadSettings(
@@ -163,15 +164,23 @@ def index_logdir(
         tasks = [(catalog.logdir, settings, source, session, shared) for source, session in todo]
         runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
         entries = _collect(runner, len(todo), report, say)
-        if entries:
-            try:
-                catalog.index.write_manifest(entries)
-            except OSError as error:
-                report.write_error = (
-                    report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
-                )
+    if shared:
+        _publish_manifest(catalog, entries, report, say)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _publish_manifest(catalog: Catalog, entries: list[dict], report: IndexReport, say: Callable[[str], None]) -> None:
+    """The new entries published, and the entries of files that are gone pruned (with
+    their parts): an index that never forgets grows with every run deleted."""
+    listed = {path for source in catalog.sources() for paths in source.sessions.values() for path in paths}
+    try:
+        pruned = catalog.index.write_manifest(entries, listed)
+    except OSError as error:
+        report.write_error = report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
+        return
+    if pruned:
+        say(f"pruned {pruned} entries of the shared index whose files are gone, and their parts")
 
 
 def _check_scheduler(scheduler: str | None, shared: bool) -> None:
