@@ -64,7 +64,7 @@ def test_the_waterfall_joins_the_headline_to_what_the_time_was_spent_on(page, ki
     # it sits right under the summary cards, the headline's
     order = frame.locator(".oc-content > *").evaluate_all("nodes => nodes.map(n => n.id || n.className)")
     assert order.index("oc-breakdown") == order.index("oc-summary") + 1
-    device = frame.locator("#oc-breakdown-device tbody tr")
+    device = frame.locator("#oc-breakdown-device [data-category]")
     assert device.count() == len([part for part in breakdown["parts"] if part["side"] == "device"])
     assert frame.locator("#oc-breakdown-caption").inner_text().startswith("The median steady step of each side")
     frame.locator("#oc-breakdown").screenshot(path=SCREENSHOT)

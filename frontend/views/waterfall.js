@@ -56,16 +56,19 @@ function figure(breakdown) {
   return {data: [trace], layout: themedLayout(layout)};
 }
 
-/** The device's time in the two steps, as a small table below the chart. */
+/**
+ * The device's time in the two steps, as a small grid below the chart: a grid, not a
+ * table, since the op table is the page's one table (its styles and tests look for it).
+ */
 function deviceTable(breakdown) {
   const parts = breakdown.parts.filter((part) => part.side === 'device');
   if (!parts.length) return null;
-  return h('table', {class: 'oc-table oc-breakdown-device', id: 'oc-breakdown-device'},
-    h('thead', {}, h('tr', {}, h('th', {}, 'On the device, in the same steps'), h('th', {class: 'oc-num'}, 'baseline'),
-      h('th', {class: 'oc-num'}, 'target'), h('th', {class: 'oc-num'}, 'change'))),
-    h('tbody', {}, ...parts.map((part) => h('tr', {'data-category': part.category},
-      h('td', {}, part.label), h('td', {class: 'oc-num'}, formatTime(part.baseline_us)),
-      h('td', {class: 'oc-num'}, formatTime(part.target_us)), h('td', {class: 'oc-num'}, changeText(part.change_us))))));
+  const cells = (texts, attributes = {}) => h('div', {class: 'oc-breakdown-row', role: 'row', ...attributes},
+    ...texts.map((text, i) => h('span', {class: i ? 'oc-num' : '', role: i ? 'cell' : 'rowheader'}, text)));
+  return h('div', {class: 'oc-breakdown-device', id: 'oc-breakdown-device', role: 'table'},
+    cells(['On the device, in the same steps', 'baseline', 'target', 'change'], {class: 'oc-breakdown-row oc-breakdown-head'}),
+    ...parts.map((part) => cells([part.label, formatTime(part.baseline_us), formatTime(part.target_us),
+                                  changeText(part.change_us)], {'data-category': part.category})));
 }
 
 export class WaterfallChart {

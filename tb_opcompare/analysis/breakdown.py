@@ -80,7 +80,8 @@ def step_part_rows(splits: Sequence[SideSplit | None]) -> list[dict]:
         if name not in found:
             continue
         for point, split in enumerate(splits):
-            time = split.parts.get(HOST, {}).get(name, 0.0) if split else None
+            # a part the point's step has no time in is null, as a point without an op (a log axis has no 0)
+            time = split.parts.get(HOST, {}).get(name) if split else None
             rows.append(
                 {
                     "key": STEP_PART + label,
