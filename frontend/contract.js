@@ -307,10 +307,10 @@
  * @property {number} only_target - ops that ran in the target only (above --min-share and within --ops): new work
  * @property {CheckRow} whole_step - the step as a stopwatch reads it (`whole_step_basis`), tested on its own
  * @property {'op time per step'|'step wall time'} whole_step_basis - what `whole_step` is: each run's median steady step wall time (the headline's rule) where every run has step markers, else all op time per profiled step
- * @property {boolean} enough_evidence - whether the runs could show a regression of twice the threshold in every gated op holding 5% of op time or more (`detectable_change` at most 2 x `threshold`); a check that passes without it says `not enough evidence` (exit 3 under `--strict`)
+ * @property {boolean} enough_evidence - whether the runs could show a regression of twice the threshold (10% at least) in every gated op holding 5% of op time or more (`detectable_change` at most that); a check that passes without it says `not enough evidence` (exit 3 under `--strict`)
  * @property {number|null} detectable_change - the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op holding 5% of op time or more, else in every gated op (the largest of their rows' `detectable_change`); null where no gated op was tested on run-to-run noise
  * @property {string|null} detectable_key - the op whose noise sets `detectable_change`
- * @property {Array<string>} outlier_runs - runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out of the whole step's test; their ops stay in, each on its median per execution
+ * @property {Array<string>} outlier_runs - runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out of the whole step's test; their ops stay in, each on its typical time
  * @property {Array<CheckRow>} rows - the ops, slower first, then faster, then the rest, each by share of time
  * @property {Array<string>} warnings - what may make the verdicts less reliable
  * @property {number} resamples - bootstrap replicates
@@ -320,9 +320,9 @@
  * One op (or the whole step) of a check: its speedup with its confidence interval and the verdict once the false discovery rate is controlled over the tested ops.
  * @typedef {Object} CheckRow
  * @property {string} key - op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the document's `whole_step_basis` says
- * @property {'faster'|'not tested'|'only in baseline'|'only in target'|'slower'|'within noise'} verdict - `slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; `within noise`: no significant change beyond the threshold; `only in baseline` / `only in target`: the op ran on one side only; `not tested`: outside --ops / --min-share (its interval is still given), or no interval could be made
+ * @property {'faster'|'not tested'|'only in baseline'|'only in target'|'slower'|'within noise'} verdict - `slower` / `faster`: beyond the threshold with the false discovery rate held at 1.5% (the whole step on its own at 1.5%); `within noise`: no significant change beyond the threshold; `only in baseline` / `only in target`: the op ran on one side only; `not tested`: outside --ops / --min-share (its interval is still given), or no interval could be made
  * @property {number|null} speedup - baseline mean / target mean per execution: geometric means of the runs' means
- * @property {number|null} adjusted_speedup - the speedup of the runs' typical times (each run's median over its steps) with each run's speed factor taken out (the median over ops of how much faster or slower the run was than the average run): what the interval and verdict are about; the whole step's speed is not taken out
+ * @property {number|null} adjusted_speedup - the speedup of the runs' typical times (each run's median over its executions, or for an op run twice a step the lower quartile of its steps' time per execution) with each run's speed factor taken out (the median over ops of how much faster or slower the run was than the average run): what the interval and verdict are about; the whole step's speed is not taken out
  * @property {number|null} speedup_low - lower end of the confidence interval of the adjusted speedup, at `interval_level`
  * @property {number|null} speedup_high - upper end of the confidence interval of the adjusted speedup
  * @property {number} interval_level - the interval's confidence: for a tested row the level its verdict was decided at (1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond the threshold exactly when the row is flagged), 0.95 otherwise

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.contract import CheckDocument, CheckRow
+from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE
 from tb_opcompare.schema.text import format_interval, format_percent, format_share, format_speedup, format_time
 
 SHOWN = 10  # regressions and improvements listed in full; the rest are counted
@@ -48,7 +49,7 @@ def _evidence(document: CheckDocument) -> list[str]:
     if document.detectable_change is not None:
         lines.append(
             f"power:    the smallest detectable change here is {document.detectable_change:.0%} "
-            f"({document.detectable_key}; flagged in 80% of checks)"
+            f"({document.detectable_key}; flagged in {DETECTION_POWER:.0%} of checks)"
             + (
                 ""
                 if document.enough_evidence
@@ -87,9 +88,11 @@ def markdown(document: CheckDocument) -> str:
     lines += [
         "",
         f"<sub>Speedup = baseline mean / target mean per execution (> 1: faster); *adjusted* and the "
-        f"interval: {cell(document.noise)}; verdicts hold the false discovery rate at 5% over "
-        f"{document.slower + document.faster + document.within_noise} tested ops (the whole step is "
-        f"tested on its own, never adjusted), and each tested interval is at the confidence its verdict "
+        f"interval: {cell(document.noise)}; verdicts hold the false discovery rate at "
+        f"{FALSE_DISCOVERY_RATE / 2:.1%} over {document.slower + document.faster + document.within_noise} tested "
+        f"ops, the whole step is tested on its own at {FALSE_DISCOVERY_RATE / 2:.1%} (never adjusted), so where "
+        f"nothing changed the chance of a failed check is held at {FALSE_DISCOVERY_RATE:.0%}; each tested interval "
+        f"is at the confidence its verdict "
         f"was decided at: it clears the threshold exactly when the row is flagged.</sub>",
     ]
     lines += [f"> ⚠️ {cell(warning)}" for warning in document.warnings]

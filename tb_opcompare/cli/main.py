@@ -18,8 +18,11 @@ from tb_opcompare.schema.dimensions import (
     COMPARE_GROUP_BY,
     DEFAULT_MIN_SHARE,
     DEFAULT_THRESHOLD,
+    DETECTION_POWER,
+    FALSE_DISCOVERY_RATE,
     GROUP_BY,
     SERIES_DIMENSIONS,
+    evidence_rule,
 )
 from tb_opcompare.schema.text import (
     format_breakeven,
@@ -330,13 +333,15 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
         "check",
         parents=[reading],
         help="fail (exit 1) when an op got significantly slower: a gate for CI",
-        description="Compares two groups of runs (two or more each) op by op with 95%% confidence intervals "
+        # not %-formatted by argparse (only help strings are): plain percent signs
+        description="Compares two groups of runs (two or more each) op by op with 95% confidence intervals "
         "(Welch's t on the log of each run's typical time, the median of its steps, with each run's "
-        "overall speed taken out of its ops) and holds the false discovery rate at 5%%. Exits 0 when "
+        f"overall speed taken out of its ops) and holds the chance of a false alarm at {FALSE_DISCOVERY_RATE:.0%} "
+        "(the false discovery rate among the ops). Exits 0 when "
         "no op above --min-share (and not the whole step) is significantly slower by more than "
         "--max-regression, 1 when one is, 2 on usage errors, and with --strict 3 when nothing is flagged "
-        'but the runs could not have shown a regression of twice --max-regression ("not enough evidence": '
-        "the report gives the smallest detectable change).",
+        f"but the runs could not have shown {evidence_rule('--max-regression')}, flagged in "
+        f'{DETECTION_POWER:.0%} of checks ("not enough evidence": the report gives the smallest detectable change).',
     )
     check.add_argument("logdir")
     _add_run_list_option(
@@ -371,8 +376,8 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
     check.add_argument(
         "--strict",
         action="store_true",
-        help="exit 3 when nothing is flagged but the runs could not have shown a regression of twice "
-        "--max-regression in every gated op holding 5%% of op time (not enough evidence)",
+        help="exit 3 when nothing is flagged but the runs could not have shown "
+        f"{_percent_escaped(evidence_rule('--max-regression'))} (not enough evidence)",
     )
     check.add_argument("--format", choices=("text", "markdown", "json", "csv"), default="text")
     check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
@@ -607,6 +612,11 @@ def _run_list(text: str) -> list[str]:
     if not runs:
         raise argparse.ArgumentTypeError("give one run or more, comma-separated")
     return runs
+
+
+def _percent_escaped(text: str) -> str:
+    """``text`` for argparse's help, which formats it with ``%``: each ``%`` doubled."""
+    return text.replace("%", "%%")
 
 
 def _fraction(text: str) -> float:

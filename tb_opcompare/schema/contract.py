@@ -17,7 +17,13 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
-from tb_opcompare.schema.dimensions import SERIES_DIMENSIONS
+from tb_opcompare.schema.dimensions import (
+    DETECTION_POWER,
+    FALSE_DISCOVERY_RATE,
+    POWER_MIN_SHARE,
+    SERIES_DIMENSIONS,
+    evidence_rule,
+)
 
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]
@@ -503,7 +509,8 @@ class CheckRow(_Document):
     )
     verdict: _d(
         Verdict,
-        "`slower` / `faster`: beyond the threshold with the false discovery rate held at 5%; "
+        f"`slower` / `faster`: beyond the threshold with the false discovery rate held at {FALSE_DISCOVERY_RATE / 2:.1%} "
+        f"(the whole step on its own at {FALSE_DISCOVERY_RATE / 2:.1%}); "
         "`within noise`: no significant change beyond the threshold; `only in baseline` / "
         "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
         "--min-share (its interval is still given), or no interval could be made",
@@ -512,7 +519,8 @@ class CheckRow(_Document):
     adjusted_speedup: _d(
         float | None,
         "the speedup of the runs' typical times (each run's median over its "
-        "steps) with each run's speed factor taken out (the median over ops of "
+        "executions, or for an op run twice a step the lower quartile of its steps' time per execution) "
+        "with each run's speed factor taken out (the median over ops of "
         "how much faster or slower the run was than the average run): what the "
         "interval and verdict are about; the whole step's speed is not taken out",
     )
@@ -530,8 +538,8 @@ class CheckRow(_Document):
     )
     detectable_change: _d(
         float | None,
-        "the smallest slowdown (0.3: 30%) that this row's test would flag in 80% of checks, given its "
-        "run-to-run noise, runs and confidence; null without an interval from runs",
+        f"the smallest slowdown (0.3: 30%) that this row's test would flag in {DETECTION_POWER:.0%} of checks, "
+        "given its run-to-run noise, runs and confidence; null without an interval from runs",
     )
     baseline_mean_us: _d(float | None, "mean time per execution in the baseline runs, µs")
     target_mean_us: _d(float | None, "mean time per execution in the target runs, µs")
@@ -578,21 +586,20 @@ class CheckDocument(_Document):
     )
     enough_evidence: _d(
         bool,
-        "whether the runs could show a regression of twice the threshold in every gated op holding 5% of "
-        "op time or more (`detectable_change` at most 2 x `threshold`); a check that passes without it "
-        "says `not enough evidence` (exit 3 under `--strict`)",
+        f"whether the runs could show {evidence_rule()} (`detectable_change` at most that); a check that "
+        "passes without it says `not enough evidence` (exit 3 under `--strict`)",
     )
     detectable_change: _d(
         float | None,
-        "the smallest slowdown (0.3: 30%) that this check would flag in 80% of checks in every gated op "
-        "holding 5% of op time or more, else in every gated op (the largest of their rows' "
-        "`detectable_change`); null where no gated op was tested on run-to-run noise",
+        f"the smallest slowdown (0.3: 30%) that this check would flag in {DETECTION_POWER:.0%} of checks in "
+        f"every gated op holding {POWER_MIN_SHARE:.0%} of op time or more, else in every gated op (the largest "
+        "of their rows' `detectable_change`); null where no gated op was tested on run-to-run noise",
     )
     detectable_key: _d(str | None, "the op whose noise sets `detectable_change`")
     outlier_runs: _d(
         list[str],
         "runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out "
-        "of the whole step's test; their ops stay in, each on its median per execution",
+        "of the whole step's test; their ops stay in, each on its typical time",
     )
     rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
     warnings: _d(list[str], "what may make the verdicts less reliable")

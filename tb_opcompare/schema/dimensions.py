@@ -17,6 +17,36 @@ SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines 
 DEFAULT_THRESHOLD = 0.05
 DEFAULT_MIN_SHARE = 0.01
 CHECK_MIN_RUNS = 2  # runs a side of a check needs for its verdicts to mean more than a hint
+# The chance, where nothing changed, that a check fails: half for the ops' family, half for
+# the whole step (``analysis.confidence.decide``). 3% rather than 5%, since run-to-run noise
+# has heavier tails than Student's t allows: on this project's identical repeats, two against
+# two failed 5.9% of checks at 4% (benchmarks/bench_check.py).
+FALSE_DISCOVERY_RATE = 0.03
+# What a check answers for its power, one home for the code, the CLI's help and the contract:
+# a slowdown is "detectable" where the check would flag it in DETECTION_POWER of checks, and
+# a check that flags nothing has enough evidence only where it could detect ENOUGH_EVIDENCE x
+# the threshold, and never less than that x POWER_MIN_THRESHOLD (a stricter gate, down to 0%:
+# any significant slowdown, is answered for as one of POWER_MIN_THRESHOLD), in every gated op
+# holding POWER_MIN_SHARE of op time or more.
+DETECTION_POWER = 0.8
+ENOUGH_EVIDENCE = 2
+POWER_MIN_THRESHOLD = DEFAULT_THRESHOLD
+POWER_MIN_SHARE = 0.05
+
+
+def evidence_bar(threshold: float) -> float:
+    """The largest detectable change with which a check of ``threshold`` has enough evidence."""
+    return ENOUGH_EVIDENCE * max(threshold, POWER_MIN_THRESHOLD)
+
+
+def evidence_rule(threshold: str = "the threshold") -> str:
+    """``evidence_bar`` in words, for the help and the contract: "a regression of twice the
+    threshold (10% at least) in every gated op holding 5% of op time or more"."""
+    times = {1: "once", 2: "twice", 3: "three times"}.get(ENOUGH_EVIDENCE, f"{ENOUGH_EVIDENCE} times")
+    return (
+        f"a regression of {times} {threshold} ({ENOUGH_EVIDENCE * POWER_MIN_THRESHOLD:.0%} at least) in every "
+        f"gated op holding {POWER_MIN_SHARE:.0%} of op time or more"
+    )
 
 
 def check_refusal(

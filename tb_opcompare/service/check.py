@@ -23,14 +23,19 @@ from tb_opcompare.schema.contract import (
     CheckDocument,
     CheckRow,
 )
-from tb_opcompare.schema.dimensions import DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY, check_refusal
+from tb_opcompare.schema.dimensions import (
+    DEFAULT_MIN_SHARE,
+    DEFAULT_THRESHOLD,
+    GROUP_BY,
+    POWER_MIN_SHARE,
+    check_refusal,
+    evidence_bar,
+)
 from tb_opcompare.schema.text import format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import both_sides
 
-POWER_MIN_SHARE = 0.05  # the ops whose detectable change the check answers for
-ENOUGH_EVIDENCE = 2  # a check has enough evidence where it sees this many times the threshold
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
 
 
@@ -161,10 +166,12 @@ def _detectable(ops_rows: pd.DataFrame) -> tuple[float | None, str | None]:
 
 
 def _enough(detectable: float | None, threshold: float) -> bool:
-    """Whether the runs could show a regression of ``ENOUGH_EVIDENCE`` x the threshold; not
-    where no op was tested on run-to-run noise (one run a side, no repeats to learn it
-    from): nothing says the check could see anything."""
-    return detectable is not None and bool(at_most(detectable, ENOUGH_EVIDENCE * threshold))
+    """Whether the runs could show a regression of ``ENOUGH_EVIDENCE`` x the threshold, and
+    of ``ENOUGH_EVIDENCE`` x ``POWER_MIN_THRESHOLD`` at least (``dimensions.evidence_bar``:
+    a 0% gate, any significant slowdown, would else never have enough, as no test sees a
+    change of 0%); not where no op was tested on run-to-run noise (one run a side, no
+    repeats to learn it from): nothing says the check could see anything."""
+    return detectable is not None and bool(at_most(detectable, evidence_bar(threshold)))
 
 
 def _outliers(
@@ -192,7 +199,7 @@ def _outliers(
         )
         warnings.append(
             f"{name}: an outlier for the whole step ({measured}): a hiccup of the machine? It is left out of "
-            "the whole step's test; its ops stay in, each on its median per execution"
+            "the whole step's test; its ops stay in, each on its typical time"
         )
     return names
 
@@ -315,9 +322,9 @@ def _noise_text(
     return (
         f"run-to-run noise from the runs compared ({runs})"
         + (f" and the logdir's repeats ({'; '.join(learned)})" if learned else "")
-        + f"; Welch's t on the log of each run's typical time (its median per execution, else the median of "
-        f"its steps; for the whole step, {whole}), each op's variance drawn toward the variance the gated ops "
-        f"share; {speed}"
+        + f"; Welch's t on the log of each run's typical time (its median per execution; for an op run twice a "
+        f"step, the lower quartile of its steps' time per execution; for the whole step, {whole}), each op's "
+        f"variance drawn toward the variance the gated ops share; {speed}"
     )
 
 
@@ -346,7 +353,7 @@ def _headline(
     regressions: int, counts: pd.Series, whole: pd.Series, threshold: float, basis: str, unseen: tuple | None
 ) -> str:
     """The verdict in a sentence: FAIL, PASS, or where nothing was flagged but the runs could
-    not have shown a regression of ``ENOUGH_EVIDENCE`` x the threshold (``unseen``: the
+    not have shown a regression of ``dimensions.evidence_bar`` (``unseen``: the
     smallest detectable change and its op), NOT ENOUGH EVIDENCE."""
     # on wall time, the headline every view reads (the steady steps pooled); else the value
     # the verdict is about, the runs' typical op time per step (a stalled step moves the plain mean)
