@@ -6,7 +6,14 @@ steps (its step: 39.6 ms against 16.9-26.1 ms for the other baseline runs).
 Before, that one run hid the regression: the check passed with a plain PASS, reading
 `aten::mm` 1.12x *faster* once adjusted for run speed (p 0.44) and `aten::addmm` 0.82x (p
 0.0074), "within noise", the whole step within noise. Per execution, the runs' medians
-separate cleanly (`aten::addmm` 344-422 µs against 421-548 µs)."""
+separate cleanly (`aten::addmm` 344-422 µs against 421-548 µs).
+
+Now the slowed run moves neither op of the wider layer, and the check says it has not
+enough evidence rather than PASS. It cannot flag them among the 22 ops a default gate tests
+here: four runs a side on this machine put their p-values at 0.5-1% against "at most 5%
+slower", and each op of 22 needs 1.5%/22 = 0.07% (a permutation test on four runs a side
+can reach no lower than 1/70 = 1.4%; ``benchmarks/bench_check.py``'s noisy runner and
+docs/cli.md give the figures). A gate on the layer's ops fails, naming the slowed run."""
 
 from __future__ import annotations
 
