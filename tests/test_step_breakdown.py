@@ -268,3 +268,95 @@ def test_the_trend_plots_each_part_of_the_step(kineto):
         assert rows[f"(step) {part.label}", 1] == pytest.approx(part.target_us, rel=1e-12)
     whole = [rows["(whole step)", point] for point in (0, 1)]
     assert sum(rows[f"(step) {part.label}", 0] for part in host) == pytest.approx(whole[0], rel=1e-9)
+
+
+def _raw_xplane(path: Path) -> tuple[list[tuple[float, float]], dict[str, list[tuple[float, float]]]]:
+    """A TF2 xplane's steps (µs, start and end: Keras 2's train_function calls where they
+    outnumber the step_num markers, else each step number's longest marker) and its host
+    events by what the step waits on or runs ("input": the get-next op and its body;
+    "any": every event on a thread that is not tf.data's, and the get-next bodies), read
+    with TensorFlow's own XSpace classes."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
+    names = {key: metadata.name for key, metadata in host.event_metadata.items()}
+    step_stat = {key for key, metadata in host.stat_metadata.items() if metadata.name == "step_num"}
+    origin = host.lines[0].timestamp_ns
+    calls, markers, spans = [], {}, {"input": [], "any": []}
+    for line in host.lines:
+        for event in line.events:
+            start = ((line.timestamp_ns - origin) * 1000 + event.offset_ps) / 1e6
+            span = (start, start + event.duration_ps / 1e6)
+            name = names[event.metadata_id]
+            if name == "train_function":
+                calls.append(span)
+            for stat in event.stats:
+                if stat.metadata_id in step_stat:
+                    step = stat.int64_value or stat.uint64_value
+                    if step not in markers or span[1] - span[0] > markers[step][1] - markers[step][0]:
+                        markers[step] = span
+            # the op (``<name>:IteratorGetNext``; eagerly ``EagerLocalExecute: IteratorGetNext``) or its body
+            waits = name.endswith((":IteratorGetNext", " IteratorGetNext")) or name.startswith("IteratorGetNextOp::")
+            if waits:
+                spans["input"].append(span)
+            if waits or not line.name.startswith("tf_data"):
+                spans["any"].append(span)
+    steps = sorted(calls) if len(calls) > len(markers) else sorted(markers.values())
+    return steps, spans
+
+
+def _covered_in(spans, start: float, end: float) -> float:
+    return _covered([(max(a, start), min(b, end)) for a, b in spans if b > start and a < end])
+
+
+TF2_XPLANES = [
+    "tf_modes/logdir/keras_graph_cpu_bs16/train",  # Keras 3, tf.function: ops on the executor's threads
+    "tf_modes/logdir/keras_eager_cpu_bs16/train",  # Keras 3, run_eagerly: ops on the Python thread
+    "versions/tf2.12/cnn_cpu_bs20",  # Keras 2: a train_function call a step
+]
+
+
+@pytest.mark.parametrize("run", TF2_XPLANES, ids=lambda run: run.split("/")[-2 if run.endswith("train") else -1])
+def test_a_tf2_xplanes_steps_are_split_by_what_any_thread_ran(tmp_path, run):
+    """Keras's steps on TF 2: each step's parts add up to its wall time; waiting for input
+    is exactly the time the step's get-next op or its body ran (the raw events' union);
+    what the split counts as run is at most what the host's threads (tf.data's aside) ran;
+    the gradients make a backward part, also where eager ops carry no scope."""
+    from conftest import FIXTURES
+
+    (path,) = (FIXTURES / run).rglob("*.xplane.pb")
+    shutil.copytree(FIXTURES / run, tmp_path / "run")
+    profile = Catalog(str(tmp_path), cache_dir=None).load("run").profile
+    steps, spans = _raw_xplane(path)
+    assert len(steps) >= 2
+    _sums_hold(profile, [end - start for start, end in steps])
+    table = profile.step_breakdown
+    assert set(table["side"]) == {"host"}  # a CPU run: no device part
+    for step, (start, end) in enumerate(steps):
+        parts = dict(zip(*table[table["step"] == step][["category", "time_us"]].to_numpy().T))
+        assert parts.get("input", 0.0) == pytest.approx(_covered_in(spans["input"], start, end), abs=1e-3)
+        busy = sum(time for name, time in parts.items() if name != "untracked")
+        assert 0 < busy <= _covered_in(spans["any"], start, end) + 1e-3
+        assert parts.get("backward", 0.0) > 0, step
+    assert profile.facts.step_breakdown_note.startswith("TensorFlow runs a step's ops on a pool of threads")
+
+
+def test_a_keras_batch_sweeps_waterfall_adds_up_to_the_headline(tmp_path):
+    """Keras 3 on TF 2, batch 2 -> 32 on the CPU: Compare's waterfall has a host bar per
+    part, and the bars add up to each side's headline step."""
+    from conftest import FIXTURES
+
+    shutil.copytree(FIXTURES / "logdir" / "tf_keras", tmp_path / "tf_keras")
+    summary = compare_document(
+        Catalog(str(tmp_path), cache_dir=None), "tf_keras/cnn_cpu_bs2/train", "tf_keras/cnn_cpu_bs32/train"
+    ).summary
+    breakdown = summary.breakdown
+    assert breakdown is not None, summary.breakdown_note
+    host = [part for part in breakdown.parts if part.side == "host"]
+    assert {part.category for part in host} >= {"input", "forward", "backward", "optimizer", "untracked"}
+    assert sum(part.baseline_us for part in host) == pytest.approx(summary.baseline_step_wall_us, rel=1e-6)
+    assert sum(part.target_us for part in host) == pytest.approx(summary.target_step_wall_us, rel=1e-6)
+    # a bigger batch: more arithmetic a step, in the forward and backward parts
+    forward = next(part for part in host if part.category == "forward")
+    assert forward.target_us > forward.baseline_us

@@ -58,6 +58,7 @@ from tb_opcompare.ingest.readers.tf_ops import (
     tf_execution,
 )
 from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
+from tb_opcompare.ingest.readers import xplane_steps
 from tb_opcompare.ingest.readers.xplane_wire import (
     STAT_ABSENT,
     STAT_DOUBLE,
@@ -137,6 +138,8 @@ class _SessionEvidence:
     hlo: HloEvidence = dataclasses.field(default_factory=HloEvidence)  # XLA programs: their precision
     in_use: _MemoryInUse = dataclasses.field(default_factory=lambda: _MemoryInUse())  # every host plane's
     user_ranges: _UserRanges = dataclasses.field(default_factory=lambda: _UserRanges())
+    # each host plane's steps split by category (issue 53), with its file's device kernels
+    step_spans: list[tuple[str, xplane_steps.StepSpans]] = dataclasses.field(default_factory=list)
 
 
 def _read_file(
@@ -165,8 +168,10 @@ def _read_file(
                 host_ops.append(reader.read((path, plane.name), events))
             elif plane.name.startswith("/device:"):
                 launches.resolve()
+                # the file's host plane split its steps: its device's kernels join the split
+                spans = evidence.step_spans[-1][1] if evidence.step_spans and evidence.step_spans[-1][0] == path else None
                 kind, name, plane_steps = _read_device_plane(
-                    plane, events, evidence.invocation_ids, evidence.kinds, launches
+                    plane, events, evidence.invocation_ids, evidence.kinds, launches, spans
                 )
                 if kind:
                     evidence.device_names.append(name)
@@ -276,6 +281,7 @@ def _settle_facts(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvide
     if evidence.device_names:
         facts.device_name = ", ".join(sorted(set(evidence.device_names)))
     _settle_steps(facts, evidence)
+    _settle_breakdown(facts, events, evidence)
     _settle_batch_size(facts, evidence)
     _settle_precision_and_compiler(facts, evidence)
     if evidence.in_use.samples:
@@ -297,6 +303,15 @@ def _settle_steps(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
     )
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
+
+
+def _settle_breakdown(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvidence) -> None:
+    """The step split of the host plane whose steps are the profile's (its step times)."""
+    for _, spans in evidence.step_spans:
+        if spans.walls_match(facts.step_times_us):
+            events.breakdown = spans.rows()
+            facts.step_breakdown_note = xplane_steps.NOTE
+            return
 
 
 def _settle_batch_size(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
@@ -384,6 +399,7 @@ class _HostPlaneIndex:
     stat_names: dict[int, str]
     stat_ids: dict[str, int]  # stat name -> its first metadata id
     hlo: _HloOps
+    step_events: _IdLookup | None  # metadata id -> step category code of an event that is no op but counts
 
 
 def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
@@ -432,6 +448,7 @@ def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
         stat_names=stat_names,
         stat_ids=stat_ids,
         hlo=_HloOps(stat_ids.get("hlo_op"), op_keys, key_codes, names),
+        step_events=_IdLookup(*xplane_steps.host_event_codes({key: names[key] for key in names if not is_op[key]})),
     )
 
 
@@ -474,6 +491,7 @@ class _HostPlaneReader:
         self.launch_stat = index.stat_ids.get("correlation_id") if self.launches is not None else None
         self.carries_correlation = _Carriers()
         self.clock_origin_ns = 0
+        self.spans = xplane_steps.HostSpans()
 
     def read(self, plane_key: tuple[str, str], events: OpEvents) -> _HostOps:
         clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
@@ -491,6 +509,8 @@ class _HostPlaneReader:
         launches = ([], []) if self.launch_stat is not None else None  # starts, correlation ids
         execution = execution_thread(line.name)
         reads_user_ranges = bool(index.user_range_names) and not is_tf_thread(line.name)
+        # a line whose clock is wildly off the plane's cannot be placed in its steps
+        placeable = abs(line_start_ps) < _MAX_DURATION_PS
         for batch in line.event_batches():
             ints = _event_ints(batch)
             is_op = self._take_ops(batch, ints, execution, line.timestamp_ns, found)
@@ -503,10 +523,12 @@ class _HostPlaneReader:
                 self._take_steps(batch, ints, np.flatnonzero(~is_op), line_start_ps)
             if launches is not None and not is_op.all():
                 self._take_launches(batch, ints, np.flatnonzero(~is_op), line_start_ps, launches)
+            step_codes = index.step_events.codes(ints[:, 0])
+            counted = step_codes >= 0
+            if placeable and counted.any():
+                self.spans.add_others(ints[counted, 1] + line_start_ps, ints[counted, 2], step_codes[counted])
             del batch  # one batch of protobuf events alive at a time
         starts, durations, codes, eager_flags = found
-        # a line whose clock is wildly off the plane's cannot be placed in its steps
-        placeable = abs(line_start_ps) < _MAX_DURATION_PS
         ops = None
         if codes:
             durations, codes = np.concatenate(durations), np.concatenate(codes)
@@ -514,6 +536,8 @@ class _HostPlaneReader:
             starts = np.concatenate(starts) + (line_start_ps if placeable else 0)
             self.op_lines.append((starts, durations, codes, np.concatenate(eager_flags), placeable))
             ops = (starts, durations, codes, index.op_keys)
+            if placeable and execution is not None:  # tf.data's threads run beside the step
+                self.spans.add_ops(*self.op_lines[-1][:4])
         if self.launches is not None and placeable:
             launched = tuple(map(np.concatenate, launches)) if launches and launches[0] else None
             self.launches.add_line(line.id, self.clock_origin_ns, ops, launched)
@@ -656,6 +680,11 @@ class _HostPlaneReader:
         left_out = np.zeros(len(index.op_keys), dtype=bool)
         if not plane_is_eager:
             left_out[: len(index.only_eager)] = index.only_eager
+        spans = self.spans.reduced(bounds, xplane_steps.op_codes(index.op_keys), not plane_is_eager)
+        self.spans = None
+        if spans is not None:
+            spans.origin_ns = self.clock_origin_ns
+            evidence.step_spans.append((plane_key[0], spans))
         return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds)
 
 
@@ -1233,7 +1262,12 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
 
 
 def _read_device_plane(
-    plane, events: OpEvents, invocations: InvocationIds, kinds: collections.Counter, launches: _HostLaunches
+    plane,
+    events: OpEvents,
+    invocations: InvocationIds,
+    kinds: collections.Counter,
+    launches: _HostLaunches,
+    spans: xplane_steps.StepSpans | None = None,
 ) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
     duration of each event of its Steps line in start order, ps).
@@ -1261,7 +1295,9 @@ def _read_device_plane(
     stat_names = _stat_names(plane)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     executions, origin_ns = _executions(plane, event_names)
-    ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None)
+    ops, kernels, steps = _read_kernels(
+        plane, stat_names, event_names, kinds, origin_ns if executions else None, spans
+    )
     if not len(kernels):
         return None, "", steps
     keys, codes, starts, durations, scopes, scope_kinds = kernels.columns(list(ops.ops))
@@ -1530,11 +1566,17 @@ class _KernelOps:
 
 
 def _read_kernels(
-    plane, stat_names: dict[int, str], event_names: dict[int, str], kinds, origin_ns: int | None
+    plane,
+    stat_names: dict[int, str],
+    event_names: dict[int, str],
+    kinds,
+    origin_ns: int | None,
+    spans: xplane_steps.StepSpans | None = None,
 ) -> tuple:
     """The kernels on the plane's ``Stream #`` lines (``_KernelOps`` names their ops; their
     starts, ps since ``origin_ns``, only where it is given: a ``TensorFlow Ops`` line's
-    executions need them), and the durations (ps) of the plane's Steps line in start order."""
+    executions need them), and the durations (ps) of the plane's Steps line in start order.
+    Each kernel also joins the host's step split, where ``spans`` is given."""
     ops = _KernelOps(stat_names, event_names, kinds, ties=origin_ns is not None)
     kernels = _DeviceKernels()
     steps: list[int] = []
@@ -1546,7 +1588,10 @@ def _read_kernels(
             continue
         line_start_ps = (line.timestamp_ns - origin_ns) * 1000 if origin_ns is not None else None
         for batch in line.event_batches():
-            ops.read(batch, _event_ints(batch), line_start_ps, line.name, kernels)
+            ints = _event_ints(batch)
+            ops.read(batch, ints, line_start_ps, line.name, kernels)
+            if spans is not None and len(ints):
+                spans.add_kernels(plane.name, line.timestamp_ns, ints, event_names)
             del batch
     return ops, kernels, steps
 
