@@ -60,12 +60,14 @@ def _nearest(parents: np.ndarray, marked: np.ndarray) -> np.ndarray:
         up[pending] = up[up[pending]]
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint intervals, sorted, that cover the given ones."""
+def union(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint intervals, sorted, that cover the given ones (``presorted``: already in
+    start order)."""
     if not len(starts):
         return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
+    if not presorted:
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
     opens = np.concatenate([[True], starts[1:] > reach[:-1]])
     firsts = np.flatnonzero(opens)
@@ -135,11 +137,11 @@ def layered_host_rows(
 
 
 def layered_host_sums(
-    bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, category: np.ndarray
+    bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, category: np.ndarray, presorted: bool = False
 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
     """(each step's time by category code, the moments any host event holds) of
     ``layered_host_rows``, before the device is known: a reader that meets the device
-    later keeps these, not every host event."""
+    later keeps these, not every host event. ``presorted``: the events are in start order."""
     sums = np.zeros((len(bounds), len(STEP_CATEGORIES)))
     mask = np.zeros(len(category), dtype=bool)
     previous, busy = np.zeros(len(bounds)), union(starts[:0], ends[:0])
@@ -148,7 +150,8 @@ def layered_host_sums(
         if not layer.any():  # a category no event has adds nothing: no pass over the events
             continue
         mask |= layer
-        busy = union(starts[mask], ends[mask])
+        every = mask.all()  # the last layer of most steps: no copy of the events
+        busy = union(starts if every else starts[mask], ends if every else ends[mask], presorted)
         covered = measure_in(bounds, busy)
         sums[:, HOST_CODES[name]] = covered - previous
         previous = covered

@@ -88,14 +88,19 @@ class HostSpans:
             return None
         parts = []
         for starts, durations, codes, eager in self.ops:
-            keep = ~eager if leave_out_eager else slice(None)
-            parts.append((starts[keep], durations[keep], categories[codes[keep]]))
+            if leave_out_eager and eager.any():
+                starts, durations, codes = starts[~eager], durations[~eager], codes[~eager]
+            parts.append((starts, durations, categories[codes]))
         starts, durations, codes = (np.concatenate(column) for column in zip(*(parts + self.others)))
-        inside = (starts < bounds_ps[-1, 1]) & (starts + durations > bounds_ps[0, 0])
-        starts, ends = starts[inside] / PS_PER_US, (starts[inside] + durations[inside]) / PS_PER_US
-        order = np.argsort(starts, kind="stable")  # once: each layer's union then sorts sorted runs
+        ends = starts + durations
+        if starts.min() < bounds_ps[0, 0] or ends.max() > bounds_ps[-1, 1]:
+            inside = (starts < bounds_ps[-1, 1]) & (ends > bounds_ps[0, 0])
+            starts, ends, codes = starts[inside], ends[inside], codes[inside]
+        # sorted once (ps, integers: exact), so that each layer's union sorts nothing
+        order = np.argsort(starts, kind="stable")
+        sums, busy = layered_host_sums(bounds_ps, starts[order], ends[order], codes[order], presorted=True)
         bounds = bounds_ps / PS_PER_US
-        sums, busy = layered_host_sums(bounds, starts[order], ends[order], codes[inside][order])
+        sums, busy = sums / PS_PER_US, (busy[0] / PS_PER_US, busy[1] / PS_PER_US)
         return StepSpans(bounds, sums, busy)
 
 
