@@ -312,6 +312,8 @@
  * @property {string|null} detectable_key - the op whose noise sets `detectable_change`
  * @property {Array<string>} outlier_runs - runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out of the whole step's test; their ops stay in, each on its typical time
  * @property {Array<CheckRow>} rows - the ops, slower first, then faster, then the rest, each by share of time
+ * @property {Array<CheckStepPart>} step_parts - the step split by what it was spent on, each part's change (empty where a side's runs split no step)
+ * @property {string|null} grew_most - the category of the host part whose time grew most: where a slower step's time went (its `grew` says whether beyond noise); the headline names it, with its interval, when the whole step is slower
  * @property {Array<string>} warnings - what may make the verdicts less reliable
  * @property {number} resamples - bootstrap replicates
  */
@@ -334,6 +336,20 @@
  * @property {number} target_share - share of the target's op time
  * @property {boolean} gated - whether a `slower` verdict here fails the check (within --ops and --min-share; the whole step always)
  * @property {boolean} significant - a gated row whose verdict is a change (slower, faster, only in one side): what the tab's "significant changes only" and `significant=1` on the compare routes keep
+ */
+
+/**
+ * One part of the step in a check (issue 53): how its time changed between the sides.
+ * @typedef {Object} CheckStepPart
+ * @property {'device'|'host'} side - as in Compare's breakdown: `host` parts add up to the step wall time
+ * @property {string} category - a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)
+ * @property {string} label - the category in words, as shown
+ * @property {number} baseline_us - mean over the baseline runs of the part's time in each run's median steady step, µs
+ * @property {number} target_us - as baseline_us, for the target
+ * @property {number} change_us - target_us - baseline_us (negative: time saved)
+ * @property {number|null} low_us - lower end of the change's 95% interval (Welch's, over runs; outlier runs left out), µs; null without two runs a side
+ * @property {number|null} high_us - upper end of that interval, µs
+ * @property {boolean} grew - the part took longer: the interval lies wholly above 0, or with one run a side the change is
  */
 
 /**

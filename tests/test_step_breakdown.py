@@ -360,3 +360,39 @@ def test_a_keras_batch_sweeps_waterfall_adds_up_to_the_headline(tmp_path):
     # a bigger batch: more arithmetic a step, in the forward and backward parts
     forward = next(part for part in host if part.category == "forward")
     assert forward.target_us > forward.baseline_us
+
+
+def test_check_names_the_part_of_the_step_that_regressed_with_its_interval(tmp_path):
+    """Kineto's two captures of each run as two runs a side, num_workers 4 -> 0 as a
+    regression: the gate names waiting for input as where the step's time grew, by the
+    change the raw __next__ spans show (each capture's median over its steady steps,
+    averaged over the captures), with its interval over the runs (two captures of
+    num_workers 0 wait 45 ms and far less a step: the interval is wide, and says so)."""
+    from tb_opcompare.cli.check_report import text
+    from tb_opcompare.service.check import check_document
+
+    oracle = {}
+    for workers in (0, 4):
+        source = REALTRACES / KINETO / f"resnet50_num_workers_{workers}"
+        medians = []
+        for capture, trace in enumerate(sorted(source.glob("*.json.gz"))):
+            run = tmp_path / f"nw{workers}_capture{capture}"
+            run.mkdir()
+            shutil.copy(trace, run / trace.name)
+            walls = [step["dur"] for step in _raw_steps(trace)[0]]
+            medians.append(statistics.median(_input_per_step(trace)[len(walls) - len(steady_steps(walls)) :]))
+        oracle[workers] = statistics.mean(medians)
+    document = check_document(
+        Catalog(str(tmp_path), cache_dir=None), ["nw4_capture0", "nw4_capture1"], ["nw0_capture0", "nw0_capture1"]
+    )
+    assert document.grew_most == "input"
+    part = next(part for part in document.step_parts if part.side == "host" and part.category == "input")
+    assert part.low_us < part.change_us < part.high_us
+    assert part.change_us == pytest.approx(oracle[0] - oracle[4], rel=0.05)
+    # the host parts of each side add up to the mean of its runs' median steady steps
+    host = [part for part in document.step_parts if part.side == "host"]
+    assert sum(part.target_us for part in host) > sum(part.baseline_us for part in host) + 30_000
+    report = text(document)
+    assert "step:     grew most in waiting for input (+" in report and "95% interval " in report
+    if document.whole_step.verdict == "slower":
+        assert "most of it in waiting for input" in document.headline

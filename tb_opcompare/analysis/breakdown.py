@@ -119,3 +119,63 @@ def breakdown_rows(baseline: SideSplit, target: SideSplit) -> list[BreakdownRow]
             if name in base or name in tgt:
                 rows.append(BreakdownRow(side, name, label, base.get(name, 0.0), tgt.get(name, 0.0)))
     return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class PartChange:
+    """How one part of the step changed between two groups of runs (``check``): the mean
+    over each side's runs of the part's time in the run's median steady step, and the 95%
+    interval of the change where both sides have two runs or more (Welch's, on µs: a part
+    may be 0 in some runs, which no log takes)."""
+
+    side: str
+    category: str
+    label: str
+    baseline_us: float
+    target_us: float
+    low_us: float | None
+    high_us: float | None
+
+    @property
+    def change_us(self) -> float:
+        return self.target_us - self.baseline_us
+
+    @property
+    def grew(self) -> bool:
+        """The part took longer: beyond noise where there is an interval, else at all."""
+        return self.low_us > 0 if self.low_us is not None else self.change_us > 0
+
+
+def part_changes(baseline: Sequence[SideSplit], target: Sequence[SideSplit]) -> list[PartChange]:
+    """Each part either side's runs have (``baseline``, ``target``: each run's own split),
+    in the vocabulary's order, host first."""
+    # here, not at the top: confidence brings pandas, which Compare's cold path never imports
+    from tb_opcompare.analysis.confidence import student_t_quantile
+
+    changes = []
+    for side, names in ((HOST, STEP_CATEGORIES), (DEVICE, DEVICE_STEP_CATEGORIES)):
+        for name, label in names.items():
+            if not any(name in split.parts.get(side, {}) for split in [*baseline, *target]):
+                continue
+            base, tgt = ([split.parts.get(side, {}).get(name, 0.0) for split in group] for group in (baseline, target))
+            low = high = None
+            if len(base) >= 2 and len(tgt) >= 2:
+                terms = np.var(base, ddof=1) / len(base), np.var(tgt, ddof=1) / len(tgt)
+                spread = float(np.sqrt(sum(terms)))
+                if spread > 0:  # Welch–Satterthwaite degrees of freedom
+                    freedom = sum(terms) ** 2 / (terms[0] ** 2 / (len(base) - 1) + terms[1] ** 2 / (len(tgt) - 1))
+                    margin = float(student_t_quantile(0.975, np.array([freedom]))[0]) * spread
+                else:
+                    margin = 0.0
+                middle = float(np.mean(tgt) - np.mean(base))
+                low, high = middle - margin, middle + margin
+            changes.append(PartChange(side, name, label, float(np.mean(base)), float(np.mean(tgt)), low, high))
+    return changes
+
+
+def grew_most(changes: Sequence[PartChange]) -> PartChange | None:
+    """The host part whose time grew most: where a slower step's time went. Its interval
+    (``PartChange.grew``) says whether that growth is beyond the runs' noise; a part that
+    grew by a few µs beyond noise is no answer to where 50 ms went."""
+    grown = [change for change in changes if change.side == HOST and change.change_us > 0]
+    return max(grown, key=lambda change: change.change_us, default=None)

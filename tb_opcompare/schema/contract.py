@@ -555,6 +555,24 @@ class CheckRow(_Document):
     )
 
 
+class CheckStepPart(_Document):
+    """One part of the step in a check (issue 53): how its time changed between the sides."""
+
+    side: _d(Literal["host", "device"], "as in Compare's breakdown: `host` parts add up to the step wall time")
+    category: _d(str, "a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
+    label: _d(str, "the category in words, as shown")
+    baseline_us: _d(float, "mean over the baseline runs of the part's time in each run's median steady step, µs")
+    target_us: _d(float, "as baseline_us, for the target")
+    change_us: _d(float, "target_us - baseline_us (negative: time saved)")
+    low_us: _d(
+        float | None,
+        "lower end of the change's 95% interval (Welch's, over runs; outlier runs left out), µs; null "
+        "without two runs a side",
+    )
+    high_us: _d(float | None, "upper end of that interval, µs")
+    grew: _d(bool, "the part took longer: the interval lies wholly above 0, or with one run a side the change is")
+
+
 class CheckDocument(_Document):
     """`tb-opcompare check`: did anything get significantly slower between two groups of runs?"""
 
@@ -602,6 +620,15 @@ class CheckDocument(_Document):
         "of the whole step's test; their ops stay in, each on its typical time",
     )
     rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
+    step_parts: _d(
+        list[CheckStepPart],
+        "the step split by what it was spent on, each part's change (empty where a side's runs split no step)",
+    )
+    grew_most: _d(
+        str | None,
+        "the category of the host part whose time grew most: where a slower step's time went (its `grew` says "
+        "whether beyond noise); the headline names it, with its interval, when the whole step is slower",
+    )
     warnings: _d(list[str], "what may make the verdicts less reliable")
     resamples: _d(int, "bootstrap replicates")
 

@@ -170,7 +170,8 @@ def layered_rows(
     previous = sums.sum(axis=1)
     if device_busy is not None and len(device_busy[0]):
         either = measure_in(
-            bounds, union(np.concatenate([host_busy[0], device_busy[0]]), np.concatenate([host_busy[1], device_busy[1]]))
+            bounds,
+            union(np.concatenate([host_busy[0], device_busy[0]]), np.concatenate([host_busy[1], device_busy[1]])),
         )
         sums[:, HOST_CODES["device_wait"]] = either - previous
         previous = either

@@ -23,6 +23,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.ingest.readers import xplane_steps
 from tb_opcompare.ingest.readers.device_executions import (
     PS_PER_US,
     InvocationIds,
@@ -58,7 +59,6 @@ from tb_opcompare.ingest.readers.tf_ops import (
     tf_execution,
 )
 from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
-from tb_opcompare.ingest.readers import xplane_steps
 from tb_opcompare.ingest.readers.xplane_wire import (
     STAT_ABSENT,
     STAT_DOUBLE,
@@ -169,7 +169,9 @@ def _read_file(
             elif plane.name.startswith("/device:"):
                 launches.resolve()
                 # the file's host plane split its steps: its device's kernels join the split
-                spans = evidence.step_spans[-1][1] if evidence.step_spans and evidence.step_spans[-1][0] == path else None
+                spans = (
+                    evidence.step_spans[-1][1] if evidence.step_spans and evidence.step_spans[-1][0] == path else None
+                )
                 kind, name, plane_steps = _read_device_plane(
                     plane, events, evidence.invocation_ids, evidence.kinds, launches, spans
                 )
@@ -1295,9 +1297,7 @@ def _read_device_plane(
     stat_names = _stat_names(plane)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     executions, origin_ns = _executions(plane, event_names)
-    ops, kernels, steps = _read_kernels(
-        plane, stat_names, event_names, kinds, origin_ns if executions else None, spans
-    )
+    ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None, spans)
     if not len(kernels):
         return None, "", steps
     keys, codes, starts, durations, scopes, scope_kinds = kernels.columns(list(ops.ops))
