@@ -388,6 +388,7 @@
  * @typedef {Object} MatrixDocument
  * @property {string|null} reference - the reference column's key (default: CPU where present, else the first column)
  * @property {number|null} warmup - leading steps dropped from every run as asked; null: detected per run (steps slower than 1.5x the median of the steps after them)
+ * @property {string|null} part - the part of the step each cell shows beside its step (`input`, `device_idle`, ...), as asked
  * @property {Array<MatrixColumn>} columns - CPU first, then the accelerators by name
  * @property {Array<MatrixRow>} rows - by model, then fp32 and eager first, then batch size
  * @property {Array<MatrixCell>} cells - the filled cells, row by row
@@ -428,6 +429,8 @@
  * @property {number|null} throughput_per_s - samples per second: batch size x 10^6 / latency_us
  * @property {number|null} speedup - the reference cell's latency / this cell's, in the same row; null without both
  * @property {boolean} reference - whether this is the reference cell of its row: the one in the reference column
+ * @property {number|null} part_us - with `part`: that part's time in the cell's median steady step (Compare's breakdown), µs; 0 where the step has none of it; null where its runs split no step (or, for a device part, have no device)
+ * @property {number|null} part_speedup - the reference cell's part_us / this cell's; null without both
  */
 
 /**
@@ -588,3 +591,4 @@ export const LAYERS = Object.freeze(["application", "framework", "runtime", "dev
 export const ROW_LAYERS = Object.freeze(["application", "runtime"]);
 export const TREND_ORDERS = Object.freeze(["recorded", "label", "run", "repeat", "device", "batch_size", "precision", "compiler"]);
 export const SERIES_DIMENSIONS = Object.freeze(["device", "precision", "compiler"]);
+export const STEP_PARTS = Object.freeze({"input": "waiting for input", "forward": "host compute: forward and other", "backward": "host compute: backward", "optimizer": "host compute: optimizer", "copy": "copies between host and device", "device_wait": "waiting on the device", "launch": "kernel launches and other runtime calls", "communication": "communication", "untracked": "untracked: Python, gaps between events", "device_compute": "device busy: compute", "device_copy": "device busy: copies and memsets", "device_communication": "device busy: communication", "device_idle": "device idle"});

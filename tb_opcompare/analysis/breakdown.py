@@ -33,14 +33,17 @@ class SideSplit:
     note: str | None = None  # what the split cannot tell apart (``ProfileFacts.step_breakdown_note``)
 
 
-def side_split(runs: Sequence[tuple[Sequence[float], Table]], note: str | None = None) -> SideSplit | None:
+def side_split(
+    runs: Sequence[tuple[Sequence[float], Table]], note: str | None = None, warmup: int | None = None
+) -> SideSplit | None:
     """``runs``: each run's step wall times and its ``step_breakdown`` table; ``note``: what
-    the format's split cannot tell apart. None where no run has both steps and a split."""
+    the format's split cannot tell apart; ``warmup``: leading steps left out of every run
+    as a user asked (None: the headline's rule). None where no run has both steps and a split."""
     steady: list[tuple[float, int, int]] = []  # (wall, run, step)
     for index, (times, table) in enumerate(runs):
         if not len(times) or not len(table):
             continue
-        first = detect_warmup(times)
+        first = detect_warmup(times) if warmup is None else min(warmup, len(times))
         steady += [(float(times[step]), index, step) for step in range(first, len(times))]
     if not steady:
         return None
@@ -58,6 +61,28 @@ def side_split(runs: Sequence[tuple[Sequence[float], Table]], note: str | None =
             parts[side][category] = parts[side].get(category, 0.0) + time / len(chosen)
     wall = sum(wall for wall, _, _ in chosen) / len(chosen)
     return SideSplit(wall, {side: _ordered(side, found) for side, found in parts.items()}, len(steady), note)
+
+
+def side_of(category: str) -> str:
+    """Which side a category of the vocabulary is on (ValueError for none)."""
+    if category in STEP_CATEGORIES:
+        return HOST
+    if category in DEVICE_STEP_CATEGORIES:
+        return DEVICE
+    raise ValueError(
+        f"expected a part of the step ({', '.join([*STEP_CATEGORIES, *DEVICE_STEP_CATEGORIES])}), not {category!r}"
+    )
+
+
+def part_time(split: SideSplit | None, category: str) -> float | None:
+    """A part's time in a side's median steady step (0 where the step has none of it);
+    None where the side splits no step, or has no device for a device part."""
+    if split is None:
+        return None
+    side = side_of(category)
+    if side not in split.parts:
+        return None
+    return split.parts[side].get(category, 0.0)
 
 
 def _ordered(side: str, found: dict[str, float]) -> dict[str, float]:

@@ -432,6 +432,12 @@ def _add_matrix(commands: argparse._SubParsersAction, reading: argparse.Argument
         help="leave out the first N steps of every run (default: detected per run)",
     )
     matrix.add_argument("--model", action="append", metavar="MODEL", help="only this model (repeatable)")
+    matrix.add_argument(
+        "--part",
+        metavar="CATEGORY",
+        help="also each cell's time in one part of the step and its speedup (input, forward, backward, "
+        "optimizer, copy, device_wait, launch, communication, untracked, device_idle, ...)",
+    )
     _add_csv_option(matrix, "one line per cell")
     _add_json_option(matrix, "the matrix document")
     matrix.set_defaults(handler=_matrix)
@@ -1118,7 +1124,7 @@ def _matrix(args) -> int:
     from tb_opcompare.service.csv_export import matrix_csv
     from tb_opcompare.service.matrix import matrix_document
 
-    document = matrix_document(catalog, reference=args.reference, warmup=args.warmup, models=args.model)
+    document = matrix_document(catalog, reference=args.reference, warmup=args.warmup, models=args.model, part=args.part)
     _emit(args, document, matrix_csv, f"{len(document.cells)} cells", _print_matrix)
     return EXIT_OK if document.cells else EXIT_USAGE
 
@@ -1141,9 +1147,15 @@ def _print_matrix(document) -> None:
                 else ""
             )
             speedup = "reference" if cell.reference else format_speedup(cell.speedup)
+            part = (
+                f"  {document.part}: {format_time(cell.part_us)}"
+                + ("" if cell.reference else f" ({format_speedup(cell.part_speedup)})")
+                if document.part
+                else ""
+            )
             print(
                 f"  {escape_controls(column.key)}: {format_time(cell.latency_us)}{spread}  "
-                f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]"
+                f"{format_throughput(cell.throughput_per_s)}  {speedup}{part}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]"
             )
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)

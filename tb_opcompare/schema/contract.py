@@ -24,6 +24,7 @@ from tb_opcompare.schema.dimensions import (
     SERIES_DIMENSIONS,
     evidence_rule,
 )
+from tb_opcompare.schema.events import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
 
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]
@@ -39,6 +40,7 @@ SHARED_WORDS = {
     "ROW_LAYERS": ROW_LAYERS,
     "TREND_ORDERS": TREND_ORDERS,
     "SERIES_DIMENSIONS": SERIES_DIMENSIONS,
+    "STEP_PARTS": {**STEP_CATEGORIES, **DEVICE_STEP_CATEGORIES},  # key -> label, host first
 }
 
 
@@ -713,6 +715,12 @@ class MatrixCell(_Document):
     throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
     speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
     reference: _d(bool, "whether this is the reference cell of its row: the one in the reference column")
+    part_us: _d(
+        float | None,
+        "with `part`: that part's time in the cell's median steady step (Compare's breakdown), µs; 0 where the "
+        "step has none of it; null where its runs split no step (or, for a device part, have no device)",
+    )
+    part_speedup: _d(float | None, "the reference cell's part_us / this cell's; null without both")
 
 
 class MatrixRow(_Document):
@@ -734,6 +742,7 @@ class MatrixDocument(_Document):
         "leading steps dropped from every run as asked; null: detected per run (steps slower "
         "than 1.5x the median of the steps after them)",
     )
+    part: _d(str | None, "the part of the step each cell shows beside its step (`input`, `device_idle`, ...), as asked")
     columns: _d(list[MatrixColumn], "CPU first, then the accelerators by name")
     rows: _d(list[MatrixRow], "by model, then fp32 and eager first, then batch size")
     cells: _d(list[MatrixCell], "the filled cells, row by row")
@@ -1011,7 +1020,7 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
         "matrix",
         MatrixDocument,
         "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
-        "`model` (repeatable: only these models)",
+        "`model` (repeatable: only these models), `part` (a step part: `input`, `forward`, `device_idle`, ...)",
     ),
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
     ("modules", ModulesDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
@@ -1133,7 +1142,8 @@ def jsdoc_typedefs() -> str:
         lines += [" */", ""]
     lines.append("// Words the server spells, for the tab to use as they are.")
     lines += [
-        f"export const {name} = Object.freeze({json.dumps(list(words))});" for name, words in SHARED_WORDS.items()
+        f"export const {name} = Object.freeze({json.dumps(words if isinstance(words, dict) else list(words))});"
+        for name, words in SHARED_WORDS.items()
     ]
     return "\n".join(lines) + "\n"
 
