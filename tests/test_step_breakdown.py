@@ -157,13 +157,41 @@ def test_the_demos_cpu_to_gpu_waterfall_adds_up_to_the_headline(tmp_path):
     assert launch.baseline_us == 0 and launch.target_us > 0
 
 
-def test_formats_that_do_not_split_their_steps_say_so():
+def test_formats_that_do_not_split_their_steps_say_so(tmp_path):
+    """The profiler wrapper's summary.json holds op totals only: no step to split."""
     from conftest import FIXTURES
 
-    catalog = Catalog(str(FIXTURES / "onnxruntime" / "logdir"), cache_dir=None)
-    summary = compare_document(catalog, "cnn_infer_cpu_bs64", "cnn_infer_cpu_bs64_ort").summary
+    shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", tmp_path / "a")
+    shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", tmp_path / "b")
+    summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "a", "b").summary
     assert summary.breakdown is None
-    assert summary.breakdown_note.startswith("No step breakdown: the target's profile does not split its steps")
+    assert summary.breakdown_note.startswith("No step breakdown: neither side's profile splits its steps")
+
+
+def test_an_onnxruntime_sessions_runs_are_split_by_what_its_nodes_ran(tmp_path):
+    """ONNX Runtime, the same CNN's inference on a CPU at batch 64: each InferenceSession.run
+    (``model_run``) is a step; the nodes any thread ran make its forward part, exactly the
+    raw node events' union in the step; the rest is the session's own work; the parts add
+    up to the step."""
+    from conftest import FIXTURES
+
+    shutil.copytree(FIXTURES / "onnxruntime" / "logdir" / "cnn_infer_cpu_bs64_ort", tmp_path / "ort")
+    profile = Catalog(str(tmp_path), cache_dir=None).load("ort").profile
+    (path,) = (tmp_path / "ort").glob("onnxruntime_profile_*.json")
+    events = json.loads(path.read_text())
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e["name"] == "model_run"
+    )
+    nodes = [
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+    ]
+    _sums_hold(profile, [end - start for start, end in steps])
+    table = profile.step_breakdown
+    for step, (start, end) in enumerate(steps):
+        parts = dict(zip(*table[table["step"] == step][["category", "time_us"]].to_numpy().T))
+        assert parts["forward"] == pytest.approx(_covered_in(nodes, start, end), abs=1e-6)
+        assert set(parts) <= {"forward", "untracked"}  # a CPU provider: no copies, no launches
+    assert profile.facts.step_breakdown_note.startswith("ONNX Runtime records its nodes only")
 
 
 def _raw_tf1(path: Path) -> tuple[list[tuple[float, float, str]], list[tuple[float, float]]]:

@@ -101,11 +101,13 @@ def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline
     """The summary's ``breakdown`` (each side's headline step split, as a waterfall) and its
     note: why there is none, or that the bars are per step where the headline is per sample."""
     if base is None or target is None:
-        missing = " and ".join(side for side, split in (("baseline", base), ("target", target)) if split is None)
+        missing = [side for side, split in (("baseline", base), ("target", target)) if split is None]
+        whose = "neither side's profile splits" if len(missing) == 2 else f"the {missing[0]}'s profile does not split"
         return {
             "breakdown": None,
-            "breakdown_note": f"No step breakdown: the {missing}'s profile does not split its steps (PyTorch traces "
-            "with ProfilerStep#N marks and TF1 timelines do; other formats are to come).",
+            "breakdown_note": f"No step breakdown: {whose} its steps (PyTorch traces with ProfilerStep#N marks, TF "
+            "xplanes and TF1 timelines with steps, and ONNX Runtime's runs do; op totals such as summary.json, and "
+            "profiles without step markers, do not).",
         }
     parts = [
         BreakdownPart(
