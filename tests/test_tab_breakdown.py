@@ -83,4 +83,10 @@ def test_the_demos_cpu_to_gpu_pair_opens_on_its_waterfall(page, demo_torch_url):
     summary = document["summary"]
     assert drawn["y"][0] * 1000 == pytest.approx(summary["baseline_step_wall_us"], rel=1e-12)
     assert drawn["y"][-1] * 1000 == pytest.approx(summary["target_step_wall_us"], rel=1e-12)
+    # the CPU side ran on no device: its device column says so, not "0.00 µs"; the GPU's adds up to its step
+    rows = frame.locator("#oc-breakdown-device [data-category]")
+    cells = [row.locator("[role=cell]").all_inner_texts() for row in rows.all()]
+    device = [part for part in summary["breakdown"]["parts"] if part["side"] == "device"]
+    assert cells == [["–", format_time(part["target_us"]), "–"] for part in device]
+    assert sum(part["target_us"] for part in device) == pytest.approx(summary["target_step_wall_us"], rel=1e-6)
     assert not errors
