@@ -144,6 +144,7 @@
  * @property {number} baseline_steps - steady steps the baseline's median is of
  * @property {number} target_steps - as baseline_steps, for the target
  * @property {Array<BreakdownPart>} parts
+ * @property {Array<RunBreakdown>} runs - where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; empty where each side is one run
  */
 
 /**
@@ -155,6 +156,16 @@
  * @property {number} baseline_us - its time in the baseline's median steady step, µs (0: none)
  * @property {number} target_us - as baseline_us, for the target
  * @property {number} change_us - target_us - baseline_us: the bar of the waterfall (negative: time saved)
+ */
+
+/**
+ * One run of a side that pools runs (repeats): its own median steady step, split.
+ * @typedef {Object} RunBreakdown
+ * @property {'baseline'|'target'} side - the side it is pooled into
+ * @property {string} run - the run
+ * @property {number} wall_us - its median steady step wall time, µs
+ * @property {number} steps - its steady steps
+ * @property {Object<string, number>} host - its host parts, µs by category (adding up to wall_us), in the vocabulary's order
  */
 
 /**

@@ -31,6 +31,8 @@ class SideSplit:
     parts: dict[str, dict[str, float]]
     steps: int  # steady steps pooled
     note: str | None = None  # what the split cannot tell apart (``ProfileFacts.step_breakdown_note``)
+    # where the side pools runs (repeats): each run's own median steady step, by run name
+    runs: tuple[tuple[str, SideSplit], ...] = ()
 
 
 def side_split(
@@ -61,6 +63,17 @@ def side_split(
             parts[side][category] = parts[side].get(category, 0.0) + time / len(chosen)
     wall = sum(wall for wall, _, _ in chosen) / len(chosen)
     return SideSplit(wall, {side: _ordered(side, found) for side, found in parts.items()}, len(steady), note)
+
+
+def pooled_split(runs: Sequence[tuple[str, Sequence[float], Table]], note: str | None = None) -> SideSplit | None:
+    """``side_split`` of runs pooled (each: its name, step wall times, ``step_breakdown``
+    table), with each run's own split beside it where there are two runs or more: one run
+    whose step went elsewhere shows."""
+    pooled = side_split([(times, table) for _, times, table in runs], note)
+    if pooled is None or len(runs) < 2:
+        return pooled
+    own = [(name, side_split([(times, table)])) for name, times, table in runs]
+    return dataclasses.replace(pooled, runs=tuple((name, split) for name, split in own if split is not None))
 
 
 def side_of(category: str) -> str:

@@ -1339,16 +1339,30 @@ def _print_breakdown(summary: dict) -> None:
         parts = [part for part in breakdown["parts"] if part["side"] == side]
         if side == "device" and parts:
             print("  on the device, in the same steps:")
+        # a side's device parts add up to its step: none at all is a side that ran on no device
+        ran = [side == "host" or any(part[f"{which}_us"] > 0 for part in parts) for which in ("baseline", "target")]
         for part in parts:
             change = part["change_us"]
             sign = "+" if change > 0 else "-" if change < 0 else " "
+            times = [format_time(part[f"{which}_us"]) if on else "–" for which, on in zip(("baseline", "target"), ran)]
             print(
-                f"  {format_time(part['baseline_us']):>10}  {format_time(part['target_us']):>10}  "
-                f"{sign + format_time(abs(change)):>10}  {part['label']}"
+                f"  {times[0]:>10}  {times[1]:>10}  {sign + format_time(abs(change)) if all(ran) else '–':>10}  {part['label']}"
             )
         if side == "host":
             print(f"  {'':>10}  {format_time(breakdown['target_wall_us']):>10}  {'':>10}  the target's step")
+    _print_run_splits(breakdown["runs"])
     print()
+
+
+def _print_run_splits(runs: list[dict]) -> None:
+    """Each pooled run's own median steady step and its largest host parts."""
+    if not runs:
+        return
+    print("  each run's own median steady step:")
+    for run in runs:
+        largest = sorted(run["host"].items(), key=lambda item: -item[1])[:3]
+        parts = ", ".join(f"{category} {format_time(time)}" for category, time in largest)
+        print(f"    {run['side']:<8}  {format_time(run['wall_us']):>10}  {escape_controls(run['run'])}: {parts}")
 
 
 def _print_peak_memory(summary: dict) -> None:

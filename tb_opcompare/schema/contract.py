@@ -277,6 +277,16 @@ class BreakdownPart(_Document):
     change_us: _d(float, "target_us - baseline_us: the bar of the waterfall (negative: time saved)")
 
 
+class RunBreakdown(_Document):
+    """One run of a side that pools runs (repeats): its own median steady step, split."""
+
+    side: _d(Literal["baseline", "target"], "the side it is pooled into")
+    run: _d(str, "the run")
+    wall_us: _d(float, "its median steady step wall time, µs")
+    steps: _d(int, "its steady steps")
+    host: _d(dict[str, float], "its host parts, µs by category (adding up to wall_us), in the vocabulary's order")
+
+
 class StepBreakdown(_Document):
     """Where the time went: each side's median steady step (the headline's) split by what it
     was spent on, and the change as a waterfall from the baseline's step to the target's."""
@@ -286,6 +296,11 @@ class StepBreakdown(_Document):
     baseline_steps: _d(int, "steady steps the baseline's median is of")
     target_steps: _d(int, "as baseline_steps, for the target")
     parts: list[BreakdownPart]
+    runs: _d(
+        list[RunBreakdown],
+        "where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; "
+        "empty where each side is one run",
+    )
 
 
 class CompareSummary(_Document):
