@@ -424,3 +424,57 @@ def test_check_names_the_part_of_the_step_that_regressed_with_its_interval(tmp_p
     assert "step:     grew most in waiting for input (+" in report and "95% interval " in report
     if document.whole_step.verdict == "slower":
         assert "most of it in waiting for input" in document.headline
+
+
+def test_a_tf_2_4_gpu_step_on_the_devices_steps_line_is_split(tmp_path):
+    """The public TF 2.4 BERT xplane marks its one step on each GPU's Steps line only (its
+    host marks none): the step is split over that line's span, by what the host's threads
+    ran and by the busiest GPU's streams. Against the raw events (TensorFlow's own XSpace
+    classes): the device's busy parts are exactly its stream events' union in the step, the
+    input part exactly the get-next bodies' union, and each side adds up to the step."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", tmp_path / "bert")
+    profile = Catalog(str(tmp_path), cache_dir=None).load("bert").profile
+    (wall,) = profile.facts.step_times_us
+    (path,) = (tmp_path / "bert").rglob("*.xplane.pb")
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
+    origin = host.lines[0].timestamp_ns
+
+    def spans(line, names=None, keep=lambda name: True):
+        start = (line.timestamp_ns - origin) * 1000
+        return [
+            ((start + event.offset_ps) / 1e6, (start + event.offset_ps + event.duration_ps) / 1e6)
+            for event in line.events
+            if keep(names[event.metadata_id] if names else "")
+        ]
+
+    steps, busy = None, None
+    for plane in space.planes:
+        lines = {line.name: line for line in plane.lines}
+        if "Steps" in lines and spans(lines["Steps"])[0][1] - spans(lines["Steps"])[0][0] == pytest.approx(wall):
+            steps = spans(lines["Steps"])[0]
+            busy = [span for name, line in lines.items() if name.startswith("Stream #") for span in spans(line)]
+    assert steps is not None
+    names = {key: metadata.name for key, metadata in host.event_metadata.items()}
+    bodies = ("IteratorGetNextOp::", "IteratorGetNextAsOptionalOp::")  # on tf.data's threads
+    ops = (":IteratorGetNext", ":IteratorGetNextAsOptional", ":MultiDeviceIteratorGetNextFromShard")  # executor threads
+    waits = [span for line in host.lines for span in spans(line, names, lambda name: name.startswith(bodies))]
+    waits += [
+        span
+        for line in host.lines
+        if not line.name.startswith("tf_data")
+        for span in spans(line, names, lambda name: name.endswith(ops))
+    ]
+    _sums_hold(profile, [wall])
+    table = profile.step_breakdown
+    parts = {(side, category): time for side, category, time in table[["side", "category", "time_us"]].to_numpy()}
+    device_busy = sum(
+        time for (side, category), time in parts.items() if side == "device" and category != "device_idle"
+    )
+    assert device_busy == pytest.approx(_covered_in(busy, *steps), rel=1e-6)
+    assert (
+        parts["host", "input"] == pytest.approx(_covered_in(waits, *steps), rel=1e-6) and parts["host", "input"] > 5_000
+    )
+    assert parts["host", "device_wait"] > 0  # moments no host thread ran, and the GPU did

@@ -140,6 +140,8 @@ class _SessionEvidence:
     user_ranges: _UserRanges = dataclasses.field(default_factory=lambda: _UserRanges())
     # each host plane's steps split by category (issue 53), with its file's device kernels
     step_spans: list[tuple[str, xplane_steps.StepSpans]] = dataclasses.field(default_factory=list)
+    # by file: the host plane whose steps are on its devices' Steps lines (TF 2.2-2.4)
+    pending_hosts: dict[str, xplane_steps.PendingHost] = dataclasses.field(default_factory=dict)
 
 
 def _read_file(
@@ -168,10 +170,7 @@ def _read_file(
                 host_ops.append(reader.read((path, plane.name), events))
             elif plane.name.startswith("/device:"):
                 launches.resolve()
-                # the file's host plane split its steps: its device's kernels join the split
-                spans = (
-                    evidence.step_spans[-1][1] if evidence.step_spans and evidence.step_spans[-1][0] == path else None
-                )
+                spans = _device_spans(evidence, path, plane)
                 kind, name, plane_steps = _read_device_plane(
                     plane, events, evidence.invocation_ids, evidence.kinds, launches, spans
                 )
@@ -193,7 +192,22 @@ def _read_file(
         raise ProfileError(
             path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or corrupt): {error}"
         ) from None
+    finally:
+        evidence.pending_hosts.pop(path, None)  # its devices are read: a later file's are not its
     return host_ops
+
+
+def _device_spans(evidence: _SessionEvidence, path: str, plane) -> xplane_steps.StepSpans | None:
+    """The step split a device plane's kernels join: its file's host plane's, where the host
+    marked the steps; else, where the host marked none, one over this device's own Steps
+    line (TF 2.2-2.4)."""
+    if evidence.step_spans and evidence.step_spans[-1][0] == path and not evidence.step_spans[-1][1].per_device:
+        return evidence.step_spans[-1][1]
+    pending = evidence.pending_hosts.get(path)
+    spans = pending.on_device_steps(plane) if pending is not None else None
+    if spans is not None:
+        evidence.step_spans.append((path, spans))
+    return spans
 
 
 def _plane_rank(name: str) -> int:
@@ -682,11 +696,16 @@ class _HostPlaneReader:
         left_out = np.zeros(len(index.op_keys), dtype=bool)
         if not plane_is_eager:
             left_out[: len(index.only_eager)] = index.only_eager
-        spans = self.spans.reduced(bounds, xplane_steps.op_codes(index.op_keys), not plane_is_eager)
-        self.spans = None
+        categories = xplane_steps.op_codes(index.op_keys)
+        spans = self.spans.reduced(bounds, categories, not plane_is_eager)
         if spans is not None:
             spans.origin_ns = self.clock_origin_ns
             evidence.step_spans.append((plane_key[0], spans))
+        elif not len(bounds):
+            evidence.pending_hosts[plane_key[0]] = xplane_steps.PendingHost(
+                self.spans, categories, not plane_is_eager, self.clock_origin_ns
+            )
+        self.spans = None
         return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds)
 
 

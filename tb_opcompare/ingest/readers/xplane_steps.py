@@ -80,11 +80,14 @@ class HostSpans:
         if len(codes):
             self.others.append((starts, durations, codes))
 
-    def reduced(self, bounds_ps: np.ndarray, categories: np.ndarray, leave_out_eager: bool) -> StepSpans | None:
+    def reduced(
+        self, bounds_ps: np.ndarray, categories: np.ndarray, leave_out_eager: bool, min_steps: int = 2
+    ) -> StepSpans | None:
         """The plane's ``StepSpans`` over its steps ``bounds_ps`` (None with fewer than
-        two steps): ``categories``, each op code's category code; ``leave_out_eager``: the
-        plane ran a graph, whose eagerly dispatched ops are the training loop's."""
-        if len(bounds_ps) < 2 or not (self.ops or self.others):
+        ``min_steps``: a host's one marker is a partial step): ``categories``, each op code's
+        category code; ``leave_out_eager``: the plane ran a graph, whose eagerly dispatched
+        ops are the training loop's."""
+        if len(bounds_ps) < min_steps or not (self.ops or self.others):
             return None
         parts = []
         for starts, durations, codes, eager in self.ops:
@@ -105,6 +108,38 @@ class HostSpans:
 
 
 @dataclasses.dataclass
+class PendingHost:
+    """A host plane with no steps of its own (TF 2.2-2.4 outside Keras: its steps are on
+    each device's ``Steps`` line): its events, kept until a device plane of its file says
+    where the steps are."""
+
+    spans: HostSpans
+    categories: np.ndarray
+    leave_out_eager: bool
+    origin_ns: int
+
+    def on_device_steps(self, plane) -> StepSpans | None:
+        """The host's split over the steps of ``plane``'s ``Steps`` line (one StepSpans a
+        device: each device's steps are its own), with that device's kernels to come."""
+        bounds = []
+        for line in plane.lines:
+            if line.name == "Steps":
+                start_ps = (line.timestamp_ns - self.origin_ns) * 1000
+                bounds += [
+                    (start_ps + event.offset_ps, start_ps + event.offset_ps + event.duration_ps)
+                    for batch in line.event_batches()
+                    for event in batch
+                ]
+        if not bounds or abs(bounds[0][0]) >= 1 << 62:  # a line far off the host's clock cannot be placed
+            return None
+        bounds_ps = np.asarray(sorted(bounds), dtype=np.int64)
+        spans = self.spans.reduced(bounds_ps, self.categories, self.leave_out_eager, min_steps=1)
+        if spans is not None:
+            spans.origin_ns, spans.per_device = self.origin_ns, True
+        return spans
+
+
+@dataclasses.dataclass
 class StepSpans:
     """A host plane's steps (µs, (steps, 2)), each step's time by category code before the
     device is known, the host's busy moments, and the kernels of the devices that follow
@@ -115,6 +150,7 @@ class StepSpans:
     host_busy: tuple[np.ndarray, np.ndarray]
     devices: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = dataclasses.field(default_factory=dict)
     origin_ns: int = 0  # the host plane's clock: its first line's start
+    per_device: bool = False  # the steps are one device's (its Steps line), and so are its kernels
 
     def add_kernels(self, plane: str, line_ns: int, ints: np.ndarray, names: dict[int, str]) -> None:
         """A device line's events (``ints``: metadata id, offset ps, duration ps; ``names``:
