@@ -135,6 +135,14 @@ def test_a_jobs_step_is_split_as_its_slowest_rank_spent_it(tmp_path):
     ranks = [_raw_steps(path)[0] for path in sorted((tmp_path / "job").glob("*.json.gz"))]
     job = [max(rank[step]["dur"] for rank in ranks) for step in range(min(len(rank) for rank in ranks))]
     _sums_hold(profile, job)
+    # beside the job's split, each rank's own median steady step and its parts (Compare's runs)
+    breakdown = compare_document(Catalog(str(tmp_path / "job"), cache_dir=None), ".", ".").summary.breakdown
+    own = [run for run in breakdown.runs if run.side == "baseline"]
+    assert [run.run for run in own] == ["rank 0", "rank 1"]
+    for run, steps in zip(own, ranks):
+        walls = [step["dur"] for step in steps]
+        assert run.wall_us == pytest.approx(statistics.median(steady_steps(walls)), rel=1e-6)
+        assert sum(run.host.values()) == pytest.approx(run.wall_us, rel=1e-3)
 
 
 def test_the_demos_cpu_to_gpu_waterfall_adds_up_to_the_headline(tmp_path):

@@ -90,7 +90,7 @@ function runsGrid(breakdown) {
     ...texts.map((text, i) => h('span', {class: i > 1 ? 'oc-num' : '', role: i ? 'cell' : 'rowheader',
                                         title: titles[i] || null}, text)));
   return h('div', {class: 'oc-breakdown-device oc-breakdown-runs', id: 'oc-breakdown-runs', role: 'table'},
-    row(['Each run\'s own median steady step', 'side', 'step', ...keys],
+    row(['Each run\'s (or rank\'s) own median steady step', 'side', 'step', ...keys],
         {class: 'oc-breakdown-row oc-breakdown-head'}, ['', '', '', ...keys.map((key) => STEP_PARTS[key])]),
     ...breakdown.runs.map((run) => row([run.run, run.side, formatTime(run.wall_us),
       ...keys.map((key) => (key in run.host ? formatTime(run.host[key]) : '–'))], {'data-run': run.run})));

@@ -1358,7 +1358,7 @@ def _print_run_splits(runs: list[dict]) -> None:
     """Each pooled run's own median steady step and its largest host parts."""
     if not runs:
         return
-    print("  each run's own median steady step:")
+    print("  each run's (or rank's) own median steady step:")
     for run in runs:
         largest = sorted(run["host"].items(), key=lambda item: -item[1])[:3]
         parts = ", ".join(f"{category} {format_time(time)}" for category, time in largest)

@@ -61,6 +61,11 @@ class WorkerRecord(_Document):
     steps: _d(int | None, "its profiled steps")
     step_time_us: _d(float | None, "its median steady step wall time, µs: the run's step is its slowest rank's")
     host_op_time_us: _d(float, "its host ops' self time, summed, µs")
+    step_parts: _d(
+        dict[str, float],
+        "its own median steady step's host parts, µs by category (Compare's breakdown; the job's is its slowest "
+        "rank's, step by step); empty where its trace splits no step",
+    ) = msgspec.field(default_factory=dict)
 
 
 class RunRecord(_Document):
@@ -278,10 +283,11 @@ class BreakdownPart(_Document):
 
 
 class RunBreakdown(_Document):
-    """One run of a side that pools runs (repeats): its own median steady step, split."""
+    """One run of a side that pools runs (repeats), or one rank of a side that is a job:
+    its own median steady step, split."""
 
     side: _d(Literal["baseline", "target"], "the side it is pooled into")
-    run: _d(str, "the run")
+    run: _d(str, "the run, or `rank N` of a job (whose split is its slowest rank's, step by step)")
     wall_us: _d(float, "its median steady step wall time, µs")
     steps: _d(int, "its steady steps")
     host: _d(dict[str, float], "its host parts, µs by category (adding up to wall_us), in the vocabulary's order")
@@ -298,8 +304,8 @@ class StepBreakdown(_Document):
     parts: list[BreakdownPart]
     runs: _d(
         list[RunBreakdown],
-        "where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; "
-        "empty where each side is one run",
+        "where a side pools runs (repeats), or is a job of several ranks: each run's or rank's own split, so "
+        "one whose step went elsewhere (a hiccup; a rank waiting on the others) shows; empty otherwise",
     )
 
 
