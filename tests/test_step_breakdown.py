@@ -174,6 +174,12 @@ def test_formats_that_do_not_split_their_steps_say_so(tmp_path):
     summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "a", "b").summary
     assert summary.breakdown is None
     assert summary.breakdown_note.startswith("No step breakdown: neither side's profile splits its steps")
+    # and its CSV is a 400 that says so, not an empty file
+    from in_process import PREFIX, plugin_client
+
+    answer = plugin_client(tmp_path).get(f"{PREFIX}/breakdown.csv?baseline=a&target=b")
+    assert answer.status_code == 400
+    assert json.loads(answer.data)["error"]["message"] == summary.breakdown_note
 
 
 def test_an_onnxruntime_sessions_runs_are_split_by_what_its_nodes_ran(tmp_path):

@@ -1019,6 +1019,13 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
         "`order=desc|asc`, `top`",
     ),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
+    (
+        "breakdown.csv",
+        CompareDocument,
+        "as `compare`; answers where the time went (`summary.breakdown`) as CSV: the two steps first (category "
+        "`(step)`), then one line per part (the columns of BreakdownPart); 400 saying why where the runs split no "
+        "step",
+    ),
     ("sweeps", SweepsDocument, "none"),
     (
         "sweep",
