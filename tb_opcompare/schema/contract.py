@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta
@@ -49,7 +49,21 @@ def _d(kind, description: str):
 
 
 class _Document(msgspec.Struct, kw_only=True):
-    pass
+    # the field holding a document's table (its list of records), for ``to_pandas``
+    TABLE: ClassVar[str | None] = None
+
+    def to_pandas(self, table: str | None = None):
+        """The document's table (``TABLE``, or another list of records it holds, by name)
+        as a pandas DataFrame, one column a field: for notebooks (``tb_opcompare.api``)."""
+        import pandas as pd
+
+        name = table or self.TABLE
+        records = getattr(self, name, None) if name else None
+        if not isinstance(records, list):
+            from tb_opcompare.errors import UsageError
+
+            raise UsageError(f"{type(self).__name__} holds no table named {name!r}", "table")
+        return pd.DataFrame(msgspec.to_builtins(records))
 
 
 class WorkerRecord(_Document):
@@ -174,6 +188,8 @@ class SuggestedPair(_Document):
 class RunsDocument(_Document):
     """`runs`: every run, the automatic pairs, what could not be read."""
 
+    TABLE: ClassVar[str] = "runs"
+
     runs: list[RunRecord]
     pairs: _d(list[Pair], "CPU -> accelerator pairs of one model, batch size, precision and compiler")
     variant_pairs: _d(
@@ -297,6 +313,8 @@ class StepBreakdown(_Document):
     """Where the time went: each side's median steady step (the headline's) split by what it
     was spent on, and the change as a waterfall from the baseline's step to the target's."""
 
+    TABLE: ClassVar[str] = "parts"
+
     baseline_wall_us: _d(float, "the baseline's median steady step wall time, µs: the waterfall's start")
     target_wall_us: _d(float, "the target's, µs: its end; the host parts' change_us add up to the difference")
     baseline_steps: _d(int, "steady steps the baseline's median is of")
@@ -379,6 +397,8 @@ class CompareSummary(_Document):
 
 class CompareDocument(_Document):
     """`compare`: the summary and the rows the view keeps, in its order."""
+
+    TABLE: ClassVar[str] = "rows"
 
     summary: CompareSummary
     columns: _d(list[str], "the fields of a row, in order")
@@ -474,6 +494,8 @@ class SpeedupPoint(_Document):
 class SweepDocument(_Document):
     """`sweep`: how each op and the whole step scale with batch size, one line per series
     (device, precision or compiler), the other dimensions held."""
+
+    TABLE: ClassVar[str] = "series"
 
     model: str
     group_by: Literal["name", "type"]
@@ -599,6 +621,8 @@ class CheckStepPart(_Document):
 class CheckDocument(_Document):
     """`tb-opcompare check`: did anything get significantly slower between two groups of runs?"""
 
+    TABLE: ClassVar[str] = "rows"
+
     passed: _d(bool, "no gated op and not the whole step got significantly slower beyond the threshold")
     common_change: _d(
         float | None,
@@ -683,6 +707,8 @@ TrendRow.__doc__ = "One op at one point of a trend."
 class TrendDocument(_Document):
     """A model across many runs: the top ops and the whole step at each point of an order."""
 
+    TABLE: ClassVar[str] = "rows"
+
     order_by: _d(str, "`recorded`, `label`, `run`, `repeat` or `sidecar:<dotted.path>`")
     group_by: str
     points: _d(list[TrendPoint], "in order: natural order of the values (2.9 before 2.10)")
@@ -756,6 +782,8 @@ class MatrixRow(_Document):
 class MatrixDocument(_Document):
     """Steady-state step latency and throughput of every model, precision, compiler and batch
     size (rows) on every device (columns), with the speedup against a reference device."""
+
+    TABLE: ClassVar[str] = "cells"
 
     reference: _d(str | None, "the reference column's key (default: CPU where present, else the first column)")
     warmup: _d(
