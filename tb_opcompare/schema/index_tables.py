@@ -29,6 +29,7 @@ PROFILE_TABLES = {
     "annotations": ("annotations", "empty_annotation_table"),
     "memory": ("memory_timeline", "empty_memory_timeline"),
     "step_breakdown": ("step_breakdown", "empty_step_breakdown"),
+    "op_work": ("op_work", "empty_op_work"),
 }
 RUNS = "runs"
 
