@@ -67,7 +67,9 @@ def expected_flops(path: Path) -> dict[str, float]:
     """Each formula op's FLOPs summed over its calls that no other formula op encloses on
     their thread (an addmm inside a linear is the linear's), from the raw events."""
     calls = [
-        e for e in events(path) if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator") and e["name"] in FORMULAS
+        e
+        for e in events(path)
+        if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "Operator") and e["name"] in FORMULAS
     ]
     totals: dict[str, float] = defaultdict(float)
     for call in calls:
@@ -148,7 +150,9 @@ def test_a_trace_without_shapes_says_its_work_is_unknown():
 
 # The formulas on calls written here (no trace): the cases the recordings above do not reach.
 def test_formulas_on_written_calls():
-    conv = Call([[2, 4, 9, 9], [6, 2, 3, 3], []], ["float", "float", ""], ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"])
+    conv = Call(
+        [[2, 4, 9, 9], [6, 2, 3, 3], []], ["float", "float", ""], ["", "", "", "[2, 2]", "[1, 1]", "[1, 1]", "2"]
+    )
     # groups 2: Cin/groups = 2 is the weight's second dim; out 5x5
     assert work_from_shapes("aten::conv2d", conv).flops == 2 * 2 * 6 * 25 * 2 * 9
     assert work_from_shapes("aten::conv2d", Call(conv.dims, conv.types, [])) is None  # no stride: unknown

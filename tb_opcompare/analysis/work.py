@@ -17,8 +17,9 @@ Formulas (a multiply-add is 2 operations, as PyTorch's ``with_flops`` and xprof 
 - elementwise ops: one operation per output element (``copy_``, ``fill_``, ``zero_``: none);
   the output is the inputs' broadcast shape.
 
-Bytes are every tensor input's elements times its dtype's size, plus the output's (the
-output of a write-only op, ``fill_``, ``zero_``, is its only traffic). An op whose shapes
+Bytes are every tensor input's elements in memory times its dtype's size (an input expanded
+by a stride of 0 holds fewer elements than its shape: its strides, where recorded, tell),
+plus the output's (the output of a write-only op, ``fill_``, ``zero_``, is its only traffic). An op whose shapes
 were not recorded, or whose arguments a formula needs (a convolution's stride, padding and
 dilation: ``Concrete Inputs``, PyTorch 2.x) are missing, has no ``Work``: unknown, never a
 guess.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
+from typing import NamedTuple
 
 # Bytes of one element per ``Input type`` (PyTorch's spelling of the C++ scalar type).
 DTYPE_BYTES = {
@@ -62,26 +64,42 @@ class Work:
 
 @dataclasses.dataclass(frozen=True)
 class Call:
-    """One op call's recorded inputs: dims (``[]`` for a scalar), types, concrete values."""
+    """One op call's recorded inputs: dims (``[]`` for a scalar), types, concrete values and
+    strides (PyTorch 2.x records them; empty where not)."""
 
     dims: list
     types: list
     concrete: list
+    strides: list = dataclasses.field(default_factory=list)
+
+
+class Tensor(NamedTuple):
+    shape: list
+    size: int | None  # bytes of an element; None where the dtype is not one of DTYPE_BYTES
+    stored: int  # elements in memory: an expanded input (stride 0) holds fewer than its shape
 
 
 def _numel(shape) -> int:
     return math.prod(int(size) for size in shape)
 
 
-def _tensors(call: Call) -> list[tuple[list, int | None]]:
-    """(shape, bytes per element) of each tensor input: a typed input with dims (a 0-d
-    tensor has dims ``[]`` and a dtype; a Python scalar's type is ``Scalar``)."""
+def _tensors(call: Call) -> list[Tensor]:
+    """Each tensor input: a typed input with dims (a 0-d tensor has dims ``[]`` and a dtype;
+    a Python scalar's type is ``Scalar``)."""
     found = []
     for position, shape in enumerate(call.dims):
         kind = call.types[position] if position < len(call.types) else ""
         if isinstance(shape, list) and (kind in DTYPE_BYTES or (shape and kind and kind not in _NOT_TENSORS)):
-            found.append((shape, DTYPE_BYTES.get(kind)))
+            strides = call.strides[position] if position < len(call.strides) else None
+            stored = _numel(shape)
+            if isinstance(strides, list) and len(strides) == len(shape):
+                stored = math.prod(int(size) for size, stride in zip(shape, strides) if stride != 0)
+            found.append(Tensor(shape, DTYPE_BYTES.get(kind), stored))
     return found
+
+
+def _output(shape: list, size: int | None) -> Tensor:
+    return Tensor(shape, size, _numel(shape))
 
 
 # Input types that are no tensor: PyTorch 2.x's ``Scalar`` and lists; PyTorch 1.x named a
@@ -91,10 +109,10 @@ _NOT_TENSORS = frozenset(
 )
 
 
-def _bytes(shapes_and_sizes: list[tuple[list, int | None]]) -> float:
-    if any(size is None for _, size in shapes_and_sizes):
+def _bytes(tensors: list[Tensor]) -> float:
+    if any(tensor.size is None for tensor in tensors):
         return math.nan
-    return float(sum(_numel(shape) * size for shape, size in shapes_and_sizes))
+    return float(sum(tensor.stored * tensor.size for tensor in tensors))
 
 
 def _ints(text) -> list[int] | None:
@@ -120,9 +138,7 @@ def _conv_output(spatial: list, kernel: list, stride: list, padding: list, dilat
         return values * rank if len(values) == 1 else values
 
     stride, padding, dilation = each(stride), each(padding), each(dilation)
-    return [
-        (spatial[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(rank)
-    ]
+    return [(spatial[i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1) // stride[i] + 1 for i in range(rank)]
 
 
 # Where each convolution's stride, padding, dilation and ``transposed`` are among its inputs
@@ -140,7 +156,7 @@ def _convolution(name: str, call: Call) -> Work | None:
     tensors = _tensors(call)
     if len(tensors) < 2 or len(tensors[0][0]) < 3 or len(tensors[1][0]) != len(tensors[0][0]):
         return None
-    (shape, size), (weight, _) = tensors[0], tensors[1]
+    (shape, size, _), (weight, _, _) = tensors[0], tensors[1]
     stride_at, padding_at, dilation_at, transposed_at = _CONV_ARGUMENTS[name]
     stride, padding, dilation = (_concrete(call, at) for at in (stride_at, padding_at, dilation_at))
     transposed = _concrete(call, transposed_at) if transposed_at is not None else [0]
@@ -154,7 +170,7 @@ def _convolution(name: str, call: Call) -> Work | None:
     if min(spatial) <= 0:
         return None
     flops = 2 * shape[0] * weight[0] * _numel(spatial) * weight[1] * _numel(kernel)
-    output = ([shape[0], weight[0], *spatial], size)
+    output = _output([shape[0], weight[0], *spatial], size)
     return Work(float(flops), _bytes([*tensors, output]))
 
 
@@ -163,13 +179,13 @@ def _convolution_backward(call: Call) -> Work | None:
     mask = call.concrete[10] if len(call.concrete) > 10 else ""
     if len(tensors) < 3 or not isinstance(mask, str) or not mask.startswith("["):
         return None
-    (grad, _), (shape, size), (weight, _) = tensors[:3]
+    (grad, _, _), (shape, size, _), (weight, _, _) = tensors[:3]
     if len(grad) < 3 or len(grad) != len(shape) or len(weight) != len(shape):
         return None
     asked = [part.strip() == "True" for part in mask.strip("[]").split(",")]
     one = 2 * shape[0] * weight[0] * _numel(grad[2:]) * weight[1] * _numel(weight[2:])
     flops = one * sum(asked[:2])
-    written = [(shape, size)] * asked[0] + [(weight, size)] * (len(asked) > 1 and asked[1])
+    written = [_output(shape, size)] * asked[0] + [_output(weight, size)] * (len(asked) > 1 and asked[1])
     return Work(float(flops), _bytes([*tensors[:3], *written]))
 
 
@@ -217,18 +233,18 @@ def _matrix_product(name: str, call: Call) -> Work | None:
     if name == "aten::linear":
         if len(tensors) < 2 or len(tensors[1][0]) != 2:
             return None
-        (shape, size), (weight, _) = tensors[0], tensors[1]
+        (shape, size, _), (weight, _, _) = tensors[0], tensors[1]
         product = _matmul(shape, [weight[1], weight[0]])
     else:
         first, second = _MATRIX_OPERANDS[name]
         if len(tensors) <= second:
             return None
-        size = tensors[first][1]
-        product = _matmul(tensors[first][0], tensors[second][0])
+        size = tensors[first].size
+        product = _matmul(tensors[first].shape, tensors[second].shape)
     if product is None:
         return None
     flops, output = product
-    return Work(flops, _bytes([*tensors, (output, size)]))
+    return Work(flops, _bytes([*tensors, _output(output, size)]))
 
 
 # Elementwise ops (and their in-place forms, ``add_``): one operation per output element.
@@ -252,10 +268,10 @@ def _elementwise(base: str, call: Call) -> Work | None:
     if base in _COPIES:
         return Work(0.0, _bytes(tensors[:2]))
     try:
-        output = _broadcast(*(shape for shape, _ in tensors))
+        output = _broadcast(*(tensor.shape for tensor in tensors))
     except ValueError:
         return None
-    return Work(float(_numel(output)), _bytes([*tensors, (output, tensors[0][1])]))
+    return Work(float(_numel(output)), _bytes([*tensors, _output(output, tensors[0].size)]))
 
 
 def _base_name(name: str) -> str:

@@ -52,7 +52,20 @@ BREAKDOWN_COLUMNS = ["step", "side", "category", "time_us"]
 # The work of each op whose calls' work is known or could be (issue 54): one row per op
 # (the host row's name and type), over its calls that no other such call encloses (an
 # ``aten::conv2d`` counts, not the ``aten::convolution`` it calls).
-WORK_COLUMNS = ["op_name", "op_type", "calls", "known_calls", "flops", "bytes", "source", "host_us", "device_us"]
+WORK_COLUMNS = [
+    "op_name",
+    "op_type",
+    "calls",
+    "known_calls",
+    "flops",
+    "bytes",
+    "source",
+    "host_us",
+    "device_calls",
+    "device_flops",
+    "device_bytes",
+    "device_us",
+]
 
 # What a step's wall time was spent on (issue 53), in the same words for every format. Host:
 # the thread that drives the step, each moment once, so a step's host categories add up to
@@ -124,6 +137,9 @@ class ProfileFacts:
     precision_source: str | None = None
     compiler: str | None = None  # eager, torch.compile, XLA ...
     compiler_source: str | None = None
+    # What the profile says of its accelerator's limits (an xplane device plane's clock_rate kHz,
+    # core_count, memory_bandwidth bytes/s, compute_capability): the roofline's roof, issue 54
+    device_properties: dict[str, float | str] = dataclasses.field(default_factory=dict)
     # Memory in use at its highest, per device ("CPU", "GPU:0"), where the profile records it
     peak_memory_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     memory_events: int | None = None  # allocations and frees recorded (None: memory not profiled)

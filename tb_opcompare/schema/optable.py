@@ -142,8 +142,11 @@ bytes           float64  bytes they must at least move (inputs read, output writ
 source          str      ``profile`` (the profiler's own figure), ``shapes`` (formulas of
                          ``analysis.work`` on the recorded input shapes), or ``unknown: why``
 host_us         float64  the known calls' inclusive wall time on their threads
-device_us       float64  the device time of the kernels the known calls launched, nested calls
-                         included; 0 where they launched none, NaN where the run has no device
+device_calls    int64    the known calls that launched kernels (the rest ran on the host)
+device_flops    float64  their floating-point operations; 0 where no call launched kernels, NaN
+                         where the run has no device (as the next two)
+device_bytes    float64  their bytes
+device_us       float64  the device time of the kernels they launched, nested calls included
 ==============  =======  ===================================================================
 
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
@@ -338,7 +341,8 @@ def summed_work(parts: list[dict]) -> Table:
     op's source is its first part's that knows its work, else its first part's."""
     if len(parts) == 1:
         return typed_table(parts[0], WORK_DTYPES)
-    names, types, op, sums = _summed_partials(parts, ["calls", "known_calls", "flops", "bytes", "host_us", "device_us"])
+    numbers = [column for column in WORK_COLUMNS if WORK_DTYPES[column] != "object"]
+    names, types, op, sums = _summed_partials(parts, numbers)
     sources = np.concatenate([np.asarray(part["source"], dtype=object) for part in parts])
     known = np.concatenate([np.asarray(part["known_calls"]) for part in parts]) > 0
     source = np.empty(len(names), dtype=object)
@@ -348,7 +352,8 @@ def summed_work(parts: list[dict]) -> Table:
     for column in ("flops", "bytes", "host_us"):
         sums[column] = np.where(unknown, np.nan, sums[column])
     if all(np.isnan(np.asarray(part["device_us"], dtype=float)).all() for part in parts):
-        sums["device_us"] = np.full(len(names), np.nan)  # no worker ran a device
+        for column in ("device_flops", "device_bytes", "device_us"):
+            sums[column] = np.full(len(names), np.nan)  # no worker ran a device
     return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
 
 

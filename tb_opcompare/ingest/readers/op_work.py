@@ -72,11 +72,8 @@ def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.nda
         return np.bincount(ops[where], weights=values[where], minlength=count)
 
     known_calls = np.bincount(ops[known], minlength=count)
-    device_us = np.full(count, np.nan)
     unknown = known_calls == 0
-    if kernels is not None:
-        device_us = np.where(unknown, np.nan, _launched_time(tree, positions[known], ops[known], count, kernels))
-    return {
+    rows = {
         "op_name": [tree.keys[code][0] for code in codes.tolist()],
         "op_type": [tree.keys[code][1] for code in codes.tolist()],
         "calls": np.bincount(ops, minlength=count),
@@ -85,23 +82,33 @@ def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.nda
         "bytes": np.where(unknown, np.nan, summed(calls.bytes[counted], known)),
         "source": _sources(ops, known, calls.from_profile[counted], [calls.why_unknown[i] for i in kept], count),
         "host_us": np.where(unknown, np.nan, summed(tree.durations[positions], known)),
-        "device_us": device_us,
     }
+    # On a device, only the calls that launched kernels: a call that launched none ran on
+    # the host (a DataLoader's normalisation, a CPU tensor's op on a GPU run).
+    launched = np.zeros(len(positions))
+    if kernels is not None:
+        launched[known] = _launched_time(tree, positions[known], kernels)
+    on_device = known & (launched > 0)
+    device_calls = np.bincount(ops[on_device], minlength=count)
+    none = np.nan if kernels is None else 0.0
+    rows["device_calls"] = device_calls
+    for column, values in (("device_flops", calls.flops), ("device_bytes", calls.bytes)):
+        rows[column] = np.where(device_calls > 0, summed(values[counted], on_device), none)
+    rows["device_us"] = np.where(device_calls > 0, summed(launched, on_device), none)
+    return rows
 
 
-def _launched_time(
-    tree: HostTree, positions: np.ndarray, ops: np.ndarray, count: int, kernels: tuple[np.ndarray, np.ndarray]
-) -> np.ndarray:
-    """Each op's kernel time: the kernels launched inside its counted, known calls."""
+def _launched_time(tree: HostTree, positions: np.ndarray, kernels: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Each call's kernel time: the kernels launched inside it, nested calls included."""
     launchers, durations = kernels
     marked = np.zeros(len(tree.codes), dtype=bool)
     marked[positions] = True
     linked = np.flatnonzero(launchers >= 0)
     owner = outermost(tree, marked, launchers[linked])
-    op_of = np.full(len(tree.codes), -1, dtype=np.int64)
-    op_of[positions] = ops
+    call_of = np.full(len(tree.codes), -1, dtype=np.int64)
+    call_of[positions] = np.arange(len(positions))
     owned = owner >= 0
-    return np.bincount(op_of[owner[owned]], weights=durations[linked][owned], minlength=count)
+    return np.bincount(call_of[owner[owned]], weights=durations[linked][owned], minlength=len(positions))
 
 
 def _sources(ops: np.ndarray, known: np.ndarray, from_profile: np.ndarray, why: list[str], count: int) -> list[str]:

@@ -96,6 +96,7 @@ class _InputArgs(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+    strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Strides")
     flops: float | None = None  # ``with_flops=True``, where the trace keeps it (key_averages() always does)
 
 
@@ -530,7 +531,7 @@ def _op_work(rows: _HostRows, probes: np.ndarray, decoded: dict[int, _WithInputs
         dims = _raw_list(args.input_dims) if args is not None else None
         found = None
         if dims is not None:
-            call = Call(dims, _raw_list(args.input_type) or [], _raw_list(args.concrete) or [])
+            call = Call(dims, *(_raw_list(raw) or [] for raw in (args.input_type, args.concrete, args.strides)))
             found = work_from_shapes(rows.keys[rows.codes[position]][0], call)
         if args is not None and args.flops is not None:
             flops[index], profiled[index] = args.flops, True
