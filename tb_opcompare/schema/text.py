@@ -67,11 +67,13 @@ _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
 def format_rate(value: float | None, unit: str) -> str:
-    """A rate or size with an SI prefix, three significant digits: ``3.91 TFLOP/s``."""
+    """A rate or size with an SI prefix, three significant digits: ``3.91 TFLOP/s``; mirrored
+    by frontend/format.js ``formatRate``."""
     if value is None:
         return MISSING
-    scale, prefix = next(((scale, prefix) for scale, prefix in _SI if abs(value) >= scale), (1.0, ""))
-    return f"{value / scale:.3g} {prefix}{unit}"
+    rounded = float(f"{value:.3g}")  # first, so 999,999 reads 1 M, not 1000 k
+    scale, prefix = next(((scale, prefix) for scale, prefix in _SI if abs(rounded) >= scale), (1.0, ""))
+    return f"{rounded / scale:.3g} {prefix}{unit}"
 
 
 def format_percent(fraction: float) -> str:
