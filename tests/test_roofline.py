@@ -191,3 +191,14 @@ def test_route_cli_and_csv_agree(client):
     assert math.isclose(float(lines[0]["speedup"]), served["rows"][0]["speedup"])
     text = run_cli("roofline", str(H100_DEMO), "--baseline", baseline, "--target", target, "--no-cache").stdout
     assert "NVIDIA H100 SXM" in text and "aten::conv2d" in text
+
+
+def test_a_format_without_flops_or_shapes_says_so():
+    # Keras's xplane: TF host ops carry neither FLOPs nor input shapes this version reads
+    logdir = FIXTURES / "logdir" / "tf_keras"
+    document = roofline_document(Catalog(str(logdir)), "cnn_cpu_bs2/train", "cnn_cpu_bs8/train")
+    assert document.rows == []
+    assert document.notes == [
+        f"{run}: no op's work is known: its format (xplane) carries neither FLOPs nor input shapes this version reads."
+        for run in ("cnn_cpu_bs2/train", "cnn_cpu_bs8/train")
+    ]
