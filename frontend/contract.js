@@ -621,6 +621,7 @@
  * @property {number|null} target_headroom_us - time_us - time_at_roof_us: what the roof leaves to gain
  * @property {string|null} target_suspect - why an achieved rate above a peak cannot be (the op is then not placed on the roof)
  * @property {number|null} speedup - the baseline's time per known call / the target's
+ * @property {number|null} work_ratio - the target's FLOPs per known call / the baseline's: 1 where both calls did the same work; else the speedup compares different work (another batch size, or a compiler that took some of the op's calls into its own kernels)
  * @property {string|null} change - what the change did: `moved along the roof` (about the same fraction of its roof on both sides, within 1.25x), `closed the gap` (nearer its roof) or `widened the gap`
  */
 

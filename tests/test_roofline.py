@@ -156,7 +156,7 @@ def test_a_rate_past_the_roof_is_named_not_plotted():
 def test_what_the_change_did():
     def side(fraction: float) -> pd.DataFrame:
         return pd.DataFrame(
-            {"time_us": [10.0], "known_calls": [1], "share": [1.0], "fraction_of_roof": [fraction]},
+            {"time_us": [10.0], "known_calls": [1], "flops": [1e6], "share": [1.0], "fraction_of_roof": [fraction]},
             index=pd.Index(["op"], name="op_name"),
         )
 
@@ -185,6 +185,7 @@ def test_route_cli_and_csv_agree(client):
     assert json.loads(cli.stdout) == served
     conv = next(row for row in served["rows"] if row["op_name"] == "aten::conv2d")
     assert conv["target_timed_on"] == "device" and conv["speedup"] > 10
+    assert conv["work_ratio"] == pytest.approx(1.0)  # one model, one batch size: the same work a call
     csv_text = client.get(f"{PREFIX}/roofline.csv", query_string={"baseline": baseline, "target": target}).get_data()
     lines = list(csv.DictReader(io.StringIO(csv_text.decode())))
     assert [line["op_name"] for line in lines] == [row["op_name"] for row in served["rows"]]

@@ -73,7 +73,7 @@ def test_the_roofline_page_puts_each_op_of_both_runs_under_its_roof(page, roofli
     conv = next(row for row in document["rows"] if row["op_name"] == "aten::conv2d")
     cells = frame.locator(f"{ROWS}[data-key='aten::conv2d'] td").all_inner_texts()
     assert cells[1:3] == [format_rate(conv[f"{side}_flops_per_s"], "FLOP/s") for side in ("baseline", "target")]
-    assert cells[7] == format_speedup(conv["speedup"])
+    assert cells[7:9] == [format_speedup(conv["speedup"]), format_speedup(conv["work_ratio"])]
     href = frame.locator("#oc-roofline-export").get_attribute("href")
     assert urllib.parse.urlsplit(href).path == "roofline.csv"
     page.screenshot(path="/tmp/roofline-page.png", full_page=True)

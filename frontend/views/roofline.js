@@ -37,6 +37,8 @@ export const ROOFLINE_TABLE = [
   ['baseline_fraction_of_roof', 'Baseline % roof', 'achieved / the roof at its intensity, baseline (its bound)'],
   ['target_fraction_of_roof', 'Target % roof', 'achieved / the roof at its intensity, target (its bound)'],
   ['speedup', 'Speedup', 'baseline time per call / target time per call'],
+  ['work_ratio', 'Work ×', 'target FLOPs per call / baseline FLOPs per call: other than 1×, the speedup compares ' +
+   'different work (another batch size, or a compiler that took some calls into its own kernels)'],
   ['change', 'Change', 'moved along the roof (same fraction of the roof), closed or widened the gap under it'],
 ];
 
@@ -266,7 +268,7 @@ export class RooflineView {
       cell('baseline_flops_per_s', formatRate(row.baseline_flops_per_s, 'FLOP/s')),
       cell('target_flops_per_s', formatRate(row.target_flops_per_s, 'FLOP/s')),
       intensity('baseline'), intensity('target'), fraction('baseline'), fraction('target'),
-      cell('speedup', formatSpeedup(row.speedup)),
+      cell('speedup', formatSpeedup(row.speedup)), cell('work_ratio', formatSpeedup(row.work_ratio)),
       h('td', {'data-roofline-column': 'change'}, row.change || '–'));
   }
 }

@@ -151,13 +151,22 @@ def _above(value: float, limit: float) -> bool:
 def roofline_rows(baseline: pd.DataFrame, target: pd.DataFrame) -> pd.DataFrame:
     """One row per op of either run's ``side_rows``: ``op_name``, ``baseline_*`` and
     ``target_*`` (``SIDE_COLUMNS``), ``speedup`` (the baseline's time per known call over
-    the target's) and ``change``; the ops with the most time (either side's share) first."""
+    the target's), ``work_ratio`` (the target's FLOPs per call over the baseline's) and
+    ``change``; the ops with the most time (either side's share) first."""
     joined = baseline.add_prefix("baseline_").join(target.add_prefix("target_"), how="outer")
     per_call = {
         side: joined[f"{side}_time_us"] / joined[f"{side}_known_calls"].where(joined[f"{side}_known_calls"] > 0)
         for side in ("baseline", "target")
     }
     joined["speedup"] = per_call["baseline"] / per_call["target"]
+    # the work of a call on each side: a batch size changed, or a compiler left only some of
+    # an op's calls to it (torch.compile's GPU graph keeps the small addmm, runs the large in
+    # its own kernels), and a per-call speedup compares different work
+    work = {
+        side: joined[f"{side}_flops"] / joined[f"{side}_known_calls"].where(joined[f"{side}_known_calls"] > 0)
+        for side in ("baseline", "target")
+    }
+    joined["work_ratio"] = work["target"] / work["baseline"].where(work["baseline"] > 0)
     joined["change"] = [
         _change(b, t) for b, t in zip(joined["baseline_fraction_of_roof"], joined["target_fraction_of_roof"])
     ]

@@ -1108,29 +1108,37 @@ def _roofline(args) -> int:
 def _print_roofline(document, top: int) -> None:
     for side in ("baseline", "target"):
         run = getattr(document, side)
-        roofs = "; ".join(
-            f"{limits.processor} {limits.device or 'unknown'}: {format_rate(limits.peak_flops, 'FLOP/s')} "
-            f"{limits.precision or ''}, {format_rate(limits.memory_bandwidth, 'B/s')}"
-            for limits in run.limits
-        )
+        roofs = "; ".join(_limits_text(limits) for limits in run.limits)
         achieved = f"{format_rate(run.flops_per_s, 'FLOP/s')} on the ops of known work"
         print(escape_controls(f"{side + ':':<9} {run.run}: {achieved}; roofs: {roofs}"))
     if document.rows:
         shown = min(top, len(document.rows))
-        print(f"\nops by time (either run), {shown} of {len(document.rows)}; % of roof, bound; speedup per call")
         print(
-            f"{'base rate':>14}  {'target rate':>14}  {'base roof':>16}  {'target roof':>16}  {'speedup':>7}  op: change"
+            f"\nops by time (either run), {shown} of {len(document.rows)}; % of roof, bound; speedup per call "
+            "(work: the target's FLOPs per call / the baseline's)"
+        )
+        print(
+            f"{'base rate':>14}  {'target rate':>14}  {'base roof':>16}  {'target roof':>16}  {'speedup':>7}  "
+            f"{'work':>7}  op: change"
         )
         for row in document.rows[:top]:
             print(
                 f"{format_rate(row['baseline_flops_per_s'], 'FLOP/s'):>14}  "
                 f"{format_rate(row['target_flops_per_s'], 'FLOP/s'):>14}  "
                 f"{_roof_text(row, 'baseline'):>16}  {_roof_text(row, 'target'):>16}  "
-                f"{format_speedup(row['speedup']):>7}  {escape_controls(row['op_name'])}"
-                + (f": {row['change']}" if row["change"] else "")
+                f"{format_speedup(row['speedup']):>7}  {format_speedup(row['work_ratio']):>7}  "
+                f"{escape_controls(row['op_name'])}" + (f": {row['change']}" if row["change"] else "")
             )
     for note in document.notes:
         print(f"note: {escape_controls(note)}")
+
+
+def _limits_text(limits) -> str:
+    """``device NVIDIA H100 SXM: 67 TFLOP/s fp32, 3.35 TB/s``, or ``host unknown``."""
+    if limits.peak_flops is None and limits.memory_bandwidth is None:
+        return f"{limits.processor} unknown"
+    peak = f"{format_rate(limits.peak_flops, 'FLOP/s')} {limits.precision or ''}".strip()
+    return f"{limits.processor} {limits.device}: {peak}, {format_rate(limits.memory_bandwidth, 'B/s')}"
 
 
 def _roof_text(row: dict, side: str) -> str:

@@ -991,6 +991,15 @@ RooflineRow = msgspec.defstruct(
         ],
         ("speedup", _d(float | None, "the baseline's time per known call / the target's")),
         (
+            "work_ratio",
+            _d(
+                float | None,
+                "the target's FLOPs per known call / the baseline's: 1 where both calls did the same work; "
+                "else the speedup compares different work (another batch size, or a compiler that took some "
+                "of the op's calls into its own kernels)",
+            ),
+        ),
+        (
             "change",
             _d(
                 str | None,
