@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from tb_opcompare.analysis.step_time import step_latency
-from tb_opcompare.analysis.work import Call, has_formula, work_from_shapes
+from tb_opcompare.analysis.work import Call, Work, has_formula, work_from_shapes
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
@@ -523,26 +523,42 @@ def _work_probes(rows: _HostRows) -> np.ndarray:
 def _op_work(rows: _HostRows, probes: np.ndarray, decoded: dict[int, _WithInputs], kernels: tuple | None) -> dict:
     """``WORK_COLUMNS`` of the ops of ``probes`` (``op_work.work_rows``): each call's work,
     the profiler's figure first (``with_flops``, where the trace keeps it), else the
-    formula's on its recorded inputs."""
+    formula's on its recorded inputs. A model calls each op with the same inputs step after
+    step, so each distinct (op, inputs) is decoded and computed once: 9,294 calls of
+    kineto's ResNet-50 are 283 distinct ones."""
     flops, sizes = np.full(len(probes), np.nan), np.full(len(probes), np.nan)
     profiled, why = np.zeros(len(probes), dtype=bool), [""] * len(probes)
+    known: dict[tuple, tuple[Work | None, str]] = {}
     for index, position in enumerate(probes.tolist()):
         args = decoded[position].args
-        dims = _raw_list(args.input_dims) if args is not None else None
-        found = None
-        if dims is not None:
-            call = Call(dims, *(_raw_list(raw) or [] for raw in (args.input_type, args.concrete, args.strides)))
-            found = work_from_shapes(rows.keys[rows.codes[position]][0], call)
-        if args is not None and args.flops is not None:
+        if args is None:
+            why[index] = _NO_SHAPES
+            continue
+        key = (int(rows.codes[position]), *(bytes(raw) for raw in (args.input_dims, args.input_type, args.concrete)))
+        key += (bytes(args.strides),)
+        if key not in known:
+            known[key] = _call_work(rows.keys[rows.codes[position]][0], args)
+        found, reason = known[key]
+        if args.flops is not None:
             flops[index], profiled[index] = args.flops, True
         elif found is not None:
             flops[index] = found.flops
         else:
-            why[index] = _NO_SHAPES if dims is None else _NOT_ENOUGH
+            why[index] = reason
         sizes[index] = found.bytes if found is not None else np.nan
     tree = HostTree(rows.keys, rows.codes, rows.parents, rows.durations)
     launched = None if kernels is None else (kernels[3], kernels[2])
     return work_rows(tree, CallWork(probes, flops, sizes, profiled, why), launched)
+
+
+def _call_work(name: str, args: _InputArgs) -> tuple[Work | None, str]:
+    """One call's work by the formulas, or None and why not."""
+    dims = _raw_list(args.input_dims)
+    if dims is None:
+        return None, _NO_SHAPES
+    call = Call(dims, *(_raw_list(raw) or [] for raw in (args.input_type, args.concrete, args.strides)))
+    found = work_from_shapes(name, call)
+    return found, "" if found is not None else _NOT_ENOUGH
 
 
 _NO_SHAPES = "the trace records no input shapes (torch.profiler's record_shapes=True records them)"
