@@ -54,8 +54,16 @@ def matrix_flops(name: str, dims: list) -> float:
     return 2 * math.prod(first[:-2]) * first[-2] * first[-1] * second[-1]
 
 
+def attention_flops(dims: list) -> float:
+    """PyTorch's own count (torch.utils.flop_counter), on the call's query, key and value."""
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(*dims[:3])
+
+
 FORMULAS = {
     "aten::conv2d": lambda args: conv2d_flops(args),
+    "aten::scaled_dot_product_attention": lambda args: attention_flops(args["Input Dims"]),
     **{
         name: (lambda args, name=name: matrix_flops(name, args["Input Dims"]))
         for name in ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear")
@@ -131,11 +139,13 @@ def test_gpu_ops_are_timed_by_the_kernels_their_calls_launched():
     assert work.loc["aten::conv2d", "device_us"] == pytest.approx(nested, rel=1e-9)
 
 
-def test_realtraces_matrix_products_match_the_formula():
-    trace = REALTRACES / "torch_bert_small_h100_vs_mi300" / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+@pytest.mark.parametrize("device", ["h100", "mi300"])
+def test_realtraces_matrix_products_and_attention_match_the_formula(device):
+    pytest.importorskip("torch")
+    trace = REALTRACES / "torch_bert_small_h100_vs_mi300" / device / "gaunernst_bert-small-uncased__1016001.json.gz"
     expected = expected_flops(trace)
     work = read(trace).op_work.set_index("op_name")
-    assert expected
+    assert {"aten::linear", "aten::scaled_dot_product_attention"} <= set(expected)
     for name, flops in expected.items():
         assert work.loc[name, "flops"] == pytest.approx(flops, rel=0.01), name
 

@@ -14,6 +14,9 @@ Formulas (a multiply-add is 2 operations, as PyTorch's ``with_flops`` and xprof 
   (its ``output_mask``), the output's spatial size read from ``grad_output``.
 - ``mm`` ``[M, K] x [K, N]``, ``addmm``, ``bmm`` ``[B, M, K] x [B, K, N]``, ``baddbmm``,
   ``linear`` (``x[..., K]``, ``W[N, K]``), ``matmul`` (broadcast batch): ``2 * batch * M * K * N``.
+- scaled dot-product attention (``scaled_dot_product_attention`` and its flash, efficient
+  and cuDNN kernels' ops): ``2 * batch * L * S * (E + Ev)`` for query ``[..., L, E]``, key
+  ``[..., S, E]``, value ``[..., S, Ev]``.
 - elementwise ops: one operation per output element (``copy_``, ``fill_``, ``zero_``: none);
   the output is the inputs' broadcast shape.
 
@@ -247,6 +250,30 @@ def _matrix_product(name: str, call: Call) -> Work | None:
     return Work(flops, _bytes([*tensors, _output(output, size)]))
 
 
+# Attention ops whose query, key and value are their first three inputs.
+_ATTENTION = frozenset(
+    {
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+    }
+)
+
+
+def _attention(call: Call) -> Work | None:
+    """Query ``[..., L, E]``, key ``[..., S, E]``, value ``[..., S, Ev]``: the two products
+    ``Q K^T`` and ``P V``, ``2 * batch * L * S * (E + Ev)``, as PyTorch's ``FlopCounterMode``
+    counts them (a causal mask's skipped half included, the softmax left out)."""
+    tensors = _tensors(call)
+    if len(tensors) < 3 or min(len(tensor.shape) for tensor in tensors[:3]) < 2:
+        return None
+    query, key, value = (tensor.shape for tensor in tensors[:3])
+    batch, length, width = _numel(query[:-2]), query[-2], query[-1]
+    flops = 2.0 * batch * length * key[-2] * (width + value[-1])
+    return Work(flops, _bytes([*tensors[:3], _output([*query[:-1], value[-1]], tensors[0].size)]))
+
+
 # Elementwise ops (and their in-place forms, ``add_``): one operation per output element.
 _ELEMENTWISE = frozenset(
     "abs add sub rsub mul div neg exp log sqrt rsqrt pow reciprocal sigmoid tanh relu gelu silu "
@@ -282,7 +309,9 @@ def _base_name(name: str) -> str:
 
 def has_formula(name: str) -> bool:
     """Whether ``work_from_shapes`` knows the op ``name`` (a PyTorch op name, ``aten::mm``)."""
-    if name in _CONV_ARGUMENTS or name in _MATRIX_OPERANDS or name in ("aten::linear", "aten::convolution_backward"):
+    if name in _CONV_ARGUMENTS or name in _MATRIX_OPERANDS or name in _ATTENTION:
+        return True
+    if name in ("aten::linear", "aten::convolution_backward"):
         return True
     base = _base_name(name)
     return name.startswith("aten::") and (base in _ELEMENTWISE or base in _COPIES)
@@ -298,6 +327,8 @@ def work_from_shapes(name: str, call: Call) -> Work | None:
             return _convolution_backward(call)
         if name in _MATRIX_OPERANDS or name == "aten::linear":
             return _matrix_product(name, call)
+        if name in _ATTENTION:
+            return _attention(call)
         if has_formula(name):
             return _elementwise(_base_name(name), call)
     except (TypeError, ValueError, IndexError):
