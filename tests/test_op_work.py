@@ -172,3 +172,24 @@ def test_formulas_on_written_calls():
     add = work_from_shapes("aten::add", Call([[8, 1], [1, 5], []], ["float", "float", "Scalar"], []))
     assert (add.flops, add.bytes) == (40, 4 * (8 + 5 + 40))
     assert work_from_shapes("aten::fill_", Call([[10], []], ["float", "Scalar"], [])).bytes == 40
+
+
+@pytest.mark.parametrize(
+    "name, call",
+    [
+        (
+            "aten::conv2d",
+            Call([[1, 1, 8, 8], [1, 1, 3, 3]], ["float", "float"], ["", "", "", "[0, 0]", "[0, 0]", "[1, 1]"]),
+        ),
+        ("aten::mm", Call([[10**200, 10**200], [10**200, 10**200]], ["float", "float"], [])),
+        ("aten::mm", Call([["a", 2], [2, 3]], ["float", "float"], [])),
+        ("aten::add", Call([[2, 3], [4, 5]], ["float", "float"], [])),
+        (
+            "aten::conv2d",
+            Call([[1, 1, 8, 8], [1, 1, 3, 3]], ["float", "float"], ["", "", "", "[" * 5000, "[0]", "[1]"]),
+        ),
+    ],
+    ids=["stride 0", "sizes past a float", "a dim that is text", "shapes that do not broadcast", "nested text"],
+)
+def test_a_hostile_call_has_no_work_and_raises_nothing(name, call):
+    assert work_from_shapes(name, call) is None

@@ -118,13 +118,16 @@ def _bytes(tensors: list[Tensor]) -> float:
     return float(sum(tensor.stored * tensor.size for tensor in tensors))
 
 
+_MAX_CONCRETE = 200  # a stride or padding list is a few characters; longer text is no argument we read
+
+
 def _ints(text) -> list[int] | None:
     """``'[1, 1]'`` or ``'(1,1)'`` or ``'1'`` (a Concrete Input) as a list of ints."""
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text or len(text) > _MAX_CONCRETE:
         return None
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     value = list(value) if isinstance(value, (list, tuple)) else [value]
     return [int(v) for v in value] if all(isinstance(v, (int, bool)) for v in value) else None
@@ -331,6 +334,6 @@ def work_from_shapes(name: str, call: Call) -> Work | None:
             return _attention(call)
         if has_formula(name):
             return _elementwise(_base_name(name), call)
-    except (TypeError, ValueError, IndexError):
-        return None  # dims that are not lists of ints: a trace this version cannot read
+    except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
+        return None  # dims that are not lists of ints, a stride of 0, sizes past a float: no work told
     return None
