@@ -203,3 +203,28 @@ def test_a_format_without_flops_or_shapes_says_so():
         f"{run}: no op's work is known: its format (xplane) carries neither FLOPs nor input shapes this version reads."
         for run in ("cnn_cpu_bs2/train", "cnn_cpu_bs8/train")
     ]
+
+
+GPU_LOGDIRS = [
+    FIXTURES / "gpu_h100" / "zoo",
+    FIXTURES / "gpu_h100" / "resnet18",
+    FIXTURES / "versions" / "torch2.11_h100",
+    FIXTURES / "gpu_h200",
+    FIXTURES / "user_logdirs" / "torch_h200",
+]
+
+
+@pytest.mark.parametrize("logdir", GPU_LOGDIRS, ids=lambda path: "/".join(path.parts[-2:]))
+def test_no_op_of_any_gpu_recording_at_hand_passes_its_devices_peak(logdir):
+    catalog = Catalog(str(logdir))
+    placed = 0
+    for source in catalog.sources():
+        document = roofline_document(catalog, source.run, source.run)
+        device = next((limits for limits in document.baseline.limits if limits.processor == "device"), None)
+        for row in document.rows:
+            if row["baseline_timed_on"] == "device":
+                assert row["baseline_suspect"] is None, (source.run, row["op_name"], row["baseline_suspect"])
+                assert row["baseline_flops_per_s"] <= device.peak_flops
+                assert row["baseline_bytes_per_s"] <= device.memory_bandwidth
+                placed += 1
+    assert placed >= 10
