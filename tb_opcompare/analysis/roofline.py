@@ -32,6 +32,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from tb_opcompare.analysis.numerics import above, below
+
 SAME_FRACTION = 1.25  # fractions of the roof within this factor of each other are "about the same"
 MOVED, CLOSED, WIDENED = "moved along the roof", "closed the gap", "widened the gap"
 
@@ -95,7 +97,7 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
         at_roof_s = np.where(flops > 0, np.maximum(flops / peak, size / bandwidth), size / bandwidth)
         roof = np.where(flops > 0, flops / at_roof_s, np.nan)
         fraction = np.where(flops > 0, flops_per_s / roof, bytes_per_s / bandwidth)
-        bound = np.where(intensity * bandwidth >= peak, "compute", "memory")
+        bound = np.where(below(intensity, peak / bandwidth), "memory", "compute")  # below the ridge: memory-bound
     bound = np.where(np.isnan(at_roof_s) | np.isnan(time_us), None, bound)
     suspect = [_suspect(*values) for values in zip(flops_per_s, peak, bytes_per_s, bandwidth)]
     total = np.nansum(time_us)
@@ -129,8 +131,9 @@ def _or_nan(value: float | None) -> float:
 
 
 def _suspect(flops_per_s: float, peak: float, bytes_per_s: float, bandwidth: float) -> str | None:
-    """Why an achieved rate above a peak cannot be, or None where none is (rounded to 9
-    significant digits first, so a rate a few ulps off its peak is not one)."""
+    """Why an achieved rate above a peak cannot be, or None where none is (decided on the
+    settled rate, ``analysis.numerics``: a rate a few ulps off its peak reads the same on
+    every machine)."""
     if _above(flops_per_s, peak):
         return (
             f"{flops_per_s / peak:.2f}x the peak FLOP/s: a FLOP count too high, kernels timed short, or "
@@ -145,7 +148,7 @@ def _suspect(flops_per_s: float, peak: float, bytes_per_s: float, bandwidth: flo
 
 
 def _above(value: float, limit: float) -> bool:
-    return bool(np.isfinite(value) and np.isfinite(limit) and float(f"{value:.9g}") > float(f"{limit:.9g}"))
+    return bool(np.isfinite(value) and np.isfinite(limit) and above(value, limit))
 
 
 def roofline_rows(baseline: pd.DataFrame, target: pd.DataFrame) -> pd.DataFrame:
@@ -179,10 +182,10 @@ def roofline_rows(baseline: pd.DataFrame, target: pd.DataFrame) -> pd.DataFrame:
 def _change(baseline: float, target: float) -> str | None:
     if not (np.isfinite(baseline) and np.isfinite(target)) or baseline <= 0 or target <= 0:
         return None
-    ratio = float(f"{target / baseline:.9g}")
-    if ratio > SAME_FRACTION:
+    ratio = target / baseline
+    if above(ratio, SAME_FRACTION):
         return CLOSED
-    if ratio < 1 / SAME_FRACTION:
+    if below(ratio, 1 / SAME_FRACTION):
         return WIDENED
     return MOVED
 
