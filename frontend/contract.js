@@ -144,6 +144,7 @@
  * @property {number} baseline_steps - steady steps the baseline's median is of
  * @property {number} target_steps - as baseline_steps, for the target
  * @property {Array<BreakdownPart>} parts
+ * @property {Array<RunBreakdown>} runs - where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; empty where each side is one run
  */
 
 /**
@@ -155,6 +156,16 @@
  * @property {number} baseline_us - its time in the baseline's median steady step, µs (0: none)
  * @property {number} target_us - as baseline_us, for the target
  * @property {number} change_us - target_us - baseline_us: the bar of the waterfall (negative: time saved)
+ */
+
+/**
+ * One run of a side that pools runs (repeats): its own median steady step, split.
+ * @typedef {Object} RunBreakdown
+ * @property {'baseline'|'target'} side - the side it is pooled into
+ * @property {string} run - the run
+ * @property {number} wall_us - its median steady step wall time, µs
+ * @property {number} steps - its steady steps
+ * @property {Object<string, number>} host - its host parts, µs by category (adding up to wall_us), in the vocabulary's order
  */
 
 /**
@@ -312,6 +323,8 @@
  * @property {string|null} detectable_key - the op whose noise sets `detectable_change`
  * @property {Array<string>} outlier_runs - runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out of the whole step's test; their ops stay in, each on its typical time
  * @property {Array<CheckRow>} rows - the ops, slower first, then faster, then the rest, each by share of time
+ * @property {Array<CheckStepPart>} step_parts - the step split by what it was spent on, each part's change (empty where a side's runs split no step)
+ * @property {string|null} grew_most - the category of the host part whose time grew most: where a slower step's time went (its `grew` says whether beyond noise); the headline names it, with its interval, when the whole step is slower
  * @property {Array<string>} warnings - what may make the verdicts less reliable
  * @property {number} resamples - bootstrap replicates
  */
@@ -334,6 +347,20 @@
  * @property {number} target_share - share of the target's op time
  * @property {boolean} gated - whether a `slower` verdict here fails the check (within --ops and --min-share; the whole step always)
  * @property {boolean} significant - a gated row whose verdict is a change (slower, faster, only in one side): what the tab's "significant changes only" and `significant=1` on the compare routes keep
+ */
+
+/**
+ * One part of the step in a check (issue 53): how its time changed between the sides.
+ * @typedef {Object} CheckStepPart
+ * @property {'device'|'host'} side - as in Compare's breakdown: `host` parts add up to the step wall time
+ * @property {string} category - a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)
+ * @property {string} label - the category in words, as shown
+ * @property {number} baseline_us - mean over the baseline runs of the part's time in each run's median steady step, µs
+ * @property {number} target_us - as baseline_us, for the target
+ * @property {number} change_us - target_us - baseline_us (negative: time saved)
+ * @property {number|null} low_us - lower end of the change's 95% interval (Welch's, over runs; outlier runs left out), µs; null without two runs a side
+ * @property {number|null} high_us - upper end of that interval, µs
+ * @property {boolean} grew - the part took longer: the interval lies wholly above 0, or with one run a side the change is
  */
 
 /**
@@ -372,6 +399,7 @@
  * @typedef {Object} MatrixDocument
  * @property {string|null} reference - the reference column's key (default: CPU where present, else the first column)
  * @property {number|null} warmup - leading steps dropped from every run as asked; null: detected per run (steps slower than 1.5x the median of the steps after them)
+ * @property {string|null} part - the part of the step each cell shows beside its step (`input`, `device_idle`, ...), as asked
  * @property {Array<MatrixColumn>} columns - CPU first, then the accelerators by name
  * @property {Array<MatrixRow>} rows - by model, then fp32 and eager first, then batch size
  * @property {Array<MatrixCell>} cells - the filled cells, row by row
@@ -412,6 +440,8 @@
  * @property {number|null} throughput_per_s - samples per second: batch size x 10^6 / latency_us
  * @property {number|null} speedup - the reference cell's latency / this cell's, in the same row; null without both
  * @property {boolean} reference - whether this is the reference cell of its row: the one in the reference column
+ * @property {number|null} part_us - with `part`: that part's time in the cell's median steady step (Compare's breakdown), µs; 0 where the step has none of it; null where its runs split no step (or, for a device part, have no device)
+ * @property {number|null} part_speedup - the reference cell's part_us / this cell's; null without both
  */
 
 /**
@@ -647,3 +677,4 @@ export const LAYERS = Object.freeze(["application", "framework", "runtime", "dev
 export const ROW_LAYERS = Object.freeze(["application", "runtime"]);
 export const TREND_ORDERS = Object.freeze(["recorded", "label", "run", "repeat", "device", "batch_size", "precision", "compiler"]);
 export const SERIES_DIMENSIONS = Object.freeze(["device", "precision", "compiler"]);
+export const STEP_PARTS = Object.freeze({"input": "waiting for input", "forward": "host compute: forward and other", "backward": "host compute: backward", "optimizer": "host compute: optimizer", "copy": "copies between host and device", "device_wait": "waiting on the device", "launch": "kernel launches and other runtime calls", "communication": "communication", "untracked": "untracked: Python, gaps between events", "device_compute": "device busy: compute", "device_copy": "device busy: copies and memsets", "device_communication": "device busy: communication", "device_idle": "device idle"});

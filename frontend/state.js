@@ -62,6 +62,7 @@ import {STATUSES} from './view.js';
  * @property {string|null} reference the reference column's key; null: the route's default
  *   (the CPU where present)
  * @property {number|null} warmup leading steps dropped from every run; null: detected per run
+ * @property {string|null} part a part of the step (a key of STEP_PARTS) each cell shows too; null: none
  */
 
 /**
@@ -289,6 +290,7 @@ export function matrixParams(matrix) {
   const params = {};
   if (matrix.reference) params.reference = matrix.reference;
   if (matrix.warmup !== null) params.warmup = String(matrix.warmup);
+  if (matrix.part) params.part = matrix.part;
   return params;
 }
 
@@ -327,7 +329,8 @@ export function stateFromParams(params) {
             device: (params.sweep_device || '').trim() || null},
     trend: {runs: (params.trend_runs || '').trim() || null, order_by: trendOrder(params.trend_order),
             top: sweepTop(params.trend_top) || DEFAULT_TREND_TOP, group_by: groupBy(params.trend_group_by)},
-    matrix: {reference: (params.matrix_reference || '').trim() || null, warmup: warmupSteps(params.matrix_warmup)},
+    matrix: {reference: (params.matrix_reference || '').trim() || null, warmup: warmupSteps(params.matrix_warmup),
+             part: (params.matrix_part || '').trim() || null},
     memory: {sort: (params.memory_sort || '').trim() || null, order: params.memory_order === 'asc' ? 'asc' : 'desc',
              q: params.memory_q || ''},
     layers: {sort: (params.layers_sort || '').trim() || null, order: params.layers_order === 'asc' ? 'asc' : 'desc',
@@ -358,6 +361,7 @@ export function stateParams(state) {
   if (state.trend.group_by !== 'name') params.trend_group_by = state.trend.group_by;
   if (state.matrix.reference) params.matrix_reference = state.matrix.reference;
   if (state.matrix.warmup !== null) params.matrix_warmup = String(state.matrix.warmup);
+  if (state.matrix.part) params.matrix_part = state.matrix.part;
   if (state.memory.sort) {
     params.memory_sort = state.memory.sort;
     params.memory_order = state.memory.order;

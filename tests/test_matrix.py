@@ -18,7 +18,9 @@ from in_process import PREFIX, plugin_client
 
 from tb_opcompare.analysis.matrix import Column, MatrixRun, build_matrix, parse_column
 from tb_opcompare.analysis.step_time import detect_warmup
+from tb_opcompare.errors import UsageError
 from tb_opcompare.schema.contract import MatrixDocument
+from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.store.catalog import Catalog
 
 MATRIX = FIXTURES / "gpu_h100" / "matrix"
@@ -300,8 +302,6 @@ def test_a_run_that_says_no_precision_sits_in_the_default_row_and_is_named(tmp_p
     for the public TF1 pair), apart from every run that says fp32 and eager."""
     from conftest import REALTRACES
 
-    from tb_opcompare.service.matrix import matrix_document
-
     for device in ("cpu", "gpu"):
         shutil.copytree(REALTRACES / "tf1_timeline_mlp_cpu_vs_gpu" / device, tmp_path / f"mlp_{device}")
     document = matrix_document(Catalog(str(tmp_path), cache_dir=None))
@@ -372,3 +372,35 @@ def test_one_model_on_two_accelerators_sits_side_by_side(tmp_path):
     # one accelerator model in a logdir keeps the plain device name
     only_h100 = matrix_document(Catalog(str(tmp_path / "gpu_h100"), cache_dir=None))
     assert [column.key for column in only_h100.columns] == ["GPU"]
+
+
+def test_a_cells_step_part_is_compares_breakdown_of_its_runs(tmp_path):
+    """``part``: each cell's time in one part of its median steady step is the figure
+    Compare's waterfall shows for the same run, and its speedup is the reference cell's
+    over its own; an unknown part is a usage error naming the parts."""
+    from tb_opcompare.service.compare import compare_document
+
+    for run in MATRIX.glob("mnist_cnn_torch_*_bs64_*"):  # one run a cell: Compare pairs two runs
+        if not run.name.endswith("_rep2"):
+            shutil.copytree(run, tmp_path / "matrix" / run.name)
+    catalog = Catalog(str(tmp_path / "matrix"), cache_dir=None)
+    document = matrix_document(catalog, part="launch")
+    assert document.part == "launch"
+    singles = [cell for cell in document.cells if cell.column == "GPU"]
+    assert len(singles) == 4 and all(len(cell.runs) == 1 for cell in document.cells)
+    for cell in singles:
+        reference = next(
+            other
+            for other in document.cells
+            if other.reference
+            and (other.model, other.precision, other.compiler, other.batch_size)
+            == (cell.model, cell.precision, cell.compiler, cell.batch_size)
+        )
+        breakdown = compare_document(catalog, reference.runs[0], cell.runs[0]).summary.breakdown
+        launch = next(part for part in breakdown.parts if part.category == "launch")
+        assert reference.part_us == pytest.approx(launch.baseline_us, rel=1e-9)
+        assert cell.part_us == pytest.approx(launch.target_us, rel=1e-9) and cell.part_us > 0
+        if reference.part_us:
+            assert cell.part_speedup == pytest.approx(reference.part_us / cell.part_us, rel=1e-9)
+    with pytest.raises(UsageError, match=r"part: expected a part of the step \(input, forward"):
+        matrix_document(catalog, part="nope")

@@ -364,3 +364,30 @@ def test_layer_scopes_join_only_one_models_two_devices_and_only_one_to_one():
 )
 def test_layer_scopes_are_the_models_layers_in_its_op_names(name, scope):
     assert layer_scopes(frozenset([name])) == (frozenset([scope]) if scope else frozenset())
+
+
+@pytest.mark.realtraces
+def test_a_pair_joined_by_its_layers_says_so_and_a_sidecar_parts_it(tmp_path):
+    """The TF1 MLP's CPU and GPU runs in folders named by time only: one model by their
+    layer scopes, which carry no widths, so Compare says how the runs were joined and how
+    to part them; a sidecar naming each run's model parts them, and the note goes."""
+    import json
+
+    from test_third_party_tier import assemble
+
+    from tb_opcompare.service.compare import compare_document
+
+    assemble("tf1_other_folders", tmp_path)
+    cpu, gpu = "log_prefetch/100_20210203-201149", "logs_load/download100-20210203-203216"
+    notes = compare_document(Catalog(str(tmp_path), cache_dir=None), cpu, gpu).summary.notes
+    assert any(
+        note.startswith(f"One model by its layers: {cpu} and {gpu} have the same layer scopes") for note in notes
+    )
+    assert not any(note.startswith("Different models") for note in notes)
+    for run, model in ((cpu, "mlp_small"), (gpu, "mlp_wide")):
+        (tmp_path / run / "opcompare.json").write_text(json.dumps({"model": model}))
+    catalog = Catalog(str(tmp_path), cache_dir=None)
+    models = {record.run: record.model for record in runs_document(catalog).runs}
+    assert models[cpu] != models[gpu]
+    notes = compare_document(catalog, cpu, gpu).summary.notes
+    assert not any(note.startswith("One model by its layers") for note in notes)

@@ -157,13 +157,41 @@ def test_the_demos_cpu_to_gpu_waterfall_adds_up_to_the_headline(tmp_path):
     assert launch.baseline_us == 0 and launch.target_us > 0
 
 
-def test_formats_that_do_not_split_their_steps_say_so():
+def test_formats_that_do_not_split_their_steps_say_so(tmp_path):
+    """The profiler wrapper's summary.json holds op totals only: no step to split."""
     from conftest import FIXTURES
 
-    catalog = Catalog(str(FIXTURES / "onnxruntime" / "logdir"), cache_dir=None)
-    summary = compare_document(catalog, "cnn_infer_cpu_bs64", "cnn_infer_cpu_bs64_ort").summary
+    shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", tmp_path / "a")
+    shutil.copytree(FIXTURES / "summary_json" / "mlp_cpu", tmp_path / "b")
+    summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "a", "b").summary
     assert summary.breakdown is None
-    assert summary.breakdown_note.startswith("No step breakdown: the target's profile does not split its steps")
+    assert summary.breakdown_note.startswith("No step breakdown: neither side's profile splits its steps")
+
+
+def test_an_onnxruntime_sessions_runs_are_split_by_what_its_nodes_ran(tmp_path):
+    """ONNX Runtime, the same CNN's inference on a CPU at batch 64: each InferenceSession.run
+    (``model_run``) is a step; the nodes any thread ran make its forward part, exactly the
+    raw node events' union in the step; the rest is the session's own work; the parts add
+    up to the step."""
+    from conftest import FIXTURES
+
+    shutil.copytree(FIXTURES / "onnxruntime" / "logdir" / "cnn_infer_cpu_bs64_ort", tmp_path / "ort")
+    profile = Catalog(str(tmp_path), cache_dir=None).load("ort").profile
+    (path,) = (tmp_path / "ort").glob("onnxruntime_profile_*.json")
+    events = json.loads(path.read_text())
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e["name"] == "model_run"
+    )
+    nodes = [
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+    ]
+    _sums_hold(profile, [end - start for start, end in steps])
+    table = profile.step_breakdown
+    for step, (start, end) in enumerate(steps):
+        parts = dict(zip(*table[table["step"] == step][["category", "time_us"]].to_numpy().T))
+        assert parts["forward"] == pytest.approx(_covered_in(nodes, start, end), abs=1e-6)
+        assert set(parts) <= {"forward", "untracked"}  # a CPU provider: no copies, no launches
+    assert profile.facts.step_breakdown_note.startswith("ONNX Runtime records its nodes only")
 
 
 def _raw_tf1(path: Path) -> tuple[list[tuple[float, float, str]], list[tuple[float, float]]]:
@@ -268,3 +296,185 @@ def test_the_trend_plots_each_part_of_the_step(kineto):
         assert rows[f"(step) {part.label}", 1] == pytest.approx(part.target_us, rel=1e-12)
     whole = [rows["(whole step)", point] for point in (0, 1)]
     assert sum(rows[f"(step) {part.label}", 0] for part in host) == pytest.approx(whole[0], rel=1e-9)
+
+
+def _raw_xplane(path: Path) -> tuple[list[tuple[float, float]], dict[str, list[tuple[float, float]]]]:
+    """A TF2 xplane's steps (µs, start and end: Keras 2's train_function calls where they
+    outnumber the step_num markers, else each step number's longest marker) and its host
+    events by what the step waits on or runs ("input": the get-next op and its body;
+    "any": every event on a thread that is not tf.data's, and the get-next bodies), read
+    with TensorFlow's own XSpace classes."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
+    names = {key: metadata.name for key, metadata in host.event_metadata.items()}
+    step_stat = {key for key, metadata in host.stat_metadata.items() if metadata.name == "step_num"}
+    origin = host.lines[0].timestamp_ns
+    calls, markers, spans = [], {}, {"input": [], "any": []}
+    for line in host.lines:
+        for event in line.events:
+            start = ((line.timestamp_ns - origin) * 1000 + event.offset_ps) / 1e6
+            span = (start, start + event.duration_ps / 1e6)
+            name = names[event.metadata_id]
+            if name == "train_function":
+                calls.append(span)
+            for stat in event.stats:
+                if stat.metadata_id in step_stat:
+                    step = stat.int64_value or stat.uint64_value
+                    if step not in markers or span[1] - span[0] > markers[step][1] - markers[step][0]:
+                        markers[step] = span
+            # the op (``<name>:IteratorGetNext``; eagerly ``EagerLocalExecute: IteratorGetNext``) or its body
+            waits = name.endswith((":IteratorGetNext", " IteratorGetNext")) or name.startswith("IteratorGetNextOp::")
+            if waits:
+                spans["input"].append(span)
+            if waits or not line.name.startswith("tf_data"):
+                spans["any"].append(span)
+    steps = sorted(calls) if len(calls) > len(markers) else sorted(markers.values())
+    return steps, spans
+
+
+def _covered_in(spans, start: float, end: float) -> float:
+    return _covered([(max(a, start), min(b, end)) for a, b in spans if b > start and a < end])
+
+
+TF2_XPLANES = [
+    "tf_modes/logdir/keras_graph_cpu_bs16/train",  # Keras 3, tf.function: ops on the executor's threads
+    "tf_modes/logdir/keras_eager_cpu_bs16/train",  # Keras 3, run_eagerly: ops on the Python thread
+    "versions/tf2.12/cnn_cpu_bs20",  # Keras 2: a train_function call a step
+]
+
+
+@pytest.mark.parametrize("run", TF2_XPLANES, ids=lambda run: run.split("/")[-2 if run.endswith("train") else -1])
+def test_a_tf2_xplanes_steps_are_split_by_what_any_thread_ran(tmp_path, run):
+    """Keras's steps on TF 2: each step's parts add up to its wall time; waiting for input
+    is exactly the time the step's get-next op or its body ran (the raw events' union);
+    what the split counts as run is at most what the host's threads (tf.data's aside) ran;
+    the gradients make a backward part, also where eager ops carry no scope."""
+    from conftest import FIXTURES
+
+    (path,) = (FIXTURES / run).rglob("*.xplane.pb")
+    shutil.copytree(FIXTURES / run, tmp_path / "run")
+    profile = Catalog(str(tmp_path), cache_dir=None).load("run").profile
+    steps, spans = _raw_xplane(path)
+    assert len(steps) >= 2
+    _sums_hold(profile, [end - start for start, end in steps])
+    table = profile.step_breakdown
+    assert set(table["side"]) == {"host"}  # a CPU run: no device part
+    for step, (start, end) in enumerate(steps):
+        parts = dict(zip(*table[table["step"] == step][["category", "time_us"]].to_numpy().T))
+        assert parts.get("input", 0.0) == pytest.approx(_covered_in(spans["input"], start, end), abs=1e-3)
+        busy = sum(time for name, time in parts.items() if name != "untracked")
+        assert 0 < busy <= _covered_in(spans["any"], start, end) + 1e-3
+        assert parts.get("backward", 0.0) > 0, step
+    assert profile.facts.step_breakdown_note.startswith("TensorFlow runs a step's ops on a pool of threads")
+
+
+def test_a_keras_batch_sweeps_waterfall_adds_up_to_the_headline(tmp_path):
+    """Keras 3 on TF 2, batch 2 -> 32 on the CPU: Compare's waterfall has a host bar per
+    part, and the bars add up to each side's headline step."""
+    from conftest import FIXTURES
+
+    shutil.copytree(FIXTURES / "logdir" / "tf_keras", tmp_path / "tf_keras")
+    summary = compare_document(
+        Catalog(str(tmp_path), cache_dir=None), "tf_keras/cnn_cpu_bs2/train", "tf_keras/cnn_cpu_bs32/train"
+    ).summary
+    breakdown = summary.breakdown
+    assert breakdown is not None, summary.breakdown_note
+    host = [part for part in breakdown.parts if part.side == "host"]
+    assert {part.category for part in host} >= {"input", "forward", "backward", "optimizer", "untracked"}
+    assert sum(part.baseline_us for part in host) == pytest.approx(summary.baseline_step_wall_us, rel=1e-6)
+    assert sum(part.target_us for part in host) == pytest.approx(summary.target_step_wall_us, rel=1e-6)
+    # a bigger batch: more arithmetic a step, in the forward and backward parts
+    forward = next(part for part in host if part.category == "forward")
+    assert forward.target_us > forward.baseline_us
+
+
+def test_check_names_the_part_of_the_step_that_regressed_with_its_interval(tmp_path):
+    """Kineto's two captures of each run as two runs a side, num_workers 4 -> 0 as a
+    regression: the gate names waiting for input as where the step's time grew, by the
+    change the raw __next__ spans show (each capture's median over its steady steps,
+    averaged over the captures), with its interval over the runs (two captures of
+    num_workers 0 wait 45 ms and far less a step: the interval is wide, and says so)."""
+    from tb_opcompare.cli.check_report import text
+    from tb_opcompare.service.check import check_document
+
+    oracle = {}
+    for workers in (0, 4):
+        source = REALTRACES / KINETO / f"resnet50_num_workers_{workers}"
+        medians = []
+        for capture, trace in enumerate(sorted(source.glob("*.json.gz"))):
+            run = tmp_path / f"nw{workers}_capture{capture}"
+            run.mkdir()
+            shutil.copy(trace, run / trace.name)
+            walls = [step["dur"] for step in _raw_steps(trace)[0]]
+            medians.append(statistics.median(_input_per_step(trace)[len(walls) - len(steady_steps(walls)) :]))
+        oracle[workers] = statistics.mean(medians)
+    document = check_document(
+        Catalog(str(tmp_path), cache_dir=None), ["nw4_capture0", "nw4_capture1"], ["nw0_capture0", "nw0_capture1"]
+    )
+    assert document.grew_most == "input"
+    part = next(part for part in document.step_parts if part.side == "host" and part.category == "input")
+    assert part.low_us < part.change_us < part.high_us
+    assert part.change_us == pytest.approx(oracle[0] - oracle[4], rel=0.05)
+    # the host parts of each side add up to the mean of its runs' median steady steps
+    host = [part for part in document.step_parts if part.side == "host"]
+    assert sum(part.target_us for part in host) > sum(part.baseline_us for part in host) + 30_000
+    report = text(document)
+    assert "step:     grew most in waiting for input (+" in report and "95% interval " in report
+    if document.whole_step.verdict == "slower":
+        assert "most of it in waiting for input" in document.headline
+
+
+def test_a_tf_2_4_gpu_step_on_the_devices_steps_line_is_split(tmp_path):
+    """The public TF 2.4 BERT xplane marks its one step on each GPU's Steps line only (its
+    host marks none): the step is split over that line's span, by what the host's threads
+    ran and by the busiest GPU's streams. Against the raw events (TensorFlow's own XSpace
+    classes): the device's busy parts are exactly its stream events' union in the step, the
+    input part exactly the get-next bodies' union, and each side adds up to the step."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    shutil.copytree(REALTRACES / "tf2_xplane_bert_multigpu", tmp_path / "bert")
+    profile = Catalog(str(tmp_path), cache_dir=None).load("bert").profile
+    (wall,) = profile.facts.step_times_us
+    (path,) = (tmp_path / "bert").rglob("*.xplane.pb")
+    space = xplane_pb2.XSpace.FromString(path.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
+    origin = host.lines[0].timestamp_ns
+
+    def spans(line, names=None, keep=lambda name: True):
+        start = (line.timestamp_ns - origin) * 1000
+        return [
+            ((start + event.offset_ps) / 1e6, (start + event.offset_ps + event.duration_ps) / 1e6)
+            for event in line.events
+            if keep(names[event.metadata_id] if names else "")
+        ]
+
+    steps, busy = None, None
+    for plane in space.planes:
+        lines = {line.name: line for line in plane.lines}
+        if "Steps" in lines and spans(lines["Steps"])[0][1] - spans(lines["Steps"])[0][0] == pytest.approx(wall):
+            steps = spans(lines["Steps"])[0]
+            busy = [span for name, line in lines.items() if name.startswith("Stream #") for span in spans(line)]
+    assert steps is not None
+    names = {key: metadata.name for key, metadata in host.event_metadata.items()}
+    bodies = ("IteratorGetNextOp::", "IteratorGetNextAsOptionalOp::")  # on tf.data's threads
+    ops = (":IteratorGetNext", ":IteratorGetNextAsOptional", ":MultiDeviceIteratorGetNextFromShard")  # executor threads
+    waits = [span for line in host.lines for span in spans(line, names, lambda name: name.startswith(bodies))]
+    waits += [
+        span
+        for line in host.lines
+        if not line.name.startswith("tf_data")
+        for span in spans(line, names, lambda name: name.endswith(ops))
+    ]
+    _sums_hold(profile, [wall])
+    table = profile.step_breakdown
+    parts = {(side, category): time for side, category, time in table[["side", "category", "time_us"]].to_numpy()}
+    device_busy = sum(
+        time for (side, category), time in parts.items() if side == "device" and category != "device_idle"
+    )
+    assert device_busy == pytest.approx(_covered_in(busy, *steps), rel=1e-6)
+    assert (
+        parts["host", "input"] == pytest.approx(_covered_in(waits, *steps), rel=1e-6) and parts["host", "input"] > 5_000
+    )
+    assert parts["host", "device_wait"] > 0  # moments no host thread ran, and the GPU did

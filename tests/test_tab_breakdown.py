@@ -83,4 +83,46 @@ def test_the_demos_cpu_to_gpu_pair_opens_on_its_waterfall(page, demo_torch_url):
     summary = document["summary"]
     assert drawn["y"][0] * 1000 == pytest.approx(summary["baseline_step_wall_us"], rel=1e-12)
     assert drawn["y"][-1] * 1000 == pytest.approx(summary["target_step_wall_us"], rel=1e-12)
+    # the CPU side ran on no device: its device column says so, not "0.00 µs"; the GPU's adds up to its step
+    rows = frame.locator("#oc-breakdown-device [data-category]")
+    cells = [row.locator("[role=cell]").all_inner_texts() for row in rows.all()]
+    device = [part for part in summary["breakdown"]["parts"] if part["side"] == "device"]
+    assert cells == [["–", format_time(part["target_us"]), "–"] for part in device]
+    assert sum(part["target_us"] for part in device) == pytest.approx(summary["target_step_wall_us"], rel=1e-6)
+    assert not errors
+
+
+@pytest.fixture(scope="module")
+def repeats_url(tmp_path_factory):
+    from conftest import FIXTURES
+
+    with tensorboard_on_copy(tmp_path_factory, FIXTURES / "repeats_noisy" / "logdir") as url:
+        yield url
+
+
+def test_pooled_repeats_show_each_runs_own_step_beside_the_waterfall(page, repeats_url):
+    """A side that pools repeats (issue 53: per-run breakdowns): under the pooled waterfall,
+    each run's own median steady step and its parts, as the route says, so the run whose
+    step went elsewhere (repeats_noisy's hiccup) shows."""
+    errors = console_errors(page)
+    pair = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnwide_cpu_bs16_rep1"}
+    document = route_json(repeats_url, "compare", repeats="1", **pair)
+    runs = document["summary"]["breakdown"]["runs"]
+    assert len(runs) >= 4 and {run["side"] for run in runs} == {"baseline", "target"}
+    for run in runs:
+        assert sum(run["host"].values()) == pytest.approx(run["wall_us"], rel=1e-6)
+    frame = open_op_compare(page, repeats_url, repeats="1", **pair)
+    _drawn(frame)
+    shown = frame.locator("#oc-breakdown-runs [data-run]")
+    assert shown.count() == len(runs)
+    header = frame.locator("#oc-breakdown-runs .oc-breakdown-head [role=cell]").all_inner_texts()
+    keys = header[2:]
+    for row, run in zip(shown.all(), runs):
+        cells = row.locator("[role=cell]").all_inner_texts()
+        assert row.locator("[role=rowheader]").inner_text() == run["run"]
+        assert cells == [
+            run["side"],
+            format_time(run["wall_us"]),
+            *(format_time(run["host"][key]) if key in run["host"] else "–" for key in keys),
+        ]
     assert not errors

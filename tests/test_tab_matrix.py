@@ -236,3 +236,39 @@ def test_the_matrix_in_tensorboards_dark_theme(browser, matrix_tensorboard_url):
     page.screenshot(path=SCREENSHOT_DARK, full_page=True)
     assert not errors
     context.close()
+
+
+def test_each_cell_shows_the_part_of_the_step_chosen_and_its_speedup(page, matrix_tensorboard_url):
+    """Issue 53: the Matrix plots any one part of the step. Choosing one shows, in every
+    cell, its time in the cell's median steady step and its speedup against the row's
+    reference cell, as the route says; a device part is absent from the CPU's cells; the
+    link keeps the choice."""
+    url = matrix_tensorboard_url
+    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
+    for part in ("forward", "device_idle"):
+        document = route_json(url, "matrix", part=part)
+        assert document["part"] == part
+        frame.locator("#oc-matrix-part").select_option(part)
+        page.wait_for_function(f"() => location.hash.includes('matrix_part={part}')")
+        frame.locator(".oc-matrix-part").first.wait_for(timeout=60_000)
+        label = frame.locator(f"#oc-matrix-part option[value='{part}']").inner_text()
+        for cell in document["cells"]:
+            shown = cell_locator(frame, cell).locator(".oc-matrix-part").inner_text()
+            if cell["part_us"] is None:
+                assert shown == f"{label} –"
+                continue
+            expected = f"{label} {format_time(cell['part_us'])}"
+            if not cell["reference"] and cell["part_speedup"] is not None:
+                expected += f" · {format_speedup(cell['part_speedup'])}"
+            assert shown == expected
+        on_cpu = [cell["part_us"] for cell in document["cells"] if cell["column"] == CPU]
+        on_gpu = [cell["part_us"] for cell in document["cells"] if cell["column"] == GPU]
+        assert all(time is not None and time > 0 for time in on_gpu)
+        assert all(time is None for time in on_cpu) if part == "device_idle" else all(on_cpu)
+    page.reload()
+    frame = page.frame_locator(FRAME)
+    frame.locator(".oc-matrix-part").first.wait_for(timeout=60_000)
+    assert frame.locator("#oc-matrix-part").input_value() == "device_idle"
+    frame.locator("#oc-matrix-part").select_option("")
+    page.wait_for_function("() => !location.hash.includes('matrix_part=')")
+    assert frame.locator(".oc-matrix-part").count() == 0

@@ -57,8 +57,27 @@ def test_every_page_of_the_tab_is_filled_or_says_why(page, tier_tensorboard):
             assert frame.locator("#oc-headline").inner_text() == format_speedup(compare["summary"]["headline_speedup"])
             picked = [frame.locator(f"#oc-{side}").input_value() for side in ("baseline", "target")]
             assert picked == [suggested["baseline"], suggested["target"]]
+            _where_the_time_went(frame, compare["summary"])
     # the pages a logdir of any profiles can fill, filled; the others say why in words
     assert shown["compare"] == shown["matrix"] == shown["trend"] == "filled", shown
     for name, text in shown.items():
         assert text == "filled" or len(text) > 40, (name, text)
     assert not errors and not page.page_errors
+
+
+def _where_the_time_went(frame, summary: dict) -> None:
+    """Issue 53: the waterfall under the headline, its bars the route's (each part's change,
+    from the baseline's step to the target's), in words a newcomer reads; where a side's
+    profile splits no step, the card says so instead of drawing nothing."""
+    breakdown = summary["breakdown"]
+    caption = frame.locator("#oc-breakdown-caption")
+    if breakdown is None:
+        assert caption.inner_text() == summary["breakdown_note"] and summary["breakdown_note"]
+        return
+    frame.locator("#oc-waterfall .main-svg").first.wait_for(timeout=60_000)
+    drawn = frame.locator("#oc-waterfall").evaluate("el => ({x: el.data[0].x, y: el.data[0].y})")
+    host = [part for part in breakdown["parts"] if part["side"] == "host"]
+    assert drawn["x"] == ["baseline step", *(part["label"] for part in host), "target step"]
+    expected = [breakdown["baseline_wall_us"], *(part["change_us"] for part in host), breakdown["target_wall_us"]]
+    assert drawn["y"] == pytest.approx([us / 1000 for us in expected], rel=1e-12)
+    assert caption.inner_text().startswith("The median steady step of each side")

@@ -5,6 +5,7 @@
 // cell's run with its row's reference run.
 
 import {fetchMatrix, matrixCsvUrl} from '../api.js';
+import {STEP_PARTS} from '../contract.js';
 import {h, setText} from '../dom.js';
 import {formatSpeedup, formatThroughput, formatTime, speedupColor} from '../format.js';
 import {matrixParams, warmupSteps} from '../state.js';
@@ -114,6 +115,25 @@ export function comparedRuns(entry, cell) {
 }
 
 /** @param {ApiError} error */
+/**
+ * A cell's time in the chosen part of its step, and that part's speedup against its row's
+ * reference cell: `waiting for input 40.2 µs · 1.52×`.
+ * @param {string} part
+ * @param {MatrixCell} cell
+ */
+export function partLine(part, cell) {
+  const label = STEP_PARTS[part] || part;
+  if (cell.part_us === null) {
+    return h('div', {class: 'oc-matrix-part oc-matrix-part-missing',
+                     title: 'its runs do not split their steps (or, for a device part, ran on no device)'},
+      `${label} –`);
+  }
+  return h('div', {class: 'oc-matrix-part', title: `${label}: its time in the cell's median steady step`},
+    `${label} ${formatTime(cell.part_us)}`,
+    ...(cell.reference || cell.part_speedup === null ? [] : [' · ',
+      h('span', {class: 'oc-speedup', style: speedupColor(cell.part_speedup)}, formatSpeedup(cell.part_speedup))]));
+}
+
 function matrixFailed(error) {
   const title = error.status === 400 ? 'The matrix cannot be made as asked' : 'The matrix failed';
   const hint = error.status === 400 ? 'Choose another reference column, or clear the warm-up steps.' : null;
@@ -153,6 +173,11 @@ export class MatrixView {
                                    step: 1, placeholder: 'detected', 'aria-label': 'warm-up steps',
                                    title: 'leading steps of every run left out; empty: detected per run',
                                    onchange: () => this.chooseWarmup()});
+    this.partSelect = h('select', {class: 'oc-select', id: 'oc-matrix-part', 'aria-label': 'part of the step',
+                                   title: 'also each cell\'s time in one part of its step, and that part\'s speedup',
+                                   onchange: () => this.change({part: this.partSelect.value || null})},
+      h('option', {value: ''}, 'whole step only'),
+      ...Object.entries(STEP_PARTS).map(([key, label]) => h('option', {value: key}, label)));
     this.exportLink = h('a', {class: 'oc-button', id: 'oc-matrix-export', download: '', href: '#'}, 'Download CSV');
     this.showState();
     this.warnings = h('div', {class: 'oc-notices', id: 'oc-matrix-warnings'});
@@ -168,6 +193,7 @@ export class MatrixView {
       h('section', {class: 'oc-chooser'},
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Reference'), this.referenceSelect),
         h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Warm-up steps'), this.warmupInput),
+        h('label', {class: 'oc-field'}, h('span', {class: 'oc-label'}, 'Step part'), this.partSelect),
         h('span', {class: 'oc-spacer-flex'}), this.exportLink),
       this.skeleton.message,
       this.skeleton.element);
@@ -177,6 +203,7 @@ export class MatrixView {
   showState() {
     this.warmupInput.value = this.state.warmup === null ? '' : String(this.state.warmup);
     this.warmupInput.classList.remove('oc-invalid');
+    this.partSelect.value = this.state.part && this.state.part in STEP_PARTS ? this.state.part : '';
     this.showReferences();
   }
 
@@ -306,6 +333,7 @@ export class MatrixView {
       h('div', {class: 'oc-matrix-latency'}, cell.latency_us === null ? 'no step markers' : formatTime(cell.latency_us)),
       range ? h('div', {class: 'oc-matrix-range'}, range) : null,
       h('div', {class: 'oc-matrix-throughput'}, formatThroughput(cell.throughput_per_s)),
+      this.document.part ? partLine(this.document.part, cell) : null,
       h('div', {class: 'oc-matrix-speedup'}, cell.reference ? h('span', {class: 'oc-matrix-reference-word'}, 'reference') :
         h('span', {class: 'oc-speedup', style: speedupColor(cell.speedup),
                    title: cell.speedup === null ? 'no speedup: no reference latency in this row' : null},

@@ -4,6 +4,7 @@
 // the op table meet here. The route computes every figure; this draws them as they are.
 
 import {loadPlotly} from '../api.js';
+import {STEP_PARTS} from '../contract.js';
 import {h, setText} from '../dom.js';
 import {formatTime, plotlyText} from '../format.js';
 import {themedLayout} from '../theme.js';
@@ -65,10 +66,34 @@ function deviceTable(breakdown) {
   if (!parts.length) return null;
   const cells = (texts, attributes = {}) => h('div', {class: 'oc-breakdown-row', role: 'row', ...attributes},
     ...texts.map((text, i) => h('span', {class: i ? 'oc-num' : '', role: i ? 'cell' : 'rowheader'}, text)));
+  // a side's device parts add up to its step: none at all is a side that ran on no device
+  // (a CPU run), shown as such rather than as a device that took 0 µs
+  const ran = ['baseline_us', 'target_us'].map((side) => parts.some((part) => part[side] > 0));
+  const time = (part, side, index) => (ran[index] ? formatTime(part[side]) : '–');
   return h('div', {class: 'oc-breakdown-device', id: 'oc-breakdown-device', role: 'table'},
     cells(['On the device, in the same steps', 'baseline', 'target', 'change'], {class: 'oc-breakdown-row oc-breakdown-head'}),
-    ...parts.map((part) => cells([part.label, formatTime(part.baseline_us), formatTime(part.target_us),
-                                  changeText(part.change_us)], {'data-category': part.category})));
+    ...parts.map((part) => cells([part.label, time(part, 'baseline_us', 0), time(part, 'target_us', 1),
+                                  ran[0] && ran[1] ? changeText(part.change_us) : '–'], {'data-category': part.category})));
+}
+
+/**
+ * Each pooled run's own median steady step, split, where a side pools repeats: one run
+ * whose step went elsewhere (a hiccup: "untracked" grown) shows beside the pooled bars.
+ * Columns are the parts any run has, by their keys (their labels in each header's title).
+ */
+function runsGrid(breakdown) {
+  if (!breakdown.runs.length) return null;
+  const keys = Object.keys(STEP_PARTS).filter((key) => breakdown.runs.some((run) => key in run.host));
+  const columns = `minmax(180px, 1fr) 70px 90px ${keys.map(() => '90px').join(' ')}`;
+  const row = (texts, attributes = {}, titles = []) => h('div', {class: 'oc-breakdown-row', role: 'row',
+    style: `grid-template-columns: ${columns}`, ...attributes},
+    ...texts.map((text, i) => h('span', {class: i > 1 ? 'oc-num' : '', role: i ? 'cell' : 'rowheader',
+                                        title: titles[i] || null}, text)));
+  return h('div', {class: 'oc-breakdown-device oc-breakdown-runs', id: 'oc-breakdown-runs', role: 'table'},
+    row(['Each run\'s own median steady step', 'side', 'step', ...keys],
+        {class: 'oc-breakdown-row oc-breakdown-head'}, ['', '', '', ...keys.map((key) => STEP_PARTS[key])]),
+    ...breakdown.runs.map((run) => row([run.run, run.side, formatTime(run.wall_us),
+      ...keys.map((key) => (key in run.host ? formatTime(run.host[key]) : '–'))], {'data-run': run.run})));
 }
 
 export class WaterfallChart {
@@ -100,7 +125,7 @@ export class WaterfallChart {
       `${breakdown.target_steps} steady steps), split by what it was spent on, on the thread that drives it: ` +
       'each bar is one part\'s change, and they add up to the difference of the two steps.' +
       (summary.breakdown_note ? ` ${summary.breakdown_note}` : ''));
-    this.device.replaceChildren(...[deviceTable(breakdown)].filter(Boolean));
+    this.device.replaceChildren(...[deviceTable(breakdown), runsGrid(breakdown)].filter(Boolean));
     let Plotly;
     try {
       Plotly = await loadPlotly();

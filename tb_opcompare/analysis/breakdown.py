@@ -31,16 +31,21 @@ class SideSplit:
     parts: dict[str, dict[str, float]]
     steps: int  # steady steps pooled
     note: str | None = None  # what the split cannot tell apart (``ProfileFacts.step_breakdown_note``)
+    # where the side pools runs (repeats): each run's own median steady step, by run name
+    runs: tuple[tuple[str, SideSplit], ...] = ()
 
 
-def side_split(runs: Sequence[tuple[Sequence[float], Table]], note: str | None = None) -> SideSplit | None:
+def side_split(
+    runs: Sequence[tuple[Sequence[float], Table]], note: str | None = None, warmup: int | None = None
+) -> SideSplit | None:
     """``runs``: each run's step wall times and its ``step_breakdown`` table; ``note``: what
-    the format's split cannot tell apart. None where no run has both steps and a split."""
+    the format's split cannot tell apart; ``warmup``: leading steps left out of every run
+    as a user asked (None: the headline's rule). None where no run has both steps and a split."""
     steady: list[tuple[float, int, int]] = []  # (wall, run, step)
     for index, (times, table) in enumerate(runs):
         if not len(times) or not len(table):
             continue
-        first = detect_warmup(times)
+        first = detect_warmup(times) if warmup is None else min(warmup, len(times))
         steady += [(float(times[step]), index, step) for step in range(first, len(times))]
     if not steady:
         return None
@@ -58,6 +63,39 @@ def side_split(runs: Sequence[tuple[Sequence[float], Table]], note: str | None =
             parts[side][category] = parts[side].get(category, 0.0) + time / len(chosen)
     wall = sum(wall for wall, _, _ in chosen) / len(chosen)
     return SideSplit(wall, {side: _ordered(side, found) for side, found in parts.items()}, len(steady), note)
+
+
+def pooled_split(runs: Sequence[tuple[str, Sequence[float], Table]], note: str | None = None) -> SideSplit | None:
+    """``side_split`` of runs pooled (each: its name, step wall times, ``step_breakdown``
+    table), with each run's own split beside it where there are two runs or more: one run
+    whose step went elsewhere shows."""
+    pooled = side_split([(times, table) for _, times, table in runs], note)
+    if pooled is None or len(runs) < 2:
+        return pooled
+    own = [(name, side_split([(times, table)])) for name, times, table in runs]
+    return dataclasses.replace(pooled, runs=tuple((name, split) for name, split in own if split is not None))
+
+
+def side_of(category: str) -> str:
+    """Which side a category of the vocabulary is on (ValueError for none)."""
+    if category in STEP_CATEGORIES:
+        return HOST
+    if category in DEVICE_STEP_CATEGORIES:
+        return DEVICE
+    raise ValueError(
+        f"expected a part of the step ({', '.join([*STEP_CATEGORIES, *DEVICE_STEP_CATEGORIES])}), not {category!r}"
+    )
+
+
+def part_time(split: SideSplit | None, category: str) -> float | None:
+    """A part's time in a side's median steady step (0 where the step has none of it);
+    None where the side splits no step, or has no device for a device part."""
+    if split is None:
+        return None
+    side = side_of(category)
+    if side not in split.parts:
+        return None
+    return split.parts[side].get(category, 0.0)
 
 
 def _ordered(side: str, found: dict[str, float]) -> dict[str, float]:
@@ -119,3 +157,63 @@ def breakdown_rows(baseline: SideSplit, target: SideSplit) -> list[BreakdownRow]
             if name in base or name in tgt:
                 rows.append(BreakdownRow(side, name, label, base.get(name, 0.0), tgt.get(name, 0.0)))
     return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class PartChange:
+    """How one part of the step changed between two groups of runs (``check``): the mean
+    over each side's runs of the part's time in the run's median steady step, and the 95%
+    interval of the change where both sides have two runs or more (Welch's, on µs: a part
+    may be 0 in some runs, which no log takes)."""
+
+    side: str
+    category: str
+    label: str
+    baseline_us: float
+    target_us: float
+    low_us: float | None
+    high_us: float | None
+
+    @property
+    def change_us(self) -> float:
+        return self.target_us - self.baseline_us
+
+    @property
+    def grew(self) -> bool:
+        """The part took longer: beyond noise where there is an interval, else at all."""
+        return self.low_us > 0 if self.low_us is not None else self.change_us > 0
+
+
+def part_changes(baseline: Sequence[SideSplit], target: Sequence[SideSplit]) -> list[PartChange]:
+    """Each part either side's runs have (``baseline``, ``target``: each run's own split),
+    in the vocabulary's order, host first."""
+    # here, not at the top: confidence brings pandas, which Compare's cold path never imports
+    from tb_opcompare.analysis.confidence import student_t_quantile
+
+    changes = []
+    for side, names in ((HOST, STEP_CATEGORIES), (DEVICE, DEVICE_STEP_CATEGORIES)):
+        for name, label in names.items():
+            if not any(name in split.parts.get(side, {}) for split in [*baseline, *target]):
+                continue
+            base, tgt = ([split.parts.get(side, {}).get(name, 0.0) for split in group] for group in (baseline, target))
+            low = high = None
+            if len(base) >= 2 and len(tgt) >= 2:
+                terms = np.var(base, ddof=1) / len(base), np.var(tgt, ddof=1) / len(tgt)
+                spread = float(np.sqrt(sum(terms)))
+                if spread > 0:  # Welch–Satterthwaite degrees of freedom
+                    freedom = sum(terms) ** 2 / (terms[0] ** 2 / (len(base) - 1) + terms[1] ** 2 / (len(tgt) - 1))
+                    margin = float(student_t_quantile(0.975, np.array([freedom]))[0]) * spread
+                else:
+                    margin = 0.0
+                middle = float(np.mean(tgt) - np.mean(base))
+                low, high = middle - margin, middle + margin
+            changes.append(PartChange(side, name, label, float(np.mean(base)), float(np.mean(tgt)), low, high))
+    return changes
+
+
+def grew_most(changes: Sequence[PartChange]) -> PartChange | None:
+    """The host part whose time grew most: where a slower step's time went. Its interval
+    (``PartChange.grew``) says whether that growth is beyond the runs' noise; a part that
+    grew by a few µs beyond noise is no answer to where 50 ms went."""
+    grown = [change for change in changes if change.side == HOST and change.change_us > 0]
+    return max(grown, key=lambda change: change.change_us, default=None)

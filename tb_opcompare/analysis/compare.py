@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tb_opcompare.analysis.model_identity import joined_by_layer_scopes
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
 from tb_opcompare.analysis.step_time import (
@@ -582,7 +583,7 @@ def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> s
     their models differ and so do their ops (runs of one model whose names differ, kineto's
     ``num_workers_0`` and ``num_workers_4``, share ``SAME_MODEL_JACCARD`` of their ops)."""
     if model_of(baseline.model) == model_of(target.model):  # fp32 -> bf16, eager -> compile: one model
-        return None
+        return _layer_join_note(baseline, target)
     ops = summary["matched_ops"] + summary["baseline_only_ops"] + summary["target_only_ops"]
     if ops and summary["matched_ops"] / ops >= SAME_MODEL_JACCARD - 1e-9:
         return None
@@ -590,6 +591,21 @@ def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> s
         f"Different models: {baseline.run} is {baseline.model} and {target.run} is {target.model}, and "
         f"{summary['matched_ops']} of their {ops} ops are in both, so every speedup here compares different "
         "work. The Matrix puts each model's runs on one row."
+    )
+
+
+def _layer_join_note(baseline: RunRecord, target: RunRecord) -> str | None:
+    """Where the two runs are one model only because their layer scopes agree (their
+    folders' names say nothing of it), the note says so, and how to part them: layer names
+    carry no widths, so two models of the same layers and other widths read as one."""
+    joined = [run for run in (baseline, target) if joined_by_layer_scopes(run.model_source)]
+    if not joined:
+        return None
+    return (
+        f"One model by its layers: {baseline.run} and {target.run} have the same layer scopes, and their folders' "
+        "names say nothing of the model, so they are read as one model on two devices. Layer names carry no "
+        "widths: if these are different models, give each run's model in an opcompare.json sidecar "
+        '({"model": "..."}).'
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from tb_opcompare.analysis.breakdown import part_time, side_split
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, is_default
 
@@ -38,6 +39,7 @@ class MatrixRun:
     compiler: str | None
     step_times_us: Sequence[float]  # wall time of each profiled step, in order; empty without markers
     device_name: str | None = None  # the accelerator's model (``NVIDIA H100 80GB HBM3``), where known
+    breakdown: object | None = None  # its ``step_breakdown`` table (a schema.table.Table), where it splits its steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +73,8 @@ class Cell:
     throughput_per_s: float | None
     speedup: float | None = None  # reference latency / this latency; None without both
     reference: bool = False  # the cell its row's speedups are against
+    part_us: float | None = None  # the chosen part's time in the cell's median steady step
+    part_speedup: float | None = None  # the reference cell's part time / this cell's
 
 
 def column_of(run: MatrixRun, named_kinds: frozenset = frozenset()) -> Column:
@@ -135,12 +139,13 @@ def parse_column(text: str) -> Column:
 
 
 def build_matrix(
-    runs: Sequence[MatrixRun], reference: Column | None = None, warmup: int | None = None
+    runs: Sequence[MatrixRun], reference: Column | None = None, warmup: int | None = None, part: str | None = None
 ) -> tuple[list[Cell], list[Column], Column | None]:
     """The cells (in ``row_order``, each row's in ``column_order``), the columns, and the
     reference column used for speedups: ``reference`` where given, else the CPU where
     present, else the first column. ``warmup``: steps to drop from the start of every run
-    (None: detected per run)."""
+    (None: detected per run). ``part``: a category of the step split (``input``), whose
+    time in each cell's median steady step (Compare's breakdown) and speedup join the cell."""
     grouped: dict[tuple[Row, Column], list[MatrixRun]] = {}
     named_kinds = named_device_kinds(runs)
     for run in runs:
@@ -168,6 +173,7 @@ def build_matrix(
                 steps.p10_us,
                 steps.p90_us,
                 throughput,
+                part_us=_part_us(members, part, warmup),
             )
         )
     rows: dict[Row, list[Cell]] = {}
@@ -181,4 +187,16 @@ def build_matrix(
         for cell in row_cells:
             if base.latency_us and cell.latency_us:
                 cell.speedup = base.latency_us / cell.latency_us
+            if base.part_us and cell.part_us:
+                cell.part_speedup = base.part_us / cell.part_us
     return cells, columns, reference
+
+
+def _part_us(members: Sequence[MatrixRun], part: str | None, warmup: int | None) -> float | None:
+    """The part's time in the median steady step of the cell's runs that split their steps."""
+    if part is None:
+        return None
+    split = side_split(
+        [(run.step_times_us, run.breakdown) for run in members if run.breakdown is not None], warmup=warmup
+    )
+    return part_time(split, part)

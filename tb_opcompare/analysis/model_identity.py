@@ -277,9 +277,18 @@ def _join_other_devices(runs: list[IdentityRun], unsure: set[str], root, members
         join(
             cpu_run,
             accelerator_run,
-            f"data: the CPU side of {accelerator_run}: the same {shared} layer scopes (Jaccard {score:.2f})",
-            f"data: the accelerator side of {cpu_run}: the same {shared} layer scopes (Jaccard {score:.2f})",
+            f"data: the CPU side of {accelerator_run}: the same {shared}{_BY_LAYER_SCOPES}{score:.2f})",
+            f"data: the accelerator side of {cpu_run}: the same {shared}{_BY_LAYER_SCOPES}{score:.2f})",
         )
+
+
+_BY_LAYER_SCOPES = " layer scopes (Jaccard "  # how a model_source says the runs were joined by their layers
+
+
+def joined_by_layer_scopes(model_source: str) -> bool:
+    """Whether a run's model was found by its layer scopes alone (``_join_other_devices``):
+    a join that cannot tell two models of the same layer names and other widths apart."""
+    return _BY_LAYER_SCOPES in model_source
 
 
 # Words of a run's own folder name that say where or how it ran, not what model it is.

@@ -5,7 +5,14 @@ from __future__ import annotations
 from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.contract import CheckDocument, CheckRow
 from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE
-from tb_opcompare.schema.text import format_interval, format_percent, format_share, format_speedup, format_time
+from tb_opcompare.schema.text import (
+    format_interval,
+    format_part_change,
+    format_percent,
+    format_share,
+    format_speedup,
+    format_time,
+)
 
 SHOWN = 10  # regressions and improvements listed in full; the rest are counted
 
@@ -56,12 +63,24 @@ def _evidence(document: CheckDocument) -> list[str]:
                 else f": not enough evidence for a {format_percent(document.threshold)} gate"
             )
         )
+    grown = sorted((part for part in document.step_parts if part.side == "host" and part.change_us > 0), key=_by_growth)
+    if grown:
+        lines.append(
+            "step:     grew most in "
+            + "; then ".join(format_part_change(p.label, p.change_us, p.low_us, p.high_us) for p in grown[:3])
+        )
+    elif document.step_parts:
+        lines.append("step:     no part of the step grew")
     if document.outlier_runs:
         lines.append(
             f"outliers: {', '.join(document.outlier_runs)} (the whole step far from the rest of their side; "
             "left out of its test)"
         )
     return lines
+
+
+def _by_growth(part) -> float:
+    return -part.change_us
 
 
 def markdown(document: CheckDocument) -> str:

@@ -434,6 +434,12 @@ def _add_matrix(commands: argparse._SubParsersAction, reading: argparse.Argument
         help="leave out the first N steps of every run (default: detected per run)",
     )
     matrix.add_argument("--model", action="append", metavar="MODEL", help="only this model (repeatable)")
+    matrix.add_argument(
+        "--part",
+        metavar="CATEGORY",
+        help="also each cell's time in one part of the step and its speedup (input, forward, backward, "
+        "optimizer, copy, device_wait, launch, communication, untracked, device_idle, ...)",
+    )
     _add_csv_option(matrix, "one line per cell")
     _add_json_option(matrix, "the matrix document")
     matrix.set_defaults(handler=_matrix)
@@ -1190,7 +1196,7 @@ def _matrix(args) -> int:
     from tb_opcompare.service.csv_export import matrix_csv
     from tb_opcompare.service.matrix import matrix_document
 
-    document = matrix_document(catalog, reference=args.reference, warmup=args.warmup, models=args.model)
+    document = matrix_document(catalog, reference=args.reference, warmup=args.warmup, models=args.model, part=args.part)
     _emit(args, document, matrix_csv, f"{len(document.cells)} cells", _print_matrix)
     return EXIT_OK if document.cells else EXIT_USAGE
 
@@ -1213,9 +1219,15 @@ def _print_matrix(document) -> None:
                 else ""
             )
             speedup = "reference" if cell.reference else format_speedup(cell.speedup)
+            part = (
+                f"  {document.part}: {format_time(cell.part_us)}"
+                + ("" if cell.reference else f" ({format_speedup(cell.part_speedup)})")
+                if document.part
+                else ""
+            )
             print(
                 f"  {escape_controls(column.key)}: {format_time(cell.latency_us)}{spread}  "
-                f"{format_throughput(cell.throughput_per_s)}  {speedup}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]"
+                f"{format_throughput(cell.throughput_per_s)}  {speedup}{part}  [{len(cell.runs)} run{'s' * (len(cell.runs) > 1)}, {cell.steps} steps]"
             )
     for warning in document.warnings:
         print(f"warning: {escape_controls(warning)}", file=sys.stderr)
@@ -1399,16 +1411,30 @@ def _print_breakdown(summary: dict) -> None:
         parts = [part for part in breakdown["parts"] if part["side"] == side]
         if side == "device" and parts:
             print("  on the device, in the same steps:")
+        # a side's device parts add up to its step: none at all is a side that ran on no device
+        ran = [side == "host" or any(part[f"{which}_us"] > 0 for part in parts) for which in ("baseline", "target")]
         for part in parts:
             change = part["change_us"]
             sign = "+" if change > 0 else "-" if change < 0 else " "
+            times = [format_time(part[f"{which}_us"]) if on else "–" for which, on in zip(("baseline", "target"), ran)]
             print(
-                f"  {format_time(part['baseline_us']):>10}  {format_time(part['target_us']):>10}  "
-                f"{sign + format_time(abs(change)):>10}  {part['label']}"
+                f"  {times[0]:>10}  {times[1]:>10}  {sign + format_time(abs(change)) if all(ran) else '–':>10}  {part['label']}"
             )
         if side == "host":
             print(f"  {'':>10}  {format_time(breakdown['target_wall_us']):>10}  {'':>10}  the target's step")
+    _print_run_splits(breakdown["runs"])
     print()
+
+
+def _print_run_splits(runs: list[dict]) -> None:
+    """Each pooled run's own median steady step and its largest host parts."""
+    if not runs:
+        return
+    print("  each run's own median steady step:")
+    for run in runs:
+        largest = sorted(run["host"].items(), key=lambda item: -item[1])[:3]
+        parts = ", ".join(f"{category} {format_time(time)}" for category, time in largest)
+        print(f"    {run['side']:<8}  {format_time(run['wall_us']):>10}  {escape_controls(run['run'])}: {parts}")
 
 
 def _print_peak_memory(summary: dict) -> None:

@@ -24,6 +24,7 @@ from tb_opcompare.schema.dimensions import (
     SERIES_DIMENSIONS,
     evidence_rule,
 )
+from tb_opcompare.schema.events import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
 
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]
@@ -39,6 +40,7 @@ SHARED_WORDS = {
     "ROW_LAYERS": ROW_LAYERS,
     "TREND_ORDERS": TREND_ORDERS,
     "SERIES_DIMENSIONS": SERIES_DIMENSIONS,
+    "STEP_PARTS": {**STEP_CATEGORIES, **DEVICE_STEP_CATEGORIES},  # key -> label, host first
 }
 
 
@@ -275,6 +277,16 @@ class BreakdownPart(_Document):
     change_us: _d(float, "target_us - baseline_us: the bar of the waterfall (negative: time saved)")
 
 
+class RunBreakdown(_Document):
+    """One run of a side that pools runs (repeats): its own median steady step, split."""
+
+    side: _d(Literal["baseline", "target"], "the side it is pooled into")
+    run: _d(str, "the run")
+    wall_us: _d(float, "its median steady step wall time, µs")
+    steps: _d(int, "its steady steps")
+    host: _d(dict[str, float], "its host parts, µs by category (adding up to wall_us), in the vocabulary's order")
+
+
 class StepBreakdown(_Document):
     """Where the time went: each side's median steady step (the headline's) split by what it
     was spent on, and the change as a waterfall from the baseline's step to the target's."""
@@ -284,6 +296,11 @@ class StepBreakdown(_Document):
     baseline_steps: _d(int, "steady steps the baseline's median is of")
     target_steps: _d(int, "as baseline_steps, for the target")
     parts: list[BreakdownPart]
+    runs: _d(
+        list[RunBreakdown],
+        "where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; "
+        "empty where each side is one run",
+    )
 
 
 class CompareSummary(_Document):
@@ -555,6 +572,24 @@ class CheckRow(_Document):
     )
 
 
+class CheckStepPart(_Document):
+    """One part of the step in a check (issue 53): how its time changed between the sides."""
+
+    side: _d(Literal["host", "device"], "as in Compare's breakdown: `host` parts add up to the step wall time")
+    category: _d(str, "a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
+    label: _d(str, "the category in words, as shown")
+    baseline_us: _d(float, "mean over the baseline runs of the part's time in each run's median steady step, µs")
+    target_us: _d(float, "as baseline_us, for the target")
+    change_us: _d(float, "target_us - baseline_us (negative: time saved)")
+    low_us: _d(
+        float | None,
+        "lower end of the change's 95% interval (Welch's, over runs; outlier runs left out), µs; null "
+        "without two runs a side",
+    )
+    high_us: _d(float | None, "upper end of that interval, µs")
+    grew: _d(bool, "the part took longer: the interval lies wholly above 0, or with one run a side the change is")
+
+
 class CheckDocument(_Document):
     """`tb-opcompare check`: did anything get significantly slower between two groups of runs?"""
 
@@ -602,6 +637,15 @@ class CheckDocument(_Document):
         "of the whole step's test; their ops stay in, each on its typical time",
     )
     rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
+    step_parts: _d(
+        list[CheckStepPart],
+        "the step split by what it was spent on, each part's change (empty where a side's runs split no step)",
+    )
+    grew_most: _d(
+        str | None,
+        "the category of the host part whose time grew most: where a slower step's time went (its `grew` says "
+        "whether beyond noise); the headline names it, with its interval, when the whole step is slower",
+    )
     warnings: _d(list[str], "what may make the verdicts less reliable")
     resamples: _d(int, "bootstrap replicates")
 
@@ -686,6 +730,12 @@ class MatrixCell(_Document):
     throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
     speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
     reference: _d(bool, "whether this is the reference cell of its row: the one in the reference column")
+    part_us: _d(
+        float | None,
+        "with `part`: that part's time in the cell's median steady step (Compare's breakdown), µs; 0 where the "
+        "step has none of it; null where its runs split no step (or, for a device part, have no device)",
+    )
+    part_speedup: _d(float | None, "the reference cell's part_us / this cell's; null without both")
 
 
 class MatrixRow(_Document):
@@ -707,6 +757,7 @@ class MatrixDocument(_Document):
         "leading steps dropped from every run as asked; null: detected per run (steps slower "
         "than 1.5x the median of the steps after them)",
     )
+    part: _d(str | None, "the part of the step each cell shows beside its step (`input`, `device_idle`, ...), as asked")
     columns: _d(list[MatrixColumn], "CPU first, then the accelerators by name")
     rows: _d(list[MatrixRow], "by model, then fp32 and eager first, then batch size")
     cells: _d(list[MatrixCell], "the filled cells, row by row")
@@ -1082,7 +1133,7 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
         "matrix",
         MatrixDocument,
         "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
-        "`model` (repeatable: only these models)",
+        "`model` (repeatable: only these models), `part` (a step part: `input`, `forward`, `device_idle`, ...)",
     ),
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
     ("modules", ModulesDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
@@ -1207,7 +1258,8 @@ def jsdoc_typedefs() -> str:
         lines += [" */", ""]
     lines.append("// Words the server spells, for the tab to use as they are.")
     lines += [
-        f"export const {name} = Object.freeze({json.dumps(list(words))});" for name, words in SHARED_WORDS.items()
+        f"export const {name} = Object.freeze({json.dumps(words if isinstance(words, dict) else list(words))});"
+        for name, words in SHARED_WORDS.items()
     ]
     return "\n".join(lines) + "\n"
 

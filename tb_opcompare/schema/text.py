@@ -221,3 +221,14 @@ def natural_key(text: str) -> tuple:
     """Orders ``2.9`` before ``2.10`` and ``rep2`` before ``rep10``: digit runs compare as
     numbers, the rest as text. (The tab shows names in the order documents give them.)"""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def format_part_change(label: str, change_us: float, low_us: float | None, high_us: float | None) -> str:
+    """``waiting for input (+12.3 ms, 95% interval +8.10 ms to +16.4 ms)``: a part of the
+    step and its change, with its interval where there is one."""
+    if low_us is None or high_us is None:
+        return f"{label} ({format_signed_time(change_us)})"
+    return (
+        f"{label} ({format_signed_time(change_us)}, 95% interval {format_signed_time(low_us)} to "
+        f"{format_signed_time(high_us)})"
+    )

@@ -6,6 +6,7 @@ noise from the logdir's repeated runs and shapes the answer."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 
 import msgspec
@@ -14,6 +15,7 @@ import pandas as pd
 import re2
 
 from tb_opcompare.analysis import confidence
+from tb_opcompare.analysis.breakdown import PartChange, grew_most, part_changes, side_split
 from tb_opcompare.analysis.compare import implementation_keys
 from tb_opcompare.analysis.numerics import above, at_most
 from tb_opcompare.analysis.step_time import STEP_WALL_TIME
@@ -22,6 +24,7 @@ from tb_opcompare.schema.contract import (
     SIGNIFICANT_VERDICTS,
     CheckDocument,
     CheckRow,
+    CheckStepPart,
 )
 from tb_opcompare.schema.dimensions import (
     DEFAULT_MIN_SHARE,
@@ -31,7 +34,7 @@ from tb_opcompare.schema.dimensions import (
     check_refusal,
     evidence_bar,
 )
-from tb_opcompare.schema.text import format_percent, format_time
+from tb_opcompare.schema.text import format_part_change, format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import both_sides
@@ -72,10 +75,12 @@ def check_document(
     outliers = _outliers(samples, sides, result, warnings)
     detectable, detectable_key = _detectable(ops_rows)
     unseen = None if _enough(detectable, threshold) else (detectable, detectable_key)
+    headline = _headline(regressions, counts, whole.iloc[0], threshold, result.whole_step_basis, unseen)
+    parts = _step_parts(sides, outliers)
     return CheckDocument(
         passed=regressions == 0,
         common_change=result.common_change,
-        headline=_headline(regressions, counts, whole.iloc[0], threshold, result.whole_step_basis, unseen),
+        headline=headline + _where_it_went(grew_most(parts), whole["verdict"].iloc[0]),
         baseline=baseline,
         target=target,
         threshold=threshold,
@@ -83,12 +88,7 @@ def check_document(
         ops=ops,
         group_by=group_by,
         noise=_noise_text(sides, noise, result, warnings),
-        slower=int(counts.get(confidence.SLOWER, 0)),
-        faster=int(counts.get(confidence.FASTER, 0)),
-        within_noise=int(counts.get(confidence.WITHIN_NOISE, 0)),
-        not_tested=int((ops_rows["verdict"] == confidence.UNTESTED).sum()),
-        only_baseline=int(counts.get(confidence.ONLY_BASELINE, 0)),
-        only_target=int(counts.get(confidence.ONLY_TARGET, 0)),
+        **_tallies(counts, ops_rows),
         whole_step=_rows(whole)[0],
         whole_step_basis=result.whole_step_basis,
         enough_evidence=unseen is None,
@@ -96,6 +96,8 @@ def check_document(
         detectable_key=detectable_key,
         outlier_runs=outliers,
         rows=_rows(ops_rows),
+        step_parts=[CheckStepPart(**dataclasses.asdict(p), change_us=p.change_us, grew=p.grew) for p in parts],
+        grew_most=getattr(grew_most(parts), "category", None),
         warnings=warnings,
         resamples=resamples,
     )
@@ -202,6 +204,43 @@ def _outliers(
             "the whole step's test; its ops stay in, each on its typical time"
         )
     return names
+
+
+def _step_parts(sides: dict[str, list[LoadedRun]], outliers: list[str]) -> list[PartChange]:
+    """Each part of the step and its change, from each run's own median steady step (the
+    outliers for the whole step left out where their side keeps a run); none where a
+    side's runs split no step."""
+    splits = {}
+    for name, runs in sides.items():
+        kept = [run for run in runs if run.source.run not in outliers] or runs
+        found = [
+            side_split([(run.profile.facts.step_times_us, run.profile.breakdown_table)])
+            for run in kept
+            if run.profile.breakdown_table is not None
+        ]
+        splits[name] = [split for split in found if split is not None]
+        if not splits[name]:
+            return []
+    return part_changes(splits["baseline"], splits["target"])
+
+
+def _tallies(counts: pd.Series, ops_rows: pd.DataFrame) -> dict[str, int]:
+    """The gated ops by verdict, and the ops not tested."""
+    return {
+        "slower": int(counts.get(confidence.SLOWER, 0)),
+        "faster": int(counts.get(confidence.FASTER, 0)),
+        "within_noise": int(counts.get(confidence.WITHIN_NOISE, 0)),
+        "not_tested": int((ops_rows["verdict"] == confidence.UNTESTED).sum()),
+        "only_baseline": int(counts.get(confidence.ONLY_BASELINE, 0)),
+        "only_target": int(counts.get(confidence.ONLY_TARGET, 0)),
+    }
+
+
+def _where_it_went(grown: PartChange | None, step_verdict: str) -> str:
+    """``, most of it in waiting for input (+44.2 ms, ...)``: where a slower step's time went."""
+    if grown is None or step_verdict != confidence.SLOWER:
+        return ""
+    return ", most of it in " + format_part_change(grown.label, grown.change_us, grown.low_us, grown.high_us)
 
 
 def _common_change_warnings(common_change: float | None, threshold: float) -> list[str]:

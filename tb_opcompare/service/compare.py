@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, side_split
+from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_frame, compare_ops, like_for_like
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.row_view import RowView, view_positions
@@ -26,10 +26,12 @@ from tb_opcompare.schema.contract import (
     BreakdownPart,
     CompareDocument,
     CompareSummary,
+    RunBreakdown,
     RunRecord,
     StepBreakdown,
 )
 from tb_opcompare.schema.dimensions import check_refusal
+from tb_opcompare.schema.events import HOST
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.schema.table import Table
 from tb_opcompare.service.headline import pair_headline
@@ -101,11 +103,13 @@ def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline
     """The summary's ``breakdown`` (each side's headline step split, as a waterfall) and its
     note: why there is none, or that the bars are per step where the headline is per sample."""
     if base is None or target is None:
-        missing = " and ".join(side for side, split in (("baseline", base), ("target", target)) if split is None)
+        missing = [side for side, split in (("baseline", base), ("target", target)) if split is None]
+        whose = "neither side's profile splits" if len(missing) == 2 else f"the {missing[0]}'s profile does not split"
         return {
             "breakdown": None,
-            "breakdown_note": f"No step breakdown: the {missing}'s profile does not split its steps (PyTorch traces "
-            "with ProfilerStep#N marks and TF1 timelines do; other formats are to come).",
+            "breakdown_note": f"No step breakdown: {whose} its steps (PyTorch traces with ProfilerStep#N marks, TF "
+            "xplanes and TF1 timelines with steps, and ONNX Runtime's runs do; op totals such as summary.json, and "
+            "profiles without step markers, do not).",
         }
     parts = [
         BreakdownPart(
@@ -131,6 +135,13 @@ def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline
             baseline_steps=base.steps,
             target_steps=target.steps,
             parts=parts,
+            runs=[
+                RunBreakdown(
+                    side=side, run=name, wall_us=split.wall_us, steps=split.steps, host=split.parts.get(HOST, {})
+                )
+                for side, pooled in (("baseline", base), ("target", target))
+                for name, split in pooled.runs
+            ],
         ),
         "breakdown_note": note,
     }
@@ -272,8 +283,8 @@ def _side(
             "configurations. Group repeats of one configuration."
         )
     steps = step_latency([run.profile.facts.step_times_us for run in loaded])
-    split = side_split(
-        [(run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded],
+    split = pooled_split(
+        [(run.source.run, run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded],
         loaded[0].profile.facts.step_breakdown_note,
     )
     pooled = dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded]))

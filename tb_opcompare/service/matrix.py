@@ -5,6 +5,7 @@ precision and compiler are what its sidecar or name claims where its data agrees
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.breakdown import side_of
 from tb_opcompare.analysis.matrix import Cell, Column, MatrixRun, build_matrix, parse_column
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.errors import UsageError
@@ -15,22 +16,34 @@ from tb_opcompare.store.catalog import Catalog
 
 
 def matrix_document(
-    catalog: Catalog, reference: str | None = None, warmup: int | None = None, models: list[str] | None = None
+    catalog: Catalog,
+    reference: str | None = None,
+    warmup: int | None = None,
+    models: list[str] | None = None,
+    part: str | None = None,
 ) -> MatrixDocument:
     """Reads every run (each once; the cache keeps them); a run that cannot be read
     becomes a warning and never hides the others. ``models`` keeps only these models
-    (without precision and compiler, as the matrix's rows name them)."""
+    (without precision and compiler, as the matrix's rows name them); ``part``: a part of
+    the step split to show beside each cell's step (``input``). Raises UsageError for a
+    bad argument."""
     reference_column = _reference_column(reference)
     if warmup is not None and warmup < 0:
         raise UsageError(f"warmup: expected 0 or more steps, not {warmup}", "warmup")
+    if part is not None:
+        try:
+            side_of(part)
+        except ValueError as error:
+            raise UsageError(f"part: {error}", "part") from None
     runs, warnings = _matrix_runs(catalog, models)
     warnings.extend(_missing_fact_warnings(runs))
-    cells, columns, reference_column = build_matrix(runs, reference_column, warmup)
+    cells, columns, reference_column = build_matrix(runs, reference_column, warmup, part)
     if reference and reference_column not in columns:
         warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
     return MatrixDocument(
         reference=reference_column.key if reference_column else None,
         warmup=warmup,
+        part=part,
         columns=[MatrixColumn(key=column.key, device=column.device) for column in columns],
         rows=[
             MatrixRow(model=row.model, precision=row.precision, compiler=row.compiler, batch_size=row.batch_size)
@@ -65,6 +78,7 @@ def _matrix_runs(catalog: Catalog, models: list[str] | None) -> tuple[list[Matri
             compiler=loaded.compiler,
             step_times_us=loaded.profile.facts.step_times_us,
             device_name=loaded.profile.facts.device_name,
+            breakdown=loaded.profile.breakdown_table,
         )
         for loaded in loaded_runs
         if not models or loaded.base_model in models
@@ -114,6 +128,8 @@ def _matrix_cells(cells: list[Cell]) -> list[MatrixCell]:
             throughput_per_s=finite_or_none(cell.throughput_per_s),
             speedup=finite_or_none(cell.speedup),
             reference=cell.reference,
+            part_us=finite_or_none(cell.part_us),
+            part_speedup=finite_or_none(cell.part_speedup),
         )
         for cell in cells
     ]

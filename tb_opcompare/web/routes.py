@@ -228,6 +228,7 @@ class DataRoutes:
             reference=args.get("reference") or None,
             warmup=int(warmup_text) if warmup_text else None,
             models=[model for model in args.getlist("model") if model] or None,
+            part=args.get("part") or None,
         )
 
     def _sweep(self, args, figures: bool = False) -> SweepDocument:

@@ -26,15 +26,17 @@ test('the trend view and its settings are kept in the link', () => {
   assert.deepEqual(trendParams(state.trend, 'a,b'), {runs: 'a,b', order_by: 'run', top: '50', group_by: 'name'});
 });
 
-test('the matrix view, its reference and its warm-up are kept in the link', () => {
-  const state = stateFromParams({view: 'matrix', matrix_reference: ' GPU/fp32/eager ', matrix_warmup: '2'});
+test('the matrix view, its reference, its warm-up and its step part are kept in the link', () => {
+  const state = stateFromParams({view: 'matrix', matrix_reference: ' GPU/fp32/eager ', matrix_warmup: '2',
+                                 matrix_part: 'input'});
   assert.equal(state.page, 'matrix');
-  assert.deepEqual(state.matrix, {reference: 'GPU/fp32/eager', warmup: 2});
-  assert.deepEqual(stateParams(state), {view: 'matrix', matrix_reference: 'GPU/fp32/eager', matrix_warmup: '2'});
-  assert.deepEqual(matrixParams(state.matrix), {reference: 'GPU/fp32/eager', warmup: '2'});
-  // defaults: the route's reference, the warm-up detected per run; neither in the link nor asked for
+  assert.deepEqual(state.matrix, {reference: 'GPU/fp32/eager', warmup: 2, part: 'input'});
+  assert.deepEqual(stateParams(state),
+                   {view: 'matrix', matrix_reference: 'GPU/fp32/eager', matrix_warmup: '2', matrix_part: 'input'});
+  assert.deepEqual(matrixParams(state.matrix), {reference: 'GPU/fp32/eager', warmup: '2', part: 'input'});
+  // defaults: the route's reference, the warm-up detected per run, no part; none in the link nor asked for
   const plain = stateFromParams({view: 'matrix', matrix_warmup: 'soon'});
-  assert.deepEqual(plain.matrix, {reference: null, warmup: null});
+  assert.deepEqual(plain.matrix, {reference: null, warmup: null, part: null});
   assert.deepEqual(stateParams(plain), {view: 'matrix'});
   assert.deepEqual(matrixParams(plain.matrix), {});
 });

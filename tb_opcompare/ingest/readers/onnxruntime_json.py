@@ -21,6 +21,7 @@ import numpy as np
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
+from tb_opcompare.ingest.readers.step_breakdown import HOST_CODES, layered_host_rows
 from tb_opcompare.schema.dimensions import canonical_precision, is_batch_size
 from tb_opcompare.schema.events import (
     OpEvents,
@@ -47,6 +48,12 @@ _ACCELERATOR_PROVIDERS = frozenset(
         "DmlExecutionProvider",
         "NvTensorRTRTXExecutionProvider",
     }
+)
+_COPY_OPS = frozenset({"MemcpyToHost", "MemcpyFromHost"})  # the copies ORT inserts between providers
+BREAKDOWN_NOTE = (
+    "ONNX Runtime records its nodes only, on one or more threads: each moment counts once, under copies "
+    "(its Memcpy nodes), launches (a node an accelerator's provider ran: its host side), forward (any "
+    "other node) that any thread ran; the session's own work between nodes is untracked"
 )
 _FLOAT_TYPES = {"float", "float16", "bfloat16", "double"}  # what a node computes in; integers are indices and shapes
 _MIN_BATCH_VOTES = 2
@@ -84,7 +91,7 @@ def read_onnxruntime(path: str, text: TraceText) -> ParsedProfile:
                 args = event.args or OrtArgs()
                 node = event.name[: -len(_KERNEL_SUFFIX)]
                 threads[str(event.pid), str(event.tid)].append(
-                    (event.ts, event.dur or 0.0, (node, args.op_name or node))
+                    (event.ts, event.dur or 0.0, (node, args.op_name or node), _node_category(args))
                 )
                 providers[args.provider or "unknown provider"] += 1
                 _count_first_input(args, leading, dtypes)
@@ -97,11 +104,13 @@ def read_onnxruntime(path: str, text: TraceText) -> ParsedProfile:
     events = OpEvents()
     step_bounds = np.array(sorted((start, start + length) for start, length in steps), dtype=np.float64).reshape(-1, 2)
     keys: dict[tuple[str, str], int] = {}
+    spans = []  # each thread's nodes: starts, ends, step category codes
     for nodes in threads.values():
         nodes.sort(key=lambda node: (node[0], -node[1]))
         starts = np.fromiter((node[0] for node in nodes), dtype=np.float64, count=len(nodes))
         durations = np.fromiter((node[1] for node in nodes), dtype=np.float64, count=len(nodes))
         codes = np.fromiter((keys.setdefault(node[2], len(keys)) for node in nodes), dtype=np.int64, count=len(nodes))
+        spans.append((starts, starts + durations, np.fromiter((node[3] for node in nodes), np.int64, len(nodes))))
         own, parents = self_times(starts, durations)
         events.crossings += crossing_events(starts, durations, parents)
         events.add_host_codes(
@@ -109,9 +118,20 @@ def read_onnxruntime(path: str, text: TraceText) -> ParsedProfile:
         )
     events.step_count = len(step_bounds)
     facts = _facts(steps, providers, leading, dtypes)
+    if len(step_bounds):
+        events.breakdown = layered_host_rows(step_bounds, *(np.concatenate(column) for column in zip(*spans)))
+        facts.step_breakdown_note = BREAKDOWN_NOTE
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
     return ParsedProfile(facts, events)
+
+
+def _node_category(args: OrtArgs) -> int:
+    """A node's step category code: a copy between providers, its launch where an
+    accelerator's provider ran it, else forward (an inference session runs no backward)."""
+    if args.op_name in _COPY_OPS:
+        return HOST_CODES["copy"]
+    return HOST_CODES["launch" if args.provider in _ACCELERATOR_PROVIDERS else "forward"]
 
 
 def _count_first_input(args: OrtArgs, leading: collections.Counter, dtypes: collections.Counter) -> None:

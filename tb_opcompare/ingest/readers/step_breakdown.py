@@ -60,12 +60,14 @@ def _nearest(parents: np.ndarray, marked: np.ndarray) -> np.ndarray:
         up[pending] = up[up[pending]]
 
 
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint intervals, sorted, that cover the given ones."""
+def union(starts: np.ndarray, ends: np.ndarray, presorted: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint intervals, sorted, that cover the given ones (``presorted``: already in
+    start order)."""
     if not len(starts):
         return np.zeros(0), np.zeros(0)
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
+    if not presorted:
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
     opens = np.concatenate([[True], starts[1:] > reach[:-1]])
     firsts = np.flatnonzero(opens)
@@ -131,17 +133,45 @@ def layered_host_rows(
     code) ran on several threads at once: each moment under the first category of
     ``LAYER_ORDER`` any event holding it has; moments no host event holds, waiting on the
     device where ``device_busy`` covers them, else untracked."""
+    return layered_rows(bounds, *layered_host_sums(bounds, starts, ends, category), device_busy)
+
+
+def layered_host_sums(
+    bounds: np.ndarray, starts: np.ndarray, ends: np.ndarray, category: np.ndarray, presorted: bool = False
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """(each step's time by category code, the moments any host event holds) of
+    ``layered_host_rows``, before the device is known: a reader that meets the device
+    later keeps these, not every host event. ``presorted``: the events are in start order."""
     sums = np.zeros((len(bounds), len(STEP_CATEGORIES)))
     mask = np.zeros(len(category), dtype=bool)
-    previous = np.zeros(len(bounds))
+    previous, busy = np.zeros(len(bounds)), union(starts[:0], ends[:0])
     for name in LAYER_ORDER:
-        mask |= category == HOST_CODES[name]
-        covered = measure_in(bounds, union(starts[mask], ends[mask]))
+        layer = category == HOST_CODES[name]
+        if not layer.any():  # a category no event has adds nothing: no pass over the events
+            continue
+        mask |= layer
+        every = mask.all()  # the last layer of most steps: no copy of the events
+        busy = union(starts if every else starts[mask], ends if every else ends[mask], presorted)
+        covered = measure_in(bounds, busy)
         sums[:, HOST_CODES[name]] = covered - previous
         previous = covered
+    return sums, busy
+
+
+def layered_rows(
+    bounds: np.ndarray,
+    sums: np.ndarray,
+    host_busy: tuple[np.ndarray, np.ndarray],
+    device_busy: tuple[np.ndarray, np.ndarray] | None,
+) -> dict[str, list]:
+    """The host rows from ``layered_host_sums``: the moments no host event holds are
+    waiting on the device where ``device_busy`` covers them, else untracked."""
+    sums = sums.copy()
+    previous = sums.sum(axis=1)
     if device_busy is not None and len(device_busy[0]):
         either = measure_in(
-            bounds, union(np.concatenate([starts, device_busy[0]]), np.concatenate([ends, device_busy[1]]))
+            bounds,
+            union(np.concatenate([host_busy[0], device_busy[0]]), np.concatenate([host_busy[1], device_busy[1]])),
         )
         sums[:, HOST_CODES["device_wait"]] = either - previous
         previous = either

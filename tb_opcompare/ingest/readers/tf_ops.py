@@ -194,7 +194,8 @@ def is_optimizer_scope(tf_op: str) -> bool:
     return any(part.lower() in _OPTIMIZER_SCOPES for part in tf_op.split("/")[:-1])
 
 
-_INPUT_TYPES = ("IteratorGetNext", "QueueDequeue", "ReaderRead")  # the step waiting on its input pipeline
+# the step waiting on its input pipeline
+_INPUT_TYPES = ("IteratorGetNext", "MultiDeviceIteratorGetNext", "QueueDequeue", "ReaderRead")
 _COPY_TYPES = frozenset({"_Recv", "_Send", "_HostRecv", "_HostSend", "MEMCPYHtoD", "MEMCPYDtoH", "MEMCPYDtoD"})
 _GRADIENT_SCOPES = ("gradients", "gradient_tape")
 
@@ -203,7 +204,8 @@ def tf_step_category(name: str, op_type: str) -> str:
     """What a TF op's time is in a step (``schema.events.STEP_CATEGORIES``), by its type and
     its name's scopes: the input pipeline's dequeue, a copy between devices, the optimizer's
     update (its scope or an ``Apply*`` type), the gradients (``gradients/``,
-    ``gradient_tape/``, ``…_grad/``), else forward."""
+    ``gradient_tape/``, ``…_grad/``, or a gradient kernel's type: ``Conv2DBackpropInput``,
+    ``ReluGrad``), else forward."""
     if op_type.startswith(_INPUT_TYPES) or name.startswith("Iterator::"):
         return "input"
     if op_type in _COPY_TYPES:
@@ -213,7 +215,32 @@ def tf_step_category(name: str, op_type: str) -> str:
     scopes = name.split("/")
     if any(part in _GRADIENT_SCOPES or part.endswith("_grad") for part in scopes[:-1]):
         return "backward"
+    # an eager op is named by its type alone: a gradient kernel's type says what it is
+    if "Backprop" in op_type or op_type.endswith(("Grad", "GradV2", "GradGrad")):
+        return "backward"
     return "forward"
+
+
+# Host events of an xplane that are no TF op but say what the step waits on: the get-next
+# op's own body on tf.data's thread (its op event, where there is one, is on the executor's),
+# and the CUDA/HIP runtime and driver calls CUPTI records on the calling thread.
+_INPUT_WAITS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+_RUNTIME_CALL = re.compile(r"(?:cu|cuda|hip)[A-Z]\w*\Z")
+_HOST_COPIES = frozenset({"MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "MemCpyAsync"})
+
+
+def tf_host_event_category(name: str) -> str | None:
+    """What a host event that is no op is in a step (``STEP_CATEGORIES``), None where it
+    is none of them (a range around ops, tf.data's background work, the executor's own)."""
+    if name in _INPUT_WAITS:
+        return "input"
+    if name in _HOST_COPIES:
+        return "copy"
+    if _RUNTIME_CALL.match(name):
+        if "Memcpy" in name or "memcpy" in name:
+            return "copy"
+        return "device_wait" if "Synchronize" in name else "launch"
+    return None
 
 
 def allocation_batch_vote(shapes_by_op: dict[str, set[str]]) -> tuple[int, int, int] | None:

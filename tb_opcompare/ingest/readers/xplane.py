@@ -23,6 +23,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from tb_opcompare.errors import OverLimit, ProfileError
+from tb_opcompare.ingest.readers import xplane_steps
 from tb_opcompare.ingest.readers.device_executions import (
     PS_PER_US,
     InvocationIds,
@@ -137,6 +138,10 @@ class _SessionEvidence:
     hlo: HloEvidence = dataclasses.field(default_factory=HloEvidence)  # XLA programs: their precision
     in_use: _MemoryInUse = dataclasses.field(default_factory=lambda: _MemoryInUse())  # every host plane's
     user_ranges: _UserRanges = dataclasses.field(default_factory=lambda: _UserRanges())
+    # each host plane's steps split by category (issue 53), with its file's device kernels
+    step_spans: list[tuple[str, xplane_steps.StepSpans]] = dataclasses.field(default_factory=list)
+    # by file: the host plane whose steps are on its devices' Steps lines (TF 2.2-2.4)
+    pending_hosts: dict[str, xplane_steps.PendingHost] = dataclasses.field(default_factory=dict)
 
 
 def _read_file(
@@ -165,8 +170,9 @@ def _read_file(
                 host_ops.append(reader.read((path, plane.name), events))
             elif plane.name.startswith("/device:"):
                 launches.resolve()
+                spans = _device_spans(evidence, path, plane)
                 kind, name, plane_steps = _read_device_plane(
-                    plane, events, evidence.invocation_ids, evidence.kinds, launches
+                    plane, events, evidence.invocation_ids, evidence.kinds, launches, spans
                 )
                 if kind:
                     evidence.device_names.append(name)
@@ -187,7 +193,22 @@ def _read_file(
         raise ProfileError(
             path, f"plane {space.current!r} is not valid protobuf (the file may be truncated or corrupt): {error}"
         ) from None
+    finally:
+        evidence.pending_hosts.pop(path, None)  # its devices are read: a later file's are not its
     return host_ops
+
+
+def _device_spans(evidence: _SessionEvidence, path: str, plane) -> xplane_steps.StepSpans | None:
+    """The step split a device plane's kernels join: its file's host plane's, where the host
+    marked the steps; else, where the host marked none, one over this device's own Steps
+    line (TF 2.2-2.4)."""
+    if evidence.step_spans and evidence.step_spans[-1][0] == path and not evidence.step_spans[-1][1].per_device:
+        return evidence.step_spans[-1][1]
+    pending = evidence.pending_hosts.get(path)
+    spans = pending.on_device_steps(plane) if pending is not None else None
+    if spans is not None:
+        evidence.step_spans.append((path, spans))
+    return spans
 
 
 def _plane_rank(name: str) -> int:
@@ -277,6 +298,7 @@ def _settle_facts(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvide
     if evidence.device_names:
         facts.device_name = ", ".join(sorted(set(evidence.device_names)))
     _settle_steps(facts, evidence)
+    _settle_breakdown(facts, events, evidence)
     _settle_batch_size(facts, evidence)
     _settle_precision_and_compiler(facts, evidence)
     if evidence.in_use.samples:
@@ -298,6 +320,15 @@ def _settle_steps(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
     )
     if facts.step_times_us:
         facts.step_time_us = sum(facts.step_times_us) / len(facts.step_times_us)
+
+
+def _settle_breakdown(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvidence) -> None:
+    """The step split of the host plane whose steps are the profile's (its step times)."""
+    for _, spans in evidence.step_spans:
+        if spans.walls_match(facts.step_times_us):
+            events.breakdown = spans.rows()
+            facts.step_breakdown_note = xplane_steps.NOTE
+            return
 
 
 def _settle_batch_size(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
@@ -385,6 +416,7 @@ class _HostPlaneIndex:
     stat_names: dict[int, str]
     stat_ids: dict[str, int]  # stat name -> its first metadata id
     hlo: _HloOps
+    step_events: _IdLookup | None  # metadata id -> step category code of an event that is no op but counts
 
 
 def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
@@ -433,6 +465,7 @@ def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
         stat_names=stat_names,
         stat_ids=stat_ids,
         hlo=_HloOps(stat_ids.get("hlo_op"), op_keys, key_codes, names),
+        step_events=_IdLookup(*xplane_steps.host_event_codes({key: names[key] for key in names if not is_op[key]})),
     )
 
 
@@ -475,6 +508,7 @@ class _HostPlaneReader:
         self.launch_stat = index.stat_ids.get("correlation_id") if self.launches is not None else None
         self.carries_correlation = _Carriers()
         self.clock_origin_ns = 0
+        self.spans = xplane_steps.HostSpans()
 
     def read(self, plane_key: tuple[str, str], events: OpEvents) -> _HostOps:
         clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
@@ -492,6 +526,8 @@ class _HostPlaneReader:
         launches = ([], []) if self.launch_stat is not None else None  # starts, correlation ids
         execution = execution_thread(line.name)
         reads_user_ranges = bool(index.user_range_names) and not is_tf_thread(line.name)
+        # a line whose clock is wildly off the plane's cannot be placed in its steps
+        placeable = abs(line_start_ps) < _MAX_DURATION_PS
         for batch in line.event_batches():
             ints = _event_ints(batch)
             is_op = self._take_ops(batch, ints, execution, line.timestamp_ns, found)
@@ -504,10 +540,12 @@ class _HostPlaneReader:
                 self._take_steps(batch, ints, np.flatnonzero(~is_op), line_start_ps)
             if launches is not None and not is_op.all():
                 self._take_launches(batch, ints, np.flatnonzero(~is_op), line_start_ps, launches)
+            step_codes = index.step_events.codes(ints[:, 0])
+            counted = step_codes >= 0
+            if placeable and counted.any():
+                self.spans.add_others(ints[counted, 1] + line_start_ps, ints[counted, 2], step_codes[counted])
             del batch  # one batch of protobuf events alive at a time
         starts, durations, codes, eager_flags = found
-        # a line whose clock is wildly off the plane's cannot be placed in its steps
-        placeable = abs(line_start_ps) < _MAX_DURATION_PS
         ops = None
         if codes:
             durations, codes = np.concatenate(durations), np.concatenate(codes)
@@ -515,6 +553,8 @@ class _HostPlaneReader:
             starts = np.concatenate(starts) + (line_start_ps if placeable else 0)
             self.op_lines.append((starts, durations, codes, np.concatenate(eager_flags), placeable))
             ops = (starts, durations, codes, index.op_keys)
+            if placeable and execution is not None:  # tf.data's threads run beside the step
+                self.spans.add_ops(*self.op_lines[-1][:4])
         if self.launches is not None and placeable:
             launched = tuple(map(np.concatenate, launches)) if launches and launches[0] else None
             self.launches.add_line(line.id, self.clock_origin_ns, ops, launched)
@@ -657,6 +697,16 @@ class _HostPlaneReader:
         left_out = np.zeros(len(index.op_keys), dtype=bool)
         if not plane_is_eager:
             left_out[: len(index.only_eager)] = index.only_eager
+        categories = xplane_steps.op_codes(index.op_keys)
+        spans = self.spans.reduced(bounds, categories, not plane_is_eager)
+        if spans is not None:
+            spans.origin_ns = self.clock_origin_ns
+            evidence.step_spans.append((plane_key[0], spans))
+        elif not len(bounds):
+            evidence.pending_hosts[plane_key[0]] = xplane_steps.PendingHost(
+                self.spans, categories, not plane_is_eager, self.clock_origin_ns
+            )
+        self.spans = None
         return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds)
 
 
@@ -1234,7 +1284,12 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
 
 
 def _read_device_plane(
-    plane, events: OpEvents, invocations: InvocationIds, kinds: collections.Counter, launches: _HostLaunches
+    plane,
+    events: OpEvents,
+    invocations: InvocationIds,
+    kinds: collections.Counter,
+    launches: _HostLaunches,
+    spans: xplane_steps.StepSpans | None = None,
 ) -> tuple[str | None, str, list[int]]:
     """Add kernels of a device plane; return (device kind or None if idle, name, the
     duration of each event of its Steps line in start order, ps).
@@ -1262,7 +1317,7 @@ def _read_device_plane(
     stat_names = _stat_names(plane)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     executions, origin_ns = _executions(plane, event_names)
-    ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None)
+    ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None, spans)
     if not len(kernels):
         return None, "", steps
     keys, codes, starts, durations, scopes, scope_kinds = kernels.columns(list(ops.ops))
@@ -1531,11 +1586,17 @@ class _KernelOps:
 
 
 def _read_kernels(
-    plane, stat_names: dict[int, str], event_names: dict[int, str], kinds, origin_ns: int | None
+    plane,
+    stat_names: dict[int, str],
+    event_names: dict[int, str],
+    kinds,
+    origin_ns: int | None,
+    spans: xplane_steps.StepSpans | None = None,
 ) -> tuple:
     """The kernels on the plane's ``Stream #`` lines (``_KernelOps`` names their ops; their
     starts, ps since ``origin_ns``, only where it is given: a ``TensorFlow Ops`` line's
-    executions need them), and the durations (ps) of the plane's Steps line in start order."""
+    executions need them), and the durations (ps) of the plane's Steps line in start order.
+    Each kernel also joins the host's step split, where ``spans`` is given."""
     ops = _KernelOps(stat_names, event_names, kinds, ties=origin_ns is not None)
     kernels = _DeviceKernels()
     steps: list[int] = []
@@ -1547,7 +1608,10 @@ def _read_kernels(
             continue
         line_start_ps = (line.timestamp_ns - origin_ns) * 1000 if origin_ns is not None else None
         for batch in line.event_batches():
-            ops.read(batch, _event_ints(batch), line_start_ps, line.name, kernels)
+            ints = _event_ints(batch)
+            ops.read(batch, ints, line_start_ps, line.name, kernels)
+            if spans is not None and len(ints):
+                spans.add_kernels(plane.name, line.timestamp_ns, ints, event_names)
             del batch
     return ops, kernels, steps
 
