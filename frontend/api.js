@@ -76,6 +76,11 @@ export function compareCsvUrl(params) {
   return `compare.csv?${queryString(params)}`;
 }
 
+/** @param {Object<string, string>} params the runs, as for fetchComparison: where their time went, as CSV */
+export function breakdownCsvUrl(params) {
+  return `breakdown.csv?${queryString(params)}`;
+}
+
 /** @returns {Promise<SweepsDocument>} */
 export function fetchSweeps() {
   return fetchJson('sweeps');

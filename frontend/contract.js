@@ -54,6 +54,7 @@
  * @property {number|null} steps - its profiled steps
  * @property {number|null} step_time_us - its median steady step wall time, µs: the run's step is its slowest rank's
  * @property {number} host_op_time_us - its host ops' self time, summed, µs
+ * @property {Object<string, number>} [step_parts] - its own median steady step's host parts, µs by category (Compare's breakdown; the job's is its slowest rank's, step by step); empty where its trace splits no step
  */
 
 /**
@@ -144,7 +145,7 @@
  * @property {number} baseline_steps - steady steps the baseline's median is of
  * @property {number} target_steps - as baseline_steps, for the target
  * @property {Array<BreakdownPart>} parts
- * @property {Array<RunBreakdown>} runs - where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; empty where each side is one run
+ * @property {Array<RunBreakdown>} runs - where a side pools runs (repeats), or is a job of several ranks: each run's or rank's own split, so one whose step went elsewhere (a hiccup; a rank waiting on the others) shows; empty otherwise
  */
 
 /**
@@ -159,10 +160,10 @@
  */
 
 /**
- * One run of a side that pools runs (repeats): its own median steady step, split.
+ * One run of a side that pools runs (repeats), or one rank of a side that is a job: its own median steady step, split.
  * @typedef {Object} RunBreakdown
  * @property {'baseline'|'target'} side - the side it is pooled into
- * @property {string} run - the run
+ * @property {string} run - the run, or `rank N` of a job (whose split is its slowest rank's, step by step)
  * @property {number} wall_us - its median steady step wall time, µs
  * @property {number} steps - its steady steps
  * @property {Object<string, number>} host - its host parts, µs by category (adding up to wall_us), in the vocabulary's order

@@ -193,3 +193,33 @@ def test_a_bucket_logdir_sweeps_and_fills_the_matrix_as_it_does_on_disk(bucket):
         remote, disk = (_cli(env, command[0], where, *command[1:]) for where in (url, str(local)))
         assert remote.returncode == disk.returncode == 0, remote.stderr[-2000:]
         assert json.loads(remote.stdout) == json.loads(disk.stdout), command
+
+
+def test_the_tab_reads_a_bucket_where_tensorflow_is_installed(bucket, tmp_path, page):
+    """Issue 58: `tensorboard --logdir s3://…` with TensorFlow installed stops at
+    TensorBoard's own check (it asks for tensorflow-io). The tab's own flag reads the bucket
+    beside a local --logdir: this venv has TensorFlow, and the tab lists and compares the
+    bucket's runs as the CLI does."""
+    pytest.importorskip("tensorflow")
+    from conftest import open_op_compare, route_json
+    from tensorboard_server import running_tensorboard
+
+    env, url, _ = bucket
+    listed = json.loads(_cli(env, "runs", url).stdout)
+    (tmp_path / "local").mkdir()
+    with running_tensorboard(
+        tmp_path / "local",
+        env={**os.environ, **env},
+        flags=("--opcompare_logdir", url, "--opcompare_cache_dir", "none"),
+    ) as tensorboard:
+        runs = route_json(tensorboard, "runs")
+        assert sorted(run["run"] for run in runs["runs"]) == sorted(run["run"] for run in listed["runs"])
+        assert runs["errors"] == []
+        frame = open_op_compare(page, tensorboard)
+        frame.locator("#oc-count").wait_for(timeout=60_000)
+        suggested = runs["suggested"]
+        assert [frame.locator(f"#oc-{side}").input_value() for side in ("baseline", "target")] == [
+            suggested["baseline"],
+            suggested["target"],
+        ]
+        assert not page.page_errors

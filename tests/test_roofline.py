@@ -228,3 +228,14 @@ def test_no_op_of_any_gpu_recording_at_hand_passes_its_devices_peak(logdir):
                 assert row["baseline_bytes_per_s"] <= device.memory_bandwidth
                 placed += 1
     assert placed >= 10
+
+
+def test_the_python_api_answers_the_routes_document(client):
+    from tb_opcompare import open_logdir
+
+    baseline, target = "mnist_cnn_torch_cpu_bs16_rep1", "mnist_cnn_torch_gpu_bs16_rep1"
+    served = client.get(f"{PREFIX}/roofline", query_string={"baseline": baseline, "target": target}).get_data()
+    document = open_logdir(str(H100_DEMO), cache_dir="none").roofline(baseline, target)
+    assert msgspec.json.encode(document) == served
+    frame = document.to_pandas()
+    assert list(frame.columns) == ROOFLINE_COLUMNS and len(frame) == len(document.rows)

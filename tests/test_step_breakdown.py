@@ -135,6 +135,14 @@ def test_a_jobs_step_is_split_as_its_slowest_rank_spent_it(tmp_path):
     ranks = [_raw_steps(path)[0] for path in sorted((tmp_path / "job").glob("*.json.gz"))]
     job = [max(rank[step]["dur"] for rank in ranks) for step in range(min(len(rank) for rank in ranks))]
     _sums_hold(profile, job)
+    # beside the job's split, each rank's own median steady step and its parts (Compare's runs)
+    breakdown = compare_document(Catalog(str(tmp_path / "job"), cache_dir=None), ".", ".").summary.breakdown
+    own = [run for run in breakdown.runs if run.side == "baseline"]
+    assert [run.run for run in own] == ["rank 0", "rank 1"]
+    for run, steps in zip(own, ranks):
+        walls = [step["dur"] for step in steps]
+        assert run.wall_us == pytest.approx(statistics.median(steady_steps(walls)), rel=1e-6)
+        assert sum(run.host.values()) == pytest.approx(run.wall_us, rel=1e-3)
 
 
 def test_the_demos_cpu_to_gpu_waterfall_adds_up_to_the_headline(tmp_path):
@@ -166,6 +174,12 @@ def test_formats_that_do_not_split_their_steps_say_so(tmp_path):
     summary = compare_document(Catalog(str(tmp_path), cache_dir=None), "a", "b").summary
     assert summary.breakdown is None
     assert summary.breakdown_note.startswith("No step breakdown: neither side's profile splits its steps")
+    # and its CSV is a 400 that says so, not an empty file
+    from in_process import PREFIX, plugin_client
+
+    answer = plugin_client(tmp_path).get(f"{PREFIX}/breakdown.csv?baseline=a&target=b")
+    assert answer.status_code == 400
+    assert json.loads(answer.data)["error"]["message"] == summary.breakdown_note
 
 
 def test_an_onnxruntime_sessions_runs_are_split_by_what_its_nodes_ran(tmp_path):

@@ -126,3 +126,33 @@ def test_pooled_repeats_show_each_runs_own_step_beside_the_waterfall(page, repea
             *(format_time(run["host"][key]) if key in run["host"] else "–" for key in keys),
         ]
     assert not errors
+
+
+def test_where_the_time_went_downloads_as_csv(page, kineto_url):
+    """The waterfall's figures as a CSV download (issue 53: the CSV carries the breakdown):
+    the route's bytes, the two steps first, then each part's time on both sides; a pair
+    whose runs split no step gets a 400 that says why."""
+    import csv
+    import io
+    from pathlib import Path
+
+    from conftest import route
+
+    pair = {"baseline": "resnet50_num_workers_0", "target": "resnet50_num_workers_4"}
+    breakdown = route_json(kineto_url, "compare", **pair)["summary"]["breakdown"]
+    frame = open_op_compare(page, kineto_url, **pair)
+    _drawn(frame)
+    with page.expect_download() as download_info:
+        frame.locator("#oc-breakdown-export").click()
+    downloaded = Path(download_info.value.path()).read_bytes()
+    status, body = route(kineto_url, "breakdown.csv", **pair)
+    assert status == 200 and downloaded == body
+    lines = list(csv.DictReader(io.StringIO(downloaded.decode("utf-8"))))
+    assert lines[0]["category"] == "(step)"
+    assert float(lines[0]["baseline_us"]) == pytest.approx(breakdown["baseline_wall_us"], rel=1e-9)
+    assert float(lines[0]["target_us"]) == pytest.approx(breakdown["target_wall_us"], rel=1e-9)
+    assert [(line["side"], line["category"]) for line in lines[1:]] == [
+        (part["side"], part["category"]) for part in breakdown["parts"]
+    ]
+    for line, part in zip(lines[1:], breakdown["parts"]):
+        assert float(line["change_us"]) == pytest.approx(part["change_us"], rel=1e-9, abs=1e-9)

@@ -4,7 +4,7 @@
 // significantly changed); the server is asked again only for new runs and for `/regex/`
 // matches.
 
-import {compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
+import {breakdownCsvUrl, compareCsvUrl, fetchComparison, fetchRuns, loadPlotly} from '../api.js';
 import {h} from '../dom.js';
 import {MAX_TAB_ROWS, checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
@@ -310,7 +310,7 @@ export class CompareView {
     this.comparison = comparison;
     this.notices.replaceChildren(...comparisonNotices(comparison.summary, this.staleLink));
     this.summary.replaceChildren(...summaryCards(comparison.summary));
-    this.waterfall.show(comparison.summary);
+    this.waterfall.show(comparison.summary, breakdownCsvUrl(this.runParams()));
     // Before the rows: the table drops the last pair's verdicts until this pair's arrive.
     this.confidence.show(checkParams(this.selection), {olderSession: showsOlderSession(comparison.summary),
                                                        refusal: comparison.summary.check_refusal});

@@ -90,7 +90,7 @@ function runsGrid(breakdown) {
     ...texts.map((text, i) => h('span', {class: i > 1 ? 'oc-num' : '', role: i ? 'cell' : 'rowheader',
                                         title: titles[i] || null}, text)));
   return h('div', {class: 'oc-breakdown-device oc-breakdown-runs', id: 'oc-breakdown-runs', role: 'table'},
-    row(['Each run\'s own median steady step', 'side', 'step', ...keys],
+    row(['Each run\'s (or rank\'s) own median steady step', 'side', 'step', ...keys],
         {class: 'oc-breakdown-row oc-breakdown-head'}, ['', '', '', ...keys.map((key) => STEP_PARTS[key])]),
     ...breakdown.runs.map((run) => row([run.run, run.side, formatTime(run.wall_us),
       ...keys.map((key) => (key in run.host ? formatTime(run.host[key]) : '–'))], {'data-run': run.run})));
@@ -101,18 +101,25 @@ export class WaterfallChart {
     this.chart = h('div', {class: 'oc-chart oc-waterfall', id: 'oc-waterfall'});
     this.caption = h('div', {class: 'oc-card-detail', id: 'oc-breakdown-caption'});
     this.device = h('div', {});
+    this.exportLink = h('a', {class: 'oc-link oc-breakdown-export', id: 'oc-breakdown-export', download: '', href: '#'},
+      'Download CSV');
     this.element = h('section', {class: 'oc-card oc-breakdown', id: 'oc-breakdown', 'aria-label': 'where the time went'},
-      h('h3', {}, 'Where the time went'), this.caption, this.chart, this.device);
+      h('div', {class: 'oc-breakdown-title'}, h('h3', {}, 'Where the time went'), this.exportLink),
+      this.caption, this.chart, this.device);
     this.summary = null;
   }
 
   /**
    * Draw `summary`'s breakdown, or say why it has none; a later call supersedes one drawing.
    * @param {CompareSummary} summary
+   * @param {string} [csvUrl] the breakdown route's CSV of the same runs (kept from the last call)
    */
-  async show(summary) {
+  async show(summary, csvUrl = this.csvUrl) {
     this.summary = summary;
+    this.csvUrl = csvUrl;
     const breakdown = summary.breakdown;
+    this.exportLink.hidden = !breakdown || !csvUrl;
+    if (csvUrl) this.exportLink.href = csvUrl;
     if (!breakdown) {
       this.element.hidden = !summary.breakdown_note;
       setText(this.caption, summary.breakdown_note || '');

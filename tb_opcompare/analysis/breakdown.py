@@ -76,6 +76,22 @@ def pooled_split(runs: Sequence[tuple[str, Sequence[float], Table]], note: str |
     return dataclasses.replace(pooled, runs=tuple((name, split) for name, split in own if split is not None))
 
 
+def with_ranks(split: SideSplit | None, workers: Sequence[dict]) -> SideSplit | None:
+    """A job's split (its slowest rank's, step by step) with each rank's own median steady
+    step beside it (``ProfileFacts.workers``' ``step_parts``), where it has two ranks or more."""
+    ranks = [worker for worker in workers if worker.get("step_parts") and worker.get("step_time_us")]
+    if split is None or len(ranks) < 2:
+        return split
+    own = tuple(
+        (
+            f"rank {worker['rank']}" if worker.get("rank") is not None else worker["file"],
+            SideSplit(worker["step_time_us"], {HOST: dict(worker["step_parts"])}, worker.get("steps") or 0),
+        )
+        for worker in ranks
+    )
+    return dataclasses.replace(split, runs=own)
+
+
 def side_of(category: str) -> str:
     """Which side a category of the vocabulary is on (ValueError for none)."""
     if category in STEP_CATEGORIES:

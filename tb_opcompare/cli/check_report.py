@@ -134,3 +134,51 @@ def text(document: CheckDocument) -> str:
     lines += ["  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip() for row in rows]
     lines += [f"warning: {warning}" for warning in document.warnings]
     return "\n".join(escape_control_characters(line) for line in lines) + "\n"
+
+
+def junit(document: CheckDocument) -> str:
+    """The check as JUnit XML, for CI systems that read test reports (GitLab, Jenkins,
+    Azure): one test case a gated op and one for the whole step; a case fails where its
+    verdict is ``slower``, and the suite's properties carry the verdict and the power. An
+    op outside the gate is not a test."""
+    from xml.sax.saxutils import escape, quoteattr
+
+    def case(row: CheckRow) -> str:
+        name = quoteattr(escape_control_characters(row.key))
+        detail = (
+            f"{row.verdict}: speedup {format_speedup(row.speedup)}, adjusted {format_speedup(row.adjusted_speedup)}, "
+            f"interval {format_interval(row.speedup_low, row.speedup_high, row.interval_level)}; baseline "
+            f"{format_time(row.baseline_mean_us)}, target {format_time(row.target_mean_us)}"
+        )
+        body = (
+            f"<failure message={quoteattr(f'significantly slower beyond {format_percent(document.threshold)}')}>"
+            f"{escape(detail)}</failure>"
+            if row.verdict == "slower"
+            else f"<system-out>{escape(detail)}</system-out>"
+        )
+        return f'    <testcase classname="tb-opcompare.check" name={name}>{body}</testcase>'
+
+    gated = [document.whole_step, *(row for row in document.rows if row.gated)]
+    failures = sum(row.verdict == "slower" for row in gated)
+    properties = {
+        "verdict": document.headline,
+        "enough_evidence": str(document.enough_evidence).lower(),
+        "detectable_change": "" if document.detectable_change is None else f"{document.detectable_change:.4f}",
+        "baseline": ", ".join(document.baseline),
+        "target": ", ".join(document.target),
+    }
+    lines = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<testsuites name="tb-opcompare check" tests="{len(gated)}" failures="{failures}">',
+        f'  <testsuite name="tb-opcompare check" tests="{len(gated)}" failures="{failures}" errors="0">',
+        "    <properties>",
+        *(
+            f"      <property name={quoteattr(key)} value={quoteattr(escape_control_characters(value))}/>"
+            for key, value in properties.items()
+        ),
+        "    </properties>",
+        *(case(row) for row in gated),
+        "  </testsuite>",
+        "</testsuites>",
+    ]
+    return "\n".join(lines) + "\n"

@@ -381,8 +381,19 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
         help="exit 3 when nothing is flagged but the runs could not have shown "
         f"{_percent_escaped(evidence_rule('--max-regression'))} (not enough evidence)",
     )
-    check.add_argument("--format", choices=("text", "markdown", "json", "csv"), default="text")
+    check.add_argument(
+        "--format",
+        choices=("text", "markdown", "json", "csv", "junit"),
+        default="text",
+        help="the report: text, Markdown (a pull-request comment), JSON, CSV, or JUnit XML (a test report for "
+        "CI systems: a test case a gated op, failed where significantly slower)",
+    )
     check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
+    check.add_argument(
+        "--no-job-summary",
+        action="store_true",
+        help="under GitHub Actions, do not append the Markdown report to the job's summary ($GITHUB_STEP_SUMMARY)",
+    )
     check.set_defaults(handler=_check)
 
 
@@ -981,12 +992,17 @@ def _check(args) -> int:
     except ProfileError as error:  # exit 1 means a regression here: an unreadable run is a usage error
         print(f"error: cannot read {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
         return EXIT_USAGE
-    if args.format == "json":
-        report = json_text(document)
-    elif args.format == "csv":
-        report = check_csv(document)
-    else:
-        report = (check_report.markdown if args.format == "markdown" else check_report.text)(document)
+    report = {
+        "json": json_text,
+        "csv": check_csv,
+        "junit": check_report.junit,
+        "markdown": check_report.markdown,
+        "text": check_report.text,
+    }[args.format](document)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary and not args.no_job_summary:  # GitHub Actions shows this file on the run's page
+        with open(summary, "a", encoding="utf-8") as page:
+            page.write(check_report.markdown(document) + "\n")
     if args.output:
         _write_text(args.output, report)
         print(escape_controls(document.headline))
@@ -1430,7 +1446,7 @@ def _print_run_splits(runs: list[dict]) -> None:
     """Each pooled run's own median steady step and its largest host parts."""
     if not runs:
         return
-    print("  each run's own median steady step:")
+    print("  each run's (or rank's) own median steady step:")
     for run in runs:
         largest = sorted(run["host"].items(), key=lambda item: -item[1])[:3]
         parts = ", ".join(f"{category} {format_time(time)}" for category, time in largest)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
 from msgspec import Meta
@@ -49,7 +49,21 @@ def _d(kind, description: str):
 
 
 class _Document(msgspec.Struct, kw_only=True):
-    pass
+    # the field holding a document's table (its list of records), for ``to_pandas``
+    TABLE: ClassVar[str | None] = None
+
+    def to_pandas(self, table: str | None = None):
+        """The document's table (``TABLE``, or another list of records it holds, by name)
+        as a pandas DataFrame, one column a field: for notebooks (``tb_opcompare.api``)."""
+        import pandas as pd
+
+        name = table or self.TABLE
+        records = getattr(self, name, None) if name else None
+        if not isinstance(records, list):
+            from tb_opcompare.errors import UsageError
+
+            raise UsageError(f"{type(self).__name__} holds no table named {name!r}", "table")
+        return pd.DataFrame(msgspec.to_builtins(records))
 
 
 class WorkerRecord(_Document):
@@ -61,6 +75,11 @@ class WorkerRecord(_Document):
     steps: _d(int | None, "its profiled steps")
     step_time_us: _d(float | None, "its median steady step wall time, µs: the run's step is its slowest rank's")
     host_op_time_us: _d(float, "its host ops' self time, summed, µs")
+    step_parts: _d(
+        dict[str, float],
+        "its own median steady step's host parts, µs by category (Compare's breakdown; the job's is its slowest "
+        "rank's, step by step); empty where its trace splits no step",
+    ) = msgspec.field(default_factory=dict)
 
 
 class RunRecord(_Document):
@@ -168,6 +187,8 @@ class SuggestedPair(_Document):
 
 class RunsDocument(_Document):
     """`runs`: every run, the automatic pairs, what could not be read."""
+
+    TABLE: ClassVar[str] = "runs"
 
     runs: list[RunRecord]
     pairs: _d(list[Pair], "CPU -> accelerator pairs of one model, batch size, precision and compiler")
@@ -278,10 +299,11 @@ class BreakdownPart(_Document):
 
 
 class RunBreakdown(_Document):
-    """One run of a side that pools runs (repeats): its own median steady step, split."""
+    """One run of a side that pools runs (repeats), or one rank of a side that is a job:
+    its own median steady step, split."""
 
     side: _d(Literal["baseline", "target"], "the side it is pooled into")
-    run: _d(str, "the run")
+    run: _d(str, "the run, or `rank N` of a job (whose split is its slowest rank's, step by step)")
     wall_us: _d(float, "its median steady step wall time, µs")
     steps: _d(int, "its steady steps")
     host: _d(dict[str, float], "its host parts, µs by category (adding up to wall_us), in the vocabulary's order")
@@ -291,6 +313,8 @@ class StepBreakdown(_Document):
     """Where the time went: each side's median steady step (the headline's) split by what it
     was spent on, and the change as a waterfall from the baseline's step to the target's."""
 
+    TABLE: ClassVar[str] = "parts"
+
     baseline_wall_us: _d(float, "the baseline's median steady step wall time, µs: the waterfall's start")
     target_wall_us: _d(float, "the target's, µs: its end; the host parts' change_us add up to the difference")
     baseline_steps: _d(int, "steady steps the baseline's median is of")
@@ -298,8 +322,8 @@ class StepBreakdown(_Document):
     parts: list[BreakdownPart]
     runs: _d(
         list[RunBreakdown],
-        "where a side pools runs (repeats): each run's own split, so one whose step went elsewhere shows; "
-        "empty where each side is one run",
+        "where a side pools runs (repeats), or is a job of several ranks: each run's or rank's own split, so "
+        "one whose step went elsewhere (a hiccup; a rank waiting on the others) shows; empty otherwise",
     )
 
 
@@ -373,6 +397,8 @@ class CompareSummary(_Document):
 
 class CompareDocument(_Document):
     """`compare`: the summary and the rows the view keeps, in its order."""
+
+    TABLE: ClassVar[str] = "rows"
 
     summary: CompareSummary
     columns: _d(list[str], "the fields of a row, in order")
@@ -468,6 +494,8 @@ class SpeedupPoint(_Document):
 class SweepDocument(_Document):
     """`sweep`: how each op and the whole step scale with batch size, one line per series
     (device, precision or compiler), the other dimensions held."""
+
+    TABLE: ClassVar[str] = "series"
 
     model: str
     group_by: Literal["name", "type"]
@@ -593,6 +621,8 @@ class CheckStepPart(_Document):
 class CheckDocument(_Document):
     """`tb-opcompare check`: did anything get significantly slower between two groups of runs?"""
 
+    TABLE: ClassVar[str] = "rows"
+
     passed: _d(bool, "no gated op and not the whole step got significantly slower beyond the threshold")
     common_change: _d(
         float | None,
@@ -677,6 +707,8 @@ TrendRow.__doc__ = "One op at one point of a trend."
 class TrendDocument(_Document):
     """A model across many runs: the top ops and the whole step at each point of an order."""
 
+    TABLE: ClassVar[str] = "rows"
+
     order_by: _d(str, "`recorded`, `label`, `run`, `repeat` or `sidecar:<dotted.path>`")
     group_by: str
     points: _d(list[TrendPoint], "in order: natural order of the values (2.9 before 2.10)")
@@ -750,6 +782,8 @@ class MatrixRow(_Document):
 class MatrixDocument(_Document):
     """Steady-state step latency and throughput of every model, precision, compiler and batch
     size (rows) on every device (columns), with the speedup against a reference device."""
+
+    TABLE: ClassVar[str] = "cells"
 
     reference: _d(str | None, "the reference column's key (default: CPU where present, else the first column)")
     warmup: _d(
@@ -1018,6 +1052,7 @@ _ROOFLINE_PER_SIDE: tuple[tuple[str, Any, str], ...] = (
         "where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`",
     ),
     ("timed_on", str | None, "`device`: by the kernels its calls launched; `host`: by their wall time"),
+    ("time_us", float | None, "the known calls' time there, µs"),
     ("share", float | None, "time_us / the time of all ops of the run with known work"),
     ("flops", float | None, "floating-point operations of the known calls"),
     ("bytes", float | None, "bytes they must at least move (inputs read and output written once)"),
@@ -1070,6 +1105,8 @@ ROOFLINE_COLUMNS: list[str] = list(RooflineRow.__struct_fields__)  # the rows' t
 class RooflineDocument(_Document):
     """Why an op sped up: each op's work, achieved rate and its device's roof on both sides."""
 
+    TABLE: ClassVar[str] = "rows"
+
     baseline: RooflineRun
     target: RooflineRun
     columns: _d(list[str], "the fields of a row, in order")
@@ -1111,6 +1148,13 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
         "`order=desc|asc`, `top`",
     ),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
+    (
+        "breakdown.csv",
+        CompareDocument,
+        "as `compare`; answers where the time went (`summary.breakdown`) as CSV: the two steps first (category "
+        "`(step)`), then one line per part (the columns of BreakdownPart); 400 saying why where the runs split no "
+        "step",
+    ),
     ("sweeps", SweepsDocument, "none"),
     (
         "sweep",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split
+from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
 from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_frame, compare_ops, like_for_like
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.row_view import RowView, view_positions
@@ -265,6 +265,7 @@ def _side(
         loaded = catalog.load(names[0], session)
         profile = loaded.profile
         split = side_split([(profile.facts.step_times_us, profile.breakdown_table)], profile.facts.step_breakdown_note)
+        split = with_ranks(split, profile.facts.workers)
         return loaded, names, [], step_latency([profile.facts.step_times_us]), split
     loaded, notes, first_error = [], [], None
     for name in names:

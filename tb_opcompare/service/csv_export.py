@@ -49,6 +49,23 @@ def _holds_text(rows: list[dict], column: str) -> bool:
     return any(isinstance(row.get(column), str) for row in rows)
 
 
+def breakdown_csv(breakdown) -> str:
+    """Where the time went (a ``StepBreakdown``): the two steps, then each part's time on
+    both sides and its change, the columns of BreakdownPart."""
+    from tb_opcompare.schema.contract import BreakdownPart
+
+    step = {
+        "side": "host",
+        "category": "(step)",
+        "label": "median steady step",
+        "baseline_us": breakdown.baseline_wall_us,
+        "target_us": breakdown.target_wall_us,
+        "change_us": breakdown.target_wall_us - breakdown.baseline_wall_us,
+    }
+    rows = [step, *(msgspec.structs.asdict(part) for part in breakdown.parts)]
+    return compare_csv(rows, list(BreakdownPart.__struct_fields__))
+
+
 TREND_CSV_COLUMNS = ["key", "value", "mean_us", "low_us", "high_us", "runs"]
 
 

@@ -37,7 +37,7 @@ def roofline_document(
     if same:
         sides.append(sides[0])
         runs.append(runs[0])
-    table = roofline_rows(*sides)
+    table = roofline_rows(*sides)[ROOFLINE_COLUMNS]
     return RooflineDocument(
         baseline=runs[0], target=runs[1], columns=list(ROOFLINE_COLUMNS), rows=as_records(table), notes=notes
     )

@@ -29,8 +29,10 @@ class OpComparePlugin(base_plugin.TBPlugin):
     plugin_name = PLUGIN_NAME
 
     def __init__(self, context: base_plugin.TBContext):
-        self._logdir = context.logdir or ""
         flags = context.flags
+        # the tab's own logdir where given: TensorBoard with TensorFlow installed refuses an
+        # s3:// --logdir without tensorflow-io, and the plugin reads buckets itself (fsspec)
+        self._logdir = getattr(flags, "opcompare_logdir", None) or context.logdir or ""
         self._settings = ReadSettings.from_options(
             getattr(flags, "opcompare_cache_dir", None),
             False,
@@ -93,6 +95,14 @@ class OpCompareLoader(base_plugin.TBLoader):
 
     def define_flags(self, parser):
         group = parser.add_argument_group("op_compare")
+        group.add_argument(
+            "--opcompare_logdir",
+            metavar="PATH_OR_URL",
+            default=None,
+            help="Op Compare: the logdir the tab reads, where it is not TensorBoard's --logdir: a folder or a "
+            "bucket (s3://, gs://, az://; the tb-opcompare[s3] extra). With TensorFlow installed, TensorBoard "
+            "itself asks for tensorflow-io to read an s3:// --logdir; this flag reads the bucket without it.",
+        )
         group.add_argument(
             "--opcompare_cache_dir",
             metavar="DIR",

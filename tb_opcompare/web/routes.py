@@ -62,6 +62,7 @@ from tb_opcompare.schema.text import parse_share
 from tb_opcompare.service.check import check_document, significant_keys
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import (
+    breakdown_csv,
     compare_csv,
     layers_csv,
     matrix_csv,
@@ -148,6 +149,7 @@ class DataRoutes:
                 )
         # the sweep's table is its fits, without the figures the JSON carries
         self.apps["/sweep.csv"] = _served(self._sweep_csv)
+        self.apps["/breakdown.csv"] = _served(self._breakdown_csv)
 
     def _runs(self, args):
         load = args.get("load", "1")
@@ -160,6 +162,9 @@ class DataRoutes:
 
     def _sweep_figures(self, args) -> SweepDocument:
         return self._sweep(args, figures=True)
+
+    def _breakdown_csv(self, request):
+        return _breakdown_download(request, self._compare_view(request.args))
 
     def _sweep_csv(self, request):
         try:  # parameters first: a bad one costs no sweep
@@ -329,6 +334,16 @@ def _served(render):
         return _answer_errors(render, request)
 
     return app
+
+
+def _breakdown_download(request, document: CompareDocument):
+    """Where the time went as CSV, named by the runs; a 400 that says why where the runs
+    split no step."""
+    summary = document.summary
+    if summary.breakdown is None:
+        raise UsageError(summary.breakdown_note or "No step breakdown for these runs.")
+    name = f"opcompare_breakdown_{_safe_name(summary.baseline_runs[0])}_vs_{_safe_name(summary.target_runs[0])}.csv"
+    return _csv_download(request, breakdown_csv(summary.breakdown), name)
 
 
 def _compare_csv(document: CompareDocument, args) -> tuple[str, str]:

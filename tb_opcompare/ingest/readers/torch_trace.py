@@ -28,6 +28,7 @@ from collections.abc import Iterable
 import msgspec
 import numpy as np
 
+from tb_opcompare.analysis.breakdown import side_split
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.work import Call, Work, has_formula, work_from_shapes
 from tb_opcompare.errors import ProfileError
@@ -63,6 +64,7 @@ from tb_opcompare.schema.events import (
     steps_of,
 )
 from tb_opcompare.schema.groups import group_sums, integer_group_sums
+from tb_opcompare.schema.optable import BREAKDOWN_DTYPES, typed_table
 from tb_opcompare.schema.table import Table
 
 FORMAT = "pytorch"
@@ -248,7 +250,7 @@ class RankRead:
     worker of a cluster returns for the job's reader to combine (``combine_ranks``)."""
 
     trace: _OneTrace
-    worker: dict  # rank, world_size, file, steps, step_time_us, host_op_time_us
+    worker: dict  # rank, world_size, file, steps, step_time_us, host_op_time_us, step_parts
 
 
 def read_torch_rank(path: str, trace: TraceText, rank: Rank | None) -> RankRead:
@@ -263,8 +265,18 @@ def read_torch_rank(path: str, trace: TraceText, rank: Rank | None) -> RankRead:
         "host_op_time_us": float(
             sum(read.events.self_time) + sum(part["self_us"].sum() for part in read.events.host_partials)
         ),
+        "step_parts": _own_step_parts(facts.step_times_us, read.events.breakdown),
     }
     return RankRead(read, worker)
+
+
+def _own_step_parts(step_times_us: list[float], breakdown: dict | None) -> dict[str, float]:
+    """A rank's own median steady step, its host parts (the job's split is its slowest
+    rank's, step by step: each rank's own shows beside it which one waited on the others)."""
+    if breakdown is None:
+        return {}
+    split = side_split([(step_times_us, typed_table(breakdown, BREAKDOWN_DTYPES))])
+    return split.parts.get(HOST, {}) if split else {}
 
 
 def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> ParsedProfile:
