@@ -330,6 +330,23 @@ def _add_sweep(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
     sweep.set_defaults(handler=_sweep)
 
 
+def _add_check_reports(check: argparse.ArgumentParser) -> None:
+    """Where the check's report goes: its format, a file, and the CI job's summary."""
+    check.add_argument(
+        "--format",
+        choices=("text", "markdown", "json", "csv", "junit"),
+        default="text",
+        help="the report: text, Markdown (a pull-request comment), JSON, CSV, or JUnit XML (a test report for "
+        "CI systems: a test case a gated op, failed where significantly slower)",
+    )
+    check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
+    check.add_argument(
+        "--no-job-summary",
+        action="store_true",
+        help="under GitHub Actions, do not append the Markdown report to the job's summary ($GITHUB_STEP_SUMMARY)",
+    )
+
+
 def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) -> None:
     check = commands.add_parser(
         "check",
@@ -381,19 +398,7 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
         help="exit 3 when nothing is flagged but the runs could not have shown "
         f"{_percent_escaped(evidence_rule('--max-regression'))} (not enough evidence)",
     )
-    check.add_argument(
-        "--format",
-        choices=("text", "markdown", "json", "csv", "junit"),
-        default="text",
-        help="the report: text, Markdown (a pull-request comment), JSON, CSV, or JUnit XML (a test report for "
-        "CI systems: a test case a gated op, failed where significantly slower)",
-    )
-    check.add_argument("--output", metavar="FILE", help="write the report to FILE as well as deciding the exit code")
-    check.add_argument(
-        "--no-job-summary",
-        action="store_true",
-        help="under GitHub Actions, do not append the Markdown report to the job's summary ($GITHUB_STEP_SUMMARY)",
-    )
+    _add_check_reports(check)
     check.set_defaults(handler=_check)
 
 
