@@ -623,6 +623,7 @@
  * @property {number|null} baseline_known_calls - those whose work is known and that ran where the op is timed (the figures below are theirs)
  * @property {string|null} baseline_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`
  * @property {string|null} baseline_timed_on - `device`: by the kernels its calls launched; `host`: by their wall time
+ * @property {number|null} baseline_time_us - the known calls' time there, µs
  * @property {number|null} baseline_share - time_us / the time of all ops of the run with known work
  * @property {number|null} baseline_flops - floating-point operations of the known calls
  * @property {number|null} baseline_bytes - bytes they must at least move (inputs read and output written once)
@@ -639,6 +640,7 @@
  * @property {number|null} target_known_calls - those whose work is known and that ran where the op is timed (the figures below are theirs)
  * @property {string|null} target_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`
  * @property {string|null} target_timed_on - `device`: by the kernels its calls launched; `host`: by their wall time
+ * @property {number|null} target_time_us - the known calls' time there, µs
  * @property {number|null} target_share - time_us / the time of all ops of the run with known work
  * @property {number|null} target_flops - floating-point operations of the known calls
  * @property {number|null} target_bytes - bytes they must at least move (inputs read and output written once)
