@@ -12,6 +12,7 @@ import {h} from './dom.js';
 /** @typedef {import('./contract.js').MatrixDocument} MatrixDocument */
 /** @typedef {import('./contract.js').ModulesDocument} ModulesDocument */
 /** @typedef {import('./contract.js').MemoryDocument} MemoryDocument */
+/** @typedef {import('./contract.js').RooflineDocument} RooflineDocument */
 /** @typedef {import('./contract.js').LayersDocument} LayersDocument */
 
 /**
@@ -183,6 +184,21 @@ export function fetchMemory(params) {
 /** @param {Object<string, string>} params as for fetchMemory */
 export function memoryCsvUrl(params) {
   return `memory.csv?${queryString(params)}`;
+}
+
+/**
+ * Two runs' ops on their devices' rooflines: each op's work, achieved rate and roof on
+ * both sides; rejects as fetchMemory does.
+ * @param {Object<string, string>} params baseline, target and their sessions (state.js pairParams)
+ * @returns {Promise<RooflineDocument>}
+ */
+export function fetchRoofline(params) {
+  return fetchJson(`roofline?${queryString(params)}`);
+}
+
+/** @param {Object<string, string>} params as for fetchRoofline */
+export function rooflineCsvUrl(params) {
+  return `roofline.csv?${queryString(params)}`;
 }
 
 let plotlyPromise = null;

@@ -582,6 +582,83 @@
  */
 
 /**
+ * Why an op sped up: each op's work, achieved rate and its device's roof on both sides.
+ * @typedef {Object} RooflineDocument
+ * @property {RooflineRun} baseline
+ * @property {RooflineRun} target
+ * @property {Array<string>} columns - the fields of a row, in order
+ * @property {Array<RooflineRow>} rows - the ops, the most time (either side's share) first
+ * @property {Array<string>} notes - what the user should know: unknown work or limits and how to give them, suspect ops
+ */
+
+/**
+ * One run of a roofline: its roofs, and its achieved rate over the ops whose work is known.
+ * @typedef {Object} RooflineRun
+ * @property {string} run
+ * @property {string|null} device_name - the accelerator the profile names
+ * @property {string|null} precision - the precision the run computed in (as RunRecord's)
+ * @property {Array<RooflineLimits>} limits - its roofs: the device's (where it has one), then the host's
+ * @property {number|null} flops - FLOPs of the ops whose work and time are known, summed
+ * @property {number|null} time_us - their time, µs (kernel time where timed on the device)
+ * @property {number|null} flops_per_s - flops / time: the run's achieved rate on those ops
+ */
+
+/**
+ * One processor's roof as a run's ops were measured against it (issue 54).
+ * @typedef {Object} RooflineLimits
+ * @property {'device'|'host'} processor - the accelerator (ops timed by their kernels) or the CPU (ops timed on the host)
+ * @property {string|null} device - what the limits are of: a model, the profile's description; null where unknown
+ * @property {string|null} precision - the precision whose peak is the compute roof (the run's; of a mix, the highest peak)
+ * @property {number|null} peak_flops - peak FLOP/s at that precision; null where unknown
+ * @property {Object<string, number>} peak_flops_by_precision - every peak known, FLOP/s, by precision
+ * @property {number|null} memory_bandwidth - peak memory bandwidth, bytes/s; null where unknown
+ * @property {string|null} source - where the figures come from: the sidecar, the profile, or a vendor datasheet's URL
+ */
+
+/**
+ * One op whose work either run knows or could know, on both runs' rooflines.
+ * @typedef {Object} RooflineRow
+ * @property {string} op_name - op name (the outermost op with a formula: `aten::conv2d`, not the convolution it calls)
+ * @property {number|null} baseline_calls - the op's calls counted (a call inside another counted call left out)
+ * @property {number|null} baseline_known_calls - those whose work is known and that ran where the op is timed (the figures below are theirs)
+ * @property {string|null} baseline_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`
+ * @property {string|null} baseline_timed_on - `device`: by the kernels its calls launched; `host`: by their wall time
+ * @property {number|null} baseline_time_us - the known calls' time there, µs
+ * @property {number|null} baseline_share - time_us / the time of all ops of the run with known work
+ * @property {number|null} baseline_flops - floating-point operations of the known calls
+ * @property {number|null} baseline_bytes - bytes they must at least move (inputs read and output written once)
+ * @property {number|null} baseline_flops_per_s - achieved FLOP/s
+ * @property {number|null} baseline_bytes_per_s - achieved bytes/s
+ * @property {number|null} baseline_intensity - arithmetic intensity, FLOPs per byte
+ * @property {number|null} baseline_roof_flops_per_s - the roof at that intensity: min(peak FLOP/s, intensity x bandwidth)
+ * @property {number|null} baseline_fraction_of_roof - flops_per_s / roof (a copy's: bytes_per_s / bandwidth); null where suspect
+ * @property {string|null} baseline_bound - `compute` where the intensity reaches the ridge (peak / bandwidth), else `memory`
+ * @property {number|null} baseline_time_at_roof_us - the time at the roof: max(flops / peak, bytes / bandwidth), µs
+ * @property {number|null} baseline_headroom_us - time_us - time_at_roof_us: what the roof leaves to gain
+ * @property {string|null} baseline_suspect - why an achieved rate above a peak cannot be (the op is then not placed on the roof)
+ * @property {number|null} target_calls - the op's calls counted (a call inside another counted call left out)
+ * @property {number|null} target_known_calls - those whose work is known and that ran where the op is timed (the figures below are theirs)
+ * @property {string|null} target_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`
+ * @property {string|null} target_timed_on - `device`: by the kernels its calls launched; `host`: by their wall time
+ * @property {number|null} target_time_us - the known calls' time there, µs
+ * @property {number|null} target_share - time_us / the time of all ops of the run with known work
+ * @property {number|null} target_flops - floating-point operations of the known calls
+ * @property {number|null} target_bytes - bytes they must at least move (inputs read and output written once)
+ * @property {number|null} target_flops_per_s - achieved FLOP/s
+ * @property {number|null} target_bytes_per_s - achieved bytes/s
+ * @property {number|null} target_intensity - arithmetic intensity, FLOPs per byte
+ * @property {number|null} target_roof_flops_per_s - the roof at that intensity: min(peak FLOP/s, intensity x bandwidth)
+ * @property {number|null} target_fraction_of_roof - flops_per_s / roof (a copy's: bytes_per_s / bandwidth); null where suspect
+ * @property {string|null} target_bound - `compute` where the intensity reaches the ridge (peak / bandwidth), else `memory`
+ * @property {number|null} target_time_at_roof_us - the time at the roof: max(flops / peak, bytes / bandwidth), µs
+ * @property {number|null} target_headroom_us - time_us - time_at_roof_us: what the roof leaves to gain
+ * @property {string|null} target_suspect - why an achieved rate above a peak cannot be (the op is then not placed on the roof)
+ * @property {number|null} speedup - the baseline's time per known call / the target's
+ * @property {number|null} work_ratio - the target's FLOPs per known call / the baseline's: 1 where both calls did the same work; else the speedup compares different work (another batch size, or a compiler that took some of the op's calls into its own kernels)
+ * @property {string|null} change - what the change did: `moved along the roof` (about the same fraction of its roof on both sides, within 1.25x), `closed the gap` (nearer its roof) or `widened the gap`
+ */
+
+/**
  * The body of every error answer.
  * @typedef {Object} ErrorDocument
  * @property {Error} error

@@ -39,6 +39,16 @@ export function formatBytes(size) {
   return `${fixed(size, 0)} B`;
 }
 
+const SI = [[1e15, 'P'], [1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
+
+/** `3.91e12, 'FLOP/s'` -> `3.91 TFLOP/s`: three significant digits; mirrors format_rate in schema/text.py. */
+export function formatRate(value, unit) {
+  if (value === null || value === undefined) return '–';
+  const rounded = Number(value.toPrecision(3)); // first, so 999,999 reads 1 M, not 1000 k
+  const [scale, prefix] = SI.find(([size]) => Math.abs(rounded) >= size) || [1, ''];
+  return `${Number((rounded / scale).toPrecision(3))} ${prefix}${unit}`;
+}
+
 export function formatSignedTime(us) {
   if (us === null || us === undefined) return '–';
   return (us > 0 ? '+' : us < 0 ? '−' : '') + formatTime(Math.abs(us));

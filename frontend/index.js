@@ -13,6 +13,7 @@ import {MatrixView} from './views/matrix.js';
 import {MemoryView} from './views/memory.js';
 import {LayersView} from './views/layers.js';
 import {ModulesView} from './views/modules.js';
+import {RooflineView} from './views/roofline.js';
 import {SweepView} from './views/sweep.js';
 import {TrendView, modelRuns} from './views/trend.js';
 
@@ -72,6 +73,10 @@ const PAGES = [
    create: ({state, onStateChange, ready, showPage}) => new MemoryView({
      selection: state.selection, state: state.memory, onStateChange, ready,
      onOpenCompare: () => showPage('compare')})},
+  // The same runs' ops on their devices' rooflines: why an op sped up.
+  {name: 'roofline', label: 'Roofline', show: (view) => view.show(), redraw: (view) => view.redraw(),
+   create: ({state, ready, showPage}) => new RooflineView({selection: state.selection, ready,
+                                                           onOpenCompare: () => showPage('compare')})},
   // The layers of the same runs (and sessions), with its rows table's sort and filter in the link.
   {name: 'layers', label: 'Layers', show: (view) => view.show(),
    create: ({state, onStateChange, ready, showPage}) => new LayersView({

@@ -83,7 +83,7 @@ import {STATUSES} from './view.js';
 
 /**
  * @typedef {Object} TabState
- * @property {'compare'|'sweep'|'trend'|'matrix'|'modules'|'layers'|'memory'} page the page shown; `modules`
+ * @property {'compare'|'sweep'|'trend'|'matrix'|'modules'|'layers'|'memory'|'roofline'} page the page shown; `modules`
  *   compares the module trees of the selection's runs, `layers` their application,
  *   framework, runtime and device time
  * @property {Selection} selection

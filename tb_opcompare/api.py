@@ -101,6 +101,15 @@ class Logdir:
         names = split_runs(runs) if isinstance(runs, str) else list(runs)
         return trend_document(self.catalog, expand_runs(self.catalog, names), order_by=order_by, top=top)
 
+    def roofline(
+        self, baseline: str, target: str, baseline_session: str | None = None, target_session: str | None = None
+    ):
+        """Each op of two runs on its device's roofline (a ``RooflineDocument``): its work,
+        achieved rate, fraction of the roof, and what the change did."""
+        from tb_opcompare.service.roofline import roofline_document
+
+        return roofline_document(self.catalog, baseline, target, baseline_session, target_session)
+
 
 def open_logdir(path: str, cache_dir: str | None = None, max_read_gb: float | None = None) -> Logdir:
     """A logdir (a folder or a bucket URL) to ask views of; see ``Logdir``."""

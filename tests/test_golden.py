@@ -75,6 +75,13 @@ def outputs(logdir: Path) -> dict[str, bytes]:
         get(f"pair{number}_compare_by_type.json", "/compare", group_by="type", **ends)
         get(f"pair{number}_compare_view.json", "/compare", **ends, **VIEW)
         get(f"pair{number}_compare.csv", "/compare.csv", **ends)
+    if runs["pairs"]:  # the first pair's ops on their rooflines (issue 54)
+        ends = {"baseline": runs["pairs"][0]["baseline"], "target": runs["pairs"][0]["target"]}
+        get("pair0_roofline.json", "/roofline", **ends)
+        get("pair0_roofline.csv", "/roofline.csv", **ends)
+        found["cli_roofline.txt"] = _cli(
+            "roofline", str(logdir), "--baseline", ends["baseline"], "--target", ends["target"]
+        )
     get("sweeps.json", "/sweeps")
     sweeps = json.loads(found["sweeps.json"].split(b"\n", 1)[1])
     for number, model in enumerate(sweeps["sweepable"]):

@@ -599,10 +599,10 @@ def test_a_link_to_the_sweep_asks_for_the_models_and_the_sweep_once(page, tensor
 def test_a_link_to_a_page_this_tab_has_not_opens_the_comparison(page, tensorboard_url):
     """A link from a newer or older version of the tab (``view=`` a page this one has not)
     opens the Compare page, and the hash stops naming the unknown page."""
-    frame = open_tab(page, tensorboard_url, ready="#oc-count, #oc-message", view="roofline")
+    frame = open_tab(page, tensorboard_url, ready="#oc-count, #oc-message", view="flamegraph")
     assert frame.locator(".oc-page-tab.oc-active").inner_text().lower() == "compare runs"
     assert frame.locator("#oc-sweep").is_hidden()
-    page.wait_for_function("!location.hash.includes('roofline')")
+    page.wait_for_function("!location.hash.includes('flamegraph')")
     assert "view" not in tab_state(page) and not page.page_errors
 
 

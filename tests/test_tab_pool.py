@@ -153,13 +153,14 @@ def test_pool_repeats_is_disabled_where_the_runs_have_no_repeats(page, tensorboa
 
 
 def test_the_pages_of_the_chosen_runs_say_they_do_not_pool(page, repeats_tensorboard_url):
-    """Layers, Memory and Modules read the two runs chosen: with Pool repeats on, each says so."""
+    """Layers, Memory, Modules and Roofline read the two runs chosen: with Pool repeats on, each says so."""
     url = repeats_tensorboard_url
     errors = console_errors(page)
     pages = (
         ("layers", "#oc-layers-summary tr"),
         ("memory", ".oc-memory-card"),
         ("modules", "#oc-modules-table tbody tr"),
+        ("roofline", "#oc-roofline-table tbody tr"),
     )
     for view, ready in pages:  # first without pooling: the tab keeps its last state for the browser tab
         page.goto("about:blank")  # a new hash alone would not load the tab again

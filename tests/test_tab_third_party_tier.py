@@ -22,6 +22,7 @@ PAGES = {
     "modules": ("#oc-modules-table tbody tr", "#oc-modules-notes .oc-panel-note"),
     "memory": ("#oc-memory-table tbody tr", "#oc-memory-message"),
     "layers": ("#oc-layers-summary tbody tr", "#oc-layers-message"),
+    "roofline": ("#oc-roofline-table tbody tr.oc-roofline-row", "#oc-roofline-notes .oc-roofline-note"),
 }
 
 

@@ -27,6 +27,7 @@ from tb_opcompare.schema.dimensions import (
 from tb_opcompare.schema.text import (
     format_breakeven,
     format_bytes,
+    format_rate,
     format_share,
     format_speedup,
     format_throughput,
@@ -173,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_modules(commands, reading, two_runs)
     _add_layers(commands, reading, two_runs)
     _add_memory(commands, reading, two_runs)
+    _add_roofline(commands, reading, two_runs)
     _add_record(commands)
     _add_index(commands, reading)
     _add_export(commands, reading)
@@ -504,6 +506,23 @@ def _add_memory(
     )
     _add_top_option(memory, "print the N ops that allocated the most")
     memory.set_defaults(handler=_memory)
+
+
+def _add_roofline(
+    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
+) -> None:
+    roofline = commands.add_parser(
+        "roofline",
+        parents=[reading, two_runs],
+        help="why an op sped up: its work, achieved rate and device limit on both runs",
+        description="Each op's FLOPs and bytes (from the profile, else from its recorded input shapes), its "
+        "achieved FLOP/s, arithmetic intensity and fraction of its device's roof on both runs, whether it is "
+        "compute- or memory-bound, and what the change did: moved along the roof, or closed or widened the gap "
+        "under it. Device limits come from the run's sidecar (device_limits, host_limits), the profile, or a "
+        "table of datasheet figures.",
+    )
+    _add_top_option(roofline, "print the N ops with the most time")
+    roofline.set_defaults(handler=_roofline)
 
 
 def _add_record(commands: argparse._SubParsersAction) -> None:
@@ -1101,6 +1120,59 @@ def _memory(args) -> int:
     document = memory_document(catalog, args.baseline, args.target, args.baseline_session, args.target_session)
     _emit(args, document, memory_csv, f"{len(document.rows)} ops", lambda memory: _print_memory(memory, args.top))
     return EXIT_OK
+
+
+def _roofline(args) -> int:
+    catalog = _catalog(args)
+    from tb_opcompare.service.csv_export import roofline_csv
+    from tb_opcompare.service.roofline import roofline_document
+
+    document = roofline_document(catalog, args.baseline, args.target, args.baseline_session, args.target_session)
+    _emit(args, document, roofline_csv, f"{len(document.rows)} ops", lambda found: _print_roofline(found, args.top))
+    return EXIT_OK
+
+
+def _print_roofline(document, top: int) -> None:
+    for side in ("baseline", "target"):
+        run = getattr(document, side)
+        roofs = "; ".join(_limits_text(limits) for limits in run.limits)
+        achieved = f"{format_rate(run.flops_per_s, 'FLOP/s')} on the ops of known work"
+        print(escape_controls(f"{side + ':':<9} {run.run}: {achieved}; roofs: {roofs}"))
+    if document.rows:
+        shown = min(top, len(document.rows))
+        print(
+            f"\nops by time (either run), {shown} of {len(document.rows)}; % of roof, bound; speedup per call "
+            "(work: the target's FLOPs per call / the baseline's)"
+        )
+        print(
+            f"{'base rate':>14}  {'target rate':>14}  {'base roof':>16}  {'target roof':>16}  {'speedup':>7}  "
+            f"{'work':>7}  op: change"
+        )
+        for row in document.rows[:top]:
+            print(
+                f"{format_rate(row['baseline_flops_per_s'], 'FLOP/s'):>14}  "
+                f"{format_rate(row['target_flops_per_s'], 'FLOP/s'):>14}  "
+                f"{_roof_text(row, 'baseline'):>16}  {_roof_text(row, 'target'):>16}  "
+                f"{format_speedup(row['speedup']):>7}  {format_speedup(row['work_ratio']):>7}  "
+                f"{escape_controls(row['op_name'])}" + (f": {row['change']}" if row["change"] else "")
+            )
+    for note in document.notes:
+        print(f"note: {escape_controls(note)}")
+
+
+def _limits_text(limits) -> str:
+    """``device NVIDIA H100 SXM: 67 TFLOP/s fp32, 3.35 TB/s``, or ``host unknown``."""
+    if limits.peak_flops is None and limits.memory_bandwidth is None:
+        return f"{limits.processor} unknown"
+    peak = f"{format_rate(limits.peak_flops, 'FLOP/s')} {limits.precision or ''}".strip()
+    return f"{limits.processor} {limits.device}: {peak}, {format_rate(limits.memory_bandwidth, 'B/s')}"
+
+
+def _roof_text(row: dict, side: str) -> str:
+    fraction, bound = row[f"{side}_fraction_of_roof"], row[f"{side}_bound"]
+    if row[f"{side}_suspect"]:
+        return "suspect"
+    return "-" if fraction is None else f"{format_share(fraction)} {bound or ''}".strip()
 
 
 def _print_memory(document, top: int) -> None:

@@ -97,6 +97,14 @@ def sidecar_field(source: RunSource, path: str) -> str | None:
     return None if isinstance(value, (dict, list)) or value is None else str(value)
 
 
+def sidecar_object(source: RunSource, field: str) -> dict | None:
+    """A JSON object of the run's sidecar (``device_limits``), as given; None where the
+    sidecar or the field is missing or the field is no object. Its reader checks its
+    values (``analysis.device_limits.from_sidecar``)."""
+    value = _read_sidecar(source)[0].get(field)
+    return value if isinstance(value, dict) else None
+
+
 @dataclasses.dataclass(frozen=True)
 class Claims:
     """What a run's sidecar and name say, before (or beside) what its data shows. The

@@ -1013,6 +1013,107 @@ class MemoryDocument(_Document):
     )
 
 
+class RooflineLimits(_Document):
+    """One processor's roof as a run's ops were measured against it (issue 54)."""
+
+    processor: _d(
+        Literal["device", "host"], "the accelerator (ops timed by their kernels) or the CPU (ops timed on the host)"
+    )
+    device: _d(str | None, "what the limits are of: a model, the profile's description; null where unknown")
+    precision: _d(str | None, "the precision whose peak is the compute roof (the run's; of a mix, the highest peak)")
+    peak_flops: _d(float | None, "peak FLOP/s at that precision; null where unknown")
+    peak_flops_by_precision: _d(dict[str, float], "every peak known, FLOP/s, by precision")
+    memory_bandwidth: _d(float | None, "peak memory bandwidth, bytes/s; null where unknown")
+    source: _d(str | None, "where the figures come from: the sidecar, the profile, or a vendor datasheet's URL")
+
+
+class RooflineRun(_Document):
+    """One run of a roofline: its roofs, and its achieved rate over the ops whose work is known."""
+
+    run: str
+    device_name: _d(str | None, "the accelerator the profile names")
+    precision: _d(str | None, "the precision the run computed in (as RunRecord's)")
+    limits: _d(list[RooflineLimits], "its roofs: the device's (where it has one), then the host's")
+    flops: _d(float | None, "FLOPs of the ops whose work and time are known, summed")
+    time_us: _d(float | None, "their time, µs (kernel time where timed on the device)")
+    flops_per_s: _d(float | None, "flops / time: the run's achieved rate on those ops")
+
+
+_ROOFLINE_PER_SIDE: tuple[tuple[str, Any, str], ...] = (
+    ("calls", int | None, "the op's calls counted (a call inside another counted call left out)"),
+    (
+        "known_calls",
+        int | None,
+        "those whose work is known and that ran where the op is timed (the figures below are theirs)",
+    ),
+    (
+        "source",
+        str | None,
+        "where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`",
+    ),
+    ("timed_on", str | None, "`device`: by the kernels its calls launched; `host`: by their wall time"),
+    ("time_us", float | None, "the known calls' time there, µs"),
+    ("share", float | None, "time_us / the time of all ops of the run with known work"),
+    ("flops", float | None, "floating-point operations of the known calls"),
+    ("bytes", float | None, "bytes they must at least move (inputs read and output written once)"),
+    ("flops_per_s", float | None, "achieved FLOP/s"),
+    ("bytes_per_s", float | None, "achieved bytes/s"),
+    ("intensity", float | None, "arithmetic intensity, FLOPs per byte"),
+    ("roof_flops_per_s", float | None, "the roof at that intensity: min(peak FLOP/s, intensity x bandwidth)"),
+    ("fraction_of_roof", float | None, "flops_per_s / roof (a copy's: bytes_per_s / bandwidth); null where suspect"),
+    ("bound", str | None, "`compute` where the intensity reaches the ridge (peak / bandwidth), else `memory`"),
+    ("time_at_roof_us", float | None, "the time at the roof: max(flops / peak, bytes / bandwidth), µs"),
+    ("headroom_us", float | None, "time_us - time_at_roof_us: what the roof leaves to gain"),
+    ("suspect", str | None, "why an achieved rate above a peak cannot be (the op is then not placed on the roof)"),
+)
+RooflineRow = msgspec.defstruct(
+    "RooflineRow",
+    [
+        ("op_name", _d(str, "op name (the outermost op with a formula: `aten::conv2d`, not the convolution it calls)")),
+        *[
+            (f"{side}_{name}", _d(kind, description))
+            for side in SIDES
+            for name, kind, description in _ROOFLINE_PER_SIDE
+        ],
+        ("speedup", _d(float | None, "the baseline's time per known call / the target's")),
+        (
+            "work_ratio",
+            _d(
+                float | None,
+                "the target's FLOPs per known call / the baseline's: 1 where both calls did the same work; "
+                "else the speedup compares different work (another batch size, or a compiler that took some "
+                "of the op's calls into its own kernels)",
+            ),
+        ),
+        (
+            "change",
+            _d(
+                str | None,
+                "what the change did: `moved along the roof` (about the same fraction of its roof on both sides, "
+                "within 1.25x), `closed the gap` (nearer its roof) or `widened the gap`",
+            ),
+        ),
+    ],
+    bases=(_Document,),
+    kw_only=True,
+    module=__name__,
+)
+RooflineRow.__doc__ = "One op whose work either run knows or could know, on both runs' rooflines."
+ROOFLINE_COLUMNS: list[str] = list(RooflineRow.__struct_fields__)  # the rows' table, its CSV included
+
+
+class RooflineDocument(_Document):
+    """Why an op sped up: each op's work, achieved rate and its device's roof on both sides."""
+
+    TABLE: ClassVar[str] = "rows"
+
+    baseline: RooflineRun
+    target: RooflineRun
+    columns: _d(list[str], "the fields of a row, in order")
+    rows: _d(list[RooflineRow], "the ops, the most time (either side's share) first")
+    notes: _d(list[str], "what the user should know: unknown work or limits and how to give them, suspect ops")
+
+
 MATRIX_CSV_COLUMNS = [
     "model",
     "batch_size",
@@ -1085,6 +1186,8 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
     ("layers.csv", LayersDocument, "as `layers`; answers its rows (application ranges, runtime calls)"),
     ("memory", MemoryDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
     ("memory.csv", MemoryDocument, "as `memory`; answers its rows (the ops that allocated or freed memory)"),
+    ("roofline", RooflineDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("roofline.csv", RooflineDocument, "as `roofline`; answers its rows (one per op)"),
 )
 DOCUMENTS = (
     RunsDocument,
@@ -1097,6 +1200,7 @@ DOCUMENTS = (
     ModulesDocument,
     LayersDocument,
     MemoryDocument,
+    RooflineDocument,
     ErrorDocument,
 )
 

@@ -49,6 +49,24 @@ MEMORY_TIMELINE_POINTS = 2000
 
 BREAKDOWN_COLUMNS = ["step", "side", "category", "time_us"]
 
+# The work of each op whose calls' work is known or could be (issue 54): one row per op
+# (the host row's name and type), over its calls that no other such call encloses (an
+# ``aten::conv2d`` counts, not the ``aten::convolution`` it calls).
+WORK_COLUMNS = [
+    "op_name",
+    "op_type",
+    "calls",
+    "known_calls",
+    "flops",
+    "bytes",
+    "source",
+    "host_us",
+    "device_calls",
+    "device_flops",
+    "device_bytes",
+    "device_us",
+]
+
 # What a step's wall time was spent on (issue 53), in the same words for every format. Host:
 # the thread that drives the step, each moment once, so a step's host categories add up to
 # its wall time. Device: the accelerator's time in the step, busy by what ran, and idle.
@@ -119,6 +137,9 @@ class ProfileFacts:
     precision_source: str | None = None
     compiler: str | None = None  # eager, torch.compile, XLA ...
     compiler_source: str | None = None
+    # What the profile says of its accelerator's limits (an xplane device plane's clock_rate kHz,
+    # core_count, memory_bandwidth bytes/s, compute_capability): the roofline's roof, issue 54
+    device_properties: dict[str, float | str] = dataclasses.field(default_factory=dict)
     # Memory in use at its highest, per device ("CPU", "GPU:0"), where the profile records it
     peak_memory_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     memory_events: int | None = None  # allocations and frees recorded (None: memory not profiled)
@@ -184,6 +205,9 @@ class OpEvents:
         self.memory_timeline: dict | None = None
         # each step's time by what it was spent on (BREAKDOWN_COLUMNS), where the reader splits it
         self.breakdown: dict | None = None
+        # each op's work (WORK_COLUMNS), where the reader can tell it; one part a worker (a
+        # rank of a job), summed per op when the table is made
+        self.work: list[dict] = []
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float) -> None:
         self.side.append(side)
@@ -305,6 +329,7 @@ class OpEvents:
         self.net_memory_known = self.net_memory_known and other.net_memory_known
         if self.memory_timeline is None:
             self.memory_timeline = other.memory_timeline
+        self.work += other.work
 
     def __len__(self) -> int:
         return (

@@ -29,6 +29,7 @@ PROFILE_TABLES = {
     "annotations": ("annotations", "empty_annotation_table"),
     "memory": ("memory_timeline", "empty_memory_timeline"),
     "step_breakdown": ("step_breakdown", "empty_step_breakdown"),
+    "op_work": ("op_work", "empty_op_work"),
 }
 RUNS = "runs"
 
@@ -43,7 +44,7 @@ def empty_table(table: str) -> pd.DataFrame:
 KEY_COLUMNS = ("run", "session")  # first in every table: which session a row belongs to
 # Facts too nested for one Parquet type that every run shares (their keys differ by run):
 # kept as JSON text, the column named so.
-JSON_FACTS = ("peak_memory_bytes", "workers")
+JSON_FACTS = ("peak_memory_bytes", "workers", "device_properties")
 # The columns of ``runs`` that are no fact of the profile, and what ``export`` adds.
 RUN_COLUMNS = {
     "run": "the run: its folder below the logdir",

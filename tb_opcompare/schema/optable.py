@@ -125,6 +125,30 @@ category        str      a key of ``STEP_CATEGORIES`` (host) or ``DEVICE_STEP_CA
 time_us         float64  the step's time in it
 ==============  =======  ===================================================================
 
+Schema of ``OpProfile.op_work`` (the work of each op whose work is known or could be,
+issue 54: one row per op, over its calls that no other such call encloses, so an
+``aten::conv2d`` counts and not the ``aten::convolution`` it calls; empty where the reader
+tells no op's work):
+
+==============  =======  ===================================================================
+column          dtype    meaning
+==============  =======  ===================================================================
+op_name         str      as the op's host row in ``ops``
+op_type         str      as in ``ops``
+calls           int64    the op's calls counted (those inside another counted call left out)
+known_calls     int64    those whose work is known: the figures below are theirs
+flops           float64  floating-point operations of the known calls (NaN: none known)
+bytes           float64  bytes they must at least move (inputs read, output written once)
+source          str      ``profile`` (the profiler's own figure), ``shapes`` (formulas of
+                         ``analysis.work`` on the recorded input shapes), or ``unknown: why``
+host_us         float64  the known calls' inclusive wall time on their threads
+device_calls    int64    the known calls that launched kernels (the rest ran on the host)
+device_flops    float64  their floating-point operations; 0 where no call launched kernels, NaN
+                         where the run has no device (as the next two)
+device_bytes    float64  their bytes
+device_us       float64  the device time of the kernels they launched, nested calls included
+==============  =======  ===================================================================
+
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
 """
 
@@ -146,6 +170,7 @@ from tb_opcompare.schema.events import (
     OP_COLUMNS,
     QUANTILES,
     STEP_COLUMNS,
+    WORK_COLUMNS,
     OpEvents,
     ParsedProfile,
     ProfileFacts,
@@ -191,6 +216,10 @@ MEMORY_TIMELINE_DTYPES = {column: "object" if column == "device" else "float64" 
 BREAKDOWN_DTYPES = {
     column: {"step": "int64", "time_us": "float64"}.get(column, "object") for column in BREAKDOWN_COLUMNS
 }
+WORK_DTYPES = {
+    column: "object" if column in ("op_name", "op_type", "source") else "int64" if "calls" in column else "float64"
+    for column in WORK_COLUMNS
+}
 
 
 @dataclasses.dataclass(eq=False)
@@ -206,6 +235,7 @@ class OpProfile:
     annotation_table: Table = dataclasses.field(default_factory=lambda: Table.empty(ANNOTATION_DTYPES))
     memory_table: Table = dataclasses.field(default_factory=lambda: Table.empty(MEMORY_TIMELINE_DTYPES))
     breakdown_table: Table = dataclasses.field(default_factory=lambda: Table.empty(BREAKDOWN_DTYPES))
+    work_table: Table = dataclasses.field(default_factory=lambda: Table.empty(WORK_DTYPES))
 
     @property
     def module_table(self) -> Table:
@@ -221,6 +251,7 @@ class OpProfile:
             self.annotation_table,
             self.memory_table,
             self.breakdown_table,
+            self.work_table,
         )
         return sum(table.memory_bytes() for table in tables)
 
@@ -249,6 +280,10 @@ class OpProfile:
     def step_breakdown(self) -> pd.DataFrame:
         return self.breakdown_table.frame()
 
+    @property
+    def op_work(self) -> pd.DataFrame:
+        return self.work_table.frame()
+
     @functools.cached_property
     def op_names(self) -> frozenset[str]:
         """Its ops' names: what pairing and model identity compare runs by."""
@@ -270,6 +305,8 @@ class OpProfile:
             profile.breakdown_table = typed_table(events.breakdown, BREAKDOWN_DTYPES)
         if parsed.module_ops is not None:
             profile.module_source = LazyTable(parsed.module_ops)
+        if events.work:
+            profile.work_table = summed_work(events.work)
         return profile
 
     @classmethod
@@ -295,7 +332,29 @@ TABLES = (
     ("annotations", "annotation_table", ANNOTATION_DTYPES),
     ("memory_timeline", "memory_table", MEMORY_TIMELINE_DTYPES),
     ("step_breakdown", "breakdown_table", BREAKDOWN_DTYPES),
+    ("op_work", "work_table", WORK_DTYPES),
 )
+
+
+def summed_work(parts: list[dict]) -> Table:
+    """The work table of one or more workers' parts (``WORK_COLUMNS``), summed per op; an
+    op's source is its first part's that knows its work, else its first part's."""
+    if len(parts) == 1:
+        return typed_table(parts[0], WORK_DTYPES)
+    numbers = [column for column in WORK_COLUMNS if WORK_DTYPES[column] != "object"]
+    names, types, op, sums = _summed_partials(parts, numbers)
+    sources = np.concatenate([np.asarray(part["source"], dtype=object) for part in parts])
+    known = np.concatenate([np.asarray(part["known_calls"]) for part in parts]) > 0
+    source = np.empty(len(names), dtype=object)
+    for row in np.lexsort((~known, op))[::-1].tolist():  # the first known part's row is written last
+        source[op[row]] = sources[row]
+    unknown = sums["known_calls"] == 0
+    for column in ("flops", "bytes", "host_us"):
+        sums[column] = np.where(unknown, np.nan, sums[column])
+    if all(np.isnan(np.asarray(part["device_us"], dtype=float)).all() for part in parts):
+        for column in ("device_flops", "device_bytes", "device_us"):
+            sums[column] = np.full(len(names), np.nan)  # no worker ran a device
+    return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
 
 
 def typed_table(columns, dtypes: dict) -> Table:
@@ -385,6 +444,10 @@ def empty_memory_timeline() -> pd.DataFrame:
 
 def empty_step_breakdown() -> pd.DataFrame:
     return Table.empty(BREAKDOWN_DTYPES).frame()
+
+
+def empty_op_work() -> pd.DataFrame:
+    return Table.empty(WORK_DTYPES).frame()
 
 
 def empty_step_table() -> pd.DataFrame:

@@ -63,6 +63,19 @@ def format_share(share: float | None) -> str:
     return f"{_fixed(percent, 1 if percent >= 10 else 2)}%"
 
 
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_rate(value: float | None, unit: str) -> str:
+    """A rate or size with an SI prefix, three significant digits: ``3.91 TFLOP/s``; mirrored
+    by frontend/format.js ``formatRate``."""
+    if value is None:
+        return MISSING
+    rounded = float(f"{value:.3g}")  # first, so 999,999 reads 1 M, not 1000 k
+    scale, prefix = next(((scale, prefix) for scale, prefix in _SI if abs(rounded) >= scale), (1.0, ""))
+    return f"{rounded / scale:.3g} {prefix}{unit}"
+
+
 def format_percent(fraction: float) -> str:
     """A setting given as a share, as the user would type it: ``0.05`` -> ``5%``."""
     return f"{round(fraction * 100, 4):g}%"

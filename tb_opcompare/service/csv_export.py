@@ -115,6 +115,13 @@ def memory_csv(document) -> str:
     return compare_csv(document.rows, MEMORY_COLUMNS)
 
 
+def roofline_csv(document) -> str:
+    """One line per op of a roofline document, the most time first."""
+    from tb_opcompare.schema.contract import ROOFLINE_COLUMNS
+
+    return compare_csv(document.rows, ROOFLINE_COLUMNS)
+
+
 def layers_csv(document) -> str:
     """One line per application range and runtime call of a layers document."""
     from tb_opcompare.schema.contract import LAYER_COLUMNS

@@ -18,7 +18,7 @@ from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
 from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile, tables_of
-from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field
+from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field, sidecar_object
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
 from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
@@ -150,6 +150,10 @@ class Catalog:
     def sidecar_field(self, source: RunSource, path: str) -> str | None:
         """A field of the run's sidecar by its dotted path (``versions.torch``), as text."""
         return sidecar_field(source, path)
+
+    def sidecar_object(self, source: RunSource, field: str) -> dict | None:
+        """A JSON object of the run's sidecar (``device_limits``), as given."""
+        return sidecar_object(source, field)
 
     def recorded_at(self, source: RunSource) -> str:
         """When the run was recorded, as UTC text that sorts in time

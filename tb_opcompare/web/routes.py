@@ -25,6 +25,9 @@ contract's Structs. The routes, their parameters and their documents are listed 
 ``layers``        ``service.layers.layers_document``: two runs' application, framework, runtime and
                   device time, and the application's and runtime's rows
 ``layers.csv``    those rows as a CSV download
+``roofline``      ``service.roofline.roofline_document``: each op's work, achieved rate and device
+                  roof on both runs, and what the change did
+``roofline.csv``  its op rows as a CSV download
 ================  ===========================================================================
 
 Errors are ``ErrorDocument``s: 400 bad parameters, 404 an unknown run or session (with the
@@ -65,12 +68,14 @@ from tb_opcompare.service.csv_export import (
     matrix_csv,
     memory_csv,
     modules_csv,
+    roofline_csv,
     trend_csv,
 )
 from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
+from tb_opcompare.service.roofline import roofline_document
 from tb_opcompare.service.runs import runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import trend_document
@@ -131,6 +136,7 @@ class DataRoutes:
             "modules": (self._modules, _pair_csv("modules", modules_csv)),
             "memory": (self._memory, _pair_csv("memory", memory_csv, lambda d: (d.baseline.run, d.target.run))),
             "layers": (self._layers, _pair_csv("layers", layers_csv)),
+            "roofline": (self._roofline, _pair_csv("roofline", roofline_csv, lambda d: (d.baseline.run, d.target.run))),
         }
         self.apps = {}
         for name, (build, csv) in documents.items():
@@ -208,6 +214,9 @@ class DataRoutes:
 
     def _memory(self, args):
         return memory_document(self.catalog, *_pair(args))
+
+    def _roofline(self, args):
+        return roofline_document(self.catalog, *_pair(args))
 
     def _modules(self, args):
         return modules_document(self.catalog, *_pair(args))

@@ -4,8 +4,8 @@ import assert from 'node:assert/strict';
 import {readFileSync} from 'node:fs';
 import {test} from 'node:test';
 
-import {formatBreakeven, formatBytes, formatCount, formatInterval, formatLevel, formatShare, formatSignedTime, formatSpeedup,
-  formatThroughput, formatTime, headlineText, shortenNames, visibleText} from '../../frontend/format.js';
+import {formatBreakeven, formatBytes, formatCount, formatInterval, formatLevel, formatRate, formatShare, formatSignedTime,
+  formatSpeedup, formatThroughput, formatTime, headlineText, shortenNames, visibleText} from '../../frontend/format.js';
 
 const cases = JSON.parse(readFileSync(new URL('../golden/text_cases.json', import.meta.url), 'utf8'));
 const formatters = {
@@ -25,6 +25,10 @@ test('format_breakeven', () => {
     assert.equal(formatBreakeven(batchSize, targetFaster, target), expected,
                  `format_breakeven(${batchSize}, ${targetFaster}, ${target})`);
   }
+});
+
+test('format_rate', () => {
+  for (const [[value, unit], expected] of cases.format_rate) assert.equal(formatRate(value, unit), expected, `format_rate(${value})`);
 });
 
 test('format_interval', () => {

@@ -177,6 +177,7 @@ def _read_file(
                 if kind:
                     evidence.device_names.append(name)
                     facts.device = kind
+                    facts.device_properties = facts.device_properties or _device_properties(plane)
                     if len(plane_steps) > len(evidence.device_steps):
                         evidence.device_steps = plane_steps
     except _BrokenEvents as error:
@@ -1725,6 +1726,19 @@ def _stat_text(stat, stat_names: dict[int, str]) -> str:
     if stat.WhichOneof("value") == "ref_value":
         return stat_names.get(stat.ref_value, "")
     return stat.str_value
+
+
+_DEVICE_PROPERTIES = ("clock_rate", "core_count", "memory_bandwidth", "memory_size")
+
+
+def _device_properties(plane) -> dict:
+    """What a device plane says of its device's limits (the roofline's roof, issue 54):
+    clock rate (kHz), SMs, memory bandwidth (bytes/s) and size, compute capability."""
+    values = _plane_stats(plane, _stat_names(plane))
+    found: dict = {key: float(values[key]) for key in _DEVICE_PROPERTIES if isinstance(values.get(key), (int, float))}
+    if isinstance(values.get("compute_cap_major"), int):
+        found["compute_capability"] = f"{values['compute_cap_major']}.{int(values.get('compute_cap_minor') or 0)}"
+    return found
 
 
 def _device_name(plane, stat_names: dict[int, str], kind: str) -> str:
