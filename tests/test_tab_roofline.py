@@ -32,11 +32,9 @@ def roofline_tensorboard_url(tmp_path_factory):
 
 
 def placed(row: dict, side: str) -> bool:
-    return (
-        row[f"{side}_fraction_of_roof"] is not None
-        and (row[f"{side}_intensity"] or 0) > 0
-        and (row[f"{side}_flops_per_s"] or 0) > 0
-    )
+    """On the plot: its rate and intensity measured, and not suspect (a roof is not needed:
+    a CPU's ops are placed where its limits are unknown, under no roof)."""
+    return not row[f"{side}_suspect"] and (row[f"{side}_intensity"] or 0) > 0 and (row[f"{side}_flops_per_s"] or 0) > 0
 
 
 def test_the_roofline_page_puts_each_op_of_both_runs_under_its_roof(page, roofline_tensorboard_url):
@@ -52,11 +50,14 @@ def test_the_roofline_page_puts_each_op_of_both_runs_under_its_roof(page, roofli
     roofs = [trace for trace in traces if trace[1] == "lines"]
     (device,) = [limits for limits in document["target"]["limits"] if limits["processor"] == "device"]
     assert len(roofs) == 1 and roofs[0][3] == pytest.approx(device["peak_flops"])
-    # each run's placed ops as markers; an arrow for each op placed on both sides
+    # each run's placed ops as markers, the CPU's too (under no roof: its limits are unknown, its rates are
+    # measured); an arrow from the CPU's point to the GPU's for each op placed on both sides
     on_gpu = [row for row in document["rows"] if placed(row, "target")]
+    on_cpu = [row for row in document["rows"] if placed(row, "baseline")]
     markers = {trace[0]: trace[2] for trace in traces if trace[1] == "markers"}
-    assert markers["Target ops"] == len(on_gpu) > 3 and markers["Baseline ops"] == 0  # CPU: no roof known
-    assert plot.evaluate("element => element.layout.annotations.length") == 0
+    assert markers["Target ops"] == len(on_gpu) > 3 and markers["Baseline ops"] == len(on_cpu) > 3
+    both = [row for row in document["rows"] if placed(row, "baseline") and placed(row, "target")]
+    assert plot.evaluate("element => element.layout.annotations.length") == len(both) > 0
     hovers = plot.evaluate("element => element.data.find(t => t.name === 'Target ops').customdata")
     assert hovers == [row["op_name"] for row in on_gpu]
 

@@ -3,8 +3,9 @@
 // roof and each op's two points joined by an arrow (baseline to target), sized by the op's
 // share of its run's time, and the route's rows as a table. The roofline route computes it
 // all (work, rates, roofs, what the change did); this draws its document as it comes. Ops
-// whose work or roof is unknown, or whose rate passes its roof, are not plotted: the
-// notes say which and why.
+// whose work is unknown, or whose rate passes its roof, are not plotted: the notes say
+// which and why. An op on a processor whose limits are unknown (a CPU without a sidecar)
+// is plotted all the same: its rate and intensity are measured, only its roof is not.
 
 import {fetchRoofline, loadPlotly, rooflineCsvUrl} from '../api.js';
 import {h, setText} from '../dom.js';
@@ -42,9 +43,9 @@ export const ROOFLINE_TABLE = [
   ['change', 'Change', 'moved along the roof (same fraction of the roof), closed or widened the gap under it'],
 ];
 
-/** Whether a row's side is on the plot: its rate, intensity and fraction of the roof known. */
+/** Whether a row's side is on the plot: its rate and intensity known, and no suspect rate. */
 export function placed(row, side) {
-  return row[`${side}_fraction_of_roof`] !== null && row[`${side}_intensity`] > 0 && row[`${side}_flops_per_s`] > 0;
+  return !row[`${side}_suspect`] && row[`${side}_intensity`] > 0 && row[`${side}_flops_per_s`] > 0;
 }
 
 /** The rows the plot draws: those placed on either side, the most time first (the route's order). */
@@ -79,7 +80,8 @@ function hoverText(row, side) {
   const bound = row[`${side}_bound`] ? ` (${row[`${side}_bound`]}-bound)` : '';
   return `${plotlyText(row.op_name)} · ${SIDE_LABELS[side]}<br>` +
     `${formatRate(row[`${side}_flops_per_s`], 'FLOP/s')} at ${Number(row[`${side}_intensity`].toPrecision(3))} FLOP/B` +
-    `<br>${formatShare(row[`${side}_fraction_of_roof`])} of the roof${bound}` +
+    (row[`${side}_fraction_of_roof`] === null ? '<br>no roof: its processor\'s limits are unknown' :
+      `<br>${formatShare(row[`${side}_fraction_of_roof`])} of the roof${bound}`) +
     (row.change ? `<br>${row.change}, ${formatSpeedup(row.speedup)}` : '');
 }
 
@@ -216,8 +218,8 @@ export class RooflineView {
   async drawPlot(id = this.requestId) {
     if (!plottedRows(this.document.rows).length) {
       this.plot.replaceChildren(h('div', {class: 'oc-chart-empty', id: 'oc-roofline-no-plot'},
-        'No op of these runs can be placed on a roof: its work or its device\'s limits are unknown (the notes say ' +
-        'which, and how to give them).'));
+        'No op of these runs can be placed: the work of each is unknown (the notes say which, and how to record ' +
+        'what it needs).'));
       return;
     }
     let Plotly;
