@@ -279,19 +279,6 @@ def _own_step_parts(step_times_us: list[float], breakdown: dict | None) -> dict[
     return split.parts.get(HOST, {}) if split else {}
 
 
-def read_torch_ranks(ranks: Iterable[tuple[str, TraceText, Rank | None]]) -> ParsedProfile:
-    """The traces of one distributed job's ranks (``ingest.workers``), in rank order, as one
-    run (each rank's text dropped before the next is read)."""
-
-    def reads():
-        for path, trace, rank in ranks:
-            read = read_torch_rank(path, trace, rank)
-            del trace
-            yield read
-
-    return combine_ranks(reads())
-
-
 def combine_ranks(reads: Iterable[RankRead]) -> ParsedProfile:
     """The ranks of one job, read each on its own (in rank order), as one run. Each op's
     executions are every rank's (its mean per execution pooled over ranks); a step lasts
