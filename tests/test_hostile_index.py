@@ -306,3 +306,38 @@ def test_a_run_folder_named_with_a_byte_that_is_not_utf8_is_listed_escaped(tmp_p
     assert exported.returncode == 1 and "12 sessions written" in exported.stdout, exported.stdout + exported.stderr
     runs = pq.read_table(tmp_path / "dataset" / "runs").to_pydict()
     assert "odd\\xff" in runs["run"] and any(files == [f"odd\\xff/{trace.name}"] for files in runs["files"])
+
+
+# -- a scheduler's address (point 8) ------------------------------------------------------------
+
+NO_CLUSTER = {
+    "127.0.0.1": "no port",
+    "": "an empty address",
+    "tls://127.0.0.1:8786": "tls:// needs Dask's TLS configuration",
+    "tcp://[::1:8786": "without its closing ']'",
+    "tcp://[fe80::zz]:8786": "is not an IPv6 address",
+    "tcp://::1:8786": "an IPv6 address goes in brackets",
+    "tcp://host:port": "the port 'port' is not a number",
+    "ucx://host:8786": "'ucx' is not a scheme",
+}
+
+
+def test_a_scheduler_address_that_names_no_cluster_is_refused_before_anything_is_read(tmp_path):
+    """Each of these ended in a traceback from Dask's comm layer, after the logdir was
+    listed (the empty one indexed on this machine instead)."""
+    pytest.importorskip("distributed")
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    for address, why in NO_CLUSTER.items():
+        result = run_cli("index", str(logdir), "--scheduler", address, "--no-cache")
+        assert result.returncode == 2, (address, result.stdout, result.stderr[-2000:])
+        assert result.stderr.startswith(f"error: --scheduler {address!r}: ") and why in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and not result.stdout
+    assert not (logdir / ".opcompare").exists()  # nothing read, nothing written
+
+
+def test_a_scheduler_address_dask_takes_passes_the_check():
+    from tb_opcompare.store.prewarm import check_scheduler
+
+    for address in ("tcp://[::1]:8786", "127.0.0.1:8786", "tcp://scheduler.example.org:8786", "local:2"):
+        check_scheduler(address)

@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import ipaddress
+import re
 import time
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UsageError
 from tb_opcompare.ingest import fs
@@ -149,7 +152,7 @@ def index_logdir(
     index (else fill this machine's cache only, writing nothing into the logdir).
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
     processes here; None: a pool of ``jobs`` processes here."""
-    _check_scheduler(scheduler, shared)
+    check_scheduler(scheduler, shared)
     started = time.monotonic()
     report = IndexReport()
     todo = _sessions_to_read(catalog, shared, report)
@@ -183,13 +186,85 @@ def _publish_manifest(catalog: Catalog, entries: list[dict], report: IndexReport
         say(f"pruned {pruned} entries of the shared index whose files are gone, and their parts")
 
 
-def _check_scheduler(scheduler: str | None, shared: bool) -> None:
-    if scheduler and not shared:
+def check_scheduler(scheduler: str | None, shared: bool = True) -> None:
+    """Refuse a ``--scheduler`` that cannot name a Dask cluster before anything is read:
+    Dask's client met a missing port, an empty address, a TLS address without TLS
+    configuration or a malformed IPv6 address with a traceback (a ValueError or a
+    TypeError from deep in its comm layer), after the logdir had been listed."""
+    if scheduler is None:
+        return
+    if not shared:
         raise UsageError("--local-only fills this machine's cache: a cluster's workers cannot; drop one", "scheduler")
-    if scheduler and scheduler.startswith("local:"):
+    if scheduler.startswith("local:"):
         count = scheduler.split(":", 1)[1]
         if not (count.isascii() and count.isdigit() and int(count) > 0):
             raise UsageError(f"--scheduler local:N takes a number of worker processes, not {count!r}", "scheduler")
+        return
+    if not scheduler.strip():
+        _refuse_scheduler(scheduler, "an empty address")
+    scheme, separator, rest = scheduler.partition("://")
+    if not separator:  # Dask's own default scheme
+        scheme, rest = "tcp", scheduler
+    if scheme not in ("tcp", "tls"):
+        _refuse_scheduler(scheduler, f"{scheme!r} is not a scheme this tool connects with")
+    _check_port(scheduler, _host_port(scheduler, rest))
+    if scheme == "tls" and not _tls_configured():
+        _refuse_scheduler(
+            scheduler,
+            "tls:// needs Dask's TLS configuration (distributed.comm.tls.ca-file, .client.cert and .client.key, "
+            "in Dask's config or DASK_DISTRIBUTED__COMM__TLS__* variables)",
+        )
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _host_port(scheduler: str, rest: str) -> str:
+    """The port of ``HOST:PORT`` or ``[IPV6]:PORT``, once the host is checked."""
+    if rest.startswith("["):
+        inside, bracket, after = rest[1:].partition("]")
+        if not bracket:
+            _refuse_scheduler(scheduler, "an IPv6 address without its closing ']'")
+        try:
+            ipaddress.IPv6Address(inside)
+        except ValueError:
+            _refuse_scheduler(scheduler, f"{inside!r} is not an IPv6 address")
+        if not after.startswith(":"):
+            _refuse_scheduler(scheduler, "no port (Dask's default is 8786)")
+        return after[1:]
+    host, colon, port = rest.rpartition(":")
+    if not colon:
+        _refuse_scheduler(scheduler, "no port (Dask's default is 8786)")
+    if ":" in host:
+        _refuse_scheduler(scheduler, "an IPv6 address goes in brackets: tcp://[::1]:8786")
+    if not _HOST.fullmatch(host):
+        _refuse_scheduler(scheduler, f"{host!r} is not a host name or address")
+    return port
+
+
+def _check_port(scheduler: str, port: str) -> None:
+    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        _refuse_scheduler(scheduler, f"the port {port!r} is not a number from 1 to 65535")
+
+
+def _refuse_scheduler(scheduler: str, why: str) -> NoReturn:
+    raise UsageError(
+        f"--scheduler {scheduler!r}: {why}; a Dask scheduler's address is tcp://HOST:PORT, tls://HOST:PORT or local:N",
+        "scheduler",
+    )
+
+
+def _tls_configured() -> bool:
+    """Whether Dask's configuration gives a client TLS credentials (or a loader of them);
+    True without Dask, whose absence ``_on_dask`` names."""
+    try:
+        import dask
+        from distributed import Security
+    except ImportError:
+        return True
+    if dask.config.get("distributed.client.security-loader", None):
+        return True
+    return Security().get_connection_args("client").get("ssl_context") is not None
 
 
 def _sessions_to_read(catalog: Catalog, shared: bool, report: IndexReport) -> list[tuple[RunSource, str]]:
