@@ -30,6 +30,7 @@ from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.store.shared_index import Found
+from tb_opcompare.store.watched_fork import Lost, allowance, run_watched
 
 
 @dataclasses.dataclass
@@ -312,18 +313,28 @@ def _collect(runner: Iterator[_Done], total: int, report: IndexReport, say: Call
 
 
 def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    """One forked process a session, ``jobs`` at a time, each watched
+    (``store.watched_fork``): a worker killed or stopped mid-run costs its session, named
+    as failed, and no other (a process pool, broken by one killed worker, failed them all)."""
     workers = min(jobs, len(tasks))
     say(f"reading {len(tasks)} sessions with {workers} worker processes")
-    if workers == 1:  # one process: no pool to start
+    if workers == 1:  # one process: no worker to start
         for task in tasks:
             yield _index_one(*task)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(_index_one, *task): task for task in tasks}
-        for future in as_completed(futures):
-            yield _result(future, futures[future])
+    calls = [(number, allowance(_session_bytes(task)), _index_one, *task) for number, task in enumerate(tasks)]
+    for number, done in run_watched(calls, workers):
+        yield _lost(tasks[number], done.reason) if isinstance(done, Lost) else done
+
+
+def _session_bytes(task: tuple) -> int:
+    """The size of a task's files, from the listing (what its worker's deadline allows for)."""
+    _, _, source, session, _ = task
+    try:
+        with fs.confined(source.places):
+            return sum(fs.signature(path)[0] for path in source.sessions[session])
+    except OSError:  # its worker says what is wrong with it
+        return 0
 
 
 def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
@@ -433,9 +444,10 @@ def _result(future, task: tuple) -> _Done:
     try:
         return future.result()
     except Exception as error:
-        _, _, source, session, _ = task
-        return _Done(
-            source.run,
-            session,
-            unreadable=(source.sessions[session][0], f"indexing failed: {type(error).__name__}: {error}"),
-        )
+        return _lost(task, f"{type(error).__name__}: {error}")
+
+
+def _lost(task: tuple, reason: str) -> _Done:
+    """The session of a task that gave no result, named as failed, and why."""
+    _, _, source, session, _ = task
+    return _Done(source.run, session, unreadable=(source.sessions[session][0], f"indexing failed: {reason}"))

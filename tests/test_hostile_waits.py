@@ -1,0 +1,155 @@
+"""Hostile and odd inputs, round four (issue 55, point 7): no fault may hang the tool.
+Read-ahead workers and `index --jobs N` workers are real forks, stopped (SIGSTOP, as a
+worker stuck on I/O is) or killed with real signals while they work: each costs its own
+session, read again in this process (a read ahead) or named as failed (`index`), and
+never a wait without end or another session."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import FIXTURES, REPO
+
+from tb_opcompare.ingest.formats import read_profile
+from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.store.prewarm import index_logdir
+
+DEMO = REPO / "demo_logs"
+FLAX = (FIXTURES / "user_logdirs" / "flax_h200", "workdir_cpu_bs32", "workdir_gpu_bs32")
+SESSIONS = FIXTURES / "user_logdirs" / "torch_h200"
+
+
+def _children(pid: int | None = None) -> list[int]:
+    """The live child processes of ``pid`` (this process by default), from Linux's /proc."""
+    pid = pid or os.getpid()
+    found = []
+    for children in glob.glob(f"/proc/{pid}/task/*/children"):
+        with open(children) as listed:
+            found += [int(child) for child in listed.read().split()]
+    return found
+
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="watches forks through Linux's /proc")
+
+# A cold command's head start (store.head_start): both named runs begin in forked workers,
+# which are then stopped or killed before their answer is taken.
+COLD_PROCESS = r"""
+import glob, os, pickle, signal, sys, time
+from tb_opcompare.store.catalog import Catalog
+
+logdir, out, sent, runs = sys.argv[1], sys.argv[2], getattr(signal, sys.argv[3]), sys.argv[4:]
+catalog = Catalog(logdir, parallel_reads=2)
+catalog.read_soon([(run, None) for run in runs])
+workers = [int(child) for path in glob.glob(f"/proc/{os.getpid()}/task/*/children") for child in open(path).read().split()]
+for worker in workers:
+    os.kill(worker, sent)
+started = time.monotonic()
+loaded = {run: catalog.parsed(catalog.source(run))[1] for run in runs}
+with open(out, "wb") as handle:
+    pickle.dump({"workers": len(workers), "seconds": time.monotonic() - started, "loaded": loaded}, handle)
+"""
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("sent", ["SIGSTOP", "SIGKILL"])
+def test_a_stopped_or_killed_head_start_worker_costs_only_a_read_here(sent, tmp_path):
+    logdir, baseline, target = FLAX
+    out = tmp_path / "loaded.pickle"
+    done = subprocess.run(
+        [sys.executable, "-c", COLD_PROCESS, str(logdir), str(out), sent, baseline, target],
+        capture_output=True,
+        text=True,
+        timeout=80,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    cold = pickle.loads(out.read_bytes())
+    assert cold["workers"] == 2 and cold["seconds"] < 30  # seen at once, not after a deadline
+    catalog = Catalog(str(logdir))
+    for run in (baseline, target):
+        _, (file_format, signatures) = catalog._session(catalog.source(run), None)
+        theirs = read_profile(file_format, [path for path, _, _ in signatures])
+        pd.testing.assert_frame_equal(cold["loaded"][run].ops, theirs.ops, check_exact=True)
+
+
+@pytest.mark.timeout(90)
+def test_a_stopped_read_ahead_worker_costs_only_a_read_here():
+    """``read_ahead`` on two cores (the CLI's listing and comparisons): the first worker is
+    stopped as soon as it is seen; its session is read again by ``load``."""
+    stopped: list[int] = []
+    watching = threading.Event()
+
+    def stop_the_first_worker() -> None:
+        while watching.is_set() and not stopped:
+            for child in _children():
+                os.kill(child, signal.SIGSTOP)
+                stopped.append(child)
+                break
+            time.sleep(0.005)
+
+    catalog = Catalog(str(DEMO), parallel_reads=2)
+    sources = catalog.sources(refresh=True)
+    watching.set()
+    watcher = threading.Thread(target=stop_the_first_worker)
+    watcher.start()
+    try:
+        started = time.monotonic()
+        catalog.read_ahead(sources)
+        seconds = time.monotonic() - started
+    finally:
+        watching.clear()
+        watcher.join()
+        for child in stopped:  # on code that waits forever, leave no stopped process behind
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert stopped and seconds < 30
+    assert not _children()  # the stopped worker was killed and reaped
+    alone = Catalog(str(DEMO))
+    for source in sources:
+        pd.testing.assert_frame_equal(catalog.load(source.run).profile.ops, alone.load(source.run).profile.ops)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("sent", "named"), [("SIGKILL", "killed by SIGKILL"), ("SIGSTOP", "stopped (SIGSTOP)")])
+def test_an_index_worker_stopped_or_killed_mid_run_fails_only_its_session(sent, named, tmp_path):
+    """`index --jobs 2`: when the first session is done, the worker reading another is
+    stopped or killed. A process pool, broken by one killed worker, failed every session
+    still in it; a stopped one left `index` waiting for ever."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(SESSIONS, logdir)
+    hit: list[int] = []
+
+    def hit_a_worker(line: str) -> None:
+        if line.startswith("  [1/"):
+            hit.append(_children()[0])
+            os.kill(hit[0], getattr(signal, sent))
+
+    try:
+        report = index_logdir(Catalog(str(logdir)), jobs=2, say=hit_a_worker)
+    finally:
+        for child in hit:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    sessions = sum(len(source.sessions) for source in Catalog(str(logdir)).sources())
+    assert hit and len(report.errors) == 1, report.errors
+    path, reason = report.errors[0]
+    assert Path(path).is_relative_to(logdir) and reason == f"indexing failed: its worker was {named}" + (
+        ", and was killed" if sent == "SIGSTOP" else ""
+    )
+    assert report.read == sessions - 1
+    again = index_logdir(Catalog(str(logdir)), jobs=2, say=lambda _: None)  # the lost session alone is read again
+    assert (again.read, again.cached, again.errors) == (1, sessions - 1, [])
