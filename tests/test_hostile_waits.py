@@ -153,3 +153,25 @@ def test_an_index_worker_stopped_or_killed_mid_run_fails_only_its_session(sent, 
     assert report.read == sessions - 1
     again = index_logdir(Catalog(str(logdir)), jobs=2, say=lambda _: None)  # the lost session alone is read again
     assert (again.read, again.cached, again.errors) == (1, sessions - 1, [])
+
+
+@pytest.mark.timeout(180)
+def test_a_relative_logdir_is_indexed_by_dask_workers_that_run_elsewhere(tmp_path, monkeypatch):
+    """The cluster's worker processes start in one directory, `index` is run with a
+    relative logdir from another: the workers were sent the relative path, which names
+    nothing where they run, and every session failed."""
+    distributed = pytest.importorskip("distributed")
+    elsewhere = tmp_path / "workers_run_here"
+    elsewhere.mkdir()
+    shutil.copytree(SESSIONS, tmp_path / "team" / "logs")
+    monkeypatch.chdir(elsewhere)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        monkeypatch.chdir(tmp_path / "team")
+        report = index_logdir(Catalog("logs"), jobs=1, say=lambda _: None, scheduler=cluster.scheduler_address)
+    sessions = sum(len(source.sessions) for source in Catalog("logs").sources())
+    assert (report.read, report.errors, report.write_error) == (sessions, [], None)
+    assert not (elsewhere / "logs").exists()
+    fresh = Catalog("logs")
+    fresh.sources()
+    assert fresh.index.size and all(fresh.load(source.run).profile.ops is not None for source in fresh.sources())
+    assert not fresh.cache.parses  # every run from the index the workers wrote

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import ipaddress
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -154,6 +155,15 @@ def index_logdir(
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
     processes here; None: a pool of ``jobs`` processes here."""
     check_scheduler(scheduler, shared)
+    if scheduler and not fs.is_remote(catalog.logdir) and not os.path.isabs(catalog.logdir):
+        # a cluster's workers run in directories of their own, where a relative logdir names
+        # nothing (or another logdir): each of its sessions failed there
+        catalog = Catalog(
+            os.path.abspath(catalog.logdir),
+            cache_dir=catalog.cache.cache_dir,
+            max_trace_bytes=catalog.max_trace_bytes,
+            cache_max_bytes=catalog.cache.disk_bytes,
+        )
     started = time.monotonic()
     report = IndexReport()
     todo = _sessions_to_read(catalog, shared, report)
