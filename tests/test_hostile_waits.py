@@ -7,6 +7,7 @@ never a wait without end or another session."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pickle
 import shutil
@@ -20,6 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import FIXTURES, REPO
+from test_bucket_logdir import _cli as _bucket_cli
+from test_bucket_logdir import bucket  # noqa: F401 (a fixture: moto's server on loopback, the logdir in it)
 
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.store.catalog import Catalog
@@ -175,3 +178,35 @@ def test_a_relative_logdir_is_indexed_by_dask_workers_that_run_elsewhere(tmp_pat
     fresh.sources()
     assert fresh.index.size and all(fresh.load(source.run).profile.ops is not None for source in fresh.sources())
     assert not fresh.cache.parses  # every run from the index the workers wrote
+
+
+# -- a bucket ------------------------------------------------------------------------------------
+
+
+def test_a_bucket_key_with_an_empty_segment_costs_that_key_only(bucket, tmp_path):  # noqa: F811
+    """`a//b/c.json` made `a/b` a folder of no parent, and listing the whole bucket
+    failed (KeyError): no good run could be compared."""
+    env, url, local = bucket
+    import boto3
+
+    client = boto3.client(
+        "s3",
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        region_name="us-east-1",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+    )
+    odd = ["logs/a//b/host.pt.trace.json", "logs//top.pt.trace.json", "logs/user/lstm_runA//x.pt.trace.json"]
+    for key in odd:
+        client.put_object(Bucket="team", Key=key, Body=b'{"traceEvents": []}')
+    try:
+        remote, disk = (_bucket_cli(env, "runs", where) for where in (url, str(local)))
+    finally:
+        for key in odd:
+            client.delete_object(Bucket="team", Key=key)
+    assert remote.returncode == 1 and "Traceback" not in remote.stderr, remote.stderr[-2000:]
+    listed, truth = json.loads(remote.stdout), json.loads(disk.stdout)
+    assert [run["run"] for run in listed["runs"]] == [run["run"] for run in truth["runs"]]
+    refused = {error["path"]: error["message"] for error in listed["errors"]}
+    assert set(refused) == {f"s3://team/{key}" for key in odd}
+    assert all("empty segment" in reason for reason in refused.values())

@@ -482,6 +482,12 @@ def _remote_walk(remote, root: str, refuse: Callable[[str, str], None]) -> Itera
         path = (f"{protocol}://{key}" if "://" not in key else key).rstrip("/")
         if path == base:
             continue
+        if "//" in path[len(base) :]:
+            # a key with an empty segment (``run//trace.json``) names no file path: listed as
+            # folders it made ``a/b`` a folder of no parent, and the whole listing failed
+            if info.get("type") != "directory":  # a folder made of such a key goes with it, unsaid
+                refuse(path, "a key with an empty segment ('//'), which names no file path; not listed")
+            continue
         if path[len(base) :].count("/") > MAX_DEPTH:
             too_deep = True
             continue
