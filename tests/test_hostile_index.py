@@ -341,3 +341,34 @@ def test_a_scheduler_address_dask_takes_passes_the_check():
 
     for address in ("tcp://[::1]:8786", "127.0.0.1:8786", "tcp://scheduler.example.org:8786", "local:2"):
         check_scheduler(address)
+
+
+# -- a sidecar linked out of the logdir (point 10) -------------------------------------------------
+
+
+def test_a_sidecar_linked_out_of_the_logdir_is_not_followed(tmp_path):
+    """`opcompare.json` beside a run, a link to a file elsewhere: its fields (label, model,
+    device) were read into the runs document. The rule for traces holds for it: no file is
+    read through a link out of the logdir, checked on the opened file."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    outside = tmp_path / "elsewhere" / "opcompare.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps({"label": "secret-label", "model": "leaked", "device": "tpu", "batch_size": 7}))
+    (logdir / PAIR[0] / "opcompare.json").symlink_to(outside)
+    inside = logdir / PAIR[1] / "opcompare.json"  # a link within the logdir is a file of the logdir
+    (logdir / "shared_sidecar.json").write_text(json.dumps({"label": "team-label"}))
+    inside.symlink_to(logdir / "shared_sidecar.json")
+    listing = _cli_json(logdir, "runs")
+    runs = {run["run"]: run for run in listing["runs"]}
+    assert set(runs) == {run["run"] for run in _cli_json(SOURCE, "runs")["runs"]}  # every run still listed
+    linked = runs[PAIR[0]]
+    assert "secret-label" not in json.dumps(listing) and "leaked" not in json.dumps(listing)
+    assert linked["device"] != "TPU" and linked["batch_size"] != 7
+    assert any(
+        "opcompare.json: ignored, a link to a file outside the logdir" in warning and str(outside) in warning
+        for warning in linked["warnings"]
+    ), linked["warnings"]
+    assert runs[PAIR[1]]["label"] == "team-label"
+    text = run_cli("runs", str(logdir), "--no-cache")
+    assert text.returncode == 0 and "secret-label" not in text.stdout + text.stderr

@@ -188,9 +188,7 @@ def open_regular(path: str):
         if places:
             real = _real_path(descriptor, path, info)
             if real is None or not any(within(place, real) for place in places):
-                raise NotARegularFile(
-                    0, f"{OUTSIDE} ({real or 'unknown'}): it was not there when the logdir was listed; not read", path
-                )
+                raise NotARegularFile(0, f"{OUTSIDE} ({real or 'unknown'}); not read", path)
         os.set_blocking(descriptor, True)
         return os.fdopen(descriptor, "rb")
     except BaseException:
