@@ -372,3 +372,39 @@ def test_a_sidecar_linked_out_of_the_logdir_is_not_followed(tmp_path):
     assert runs[PAIR[1]]["label"] == "team-label"
     text = run_cli("runs", str(logdir), "--no-cache")
     assert text.returncode == 0 and "secret-label" not in text.stdout + text.stderr
+
+
+# -- a rewrite in place of as many bytes (point 3) --------------------------------------------------
+
+
+def test_a_trace_rewritten_in_place_with_as_many_bytes_is_read_again(tmp_path):
+    """Op names scrubbed to names of the same length in the middle of a trace, after
+    indexing: the size is the same, the time is new, and the first and last 64 KiB are the
+    same, so the index kept serving the old names. The whole content is compared now."""
+    import gzip
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    packed = next((logdir / PAIR[0]).glob("*.pt.trace.json.gz"))
+    trace = packed.with_suffix("")  # plain JSON: its middle can be rewritten in place
+    trace.write_bytes(gzip.decompress(packed.read_bytes()))
+    packed.unlink()
+    assert run_cli("index", str(logdir), "--no-cache", "--jobs", "1").returncode == 0
+    before = _cli_json(logdir, "compare", *_pair())["rows"]
+    assert any(row["key"] == "aten::transpose" for row in before)
+
+    data = trace.read_bytes()
+    middle = slice(1 << 16, len(data) - (1 << 16))
+    scrubbed = data[middle].replace(b'"aten::transpose"', b'"aten::TRANSPOSE"')
+    assert scrubbed != data[middle]
+    with open(trace, "r+b") as handle:  # in place: the same inode, the same size
+        handle.seek(middle.start)
+        handle.write(scrubbed)
+    stat = trace.stat()
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    assert trace.stat().st_size == len(data)
+
+    after = _cli_json(logdir, "compare", *_pair())["rows"]
+    assert any(row["key"] == "aten::TRANSPOSE" for row in after)
+    shutil.rmtree(logdir / ".opcompare")
+    assert after == _cli_json(logdir, "compare", *_pair())["rows"]  # what a read of the profile says
