@@ -210,3 +210,91 @@ def test_a_bucket_key_with_an_empty_segment_costs_that_key_only(bucket, tmp_path
     refused = {error["path"]: error["message"] for error in listed["errors"]}
     assert set(refused) == {f"s3://team/{key}" for key in odd}
     assert all("empty segment" in reason for reason in refused.values())
+
+
+# -- an element flood in an xplane (point 9) --------------------------------------------------------
+
+KERAS_XPLANE = next((DEMO / "tf_keras" / "mnist_cnn_cpu_bs64").rglob("*.xplane.pb"))
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _flood(events: int) -> bytes:
+    """A real Keras xplane with one more host plane (the real one's metadata) whose busiest
+    thread holds ``events`` tiny events of one TF op, 9 bytes of wire each."""
+    from tb_opcompare.ingest.readers.tf_ops import parse_host_op
+    from tb_opcompare.ingest.readers.xplane_schema import XLine, XPlane, XSpace
+
+    real = KERAS_XPLANE.read_bytes()
+    space = XSpace()
+    space.ParseFromString(real)
+    host = next(plane for plane in space.planes if plane.name.startswith("/host:"))
+    busiest = max(host.lines, key=lambda line: len(line.events))
+    names = {entry.key: entry.value.name for entry in host.event_metadata}
+    op = next(event.metadata_id for event in busiest.events if parse_host_op(names.get(event.metadata_id, "")))
+    block = XLine()  # events only: its wire is the events fields, repeated below
+    for index in range(1000):
+        block.events.add(metadata_id=op, offset_ps=2 * index + 1, duration_ps=1)
+    line = XLine(id=busiest.id, name=busiest.name, timestamp_ns=busiest.timestamp_ns).SerializeToString()
+    line += block.SerializeToString() * (events // 1000)
+    plane = XPlane()
+    plane.CopyFrom(host)
+    del plane.lines[:]
+    plane_bytes = plane.SerializeToString() + b"\x1a" + _varint(len(line)) + line
+    return real + b"\x0a" + _varint(len(plane_bytes)) + plane_bytes
+
+
+# A read in a fresh process: its peak memory past what the imports took (Linux's ru_maxrss, KiB).
+PEAK_PROCESS = r"""
+import resource, sys
+from tb_opcompare.errors import ProfileError
+from tb_opcompare.ingest.formats import read_profile
+from tb_opcompare.ingest.readers import xplane
+from tb_opcompare.store.memory_guard import text_budget
+
+path, limit = sys.argv[1], int(float(sys.argv[2]) * 1e9)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    read_profile("xplane", [path], text_budget("xplane", limit))
+    said = "read"
+except ProfileError as error:
+    said = str(error)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+print(said)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_an_xplane_flooded_with_tiny_events_is_refused_before_they_are_held(tmp_path):
+    """2 M tiny events of one op in 18 MB pass the memory guard at 0.1 GB (three times the
+    file), and took 0.22 GB once read; they are counted as they come now and refused past
+    what the limit admits, with the file named, and the other runs read."""
+    logs = tmp_path / "logs"
+    flooded = logs / "flood_cpu_bs64" / "plugins" / "profile" / "2026_01_01_00_00_00" / "vm.xplane.pb"
+    flooded.parent.mkdir(parents=True)
+    flooded.write_bytes(_flood(2_000_000))
+    assert 15e6 < flooded.stat().st_size < 0.1e9 / 3  # within what the memory guard lets through
+    shutil.copytree(DEMO / "tf_keras" / "mnist_cnn_cpu_bs64", logs / "mnist_cnn_cpu_bs64")
+
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_PROCESS, str(flooded), "0.1"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    peak_kib, said = done.stdout.splitlines()
+    assert said.startswith(f"{flooded}: more than 1,562,499 events") and "memory limit" in said, said
+    assert int(peak_kib) * 1024 < 0.1e9  # the flood's events were never all held
+
+    from conftest import run_cli
+
+    listing = run_cli("runs", str(logs), "--json", "--no-cache", "--max-read-gb", "0.1")
+    document = json.loads(listing.stdout)
+    assert listing.returncode == 1 and [run["run"] for run in document["runs"]] == ["mnist_cnn_cpu_bs64"]
+    (error,) = document["errors"]
+    assert error["path"] == str(flooded) and "events" in error["message"]
