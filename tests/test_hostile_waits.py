@@ -298,3 +298,81 @@ def test_an_xplane_flooded_with_tiny_events_is_refused_before_they_are_held(tmp_
     assert listing.returncode == 1 and [run["run"] for run in document["runs"]] == ["mnist_cnn_cpu_bs64"]
     (error,) = document["errors"]
     assert error["path"] == str(flooded) and "events" in error["message"]
+
+
+class _FaultProxy:
+    """An HTTP proxy on loopback in front of moto's server that forwards every request but
+    those for ``hang`` (a part of an object's path), which it takes and never answers."""
+
+    def __init__(self, upstream: str, hang: str):
+        import http.client
+        import http.server
+        import urllib.parse
+
+        target = urllib.parse.urlparse(upstream)
+        self.held = threading.Event()
+        self.release = threading.Event()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                if hang in self.path:
+                    proxy.held.set()
+                    proxy.release.wait(300)  # never answers while the test runs
+                    self.close_connection = True
+                    return
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                upstream_call = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+                upstream_call.request(self.command, self.path, body=body, headers=dict(self.headers))
+                answer = upstream_call.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                upstream_call.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.timeout(240)
+def test_an_object_that_never_answers_costs_its_run_within_the_deadline(bucket):  # noqa: F811
+    """One trace in the bucket whose GET is taken and never answered (a fault-injecting
+    proxy in front of moto's server): `runs` waited on it past 7 minutes. Each request to
+    the store has a deadline now; the object's run is named with it, the others listed."""
+    env, url, local = bucket
+    hung = "user/lstm_runB/"
+    proxy = _FaultProxy(env["AWS_ENDPOINT_URL"], f"/team/logs/{hung}")
+    try:
+        started = time.monotonic()
+        result = _bucket_cli({**env, "AWS_ENDPOINT_URL": proxy.url, "TB_OPCOMPARE_REMOTE_TIMEOUT_S": "3"}, "runs", url)
+        seconds = time.monotonic() - started
+    finally:
+        proxy.close()
+    assert proxy.held.is_set()  # the object was asked for, and not answered
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert seconds < 90
+    listed = json.loads(result.stdout)
+    truth = json.loads(_bucket_cli(env, "runs", str(local)).stdout)
+    assert [run["run"] for run in listed["runs"]] == [run["run"] for run in truth["runs"] if run["run"] != hung[:-1]]
+    (error,) = listed["errors"]
+    assert error["path"].startswith(f"{url}/{hung}") and "no answer from the store within 3 s" in error["message"]
