@@ -6,6 +6,7 @@ never a wait without end or another session."""
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -376,3 +377,81 @@ def test_an_object_that_never_answers_costs_its_run_within_the_deadline(bucket):
     assert [run["run"] for run in listed["runs"]] == [run["run"] for run in truth["runs"] if run["run"] != hung[:-1]]
     (error,) = listed["errors"]
     assert error["path"].startswith(f"{url}/{hung}") and "no answer from the store within 3 s" in error["message"]
+
+
+@contextlib.contextmanager
+def _one_worker_cluster():
+    """A scheduler and one worker without a nanny (none starts another when it dies), each a
+    process of its own: (the scheduler's address, the worker's process)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            address.rsplit(":", 1)[1],
+            "--no-dashboard",
+        ],
+        **quiet,
+    )
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--no-nanny",
+            "--nthreads",
+            "1",
+            "--no-dashboard",
+        ],
+        **quiet,
+    )
+    try:
+        yield address, worker
+    finally:
+        for process in (worker, scheduler):
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.timeout(180)
+def test_a_cluster_whose_only_worker_dies_mid_index_does_not_wait_for_ever(tmp_path, monkeypatch):
+    """The cluster's one worker (no nanny to start another) killed when the first session
+    is done: the scheduler waits for a worker for ever, and so did `index`. With no worker
+    for the watch's time, the sessions still waiting are named as failed."""
+    distributed = pytest.importorskip("distributed")
+    from tb_opcompare.store import prewarm
+
+    monkeypatch.setattr(prewarm, "WORKERLESS_SECONDS", 3.0)
+    logdir = tmp_path / "logs"
+    shutil.copytree(SESSIONS, logdir)
+    with _one_worker_cluster() as (address, worker):
+        with distributed.Client(address, timeout=60) as client:
+            client.wait_for_workers(1, timeout=60)
+        killed = []
+
+        def kill_the_worker(line: str) -> None:
+            if line.startswith("  [1/") and not killed:
+                worker.kill()
+                killed.append(worker.pid)
+
+        started = time.monotonic()
+        report = index_logdir(Catalog(str(logdir)), jobs=1, say=kill_the_worker, scheduler=address)
+        seconds = time.monotonic() - started
+    sessions = sum(len(source.sessions) for source in Catalog(str(logdir)).sources())
+    assert killed and seconds < 60
+    assert report.read >= 1 and report.read + len(report.errors) == sessions
+    assert report.errors and all(
+        reason == "indexing failed: no Dask worker was left on the cluster for 3 s" for _, reason in report.errors
+    )
+    again = index_logdir(Catalog(str(logdir)), jobs=1, say=lambda _: None)  # what was read is kept
+    assert (again.cached, again.read, again.errors) == (report.read, len(report.errors), [])

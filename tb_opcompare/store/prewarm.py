@@ -375,20 +375,44 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
             f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
             f"({len(client.scheduler_info()['workers'])} workers)"
         )
-        futures = {_submit_index_task(client, number, task, 0): (number, task, 0) for number, task in enumerate(tasks)}
-        finished = as_completed(futures)
-        for future in finished:
-            number, task, tries = futures.pop(future)
-            if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(future):
-                again = _submit_index_task(client, number, task, tries + 1)
-                futures[again] = (number, task, tries + 1)
-                finished.add(again)
-                continue
-            yield _result(future, task)
+        yield from _gathered(client, tasks, as_completed)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _gathered(client, tasks: list[tuple], as_completed) -> Iterator[_Done]:
+    """Each task's result as it ends; while none is ready, the cluster is watched: with no
+    worker left for ``WORKERLESS_SECONDS`` the tasks still waiting are named as failed
+    (the scheduler waits for a worker for ever, and so did ``index``)."""
+    futures = {_submit_index_task(client, number, task, 0): (number, task, 0) for number, task in enumerate(tasks)}
+    finished = as_completed(futures)
+    workerless_since = None
+    while not finished.is_empty():
+        if not finished.has_ready():
+            time.sleep(_WATCH_SECONDS)
+            workerless_since = None if client.scheduler_info()["workers"] else workerless_since or time.monotonic()
+            if workerless_since is not None and time.monotonic() - workerless_since > WORKERLESS_SECONDS:
+                client.cancel(list(futures))
+                for _, task, _ in futures.values():
+                    yield _lost(task, f"no Dask worker was left on the cluster for {WORKERLESS_SECONDS:g} s")
+                return
+            continue
+        future = next(finished)
+        number, task, tries = futures.pop(future)
+        if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(future):
+            again = _submit_index_task(client, number, task, tries + 1)
+            futures[again] = (number, task, tries + 1)
+            finished.add(again)
+            continue
+        yield _result(future, task)
+
+
+# How long a cluster may have no worker while tasks wait, before they are named as failed (a
+# worker restarted by its nanny is back within seconds), and how often it is looked at.
+WORKERLESS_SECONDS = 60.0
+_WATCH_SECONDS = 0.5
 
 
 # A task's result lives on the worker that ran it: when that worker dies between the task's
