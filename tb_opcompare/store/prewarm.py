@@ -388,31 +388,62 @@ def _gathered(client, tasks: list[tuple], as_completed) -> Iterator[_Done]:
     (the scheduler waits for a worker for ever, and so did ``index``)."""
     futures = {_submit_index_task(client, number, task, 0): (number, task, 0) for number, task in enumerate(tasks)}
     finished = as_completed(futures)
-    workerless_since = None
+    watch = _WorkerWatch(client)
     while not finished.is_empty():
         if not finished.has_ready():
             time.sleep(_WATCH_SECONDS)
-            workerless_since = None if client.scheduler_info()["workers"] else workerless_since or time.monotonic()
-            if workerless_since is not None and time.monotonic() - workerless_since > WORKERLESS_SECONDS:
+            if watch.too_long():
                 client.cancel(list(futures))
                 for _, task, _ in futures.values():
-                    yield _lost(task, f"no Dask worker was left on the cluster for {WORKERLESS_SECONDS:g} s")
+                    yield _lost(task, _WORKERLESS_REASON.format(seconds=WORKERLESS_SECONDS))
                 return
             continue
         future = next(finished)
         number, task, tries = futures.pop(future)
-        if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(future):
+        if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(client, future):
             again = _submit_index_task(client, number, task, tries + 1)
             futures[again] = (number, task, tries + 1)
             finished.add(again)
             continue
-        yield _result(future, task)
+        yield _result(client, future, task)
 
 
 # How long a cluster may have no worker while tasks wait, before they are named as failed (a
 # worker restarted by its nanny is back within seconds), and how often it is looked at.
 WORKERLESS_SECONDS = 60.0
 _WATCH_SECONDS = 0.5
+_WORKERLESS = object()  # ``_waited``'s answer where no worker was left to give one
+_WORKERLESS_REASON = "no Dask worker was left on the cluster for {seconds:g} s"
+
+
+class _WorkerWatch:
+    """Since when the cluster has had no worker (asked of its scheduler)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.since: float | None = None
+
+    def too_long(self) -> bool:
+        if self.client.scheduler_info()["workers"]:
+            self.since = None
+            return False
+        self.since = self.since or time.monotonic()
+        return time.monotonic() - self.since > WORKERLESS_SECONDS
+
+
+def _waited(client, future):
+    """``future.result()`` (its task's error raised), or ``_WORKERLESS`` where the cluster
+    had no worker for ``WORKERLESS_SECONDS`` meanwhile: a result lost with its worker
+    waits for another worker to make it again, and one that never comes hung ``index``."""
+    watch = _WorkerWatch(client)
+    while True:
+        try:
+            return future.result(timeout=_WATCH_SECONDS)
+        except TimeoutError:
+            if future.status == "error":  # the task's own TimeoutError
+                raise
+            if watch.too_long():
+                return _WORKERLESS
 
 
 # A task's result lives on the worker that ran it: when that worker dies between the task's
@@ -422,13 +453,12 @@ _WATCH_SECONDS = 0.5
 _LOST_RESULT_TRIES = 2
 
 
-def _settled_result(future) -> bool:
+def _settled_result(client, future) -> bool:
     """True when the future's answer (its result, or the error its task raised) can be had."""
     try:
-        future.result()
+        return _waited(client, future) is not _WORKERLESS
     except Exception:  # which failures are the task's own, its status says
         return future.status == "error"
-    return True
 
 
 def _submit_index_task(client, number: int, task: tuple, tries: int):
@@ -473,12 +503,14 @@ def _job_fits(source: RunSource, session: str, limit: int) -> bool:
     return True
 
 
-def _result(future, task: tuple) -> _Done:
-    """A task's result, or its failure named (a crashed worker, an error no reader expected)."""
+def _result(client, future, task: tuple) -> _Done:
+    """A task's result, or its failure named (a crashed worker, an error no reader expected,
+    no worker left to make it)."""
     try:
-        return future.result()
+        done = _waited(client, future)
     except Exception as error:
         return _lost(task, f"{type(error).__name__}: {error}")
+    return _lost(task, _WORKERLESS_REASON.format(seconds=WORKERLESS_SECONDS)) if done is _WORKERLESS else done
 
 
 def _lost(task: tuple, reason: str) -> _Done:

@@ -78,17 +78,29 @@ class Fork:
         return not chunk
 
     def finish(self):
-        """The worker's value once its pipe has ended, else ``Lost``."""
+        """The worker's value once its pipe has ended (a whole answer is the value, however
+        the worker ended after sending it), else ``Lost``."""
         os.close(self.fd)
-        _, status = os.waitpid(self.pid, 0)
-        code = os.waitstatus_to_exitcode(status)
-        if code < 0:
-            return Lost(f"its worker was killed by {signal.Signals(-code).name}")
+        status = self._reaped()
         try:
             outcome, value = pickle.loads(b"".join(self._chunks))
         except Exception:  # nothing or half sent
+            code = os.waitstatus_to_exitcode(status)
+            if code < 0:
+                return Lost(f"its worker was killed by {signal.Signals(-code).name}")
             return Lost(f"its worker ended with code {code} and no answer")
         return value if outcome == "value" else Lost(value)
+
+    def _reaped(self) -> int:
+        """The worker's wait status, once it has ended: one stopped after its answer (its
+        pipe closed, its exit to come) is killed, never waited for."""
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return status
+            if self.stopped():
+                os.kill(self.pid, signal.SIGKILL)
+            time.sleep(0.001)
 
     def give_up(self, reason: str) -> Lost:
         """Kill the worker (a stopped one too) and say why."""
