@@ -306,3 +306,105 @@ def test_a_run_folder_named_with_a_byte_that_is_not_utf8_is_listed_escaped(tmp_p
     assert exported.returncode == 1 and "12 sessions written" in exported.stdout, exported.stdout + exported.stderr
     runs = pq.read_table(tmp_path / "dataset" / "runs").to_pydict()
     assert "odd\\xff" in runs["run"] and any(files == [f"odd\\xff/{trace.name}"] for files in runs["files"])
+
+
+# -- a scheduler's address (point 8) ------------------------------------------------------------
+
+NO_CLUSTER = {
+    "127.0.0.1": "no port",
+    "": "an empty address",
+    "tls://127.0.0.1:8786": "tls:// needs Dask's TLS configuration",
+    "tcp://[::1:8786": "without its closing ']'",
+    "tcp://[fe80::zz]:8786": "is not an IPv6 address",
+    "tcp://::1:8786": "an IPv6 address goes in brackets",
+    "tcp://host:port": "the port 'port' is not a number",
+    "ucx://host:8786": "'ucx' is not a scheme",
+}
+
+
+def test_a_scheduler_address_that_names_no_cluster_is_refused_before_anything_is_read(tmp_path):
+    """Each of these ended in a traceback from Dask's comm layer, after the logdir was
+    listed (the empty one indexed on this machine instead)."""
+    pytest.importorskip("distributed")
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    for address, why in NO_CLUSTER.items():
+        result = run_cli("index", str(logdir), "--scheduler", address, "--no-cache")
+        assert result.returncode == 2, (address, result.stdout, result.stderr[-2000:])
+        assert result.stderr.startswith(f"error: --scheduler {address!r}: ") and why in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and not result.stdout
+    assert not (logdir / ".opcompare").exists()  # nothing read, nothing written
+
+
+def test_a_scheduler_address_dask_takes_passes_the_check():
+    from tb_opcompare.store.prewarm import check_scheduler
+
+    for address in ("tcp://[::1]:8786", "127.0.0.1:8786", "tcp://scheduler.example.org:8786", "local:2"):
+        check_scheduler(address)
+
+
+# -- a sidecar linked out of the logdir (point 10) -------------------------------------------------
+
+
+def test_a_sidecar_linked_out_of_the_logdir_is_not_followed(tmp_path):
+    """`opcompare.json` beside a run, a link to a file elsewhere: its fields (label, model,
+    device) were read into the runs document. The rule for traces holds for it: no file is
+    read through a link out of the logdir, checked on the opened file."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    outside = tmp_path / "elsewhere" / "opcompare.json"
+    outside.parent.mkdir()
+    outside.write_text(json.dumps({"label": "secret-label", "model": "leaked", "device": "tpu", "batch_size": 7}))
+    (logdir / PAIR[0] / "opcompare.json").symlink_to(outside)
+    inside = logdir / PAIR[1] / "opcompare.json"  # a link within the logdir is a file of the logdir
+    (logdir / "shared_sidecar.json").write_text(json.dumps({"label": "team-label"}))
+    inside.symlink_to(logdir / "shared_sidecar.json")
+    listing = _cli_json(logdir, "runs")
+    runs = {run["run"]: run for run in listing["runs"]}
+    assert set(runs) == {run["run"] for run in _cli_json(SOURCE, "runs")["runs"]}  # every run still listed
+    linked = runs[PAIR[0]]
+    assert "secret-label" not in json.dumps(listing) and "leaked" not in json.dumps(listing)
+    assert linked["device"] != "TPU" and linked["batch_size"] != 7
+    assert any(
+        "opcompare.json: ignored, a link to a file outside the logdir" in warning and str(outside) in warning
+        for warning in linked["warnings"]
+    ), linked["warnings"]
+    assert runs[PAIR[1]]["label"] == "team-label"
+    text = run_cli("runs", str(logdir), "--no-cache")
+    assert text.returncode == 0 and "secret-label" not in text.stdout + text.stderr
+
+
+# -- a rewrite in place of as many bytes (point 3) --------------------------------------------------
+
+
+def test_a_trace_rewritten_in_place_with_as_many_bytes_is_read_again(tmp_path):
+    """Op names scrubbed to names of the same length in the middle of a trace, after
+    indexing: the size is the same, the time is new, and the first and last 64 KiB are the
+    same, so the index kept serving the old names. The whole content is compared now."""
+    import gzip
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    packed = next((logdir / PAIR[0]).glob("*.pt.trace.json.gz"))
+    trace = packed.with_suffix("")  # plain JSON: its middle can be rewritten in place
+    trace.write_bytes(gzip.decompress(packed.read_bytes()))
+    packed.unlink()
+    assert run_cli("index", str(logdir), "--no-cache", "--jobs", "1").returncode == 0
+    before = _cli_json(logdir, "compare", *_pair())["rows"]
+    assert any(row["key"] == "aten::transpose" for row in before)
+
+    data = trace.read_bytes()
+    middle = slice(1 << 16, len(data) - (1 << 16))
+    scrubbed = data[middle].replace(b'"aten::transpose"', b'"aten::TRANSPOSE"')
+    assert scrubbed != data[middle]
+    with open(trace, "r+b") as handle:  # in place: the same inode, the same size
+        handle.seek(middle.start)
+        handle.write(scrubbed)
+    stat = trace.stat()
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    assert trace.stat().st_size == len(data)
+
+    after = _cli_json(logdir, "compare", *_pair())["rows"]
+    assert any(row["key"] == "aten::TRANSPOSE" for row in after)
+    shutil.rmtree(logdir / ".opcompare")
+    assert after == _cli_json(logdir, "compare", *_pair())["rows"]  # what a read of the profile says

@@ -708,8 +708,9 @@ def _cores() -> int:
 
 
 def _index(args) -> int:
-    from tb_opcompare.store.prewarm import index_logdir
+    from tb_opcompare.store.prewarm import check_scheduler, index_logdir
 
+    check_scheduler(args.scheduler, shared=not args.local_only)  # refused before the logdir is read
     catalog = _catalog(args)
     try:
         report = index_logdir(catalog, jobs=args.jobs, say=print, shared=not args.local_only, scheduler=args.scheduler)

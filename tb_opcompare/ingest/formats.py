@@ -52,7 +52,9 @@ class ProfileFormat:
 def _read_xplane(_format: str, paths: list[str], max_text_bytes: int | None):
     from tb_opcompare.ingest.readers.xplane import read_xplane_session
 
-    return read_xplane_session(paths, fs.read_bytes, max_text_bytes)
+    # the events are counted against the whole limit the text budget was cut from
+    limit = None if max_text_bytes is None else int(max_text_bytes * peak_bytes_per_byte(XPLANE))
+    return read_xplane_session(paths, fs.read_bytes, max_text_bytes, limit)
 
 
 def _read_summary(_format: str, paths: list[str], _max_text_bytes: int | None):

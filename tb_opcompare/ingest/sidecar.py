@@ -53,22 +53,26 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     try:
         fingerprint = fs.fingerprint(path)
     except OSError:
-        return _parse_sidecar(path)
+        return _parse_sidecar(path, source.places)
     if not fingerprint["mtime"] and not fingerprint["etag"]:  # a store that tells no version: read each time
-        return _parse_sidecar(path)
-    key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"])
+        return _parse_sidecar(path, source.places)
+    key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"], source.places)
     found = _READ.get(key)
     if found is None:
         if len(_READ) >= _READ_KEPT:
             _READ.clear()
-        found = _READ[key] = _parse_sidecar(path)
+        found = _READ[key] = _parse_sidecar(path, source.places)
     sidecar, warning = found
     return dict(sidecar), warning
 
 
-def _parse_sidecar(path: str) -> tuple[dict, str | None]:
+def _parse_sidecar(path: str, places: tuple[str, ...] | None) -> tuple[dict, str | None]:
     try:
-        data = fs.read_head(path, _SIDECAR_MAX_BYTES + 1)
+        # the rule every file of a run is read by (``fs.confined``, checked on the open
+        # descriptor): a sidecar linked out of the logdir put another file's fields (label,
+        # model, device) in the runs document
+        with fs.confined(places):
+            data = fs.read_head(path, _SIDECAR_MAX_BYTES + 1)
     except FileNotFoundError:
         return {}, None
     except OSError as error:

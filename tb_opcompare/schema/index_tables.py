@@ -182,7 +182,7 @@ def index_schema_markdown(fact_meanings: dict[str, str]) -> str:
         "",
         "`tb-opcompare index LOGDIR` keeps every session's parsed tables in `LOGDIR/.opcompare/`, one Parquet file "
         "a session and table (`.opcompare/<table>/<part>.parquet`) and a `manifest.json` that says which "
-        "profile files (size, modification time or ETag, a hash of their first and last 64 KiB) each part was "
+        "profile files (size, modification time or ETag, a hash of their whole content) each part was "
         "read from. `tb-opcompare export LOGDIR --parquet DIR` writes the same tables for a whole logdir into "
         "`DIR/<table>/`, with each run's facts settled (sidecar, run name) and its model. Every table starts with "
         "`run` and `session`; times are in µs and sizes in bytes, as the column names say.",

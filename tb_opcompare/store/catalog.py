@@ -24,6 +24,7 @@ from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, Profile
 from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 from tb_opcompare.store.shared_index import SharedIndex
+from tb_opcompare.store.watched_fork import Lost, allowance, run_watched
 
 if TYPE_CHECKING:  # the tables come with the readers: a cold command lists before it loads them
     from tb_opcompare.schema.optable import OpProfile
@@ -360,19 +361,15 @@ PARALLEL_MIN_BYTES = 1 << 20
 
 
 def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):
-    """(key, profile) of each session read in a pool of forked processes (they start with
-    the readers imported); a session that fails is left out."""
-    import concurrent.futures
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(min(processes, len(reads)), mp_context=context) as pool:
-        futures = {pool.submit(_read_key, source, key, limit): key for source, key in reads}
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                yield futures[future], future.result()
-            except Exception:  # a worker's failure of any kind: ``load`` reads the session again
-                continue
+    """(key, profile) of each session read in forked processes (they start with the readers
+    imported), each watched (``store.watched_fork``); a session whose read fails, or whose
+    worker stops or dies, is left out (``load`` reads it again)."""
+    calls = [
+        (key, allowance(sum(size for _, size, _ in key[1])), _read_key, source, key, limit) for source, key in reads
+    ]
+    for key, profile in run_watched(calls, processes):
+        if not isinstance(profile, Lost):
+            yield key, profile
 
 
 def _read_key(source: RunSource, key: tuple, limit: int) -> OpProfile:

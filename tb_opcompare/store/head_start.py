@@ -16,15 +16,14 @@ Only where it pays and is safe (``pays``): before this process has imported pand
 thread that forks and no other, so a lock another thread holds would stay held in the
 worker), on a local logdir (a bucket's client and its event loop do not survive a
 fork). The catalog starts only sessions no cache or shared index holds and whose reads
-fit the memory guard together. A worker that fails hands back nothing: the catalog
-then reads the session itself and reports what is wrong as always.
+fit the memory guard together. A worker that fails, stops or dies hands back nothing
+(``store.watched_fork``: a stopped one is seen at once, a silent one past its deadline):
+the catalog then reads the session itself and reports what is wrong as always.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import signal
 import sys
 import threading
 import weakref
@@ -32,6 +31,7 @@ import weakref
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.formats import read_parsed
 from tb_opcompare.store.memory_guard import text_budget
+from tb_opcompare.store.watched_fork import Fork, Lost, allowance
 
 # Below this much of a session's files, the read is over before a fork has paid for itself.
 HEAD_START_MIN_BYTES = 256 * 1024
@@ -53,7 +53,7 @@ class HeadStart:
     """Sessions being read in forked processes, by the catalog's key of each."""
 
     def __init__(self):
-        self._workers: dict[tuple, tuple[int, int]] = {}  # key -> (process id, read end of its pipe)
+        self._workers: dict[tuple, Fork] = {}
         _LIVE.add(self)
 
     def __contains__(self, key: tuple) -> bool:
@@ -67,49 +67,31 @@ class HeadStart:
         opening nothing outside ``places`` (as ``catalog._read_within``), and sends it back
         pickled."""
         file_format, signatures = key
-        read_end, write_end = os.pipe()
-        process = os.fork()
-        if process == 0:
-            os.close(read_end)
-            code = 1
-            try:
-                with fs.confined(places):
-                    parsed = read_parsed(
-                        file_format, [path for path, _, _ in signatures], text_budget(file_format, limit_bytes)
-                    )
-                with os.fdopen(write_end, "wb") as pipe:  # streamed: no second copy of the arrays
-                    pickle.dump(parsed, pipe, protocol=pickle.HIGHEST_PROTOCOL)
-                code = 0
-            finally:  # whatever happened, never back into the command's code
-                os._exit(code)
-        os.close(write_end)
-        self._workers[key] = (process, read_end)
+        paths = [path for path, _, _ in signatures]
+        seconds = allowance(sum(size for _, size, _ in signatures))
+        self._workers[key] = Fork(seconds, _read_session, places, file_format, paths, limit_bytes)
 
     def take(self, key: tuple):
         """The session of ``key`` as its worker read it (a ``ParsedProfile``), waiting for
-        it; None where no worker read it or the worker failed."""
+        it within the worker's deadline; None where no worker read it, or the worker failed,
+        stopped or died (the caller reads the session itself)."""
         worker = self._workers.pop(key, None)
         if worker is None:
             return None
-        process, read_end = worker
-        try:
-            with os.fdopen(read_end, "rb") as pipe:
-                parsed = pickle.load(pipe)
-        except Exception:  # nothing or half sent: the worker failed
-            parsed = None
-        _, status = os.waitpid(process, 0)
-        return parsed if os.waitstatus_to_exitcode(status) == 0 else None
+        parsed = worker.answer()
+        return None if isinstance(parsed, Lost) else parsed
 
     def cancel(self) -> None:
         """Stop the workers whose sessions nobody took."""
-        for process, read_end in self._workers.values():
-            try:
-                os.kill(process, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.close(read_end)
-            os.waitpid(process, 0)
+        for worker in self._workers.values():
+            worker.give_up("not taken")
         self._workers.clear()
+
+
+def _read_session(places: tuple, file_format: str, paths: list[str], limit_bytes: int):
+    """In the worker: the session read as ``catalog._read_within`` reads it, without tables."""
+    with fs.confined(places):
+        return read_parsed(file_format, paths, text_budget(file_format, limit_bytes))
 
 
 def cancel_all() -> None:

@@ -57,6 +57,7 @@ class _File(msgspec.Struct):
     mtime: float
     etag: str | None = None
     ends_sha256: str | None = None
+    content_blake2b: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")] | None = None
     head: _Head | None = None
 
 

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import ipaddress
+import os
+import re
 import time
 from collections.abc import Callable, Iterator
+from typing import NoReturn
 
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UsageError
 from tb_opcompare.ingest import fs
@@ -27,6 +31,7 @@ from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.store.shared_index import Found
+from tb_opcompare.store.watched_fork import Lost, allowance, run_watched
 
 
 @dataclasses.dataclass
@@ -149,7 +154,16 @@ def index_logdir(
     index (else fill this machine's cache only, writing nothing into the logdir).
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
     processes here; None: a pool of ``jobs`` processes here."""
-    _check_scheduler(scheduler, shared)
+    check_scheduler(scheduler, shared)
+    if scheduler and not fs.is_remote(catalog.logdir) and not os.path.isabs(catalog.logdir):
+        # a cluster's workers run in directories of their own, where a relative logdir names
+        # nothing (or another logdir): each of its sessions failed there
+        catalog = Catalog(
+            os.path.abspath(catalog.logdir),
+            cache_dir=catalog.cache.cache_dir,
+            max_trace_bytes=catalog.max_trace_bytes,
+            cache_max_bytes=catalog.cache.disk_bytes,
+        )
     started = time.monotonic()
     report = IndexReport()
     todo = _sessions_to_read(catalog, shared, report)
@@ -183,13 +197,85 @@ def _publish_manifest(catalog: Catalog, entries: list[dict], report: IndexReport
         say(f"pruned {pruned} entries of the shared index whose files are gone, and their parts")
 
 
-def _check_scheduler(scheduler: str | None, shared: bool) -> None:
-    if scheduler and not shared:
+def check_scheduler(scheduler: str | None, shared: bool = True) -> None:
+    """Refuse a ``--scheduler`` that cannot name a Dask cluster before anything is read:
+    Dask's client met a missing port, an empty address, a TLS address without TLS
+    configuration or a malformed IPv6 address with a traceback (a ValueError or a
+    TypeError from deep in its comm layer), after the logdir had been listed."""
+    if scheduler is None:
+        return
+    if not shared:
         raise UsageError("--local-only fills this machine's cache: a cluster's workers cannot; drop one", "scheduler")
-    if scheduler and scheduler.startswith("local:"):
+    if scheduler.startswith("local:"):
         count = scheduler.split(":", 1)[1]
         if not (count.isascii() and count.isdigit() and int(count) > 0):
             raise UsageError(f"--scheduler local:N takes a number of worker processes, not {count!r}", "scheduler")
+        return
+    if not scheduler.strip():
+        _refuse_scheduler(scheduler, "an empty address")
+    scheme, separator, rest = scheduler.partition("://")
+    if not separator:  # Dask's own default scheme
+        scheme, rest = "tcp", scheduler
+    if scheme not in ("tcp", "tls"):
+        _refuse_scheduler(scheduler, f"{scheme!r} is not a scheme this tool connects with")
+    _check_port(scheduler, _host_port(scheduler, rest))
+    if scheme == "tls" and not _tls_configured():
+        _refuse_scheduler(
+            scheduler,
+            "tls:// needs Dask's TLS configuration (distributed.comm.tls.ca-file, .client.cert and .client.key, "
+            "in Dask's config or DASK_DISTRIBUTED__COMM__TLS__* variables)",
+        )
+
+
+_HOST = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def _host_port(scheduler: str, rest: str) -> str:
+    """The port of ``HOST:PORT`` or ``[IPV6]:PORT``, once the host is checked."""
+    if rest.startswith("["):
+        inside, bracket, after = rest[1:].partition("]")
+        if not bracket:
+            _refuse_scheduler(scheduler, "an IPv6 address without its closing ']'")
+        try:
+            ipaddress.IPv6Address(inside)
+        except ValueError:
+            _refuse_scheduler(scheduler, f"{inside!r} is not an IPv6 address")
+        if not after.startswith(":"):
+            _refuse_scheduler(scheduler, "no port (Dask's default is 8786)")
+        return after[1:]
+    host, colon, port = rest.rpartition(":")
+    if not colon:
+        _refuse_scheduler(scheduler, "no port (Dask's default is 8786)")
+    if ":" in host:
+        _refuse_scheduler(scheduler, "an IPv6 address goes in brackets: tcp://[::1]:8786")
+    if not _HOST.fullmatch(host):
+        _refuse_scheduler(scheduler, f"{host!r} is not a host name or address")
+    return port
+
+
+def _check_port(scheduler: str, port: str) -> None:
+    if not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
+        _refuse_scheduler(scheduler, f"the port {port!r} is not a number from 1 to 65535")
+
+
+def _refuse_scheduler(scheduler: str, why: str) -> NoReturn:
+    raise UsageError(
+        f"--scheduler {scheduler!r}: {why}; a Dask scheduler's address is tcp://HOST:PORT, tls://HOST:PORT or local:N",
+        "scheduler",
+    )
+
+
+def _tls_configured() -> bool:
+    """Whether Dask's configuration gives a client TLS credentials (or a loader of them);
+    True without Dask, whose absence ``_on_dask`` names."""
+    try:
+        import dask
+        from distributed import Security
+    except ImportError:
+        return True
+    if dask.config.get("distributed.client.security-loader", None):
+        return True
+    return Security().get_connection_args("client").get("ssl_context") is not None
 
 
 def _sessions_to_read(catalog: Catalog, shared: bool, report: IndexReport) -> list[tuple[RunSource, str]]:
@@ -237,18 +323,28 @@ def _collect(runner: Iterator[_Done], total: int, report: IndexReport, say: Call
 
 
 def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
+    """One forked process a session, ``jobs`` at a time, each watched
+    (``store.watched_fork``): a worker killed or stopped mid-run costs its session, named
+    as failed, and no other (a process pool, broken by one killed worker, failed them all)."""
     workers = min(jobs, len(tasks))
     say(f"reading {len(tasks)} sessions with {workers} worker processes")
-    if workers == 1:  # one process: no pool to start
+    if workers == 1:  # one process: no worker to start
         for task in tasks:
             yield _index_one(*task)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(_index_one, *task): task for task in tasks}
-        for future in as_completed(futures):
-            yield _result(future, futures[future])
+    calls = [(number, allowance(_session_bytes(task)), _index_one, *task) for number, task in enumerate(tasks)]
+    for number, done in run_watched(calls, workers):
+        yield _lost(tasks[number], done.reason) if isinstance(done, Lost) else done
+
+
+def _session_bytes(task: tuple) -> int:
+    """The size of a task's files, from the listing (what its worker's deadline allows for)."""
+    _, _, source, session, _ = task
+    try:
+        with fs.confined(source.places):
+            return sum(fs.signature(path)[0] for path in source.sessions[session])
+    except OSError:  # its worker says what is wrong with it
+        return 0
 
 
 def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
@@ -279,20 +375,75 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
             f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
             f"({len(client.scheduler_info()['workers'])} workers)"
         )
-        futures = {_submit_index_task(client, number, task, 0): (number, task, 0) for number, task in enumerate(tasks)}
-        finished = as_completed(futures)
-        for future in finished:
-            number, task, tries = futures.pop(future)
-            if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(future):
-                again = _submit_index_task(client, number, task, tries + 1)
-                futures[again] = (number, task, tries + 1)
-                finished.add(again)
-                continue
-            yield _result(future, task)
+        yield from _gathered(client, tasks, as_completed)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _gathered(client, tasks: list[tuple], as_completed) -> Iterator[_Done]:
+    """Each task's result as it ends; while none is ready, the cluster is watched: with no
+    worker left for ``WORKERLESS_SECONDS`` the tasks still waiting are named as failed
+    (the scheduler waits for a worker for ever, and so did ``index``)."""
+    futures = {_submit_index_task(client, number, task, 0): (number, task, 0) for number, task in enumerate(tasks)}
+    finished = as_completed(futures)
+    watch = _WorkerWatch(client)
+    while not finished.is_empty():
+        if not finished.has_ready():
+            time.sleep(_WATCH_SECONDS)
+            if watch.too_long():
+                client.cancel(list(futures))
+                for _, task, _ in futures.values():
+                    yield _lost(task, _WORKERLESS_REASON.format(seconds=WORKERLESS_SECONDS))
+                return
+            continue
+        future = next(finished)
+        number, task, tries = futures.pop(future)
+        if future.status != "error" and tries < _LOST_RESULT_TRIES and not _settled_result(client, future):
+            again = _submit_index_task(client, number, task, tries + 1)
+            futures[again] = (number, task, tries + 1)
+            finished.add(again)
+            continue
+        yield _result(client, future, task)
+
+
+# How long a cluster may have no worker while tasks wait, before they are named as failed (a
+# worker restarted by its nanny is back within seconds), and how often it is looked at.
+WORKERLESS_SECONDS = 60.0
+_WATCH_SECONDS = 0.5
+_WORKERLESS = object()  # ``_waited``'s answer where no worker was left to give one
+_WORKERLESS_REASON = "no Dask worker was left on the cluster for {seconds:g} s"
+
+
+class _WorkerWatch:
+    """Since when the cluster has had no worker (asked of its scheduler)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.since: float | None = None
+
+    def too_long(self) -> bool:
+        if self.client.scheduler_info()["workers"]:
+            self.since = None
+            return False
+        self.since = self.since or time.monotonic()
+        return time.monotonic() - self.since > WORKERLESS_SECONDS
+
+
+def _waited(client, future):
+    """``future.result()`` (its task's error raised), or ``_WORKERLESS`` where the cluster
+    had no worker for ``WORKERLESS_SECONDS`` meanwhile: a result lost with its worker
+    waits for another worker to make it again, and one that never comes hung ``index``."""
+    watch = _WorkerWatch(client)
+    while True:
+        try:
+            return future.result(timeout=_WATCH_SECONDS)
+        except TimeoutError:
+            if future.status == "error":  # the task's own TimeoutError
+                raise
+            if watch.too_long():
+                return _WORKERLESS
 
 
 # A task's result lives on the worker that ran it: when that worker dies between the task's
@@ -302,13 +453,12 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
 _LOST_RESULT_TRIES = 2
 
 
-def _settled_result(future) -> bool:
+def _settled_result(client, future) -> bool:
     """True when the future's answer (its result, or the error its task raised) can be had."""
     try:
-        future.result()
+        return _waited(client, future) is not _WORKERLESS
     except Exception:  # which failures are the task's own, its status says
         return future.status == "error"
-    return True
 
 
 def _submit_index_task(client, number: int, task: tuple, tries: int):
@@ -353,14 +503,17 @@ def _job_fits(source: RunSource, session: str, limit: int) -> bool:
     return True
 
 
-def _result(future, task: tuple) -> _Done:
-    """A task's result, or its failure named (a crashed worker, an error no reader expected)."""
+def _result(client, future, task: tuple) -> _Done:
+    """A task's result, or its failure named (a crashed worker, an error no reader expected,
+    no worker left to make it)."""
     try:
-        return future.result()
+        done = _waited(client, future)
     except Exception as error:
-        _, _, source, session, _ = task
-        return _Done(
-            source.run,
-            session,
-            unreadable=(source.sessions[session][0], f"indexing failed: {type(error).__name__}: {error}"),
-        )
+        return _lost(task, f"{type(error).__name__}: {error}")
+    return _lost(task, _WORKERLESS_REASON.format(seconds=WORKERLESS_SECONDS)) if done is _WORKERLESS else done
+
+
+def _lost(task: tuple, reason: str) -> _Done:
+    """The session of a task that gave no result, named as failed, and why."""
+    _, _, source, session, _ = task
+    return _Done(source.run, session, unreadable=(source.sessions[session][0], f"indexing failed: {reason}"))

@@ -67,6 +67,7 @@ from tb_opcompare.ingest.readers.xplane_wire import (
     STAT_REPEATED,
     STAT_STR,
     STAT_UINT64,
+    EventCount,
     EventStats,
     TooManyElements,
     TooManyPlanes,
@@ -90,12 +91,15 @@ from tb_opcompare.schema.groups import first_appearance_ids
 FORMAT = "xplane"
 
 
-def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None) -> ParsedProfile:
+def read_xplane_session(
+    paths: Sequence[str], read_bytes, max_parsed_bytes: int | None = None, max_read_bytes: int | None = None
+) -> ParsedProfile:
     """Read one profiling session (one xplane per host) into a single ParsedProfile.
 
     ``read_bytes(path) -> bytes`` is the file-system layer (local or remote).
     ``max_parsed_bytes`` bounds what one plane's metadata may take once parsed (the read's
-    memory budget beyond the file itself).
+    memory budget beyond the file itself); ``max_read_bytes`` (the read's whole memory
+    limit) how many events the session's files may hold together (``EventCount``).
 
     The steps: each file's planes are read (``_read_file``: the host's TF ops and the
     evidence around them, the devices' kernels); the host ops are added once the file's
@@ -104,14 +108,24 @@ def read_xplane_session(paths: Sequence[str], read_bytes, max_parsed_bytes: int 
     events = OpEvents()
     facts = ProfileFacts(format=FORMAT, framework="TensorFlow")
     evidence = _SessionEvidence()
+    budget = _ReadBudget(max_parsed_bytes, EventCount(max_read_bytes))
     for path in paths:
-        host_ops = _read_file(path, read_bytes, max_parsed_bytes, events, facts, evidence)
+        host_ops = _read_file(path, read_bytes, budget, events, facts, evidence)
         while host_ops:  # the file's bytes are gone: its op times may take their place
             host_ops.pop(0).add()
     if not len(events):
         raise ProfileError(paths[0], "no TensorFlow op events in this profile")
     _settle_facts(facts, events, evidence)
     return ParsedProfile(facts, events, annotations=evidence.user_ranges.table())
+
+
+@dataclasses.dataclass
+class _ReadBudget:
+    """What a session's read may take: a plane's metadata (bytes once parsed), and the
+    events of all its files (counted as they are read)."""
+
+    max_parsed_bytes: int | None
+    events: EventCount
 
 
 @dataclasses.dataclass
@@ -145,13 +159,13 @@ class _SessionEvidence:
 
 
 def _read_file(
-    path: str, read_bytes, max_parsed_bytes: int | None, events: OpEvents, facts: ProfileFacts, evidence
+    path: str, read_bytes, budget: _ReadBudget, events: OpEvents, facts: ProfileFacts, evidence
 ) -> list[_HostOps]:
     """Read one host's xplane: device kernels (and the host's step count) into ``events``,
     the framework and device into ``facts``, the rest into ``evidence``; return each host
     plane's ops, to be added once the file is let go (so that its bytes and the op times
     are never in memory together)."""
-    space = _parse(path, read_bytes(path), max_parsed_bytes)
+    space = _parse(path, read_bytes(path), budget)
     host_ops = []
     # the host's kernel launches place the device's kernels in the executions a TensorFlow
     # Ops line cut apart: the host planes are read before the device planes
@@ -379,11 +393,11 @@ def _settle_precision_and_compiler(facts: ProfileFacts, evidence: _SessionEviden
         facts.compiler, facts.compiler_source = tf_execution(kinds["tf_graph"], kinds["tf_eager"])
 
 
-def _parse(path: str, data: bytes, max_parsed_bytes: int | None):
+def _parse(path: str, data: bytes, budget: _ReadBudget):
     if not data:
         raise ProfileError(path, "the file is empty (0 bytes); the profiler may have been killed while writing it")
     try:
-        space = split_space(data, max_parsed_bytes)
+        space = split_space(data, budget.max_parsed_bytes, budget.events)
     except TooManyPlanes as error:
         raise ProfileError(path, f"{error}; not read") from None
     except (DecodeError, RuntimeError, ValueError) as error:

@@ -9,8 +9,8 @@ data, so memory stays the file plus one batch however large a line grows.
 Planes are made one at a time, as the reader asks for them (an empty plane, two bytes of
 wire and over a kilobyte once parsed, is skipped), and a wire that would cost far more
 than its size is refused by counting elements before parsing them: more than
-``MAX_PLANES`` planes, or a plane whose metadata entries would need more than the read's
-budget.
+``MAX_PLANES`` planes, a plane whose metadata entries would need more than the read's
+budget, or more events than the read's memory limit admits (``EventCount``).
 
 The two loops that visit every event (cutting a big line into batches, and reading each
 event's metadata id, offset and duration) run in the optional C extension
@@ -64,6 +64,31 @@ _PLANE_METADATA = (4, 5)  # event_metadata, stat_metadata
 
 class TooManyElements(ValueError):
     """The wire holds more elements than a read may parse within its memory budget."""
+
+
+# What one event may take once read (its op's occurrence columns, its line's arrays): about
+# 53 B on the 32.5 MB Keras xplane of ``make bench`` (25 B of wire each), 100 B on a flood
+# of one TF op's 9-byte events (issue 55). Below the 3x of wire the memory guard allows a
+# real event, above what a flood of tiny events gets.
+EVENT_BYTES = 64
+
+
+class EventCount:
+    """The events a read has come to, counted a batch at a time before each batch is read
+    (``LineView.event_batches``), against what its memory limit admits: a limit in bytes
+    alone let 12 M tiny events in 96 MB take 1.9 GB at a 0.3 GB limit."""
+
+    def __init__(self, max_read_bytes: int | None):
+        self.most = None if max_read_bytes is None else max_read_bytes // EVENT_BYTES
+        self.seen = 0
+
+    def add(self, count: int) -> None:
+        self.seen += count
+        if self.most is not None and self.seen > self.most:
+            raise TooManyElements(
+                f"more than {self.most:,} events (at {EVENT_BYTES} bytes each once read, about "
+                f"{self.most * EVENT_BYTES / 1e9:,.2f} GB), and {self.seen:,} counted so far"
+            )
 
 
 class TooManyPlanes(ValueError):
@@ -186,6 +211,12 @@ class EventBatch(Sequence):
     def __len__(self) -> int:
         return len(self.events)
 
+    def count(self) -> int:
+        """How many events the batch holds: from the C helper's scan of the wire (kept for
+        ``wire_ints``), else from the parsed events."""
+        self.scan()
+        return len(self._scanned[0]) // 24 if self._scanned else len(self.events)
+
     def __getitem__(self, index):
         if self._events is not None or self._spans is None or not isinstance(index, int):
             return self.events[index]
@@ -245,10 +276,12 @@ class EventBatch(Sequence):
 
 
 class LineView:
-    """An XLine: its small fields at once, its events in batches (``event_batches``)."""
+    """An XLine: its small fields at once, its events in batches (``event_batches``),
+    each batch counted in ``events`` (where given) before it is handed out."""
 
-    def __init__(self, data: memoryview, start: int, end: int):
+    def __init__(self, data: memoryview, start: int, end: int, events: EventCount | None = None):
         self._data = data
+        self._count = events
         if end - start <= EVENT_BATCH_BYTES and native() is None:
             # without the C helper a small line is parsed whole: cutting it in Python costs more
             line = XLine()
@@ -266,7 +299,14 @@ class LineView:
 
     def event_batches(self) -> Iterator[EventBatch]:
         """The line's events, in wire order, a batch at a time. Drop each batch before
-        asking for the next: that is what bounds memory."""
+        asking for the next: that is what bounds memory. Raises TooManyElements before
+        handing out a batch past the read's count of events."""
+        for batch in self._batches_of_line():
+            if self._count is not None:
+                self._count.add(batch.count())
+            yield batch
+
+    def _batches_of_line(self) -> Iterator[EventBatch]:
         if self._whole is not None:
             # parsed when the view was made; the C reader skips the line's non-event fields
             ((start, end),) = self._batches
@@ -349,8 +389,9 @@ def _split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[t
 class PlaneView:
     """An XPlane whose ``lines`` are read on demand, one at a time."""
 
-    def __init__(self, data: memoryview, start: int, end: int, max_metadata_bytes: int | None = None):
+    def __init__(self, data: memoryview, start: int, end: int, max_metadata_bytes: int | None = None, events=None):
         self._data = data
+        self._events = events  # the read's EventCount, for its lines
         # The lines are found again each time they are read, never listed: a list of 3,000,000
         # empty lines (6 MB on the wire) held 400 MB of spans.
         self._span = (start, end)
@@ -370,7 +411,7 @@ class PlaneView:
     @property
     def lines(self) -> Iterator[LineView]:
         for start, end in _line_spans(self._data, *self._span):
-            yield LineView(self._data, start, end)
+            yield LineView(self._data, start, end, self._events)
 
 
 def _line_spans(data: memoryview, start: int, end: int) -> Iterator[tuple[int, int]]:
@@ -417,9 +458,10 @@ class SpaceView:
     parsing the planes), the planes themselves one at a time (``planes``). Raises
     DecodeError on broken framing and TooManyElements past the bounds above."""
 
-    def __init__(self, data: bytes, max_metadata_bytes: int | None = None):
+    def __init__(self, data: bytes, max_metadata_bytes: int | None = None, events: EventCount | None = None):
         self._view = memoryview(data)
         self._max_metadata_bytes = max_metadata_bytes
+        self._events = events
         self._spans: list[tuple[int, int]] = []
         self.names: list[str] = []
         self.current: str | None = None
@@ -461,7 +503,7 @@ class SpaceView:
         for index in order:
             (start, end), name = self._spans[index], self.names[index]
             self.current = name
-            yield PlaneView(self._view, start, end, self._max_metadata_bytes)
+            yield PlaneView(self._view, start, end, self._max_metadata_bytes, self._events)
 
 
 def _plane_name(data: memoryview, start: int, end: int) -> str:
@@ -471,6 +513,7 @@ def _plane_name(data: memoryview, start: int, end: int) -> str:
     return ""
 
 
-def split_space(data: bytes, max_metadata_bytes: int | None = None) -> SpaceView:
-    """The planes of a serialized XSpace (see ``SpaceView``)."""
-    return SpaceView(data, max_metadata_bytes)
+def split_space(data: bytes, max_metadata_bytes: int | None = None, events: EventCount | None = None) -> SpaceView:
+    """The planes of a serialized XSpace (see ``SpaceView``); ``events``: the read's count
+    of events, shared by every file of its session."""
+    return SpaceView(data, max_metadata_bytes, events)
