@@ -5,6 +5,7 @@
 // export link) is its PageSkeleton's to switch.
 
 import {h} from '../dom.js';
+import {pairParams} from '../state.js';
 
 import {messageBox} from './states.js';
 
@@ -109,4 +110,34 @@ export function poolNoteSlot() {
 export function showPoolNote(slot, selection) {
   slot.replaceChildren(...(selection.repeats ? [h('div', {class: 'oc-panel oc-panel-note oc-pool-note'},
     'Pool repeats applies to the Compare table: this page shows the two runs chosen, not their repeats.')] : []));
+}
+
+/**
+ * Each time a page of the two runs chosen on Compare is opened (Modules, Memory, Layers,
+ * Roofline): its document for the pair, or a note to choose runs there first; the pool
+ * note either way. `clear` forgets what the page held, where it has no pair or its fetch
+ * failed; `shown` (optional) is told whether there is a pair to show.
+ * @param {LatestView & {ready: () => Promise<boolean>, selection: Object, poolSlot: HTMLElement,
+ *   onOpenCompare: () => void, draw: (document: Object, params: Object, id: number) => unknown}} view
+ * @param {{id: string, text: string, fetch: (params: Object) => Promise<Object>,
+ *   failed: (error: Error) => HTMLElement, clear: () => void, shown?: (hasPair: boolean) => void}} page
+ */
+export async function showPairPage(view, {id, text, fetch, failed, clear, shown = () => {}}) {
+  const ready = await view.ready();
+  const params = pairParams(view.selection);
+  shown(Boolean(ready && params));
+  if (!ready || !params) {
+    clear();
+    showNoRuns(view, {id, onOpenCompare: view.onOpenCompare, text});
+    return;
+  }
+  showPoolNote(view.poolSlot, view.selection);
+  return showLatest(view, params, {
+    fetch,
+    failed: (error) => {
+      clear();
+      return failed(error);
+    },
+    draw: (document, drawnParams, requestId) => view.draw(document, drawnParams, requestId),
+  });
 }

@@ -10,9 +10,8 @@ import {h, setText} from '../dom.js';
 import {formatCount, formatShare, formatSpeedup, formatStatus, formatTime, headlineText,
   speedupColor} from '../format.js';
 import {LAYERS, ROW_LAYERS} from '../contract.js';
-import {pairParams} from '../state.js';
 import {sortMissingLast} from '../view.js';
-import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
+import {poolNoteSlot, showPairPage} from './latest.js';
 import {PageSkeleton} from './skeleton.js';
 import {nextSort, sortIndicator} from './sorting.js';
 import {messageBox} from './states.js';
@@ -230,25 +229,12 @@ export class LayersView {
 
   /** Each time the view is opened: the layers of the Compare page's runs, unless on screen. */
   async show() {
-    const ready = await this.ready();
-    const params = pairParams(this.selection);
-    if (!ready || !params) {
-      this.document = null;
-      showNoRuns(this, {id: 'oc-layers', onOpenCompare: this.onOpenCompare,
-                        text: 'This page compares the layers (application, framework, runtime, device) of the runs ' +
-                          'chosen on the Compare runs page.'});
-      return;
-    }
-    showPoolNote(this.poolSlot, this.selection);
-    return showLatest(this, params, {
-      fetch: fetchLayers,
-      failed: (error) => {
-        this.document = null;
-        return layersFailed(error);
-      },
-      draw: (document, drawnParams) => this.draw(document, drawnParams),
-    });
+    return showPairPage(this, {
+      id: 'oc-layers', fetch: fetchLayers, failed: layersFailed, clear: () => { this.document = null; },
+      text: 'This page compares the layers (application, framework, runtime, device) of the runs chosen on the ' +
+        'Compare runs page.'});
   }
+
 
   /** @param {LayersDocument} document */
   draw(document, params) {

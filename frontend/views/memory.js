@@ -7,10 +7,9 @@
 import {fetchMemory, loadPlotly, memoryCsvUrl} from '../api.js';
 import {h, setText} from '../dom.js';
 import {formatBytes, formatCount, formatSpeedup, formatStatus, plotlyText, shortenNames} from '../format.js';
-import {pairParams} from '../state.js';
 import {themedLayout} from '../theme.js';
 import {sortMissingLast} from '../view.js';
-import {openCompareButton, poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
+import {openCompareButton, poolNoteSlot, showPairPage} from './latest.js';
 import {SIDES, SIDE_COLOURS, SIDE_LABELS, sideSwatch} from './sides.js';
 import {PageSkeleton} from './skeleton.js';
 import {nextSort, sortIndicator} from './sorting.js';
@@ -253,24 +252,11 @@ export class MemoryView {
 
   /** Each time the view is opened: the memory of the Compare page's runs, unless on screen. */
   async show() {
-    const ready = await this.ready();
-    const params = pairParams(this.selection);
-    if (!ready || !params) {
-      this.document = null;
-      showNoRuns(this, {id: 'oc-memory', onOpenCompare: this.onOpenCompare,
-                        text: 'This page compares the memory of the runs chosen on the Compare runs page.'});
-      return;
-    }
-    showPoolNote(this.poolSlot, this.selection);
-    return showLatest(this, params, {
-      fetch: fetchMemory,
-      failed: (error) => {
-        this.document = null;
-        return memoryFailed(error);
-      },
-      draw: (document, drawnParams, id) => this.draw(document, drawnParams, id),
-    });
+    return showPairPage(this, {
+      id: 'oc-memory', fetch: fetchMemory, failed: memoryFailed, clear: () => { this.document = null; },
+      text: 'This page compares the memory of the runs chosen on the Compare runs page.'});
   }
+
 
   /** @param {MemoryDocument} document */
   async draw(document, params, id) {

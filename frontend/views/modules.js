@@ -8,8 +8,7 @@ import {fetchModules, modulesCsvUrl} from '../api.js';
 import {h, setText} from '../dom.js';
 import {formatBytes, formatShare, formatSpeedup, formatStatus, formatTime, headlineText,
   speedupColor} from '../format.js';
-import {pairParams} from '../state.js';
-import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
+import {poolNoteSlot, showPairPage} from './latest.js';
 import {PageSkeleton} from './skeleton.js';
 import {messageBox} from './states.js';
 
@@ -198,25 +197,12 @@ export class ModulesView {
 
   /** Each time the view is opened: the trees of the Compare page's runs, unless on screen. */
   async show() {
-    const ready = await this.ready();
-    const params = pairParams(this.selection);
-    if (!ready || !params) {
-      this.controls.hidden = true;
-      showNoRuns(this, {id: 'oc-modules', onOpenCompare: this.onOpenCompare,
-                        text: 'This page compares the module trees of the runs chosen on the Compare runs page.'});
-      return;
-    }
-    this.controls.hidden = false;
-    showPoolNote(this.poolSlot, this.selection);
-    return showLatest(this, params, {
-      fetch: fetchModules,
-      failed: (error) => {
-        this.tree = null;
-        return modulesFailed(error);
-      },
-      draw: (document, drawnParams) => this.draw(document, drawnParams),
-    });
+    return showPairPage(this, {
+      id: 'oc-modules', fetch: fetchModules, failed: modulesFailed, clear: () => { this.tree = null; },
+      shown: (hasPair) => { this.controls.hidden = !hasPair; },
+      text: 'This page compares the module trees of the runs chosen on the Compare runs page.'});
   }
+
 
   /** @param {ModulesDocument} document */
   draw(document, params) {

@@ -10,9 +10,8 @@
 import {fetchRoofline, loadPlotly, rooflineCsvUrl} from '../api.js';
 import {h, setText} from '../dom.js';
 import {formatCount, formatRate, formatShare, formatSpeedup, plotlyText} from '../format.js';
-import {pairParams} from '../state.js';
 import {themedLayout} from '../theme.js';
-import {poolNoteSlot, showLatest, showNoRuns, showPoolNote} from './latest.js';
+import {poolNoteSlot, showPairPage} from './latest.js';
 import {SIDES, SIDE_COLOURS, SIDE_LABELS, sideSwatch} from './sides.js';
 import {PageSkeleton} from './skeleton.js';
 import {messageBox} from './states.js';
@@ -181,24 +180,11 @@ export class RooflineView {
 
   /** Each time the view is opened: the rooflines of the Compare page's runs, unless on screen. */
   async show() {
-    const ready = await this.ready();
-    const params = pairParams(this.selection);
-    if (!ready || !params) {
-      this.document = null;
-      showNoRuns(this, {id: 'oc-roofline', onOpenCompare: this.onOpenCompare,
-                        text: 'This page puts the ops of the runs chosen on the Compare runs page on their rooflines.'});
-      return;
-    }
-    showPoolNote(this.poolSlot, this.selection);
-    return showLatest(this, params, {
-      fetch: fetchRoofline,
-      failed: (error) => {
-        this.document = null;
-        return rooflineFailed(error);
-      },
-      draw: (document, drawnParams, id) => this.draw(document, drawnParams, id),
-    });
+    return showPairPage(this, {
+      id: 'oc-roofline', fetch: fetchRoofline, failed: rooflineFailed, clear: () => { this.document = null; },
+      text: 'This page puts the ops of the runs chosen on the Compare runs page on their rooflines.'});
   }
+
 
   /** @param {RooflineDocument} document */
   async draw(document, params, id) {

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from tb_opcompare.analysis.step_time import detect_warmup
-from tb_opcompare.schema.events import DEVICE, DEVICE_STEP_CATEGORIES, HOST, STEP_CATEGORIES
+from tb_opcompare.schema.dimensions import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
+from tb_opcompare.schema.events import DEVICE, HOST
 from tb_opcompare.schema.table import Table
 
 

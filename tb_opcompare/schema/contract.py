@@ -19,12 +19,13 @@ from msgspec import Meta
 
 from tb_opcompare.schema.dimensions import (
     DETECTION_POWER,
+    DEVICE_STEP_CATEGORIES,
     FALSE_DISCOVERY_RATE,
     POWER_MIN_SHARE,
     SERIES_DIMENSIONS,
+    STEP_CATEGORIES,
     evidence_rule,
 )
-from tb_opcompare.schema.events import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
 
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]

@@ -202,3 +202,26 @@ def configured(fact: str, claimed: str | None, measured: str | None) -> str | No
         # where claim and data agree that nothing compiled the run, the data says which of the two it ran as
         return canonical_compiler(measured if measured and canonical_compiler(value) in UNCOMPILED else value)
     return canonical_precision(value)
+
+
+# What a step's wall time was spent on (issue 53), in the same words for every format (here, not
+# in schema.events, which brings numpy: the tab's contract reads them at TensorBoard's start). Host:
+# the thread that drives the step, each moment once, so a step's host categories add up to
+# its wall time. Device: the accelerator's time in the step, busy by what ran, and idle.
+STEP_CATEGORIES = {
+    "input": "waiting for input",
+    "forward": "host compute: forward and other",
+    "backward": "host compute: backward",
+    "optimizer": "host compute: optimizer",
+    "copy": "copies between host and device",
+    "device_wait": "waiting on the device",
+    "launch": "kernel launches and other runtime calls",
+    "communication": "communication",
+    "untracked": "untracked: Python, gaps between events",
+}
+DEVICE_STEP_CATEGORIES = {
+    "device_compute": "device busy: compute",
+    "device_copy": "device busy: copies and memsets",
+    "device_communication": "device busy: communication",
+    "device_idle": "device idle",
+}

@@ -67,26 +67,6 @@ WORK_COLUMNS = [
     "device_us",
 ]
 
-# What a step's wall time was spent on (issue 53), in the same words for every format. Host:
-# the thread that drives the step, each moment once, so a step's host categories add up to
-# its wall time. Device: the accelerator's time in the step, busy by what ran, and idle.
-STEP_CATEGORIES = {
-    "input": "waiting for input",
-    "forward": "host compute: forward and other",
-    "backward": "host compute: backward",
-    "optimizer": "host compute: optimizer",
-    "copy": "copies between host and device",
-    "device_wait": "waiting on the device",
-    "launch": "kernel launches and other runtime calls",
-    "communication": "communication",
-    "untracked": "untracked: Python, gaps between events",
-}
-DEVICE_STEP_CATEGORIES = {
-    "device_compute": "device busy: compute",
-    "device_copy": "device busy: copies and memsets",
-    "device_communication": "device busy: communication",
-    "device_idle": "device idle",
-}
 
 # Host rows of ``ops`` that are not framework ops, by their ``op_type``: the words PyTorch's
 # trace categories use, which every reader writes (the layers of a profile rest on them).

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tb_opcompare.schema.events import DEVICE, DEVICE_STEP_CATEGORIES, HOST, STEP_CATEGORIES
+from tb_opcompare.schema.dimensions import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
+from tb_opcompare.schema.events import DEVICE, HOST
 
 HOST_CODES = {name: code for code, name in enumerate(STEP_CATEGORIES)}
 DEVICE_CODES = {name: code for code, name in enumerate(DEVICE_STEP_CATEGORIES)}
