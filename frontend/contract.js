@@ -154,9 +154,9 @@
  * @property {'device'|'host'} side - `host`: the thread that drives the step, each moment once, so a side's host parts add up to its step wall time; `device`: the accelerator's time in the step, busy by what ran and idle
  * @property {string} category - a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)
  * @property {string} label - the category in words, as shown
- * @property {number} baseline_us - its time in the baseline's median steady step, µs (0: none)
- * @property {number} target_us - as baseline_us, for the target
- * @property {number} change_us - target_us - baseline_us: the bar of the waterfall (negative: time saved)
+ * @property {number|null} baseline_us - its time in the baseline's median steady step, µs (0: none); null for a device part where the baseline ran on no device (a CPU run: its device parts add up to nothing)
+ * @property {number|null} target_us - as baseline_us, for the target
+ * @property {number|null} change_us - target_us - baseline_us: the bar of the waterfall (negative: time saved); null where either side is null
  */
 
 /**

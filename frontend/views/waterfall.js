@@ -18,6 +18,7 @@ const TOTAL = '#757575';
 
 /** A change as the waterfall labels it: `−44.2 ms`, `+4.00 ms`. */
 export function changeText(us) {
+  if (us === null || us === undefined) return '–';
   if (us === 0) return '0';
   return `${us < 0 ? '−' : '+'}${formatTime(Math.abs(us))}`;
 }
@@ -66,14 +67,11 @@ function deviceTable(breakdown) {
   if (!parts.length) return null;
   const cells = (texts, attributes = {}) => h('div', {class: 'oc-breakdown-row', role: 'row', ...attributes},
     ...texts.map((text, i) => h('span', {class: i ? 'oc-num' : '', role: i ? 'cell' : 'rowheader'}, text)));
-  // a side's device parts add up to its step: none at all is a side that ran on no device
-  // (a CPU run), shown as such rather than as a device that took 0 µs
-  const ran = ['baseline_us', 'target_us'].map((side) => parts.some((part) => part[side] > 0));
-  const time = (part, side, index) => (ran[index] ? formatTime(part[side]) : '–');
+  // a side that ran on no device (a CPU run) has null device times: formatTime's '–'
   return h('div', {class: 'oc-breakdown-device', id: 'oc-breakdown-device', role: 'table'},
     cells(['On the device, in the same steps', 'baseline', 'target', 'change'], {class: 'oc-breakdown-row oc-breakdown-head'}),
-    ...parts.map((part) => cells([part.label, time(part, 'baseline_us', 0), time(part, 'target_us', 1),
-                                  ran[0] && ran[1] ? changeText(part.change_us) : '–'], {'data-category': part.category})));
+    ...parts.map((part) => cells([part.label, formatTime(part.baseline_us), formatTime(part.target_us),
+                                  changeText(part.change_us)], {'data-category': part.category})));
 }
 
 /**

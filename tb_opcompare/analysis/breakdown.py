@@ -152,27 +152,35 @@ def step_part_rows(splits: Sequence[SideSplit | None]) -> list[dict]:
 
 @dataclasses.dataclass(frozen=True)
 class BreakdownRow:
+    """One part on both sides; a device part of a side that ran on no device (a CPU run)
+    is None there, not 0 µs of a device, and so is its change."""
+
     side: str
     category: str
     label: str
-    baseline_us: float
-    target_us: float
+    baseline_us: float | None
+    target_us: float | None
 
     @property
-    def change_us(self) -> float:
+    def change_us(self) -> float | None:
+        if self.baseline_us is None or self.target_us is None:
+            return None
         return self.target_us - self.baseline_us
 
 
 def breakdown_rows(baseline: SideSplit, target: SideSplit) -> list[BreakdownRow]:
     """Each category either side has, host first, in the vocabulary's order, with both
     sides' time in it (0 where a side has none). The host rows' changes add up to
-    ``target.wall_us - baseline.wall_us``."""
+    ``target.wall_us - baseline.wall_us``. A side's device parts add up to its step, so a
+    side with none at all ran on no device: its device times are None."""
     rows = []
     for side, names in ((HOST, STEP_CATEGORIES), (DEVICE, DEVICE_STEP_CATEGORIES)):
         base, tgt = baseline.parts.get(side, {}), target.parts.get(side, {})
+        ran = [side == HOST or any(times.values()) for times in (base, tgt)]
         for name, label in names.items():
             if name in base or name in tgt:
-                rows.append(BreakdownRow(side, name, label, base.get(name, 0.0), tgt.get(name, 0.0)))
+                times = [times.get(name, 0.0) if on else None for times, on in zip((base, tgt), ran)]
+                rows.append(BreakdownRow(side, name, label, *times))
     return rows
 
 

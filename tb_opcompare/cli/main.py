@@ -1433,14 +1433,13 @@ def _print_breakdown(summary: dict) -> None:
         parts = [part for part in breakdown["parts"] if part["side"] == side]
         if side == "device" and parts:
             print("  on the device, in the same steps:")
-        # a side's device parts add up to its step: none at all is a side that ran on no device
-        ran = [side == "host" or any(part[f"{which}_us"] > 0 for part in parts) for which in ("baseline", "target")]
-        for part in parts:
+        for part in parts:  # a time is null on a side that ran on no device: format_time's "–"
             change = part["change_us"]
-            sign = "+" if change > 0 else "-" if change < 0 else " "
-            times = [format_time(part[f"{which}_us"]) if on else "–" for which, on in zip(("baseline", "target"), ran)]
+            sign = "" if change is None else "+" if change > 0 else "-" if change < 0 else " "
+            magnitude = None if change is None else abs(change)
             print(
-                f"  {times[0]:>10}  {times[1]:>10}  {sign + format_time(abs(change)) if all(ran) else '–':>10}  {part['label']}"
+                f"  {format_time(part['baseline_us']):>10}  {format_time(part['target_us']):>10}"
+                f"  {sign + format_time(magnitude):>10}  {part['label']}"
             )
         if side == "host":
             print(f"  {'':>10}  {format_time(breakdown['target_wall_us']):>10}  {'':>10}  the target's step")

@@ -294,9 +294,16 @@ class BreakdownPart(_Document):
     )
     category: _d(str, "a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
     label: _d(str, "the category in words, as shown")
-    baseline_us: _d(float, "its time in the baseline's median steady step, µs (0: none)")
-    target_us: _d(float, "as baseline_us, for the target")
-    change_us: _d(float, "target_us - baseline_us: the bar of the waterfall (negative: time saved)")
+    baseline_us: _d(
+        float | None,
+        "its time in the baseline's median steady step, µs (0: none); null for a device part where the baseline "
+        "ran on no device (a CPU run: its device parts add up to nothing)",
+    )
+    target_us: _d(float | None, "as baseline_us, for the target")
+    change_us: _d(
+        float | None,
+        "target_us - baseline_us: the bar of the waterfall (negative: time saved); null where either side is null",
+    )
 
 
 class RunBreakdown(_Document):
