@@ -158,6 +158,17 @@ class LazyTable:
                 self._table, self._make = self._make(), None
             return self._table
 
+    def __reduce__(self):
+        # pickled (a read-ahead worker's answer, ``store.watched_fork``), it travels made: a
+        # lock does not pickle, and a recipe would carry the reader's arrays besides
+        return (_made_lazy_table, (self.table(),))
+
+
+def _made_lazy_table(table: Table) -> LazyTable:
+    lazy = LazyTable(lambda: table)
+    lazy.table()
+    return lazy
+
 
 def _column_of(series) -> np.ndarray:
     values = series.to_numpy()
