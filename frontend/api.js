@@ -14,6 +14,7 @@ import {h} from './dom.js';
 /** @typedef {import('./contract.js').MemoryDocument} MemoryDocument */
 /** @typedef {import('./contract.js').RooflineDocument} RooflineDocument */
 /** @typedef {import('./contract.js').LayersDocument} LayersDocument */
+/** @typedef {import('./contract.js').ReadsDocument} ReadsDocument */
 
 /**
  * A query string; an array value becomes the parameter repeated, once per item (the
@@ -51,6 +52,14 @@ async function fetchJson(url) {
   }
   if (!response.ok) throw body.error || {status: response.status, message: `HTTP ${response.status}`};
   return body;
+}
+
+/**
+ * The server's cold reads that have taken a while: what a spinner waits for.
+ * @returns {Promise<ReadsDocument>}
+ */
+export function fetchReads() {
+  return fetchJson('reads');
 }
 
 /**

@@ -1,17 +1,51 @@
 // What a view shows instead of its content: while it loads, when it failed, and when the
 // logdir has nothing to compare.
 
-import {h} from '../dom.js';
+import {fetchReads} from '../api.js';
+import {h, setText} from '../dom.js';
+
+// How often a spinner on screen asks the server what it is reading (the server shows a
+// read once it has taken 2 s, so a quick answer never asks at all).
+const READS_POLL_MS = 1000;
 
 /**
  * A spinner with what is being waited for: in place of a page, or as an overlay over its
- * content (hidden until shown).
+ * content (hidden until shown). While it is on screen, a line under it says which slow
+ * read the server is at, for how long, and about how long is left.
  * @param {string} text
  * @param {{overlay?: boolean}} [options]
  */
 export function loadingIndicator(text, {overlay = false} = {}) {
-  return h('div', {class: overlay ? 'oc-loading' : 'oc-loading oc-loading-page', hidden: overlay},
-    h('div', {class: 'oc-spinner'}), h('span', {class: 'oc-loading-text'}, text));
+  const progress = h('span', {class: 'oc-loading-progress', role: 'status'});
+  const element = h('div', {class: overlay ? 'oc-loading' : 'oc-loading oc-loading-page', hidden: overlay},
+    h('div', {class: 'oc-spinner'}), h('span', {class: 'oc-loading-text'}, text), progress);
+  watchReads(element, progress);
+  return element;
+}
+
+/** Poll the server's slow reads while `element` is on screen; stop once it has left the page. */
+function watchReads(element, progress) {
+  let attached = false;
+  const tick = async () => {
+    if (!element.isConnected) {
+      if (attached) return;  // replaced: this spinner is gone for good
+    } else {
+      attached = true;
+      if (element.hidden || !element.offsetParent) {
+        setText(progress, '');
+      } else {
+        let text = '';
+        try {
+          text = (await fetchReads()).text;
+        } catch (error) {
+          text = '';  // the page's own request reports a server that is gone
+        }
+        setText(progress, element.hidden ? '' : text);
+      }
+    }
+    setTimeout(tick, READS_POLL_MS);
+  };
+  setTimeout(tick, READS_POLL_MS);
 }
 
 /**

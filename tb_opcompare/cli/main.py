@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from tb_opcompare import __version__
+from tb_opcompare.cli.progress import Reporter, showing_reads
 from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError, escape_control_characters
 from tb_opcompare.schema.dimensions import (
     COMPARE_GROUP_BY,
@@ -77,8 +78,11 @@ def as_builtins(document):
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    # one progress reporter a command (stderr): the cold reads' line and the counted work's bar
+    args.reporter = Reporter(quiet=getattr(args, "quiet", False))
     try:
-        return args.handler(args)
+        with showing_reads(args.reporter):
+            return args.handler(args)
     except UsageError as error:
         print(f"error: {escape_controls(str(error))}", file=sys.stderr)
         return EXIT_USAGE
@@ -191,6 +195,12 @@ def _reading_options() -> argparse.ArgumentParser:
         help="where parsed profiles are kept (default: $TB_OPCOMPARE_CACHE_DIR, else ~/.cache/tb-opcompare)",
     )
     group.add_argument("--no-cache", action="store_true", help="keep parsed profiles in memory only")
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress on stderr (shown for reads of 2 s or more, and by index and export)",
+    )
     group.add_argument(
         "--cache-max-gb",
         type=float,
@@ -563,6 +573,7 @@ def _add_record(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="then add the new runs to the logdir's shared index (as `tb-opcompare index` does)",
     )
+    record.add_argument("-q", "--quiet", action="store_true", help="no progress bar (the lines of each run stay)")
     record.add_argument("command", nargs=argparse.REMAINDER, help="-- the training command")
     record.set_defaults(handler=_record)
 
@@ -713,7 +724,9 @@ def _index(args) -> int:
     check_scheduler(args.scheduler, shared=not args.local_only)  # refused before the logdir is read
     catalog = _catalog(args)
     try:
-        report = index_logdir(catalog, jobs=args.jobs, say=print, shared=not args.local_only, scheduler=args.scheduler)
+        report = index_logdir(
+            catalog, jobs=args.jobs, shared=not args.local_only, scheduler=args.scheduler, progress=args.reporter
+        )
     except ProfileError as error:  # no Dask, no scheduler at that address
         print(f"error: {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)
         return EXIT_USAGE
@@ -738,7 +751,7 @@ def _export(args) -> int:
     from tb_opcompare.store.export_folder import check_export_target, write_export
 
     check_export_target(args.parquet, args.logdir, args.overwrite)  # refused before the logdir is read
-    dataset = logdir_dataset(_catalog(args))
+    dataset = logdir_dataset(_catalog(args), progress=args.reporter)
     try:
         write_export(args.parquet, dataset.tables, args.logdir, args.overwrite)
     except OSError as error:
@@ -782,7 +795,7 @@ def _record(args) -> int:
         repeats=args.repeats,
         matrix=matrix,
     )
-    results = record_runs(plan)
+    results = record_runs(plan, say=args.reporter.say if args.reporter.terminal else print, progress=args.reporter)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     if args.index and len(failed) < len(results):

@@ -38,6 +38,7 @@ from tb_opcompare.recording.profilers import (
     ENV_RUN_DIR,
     MATRIX_FACTS,
 )
+from tb_opcompare.store.progress import Progress
 
 DEVICES = ("cpu", "gpu")
 LOG_NAME = "opcompare-record.log"
@@ -162,18 +163,26 @@ class _Recording:
 
 
 def record_runs(
-    plan: RecordingPlan, say: Callable[[str], None] = print, has_gpu: Callable[[], bool] = gpu_present
+    plan: RecordingPlan,
+    say: Callable[[str], None] = print,
+    has_gpu: Callable[[], bool] = gpu_present,
+    progress: Progress | None = None,
 ) -> list[RunResult]:
     """Run the plan's command once per run, each in a process of its own, and say how each
-    went; a failed or refused run never stops the others."""
+    went; a failed or refused run never stops the others. ``progress`` is told of each
+    run recorded (the lines to ``say`` tell each already)."""
     results = []
-    for recording in _recordings(plan, say, has_gpu):
+    recordings = _recordings(plan, say, has_gpu)
+    progress = progress or Progress(say=lambda _line: None)
+    progress.start(len(recordings), "runs")
+    for recording in recordings:
         refusal = None if plan.force else occupied_reason(recording.run_dir)
         if refusal:
             say(f"[{recording.index}/{recording.total}] {os.path.basename(recording.run_dir)}: refused")
             results.append(_result(recording, reason=refusal))
-            continue
-        results.append(_record_one(plan, recording, say))
+        else:
+            results.append(_record_one(plan, recording, say))
+        progress.advance(os.path.basename(recording.run_dir), ok=results[-1].ok)
     return results
 
 

@@ -1141,8 +1141,30 @@ MATRIX_CSV_COLUMNS = [
 ]
 
 
+class ReadUnderWay(_Document):
+    """One cold read of this server's that has taken a while (2 s, or
+    ``$TB_OPCOMPARE_PROGRESS_AFTER_S``), as the tab's spinner tells it."""
+
+    run: _d(str, "the run read (or `N runs at once (...)` where several are read in parallel)")
+    bytes: _d(int, "its files' size, bytes")
+    seconds: _d(float, "how long it has taken so far, s")
+    seconds_left: _d(
+        float | None,
+        "about how long it has left, at the rate of this server's reads that ended; null before any ended, or "
+        "once it has taken longer than that rate says",
+    )
+
+
+class ReadsDocument(_Document):
+    """The server's cold reads under way: what a page that waits on its document waits for."""
+
+    reads: _d(list[ReadUnderWay], "oldest first; empty when no read has taken a while")
+    text: _d(str, "the oldest read as one line, as the tab and the CLI show it; empty when there is none")
+
+
 ROUTES: tuple[tuple[str, type, str], ...] = (
     ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
+    ("reads", ReadsDocument, "none; answers at once, whatever else the server is doing"),
     (
         "compare",
         CompareDocument,

@@ -56,6 +56,30 @@ def format_bytes(size: float | None) -> str:
     return f"{_fixed(size, 0)} B"  # rounded as the tab rounds (a mean per call can be a fraction of a byte)
 
 
+def format_seconds(seconds: float) -> str:
+    """``75`` -> ``1 m 15 s``: a wait, to the second (to the minute past an hour)."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    minutes, rest = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} m {rest} s" if rest else f"{minutes} m"
+    return f"{minutes // 60} h {minutes % 60} m"
+
+
+def format_reads(reads: list[dict]) -> str:
+    """The slow reads under way as one line (the CLI's stderr, the tab's spinner):
+    ``Reading torch/run (1.00 GiB): 6 s, about 5 s left (and 1 more)``; "" for none."""
+    if not reads:
+        return ""
+    read, left = reads[0], reads[0]["seconds_left"]
+    return (
+        f"Reading {read['run']} ({format_bytes(read['bytes'])}): {format_seconds(read['seconds'])}"
+        + (f", about {format_seconds(left)} left" if left is not None else "")
+        + (f" (and {len(reads) - 1} more)" if len(reads) > 1 else "")
+    )
+
+
 def format_share(share: float | None) -> str:
     if share is None:
         return MISSING

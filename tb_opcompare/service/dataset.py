@@ -11,6 +11,7 @@ from tb_opcompare.schema.index_tables import RUNS, parquet_bytes, session_column
 from tb_opcompare.service.logdir import read_logdir
 from tb_opcompare.store.cache import profile_columns
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+from tb_opcompare.store.progress import Progress
 
 
 @dataclasses.dataclass
@@ -20,8 +21,9 @@ class Dataset:
     errors: list[tuple[str, str]]  # (path, reason) of the sessions that could not be read
 
 
-def logdir_dataset(catalog: Catalog) -> Dataset:
-    newest, failed = read_logdir(catalog)  # each run's model is found among the newest sessions
+def logdir_dataset(catalog: Catalog, progress: Progress | None = None) -> Dataset:
+    # each run's model is found among the newest sessions (``progress``: told of each run read)
+    newest, failed = read_logdir(catalog, progress)
     errors = [(error.path, error.reason) for _, error in failed]
     model_of = {loaded.source.run: loaded for loaded in newest}
     loaded_sessions: list[LoadedRun] = []

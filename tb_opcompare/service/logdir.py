@@ -13,20 +13,28 @@ from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.naming import names_no_model, run_folder
 from tb_opcompare.schema.dimensions import configuration_key
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+from tb_opcompare.store.progress import Progress
 
 
-def read_logdir(catalog: Catalog) -> tuple[list[LoadedRun], list[tuple[RunSource, ProfileError]]]:
+def read_logdir(
+    catalog: Catalog, progress: Progress | None = None
+) -> tuple[list[LoadedRun], list[tuple[RunSource, ProfileError]]]:
     """Every run read (the caches keep them) with its model found across the logdir
     (``analysis.model_identity``: runs whose names hide the model are joined by their
-    data), and the runs that could not be read, each with its error."""
+    data), and the runs that could not be read, each with its error. ``progress``: told
+    of each run read."""
     loaded_runs, failed = [], []
     sources = catalog.sources(refresh=True)
+    if progress:
+        progress.start(len(sources), "runs")
     catalog.read_ahead(sources)
     for source in sources:
         try:
             loaded_runs.append(catalog.load_source(source))
         except ProfileError as error:
             failed.append((source, error))
+        if progress:
+            progress.advance(source.run, ok=not failed or failed[-1][0] != source)
     return with_identified_models(loaded_runs), failed
 
 

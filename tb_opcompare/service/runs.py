@@ -14,11 +14,12 @@ from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.sidecar import Claims
-from tb_opcompare.schema.contract import RunError, RunRecord, RunsDocument, WorkerRecord
+from tb_opcompare.schema.contract import ReadsDocument, ReadUnderWay, RunError, RunRecord, RunsDocument, WorkerRecord
 from tb_opcompare.schema.events import ProfileFacts
-from tb_opcompare.schema.text import natural_key
+from tb_opcompare.schema.text import format_reads, natural_key
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+from tb_opcompare.store.progress import READS_UNDER_WAY
 from tb_opcompare.store.run_groups import repeat_groups
 
 MISSING_DIMENSION = "(none)"
@@ -229,3 +230,9 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
         notices=notices(for_pairing) + _skipped_notice(catalog) + catalog.index.warnings,
         version=__version__,
     )
+
+
+def reads_document() -> ReadsDocument:
+    """This process's cold reads that have taken a while (``store.progress``)."""
+    reads = READS_UNDER_WAY.snapshot()
+    return ReadsDocument(reads=[ReadUnderWay(**read) for read in reads], text=format_reads(reads))

@@ -23,6 +23,7 @@ from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
 from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
+from tb_opcompare.store.progress import READS_UNDER_WAY
 from tb_opcompare.store.shared_index import SharedIndex
 from tb_opcompare.store.watched_fork import Lost, allowance, run_watched
 
@@ -220,7 +221,11 @@ class Catalog:
             needed = self._memory_needed(key)
 
             def read() -> OpProfile:  # once per key, however many ask (the cache's single flight)
-                with READS.reserve(key[1][0][0], needed, self.max_trace_bytes):
+                size = sum(size for _, size, _ in key[1])
+                with (
+                    READS.reserve(key[1][0][0], needed, self.max_trace_bytes),
+                    READS_UNDER_WAY.reading(source.run, size),
+                ):
                     early = self.head_start.take(key)
                     if early is not None:
                         return tables_of([path for path, _, _ in key[1]], early)
@@ -316,7 +321,9 @@ class Catalog:
         if self.max_trace_bytes > 0 and needed > self.max_trace_bytes:
             return
         try:
-            with READS.reserve(self.logdir, needed, self.max_trace_bytes):
+            size = sum(size for _, key in reads for _, size, _ in key[1])
+            runs = f"{len(reads)} runs at once ({', '.join(source.run for source, _ in reads)})"
+            with READS.reserve(self.logdir, needed, self.max_trace_bytes), READS_UNDER_WAY.reading(runs, size):
                 for key, profile in _read_in_processes(reads, self.max_trace_bytes, self.parallel_reads):
                     self.cache.put(key, profile)
         except OverLimit:  # other reads hold the memory now: ``load`` waits its turn

@@ -29,6 +29,7 @@ from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.formats import EMPTY_SESSION, PYTORCH, combine_job_ranks, read_job_rank
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
+from tb_opcompare.store.progress import Progress
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.store.shared_index import Found
 from tb_opcompare.store.watched_fork import Lost, allowance, run_watched
@@ -148,13 +149,21 @@ def _worker_address() -> str | None:
 
 
 def index_logdir(
-    catalog: Catalog, jobs: int, say: Callable[[str], None] = print, shared: bool = True, scheduler: str | None = None
+    catalog: Catalog,
+    jobs: int,
+    say: Callable[[str], None] = print,
+    shared: bool = True,
+    scheduler: str | None = None,
+    progress: Progress | None = None,
 ) -> IndexReport:
     """Index every session of the catalog's logdir. ``shared``: write the logdir's shared
     index (else fill this machine's cache only, writing nothing into the logdir).
     ``scheduler``: a Dask scheduler's address, or ``local:N`` for a cluster of N worker
-    processes here; None: a pool of ``jobs`` processes here."""
+    processes here; None: a pool of ``jobs`` processes here. ``progress``: told of each
+    session read (None: a line each, to ``say``)."""
     check_scheduler(scheduler, shared)
+    progress = progress or Progress(say)
+    say = progress.say
     if scheduler and not fs.is_remote(catalog.logdir) and not os.path.isabs(catalog.logdir):
         # a cluster's workers run in directories of their own, where a relative logdir names
         # nothing (or another logdir): each of its sessions failed there
@@ -177,7 +186,7 @@ def index_logdir(
         )
         tasks = [(catalog.logdir, settings, source, session, shared) for source, session in todo]
         runner = _on_dask(scheduler, tasks, say) if scheduler else _on_pool(jobs, tasks, say)
-        entries = _collect(runner, len(todo), report, say)
+        entries = _collect(runner, len(todo), report, progress)
     if shared:
         _publish_manifest(catalog, entries, report, say)
     report.seconds = time.monotonic() - started
@@ -304,10 +313,11 @@ def _sessions_to_read(catalog: Catalog, shared: bool, report: IndexReport) -> li
     return todo
 
 
-def _collect(runner: Iterator[_Done], total: int, report: IndexReport, say: Callable[[str], None]) -> list:
+def _collect(runner: Iterator[_Done], total: int, report: IndexReport, progress: Progress) -> list:
     """Each finished read counted in ``report`` as it arrives; returns the index entries."""
     entries = []
-    for count, done in enumerate(runner, start=1):
+    progress.start(total, "sessions")
+    for done in runner:
         if done.unreadable:
             report.errors.append(done.unreadable)
         else:
@@ -318,7 +328,7 @@ def _collect(runner: Iterator[_Done], total: int, report: IndexReport, say: Call
             report.write_error = done.write_error
         if done.worker:
             report.workers.add(done.worker)
-        say(f"  [{count}/{total}] {done.run} ({done.session}): {'unreadable' if done.unreadable else 'ok'}")
+        progress.advance(f"{done.run} ({done.session})", ok=not done.unreadable)
     return entries
 
 

@@ -76,7 +76,7 @@ from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.service.memory import memory_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.roofline import roofline_document
-from tb_opcompare.service.runs import runs_document
+from tb_opcompare.service.runs import reads_document, runs_document
 from tb_opcompare.service.sweep import fits_table, sweep_document, sweeps_document
 from tb_opcompare.service.trend import trend_document
 from tb_opcompare.store.catalog import Catalog
@@ -127,6 +127,7 @@ class DataRoutes:
         # name -> (the document's builder, its CSV rendering: (document, args) -> (text, file name), or None)
         documents = {
             "runs": (self._runs, None),
+            "reads": (lambda args: reads_document(), None),
             "compare": (self._compare_view, _compare_csv),
             "sweeps": (lambda args: sweeps_document(self.catalog), None),
             "sweep": (self._sweep_figures, None),

@@ -1,0 +1,142 @@
+"""Progress of a command's long work, on stderr (stdout keeps the command's output, which
+may be piped to a file or ``jq``): a tqdm bar on a terminal, a plain line every few seconds
+when stderr is not one (a CI log), nothing with ``--quiet``. What is counted and the time
+left come from ``store.progress``; this module only draws them."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+from tb_opcompare.errors import escape_control_characters as escape_controls
+from tb_opcompare.schema.text import format_reads, format_seconds
+from tb_opcompare.store.progress import READS_UNDER_WAY, Progress, ReadsUnderWay, shown_after_s
+
+# Off a terminal, a line at most this often (and for the first and last item): a log of
+# 10,000 sessions reads as a few hundred lines, not 10,000.
+PLAIN_LINE_EVERY_S = 5.0
+
+
+def _poll_seconds() -> float:
+    """How often the line of a cold read under way is redrawn: twice a second, more often
+    where reads are shown sooner."""
+    return min(0.5, max(0.05, shown_after_s() / 4))
+
+
+class Reporter(Progress):
+    """``store.progress.Progress`` drawn for a person: ``start``/``advance`` move a bar (or
+    write a line now and then), ``say`` writes a line above it."""
+
+    def __init__(self, quiet: bool = False, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.quiet = quiet
+        self.terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        super().__init__(say=self._line)
+        self._bar = None
+        self._last_line = 0.0
+
+    def _line(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.write(text, file=self.stream)
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def start(self, total: int, what: str) -> None:
+        super().start(total, what)
+        self.close()
+        self._last_line = 0.0
+        if self.quiet or not self.terminal or not total:
+            return
+        from tqdm import tqdm  # a terminal's only: a piped or quiet command never imports it
+
+        self._bar = tqdm(total=total, unit=f" {what}", file=self.stream, leave=True, **_screen())
+
+    def advance(self, label: str, ok: bool = True) -> None:
+        assert self.tally is not None, "advance before start"
+        self.tally.advance(ok)
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.set_postfix_str(escape_controls(label)[:32], refresh=False)
+            self._bar.update(1)
+            if self.tally.done >= self.tally.total:
+                self.close()
+            return
+        now = time.monotonic()
+        if self.tally.done in (1, self.tally.total) or now - self._last_line >= PLAIN_LINE_EVERY_S:
+            self._last_line = now
+            print(self.plain_line(), file=self.stream, flush=True)
+
+    def plain_line(self) -> str:
+        """``sessions: 12 of 36 (33%), 1 unreadable, about 40 s left``."""
+        tally = self.tally
+        assert tally is not None
+        left = tally.seconds_left()
+        return (
+            f"{tally.what}: {tally.done} of {tally.total} ({100 * tally.done // max(tally.total, 1)}%)"
+            + (f", {tally.failed} unreadable" if tally.failed else "")
+            + (f", about {format_seconds(left)} left" if left is not None else "")
+        )
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+@contextlib.contextmanager
+def showing_reads(reporter: Reporter, reads: ReadsUnderWay = READS_UNDER_WAY) -> Iterator[None]:
+    """While the block runs, each cold read that takes 2 s or more (``shown_after_s``) is
+    shown: a line that counts its seconds on a terminal, one line when it passes 2 s off
+    one."""
+    if reporter.quiet:
+        yield
+        return
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch_reads, args=(reporter, reads, done), daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join(timeout=1.0)
+
+
+def _watch_reads(reporter: Reporter, reads: ReadsUnderWay, done: threading.Event) -> None:
+    told: set[tuple[str, int]] = set()
+    bar = None
+    poll = _poll_seconds()
+    while not done.wait(poll):
+        shown = reads.snapshot()
+        if not shown:
+            if bar is not None:
+                bar.close()
+                bar = None
+            continue
+        text = escape_controls(format_reads(shown))
+        if not reporter.terminal:
+            if (shown[0]["run"], shown[0]["bytes"]) not in told:
+                told.add((shown[0]["run"], shown[0]["bytes"]))
+                print(text, file=reporter.stream, flush=True)
+            continue
+        from tqdm import tqdm
+
+        if bar is None:
+            bar = tqdm(total=None, file=reporter.stream, bar_format="{desc}", leave=False, **_screen())
+        bar.set_description_str(text)
+    if bar is not None:
+        bar.close()
+
+
+def _screen() -> dict:
+    """The terminal's size for tqdm; 80 x 24 where it tells none (a pseudo-terminal of 0
+    rows and columns, on which tqdm would draw nothing)."""
+    size = shutil.get_terminal_size(fallback=(80, 24))
+    return {"ncols": size.columns, "nrows": size.lines}

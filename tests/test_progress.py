@@ -1,0 +1,117 @@
+"""Progress of long work (issue 58): a bar on a terminal, plain lines in a log, nothing with
+--quiet; the cold reads under way, on stderr and from the tab's ``reads`` route. Real
+commands on real profiles, under a real pseudo-terminal."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import REALTRACES, REPO, run_cli
+from in_process import PREFIX, plugin_client
+
+from tb_opcompare.schema.text import format_bytes
+
+CLI = str(Path(sys.executable).parent / "tb-opcompare")
+RESNET18 = "torch_resnet18_cpu"
+
+
+def _small_logdir(tmp_path: Path) -> Path:
+    """Three of the demo's Keras runs: an index of three sessions."""
+    logdir = tmp_path / "logs"
+    for run in ("mnist_cnn_cpu_bs1", "mnist_cnn_cpu_bs16", "mnist_cnn_cpu_bs64"):
+        shutil.copytree(REPO / "demo_logs" / "tf_keras" / run, logdir / run)
+    return logdir
+
+
+def _on_a_terminal(*args: str) -> tuple[int, str]:
+    """(exit code, all it wrote) of the CLI with stdout and stderr on a pseudo-terminal."""
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([CLI, *args], stdout=follower, stderr=follower, stdin=subprocess.DEVNULL)
+    os.close(follower)
+    written = bytearray()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([leader], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed: the command ended
+                break
+            if not chunk:
+                break
+            written += chunk
+        elif process.poll() is not None:
+            break
+    os.close(leader)
+    return process.wait(timeout=30), written.decode(errors="replace")
+
+
+def test_index_draws_a_bar_on_a_terminal_and_plain_lines_in_a_log(tmp_path):
+    logdir = _small_logdir(tmp_path)
+    code, terminal = _on_a_terminal("index", str(logdir), "--no-cache", "--jobs", "1")
+    assert code == 0, terminal
+    # tqdm's bar, redrawn in place with carriage returns, ends at 3 of 3
+    assert "\r" in terminal and "3/3" in terminal and "100%|" in terminal, terminal
+    assert "3 read, 0 already indexed" in terminal
+
+    shutil.rmtree(logdir / ".opcompare")
+    piped = run_cli("index", str(logdir), "--no-cache", "--jobs", "1")
+    assert piped.returncode == 0, piped.stderr
+    # off a terminal: lines a log can keep (the first and the last at least), no bar
+    assert "sessions: 1 of 3 (33%)" in piped.stderr and "sessions: 3 of 3 (100%)" in piped.stderr, piped.stderr
+    assert "\r" not in piped.stderr and "|" not in piped.stderr
+    assert "3 read, 0 already indexed" in piped.stdout  # the result stays on stdout
+
+    exported = run_cli("export", str(logdir), "--parquet", str(tmp_path / "out"), "--no-cache")
+    assert exported.returncode == 0 and "runs: 3 of 3 (100%)" in exported.stderr, exported.stderr
+
+    shutil.rmtree(logdir / ".opcompare")
+    quiet = run_cli("index", str(logdir), "--no-cache", "--jobs", "1", "--quiet")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    assert "3 read, 0 already indexed" in quiet.stdout
+
+
+def test_a_long_cold_read_is_named_with_its_size_and_quiet_hides_it(tmp_path):
+    """Reads are shown once they take TB_OPCOMPARE_PROGRESS_AFTER_S (2 s by default; 0 here,
+    so that a few-MB trace is seen): the run and its files' size."""
+    logdir = tmp_path / "logs"
+    shutil.copytree(REALTRACES / RESNET18 / "tensorboard_trace_handler", logdir)
+    (run,) = [path.name for path in logdir.iterdir()]
+    size = sum(path.stat().st_size for path in (logdir / run).rglob("*") if path.is_file() and ".json" in path.name)
+    env = {**os.environ, "TB_OPCOMPARE_PROGRESS_AFTER_S": "0", "PYTHONWARNINGS": "ignore"}
+    args = [CLI, "compare", str(logdir), "--baseline", run, "--target", run, "--no-cache", "--json"]
+    shown = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert f"Reading {run} ({format_bytes(size)})" in shown.stderr, shown.stderr
+    assert shown.stdout.lstrip().startswith("{")  # stdout stays the document
+    quiet = subprocess.run([*args, "--quiet"], capture_output=True, text=True, env=env, timeout=120)
+    assert quiet.returncode == 0 and "Reading" not in quiet.stderr, quiet.stderr
+
+
+def test_the_tab_is_told_which_read_the_server_is_at(tmp_path, monkeypatch):
+    """The ``reads`` route, asked while a cold compare reads on another thread, names that
+    run and its size; once the read ended, it lists nothing."""
+    monkeypatch.setenv("TB_OPCOMPARE_PROGRESS_AFTER_S", "0")
+    logdir = tmp_path / "logs"
+    shutil.copytree(REALTRACES / RESNET18 / "tensorboard_trace_handler", logdir)
+    (run,) = [path.name for path in logdir.iterdir()]
+    client = plugin_client(logdir)
+    answer: dict = {"reads": []}
+    compared = threading.Thread(target=lambda: client.get(f"{PREFIX}/compare?baseline={run}&target={run}"))
+    compared.start()
+    while compared.is_alive() and not answer["reads"]:
+        answer = client.get(f"{PREFIX}/reads").get_json()
+    compared.join(timeout=120)
+    seen = answer["reads"]
+    assert seen and seen[0]["run"] == run and seen[0]["bytes"] > 1_000_000, seen
+    assert seen[0]["seconds"] >= 0 and seen[0]["seconds_left"] is None  # no read had ended: no rate yet
+    assert answer["text"].startswith(f"Reading {run} ({format_bytes(seen[0]['bytes'])}): ")  # the spinner's line
+    assert client.get(f"{PREFIX}/reads").get_json() == {"reads": [], "text": ""}
