@@ -328,6 +328,7 @@
  * @property {string|null} grew_most - the category of the host part whose time grew most: where a slower step's time went (its `grew` says whether beyond noise); the headline names it, with its interval, when the whole step is slower
  * @property {Array<string>} warnings - what may make the verdicts less reliable
  * @property {number} resamples - bootstrap replicates
+ * @property {string|null} [baseline_logdir] - where the baseline runs were read, where that is not the target's logdir (`check --baseline-logdir`: a stored baseline, such as the main branch's runs in a bucket); null: the same logdir
  */
 
 /**

@@ -66,18 +66,27 @@ class Logdir:
         min_share: float = DEFAULT_MIN_SHARE,
         repeats: bool = False,
         allow_one_run: bool = False,
+        baseline_logdir: Logdir | str | None = None,
     ):
-        """The regression gate (a ``CheckDocument``: ``passed``, ``headline``, the rows)."""
+        """The regression gate (a ``CheckDocument``: ``passed``, ``headline``, the rows).
+        ``baseline_logdir``: where the baseline runs are, when not in this logdir (a stored
+        baseline: the main branch's runs in a bucket or an artifact folder)."""
         from tb_opcompare.service.check import check_document
-        from tb_opcompare.store.run_groups import both_sides
+        from tb_opcompare.store.run_groups import both_sides, one_side
 
+        stored = Logdir(baseline_logdir) if isinstance(baseline_logdir, str) else baseline_logdir
+        if stored is None:
+            sides = both_sides(self.catalog, baseline, target, repeats)
+        else:
+            sides = (one_side(stored.catalog, baseline, repeats), one_side(self.catalog, target, repeats))
         return check_document(
             self.catalog,
-            *both_sides(self.catalog, baseline, target, repeats),
+            *sides,
             threshold=max_regression,
             ops=ops,
             min_share=min_share,
             allow_one_run=allow_one_run,
+            baseline_catalog=stored.catalog if stored else None,
         )
 
     def sweep(self, model: str, top: int = 10, series_by: str = "device"):

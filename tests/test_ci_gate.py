@@ -127,3 +127,26 @@ def test_a_usage_error_fails_the_step_with_its_message(team_bucket, tmp_path):
     )
     assert status == 2 and outputs["passed"] == "false" and summary == ""
     assert "main/no_such_run" in printed
+
+
+def test_runs_recorded_in_the_job_are_checked_against_a_stored_baseline(team_bucket, tmp_path):
+    """The pull request's runs in the job's own folder, the main branch's kept in the
+    bucket (the stored baseline, selected by its prefix and names): the same regression
+    is found, and the report says where the baseline came from."""
+    recorded = tmp_path / "profiles"
+    for run in REPEATS.glob("cnnslow_cpu_bs16_rep*"):
+        shutil.copytree(run, recorded / run.name)
+    status, outputs, summary, printed = _run_action(
+        {
+            "logdir": str(recorded),
+            "baseline-logdir": "s3://team/profiles/main",
+            "baseline": "cnn_cpu_bs16_rep*",
+            "target": "cnnslow_cpu_bs16_rep*",
+        },
+        team_bucket,
+        tmp_path,
+    )
+    assert status == 1, printed
+    assert outputs["passed"] == "false" and "(in s3://team/profiles/main)" in summary
+    report = ElementTree.parse(outputs["junit"]).getroot()
+    assert [case.get("name") for case in report.iter("testcase") if case.find("failure") is not None] == ["head"]

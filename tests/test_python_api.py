@@ -55,6 +55,30 @@ def test_the_api_answers_what_the_routes_serve(logs):
     )
 
 
+def test_a_stored_baseline_in_another_logdir_gives_the_check_of_one_logdir(tmp_path):
+    """``check(..., baseline_logdir=...)``: the main branch's runs kept apart from the runs
+    just recorded; the verdicts are those of the same runs checked in one logdir."""
+    import shutil
+
+    from conftest import FIXTURES
+
+    stored = FIXTURES / "repeats" / "logdir"
+    for run in stored.glob("cnnslow_cpu_bs16_rep*"):
+        shutil.copytree(run, tmp_path / "recorded" / run.name)
+    apart = oc.check(
+        str(tmp_path / "recorded"), "cnn_cpu_bs16_rep*", "cnnslow_cpu_bs16_rep*", baseline_logdir=str(stored)
+    )
+    together = oc.check(str(stored), "cnn_cpu_bs16_rep*", "cnnslow_cpu_bs16_rep*")
+    assert apart.baseline_logdir == str(stored) and together.baseline_logdir is None
+    assert (apart.passed, apart.headline, apart.baseline, apart.target) == (
+        together.passed,
+        together.headline,
+        together.baseline,
+        together.target,
+    )
+    assert [(row.key, row.verdict) for row in apart.rows] == [(row.key, row.verdict) for row in together.rows]
+
+
 def test_the_api_raises_the_packages_own_errors(logs):
     with pytest.raises(UnknownRunError):
         logs.compare("no_such_run", GPU)

@@ -91,7 +91,8 @@ def markdown(document: CheckDocument) -> str:
     lines = [
         f"### {mark} tb-opcompare check: {cell(document.headline)}",
         "",
-        f"Baseline: {cell(', '.join(document.baseline))} · target: {cell(', '.join(document.target))} · "
+        f"Baseline: {cell(', '.join(document.baseline))}{cell(_stored(document))} · "
+        f"target: {cell(', '.join(document.target))} · "
         f"threshold {format_percent(document.threshold)} · ops above {format_percent(document.min_share)} of time"
         + (f" matching `{cell(document.ops)}`" if document.ops else ""),
         *(part for line in _evidence(document) for part in ("", cell(line))),
@@ -118,10 +119,15 @@ def markdown(document: CheckDocument) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _stored(document: CheckDocument) -> str:
+    """`` (in s3://team/baselines/main)`` for a baseline read from a logdir of its own."""
+    return f" (in {document.baseline_logdir})" if document.baseline_logdir else ""
+
+
 def text(document: CheckDocument) -> str:
     lines = [
         escape_control_characters(document.headline),
-        f"baseline: {', '.join(document.baseline)}",
+        f"baseline: {', '.join(document.baseline)}{_stored(document)}",
         f"target:   {', '.join(document.target)}",
         f"noise:    {document.noise}",
         "",
@@ -164,7 +170,7 @@ def junit(document: CheckDocument) -> str:
         "verdict": document.headline,
         "enough_evidence": str(document.enough_evidence).lower(),
         "detectable_change": "" if document.detectable_change is None else f"{document.detectable_change:.4f}",
-        "baseline": ", ".join(document.baseline),
+        "baseline": ", ".join(document.baseline) + _stored(document),
         "target": ", ".join(document.target),
     }
     lines = [

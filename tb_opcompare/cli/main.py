@@ -397,6 +397,12 @@ def _add_check(commands: argparse._SubParsersAction, reading: argparse.ArgumentP
     )
     _add_group_by_option(check)
     check.add_argument(
+        "--baseline-logdir",
+        metavar="LOGDIR",
+        help="read the --baseline runs from this logdir instead: a stored baseline, such as the main branch's runs "
+        "in a bucket (s3://team/baselines/main) or a CI artifact folder, checked against runs just recorded in LOGDIR",
+    )
+    check.add_argument(
         "--allow-one-run",
         action="store_true",
         help="accept one run on a side (indicative only: one run cannot tell a regression from a "
@@ -678,31 +684,33 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _catalog(args, every_run: bool = False) -> Catalog:
-    """The logdir's catalog. The runs --baseline and --target name (``every_run``: the
-    logdir's runs, as many as there are cores) begin to be read at once, in other
-    processes (``Catalog.read_soon``), while the command imports what it runs: a command
-    calls this before it imports its service."""
+def _catalog(args, every_run: bool = False, logdir: str | None = None) -> Catalog:
+    """The logdir's catalog (``logdir``: another's, with the same reading options). The runs
+    --baseline and --target name (``every_run``: the logdir's runs, as many as there are
+    cores) begin to be read at once, in other processes (``Catalog.read_soon``), while the
+    command imports what it runs: a command calls this before it imports its service."""
     from tb_opcompare.store.catalog import Catalog
 
     settings = ReadSettings.from_options(args.cache_dir, args.no_cache, args.max_read_gb, args.cache_max_gb)
     catalog = Catalog(
-        args.logdir,
+        logdir or args.logdir,
         cache_dir=settings.cache_dir,
         cache_max_bytes=settings.cache_max_bytes,
         max_trace_bytes=settings.max_trace_bytes,
         parallel_reads=_cores(),
         one_shot=True,
     )
-    catalog.read_soon([(source.run, None) for source in catalog.sources()] if every_run else _named_sessions(args))
+    if logdir is None:
+        catalog.read_soon([(source.run, None) for source in catalog.sources()] if every_run else _named_sessions(args))
     return catalog
 
 
 def _named_sessions(args) -> list[tuple[str, str | None]]:
     """(run, session or None) of each run --baseline and --target name as they are given
-    (a group's patterns and repeats are expanded later, and read then)."""
+    (a group's patterns and repeats are expanded later, and read then); a baseline kept in
+    a logdir of its own (``check --baseline-logdir``) is not this logdir's to read."""
     named = []
-    for side in ("baseline", "target"):
+    for side in ("target",) if getattr(args, "baseline_logdir", None) else ("baseline", "target"):
         runs = getattr(args, side, None) or []
         runs = [runs] if isinstance(runs, str) else runs
         session = getattr(args, f"{side}_session", None) if len(runs) == 1 else None
@@ -992,6 +1000,7 @@ def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
 
 def _check(args) -> int:
     catalog = _catalog(args)
+    stored = _catalog(args, logdir=args.baseline_logdir) if args.baseline_logdir else None
     from tb_opcompare.cli import check_report
     from tb_opcompare.service.check import check_document
     from tb_opcompare.service.csv_export import check_csv
@@ -1000,13 +1009,14 @@ def _check(args) -> int:
     try:
         document = check_document(
             catalog,
-            expand_runs(catalog, args.baseline, args.repeats),
+            expand_runs(stored or catalog, args.baseline, args.repeats),
             expand_runs(catalog, args.target, args.repeats),
             threshold=args.max_regression,
             ops=args.ops,
             min_share=args.min_share,
             group_by=args.group_by,
             allow_one_run=args.allow_one_run,
+            baseline_catalog=stored,
         )
     except ProfileError as error:  # exit 1 means a regression here: an unreadable run is a usage error
         print(f"error: cannot read {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)

@@ -686,6 +686,11 @@ class CheckDocument(_Document):
     )
     warnings: _d(list[str], "what may make the verdicts less reliable")
     resamples: _d(int, "bootstrap replicates")
+    baseline_logdir: _d(
+        str | None,
+        "where the baseline runs were read, where that is not the target's logdir (`check --baseline-logdir`: a "
+        "stored baseline, such as the main branch's runs in a bucket); null: the same logdir",
+    ) = None
 
 
 class TrendPoint(_Document):

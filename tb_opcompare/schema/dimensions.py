@@ -50,11 +50,16 @@ def evidence_rule(threshold: str = "the threshold") -> str:
 
 
 def check_refusal(
-    baseline: list[str], target: list[str], group_by: str = "name", allow_one_run: bool = False
+    baseline: list[str],
+    target: list[str],
+    group_by: str = "name",
+    allow_one_run: bool = False,
+    one_logdir: bool = True,
 ) -> str | None:
     """Why a check of these sides cannot be made or trusted, or None: a grouping the check
     has no statistics for (modules), a run on both sides, a side of fewer than
-    CHECK_MIN_RUNS runs (unless ``allow_one_run``). The check raises it; the compare summary carries it, so the tab
+    CHECK_MIN_RUNS runs (unless ``allow_one_run``); ``one_logdir``: both sides' runs are
+    named in one logdir. The check raises it; the compare summary carries it, so the tab
     says it instead of asking for a check that would be refused (an expected state, not an
     error)."""
     if group_by not in GROUP_BY:
@@ -62,7 +67,7 @@ def check_refusal(
             f"group_by: the check is per op or op type ({', '.join(GROUP_BY)}), not {group_by!r}: modules are for "
             "the compare table"
         )
-    overlap = set(baseline) & set(target)
+    overlap = set(baseline) & set(target) if one_logdir else set()  # two logdirs may both hold a run so named
     if overlap:
         return f"{', '.join(sorted(overlap))} is both baseline and target: the check compares two sets of runs"
     lone = [name for name, runs in (("baseline", baseline), ("target", target)) if len(runs) < CHECK_MIN_RUNS]

@@ -52,19 +52,26 @@ def check_document(
     group_by: str = "name",
     allow_one_run: bool = False,
     resamples: int = confidence.RESAMPLES,
+    baseline_catalog: Catalog | None = None,
 ) -> CheckDocument:
     """The check of ``target`` runs against ``baseline`` runs. Each side needs two runs or
     more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
     machine during that run (on this project's repeats, 16% of one-against-one checks of
     identical configurations failed, against 4.2% with two runs a side and none with three).
+    ``baseline_catalog``: where the baseline runs are, where not in ``catalog`` (a stored
+    baseline: the main branch's runs in a bucket, a CI artifact folder).
     Raises UsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
-    _check_arguments(baseline, target, group_by, allow_one_run)
+    catalogs = {"baseline": baseline_catalog or catalog, "target": catalog}
+    _check_arguments(baseline, target, group_by, allow_one_run, one_logdir=baseline_catalog is None)
     pattern = _pattern(ops)  # a bad pattern fails before any run is read
-    catalog.read_ahead_runs([*baseline, *target])
-    sides = {name: [catalog.load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))}
+    for name, runs in (("baseline", baseline), ("target", target)):
+        catalogs[name].read_ahead_runs(runs)
+    sides = {
+        name: [catalogs[name].load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))
+    }
     samples = _matched_samples(sides, group_by)
     warnings = _run_warnings(sides)
-    noise = _noise(catalog, sides, group_by, warnings)
+    noise = _noise(catalogs, sides, group_by, warnings)
     result = confidence.compare_with_confidence(
         samples["baseline"], samples["target"], threshold=threshold, resamples=resamples, **_noises(noise)
     )
@@ -83,6 +90,7 @@ def check_document(
         headline=headline + _where_it_went(grew_most(parts), whole["verdict"].iloc[0]),
         baseline=baseline,
         target=target,
+        baseline_logdir=baseline_catalog.logdir if baseline_catalog else None,
         threshold=threshold,
         min_share=min_share,
         ops=ops,
@@ -107,7 +115,9 @@ def _noises(noise: dict) -> dict:
     return {"baseline_noise": noise["baseline"], "target_noise": noise["target"]}
 
 
-def _check_arguments(baseline: list[str], target: list[str], group_by: str, allow_one_run: bool) -> None:
+def _check_arguments(
+    baseline: list[str], target: list[str], group_by: str, allow_one_run: bool, one_logdir: bool = True
+) -> None:
     """Raises UsageError for a check that cannot be made or cannot be trusted, before any
     run is read: an unknown grouping, an empty side, a side of one run (unless allowed),
     or a run on both sides."""
@@ -116,7 +126,7 @@ def _check_arguments(baseline: list[str], target: list[str], group_by: str, allo
     empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
     if empty:
         raise UsageError(f"no {' and no '.join(empty)} runs given")
-    refusal = check_refusal(baseline, target, group_by, allow_one_run)
+    refusal = check_refusal(baseline, target, group_by, allow_one_run, one_logdir)
     if refusal:
         raise UsageError(refusal)
 
@@ -296,34 +306,35 @@ def _samples(run: LoadedRun, group_by: str) -> confidence.RunSamples:
 
 
 def _noise(
-    catalog: Catalog, sides: dict[str, list[LoadedRun]], group_by: str, warnings: list[str]
+    catalogs: dict[str, Catalog], sides: dict[str, list[LoadedRun]], group_by: str, warnings: list[str]
 ) -> dict[str, confidence.RunNoise | None]:
-    """Run-to-run noise learned from the logdir's repeated runs (``repeat`` set) of the
+    """Run-to-run noise learned from the logdirs' repeated runs (``repeat`` set) of the
     compared models on each side's device, the compared runs left out (their own
     variance counts already). Only those runs are read."""
-    compared = {run.source.run for runs in sides.values() for run in runs}
     models = {run.model for runs in sides.values() for run in runs}
     devices = {runs[0].profile.facts.device for runs in sides.values()}
     groups: dict[tuple, list[confidence.RunSamples]] = collections.defaultdict(list)
-    repeats = []
-    for source in catalog.sources():
-        claims = catalog.claims(source)
-        if not (
-            source.run in compared
-            or claims.repeat is None
-            or claims.model not in models
-            or claims.device not in (*devices, None)
-        ):
-            repeats.append(source)
-    catalog.read_ahead(repeats)
-    for source in repeats:
-        try:
-            loaded = catalog.load(source.run)
-        except ProfileError as error:
-            warnings.append(f"repeat {source.run} not used for run-to-run noise: {error.path}: {error.reason}")
-            continue
-        facts = loaded.profile.facts
-        groups[loaded.model, facts.device, facts.batch_size, loaded.label].append(_samples(loaded, group_by))
+    for catalog in {id(catalog): catalog for catalog in catalogs.values()}.values():
+        compared = {run.source.run for name, runs in sides.items() if catalogs[name] is catalog for run in runs}
+        repeats = [
+            source
+            for source in catalog.sources()
+            if not (
+                source.run in compared
+                or catalog.claims(source).repeat is None
+                or catalog.claims(source).model not in models
+                or catalog.claims(source).device not in (*devices, None)
+            )
+        ]
+        catalog.read_ahead(repeats)
+        for source in repeats:
+            try:
+                loaded = catalog.load(source.run)
+            except ProfileError as error:
+                warnings.append(f"repeat {source.run} not used for run-to-run noise: {error.path}: {error.reason}")
+                continue
+            facts = loaded.profile.facts
+            groups[loaded.model, facts.device, facts.batch_size, loaded.label].append(_samples(loaded, group_by))
     return {
         name: confidence.run_noise([group for key, group in groups.items() if key[1] == runs[0].profile.facts.device])
         for name, runs in sides.items()

@@ -40,6 +40,17 @@ def both_sides(catalog: Catalog, baseline: str | list[str], target: str | list[s
     )
 
 
+def one_side(catalog: Catalog, side: str | list[str], repeats: bool = False) -> list[str]:
+    """The runs of one side, as ``both_sides`` finds them (a side kept in a logdir of its
+    own: ``check``'s stored baseline)."""
+    groups = logdir_repeat_groups(catalog) if repeats else None
+    return (
+        expand_runs(catalog, side, repeats, groups)
+        if isinstance(side, list)
+        else side_runs(catalog, side, repeats, groups)
+    )
+
+
 def logdir_repeat_groups(catalog: Catalog) -> dict[str, list[str]]:
     """``repeat_groups`` of every run of the logdir."""
     return repeat_groups({source.run: catalog.claims(source) for source in catalog.sources()})
