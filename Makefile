@@ -98,7 +98,7 @@ check: $(TEST_STAMP) $(NODE)
 
 test: $(TEST_STAMP) $(CHROMIUM) $(NODE)
 	$(BIN)/python tests/environment_report.py
-	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile --durations=25
 
 # The golden tier and the flag-stability tests under other numerics than the machine's:
 # forced OpenBLAS kernels, one BLAS thread, and the newest and the oldest numpy and

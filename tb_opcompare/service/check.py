@@ -56,19 +56,12 @@ def check_document(
 ) -> CheckDocument:
     """The check of ``target`` runs against ``baseline`` runs. Each side needs two runs or
     more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
-    machine during that run (on this project's repeats, 16% of one-against-one checks of
-    identical configurations failed, against 4.2% with two runs a side and none with three).
-    ``baseline_catalog``: where the baseline runs are, where not in ``catalog`` (a stored
-    baseline: the main branch's runs in a bucket, a CI artifact folder).
-    Raises UsageError, UnknownRunError, or ProfileError for a run that cannot be read."""
-    catalogs = {"baseline": baseline_catalog or catalog, "target": catalog}
+    machine during that run (16% of one-against-one checks of identical configurations
+    failed here, 4.2% with two runs a side, none with three). ``baseline_catalog``: a
+    stored baseline's logdir. Raises UsageError, UnknownRunError or ProfileError."""
     _check_arguments(baseline, target, group_by, allow_one_run, one_logdir=baseline_catalog is None)
     pattern = _pattern(ops)  # a bad pattern fails before any run is read
-    for name, runs in (("baseline", baseline), ("target", target)):
-        catalogs[name].read_ahead_runs(runs)
-    sides = {
-        name: [catalogs[name].load(run) for run in runs] for name, runs in (("baseline", baseline), ("target", target))
-    }
+    catalogs, sides = _read_sides({"baseline": baseline_catalog or catalog, "target": catalog}, baseline, target)
     samples = _matched_samples(sides, group_by)
     warnings = _run_warnings(sides)
     noise = _noise(catalogs, sides, group_by, warnings)
@@ -113,6 +106,15 @@ def check_document(
 
 def _noises(noise: dict) -> dict:
     return {"baseline_noise": noise["baseline"], "target_noise": noise["target"]}
+
+
+def _read_sides(catalogs: dict[str, Catalog], baseline: list[str], target: list[str]) -> tuple[dict, dict]:
+    """(the catalogs, each side's runs read from its catalog: the same one, or a stored
+    baseline's)."""
+    runs = {"baseline": baseline, "target": target}
+    for name, names in runs.items():
+        catalogs[name].read_ahead_runs(names)
+    return catalogs, {name: [catalogs[name].load(run) for run in names] for name, names in runs.items()}
 
 
 def _check_arguments(
