@@ -56,7 +56,7 @@ def test_twenty_concurrent_loads_of_a_cold_run_parse_it_once(logdir):
         thread.join()
     assert not failures
     assert list(catalog.cache.parses.values()) == [1]
-    assert all(profile.ops is results[0].ops for profile in results)  # one table, shared
+    assert all(profile.op_table.frame() is results[0].op_table.frame() for profile in results)  # one table, shared
 
 
 def test_twenty_concurrent_compare_requests_to_the_plugin_parse_each_file_once(logdir, tmp_path):
@@ -105,9 +105,9 @@ def test_a_second_process_reads_the_disk_cache_not_the_trace(logdir, tmp_path):
     assert second.facts == first.facts
     # every table comes back with its dtypes and values to the bit (numbers are stored as
     # their arrays' bytes), the per-step table (the check's samples) too
-    for table in ("ops", "step_ops", "module_ops", "annotations", "memory_timeline"):
-        pd.testing.assert_frame_equal(getattr(second, table), getattr(first, table), check_exact=True)
-    assert len(first.step_ops) and second.step_count == first.step_count == 5
+    for table in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
+        pd.testing.assert_frame_equal(getattr(second, table).frame(), getattr(first, table).frame(), check_exact=True)
+    assert len(first.step_table.frame()) and second.step_count == first.step_count == 5
     # a file that changes on disk is read again (here: now garbage, so a clear error)
     os.utime(xplane, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     with pytest.raises(ProfileError) as raised:
@@ -380,7 +380,9 @@ def test_the_disk_cache_keeps_to_its_bound_deleting_what_was_used_longest_ago(lo
     assert not reader.cache.parses, "the entry loaded again was pruned before older ones"
     reader.load(runs[1])
     assert sum(reader.cache.parses.values()) == 1, "the entry used longest ago was kept"
-    pd.testing.assert_frame_equal(reader.load(runs[1]).profile.ops, first[runs[1]].ops, check_exact=True)
+    pd.testing.assert_frame_equal(
+        reader.load(runs[1]).profile.op_table.frame(), first[runs[1]].op_table.frame(), check_exact=True
+    )
 
 
 def test_the_cache_bound_is_an_option_of_every_command(logdir, tmp_path):

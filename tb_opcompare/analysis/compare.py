@@ -41,7 +41,7 @@ from tb_opcompare.schema.groups import (
     known_sums,
     positions,
 )
-from tb_opcompare.schema.table import Table, as_table, text_array
+from tb_opcompare.schema.table import Table, text_array
 from tb_opcompare.schema.text import format_speedup
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ IMPLEMENTATIONS_JOIN = " → "
 _MEMORY = ("alloc_bytes", "net_bytes", "memory_calls")
 
 
-def counted_rows(ops: Table | pd.DataFrame) -> np.ndarray:
+def counted_rows(ops: Table) -> np.ndarray:
     """Positions of the rows whose time counts for their op: device time where the op
     launched kernels, else host time."""
     side, names = np.asarray(ops["side"]), np.asarray(ops["op_name"])
@@ -104,16 +104,15 @@ def counted_rows(ops: Table | pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(device | host)
 
 
-def op_time_us(ops: Table | pd.DataFrame) -> float:
+def op_time_us(ops: Table) -> float:
     """A run's whole op time, µs: the time of the rows that count (``counted_rows``), what
     a comparison's ``*_total_us`` adds up to, without grouping anything."""
     return float(np.asarray(ops["self_us"], dtype="float64")[counted_rows(ops)].sum())
 
 
-def effective_ops(ops: Table | pd.DataFrame, normalize: bool = True) -> Table:
+def effective_ops(ops: Table, normalize: bool = True) -> Table:
     """One row per op with the time that counts (``counted_rows``), device rows first;
     and the op's memory, which its host row holds, whichever row counts."""
-    ops = as_table(ops)
     on_host = ops["side"] == HOST
     ops = ops.assign(memory_calls=np.where(on_host, ops["occurrences"], np.nan))
     counted = ops.take(counted_rows(ops))
@@ -144,10 +143,10 @@ def _normalized(op_types: np.ndarray) -> np.ndarray:
 
 
 def op_totals(
-    ops: Table | pd.DataFrame,
+    ops: Table,
     group_by: str = "name",
     normalize: bool = True,
-    modules: Table | pd.DataFrame | None = None,
+    modules: Table | None = None,
 ) -> Table:
     """One run's ops grouped by name, type or module: the ``key`` column, then op_type,
     occurrences, total_us, time_source, mean_us, share and the other per-side compare
@@ -155,7 +154,7 @@ def op_totals(
     return _group(_chosen(ops, group_by, normalize, modules), group_by)
 
 
-def _chosen(ops, group_by: str, normalize: bool, modules) -> Table:
+def _chosen(ops: Table, group_by: str, normalize: bool, modules: Table | None) -> Table:
     chosen = effective_ops(ops, normalize)
     return in_modules(chosen, modules) if group_by == "module" else chosen
 
@@ -200,44 +199,62 @@ def implementation_keys(baseline: dict[str, str], target: dict[str, str]) -> dic
     return {name: key_of[op] for names in one_sided.values() for name, op in names.items() if op in shared}
 
 
-def in_modules(chosen: Table | pd.DataFrame, modules: Table | pd.DataFrame | None) -> Table:
+def in_modules(chosen: Table, modules: Table | None) -> Table:
     """``effective_ops`` rows placed in modules (a ``module`` column): split over the
     modules each op ran in where ``modules`` has them (executions, time and bytes allocated
     per module; no spread or net memory for a part of an op), else each op whole in the
     scope its name gives
     (``sequential/conv2d/Relu`` -> ``sequential/conv2d``; ``(top level)`` without one)."""
-    chosen = as_table(chosen)
     if modules is None or not len(modules):
         scopes = [name.rpartition("/")[0] or TOP_LEVEL for name in chosen["op_name"].tolist()]
         return chosen.assign(module=text_array(scopes), op_type=np.full(len(chosen), MODULE_TYPE, dtype=object))
-    return Table.from_frame(_placed_in_modules(chosen.frame(), as_table(modules).frame()))
+    return _placed_in_modules(chosen, modules)
 
 
-def _placed_in_modules(chosen: pd.DataFrame, modules: pd.DataFrame) -> pd.DataFrame:
-    """``in_modules`` where the run recorded its modules: merges, in pandas."""
-    import pandas as pd
+_MODULE_PARTS = ("module", "occurrences", "self_us", "alloc_bytes")  # what a module's row of an op has
+_NOT_SPLIT = ("std_us", "p10_us", "median_us", "p90_us", "per_step_cv", "net_bytes", "memory_calls")
 
-    placed = chosen.drop(columns=["occurrences", "self_us", "alloc_bytes"]).merge(
-        modules.rename(columns={"op_type": "recorded_type"}), on=["side", "op_name", "recorded_type"], how="inner"
-    )
-    spread = ["std_us", "p10_us", "median_us", "p90_us", "per_step_cv", "net_bytes", "memory_calls"]
-    # an op's memory is on its host rows, also where its kernels' time counts
-    host_memory = (
-        modules[modules["side"] == HOST].groupby(["op_name", "op_type", "module"])["alloc_bytes"].sum(min_count=1)
-    )
-    where = pd.MultiIndex.from_arrays([placed["op_name"], placed["recorded_type"], placed["module"]])
+
+def _placed_in_modules(chosen: Table, modules: Table) -> Table:
+    """``in_modules`` where the run recorded its modules: each op's rows, one per module it
+    ran in (in the module table's order), then the ops in no module, whole."""
+    keys = list(zip(chosen["side"].tolist(), chosen["op_name"].tolist(), chosen["recorded_type"].tolist()))
+    rows_of: dict[tuple, list[int]] = {}
+    for position, key in enumerate(
+        zip(modules["side"].tolist(), modules["op_name"].tolist(), modules["op_type"].tolist())
+    ):
+        rows_of.setdefault(key, []).append(position)
+    left = np.asarray([op for op, key in enumerate(keys) for _ in rows_of.get(key, ())], dtype=np.int64)
+    right = np.asarray([row for key in keys for row in rows_of.get(key, ())], dtype=np.int64)
+    module, count = modules["module"][right], len(left)
+    placed = chosen.take(left)
     placed = placed.assign(
-        module=placed["module"].where(placed["module"] != "", OUTSIDE_MODULES),
-        kernels=0,
-        alloc_bytes=host_memory.reindex(where).to_numpy(),
-        **{column: np.nan for column in spread},
+        module=np.where(module != "", module, OUTSIDE_MODULES),
+        kernels=np.zeros(count, dtype=np.int64),
+        occurrences=modules["occurrences"][right],
+        self_us=modules["self_us"][right],
+        # an op's memory is on its host rows, also where its kernels' time counts
+        alloc_bytes=_host_memory(modules, placed["op_name"], placed["recorded_type"], module),
+        **{column: np.full(count, np.nan) for column in _NOT_SPLIT},
     )
-    unplaced = chosen[
-        ~chosen.set_index(["side", "op_name", "recorded_type"]).index.isin(
-            modules.set_index(["side", "op_name", "op_type"]).index
-        )
-    ]
-    return pd.concat([placed, unplaced.assign(module=OUTSIDE_MODULES)], ignore_index=True).assign(op_type=MODULE_TYPE)
+    unplaced = chosen.take(np.fromiter((key not in rows_of for key in keys), dtype=bool, count=len(keys)))
+    unplaced = unplaced.assign(module=np.full(len(unplaced), OUTSIDE_MODULES, dtype=object))
+    names = [*(name for name in chosen.names if name not in _MODULE_PARTS), *_MODULE_PARTS]
+    both = Table.concat([placed, unplaced], names)
+    return both.assign(op_type=np.full(len(both), MODULE_TYPE, dtype=object))
+
+
+def _host_memory(modules: Table, op_names: np.ndarray, op_types: np.ndarray, module: np.ndarray) -> np.ndarray:
+    """The bytes each (op name, type, module) allocated on the host, NaN where none is known."""
+    host = modules.take(modules["side"] == HOST)
+    codes, distinct = first_appearance(
+        list(zip(host["op_name"].tolist(), host["op_type"].tolist(), host["module"].tolist()))
+    )
+    if not distinct:
+        return np.full(len(op_names), np.nan)
+    sums = known_sums(host["alloc_bytes"], codes, len(distinct))
+    where = positions(list(zip(op_names.tolist(), op_types.tolist(), module.tolist())), distinct)
+    return np.where(where >= 0, sums[np.maximum(where, 0)], np.nan)
 
 
 _SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
@@ -336,14 +353,14 @@ def _per_side_columns(grouped: dict, square_sum: np.ndarray) -> Table:
 
 
 def compare_ops(
-    baseline_ops: Table | pd.DataFrame,
-    target_ops: Table | pd.DataFrame,
+    baseline_ops: Table,
+    target_ops: Table,
     group_by: str = "name",
     normalize: bool = True,
     baseline_steps: int | None = None,
     target_steps: int | None = None,
-    baseline_modules: Table | pd.DataFrame | None = None,
-    target_modules: Table | pd.DataFrame | None = None,
+    baseline_modules: Table | None = None,
+    target_modules: Table | None = None,
 ) -> tuple[Table, dict]:
     if group_by not in COMPARE_GROUP_BY:
         raise ValueError(f"group_by must be one of {COMPARE_GROUP_BY}, not {group_by!r}")

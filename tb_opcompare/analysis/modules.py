@@ -16,6 +16,7 @@ import pandas as pd
 
 from tb_opcompare.analysis.compare import effective_ops, in_modules
 from tb_opcompare.schema.contract import MODULE_NODE_COLUMNS
+from tb_opcompare.schema.table import Table
 
 MODULE, OP = "module", "op"
 TREE_COLUMNS = MODULE_NODE_COLUMNS
@@ -23,10 +24,10 @@ _SIDES = ("baseline", "target")
 
 
 def module_tree(
-    baseline_ops: pd.DataFrame,
-    target_ops: pd.DataFrame,
-    baseline_modules: pd.DataFrame | None,
-    target_modules: pd.DataFrame | None,
+    baseline_ops: Table,
+    target_ops: Table,
+    baseline_modules: Table | None,
+    target_modules: Table | None,
     baseline_steps: int | None = None,
     target_steps: int | None = None,
 ) -> pd.DataFrame:

@@ -56,6 +56,7 @@ from tb_opcompare.analysis.compare import op_time_us, op_totals
 from tb_opcompare.analysis.confidence import pooled_means, pooled_step_time
 from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
+from tb_opcompare.schema.table import Table
 from tb_opcompare.schema.text import format_breakeven
 
 STEP = "(whole step)"
@@ -99,7 +100,7 @@ class SweepRun:
     run: str
     series: str  # its value of the dimension the lines are drawn by (its device, precision or compiler)
     batch_size: int | None
-    ops: pd.DataFrame  # optable.OP_COLUMNS
+    ops: Table  # optable.OP_COLUMNS
     steps: int | None = None
     step_times_us: list[float] = dataclasses.field(default_factory=list)  # each step's wall time, in order
 

@@ -6,7 +6,7 @@ the defaults a run is assumed to have where nothing says otherwise."""
 from __future__ import annotations
 
 # How ops are grouped into rows: by name, by type; a compare also by module (PyTorch's
-# nn.Module calls, ``OpProfile.module_ops``, else the scopes of TF op names:
+# nn.Module calls, ``OpProfile.module_table``, else the scopes of TF op names:
 # ``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
 GROUP_BY = ("name", "type")
 COMPARE_GROUP_BY = (*GROUP_BY, "module")

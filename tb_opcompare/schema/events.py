@@ -463,4 +463,4 @@ class ParsedProfile:
     facts: ProfileFacts
     events: OpEvents
     annotations: dict[str, list] | None = None
-    module_ops: Recipe | None = None
+    module_recipe: Recipe | None = None

@@ -2,10 +2,10 @@
 ``schema.events.ParsedProfile``), and the run facts that travel with it.
 
 Every table is made and kept as a ``schema.table.Table`` (numpy columns: ``OpProfile.op_table``
-and its siblings), without pandas; ``OpProfile.ops`` and its siblings give each as a pandas
-DataFrame, made on first use.
+and its siblings, one name each), without pandas; a view that works on pandas asks a table
+for its DataFrame (``Table.frame()``, made once).
 
-Schema of ``OpProfile.ops`` (one row per side x op):
+Schema of ``OpProfile.op_table`` (one row per side x op):
 
 ==============  =======  ===================================================================
 column          dtype    meaning
@@ -45,13 +45,13 @@ net_bytes       float64  host rows: allocated minus freed by the op itself, as
                          attributed to ops (TF) or memory is not recorded
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.step_ops`` (one row per op x profiled step in which it ran; the
+Schema of ``OpProfile.step_table`` (one row per op x profiled step in which it ran; the
 samples behind ``per_step_cv`` and the confidence intervals of a comparison):
 
 ==============  =======  ===================================================================
 column          dtype    meaning
 ==============  =======  ===================================================================
-row             int64    position of the op in ``OpProfile.ops``
+row             int64    position of the op in ``OpProfile.op_table``
 step            int64    0 .. ``OpProfile.step_count`` - 1, in the order the steps started
 occurrences     int64    executions of the op that started in the step (device rows: the
                          launching op occurrences where linked, else kernels)
@@ -61,7 +61,7 @@ self_us         float64  their summed self time (device rows: kernel time)
 A step where an op did not run has no row: its time there is 0. Readers that cannot place
 occurrences in steps (or profiles with fewer than two steps) leave the table empty.
 
-Schema of ``OpProfile.module_ops`` (one row per op x module it ran in; PyTorch traces
+Schema of ``OpProfile.module_table`` (one row per op x module it ran in; PyTorch traces
 recorded with ``with_stack=True``, whose ``nn.Module`` calls place each op; empty where the
 profile names no modules, and TF ops carry theirs in their names' scopes):
 
@@ -80,7 +80,7 @@ alloc_bytes     float64  host rows: bytes the op itself allocated there (as ``op
                          the profile records no memory, and on device rows
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.annotations`` (application ranges a reader found beside its op table
+Schema of ``OpProfile.annotation_table`` (application ranges a reader found beside its op table
 that are not rows of it: the seed wrapper's ``app_stats``, TF's ``tf.profiler.experimental.Trace``
 ranges; PyTorch's ``record_function`` ranges are rows of ``ops`` already, typed
 ``user_annotation``, and TF's tf.data iterator calls too, typed ``Dataset``):
@@ -98,7 +98,7 @@ outermost_us    float64  the part of ``total_us`` in ranges inside no other rang
                          carry no start times: there it is ``total_us``)
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.memory_timeline`` (memory in use over the profiled window, one row per
+Schema of ``OpProfile.memory_table`` (memory in use over the profiled window, one row per
 device x sample; at most ``MEMORY_TIMELINE_POINTS`` samples a device, each the highest value
 of the stretch of time it stands for, so peaks survive the thinning; empty where the
 profile records no memory):
@@ -111,7 +111,7 @@ time_us         float64  since the first sample of the run, any device
 bytes_in_use    float64  memory the allocator held then
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.step_breakdown`` (each profiled step's wall time by what it was spent
+Schema of ``OpProfile.breakdown_table`` (each profiled step's wall time by what it was spent
 on, ``schema.events.STEP_CATEGORIES``; empty where the reader does not split steps):
 
 ==============  =======  ===================================================================
@@ -125,7 +125,7 @@ category        str      a key of ``STEP_CATEGORIES`` (host) or ``DEVICE_STEP_CA
 time_us         float64  the step's time in it
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.op_work`` (the work of each op whose work is known or could be,
+Schema of ``OpProfile.work_table`` (the work of each op whose work is known or could be,
 issue 54: one row per op, over its calls that no other such call encloses, so an
 ``aten::conv2d`` counts and not the ``aten::convolution`` it calls; empty where the reader
 tells no op's work):
@@ -190,7 +190,7 @@ from tb_opcompare.schema.groups import (
 from tb_opcompare.schema.table import LazyTable, Table, text_array
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 # Each table's columns and their dtypes (object: text), as a reader makes them.
 OP_DTYPES = {
@@ -255,35 +255,6 @@ class OpProfile:
         )
         return sum(table.memory_bytes() for table in tables)
 
-    # The tables as pandas DataFrames, for the views that work on frames (each made once).
-    @property
-    def ops(self) -> pd.DataFrame:
-        return self.op_table.frame()
-
-    @property
-    def step_ops(self) -> pd.DataFrame:
-        return self.step_table.frame()
-
-    @property
-    def module_ops(self) -> pd.DataFrame:
-        return self.module_table.frame()
-
-    @property
-    def annotations(self) -> pd.DataFrame:
-        return self.annotation_table.frame()
-
-    @property
-    def memory_timeline(self) -> pd.DataFrame:
-        return self.memory_table.frame()
-
-    @property
-    def step_breakdown(self) -> pd.DataFrame:
-        return self.breakdown_table.frame()
-
-    @property
-    def op_work(self) -> pd.DataFrame:
-        return self.work_table.frame()
-
     @functools.cached_property
     def op_names(self) -> frozenset[str]:
         """Its ops' names: what pairing and model identity compare runs by."""
@@ -303,8 +274,8 @@ class OpProfile:
             profile.annotation_table = typed_table(parsed.annotations, ANNOTATION_DTYPES)
         if events.breakdown is not None:
             profile.breakdown_table = typed_table(events.breakdown, BREAKDOWN_DTYPES)
-        if parsed.module_ops is not None:
-            profile.module_source = LazyTable(parsed.module_ops)
+        if parsed.module_recipe is not None:
+            profile.module_source = LazyTable(parsed.module_recipe)
         if events.work:
             profile.work_table = summed_work(events.work)
         return profile
@@ -316,14 +287,8 @@ class OpProfile:
         given["module_source"] = given.pop("module_table", Table.empty(MODULE_DTYPES))
         return cls(facts=facts, step_count=step_count, **given)
 
-    @classmethod
-    def from_frames(cls, facts: ProfileFacts, step_count: int = 0, **frames: pd.DataFrame) -> OpProfile:
-        """A profile of DataFrames (``ops`` and those of ``step_ops``, ``module_ops``,
-        ``annotations``, ``memory_timeline`` given), as a view that works on frames makes one."""
-        return cls.of_tables(facts, step_count, {name: Table.from_frame(frame) for name, frame in frames.items()})
 
-
-# Each table: the name of its DataFrame (and of its stored form: the disk cache's, the shared
+# Each table: the name of its stored form (the disk cache's, the shared
 # index's), the profile's attribute holding it, and its columns' dtypes.
 TABLES = (
     ("ops", "op_table", OP_DTYPES),
@@ -422,36 +387,6 @@ def _with_memory(table: Table, events: OpEvents) -> Table:
 
 
 _MEMORY_SUMS = ["alloc_bytes", "net_bytes"]
-
-
-# Each table with no rows, as a pandas DataFrame in a reader's dtypes (for the views that
-# work on frames, and the shared index's Parquet schema).
-def empty_op_table() -> pd.DataFrame:
-    return Table.empty(OP_DTYPES).frame()
-
-
-def empty_module_table() -> pd.DataFrame:
-    return Table.empty(MODULE_DTYPES).frame()
-
-
-def empty_annotation_table() -> pd.DataFrame:
-    return Table.empty(ANNOTATION_DTYPES).frame()
-
-
-def empty_memory_timeline() -> pd.DataFrame:
-    return Table.empty(MEMORY_TIMELINE_DTYPES).frame()
-
-
-def empty_step_breakdown() -> pd.DataFrame:
-    return Table.empty(BREAKDOWN_DTYPES).frame()
-
-
-def empty_op_work() -> pd.DataFrame:
-    return Table.empty(WORK_DTYPES).frame()
-
-
-def empty_step_table() -> pd.DataFrame:
-    return Table.empty(STEP_DTYPES).frame()
 
 
 def _combine_host(partials: list[dict]) -> Table:
@@ -567,13 +502,13 @@ def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_c
     )
 
 
-def per_step_cv(cells: Table | pd.DataFrame, count: int, step_count: int) -> np.ndarray:
+def per_step_cv(cells: Table, count: int, step_count: int) -> np.ndarray:
     """Each row's coefficient of variation of its time per step, over all ``step_count``
     steps (a step without the row counts 0); NaN with fewer than two steps or no cell."""
     result = np.full(count, np.nan)
     if step_count < 2 or not len(cells):
         return result
-    rows, sums = np.asarray(cells["row"]), np.asarray(cells["self_us"])
+    rows, sums = cells["row"], cells["self_us"]
     present = np.bincount(rows, minlength=count)
     mean = np.bincount(rows, weights=sums, minlength=count) / step_count
     # squared deviations from the mean, the steps without the row (0 each) included: two

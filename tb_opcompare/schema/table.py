@@ -101,11 +101,6 @@ class Table:
         return Table, (self._columns,)
 
 
-def as_table(table: Table | pd.DataFrame) -> Table:
-    """A ``Table`` as it is; a pandas DataFrame's columns as one (for callers that hold frames)."""
-    return table if isinstance(table, Table) else Table.from_frame(table)
-
-
 def text_array(values) -> np.ndarray:
     """A 1-D object array of ``values`` (texts, or tuples: ``np.array`` would make a list
     of equal-length tuples a 2-D array)."""

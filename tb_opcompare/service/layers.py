@@ -19,8 +19,8 @@ def layers_document(
     facts = base.profile.facts, tgt.profile.facts
     figure = headline_figure(base, tgt)  # shares are of the headline's step wall time
     totals, rows, per_step = compare_layers(
-        (base.profile.ops, base.profile.annotations),
-        (tgt.profile.ops, tgt.profile.annotations),
+        (base.profile.op_table.frame(), base.profile.annotation_table.frame()),
+        (tgt.profile.op_table.frame(), tgt.profile.annotation_table.frame()),
         facts[0].steps,
         facts[1].steps,
         figure.baseline_step_wall_us,

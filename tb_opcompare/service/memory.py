@@ -26,7 +26,7 @@ def memory_document(
             bytes_in_use=bytes_in_use.tolist(),
         )
         for side, loaded in (("baseline", base), ("target", tgt))
-        for device, times, bytes_in_use in timeline_series(loaded.profile.memory_timeline)
+        for device, times, bytes_in_use in timeline_series(loaded.profile.memory_table.frame())
     ]
     rows = memory_rows(comparison_rows(base.profile, tgt.profile))
     return MemoryDocument(
@@ -41,7 +41,7 @@ def memory_document(
 
 def memory_run(loaded: LoadedRun) -> MemoryRun:
     facts = loaded.profile.facts
-    allocated = allocated_bytes(loaded.profile.ops)
+    allocated = allocated_bytes(loaded.profile.op_table.frame())
     return MemoryRun(
         run=loaded.source.run,
         framework=facts.framework,
