@@ -281,23 +281,24 @@ def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(lo
     """The tab asks for the same pair over and over; the answer is kept, keyed by the
     parsed tables, so a trace rewritten in place (a re-profiled run) is compared anew."""
     from tb_opcompare.analysis.row_view import RowView
-    from tb_opcompare.service.compare import _COMPARISONS, compare_document
+    from tb_opcompare.service.compare import compare_document
+    from tb_opcompare.store.comparisons import COMPARISONS
 
     catalog = Catalog(str(logdir), cache_dir=None)
     first = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
-    made = _COMPARISONS.computed
+    made = COMPARISONS.computed
     again = as_json(
         compare_document(
             catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16", view=RowView(sort="speedup", top=5)
         )
     )
-    assert _COMPARISONS.computed == made  # served from the memo, not recomputed
+    assert COMPARISONS.computed == made  # served from the memo, not recomputed
     assert again["total_rows"] == first["total_rows"] and len(again["rows"]) == 5
     target = next((logdir / "torch" / "cnn_torch_cpu_bs16").glob("*.pt.trace.json"))
     shutil.copyfile(next((logdir / "torch" / "cnn_torch_cpu_bs64").glob("*.pt.trace.json")), target)
     os.utime(target, (1, 1))  # a new size and time: the profile is read again
     changed = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
-    assert _COMPARISONS.computed == made + 1
+    assert COMPARISONS.computed == made + 1
     assert changed["summary"]["target"]["batch_size"] == 64
     expected = as_json(
         compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")

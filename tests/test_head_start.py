@@ -77,7 +77,9 @@ def test_workers_read_the_named_runs_into_the_same_tables(reader, tmp_path):
         ours, theirs = cold["loaded"][run], read_profile(*_paths(catalog, run))
         assert ours.facts == theirs.facts and ours.step_count == theirs.step_count
         for table in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
-            pd.testing.assert_frame_equal(getattr(ours, table).frame(), getattr(theirs, table).frame(), check_exact=True)
+            pd.testing.assert_frame_equal(
+                getattr(ours, table).frame(), getattr(theirs, table).frame(), check_exact=True
+            )
 
 
 def test_a_broken_file_read_by_a_worker_is_reported_as_in_one_process(tmp_path):
