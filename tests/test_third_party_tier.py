@@ -178,7 +178,7 @@ def test_a_variant_of_one_model_is_not_called_a_different_model(tmp_path):
     but the runs are one model's variants, and the notes must not say "different models"."""
     import msgspec
 
-    from tb_opcompare.analysis.compare import different_models
+    from tb_opcompare.analysis.headline import different_models
 
     catalog = _logdir(tmp_path, "hta_accelerators")
     compare = compare_document(catalog, "torch_hta_accelerators/mi250_train", "torch_hta_accelerators/mtia_inference")

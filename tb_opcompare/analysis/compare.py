@@ -12,24 +12,14 @@ and ``noisy``, flags); ``compare_frame`` gives the rows as a pandas DataFrame.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tb_opcompare.analysis.model_identity import joined_by_layer_scopes
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
-from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
-from tb_opcompare.analysis.step_time import (
-    STEP_WALL_TIME,
-    Headline,
-    batch_sizes_differ,
-    evidenced_batch_size,
-    unverified_batch_note,
-)
-from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES, RunRecord
-from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, model_of
+from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES
+from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY
 from tb_opcompare.schema.events import DEVICE, HOST
 from tb_opcompare.schema.groups import (
     among,
@@ -42,7 +32,6 @@ from tb_opcompare.schema.groups import (
     positions,
 )
 from tb_opcompare.schema.table import Table, text_array
-from tb_opcompare.schema.text import format_speedup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -458,182 +447,6 @@ def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None)
         "baseline_time_per_step_us": _per_step(baseline_total, baseline_steps),
         "target_time_per_step_us": _per_step(target_total, target_steps),
     }
-
-
-def like_for_like(
-    summary: dict, baseline: RunRecord, target: RunRecord, group_by: str, first: Headline
-) -> tuple[dict, list[str]]:
-    """Figures and notes that say what a comparison does and does not compare.
-    ``baseline``/``target``: each run's ``batch_size``, ``framework`` and ``compiler``;
-    ``first``: the headline (``analysis.step_time.headline``), which the notes explain.
-
-    Returns ``whole_step_speedup`` (all op time per step, ops on one side included),
-    ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and
-    ``op_time_speedup`` with its ``op_time_basis``: the one op time ratio shown beside the
-    headline (per sample where the headline is, else per step, else over the whole
-    profile); and the notes a user needs to read the headline figures right. Matched op
-    time and the geometric mean stay in the document, out of the first screen, and no
-    note repeats them."""
-    base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
-    whole = base_step / target_step if base_step and target_step else None
-    sizes = [(run.batch_size, run.batch_size_source) for run in (baseline, target)]
-    per_sample, batch_note = _per_sample(whole, *(evidenced_batch_size(*size) for size in sizes), first)
-    notes = [
-        different_models(summary, baseline, target),
-        batch_note or unverified_batch_note(sizes),
-        _flat_work_note(summary, baseline, target),
-        _op_time_note(per_sample, whole, first),
-        _no_shared_ops_note(summary, baseline, target, group_by),
-        _compiler_note(baseline.compiler, target.compiler, first),
-    ]
-    figures = {"whole_step_speedup": whole, "per_sample_speedup": per_sample, **_op_time(summary, whole, per_sample)}
-    return figures, [note for note in notes if note]
-
-
-def _op_time(summary: dict, whole: float | None, per_sample: float | None) -> dict:
-    """The op time ratio beside the headline, and what it is over."""
-    if per_sample:
-        return {"op_time_speedup": per_sample, "op_time_basis": "per sample"}
-    if whole:
-        return {"op_time_speedup": whole, "op_time_basis": "per step"}
-    base, target = summary["baseline_total_us"], summary["target_total_us"]
-    return {"op_time_speedup": base / target if base and target else None, "op_time_basis": "whole profile"}
-
-
-def _per_sample(
-    whole: float | None, base_batch: int | None, target_batch: int | None, first: Headline
-) -> tuple[float | None, str | None]:
-    """Where the batch sizes differ, the whole-step speedup per sample and a note: each
-    op's speedup then compares one call at each size, different amounts of work."""
-    differ = batch_sizes_differ(base_batch, target_batch)
-    if not differ:
-        return None, None
-    per_sample = whole * target_batch / base_batch if whole else None
-    return per_sample, (
-        f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
-        "compares one call at each size, that is different amounts of work."
-    )
-
-
-# A CPU's op time grows with the samples a step: measured 1.4-3.8x for 4-64x on the demo's
-# CNNs (TF and PyTorch). Growth below ratio ** _FLAT_EXPONENT (1.15x for 4x, 1.23x for 8x)
-# across claimed batch sizes says the runs processed about the same batch. An accelerator
-# is left out: a small model's kernels there take as long at batch 1 as at 64 (0.93x).
-_FLAT_EXPONENT = 0.1
-_FLAT_MIN_RATIO = 4
-
-
-def _flat_work_note(summary: dict, baseline: RunRecord, target: RunRecord) -> str | None:
-    """Where batch sizes that are not measured (an argument, a sidecar, a name) differ by
-    ``_FLAT_MIN_RATIO`` or more on one CPU, but the ops' time a step barely moved: the
-    sizes may not be what the runs processed (issue 51: fit()'s batch_size 1024 on a dataset
-    batched by 128 read 9.80x per sample)."""
-    sizes = [run.batch_size for run in (baseline, target)]
-    overall = summary.get("overall_speedup")
-    if not (all(sizes) and overall and baseline.device == target.device == "CPU"):
-        return None
-    if all((run.batch_size_source or "").startswith("data:") for run in (baseline, target)):
-        return None  # both measured: the data says what each step held
-    small, big = sorted(sizes)
-    growth = 1 / overall if sizes[1] > sizes[0] else overall  # the larger batch's op time over the smaller's
-    if big < _FLAT_MIN_RATIO * small or not below(growth, (big / small) ** _FLAT_EXPONENT):
-        return None
-    said = [f"{run.batch_size} ({(run.batch_size_source or 'unknown').split(':')[0]})" for run in (baseline, target)]
-    return (
-        f"The batch sizes say {said[0]} vs {said[1]}, {big / small:.0f}x the samples a step, but the ops' time a "
-        f"step changed by {format_speedup(growth).rstrip('×')}x only: the runs may have processed about the same "
-        "batch. Check how each run batched its input, and declare the size in its sidecar."
-    )
-
-
-def _op_time_note(per_sample: float | None, whole: float | None, first: Headline) -> str | None:
-    """Why op time and a step-wall-time headline disagree, where they are far apart
-    (``_OP_TIME_APART``): the user sees both and must know which to believe."""
-    op_time = per_sample or whole
-    if not (
-        first.basis == STEP_WALL_TIME
-        and op_time
-        and first.speedup
-        and above(abs(math.log(op_time / first.speedup)), math.log(_OP_TIME_APART))
-    ):
-        return None
-    return (
-        f"Op time per step{' per sample' if per_sample else ''} gives {format_speedup(op_time)}, the "
-        f"step wall time {format_speedup(first.speedup)}: op time adds up ops that ran side by side on "
-        "parallel threads and misses time outside ops (a data loader, Python, waiting on a device), "
-        "so the headline is the wall time."
-    )
-
-
-def _no_shared_ops_note(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str) -> str | None:
-    """Why no op matched where both runs took time, and what to do about it."""
-    if not (summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]):
-        return None
-    frameworks = {baseline.framework, target.framework} - {None}
-    families = {_framework_family(framework) for framework in frameworks}
-    why = (
-        f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
-        if len(families) > 1
-        else "the runs name their ops differently (another model, or another version)"
-    )
-    # op types meet within one framework only: TensorFlow's Conv2D is never PyTorch's aten::convolution
-    hint = " Group by op type to compare ops by kind." if group_by == "name" and len(families) <= 1 else ""
-    return f"No op is in both runs: {why}.{hint}"
-
-
-def _compiler_note(base_compiler: str | None, target_compiler: str | None, first: Headline) -> str | None:
-    """Where both runs name different compilers: ops on one side only are then expected,
-    and the whole step is the figure that compares them."""
-    if base_compiler is None or target_compiler is None or base_compiler == target_compiler:
-        return None
-    return (
-        f"The runs ran under different compilers ({base_compiler} and {target_compiler}): a compiler fuses and "
-        "renames ops by design, so ops found on one side only are expected and op-by-op speedups cover "
-        "only what both kept. The whole step is where both meet"
-        + (f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME else "")
-        + "; the Matrix view compares whole steps across compilers."
-    )
-
-
-def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> str | None:
-    """Why the figures compare different work, where the two runs are of different models:
-    their models differ and so do their ops (runs of one model whose names differ, kineto's
-    ``num_workers_0`` and ``num_workers_4``, share ``SAME_MODEL_JACCARD`` of their ops)."""
-    if model_of(baseline.model) == model_of(target.model):  # fp32 -> bf16, eager -> compile: one model
-        return _layer_join_note(baseline, target)
-    ops = summary["matched_ops"] + summary["baseline_only_ops"] + summary["target_only_ops"]
-    if ops and summary["matched_ops"] / ops >= SAME_MODEL_JACCARD - 1e-9:
-        return None
-    return (
-        f"Different models: {baseline.run} is {baseline.model} and {target.run} is {target.model}, and "
-        f"{summary['matched_ops']} of their {ops} ops are in both, so every speedup here compares different "
-        "work. The Matrix puts each model's runs on one row."
-    )
-
-
-def _layer_join_note(baseline: RunRecord, target: RunRecord) -> str | None:
-    """Where the two runs are one model only because their layer scopes agree (their
-    folders' names say nothing of it), the note says so, and how to part them: layer names
-    carry no widths, so two models of the same layers and other widths read as one."""
-    joined = [run for run in (baseline, target) if joined_by_layer_scopes(run.model_source)]
-    if not joined:
-        return None
-    return (
-        f"One model by its layers: {baseline.run} and {target.run} have the same layer scopes, and their folders' "
-        "names say nothing of the model, so they are read as one model on two devices. Layer names carry no "
-        "widths: if these are different models, give each run's model in an opcompare.json sidecar "
-        '({"model": "..."}).'
-    )
-
-
-# Op time and wall time further apart than this (either way) get a note saying why.
-_OP_TIME_APART = 1.25
-
-
-def _framework_family(framework: str) -> str:
-    """``PyTorch 2.13.0+cpu`` -> ``PyTorch``, ``TensorFlow 2.16.1 (Keras 3)`` and
-    ``TensorFlow (summary.json)`` -> ``TensorFlow``: the words before a version or a note."""
-    return re.match(r"[^\d(]*", framework).group().strip() or framework
 
 
 def _per_step(total: float, steps: int | None) -> float | None:

@@ -58,8 +58,9 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import counted_rows, normalize_op_type
+from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME
 from tb_opcompare.analysis.numerics import at_most
-from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME, steady_steps, step_latency
+from tb_opcompare.analysis.step_time import steady_steps, step_latency
 from tb_opcompare.schema.contract import VERDICTS
 from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE
 from tb_opcompare.schema.table import Table, text_array

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.confidence import WHOLE_STEP, RunSamples, log_run_means, mean_with_interval, pooled_step_time
-from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME
+from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME
 
 TREND_COLUMNS = ["key", "point", "mean_us", "low_us", "high_us", "runs"]
 

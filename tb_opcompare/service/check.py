@@ -17,8 +17,8 @@ import re2
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.breakdown import PartChange, grew_most, part_changes, side_split
 from tb_opcompare.analysis.compare import implementation_keys
+from tb_opcompare.analysis.headline import STEP_WALL_TIME
 from tb_opcompare.analysis.numerics import above, at_most
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
     SIGNIFICANT_VERDICTS,

@@ -12,10 +12,11 @@ import dataclasses
 import msgspec
 
 from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS, like_for_like
+from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+from tb_opcompare.analysis.headline import Headline, headline_figures, like_for_like, pair_headline, step_marker_notes
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.row_view import RowView, view_positions
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency
+from tb_opcompare.analysis.step_time import StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
     BreakdownPart,
@@ -27,7 +28,6 @@ from tb_opcompare.schema.contract import (
 )
 from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.events import HOST
-from tb_opcompare.service.headline import pair_headline
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
@@ -61,10 +61,10 @@ def compare_document(
     kept = view_positions(comparison.rows, view)
     records = as_records(comparison.rows.take(kept[: view.top] if view.top else kept))
     base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
-    first, _, _ = pair_headline(base, tgt, base_steps, target_steps)
+    first, _, _ = pair_headline(base.profile, tgt.profile, base_steps, target_steps)
     figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first)
-    figures.update(_headline_figures(first, base_steps, target_steps))
-    notes = [*group_notes, *notes, *_step_marker_notes(first, base_steps, target_steps)]
+    figures.update(headline_figures(first, base_steps, target_steps))
+    notes = [*group_notes, *notes, *step_marker_notes(first, base_steps, target_steps)]
     if group_by == "module":
         from tb_opcompare.service.modules import module_source  # pandas: modules are merged with it
 
@@ -163,34 +163,6 @@ def _side_record(side: LoadedRun, steps: StepLatency) -> RunRecord:
     """A side's run record; a group's is its first run's, with the group's steady step
     wall time, so the record shows the figure the headline is made of."""
     return msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
-
-
-def _headline_figures(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> dict:
-    """The headline and the step wall times it is made of, as summary fields."""
-    return {
-        "headline_speedup": first.speedup,
-        "headline_basis": first.basis,
-        "headline_per_sample": first.per_sample,
-        "headline_text": first.text,
-        "baseline_step_wall_us": base_steps.median_us,
-        "target_step_wall_us": target_steps.median_us,
-    }
-
-
-def _step_marker_notes(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> list[str]:
-    """Where the headline is step wall time, a note naming the runs of a group it leaves
-    out for want of step markers: its figure then stands on fewer runs than the group."""
-    left_out = [
-        f"{count} {label} run{'s' * (count > 1)}"
-        for label, count in (
-            ("baseline", base_steps.runs_without_markers),
-            ("target", target_steps.runs_without_markers),
-        )
-        if count and first.basis == STEP_WALL_TIME
-    ]
-    if not left_out:
-        return []
-    return [f"The step wall time leaves out {' and '.join(left_out)} without step markers."]
 
 
 Side = tuple[LoadedRun, StepLatency, SideSplit | None]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.headline import headline_figure
 from tb_opcompare.analysis.modules import module_tree
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.schema.contract import ModuleNode, ModulesDocument
-from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
@@ -27,7 +27,7 @@ def modules_document(
         target=target,
         per_step=bool(all(steps)),
         source=source,
-        headline=headline_figure(base, tgt),
+        headline=headline_figure(base.profile, tgt.profile),
         nodes=nodes,
         notes=notes,
     )
