@@ -59,7 +59,7 @@ def compare_document(
     comparison = kept_comparison(base.profile, tgt.profile, group_by, normalize)
     view = view or RowView()
     kept = view_positions(comparison.rows, view)
-    records = as_records(comparison.rows.take(kept[: view.top] if view.top else kept))
+    records = comparison.records(kept[: view.top] if view.top else kept, as_records)
     base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
     first, _, _ = pair_headline(base.profile, tgt.profile, base_steps, target_steps)
     figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first)

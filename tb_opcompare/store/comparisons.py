@@ -3,28 +3,48 @@ tab asks for the same pair again and again (each filter, sort, regex and CSV exp
 
 Both are keyed by the parsed op tables themselves, held weakly: a profile read again after
 a change is a new table, so a stale entry can never be served. A comparison is kept as one
-thing, its rows (a ``Table``, ``COMPARE_COLUMNS``) and its summary; records and frames are
-made of the rows where they are wanted (``service.records``, ``analysis.compare.compare_frame``).
+thing, its rows (a ``Table``, ``COMPARE_COLUMNS``) and its summary, with the rows' JSON
+records kept once made (``Comparison.records``); a frame is made of the rows where one is
+wanted (``analysis.compare.compare_frame``).
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
 import weakref
+from collections.abc import Callable
+
+import numpy as np
 
 from tb_opcompare.analysis.compare import compare_ops
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.schema.table import Table
 
 
-@dataclasses.dataclass(frozen=True)
 class Comparison:
-    """One comparison of two profiles: its rows and its summary (``compare_ops``)."""
+    """One comparison of two profiles: its rows (``compare_ops``: a ``Table``, the one
+    form the views filter and sort) and its summary. The rows' JSON records are made once,
+    on first asking, for a table small enough to keep them (most are): the tab asks for
+    every row on each filter, sort and export, and picking 5,000 kept records takes 0.5 ms
+    where making them takes 90."""
 
-    rows: Table
-    summary: dict
+    KEEP_RECORDS_UP_TO = 100_000  # rows; a record is about 2 KB of Python objects
+
+    def __init__(self, rows: Table, summary: dict):
+        self.rows, self.summary = rows, summary
+        self._records: list[dict] | None = None
+        self._lock = threading.Lock()
+
+    def records(self, positions: np.ndarray, as_records: Callable[[Table], list[dict]]) -> list[dict]:
+        """The rows at ``positions`` (in that order) as JSON-ready records, which
+        ``as_records`` (``service.records``'s) makes of a table."""
+        if len(self.rows) > self.KEEP_RECORDS_UP_TO:
+            return as_records(self.rows.take(positions))
+        with self._lock:
+            if self._records is None:
+                self._records = as_records(self.rows)
+        return [self._records[position] for position in positions.tolist()]
 
 
 class PoolMemo:
