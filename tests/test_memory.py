@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, run_cli
 
-from tb_opcompare.schema.text import format_bytes
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.text import format_bytes
 
 DEMO = REPO / "demo_logs"
 H100 = FIXTURES / "gpu_h100" / "demo"

@@ -20,8 +20,8 @@ from in_process import PREFIX, plugin_client
 
 from tb_opcompare.schema.contract import MEMORY_COLUMNS, ErrorDocument, MemoryDocument
 from tb_opcompare.schema.events import MEMORY_TIMELINE_POINTS
-from tb_opcompare.schema.text import format_bytes
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.text import format_bytes
 
 MEMORY = FIXTURES / "memory" / "logdir"
 ORACLES = FIXTURES / "memory" / "oracles"

@@ -4,7 +4,7 @@ copies cannot drift (the JavaScript side is ``tests/js`` under Node):
 * the row view (``analysis/row_view.py`` and ``frontend/view.js``): the server picks and
   orders the rows of ``compare`` and ``compare.csv``, the tab does the same in the
   browser, so the table on screen is the CSV (``tests/golden/view_cases.json``);
-* numbers and names as users read them (``schema/text.py`` for the CLI and the HTML
+* numbers and names as users read them (``text.py`` for the CLI and the HTML
   report, ``frontend/format.js`` for the tab; ``tests/golden/text_cases.json``)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tb_opcompare import text
 from tb_opcompare.analysis.row_view import apply_view, view_from_params
-from tb_opcompare.schema import text
 
 REPO = Path(__file__).parent.parent
 GOLDEN = json.loads((REPO / "tests" / "golden" / "view_cases.json").read_text(encoding="utf-8"))

@@ -168,7 +168,7 @@ def test_runs_of_different_models_say_so_above_their_figures(tmp_path):
     compare = compare_document(catalog, "torch_hta_accelerators/mi250_train", "torch_hta_accelerators/mtia_inference")
     (note,) = [note for note in compare.summary.notes if note.startswith("Different models")]
     assert f"{compare.summary.matched_ops} of their" in note
-    from tb_opcompare.schema.text import format_speedup
+    from tb_opcompare.text import format_speedup
 
     assert format_speedup(compare.summary.headline_speedup) != "0.00×"
 

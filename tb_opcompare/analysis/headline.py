@@ -31,7 +31,7 @@ from tb_opcompare.analysis.step_time import (
 from tb_opcompare.schema.contract import HeadlineFigure, RunRecord
 from tb_opcompare.schema.dimensions import model_of
 from tb_opcompare.schema.optable import OpProfile
-from tb_opcompare.schema.text import format_speedup, format_time
+from tb_opcompare.text import format_speedup, format_time
 
 STEP_WALL_TIME = "step wall time"
 OP_TIME_PER_STEP = "op time per step"

@@ -57,7 +57,7 @@ from tb_opcompare.analysis.confidence import pooled_means, pooled_step_time
 from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.schema.table import Table
-from tb_opcompare.schema.text import format_breakeven
+from tb_opcompare.text import format_breakeven
 
 STEP = "(whole step)"
 MIN_FIT_POINTS = 3  # batch sizes at which an op took time, for a line that can be judged

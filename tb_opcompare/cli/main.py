@@ -24,7 +24,8 @@ from tb_opcompare.schema.dimensions import (
     SERIES_DIMENSIONS,
     evidence_rule,
 )
-from tb_opcompare.schema.text import (
+from tb_opcompare.store.settings import ReadSettings
+from tb_opcompare.text import (
     format_breakeven,
     format_bytes,
     format_rate,
@@ -34,7 +35,6 @@ from tb_opcompare.schema.text import (
     format_time,
     parse_share,
 )
-from tb_opcompare.store.settings import ReadSettings
 
 if TYPE_CHECKING:
     from tb_opcompare.store.catalog import Catalog

@@ -34,10 +34,10 @@ from tb_opcompare.schema.dimensions import (
     check_refusal,
     evidence_bar,
 )
-from tb_opcompare.schema.text import format_part_change, format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import both_sides
+from tb_opcompare.text import format_part_change, format_percent, format_time
 
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
 
