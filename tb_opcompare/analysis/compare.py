@@ -13,9 +13,10 @@ and ``noisy``, flags); ``compare_frame`` gives the rows as a pandas DataFrame.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from tb_opcompare.analysis.numerics import above, below, geometric_mean
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, PER_SIDE_FIELDS, SIDES, STATUSES
@@ -208,7 +209,7 @@ def _placed_in_modules(chosen: Table, modules: Table) -> Table:
     """``in_modules`` where the run recorded its modules: each op's rows, one per module it
     ran in (in the module table's order), then the ops in no module, whole."""
     keys = list(zip(chosen["side"].tolist(), chosen["op_name"].tolist(), chosen["recorded_type"].tolist()))
-    rows_of: dict[tuple, list[int]] = {}
+    rows_of: dict[tuple[str, str, str], list[int]] = {}
     for position, key in enumerate(
         zip(modules["side"].tolist(), modules["op_name"].tolist(), modules["op_type"].tolist())
     ):
@@ -249,27 +250,29 @@ def _host_memory(modules: Table, op_names: np.ndarray, op_types: np.ndarray, mod
 _SPREAD = ("p10_us", "median_us", "p90_us", "per_step_cv")  # of one op: none for a type grouping several
 
 
-def execution_square_sums(occurrences, self_us, std_us) -> np.ndarray:
+def execution_square_sums(occurrences: ArrayLike, self_us: ArrayLike, std_us: ArrayLike) -> np.ndarray:
     """Each row's sum of squared execution times, n·(std² + mean²), from its count, total
     and (population) std: sums of these add up across ops or runs, so their moments pool
     where percentiles cannot. NaN where the std is unknown."""
     executions = _positive(occurrences)
-    return executions * (
+    squares: np.ndarray = executions * (
         np.asarray(std_us, dtype=np.float64) ** 2 + (np.asarray(self_us, dtype=np.float64) / executions) ** 2
     )
+    return squares
 
 
-def execution_std(square_sums, occurrences, self_us) -> np.ndarray:
+def execution_std(square_sums: ArrayLike, occurrences: ArrayLike, self_us: ArrayLike) -> np.ndarray:
     """The population std of the executions whose summed squares, count and total these are."""
     executions = _positive(occurrences)
     mean = np.asarray(self_us, dtype=np.float64) / executions
-    return np.sqrt(np.clip(np.asarray(square_sums, dtype=np.float64) / executions - mean**2, 0.0, None))
+    std: np.ndarray = np.sqrt(np.clip(np.asarray(square_sums, dtype=np.float64) / executions - mean**2, 0.0, None))
+    return std
 
 
-def _positive(values) -> np.ndarray:
+def _positive(values: ArrayLike) -> np.ndarray:
     """The values as floats, NaN where not above 0 (a count that divides nothing)."""
-    values = np.asarray(values, dtype=np.float64)
-    return np.where(values > 0, values, np.nan)
+    array = np.asarray(values, dtype=np.float64)
+    return np.where(array > 0, array, np.nan)
 
 
 def _group(chosen: Table, group_by: str) -> Table:
@@ -291,7 +294,9 @@ def _group(chosen: Table, group_by: str) -> Table:
     return _per_side_columns(grouped, square_sum)
 
 
-def _summed_by_key(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.ndarray) -> tuple[dict, np.ndarray]:
+def _summed_by_key(
+    chosen: Table, codes: np.ndarray, keys: list[Any], square_sum: np.ndarray
+) -> tuple[dict[str, Any], np.ndarray]:
     """Rows of one key added up (a type or a module grouping ops): sums, the first row's
     type and spread where the key has one row only, ``mixed`` where its time comes from
     host and device rows, memory NaN where no row recorded it."""
@@ -317,7 +322,7 @@ def _summed_by_key(chosen: Table, codes: np.ndarray, keys: list, square_sum: np.
     return grouped, np.where(missing, np.nan, group_sums(square_sum, codes, count))
 
 
-def _per_side_columns(grouped: dict, square_sum: np.ndarray) -> Table:
+def _per_side_columns(grouped: dict[str, Any], square_sum: np.ndarray) -> Table:
     """The per-side compare columns of grouped rows: means per execution, spread, share."""
     occurrences = _positive(grouped["occurrences"])
     total = np.asarray(grouped["total_us"], dtype=np.float64)
@@ -350,7 +355,7 @@ def compare_ops(
     target_steps: int | None = None,
     baseline_modules: Table | None = None,
     target_modules: Table | None = None,
-) -> tuple[Table, dict]:
+) -> tuple[Table, dict[str, Any]]:
     if group_by not in COMPARE_GROUP_BY:
         raise ValueError(f"group_by must be one of {COMPARE_GROUP_BY}, not {group_by!r}")
     chosen = {
@@ -411,7 +416,7 @@ def compare_frame(rows: Table) -> pd.DataFrame:
     return pd.DataFrame(dict(rows.items()), columns=rows.names).astype(typed)
 
 
-def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None) -> dict:
+def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None) -> dict[str, Any]:
     """Whole-run figures. Overall speedup is the ratio of matched op time, per step when
     both runs know their step count (so runs profiled over different step counts compare
     fairly), else over the whole profile."""
@@ -420,7 +425,7 @@ def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None)
     baseline_matched = float(matched["baseline_total_us"].sum())
     target_matched = float(matched["target_total_us"].sum())
     per_step = bool(baseline_steps and target_steps)
-    if per_step:
+    if baseline_steps and target_steps:
         overall = (baseline_matched / baseline_steps) / (target_matched / target_steps) if target_matched else None
     else:
         overall = baseline_matched / target_matched if target_matched else None

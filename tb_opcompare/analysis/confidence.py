@@ -53,6 +53,7 @@ import dataclasses
 import math
 import typing
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -335,7 +336,7 @@ def _two_sites(runs: list[RunSamples], index: pd.Index, ran: np.ndarray) -> np.n
     return two
 
 
-def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list) -> tuple[np.ndarray, np.ndarray]:
+def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(runs, keys + whole step): the log of each run's median self time per execution, and
     where it can serve: ``MIN_STEPS_FOR_MEDIAN`` executions or more (the whole step never)."""
     logs = np.full((len(runs), len(index) + 1), np.nan)
@@ -351,7 +352,7 @@ def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list) ->
 
 
 def _step_median_logs(
-    runs: list[RunSamples], index: pd.Index, aligned: list
+    runs: list[RunSamples], index: pd.Index, aligned: list[Any]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(runs, keys + whole step): the log of the median over each run's profiled steps of
     the op's mean per execution in that step, the log of their lower quartile
@@ -450,7 +451,7 @@ def pooled_means(
     return np.exp(mean), np.exp(mean - margin), np.exp(mean + margin)
 
 
-def pooled_step_time(step_times_per_run: list) -> tuple[float, float, float] | None:
+def pooled_step_time(step_times_per_run: list[Any]) -> tuple[float, float, float] | None:
     """A point of one or more runs as every view shows its whole step: the median of the
     runs' steady steps pooled (the headline's rule, ``step_time``), and around it the
     runs' 95% interval (``pooled_means`` of each run's own steady median, relative to
@@ -495,7 +496,7 @@ class RunNoise:
         ops = self.variance.drop(WHOLE_STEP, errors="ignore")
         return float(np.sqrt((ops if len(ops) else self.variance).median()))
 
-    def of(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
+    def of(self, keys: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         """(variance, degrees of freedom) for each key."""
         ops = self.freedom.drop(WHOLE_STEP, errors="ignore")
         typical_freedom = float((ops if len(ops) else self.freedom).median())
@@ -689,7 +690,7 @@ def shared_prior(variance: np.ndarray, freedom: np.ndarray, worth: np.ndarray) -
     return _Prior(math.exp(center + float(_digamma(half_prior)) - math.log(half_prior)), prior_freedom)
 
 
-def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list, worth: np.ndarray) -> tuple:
+def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list[Any], worth: np.ndarray) -> tuple:
     """(mean, variance, degrees of freedom, runs) of one side's adjusted log samples, per
     column: its runs' own variance, pooled with the learned ``noise`` and drawn toward the
     variance its ops share (``shared_prior``; not the whole step's)."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from typing import Any, Final, Literal, TypeGuard
 
 from tb_opcompare.analysis.compare import op_time_us
 from tb_opcompare.analysis.model_identity import joined_by_layer_scopes
@@ -33,19 +34,20 @@ from tb_opcompare.schema.dimensions import model_of
 from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.text import format_speedup, format_time
 
-STEP_WALL_TIME = "step wall time"
-OP_TIME_PER_STEP = "op time per step"
-OP_TIME = "op time"
+STEP_WALL_TIME: Final = "step wall time"
+OP_TIME_PER_STEP: Final = "op time per step"
+OP_TIME: Final = "op time"
+Basis = Literal["step wall time", "op time per step", "op time"]  # what a headline is the ratio of
 
 
-def _usable(value: float | None) -> bool:
+def _usable(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value) and value > 0
 
 
 @dataclasses.dataclass(frozen=True)
 class Headline:
     speedup: float | None  # > 1: the target is faster
-    basis: str  # STEP_WALL_TIME, OP_TIME_PER_STEP or OP_TIME
+    basis: Basis  # STEP_WALL_TIME, OP_TIME_PER_STEP or OP_TIME
     per_sample: bool  # the batch sizes differ, so the times are per sample
     text: str  # what the number is, in words, with the two times it is the ratio of
 
@@ -65,7 +67,7 @@ def headline(
     unknown too, the whole profiles' op time; the text says which, and why it is not a
     stopwatch's figure."""
     per_sample = batch_sizes_differ(baseline_batch, target_batch) is not None
-    scale = target_batch / baseline_batch if per_sample else 1.0
+    scale = target_batch / baseline_batch if per_sample and target_batch and baseline_batch else 1.0
     unit = " per sample" if per_sample else ""
     if _usable(baseline.median_us) and _usable(target.median_us):
         speedup = baseline.median_us / target.median_us * scale
@@ -126,7 +128,8 @@ def pair_headline(
     first = headline(
         latencies[0],
         latencies[1],
-        *(evidenced_batch_size(run.facts.batch_size, run.facts.batch_size_source) for run in (baseline, target)),
+        evidenced_batch_size(baseline.facts.batch_size, baseline.facts.batch_size_source),
+        evidenced_batch_size(target.facts.batch_size, target.facts.batch_size_source),
         op_time,
         (baseline.facts.steps, target.facts.steps),
     )
@@ -146,7 +149,7 @@ def headline_figure(baseline: OpProfile, target: OpProfile) -> HeadlineFigure:
     )
 
 
-def headline_figures(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> dict:
+def headline_figures(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> dict[str, Any]:
     """The headline and the step wall times it is made of, as summary fields."""
     return {
         "headline_speedup": first.speedup,
@@ -175,8 +178,8 @@ def step_marker_notes(first: Headline, base_steps: StepLatency, target_steps: St
 
 
 def like_for_like(
-    summary: dict, baseline: RunRecord, target: RunRecord, group_by: str, first: Headline
-) -> tuple[dict, list[str]]:
+    summary: dict[str, Any], baseline: RunRecord, target: RunRecord, group_by: str, first: Headline
+) -> tuple[dict[str, Any], list[str]]:
     """Figures and notes that say what a comparison does and does not compare.
     ``baseline``/``target``: each run's ``batch_size``, ``framework`` and ``compiler``;
     ``first``: the headline (``headline``), which the notes explain.
@@ -191,7 +194,7 @@ def like_for_like(
     base_step, target_step = summary["baseline_time_per_step_us"], summary["target_time_per_step_us"]
     whole = base_step / target_step if base_step and target_step else None
     sizes = [(run.batch_size, run.batch_size_source) for run in (baseline, target)]
-    per_sample, batch_note = _per_sample(whole, *(evidenced_batch_size(*size) for size in sizes), first)
+    per_sample, batch_note = _per_sample(whole, evidenced_batch_size(*sizes[0]), evidenced_batch_size(*sizes[1]), first)
     notes = [
         different_models(summary, baseline, target),
         batch_note or unverified_batch_note(sizes),
@@ -204,7 +207,7 @@ def like_for_like(
     return figures, [note for note in notes if note]
 
 
-def _op_time(summary: dict, whole: float | None, per_sample: float | None) -> dict:
+def _op_time(summary: dict[str, Any], whole: float | None, per_sample: float | None) -> dict[str, Any]:
     """The op time ratio beside the headline, and what it is over."""
     if per_sample:
         return {"op_time_speedup": per_sample, "op_time_basis": "per sample"}
@@ -222,7 +225,7 @@ def _per_sample(
     differ = batch_sizes_differ(base_batch, target_batch)
     if not differ:
         return None, None
-    per_sample = whole * target_batch / base_batch if whole else None
+    per_sample = whole * target_batch / base_batch if whole and target_batch and base_batch else None
     return per_sample, (
         f"{differ}: {'the headline is per sample, and ' if first.per_sample else ''}each op's speedup "
         "compares one call at each size, that is different amounts of work."
@@ -237,15 +240,15 @@ _FLAT_EXPONENT = 0.1
 _FLAT_MIN_RATIO = 4
 
 
-def _flat_work_note(summary: dict, baseline: RunRecord, target: RunRecord) -> str | None:
+def _flat_work_note(summary: dict[str, Any], baseline: RunRecord, target: RunRecord) -> str | None:
     """Where batch sizes that are not measured (an argument, a sidecar, a name) differ by
     ``_FLAT_MIN_RATIO`` or more on one CPU, but the ops' time a step barely moved: the
     sizes may not be what the runs processed (issue 51: fit()'s batch_size 1024 on a dataset
     batched by 128 read 9.80x per sample)."""
-    sizes = [run.batch_size for run in (baseline, target)]
     overall = summary.get("overall_speedup")
-    if not (all(sizes) and overall and baseline.device == target.device == "CPU"):
+    if not (baseline.batch_size and target.batch_size and overall and baseline.device == target.device == "CPU"):
         return None
+    sizes = [baseline.batch_size, target.batch_size]
     if all((run.batch_size_source or "").startswith("data:") for run in (baseline, target)):
         return None  # both measured: the data says what each step held
     small, big = sorted(sizes)
@@ -279,11 +282,11 @@ def _op_time_note(per_sample: float | None, whole: float | None, first: Headline
     )
 
 
-def _no_shared_ops_note(summary: dict, baseline: RunRecord, target: RunRecord, group_by: str) -> str | None:
+def _no_shared_ops_note(summary: dict[str, Any], baseline: RunRecord, target: RunRecord, group_by: str) -> str | None:
     """Why no op matched where both runs took time, and what to do about it."""
     if not (summary["matched_ops"] == 0 and summary["baseline_total_us"] and summary["target_total_us"]):
         return None
-    frameworks = {baseline.framework, target.framework} - {None}
+    frameworks = {framework for framework in (baseline.framework, target.framework) if framework is not None}
     families = {_framework_family(framework) for framework in frameworks}
     why = (
         f"the runs come from different frameworks ({' and '.join(sorted(frameworks))})"
@@ -309,7 +312,7 @@ def _compiler_note(base_compiler: str | None, target_compiler: str | None, first
     )
 
 
-def different_models(summary: dict, baseline: RunRecord, target: RunRecord) -> str | None:
+def different_models(summary: dict[str, Any], baseline: RunRecord, target: RunRecord) -> str | None:
     """Why the figures compare different work, where the two runs are of different models:
     their models differ and so do their ops (runs of one model whose names differ, kineto's
     ``num_workers_0`` and ``num_workers_4``, share ``SAME_MODEL_JACCARD`` of their ops)."""
@@ -347,4 +350,5 @@ _OP_TIME_APART = 1.25
 def _framework_family(framework: str) -> str:
     """``PyTorch 2.13.0+cpu`` -> ``PyTorch``, ``TensorFlow 2.16.1 (Keras 3)`` and
     ``TensorFlow (summary.json)`` -> ``TensorFlow``: the words before a version or a note."""
-    return re.match(r"[^\d(]*", framework).group().strip() or framework
+    words = re.match(r"[^\d(]*", framework)  # matches always, perhaps nothing
+    return (words.group().strip() if words else "") or framework

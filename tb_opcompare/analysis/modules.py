@@ -12,6 +12,8 @@ its target time. Plain tables in, plain records out: no I/O.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from tb_opcompare.analysis.compare import effective_ops, in_modules
@@ -50,7 +52,7 @@ def module_tree(
     present = pd.DataFrame({side: leaves[side].notna() for side in _SIDES})
     recorded = {side: bool(sides[side][f"{side}_alloc"].notna().any()) for side in _SIDES}  # memory profiled
     leaves = leaves.fillna(0.0)
-    nodes: dict[str, dict] = {"": _node("", None, "(whole model)", MODULE, 0)}
+    nodes: dict[str, dict[str, Any]] = {"": _node("", None, "(whole model)", MODULE, 0)}
     for (module, op), times in leaves.iterrows():
         parts = module.split("/")
         path = ""
@@ -80,7 +82,7 @@ def module_tree(
     return _ordered(frame)[TREE_COLUMNS]
 
 
-def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) -> dict:
+def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) -> dict[str, Any]:
     return {
         "id": node_id,
         "parent": parent,
@@ -96,7 +98,7 @@ def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) ->
     }
 
 
-def _add(node: dict, times: pd.Series, present: pd.Series) -> None:
+def _add(node: dict[str, Any], times: pd.Series, present: pd.Series) -> None:
     for side in _SIDES:
         node[f"{side}_us"] += times[side]
         node[f"{side}_alloc_bytes"] += times[f"{side}_alloc"]

@@ -60,7 +60,7 @@ def pool_profiles(profiles: list[OpProfile]) -> OpProfile:
     )  # a timeline is one run's: the group draws none
 
 
-def _pooled_ops(stacked: Table, codes: np.ndarray, keys: list[tuple]) -> dict[str, np.ndarray]:
+def _pooled_ops(stacked: Table, codes: np.ndarray, keys: list[tuple[str, str, str]]) -> dict[str, np.ndarray]:
     """The op table's columns, one row per distinct op (``keys``, numbered by ``codes``):
     counts, times and memory added; the spread pooled where every run that has the op
     knows it; percentiles unknown."""
@@ -75,7 +75,8 @@ def _pooled_ops(stacked: Table, codes: np.ndarray, keys: list[tuple]) -> dict[st
     runs = group_counts(codes, count)
 
     def known_in_every_run(column: str) -> np.ndarray:  # of the runs that have the op; else unknown pooled
-        return group_counts(codes[~np.isnan(stacked[column])], count) == runs
+        known: np.ndarray = group_counts(codes[~np.isnan(stacked[column])], count) == runs
+        return known
 
     lowest, _ = group_extremes(stacked["min_us"], codes, count)
     _, highest = group_extremes(stacked["max_us"], codes, count)
@@ -131,7 +132,7 @@ def _pooled_facts(facts: list[ProfileFacts]) -> ProfileFacts:
         step_times_us=[t for f in facts for t in f.step_times_us],
     )
     steps = [f.steps for f in facts]
-    pooled.steps = sum(steps) if all(steps) else None
+    pooled.steps = sum(step for step in steps if step) if all(steps) else None
     pooled.steps_source = f"{facts[0].steps_source}, {len(facts)} runs" if pooled.steps else facts[0].steps_source
     pooled.step_time_us = (
         float(np.mean(pooled.step_times_us))
@@ -143,11 +144,11 @@ def _pooled_facts(facts: list[ProfileFacts]) -> ProfileFacts:
             setattr(pooled, name, None)
             if hasattr(pooled, f"{name}_source"):
                 setattr(pooled, f"{name}_source", "the runs of the group differ")
-    peaks = {}
+    peaks: dict[str, int] = {}
     for f in facts:
         for device, peak in f.peak_memory_bytes.items():
             peaks[device] = max(peaks.get(device, 0), peak)
     pooled.peak_memory_bytes = peaks
     memory_events = [f.memory_events for f in facts]
-    pooled.memory_events = sum(memory_events) if all(m is not None for m in memory_events) else None
+    pooled.memory_events = sum(m or 0 for m in memory_events) if all(m is not None for m in memory_events) else None
     return pooled

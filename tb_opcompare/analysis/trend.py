@@ -4,6 +4,8 @@ runs. The maths only, no I/O."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -14,7 +16,7 @@ TREND_COLUMNS = ["key", "point", "mean_us", "low_us", "high_us", "runs"]
 
 
 def trend_table(
-    points: list[list[RunSamples]], keys: list[str] | None = None, walls: list[list] | None = None
+    points: list[list[RunSamples]], keys: list[str] | None = None, walls: list[list[Any]] | None = None
 ) -> tuple[pd.DataFrame, str]:
     """One row per key (op keys, then the whole step) and point (its position in
     ``points``): the geometric mean of the point's runs' means per execution, and where

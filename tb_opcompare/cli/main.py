@@ -866,7 +866,7 @@ def _compare(args) -> int:
         return EXIT_USAGE  # _automatic_pairs said why
     # after the runs are resolved, so an unknown run stays the error reported first (and
     # is reported before pandas is imported)
-    from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+    from tb_opcompare.schema.contract import COMPARE_COLUMNS
 
     if args.sort and args.sort not in COMPARE_COLUMNS:
         return _usage_error(f"unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")

@@ -13,7 +13,7 @@ import dataclasses
 import io
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tb_opcompare.schema.events import ProfileFacts
 
@@ -64,13 +64,13 @@ EXPORT_COLUMNS = {  # in an export only
 }
 
 
-def _arrow_type(dtype):
+def _arrow_type(dtype: object) -> Any:
     import pyarrow as pa
 
     return {"int64": pa.int64(), "float64": pa.float64()}.get(str(dtype), pa.string())
 
 
-def _fact_types() -> dict:
+def _fact_types() -> dict[str, Any]:
     """The ``runs`` table's fact columns and types, from ``ProfileFacts``'s annotations."""
     import pyarrow as pa
 
@@ -92,7 +92,7 @@ def _fact_types() -> dict:
     return types
 
 
-def table_schema(table: str, export: bool = False):
+def table_schema(table: str, export: bool = False) -> Any:
     """The Parquet schema of ``table``; ``export``: with the columns ``export`` adds to runs."""
     import pyarrow as pa
 
@@ -120,7 +120,9 @@ def table_schema(table: str, export: bool = False):
     )
 
 
-def session_columns(stored: dict, run: str, session: str, files: list[str], **export) -> dict[str, dict[str, list]]:
+def session_columns(
+    stored: dict[str, Any], run: str, session: str, files: list[str], **export: object
+) -> dict[str, dict[str, list[Any]]]:
     """One session's rows of every table, as columns: ``stored`` is a profile as plain
     columns (``store.cache.profile_columns``); ``export``: the model columns of runs."""
     row = {"run": run, "session": session, "files": files, "step_count": stored["step_count"]}
@@ -136,7 +138,7 @@ def session_columns(stored: dict, run: str, session: str, files: list[str], **ex
     return tables
 
 
-def parquet_bytes(table: str, columns: dict[str, list], export: bool = False) -> bytes:
+def parquet_bytes(table: str, columns: dict[str, list[Any]], export: bool = False) -> bytes:
     """``table``'s rows (as columns) as a Parquet file, in the documented schema."""
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -156,7 +156,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -301,7 +302,7 @@ TABLES = (
 )
 
 
-def summed_work(parts: list[dict]) -> Table:
+def summed_work(parts: list[dict[str, Any]]) -> Table:
     """The work table of one or more workers' parts (``WORK_COLUMNS``), summed per op; an
     op's source is its first part's that knows its work, else its first part's."""
     if len(parts) == 1:
@@ -322,7 +323,7 @@ def summed_work(parts: list[dict]) -> Table:
     return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
 
 
-def typed_table(columns, dtypes: dict) -> Table:
+def typed_table(columns: Mapping[str, Any], dtypes: dict[str, Any]) -> Table:
     """Columns given as lists or arrays (a reader's, the disk cache's) in a table's dtypes."""
     return Table({name: np.asarray(columns[name], dtype=dtypes[name]) for name in dtypes})
 
@@ -389,7 +390,7 @@ def _with_memory(table: Table, events: OpEvents) -> Table:
 _MEMORY_SUMS = ["alloc_bytes", "net_bytes"]
 
 
-def _combine_host(partials: list[dict]) -> Table:
+def _combine_host(partials: list[dict[str, Any]]) -> Table:
     """Per-op sums from several lines, hosts or batches into the host rows."""
     names, types, op, sums = _summed_partials(partials, _HOST_SUMS)
     count = len(names)
@@ -420,7 +421,9 @@ def _combine_host(partials: list[dict]) -> Table:
 _HOST_SUMS = ["occurrences", "total_us", "self_us", "self_sq"]
 
 
-def _summed_partials(partials: list[dict], columns: list[str]):
+def _summed_partials(
+    partials: list[dict[str, Any]], columns: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Partials' rows (``op_name``, ``op_type`` and ``columns``) grouped by op, ops numbered
     in order of first appearance: each op's name and type, each row's op, and each op's
     sums of ``columns`` (integer columns summed exactly)."""
@@ -435,12 +438,14 @@ def _summed_partials(partials: list[dict], columns: list[str]):
     return *_names_and_types(keys), op, sums
 
 
-def _names_and_types(keys: list) -> tuple[np.ndarray, np.ndarray]:
+def _names_and_types(keys: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(name, type) keys as a column of names and a column of types."""
     return text_array(name for name, _ in keys), text_array(op_type for _, op_type in keys)
 
 
-def _with_host_quantiles(table: Table, samples, sample_steps: list, step_count: int) -> tuple[Table, Table]:
+def _with_host_quantiles(
+    table: Table, samples: list[Any], sample_steps: list[Any], step_count: int
+) -> tuple[Table, Table]:
     """The host table with the percentiles of each op's per-occurrence self time and its
     variation from step to step, and the host rows' per-step cells."""
     row_of = {key: row for row, key in enumerate(zip(table["op_name"].tolist(), table["op_type"].tolist()))}
@@ -546,7 +551,7 @@ def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantile
 
 
 def _aggregate_device(
-    kernels: list[dict], partials: list[dict], host_table: Table | None, step_count: int = 0
+    kernels: list[dict[str, Any]], partials: list[dict[str, Any]], host_table: Table | None, step_count: int = 0
 ) -> tuple[Table, Table]:
     """The device rows: each op's kernels (``OpEvents.device_kernels`` records; their ops
     numbered across records in order of first appearance, as ``groupby(sort=False)``
@@ -568,7 +573,7 @@ def _aggregate_device(
         cells = _device_step_cells(op, steps, totals, invocations, step_count)
     occurrences = columns.pop("occurrences")
     if host_table is not None and len(host_table):
-        host_occurrences = {}
+        host_occurrences: dict[str, int] = {}
         for name, times in zip(host_table["op_name"].tolist(), host_table["occurrences"].tolist()):
             host_occurrences[name] = host_occurrences.get(name, 0) + times
         unknown = np.isnan(occurrences)
@@ -591,7 +596,7 @@ def _aggregate_device(
     return table, cells
 
 
-def _kernel_columns(kernels: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _kernel_columns(kernels: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every kernel's time, invocation (NaN: unknown) and step (-1: none), records joined."""
     if not kernels:
         return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -604,7 +609,9 @@ def _kernel_columns(kernels: list[dict]) -> tuple[np.ndarray, np.ndarray, np.nda
     )
 
 
-def _execution_spread(op: np.ndarray, totals: np.ndarray, invocations: np.ndarray, kernel_counts: np.ndarray) -> dict:
+def _execution_spread(
+    op: np.ndarray, totals: np.ndarray, invocations: np.ndarray, kernel_counts: np.ndarray
+) -> dict[str, np.ndarray]:
     """Each op's executions (``occurrences``) and the spread of their times, where the
     trace links kernels to the op occurrence that launched them (NaN where it does not)."""
     rows = len(kernel_counts)
@@ -629,11 +636,11 @@ def _execution_spread(op: np.ndarray, totals: np.ndarray, invocations: np.ndarra
     return columns
 
 
-def _kernel_ops(kernels: list[dict]) -> tuple[np.ndarray, list]:
+def _kernel_ops(kernels: list[dict[str, Any]]) -> tuple[np.ndarray, list[Any]]:
     """Each kernel's op, numbered across the records in order of first appearance, and
     the ops' (name, type) keys in that order: numbered per record in numpy, and only the
     record's distinct ops looked up by key."""
-    index: dict = {}
+    index: dict[tuple[str, ...], int] = {}
     ops = []
     for part in kernels:
         local, firsts = first_appearance_ids([part["codes"]])

@@ -12,13 +12,13 @@ import dataclasses
 import msgspec
 
 from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS
 from tb_opcompare.analysis.headline import Headline, headline_figures, like_for_like, pair_headline, step_marker_notes
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.row_view import RowView, view_positions
 from tb_opcompare.analysis.step_time import StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
+    COMPARE_COLUMNS,
     BreakdownPart,
     CompareDocument,
     CompareSummary,
