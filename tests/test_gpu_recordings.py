@@ -173,7 +173,7 @@ def test_kernels_launched_under_an_annotation_with_no_op_belong_to_it(tmp_path):
     original = Catalog(str(DEMO), cache_dir=None).load("mnist_cnn_torch_gpu_bs16_rep1").profile.op_table.frame()
     loaded = Catalog(str(tmp_path), cache_dir=None).load("fused_gpu_bs16")
     assert not loaded.profile.facts.warnings
-    ops = loaded.profile.ops
+    ops = loaded.profile.op_table.frame()
     (row,) = ops[(ops["side"] == "device") & (ops["op_name"] == "Optimizer.step#Adam.step")].itertuples()
     foreach = original[(original["side"] == "device") & original["op_name"].str.startswith("aten::_foreach_")]
     assert row.occurrences == 5 and row.kernels == foreach["kernels"].sum()

@@ -147,7 +147,7 @@ def test_the_disk_cache_keeps_the_timeline(tmp_path):
     parsed = Catalog(str(H100), cache_dir=str(tmp_path)).load(run).profile
     cached = Catalog(str(H100), cache_dir=str(tmp_path)).load(run).profile  # a new process reads it back
     assert cached is not parsed and len(cached.memory_table.frame()) > 1000
-    pd.testing.assert_frame_equal(cached.memory_table.frame(), parsed.memory_timeline)
+    pd.testing.assert_frame_equal(cached.memory_table.frame(), parsed.memory_table.frame())
     assert cached.facts.peak_memory_bytes == parsed.facts.peak_memory_bytes
 
 

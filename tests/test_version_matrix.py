@@ -111,7 +111,7 @@ def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
     """cuDNN's LSTM backward launches 7 kernels per call on the H100: 3 profiled steps, 21
     kernels, and the mean is a third of the total, not a 21st."""
     for size in (6, 20):
-        ops = CATALOG.load(f"torch2.11_h100/lstm_gpu_bs{size}").profile.ops
+        ops = CATALOG.load(f"torch2.11_h100/lstm_gpu_bs{size}").profile.op_table.frame()
         (row,) = ops[(ops["side"] == "device") & (ops["op_name"] == "aten::_cudnn_rnn_backward")].itertuples()
         assert (row.kernels, row.occurrences) == (21, 3)
         assert row.mean_us == pytest.approx(row.total_us / 3)
