@@ -124,8 +124,8 @@ def _assert_same_outcome(native, pure) -> None:
     if isinstance(pure, Exception) or isinstance(native, Exception):
         assert type(native) is type(pure) and str(native) == str(pure)
         return
-    for name in ("ops", "step_ops", "module_ops", "annotations", "memory_timeline"):
-        expected, got = getattr(pure, name), getattr(native, name)
+    for name in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
+        expected, got = getattr(pure, name).frame(), getattr(native, name).frame()
         pd.testing.assert_frame_equal(got, expected, check_exact=True, obj=name)
         for column in expected.columns:  # bit for bit: 0.0 and -0.0 pass the frame check
             if expected[column].dtype.kind in "biuf":
