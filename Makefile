@@ -84,15 +84,16 @@ $(NODE):
 
 # Test files run in parallel, one file per worker (its fixtures, TensorBoard servers and
 # browser stay in one process); most of the suite waits on subprocesses, so 2 cores give ~1.6x.
-# The fast tier: ruff (lint and format, configured in pyproject.toml), the unit tests that
+# The fast tier: ruff (lint and format) and mypy (types; both configured in pyproject.toml), the unit tests that
 # need neither the public traces of ../shared nor a browser, and the tab's JavaScript
 # rules: under 90 s on 2 cores, on a clean clone without ../shared. `make test` runs all.
 FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,architecture read_ahead compare contract golden golden_compare numerics shared_rules \
 	naming_and_pairing nesting summary_json check sweep trend matrix pooling run_facts model_identity onnxruntime \
-	modules workers torch_reader tf1_and_trace_json memory layers headline))
+	modules workers torch_reader tf1_and_trace_json memory layers headline table))
 check: $(TEST_STAMP) $(NODE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	OPCOMPARE_REALTRACES_OPTIONAL=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not realtraces" $(FAST_TESTS)
 	$(NODE) --test tests/js
 

@@ -113,7 +113,7 @@ from tb_opcompare.ingest.formats import read_profile
 # The readers (and pandas) are imported on first read: import them before the clock.
 import tb_opcompare.ingest.readers.torch_trace, tb_opcompare.ingest.readers.xplane
 started = time.perf_counter()
-ops = read_profile(sys.argv[1], [sys.argv[2]]).ops
+ops = read_profile(sys.argv[1], [sys.argv[2]]).op_table.frame()
 host, device = ops[ops["side"] == "host"], ops[ops["side"] == "device"]
 column = "self_us" if sys.argv[1] == "xplane" else "total_us"
 per_op = {}

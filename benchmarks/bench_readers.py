@@ -42,9 +42,9 @@ else:
 baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
 if kind == "ours-xplane":
-    result = len(read_profile("xplane", [path]).ops)
+    result = len(read_profile("xplane", [path]).op_table.frame())
 elif kind == "ours-json":
-    result = len(read_profile("pytorch", [path]).ops)
+    result = len(read_profile("pytorch", [path]).op_table.frame())
 elif kind == "xprof":
     data, _ = raw_to_tool_data.xspace_to_tool_data([path], "framework_op_stats", {})
     result = len(data)

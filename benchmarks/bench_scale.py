@@ -38,7 +38,7 @@ logdir, cache_dir, run = sys.argv[1], sys.argv[2], sys.argv[3]
 catalog = Catalog(logdir, cache_dir=cache_dir)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 start = time.perf_counter()
-ops = len(catalog.load(run).profile.ops)
+ops = len(catalog.load(run).profile.op_table.frame())
 first = time.perf_counter() - start
 start = time.perf_counter()
 catalog.load(run)

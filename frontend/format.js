@@ -25,7 +25,7 @@ export function formatTime(us) {
   return `${fixed(us, 2)} µs`;
 }
 
-/** `1536` -> `1.50 KiB`: three significant digits, binary units as memory tools use; mirrors format_bytes in schema/text.py. */
+/** `1536` -> `1.50 KiB`: three significant digits, binary units as memory tools use; mirrors format_bytes in text.py. */
 export function formatBytes(size) {
   if (size === null || size === undefined) return '–';
   const magnitude = Math.abs(size);
@@ -41,7 +41,7 @@ export function formatBytes(size) {
 
 const SI = [[1e15, 'P'], [1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
 
-/** `3.91e12, 'FLOP/s'` -> `3.91 TFLOP/s`: three significant digits; mirrors format_rate in schema/text.py. */
+/** `3.91e12, 'FLOP/s'` -> `3.91 TFLOP/s`: three significant digits; mirrors format_rate in text.py. */
 export function formatRate(value, unit) {
   if (value === null || value === undefined) return '–';
   const rounded = Number(value.toPrecision(3)); // first, so 999,999 reads 1 M, not 1000 k
@@ -67,7 +67,7 @@ export function formatSpeedup(speedup) {
 
 const MAX_SPEEDUP_DIGITS = 6;
 
-/** Decimals: as schema/text.py's _speedup_digits (two significant digits below 0.1×). */
+/** Decimals: as text.py's _speedup_digits (two significant digits below 0.1×). */
 function speedupDigits(speedup) {
   if (speedup >= 100) return 0;
   if (speedup >= 10) return 1;
@@ -87,7 +87,7 @@ export function headlineText(headline) {
     `on the target (${headline.text})`;
 }
 
-/** A 95% interval of a speedup ("0.42× – 0.58×"); mirrors format_interval in schema/text.py. */
+/** A 95% interval of a speedup ("0.42× – 0.58×"); mirrors format_interval in text.py. */
 export function formatInterval(low, high, level) {
   if (low === null || low === undefined || high === null || high === undefined) return '–';
   return `${formatSpeedup(low)} – ${formatSpeedup(high)}` + (level ? ` (${formatLevel(level)})` : '');
@@ -179,7 +179,7 @@ export function plotlyText(text) {
 
 /**
  * Each name cut to `length` characters so that the names stay told apart (the rule of
- * tb_opcompare/schema/text.py, on the same golden cases). Op names are scope paths that
+ * tb_opcompare/text.py, on the same golden cases). Op names are scope paths that
  * share most segments: segments shared with other names are elided first (longest
  * first), then the others, never a name's own last segment nor one that holds `keep`
  * (the text a filter matched); runs of elided segments become one "…". Where two

@@ -130,7 +130,7 @@ def build_corpus(root: Path) -> list[Case]:
     )
 
     def orphan_check(loaded):
-        ops = loaded.profile.ops.set_index("op_name")
+        ops = loaded.profile.op_table.frame().set_index("op_name")
         assert ops.loc["orphan_gemm_kernel", "op_type"] == "(kernel without a launching op)"
         assert any("without a launching op" in w for w in loaded.profile.facts.warnings)
 
@@ -163,7 +163,7 @@ def build_corpus(root: Path) -> list[Case]:
         event["name"] = name
 
     def names_check(loaded):
-        assert set(odd_names) <= set(loaded.profile.ops["op_name"])
+        assert set(odd_names) <= set(loaded.profile.op_table.frame()["op_name"])
 
     cases.append(Case("odd_names_cpu_bs4", _write_torch(root / "odd_names_cpu_bs4", trace), None, names_check))
 

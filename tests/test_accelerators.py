@@ -41,7 +41,7 @@ def test_mtia_runs_are_mtia_runs_with_their_kernels(catalog, run):
         if event.get("cat") == "mtia_ccp_events" and event.get("ph") == "X" and "correlation" in event.get("args", {})
     ]
     loaded = catalog.load(run)
-    facts, ops = loaded.profile.facts, loaded.profile.ops
+    facts, ops = loaded.profile.facts, loaded.profile.op_table.frame()
     assert facts.device == "MTIA"
     names = [device["name"] for device in raw.get("deviceProperties", [])]
     assert facts.device_name == (", ".join(sorted(set(names))) or None)

@@ -130,3 +130,58 @@ def test_functions_are_small_steps():
         if private and count > MAX_PRIVATE_PARAMETERS
     ]
     assert long == [] and wide == []
+
+
+def _diagram() -> str:
+    """ARCHITECTURE.md's drawing of the folders (its first code block)."""
+    return re.search(r"```\n(.*?)```", (REPO / "ARCHITECTURE.md").read_text(), flags=re.S).group(1)
+
+
+def test_the_map_draws_the_layers_in_the_order_the_rule_enforces():
+    """The drawing lists the folders top down in the order imports go: the rule the test
+    above checks, so the picture a reader meets first is the one the code follows."""
+    (block,) = re.findall(r"```layers\n(.*?)```", (REPO / "ARCHITECTURE.md").read_text(), flags=re.S)
+    order = [name.strip() for name in block.strip().splitlines()[0].split("<")]
+    drawn = [
+        match.group(1)
+        for match in re.finditer(r"^ (\w+)(?:/|\.py)\s", _diagram(), flags=re.M)
+        if match.group(1) in order
+    ]
+    assert drawn == order
+
+
+def test_the_map_names_every_module_and_only_modules_that_exist():
+    """Each folder's modules are all named in the drawing, and every path the document
+    names (`folder/module.py`) is there: a module added, moved or removed fails here until
+    the map says so."""
+    diagram = _diagram()
+    words = set(re.findall(r"[\w*]+", diagram))
+    for folder in ("schema", "analysis", "ingest", "store", "service", "web", "cli"):
+        modules = {path.stem for path in (PACKAGE / folder).glob("*.py")} - {"__init__", "__main__"}
+        assert modules <= words, f"{folder}/ modules missing from the map: {sorted(modules - words)}"
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`((?:tb_opcompare/)?(?:[\w]+/)+[\w.]+\.(?:py|js|md|json))`", text))
+    missing = [
+        path for path in sorted(named) if not any((base / path).exists() for base in (REPO, PACKAGE, REPO / "frontend"))
+    ]
+    assert len(named) > 30 and missing == []
+
+
+def test_the_map_lists_every_error_type():
+    """The table of error types names each exception class errors.py defines."""
+    tree = ast.parse((PACKAGE / "errors.py").read_text())
+    defined = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    listed = set(re.findall(r"^\s*\| `(\w+)`", (REPO / "ARCHITECTURE.md").read_text(), flags=re.M))
+    assert defined and defined <= listed
+
+
+def test_no_analysis_signature_takes_two_table_types():
+    """One table type through analysis/: no parameter is annotated ``Table | pd.DataFrame``."""
+    both = re.compile(r"Table\s*\|\s*pd\.DataFrame|pd\.DataFrame\s*\|\s*Table")
+    found = [
+        f"{path.relative_to(REPO)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if both.search(line)
+    ]
+    assert found == []

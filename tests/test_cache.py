@@ -56,7 +56,7 @@ def test_twenty_concurrent_loads_of_a_cold_run_parse_it_once(logdir):
         thread.join()
     assert not failures
     assert list(catalog.cache.parses.values()) == [1]
-    assert all(profile.ops is results[0].ops for profile in results)  # one table, shared
+    assert all(profile.op_table.frame() is results[0].op_table.frame() for profile in results)  # one table, shared
 
 
 def test_twenty_concurrent_compare_requests_to_the_plugin_parse_each_file_once(logdir, tmp_path):
@@ -105,9 +105,9 @@ def test_a_second_process_reads_the_disk_cache_not_the_trace(logdir, tmp_path):
     assert second.facts == first.facts
     # every table comes back with its dtypes and values to the bit (numbers are stored as
     # their arrays' bytes), the per-step table (the check's samples) too
-    for table in ("ops", "step_ops", "module_ops", "annotations", "memory_timeline"):
-        pd.testing.assert_frame_equal(getattr(second, table), getattr(first, table), check_exact=True)
-    assert len(first.step_ops) and second.step_count == first.step_count == 5
+    for table in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
+        pd.testing.assert_frame_equal(getattr(second, table).frame(), getattr(first, table).frame(), check_exact=True)
+    assert len(first.step_table.frame()) and second.step_count == first.step_count == 5
     # a file that changes on disk is read again (here: now garbage, so a clear error)
     os.utime(xplane, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
     with pytest.raises(ProfileError) as raised:
@@ -281,23 +281,24 @@ def test_a_repeated_comparison_is_served_again_but_never_after_a_file_changed(lo
     """The tab asks for the same pair over and over; the answer is kept, keyed by the
     parsed tables, so a trace rewritten in place (a re-profiled run) is compared anew."""
     from tb_opcompare.analysis.row_view import RowView
-    from tb_opcompare.service.compare import _COMPARISONS, compare_document
+    from tb_opcompare.service.compare import compare_document
+    from tb_opcompare.store.comparisons import COMPARISONS
 
     catalog = Catalog(str(logdir), cache_dir=None)
     first = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
-    made = _COMPARISONS.computed
+    made = COMPARISONS.computed
     again = as_json(
         compare_document(
             catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16", view=RowView(sort="speedup", top=5)
         )
     )
-    assert _COMPARISONS.computed == made  # served from the memo, not recomputed
+    assert COMPARISONS.computed == made  # served from the memo, not recomputed
     assert again["total_rows"] == first["total_rows"] and len(again["rows"]) == 5
     target = next((logdir / "torch" / "cnn_torch_cpu_bs16").glob("*.pt.trace.json"))
     shutil.copyfile(next((logdir / "torch" / "cnn_torch_cpu_bs64").glob("*.pt.trace.json")), target)
     os.utime(target, (1, 1))  # a new size and time: the profile is read again
     changed = as_json(compare_document(catalog, "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16"))
-    assert _COMPARISONS.computed == made + 1
+    assert COMPARISONS.computed == made + 1
     assert changed["summary"]["target"]["batch_size"] == 64
     expected = as_json(
         compare_document(Catalog(str(logdir), cache_dir=None), "torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")
@@ -380,7 +381,9 @@ def test_the_disk_cache_keeps_to_its_bound_deleting_what_was_used_longest_ago(lo
     assert not reader.cache.parses, "the entry loaded again was pruned before older ones"
     reader.load(runs[1])
     assert sum(reader.cache.parses.values()) == 1, "the entry used longest ago was kept"
-    pd.testing.assert_frame_equal(reader.load(runs[1]).profile.ops, first[runs[1]].ops, check_exact=True)
+    pd.testing.assert_frame_equal(
+        reader.load(runs[1]).profile.op_table.frame(), first[runs[1]].op_table.frame(), check_exact=True
+    )
 
 
 def test_the_cache_bound_is_an_option_of_every_command(logdir, tmp_path):

@@ -43,7 +43,10 @@ def test_the_slowed_row_is_caught_and_nothing_else_is_flagged(catalog):
     # the speedup is the ratio of the geometric means of the runs' own means
     logs = {}
     for side, runs in (("base", BASE), ("slow", SLOW)):
-        rows = [catalog.load(run).profile.ops.query("op_name == 'head' and side == 'host'").iloc[0] for run in runs]
+        rows = [
+            catalog.load(run).profile.op_table.frame().query("op_name == 'head' and side == 'host'").iloc[0]
+            for run in runs
+        ]
         logs[side] = np.mean([np.log(r["self_us"] / r["occurrences"]) for r in rows])
     assert head.speedup == pytest.approx(np.exp(logs["base"] - logs["slow"]), rel=1e-6)
     assert document.headline.startswith("FAIL")
@@ -179,9 +182,9 @@ def test_check_usage_errors_exit_2(args, message):
 
 def test_run_samples_hold_every_step_of_every_op(catalog):
     profile = catalog.load(BASE[0]).profile
-    samples = confidence.run_samples(profile.ops, profile.step_ops, profile.step_count, profile.facts.steps)
+    samples = confidence.run_samples(profile.op_table, profile.step_table, profile.step_count, profile.facts.steps)
     assert samples.steps == len(samples.step_time_us) == profile.step_count == profile.facts.steps == 5
-    ops = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+    ops = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"].set_index("op_name")
     for key in ("head", "aten::convolution_backward", "aten::addmm"):
         column = samples.keys.get_loc(key)
         assert samples.step_executions[:, column].sum() == samples.executions[column] == ops.loc[key, "occurrences"]
@@ -202,8 +205,8 @@ def test_a_runs_sample_is_the_median_of_its_executions(catalog):
     twice = np.array([False, True, True, False])
     typical = np.exp(confidence.log_run_typical(samples, keys))
     for position, profile in enumerate(runs):
-        host = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
-        cells = profile.step_ops.join(profile.ops["op_name"], on="row")
+        host = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"].set_index("op_name")
+        cells = profile.step_table.frame().join(profile.op_table.frame()["op_name"], on="row")
         per_step = cells.groupby(["op_name", "step"])[["self_us", "occurrences"]].sum()
         assert (per_step["occurrences"].unstack().reindex(keys[twice]) == 2).all(axis=None)
         per_execution = (per_step["self_us"] / per_step["occurrences"]).groupby(level="op_name")
@@ -255,15 +258,15 @@ def test_op_time_no_step_holds_still_counts():
     samples = []
     for run in runs:
         profile = catalog.load(run).profile
-        device_rows = set(profile.ops.index[profile.ops["side"] == "device"])
-        host_cells = profile.step_ops[~profile.step_ops["row"].isin(device_rows)]
-        samples.append(confidence.run_samples(profile.ops, host_cells, profile.step_count, profile.facts.steps))
+        device_rows = np.flatnonzero(profile.op_table["side"] == "device")
+        host_cells = profile.step_table.take(~np.isin(profile.step_table["row"], device_rows))
+        samples.append(confidence.run_samples(profile.op_table, host_cells, profile.step_count, profile.facts.steps))
     result = confidence.compare_with_confidence(samples[:2], samples[2:], threshold=0.05)
     rows = result.table.set_index("key")
     assert np.isfinite(rows.loc["aten::convolution_backward", "p_value"])
     assert rows.loc["aten::convolution_backward", "target_share"] > 0.01
     profile = catalog.load(runs[2]).profile
-    counted = profile.ops.iloc[counted_rows(profile.ops)]
+    counted = profile.op_table.frame().iloc[counted_rows(profile.op_table)]
     assert rows.loc[confidence.WHOLE_STEP, "target_mean_us"] == pytest.approx(
         counted["self_us"].sum() / profile.facts.steps, rel=1e-9
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import LOGDIR, REALTRACES, profiler_step_durations, run_cli, steady_median
 
-from tb_opcompare.schema.text import format_speedup
+from tb_opcompare.text import format_speedup
 
 
 @pytest.fixture(scope="module")
@@ -420,7 +420,7 @@ def test_the_summary_says_when_runs_do_not_compare_like_with_like():
     assert devices["whole_step_speedup"] == pytest.approx(
         devices["baseline_time_per_step_us"] / devices["target_time_per_step_us"]
     )
-    # the notes write speedups as everything else does (schema.text, the tab's format.js); a TF1 timeline is
+    # the notes write speedups as everything else does (text.py, the tab's format.js); a TF1 timeline is
     # one session.run, whose wall time is the headline, and op time (CPU ops side by side) says why it differs
     assert devices["headline_basis"] == "step wall time"
     assert devices["notes"] == [

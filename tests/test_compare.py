@@ -9,6 +9,7 @@ import pytest
 
 from tb_opcompare.analysis.compare import compare_frame, compare_ops, effective_ops, normalize_op_type
 from tb_opcompare.schema.events import OP_COLUMNS
+from tb_opcompare.schema.table import Table
 
 
 def table(*rows):
@@ -30,7 +31,7 @@ def table(*rows):
                 std_us=math.nan,
             )
         )
-    return pd.DataFrame(records, columns=OP_COLUMNS)
+    return Table.from_frame(pd.DataFrame(records, columns=OP_COLUMNS))
 
 
 def compare(*args, **kwargs):

@@ -96,7 +96,7 @@ def test_reader_survives_mutations(seed_name):
         except ProfileError as error:
             assert error.path and error.reason
             return
-        assert list(profile.ops.columns) == OP_COLUMNS
+        assert list(profile.op_table.frame().columns) == OP_COLUMNS
 
     check()
 
@@ -230,7 +230,7 @@ def test_readers_survive_well_formed_traces_with_odd_values():
             return
         finally:
             target.unlink()
-        assert list(profile.ops.columns) == OP_COLUMNS
-        assert profile.ops["total_us"].map(math.isfinite).all()
+        assert list(profile.op_table.frame().columns) == OP_COLUMNS
+        assert profile.op_table.frame()["total_us"].map(math.isfinite).all()
 
     check()

@@ -81,7 +81,7 @@ def test_the_gpu_wins_at_batch_64_and_not_at_batch_1_in_every_repeat():
 
 def test_gpu_means_are_per_call_where_one_call_launches_several_kernels():
     catalog = Catalog(str(DEMO), cache_dir=None)
-    ops = catalog.load("mnist_cnn_torch_gpu_bs64_rep1").profile.ops
+    ops = catalog.load("mnist_cnn_torch_gpu_bs64_rep1").profile.op_table.frame()
     host = ops[ops["side"] == "host"].set_index("op_name")
     device = ops[ops["side"] == "device"].set_index("op_name")
     several = device[device["kernels"] > device["occurrences"]]
@@ -139,7 +139,7 @@ def test_torch_compile_runs_show_their_triton_kernels_per_call():
     catalog = Catalog(str(ZOO), cache_dir=None)
     loaded = catalog.load("mnist_cnn_compiled_gpu_bs64")
     assert (loaded.profile.facts.batch_size, loaded.profile.facts.steps, loaded.profile.facts.warnings) == (64, 5, [])
-    ops = loaded.profile.ops
+    ops = loaded.profile.op_table.frame()
     triton = ops[(ops["side"] == "device") & ops["op_name"].str.startswith("triton_")]
     assert len(triton) >= 5
     assert (triton["occurrences"] == 5).all() and (triton["kernels"] == 5).all()
@@ -170,10 +170,10 @@ def test_kernels_launched_under_an_annotation_with_no_op_belong_to_it(tmp_path):
     run = tmp_path / "fused_gpu_bs16"
     run.mkdir()
     (run / "w.1.pt.trace.json").write_text(json.dumps(trace))
-    original = Catalog(str(DEMO), cache_dir=None).load("mnist_cnn_torch_gpu_bs16_rep1").profile.ops
+    original = Catalog(str(DEMO), cache_dir=None).load("mnist_cnn_torch_gpu_bs16_rep1").profile.op_table.frame()
     loaded = Catalog(str(tmp_path), cache_dir=None).load("fused_gpu_bs16")
     assert not loaded.profile.facts.warnings
-    ops = loaded.profile.ops
+    ops = loaded.profile.op_table.frame()
     (row,) = ops[(ops["side"] == "device") & (ops["op_name"] == "Optimizer.step#Adam.step")].itertuples()
     foreach = original[(original["side"] == "device") & original["op_name"].str.startswith("aten::_foreach_")]
     assert row.occurrences == 5 and row.kernels == foreach["kernels"].sum()
@@ -301,12 +301,12 @@ def test_each_op_says_how_steady_it_is_from_step_to_step():
     host = [0.0] * 5
     for e in leaf:
         host[step_of(steps, e["ts"])] += e["dur"]
-    ops = catalog.load("mnist_cnn_torch_cpu_bs64_rep1").profile.ops.set_index(["side", "op_name"])
+    ops = catalog.load("mnist_cnn_torch_cpu_bs64_rep1").profile.op_table.frame().set_index(["side", "op_name"])
     assert ops.loc[("host", name), "per_step_cv"] == pytest.approx(_per_step_cv(host), rel=1e-6)
 
     run = "mnist_cnn_torch_gpu_bs64_rep1"
     events, steps = read(run)
-    ops = catalog.load(run).profile.ops.set_index(["side", "op_name"])
+    ops = catalog.load(run).profile.op_table.frame().set_index(["side", "op_name"])
     cpu_ops = [e for e in events if e.get("cat") == "cpu_op"]
     launches, backward_launches = {}, set()
     for launch in (e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})):

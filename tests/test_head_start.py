@@ -76,8 +76,10 @@ def test_workers_read_the_named_runs_into_the_same_tables(reader, tmp_path):
     for run in (baseline, target):
         ours, theirs = cold["loaded"][run], read_profile(*_paths(catalog, run))
         assert ours.facts == theirs.facts and ours.step_count == theirs.step_count
-        for table in ("ops", "step_ops", "module_ops", "annotations", "memory_timeline"):
-            pd.testing.assert_frame_equal(getattr(ours, table), getattr(theirs, table), check_exact=True)
+        for table in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
+            pd.testing.assert_frame_equal(
+                getattr(ours, table).frame(), getattr(theirs, table).frame(), check_exact=True
+            )
 
 
 def test_a_broken_file_read_by_a_worker_is_reported_as_in_one_process(tmp_path):
@@ -92,7 +94,7 @@ def test_a_broken_file_read_by_a_worker_is_reported_as_in_one_process(tmp_path):
     with pytest.raises(ProfileError) as raised:
         read_profile("xplane", [str(broken)])
     assert cold["loaded"][baseline] == (str(broken), raised.value.reason)
-    assert len(cold["loaded"][target].ops) > 10  # the good run is still read
+    assert len(cold["loaded"][target].op_table.frame()) > 10  # the good run is still read
 
 
 @pytest.mark.parametrize("reader", sorted(PAIRS))
@@ -116,4 +118,4 @@ def test_runs_a_shared_index_holds_are_taken_from_it_not_read(tmp_path):
     assert indexed.returncode == 0, indexed.stderr
     cold = _cold_load(copy, [baseline, target], tmp_path)
     assert cold["began"] == 0
-    assert len(cold["loaded"][target].ops) > 10
+    assert len(cold["loaded"][target].op_table.frame()) > 10

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REALTRACES, REPO, profiler_step_durations, run_cli, steady_median
 
-from tb_opcompare.schema.text import format_speedup
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.layers import layers_document
 from tb_opcompare.service.matrix import matrix_document
 from tb_opcompare.service.modules import modules_document
 from tb_opcompare.service.sweep import sweep_document
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.text import format_speedup
 
 
 def _step_durations(trace: Path) -> list[float]:

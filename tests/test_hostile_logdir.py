@@ -264,9 +264,9 @@ def test_a_file_made_readable_is_read_at_the_next_request(tmp_path):
         "except ProfileError as error:\n"
         "    print('refused:', error.reason)\n"
         f"os.chmod({str(secret)!r}, 0o644)\n"
-        "print('read:', len(catalog.load('secret_cpu_bs4').profile.ops))\n"
+        "print('read:', len(catalog.load('secret_cpu_bs4').profile.op_table.frame()))\n"
         f"print('again:', len(Catalog({str(tmp_path / 'logs')!r}, cache_dir={str(tmp_path / 'cache')!r})"
-        ".load('secret_cpu_bs4').profile.ops))\n"
+        ".load('secret_cpu_bs4').profile.op_table.frame()))\n"
     )
     done = subprocess.run(
         [*_WITHOUT_ROOT_READS, sys.executable, "-c", script], capture_output=True, text=True, timeout=120

@@ -92,7 +92,7 @@ def test_a_stopped_or_killed_head_start_worker_costs_only_a_read_here(sent, tmp_
     for run in (baseline, target):
         _, (file_format, signatures) = catalog._session(catalog.source(run), None)
         theirs = read_profile(file_format, [path for path, _, _ in signatures])
-        pd.testing.assert_frame_equal(cold["loaded"][run].ops, theirs.ops, check_exact=True)
+        pd.testing.assert_frame_equal(cold["loaded"][run].op_table.frame(), theirs.op_table.frame(), check_exact=True)
 
 
 @pytest.mark.timeout(90)
@@ -132,7 +132,9 @@ def test_a_stopped_read_ahead_worker_costs_only_a_read_here():
     assert not set(_children()) - others  # the stopped worker was killed and reaped
     alone = Catalog(str(DEMO))
     for source in sources:
-        pd.testing.assert_frame_equal(catalog.load(source.run).profile.ops, alone.load(source.run).profile.ops)
+        pd.testing.assert_frame_equal(
+            catalog.load(source.run).profile.op_table.frame(), alone.load(source.run).profile.op_table.frame()
+        )
 
 
 @pytest.mark.timeout(120)
@@ -217,7 +219,9 @@ def test_a_relative_logdir_is_indexed_by_dask_workers_that_run_elsewhere(tmp_pat
     assert not (elsewhere / "logs").exists()
     fresh = Catalog("logs")
     fresh.sources()
-    assert fresh.index.size and all(fresh.load(source.run).profile.ops is not None for source in fresh.sources())
+    assert fresh.index.size and all(
+        fresh.load(source.run).profile.op_table.frame() is not None for source in fresh.sources()
+    )
     assert not fresh.cache.parses  # every run from the index the workers wrote
 
 

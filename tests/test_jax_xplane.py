@@ -62,7 +62,7 @@ def test_a_jax_run_reads_each_hlo_op_and_each_step_as_its_raw_events_say(catalog
     expected_ops, expected_steps = _raw(run)
     assert len(expected_ops) >= 10 and len(expected_steps) == 6
     loaded = catalog.load(run)
-    facts, ops = loaded.profile.facts, loaded.profile.ops
+    facts, ops = loaded.profile.facts, loaded.profile.op_table.frame()
     assert (facts.steps, facts.steps_source) == (6, "step markers (step_num) on the host")
     assert facts.step_times_us == pytest.approx(expected_steps, rel=1e-9)
     assert (facts.compiler, facts.precision, facts.device) == ("XLA", "fp32", "CPU")
@@ -132,7 +132,7 @@ def test_a_jax_gpu_run_reads_each_xla_op_per_execution_as_its_raw_kernels_say(h2
     expected = _raw_gpu(run)
     assert any(kernels > executions for executions, kernels, _ in expected.values()) or run.startswith("mlp")
     loaded = h200.load(run)
-    facts, ops = loaded.profile.facts, loaded.profile.ops
+    facts, ops = loaded.profile.facts, loaded.profile.op_table.frame()
     assert (facts.device, facts.device_name, facts.framework) == ("GPU", "NVIDIA H200", "JAX 0.11.2")
     assert (facts.compiler, facts.precision, facts.steps) == ("XLA", "fp32", 6)
     device = ops[ops["side"] == "device"].set_index("op_name")
@@ -207,7 +207,7 @@ def test_the_kernels_of_a_command_buffer_are_the_fusions_they_ran(tmp_path):
     shutil.copytree(FLAX / "workdir_gpu_bs8", tmp_path / "logs" / "encoder")
     expected = _raw_gpu(tmp_path / "logs" / "encoder")
     assert len(expected) >= 50 and not any(op.startswith("command_buffer") for op in expected)
-    ops = Catalog(str(tmp_path / "logs"), cache_dir=None).load("encoder").profile.ops
+    ops = Catalog(str(tmp_path / "logs"), cache_dir=None).load("encoder").profile.op_table.frame()
     device = ops[(ops["side"] == "device") & ~ops["op_name"].str.startswith("Memcpy")].set_index("op_name")
     assert set(device.index) == set(expected)
     for op, (executions, kernels, total) in expected.items():
@@ -236,11 +236,11 @@ def test_a_command_buffers_kernel_row_holds_every_xla_op_that_ran_that_kernel():
                         ran[plane.event_metadata[event.metadata_id].name][stat.str_value or stats[stat.ref_value]] += 1
     assert any(len(ops) > 1 for ops in ran.values())  # kernels shared by several fusions
     (with_buffers,) = (FLAX / "workdir_gpu_bs8").rglob("*.xplane.pb")
-    ops = read_profile("xplane", [str(with_buffers)]).ops
+    ops = read_profile("xplane", [str(with_buffers)]).op_table.frame()
     rows = ops[(ops["side"] == "device") & ~ops["op_name"].str.startswith("Memcpy")].set_index("op_name")
     assert set(rows.index) == set(ran)
     for kernel, hlo_ops in ran.items():
         assert rows.loc[kernel, "occurrences"] == sum(hlo_ops.values()), kernel
-    plain = read_profile("xplane", [str(path)]).ops
+    plain = read_profile("xplane", [str(path)]).op_table.frame()
     plain = plain[(plain["side"] == "device") & ~plain["op_name"].str.startswith("Memcpy")]
     assert set(plain["op_type"]) == set(rows["op_type"])

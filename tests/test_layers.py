@@ -143,7 +143,7 @@ def test_public_v100_trace_layers_equal_the_raw_events():
     profile = catalog.load(run).profile
     from tb_opcompare.analysis.layers import run_layers
 
-    totals, rows = run_layers(profile.ops, profile.annotations)
+    totals, rows = run_layers(profile.op_table.frame(), profile.annotation_table.frame())
     raw, calls, _ = _raw_layers(_trace_events(path))
     # The 2021 trace names its categories "Operator", "Runtime", "Kernel" ...: read as the same layers.
     for layer in ("framework", "runtime", "device"):
@@ -177,14 +177,16 @@ def test_the_tf_data_input_pipeline_is_the_application_layer_of_a_keras_run():
     catalog = Catalog(str(demo), cache_dir=None)
     for run, side in zip(runs, ("baseline", "target")):
         profile = catalog.load(run).profile
-        pipeline = profile.ops[profile.ops["op_type"] == "Dataset"]
+        pipeline = profile.op_table.frame()[profile.op_table.frame()["op_type"] == "Dataset"]
         assert len(pipeline) and pipeline["op_name"].str.startswith("Iterator::").all()
         shown = {row.name: getattr(row, f"{side}_self_us") for row in document.rows}
         assert shown.keys() == set(pipeline["op_name"])
         application = getattr(document.layers[0], f"{side}_us")
         assert application == pytest.approx(pipeline["self_us"].sum() / profile.facts.steps, rel=1e-9)
         framework = getattr(document.layers[1], f"{side}_us")
-        others = profile.ops[(profile.ops["op_type"] != "Dataset") & (profile.ops["side"] == "host")]
+        others = profile.op_table.frame()[
+            (profile.op_table.frame()["op_type"] != "Dataset") & (profile.op_table.frame()["side"] == "host")
+        ]
         assert framework == pytest.approx(others["self_us"].sum() / profile.facts.steps, rel=1e-9)
     assert any("several host threads" in note for note in document.notes) == any(
         (layer.baseline_share or 0) > 1 or (layer.target_share or 0) > 1 for layer in document.layers
@@ -255,7 +257,7 @@ def test_tf_xplanes_without_user_ranges_read_none():
         except Exception:  # the deliberately broken ones have their own tests
             continue
         read += 1
-        assert profile.annotations.empty, (path, list(profile.annotations["name"]))
+        assert profile.annotation_table.frame().empty, (path, list(profile.annotation_table.frame()["name"]))
     assert read >= 20
 
 
@@ -307,7 +309,10 @@ def test_layers_survive_the_disk_cache(tmp_path):
     first = Catalog(str(FIXTURES / "summary_json"), cache_dir=str(tmp_path)).load("mlp_cpu").profile
     again = Catalog(str(FIXTURES / "summary_json"), cache_dir=str(tmp_path)).load("mlp_cpu").profile
     assert again is not first
-    assert again.annotations.equals(first.annotations) and len(again.annotations) == 1
+    assert (
+        again.annotation_table.frame().equals(first.annotation_table.frame())
+        and len(again.annotation_table.frame()) == 1
+    )
 
 
 def test_cuda_and_hip_runtime_calls_meet_across_vendors():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, run_cli
 
-from tb_opcompare.schema.text import format_bytes
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.text import format_bytes
 
 DEMO = REPO / "demo_logs"
 H100 = FIXTURES / "gpu_h100" / "demo"
@@ -23,7 +23,7 @@ def demo():
 
 
 def _host(catalog: Catalog, run: str):
-    ops = catalog.load(run).profile.ops
+    ops = catalog.load(run).profile.op_table.frame()
     return ops[ops["side"] == "host"].set_index("op_name")
 
 
@@ -147,7 +147,7 @@ def test_tf_allocations_and_peak_agree_with_xprofs_memory_profile(batch):
         if activity["memoryActivity"] == "ALLOCATION" and activity.get("tfOpName"):
             requested[activity["tfOpName"]] = requested.get(activity["tfOpName"], 0) + int(activity["requestedBytes"])
     profile = Catalog(str(MEMORY / "logdir"), cache_dir=None).load(f"tf_cnn_cpu_bs{batch}/train").profile
-    ops = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+    ops = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"].set_index("op_name")
     assert len(requested) >= 3
     for name, size in requested.items():
         assert ops.loc[name, "alloc_bytes"] == size, name
@@ -170,7 +170,7 @@ def test_peaks_on_public_traces_name_the_gpu_and_never_invent_a_zero():
         assert set(peaks) == {"CPU", "GPU:0"} and peaks["GPU:0"] > 2**20, (run, peaks)
     resnet = catalog.load("torch_resnet50_v100").profile
     assert resnet.facts.peak_memory_bytes == {}
-    assert resnet.ops["alloc_bytes"].sum() > 0  # its allocations are still counted per op
+    assert resnet.op_table.frame()["alloc_bytes"].sum() > 0  # its allocations are still counted per op
 
 
 TF1_MEMORY = FIXTURES / "tf1_memory"
@@ -197,7 +197,7 @@ def test_tf1_timeline_memory_agrees_with_tensorflows_step_stats(run):
     output tensors' requested bytes in the step's StepStats, and the peak per allocator
     equals the highest of the timeline's own Memory counters."""
     profile = Catalog(str(TF1_MEMORY / "logdir"), cache_dir=None).load(run).profile
-    host = profile.ops[profile.ops["side"] == "host"]
+    host = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"]
     allocated = dict(zip(host["op_name"], host["alloc_bytes"]))
     requested = _step_stats_bytes(run)
     assert len(requested) > 20
@@ -209,7 +209,7 @@ def test_tf1_timeline_memory_agrees_with_tensorflows_step_stats(run):
     for event in counters:
         peaks[event["name"]] = max(peaks.get(event["name"], 0), event["args"][event["name"]])
     assert profile.facts.peak_memory_bytes == peaks and profile.facts.memory_events == len(counters)
-    timeline = profile.memory_timeline
+    timeline = profile.memory_table.frame()
     assert set(timeline["device"]) == set(peaks) and timeline["bytes_in_use"].max() == max(peaks.values())
 
 
@@ -247,7 +247,7 @@ def test_tf1_timeline_numbers_past_int64_are_left_out_not_a_traceback(tmp_path):
     path = tmp_path / "timeline.json"
     path.write_text(json.dumps(events))
     profile = read_profile("chrome_trace", [str(path)])
-    host = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+    host = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"].set_index("op_name")
     assert host.loc[tensors[0]["name"], "alloc_bytes"] == 0  # the 400 digits are no size
     assert host.loc[tensors[1]["name"], "alloc_bytes"] == 4
     assert profile.facts.batch_size == 32  # the real tensors still vote; 10**30 does not

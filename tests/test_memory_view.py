@@ -1,5 +1,5 @@
 """Memory over time and the memory document (issue 17): each run's memory in use as the
-readers thin it (``OpProfile.memory_timeline``), checked against the raw traces and xprof's
+readers thin it (``OpProfile.memory_table``), checked against the raw traces and xprof's
 own memory profile, and the memory route, its CSV and ``tb-opcompare memory`` on real
 recordings (tests/fixtures/memory: the demo CNN with memory profiling on; the H100 traces of
 tests/fixtures/gpu_h100; the public traces of ../shared/realtraces)."""
@@ -20,8 +20,8 @@ from in_process import PREFIX, plugin_client
 
 from tb_opcompare.schema.contract import MEMORY_COLUMNS, ErrorDocument, MemoryDocument
 from tb_opcompare.schema.events import MEMORY_TIMELINE_POINTS
-from tb_opcompare.schema.text import format_bytes
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.text import format_bytes
 
 MEMORY = FIXTURES / "memory" / "logdir"
 ORACLES = FIXTURES / "memory" / "oracles"
@@ -86,7 +86,7 @@ def _check_timeline_against_the_raw_trace(timeline: pd.DataFrame, peaks: dict[st
 def test_the_timeline_peaks_where_the_memory_fixtures_trace_does(run):
     profile = Catalog(str(MEMORY), cache_dir=None).load(run).profile
     _check_timeline_against_the_raw_trace(
-        profile.memory_timeline, profile.facts.peak_memory_bytes, _raw_memory_samples(MEMORY / run)
+        profile.memory_table.frame(), profile.facts.peak_memory_bytes, _raw_memory_samples(MEMORY / run)
     )
 
 
@@ -94,7 +94,7 @@ def test_the_timeline_peaks_where_the_memory_fixtures_trace_does(run):
 def test_the_timeline_peaks_where_the_h100_trace_does(run):
     profile = Catalog(str(H100), cache_dir=None).load(run).profile
     raw = _raw_memory_samples(H100 / run)
-    _check_timeline_against_the_raw_trace(profile.memory_timeline, profile.facts.peak_memory_bytes, raw)
+    _check_timeline_against_the_raw_trace(profile.memory_table.frame(), profile.facts.peak_memory_bytes, raw)
     if "_gpu_" in run:
         assert profile.facts.peak_memory_bytes["GPU:0"] > 2**20
 
@@ -105,7 +105,7 @@ def test_resnet18_on_the_cpu_is_thinned_and_keeps_its_peak():
     memory released between steps as well as the peak."""
     profile = Catalog(str(H100), cache_dir=None).load("resnet18/resnet18_cpu_bs32_rep1").profile
     raw = _raw_memory_samples(H100 / "resnet18/resnet18_cpu_bs32_rep1")
-    timeline = profile.memory_timeline
+    timeline = profile.memory_table.frame()
     assert len(timeline) <= MEMORY_TIMELINE_POINTS < 3 * MEMORY_TIMELINE_POINTS < len(raw)
     assert timeline["bytes_in_use"].max() == raw["total"].max() == profile.facts.peak_memory_bytes["CPU"]
     assert timeline["time_us"].max() == pytest.approx(raw["ts"].max() - raw["ts"].min(), rel=1e-3)
@@ -116,10 +116,10 @@ def test_public_traces_rocm_names_its_gpu_and_pytorch_1_8_has_no_timeline():
     catalog = Catalog(str(REALTRACES), cache_dir=None)
     mi300 = catalog.load("torch_bert_small_h100_vs_mi300/mi300").profile
     raw = _raw_memory_samples(REALTRACES / "torch_bert_small_h100_vs_mi300" / "mi300")
-    _check_timeline_against_the_raw_trace(mi300.memory_timeline, mi300.facts.peak_memory_bytes, raw)
-    assert set(mi300.memory_timeline["device"]) == {"CPU", "GPU:0"}
+    _check_timeline_against_the_raw_trace(mi300.memory_table.frame(), mi300.facts.peak_memory_bytes, raw)
+    assert set(mi300.memory_table.frame()["device"]) == {"CPU", "GPU:0"}
     resnet = catalog.load("torch_resnet50_v100").profile  # [memory] events without "Total Allocated"
-    assert resnet.facts.memory_events > 0 and not len(resnet.memory_timeline)
+    assert resnet.facts.memory_events > 0 and not len(resnet.memory_table.frame())
 
 
 @pytest.mark.parametrize("batch", [8, 32])
@@ -132,7 +132,7 @@ def test_the_tf_timeline_is_xprofs_memory_profile(batch):
         key=lambda snapshot: int(snapshot["timeOffsetPs"]),
     )
     profile = Catalog(str(MEMORY), cache_dir=None).load(f"tf_cnn_cpu_bs{batch}/train").profile
-    timeline = profile.memory_timeline
+    timeline = profile.memory_table.frame()
     assert set(timeline["device"]) == {"mklcpu"} and len(timeline) == len(snapshots) == profile.facts.memory_events
     assert timeline["bytes_in_use"].tolist() == [float(s["aggregationStats"]["heapAllocatedBytes"]) for s in snapshots]
     first = int(snapshots[0]["timeOffsetPs"])
@@ -146,8 +146,8 @@ def test_the_disk_cache_keeps_the_timeline(tmp_path):
     run = "resnet18/resnet18_gpu_bs32_rep1"
     parsed = Catalog(str(H100), cache_dir=str(tmp_path)).load(run).profile
     cached = Catalog(str(H100), cache_dir=str(tmp_path)).load(run).profile  # a new process reads it back
-    assert cached is not parsed and len(cached.memory_timeline) > 1000
-    pd.testing.assert_frame_equal(cached.memory_timeline, parsed.memory_timeline)
+    assert cached is not parsed and len(cached.memory_table.frame()) > 1000
+    pd.testing.assert_frame_equal(cached.memory_table.frame(), parsed.memory_table.frame())
     assert cached.facts.peak_memory_bytes == parsed.facts.peak_memory_bytes
 
 

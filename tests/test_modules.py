@@ -48,7 +48,7 @@ def _innermost_modules(op_name: str) -> collections.Counter:
 
 
 def test_every_execution_is_placed_in_the_module_whose_call_it_ran_in(profile):
-    modules = profile.module_ops
+    modules = profile.module_table.frame()
     for op in ("aten::conv2d", "aten::linear", "aten::relu"):
         placed = modules[(modules["side"] == "host") & (modules["op_name"] == op)]
         assert dict(zip(placed["module"], placed["occurrences"])) == dict(_innermost_modules(op)), op
@@ -61,8 +61,8 @@ def test_every_execution_is_placed_in_the_module_whose_call_it_ran_in(profile):
 def test_module_rows_add_up_to_the_op_table(profile):
     """Nothing lost, nothing counted twice: per op and side, the executions and time over
     all modules are the op's own row (device: kernel time of the launching op)."""
-    ops = profile.ops.set_index(["side", "op_name", "op_type"])
-    sums = profile.module_ops.groupby(["side", "op_name", "op_type"])[["occurrences", "self_us"]].sum()
+    ops = profile.op_table.frame().set_index(["side", "op_name", "op_type"])
+    sums = profile.module_table.frame().groupby(["side", "op_name", "op_type"])[["occurrences", "self_us"]].sum()
     host = sums.loc["host"]
     assert (host["occurrences"] == ops.loc["host"].loc[host.index, "occurrences"]).all()
     assert host["self_us"].to_numpy() == pytest.approx(ops.loc["host"].loc[host.index, "self_us"].to_numpy(), rel=1e-9)
@@ -270,10 +270,12 @@ def test_each_modules_memory_is_what_was_allocated_inside_its_calls(profile):
                     str(r["tid"]) == str(event["tid"]) and r["ts"] <= event["ts"] <= r["ts"] + r["dur"] for r in ranges
                 ):
                     allocated[name] += event["args"]["Bytes"]
-    tree = module_tree(profile.ops, profile.ops, profile.module_ops, profile.module_ops)  # in all, not per step
+    tree = module_tree(
+        profile.op_table, profile.op_table, profile.module_table, profile.module_table
+    )  # in all, not per step
     nodes = tree.set_index("id")
     assert {"Sequential_0", "CrossEntropyLoss_0"} <= tops.keys()
     for name in tops:
         assert nodes.loc[name, "baseline_alloc_bytes"] == allocated[name], name
-    assert nodes.loc["", "baseline_alloc_bytes"] == profile.ops["alloc_bytes"].sum()
+    assert nodes.loc["", "baseline_alloc_bytes"] == profile.op_table.frame()["alloc_bytes"].sum()
     assert nodes.loc["Sequential_0", "baseline_alloc_bytes"] > 0

@@ -123,6 +123,6 @@ def test_names_claim_precision_and_compiler_and_keys_leave_them_out(run, precisi
     ],
 )
 def test_a_framework_s_family_is_its_name_without_version_or_note(framework, family):
-    from tb_opcompare.analysis.compare import _framework_family
+    from tb_opcompare.analysis.headline import _framework_family
 
     assert _framework_family(framework) == family

@@ -16,6 +16,7 @@ from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import compare_frame, compare_ops
 from tb_opcompare.analysis.numerics import above, at_most, below, geometric_mean, line_fit, settled
 from tb_opcompare.analysis.sweep import breakeven_batch_sizes, fit_lines
+from tb_opcompare.schema.table import Table
 from tb_opcompare.service.sweep import sweep_document, sweeps_document
 from tb_opcompare.store.catalog import Catalog
 
@@ -107,15 +108,15 @@ def test_real_sweeps_flags_do_not_move_when_every_point_moves_one_ulp(h100_catal
 
 def test_real_compare_flags_do_not_move_when_every_time_moves_one_ulp(h100_catalog):
     runs = {source.run: source for source in h100_catalog.sources(refresh=True)}
-    baseline = h100_catalog.load(next(run for run in runs if "_cpu_bs64" in run)).profile.ops
-    target = h100_catalog.load(next(run for run in runs if "_gpu_bs64" in run)).profile.ops
-    rows, summary = compare_ops(baseline, target)
+    baseline = h100_catalog.load(next(run for run in runs if "_cpu_bs64" in run)).profile.op_table.frame()
+    target = h100_catalog.load(next(run for run in runs if "_gpu_bs64" in run)).profile.op_table.frame()
+    rows, summary = compare_ops(Table.from_frame(baseline), Table.from_frame(target))
     rows = compare_frame(rows)
     for direction in (math.inf, -math.inf):
         moved = baseline.assign(
             self_us=ulp(baseline["self_us"], direction), total_us=ulp(baseline["total_us"], direction)
         )
-        moved_rows, moved_summary = compare_ops(moved, target)
+        moved_rows, moved_summary = compare_ops(Table.from_frame(moved), Table.from_frame(target))
         moved_rows = compare_frame(moved_rows)
         for column in ("status", "baseline_noisy", "target_noisy"):
             assert moved_rows[column].equals(rows[column]), column

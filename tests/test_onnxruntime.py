@@ -54,7 +54,7 @@ def _raw_runs(path: Path) -> list[float]:
 @pytest.mark.parametrize("path", PROFILES, ids=lambda path: f"{path.parent.parent.name}/{path.parent.name}")
 def test_every_node_execution_is_read(path):
     profile = read_profile(ONNXRUNTIME, [str(path)])
-    ops = profile.ops
+    ops = profile.op_table.frame()
     assert set(ops["side"]) == {HOST}
     rows = ops.set_index("op_name")
     nodes = _raw_nodes(path)
@@ -68,8 +68,8 @@ def test_every_node_execution_is_read(path):
     runs = _raw_runs(path)
     assert profile.step_count == profile.facts.steps == len(runs) == 10
     assert profile.facts.step_times_us == runs
-    assert profile.step_ops["occurrences"].sum() == ops["occurrences"].sum()
-    assert profile.step_ops["self_us"].sum() == pytest.approx(ops["self_us"].sum(), rel=1e-9)
+    assert profile.step_table.frame()["occurrences"].sum() == ops["occurrences"].sum()
+    assert profile.step_table.frame()["self_us"].sum() == pytest.approx(ops["self_us"].sum(), rel=1e-9)
 
 
 def test_facts_come_from_the_data_without_sidecars_or_telling_names(tmp_path):
@@ -196,7 +196,7 @@ def test_a_large_profile_is_read_in_batches_cut_between_lines(tmp_path, monkeypa
     monkeypatch.setattr(chrome_json.TraceText, "_split", no_exact_way)
     profile = read_profile(ONNXRUNTIME, [str(path)])
     nodes = _raw_nodes(_profile_path(LOGDIR / "cnn_infer_cpu_bs16_ort"))
-    rows = profile.ops.set_index("op_name")
+    rows = profile.op_table.frame().set_index("op_name")
     assert {name: rows.loc[name, "occurrences"] for name in nodes} == {
         name: node["count"] * copies for name, node in nodes.items()
     }

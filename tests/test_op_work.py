@@ -95,7 +95,7 @@ def expected_flops(path: Path) -> dict[str, float]:
 
 
 def assert_work_matches_formulas(path: Path, at_least: set[str]) -> None:
-    work = read(path).op_work.set_index("op_name")
+    work = read(path).work_table.frame().set_index("op_name")
     expected = expected_flops(path)
     assert at_least <= set(expected), expected
     for name, flops in expected.items():
@@ -106,7 +106,7 @@ def assert_work_matches_formulas(path: Path, at_least: set[str]) -> None:
 def test_conv_and_matmul_flops_equal_the_formula_and_torchs_own_count():
     assert_work_matches_formulas(trace_of(FLOPS_RUN), {"aten::conv2d", "aten::linear", "aten::mm"})
     oracle = json.loads((FIXTURES / "flops" / "oracles" / "cnn_torch_cpu_bs8.key_averages.json").read_text())["flops"]
-    work = read(trace_of(FLOPS_RUN)).op_work.set_index("op_name")
+    work = read(trace_of(FLOPS_RUN)).work_table.frame().set_index("op_name")
     assert work.loc["aten::conv2d", "flops"] == pytest.approx(oracle["aten::conv2d"], rel=1e-9)
     assert work.loc["aten::mm", "flops"] == pytest.approx(oracle["aten::mm"], rel=1e-9)
     # every addmm of this model is a linear's (so its work is on the linear's row)
@@ -129,8 +129,8 @@ def test_demo_cnn_recordings_match_the_formulas(run):
 
 def test_gpu_ops_are_timed_by_the_kernels_their_calls_launched():
     profile = read(trace_of(H100_STACK))
-    work = profile.op_work.set_index("op_name")
-    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")["total_us"]
+    work = profile.work_table.frame().set_index("op_name")
+    device = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].set_index("op_name")["total_us"]
     # aten::mm launches its kernels itself: its device time is its row's
     assert work.loc["aten::mm", "device_us"] == pytest.approx(device["aten::mm"], rel=1e-9)
     # a conv2d's kernels are launched by the calls inside it: cudnn_convolution's, and the
@@ -144,7 +144,7 @@ def test_realtraces_matrix_products_and_attention_match_the_formula(device):
     pytest.importorskip("torch")
     trace = REALTRACES / "torch_bert_small_h100_vs_mi300" / device / "gaunernst_bert-small-uncased__1016001.json.gz"
     expected = expected_flops(trace)
-    work = read(trace).op_work.set_index("op_name")
+    work = read(trace).work_table.frame().set_index("op_name")
     assert {"aten::linear", "aten::scaled_dot_product_attention"} <= set(expected)
     for name, flops in expected.items():
         assert work.loc[name, "flops"] == pytest.approx(flops, rel=0.01), name
@@ -152,7 +152,7 @@ def test_realtraces_matrix_products_and_attention_match_the_formula(device):
 
 def test_a_trace_without_shapes_says_its_work_is_unknown():
     trace = REALTRACES / "torch_resnet50_v100" / "worker0.1623143089861.pt.trace.json.gz"
-    work = read(trace).op_work.set_index("op_name")
+    work = read(trace).work_table.frame().set_index("op_name")
     assert work.loc["aten::conv2d", "known_calls"] == 0
     assert math.isnan(work.loc["aten::conv2d", "flops"])
     assert work.loc["aten::conv2d", "source"].startswith("unknown: ")

@@ -16,7 +16,7 @@ from tb_opcompare.schema.optable import OpProfile
 KERAS = next((FIXTURES / "logdir/tf_keras/cnn_cpu_bs8").glob("**/*.xplane.pb"))
 # recorded on an H100 with stacks and memory: its module table and memory timeline are not empty
 TORCH = next((FIXTURES / "gpu_h100/modules/mnist_cnn_torch_stack_gpu_bs16").glob("*.pt.trace.json*"))
-TABLES = ("ops", "step_ops", "module_ops", "annotations", "memory_timeline")
+TABLES = ("op_table", "step_table", "module_table", "annotation_table", "memory_table")
 
 
 def test_the_readers_import_no_pandas():
@@ -42,9 +42,9 @@ def test_a_parsed_session_pickled_makes_the_same_tables():
         moved = OpProfile.from_parsed(pickle.loads(pickle.dumps(parsed)))
         here = read_profile(file_format, [str(path)])
         for table in TABLES:
-            pd.testing.assert_frame_equal(getattr(moved, table), getattr(here, table), check_exact=True)
+            pd.testing.assert_frame_equal(getattr(moved, table).frame(), getattr(here, table).frame(), check_exact=True)
         assert moved.facts == here.facts and moved.step_count == here.step_count
-    assert len(here.module_ops) and len(here.memory_timeline)  # the trace has both: they were compared
+    assert len(here.module_table.frame()) and len(here.memory_table.frame())  # the trace has both: they were compared
 
 
 def test_a_module_table_not_made_yet_still_counts_in_memory():

@@ -66,7 +66,7 @@ def test_a_group_holds_every_execution_of_its_runs(catalog):
     for run in runs:
         for name, durations in _leaf_durations(run).items():
             raw[name] += durations
-    host = pooled.ops[pooled.ops["side"] == "host"].set_index("op_name")
+    host = pooled.op_table.frame()[pooled.op_table.frame()["side"] == "host"].set_index("op_name")
     checked = 0
     for name, durations in raw.items():
         if len(durations) < 2 or name not in host.index:
@@ -80,13 +80,16 @@ def test_a_group_holds_every_execution_of_its_runs(catalog):
     assert checked >= 10
     assert pooled.facts.steps == sum(catalog.load(run).profile.facts.steps for run in runs)
     assert pooled.step_count == pooled.facts.steps and len(pooled.facts.step_times_us) == pooled.facts.steps
-    assert pooled.ops[["p10_us", "median_us", "p90_us"]].isna().all().all()  # percentiles do not pool
+    assert pooled.op_table.frame()[["p10_us", "median_us", "p90_us"]].isna().all().all()  # percentiles do not pool
 
 
 def test_a_run_pooled_with_itself_keeps_its_means_and_spread(catalog):
     profile = catalog.load(BASE[0]).profile
     twice = pool_profiles([profile, profile])
-    ops, doubled = profile.ops.set_index(["side", "op_name"]), twice.ops.set_index(["side", "op_name"])
+    ops, doubled = (
+        profile.op_table.frame().set_index(["side", "op_name"]),
+        twice.op_table.frame().set_index(["side", "op_name"]),
+    )
     assert (doubled["occurrences"] == 2 * ops["occurrences"]).all()
     for column in ("mean_us", "min_us", "max_us", "std_us", "per_step_cv"):
         assert np.allclose(doubled[column], ops[column], rtol=1e-6, atol=1e-6, equal_nan=True), column
@@ -111,10 +114,16 @@ def test_compare_with_run_groups_from_the_cli_the_route_and_repeats(catalog):
     assert summary.baseline_steps == sum(catalog.load(run).profile.facts.steps for run in BASE)
     head = next(row for row in cli.rows if row.key == "head")
     assert head.baseline_occurrences == sum(
-        int(catalog.load(run).profile.ops.query("op_name == 'head'")["occurrences"].iloc[0]) for run in BASE
+        int(catalog.load(run).profile.op_table.frame().query("op_name == 'head'")["occurrences"].iloc[0])
+        for run in BASE
     )
-    selfs = [float(catalog.load(run).profile.ops.query("op_name == 'head'")["self_us"].iloc[0]) for run in SLOW]
-    counts = [int(catalog.load(run).profile.ops.query("op_name == 'head'")["occurrences"].iloc[0]) for run in SLOW]
+    selfs = [
+        float(catalog.load(run).profile.op_table.frame().query("op_name == 'head'")["self_us"].iloc[0]) for run in SLOW
+    ]
+    counts = [
+        int(catalog.load(run).profile.op_table.frame().query("op_name == 'head'")["occurrences"].iloc[0])
+        for run in SLOW
+    ]
     assert head.target_mean_us == pytest.approx(sum(selfs) / sum(counts), rel=1e-9)
     client = plugin_client(REPEATS)
     answer = client.get(f"{PREFIX}/compare", query_string={"baseline": BASE[0], "target": SLOW[0], "repeats": "1"})

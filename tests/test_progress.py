@@ -17,7 +17,7 @@ from pathlib import Path
 from conftest import REALTRACES, REPO, run_cli
 from in_process import PREFIX, plugin_client
 
-from tb_opcompare.schema.text import format_bytes
+from tb_opcompare.text import format_bytes
 
 CLI = str(Path(sys.executable).parent / "tb-opcompare")
 RESNET18 = "torch_resnet18_cpu"

@@ -31,10 +31,10 @@ def test_worker_processes_read_the_same_tables_as_one_process():
     alone = Catalog(str(DEMO))
     for source in sources:
         ours, theirs = parallel.load(source.run), alone.load(source.run)
-        pd.testing.assert_frame_equal(ours.profile.ops, theirs.profile.ops)
+        pd.testing.assert_frame_equal(ours.profile.op_table.frame(), theirs.profile.op_table.frame())
         # the demo's with_stack runs place ops in modules: a table made on first use, which
         # came back from a worker (pickled) as it is made in one process
-        pd.testing.assert_frame_equal(ours.profile.module_ops, theirs.profile.module_ops)
+        pd.testing.assert_frame_equal(ours.profile.module_table.frame(), theirs.profile.module_table.frame())
         assert ours.profile.facts == theirs.profile.facts
 
 
@@ -57,7 +57,7 @@ def test_a_broken_run_is_reported_by_load_and_hides_no_other(tmp_path):
     assert not held.pop(broken_run) and all(held.values())  # the workers read the others; the broken one waits
     with pytest.raises(ProfileError, match="XSpace|protobuf"):
         catalog.load(broken_run)
-    assert all(catalog.load(run).profile.ops is not None for run in runs if run != broken_run)
+    assert all(catalog.load(run).profile.op_table.frame() is not None for run in runs if run != broken_run)
 
 
 def test_reads_that_need_more_than_the_memory_limit_together_wait_for_load():
@@ -67,4 +67,4 @@ def test_reads_that_need_more_than_the_memory_limit_together_wait_for_load():
     catalog.max_trace_bytes = 4 * max(sum(size for _, size, _ in key[1]) for key in _keys(catalog))
     catalog.read_ahead(sources)
     assert not any(catalog.cache.holds(key) for key in _keys(catalog))
-    assert catalog.load(sources[0].run).profile.ops is not None  # each read alone still passes
+    assert catalog.load(sources[0].run).profile.op_table.frame() is not None  # each read alone still passes

@@ -54,7 +54,7 @@ def test_keras_callback_profiles_marked_steps_and_writes_the_sidecar(tmp_path):
     assert written["versions"]["tensorflow"] and written["versions"]["keras"]
     assert written["device"] == "CPU" and written["profiled_steps"] == [3, 7]
     assert any(part.endswith("mnist_tf.py") for part in written["command"])
-    conv = loaded.profile.ops[loaded.profile.ops["op_type"].str.contains("Conv2D")]
+    conv = loaded.profile.op_table.frame()[loaded.profile.op_table.frame()["op_type"].str.contains("Conv2D")]
     assert len(conv) and (conv["occurrences"] % 5 == 0).all()  # once per profiled step
 
 

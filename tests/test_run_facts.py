@@ -164,7 +164,7 @@ def test_xla_compiled_ops_are_read_as_ops():
         if any(stat.metadata_id == hlo_stat for stat in event.stats)
     ]
     assert len(hlo_events) > 100
-    ops = Catalog(str(PRECISION), cache_dir=None).load("keras_fp32_xla_cpu_bs16/train").profile.ops
+    ops = Catalog(str(PRECISION), cache_dir=None).load("keras_fp32_xla_cpu_bs16/train").profile.op_table.frame()
     hlo_rows = ops[ops["op_name"].isin({name for name, _ in hlo_events})]
     assert hlo_rows["occurrences"].sum() == len(hlo_events)
     assert hlo_rows["total_us"].sum() == pytest.approx(sum(d for _, d in hlo_events) / 1e6, rel=1e-9)

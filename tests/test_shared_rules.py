@@ -4,7 +4,7 @@ copies cannot drift (the JavaScript side is ``tests/js`` under Node):
 * the row view (``analysis/row_view.py`` and ``frontend/view.js``): the server picks and
   orders the rows of ``compare`` and ``compare.csv``, the tab does the same in the
   browser, so the table on screen is the CSV (``tests/golden/view_cases.json``);
-* numbers and names as users read them (``schema/text.py`` for the CLI and the HTML
+* numbers and names as users read them (``text.py`` for the CLI and the HTML
   report, ``frontend/format.js`` for the tab; ``tests/golden/text_cases.json``)."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tb_opcompare import text
 from tb_opcompare.analysis.row_view import apply_view, view_from_params
-from tb_opcompare.schema import text
+from tb_opcompare.schema.table import Table
 
 REPO = Path(__file__).parent.parent
 GOLDEN = json.loads((REPO / "tests" / "golden" / "view_cases.json").read_text(encoding="utf-8"))
@@ -27,9 +28,9 @@ TEXT = json.loads((REPO / "tests" / "golden" / "text_cases.json").read_text(enco
 
 @pytest.mark.parametrize("case", GOLDEN["cases"], ids=[case["name"] for case in GOLDEN["cases"]])
 def test_the_server_rule_gives_the_golden_rows(case):
-    rows = pd.DataFrame(GOLDEN["rows"])
+    rows = Table.from_frame(pd.DataFrame(GOLDEN["rows"]))
     positions = apply_view(rows, view_from_params(case["params"]))
-    assert rows["key"].iloc[positions].tolist() == case["expected"]
+    assert rows["key"][positions].tolist() == case["expected"]
 
 
 @pytest.mark.parametrize("name", [name for name in TEXT if name.startswith("format_")])

@@ -99,7 +99,7 @@ def test_num_workers_4_saves_the_input_wait_the_raw_spans_show(kineto):
 def _sums_hold(profile, step_times: list[float]) -> None:
     """Each step's categories add up to its wall time (the raw ProfilerStep range), on the
     host and on the device, within 0.1%."""
-    table = profile.step_breakdown
+    table = profile.breakdown_table.frame()
     assert len(table), "no breakdown"
     assert len(profile.facts.step_times_us) == len(step_times)
     for side, rows in table.groupby("side"):
@@ -124,7 +124,7 @@ def test_every_step_adds_up_to_its_wall_time(tmp_path, folder, run):
     catalog = Catalog(str(tmp_path / folder), cache_dir=None)
     profile = catalog.load(run).profile
     _sums_hold(profile, [step["dur"] for step in _raw_steps(_newest_trace(tmp_path / folder / run))[0]])
-    assert set(profile.step_breakdown["side"]) == {"host", "device"}
+    assert set(profile.breakdown_table.frame()["side"]) == {"host", "device"}
 
 
 def test_a_jobs_step_is_split_as_its_slowest_rank_spent_it(tmp_path):
@@ -201,7 +201,7 @@ def test_an_onnxruntime_sessions_runs_are_split_by_what_its_nodes_ran(tmp_path):
         (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
     ]
     _sums_hold(profile, [end - start for start, end in steps])
-    table = profile.step_breakdown
+    table = profile.breakdown_table.frame()
     for step, (start, end) in enumerate(steps):
         parts = dict(zip(*table[table["step"] == step][["category", "time_us"]].to_numpy().T))
         assert parts["forward"] == pytest.approx(_covered_in(nodes, start, end), abs=1e-6)
@@ -374,7 +374,7 @@ def test_a_tf2_xplanes_steps_are_split_by_what_any_thread_ran(tmp_path, run):
     steps, spans = _raw_xplane(path)
     assert len(steps) >= 2
     _sums_hold(profile, [end - start for start, end in steps])
-    table = profile.step_breakdown
+    table = profile.breakdown_table.frame()
     assert set(table["side"]) == {"host"}  # a CPU run: no device part
     for step, (start, end) in enumerate(steps):
         parts = dict(zip(*table[table["step"] == step][["category", "time_us"]].to_numpy().T))
@@ -483,7 +483,7 @@ def test_a_tf_2_4_gpu_step_on_the_devices_steps_line_is_split(tmp_path):
         for span in spans(line, names, lambda name: name.endswith(ops))
     ]
     _sums_hold(profile, [wall])
-    table = profile.step_breakdown
+    table = profile.breakdown_table.frame()
     parts = {(side, category): time for side, category, time in table[["side", "category", "time_us"]].to_numpy()}
     device_busy = sum(
         time for (side, category), time in parts.items() if side == "device" and category != "device_idle"

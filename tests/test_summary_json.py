@@ -37,7 +37,7 @@ def test_totals_and_steps_match_the_recorded_step_stats(tmp_path):
         expected_count[node] += 1
     with open(recorded["path"], "rb") as handle:
         profile = OpProfile.from_parsed(read_summary_json(recorded["path"], handle.read()))
-    ops = profile.ops.set_index("op_name")
+    ops = profile.op_table.frame().set_index("op_name")
     assert dict(ops["self_us"]) == pytest.approx(dict(expected_total))
     assert dict(ops["occurrences"]) == dict(expected_count)
     assert profile.facts.steps == 3 and profile.facts.device == "CPU"
@@ -48,7 +48,7 @@ def test_committed_fixture_reads():
     path = FIXTURES / "summary_json/mlp_cpu/summary.json"
     profile = OpProfile.from_parsed(read_summary_json(str(path), path.read_bytes()))
     assert profile.facts.format == "summary_json" and profile.facts.steps == 2
-    assert "logits/MatMul" in set(profile.ops["op_name"])
+    assert "logits/MatMul" in set(profile.op_table.frame()["op_name"])
 
 
 def _allocated_per_node(summary: dict) -> dict[str, int]:
@@ -68,7 +68,7 @@ def test_each_nodes_total_bytes_are_its_memory_allocated_on_either_device(tmp_pa
     summary = json.loads(path.read_text())
     expected = _allocated_per_node(summary)
     assert max(expected.values()) > 0
-    ops = OpProfile.from_parsed(read_summary_json(str(path), path.read_bytes())).ops.set_index("op_name")
+    ops = OpProfile.from_parsed(read_summary_json(str(path), path.read_bytes())).op_table.frame().set_index("op_name")
     assert ops["alloc_bytes"].to_dict() == pytest.approx(expected)
     assert ops["net_bytes"].isna().all()  # frees are not recorded
     # The wrapper writes accelerator nodes under their device's key: the same real nodes under
@@ -79,7 +79,7 @@ def test_each_nodes_total_bytes_are_its_memory_allocated_on_either_device(tmp_pa
     (tmp_path / "mlp_gpu").mkdir()
     gpu = tmp_path / "mlp_gpu" / "summary.json"
     gpu.write_text(json.dumps(summary))
-    device_ops = OpProfile.from_parsed(read_summary_json(str(gpu), gpu.read_bytes())).ops
+    device_ops = OpProfile.from_parsed(read_summary_json(str(gpu), gpu.read_bytes())).op_table.frame()
     assert set(device_ops["side"]) == {"device"}
     assert device_ops.set_index("op_name")["alloc_bytes"].to_dict() == pytest.approx(expected)
     result = run_cli("compare", str(tmp_path), "--baseline", "mlp_gpu", "--target", "mlp_gpu", "--json", "--no-cache")

@@ -10,6 +10,7 @@ import pytest
 from conftest import FIXTURES, LOGDIR, as_json, run_cli
 
 from tb_opcompare.analysis.sweep import STEP, breakeven_batch_sizes, fit_lines, r_squared
+from tb_opcompare.schema.table import Table
 from tb_opcompare.service.sweep import sweep_document
 from tb_opcompare.store.catalog import Catalog
 
@@ -260,7 +261,7 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
         )
         for name, op_type, mean in (("conv", "Conv2D", conv_us), ("relu", "Relu", relu_us))
     ]
-    ops = pd.DataFrame(rows, columns=OP_COLUMNS)  # columns the rows leave out (memory) are unknown
+    ops = Table.from_frame(pd.DataFrame(rows, columns=OP_COLUMNS))  # columns the rows leave out (memory) are unknown
     return SweepRun(
         run=f"m_{device.lower()}_bs{batch_size}",
         series=device,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import REALTRACES, REPO, console_errors, open_op_compare, route_json, tensorboard_on_copy
 
-from tb_opcompare.schema.text import format_time
+from tb_opcompare.text import format_time
 
 SCREENSHOT = "/tmp/opcompare-waterfall.png"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare, tab_state
 
-from tb_opcompare.schema.text import format_speedup
+from tb_opcompare.text import format_speedup
 
 ARTIFACTS = REPO / "test-artifacts"
 HOSTILE_RUN = "torch/hostile_names_cpu_bs4"

@@ -13,7 +13,7 @@ import urllib.request
 
 from conftest import REPO
 
-from tb_opcompare.schema.text import format_speedup
+from tb_opcompare.text import format_speedup
 
 # The demo's PyTorch CNN at batch 64 on a CPU and on an H100, without the sidecars that name
 # model and device: folders named by a time only, as a team's scripts often write them.

@@ -10,7 +10,7 @@ import re
 from conftest import console_errors, open_op_compare, route_json
 from conftest import route as raw_route
 
-from tb_opcompare.schema.text import format_interval, format_level, format_speedup
+from tb_opcompare.text import format_interval, format_level, format_speedup
 
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
 SCREENSHOT = "/tmp/opcompare-confidence.png"

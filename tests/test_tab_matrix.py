@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
-from tb_opcompare.schema.text import format_speedup, format_throughput, format_time
+from tb_opcompare.text import format_speedup, format_throughput, format_time
 
 SCREENSHOT = "/tmp/opcompare-matrix.png"
 SCREENSHOT_DARK = "/tmp/opcompare-matrix-dark.png"
@@ -46,7 +46,7 @@ def wait_for_reference(frame, key: str):
 
 def check_cells(frame, document: dict):
     """Every cell on screen says what the document says of it, written by the tab's rules
-    (the same golden rules as schema/text.py's)."""
+    (the same golden rules as text.py's)."""
     for cell in document["cells"]:
         shown = cell_locator(frame, cell)
         assert shown.locator(".oc-matrix-latency").inner_text() == format_time(cell["latency_us"])

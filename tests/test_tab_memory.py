@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, console_errors, open_op_compare, route, route_json, tab_state
 
-from tb_opcompare.schema.text import format_bytes, format_speedup
+from tb_opcompare.text import format_bytes, format_speedup
 
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 ROWS = "#oc-memory-table tbody tr.oc-memory-row"

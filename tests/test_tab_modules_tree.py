@@ -10,7 +10,7 @@ from pathlib import Path
 
 from conftest import console_errors, open_op_compare, route, route_json, tab_state
 
-from tb_opcompare.schema.text import format_bytes, format_share, format_speedup, format_time
+from tb_opcompare.text import format_bytes, format_share, format_speedup, format_time
 
 RUN = "mnist_cnn_torch_stack_gpu_bs16"
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
@@ -28,7 +28,7 @@ def row(frame, node_id: str):
 
 def check_row(frame, node: dict):
     """A row says what the document says of its node, written by the tab's rules (the same
-    golden rules as schema/text.py's)."""
+    golden rules as text.py's)."""
     cells = row(frame, node["id"]).locator("td").all_inner_texts()
     assert node["name"] in cells[0]
     assert cells[1:] == [

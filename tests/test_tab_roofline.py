@@ -11,7 +11,7 @@ import urllib.parse
 import pytest
 from conftest import FIXTURES, REALTRACES, console_errors, open_op_compare, route_json
 
-from tb_opcompare.schema.text import format_rate, format_speedup
+from tb_opcompare.text import format_rate, format_speedup
 
 ROWS = "#oc-roofline-table tbody tr.oc-roofline-row"
 CPU, GPU = "mnist_cnn_torch_cpu_bs64_rep1", "mnist_cnn_torch_gpu_bs64_rep1"

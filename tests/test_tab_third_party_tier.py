@@ -11,7 +11,7 @@ from conftest import console_errors, open_op_compare, route_json
 from tensorboard_server import running_tensorboard
 from test_third_party_tier import LOGDIRS, assemble
 
-from tb_opcompare.schema.text import format_speedup
+from tb_opcompare.text import format_speedup
 
 # Each page: what shows when it is filled, and the note that says why it is not.
 PAGES = {

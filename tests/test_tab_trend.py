@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
-from tb_opcompare.schema.text import format_time, shorten_names
+from tb_opcompare.text import format_time, shorten_names
 
 SCREENSHOT = "/tmp/opcompare-trend.png"
 SCREENSHOT_DEFAULT = "/tmp/opcompare-trend-default.png"

@@ -11,7 +11,7 @@ import shutil
 import pytest
 from conftest import FIXTURES, console_errors, open_op_compare, route_json, tensorboard_on_copy
 
-from tb_opcompare.schema.text import format_speedup
+from tb_opcompare.text import format_speedup
 
 
 @pytest.fixture(scope="module")

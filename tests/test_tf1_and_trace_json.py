@@ -36,7 +36,7 @@ def sums_by_process(path, predicate):
 
 def test_cpu_timeline_means_match_hand_sums():
     expected = sums_by_process(CPU, lambda p: p.endswith("cpu:0 Compute"))
-    ops = read(CPU).ops.set_index("op_name")
+    ops = read(CPU).op_table.frame().set_index("op_name")
     assert (ops["side"] == "host").all()
     assert dict(ops["self_us"]) == pytest.approx(dict(expected))
     matmul = ops.loc["layer_1/fully_connected/MatMul"]
@@ -48,7 +48,7 @@ def test_gpu_kernels_counted_once_from_stream_all_and_memcpy():
     profile = read(GPU)
     assert profile.facts.device == "GPU" and profile.facts.steps == 1
     expected = sums_by_process(GPU, lambda p: p.endswith("stream:all Compute") or p.endswith("memcpy Compute"))
-    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")["total_us"]
+    device = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].set_index("op_name")["total_us"]
     assert dict(device) == pytest.approx(dict(expected))
     per_stream = sums_by_process(GPU, lambda p: "/stream:" in p and "stream:all" not in p)
     assert sum(device) < sum(expected.values()) + sum(per_stream.values())
@@ -58,8 +58,8 @@ def test_trace_json_agrees_with_the_xplane_it_was_converted_from():
     (trace_path,) = (FIXTURES / "tf_trace_json").glob("**/*.trace.json.gz")
     (xplane,) = LOGDIR.glob("tf_keras/cnn_cpu_bs8/**/*.xplane.pb")
     trace = open_chrome_trace(str(trace_path), read_bytes(trace_path)).materialize()
-    from_json = OpProfile.from_parsed(read_tf_trace_json(str(trace_path), trace)).ops
-    from_xplane = OpProfile.from_parsed(read_xplane_session([str(xplane)], read_bytes)).ops
+    from_json = OpProfile.from_parsed(read_tf_trace_json(str(trace_path), trace)).op_table.frame()
+    from_xplane = OpProfile.from_parsed(read_xplane_session([str(xplane)], read_bytes)).op_table.frame()
     left = from_json.set_index("op_name")["self_us"].sort_index()
     right = from_xplane.set_index("op_name")["self_us"].sort_index()
     assert list(left.index) == list(right.index)

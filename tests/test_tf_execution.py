@@ -51,7 +51,7 @@ def test_fit_runs_a_graph_and_run_eagerly_runs_eager(catalog):
 def test_an_eager_run_reads_its_eager_ops_exactly(catalog):
     """Before, an eager TF profile read nothing but its tf.data iterators: every op of the model
     ran as `EagerLocalExecute: <type>` on the Python thread, which no rule read."""
-    ops = catalog.load(EAGER).profile.ops
+    ops = catalog.load(EAGER).profile.op_table.frame()
     host = ops[ops["side"] == "host"].set_index("op_name")
     raw = _raw_eager_ops(EAGER)
     assert {"Conv2D", "MatMul", "Conv2DBackpropFilter"} <= set(raw)
@@ -66,7 +66,7 @@ def test_an_eager_run_reads_its_eager_ops_exactly(catalog):
 def test_a_graph_run_leaves_out_the_loops_own_eager_ops(catalog):
     """Keras's loop dispatches a few ops eagerly around its step function (Identity,
     LogicalAnd...): they are not the model's, and xprof's op statistics leave them out."""
-    ops = catalog.load(GRAPH).profile.ops
+    ops = catalog.load(GRAPH).profile.op_table.frame()
     raw = _raw_eager_ops(GRAPH)
     assert raw  # the loop's own eager ops are in the file
     assert not set(ops["op_name"]) & set(raw)

@@ -168,7 +168,7 @@ def test_runs_of_different_models_say_so_above_their_figures(tmp_path):
     compare = compare_document(catalog, "torch_hta_accelerators/mi250_train", "torch_hta_accelerators/mtia_inference")
     (note,) = [note for note in compare.summary.notes if note.startswith("Different models")]
     assert f"{compare.summary.matched_ops} of their" in note
-    from tb_opcompare.schema.text import format_speedup
+    from tb_opcompare.text import format_speedup
 
     assert format_speedup(compare.summary.headline_speedup) != "0.00×"
 
@@ -178,7 +178,7 @@ def test_a_variant_of_one_model_is_not_called_a_different_model(tmp_path):
     but the runs are one model's variants, and the notes must not say "different models"."""
     import msgspec
 
-    from tb_opcompare.analysis.compare import different_models
+    from tb_opcompare.analysis.headline import different_models
 
     catalog = _logdir(tmp_path, "hta_accelerators")
     compare = compare_document(catalog, "torch_hta_accelerators/mi250_train", "torch_hta_accelerators/mtia_inference")

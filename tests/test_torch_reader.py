@@ -36,7 +36,7 @@ def test_cpu_self_times_agree_with_key_averages(tmp_path):
     }
     (trace,) = Path(run_dir).glob("*.pt.trace.json*")
     profile = read(trace)
-    host = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+    host = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"].set_index("op_name")
     assert set(host.index) == set(expected)
     for name, (count, self_us) in expected.items():
         assert host.loc[name, "occurrences"] == count, name
@@ -66,7 +66,7 @@ def test_kernels_are_attributed_to_the_op_that_launched_them():
         innermost = min(enclosing, key=lambda op: op["dur"])
         expected[innermost["name"]] += kernel["dur"]
     profile = read(path)
-    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")["total_us"]
+    device = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].set_index("op_name")["total_us"]
     assert dict(device.round(3)) == pytest.approx({k: round(v, 3) for k, v in expected.items()})
     assert profile.facts.device == "GPU"
     assert profile.facts.device_name == "NVIDIA H100 80GB HBM3"
@@ -78,7 +78,7 @@ def test_old_category_names_of_pytorch_1_9():
     assert profile.facts.device_name == "Tesla V100-DGXS-32GB"
     assert profile.facts.steps == 6
     assert profile.facts.batch_size == 32
-    device = profile.ops[profile.ops["side"] == "device"].set_index("op_name")
+    device = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].set_index("op_name")
     conv = device.loc["aten::cudnn_convolution"]
     # Several kernels per convolution call: occurrences count calls, not kernels.
     assert conv["kernels"] > conv["occurrences"] > 0
@@ -112,7 +112,8 @@ BERT_H100 = REALTRACES / "torch_bert_small_h100_vs_mi300/h100/gaunernst_bert-sma
 def same_profile(first, second) -> None:
     keys = ["side", "op_name", "op_type"]
     pd.testing.assert_frame_equal(
-        first.ops.sort_values(keys).reset_index(drop=True), second.ops.sort_values(keys).reset_index(drop=True)
+        first.op_table.frame().sort_values(keys).reset_index(drop=True),
+        second.op_table.frame().sort_values(keys).reset_index(drop=True),
     )
     assert vars(first.facts) == vars(second.facts)
 
@@ -122,7 +123,7 @@ def test_reading_events_in_small_batches_gives_the_same_table(monkeypatch, way):
     """Big traces are decoded a batch at a time to bound memory; nesting, kernel links
     and the batch size must not depend on where a batch ends."""
     whole = read(BERT_H100)
-    assert (whole.ops["side"] == "device").any()
+    assert (whole.op_table.frame()["side"] == "device").any()
     monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", 0)
     monkeypatch.setattr(chrome_json, "BATCH_BYTES", 3000)
     monkeypatch.setattr(chrome_json, "BATCH_EVENTS", 7)
@@ -147,7 +148,7 @@ def test_a_cut_inside_a_string_falls_back_to_the_exact_split(tmp_path, monkeypat
     split = chrome_json.TraceText._split
     monkeypatch.setattr(chrome_json.TraceText, "_split", lambda self: (fell_back.append(True), split(self)))
     same_profile(whole, read(path))
-    assert fell_back and 'aten::odd}, {"ph": "X"' in set(whole.ops["op_name"])
+    assert fell_back and 'aten::odd}, {"ph": "X"' in set(whole.op_table.frame()["op_name"])
 
 
 def test_a_broken_event_in_a_later_batch_is_named_by_its_index_in_the_file(tmp_path, monkeypatch):
@@ -259,7 +260,7 @@ def test_a_trace_with_kernels_only_is_read(tmp_path):
     (tmp_path / "kernels_gpu" / "w.1.pt.trace.json").write_text(json.dumps(document))
     profile = Catalog(str(tmp_path), cache_dir=None).load("kernels_gpu").profile
     kernels = sum(1 for event in document["traceEvents"] if event.get("ph") == "X")
-    assert profile.facts.device == "GPU" and int(profile.ops["kernels"].sum()) == kernels
+    assert profile.facts.device == "GPU" and int(profile.op_table.frame()["kernels"].sum()) == kernels
     assert any("have no launching op in the trace" in warning for warning in profile.facts.warnings)
 
 
@@ -295,7 +296,12 @@ def test_spread_of_leaf_ops_matches_their_event_durations():
         if len(group) >= 4 and not any(encloses(e, other) for e in group for other in events)
     }
     assert len(leaves) >= 5
-    ops = Catalog(str(path.parent.parent), cache_dir=None).load(path.parent.name).profile.ops.set_index("op_name")
+    ops = (
+        Catalog(str(path.parent.parent), cache_dir=None)
+        .load(path.parent.name)
+        .profile.op_table.frame()
+        .set_index("op_name")
+    )
     for name, durations in leaves.items():
         expected = np.quantile(durations, [0.1, 0.5, 0.9])
         got = ops.loc[name, ["p10_us", "median_us", "p90_us"]].to_numpy(dtype=float)

@@ -44,7 +44,7 @@ def test_releases_in_their_natural_order_with_each_runs_own_means():
     for position, point in enumerate(document.points):
         (run,) = point.runs
         profile = catalog.load(run).profile
-        host = profile.ops[profile.ops["side"] == "host"].set_index("op_name")
+        host = profile.op_table.frame()[profile.op_table.frame()["side"] == "host"].set_index("op_name")
         for key in document.keys[:whole]:
             assert rows[key, position].mean_us == pytest.approx(host.loc[key, "mean_us"], rel=1e-6)
             assert rows[key, position].low_us is None  # one run: no interval
@@ -64,7 +64,7 @@ def test_runs_sharing_a_value_are_pooled_with_an_interval():
     assert head[0].low_us < head[0].mean_us < head[0].high_us < head[1].mean_us / 1.1
     catalog = Catalog(str(REPEATS), cache_dir=None)
     means = [
-        float(catalog.load(run).profile.ops.query("op_name == 'head'")["mean_us"].iloc[0])
+        float(catalog.load(run).profile.op_table.frame().query("op_name == 'head'")["mean_us"].iloc[0])
         for run in document.points[1].runs
     ]
     assert head[1].mean_us == pytest.approx(float(np.exp(np.mean(np.log(means)))), rel=1e-6)

@@ -53,7 +53,7 @@ def test_pytorch_counts_calls_and_self_time_as_key_averages_does(run):
         if not entry["key"].startswith("ProfilerStep") and entry["cpu_time_total_us"] > 0
     }
     loaded = CATALOG.load(run)
-    host = loaded.profile.ops[loaded.profile.ops["side"] == "host"].set_index("op_name")
+    host = loaded.profile.op_table.frame()[loaded.profile.op_table.frame()["side"] == "host"].set_index("op_name")
     assert set(host.index) == set(expected)
     for name, row in host.iterrows():
         assert row["occurrences"] == expected[name]["count"], name
@@ -67,7 +67,7 @@ def test_pytorch_counts_calls_and_self_time_as_key_averages_does(run):
 def test_tensorflow_self_times_agree_with_xprof_and_facts_with_the_recorder(run):
     oracle = _oracle(run, "framework_op_stats")
     loaded = CATALOG.load(run)
-    ours = {(row.op_name, row.op_type): row for row in loaded.profile.ops.itertuples()}
+    ours = {(row.op_name, row.op_type): row for row in loaded.profile.op_table.frame().itertuples()}
     # IDLE is xprof's idle time; "(null)" rows are zero-time events it could not name.
     expected = [row for row in oracle["ops"] if row["type"] != "IDLE" and row["operation"] != "(null)"]
     assert all(row["total_time"] == 0 for row in oracle["ops"] if row["operation"] == "(null)")
@@ -100,7 +100,7 @@ def test_pytorch_gpu_time_per_op_is_its_kernels_per_execution_as_key_averages_sa
     expected = {entry["key"]: entry for entry in host_entries if entry["self_device_time_total_us"] > 0}
     loaded = CATALOG.load(run)
     assert loaded.profile.facts.device == "GPU" and loaded.profile.facts.device_name == "NVIDIA H100 80GB HBM3"
-    device = loaded.profile.ops[loaded.profile.ops["side"] == "device"].set_index("op_name")
+    device = loaded.profile.op_table.frame()[loaded.profile.op_table.frame()["side"] == "device"].set_index("op_name")
     assert set(device.index) == set(expected)
     for name, row in device.iterrows():
         assert row["total_us"] == pytest.approx(expected[name]["self_device_time_total_us"], rel=1e-3, abs=0.01), name
@@ -111,7 +111,7 @@ def test_an_op_that_launches_seven_kernels_per_call_has_a_mean_per_call():
     """cuDNN's LSTM backward launches 7 kernels per call on the H100: 3 profiled steps, 21
     kernels, and the mean is a third of the total, not a 21st."""
     for size in (6, 20):
-        ops = CATALOG.load(f"torch2.11_h100/lstm_gpu_bs{size}").profile.ops
+        ops = CATALOG.load(f"torch2.11_h100/lstm_gpu_bs{size}").profile.op_table.frame()
         (row,) = ops[(ops["side"] == "device") & (ops["op_name"] == "aten::_cudnn_rnn_backward")].itertuples()
         assert (row.kernels, row.occurrences) == (21, 3)
         assert row.mean_us == pytest.approx(row.total_us / 3)

@@ -43,7 +43,7 @@ def test_a_jobs_run_pools_its_ranks_ops_and_steps_as_long_as_its_slowest_rank():
     loaded = Catalog(str(RANKS), cache_dir=None).load("ddp_cnn_gpu")
     files = sorted((RANKS / "ddp_cnn_gpu").glob("*.pt.trace.json.gz"))
     raw = [_raw(path) for path in files]
-    ops = loaded.profile.ops.set_index(["side", "op_name"])
+    ops = loaded.profile.op_table.frame().set_index(["side", "op_name"])
     for name in ("aten::addmm", "aten::convolution_backward", "Optimizer.step#SGD.step"):
         count = sum(
             1
@@ -109,7 +109,7 @@ def test_one_rank_of_a_job_is_a_session_of_its_run_and_the_job_the_default(tmp_p
     assert alone == [f"{files[0].name} (rank 0 of 2 only)", f"{files[1].name} (rank 1 of 2 only)"]
     for session, path in zip(alone, files):
         profile = catalog.load("ddp_cnn_gpu", session).profile
-        ops = profile.ops.set_index(["side", "op_name"])
+        ops = profile.op_table.frame().set_index(["side", "op_name"])
         count = sum(
             1
             for event in _raw(path)

@@ -124,8 +124,8 @@ def _assert_same_outcome(native, pure) -> None:
     if isinstance(pure, Exception) or isinstance(native, Exception):
         assert type(native) is type(pure) and str(native) == str(pure)
         return
-    for name in ("ops", "step_ops", "module_ops", "annotations", "memory_timeline"):
-        expected, got = getattr(pure, name), getattr(native, name)
+    for name in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
+        expected, got = getattr(pure, name).frame(), getattr(native, name).frame()
         pd.testing.assert_frame_equal(got, expected, check_exact=True, obj=name)
         for column in expected.columns:  # bit for bit: 0.0 and -0.0 pass the frame check
             if expected[column].dtype.kind in "biuf":
@@ -198,8 +198,10 @@ def test_the_real_xplanes_hold_every_memory_output(monkeypatch):
     ]
     with_memory = [profile for profile in profiles if profile.facts.memory_events]
     assert len(with_memory) >= 10
-    assert all(len(profile.memory_timeline) and profile.facts.peak_memory_bytes for profile in with_memory)
-    assert sum((profile.ops["alloc_bytes"] > 0).any() for profile in with_memory) >= 10  # XLA's ops name none
+    assert all(len(profile.memory_table.frame()) and profile.facts.peak_memory_bytes for profile in with_memory)
+    assert (
+        sum((profile.op_table.frame()["alloc_bytes"] > 0).any() for profile in with_memory) >= 10
+    )  # XLA's ops name none
     assert any("tensors the model's ops allocated" in (profile.facts.precision_source or "") for profile in with_memory)
     assert any(
         "tensor shapes in memory allocations" in (profile.facts.batch_size_source or "") for profile in with_memory
@@ -435,7 +437,7 @@ def test_the_wire_path_parses_no_whole_batch_of_host_events(compiled, monkeypatc
     monkeypatch.setattr(xplane_wire, "XEvent", type("CountingXEvent", (), {"FromString": staticmethod(parse_alone)}))
     monkeypatch.setattr(xplane_wire, "EVENT_BATCH_BYTES", SMALL_BATCH)
     profile = _read(path, False, monkeypatch)
-    assert profile.facts.steps and len(profile.ops)
+    assert profile.facts.steps and len(profile.op_table.frame())
     assert whole_parses == []
     host_events = sum(
         len(_python_ints(bytes(memoryview(path.read_bytes())[s:e]))) for s, e in _line_spans(path.read_bytes())
@@ -966,7 +968,7 @@ def test_kernel_ops_follow_the_rule_on_both_paths(tmp_path, compiled, monkeypatc
     # the third to fifth kernels: a tf_op and an annotation naming two ops, or one stat twice
     assert len(parsed_kernels) == 3 * _KERNEL_COPIES
 
-    device = pure.ops[pure.ops["side"] == "device"].set_index("op_name")
+    device = pure.op_table.frame()[pure.op_table.frame()["side"] == "device"].set_index("op_name")
     expected = {op: op_type for _, _, op, op_type in _KERNELS}
     assert device["op_type"].to_dict() == expected
     kernels = collections.Counter(op for _, _, op, _ in _KERNELS)
@@ -1014,7 +1016,7 @@ def test_kernels_meet_their_executions_on_a_clock_of_ns_since_the_epoch(tmp_path
     space.planes[0].lines.add(id=3, name="Steps", timestamp_ns=0).events.add(metadata_id=100, duration_ps=50)
     path.write_bytes(space.SerializeToString())
     profile = _read(path, pure_python, monkeypatch)
-    (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
+    (row,) = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].itertuples()
     assert (row.op_name, row.kernels, row.occurrences) == ("a/conv", 3, 2)  # 5 and 7 ps: one execution
     _timed_plane_xplane(path, 0, epoch_ns)
     error = _read(path, pure_python, monkeypatch)
@@ -1050,7 +1052,7 @@ def test_kernel_totals_are_the_exact_sums_of_their_durations_on_both_paths(tmp_p
     _kernel_totals_xplane(path, durations_ps)
     for pure_python in (True, False):
         profile = _read(path, pure_python, monkeypatch)
-        (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
+        (row,) = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].itertuples()
         assert (row.op_name, row.kernels, row.total_us) == ("a/conv", 3, sum(durations_ps) / 1e6)
 
 
@@ -1071,5 +1073,5 @@ def test_a_kernel_line_starting_past_int64_picoseconds_still_meets_its_execution
         kernel.offset_ps = at - (line_ns * 1000)
     path.write_bytes(space.SerializeToString())
     profile = _read(path, pure_python, monkeypatch)
-    (row,) = profile.ops[profile.ops["side"] == "device"].itertuples()
+    (row,) = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].itertuples()
     assert (row.op_name, row.kernels, row.occurrences) == ("a/conv", 3, 2)

@@ -46,7 +46,7 @@ def _cut_compute_kernels(space) -> None:
 
 
 def _device_rows(logdir: Path) -> pd.DataFrame:
-    ops = Catalog(str(logdir), cache_dir=None).load("bert").profile.ops
+    ops = Catalog(str(logdir), cache_dir=None).load("bert").profile.op_table.frame()
     return ops[ops["side"] == "device"].set_index(["op_name", "op_type"]).sort_index()
 
 

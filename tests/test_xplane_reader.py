@@ -49,7 +49,7 @@ def xprof_host_rows(xplane: Path, tmp_path: Path) -> dict[str, tuple[str, float]
 def test_host_self_time_agrees_with_xprof(xplane, tmp_path):
     expected = xprof_host_rows(xplane, tmp_path)
     assert len(expected) > 50, "xprof should see the Keras training step's ops"
-    ops = _session([str(xplane)]).ops
+    ops = _session([str(xplane)]).op_table.frame()
     host = ops[ops["side"] == "host"].set_index("op_name")
     assert set(host.index) == set(expected)
     for name, (op_type, total_self_us) in expected.items():
@@ -63,7 +63,7 @@ def test_keras_cpu_run_facts():
     # the fixtures were recorded with --profile-steps 3,7: five steps
     assert profile.facts.steps == 5
     assert 0 < profile.facts.step_time_us < 100_000
-    conv = profile.ops[profile.ops["op_type"] == "_MklNativeFusedConv2D"]
+    conv = profile.op_table.frame()[profile.op_table.frame()["op_type"] == "_MklNativeFusedConv2D"]
     assert len(conv) == 2 and (conv["occurrences"] == profile.facts.steps).all()  # once per step
     assert conv["mean_us"].to_numpy() == pytest.approx((conv["self_us"] / conv["occurrences"]).to_numpy())
 
@@ -104,7 +104,7 @@ def test_device_op_time_is_the_sum_of_its_kernels():
     profile = _session([str(BERT_XPLANE)])
     assert profile.facts.device == "GPU"
     assert "compute capability 7.0" in profile.facts.device_name
-    device = profile.ops[profile.ops["side"] == "device"].groupby("op_name")["total_us"].sum()
+    device = profile.op_table.frame()[profile.op_table.frame()["side"] == "device"].groupby("op_name")["total_us"].sum()
     expected = kernel_sums_by_op(BERT_XPLANE)
     assert len(expected) > 300
     for op, total in expected.items():
@@ -117,8 +117,8 @@ def test_bert_batch_size_comes_from_tensor_shapes():
 
 
 def test_several_hosts_are_combined():
-    one = _session([str(KERAS_XPLANES[0])]).ops
-    both = _session([str(KERAS_XPLANES[0]), str(KERAS_XPLANES[0])]).ops
+    one = _session([str(KERAS_XPLANES[0])]).op_table.frame()
+    both = _session([str(KERAS_XPLANES[0]), str(KERAS_XPLANES[0])]).op_table.frame()
     merged = both.set_index(["side", "op_name"])["occurrences"]
     assert (merged == one.set_index(["side", "op_name"])["occurrences"] * 2).all()
 
@@ -166,7 +166,8 @@ def test_reading_lines_in_small_batches_gives_the_same_table(xplane, monkeypatch
     assert len(batches_seen) > 2 * len(list(_lines(xplane)))  # lines really were cut up
     keys = ["side", "op_name", "op_type"]
     pd.testing.assert_frame_equal(
-        whole.ops.sort_values(keys).reset_index(drop=True), batched.ops.sort_values(keys).reset_index(drop=True)
+        whole.op_table.frame().sort_values(keys).reset_index(drop=True),
+        batched.op_table.frame().sort_values(keys).reset_index(drop=True),
     )
     assert vars(whole.facts) == vars(batched.facts)
 
@@ -264,16 +265,18 @@ def test_each_tf_op_is_placed_in_the_step_it_ran_in(xplane):
     per_step, name = _steps_and_leaf_op(xplane)
     profile = _session([str(xplane)])
     assert profile.step_count == len(per_step) == profile.facts.steps >= 3
-    row = profile.ops.index[(profile.ops["side"] == "host") & (profile.ops["op_name"] == name)][0]
-    cells = profile.step_ops[profile.step_ops["row"] == row].set_index("step")["self_us"]
+    row = profile.op_table.frame().index[
+        (profile.op_table.frame()["side"] == "host") & (profile.op_table.frame()["op_name"] == name)
+    ][0]
+    cells = profile.step_table.frame()[profile.step_table.frame()["row"] == row].set_index("step")["self_us"]
     measured = [float(cells.get(step, 0.0)) for step in range(profile.step_count)]
     assert measured == pytest.approx(per_step, rel=1e-5)
     mean = sum(per_step) / len(per_step)
     cv = (sum((t - mean) ** 2 for t in per_step) / len(per_step)) ** 0.5 / mean
-    assert profile.ops.loc[row, "per_step_cv"] == pytest.approx(cv, rel=1e-4)
+    assert profile.op_table.frame().loc[row, "per_step_cv"] == pytest.approx(cv, rel=1e-4)
     # every occurrence of every op lands in a step: the steps cover the profiled work
-    assert profile.step_ops.groupby("row")["occurrences"].sum().to_numpy() == pytest.approx(
-        profile.ops.loc[profile.step_ops["row"].unique(), "occurrences"].to_numpy()
+    assert profile.step_table.frame().groupby("row")["occurrences"].sum().to_numpy() == pytest.approx(
+        profile.op_table.frame().loc[profile.step_table.frame()["row"].unique(), "occurrences"].to_numpy()
     )
 
 
@@ -327,7 +330,7 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
     from tb_opcompare.ingest.readers import xplane as reader
 
     (xplane,) = (FIXTURES / "precision/logdir/keras_fp32_xla_cpu_bs16").glob("**/*.xplane.pb")
-    ops = _session([str(xplane)]).ops
+    ops = _session([str(xplane)]).op_table.frame()
     xla_op = ops.loc[ops["op_type"] == "convolution", "op_name"].iloc[0]
     original = reader._Allocations.__init__
 
@@ -337,7 +340,7 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
 
     monkeypatch.setattr(reader._Allocations, "__init__", with_an_allocation)
     profile = _session([str(xplane)])
-    row = profile.ops.loc[profile.ops["op_name"] == xla_op].iloc[0]
+    row = profile.op_table.frame().loc[profile.op_table.frame()["op_name"] == xla_op].iloc[0]
     assert row["alloc_bytes"] >= 4096.0
 
 

@@ -216,7 +216,7 @@ def _read(path: Path, pure_python: bool, monkeypatch) -> pd.DataFrame:
     else:
         monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
     try:
-        ops = read_profile("xplane", [str(path)]).ops
+        ops = read_profile("xplane", [str(path)]).op_table.frame()
     finally:
         monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
     ops = ops[ops["side"] == "device"]
@@ -353,7 +353,7 @@ def test_the_trace_json_of_the_session_counts_what_its_xplane_counts(kernels, tm
     rendered, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "trace_viewer", {})
     trace = tmp_path / "host.trace.json.gz"
     trace.write_bytes(gzip.compress(rendered.encode() if isinstance(rendered, str) else rendered))
-    ops = read_profile("tf_trace_json", [str(trace)]).ops
+    ops = read_profile("tf_trace_json", [str(trace)]).op_table.frame()
     ops = ops[ops["side"] == "device"]
     from_json = ops.assign(op=ops["op_name"] + ":" + ops["op_type"]).set_index("op").sort_index()
     from_xplane = _read(path, False, monkeypatch)

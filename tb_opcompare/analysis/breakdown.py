@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def pooled_split(runs: Sequence[tuple[str, Sequence[float], Table]], note: str |
     return dataclasses.replace(pooled, runs=tuple((name, split) for name, split in own if split is not None))
 
 
-def with_ranks(split: SideSplit | None, workers: Sequence[dict]) -> SideSplit | None:
+def with_ranks(split: SideSplit | None, workers: Sequence[dict[str, Any]]) -> SideSplit | None:
     """A job's split (its slowest rank's, step by step) with each rank's own median steady
     step beside it (``ProfileFacts.workers``' ``step_parts``), where it has two ranks or more."""
     ranks = [worker for worker in workers if worker.get("step_parts") and worker.get("step_time_us")]
@@ -125,7 +126,7 @@ def _ordered(side: str, found: dict[str, float]) -> dict[str, float]:
 STEP_PART = "(step) "
 
 
-def step_part_rows(splits: Sequence[SideSplit | None]) -> list[dict]:
+def step_part_rows(splits: Sequence[SideSplit | None]) -> list[dict[str, Any]]:
     """A trend's rows of the step's host parts: at each point (``splits``: each point's
     split, None where its runs split no step), the part's time in the point's median steady
     step, keyed ``(step) <label>``, in the vocabulary's order."""

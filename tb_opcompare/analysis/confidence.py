@@ -53,15 +53,18 @@ import dataclasses
 import math
 import typing
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import counted_rows, normalize_op_type
+from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME
 from tb_opcompare.analysis.numerics import at_most
-from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME, steady_steps, step_latency
+from tb_opcompare.analysis.step_time import steady_steps, step_latency
 from tb_opcompare.schema.contract import VERDICTS
 from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE
+from tb_opcompare.schema.table import Table, text_array
 
 CONFIDENCE = 0.95
 RESAMPLES = 4000
@@ -132,8 +135,8 @@ class Confidence:
 
 
 def run_samples(
-    ops: pd.DataFrame,
-    step_ops: pd.DataFrame,
+    ops: Table,
+    step_ops: Table,
     step_count: int,
     steps: int | None,
     group_by: str = "name",
@@ -142,25 +145,22 @@ def run_samples(
 ) -> RunSamples:
     rows = counted_rows(ops)
     if group_by == "name":
-        key_of_row = ops["op_name"].to_numpy(dtype=object)
+        key_of_row = ops["op_name"]
     else:
-        types = ops["op_type"].map(normalize_op_type) if normalize else ops["op_type"]
-        key_of_row = types.to_numpy(dtype=object)
+        key_of_row = text_array(map(normalize_op_type, ops["op_type"].tolist())) if normalize else ops["op_type"]
     keys, codes = np.unique(key_of_row[rows], return_inverse=True)
     codes = codes.reshape(-1)
-    total = np.bincount(codes, weights=ops["self_us"].to_numpy()[rows], minlength=len(keys))
-    executions = np.bincount(codes, weights=ops["occurrences"].to_numpy()[rows], minlength=len(keys))
+    total = np.bincount(codes, weights=ops["self_us"][rows], minlength=len(keys))
+    executions = np.bincount(codes, weights=ops["occurrences"][rows], minlength=len(keys))
     code_of_row = np.full(len(ops), -1, dtype=np.int64)
     code_of_row[rows] = codes
     shape = (step_count if step_count >= 2 else 0, len(keys))
     step_time, step_executions = np.zeros(shape), np.zeros(shape)
     if shape[0] and len(step_ops):
-        cells = step_ops[code_of_row[step_ops["row"].to_numpy()] >= 0]
-        flat = cells["step"].to_numpy() * len(keys) + code_of_row[cells["row"].to_numpy()]
-        step_time = np.bincount(flat, weights=cells["self_us"].to_numpy(), minlength=shape[0] * shape[1]).reshape(shape)
-        step_executions = np.bincount(
-            flat, weights=cells["occurrences"].to_numpy(), minlength=shape[0] * shape[1]
-        ).reshape(shape)
+        cells = step_ops.take(code_of_row[step_ops["row"]] >= 0)
+        flat = cells["step"] * len(keys) + code_of_row[cells["row"]]
+        step_time = np.bincount(flat, weights=cells["self_us"], minlength=shape[0] * shape[1]).reshape(shape)
+        step_executions = np.bincount(flat, weights=cells["occurrences"], minlength=shape[0] * shape[1]).reshape(shape)
     return RunSamples(
         pd.Index(keys),
         total,
@@ -173,7 +173,7 @@ def run_samples(
     )
 
 
-def _call_medians(ops: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+def _call_medians(ops: Table, rows: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
     """Each key's median self time per execution where the key is one counted row with a
     median (a key of several rows, ops of one type or a name on two sides, has none: a
     median of medians is no median of the executions)."""
@@ -181,7 +181,7 @@ def _call_medians(ops: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, count:
     if "median_us" not in ops or not len(rows):
         return medians
     single = np.bincount(codes, minlength=count) == 1
-    values = ops["median_us"].to_numpy(dtype=np.float64)[rows]
+    values = np.asarray(ops["median_us"], dtype=np.float64)[rows]
     medians[codes[single[codes]]] = values[single[codes]]
     return medians
 
@@ -189,8 +189,8 @@ def _call_medians(ops: pd.DataFrame, rows: np.ndarray, codes: np.ndarray, count:
 def profile_samples(profile, group_by: str = "name") -> RunSamples:
     """``run_samples`` of a parsed profile (an ``OpProfile``)."""
     return run_samples(
-        profile.ops,
-        profile.step_ops,
+        profile.op_table,
+        profile.step_table,
         profile.step_count,
         profile.facts.steps,
         group_by,
@@ -336,7 +336,7 @@ def _two_sites(runs: list[RunSamples], index: pd.Index, ran: np.ndarray) -> np.n
     return two
 
 
-def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list) -> tuple[np.ndarray, np.ndarray]:
+def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(runs, keys + whole step): the log of each run's median self time per execution, and
     where it can serve: ``MIN_STEPS_FOR_MEDIAN`` executions or more (the whole step never)."""
     logs = np.full((len(runs), len(index) + 1), np.nan)
@@ -352,7 +352,7 @@ def _call_median_logs(runs: list[RunSamples], index: pd.Index, aligned: list) ->
 
 
 def _step_median_logs(
-    runs: list[RunSamples], index: pd.Index, aligned: list
+    runs: list[RunSamples], index: pd.Index, aligned: list[Any]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(runs, keys + whole step): the log of the median over each run's profiled steps of
     the op's mean per execution in that step, the log of their lower quartile
@@ -451,7 +451,7 @@ def pooled_means(
     return np.exp(mean), np.exp(mean - margin), np.exp(mean + margin)
 
 
-def pooled_step_time(step_times_per_run: list) -> tuple[float, float, float] | None:
+def pooled_step_time(step_times_per_run: list[Any]) -> tuple[float, float, float] | None:
     """A point of one or more runs as every view shows its whole step: the median of the
     runs' steady steps pooled (the headline's rule, ``step_time``), and around it the
     runs' 95% interval (``pooled_means`` of each run's own steady median, relative to
@@ -496,7 +496,7 @@ class RunNoise:
         ops = self.variance.drop(WHOLE_STEP, errors="ignore")
         return float(np.sqrt((ops if len(ops) else self.variance).median()))
 
-    def of(self, keys: list) -> tuple[np.ndarray, np.ndarray]:
+    def of(self, keys: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         """(variance, degrees of freedom) for each key."""
         ops = self.freedom.drop(WHOLE_STEP, errors="ignore")
         typical_freedom = float((ops if len(ops) else self.freedom).median())
@@ -690,7 +690,7 @@ def shared_prior(variance: np.ndarray, freedom: np.ndarray, worth: np.ndarray) -
     return _Prior(math.exp(center + float(_digamma(half_prior)) - math.log(half_prior)), prior_freedom)
 
 
-def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list, worth: np.ndarray) -> tuple:
+def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list[Any], worth: np.ndarray) -> tuple:
     """(mean, variance, degrees of freedom, runs) of one side's adjusted log samples, per
     column: its runs' own variance, pooled with the learned ``noise`` and drawn toward the
     variance its ops share (``shared_prior``; not the whole step's)."""

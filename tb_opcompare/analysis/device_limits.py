@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from typing import Any
 
 from tb_opcompare.schema.dimensions import canonical_precision
 
@@ -121,7 +122,7 @@ def from_table(device_name: str | None) -> Limits | None:
     return None
 
 
-def from_properties(device_name: str | None, properties: dict) -> Limits | None:
+def from_properties(device_name: str | None, properties: dict[str, Any]) -> Limits | None:
     """Limits from what the profile says of its device (``clock_rate`` in kHz, ``core_count``
     SMs, ``compute_capability`` ``major.minor``, ``memory_bandwidth`` bytes/s); the peak
     FLOP/s only for a compute capability ``_PER_SM_CLOCK`` knows, else None for them."""
@@ -142,7 +143,7 @@ def from_properties(device_name: str | None, properties: dict) -> Limits | None:
     return Limits(device_name or "the profile's device", peaks, bandwidth, "".join(parts) + ")")
 
 
-def from_sidecar(claim: dict | None) -> Limits | None:
+def from_sidecar(claim: dict[str, Any] | None) -> Limits | None:
     """The sidecar's ``device_limits``: ``{"peak_flops": {"fp32": 1.2e12, ...},
     "memory_bandwidth": 5e10, "device": ..., "source": ...}``; None where it gives neither a
     usable peak nor a bandwidth (a value must be a positive number)."""
@@ -170,7 +171,7 @@ def _positive(value) -> float | None:
     return float(value) if math.isfinite(value) and value > 0 else None
 
 
-def device_limits(device_name: str | None, properties: dict, claim: dict | None) -> Limits | None:
+def device_limits(device_name: str | None, properties: dict[str, Any], claim: dict[str, Any] | None) -> Limits | None:
     """A run's device limits: each figure from the first that gives it of the sidecar, the
     profile and the table (a sidecar that gives only a bandwidth keeps the peaks found
     elsewhere)."""

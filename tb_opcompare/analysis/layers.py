@@ -8,7 +8,7 @@ and driver calls the runtime, every other host row the framework; device rows (k
 overlap on one thread (a range's self time leaves out the ops and calls inside it), so the
 host layers add up to the busy time of the host threads; the device layer is kernel time,
 which overlaps the host. The application ranges a reader keeps beside its op table
-(``OpProfile.annotations``: the seed wrapper's ``app_stats``, TF's ``Trace`` ranges) have a
+(``OpProfile.annotation_table``: the seed wrapper's ``app_stats``, TF's ``Trace`` ranges) have a
 wall time only: the ops inside them are framework time too, so the layer is then measured
 by the wall time of the outermost ranges and says so.
 

@@ -12,10 +12,13 @@ its target time. Plain tables in, plain records out: no I/O.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from tb_opcompare.analysis.compare import effective_ops, in_modules
 from tb_opcompare.schema.contract import MODULE_NODE_COLUMNS
+from tb_opcompare.schema.table import Table
 
 MODULE, OP = "module", "op"
 TREE_COLUMNS = MODULE_NODE_COLUMNS
@@ -23,10 +26,10 @@ _SIDES = ("baseline", "target")
 
 
 def module_tree(
-    baseline_ops: pd.DataFrame,
-    target_ops: pd.DataFrame,
-    baseline_modules: pd.DataFrame | None,
-    target_modules: pd.DataFrame | None,
+    baseline_ops: Table,
+    target_ops: Table,
+    baseline_modules: Table | None,
+    target_modules: Table | None,
     baseline_steps: int | None = None,
     target_steps: int | None = None,
 ) -> pd.DataFrame:
@@ -49,7 +52,7 @@ def module_tree(
     present = pd.DataFrame({side: leaves[side].notna() for side in _SIDES})
     recorded = {side: bool(sides[side][f"{side}_alloc"].notna().any()) for side in _SIDES}  # memory profiled
     leaves = leaves.fillna(0.0)
-    nodes: dict[str, dict] = {"": _node("", None, "(whole model)", MODULE, 0)}
+    nodes: dict[str, dict[str, Any]] = {"": _node("", None, "(whole model)", MODULE, 0)}
     for (module, op), times in leaves.iterrows():
         parts = module.split("/")
         path = ""
@@ -79,7 +82,7 @@ def module_tree(
     return _ordered(frame)[TREE_COLUMNS]
 
 
-def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) -> dict:
+def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) -> dict[str, Any]:
     return {
         "id": node_id,
         "parent": parent,
@@ -95,7 +98,7 @@ def _node(node_id: str, parent: str | None, name: str, kind: str, depth: int) ->
     }
 
 
-def _add(node: dict, times: pd.Series, present: pd.Series) -> None:
+def _add(node: dict[str, Any], times: pd.Series, present: pd.Series) -> None:
     for side in _SIDES:
         node[f"{side}_us"] += times[side]
         node[f"{side}_alloc_bytes"] += times[f"{side}_alloc"]

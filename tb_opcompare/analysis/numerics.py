@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 SIGNIFICANT_DIGITS = 9
 
@@ -32,7 +35,7 @@ def settled(value: float) -> float:
     return float(f"{value:.{SIGNIFICANT_DIGITS - 1}e}") if math.isfinite(value) else value
 
 
-def above(values, limits):
+def above(values: ArrayLike, limits: ArrayLike) -> Any:
     """``settled(values) > limits`` for floats or arrays (a limit per value, or one for
     all), deciding with the settled value only where it can differ from the raw one:
     within a millionth of the limit (cheap on large arrays, where a string per value
@@ -40,17 +43,17 @@ def above(values, limits):
     return _decide(values, limits, np.greater)
 
 
-def below(values, limits):
+def below(values: ArrayLike, limits: ArrayLike) -> Any:
     """``settled(values) < limits``, as ``above``."""
     return _decide(values, limits, np.less)
 
 
-def at_most(values, limits):
+def at_most(values: ArrayLike, limits: ArrayLike) -> Any:
     """``settled(values) <= limits``, as ``above``."""
     return _decide(values, limits, np.less_equal)
 
 
-def _decide(values, limits, compare):
+def _decide(values: ArrayLike, limits: ArrayLike, compare: Callable[..., Any]) -> Any:
     array, limit = np.broadcast_arrays(np.asarray(values, dtype="float64"), np.asarray(limits, dtype="float64"))
     decided = np.array(compare(array, limit))
     with np.errstate(invalid="ignore"):
@@ -80,7 +83,7 @@ def geometric_mean(values: np.ndarray) -> float | None:
     return math.exp(math.fsum(logs) / len(logs)) if logs else None
 
 
-def is_missing(value) -> bool:
+def is_missing(value: object) -> bool:
     """Whether a table's value is missing: None, NaN, or pandas' NA (which compares to
     nothing, not even itself, as NA)."""
     if value is None:
@@ -91,7 +94,7 @@ def is_missing(value) -> bool:
         return True
 
 
-def finite_or_none(value):
+def finite_or_none(value: object) -> Any:
     """JSON has no NaN: missing numbers (None, NaN, infinities, pandas' NA) become null;
     numpy scalars become Python's. pandas' NA exists only where pandas is loaded, so this
     needs no pandas of its own (``runs --lazy`` imports none)."""

@@ -1,5 +1,5 @@
 """Why an op sped up (issue 54): each op of two runs on its device's roofline. The maths
-only, no I/O: it takes each run's work table (``OpProfile.op_work``) and the roofs its ops
+only, no I/O: it takes each run's work table (``OpProfile.work_table``) and the roofs its ops
 ran under, and returns one row per op.
 
 On each side, an op's calls whose work is known are timed by the kernels they launched

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
 from tb_opcompare.analysis.numerics import is_missing
 from tb_opcompare.schema.contract import COMPARE_COLUMNS, STATUSES
 from tb_opcompare.schema.groups import among
+from tb_opcompare.schema.table import Table
 
 SIDE_FILTERS = ("all", "host", "device")
 MAX_PATTERN = 500
@@ -105,7 +107,7 @@ def text_from_params(params: Mapping[str, str], name: str) -> str:
     return text
 
 
-def _number(params: Mapping[str, str], name: str, default, kind):
+def _number(params: Mapping[str, str], name: str, default: float | None, kind: type[int] | type[float]) -> Any:
     text = params.get(name)
     if text in (None, ""):
         return default
@@ -118,7 +120,7 @@ def _number(params: Mapping[str, str], name: str, default, kind):
     return value
 
 
-def _query_matcher(query: str):
+def _query_matcher(query: str) -> Callable[[str], bool]:
     """Substring, or ``/regex/`` run by RE2: linear time whatever the pattern, so a
     pathological filter (``/(a+)+$/``) cannot stall the server (Python's ``re`` would
     backtrack for hours while holding the GIL). RE2 has no backreferences or lookaround."""
@@ -144,16 +146,16 @@ def _query_matcher(query: str):
     return lambda text: needle in text.lower()
 
 
-def apply_view(rows, view: RowView) -> np.ndarray:
+def apply_view(rows: Table, view: RowView) -> np.ndarray:
     """The positions of the rows ``view`` keeps, in its order: column-wise, so it scales
     with the op count, and in numpy where it can, as it runs on every request."""
     positions = view_positions(rows, view)
     return positions[: view.top] if view.top else positions
 
 
-def view_positions(rows, view: RowView) -> np.ndarray:
+def view_positions(rows: Table, view: RowView) -> np.ndarray:
     """``apply_view`` before its top N: every row the view's filters keep, in its order.
-    ``rows``: a comparison's rows (``analysis.compare``: a ``Table``, or its frame)."""
+    ``rows``: a comparison's rows (``analysis.compare``)."""
     keep = np.ones(len(rows), dtype=bool)
     if view.keys is not None:
         keep &= among(rows["key"], view.keys)
@@ -192,6 +194,6 @@ def order_missing_last(values: np.ndarray, descending: bool) -> np.ndarray:
         return np.concatenate([ranked, np.flatnonzero(~np.isfinite(values))])
     # text, and counts or flags with gaps (None, NaN or pandas' NA where missing)
     listed = values.tolist()
-    present = [position for position, value in enumerate(listed) if not is_missing(value)]
-    present.sort(key=listed.__getitem__, reverse=descending)  # stable either way: ties keep their order
-    return np.array(present + [position for position, value in enumerate(listed) if is_missing(value)], dtype=np.int64)
+    known = [position for position, value in enumerate(listed) if not is_missing(value)]
+    known.sort(key=listed.__getitem__, reverse=descending)  # stable either way: ties keep their order
+    return np.array(known + [position for position, value in enumerate(listed) if is_missing(value)], dtype=np.int64)

@@ -1,4 +1,5 @@
-"""Step wall time, and the headline speedup a user reads first.
+"""Step wall time: what the headline speedup a user reads first is made of (the rule
+itself, which figure leads and what it is called: ``analysis.headline``).
 
 The first number of a comparison is the one a user would measure with a stopwatch: how
 long a training (or inference) step takes, wall clock. Op time is not that: a CPU's
@@ -18,23 +19,17 @@ of the steady steps left. Plain data in, plain data out: no I/O.
 from __future__ import annotations
 
 import dataclasses
-import math
 import statistics
 from collections.abc import Sequence
 
 import numpy as np
 
 from tb_opcompare.schema.events import ARGUMENT_SOURCE
-from tb_opcompare.schema.text import format_time
 
 # A leading step slower than this many times the median of the steps after it is warm-up
 # (first-call allocations, autotuning, compilation caches); steady steps of the recordings
 # here differ by less than 1.3x from their median.
 WARMUP_FACTOR = 1.5
-
-STEP_WALL_TIME = "step wall time"
-OP_TIME_PER_STEP = "op time per step"
-OP_TIME = "op time"
 
 
 def detect_warmup(step_times_us: Sequence[float]) -> int:
@@ -121,75 +116,3 @@ def batch_sizes_differ(baseline_batch: int | None, target_batch: int | None) -> 
     if baseline_batch and target_batch and baseline_batch != target_batch:
         return f"Batch sizes differ ({baseline_batch} vs {target_batch})"
     return None
-
-
-def _usable(value: float | None) -> bool:
-    return value is not None and math.isfinite(value) and value > 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Headline:
-    speedup: float | None  # > 1: the target is faster
-    basis: str  # STEP_WALL_TIME, OP_TIME_PER_STEP or OP_TIME
-    per_sample: bool  # the batch sizes differ, so the times are per sample
-    text: str  # what the number is, in words, with the two times it is the ratio of
-
-
-def headline(
-    baseline: StepLatency,
-    target: StepLatency,
-    baseline_batch: int | None,
-    target_batch: int | None,
-    op_time: tuple[float, float],
-    steps: tuple[int | None, int | None],
-) -> Headline:
-    """The speedup a user reads first: the ratio of the two sides' median steady step
-    wall times, per sample where the batch sizes differ (a bigger batch does more work in
-    a step). Where a side has no step markers, op time per step stands in (``op_time``:
-    each side's whole op time, µs; ``steps``: its profiled steps), and where the steps are
-    unknown too, the whole profiles' op time; the text says which, and why it is not a
-    stopwatch's figure."""
-    per_sample = batch_sizes_differ(baseline_batch, target_batch) is not None
-    scale = target_batch / baseline_batch if per_sample else 1.0
-    unit = " per sample" if per_sample else ""
-    if _usable(baseline.median_us) and _usable(target.median_us):
-        speedup = baseline.median_us / target.median_us * scale
-        counted = (
-            "one step each"
-            if baseline.steps == target.steps == 1
-            else f"median of {baseline.steps} vs {target.steps} steady steps"
-        )
-        return Headline(
-            speedup,
-            STEP_WALL_TIME,
-            per_sample,
-            f"step wall time{unit}: {counted}, {_per(baseline.median_us, baseline_batch, per_sample)} vs "
-            f"{_per(target.median_us, target_batch, per_sample)}",
-        )
-    missing = " and ".join(
-        side for side, latency in (("the baseline", baseline), ("the target", target)) if not _usable(latency.median_us)
-    )
-    why = f"{missing} {'has' if ' and ' not in missing else 'have'} no step wall times, so"
-    base_step, target_step = (time / count if count else None for time, count in zip(op_time, steps))
-    if _usable(base_step) and _usable(target_step):
-        return Headline(
-            base_step / target_step * scale,
-            OP_TIME_PER_STEP,
-            per_sample,
-            f"{why} op time per step{unit} instead of wall time "
-            f"({_per(base_step, baseline_batch, per_sample)} vs "
-            f"{_per(target_step, target_batch, per_sample)}): ops on parallel threads add up beyond "
-            "the step, and time outside ops is missed",
-        )
-    if not all(steps):
-        why += " the steps are unknown too:"
-    return Headline(
-        op_time[0] / op_time[1] if _usable(op_time[1]) else None,
-        OP_TIME,
-        False,
-        f"{why} the whole profiles' op time instead of wall time",
-    )
-
-
-def _per(step_us: float, batch: int | None, per_sample: bool) -> str:
-    return format_time(step_us / batch) if per_sample and batch else format_time(step_us)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -56,7 +57,8 @@ from tb_opcompare.analysis.compare import op_time_us, op_totals
 from tb_opcompare.analysis.confidence import pooled_means, pooled_step_time
 from tb_opcompare.analysis.numerics import above, below, line_fit
 from tb_opcompare.analysis.step_time import step_latency
-from tb_opcompare.schema.text import format_breakeven
+from tb_opcompare.schema.table import Table
+from tb_opcompare.text import format_breakeven
 
 STEP = "(whole step)"
 MIN_FIT_POINTS = 3  # batch sizes at which an op took time, for a line that can be judged
@@ -99,7 +101,7 @@ class SweepRun:
     run: str
     series: str  # its value of the dimension the lines are drawn by (its device, precision or compiler)
     batch_size: int | None
-    ops: pd.DataFrame  # optable.OP_COLUMNS
+    ops: Table  # optable.OP_COLUMNS
     steps: int | None = None
     step_times_us: list[float] = dataclasses.field(default_factory=list)  # each step's wall time, in order
 
@@ -163,7 +165,8 @@ def _batch_sizes(chosen: list[SweepRun], series_by: str, warnings: list[str]) ->
     for a fit, or no series has two (no sweep to draw)."""
     batch_sizes: dict[str, list[int]] = {}
     for run in chosen:
-        batch_sizes.setdefault(run.series, []).append(run.batch_size)
+        if run.batch_size is not None:  # a run without one is never chosen for a sweep
+            batch_sizes.setdefault(run.series, []).append(run.batch_size)
     batch_sizes = {series: sorted(sizes) for series, sizes in sorted(batch_sizes.items())}
     short = [series for series, sizes in batch_sizes.items() if 2 <= len(sizes) < MIN_FIT_POINTS]
     if short:
@@ -283,7 +286,7 @@ def _step_table(runs: list[SweepRun], warnings: list[str]) -> pd.DataFrame:
     table["step_us"], table["step_low_us"], table["step_high_us"] = pooled_means(
         per_run["step_us"].to_numpy(), grouped.ngroup().to_numpy(), grouped.cumcount().to_numpy(), len(table)
     )
-    walls: dict[tuple, list] = {}
+    walls: dict[tuple[Any, ...], list[Any]] = {}
     for run in runs:
         walls.setdefault((run.series, run.batch_size), []).append(run.step_times_us)
     for row, key in enumerate(zip(table["series"], table["batch_size"])):
@@ -392,7 +395,7 @@ def _fitted_faster(batch_size: float | None, faster: str, sizes: np.ndarray) -> 
     return sizes > batch_size if faster == "above" else sizes < batch_size
 
 
-def _contradicts(batch_size: float | None, faster, sizes: np.ndarray, ratios: np.ndarray) -> bool:
+def _contradicts(batch_size: float | None, faster: str | None, sizes: np.ndarray, ratios: np.ndarray) -> bool:
     if faster not in ("always", "never", "above", "below"):
         return False
     measured_faster = above(ratios, 1.0)

@@ -4,17 +4,19 @@ runs. The maths only, no I/O."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.confidence import WHOLE_STEP, RunSamples, log_run_means, mean_with_interval, pooled_step_time
-from tb_opcompare.analysis.step_time import OP_TIME_PER_STEP, STEP_WALL_TIME
+from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME
 
 TREND_COLUMNS = ["key", "point", "mean_us", "low_us", "high_us", "runs"]
 
 
 def trend_table(
-    points: list[list[RunSamples]], keys: list[str] | None = None, walls: list[list] | None = None
+    points: list[list[RunSamples]], keys: list[str] | None = None, walls: list[list[Any]] | None = None
 ) -> tuple[pd.DataFrame, str]:
     """One row per key (op keys, then the whole step) and point (its position in
     ``points``): the geometric mean of the point's runs' means per execution, and where

@@ -33,7 +33,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Bytes of one element per ``Input type`` (PyTorch's spelling of the C++ scalar type).
 DTYPE_BYTES = {
@@ -70,14 +70,14 @@ class Call:
     """One op call's recorded inputs: dims (``[]`` for a scalar), types, concrete values and
     strides (PyTorch 2.x records them; empty where not)."""
 
-    dims: list
-    types: list
-    concrete: list
-    strides: list = dataclasses.field(default_factory=list)
+    dims: list[Any]
+    types: list[Any]
+    concrete: list[Any]
+    strides: list[Any] = dataclasses.field(default_factory=list)
 
 
 class Tensor(NamedTuple):
-    shape: list
+    shape: list[Any]
     size: int | None  # bytes of an element; None where the dtype is not one of DTYPE_BYTES
     stored: int  # elements in memory: an expanded input (stride 0) holds fewer than its shape
 
@@ -101,7 +101,7 @@ def _tensors(call: Call) -> list[Tensor]:
     return found
 
 
-def _output(shape: list, size: int | None) -> Tensor:
+def _output(shape: list[Any], size: int | None) -> Tensor:
     return Tensor(shape, size, _numel(shape))
 
 
@@ -137,10 +137,12 @@ def _concrete(call: Call, position: int) -> list[int] | None:
     return _ints(call.concrete[position]) if position < len(call.concrete) else None
 
 
-def _conv_output(spatial: list, kernel: list, stride: list, padding: list, dilation: list) -> list[int]:
+def _conv_output(
+    spatial: list[Any], kernel: list[Any], stride: list[Any], padding: list[Any], dilation: list[Any]
+) -> list[int]:
     rank = len(spatial)
 
-    def each(values: list) -> list:  # one value stands for every spatial dim
+    def each(values: list[Any]) -> list:  # one value stands for every spatial dim
         return values * rank if len(values) == 1 else values
 
     stride, padding, dilation = each(stride), each(padding), each(dilation)
@@ -195,7 +197,7 @@ def _convolution_backward(call: Call) -> Work | None:
     return Work(float(flops), _bytes([*tensors[:3], *written]))
 
 
-def _matmul(first: list, second: list) -> tuple[float, list] | None:
+def _matmul(first: list[Any], second: list[Any]) -> tuple[float, list[Any]] | None:
     """(flops, output shape) of ``first @ second`` as ``torch.matmul`` broadcasts them."""
     if not first or not second:
         return None
@@ -212,7 +214,7 @@ def _matmul(first: list, second: list) -> tuple[float, list] | None:
     return flops, output
 
 
-def _broadcast(*shapes: list) -> list[int]:
+def _broadcast(*shapes: list[Any]) -> list[int]:
     rank = max((len(shape) for shape in shapes), default=0)
     result = []
     for axis in range(rank):

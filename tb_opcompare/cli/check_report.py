@@ -5,7 +5,7 @@ from __future__ import annotations
 from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.contract import CheckDocument, CheckRow
 from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE
-from tb_opcompare.schema.text import (
+from tb_opcompare.text import (
     format_interval,
     format_part_change,
     format_percent,

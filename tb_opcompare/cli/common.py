@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.dimensions import GROUP_BY
-from tb_opcompare.schema.text import parse_share
 from tb_opcompare.store.settings import ReadSettings
+from tb_opcompare.text import parse_share
 
 if TYPE_CHECKING:
     from tb_opcompare.store.catalog import Catalog

@@ -22,7 +22,7 @@ from tb_opcompare.cli.common import (
     write_text,
 )
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY
-from tb_opcompare.schema.text import format_bytes, format_speedup, format_time
+from tb_opcompare.text import format_bytes, format_speedup, format_time
 
 if TYPE_CHECKING:
     from tb_opcompare.store.catalog import Catalog
@@ -84,7 +84,7 @@ def _compare(args) -> int:
         return EXIT_USAGE  # _automatic_pairs said why
     # after the runs are resolved, so an unknown run stays the error reported first (and
     # is reported before pandas is imported)
-    from tb_opcompare.analysis.compare import COMPARE_COLUMNS
+    from tb_opcompare.schema.contract import COMPARE_COLUMNS
 
     if args.sort and args.sort not in COMPARE_COLUMNS:
         return usage_error(f"unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")

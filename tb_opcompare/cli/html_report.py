@@ -8,9 +8,9 @@ import html
 import json
 
 from tb_opcompare.schema.contract import SweepDocument
-from tb_opcompare.schema.text import format_breakeven, format_share, format_time
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.sweep import fits_table
+from tb_opcompare.text import format_breakeven, format_share, format_time
 from tb_opcompare.web.assets import plotly_bundle
 
 # The offline report's fits table: what the tab's table shows, in its default order; each

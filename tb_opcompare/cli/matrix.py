@@ -16,7 +16,7 @@ from tb_opcompare.cli.common import (
     non_negative_int,
     open_catalog,
 )
-from tb_opcompare.schema.text import format_speedup, format_throughput, format_time
+from tb_opcompare.text import format_speedup, format_throughput, format_time
 
 if TYPE_CHECKING:
     pass

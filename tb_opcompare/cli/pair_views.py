@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from tb_opcompare.cli.common import EXIT_OK, add_top_option, emit, escape_controls, open_catalog, positive_int
-from tb_opcompare.schema.text import format_bytes, format_rate, format_share, format_speedup, format_time
+from tb_opcompare.text import format_bytes, format_rate, format_share, format_speedup, format_time
 
 if TYPE_CHECKING:
     pass

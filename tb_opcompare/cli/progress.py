@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from tb_opcompare.errors import escape_control_characters as escape_controls
-from tb_opcompare.schema.text import format_reads, format_seconds
 from tb_opcompare.store.progress import READS_UNDER_WAY, Progress, ReadsUnderWay, shown_after_s
+from tb_opcompare.text import format_reads, format_seconds
 
 # Off a terminal, a line at most this often (and for the first and last item): a log of
 # 10,000 sessions reads as a few hundred lines, not 10,000.

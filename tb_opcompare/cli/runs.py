@@ -15,7 +15,7 @@ from tb_opcompare.cli.common import (
     json_text,
     open_catalog,
 )
-from tb_opcompare.schema.text import format_time
+from tb_opcompare.text import format_time
 
 if TYPE_CHECKING:
     pass

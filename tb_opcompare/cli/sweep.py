@@ -20,7 +20,7 @@ from tb_opcompare.cli.common import (
     write_text,
 )
 from tb_opcompare.schema.dimensions import SERIES_DIMENSIONS
-from tb_opcompare.schema.text import format_breakeven, format_time
+from tb_opcompare.text import format_breakeven, format_time
 
 if TYPE_CHECKING:
     from tb_opcompare.store.catalog import Catalog

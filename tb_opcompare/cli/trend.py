@@ -17,7 +17,7 @@ from tb_opcompare.cli.common import (
     escape_controls,
     open_catalog,
 )
-from tb_opcompare.schema.text import format_time
+from tb_opcompare.text import format_time
 
 if TYPE_CHECKING:
     pass

@@ -28,7 +28,7 @@ from tb_opcompare.schema.dimensions import (
 )
 
 STATUSES = ("matched", "baseline_only", "target_only")
-Status = Literal[STATUSES]
+Status = Literal[STATUSES]  # type: ignore[valid-type]  # a tuple written once, read as a Literal by msgspec
 TimeSource = Literal["host", "device", "mixed"]
 SIDES = ("baseline", "target")
 LAYERS = ("application", "framework", "runtime", "device")  # a profile's layers, top down
@@ -45,7 +45,7 @@ SHARED_WORDS = {
 }
 
 
-def _d(kind, description: str):
+def _d(kind: object, description: str) -> Any:
     return Annotated[kind, Meta(description=description)]
 
 
@@ -53,7 +53,7 @@ class _Document(msgspec.Struct, kw_only=True):
     # the field holding a document's table (its list of records), for ``to_pandas``
     TABLE: ClassVar[str | None] = None
 
-    def to_pandas(self, table: str | None = None):
+    def to_pandas(self, table: str | None = None) -> Any:
         """The document's table (``TABLE``, or another list of records it holds, by name)
         as a pandas DataFrame, one column a field: for notebooks (``tb_opcompare.api``)."""
         import pandas as pd
@@ -70,84 +70,115 @@ class _Document(msgspec.Struct, kw_only=True):
 class WorkerRecord(_Document):
     """One rank of a distributed job whose traces were read together as one run."""
 
-    rank: _d(int | None, "the rank its trace names (`distributedInfo`)")
-    world_size: _d(int | None, "the job's ranks in all, whether or not every rank's trace is in the logdir")
-    file: _d(str, "its trace file")
-    steps: _d(int | None, "its profiled steps")
-    step_time_us: _d(float | None, "its median steady step wall time, µs: the run's step is its slowest rank's")
-    host_op_time_us: _d(float, "its host ops' self time, summed, µs")
-    step_parts: _d(
+    rank: Annotated[int | None, Meta(description="the rank its trace names (`distributedInfo`)")]
+    world_size: Annotated[
+        int | None, Meta(description="the job's ranks in all, whether or not every rank's trace is in the logdir")
+    ]
+    file: Annotated[str, Meta(description="its trace file")]
+    steps: Annotated[int | None, Meta(description="its profiled steps")]
+    step_time_us: Annotated[
+        float | None, Meta(description="its median steady step wall time, µs: the run's step is its slowest rank's")
+    ]
+    host_op_time_us: Annotated[float, Meta(description="its host ops' self time, summed, µs")]
+    step_parts: Annotated[
         dict[str, float],
-        "its own median steady step's host parts, µs by category (Compare's breakdown; the job's is its slowest "
-        "rank's, step by step); empty where its trace splits no step",
-    ) = msgspec.field(default_factory=dict)
+        Meta(
+            description="its own median steady step's host parts, µs by category (Compare's breakdown; the job's is its slowest "
+            "rank's, step by step); empty where its trace splits no step"
+        ),
+    ] = msgspec.field(default_factory=dict)
 
 
 class RunRecord(_Document):
     """One run: its facts from the data, else its sidecar, else its name (the `*_source`
     fields say which). Runs listed with `load=0` and not yet read carry the claims only."""
 
-    run: _d(str, "path of the run under the logdir, `/`-separated; the run's name everywhere")
-    format: _d(str, "xplane, tf_trace_json, pytorch, chrome_trace, summary_json or empty_session")
-    device: _d(str | None, "CPU, or the accelerator that did the work (GPU, TPU, ...)")
-    device_name: _d(str | None, "the accelerator's model name where the profile or sidecar gives it")
-    batch_size: _d(int | None, "samples per step")
-    batch_size_source: _d(str | None, "where the batch size came from: `data: ...`, the sidecar or the run name")
-    batch_size_agreement: _d(
-        float | None, "share of the data's evidence that agrees on the batch size (PyTorch; TF memory allocations)"
-    )
-    steps: _d(int | None, "profiled steps")
-    steps_source: _d(str | None, "where the step count came from")
-    step_time_us: _d(
+    run: Annotated[str, Meta(description="path of the run under the logdir, `/`-separated; the run's name everywhere")]
+    format: Annotated[
+        str, Meta(description="xplane, tf_trace_json, pytorch, chrome_trace, summary_json or empty_session")
+    ]
+    device: Annotated[str | None, Meta(description="CPU, or the accelerator that did the work (GPU, TPU, ...)")]
+    device_name: Annotated[
+        str | None, Meta(description="the accelerator's model name where the profile or sidecar gives it")
+    ]
+    batch_size: Annotated[int | None, Meta(description="samples per step")]
+    batch_size_source: Annotated[
+        str | None, Meta(description="where the batch size came from: `data: ...`, the sidecar or the run name")
+    ]
+    batch_size_agreement: Annotated[
         float | None,
-        "median wall time of a steady profiled step (warm-up left out), µs, where "
-        "step markers give it: the headline's figure",
-    )
-    model: _d(
+        Meta(description="share of the data's evidence that agrees on the batch size (PyTorch; TF memory allocations)"),
+    ]
+    steps: Annotated[int | None, Meta(description="profiled steps")]
+    steps_source: Annotated[str | None, Meta(description="where the step count came from")]
+    step_time_us: Annotated[
+        float | None,
+        Meta(
+            description="median wall time of a steady profiled step (warm-up left out), µs, where "
+            "step markers give it: the headline's figure"
+        ),
+    ]
+    model: Annotated[
         str,
-        "model key: the sidecar's model, else the run name without device, batch, repeat and time "
-        "tokens; runs whose names hide the model are joined by their ops (`model_source`)",
-    )
-    model_source: _d(
+        Meta(
+            description="model key: the sidecar's model, else the run name without device, batch, repeat and time "
+            "tokens; runs whose names hide the model are joined by their ops (`model_source`)"
+        ),
+    ]
+    model_source: Annotated[
         str,
-        "how the model was found: `sidecar`, `run name`, or `data: …` naming the run whose ops "
-        "joined it (the same ops at another batch size, or the CPU/accelerator counterpart)",
-    )
-    label: _d(str | None, "the sidecar's label")
-    repeat: _d(int | None, "which recording of one configuration (`--repeats`)")
-    repeat_runs: _d(
+        Meta(
+            description="how the model was found: `sidecar`, `run name`, or `data: …` naming the run whose ops "
+            "joined it (the same ops at another batch size, or the CPU/accelerator counterpart)"
+        ),
+    ]
+    label: Annotated[str | None, Meta(description="the sidecar's label")]
+    repeat: Annotated[int | None, Meta(description="which recording of one configuration (`--repeats`)")]
+    repeat_runs: Annotated[
         int | None,
-        "the runs of its repeat group (same model, device, batch size and label, each a "
-        "repeat), itself included: what pooling its repeats would pool; 1 for a run without "
-        "repeats; null outside the runs document",
-    )
-    sessions: _d(
+        Meta(
+            description="the runs of its repeat group (same model, device, batch size and label, each a "
+            "repeat), itself included: what pooling its repeats would pool; 1 for a run without "
+            "repeats; null outside the runs document"
+        ),
+    ]
+    sessions: Annotated[
         list[str],
-        "the run's captures, oldest first; a distributed job's capture of all its ranks comes "
-        "after one session per rank of it (`… (rank 1 of 2 only)`), to compare one rank",
-    )
-    session: _d(str, "the capture shown (the newest)")
-    framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
-    precision: _d(
+        Meta(
+            description="the run's captures, oldest first; a distributed job's capture of all its ranks comes "
+            "after one session per rank of it (`… (rank 1 of 2 only)`), to compare one rank"
+        ),
+    ]
+    session: Annotated[str, Meta(description="the capture shown (the newest)")]
+    framework: Annotated[str | None, Meta(description="TensorFlow or PyTorch, where the data says")]
+    precision: Annotated[
         str | None,
-        "the dtypes the model computed in: `fp32`, `bf16`, `fp16`, or `mixed bf16/fp32` "
-        "(most first) where no dtype holds 90% of the compute ops",
-    )
-    precision_source: _d(str | None, "where the precision came from: `data: ...` or the sidecar")
-    compiler: _d(str | None, "`eager`, `torch.compile`, `XLA` ...")
-    compiler_source: _d(str | None, "where the compiler came from: `data: ...` or the sidecar")
-    peak_memory_bytes: _d(
+        Meta(
+            description="the dtypes the model computed in: `fp32`, `bf16`, `fp16`, or `mixed bf16/fp32` "
+            "(most first) where no dtype holds 90% of the compute ops"
+        ),
+    ]
+    precision_source: Annotated[
+        str | None, Meta(description="where the precision came from: `data: ...` or the sidecar")
+    ]
+    compiler: Annotated[str | None, Meta(description="`eager`, `torch.compile`, `XLA` ...")]
+    compiler_source: Annotated[str | None, Meta(description="where the compiler came from: `data: ...` or the sidecar")]
+    peak_memory_bytes: Annotated[
         dict[str, int],
-        "memory in use at its highest per device (`CPU`, `GPU:0`), where the profile records memory; empty otherwise",
-    )
-    warnings: _d(list[str], "what the user should know about this run's facts")
-    loaded: _d(bool, "whether the trace has been read (else only names and sidecars were)")
-    workers: _d(
+        Meta(
+            description="memory in use at its highest per device (`CPU`, `GPU:0`), where the profile records memory; empty otherwise"
+        ),
+    ]
+    warnings: Annotated[list[str], Meta(description="what the user should know about this run's facts")]
+    loaded: Annotated[bool, Meta(description="whether the trace has been read (else only names and sidecars were)")]
+    workers: Annotated[
         list[WorkerRecord],
-        "the ranks of one distributed job read together as this run, each with its "
-        "own figures; the run's ops pool every rank's executions and its step is its "
-        "slowest rank's. Empty for a profile of one process",
-    ) = []
+        Meta(
+            description="the ranks of one distributed job read together as this run, each with its "
+            "own figures; the run's ops pool every rank's executions and its step is its "
+            "slowest rank's. Empty for a profile of one process"
+        ),
+    ] = []
 
 
 class Pair(_Document):
@@ -157,17 +188,21 @@ class Pair(_Document):
     target: str
     model: str
     batch_size: int | None
-    matched_by: _d(
+    matched_by: Annotated[
         str,
-        "`run names`, `one model, found from the ops` (`RunRecord.model_source`), `op names (Jaccard …)`, or "
-        "`run facts` (variant pairs)",
-    )
-    guess: _d(bool, "paired by op-name overlap alone: worth a look before trusting")
-    varies: _d(
+        Meta(
+            description="`run names`, `one model, found from the ops` (`RunRecord.model_source`), `op names (Jaccard …)`, or "
+            "`run facts` (variant pairs)"
+        ),
+    ]
+    guess: Annotated[bool, Meta(description="paired by op-name overlap alone: worth a look before trusting")]
+    varies: Annotated[
         str,
-        "the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` "
-        "(fp32 -> another) or `compiler` (eager -> a compiler)",
-    ) = "device"
+        Meta(
+            description="the one dimension the two runs differ in: `device` (CPU -> accelerator), `precision` "
+            "(fp32 -> another) or `compiler` (eager -> a compiler)"
+        ),
+    ] = "device"
 
 
 class RunError(_Document):
@@ -192,17 +227,23 @@ class RunsDocument(_Document):
     TABLE: ClassVar[str] = "runs"
 
     runs: list[RunRecord]
-    pairs: _d(list[Pair], "CPU -> accelerator pairs of one model, batch size, precision and compiler")
-    variant_pairs: _d(
+    pairs: Annotated[
+        list[Pair], Meta(description="CPU -> accelerator pairs of one model, batch size, precision and compiler")
+    ]
+    variant_pairs: Annotated[
         list[Pair],
-        "pairs that differ in precision or compiler only (same model, device and batch "
-        "size), the default (fp32, eager) as the baseline",
-    )
+        Meta(
+            description="pairs that differ in precision or compiler only (same model, device and batch "
+            "size), the default (fp32, eager) as the baseline"
+        ),
+    ]
     errors: list[RunError]
-    complete: _d(bool, "every run's trace has been read")
+    complete: Annotated[bool, Meta(description="every run's trace has been read")]
     suggested: SuggestedPair | None
-    notices: _d(list[str], "what the user should know about the logdir (e.g. no accelerator run)")
-    version: _d(str, "the plugin's version")
+    notices: Annotated[
+        list[str], Meta(description="what the user should know about the logdir (e.g. no accelerator run)")
+    ]
+    version: Annotated[str, Meta(description="the plugin's version")]
 
 
 _PER_SIDE: tuple[tuple[str, Any, str], ...] = (
@@ -287,34 +328,48 @@ PER_SIDE_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in _PER_SIDE)
 class BreakdownPart(_Document):
     """What one category of a step took on each side (issue 53)."""
 
-    side: _d(
+    side: Annotated[
         Literal["host", "device"],
-        "`host`: the thread that drives the step, each moment once, so a side's host parts add up to its step "
-        "wall time; `device`: the accelerator's time in the step, busy by what ran and idle",
-    )
-    category: _d(str, "a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
-    label: _d(str, "the category in words, as shown")
-    baseline_us: _d(
+        Meta(
+            description="`host`: the thread that drives the step, each moment once, so a side's host parts add up to its step "
+            "wall time; `device`: the accelerator's time in the step, busy by what ran and idle"
+        ),
+    ]
+    category: Annotated[
+        str, Meta(description="a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
+    ]
+    label: Annotated[str, Meta(description="the category in words, as shown")]
+    baseline_us: Annotated[
         float | None,
-        "its time in the baseline's median steady step, µs (0: none); null for a device part where the baseline "
-        "ran on no device (a CPU run: its device parts add up to nothing)",
-    )
-    target_us: _d(float | None, "as baseline_us, for the target")
-    change_us: _d(
+        Meta(
+            description="its time in the baseline's median steady step, µs (0: none); null for a device part where "
+            "the baseline ran on no device (a CPU run: its device parts add up to nothing)"
+        ),
+    ]
+    target_us: Annotated[float | None, Meta(description="as baseline_us, for the target")]
+    change_us: Annotated[
         float | None,
-        "target_us - baseline_us: the bar of the waterfall (negative: time saved); null where either side is null",
-    )
+        Meta(
+            description="target_us - baseline_us: the bar of the waterfall (negative: time saved); null where either "
+            "side is null"
+        ),
+    ]
 
 
 class RunBreakdown(_Document):
     """One run of a side that pools runs (repeats), or one rank of a side that is a job:
     its own median steady step, split."""
 
-    side: _d(Literal["baseline", "target"], "the side it is pooled into")
-    run: _d(str, "the run, or `rank N` of a job (whose split is its slowest rank's, step by step)")
-    wall_us: _d(float, "its median steady step wall time, µs")
-    steps: _d(int, "its steady steps")
-    host: _d(dict[str, float], "its host parts, µs by category (adding up to wall_us), in the vocabulary's order")
+    side: Annotated[Literal["baseline", "target"], Meta(description="the side it is pooled into")]
+    run: Annotated[
+        str, Meta(description="the run, or `rank N` of a job (whose split is its slowest rank's, step by step)")
+    ]
+    wall_us: Annotated[float, Meta(description="its median steady step wall time, µs")]
+    steps: Annotated[int, Meta(description="its steady steps")]
+    host: Annotated[
+        dict[str, float],
+        Meta(description="its host parts, µs by category (adding up to wall_us), in the vocabulary's order"),
+    ]
 
 
 class StepBreakdown(_Document):
@@ -323,84 +378,118 @@ class StepBreakdown(_Document):
 
     TABLE: ClassVar[str] = "parts"
 
-    baseline_wall_us: _d(float, "the baseline's median steady step wall time, µs: the waterfall's start")
-    target_wall_us: _d(float, "the target's, µs: its end; the host parts' change_us add up to the difference")
-    baseline_steps: _d(int, "steady steps the baseline's median is of")
-    target_steps: _d(int, "as baseline_steps, for the target")
+    baseline_wall_us: Annotated[
+        float, Meta(description="the baseline's median steady step wall time, µs: the waterfall's start")
+    ]
+    target_wall_us: Annotated[
+        float, Meta(description="the target's, µs: its end; the host parts' change_us add up to the difference")
+    ]
+    baseline_steps: Annotated[int, Meta(description="steady steps the baseline's median is of")]
+    target_steps: Annotated[int, Meta(description="as baseline_steps, for the target")]
     parts: list[BreakdownPart]
-    runs: _d(
+    runs: Annotated[
         list[RunBreakdown],
-        "where a side pools runs (repeats), or is a job of several ranks: each run's or rank's own split, so "
-        "one whose step went elsewhere (a hiccup; a rank waiting on the others) shows; empty otherwise",
-    )
+        Meta(
+            description="where a side pools runs (repeats), or is a job of several ranks: each run's or rank's own split, so "
+            "one whose step went elsewhere (a hiccup; a rank waiting on the others) shows; empty otherwise"
+        ),
+    ]
 
 
 class CompareSummary(_Document):
     """Whole-run figures of a comparison."""
 
-    headline_speedup: _d(
+    headline_speedup: Annotated[
         float | None,
-        "the speedup a user reads first, the same in every view for the same runs: "
-        "baseline over target median steady step wall time (step markers, each run's "
-        "warm-up left out, a group's steps pooled), per sample where the batch sizes "
-        "differ; where a side has no step markers, op time per step (see "
-        "headline_basis)",
-    )
-    headline_basis: _d(
-        Literal["step wall time", "op time per step", "op time"], "what headline_speedup is the ratio of"
-    )
-    headline_per_sample: _d(bool, "headline_speedup compares time per sample (the batch sizes differ)")
-    headline_text: _d(str, "headline_speedup's basis in words, with the two times it is the ratio of")
-    baseline_step_wall_us: _d(float | None, "median steady step wall time, µs; null without step markers")
-    target_step_wall_us: _d(float | None, "as baseline_step_wall_us, for the target")
+        Meta(
+            description="the speedup a user reads first, the same in every view for the same runs: "
+            "baseline over target median steady step wall time (step markers, each run's "
+            "warm-up left out, a group's steps pooled), per sample where the batch sizes "
+            "differ; where a side has no step markers, op time per step (see "
+            "headline_basis)"
+        ),
+    ]
+    headline_basis: Annotated[
+        Literal["step wall time", "op time per step", "op time"],
+        Meta(description="what headline_speedup is the ratio of"),
+    ]
+    headline_per_sample: Annotated[
+        bool, Meta(description="headline_speedup compares time per sample (the batch sizes differ)")
+    ]
+    headline_text: Annotated[
+        str, Meta(description="headline_speedup's basis in words, with the two times it is the ratio of")
+    ]
+    baseline_step_wall_us: Annotated[
+        float | None, Meta(description="median steady step wall time, µs; null without step markers")
+    ]
+    target_step_wall_us: Annotated[float | None, Meta(description="as baseline_step_wall_us, for the target")]
     matched_ops: int
     baseline_only_ops: int
     target_only_ops: int
-    faster_ops: _d(int, "matched ops with speedup > 1")
-    noisy_ops: _d(int, "matched ops noisy on either side")
-    slower_ops: _d(int, "matched ops with speedup < 1")
-    baseline_matched_total_us: _d(float, "op time of the matched ops, µs")
+    faster_ops: Annotated[int, Meta(description="matched ops with speedup > 1")]
+    noisy_ops: Annotated[int, Meta(description="matched ops noisy on either side")]
+    slower_ops: Annotated[int, Meta(description="matched ops with speedup < 1")]
+    baseline_matched_total_us: Annotated[float, Meta(description="op time of the matched ops, µs")]
     target_matched_total_us: float
-    baseline_total_us: _d(float, "all op time, µs")
+    baseline_total_us: Annotated[float, Meta(description="all op time, µs")]
     target_total_us: float
-    overall_speedup: _d(
-        float | None, "ratio of matched op time (not wall time), per step where both runs know their steps"
-    )
+    overall_speedup: Annotated[
+        float | None,
+        Meta(description="ratio of matched op time (not wall time), per step where both runs know their steps"),
+    ]
     overall_speedup_basis: Literal["per step", "whole profile"]
-    geomean_speedup: _d(float | None, "geometric mean of the matched ops' speedups")
+    geomean_speedup: Annotated[float | None, Meta(description="geometric mean of the matched ops' speedups")]
     baseline_steps: int | None
     target_steps: int | None
     baseline_time_per_step_us: float | None
     target_time_per_step_us: float | None
-    whole_step_speedup: _d(float | None, "all op time per step, ops on one side included")
-    per_sample_speedup: _d(float | None, "whole_step_speedup per sample, where the batch sizes differ")
-    op_time_speedup: _d(
+    whole_step_speedup: Annotated[float | None, Meta(description="all op time per step, ops on one side included")]
+    per_sample_speedup: Annotated[
+        float | None, Meta(description="whole_step_speedup per sample, where the batch sizes differ")
+    ]
+    op_time_speedup: Annotated[
         float | None,
-        "the one op time ratio shown beside the headline: per_sample_speedup where the batch sizes "
-        "differ, else whole_step_speedup, else all op time over the whole profiles",
-    )
-    op_time_basis: _d(Literal["per sample", "per step", "whole profile"], "what op_time_speedup is over")
-    check_refusal: _d(
+        Meta(
+            description="the one op time ratio shown beside the headline: per_sample_speedup where the batch sizes "
+            "differ, else whole_step_speedup, else all op time over the whole profiles"
+        ),
+    ]
+    op_time_basis: Annotated[
+        Literal["per sample", "per step", "whole profile"], Meta(description="what op_time_speedup is over")
+    ]
+    check_refusal: Annotated[
         str | None,
-        "why the check route would refuse these runs with their repeats (a side of one run), in its "
-        "words; null where it can check them. The tab says it instead of asking",
-    )
+        Meta(
+            description="why the check route would refuse these runs with their repeats (a side of one run), in its "
+            "words; null where it can check them. The tab says it instead of asking"
+        ),
+    ]
     group_by: Literal["name", "type", "module"]
     normalized_types: bool
-    baseline: _d(RunRecord, "the baseline run; for a run group, its first run's record with the group's steps")
-    target: _d(RunRecord, "as baseline, for the target")
-    baseline_runs: _d(
+    baseline: Annotated[
+        RunRecord, Meta(description="the baseline run; for a run group, its first run's record with the group's steps")
+    ]
+    target: Annotated[RunRecord, Meta(description="as baseline, for the target")]
+    baseline_runs: Annotated[
         list[str],
-        "the runs pooled on the baseline side (one, unless a run group was asked for: their executions together)",
-    )
-    target_runs: _d(list[str], "as baseline_runs, on the target side")
-    notes: _d(list[str], "how to read the headline figures (batch sizes differ, no op in common, ...)")
-    breakdown: _d(
+        Meta(
+            description="the runs pooled on the baseline side (one, unless a run group was asked for: their executions together)"
+        ),
+    ]
+    target_runs: Annotated[list[str], Meta(description="as baseline_runs, on the target side")]
+    notes: Annotated[
+        list[str], Meta(description="how to read the headline figures (batch sizes differ, no op in common, ...)")
+    ]
+    breakdown: Annotated[
         StepBreakdown | None,
-        "where the time went: each side's median steady step by what it was spent on; null where a side's "
-        "profile does not split its steps (breakdown_note says why)",
-    ) = None
-    breakdown_note: _d(str | None, "why there is no breakdown, or what it cannot tell apart") = None
+        Meta(
+            description="where the time went: each side's median steady step by what it was spent on; null where a side's "
+            "profile does not split its steps (breakdown_note says why)"
+        ),
+    ] = None
+    breakdown_note: Annotated[
+        str | None, Meta(description="why there is no breakdown, or what it cannot tell apart")
+    ] = None
 
 
 class CompareDocument(_Document):
@@ -409,21 +498,23 @@ class CompareDocument(_Document):
     TABLE: ClassVar[str] = "rows"
 
     summary: CompareSummary
-    columns: _d(list[str], "the fields of a row, in order")
-    rows: list[CompareRow]
-    total_rows: _d(int, "rows before the view's filter and top N")
-    view_rows: _d(
+    columns: Annotated[list[str], Meta(description="the fields of a row, in order")]
+    rows: list[CompareRow]  # type: ignore[valid-type]  # a row Struct made by defstruct
+    total_rows: Annotated[int, Meta(description="rows before the view's filter and top N")]
+    view_rows: Annotated[
         int,
-        "rows the view's filter keeps, before its top N (the tab caps a big comparison with `top` "
-        "and says how many match)",
-    )
+        Meta(
+            description="rows the view's filter keeps, before its top N (the tab caps a big comparison with `top` "
+            "and says how many match)"
+        ),
+    ]
 
 
 class SweepsDocument(_Document):
     """`sweeps`: every model's batch sizes per device, and the models that can be swept."""
 
-    models: _d(dict[str, dict[str, list[int]]], "model key -> device -> batch sizes")
-    sweepable: _d(list[str], "models with two or more batch sizes on one device, best first")
+    models: Annotated[dict[str, dict[str, list[int]]], Meta(description="model key -> device -> batch sizes")]
+    sweepable: Annotated[list[str], Meta(description="models with two or more batch sizes on one device, best first")]
 
 
 _SERIES = "the series: the run's value of the dimension the lines are drawn by (`series_by`)"
@@ -434,60 +525,70 @@ class SeriesPoint(_Document):
     pooled (each run weighs the same)."""
 
     op: str
-    series: _d(str, _SERIES)
+    series: Annotated[str, Meta(description=_SERIES)]
     batch_size: int
     mean_us: float | None
-    per_sample_us: _d(float | None, "mean_us / batch size")
+    per_sample_us: Annotated[float | None, Meta(description="mean_us / batch size")]
     total_us: float | None
     share: float | None
-    run: _d(str, "the runs pooled, comma-separated")
-    repeats: _d(int, "how many runs had the op")
-    low_us: _d(
+    run: Annotated[str, Meta(description="the runs pooled, comma-separated")]
+    repeats: Annotated[int, Meta(description="how many runs had the op")]
+    low_us: Annotated[
         float | None,
-        "lower end of the 95% interval of mean_us over the repeats pooled here (Student's t "
-        "on the log means; null for one run)",
-    )
-    high_us: _d(float | None, "upper end of that interval")
+        Meta(
+            description="lower end of the 95% interval of mean_us over the repeats pooled here (Student's t "
+            "on the log means; null for one run)"
+        ),
+    ]
+    high_us: Annotated[float | None, Meta(description="upper end of that interval")]
 
 
 class StepPoint(_Document):
     """The whole step on one series at one batch size."""
 
-    series: _d(str, _SERIES)
+    series: Annotated[str, Meta(description=_SERIES)]
     batch_size: int
     step_us: float | None
     samples_per_s: float | None
-    basis: _d(str, "`step markers` (wall time of a step) or `op time per step`")
+    basis: Annotated[str, Meta(description="`step markers` (wall time of a step) or `op time per step`")]
     run: str
     repeats: int
-    step_low_us: _d(float | None, "lower end of the 95% interval of step_us over the repeats (null for one run)")
-    step_high_us: _d(float | None, "upper end of that interval")
+    step_low_us: Annotated[
+        float | None, Meta(description="lower end of the 95% interval of step_us over the repeats (null for one run)")
+    ]
+    step_high_us: Annotated[float | None, Meta(description="upper end of that interval")]
 
 
 class Fit(_Document):
     """Least squares of mean_us = fixed_us + per_sample_us × batch size, per op and series."""
 
-    op: _d(str, "op key, or `(whole step)`")
-    series: _d(str, _SERIES)
+    op: Annotated[str, Meta(description="op key, or `(whole step)`")]
+    series: Annotated[str, Meta(description=_SERIES)]
     fixed_us: float | None
     per_sample_us: float | None
     r2: float | None
     points: int
-    poor_fit: _d(bool, "R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)")
-    share: _d(float | None, "the op's mean share of its runs' op time")
-    breakeven_batch_size: _d(float | None, "the op's Breakeven batch size (null where it has none)")
-    target_faster: _d(
+    poor_fit: Annotated[
+        bool, Meta(description="R² < 0.9 over 3+ points and the line misses them by more than 5% (RMS)")
+    ]
+    share: Annotated[float | None, Meta(description="the op's mean share of its runs' op time")]
+    breakeven_batch_size: Annotated[
+        float | None, Meta(description="the op's Breakeven batch size (null where it has none)")
+    ]
+    target_faster: Annotated[
         Literal["above", "below", "always", "never", "mixed"] | None,
-        "the op's Breakeven: where the target series is faster (null without fits on both); `mixed` where "
-        "the measured speedups cross 1 more than once",
-    )
+        Meta(
+            description="the op's Breakeven: where the target series is faster (null without fits on both); `mixed` where "
+            "the measured speedups cross 1 more than once"
+        ),
+    ]
 
 
 class Breakeven(_Document):
     """Where an op's lines on the baseline and the target series cross."""
 
     op: str
-    batch_size: _d(float | None, "null when the lines do not cross at a batch size >= 1")
+    batch_size: Annotated[float | None, Meta(description="null when the lines do not cross at a batch size >= 1")]
     target_faster: Literal["above", "below", "always", "never", "mixed"]
 
 
@@ -507,24 +608,32 @@ class SweepDocument(_Document):
 
     model: str
     group_by: Literal["name", "type"]
-    series_by: _d(Literal[SERIES_DIMENSIONS], "the dimension the lines are drawn by")
-    held: _d(dict[str, str], "the other dimensions, each held at one value (device, precision, compiler)")
-    baseline_series: _d(
+    series_by: Annotated[Literal[SERIES_DIMENSIONS], Meta(description="the dimension the lines are drawn by")]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
+    held: Annotated[
+        dict[str, str], Meta(description="the other dimensions, each held at one value (device, precision, compiler)")
+    ]
+    baseline_series: Annotated[
         str,
-        "the series speedups and break-evens are against: CPU, fp32 or eager (a key of "
-        "batch_sizes where the sweep has runs there)",
-    )
-    target_series: _d(str | None, "the series compared with it: the first other one (null where there is none)")
-    batch_sizes: _d(dict[str, list[int]], "series -> batch sizes")
-    runs: _d(list[RunRecord], "the swept model's runs")
-    top_ops: _d(list[str], "the ops plotted")
+        Meta(
+            description="the series speedups and break-evens are against: CPU, fp32 or eager (a key of "
+            "batch_sizes where the sweep has runs there)"
+        ),
+    ]
+    target_series: Annotated[
+        str | None, Meta(description="the series compared with it: the first other one (null where there is none)")
+    ]
+    batch_sizes: Annotated[dict[str, list[int]], Meta(description="series -> batch sizes")]
+    runs: Annotated[list[RunRecord], Meta(description="the swept model's runs")]
+    top_ops: Annotated[list[str], Meta(description="the ops plotted")]
     series: list[SeriesPoint]
     steps: list[StepPoint]
     fits: list[Fit]
     breakeven: list[Breakeven]
     speedups: list[SpeedupPoint]
     warnings: list[str]
-    figures: _d(dict[str, Any] | msgspec.UnsetType, "plotly figures by name (HTTP API only)") = msgspec.UNSET
+    figures: Annotated[
+        dict[str, Any] | msgspec.UnsetType, Meta(description="plotly figures by name (HTTP API only)")
+    ] = msgspec.UNSET
 
 
 class Error(_Document):
@@ -533,10 +642,12 @@ class Error(_Document):
 
     status: int
     message: str
-    known: _d(list[str] | msgspec.UnsetType, "404: the names that exist") = msgspec.UNSET
-    path: _d(str | msgspec.UnsetType, "422: the file that cannot be read") = msgspec.UNSET
-    reason: _d(str | msgspec.UnsetType, "422: what is wrong with it") = msgspec.UNSET
-    parameter: _d(str | msgspec.UnsetType, "400: the parameter at fault, where one is") = msgspec.UNSET
+    known: Annotated[list[str] | msgspec.UnsetType, Meta(description="404: the names that exist")] = msgspec.UNSET
+    path: Annotated[str | msgspec.UnsetType, Meta(description="422: the file that cannot be read")] = msgspec.UNSET
+    reason: Annotated[str | msgspec.UnsetType, Meta(description="422: what is wrong with it")] = msgspec.UNSET
+    parameter: Annotated[str | msgspec.UnsetType, Meta(description="400: the parameter at fault, where one is")] = (
+        msgspec.UNSET
+    )
 
 
 class ErrorDocument(_Document):
@@ -547,7 +658,7 @@ class ErrorDocument(_Document):
 
 # route -> (document, what it takes); the order of docs/http_api.md
 VERDICTS = ("slower", "faster", "within noise", "not tested", "only in baseline", "only in target")
-Verdict = Literal[VERDICTS]
+Verdict = Literal[VERDICTS]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
 SIGNIFICANT_VERDICTS = ("slower", "faster", "only in target", "only in baseline")  # a change, not noise
 
 
@@ -555,75 +666,113 @@ class CheckRow(_Document):
     """One op (or the whole step) of a check: its speedup with its confidence interval and
     the verdict once the false discovery rate is controlled over the tested ops."""
 
-    key: _d(
+    key: Annotated[
         str,
-        "op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the "
-        "document's `whole_step_basis` says",
-    )
-    verdict: _d(
+        Meta(
+            description="op name (group_by=name), op type (group_by=type), or `(whole step)`: the step, as the "
+            "document's `whole_step_basis` says"
+        ),
+    ]
+    verdict: Annotated[
         Verdict,
-        f"`slower` / `faster`: beyond the threshold with the false discovery rate held at {FALSE_DISCOVERY_RATE / 2:.1%} "
-        f"(the whole step on its own at {FALSE_DISCOVERY_RATE / 2:.1%}); "
-        "`within noise`: no significant change beyond the threshold; `only in baseline` / "
-        "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
-        "--min-share (its interval is still given), or no interval could be made",
-    )
-    speedup: _d(float | None, "baseline mean / target mean per execution: geometric means of the runs' means")
-    adjusted_speedup: _d(
+        Meta(
+            description=f"`slower` / `faster`: beyond the threshold with the false discovery rate held at {FALSE_DISCOVERY_RATE / 2:.1%} "
+            f"(the whole step on its own at {FALSE_DISCOVERY_RATE / 2:.1%}); "
+            "`within noise`: no significant change beyond the threshold; `only in baseline` / "
+            "`only in target`: the op ran on one side only; `not tested`: outside --ops / "
+            "--min-share (its interval is still given), or no interval could be made"
+        ),
+    ]
+    speedup: Annotated[
+        float | None, Meta(description="baseline mean / target mean per execution: geometric means of the runs' means")
+    ]
+    adjusted_speedup: Annotated[
         float | None,
-        "the speedup of the runs' typical times (each run's median over its "
-        "executions, or for an op run twice a step the lower quartile of its steps' time per execution) "
-        "with each run's speed factor taken out (the median over ops of "
-        "how much faster or slower the run was than the average run): what the "
-        "interval and verdict are about; the whole step's speed is not taken out",
-    )
-    speedup_low: _d(float | None, "lower end of the confidence interval of the adjusted speedup, at `interval_level`")
-    speedup_high: _d(float | None, "upper end of the confidence interval of the adjusted speedup")
-    interval_level: _d(
+        Meta(
+            description="the speedup of the runs' typical times (each run's median over its "
+            "executions, or for an op run twice a step the lower quartile of its steps' time per execution) "
+            "with each run's speed factor taken out (the median over ops of "
+            "how much faster or slower the run was than the average run): what the "
+            "interval and verdict are about; the whole step's speed is not taken out"
+        ),
+    ]
+    speedup_low: Annotated[
+        float | None,
+        Meta(description="lower end of the confidence interval of the adjusted speedup, at `interval_level`"),
+    ]
+    speedup_high: Annotated[
+        float | None, Meta(description="upper end of the confidence interval of the adjusted speedup")
+    ]
+    interval_level: Annotated[
         float,
-        "the interval's confidence: for a tested row the level its verdict was decided at "
-        "(1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond "
-        "the threshold exactly when the row is flagged), 0.95 otherwise",
-    )
-    p_value: _d(
+        Meta(
+            description="the interval's confidence: for a tested row the level its verdict was decided at "
+            "(1 - 2 x the largest p-value its family flags, so the interval lies wholly beyond "
+            "the threshold exactly when the row is flagged), 0.95 otherwise"
+        ),
+    ]
+    p_value: Annotated[
         float | None,
-        "one-sided p-value, in the direction the estimate points, against a change of at most the threshold",
-    )
-    detectable_change: _d(
+        Meta(
+            description="one-sided p-value, in the direction the estimate points, against a change of at most the threshold"
+        ),
+    ]
+    detectable_change: Annotated[
         float | None,
-        f"the smallest slowdown (0.3: 30%) that this row's test would flag in {DETECTION_POWER:.0%} of checks, "
-        "given its run-to-run noise, runs and confidence; null without an interval from runs",
-    )
-    baseline_mean_us: _d(float | None, "mean time per execution in the baseline runs, µs")
-    target_mean_us: _d(float | None, "mean time per execution in the target runs, µs")
-    baseline_share: _d(float, "share of the baseline's op time")
-    target_share: _d(float, "share of the target's op time")
-    gated: _d(
-        bool, "whether a `slower` verdict here fails the check (within --ops and --min-share; the whole step always)"
-    )
-    significant: _d(
+        Meta(
+            description=f"the smallest slowdown (0.3: 30%) that this row's test would flag in {DETECTION_POWER:.0%} of checks, "
+            "given its run-to-run noise, runs and confidence; null without an interval from runs"
+        ),
+    ]
+    baseline_mean_us: Annotated[float | None, Meta(description="mean time per execution in the baseline runs, µs")]
+    target_mean_us: Annotated[float | None, Meta(description="mean time per execution in the target runs, µs")]
+    baseline_share: Annotated[float, Meta(description="share of the baseline's op time")]
+    target_share: Annotated[float, Meta(description="share of the target's op time")]
+    gated: Annotated[
         bool,
-        "a gated row whose verdict is a change (slower, faster, only in one side): what the "
-        'tab\'s "significant changes only" and `significant=1` on the compare routes keep',
-    )
+        Meta(
+            description="whether a `slower` verdict here fails the check (within --ops and --min-share; the whole step always)"
+        ),
+    ]
+    significant: Annotated[
+        bool,
+        Meta(
+            description="a gated row whose verdict is a change (slower, faster, only in one side): what the "
+            'tab\'s "significant changes only" and `significant=1` on the compare routes keep'
+        ),
+    ]
 
 
 class CheckStepPart(_Document):
     """One part of the step in a check (issue 53): how its time changed between the sides."""
 
-    side: _d(Literal["host", "device"], "as in Compare's breakdown: `host` parts add up to the step wall time")
-    category: _d(str, "a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
-    label: _d(str, "the category in words, as shown")
-    baseline_us: _d(float, "mean over the baseline runs of the part's time in each run's median steady step, µs")
-    target_us: _d(float, "as baseline_us, for the target")
-    change_us: _d(float, "target_us - baseline_us (negative: time saved)")
-    low_us: _d(
+    side: Annotated[
+        Literal["host", "device"],
+        Meta(description="as in Compare's breakdown: `host` parts add up to the step wall time"),
+    ]
+    category: Annotated[
+        str, Meta(description="a key of the vocabulary every format shares (`input`, `forward`, `device_idle`, ...)")
+    ]
+    label: Annotated[str, Meta(description="the category in words, as shown")]
+    baseline_us: Annotated[
+        float, Meta(description="mean over the baseline runs of the part's time in each run's median steady step, µs")
+    ]
+    target_us: Annotated[float, Meta(description="as baseline_us, for the target")]
+    change_us: Annotated[float, Meta(description="target_us - baseline_us (negative: time saved)")]
+    low_us: Annotated[
         float | None,
-        "lower end of the change's 95% interval (Welch's, over runs; outlier runs left out), µs; null "
-        "without two runs a side",
-    )
-    high_us: _d(float | None, "upper end of that interval, µs")
-    grew: _d(bool, "the part took longer: the interval lies wholly above 0, or with one run a side the change is")
+        Meta(
+            description="lower end of the change's 95% interval (Welch's, over runs; outlier runs left out), µs; null "
+            "without two runs a side"
+        ),
+    ]
+    high_us: Annotated[float | None, Meta(description="upper end of that interval, µs")]
+    grew: Annotated[
+        bool,
+        Meta(
+            description="the part took longer: the interval lies wholly above 0, or with one run a side the change is"
+        ),
+    ]
 
 
 class CheckDocument(_Document):
@@ -631,73 +780,101 @@ class CheckDocument(_Document):
 
     TABLE: ClassVar[str] = "rows"
 
-    passed: _d(bool, "no gated op and not the whole step got significantly slower beyond the threshold")
-    common_change: _d(
+    passed: Annotated[
+        bool, Meta(description="no gated op and not the whole step got significantly slower beyond the threshold")
+    ]
+    common_change: Annotated[
         float | None,
-        "how much slower (> 1) or faster (< 1) the target ran every op together, "
-        "taken out of the ops' adjusted speedups; null where not measured",
-    )
-    headline: _d(str, "the verdict in one sentence")
-    baseline: _d(list[str], "the baseline runs, pooled")
-    target: _d(list[str], "the target runs, pooled")
-    threshold: _d(float, "the largest slowdown that does not fail the check (0.05: 5%)")
-    min_share: _d(float, "ops below this share of op time on both sides are not gated")
-    ops: _d(str | None, "the regular expression that selects the gated ops, if any")
-    group_by: _d(str, "`name` or `type`")
-    noise: _d(str, "how run-to-run noise entered the intervals, and whether each run's speed was taken out")
-    slower: _d(int, "tested ops significantly slower")
-    faster: _d(int, "tested ops significantly faster")
-    within_noise: _d(int, "tested ops whose change is within noise or the threshold")
-    not_tested: _d(int, "ops not tested: outside --ops / --min-share, or without an interval")
-    only_baseline: _d(int, "ops that ran in the baseline only (above --min-share and within --ops)")
-    only_target: _d(int, "ops that ran in the target only (above --min-share and within --ops): new work")
-    whole_step: _d(CheckRow, "the step as a stopwatch reads it (`whole_step_basis`), tested on its own")
-    whole_step_basis: _d(
+        Meta(
+            description="how much slower (> 1) or faster (< 1) the target ran every op together, "
+            "taken out of the ops' adjusted speedups; null where not measured"
+        ),
+    ]
+    headline: Annotated[str, Meta(description="the verdict in one sentence")]
+    baseline: Annotated[list[str], Meta(description="the baseline runs, pooled")]
+    target: Annotated[list[str], Meta(description="the target runs, pooled")]
+    threshold: Annotated[float, Meta(description="the largest slowdown that does not fail the check (0.05: 5%)")]
+    min_share: Annotated[float, Meta(description="ops below this share of op time on both sides are not gated")]
+    ops: Annotated[str | None, Meta(description="the regular expression that selects the gated ops, if any")]
+    group_by: Annotated[str, Meta(description="`name` or `type`")]
+    noise: Annotated[
+        str, Meta(description="how run-to-run noise entered the intervals, and whether each run's speed was taken out")
+    ]
+    slower: Annotated[int, Meta(description="tested ops significantly slower")]
+    faster: Annotated[int, Meta(description="tested ops significantly faster")]
+    within_noise: Annotated[int, Meta(description="tested ops whose change is within noise or the threshold")]
+    not_tested: Annotated[int, Meta(description="ops not tested: outside --ops / --min-share, or without an interval")]
+    only_baseline: Annotated[
+        int, Meta(description="ops that ran in the baseline only (above --min-share and within --ops)")
+    ]
+    only_target: Annotated[
+        int, Meta(description="ops that ran in the target only (above --min-share and within --ops): new work")
+    ]
+    whole_step: Annotated[
+        CheckRow, Meta(description="the step as a stopwatch reads it (`whole_step_basis`), tested on its own")
+    ]
+    whole_step_basis: Annotated[
         Literal["step wall time", "op time per step"],
-        "what `whole_step` is: each run's median steady step wall time (the headline's rule) "
-        "where every run has step markers, else all op time per profiled step",
-    )
-    enough_evidence: _d(
+        Meta(
+            description="what `whole_step` is: each run's median steady step wall time (the headline's rule) "
+            "where every run has step markers, else all op time per profiled step"
+        ),
+    ]
+    enough_evidence: Annotated[
         bool,
-        f"whether the runs could show {evidence_rule()} (`detectable_change` at most that); a check that "
-        "passes without it says `not enough evidence` (exit 3 under `--strict`)",
-    )
-    detectable_change: _d(
+        Meta(
+            description=f"whether the runs could show {evidence_rule()} (`detectable_change` at most that); a check that "
+            "passes without it says `not enough evidence` (exit 3 under `--strict`)"
+        ),
+    ]
+    detectable_change: Annotated[
         float | None,
-        f"the smallest slowdown (0.3: 30%) that this check would flag in {DETECTION_POWER:.0%} of checks in "
-        f"every gated op holding {POWER_MIN_SHARE:.0%} of op time or more, else in every gated op (the largest "
-        "of their rows' `detectable_change`); null where no gated op was tested on run-to-run noise",
-    )
-    detectable_key: _d(str | None, "the op whose noise sets `detectable_change`")
-    outlier_runs: _d(
+        Meta(
+            description=f"the smallest slowdown (0.3: 30%) that this check would flag in {DETECTION_POWER:.0%} of checks in "
+            f"every gated op holding {POWER_MIN_SHARE:.0%} of op time or more, else in every gated op (the largest "
+            "of their rows' `detectable_change`); null where no gated op was tested on run-to-run noise"
+        ),
+    ]
+    detectable_key: Annotated[str | None, Meta(description="the op whose noise sets `detectable_change`")]
+    outlier_runs: Annotated[
         list[str],
-        "runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out "
-        "of the whole step's test; their ops stay in, each on its typical time",
-    )
-    rows: _d(list[CheckRow], "the ops, slower first, then faster, then the rest, each by share of time")
-    step_parts: _d(
+        Meta(
+            description="runs whose whole step lies far from the rest of their side (a hiccup of the machine): left out "
+            "of the whole step's test; their ops stay in, each on its typical time"
+        ),
+    ]
+    rows: Annotated[
+        list[CheckRow], Meta(description="the ops, slower first, then faster, then the rest, each by share of time")
+    ]
+    step_parts: Annotated[
         list[CheckStepPart],
-        "the step split by what it was spent on, each part's change (empty where a side's runs split no step)",
-    )
-    grew_most: _d(
+        Meta(
+            description="the step split by what it was spent on, each part's change (empty where a side's runs split no step)"
+        ),
+    ]
+    grew_most: Annotated[
         str | None,
-        "the category of the host part whose time grew most: where a slower step's time went (its `grew` says "
-        "whether beyond noise); the headline names it, with its interval, when the whole step is slower",
-    )
-    warnings: _d(list[str], "what may make the verdicts less reliable")
-    resamples: _d(int, "bootstrap replicates")
-    baseline_logdir: _d(
+        Meta(
+            description="the category of the host part whose time grew most: where a slower step's time went (its `grew` says "
+            "whether beyond noise); the headline names it, with its interval, when the whole step is slower"
+        ),
+    ]
+    warnings: Annotated[list[str], Meta(description="what may make the verdicts less reliable")]
+    resamples: Annotated[int, Meta(description="bootstrap replicates")]
+    baseline_logdir: Annotated[
         str | None,
-        "where the baseline runs were read, where that is not the target's logdir (`check --baseline-logdir`: a "
-        "stored baseline, such as the main branch's runs in a bucket); null: the same logdir",
-    ) = None
+        Meta(
+            description="where the baseline runs were read, where that is not the target's logdir (`check "
+            "--baseline-logdir`: a stored baseline, such as the main branch's runs in a bucket); null: the same logdir"
+        ),
+    ] = None
 
 
 class TrendPoint(_Document):
     """One point of a trend: the runs that share one value of the order."""
 
-    value: _d(str, "the value of the order (a recording time, label, run name, version ...)")
-    runs: _d(list[str], "the runs pooled at this point")
+    value: Annotated[str, Meta(description="the value of the order (a recording time, label, run name, version ...)")]
+    runs: Annotated[list[str], Meta(description="the runs pooled at this point")]
 
 
 TrendRow = msgspec.defstruct(
@@ -722,35 +899,41 @@ class TrendDocument(_Document):
 
     TABLE: ClassVar[str] = "rows"
 
-    order_by: _d(str, "`recorded`, `label`, `run`, `repeat` or `sidecar:<dotted.path>`")
+    order_by: Annotated[str, Meta(description="`recorded`, `label`, `run`, `repeat` or `sidecar:<dotted.path>`")]
     group_by: str
-    points: _d(list[TrendPoint], "in order: natural order of the values (2.9 before 2.10)")
-    keys: _d(
+    points: Annotated[list[TrendPoint], Meta(description="in order: natural order of the values (2.9 before 2.10)")]
+    keys: Annotated[
         list[str],
-        "the ops shown, largest share first, then `(whole step)`, then the parts of the step "
-        "(`(step) waiting for input`, ...: each point's median steady step by what it was spent on, "
-        "where its runs split their steps)",
-    )
-    rows: _d(list[TrendRow], "each key at each point")
-    whole_step_basis: _d(
+        Meta(
+            description="the ops shown, largest share first, then `(whole step)`, then the parts of the step "
+            "(`(step) waiting for input`, ...: each point's median steady step by what it was spent on, "
+            "where its runs split their steps)"
+        ),
+    ]
+    rows: Annotated[list[TrendRow], Meta(description="each key at each point")]  # type: ignore[valid-type]  # a row Struct made by defstruct
+    whole_step_basis: Annotated[
         Literal["step wall time", "op time per step", "mixed"],
-        "what `(whole step)` is: the median steady step wall time of a point's runs pooled (the "
-        "headline's rule) where every run has step markers, else all op time per step (the mean "
-        "per run); `mixed` where points differ",
-    )
+        Meta(
+            description="what `(whole step)` is: the median steady step wall time of a point's runs pooled (the "
+            "headline's rule) where every run has step markers, else all op time per step (the mean "
+            "per run); `mixed` where points differ"
+        ),
+    ]
     warnings: list[str]
-    order_note: _d(
+    order_note: Annotated[
         str,
-        "how ties in the order were broken (runs that share a recording time, or have none, are "
-        "each a point, ordered by run name); empty where none were",
-    )
+        Meta(
+            description="how ties in the order were broken (runs that share a recording time, or have none, are "
+            "each a point, ordered by run name); empty where none were"
+        ),
+    ]
 
 
 class MatrixColumn(_Document):
     """One column of the matrix: a device (`?` where unknown), with the accelerator's model
     where one kind of accelerator came in several (`GPU (NVIDIA H200)`)."""
 
-    key: _d(str, "the device, as shown and as `reference` takes it")
+    key: Annotated[str, Meta(description="the device, as shown and as `reference` takes it")]
     device: str
 
 
@@ -758,29 +941,42 @@ class MatrixCell(_Document):
     """The runs of one row (model, precision, compiler, batch size) on one device, and their
     steady-state step."""
 
-    model: _d(str, "the model without its precision and compiler")
-    precision: _d(str, "the row's precision (fp32 where the runs do not say)")
-    compiler: _d(str, "the row's compiler (eager where the runs do not say)")
-    batch_size: _d(int | None, "samples per step")
-    column: _d(str, "the key of its MatrixColumn")
-    runs: _d(list[str], "the runs pooled here (repeats of one configuration)")
-    steps: _d(int, "steady steps pooled (after warm-up); 0 where the runs have no step markers")
-    warmup_steps: _d(int, "leading steps left out as warm-up, over all its runs")
-    latency_us: _d(
-        float | None, "median wall time of a steady step, µs (step markers; the headline's rule); null without markers"
-    )
-    latency_std_us: _d(float | None, "standard deviation of the steady steps' wall time, µs")
-    latency_p10_us: _d(float | None, "10th percentile of the steady steps' wall time, µs")
-    latency_p90_us: _d(float | None, "90th percentile of the steady steps' wall time, µs")
-    throughput_per_s: _d(float | None, "samples per second: batch size x 10^6 / latency_us")
-    speedup: _d(float | None, "the reference cell's latency / this cell's, in the same row; null without both")
-    reference: _d(bool, "whether this is the reference cell of its row: the one in the reference column")
-    part_us: _d(
+    model: Annotated[str, Meta(description="the model without its precision and compiler")]
+    precision: Annotated[str, Meta(description="the row's precision (fp32 where the runs do not say)")]
+    compiler: Annotated[str, Meta(description="the row's compiler (eager where the runs do not say)")]
+    batch_size: Annotated[int | None, Meta(description="samples per step")]
+    column: Annotated[str, Meta(description="the key of its MatrixColumn")]
+    runs: Annotated[list[str], Meta(description="the runs pooled here (repeats of one configuration)")]
+    steps: Annotated[
+        int, Meta(description="steady steps pooled (after warm-up); 0 where the runs have no step markers")
+    ]
+    warmup_steps: Annotated[int, Meta(description="leading steps left out as warm-up, over all its runs")]
+    latency_us: Annotated[
         float | None,
-        "with `part`: that part's time in the cell's median steady step (Compare's breakdown), µs; 0 where the "
-        "step has none of it; null where its runs split no step (or, for a device part, have no device)",
-    )
-    part_speedup: _d(float | None, "the reference cell's part_us / this cell's; null without both")
+        Meta(
+            description="median wall time of a steady step, µs (step markers; the headline's rule); null without markers"
+        ),
+    ]
+    latency_std_us: Annotated[float | None, Meta(description="standard deviation of the steady steps' wall time, µs")]
+    latency_p10_us: Annotated[float | None, Meta(description="10th percentile of the steady steps' wall time, µs")]
+    latency_p90_us: Annotated[float | None, Meta(description="90th percentile of the steady steps' wall time, µs")]
+    throughput_per_s: Annotated[float | None, Meta(description="samples per second: batch size x 10^6 / latency_us")]
+    speedup: Annotated[
+        float | None, Meta(description="the reference cell's latency / this cell's, in the same row; null without both")
+    ]
+    reference: Annotated[
+        bool, Meta(description="whether this is the reference cell of its row: the one in the reference column")
+    ]
+    part_us: Annotated[
+        float | None,
+        Meta(
+            description="with `part`: that part's time in the cell's median steady step (Compare's breakdown), µs; 0 where the "
+            "step has none of it; null where its runs split no step (or, for a device part, have no device)"
+        ),
+    ]
+    part_speedup: Annotated[
+        float | None, Meta(description="the reference cell's part_us / this cell's; null without both")
+    ]
 
 
 class MatrixRow(_Document):
@@ -798,16 +994,25 @@ class MatrixDocument(_Document):
 
     TABLE: ClassVar[str] = "cells"
 
-    reference: _d(str | None, "the reference column's key (default: CPU where present, else the first column)")
-    warmup: _d(
+    reference: Annotated[
+        str | None, Meta(description="the reference column's key (default: CPU where present, else the first column)")
+    ]
+    warmup: Annotated[
         int | None,
-        "leading steps dropped from every run as asked; null: detected per run (steps slower "
-        "than 1.5x the median of the steps after them)",
-    )
-    part: _d(str | None, "the part of the step each cell shows beside its step (`input`, `device_idle`, ...), as asked")
-    columns: _d(list[MatrixColumn], "CPU first, then the accelerators by name")
-    rows: _d(list[MatrixRow], "by model, then fp32 and eager first, then batch size")
-    cells: _d(list[MatrixCell], "the filled cells, row by row")
+        Meta(
+            description="leading steps dropped from every run as asked; null: detected per run (steps slower "
+            "than 1.5x the median of the steps after them)"
+        ),
+    ]
+    part: Annotated[
+        str | None,
+        Meta(
+            description="the part of the step each cell shows beside its step (`input`, `device_idle`, ...), as asked"
+        ),
+    ]
+    columns: Annotated[list[MatrixColumn], Meta(description="CPU first, then the accelerators by name")]
+    rows: Annotated[list[MatrixRow], Meta(description="by model, then fp32 and eager first, then batch size")]
+    cells: Annotated[list[MatrixCell], Meta(description="the filled cells, row by row")]
     warnings: list[str]
 
 
@@ -815,43 +1020,60 @@ class ModuleNode(_Document):
     """A node of the module tree: the whole model, a module (its sub-modules included), or
     an op inside a module."""
 
-    id: _d(str, "the node's path: modules `/`-joined, an op's name after its module's path; the root is empty")
-    parent: _d(str | None, "the parent's id; null for the root")
-    name: _d(str, "the last part of the path: a module instance (`Conv2d_0`), a TF scope, or an op")
-    kind: _d(str, "`module` or `op`")
-    depth: _d(int, "0 for the root")
-    baseline_us: _d(
+    id: Annotated[
+        str,
+        Meta(
+            description="the node's path: modules `/`-joined, an op's name after its module's path; the root is empty"
+        ),
+    ]
+    parent: Annotated[str | None, Meta(description="the parent's id; null for the root")]
+    name: Annotated[
+        str, Meta(description="the last part of the path: a module instance (`Conv2d_0`), a TF scope, or an op")
+    ]
+    kind: Annotated[str, Meta(description="`module` or `op`")]
+    depth: Annotated[int, Meta(description="0 for the root")]
+    baseline_us: Annotated[
         float | None,
-        "time inside the node on the baseline, per profiled step where both runs know "
-        "their steps, else in all; null where only the target has it",
-    )
-    target_us: _d(float | None, "as baseline_us, on the target")
-    baseline_share: _d(float | None, "of the baseline's whole model")
-    target_share: _d(float | None, "of the target's whole model")
-    speedup: _d(float | None, "baseline_us / target_us")
-    baseline_alloc_bytes: _d(
+        Meta(
+            description="time inside the node on the baseline, per profiled step where both runs know "
+            "their steps, else in all; null where only the target has it"
+        ),
+    ]
+    target_us: Annotated[float | None, Meta(description="as baseline_us, on the target")]
+    baseline_share: Annotated[float | None, Meta(description="of the baseline's whole model")]
+    target_share: Annotated[float | None, Meta(description="of the target's whole model")]
+    speedup: Annotated[float | None, Meta(description="baseline_us / target_us")]
+    baseline_alloc_bytes: Annotated[
         float | None,
-        "bytes the ops inside the node allocated on the baseline, per step or in "
-        "all as baseline_us; null where the run records no memory",
-    )
-    target_alloc_bytes: _d(float | None, "as baseline_alloc_bytes, on the target")
-    status: _d(str, "`matched`, `baseline_only` or `target_only`")
+        Meta(
+            description="bytes the ops inside the node allocated on the baseline, per step or in "
+            "all as baseline_us; null where the run records no memory"
+        ),
+    ]
+    target_alloc_bytes: Annotated[float | None, Meta(description="as baseline_alloc_bytes, on the target")]
+    status: Annotated[str, Meta(description="`matched`, `baseline_only` or `target_only`")]
 
 
 class HeadlineFigure(_Document):
     """The speedup a user reads first, as Compare's summary gives it (`headline_*`): the
     same number in every view of the same two runs."""
 
-    speedup: _d(
+    speedup: Annotated[
         float | None,
-        "baseline over target median steady step wall time, per sample where the batch "
-        "sizes differ; op time per step where a side has no step markers (see basis)",
-    )
-    basis: _d(Literal["step wall time", "op time per step", "op time"], "what speedup is the ratio of")
-    per_sample: _d(bool, "speedup compares time per sample (the batch sizes differ)")
-    text: _d(str, "the basis in words, with the two times it is the ratio of")
-    baseline_step_wall_us: _d(float | None, "median steady step wall time, µs; null without step markers")
-    target_step_wall_us: _d(float | None, "as baseline_step_wall_us, for the target")
+        Meta(
+            description="baseline over target median steady step wall time, per sample where the batch "
+            "sizes differ; op time per step where a side has no step markers (see basis)"
+        ),
+    ]
+    basis: Annotated[
+        Literal["step wall time", "op time per step", "op time"], Meta(description="what speedup is the ratio of")
+    ]
+    per_sample: Annotated[bool, Meta(description="speedup compares time per sample (the batch sizes differ)")]
+    text: Annotated[str, Meta(description="the basis in words, with the two times it is the ratio of")]
+    baseline_step_wall_us: Annotated[
+        float | None, Meta(description="median steady step wall time, µs; null without step markers")
+    ]
+    target_step_wall_us: Annotated[float | None, Meta(description="as baseline_step_wall_us, for the target")]
 
 
 class ModulesDocument(_Document):
@@ -860,64 +1082,83 @@ class ModulesDocument(_Document):
 
     baseline: str
     target: str
-    per_step: _d(bool, "whether times are per profiled step (both runs know their step count)")
-    source: _d(str, "where modules come from: `nn.Module calls`, `name scopes`, or `mixed` (one run each)")
-    headline: _d(HeadlineFigure, "the two runs' speedup, as Compare's headline")
-    nodes: _d(list[ModuleNode], "depth first from the root, the larger child first")
+    per_step: Annotated[bool, Meta(description="whether times are per profiled step (both runs know their step count)")]
+    source: Annotated[
+        str, Meta(description="where modules come from: `nn.Module calls`, `name scopes`, or `mixed` (one run each)")
+    ]
+    headline: Annotated[HeadlineFigure, Meta(description="the two runs' speedup, as Compare's headline")]
+    nodes: Annotated[list[ModuleNode], Meta(description="depth first from the root, the larger child first")]
     notes: list[str]
 
 
 class LayerTotal(_Document):
     """One layer's time in both runs."""
 
-    layer: _d(
-        Literal[LAYERS],
-        "application: user ranges (record_function, TF Trace, app_stats) and the tf.data input pipeline; framework: ops; "
-        "runtime: CUDA/HIP runtime and "
-        "driver calls; device: kernels, memcpys, memsets",
-    )
-    basis: _d(
+    layer: Annotated[
+        Literal[LAYERS],  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
+        Meta(
+            description="application: user ranges (record_function, TF Trace, app_stats) and the tf.data input pipeline; framework: ops; "
+            "runtime: CUDA/HIP runtime and "
+            "driver calls; device: kernels, memcpys, memsets"
+        ),
+    ]
+    basis: Annotated[
         str,
-        "how the time is measured: `self` (host time in the layer's own work, nested work of other "
-        "layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` "
-        "(summed device time)",
-    )
-    baseline_us: _d(
+        Meta(
+            description="how the time is measured: `self` (host time in the layer's own work, nested work of other "
+            "layers left out), `wall` (ranges with wall time only, the ops inside them included), `kernel` "
+            "(summed device time)"
+        ),
+    ]
+    baseline_us: Annotated[
         float | None,
-        "per profiled step where both runs know their steps, else in all; null where the "
-        "baseline records nothing of the layer",
-    )
-    target_us: _d(float | None, "as baseline_us, on the target")
-    baseline_share: _d(
+        Meta(
+            description="per profiled step where both runs know their steps, else in all; null where the "
+            "baseline records nothing of the layer"
+        ),
+    ]
+    target_us: Annotated[float | None, Meta(description="as baseline_us, on the target")]
+    baseline_share: Annotated[
         float | None,
-        "of the baseline's step wall time (several host threads can pass 100%); null where the step time is unknown",
-    )
-    target_share: _d(float | None, "as baseline_share, on the target")
-    speedup: _d(float | None, "baseline_us / target_us")
+        Meta(
+            description="of the baseline's step wall time (several host threads can pass 100%); null where the step time is unknown"
+        ),
+    ]
+    target_share: Annotated[float | None, Meta(description="as baseline_share, on the target")]
+    speedup: Annotated[float | None, Meta(description="baseline_us / target_us")]
 
 
 class LayerRow(_Document):
     """An application range or runtime call, compared like an op: wall time, not mixed into op
     self time."""
 
-    layer: _d(Literal[ROW_LAYERS], "the layer the row belongs to")
-    name: _d(str, "the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)")
-    kind: _d(
+    layer: Annotated[Literal[ROW_LAYERS], Meta(description="the layer the row belongs to")]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
+    name: Annotated[
+        str, Meta(description="the range's or call's name (`Optimizer.step#Adam.step`, `cudaLaunchKernel`)")
+    ]
+    kind: Annotated[
         str,
-        "what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`), "
-        "`Dataset` (a tf.data iterator) or `app_stats`",
-    )
-    baseline_calls: _d(
-        int | None, "times it ran in the baseline (all profiled steps); null where only the target has it"
-    )
-    baseline_wall_us: _d(float | None, "its summed wall time, per step or in all as the layers")
-    baseline_self_us: _d(float | None, "its wall time less the ops and calls inside it; null where not known")
-    baseline_mean_us: _d(float | None, "wall time per call")
-    target_calls: _d(int | None, "as baseline_calls, on the target")
-    target_wall_us: _d(float | None, "as baseline_wall_us, on the target")
-    target_self_us: _d(float | None, "as baseline_self_us, on the target")
-    target_mean_us: _d(float | None, "as baseline_mean_us, on the target")
-    speedup: _d(float | None, "baseline_mean_us / target_mean_us")
+        Meta(
+            description="what recorded it: a trace category (`user_annotation`, `cuda_runtime`, `cuda_driver`), "
+            "`Dataset` (a tf.data iterator) or `app_stats`"
+        ),
+    ]
+    baseline_calls: Annotated[
+        int | None,
+        Meta(description="times it ran in the baseline (all profiled steps); null where only the target has it"),
+    ]
+    baseline_wall_us: Annotated[
+        float | None, Meta(description="its summed wall time, per step or in all as the layers")
+    ]
+    baseline_self_us: Annotated[
+        float | None, Meta(description="its wall time less the ops and calls inside it; null where not known")
+    ]
+    baseline_mean_us: Annotated[float | None, Meta(description="wall time per call")]
+    target_calls: Annotated[int | None, Meta(description="as baseline_calls, on the target")]
+    target_wall_us: Annotated[float | None, Meta(description="as baseline_wall_us, on the target")]
+    target_self_us: Annotated[float | None, Meta(description="as baseline_self_us, on the target")]
+    target_mean_us: Annotated[float | None, Meta(description="as baseline_mean_us, on the target")]
+    speedup: Annotated[float | None, Meta(description="baseline_mean_us / target_mean_us")]
     status: Status
 
 
@@ -927,10 +1168,12 @@ class LayersDocument(_Document):
 
     baseline: str
     target: str
-    per_step: _d(bool, "whether times are per profiled step (both runs know their step count)")
-    headline: _d(HeadlineFigure, "the two runs' speedup, as Compare's headline")
-    layers: _d(list[LayerTotal], "application, framework, runtime, device: those either run records")
-    rows: _d(list[LayerRow], "application rows, then runtime rows, the larger first")
+    per_step: Annotated[bool, Meta(description="whether times are per profiled step (both runs know their step count)")]
+    headline: Annotated[HeadlineFigure, Meta(description="the two runs' speedup, as Compare's headline")]
+    layers: Annotated[
+        list[LayerTotal], Meta(description="application, framework, runtime, device: those either run records")
+    ]
+    rows: Annotated[list[LayerRow], Meta(description="application rows, then runtime rows, the larger first")]
     notes: list[str]
 
 
@@ -944,39 +1187,47 @@ class MemoryRun(_Document):
     """What one run records of memory, over its whole profile."""
 
     run: str
-    framework: _d(str | None, "TensorFlow or PyTorch, where the data says")
-    format: _d(str, "the profile's format (as RunRecord's)")
-    recorded: _d(bool, "whether the profile records memory at all: allocations per op, memory in use, or both")
-    peak_memory_bytes: _d(
+    framework: Annotated[str | None, Meta(description="TensorFlow or PyTorch, where the data says")]
+    format: Annotated[str, Meta(description="the profile's format (as RunRecord's)")]
+    recorded: Annotated[
+        bool, Meta(description="whether the profile records memory at all: allocations per op, memory in use, or both")
+    ]
+    peak_memory_bytes: Annotated[
         dict[str, int],
-        "memory in use at its highest per device (PyTorch: `CPU`, `GPU:0`; "
-        "TensorFlow: its allocators, `mklcpu`, `GPU_0_bfc`); empty where not "
-        "recorded",
-    )
-    steps: _d(int | None, "profiled steps, where known")
-    memory_events: _d(
+        Meta(
+            description="memory in use at its highest per device (PyTorch: `CPU`, `GPU:0`; "
+            "TensorFlow: its allocators, `mklcpu`, `GPU_0_bfc`); empty where not "
+            "recorded"
+        ),
+    ]
+    steps: Annotated[int | None, Meta(description="profiled steps, where known")]
+    memory_events: Annotated[
         int | None,
-        "allocations and frees recorded (PyTorch `[memory]` events; TensorFlow "
-        "MemoryAllocation and MemoryDeallocation events); null where none",
-    )
-    memory_events_per_step: _d(float | None, "memory_events per profiled step")
-    allocated_bytes: _d(
+        Meta(
+            description="allocations and frees recorded (PyTorch `[memory]` events; TensorFlow "
+            "MemoryAllocation and MemoryDeallocation events); null where none"
+        ),
+    ]
+    memory_events_per_step: Annotated[float | None, Meta(description="memory_events per profiled step")]
+    allocated_bytes: Annotated[
         float | None,
-        "bytes the ops allocated over the profile, each op's own allocations summed; "
-        "null where the profile records no allocation per op",
-    )
-    allocated_bytes_per_step: _d(float | None, "allocated_bytes per profiled step")
+        Meta(
+            description="bytes the ops allocated over the profile, each op's own allocations summed; "
+            "null where the profile records no allocation per op"
+        ),
+    ]
+    allocated_bytes_per_step: Annotated[float | None, Meta(description="allocated_bytes per profiled step")]
 
 
 class MemorySeries(_Document):
     """One run's memory in use over time on one device, as plotted (at most 2,000 points, each
     the highest of the stretch of time it stands for, so its highest point is the peak)."""
 
-    side: _d(Literal[SIDES], "the run it is of")
-    device: _d(str, "a key of that run's peak_memory_bytes")
-    peak_bytes: _d(int, "the highest bytes_in_use: that run's peak_memory_bytes on the device")
-    time_us: _d(list[float], "since the run's first memory sample (any device), µs")
-    bytes_in_use: _d(list[float], "bytes the allocator held then")
+    side: Annotated[Literal[SIDES], Meta(description="the run it is of")]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
+    device: Annotated[str, Meta(description="a key of that run's peak_memory_bytes")]
+    peak_bytes: Annotated[int, Meta(description="the highest bytes_in_use: that run's peak_memory_bytes on the device")]
+    time_us: Annotated[list[float], Meta(description="since the run's first memory sample (any device), µs")]
+    bytes_in_use: Annotated[list[float], Meta(description="bytes the allocator held then")]
 
 
 _MEMORY_PER_SIDE = ("occurrences", "alloc_bytes", "alloc_bytes_per_execution", "net_bytes")
@@ -1017,39 +1268,58 @@ class MemoryDocument(_Document):
 
     baseline: MemoryRun
     target: MemoryRun
-    series: _d(list[MemorySeries], "memory over time: the baseline's devices, then the target's, each by name")
-    columns: _d(list[str], "the fields of a row, in order")
-    rows: _d(list[MemoryRow], "the ops that allocated or freed memory, the largest allocation (either run's) first")
-    notes: _d(
+    series: Annotated[
+        list[MemorySeries],
+        Meta(description="memory over time: the baseline's devices, then the target's, each by name"),
+    ]
+    columns: Annotated[list[str], Meta(description="the fields of a row, in order")]
+    rows: Annotated[
+        list[MemoryRow],  # type: ignore[valid-type]  # a row Struct made by defstruct
+        Meta(description="the ops that allocated or freed memory, the largest allocation (either run's) first"),
+    ]
+    notes: Annotated[
         list[str],
-        "what the user should know: a run that records no memory and how to record it, what TensorFlow leaves out",
-    )
+        Meta(
+            description="what the user should know: a run that records no memory and how to record it, what TensorFlow leaves out"
+        ),
+    ]
 
 
 class RooflineLimits(_Document):
     """One processor's roof as a run's ops were measured against it (issue 54)."""
 
-    processor: _d(
-        Literal["device", "host"], "the accelerator (ops timed by their kernels) or the CPU (ops timed on the host)"
-    )
-    device: _d(str | None, "what the limits are of: a model, the profile's description; null where unknown")
-    precision: _d(str | None, "the precision whose peak is the compute roof (the run's; of a mix, the highest peak)")
-    peak_flops: _d(float | None, "peak FLOP/s at that precision; null where unknown")
-    peak_flops_by_precision: _d(dict[str, float], "every peak known, FLOP/s, by precision")
-    memory_bandwidth: _d(float | None, "peak memory bandwidth, bytes/s; null where unknown")
-    source: _d(str | None, "where the figures come from: the sidecar, the profile, or a vendor datasheet's URL")
+    processor: Annotated[
+        Literal["device", "host"],
+        Meta(description="the accelerator (ops timed by their kernels) or the CPU (ops timed on the host)"),
+    ]
+    device: Annotated[
+        str | None, Meta(description="what the limits are of: a model, the profile's description; null where unknown")
+    ]
+    precision: Annotated[
+        str | None,
+        Meta(description="the precision whose peak is the compute roof (the run's; of a mix, the highest peak)"),
+    ]
+    peak_flops: Annotated[float | None, Meta(description="peak FLOP/s at that precision; null where unknown")]
+    peak_flops_by_precision: Annotated[dict[str, float], Meta(description="every peak known, FLOP/s, by precision")]
+    memory_bandwidth: Annotated[float | None, Meta(description="peak memory bandwidth, bytes/s; null where unknown")]
+    source: Annotated[
+        str | None,
+        Meta(description="where the figures come from: the sidecar, the profile, or a vendor datasheet's URL"),
+    ]
 
 
 class RooflineRun(_Document):
     """One run of a roofline: its roofs, and its achieved rate over the ops whose work is known."""
 
     run: str
-    device_name: _d(str | None, "the accelerator the profile names")
-    precision: _d(str | None, "the precision the run computed in (as RunRecord's)")
-    limits: _d(list[RooflineLimits], "its roofs: the device's (where it has one), then the host's")
-    flops: _d(float | None, "FLOPs of the ops whose work and time are known, summed")
-    time_us: _d(float | None, "their time, µs (kernel time where timed on the device)")
-    flops_per_s: _d(float | None, "flops / time: the run's achieved rate on those ops")
+    device_name: Annotated[str | None, Meta(description="the accelerator the profile names")]
+    precision: Annotated[str | None, Meta(description="the precision the run computed in (as RunRecord's)")]
+    limits: Annotated[
+        list[RooflineLimits], Meta(description="its roofs: the device's (where it has one), then the host's")
+    ]
+    flops: Annotated[float | None, Meta(description="FLOPs of the ops whose work and time are known, summed")]
+    time_us: Annotated[float | None, Meta(description="their time, µs (kernel time where timed on the device)")]
+    flops_per_s: Annotated[float | None, Meta(description="flops / time: the run's achieved rate on those ops")]
 
 
 _ROOFLINE_PER_SIDE: tuple[tuple[str, Any, str], ...] = (
@@ -1122,9 +1392,12 @@ class RooflineDocument(_Document):
 
     baseline: RooflineRun
     target: RooflineRun
-    columns: _d(list[str], "the fields of a row, in order")
-    rows: _d(list[RooflineRow], "the ops, the most time (either side's share) first")
-    notes: _d(list[str], "what the user should know: unknown work or limits and how to give them, suspect ops")
+    columns: Annotated[list[str], Meta(description="the fields of a row, in order")]
+    rows: Annotated[list[RooflineRow], Meta(description="the ops, the most time (either side's share) first")]  # type: ignore[valid-type]  # a row Struct made by defstruct
+    notes: Annotated[
+        list[str],
+        Meta(description="what the user should know: unknown work or limits and how to give them, suspect ops"),
+    ]
 
 
 MATRIX_CSV_COLUMNS = [
@@ -1150,21 +1423,26 @@ class ReadUnderWay(_Document):
     """One cold read of this server's that has taken a while (2 s, or
     ``$TB_OPCOMPARE_PROGRESS_AFTER_S``), as the tab's spinner tells it."""
 
-    run: _d(str, "the run read (or `N runs at once (...)` where several are read in parallel)")
-    bytes: _d(int, "its files' size, bytes")
-    seconds: _d(float, "how long it has taken so far, s")
-    seconds_left: _d(
+    run: Annotated[str, Meta(description="the run read (or `N runs at once (...)` where several are read in parallel)")]
+    bytes: Annotated[int, Meta(description="its files' size, bytes")]
+    seconds: Annotated[float, Meta(description="how long it has taken so far, s")]
+    seconds_left: Annotated[
         float | None,
-        "about how long it has left, at the rate of this server's reads that ended; null before any ended, or "
-        "once it has taken longer than that rate says",
-    )
+        Meta(
+            description="about how long it has left, at the rate of this server's reads that ended; null before any "
+            "ended, or once it has taken longer than that rate says"
+        ),
+    ]
 
 
 class ReadsDocument(_Document):
     """The server's cold reads under way: what a page that waits on its document waits for."""
 
-    reads: _d(list[ReadUnderWay], "oldest first; empty when no read has taken a while")
-    text: _d(str, "the oldest read as one line, as the tab and the CLI show it; empty when there is none")
+    reads: Annotated[list[ReadUnderWay], Meta(description="oldest first; empty when no read has taken a while")]
+    text: Annotated[
+        str,
+        Meta(description="the oldest read as one line, as the tab and the CLI show it; empty when there is none"),
+    ]
 
 
 ROUTES: tuple[tuple[str, type, str], ...] = (
@@ -1244,14 +1522,14 @@ DOCUMENTS = (
 # Generated files
 
 
-def _components() -> dict[str, dict]:
+def _components() -> dict[str, dict[str, Any]]:
     _, components = msgspec.json.schema_components(DOCUMENTS, ref_template="{name}")
     return components
 
 
-def _type_text(schema: dict, js: bool) -> str:
+def _type_text(schema: dict[str, Any], js: bool) -> str:
     if "$ref" in schema:
-        return schema["$ref"]
+        return str(schema["$ref"])
     if "anyOf" in schema:
         return ("|" if js else " or ").join(dict.fromkeys(_type_text(option, js) for option in schema["anyOf"]))
     if "enum" in schema:

@@ -5,8 +5,10 @@ the defaults a run is assumed to have where nothing says otherwise."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 # How ops are grouped into rows: by name, by type; a compare also by module (PyTorch's
-# nn.Module calls, ``OpProfile.module_ops``, else the scopes of TF op names:
+# nn.Module calls, ``OpProfile.module_table``, else the scopes of TF op names:
 # ``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
 GROUP_BY = ("name", "type")
 COMPARE_GROUP_BY = (*GROUP_BY, "module")
@@ -144,7 +146,7 @@ def is_default(dimension: str, value: str) -> bool:
     return value in UNCOMPILED if dimension == "compiler" else value == DEFAULTS[dimension]
 
 
-def default_among(dimension: str, values) -> str:
+def default_among(dimension: str, values: Collection[str | None]) -> str:
     """The default value of a dimension as a set of runs has it: for the compiler, eager
     where a run ran eagerly, else a TF graph where one did (a TF model's default)."""
     if dimension == "compiler" and DEFAULT_COMPILER not in values and TF_GRAPH in values:
@@ -155,7 +157,7 @@ def default_among(dimension: str, values) -> str:
 MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
 
 
-def is_batch_size(value) -> bool:
+def is_batch_size(value: object) -> bool:
     """Whether a value read from a file can be a batch size: a whole number from 1 to
     ``MAX_BATCH_SIZE`` (hostile files carry 2**62 and 10**30, which no store can keep)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BATCH_SIZE

@@ -11,9 +11,11 @@ small, to the process that builds the tables (``OpProfile.from_parsed``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from tb_opcompare.schema.dimensions import canonical_precision
 
@@ -130,7 +132,7 @@ class ProfileFacts:
     # The workers (ranks) of one job whose profiles were read together, each a dict of its
     # rank, world_size, file, steps, step_time_us (median steady step) and host_op_time_us; empty
     # for a profile of one process
-    workers: list[dict] = dataclasses.field(default_factory=list)
+    workers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 MIXED_SHARE = 0.9  # below this share for its most common dtype, a run is "mixed"
@@ -167,27 +169,27 @@ class OpEvents:
         self.total: list[float] = []
         self.self_time: list[float] = []
         # Each is columns (name -> values) of a table ``OpProfile.from_parsed`` makes.
-        self.host_partials: list[dict] = []  # per-op sums from add_host_batch / add_host_codes
+        self.host_partials: list[dict[str, Any]] = []  # per-op sums from add_host_batch / add_host_codes
         # Each occurrence's self time (float32), op and, where known, step, for the
         # percentiles and the per-step spread: 12-16 bytes an occurrence, where the partials
         # hold only sums.
         self.host_samples: list[tuple[list[tuple[str, str]], np.ndarray, np.ndarray]] = []
         self.host_sample_steps: list[np.ndarray | None] = []  # each sample's step (-1: none), where known
         self.step_count = 0  # profiled steps whose occurrences a reader placed (``steps=`` arguments)
-        self.device_partials: list[dict] = []  # per-op kernel sums from add_device_totals
+        self.device_partials: list[dict[str, Any]] = []  # per-op kernel sums from add_device_totals
         # per-kernel records from add_device_kernels: each kernel's op an index into the
         # record's keys, so a million kernels hold a million integers, not their names
-        self.device_kernels: list[dict] = []
+        self.device_kernels: list[dict[str, Any]] = []
         self.crossings = 0  # host events that outlive the event they start in (see self_times)
-        self.memory_partials: list[dict] = []  # per-op allocated and net bytes (add_memory)
+        self.memory_partials: list[dict[str, Any]] = []  # per-op allocated and net bytes (add_memory)
         self.net_memory_known = True  # False where frees are not attributed to ops
         # memory in use over time (MEMORY_TIMELINE_COLUMNS), where the profile records it
-        self.memory_timeline: dict | None = None
+        self.memory_timeline: dict[str, Any] | None = None
         # each step's time by what it was spent on (BREAKDOWN_COLUMNS), where the reader splits it
-        self.breakdown: dict | None = None
+        self.breakdown: dict[str, Any] | None = None
         # each op's work (WORK_COLUMNS), where the reader can tell it; one part a worker (a
         # rank of a job), summed per op when the table is made
-        self.work: list[dict] = []
+        self.work: list[dict[str, Any]] = []
 
     def add(self, side: str, name: str, op_type: str, total_us: float, self_us: float) -> None:
         self.side.append(side)
@@ -326,7 +328,9 @@ def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarr
     return list(index), codes
 
 
-def _fold_host(keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray, selfs_us: np.ndarray) -> dict:
+def _fold_host(
+    keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray, selfs_us: np.ndarray
+) -> dict[str, Any]:
     """Host occurrences folded into per-op sums (with the sum of squares, for std)."""
     size = len(keys)
     minimum = np.full(size, np.inf)
@@ -364,7 +368,7 @@ def crossing_warning(crossings: int) -> str:
     )
 
 
-def add_nested_host_ops(events: OpEvents, threads) -> None:
+def add_nested_host_ops(events: OpEvents, threads: Iterable[list[tuple[float, float, tuple[str, str]]]]) -> None:
     """Add host op occurrences, one list per thread of ``(start, duration, (name, type))``,
     with self time taken by nesting within each thread."""
     for thread_events in threads:
@@ -433,7 +437,7 @@ def self_times(
     return np.maximum(durations - children, 0.0), parents
 
 
-def crossing_events(starts, durations, parents: np.ndarray) -> int:
+def crossing_events(starts: ArrayLike, durations: ArrayLike, parents: np.ndarray) -> int:
     """How many events outlive the event they start in: overlap without nesting."""
     starts = np.asarray(starts, dtype=np.float64)
     ends = starts + np.asarray(durations, dtype=np.float64)
@@ -447,10 +451,10 @@ class Recipe:
     ``make(*args)`` returns it. ``make`` is a module-level function and ``args`` plain
     values and arrays, so a recipe pickles to the process that builds the tables."""
 
-    make: Callable
-    args: tuple = ()
+    make: Callable[..., Any]
+    args: tuple[Any, ...] = ()
 
-    def __call__(self):
+    def __call__(self) -> Any:
         return self.make(*self.args)
 
 
@@ -462,5 +466,5 @@ class ParsedProfile:
 
     facts: ProfileFacts
     events: OpEvents
-    annotations: dict[str, list] | None = None
-    module_ops: Recipe | None = None
+    annotations: dict[str, list[Any]] | None = None
+    module_recipe: Recipe | None = None

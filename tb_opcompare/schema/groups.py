@@ -10,6 +10,9 @@ groups' rows were sorted, so the figures moved in the 13th digit between install
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any
+
 import numpy as np
 
 
@@ -59,23 +62,23 @@ def known_sums(values: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
     return np.where(known > 0, group_sums(values, codes, count), np.nan)
 
 
-def among(values, wanted) -> np.ndarray:
+def among(values: np.ndarray | list[object], wanted: Iterable[object]) -> np.ndarray:
     """Whether each of ``values`` is one of ``wanted``: one set lookup a value."""
-    wanted = set(wanted)
-    return np.fromiter((value in wanted for value in np.asarray(values).tolist()), dtype=bool, count=len(values))
+    wanted_set = set(wanted)
+    return np.fromiter((value in wanted_set for value in np.asarray(values).tolist()), dtype=bool, count=len(values))
 
 
-def positions(values: list, keys: list) -> np.ndarray:
+def positions(values: Sequence[object], keys: Sequence[object]) -> np.ndarray:
     """Each value's position among ``keys`` (distinct), -1 where it is none of them."""
     where = {key: position for position, key in enumerate(keys)}
     return np.fromiter((where.get(value, -1) for value in values), dtype=np.int64, count=len(values))
 
 
-def first_appearance(keys) -> tuple[np.ndarray, list]:
+def first_appearance(keys: Sequence[Hashable]) -> tuple[np.ndarray, list[Any]]:
     """Each key's number among the distinct keys, numbered in the order first met (as
     ``groupby(sort=False)`` numbers its groups), and the distinct keys in that order.
     ``keys``: hashable values (op names, (name, type) pairs), one per row."""
-    index: dict = {}
+    index: dict[Hashable, int] = {}
     codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
     return codes, list(index)
 

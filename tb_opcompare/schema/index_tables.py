@@ -13,32 +13,34 @@ import dataclasses
 import io
 import json
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tb_opcompare.schema.events import ProfileFacts
 
 if TYPE_CHECKING:
-    import pandas as pd
+    from tb_opcompare.schema.table import Table
 
-# table -> (the OpProfile attribute it holds, the ``schema.optable`` function making it
-# empty with the reader's dtypes: named, so that importing this module imports no pandas)
+# table -> (its stored name: the key of ``store.cache.profile_columns`` holding it, the
+# ``OpProfile`` attribute holding it), as ``schema.optable.TABLES`` names them
 PROFILE_TABLES = {
-    "ops": ("ops", "empty_op_table"),
-    "steps": ("step_ops", "empty_step_table"),
-    "modules": ("module_ops", "empty_module_table"),
-    "annotations": ("annotations", "empty_annotation_table"),
-    "memory": ("memory_timeline", "empty_memory_timeline"),
-    "step_breakdown": ("step_breakdown", "empty_step_breakdown"),
-    "op_work": ("op_work", "empty_op_work"),
+    "ops": ("ops", "op_table"),
+    "steps": ("step_ops", "step_table"),
+    "modules": ("module_ops", "module_table"),
+    "annotations": ("annotations", "annotation_table"),
+    "memory": ("memory_timeline", "memory_table"),
+    "step_breakdown": ("step_breakdown", "breakdown_table"),
+    "op_work": ("op_work", "work_table"),
 }
 RUNS = "runs"
 
 
-def empty_table(table: str) -> pd.DataFrame:
+def empty_table(table: str) -> Table:
     """The per-op ``table`` (a key of ``PROFILE_TABLES``) with no rows, in a reader's dtypes."""
-    from tb_opcompare.schema import optable
+    from tb_opcompare.schema.optable import TABLES
+    from tb_opcompare.schema.table import Table
 
-    return getattr(optable, PROFILE_TABLES[table][1])()
+    stored = PROFILE_TABLES[table][0]
+    return Table.empty(next(dtypes for name, _, dtypes in TABLES if name == stored))
 
 
 KEY_COLUMNS = ("run", "session")  # first in every table: which session a row belongs to
@@ -62,13 +64,13 @@ EXPORT_COLUMNS = {  # in an export only
 }
 
 
-def _arrow_type(dtype):
+def _arrow_type(dtype: object) -> Any:
     import pyarrow as pa
 
     return {"int64": pa.int64(), "float64": pa.float64()}.get(str(dtype), pa.string())
 
 
-def _fact_types() -> dict:
+def _fact_types() -> dict[str, Any]:
     """The ``runs`` table's fact columns and types, from ``ProfileFacts``'s annotations."""
     import pyarrow as pa
 
@@ -90,7 +92,7 @@ def _fact_types() -> dict:
     return types
 
 
-def table_schema(table: str, export: bool = False):
+def table_schema(table: str, export: bool = False) -> Any:
     """The Parquet schema of ``table``; ``export``: with the columns ``export`` adds to runs."""
     import pyarrow as pa
 
@@ -114,11 +116,13 @@ def table_schema(table: str, export: bool = False):
     empty = empty_table(table)
     return pa.schema(
         [(column, pa.string()) for column in KEY_COLUMNS]
-        + [(column, _arrow_type(dtype)) for column, dtype in empty.dtypes.items()]
+        + [(column, _arrow_type(values.dtype)) for column, values in empty.items()]
     )
 
 
-def session_columns(stored: dict, run: str, session: str, files: list[str], **export) -> dict[str, dict[str, list]]:
+def session_columns(
+    stored: dict[str, Any], run: str, session: str, files: list[str], **export: object
+) -> dict[str, dict[str, list[Any]]]:
     """One session's rows of every table, as columns: ``stored`` is a profile as plain
     columns (``store.cache.profile_columns``); ``export``: the model columns of runs."""
     row = {"run": run, "session": session, "files": files, "step_count": stored["step_count"]}
@@ -127,14 +131,14 @@ def session_columns(stored: dict, run: str, session: str, files: list[str], **ex
             json.dumps(value, sort_keys=True) if name in JSON_FACTS else value
         )
     tables = {RUNS: {name: [value] for name, value in {**row, **export}.items()}}
-    for table, (attribute, _) in PROFILE_TABLES.items():
-        columns = stored[attribute]
+    for table, (stored_name, _) in PROFILE_TABLES.items():
+        columns = stored[stored_name]
         rows = len(next(iter(columns.values()))) if columns else 0
         tables[table] = {"run": [run] * rows, "session": [session] * rows, **columns}
     return tables
 
 
-def parquet_bytes(table: str, columns: dict[str, list], export: bool = False) -> bytes:
+def parquet_bytes(table: str, columns: dict[str, list[Any]], export: bool = False) -> bytes:
     """``table``'s rows (as columns) as a Parquet file, in the documented schema."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -150,7 +154,7 @@ def _docstring_meanings() -> dict[str, dict[str, str]]:
     """Each per-op table's column meanings, from the tables of ``schema.optable``'s
     docstring (the one place they are written)."""
     meanings, table = {}, None
-    attribute_of = {attribute: table for table, (attribute, _) in PROFILE_TABLES.items()}
+    attribute_of = {attribute: table for table, (_, attribute) in PROFILE_TABLES.items()}
     from tb_opcompare.schema import optable
 
     for block in re.split(r"\n(?=Schema of )", optable.__doc__):
@@ -216,7 +220,7 @@ def index_schema_markdown(fact_meanings: dict[str, str]) -> str:
             }
             table_meanings.update({name: text for name, text in fact_meanings.items() if name not in table_meanings})
         else:
-            text = f"`OpProfile.{PROFILE_TABLES[table][0]}` of each session (schema.optable), one file a session."
+            text = f"`OpProfile.{PROFILE_TABLES[table][1]}` of each session (schema.optable), one file a session."
             table_meanings = {**RUN_COLUMNS, **meanings.get(table, {})}
         lines += ["", f"## {table}", "", text, "", "| column | type | meaning |", "|---|---|---|"]
         for field in schema:

@@ -2,10 +2,10 @@
 ``schema.events.ParsedProfile``), and the run facts that travel with it.
 
 Every table is made and kept as a ``schema.table.Table`` (numpy columns: ``OpProfile.op_table``
-and its siblings), without pandas; ``OpProfile.ops`` and its siblings give each as a pandas
-DataFrame, made on first use.
+and its siblings, one name each), without pandas; a view that works on pandas asks a table
+for its DataFrame (``Table.frame()``, made once).
 
-Schema of ``OpProfile.ops`` (one row per side x op):
+Schema of ``OpProfile.op_table`` (one row per side x op):
 
 ==============  =======  ===================================================================
 column          dtype    meaning
@@ -45,13 +45,13 @@ net_bytes       float64  host rows: allocated minus freed by the op itself, as
                          attributed to ops (TF) or memory is not recorded
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.step_ops`` (one row per op x profiled step in which it ran; the
+Schema of ``OpProfile.step_table`` (one row per op x profiled step in which it ran; the
 samples behind ``per_step_cv`` and the confidence intervals of a comparison):
 
 ==============  =======  ===================================================================
 column          dtype    meaning
 ==============  =======  ===================================================================
-row             int64    position of the op in ``OpProfile.ops``
+row             int64    position of the op in ``OpProfile.op_table``
 step            int64    0 .. ``OpProfile.step_count`` - 1, in the order the steps started
 occurrences     int64    executions of the op that started in the step (device rows: the
                          launching op occurrences where linked, else kernels)
@@ -61,7 +61,7 @@ self_us         float64  their summed self time (device rows: kernel time)
 A step where an op did not run has no row: its time there is 0. Readers that cannot place
 occurrences in steps (or profiles with fewer than two steps) leave the table empty.
 
-Schema of ``OpProfile.module_ops`` (one row per op x module it ran in; PyTorch traces
+Schema of ``OpProfile.module_table`` (one row per op x module it ran in; PyTorch traces
 recorded with ``with_stack=True``, whose ``nn.Module`` calls place each op; empty where the
 profile names no modules, and TF ops carry theirs in their names' scopes):
 
@@ -80,7 +80,7 @@ alloc_bytes     float64  host rows: bytes the op itself allocated there (as ``op
                          the profile records no memory, and on device rows
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.annotations`` (application ranges a reader found beside its op table
+Schema of ``OpProfile.annotation_table`` (application ranges a reader found beside its op table
 that are not rows of it: the seed wrapper's ``app_stats``, TF's ``tf.profiler.experimental.Trace``
 ranges; PyTorch's ``record_function`` ranges are rows of ``ops`` already, typed
 ``user_annotation``, and TF's tf.data iterator calls too, typed ``Dataset``):
@@ -98,7 +98,7 @@ outermost_us    float64  the part of ``total_us`` in ranges inside no other rang
                          carry no start times: there it is ``total_us``)
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.memory_timeline`` (memory in use over the profiled window, one row per
+Schema of ``OpProfile.memory_table`` (memory in use over the profiled window, one row per
 device x sample; at most ``MEMORY_TIMELINE_POINTS`` samples a device, each the highest value
 of the stretch of time it stands for, so peaks survive the thinning; empty where the
 profile records no memory):
@@ -111,7 +111,7 @@ time_us         float64  since the first sample of the run, any device
 bytes_in_use    float64  memory the allocator held then
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.step_breakdown`` (each profiled step's wall time by what it was spent
+Schema of ``OpProfile.breakdown_table`` (each profiled step's wall time by what it was spent
 on, ``schema.events.STEP_CATEGORIES``; empty where the reader does not split steps):
 
 ==============  =======  ===================================================================
@@ -125,7 +125,7 @@ category        str      a key of ``STEP_CATEGORIES`` (host) or ``DEVICE_STEP_CA
 time_us         float64  the step's time in it
 ==============  =======  ===================================================================
 
-Schema of ``OpProfile.op_work`` (the work of each op whose work is known or could be,
+Schema of ``OpProfile.work_table`` (the work of each op whose work is known or could be,
 issue 54: one row per op, over its calls that no other such call encloses, so an
 ``aten::conv2d`` counts and not the ``aten::convolution`` it calls; empty where the reader
 tells no op's work):
@@ -156,7 +156,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -190,7 +191,7 @@ from tb_opcompare.schema.groups import (
 from tb_opcompare.schema.table import LazyTable, Table, text_array
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 # Each table's columns and their dtypes (object: text), as a reader makes them.
 OP_DTYPES = {
@@ -255,35 +256,6 @@ class OpProfile:
         )
         return sum(table.memory_bytes() for table in tables)
 
-    # The tables as pandas DataFrames, for the views that work on frames (each made once).
-    @property
-    def ops(self) -> pd.DataFrame:
-        return self.op_table.frame()
-
-    @property
-    def step_ops(self) -> pd.DataFrame:
-        return self.step_table.frame()
-
-    @property
-    def module_ops(self) -> pd.DataFrame:
-        return self.module_table.frame()
-
-    @property
-    def annotations(self) -> pd.DataFrame:
-        return self.annotation_table.frame()
-
-    @property
-    def memory_timeline(self) -> pd.DataFrame:
-        return self.memory_table.frame()
-
-    @property
-    def step_breakdown(self) -> pd.DataFrame:
-        return self.breakdown_table.frame()
-
-    @property
-    def op_work(self) -> pd.DataFrame:
-        return self.work_table.frame()
-
     @functools.cached_property
     def op_names(self) -> frozenset[str]:
         """Its ops' names: what pairing and model identity compare runs by."""
@@ -303,8 +275,8 @@ class OpProfile:
             profile.annotation_table = typed_table(parsed.annotations, ANNOTATION_DTYPES)
         if events.breakdown is not None:
             profile.breakdown_table = typed_table(events.breakdown, BREAKDOWN_DTYPES)
-        if parsed.module_ops is not None:
-            profile.module_source = LazyTable(parsed.module_ops)
+        if parsed.module_recipe is not None:
+            profile.module_source = LazyTable(parsed.module_recipe)
         if events.work:
             profile.work_table = summed_work(events.work)
         return profile
@@ -316,14 +288,8 @@ class OpProfile:
         given["module_source"] = given.pop("module_table", Table.empty(MODULE_DTYPES))
         return cls(facts=facts, step_count=step_count, **given)
 
-    @classmethod
-    def from_frames(cls, facts: ProfileFacts, step_count: int = 0, **frames: pd.DataFrame) -> OpProfile:
-        """A profile of DataFrames (``ops`` and those of ``step_ops``, ``module_ops``,
-        ``annotations``, ``memory_timeline`` given), as a view that works on frames makes one."""
-        return cls.of_tables(facts, step_count, {name: Table.from_frame(frame) for name, frame in frames.items()})
 
-
-# Each table: the name of its DataFrame (and of its stored form: the disk cache's, the shared
+# Each table: the name of its stored form (the disk cache's, the shared
 # index's), the profile's attribute holding it, and its columns' dtypes.
 TABLES = (
     ("ops", "op_table", OP_DTYPES),
@@ -336,7 +302,7 @@ TABLES = (
 )
 
 
-def summed_work(parts: list[dict]) -> Table:
+def summed_work(parts: list[dict[str, Any]]) -> Table:
     """The work table of one or more workers' parts (``WORK_COLUMNS``), summed per op; an
     op's source is its first part's that knows its work, else its first part's."""
     if len(parts) == 1:
@@ -357,7 +323,7 @@ def summed_work(parts: list[dict]) -> Table:
     return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
 
 
-def typed_table(columns, dtypes: dict) -> Table:
+def typed_table(columns: Mapping[str, Any], dtypes: dict[str, Any]) -> Table:
     """Columns given as lists or arrays (a reader's, the disk cache's) in a table's dtypes."""
     return Table({name: np.asarray(columns[name], dtype=dtypes[name]) for name in dtypes})
 
@@ -424,37 +390,7 @@ def _with_memory(table: Table, events: OpEvents) -> Table:
 _MEMORY_SUMS = ["alloc_bytes", "net_bytes"]
 
 
-# Each table with no rows, as a pandas DataFrame in a reader's dtypes (for the views that
-# work on frames, and the shared index's Parquet schema).
-def empty_op_table() -> pd.DataFrame:
-    return Table.empty(OP_DTYPES).frame()
-
-
-def empty_module_table() -> pd.DataFrame:
-    return Table.empty(MODULE_DTYPES).frame()
-
-
-def empty_annotation_table() -> pd.DataFrame:
-    return Table.empty(ANNOTATION_DTYPES).frame()
-
-
-def empty_memory_timeline() -> pd.DataFrame:
-    return Table.empty(MEMORY_TIMELINE_DTYPES).frame()
-
-
-def empty_step_breakdown() -> pd.DataFrame:
-    return Table.empty(BREAKDOWN_DTYPES).frame()
-
-
-def empty_op_work() -> pd.DataFrame:
-    return Table.empty(WORK_DTYPES).frame()
-
-
-def empty_step_table() -> pd.DataFrame:
-    return Table.empty(STEP_DTYPES).frame()
-
-
-def _combine_host(partials: list[dict]) -> Table:
+def _combine_host(partials: list[dict[str, Any]]) -> Table:
     """Per-op sums from several lines, hosts or batches into the host rows."""
     names, types, op, sums = _summed_partials(partials, _HOST_SUMS)
     count = len(names)
@@ -485,7 +421,9 @@ def _combine_host(partials: list[dict]) -> Table:
 _HOST_SUMS = ["occurrences", "total_us", "self_us", "self_sq"]
 
 
-def _summed_partials(partials: list[dict], columns: list[str]):
+def _summed_partials(
+    partials: list[dict[str, Any]], columns: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """Partials' rows (``op_name``, ``op_type`` and ``columns``) grouped by op, ops numbered
     in order of first appearance: each op's name and type, each row's op, and each op's
     sums of ``columns`` (integer columns summed exactly)."""
@@ -500,12 +438,14 @@ def _summed_partials(partials: list[dict], columns: list[str]):
     return *_names_and_types(keys), op, sums
 
 
-def _names_and_types(keys: list) -> tuple[np.ndarray, np.ndarray]:
+def _names_and_types(keys: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(name, type) keys as a column of names and a column of types."""
     return text_array(name for name, _ in keys), text_array(op_type for _, op_type in keys)
 
 
-def _with_host_quantiles(table: Table, samples, sample_steps: list, step_count: int) -> tuple[Table, Table]:
+def _with_host_quantiles(
+    table: Table, samples: list[Any], sample_steps: list[Any], step_count: int
+) -> tuple[Table, Table]:
     """The host table with the percentiles of each op's per-occurrence self time and its
     variation from step to step, and the host rows' per-step cells."""
     row_of = {key: row for row, key in enumerate(zip(table["op_name"].tolist(), table["op_type"].tolist()))}
@@ -567,13 +507,13 @@ def step_cells(groups: np.ndarray, values: np.ndarray, steps: np.ndarray, step_c
     )
 
 
-def per_step_cv(cells: Table | pd.DataFrame, count: int, step_count: int) -> np.ndarray:
+def per_step_cv(cells: Table, count: int, step_count: int) -> np.ndarray:
     """Each row's coefficient of variation of its time per step, over all ``step_count``
     steps (a step without the row counts 0); NaN with fewer than two steps or no cell."""
     result = np.full(count, np.nan)
     if step_count < 2 or not len(cells):
         return result
-    rows, sums = np.asarray(cells["row"]), np.asarray(cells["self_us"])
+    rows, sums = cells["row"], cells["self_us"]
     present = np.bincount(rows, minlength=count)
     mean = np.bincount(rows, weights=sums, minlength=count) / step_count
     # squared deviations from the mean, the steps without the row (0 each) included: two
@@ -611,7 +551,7 @@ def group_quantiles(groups: np.ndarray, values: np.ndarray, count: int, quantile
 
 
 def _aggregate_device(
-    kernels: list[dict], partials: list[dict], host_table: Table | None, step_count: int = 0
+    kernels: list[dict[str, Any]], partials: list[dict[str, Any]], host_table: Table | None, step_count: int = 0
 ) -> tuple[Table, Table]:
     """The device rows: each op's kernels (``OpEvents.device_kernels`` records; their ops
     numbered across records in order of first appearance, as ``groupby(sort=False)``
@@ -633,7 +573,7 @@ def _aggregate_device(
         cells = _device_step_cells(op, steps, totals, invocations, step_count)
     occurrences = columns.pop("occurrences")
     if host_table is not None and len(host_table):
-        host_occurrences = {}
+        host_occurrences: dict[str, int] = {}
         for name, times in zip(host_table["op_name"].tolist(), host_table["occurrences"].tolist()):
             host_occurrences[name] = host_occurrences.get(name, 0) + times
         unknown = np.isnan(occurrences)
@@ -656,7 +596,7 @@ def _aggregate_device(
     return table, cells
 
 
-def _kernel_columns(kernels: list[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _kernel_columns(kernels: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every kernel's time, invocation (NaN: unknown) and step (-1: none), records joined."""
     if not kernels:
         return np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -669,7 +609,9 @@ def _kernel_columns(kernels: list[dict]) -> tuple[np.ndarray, np.ndarray, np.nda
     )
 
 
-def _execution_spread(op: np.ndarray, totals: np.ndarray, invocations: np.ndarray, kernel_counts: np.ndarray) -> dict:
+def _execution_spread(
+    op: np.ndarray, totals: np.ndarray, invocations: np.ndarray, kernel_counts: np.ndarray
+) -> dict[str, np.ndarray]:
     """Each op's executions (``occurrences``) and the spread of their times, where the
     trace links kernels to the op occurrence that launched them (NaN where it does not)."""
     rows = len(kernel_counts)
@@ -694,11 +636,11 @@ def _execution_spread(op: np.ndarray, totals: np.ndarray, invocations: np.ndarra
     return columns
 
 
-def _kernel_ops(kernels: list[dict]) -> tuple[np.ndarray, list]:
+def _kernel_ops(kernels: list[dict[str, Any]]) -> tuple[np.ndarray, list[Any]]:
     """Each kernel's op, numbered across the records in order of first appearance, and
     the ops' (name, type) keys in that order: numbered per record in numpy, and only the
     record's distinct ops looked up by key."""
-    index: dict = {}
+    index: dict[tuple[str, ...], int] = {}
     ops = []
     for part in kernels:
         local, firsts = first_appearance_ids([part["codes"]])

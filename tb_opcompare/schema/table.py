@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, ItemsView, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,7 +62,7 @@ class Table:
     def names(self) -> list[str]:
         return list(self._columns)
 
-    def items(self):
+    def items(self) -> ItemsView[str, np.ndarray]:
         return self._columns.items()
 
     def memory_bytes(self) -> int:
@@ -97,25 +97,20 @@ class Table:
                     self._frame = made
         return self._frame
 
-    def __reduce__(self):  # pickled without its frame, which is made again where wanted
+    def __reduce__(self) -> tuple[type[Table], tuple[dict[str, np.ndarray]]]:  # pickled without its frame
         return Table, (self._columns,)
 
 
-def as_table(table: Table | pd.DataFrame) -> Table:
-    """A ``Table`` as it is; a pandas DataFrame's columns as one (for callers that hold frames)."""
-    return table if isinstance(table, Table) else Table.from_frame(table)
-
-
-def text_array(values) -> np.ndarray:
+def text_array(values: Iterable[object]) -> np.ndarray:
     """A 1-D object array of ``values`` (texts, or tuples: ``np.array`` would make a list
     of equal-length tuples a 2-D array)."""
-    values = list(values)
-    array = np.empty(len(values), dtype=object)
-    array[:] = values
+    listed = list(values)
+    array = np.empty(len(listed), dtype=object)
+    array[:] = listed
     return array
 
 
-def _read_only(values) -> np.ndarray:
+def _read_only(values: object) -> np.ndarray:
     array = np.asarray(values)
     if array.flags.writeable:
         array = array.view()  # the caller's array stays writable; the table's view is not
@@ -123,7 +118,7 @@ def _read_only(values) -> np.ndarray:
     return array
 
 
-def held_bytes(value) -> int:
+def held_bytes(value: object) -> int:
     """About how many bytes ``value`` holds: arrays, their texts, and the lists, tuples,
     dicts and recipes (``schema.events.Recipe``) that hold them."""
     if isinstance(value, np.ndarray):
@@ -146,7 +141,9 @@ class LazyTable:
     __slots__ = ("_make", "_table", "_lock")
 
     def __init__(self, make: Callable[[], Table]):
-        self._make, self._table, self._lock = make, None, threading.Lock()
+        self._make: Callable[[], Table] | None = make
+        self._table: Table | None = None
+        self._lock = threading.Lock()
 
     def memory_bytes(self) -> int:
         """What the table holds, or until it is made, what its recipe holds."""
@@ -155,10 +152,11 @@ class LazyTable:
     def table(self) -> Table:
         with self._lock:
             if self._table is None:
+                assert self._make is not None  # made once: the recipe goes when the table comes
                 self._table, self._make = self._make(), None
             return self._table
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[Table], LazyTable], tuple[Table]]:
         # pickled (a read-ahead worker's answer, ``store.watched_fork``), it travels made: a
         # lock does not pickle, and a recipe would carry the reader's arrays besides
         return (_made_lazy_table, (self.table(),))
@@ -170,8 +168,8 @@ def _made_lazy_table(table: Table) -> LazyTable:
     return lazy
 
 
-def _column_of(series) -> np.ndarray:
-    values = series.to_numpy()
+def _column_of(series: pd.Series) -> np.ndarray:
+    values: np.ndarray = series.to_numpy()
     if values.dtype.kind in "iufb":
         return values
     return np.asarray(values, dtype=object)  # pandas' str columns give object arrays of str

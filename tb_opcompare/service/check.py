@@ -17,8 +17,8 @@ import re2
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.breakdown import PartChange, grew_most, part_changes, side_split
 from tb_opcompare.analysis.compare import implementation_keys
+from tb_opcompare.analysis.headline import STEP_WALL_TIME
 from tb_opcompare.analysis.numerics import above, at_most
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
     SIGNIFICANT_VERDICTS,
@@ -34,10 +34,10 @@ from tb_opcompare.schema.dimensions import (
     check_refusal,
     evidence_bar,
 )
-from tb_opcompare.schema.text import format_part_change, format_percent, format_time
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import both_sides
+from tb_opcompare.text import format_part_change, format_percent, format_time
 
 _ROW_FIELDS = list(CheckRow.__struct_fields__)
 

@@ -7,22 +7,18 @@ and the CLI.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import threading
-import weakref
-from typing import TYPE_CHECKING
 
 import msgspec
-import numpy as np
 
 from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS, compare_frame, compare_ops, like_for_like
+from tb_opcompare.analysis.headline import Headline, headline_figures, like_for_like, pair_headline, step_marker_notes
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.row_view import RowView, view_positions
-from tb_opcompare.analysis.step_time import STEP_WALL_TIME, Headline, StepLatency, step_latency
+from tb_opcompare.analysis.step_time import StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
+    COMPARE_COLUMNS,
     BreakdownPart,
     CompareDocument,
     CompareSummary,
@@ -32,16 +28,12 @@ from tb_opcompare.schema.contract import (
 )
 from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.events import HOST
-from tb_opcompare.schema.optable import OpProfile
-from tb_opcompare.schema.table import Table
-from tb_opcompare.service.headline import pair_headline
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun
-
-if TYPE_CHECKING:
-    import pandas as pd
+from tb_opcompare.store.comparisons import comparison as kept_comparison
+from tb_opcompare.store.comparisons import pooled_profile
 
 
 def compare_document(
@@ -64,15 +56,15 @@ def compare_document(
         catalog, baseline, target, baseline_session, target_session
     )
     base, tgt = _one_model_where_the_data_says(base, tgt)
-    comparison = _COMPARISONS.get(base.profile, tgt.profile, group_by, normalize)
+    comparison = kept_comparison(base.profile, tgt.profile, group_by, normalize)
     view = view or RowView()
     kept = view_positions(comparison.rows, view)
-    records = comparison.records(kept[: view.top] if view.top else kept)
+    records = comparison.records(kept[: view.top] if view.top else kept, as_records)
     base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
-    first, _, _ = pair_headline(base, tgt, base_steps, target_steps)
+    first, _, _ = pair_headline(base.profile, tgt.profile, base_steps, target_steps)
     figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first)
-    figures.update(_headline_figures(first, base_steps, target_steps))
-    notes = [*group_notes, *notes, *_step_marker_notes(first, base_steps, target_steps)]
+    figures.update(headline_figures(first, base_steps, target_steps))
+    notes = [*group_notes, *notes, *step_marker_notes(first, base_steps, target_steps)]
     if group_by == "module":
         from tb_opcompare.service.modules import module_source  # pandas: modules are merged with it
 
@@ -173,34 +165,6 @@ def _side_record(side: LoadedRun, steps: StepLatency) -> RunRecord:
     return msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
 
 
-def _headline_figures(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> dict:
-    """The headline and the step wall times it is made of, as summary fields."""
-    return {
-        "headline_speedup": first.speedup,
-        "headline_basis": first.basis,
-        "headline_per_sample": first.per_sample,
-        "headline_text": first.text,
-        "baseline_step_wall_us": base_steps.median_us,
-        "target_step_wall_us": target_steps.median_us,
-    }
-
-
-def _step_marker_notes(first: Headline, base_steps: StepLatency, target_steps: StepLatency) -> list[str]:
-    """Where the headline is step wall time, a note naming the runs of a group it leaves
-    out for want of step markers: its figure then stands on fewer runs than the group."""
-    left_out = [
-        f"{count} {label} run{'s' * (count > 1)}"
-        for label, count in (
-            ("baseline", base_steps.runs_without_markers),
-            ("target", target_steps.runs_without_markers),
-        )
-        if count and first.basis == STEP_WALL_TIME
-    ]
-    if not left_out:
-        return []
-    return [f"The step wall time leaves out {' and '.join(left_out)} without step markers."]
-
-
 Side = tuple[LoadedRun, StepLatency, SideSplit | None]
 
 
@@ -288,7 +252,7 @@ def _side(
         [(run.source.run, run.profile.facts.step_times_us, run.profile.breakdown_table) for run in loaded],
         loaded[0].profile.facts.step_breakdown_note,
     )
-    pooled = dataclasses.replace(loaded[0], profile=_POOLS.get([run.profile for run in loaded]))
+    pooled = dataclasses.replace(loaded[0], profile=pooled_profile([run.profile for run in loaded]))
     return pooled, kept, notes, steps, split
 
 
@@ -302,124 +266,3 @@ def _runs_as_steps(side: LoadedRun, runs: int) -> LoadedRun:
         steps_source=f"no step markers: one step per run ({runs} run{'s' * (runs > 1)})",
     )
     return dataclasses.replace(side, profile=dataclasses.replace(side.profile, facts=facts))
-
-
-class _PoolMemo:
-    """The last few run groups' pooled profiles, so that the compare memo (keyed by the
-    tables themselves) finds the same pooled table on the tab's next request. Held while
-    every run's table is the one read now (weakly, as the compare memo)."""
-
-    def __init__(self, size: int = 4):
-        self._size = size
-        self._entries: collections.OrderedDict = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, profiles: list[OpProfile]) -> OpProfile:
-        from tb_opcompare.analysis.pooling import pool_profiles  # pandas: groups are pooled with it
-
-        key = tuple(id(profile.op_table) for profile in profiles)
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and all(ref() is profile.op_table for ref, profile in zip(entry[0], profiles)):
-                self._entries.move_to_end(key)
-                return entry[1]
-        pooled = pool_profiles(profiles)
-        with self._lock:
-            self._entries[key] = ([weakref.ref(profile.op_table) for profile in profiles], pooled)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-        return pooled
-
-
-_POOLS = _PoolMemo()
-
-
-class _Comparison:
-    """One comparison: its rows (a ``Table``), its summary, and the rows as JSON-ready
-    records, made once for a table small enough to keep them (most are: every filter, sort
-    and export of the tab then picks records instead of making them)."""
-
-    KEEP_RECORDS_UP_TO = 100_000  # rows; a record is about 2 KB of Python objects
-
-    def __init__(self, rows: Table, summary: dict):
-        self.rows, self.summary = rows, summary
-        self._all: list[dict] | None = None
-        self._frame: pd.DataFrame | None = None
-        self._lock = threading.Lock()
-
-    def records(self, positions: np.ndarray) -> list[dict]:
-        """The rows at ``positions`` (in that order) as records."""
-        if len(self.rows) > self.KEEP_RECORDS_UP_TO:
-            return as_records(self.rows.take(positions))
-        with self._lock:
-            if self._all is None:
-                self._all = as_records(self.rows)
-        return [self._all[position] for position in positions.tolist()]
-
-    def frame(self) -> pd.DataFrame:
-        """The rows as a pandas DataFrame (``compare_frame``), made once."""
-        with self._lock:
-            if self._frame is None:
-                self._frame = compare_frame(self.rows)
-        return self._frame
-
-
-class _ComparisonMemo:
-    """The last few comparisons (their row tables): the tab asks for the same pair again
-    and again (each filter, sort, regex and CSV export). Keyed by the parsed op tables
-    themselves, held weakly: a profile read again after a change is a new table, so a
-    stale entry can never be served. Bounded by entries and by rows in all (a million-op
-    comparison is a few hundred MB). Callers must not change the tables."""
-
-    def __init__(self, size: int = 8, max_rows: int = 2_000_000):
-        self._size, self._max_rows = size, max_rows
-        self._entries: collections.OrderedDict = collections.OrderedDict()
-        self._lock = threading.Lock()
-        self.computed = 0  # comparisons made (not served from the memo); a test counts them
-
-    def get(self, baseline: OpProfile, target: OpProfile, group_by: str, normalize: bool) -> _Comparison:
-        key = (
-            id(baseline.op_table),
-            id(target.op_table),
-            baseline.facts.steps,
-            target.facts.steps,
-            group_by,
-            normalize,
-        )
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None and entry[0]() is baseline.op_table and entry[1]() is target.op_table:
-                self._entries.move_to_end(key)
-                return entry[2]
-        by_module = group_by == "module"  # only then are the module tables wanted (a reader's recipe makes them)
-        rows, summary = compare_ops(
-            baseline.op_table,
-            target.op_table,
-            group_by=group_by,
-            normalize=normalize,
-            baseline_steps=baseline.facts.steps,
-            target_steps=target.facts.steps,
-            baseline_modules=baseline.module_table if by_module else None,
-            target_modules=target.module_table if by_module else None,
-        )
-        comparison = _Comparison(rows, summary)
-        with self._lock:
-            self.computed += 1
-            self._entries[key] = (weakref.ref(baseline.op_table), weakref.ref(target.op_table), comparison)
-            self._entries.move_to_end(key)  # a key made again by a concurrent request is the newest
-            while len(self._entries) > 1 and (
-                len(self._entries) > self._size
-                or sum(len(entry[2].rows) for entry in self._entries.values()) > self._max_rows
-            ):
-                self._entries.popitem(last=False)
-        return comparison
-
-
-_COMPARISONS = _ComparisonMemo()
-
-
-def comparison_rows(baseline: OpProfile, target: OpProfile, group_by: str = "name") -> pd.DataFrame:
-    """The rows of two profiles' comparison (``COMPARE_COLUMNS``, largest first, types
-    normalised), from the memo the compare document uses: a document built on the
-    comparison (memory) reads the same rows, made once. Callers must not change them."""
-    return _COMPARISONS.get(baseline, target, group_by, True).frame()

@@ -8,8 +8,8 @@ import io
 
 import msgspec
 
-from tb_opcompare.analysis.compare import COMPARE_COLUMNS
 from tb_opcompare.errors import escape_control_characters
+from tb_opcompare.schema.contract import COMPARE_COLUMNS
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 

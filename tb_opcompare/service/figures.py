@@ -14,7 +14,7 @@ import html
 from tb_opcompare.analysis.sweep import STEP
 from tb_opcompare.errors import escape_control_characters
 from tb_opcompare.schema.contract import SweepDocument
-from tb_opcompare.schema.text import shorten_names
+from tb_opcompare.text import shorten_names
 
 PALETTE = [
     "#1976d2",

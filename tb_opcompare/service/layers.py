@@ -3,10 +3,10 @@ side, and the application's and runtime's rows."""
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.headline import headline_figure
 from tb_opcompare.analysis.layers import APPLICATION, RUNTIME, WALL, compare_layers
 from tb_opcompare.analysis.step_time import batch_sizes_differ
 from tb_opcompare.schema.contract import LayerRow, LayersDocument, LayerTotal
-from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
@@ -17,10 +17,10 @@ def layers_document(
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
     base, tgt = catalog.load(baseline, baseline_session), catalog.load(target, target_session)
     facts = base.profile.facts, tgt.profile.facts
-    figure = headline_figure(base, tgt)  # shares are of the headline's step wall time
+    figure = headline_figure(base.profile, tgt.profile)  # shares are of the headline's step wall time
     totals, rows, per_step = compare_layers(
-        (base.profile.ops, base.profile.annotations),
-        (tgt.profile.ops, tgt.profile.annotations),
+        (base.profile.op_table.frame(), base.profile.annotation_table.frame()),
+        (tgt.profile.op_table.frame(), tgt.profile.annotation_table.frame()),
         facts[0].steps,
         facts[1].steps,
         figure.baseline_step_wall_us,

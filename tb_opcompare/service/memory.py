@@ -3,12 +3,13 @@ allocations), for the tab's Memory page, its CSV and ``tb-opcompare memory``."""
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.compare import compare_frame
 from tb_opcompare.analysis.memory import allocated_bytes, memory_rows, per_step, timeline_series
 from tb_opcompare.analysis.step_time import batch_sizes_differ
 from tb_opcompare.schema.contract import MEMORY_COLUMNS, MemoryDocument, MemoryRun, MemorySeries
-from tb_opcompare.service.compare import comparison_rows
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
+from tb_opcompare.store.comparisons import comparison
 
 
 def memory_document(
@@ -26,9 +27,9 @@ def memory_document(
             bytes_in_use=bytes_in_use.tolist(),
         )
         for side, loaded in (("baseline", base), ("target", tgt))
-        for device, times, bytes_in_use in timeline_series(loaded.profile.memory_timeline)
+        for device, times, bytes_in_use in timeline_series(loaded.profile.memory_table.frame())
     ]
-    rows = memory_rows(comparison_rows(base.profile, tgt.profile))
+    rows = memory_rows(compare_frame(comparison(base.profile, tgt.profile).rows))
     return MemoryDocument(
         baseline=runs[0],
         target=runs[1],
@@ -41,7 +42,7 @@ def memory_document(
 
 def memory_run(loaded: LoadedRun) -> MemoryRun:
     facts = loaded.profile.facts
-    allocated = allocated_bytes(loaded.profile.ops)
+    allocated = allocated_bytes(loaded.profile.op_table.frame())
     return MemoryRun(
         run=loaded.source.run,
         framework=facts.framework,

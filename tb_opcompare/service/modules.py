@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from tb_opcompare.analysis.headline import headline_figure
 from tb_opcompare.analysis.modules import module_tree
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.schema.contract import ModuleNode, ModulesDocument
-from tb_opcompare.service.headline import headline_figure
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
@@ -15,7 +15,9 @@ def modules_document(
     """Raises UnknownRunError for unknown runs/sessions, ProfileError for unreadable ones."""
     base, tgt = catalog.load(baseline, baseline_session), catalog.load(target, target_session)
     steps = base.profile.facts.steps, tgt.profile.facts.steps
-    tree = module_tree(base.profile.ops, tgt.profile.ops, base.profile.module_ops, tgt.profile.module_ops, *steps)
+    tree = module_tree(
+        base.profile.op_table, tgt.profile.op_table, base.profile.module_table, tgt.profile.module_table, *steps
+    )
     source, notes = module_source(base, tgt)
     nodes = [
         ModuleNode(**{key: finite_or_none(value) for key, value in row.items()}) for row in tree.to_dict("records")
@@ -25,7 +27,7 @@ def modules_document(
         target=target,
         per_step=bool(all(steps)),
         source=source,
-        headline=headline_figure(base, tgt),
+        headline=headline_figure(base.profile, tgt.profile),
         nodes=nodes,
         notes=notes,
     )
@@ -34,7 +36,7 @@ def modules_document(
 def module_source(baseline: LoadedRun, target: LoadedRun) -> tuple[str, list[str]]:
     """Where two runs' modules come from (``nn.Module calls``, ``name scopes`` or
     ``mixed``), and what the user should know about it."""
-    with_calls = [bool(len(loaded.profile.module_ops)) for loaded in (baseline, target)]
+    with_calls = [bool(len(loaded.profile.module_table)) for loaded in (baseline, target)]
     if all(with_calls):
         return "nn.Module calls", []
     if any(with_calls):

@@ -30,7 +30,7 @@ def roofline_document(
     sides, runs, notes = [], [], []
     for run in loaded[:1] if same else loaded:  # one capture on both sides: read and noted once
         roofs, limits = run_roofs(catalog, run)
-        rows = side_rows(run.profile.op_work, roofs)
+        rows = side_rows(run.profile.work_table.frame(), roofs)
         sides.append(rows)
         runs.append(_run_record(run, limits, rows))
         notes += _run_notes(run, roofs, rows)
@@ -54,7 +54,7 @@ def run_roofs(catalog: Catalog, run: LoadedRun) -> tuple[SideRoofs, list[tuple[s
         else device_limits(facts.device_name, facts.device_properties, _claim(catalog, run, DEVICE_LIMITS))
     )
     host = from_sidecar(_claim(catalog, run, DEVICE_LIMITS if on_cpu else HOST_LIMITS))
-    work = run.profile.op_work
+    work = run.profile.work_table.frame()
     has_device = not on_cpu and bool(work["device_us"].notna().any())
     limits = ([] if on_cpu else [("device", device)]) + [("host", host)]
     described = [(processor, found, _precision(found, facts.precision)) for processor, found in limits]

@@ -16,11 +16,11 @@ from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.sidecar import Claims
 from tb_opcompare.schema.contract import ReadsDocument, ReadUnderWay, RunError, RunRecord, RunsDocument, WorkerRecord
 from tb_opcompare.schema.events import ProfileFacts
-from tb_opcompare.schema.text import format_reads, natural_key
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.progress import READS_UNDER_WAY
 from tb_opcompare.store.run_groups import repeat_groups
+from tb_opcompare.text import format_reads, natural_key
 
 MISSING_DIMENSION = "(none)"
 

@@ -180,7 +180,7 @@ def _sweep_runs(loaded_runs: list[LoadedRun], series_by: str) -> tuple[list[Swee
             run=run.source.run,
             series=value,
             batch_size=run.profile.facts.batch_size,
-            ops=run.profile.ops,
+            ops=run.profile.op_table,
             steps=run.profile.facts.steps,
             step_times_us=run.profile.facts.step_times_us,
         )

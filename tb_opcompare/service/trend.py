@@ -13,11 +13,11 @@ from tb_opcompare.analysis.breakdown import side_split, step_part_rows
 from tb_opcompare.analysis.trend import TREND_COLUMNS, largest_keys, trend_table
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import TREND_DIMENSIONS, TREND_ORDERS, TrendDocument, TrendPoint
-from tb_opcompare.schema.text import natural_key
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import MISSING_DIMENSION, mixed_dimensions, run_dimensions
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 from tb_opcompare.store.run_groups import repeat_groups
+from tb_opcompare.text import natural_key
 
 ORDERS, DIMENSIONS = TREND_ORDERS, TREND_DIMENSIONS
 SIDECAR_ORDER = "sidecar:"

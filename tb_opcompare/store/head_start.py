@@ -6,9 +6,9 @@ waits while the other works. The readers need no pandas (``formats.read_parsed``
 ``HeadStart.start`` forks a process that reads the session while the command imports;
 ``take`` collects the parsed session through a pipe and the catalog makes its tables.
 On the 31 MB Keras xplane of ``make bench``: a cold compare of the run with itself
-0.91 -> 0.76 s, median of 10 alternating, 2 cores (docs/speed_and_safety.md). Since
+0.91 -> 0.76 s, median of 10 alternating, 2 cores (CHANGELOG.md). Since
 ``compare`` makes its tables without pandas it has no import left to overlap, and the
-head start there costs about what it saves (docs/speed_and_safety.md); the commands that
+head start there costs about what it saves (CHANGELOG.md); the commands that
 still load pandas (sweep, check, trend, matrix) gain as before.
 
 Only where it pays and is safe (``pays``): before this process has imported pandas

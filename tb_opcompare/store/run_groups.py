@@ -10,8 +10,8 @@ import fnmatch
 from tb_opcompare.errors import UnknownRunError
 from tb_opcompare.ingest.naming import hardware_from_name
 from tb_opcompare.ingest.sidecar import Claims
-from tb_opcompare.schema.text import natural_key
 from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.text import natural_key
 
 
 def split_runs(text: str) -> list[str]:

@@ -425,11 +425,11 @@ def _profile_from_tables(entry: dict, tables: dict[str, dict]):
         "facts": {field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
         "step_count": entry["step_count"],
     }
-    for table, (attribute, _) in PROFILE_TABLES.items():
+    for table, (stored_name, _) in PROFILE_TABLES.items():
         columns = tables.get(table)
-        stored[attribute] = (
+        stored[stored_name] = (
             {name: values for name, values in columns.items() if name not in KEY_COLUMNS}
             if columns
-            else {column: [] for column in empty_table(table).columns}
+            else {column: [] for column in empty_table(table).names}
         )
     return profile_from_columns(stored)

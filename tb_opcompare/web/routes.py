@@ -58,7 +58,6 @@ from tb_opcompare.schema.contract import (
     TrendDocument,
 )
 from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY
-from tb_opcompare.schema.text import parse_share
 from tb_opcompare.service.check import check_document, significant_keys
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import (
@@ -82,6 +81,7 @@ from tb_opcompare.service.trend import trend_document
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.run_groups import both_sides, expand_runs, split_runs
 from tb_opcompare.store.settings import ReadSettings
+from tb_opcompare.text import parse_share
 
 _logger = logging.getLogger(__name__)
 
@@ -181,9 +181,7 @@ class DataRoutes:
         )
 
     def _check(self, args):
-        missing = [name for name in ("baseline", "target") if not args.get(name)]
-        if missing:
-            raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
+        _require(args, "baseline", "target")
         try:
             threshold = parse_share(args.get("max_regression") or str(DEFAULT_THRESHOLD))
             min_share = parse_share(args.get("min_share") or str(DEFAULT_MIN_SHARE))
@@ -202,8 +200,7 @@ class DataRoutes:
         )
 
     def _trend(self, args) -> TrendDocument:
-        if not args.get("runs"):
-            raise UsageError("missing parameter: runs", "runs")
+        _require(args, "runs")
         top = _top(args)
         runs = expand_runs(self.catalog, split_runs(args["runs"]))
         return trend_document(
@@ -238,9 +235,8 @@ class DataRoutes:
         )
 
     def _sweep(self, args, figures: bool = False) -> SweepDocument:
-        model = args.get("model")
-        if not model:
-            raise UsageError("missing parameter: model", "model")
+        _require(args, "model")
+        model = args["model"]
         group_by = _group_by(args)
         top = _top(args)
         ops = [op for op in args.getlist("ops") if op] or None
@@ -258,9 +254,7 @@ class DataRoutes:
         )
 
     def _compare(self, args, view) -> CompareDocument:
-        missing = [name for name in ("baseline", "target") if not args.get(name)]
-        if missing:
-            raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
+        _require(args, "baseline", "target")
         group_by = _group_by(args, COMPARE_GROUP_BY)
         try:
             repeats = _flag(args, "repeats")
@@ -292,11 +286,17 @@ class DataRoutes:
             raise UsageError(str(error)) from None
 
 
-def _pair(args) -> tuple[str, str, str | None, str | None]:
-    """The two runs a pair route names, and their sessions (None: each run's newest)."""
-    missing = [name for name in ("baseline", "target") if not args.get(name)]
+def _require(args, *names: str) -> None:
+    """The one check of a route's required parameters: a UsageError naming those missing
+    (or empty), the first as the parameter at fault."""
+    missing = [name for name in names if not args.get(name)]
     if missing:
         raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
+
+
+def _pair(args) -> tuple[str, str, str | None, str | None]:
+    """The two runs a pair route names, and their sessions (None: each run's newest)."""
+    _require(args, "baseline", "target")
     return args["baseline"], args["target"], args.get("baseline_session") or None, args.get("target_session") or None
 
 

@@ -1,5 +1,5 @@
 // The tab's numbers and names (frontend/format.js) on the golden cases that the CLI's
-// (tb_opcompare/schema/text.py) runs too: a figure reads the same wherever it is shown.
+// (tb_opcompare/text.py) runs too: a figure reads the same wherever it is shown.
 import assert from 'node:assert/strict';
 import {readFileSync} from 'node:fs';
 import {test} from 'node:test';

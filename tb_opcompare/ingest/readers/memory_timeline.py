@@ -1,4 +1,4 @@
-"""Memory in use over time, as the readers hand it to ``OpProfile.memory_timeline``.
+"""Memory in use over time, as the readers hand it to ``OpProfile.memory_table``.
 
 A profile records memory in use at every allocation and free (PyTorch's ``Total
 Allocated``, TF's ``bytes_allocated``): tens of thousands of samples on a real model, more

@@ -308,9 +308,11 @@ def _absorb_rank(job: _OneTrace, read: _OneTrace, workers: list[dict]) -> None:
     """Add a later rank (``workers[-1]``) to the job: its events and module ops, and a
     warning where it ran with another configuration than the first rank."""
     job.events.absorb(read.events)
-    if read.module_ops is not None:
-        job.module_ops = (
-            read.module_ops if job.module_ops is None else Recipe(_summed_module_ops, (job.module_ops, read.module_ops))
+    if read.module_recipe is not None:
+        job.module_recipe = (
+            read.module_recipe
+            if job.module_recipe is None
+            else Recipe(_summed_module_tables, (job.module_recipe, read.module_recipe))
         )
     facts, first = read.facts, job.facts
     for name in ("batch_size", "precision", "compiler", "device"):
@@ -378,10 +380,10 @@ class _OneTrace:
 
     facts: ProfileFacts
     events: OpEvents
-    module_ops: Recipe | None = None
+    module_recipe: Recipe | None = None
 
     def parsed(self) -> ParsedProfile:
-        return ParsedProfile(self.facts, self.events, module_ops=self.module_ops)
+        return ParsedProfile(self.facts, self.events, module_recipe=self.module_recipe)
 
 
 def _read_trace(path: str, trace: TraceText) -> _OneTrace:
@@ -415,7 +417,7 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
         )
         parts = _module_parts(rows, module_of, kernels, allocations)
         named = np.asarray([*paths, ""], dtype=object)  # -1: outside every module
-        read.module_ops = Recipe(_module_table, (*parts, named))
+        read.module_recipe = Recipe(_module_table, (*parts, named))
     return read
 
 
@@ -832,7 +834,7 @@ def _module_parts(
     kernels: tuple | None,
     allocations: tuple[np.ndarray, np.ndarray] | None,
 ) -> tuple[dict, dict | None, dict | None]:
-    """The columns ``OpProfile.module_ops`` is made of (``_module_table``): each op's
+    """The columns ``OpProfile.module_table`` is made of (``_module_table``): each op's
     executions and self time per module it ran in (host: as counted,
     ``_fold_only_children``; device: kernels under the module of their launching
     occurrence, an execution per launching occurrence), and the bytes the op allocated
@@ -862,7 +864,7 @@ def _module_parts(
 
 
 def _module_table(host: dict, memory: dict | None, device: dict | None, named: np.ndarray) -> Table:
-    """``OpProfile.module_ops`` from ``_module_parts`` (module codes named by ``named``, -1
+    """``OpProfile.module_table`` from ``_module_parts`` (module codes named by ``named``, -1
     the last: outside every module). With memory, the host rows and the allocations' rows
     joined on (side, op, type, module), in that order; the device rows after them, their
     bytes unknown (NaN)."""
@@ -896,7 +898,7 @@ def _module_rows(part: dict) -> dict:
     return dict(zip(keys, zip(part["occurrences"].tolist(), part["self_us"].tolist())))
 
 
-def _summed_module_ops(job: Recipe, rank: Recipe) -> Table:
+def _summed_module_tables(job: Recipe, rank: Recipe) -> Table:
     """The module tables of a job's ranks so far and of its next rank, summed per op and
     module (in the order of (side, op, type, module); bytes unknown on both add up to 0)."""
     both = [job(), rank()]

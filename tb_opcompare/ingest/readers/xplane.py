@@ -866,7 +866,7 @@ class _MemoryInUse:
         return {name: int(highest[code]) for name, code in self.allocators.items() if highest[code] > 0}
 
     def timeline(self):
-        """``OpProfile.memory_timeline`` of the allocators that have a peak."""
+        """``OpProfile.memory_table`` of the allocators that have a peak."""
         codes = np.asarray(self.codes, dtype=np.int64)
         line_ns = np.asarray(self.line_ns, dtype=np.int64)
         times_us = ((line_ns - line_ns.min()) * 1000 + np.asarray(self.offset_ps, dtype=np.int64)) / PS_PER_US
@@ -1040,7 +1040,7 @@ class _UserRanges:
         self._threads[thread].append((start_ps, -duration_ps, name))
 
     def table(self) -> dict[str, list]:
-        """``OpProfile.annotations`` rows (ANNOTATION_COLUMNS), one per name, in the order first seen."""
+        """``OpProfile.annotation_table`` rows (ANNOTATION_COLUMNS), one per name, in the order first seen."""
         calls: dict[str, int] = {}
         wall_ps: dict[str, int] = collections.Counter()
         outermost_ps: dict[str, int] = collections.Counter()

@@ -173,7 +173,7 @@ def format_breakeven(batch_size: float | None, target_faster: str | None, target
         "always": f"{target} always faster",
         "never": f"{target} never faster",
         "mixed": f"{target} faster at some sizes only",
-    }.get(target_faster, MISSING)
+    }.get(target_faster or "", MISSING)
 
 
 ELLIPSIS = "…"

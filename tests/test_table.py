@@ -1,0 +1,162 @@
+"""``schema.table.Table`` and the group helpers of ``schema.groups``, directly: what the
+per-op tables are made, kept and compared in, without pandas."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+
+import numpy as np
+import pytest
+
+from tb_opcompare.schema.groups import (
+    among,
+    first_appearance,
+    first_appearance_ids,
+    group_counts,
+    group_extremes,
+    group_std,
+    group_sums,
+    integer_group_sums,
+    known_sums,
+    positions,
+)
+from tb_opcompare.schema.table import LazyTable, Table, held_bytes, text_array
+
+
+def ops() -> Table:
+    return Table(
+        {
+            "op_name": text_array(["conv", "relu", "conv"]),
+            "occurrences": np.array([2, 5, 3], dtype=np.int64),
+            "self_us": np.array([10.0, 1.5, np.nan]),
+        }
+    )
+
+
+def test_a_table_keeps_its_columns_in_order_and_refuses_ragged_ones():
+    table = ops()
+    assert table.names == ["op_name", "occurrences", "self_us"] and len(table) == 3
+    assert "self_us" in table and "std_us" not in table
+    with pytest.raises(ValueError, match="different lengths"):
+        Table({"a": np.arange(2), "b": np.arange(3)})
+    assert len(Table({})) == 0
+
+
+def test_a_table_cannot_be_changed_but_the_callers_array_can():
+    mine = np.array([1.0, 2.0])
+    table = Table({"x": mine})
+    with pytest.raises(ValueError):
+        table["x"][0] = 5.0
+    mine[0] = 7.0  # the caller's array stays writable (the table holds a read-only view)
+    assert mine.flags.writeable
+
+
+def test_take_select_assign_and_concat_make_new_tables():
+    table = ops()
+    taken = table.take(np.array([2, 0]))
+    assert taken["op_name"].tolist() == ["conv", "conv"] and taken["occurrences"].tolist() == [3, 2]
+    masked = table.take(table["op_name"] == "relu")
+    assert masked["self_us"].tolist() == [1.5]
+    assert table.select(["self_us", "op_name"]).names == ["self_us", "op_name"]
+    replaced = table.assign(occurrences=np.zeros(3, dtype=np.int64), extra=np.ones(3))
+    assert replaced.names == ["op_name", "occurrences", "self_us", "extra"]  # replaced in place, new at the end
+    assert table["occurrences"].tolist() == [2, 5, 3]  # the first table is as it was
+    both = Table.concat([table, taken], ["op_name", "occurrences"])
+    assert both["op_name"].tolist() == ["conv", "relu", "conv", "conv", "conv"] and both.names == [
+        "op_name",
+        "occurrences",
+    ]
+
+
+def test_an_empty_table_has_its_columns_and_dtypes():
+    empty = Table.empty({"op_name": "object", "occurrences": "int64", "self_us": "float64"})
+    assert len(empty) == 0 and [values.dtype.kind for _, values in empty.items()] == ["O", "i", "f"]
+
+
+def test_the_frame_is_made_once_and_round_trips():
+    table = ops()
+    frame = table.frame()
+    assert frame is table.frame()
+    assert list(frame.columns) == table.names and frame["occurrences"].dtype == np.int64
+    back = Table.from_frame(frame)
+    assert back["op_name"].dtype == object and back["op_name"].tolist() == ["conv", "relu", "conv"]
+    assert np.array_equal(back["self_us"], table["self_us"], equal_nan=True)
+
+
+def test_the_frame_is_published_once_under_threads():
+    table = ops()
+    frames = []
+    threads = [threading.Thread(target=lambda: frames.append(table.frame())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(frame is frames[0] for frame in frames)
+
+
+def test_a_table_pickles_without_its_frame():
+    table = ops()
+    table.frame()
+    again = pickle.loads(pickle.dumps(table))
+    assert again.names == table.names and again["occurrences"].tolist() == [2, 5, 3]
+    assert again._frame is None
+
+
+def test_text_array_keeps_tuples_one_value_each():
+    pairs = text_array([("conv", "Conv2D"), ("relu", "Relu")])
+    assert pairs.shape == (2,) and pairs[0] == ("conv", "Conv2D")
+
+
+def test_held_bytes_count_the_texts_of_text_columns():
+    numbers = Table({"x": np.zeros(100)})
+    texts = Table({"x": text_array(["a long op name " * 4] * 100)})
+    assert held_bytes(numbers) == numbers.memory_bytes() == 800
+    assert texts.memory_bytes() > 100 * 60
+
+
+def test_a_lazy_table_is_made_once_on_first_use():
+    made = []
+
+    def make() -> Table:
+        made.append(1)
+        return ops()
+
+    lazy = LazyTable(make)
+    assert not made
+    assert lazy.table() is lazy.table() and len(made) == 1
+
+
+def test_group_sums_add_in_row_order_and_skip_unknowns():
+    codes = np.array([0, 1, 0, 2])
+    values = np.array([1.0, 2.0, np.nan, np.nan])
+    assert group_counts(codes, 4).tolist() == [2, 1, 1, 0]
+    assert group_sums(values, codes, 4).tolist() == [1.0, 2.0, 0.0, 0.0]  # NaN skipped, 0 for none
+    known = known_sums(values, codes, 4)
+    assert known[:2].tolist() == [1.0, 2.0] and np.isnan(known[2:]).all()  # unknown where none is known
+
+
+def test_integer_group_sums_are_exact_past_a_float_s_digits():
+    big = 2**53
+    sums = integer_group_sums(np.array([big, 1, 1]), np.array([0, 0, 1]), 2)
+    assert sums.tolist() == [big + 1, 1]  # a float64 sum would give 2**53
+
+
+def test_group_spread_and_extremes():
+    codes = np.array([0, 0, 1])
+    values = np.array([1.0, 3.0, 5.0])
+    assert group_std(values, codes, 3)[:2].tolist() == [1.0, 0.0] and np.isnan(group_std(values, codes, 3)[2])
+    low, high = group_extremes(values, codes, 3)
+    assert low.tolist() == [1.0, 5.0, np.inf] and high.tolist() == [3.0, 5.0, -np.inf]
+
+
+def test_first_appearance_numbers_keys_in_the_order_met():
+    codes, keys = first_appearance([("b", 1), ("a", 2), ("b", 1)])
+    assert codes.tolist() == [0, 1, 0] and keys == [("b", 1), ("a", 2)]
+    ids, first = first_appearance_ids([np.array([3, 1, 3, 2]), np.array([0, 0, 0, 1])])
+    assert ids.tolist() == [0, 1, 0, 2] and first.tolist() == [0, 1, 3]
+
+
+def test_among_and_positions_look_values_up():
+    assert among(text_array(["a", "b", "c"]), ["c", "a"]).tolist() == [True, False, True]
+    assert positions(["x", "z", "y"], ["y", "x"]).tolist() == [1, -1, 0]
