@@ -117,10 +117,10 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     assert "_xplane_wire" in native and str(installed) in native  # the reader runs the compiled loops
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
-    assert listing["errors"] == [] and len(listing["runs"]) == 36 and listing["version"] == VERSION
+    assert listing["errors"] == [] and len(listing["runs"]) == 38 and listing["version"] == VERSION
     # the precision x compiler matrix of both demo models, one run a cell
     matrix = list(csv.DictReader(io.StringIO(_run(cli, "matrix", demo, "--csv", "-", cwd=tmp_path).stdout)))
-    assert len(matrix) == 36 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
+    assert len(matrix) == 38 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
     assert {(line["model"], line["compiler"]) for line in matrix if line["precision"] == "bf16"} == {
         ("mnist_cnn", "TF graph"),
         ("mnist_cnn", "XLA"),
@@ -294,7 +294,7 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
                     ["curl", "-s", f"{url}/data/plugin/op_compare/runs"], capture_output=True, text=True
                 ).stdout
             )
-            assert len(listing["runs"]) == 36 and listing["errors"] == []
+            assert len(listing["runs"]) == 38 and listing["errors"] == []
             assert not page.page_errors
         profiles = [
             path
