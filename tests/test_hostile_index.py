@@ -141,9 +141,12 @@ def test_per_step_rows_pointing_past_their_tables_cost_their_run_only(indexed, t
     pq.write_table(pa.Table.from_pydict(columns, schema=table.schema), path)
 
     listing = _cli_json(logdir, "runs")
-    assert _facts(listing) == truth["runs"]
-    assert any(f"entry for {PAIR[0]!r} (part {part!r})" in notice for notice in listing["notices"])
+    assert _facts(listing) == truth["runs"]  # a listing reads the manifest alone (index schema 2): no part
     assert _cli_json(logdir, "compare", *_pair())["rows"] == truth["rows"]
+    client = plugin_client(logdir)  # the tab reads the part when it compares, and says so in its listing
+    assert client.get(f"{PREFIX}/compare?baseline={PAIR[0]}&target={PAIR[1]}").get_json()["rows"] == truth["rows"]
+    notices = client.get(f"{PREFIX}/runs").get_json()["notices"]
+    assert any(f"entry for {PAIR[0]!r} (part {part!r})" in notice for notice in notices), notices
     _every_command_answers(logdir)
 
 
@@ -175,7 +178,9 @@ def test_a_part_or_a_table_folder_linking_to_another_logdirs_index_is_never_foll
     linked_part.unlink()
     linked_part.symlink_to(theirs / ".opcompare" / "ops" / f"{part}.parquet")
     assert _cli_json(mine, "compare", *_pair("x", "lstm_runB"))["rows"] == truth  # not their op names
-    notices = _cli_json(mine, "runs")["notices"]
+    client = plugin_client(mine)  # the tab reads the part when it compares, and says so in its listing
+    assert client.get(f"{PREFIX}/compare?baseline=x&target=lstm_runB").get_json()["rows"] == truth
+    notices = client.get(f"{PREFIX}/runs").get_json()["notices"]
     assert any(
         f"entry for 'x' (part {part!r})" in notice and "a link to a file outside" in notice for notice in notices
     )

@@ -57,6 +57,9 @@ class Walk:
         self.root = root
         self.refused = refused
         self.real_roots = [root if is_remote(root) else os.path.realpath(root)]
+        # a remote logdir's listing, made at the first walk: a second walk of this Walk
+        # (discovery's, after it read the heads it needs at once) makes no request
+        self._listed: tuple[dict, dict] | None = None
 
     def __iter__(self) -> Iterator[tuple[str, list[str], list[str]]]:
         if is_remote(self.root):
@@ -67,9 +70,12 @@ class Walk:
                 yield from gfile.walk(self.root)
             else:
                 try:
-                    yield from _remote_walk(remote, self.root, self._refuse)
+                    if self._listed is None:
+                        self._listed = _remote_listing(remote, self.root, self._refuse)
                 except Exception as error:  # no such bucket, no credentials, no endpoint: named, never a traceback
+                    self._listed = ({}, {})
                     self._refuse(self.root, f"cannot list it: {_said(error)}")
+                yield from _listed_walk(self.root.rstrip("/"), *self._listed)
             return
         real_root = self.real_roots[0]
         seen: set[str] = set()
@@ -358,6 +364,22 @@ def read_many(paths: list[str], most: int | None = None) -> dict[str, bytes | OS
     return found
 
 
+def read_heads(paths: list[str], size: int) -> dict[str, bytes]:
+    """The first ``size`` bytes of each remote file, its range reads sent concurrently (one
+    call): discovery looks into thousands of JSON files of a bucket, one request each,
+    where one after the other took a cold listing of 1,000 runs among 9,000 other objects
+    88 s. A file that could not be read is left out (its own read says why); a local one
+    too (a read of its head costs no round trip)."""
+    remote = _remote(paths[0]) if paths and is_remote(paths[0]) else None
+    if remote is None:
+        return {}
+    try:
+        fetched = remote.cat_ranges(list(paths), [0] * len(paths), [size] * len(paths), on_error="return")
+    except Exception:  # a deadline passed, the store refused: each is read alone, and says why
+        return {}
+    return {path: value for path, value in zip(paths, fetched) if isinstance(value, bytes)}
+
+
 def _read_or_error(path: str) -> bytes | OSError:
     try:
         return read_bytes(path)
@@ -460,7 +482,7 @@ def _remote(url: str):
 
 REMOTE_SECONDS_ENV = "TB_OPCOMPARE_REMOTE_TIMEOUT_S"
 REMOTE_SECONDS = 120.0  # a whole object of a few hundred MB over a slow link, and no more
-_REQUESTS = frozenset({"cat", "cat_file", "find", "info", "pipe_file", "rm_file"})
+_REQUESTS = frozenset({"cat", "cat_file", "cat_ranges", "find", "info", "pipe_file", "rm_file"})
 
 
 def remote_seconds() -> float:
@@ -534,11 +556,12 @@ def _modified(info: dict) -> float:
     return 0.0
 
 
-def _remote_walk(remote, root: str, refuse: Callable[[str, str], None]) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.walk``'s triples for a remote logdir, top-down and sorted, from one recursive
-    listing. fsspec's listings cache is dropped first: it never expires, so a trace
-    rewritten or added since the last listing would keep its old size or be unknown; the
-    new listing's details are what ``signature`` reads."""
+def _remote_listing(remote, root: str, refuse: Callable[[str, str], None]) -> tuple[dict, dict]:
+    """A remote logdir's folders, each with its files' names and its subfolders' names
+    (``_listed_walk`` walks them), from one recursive listing. fsspec's listings cache is
+    dropped first: it never expires, so a trace rewritten or added since the last listing
+    would keep its old size or be unknown; the new listing's details are what
+    ``signature`` reads."""
     protocol = root.split("://", 1)[0]
     base = root.rstrip("/")
     if not root.split("://", 1)[1].strip("/"):
@@ -574,6 +597,13 @@ def _remote_walk(remote, root: str, refuse: Callable[[str, str], None]) -> Itera
             subdirs[parent].append(name)
     if too_deep:
         refuse(base, f"holds folders deeper than {MAX_DEPTH} levels below the logdir; they are not listed")
+    return files, subdirs
+
+
+def _listed_walk(base: str, files: dict, subdirs: dict) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk``'s triples of a remote listing (``_remote_listing``), top-down and sorted."""
+    if base not in files:
+        return
     pending = [base]
     while pending:
         folder = pending.pop()

@@ -119,6 +119,7 @@ class Catalog:
         # JSON files the last listing found to be no trace, relative, each with why it could
         # not be read or None (``discover``)
         self.skipped: list[tuple[str, str | None]] = []
+        self.not_traces: list[str] = []  # every JSON file the last listing found no trace, as paths
         self.index = SharedIndex(logdir, self.max_trace_bytes)
         self.head_start = HeadStart()
 
@@ -126,9 +127,10 @@ class Catalog:
         """The logdir's runs, listed again with ``refresh`` (and its shared index's
         manifest read again with them: one request)."""
         if refresh or self._sources is None:
-            self.skipped = []
+            self.skipped, self.not_traces = [], []
             self.index.refresh()
-            self._sources = discover(self.logdir, self.skipped, self.index.known_head)
+            self._sources = discover(self.logdir, self.skipped, self.index.known_head, self.not_traces)
+            self.index.seed_sidecars(self._sources)
         return self._sources
 
     def source(self, run: str) -> RunSource:
@@ -285,6 +287,24 @@ class Catalog:
         self._take_from_index([key for _, key in keyed if not self.cache.holds(key)])
         return keyed
 
+    def list_ahead(self, sources: list[RunSource], read: bool) -> None:
+        """What a listing of ``sources`` needs before ``listed``: nothing for the runs the
+        shared index sums up (their facts and ops' names are in its manifest: no request,
+        where fetching their tables cost 4-5 requests a run in a bucket); ``read_ahead``
+        (with ``read``) or ``prefetch`` for the others."""
+        rest = [source for source in sources if self._index_summary(source) is None]
+        (self.read_ahead if read else self.prefetch)(rest)
+
+    def _index_summary(self, source: RunSource, key: tuple | None = None):
+        """The shared index's ``Found`` summary of the run's newest session, or None."""
+        if not self.index.size:
+            return None
+        try:
+            key = key or self._session(source, None)[1]
+        except (ProfileError, UnknownRunError):
+            return None
+        return self.index.summary(key[0], [path for path, _, _ in key[1]])
+
     def read_ahead_runs(self, runs: list[str]) -> None:
         """``read_ahead`` of the runs of these names (an unknown name is left to ``load``
         to report)."""
@@ -334,16 +354,21 @@ class Catalog:
         return bool(found)
 
     def listed(self, source: RunSource, read: bool) -> LoadedRun | None:
-        """The run (newest session) as a listing shows it: ``load_source`` (with ``read``)
-        or ``peek``. A one-shot catalog takes a cached run's summary instead of its tables:
+        """The run (newest session) as a listing shows it: what a cache holds, else the shared
+        index's summary, else ``load_source`` (with ``read``). A one-shot catalog takes a
+        cached run's summary instead of its tables:
         making a cached run's tables cost a command listing 36 runs 0.7 of its 0.9 s, most of
         it importing pandas and making frames no listing shows. A long-lived one keeps the
         tables in memory for the comparisons that follow."""
         session, key = self._session(source, None)  # its files stated once here (a bucket: requests)
-        if self.one_shot:
-            summary = self.cache.peek_summary(key)
-            if summary is not None:
-                return _settled(source, session, summary)
+        held = self.cache.peek_summary(key) if self.one_shot else self.cache.peek(key)
+        if held is not None:
+            return _settled(source, session, held)
+        summed = self._index_summary(source, key)  # from the manifest: no table made, no request
+        if summed is not None:
+            if summed.unreadable:
+                raise ProfileError(*summed.unreadable)
+            return _settled(source, session, summed.profile)
         profile = self._profile(source, key) if read else self.cache.peek(key)
         return None if profile is None else _settled(source, session, profile)
 

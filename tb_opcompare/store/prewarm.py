@@ -131,7 +131,7 @@ def _publish(
         try:
             with fs.confined(source.places):  # fingerprints open only what the listing found
                 done.entry = catalog.index.write_part(
-                    source.run, session, source.format, source.sessions[session], found, before
+                    source.run, session, source.format, source.sessions[session], found, before, source.run_dir
                 )
         except OSError as error:
             done.write_error = f"cannot write {catalog.index.root}: {error.strerror or error}"
@@ -189,7 +189,8 @@ def _publish_manifest(catalog: Catalog, entries: list[dict], report: IndexReport
     their parts): an index that never forgets grows with every run deleted."""
     listed = {path for source in catalog.sources() for paths in source.sessions.values() for path in paths}
     try:
-        pruned = catalog.index.write_manifest(entries, listed)
+        # the JSON files that are no profile, remembered: a listing then looks into none of them
+        pruned = catalog.index.write_manifest(entries, listed, catalog.not_traces)
     except OSError as error:
         report.write_error = report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
         return

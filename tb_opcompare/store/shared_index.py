@@ -42,7 +42,8 @@ import threading
 from tb_opcompare import __version__
 from tb_opcompare.errors import escape_undecodable
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, facts_of_head, relative_to
+from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, RunSource, facts_of_head, relative_to
+from tb_opcompare.ingest.sidecar import SIDECAR, remember_sidecar
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.schema.index_tables import (
@@ -53,8 +54,9 @@ from tb_opcompare.schema.index_tables import (
     parquet_bytes,
     session_columns,
 )
-from tb_opcompare.store.cache import READER_VERSION, profile_columns, profile_from_columns
+from tb_opcompare.store.cache import READER_VERSION, ProfileSummary, profile_columns, profile_from_columns
 from tb_opcompare.store.index_input import (
+    SIDECAR_KEPT_BYTES,
     IndexInputError,
     Manifest,
     check_steps,
@@ -65,7 +67,9 @@ from tb_opcompare.store.index_input import (
     part_budget,
 )
 
-INDEX_SCHEMA = 1  # bump when a table's columns or the manifest change meaning
+# bump when a table's columns or the manifest change meaning; 2: each entry carries what a
+# listing shows (its ops' names, its run's sidecar), so a listing reads the manifest alone
+INDEX_SCHEMA = 2
 MANIFEST = "manifest.json"
 
 
@@ -88,6 +92,7 @@ class SharedIndex:
         self.memory_bytes = memory_bytes  # the memory guard's limit (0: none): the index is read within it too
         self._entries: dict[str, dict] = {}
         self._files: dict[str, dict] = {}  # a profile file's path -> its record in the manifest
+        self._not_traces: dict[str, dict] = {}  # a JSON file found to be no profile -> its version then
         # parts found bad (part -> (its entry, the notice)): read from the profile, and said,
         # for as long as the manifest holds that entry
         self._bad: dict[str, tuple[dict, str]] = {}
@@ -113,8 +118,9 @@ class SharedIndex:
             for record in entry["files"]
             if isinstance(record.get("head"), dict)
         }
+        not_traces = {fs.join(self.logdir, path): version for path, version in manifest.not_traces.items()}
         with self._lock:
-            self._entries, self._files = manifest.entries, files
+            self._entries, self._files, self._not_traces = manifest.entries, files, not_traces
             self._notices = ([escape_undecodable(warning)] if warning else []) + manifest.notices
             self._bad = {part: bad for part, bad in self._bad.items() if manifest.entries.get(part) == bad[0]}
 
@@ -122,7 +128,10 @@ class SharedIndex:
         """What discovery would learn from the file's first bytes, where the index read
         them from this very file (``discovery.KnownHeads``): no request."""
         record = self._files.get(path)
-        if record is None or not _unchanged(record, path):
+        if record is None:
+            not_trace = self._not_traces.get(path)
+            return HeadFacts((), None) if not_trace is not None and _unchanged(not_trace, path) else None
+        if not _unchanged(record, path):
             return None
         try:
             rank = record["head"]["rank"]
@@ -200,6 +209,46 @@ class SharedIndex:
         except (ValueError, KeyError, TypeError) as error:  # whatever the checks missed costs this run only
             raise IndexInputError(f"its tables cannot be made: {error}") from None
 
+    def summary(self, file_format: str, paths: list[str]) -> Found | None:
+        """What a listing shows of the session (its facts and ops' names, a ``ProfileSummary``),
+        or why it is unreadable, from the manifest alone (no request), where its entry can be
+        trusted and holds them; None otherwise."""
+        entry = self._trusted(file_format, paths)
+        if entry is None:
+            return None
+        if entry.get("error"):
+            return Found(None, (fs.join(self.logdir, entry["error"]["path"]), entry["error"]["reason"]))
+        if entry.get("op_names") is None:
+            return None
+        try:
+            facts = ProfileFacts(
+                **{field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)}
+            )
+        except (KeyError, TypeError):
+            return None
+        return Found(ProfileSummary(facts, frozenset(entry["op_names"])))
+
+    def seed_sidecars(self, sources: list[RunSource]) -> None:
+        """Let the runs' sidecars be read from the index's copies where the listing shows each
+        unchanged since (size, time and tag): in a bucket, each sidecar read is a request a
+        run (on disk it is a cheap read, under the rule of links: left to it)."""
+        if not fs.is_remote(self.logdir) or not self._entries:
+            return
+        kept = {entry["sidecar"]["path"]: entry["sidecar"] for entry in self._entries.values() if entry.get("sidecar")}
+        for source in sources:
+            if not source.sidecar_listed:
+                continue
+            path = fs.join(source.run_dir, SIDECAR)
+            copy = kept.get(self.relative(path))
+            if copy is None:
+                continue
+            try:
+                now = fs.fingerprint(path)
+            except OSError:
+                continue
+            if (now["size"], now["mtime"], now["etag"]) == (copy["size"], copy["mtime"], copy.get("etag")):
+                remember_sidecar(path, now, copy["text"].encode("utf-8"))
+
     def _trusted(self, file_format: str, paths: list[str]) -> dict | None:
         """The session's entry, where one is there and can be trusted."""
         part = self.part_of(paths)
@@ -235,10 +284,18 @@ class SharedIndex:
     # -- writing ------------------------------------------------------------------------------
 
     def write_part(
-        self, run: str, session: str, file_format: str, paths: list[str], found: Found, before: list[dict]
+        self,
+        run: str,
+        session: str,
+        file_format: str,
+        paths: list[str],
+        found: Found,
+        before: list[dict],
+        run_dir: str | None = None,
     ) -> dict | None:
         """Write one session's tables (or its reason for being unreadable) and return its
-        manifest entry; ``write_manifest`` publishes it. ``before``: each file's
+        manifest entry; ``write_manifest`` publishes it. ``run_dir``: the run's folder, whose
+        sidecar the entry keeps a copy of (where it has one). ``before``: each file's
         fingerprint taken before it was read; a file that changed since (a profiler still
         writing it) gets no entry (None), as the tables may be the old bytes'. Raises
         OSError where the logdir cannot be written."""
@@ -249,22 +306,7 @@ class SharedIndex:
         if now != before:
             return None
         part = self.part_of(paths)
-        files = []
-        for path, fingerprint in zip(paths, now):
-            ends = fs.read_ends(path)  # its head is the first bytes discovery looks at (ENDS_BYTES = SNIFF_BYTES)
-            head = facts_of_head(ends)
-            files.append(
-                {
-                    "path": self.relative(path),
-                    **fingerprint,
-                    "ends_sha256": hashlib.sha256(ends).hexdigest(),  # what earlier versions compare
-                    "content_blake2b": fs.content_digest(path),
-                    "head": {
-                        "markers": list(head.markers),
-                        "rank": dataclasses.astuple(head.rank) if head.rank else None,
-                    },
-                }
-            )
+        files = [self._file_record(path, fingerprint) for path, fingerprint in zip(paths, now)]
         entry = {
             "part": part,
             "run": run,
@@ -281,8 +323,11 @@ class SharedIndex:
             entry["error"] = {"path": self.relative(path), "reason": reason}
             return entry
         stored = profile_columns(found.profile)
-        # the facts in the manifest too: a reader then fetches only the tables with rows
+        # the facts in the manifest too, with the ops' names and the sidecar: a listing then
+        # reads the manifest alone, and a reader fetches only the tables with rows
         entry["facts"], entry["step_count"] = stored["facts"], stored["step_count"]
+        entry["op_names"] = sorted(set(stored["ops"]["op_name"]))
+        entry["sidecar"] = self._sidecar_copy(run_dir) if run_dir else None
         shown = [escape_undecodable(file["path"]) for file in files]  # Parquet text is UTF-8
         for table, data in _tables_of(stored, run, session, shown).items():
             with self._confined():
@@ -291,12 +336,43 @@ class SharedIndex:
                 entry["tables"].append(table)
         return entry
 
-    def write_manifest(self, new_entries: list[dict], listed: set[str] | None = None) -> int:
+    def _file_record(self, path: str, fingerprint: dict) -> dict:
+        """A profile file as its entry records it: where, which version, its first bytes' facts."""
+        ends = fs.read_ends(path)  # its head is the first bytes discovery looks at (ENDS_BYTES = SNIFF_BYTES)
+        head = facts_of_head(ends)
+        return {
+            "path": self.relative(path),
+            **fingerprint,
+            "ends_sha256": hashlib.sha256(ends).hexdigest(),  # what earlier versions compare
+            "content_blake2b": fs.content_digest(path),
+            "head": {"markers": list(head.markers), "rank": dataclasses.astuple(head.rank) if head.rank else None},
+        }
+
+    def _sidecar_copy(self, run_dir: str) -> dict | None:
+        """The run's sidecar as the index keeps it (with its version, so a sidecar corrected
+        since is read again), where it is small UTF-8 text; None where there is none."""
+        path = fs.join(run_dir, SIDECAR)
+        try:
+            fingerprint = fs.fingerprint(path)
+            if fingerprint["size"] > SIDECAR_KEPT_BYTES:
+                return None
+            data = fs.read_head(path, SIDECAR_KEPT_BYTES + 1)
+            if fs.fingerprint(path) != fingerprint or len(data) != fingerprint["size"]:
+                return None  # rewritten while it was read
+            return {"path": self.relative(path), **fingerprint, "text": data.decode("utf-8")}
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def write_manifest(
+        self, new_entries: list[dict], listed: set[str] | None = None, not_traces: list[str] | None = None
+    ) -> int:
         """Publish entries: the manifest is read again and merged first (another indexer
         may have written since), then written whole, other versions' entries kept. With
         ``listed`` (the files the listing found), the entries of files that are gone are
         pruned, and their parts deleted: runs deleted and recorded anew left 16 entries and
-        48 parts for 4 runs. Returns the entries pruned. Raises OSError."""
+        48 parts for 4 runs. ``not_traces``: the JSON files the listing found to be no
+        profile, which a listing then does not look into while they are unchanged (None:
+        those the manifest names kept). Returns the entries pruned. Raises OSError."""
         refusal = self._refusal()
         if refusal:
             if new_entries:
@@ -305,16 +381,28 @@ class SharedIndex:
         manifest, _ = self._read_manifest()
         current = {**manifest.foreign, **manifest.entries, **{entry["part"]: entry for entry in new_entries}}
         gone = {part: current.pop(part) for part in self._gone(current, listed)} if listed is not None else {}
-        if not new_entries and not gone:
+        kept = manifest.not_traces if not_traces is None else self._versions(not_traces)
+        if not new_entries and not gone and not manifest.older and kept == manifest.not_traces:
             return 0
-        document = {"schema": INDEX_SCHEMA, "tool": __version__, "sessions": current}
+        document = {"schema": INDEX_SCHEMA, "tool": __version__, "sessions": current, "not_traces": kept}
         with self._confined():
             fs.write_bytes(fs.join(self.root, MANIFEST), json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
-            for part, entry in gone.items():
+            for part, entry in [*gone.items(), *manifest.older.items()]:  # an older layout's parts too
                 self._delete_parts(part, entry)
         with self._lock:
             self._entries = {part: entry for part, entry in current.items() if part not in manifest.foreign}
         return len(gone)
+
+    def _versions(self, paths: list[str]) -> dict[str, dict]:
+        """Each file's version (size, time, tag: from the listing, no request), by its path
+        below the logdir; a file that cannot be asked about is left out."""
+        versions = {}
+        for path in paths:
+            try:
+                versions[self.relative(path)] = fs.fingerprint(path)
+            except OSError:
+                continue
+        return versions
 
     def _gone(self, entries: dict[str, dict], listed: set[str]) -> list[str]:
         """The entries one of whose files is gone: not among those listed, and not there
