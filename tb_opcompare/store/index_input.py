@@ -25,7 +25,7 @@ import msgspec
 from tb_opcompare.errors import escape_undecodable
 from tb_opcompare.schema.contract import WorkerRecord
 from tb_opcompare.schema.events import ProfileFacts
-from tb_opcompare.schema.index_tables import PROFILE_TABLES, table_schema
+from tb_opcompare.schema.index_tables import PROFILE_TABLES, RUNS, table_schema
 
 # The manifest's deepest value is 7 levels down (document, sessions, entry, facts, workers,
 # a worker, its values); past this it is no manifest this tool wrote, and parsing it would
@@ -87,7 +87,7 @@ class _Version(msgspec.Struct):
 
 
 class _Entry(msgspec.Struct):
-    """A manifest entry as ``SharedIndex.write_part`` writes it."""
+    """A manifest entry as ``SharedIndex.make_entry`` and ``write_manifest`` write it."""
 
     part: Annotated[str, msgspec.Meta(pattern=_PART)]
     run: str
@@ -97,7 +97,9 @@ class _Entry(msgspec.Struct):
     schema: int
     reader: str
     tool: str = ""
-    tables: list[Literal[tuple(PROFILE_TABLES)]] = msgspec.field(default_factory=list)
+    # where its tables are (index schema 2): byte ranges of its batch's bundle, by table
+    batch: Annotated[str, msgspec.Meta(pattern=_PART)] | None = None
+    tables: dict[Literal[tuple([RUNS, *PROFILE_TABLES])], tuple[_Count, _Count]] = msgspec.field(default_factory=dict)
     error: _Error | None = None
     facts: ProfileFacts | None = None
     step_count: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEPS)] = 0
@@ -254,6 +256,8 @@ def checked_entry(part: str, raw) -> dict:
         raise IndexInputError(f"it names part {entry.part!r}")
     if entry.error is None and entry.facts is None:
         raise IndexInputError("it holds neither facts nor an error")
+    if entry.tables and (entry.batch is None or any(end <= start for start, end in entry.tables.values())):
+        raise IndexInputError("its tables are placed in no batch, or in empty ranges")
     for record in entry.files:
         if record.path.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", record.path):
             raise IndexInputError(f"its file {record.path!r} is not below the logdir")

@@ -130,7 +130,7 @@ def _publish(
     if shared and not found.passing and before is not None and source.format != EMPTY_SESSION:
         try:
             with fs.confined(source.places):  # fingerprints open only what the listing found
-                done.entry = catalog.index.write_part(
+                done.entry = catalog.index.make_entry(
                     source.run, session, source.format, source.sessions[session], found, before, source.run_dir
                 )
         except OSError as error:
