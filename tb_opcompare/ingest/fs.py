@@ -217,8 +217,27 @@ def _real_path(descriptor: int, path: str, info: os.stat_result) -> str | None:
         return real if (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino) else None
 
 
+# Remote files' bytes already fetched (``fetched``): a read of one of them makes no request.
+_FETCHED: contextvars.ContextVar[dict[str, bytes] | None] = contextvars.ContextVar("opcompare_fetched", default=None)
+
+
+@contextlib.contextmanager
+def fetched(contents: dict[str, bytes]):
+    """Within this block, ``read_bytes`` of a remote path in ``contents`` answers its bytes:
+    a bucket's files fetched at once (``read_many``), then parsed one after the other, where
+    each read was a round trip of its own."""
+    token = _FETCHED.set(contents)
+    try:
+        yield
+    finally:
+        _FETCHED.reset(token)
+
+
 def read_bytes(path: str) -> bytes:
     if is_remote(path):
+        given = _FETCHED.get()
+        if given is not None and path in given:
+            return given[path]
         remote = _remote(path)
         if remote is not None:
             with _as_os_error(path):

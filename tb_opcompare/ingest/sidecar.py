@@ -76,6 +76,26 @@ def remember_sidecar(path: str, fingerprint: dict, data: bytes) -> None:
         _READ[key] = _parsed_sidecar(path, data)
 
 
+def read_sidecars_ahead(sources: list[RunSource]) -> None:
+    """The sidecars of a remote logdir's runs that are not known yet (the shared index's
+    copies are), read at once (``fs.read_heads``): one after the other, a listing of 1,000
+    runs in a bucket made a round trip a run for them."""
+    wanted = {}
+    for source in sources:
+        if not source.sidecar_listed or not fs.is_remote(source.run_dir):
+            continue
+        path = fs.join(source.run_dir, SIDECAR)
+        try:
+            fingerprint = fs.fingerprint(path)
+        except OSError:
+            continue
+        key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"], None)
+        if (fingerprint["mtime"] or fingerprint["etag"]) and key not in _READ:
+            wanted[path] = fingerprint
+    for path, data in fs.read_heads(list(wanted), _SIDECAR_MAX_BYTES + 1).items():
+        remember_sidecar(path, wanted[path], data)
+
+
 def _parse_sidecar(path: str, places: tuple[str, ...] | None) -> tuple[dict, str | None]:
     try:
         # the rule every file of a run is read by (``fs.confined``, checked on the open

@@ -18,7 +18,7 @@ from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
 from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile, tables_of
-from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field, sidecar_object
+from tb_opcompare.ingest.sidecar import Claims, read_claims, read_sidecars_ahead, sidecar_field, sidecar_object
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
 from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
@@ -294,6 +294,7 @@ class Catalog:
         (with ``read``) or ``prefetch`` for the others."""
         rest = [source for source in sources if self._index_summary(source) is None]
         (self.read_ahead if read else self.prefetch)(rest)
+        read_sidecars_ahead(sources)  # a bucket's: those the index holds no copy of, at once
 
     def _index_summary(self, source: RunSource, key: tuple | None = None):
         """The shared index's ``Found`` summary of the run's newest session, or None."""
@@ -320,8 +321,11 @@ class Catalog:
         as always. The memory guard holds what every read at once needs, or they are left
         to ``load`` one after the other."""
         keyed = self._prefetched(sources)
-        if self.parallel_reads < 2 or fs.is_remote(self.logdir):
-            return  # a bucket's client (its event loop thread) is not safe to fork
+        if fs.is_remote(self.logdir):  # a bucket's client (its event loop thread) is not safe to fork
+            self._fetch_then_read([(source, key) for source, key in keyed if not self.cache.holds(key)])
+            return
+        if self.parallel_reads < 2:
+            return
         reads = [
             (source, key)
             for source, key in keyed
@@ -341,6 +345,28 @@ class Catalog:
                     self.cache.put(key, profile)
         except OverLimit:  # other reads hold the memory now: ``load`` waits its turn
             return
+
+    def _fetch_then_read(self, reads: list[tuple[RunSource, tuple]]) -> None:
+        """Read remote sessions here, their files fetched a batch at a time, each batch's
+        requests sent at once (``fs.read_many``): one after the other, 1,000 runs' traces
+        cost a round trip each. A batch holds at most ``FETCH_BATCH_BYTES`` (and a quarter
+        of the memory guard's limit); a session that fails is left to ``load`` to report."""
+        most = min(FETCH_BATCH_BYTES, self.max_trace_bytes // 4) if self.max_trace_bytes > 0 else FETCH_BATCH_BYTES
+        batch: list[tuple[RunSource, tuple]] = []
+        for position, (source, key) in enumerate(reads):
+            batch.append((source, key))
+            size = sum(size for _, keyed in batch for _, size, _ in keyed[1])
+            if size < most and position + 1 < len(reads):
+                continue
+            paths = [path for _, keyed in batch for path, _, _ in keyed[1] if keyed[0] != EMPTY_SESSION]
+            contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
+            with fs.fetched(contents):
+                for batch_source, batch_key in batch:
+                    try:
+                        self._profile(batch_source, batch_key)
+                    except ProfileError:
+                        continue
+            batch = []
 
     def _take_from_index(self, keys: list[tuple]) -> bool:
         """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""
@@ -383,6 +409,8 @@ class Catalog:
 
 # Below this much of the files together, ``read_ahead`` reads in this process (as ``load``).
 PARALLEL_MIN_BYTES = 1 << 20
+# A remote logdir's files ``read_ahead`` fetches at once, at most
+FETCH_BATCH_BYTES = 256 << 20
 
 
 def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):
