@@ -61,9 +61,15 @@ class S3Server:
 
     def requests(self) -> list[tuple[str, str]]:
         """(method, path) of every request served so far, from the server's own log."""
+        return [(method, path) for method, path, _ in self.answers()]
+
+    def answers(self) -> list[tuple[str, str, int]]:
+        """(method, path, status) of every request served so far: a range read (the first
+        bytes discovery looks at) is answered 206, a whole object 200."""
         # werkzeug colours the lines of some answers (206 for a range read, 404) with ANSI codes
-        pattern = re.compile(r'"(?:\x1b\[[0-9;]*m)*(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/1\.[01]')
-        return [match.groups() for match in pattern.finditer(self.log.read_text(errors="replace"))]
+        pattern = re.compile(r'"(?:\x1b\[[0-9;]*m)*(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/1\.[01](?:\x1b\[0m)?" (\d+)')
+        text = self.log.read_text(errors="replace")
+        return [(method, path, int(status)) for method, path, status in pattern.findall(text)]
 
 
 @contextlib.contextmanager
