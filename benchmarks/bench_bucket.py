@@ -84,6 +84,10 @@ def _places(scratch: Path, source: Path, server, proxy, name: str) -> dict[str, 
     for where in (f"s3://team/{name}/indexed", str(indexed_local)):
         seconds, result = timed(["index", where], env)
         print(f"  index {where}: {seconds:.1f} s, {result.stdout.strip().splitlines()[-1][:120]}", flush=True)
+        listing = json.loads(timed(["runs", where, "--json"], env)[1].stdout)
+        for notice in listing["notices"]:
+            if "index" in notice:
+                print(f"  notice: {notice[:300]}", flush=True)
     return {
         "disk": str(local),
         "disk, indexed": str(indexed_local),
@@ -108,7 +112,9 @@ def measure(places: dict[str, str], env: dict, proxy, runs: int) -> dict:
                 figure["requests"] = len(made)
                 figure["bytes"] = sum(size for _, _, size in made)
                 figure["profile_gets"] = sum(
-                    1 for method, path, _ in made if method == "GET" and PROFILE.search(path.split("?")[0])
+                    1
+                    for method, path, _ in made
+                    if method == "GET" and PROFILE.search(path.split("?")[0]) and "/.opcompare/" not in path
                 )
     return figures
 

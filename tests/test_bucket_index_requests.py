@@ -100,12 +100,13 @@ def test_an_indexed_bucket_lists_in_the_same_requests_for_3_runs_as_for_15(store
         made[runs] = len(requests)
     assert made[3] == made[15] <= 3, made
 
-    # a first comparison reads each run's tables in one range read of its batch, and no profile
+    # a first comparison reads each run's tables in one range read of its batch (two next to
+    # each other in one), and no profile
     before = proxy.count()
     document = compare_document(Catalog(url, one_shot=True), "cnn_bs1_000", "cnn_bs17_001")
     assert document.rows
     fetched = [path.split("?")[0] for _, path, _ in proxy.since(before)]
-    assert len([path for path in fetched if "/.opcompare/bundles/" in path]) == 2, fetched
+    assert 1 <= len([path for path in fetched if "/.opcompare/bundles/" in path]) <= 2, fetched
     assert not [path for path in fetched if "/.opcompare/" not in path and path != "/team"], fetched
 
 

@@ -235,9 +235,9 @@ def fetched(contents: dict[str, bytes]):
 
 def read_bytes(path: str) -> bytes:
     if is_remote(path):
-        given = _FETCHED.get()
-        if given is not None and path in given:
-            return given[path]
+        given = _given(path)
+        if given is not None:
+            return given
         remote = _remote(path)
         if remote is not None:
             with _as_os_error(path):
@@ -250,8 +250,17 @@ def read_bytes(path: str) -> bytes:
         return handle.read()
 
 
+def _given(path: str) -> bytes | None:
+    """The remote file's bytes where they were fetched already (``fetched``)."""
+    given = _FETCHED.get()
+    return given.get(path) if given is not None else None
+
+
 def read_head(path: str, size: int) -> bytes:
     if is_remote(path):
+        given = _given(path)
+        if given is not None:
+            return given[:size]
         remote = _remote(path)
         if remote is not None:
             with _as_os_error(path):
@@ -321,8 +330,10 @@ def read_ends(path: str) -> bytes:
     """The first and last ``ENDS_BYTES`` of a file (two range reads where it is remote):
     enough to tell a copied file (new modification time, same bytes) from a rewritten one."""
     size, _ = signature(path)
-    if size <= 2 * ENDS_BYTES:
-        return read_bytes(path)
+    given = _given(path) if is_remote(path) else None
+    if size <= 2 * ENDS_BYTES or given is not None:
+        data = given if given is not None else read_bytes(path)
+        return data if len(data) <= 2 * ENDS_BYTES else data[:ENDS_BYTES] + data[-ENDS_BYTES:]
     if is_remote(path):
         remote = _remote(path)
         if remote is not None:
@@ -399,9 +410,37 @@ def read_heads(paths: list[str], size: int) -> dict[str, bytes]:
     return {path: value for path, value in zip(paths, fetched) if isinstance(value, bytes)}
 
 
+RANGE_GAP = 1 << 16  # ranges of one file this close are read as one
+
+
 def read_ranges(ranges: list[tuple[str, int, int]]) -> list[bytes | OSError]:
     """The bytes ``start`` to ``end`` of each (path, start, end), or the OSError reading
-    them raised: a remote store's range reads sent concurrently, in one call."""
+    them raised: ranges of one file that touch or lie within ``RANGE_GAP`` of each other
+    read as one (the sessions of a batch, read together: one request), a remote store's
+    requests sent concurrently, in one call."""
+    merged: list[list] = []  # [path, start, end, members]
+    for position, (path, start, end) in sorted(enumerate(ranges), key=lambda item: item[1]):
+        last = merged[-1] if merged else None
+        if last is not None and last[0] == path and start <= last[2] + RANGE_GAP:
+            last[2] = max(last[2], end)
+            last[3].append(position)
+        else:
+            merged.append([path, start, end, [position]])
+    found: list[bytes | OSError] = [b""] * len(ranges)
+    for (_, start, end, members), data in zip(merged, _read_ranges([tuple(read[:3]) for read in merged])):
+        for position in members:
+            _, own_start, own_end = ranges[position]
+            found[position] = (
+                data
+                if isinstance(data, OSError)
+                else data[own_start - start : own_end - start]
+                if len(data) >= own_end - start
+                else OSError(f"{ranges[position][0]}: shorter than {own_end:,} bytes")
+            )
+    return found
+
+
+def _read_ranges(ranges: list[tuple[str, int, int]]) -> list[bytes | OSError]:
     remote = _remote(ranges[0][0]) if ranges and is_remote(ranges[0][0]) else None
     if remote is not None:
         paths, starts, ends = (list(column) for column in zip(*ranges))

@@ -353,10 +353,11 @@ class Catalog:
         of the memory guard's limit); a session that fails is left to ``load`` to report."""
         most = min(FETCH_BATCH_BYTES, self.max_trace_bytes // 4) if self.max_trace_bytes > 0 else FETCH_BATCH_BYTES
         batch: list[tuple[RunSource, tuple]] = []
+        held = 0
         for position, (source, key) in enumerate(reads):
             batch.append((source, key))
-            size = sum(size for _, keyed in batch for _, size, _ in keyed[1])
-            if size < most and position + 1 < len(reads):
+            held += sum(size for _, size, _ in key[1])
+            if held < most and position + 1 < len(reads):
                 continue
             paths = [path for _, keyed in batch for path, _, _ in keyed[1] if keyed[0] != EMPTY_SESSION]
             contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
@@ -366,7 +367,7 @@ class Catalog:
                         self._profile(batch_source, batch_key)
                     except ProfileError:
                         continue
-            batch = []
+            batch, held = [], 0
 
     def _take_from_index(self, keys: list[tuple]) -> bool:
         """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""

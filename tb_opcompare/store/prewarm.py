@@ -27,7 +27,8 @@ from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UsageEr
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.formats import EMPTY_SESSION, PYTORCH, combine_job_ranks, read_job_rank
-from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.ingest.sidecar import SIDECAR
+from tb_opcompare.store.catalog import FETCH_BATCH_BYTES, Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.store.shared_index import Found
@@ -327,6 +328,12 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
     """One forked process a session, ``jobs`` at a time, each watched
     (``store.watched_fork``): a worker killed or stopped mid-run costs its session, named
     as failed, and no other (a process pool, broken by one killed worker, failed them all)."""
+    if tasks and fs.is_remote(tasks[0][0]):
+        # a bucket's client (its event loop thread) is not safe to fork: a pool forked from it
+        # ended a bucket's `index` in "attached to a different loop"
+        say(f"reading {len(tasks)} sessions in this process, their files fetched a batch at a time")
+        yield from _fetched_in_batches(tasks)
+        return
     workers = min(jobs, len(tasks))
     say(f"reading {len(tasks)} sessions with {workers} worker processes")
     if workers == 1:  # one process: no worker to start
@@ -336,6 +343,32 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
     calls = [(number, allowance(_session_bytes(task)), _index_one, *task) for number, task in enumerate(tasks)]
     for number, done in run_watched(calls, workers):
         yield _lost(tasks[number], done.reason) if isinstance(done, Lost) else done
+
+
+def _fetched_in_batches(tasks: list[tuple]) -> Iterator[_Done]:
+    """``_index_one`` of each task here, the files of a batch of sessions (and their runs'
+    sidecars) fetched at once, each batch's requests sent together (``fs.read_many``): one
+    after the other, each file of 1,000 runs cost round trips of its own."""
+    batch: list[tuple] = []
+    size = 0
+    for position, task in enumerate(tasks):
+        batch.append(task)
+        size += _session_bytes(task)
+        if size < FETCH_BATCH_BYTES and position + 1 < len(tasks):
+            continue
+        paths = [path for _, _, source, session, _ in batch for path in _files_of(source, session)]
+        contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
+        with fs.fetched(contents):
+            done = [_index_one(*task) for task in batch]
+        yield from done
+        batch, size = [], 0
+
+
+def _files_of(source: RunSource, session: str) -> list[str]:
+    """The session's files, and its run's sidecar where the listing found one."""
+    if source.format == EMPTY_SESSION:
+        return []
+    return [*source.sessions[session], *([fs.join(source.run_dir, SIDECAR)] if source.sidecar_listed else [])]
 
 
 def _session_bytes(task: tuple) -> int:
