@@ -125,8 +125,10 @@ class Catalog:
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
         """The logdir's runs, listed again with ``refresh`` (and its shared index's
-        manifest read again with them: one request)."""
-        if refresh or self._sources is None:
+        manifest read again with them: one request), but by a one-shot catalog: a command
+        lists its logdir once (`runs` listed a bucket twice: at its start, for the head
+        start, and for its document)."""
+        if self._sources is None or (refresh and not self.one_shot):
             self.skipped, self.not_traces = [], []
             self.index.refresh()
             self._sources = discover(self.logdir, self.skipped, self.index.known_head, self.not_traces)
