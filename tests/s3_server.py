@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import http.client
+import http.server
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 # The requests moto serves before it checks credentials: exactly the set-up below (two
@@ -57,8 +61,15 @@ class S3Server:
 
     def requests(self) -> list[tuple[str, str]]:
         """(method, path) of every request served so far, from the server's own log."""
-        pattern = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/1\.[01]"')
-        return [match.groups() for match in pattern.finditer(self.log.read_text(errors="replace"))]
+        return [(method, path) for method, path, _ in self.answers()]
+
+    def answers(self) -> list[tuple[str, str, int]]:
+        """(method, path, status) of every request served so far: a range read (the first
+        bytes discovery looks at) is answered 206, a whole object 200."""
+        # werkzeug colours the lines of some answers (206 for a range read, 404) with ANSI codes
+        pattern = re.compile(r'"(?:\x1b\[[0-9;]*m)*(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/1\.[01](?:\x1b\[0m)?" (\d+)')
+        text = self.log.read_text(errors="replace")
+        return [(method, path, int(status)) for method, path, status in pattern.findall(text)]
 
 
 @contextlib.contextmanager
@@ -101,3 +112,60 @@ def s3_server(log: Path):
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class CountingProxy:
+    """An HTTP proxy on loopback in front of an S3 server that counts every request and the
+    bytes answered, each request held ``latency`` seconds first (a real bucket's round
+    trip: ``benchmarks/bench_bucket.py`` adds 30 ms)."""
+
+    def __init__(self, upstream: str, latency: float = 0.0):
+        target = urllib.parse.urlparse(upstream)
+        self.lock = threading.Lock()
+        self.requests: list[tuple[str, str, int]] = []  # (method, path, bytes answered)
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if latency:
+                    time.sleep(latency)
+                call = http.client.HTTPConnection(target.hostname, target.port, timeout=120)
+                call.request(self.command, self.path, body=body, headers=dict(self.headers))
+                answer = call.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for name, value in answer.getheaders():
+                    if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                call.close()
+                with proxy.lock:
+                    proxy.requests.append((self.command, self.path, len(data)))
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+    def since(self, start: int) -> list[tuple[str, str, int]]:
+        with self.lock:
+            return self.requests[start:]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -8,6 +8,7 @@ not UTF-8 is listed under an escaped name. Real files, the real CLI, the tab's r
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -73,6 +74,12 @@ def _part_of(logdir: Path, run: str) -> str:
     return next(part for part, entry in _entries(logdir).items() if entry["run"] == run)
 
 
+def _bundle_of(logdir: Path, run: str) -> Path:
+    """The file of the run's batch that holds its tables (index schema 2)."""
+    batch = _entries(logdir)[_part_of(logdir, run)]["batch"]
+    return logdir / ".opcompare" / "bundles" / f"{batch}.bundle"
+
+
 def _every_command_answers(logdir: Path) -> None:
     """`runs`, `compare`, `index` and `check` end in words, never a traceback, and the
     tab's listing and comparison answer 200."""
@@ -134,16 +141,26 @@ def test_facts_of_the_wrong_type_or_range_cost_their_run_only(indexed, truth, tm
 def test_per_step_rows_pointing_past_their_tables_cost_their_run_only(indexed, truth, tmp_path):
     logdir = _copy(indexed, tmp_path)
     part = _part_of(logdir, PAIR[0])
-    path = logdir / ".opcompare" / "steps" / f"{part}.parquet"
-    table = pq.read_table(path)
+    bundle = _bundle_of(logdir, PAIR[0])
+    data = bundle.read_bytes()
+    document = json.loads((logdir / ".opcompare" / "manifest.json").read_text())
+    start, end = document["sessions"][part]["tables"]["steps"]
+    table = pq.read_table(io.BytesIO(data[start:end]))
     columns = table.to_pydict()
     columns["row"] = [10**9] * len(columns["row"])  # past the ops table: `check` indexed arrays with it
-    pq.write_table(pa.Table.from_pydict(columns, schema=table.schema), path)
+    changed = io.BytesIO()
+    pq.write_table(pa.Table.from_pydict(columns, schema=table.schema), changed)
+    bundle.write_bytes(data + changed.getvalue())  # the entry's steps table now the one at the end
+    document["sessions"][part]["tables"]["steps"] = [len(data), len(data) + len(changed.getvalue())]
+    (logdir / ".opcompare" / "manifest.json").write_text(json.dumps(document))
 
     listing = _cli_json(logdir, "runs")
-    assert _facts(listing) == truth["runs"]
-    assert any(f"entry for {PAIR[0]!r} (part {part!r})" in notice for notice in listing["notices"])
+    assert _facts(listing) == truth["runs"]  # a listing reads the manifest alone (index schema 2): no part
     assert _cli_json(logdir, "compare", *_pair())["rows"] == truth["rows"]
+    client = plugin_client(logdir)  # the tab reads the part when it compares, and says so in its listing
+    assert client.get(f"{PREFIX}/compare?baseline={PAIR[0]}&target={PAIR[1]}").get_json()["rows"] == truth["rows"]
+    notices = client.get(f"{PREFIX}/runs").get_json()["notices"]
+    assert any(f"entry for {PAIR[0]!r} (part {part!r})" in notice for notice in notices), notices
     _every_command_answers(logdir)
 
 
@@ -171,27 +188,30 @@ def test_a_part_or_a_table_folder_linking_to_another_logdirs_index_is_never_foll
     part = _part_of(mine, "x")
     assert part == _part_of(theirs, "x")
 
-    linked_part = mine / ".opcompare" / "ops" / f"{part}.parquet"
+    linked_part = _bundle_of(mine, "x")  # a batch's bundle, linked to their batch's
     linked_part.unlink()
-    linked_part.symlink_to(theirs / ".opcompare" / "ops" / f"{part}.parquet")
+    linked_part.symlink_to(_bundle_of(theirs, "x"))
     assert _cli_json(mine, "compare", *_pair("x", "lstm_runB"))["rows"] == truth  # not their op names
-    notices = _cli_json(mine, "runs")["notices"]
+    client = plugin_client(mine)  # the tab reads the part when it compares, and says so in its listing
+    assert client.get(f"{PREFIX}/compare?baseline=x&target=lstm_runB").get_json()["rows"] == truth
+    notices = client.get(f"{PREFIX}/runs").get_json()["notices"]
     assert any(
         f"entry for 'x' (part {part!r})" in notice and "a link to a file outside" in notice for notice in notices
     )
 
-    shutil.rmtree(mine / ".opcompare" / "ops")
-    (mine / ".opcompare" / "ops").symlink_to(theirs / ".opcompare" / "ops", target_is_directory=True)
+    shutil.copyfile(_bundle_of(theirs, "x"), theirs / ".opcompare" / "bundles" / linked_part.name)
+    shutil.rmtree(mine / ".opcompare" / "bundles")  # the folder, linked to theirs (a bundle of mine's name there)
+    (mine / ".opcompare" / "bundles").symlink_to(theirs / ".opcompare" / "bundles", target_is_directory=True)
     assert _cli_json(mine, "compare", *_pair("x", "lstm_runB"))["rows"] == truth
     client = plugin_client(mine)
     answer = client.get(f"{PREFIX}/compare?baseline=x&target=lstm_runB")
     assert answer.status_code == 200 and answer.get_json()["rows"] == truth
 
-    theirs_before = sorted(path.name for path in (theirs / ".opcompare" / "ops").iterdir())
+    theirs_before = sorted(path.name for path in (theirs / ".opcompare" / "bundles").iterdir())
     shutil.copytree(SOURCE / "lstm_runC", mine / "new_run")  # a run whose part `index` writes
     result = run_cli("index", str(mine), "--no-cache", "--jobs", "1")
     assert "Traceback" not in result.stderr and "warning: cannot write" in result.stderr, result.stderr
-    assert sorted(path.name for path in (theirs / ".opcompare" / "ops").iterdir()) == theirs_before
+    assert sorted(path.name for path in (theirs / ".opcompare" / "bundles").iterdir()) == theirs_before
 
 
 # -- 3. `index` forgets what is gone ------------------------------------------------------------
@@ -216,11 +236,12 @@ def test_index_prunes_the_entries_and_parts_of_files_that_are_gone(indexed, tmp_
     listed = {path for source in Catalog(str(logdir)).sources() for paths in source.sessions.values() for path in paths}
     assert len(entries) == len(listed) == 8
     assert {str(logdir / record["path"]) for entry in entries.values() for record in entry["files"]} == listed
-    parts = {path.stem for path in (logdir / ".opcompare").rglob("*.parquet")}
-    assert parts == set(entries)
-    assert len(list((logdir / ".opcompare").rglob("*.parquet"))) == sum(
-        1 + len(entry["tables"]) for entry in entries.values()
-    )
+    # every file of the index is a batch's that holds a session, and the dataset holds each
+    # session once (a batch that lost one was written anew)
+    batches = {path.stem for path in (logdir / ".opcompare").rglob("*") if path.is_file() and path.stem != "manifest"}
+    assert batches == {entry["batch"] for entry in entries.values()}
+    runs = pq.read_table(logdir / ".opcompare" / "runs").to_pydict()
+    assert sorted(zip(runs["run"], runs["session"])) == sorted((e["run"], e["session"]) for e in entries.values())
 
 
 # -- 4. `export --parquet DIR` ------------------------------------------------------------------

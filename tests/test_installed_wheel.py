@@ -280,7 +280,7 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
             cwd=tmp_path,
             env={**CLEAN_ENV, **server.env("writer")},
         )
-        assert indexing.returncode == 0 and "36 read" in indexing.stdout, indexing.stdout + indexing.stderr
+        assert indexing.returncode == 0 and "38 read" in indexing.stdout, indexing.stdout + indexing.stderr
         since = len(server.requests())
         reader = {**server.env("reader"), "S3_ENDPOINT": server.url, "TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}
         with running_tensorboard(

@@ -66,7 +66,12 @@ def _index(args) -> int:
     catalog = open_catalog(args)
     try:
         report = index_logdir(
-            catalog, jobs=args.jobs, shared=not args.local_only, scheduler=args.scheduler, progress=args.reporter
+            catalog,
+            jobs=args.jobs,
+            say=args.reporter.result,
+            shared=not args.local_only,
+            scheduler=args.scheduler,
+            progress=args.reporter,
         )
     except ProfileError as error:  # no Dask, no scheduler at that address
         print(f"error: {escape_controls(error.path)}: {escape_controls(error.reason)}", file=sys.stderr)

@@ -40,6 +40,14 @@ class Reporter(Progress):
         self._bar = None
         self._last_line = 0.0
 
+    def result(self, text: str) -> None:
+        """A line of the command's own output (stdout, even with --quiet), written above the
+        bar where one is drawn."""
+        if self._bar is not None:
+            self._bar.write(text, file=sys.stdout)
+        else:
+            print(text, flush=True)
+
     def _line(self, text: str) -> None:
         if self.quiet:
             return

@@ -81,7 +81,7 @@ def _record(args) -> int:
         repeats=args.repeats,
         matrix=matrix,
     )
-    results = record_runs(plan, say=args.reporter.say if args.reporter.terminal else print, progress=args.reporter)
+    results = record_runs(plan, say=args.reporter.result, progress=args.reporter)
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} runs recorded into {args.logdir}")
     if args.index and len(failed) < len(results):

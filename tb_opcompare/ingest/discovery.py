@@ -135,6 +135,7 @@ class _Skipped:
 
     path: str
     unreadable: str | None
+    said: bool = True  # False: a name known to be no trace (a config), passed over unsaid
 
 
 # JSON files a logdir holds that are known not to be traces: never counted as skipped
@@ -165,31 +166,43 @@ def _entries(
             yield _Session(run_dir, session, directory, host_files, len(refused) > before)
             continue
         for name in _readable(walk, directory, files, refused, _is_candidate, directory):
-            kind, unreadable = _classify(name, fs.join(directory, name), known)
+            # a file's first bytes are read under the rule every read keeps (``fs.confined``):
+            # one swapped for a link out of the walked places since the listing is not opened
+            with fs.confined(None if fs.is_remote(logdir) else tuple(walk.real_roots)):
+                kind, unreadable = _classify(name, fs.join(directory, name), known)
             if kind:
                 yield _File(directory, name, kind)
-            elif name not in _NOT_TRACES:
-                yield _Skipped(fs.join(directory, name), unreadable)
+            elif _is_json(name):
+                yield _Skipped(fs.join(directory, name), unreadable, said=name not in _NOT_TRACES)
 
 
 def discover(
-    logdir: str, skipped: list[tuple[str, str | None]] | None = None, known: KnownHeads | None = None
+    logdir: str,
+    skipped: list[tuple[str, str | None]] | None = None,
+    known: KnownHeads | None = None,
+    not_traces: list[str] | None = None,
 ) -> list[RunSource]:
     """The runs under ``logdir``; ``skipped`` (where given) receives the JSON files that
     are no trace by their first bytes, relative to ``logdir``, each with why its first
     bytes could not be read (None: read, no trace's marker), for the listing to say.
-    ``known``: the first bytes' facts of files already read (the shared index's)."""
+    ``known``: the first bytes' facts of files already read (the shared index's);
+    ``not_traces`` receives the paths of every JSON file read and found no trace (the
+    shared index remembers them)."""
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
     refused: list[tuple[str, str, str | None]] = []
     walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
+    if fs.is_remote(logdir):
+        known = _heads_read_ahead(logdir, walk, known)
     sidecars: set[str] = set()
     for entry in _entries(logdir, refused, walk, known):
         if isinstance(entry, _Sidecar):
             sidecars.add(entry.directory.rstrip("/" + os.sep))
         elif isinstance(entry, _Skipped):
-            if skipped is not None:
+            if skipped is not None and entry.said:
                 skipped.append((run_name(logdir, entry.path), entry.unreadable))
+            if not_traces is not None and entry.unreadable is None:
+                not_traces.append(entry.path)
         elif isinstance(entry, _File):
             _add(found, logdir, entry.directory, entry.kind, entry.name, fs.join(entry.directory, entry.name))
         elif not _add_profile_session(found, logdir, entry.run_dir, entry.name, entry.directory, entry.host_files):
@@ -215,6 +228,35 @@ def discover(
         if source.format in (PYTORCH, CHROME_TRACE) and len(source.sessions) >= 2:
             _join_ranks(source, known)
     return _unique_names(sorted(found.values(), key=lambda r: r.run))
+
+
+def _heads_read_ahead(logdir: str, walk: fs.Walk, known: KnownHeads | None) -> KnownHeads:
+    """``known``, and the first bytes of every other remote file the listing will look into,
+    read at once (``fs.read_heads``): the JSON files told by content, and the PyTorch traces
+    of folders of several (a distributed job's ranks). A first pass over the walk (its
+    listing made once: no request) finds them."""
+    wanted: list[str] = []
+    traces: dict[str, list[str]] = {}
+
+    def note(path: str) -> HeadFacts:
+        facts = known(path) if known else None
+        if facts is None:
+            wanted.append(path)
+        return facts or HeadFacts((), None)
+
+    for entry in _entries(logdir, [], walk, note):
+        if isinstance(entry, _File) and entry.kind in (PYTORCH, CHROME_TRACE):
+            traces.setdefault(entry.directory, []).append(fs.join(entry.directory, entry.name))
+    wanted += [path for paths in traces.values() if len(paths) > 1 for path in paths if not (known and known(path))]
+    heads = fs.read_heads(list(dict.fromkeys(wanted)), SNIFF_BYTES)
+
+    def read_ahead(path: str) -> HeadFacts | None:
+        facts = known(path) if known else None
+        if facts is None and path in heads:
+            facts = facts_of_head(heads[path])
+        return facts
+
+    return read_ahead
 
 
 def _join_ranks(source: RunSource, known: KnownHeads | None) -> None:

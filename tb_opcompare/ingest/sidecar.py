@@ -66,6 +66,36 @@ def _read_sidecar(source: RunSource) -> tuple[dict, str | None]:
     return dict(sidecar), warning
 
 
+def remember_sidecar(path: str, fingerprint: dict, data: bytes) -> None:
+    """What the remote sidecar ``path`` of this version (``fs.fingerprint``'s, from the
+    listing) holds, known without reading it: the shared index keeps a copy of each
+    indexed run's sidecar, so listing an indexed bucket asks for no sidecar (one request a
+    run). Its bytes are checked as a read's are (``_parsed_sidecar``)."""
+    key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"], None)
+    if key not in _READ and len(_READ) < _READ_KEPT:
+        _READ[key] = _parsed_sidecar(path, data)
+
+
+def read_sidecars_ahead(sources: list[RunSource]) -> None:
+    """The sidecars of a remote logdir's runs that are not known yet (the shared index's
+    copies are), read at once (``fs.read_heads``): one after the other, a listing of 1,000
+    runs in a bucket made a round trip a run for them."""
+    wanted = {}
+    for source in sources:
+        if not source.sidecar_listed or not fs.is_remote(source.run_dir):
+            continue
+        path = fs.join(source.run_dir, SIDECAR)
+        try:
+            fingerprint = fs.fingerprint(path)
+        except OSError:
+            continue
+        key = (path, fingerprint["size"], fingerprint["mtime"], fingerprint["etag"], None)
+        if (fingerprint["mtime"] or fingerprint["etag"]) and key not in _READ:
+            wanted[path] = fingerprint
+    for path, data in fs.read_heads(list(wanted), _SIDECAR_MAX_BYTES + 1).items():
+        remember_sidecar(path, wanted[path], data)
+
+
 def _parse_sidecar(path: str, places: tuple[str, ...] | None) -> tuple[dict, str | None]:
     try:
         # the rule every file of a run is read by (``fs.confined``, checked on the open
@@ -77,6 +107,10 @@ def _parse_sidecar(path: str, places: tuple[str, ...] | None) -> tuple[dict, str
         return {}, None
     except OSError as error:
         return {}, f"{path}: ignored, {error.strerror or error}"
+    return _parsed_sidecar(path, data)
+
+
+def _parsed_sidecar(path: str, data: bytes) -> tuple[dict, str | None]:
     if len(data) > _SIDECAR_MAX_BYTES:
         return {}, f"{path}: ignored, larger than {_SIDECAR_MAX_BYTES:,} bytes (a sidecar is a few hundred)"
     try:

@@ -175,6 +175,33 @@ def _docstring_meanings() -> dict[str, dict[str, str]]:
     return meanings
 
 
+# What the index is, file by file: docs/index_schema.md's first paragraphs
+_INDEX_INTRO = [
+    "`tb-opcompare index LOGDIR` keeps every session's parsed tables in `LOGDIR/.opcompare/` (index schema 2):",
+    "",
+    "- `manifest.json`: one entry a session, which says which profile files (size, modification time or ETag, "
+    "a hash of their whole content) it was read from, and holds all a listing shows of it (its facts, its ops' "
+    "names, a copy of its run's sidecar with the sidecar's version), with the JSON files of the logdir found to "
+    "be no profile. Listing an indexed logdir reads this one file: in a bucket, the manifest and the bucket's "
+    "listing, whatever the number of runs.",
+    "- `bundles/<batch>.bundle`: the tables of every session of a batch (the sessions one `index` read), each "
+    "table a Parquet file, a session's next to each other; its entry says where (`batch`, and each table's "
+    "byte range). Reading one run is one range read.",
+    "- `<table>/<batch>.parquet`: each table of the batch's sessions, a row group a session: the dataset below, "
+    "which DuckDB and pandas read as `.opcompare/<table>/*.parquet`.",
+    "",
+    "Indexing new sessions writes a batch of their own and the manifest, nothing else; a batch that loses a "
+    "session (its profile changed, or is gone) is written anew with the others, as are the smallest past 16 "
+    "batches, so the dataset holds each session once. An index of schema 1 (a file a session and table) is "
+    "not used, and said so in the listing's notices; the next `index` rewrites it and deletes its files.",
+    "",
+    "`tb-opcompare export LOGDIR --parquet DIR` writes the same tables for a whole logdir into "
+    "`DIR/<table>/`, with each run's facts settled (sidecar, run name) and its model. Every table starts with "
+    "`run` and `session`; times are in µs and sizes in bytes, as the column names say.",
+    "",
+]
+
+
 def index_schema_markdown(fact_meanings: dict[str, str]) -> str:
     """docs/index_schema.md; ``fact_meanings``: the run facts' meanings as the HTTP API
     documents them (its RunRecord)."""
@@ -184,13 +211,7 @@ def index_schema_markdown(fact_meanings: dict[str, str]) -> str:
         "",
         "<!-- Generated from tb_opcompare/schema/index_tables.py by `make contract`; do not edit. -->",
         "",
-        "`tb-opcompare index LOGDIR` keeps every session's parsed tables in `LOGDIR/.opcompare/`, one Parquet file "
-        "a session and table (`.opcompare/<table>/<part>.parquet`) and a `manifest.json` that says which "
-        "profile files (size, modification time or ETag, a hash of their whole content) each part was "
-        "read from. `tb-opcompare export LOGDIR --parquet DIR` writes the same tables for a whole logdir into "
-        "`DIR/<table>/`, with each run's facts settled (sidecar, run name) and its model. Every table starts with "
-        "`run` and `session`; times are in µs and sizes in bytes, as the column names say.",
-        "",
+        *_INDEX_INTRO,
         "Which op regressed across the runs of a model, with DuckDB:",
         "",
         "```sql",
@@ -220,7 +241,7 @@ def index_schema_markdown(fact_meanings: dict[str, str]) -> str:
             }
             table_meanings.update({name: text for name, text in fact_meanings.items() if name not in table_meanings})
         else:
-            text = f"`OpProfile.{PROFILE_TABLES[table][1]}` of each session (schema.optable), one file a session."
+            text = f"`OpProfile.{PROFILE_TABLES[table][1]}` of each session (schema.optable)."
             table_meanings = {**RUN_COLUMNS, **meanings.get(table, {})}
         lines += ["", f"## {table}", "", text, "", "| column | type | meaning |", "|---|---|---|"]
         for field in schema:

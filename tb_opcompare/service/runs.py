@@ -181,10 +181,8 @@ def runs_document(catalog: Catalog, load: bool = True) -> RunsDocument:
     """
     runs, errors, for_pairing = [], [], []
     sources = catalog.sources(refresh=True)
-    if load:  # the shared index's sessions in one batch, the others read on every core given
-        catalog.read_ahead(sources)
-    else:  # the shared index's sessions only: no trace is read
-        catalog.prefetch(sources)
+    # the shared index's runs from its manifest; the others read on every core given (``load``)
+    catalog.list_ahead(sources, read=load)
     claims = {source.run: catalog.claims(source) for source in sources}
     groups = repeat_groups(claims)
     read: dict[str, LoadedRun | None] = {}

@@ -18,7 +18,7 @@ from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
 from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile, tables_of
-from tb_opcompare.ingest.sidecar import Claims, read_claims, sidecar_field, sidecar_object
+from tb_opcompare.ingest.sidecar import Claims, read_claims, read_sidecars_ahead, sidecar_field, sidecar_object
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
 from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
@@ -120,16 +120,20 @@ class Catalog:
         # JSON files the last listing found to be no trace, relative, each with why it could
         # not be read or None (``discover``)
         self.skipped: list[tuple[str, str | None]] = []
+        self.not_traces: list[str] = []  # every JSON file the last listing found no trace, as paths
         self.index = SharedIndex(logdir, self.max_trace_bytes)
         self.head_start = HeadStart()
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
         """The logdir's runs, listed again with ``refresh`` (and its shared index's
-        manifest read again with them: one request)."""
-        if refresh or self._sources is None:
-            self.skipped = []
+        manifest read again with them: one request), but by a one-shot catalog: a command
+        lists its logdir once (`runs` listed a bucket twice: at its start, for the head
+        start, and for its document)."""
+        if self._sources is None or (refresh and not self.one_shot):
+            self.skipped, self.not_traces = [], []
             self.index.refresh()
-            self._sources = discover(self.logdir, self.skipped, self.index.known_head)
+            self._sources = discover(self.logdir, self.skipped, self.index.known_head, self.not_traces)
+            self.index.seed_sidecars(self._sources)
         return self._sources
 
     def source(self, run: str) -> RunSource:
@@ -290,6 +294,25 @@ class Catalog:
         self._take_from_index([key for _, key in keyed if not self.cache.holds(key)])
         return keyed
 
+    def list_ahead(self, sources: list[RunSource], read: bool) -> None:
+        """What a listing of ``sources`` needs before ``listed``: nothing for the runs the
+        shared index sums up (their facts and ops' names are in its manifest: no request,
+        where fetching their tables cost 4-5 requests a run in a bucket); ``read_ahead``
+        (with ``read``) or ``prefetch`` for the others."""
+        rest = [source for source in sources if self._index_summary(source) is None]
+        (self.read_ahead if read else self.prefetch)(rest)
+        read_sidecars_ahead(sources)  # a bucket's: those the index holds no copy of, at once
+
+    def _index_summary(self, source: RunSource, key: tuple | None = None):
+        """The shared index's ``Found`` summary of the run's newest session, or None."""
+        if not self.index.size:
+            return None
+        try:
+            key = key or self._session(source, None)[1]
+        except (ProfileError, UnknownRunError):
+            return None
+        return self.index.summary(key[0], [path for path, _, _ in key[1]])
+
     def read_ahead_runs(self, runs: list[str]) -> None:
         """``read_ahead`` of the runs of these names (an unknown name is left to ``load``
         to report)."""
@@ -305,8 +328,11 @@ class Catalog:
         as always. The memory guard holds what every read at once needs, or they are left
         to ``load`` one after the other."""
         keyed = self._prefetched(sources)
-        if self.parallel_reads < 2 or fs.is_remote(self.logdir):
-            return  # a bucket's client (its event loop thread) is not safe to fork
+        if fs.is_remote(self.logdir):  # a bucket's client (its event loop thread) is not safe to fork
+            self._fetch_then_read([(source, key) for source, key in keyed if not self.cache.holds(key)])
+            return
+        if self.parallel_reads < 2:
+            return
         reads = [
             (source, key)
             for source, key in keyed
@@ -329,6 +355,29 @@ class Catalog:
         except OverLimit:  # other reads hold the memory now: ``load`` waits its turn
             return
 
+    def _fetch_then_read(self, reads: list[tuple[RunSource, tuple]]) -> None:
+        """Read remote sessions here, their files fetched a batch at a time, each batch's
+        requests sent at once (``fs.read_many``): one after the other, 1,000 runs' traces
+        cost a round trip each. A batch holds at most ``FETCH_BATCH_BYTES`` (and a quarter
+        of the memory guard's limit); a session that fails is left to ``load`` to report."""
+        most = min(FETCH_BATCH_BYTES, self.max_trace_bytes // 4) if self.max_trace_bytes > 0 else FETCH_BATCH_BYTES
+        batch: list[tuple[RunSource, tuple]] = []
+        held = 0
+        for position, (source, key) in enumerate(reads):
+            batch.append((source, key))
+            held += sum(size for _, size, _ in key[1])
+            if held < most and position + 1 < len(reads):
+                continue
+            paths = [path for _, keyed in batch for path, _, _ in keyed[1] if keyed[0] != EMPTY_SESSION]
+            contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
+            with fs.fetched(contents):
+                for batch_source, batch_key in batch:
+                    try:
+                        self._profile(batch_source, batch_key)
+                    except ProfileError:
+                        continue
+            batch, held = [], 0
+
     def _take_from_index(self, keys: list[tuple]) -> bool:
         """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""
         if not keys or not self.index.size:
@@ -341,16 +390,21 @@ class Catalog:
         return bool(found)
 
     def listed(self, source: RunSource, read: bool) -> LoadedRun | None:
-        """The run (newest session) as a listing shows it: ``load_source`` (with ``read``)
-        or ``peek``. A one-shot catalog takes a cached run's summary instead of its tables:
+        """The run (newest session) as a listing shows it: what a cache holds, else the shared
+        index's summary, else ``load_source`` (with ``read``). A one-shot catalog takes a
+        cached run's summary instead of its tables:
         making a cached run's tables cost a command listing 36 runs 0.7 of its 0.9 s, most of
         it importing pandas and making frames no listing shows. A long-lived one keeps the
         tables in memory for the comparisons that follow."""
         session, key = self._session(source, None)  # its files stated once here (a bucket: requests)
-        if self.one_shot:
-            summary = self.cache.peek_summary(key)
-            if summary is not None:
-                return _settled(source, session, summary)
+        held = self.cache.peek_summary(key) if self.one_shot else self.cache.peek(key)
+        if held is not None:
+            return _settled(source, session, held)
+        summed = self._index_summary(source, key)  # from the manifest: no table made, no request
+        if summed is not None:
+            if summed.unreadable:
+                raise ProfileError(*summed.unreadable)
+            return _settled(source, session, summed.profile)
         profile = self._profile(source, key) if read else self.cache.peek(key)
         return None if profile is None else _settled(source, session, profile)
 
@@ -365,6 +419,8 @@ class Catalog:
 
 # Below this much of the files together, ``read_ahead`` reads in this process (as ``load``).
 PARALLEL_MIN_BYTES = 1 << 20
+# A remote logdir's files ``read_ahead`` fetches at once, at most
+FETCH_BATCH_BYTES = 256 << 20
 
 
 def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):

@@ -25,7 +25,7 @@ import msgspec
 from tb_opcompare.errors import escape_undecodable
 from tb_opcompare.schema.contract import WorkerRecord
 from tb_opcompare.schema.events import ProfileFacts
-from tb_opcompare.schema.index_tables import PROFILE_TABLES, table_schema
+from tb_opcompare.schema.index_tables import PROFILE_TABLES, RUNS, table_schema
 
 # The manifest's deepest value is 7 levels down (document, sessions, entry, facts, workers,
 # a worker, its values); past this it is no manifest this tool wrote, and parsing it would
@@ -41,6 +41,8 @@ PART_MAX_ROWS = 50_000_000
 STRING_BYTES = 64
 # Profiled steps a session's per-step table is placed in: views allocate ops x steps cells
 MAX_STEPS = 1_000_000
+# A sidecar is a few hundred bytes: the index keeps a copy of one up to this size
+SIDECAR_KEPT_BYTES = 4096
 
 _PART = r"^[0-9a-f]{24}$"
 _Count = Annotated[int, msgspec.Meta(ge=0)]
@@ -61,6 +63,17 @@ class _File(msgspec.Struct):
     head: _Head | None = None
 
 
+class _Sidecar(msgspec.Struct):
+    """The run's sidecar as it was indexed: the listing uses its text where the sidecar
+    the bucket lists now has the same size, time and tag (``SharedIndex.known_sidecars``)."""
+
+    path: Annotated[str, msgspec.Meta(min_length=1)]
+    size: _Count
+    mtime: float
+    text: Annotated[str, msgspec.Meta(max_length=SIDECAR_KEPT_BYTES)]
+    etag: str | None = None
+
+
 class _Error(msgspec.Struct):
     path: str
     reason: str
@@ -74,7 +87,7 @@ class _Version(msgspec.Struct):
 
 
 class _Entry(msgspec.Struct):
-    """A manifest entry as ``SharedIndex.write_part`` writes it."""
+    """A manifest entry as ``SharedIndex.make_entry`` and ``write_manifest`` write it."""
 
     part: Annotated[str, msgspec.Meta(pattern=_PART)]
     run: str
@@ -84,10 +97,16 @@ class _Entry(msgspec.Struct):
     schema: int
     reader: str
     tool: str = ""
-    tables: list[Literal[tuple(PROFILE_TABLES)]] = msgspec.field(default_factory=list)
+    # where its tables are (index schema 2): byte ranges of its batch's bundle, by table
+    batch: Annotated[str, msgspec.Meta(pattern=_PART)] | None = None
+    tables: dict[Literal[tuple([RUNS, *PROFILE_TABLES])], tuple[_Count, _Count]] = msgspec.field(default_factory=dict)
     error: _Error | None = None
     facts: ProfileFacts | None = None
     step_count: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEPS)] = 0
+    # what a listing shows of the session besides its facts (schema 2): its ops' names, which
+    # pairing and model identity compare runs by, and its run's sidecar
+    op_names: Annotated[list[str], msgspec.Meta(max_length=PART_MAX_ROWS)] | None = None
+    sidecar: _Sidecar | None = None
 
 
 class IndexInputError(ValueError):
@@ -103,6 +122,12 @@ class Manifest:
     entries: dict[str, dict]
     foreign: dict[str, dict]
     notices: list[str]
+    # an older schema's entries (another layout), as read: never used, their parts deleted
+    # when this version writes the manifest anew
+    older: dict[str, dict] = dataclasses.field(default_factory=dict)
+    # JSON files of the logdir found to be no profile when it was indexed (path below the
+    # logdir -> its size, time and tag): a listing does not look into them again while unchanged
+    not_traces: dict[str, dict] = dataclasses.field(default_factory=dict)
 
 
 def manifest_budget(memory_bytes: int) -> int:
@@ -126,12 +151,13 @@ def parse_manifest(data: bytes, most: int, current: tuple[int, str]) -> Manifest
         raise IndexInputError(str(error)) from None
     if not isinstance(document, dict):
         raise IndexInputError("not a JSON object")
-    if document.get("schema") != current[0]:
-        return None  # another schema's index: rewritten by the next `index`
     sessions = document.get("sessions")
+    if document.get("schema") != current[0]:
+        return _other_schema(document.get("schema"), sessions, current[0])
     if not isinstance(sessions, dict):
         raise IndexInputError("its sessions are not a JSON object")
     manifest = Manifest({}, {}, [])
+    manifest.not_traces = _not_traces(document.get("not_traces"), manifest.notices)
     for part, raw in sessions.items():
         version = msgspec.convert(raw, _Version) if isinstance(raw, dict) else _Version()
         if _foreign(version, current):
@@ -142,6 +168,45 @@ def parse_manifest(data: bytes, most: int, current: tuple[int, str]) -> Manifest
         except IndexInputError as error:
             manifest.notices.append(entry_notice(part, raw, str(error)))
     return manifest
+
+
+class _FileVersion(msgspec.Struct):
+    size: _Count
+    mtime: float
+    etag: str | None = None
+
+
+def _not_traces(raw, notices: list[str]) -> dict[str, dict]:
+    """The manifest's ``not_traces``, checked whole (a bad one costs only itself: those files
+    are looked into again)."""
+    if raw is None:
+        return {}
+    try:
+        checked = msgspec.convert(raw, dict[str, _FileVersion])
+    except msgspec.ValidationError as error:
+        notices.append(
+            escape_undecodable(f"the shared index's list of JSON files that are no profile cannot be used ({error})")
+        )
+        return {}
+    return {path: msgspec.to_builtins(version) for path, version in checked.items()}
+
+
+def _other_schema(schema, sessions, current: int) -> Manifest | None:
+    """A manifest of another index schema: one of an older layout is named, never used, and
+    rewritten (its parts deleted) by the next `index`; None for a newer one or none."""
+    if not isinstance(schema, int) or isinstance(schema, bool) or not 0 < schema < current:
+        return None
+    older = {
+        part: raw
+        for part, raw in (sessions.items() if isinstance(sessions, dict) else ())
+        if isinstance(part, str) and isinstance(raw, dict)
+    }
+    notice = (
+        f"the shared index was written in an older layout (index schema {schema}, one file a session and "
+        f"table); it is not used, and profiles are read instead: `tb-opcompare index LOGDIR` rewrites it "
+        f"(schema {current}, which lists a logdir from its manifest alone)"
+    )
+    return Manifest({}, {}, [notice], older)
 
 
 def _foreign(version: _Version, current: tuple[int, str]) -> bool:
@@ -191,6 +256,8 @@ def checked_entry(part: str, raw) -> dict:
         raise IndexInputError(f"it names part {entry.part!r}")
     if entry.error is None and entry.facts is None:
         raise IndexInputError("it holds neither facts nor an error")
+    if entry.tables and (entry.batch is None or any(end <= start for start, end in entry.tables.values())):
+        raise IndexInputError("its tables are placed in no batch, or in empty ranges")
     for record in entry.files:
         if record.path.startswith(("/", "\\")) or ".." in re.split(r"[/\\]", record.path):
             raise IndexInputError(f"its file {record.path!r} is not below the logdir")
@@ -200,6 +267,8 @@ def checked_entry(part: str, raw) -> dict:
     checked = dict(raw)
     checked["facts"] = None if entry.facts is None else msgspec.to_builtins(entry.facts)
     checked["step_count"] = entry.step_count
+    checked["op_names"] = entry.op_names
+    checked["sidecar"] = None if entry.sidecar is None else msgspec.to_builtins(entry.sidecar)
     return checked
 
 
@@ -234,12 +303,13 @@ def _check_text(entry: _Entry) -> None:
     would fail each answer that shows it. File names may not be: they are the names the
     files have (the listing shows them escaped), as are the workers' trace files."""
     try:
-        msgspec.json.encode([entry.run, entry.session, entry.error, entry.facts])
+        msgspec.json.encode([entry.run, entry.session, entry.error, entry.facts, entry.op_names, entry.sidecar])
         return
     except UnicodeEncodeError:
         pass
     try:  # the workers' files left out (rare: only where the whole failed)
-        msgspec.json.encode([entry.run, entry.session, entry.error, dataclasses.replace(entry.facts, workers=[])])
+        facts = dataclasses.replace(entry.facts, workers=[])
+        msgspec.json.encode([entry.run, entry.session, entry.error, facts, entry.op_names, entry.sidecar])
     except (UnicodeEncodeError, TypeError):  # TypeError: no facts (an error entry)
         raise IndexInputError("its text is not UTF-8") from None
 

@@ -27,7 +27,8 @@ from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UsageEr
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.formats import EMPTY_SESSION, PYTORCH, combine_job_ranks, read_job_rank
-from tb_opcompare.store.catalog import Catalog
+from tb_opcompare.ingest.sidecar import SIDECAR
+from tb_opcompare.store.catalog import FETCH_BATCH_BYTES, Catalog
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.progress import Progress
 from tb_opcompare.store.settings import ReadSettings
@@ -131,8 +132,8 @@ def _publish(
     if shared and not found.passing and before is not None and source.format != EMPTY_SESSION:
         try:
             with fs.confined(source.places):  # fingerprints open only what the listing found
-                done.entry = catalog.index.write_part(
-                    source.run, session, source.format, source.sessions[session], found, before
+                done.entry = catalog.index.make_entry(
+                    source.run, session, source.format, source.sessions[session], found, before, source.run_dir
                 )
         except OSError as error:
             done.write_error = f"cannot write {catalog.index.root}: {error.strerror or error}"
@@ -163,7 +164,6 @@ def index_logdir(
     session read (None: a line each, to ``say``)."""
     check_scheduler(scheduler, shared)
     progress = progress or Progress(say)
-    say = progress.say
     if scheduler and not fs.is_remote(catalog.logdir) and not os.path.isabs(catalog.logdir):
         # a cluster's workers run in directories of their own, where a relative logdir names
         # nothing (or another logdir): each of its sessions failed there
@@ -198,7 +198,8 @@ def _publish_manifest(catalog: Catalog, entries: list[dict], report: IndexReport
     their parts): an index that never forgets grows with every run deleted."""
     listed = {path for source in catalog.sources() for paths in source.sessions.values() for path in paths}
     try:
-        pruned = catalog.index.write_manifest(entries, listed)
+        # the JSON files that are no profile, remembered: a listing then looks into none of them
+        pruned = catalog.index.write_manifest(entries, listed, catalog.not_traces)
     except OSError as error:
         report.write_error = report.write_error or f"cannot write {catalog.index.root}: {error.strerror or error}"
         return
@@ -336,6 +337,12 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
     """One forked process a session, ``jobs`` at a time, each watched
     (``store.watched_fork``): a worker killed or stopped mid-run costs its session, named
     as failed, and no other (a process pool, broken by one killed worker, failed them all)."""
+    if tasks and fs.is_remote(tasks[0][0]):
+        # a bucket's client (its event loop thread) is not safe to fork: a pool forked from it
+        # ended a bucket's `index` in "attached to a different loop"
+        say(f"reading {len(tasks)} sessions in this process, their files fetched a batch at a time")
+        yield from _fetched_in_batches(tasks)
+        return
     workers = min(jobs, len(tasks))
     say(f"reading {len(tasks)} sessions with {workers} worker processes")
     if workers == 1:  # one process: no worker to start
@@ -345,6 +352,32 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
     calls = [(number, allowance(_session_bytes(task)), _index_one, *task) for number, task in enumerate(tasks)]
     for number, done in run_watched(calls, workers):
         yield _lost(tasks[number], done.reason) if isinstance(done, Lost) else done
+
+
+def _fetched_in_batches(tasks: list[tuple]) -> Iterator[_Done]:
+    """``_index_one`` of each task here, the files of a batch of sessions (and their runs'
+    sidecars) fetched at once, each batch's requests sent together (``fs.read_many``): one
+    after the other, each file of 1,000 runs cost round trips of its own."""
+    batch: list[tuple] = []
+    size = 0
+    for position, task in enumerate(tasks):
+        batch.append(task)
+        size += _session_bytes(task)
+        if size < FETCH_BATCH_BYTES and position + 1 < len(tasks):
+            continue
+        paths = [path for _, _, source, session, _ in batch for path in _files_of(source, session)]
+        contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
+        with fs.fetched(contents):
+            done = [_index_one(*task) for task in batch]
+        yield from done
+        batch, size = [], 0
+
+
+def _files_of(source: RunSource, session: str) -> list[str]:
+    """The session's files, and its run's sidecar where the listing found one."""
+    if source.format == EMPTY_SESSION:
+        return []
+    return [*source.sessions[session], *([fs.join(source.run_dir, SIDECAR)] if source.sidecar_listed else [])]
 
 
 def _session_bytes(task: tuple) -> int:

@@ -5,8 +5,13 @@ every reader uses it when it is there and can be trusted, and never needs it.
 
 Layout (the user's documentation, with every column: docs/index_schema.md):
 
-    <logdir>/.opcompare/manifest.json           which sessions are indexed, from which files
-    <logdir>/.opcompare/<table>/<part>.parquet  one part per session and table
+    <logdir>/.opcompare/manifest.json             which sessions are indexed, from which
+                                                  files, and all a listing shows of each
+    <logdir>/.opcompare/bundles/<batch>.bundle    their tables, in batches (``index_batches``)
+    <logdir>/.opcompare/<table>/<batch>.parquet   the same, the dataset DuckDB and pandas read
+
+A listing reads the manifest alone (a bucket: one request, where each run's parts and
+sidecar cost 4-5 before); reading a run's tables is one range read of its batch's bundle.
 
 One folder at the logdir's root rather than a file beside each profile: one place to grant
 (or deny) write access to and to delete, one glob for DuckDB or pandas
@@ -23,8 +28,8 @@ from the profile. A logdir without an index, or whose index cannot be read, is r
 before; one that cannot be written (a read-only share, a bucket that denies writes) keeps
 the parsed tables in the local cache, with a warning.
 
-Several writers: parts are written whole (a temporary name then a rename; one put to an
-object store), and the manifest is read again and merged just before it is written, so
+Several writers: each file is written whole (a temporary name then a rename; one put to
+an object store), a batch before the manifest that names it, and the manifest is read again and merged just before it is written, so
 two indexers of one logdir lose at most the other's newest entries, which are then read
 from the profiles (never a wrong number).
 """
@@ -42,7 +47,8 @@ import threading
 from tb_opcompare import __version__
 from tb_opcompare.errors import escape_undecodable
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, facts_of_head, relative_to
+from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, RunSource, facts_of_head, relative_to
+from tb_opcompare.ingest.sidecar import SIDECAR, remember_sidecar
 from tb_opcompare.ingest.workers import Rank
 from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.schema.index_tables import (
@@ -53,8 +59,10 @@ from tb_opcompare.schema.index_tables import (
     parquet_bytes,
     session_columns,
 )
-from tb_opcompare.store.cache import READER_VERSION, profile_columns, profile_from_columns
+from tb_opcompare.store import index_batches
+from tb_opcompare.store.cache import READER_VERSION, ProfileSummary, profile_columns, profile_from_columns
 from tb_opcompare.store.index_input import (
+    SIDECAR_KEPT_BYTES,
     IndexInputError,
     Manifest,
     check_steps,
@@ -65,8 +73,11 @@ from tb_opcompare.store.index_input import (
     part_budget,
 )
 
-INDEX_SCHEMA = 1  # bump when a table's columns or the manifest change meaning
+# bump when a table's columns or the manifest change meaning; 2: each entry carries what a
+# listing shows (its ops' names, its run's sidecar), so a listing reads the manifest alone
+INDEX_SCHEMA = 2
 MANIFEST = "manifest.json"
+BLOBS = "blobs"  # a new entry's tables (Parquet bytes by table), until ``write_manifest`` places them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +99,7 @@ class SharedIndex:
         self.memory_bytes = memory_bytes  # the memory guard's limit (0: none): the index is read within it too
         self._entries: dict[str, dict] = {}
         self._files: dict[str, dict] = {}  # a profile file's path -> its record in the manifest
+        self._not_traces: dict[str, dict] = {}  # a JSON file found to be no profile -> its version then
         # parts found bad (part -> (its entry, the notice)): read from the profile, and said,
         # for as long as the manifest holds that entry
         self._bad: dict[str, tuple[dict, str]] = {}
@@ -113,8 +125,9 @@ class SharedIndex:
             for record in entry["files"]
             if isinstance(record.get("head"), dict)
         }
+        not_traces = {fs.join(self.logdir, path): version for path, version in manifest.not_traces.items()}
         with self._lock:
-            self._entries, self._files = manifest.entries, files
+            self._entries, self._files, self._not_traces = manifest.entries, files, not_traces
             self._notices = ([escape_undecodable(warning)] if warning else []) + manifest.notices
             self._bad = {part: bad for part, bad in self._bad.items() if manifest.entries.get(part) == bad[0]}
 
@@ -122,7 +135,10 @@ class SharedIndex:
         """What discovery would learn from the file's first bytes, where the index read
         them from this very file (``discovery.KnownHeads``): no request."""
         record = self._files.get(path)
-        if record is None or not _unchanged(record, path):
+        if record is None:
+            not_trace = self._not_traces.get(path)
+            return HeadFacts((), None) if not_trace is not None and _unchanged(not_trace, path) else None
+        if not _unchanged(record, path):
             return None
         try:
             rank = record["head"]["rank"]
@@ -167,38 +183,101 @@ class SharedIndex:
             entry = self._trusted(file_format, paths)
             if entry is not None:
                 trusted[position] = entry
-        wanted = [self._part_path(table, entry["part"]) for entry in trusted.values() for table in entry["tables"]]
-        with self._confined():
-            blobs = fs.read_many(wanted, most=part_budget(self.memory_bytes)) if wanted else {}
+        read = self._read_tables([entry for entry in trusted.values() if not entry.get("error")])
         found: dict[int, Found] = {}
         for position, entry in trusted.items():
             if entry.get("error"):
                 found[position] = Found(None, (fs.join(self.logdir, entry["error"]["path"]), entry["error"]["reason"]))
                 continue
             try:
-                found[position] = Found(self._profile_of(entry, blobs))
+                found[position] = Found(self._profile_of(entry, read[entry["part"]]))
             except IndexInputError as error:  # that run is read from its profile
                 with self._lock:
                     self._bad[entry["part"]] = (entry, entry_notice(entry["part"], entry, str(error)))
         return found
 
-    def _profile_of(self, entry: dict, blobs: dict) -> object:
-        """The entry's profile from its parts' bytes, each checked. Raises IndexInputError."""
-        tables = {}
-        for table in entry["tables"]:
-            path = self._part_path(table, entry["part"])
-            data = blobs[path]
+    def _read_tables(self, entries: list[dict]) -> dict[str, dict[str, bytes] | IndexInputError]:
+        """Each entry's tables (a Parquet file each) by its part, read from its batch's bundle
+        in one range read an entry, all sent at once; or why they cannot be."""
+        read: dict[str, dict[str, bytes] | IndexInputError] = {}
+        wanted = []
+        for entry in entries:
+            start, end = index_batches.span(entry) if entry["tables"] else (0, 0)
+            budget = part_budget(self.memory_bytes)
+            if budget is not None and end - start > budget * len(entry["tables"]):
+                read[entry["part"]] = IndexInputError(f"over {budget / 1e6:,.0f} MB a table (memory guard)")
+            elif entry["tables"]:
+                wanted.append((entry, (index_batches.bundle_path(self.root, entry["batch"]), start, end)))
+            else:
+                read[entry["part"]] = {}
+        with self._confined():
+            fetched = fs.read_ranges([where for _, where in wanted]) if wanted else []
+        for (entry, (path, start, end)), data in zip(wanted, fetched):
             if isinstance(data, OSError):
-                raise IndexInputError(f"{path}: {data.strerror or data}")
+                read[entry["part"]] = IndexInputError(f"{path}: {data.strerror or data}")
+            elif len(data) != end - start:
+                read[entry["part"]] = IndexInputError(f"{path}: shorter than its entry says")
+            else:
+                read[entry["part"]] = index_batches.split(entry, data)
+        return read
+
+    def _profile_of(self, entry: dict, blobs: dict[str, bytes] | IndexInputError) -> object:
+        """The entry's profile from its tables' bytes, each checked. Raises IndexInputError."""
+        if isinstance(blobs, IndexInputError):
+            raise blobs
+        tables = {}
+        for table, data in blobs.items():
+            if table == RUNS:
+                continue  # its facts are the manifest's
             try:
                 tables[table] = decode_part(data, table, self.memory_bytes)
             except IndexInputError as error:
-                raise IndexInputError(f"{path}: {error}") from None
+                raise IndexInputError(f"its {table} table: {error}") from None
         check_steps(tables, entry["step_count"])
         try:
             return _profile_from_tables(entry, tables)
         except (ValueError, KeyError, TypeError) as error:  # whatever the checks missed costs this run only
             raise IndexInputError(f"its tables cannot be made: {error}") from None
+
+    def summary(self, file_format: str, paths: list[str]) -> Found | None:
+        """What a listing shows of the session (its facts and ops' names, a ``ProfileSummary``),
+        or why it is unreadable, from the manifest alone (no request), where its entry can be
+        trusted and holds them; None otherwise."""
+        entry = self._trusted(file_format, paths)
+        if entry is None:
+            return None
+        if entry.get("error"):
+            return Found(None, (fs.join(self.logdir, entry["error"]["path"]), entry["error"]["reason"]))
+        if entry.get("op_names") is None:
+            return None
+        try:
+            facts = ProfileFacts(
+                **{field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)}
+            )
+        except (KeyError, TypeError):
+            return None
+        return Found(ProfileSummary(facts, frozenset(entry["op_names"])))
+
+    def seed_sidecars(self, sources: list[RunSource]) -> None:
+        """Let the runs' sidecars be read from the index's copies where the listing shows each
+        unchanged since (size, time and tag): in a bucket, each sidecar read is a request a
+        run (on disk it is a cheap read, under the rule of links: left to it)."""
+        if not fs.is_remote(self.logdir) or not self._entries:
+            return
+        kept = {entry["sidecar"]["path"]: entry["sidecar"] for entry in self._entries.values() if entry.get("sidecar")}
+        for source in sources:
+            if not source.sidecar_listed:
+                continue
+            path = fs.join(source.run_dir, SIDECAR)
+            copy = kept.get(self.relative(path))
+            if copy is None:
+                continue
+            try:
+                now = fs.fingerprint(path)
+            except OSError:
+                continue
+            if (now["size"], now["mtime"], now["etag"]) == (copy["size"], copy["mtime"], copy.get("etag")):
+                remember_sidecar(path, now, copy["text"].encode("utf-8"))
 
     def _trusted(self, file_format: str, paths: list[str]) -> dict | None:
         """The session's entry, where one is there and can be trusted."""
@@ -234,14 +313,23 @@ class SharedIndex:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write_part(
-        self, run: str, session: str, file_format: str, paths: list[str], found: Found, before: list[dict]
+    def make_entry(
+        self,
+        run: str,
+        session: str,
+        file_format: str,
+        paths: list[str],
+        found: Found,
+        before: list[dict],
+        run_dir: str | None = None,
     ) -> dict | None:
-        """Write one session's tables (or its reason for being unreadable) and return its
-        manifest entry; ``write_manifest`` publishes it. ``before``: each file's
+        """One session's manifest entry, with its tables (or its reason for being
+        unreadable), for ``write_manifest`` to place in a batch and publish: a worker of a
+        pool or a cluster makes it, the indexer writes the batch whole. ``run_dir``: the run's folder, whose
+        sidecar the entry keeps a copy of (where it has one). ``before``: each file's
         fingerprint taken before it was read; a file that changed since (a profiler still
         writing it) gets no entry (None), as the tables may be the old bytes'. Raises
-        OSError where the logdir cannot be written."""
+        OSError where the logdir's index cannot be written."""
         refusal = self._refusal()
         if refusal:
             raise OSError(refusal)
@@ -249,22 +337,7 @@ class SharedIndex:
         if now != before:
             return None
         part = self.part_of(paths)
-        files = []
-        for path, fingerprint in zip(paths, now):
-            ends = fs.read_ends(path)  # its head is the first bytes discovery looks at (ENDS_BYTES = SNIFF_BYTES)
-            head = facts_of_head(ends)
-            files.append(
-                {
-                    "path": self.relative(path),
-                    **fingerprint,
-                    "ends_sha256": hashlib.sha256(ends).hexdigest(),  # what earlier versions compare
-                    "content_blake2b": fs.content_digest(path),
-                    "head": {
-                        "markers": list(head.markers),
-                        "rank": dataclasses.astuple(head.rank) if head.rank else None,
-                    },
-                }
-            )
+        files = [self._file_record(path, fingerprint) for path, fingerprint in zip(paths, now)]
         entry = {
             "part": part,
             "run": run,
@@ -274,47 +347,136 @@ class SharedIndex:
             "schema": INDEX_SCHEMA,
             "reader": READER_VERSION,
             "tool": __version__,
-            "tables": [],
+            "tables": {},
         }
         if found.unreadable is not None:
             path, reason = found.unreadable
             entry["error"] = {"path": self.relative(path), "reason": reason}
             return entry
         stored = profile_columns(found.profile)
-        # the facts in the manifest too: a reader then fetches only the tables with rows
+        # the facts in the manifest too, with the ops' names and the sidecar: a listing then
+        # reads the manifest alone, and a reader fetches only the tables with rows
         entry["facts"], entry["step_count"] = stored["facts"], stored["step_count"]
+        entry["op_names"] = sorted(set(stored["ops"]["op_name"]))
+        entry["sidecar"] = self._sidecar_copy(run_dir) if run_dir else None
         shown = [escape_undecodable(file["path"]) for file in files]  # Parquet text is UTF-8
-        for table, data in _tables_of(stored, run, session, shown).items():
-            with self._confined():
-                fs.write_bytes(self._part_path(table, part), data)
-            if table != RUNS:
-                entry["tables"].append(table)
+        entry[BLOBS] = _tables_of(stored, run, session, shown)  # placed in a batch by ``write_manifest``
         return entry
 
-    def write_manifest(self, new_entries: list[dict], listed: set[str] | None = None) -> int:
-        """Publish entries: the manifest is read again and merged first (another indexer
-        may have written since), then written whole, other versions' entries kept. With
-        ``listed`` (the files the listing found), the entries of files that are gone are
-        pruned, and their parts deleted: runs deleted and recorded anew left 16 entries and
-        48 parts for 4 runs. Returns the entries pruned. Raises OSError."""
+    def _file_record(self, path: str, fingerprint: dict) -> dict:
+        """A profile file as its entry records it: where, which version, its first bytes' facts."""
+        ends = fs.read_ends(path)  # its head is the first bytes discovery looks at (ENDS_BYTES = SNIFF_BYTES)
+        head = facts_of_head(ends)
+        return {
+            "path": self.relative(path),
+            **fingerprint,
+            "ends_sha256": hashlib.sha256(ends).hexdigest(),  # what earlier versions compare
+            "content_blake2b": fs.content_digest(path),
+            "head": {"markers": list(head.markers), "rank": dataclasses.astuple(head.rank) if head.rank else None},
+        }
+
+    def _sidecar_copy(self, run_dir: str) -> dict | None:
+        """The run's sidecar as the index keeps it (with its version, so a sidecar corrected
+        since is read again), where it is small UTF-8 text; None where there is none."""
+        path = fs.join(run_dir, SIDECAR)
+        try:
+            fingerprint = fs.fingerprint(path)
+            if fingerprint["size"] > SIDECAR_KEPT_BYTES:
+                return None
+            data = fs.read_head(path, SIDECAR_KEPT_BYTES + 1)
+            if fs.fingerprint(path) != fingerprint or len(data) != fingerprint["size"]:
+                return None  # rewritten while it was read
+            return {"path": self.relative(path), **fingerprint, "text": data.decode("utf-8")}
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def write_manifest(
+        self, new_entries: list[dict], listed: set[str] | None = None, not_traces: list[str] | None = None
+    ) -> int:
+        """Publish entries (``make_entry``'s): the manifest is read again and merged first
+        (another indexer may have written since); the new sessions' tables are written in a
+        batch of their own (``store.index_batches``), with the sessions of the batches to
+        write anew; then the manifest, whole, other versions' entries kept. With ``listed``
+        (the files the listing found), the entries of files that are gone are pruned: runs
+        deleted and recorded anew left 16 entries and 48 parts for 4 runs. ``not_traces``:
+        the JSON files the listing found to be no profile, which a listing then does not
+        look into while they are unchanged (None: those the manifest names kept). Returns
+        the entries pruned. Raises OSError."""
         refusal = self._refusal()
         if refusal:
             if new_entries:
                 raise OSError(refusal)
             return 0
         manifest, _ = self._read_manifest()
-        current = {**manifest.foreign, **manifest.entries, **{entry["part"]: entry for entry in new_entries}}
+        before = {**manifest.foreign, **manifest.entries}
+        current = {**before, **{entry["part"]: entry for entry in new_entries}}
         gone = {part: current.pop(part) for part in self._gone(current, listed)} if listed is not None else {}
-        if not new_entries and not gone:
+        kept = manifest.not_traces if not_traces is None else self._versions(not_traces)
+        if not new_entries and not gone and not manifest.older and kept == manifest.not_traces:
             return 0
-        document = {"schema": INDEX_SCHEMA, "tool": __version__, "sessions": current}
+        rewritten = index_batches.to_rewrite(before, current)
         with self._confined():
+            self._write_batch(current, rewritten)
+            document = {"schema": INDEX_SCHEMA, "tool": __version__, "sessions": current, "not_traces": kept}
             fs.write_bytes(fs.join(self.root, MANIFEST), json.dumps(document, indent=1, sort_keys=True).encode("utf-8"))
-            for part, entry in gone.items():
+            for path in [file for batch in rewritten for file in index_batches.batch_files(self.root, batch)]:
+                with contextlib.suppress(OSError):
+                    fs.remove(path)
+            for part, entry in manifest.older.items():  # an older layout's parts
                 self._delete_parts(part, entry)
         with self._lock:
             self._entries = {part: entry for part, entry in current.items() if part not in manifest.foreign}
         return len(gone)
+
+    def _write_batch(self, current: dict[str, dict], rewritten: set[str]) -> None:
+        """Write one batch of the new entries' tables and those of the entries of the batches
+        ``rewritten`` (their bytes read at once, each checked: one that cannot be is dropped
+        from ``current``, and its session read again by the next `index`)."""
+        moved = {part: entry for part, entry in current.items() if entry.get("batch") in rewritten}
+        blobs = self._moved_tables(moved)
+        batch = index_batches.Batch()
+        for part, entry in list(current.items()):
+            tables = entry.pop(BLOBS, None) if BLOBS in entry else blobs.get(part)
+            if tables is None:
+                if part in moved:
+                    del current[part]
+                continue
+            entry = current[part] = dict(entry)
+            try:
+                batch.add(entry, tables)
+            except IndexInputError:
+                del current[part]
+        if batch.bundle:
+            for path, data in batch.files(self.root).items():
+                fs.write_bytes(path, data)
+
+    def _moved_tables(self, moved: dict[str, dict]) -> dict[str, dict[str, bytes]]:
+        """The tables of entries of batches to write anew, read from their bundles at once;
+        an entry whose tables cannot be read is left out."""
+        wanted = []
+        for part, entry in moved.items():
+            try:
+                start, end = index_batches.span(entry)
+                wanted.append((part, (index_batches.bundle_path(self.root, entry["batch"]), start, end)))
+            except (TypeError, ValueError, AttributeError, KeyError):
+                continue
+        fetched = fs.read_ranges([where for _, where in wanted]) if wanted else []
+        tables = {}
+        for (part, (_, start, end)), data in zip(wanted, fetched):
+            if isinstance(data, bytes) and len(data) == end - start:
+                tables[part] = index_batches.split(moved[part], data)
+        return tables
+
+    def _versions(self, paths: list[str]) -> dict[str, dict]:
+        """Each file's version (size, time, tag: from the listing, no request), by its path
+        below the logdir; a file that cannot be asked about is left out."""
+        versions = {}
+        for path in paths:
+            try:
+                versions[self.relative(path)] = fs.fingerprint(path)
+            except OSError:
+                continue
+        return versions
 
     def _gone(self, entries: dict[str, dict], listed: set[str]) -> list[str]:
         """The entries one of whose files is gone: not among those listed, and not there
@@ -330,8 +492,8 @@ class SharedIndex:
         return gone
 
     def _delete_parts(self, part: str, entry: dict) -> None:
-        """A pruned entry's parts (only names this version writes: an entry never leads a
-        deletion elsewhere); one that cannot be deleted is left, as an unlisted file."""
+        """An older layout's entry's parts, a file a table (only names it wrote: an entry
+        never leads a deletion elsewhere); one that cannot be deleted is left."""
         tables = entry.get("tables") if isinstance(entry.get("tables"), list) else []
         if not _PART.fullmatch(part):
             return
