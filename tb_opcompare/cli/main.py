@@ -131,8 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add(commands, reading)
     trend.add(commands, reading)
     matrix.add(commands, reading)
-    for add_page in (pair_views.add_modules, pair_views.add_layers, pair_views.add_memory, pair_views.add_roofline):
-        add_page(commands, reading, two_runs)
+    pair_views.add_pages(commands, reading, two_runs)
     record.add(commands)
     index.add_index(commands, reading)
     index.add_export(commands, reading)

@@ -4,77 +4,24 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from tb_opcompare.cli.common import EXIT_OK, add_top_option, emit, escape_controls, open_catalog, positive_int
 from tb_opcompare.text import format_bytes, format_rate, format_share, format_speedup, format_time
 
-if TYPE_CHECKING:
-    pass
 
-
-def add_modules(
+def add_pages(
     commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
 ) -> None:
-    modules = commands.add_parser(
-        "modules",
-        parents=[reading, two_runs],
-        help="two runs' module trees side by side (model -> module -> op)",
-        description="Each op placed in its module (PyTorch: the nn.Module call it ran in, recorded with "
-        "with_stack=True; TF: the scope of its name), and every module's time with its sub-modules, on "
-        "both runs, per profiled step where both know their steps; speedup = baseline / target.",
-    )
-    modules.add_argument("--depth", type=positive_int, default=3, help="print modules down to this depth (default 3)")
-    modules.set_defaults(handler=_modules)
+    """The four pages' commands, in the order the top-level --help lists them: each its
+    help, its description, its own option and its handler."""
+    for name, help_text, description, own_option, handler in _PAGES:
+        page = commands.add_parser(name, parents=[reading, two_runs], help=help_text, description=description)
+        own_option(page)
+        page.set_defaults(handler=handler)
 
 
-def add_layers(
-    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
-) -> None:
-    layers = commands.add_parser(
-        "layers",
-        parents=[reading, two_runs],
-        help="two runs' application, framework, runtime and device time",
-        description="How much of a step each layer takes on both runs: the application (record_function and "
-        "TF Trace ranges, app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
-        "device (kernels); then each application range and runtime call compared by its wall time per "
-        "call (speedup = baseline / target).",
-    )
-    add_top_option(layers, "print the N largest rows of each layer")
-    layers.set_defaults(handler=_layers)
-
-
-def add_memory(
-    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
-) -> None:
-    memory = commands.add_parser(
-        "memory",
-        parents=[reading, two_runs],
-        help="two runs' memory: peaks per device and what each op allocated",
-        description="Each run's peak memory per device, its memory events and bytes allocated per profiled step, "
-        "and the ops that allocated or freed memory, the largest first: bytes allocated in all and per "
-        "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
-        "profile_memory=True; TensorFlow with its allocation events.",
-    )
-    add_top_option(memory, "print the N ops that allocated the most")
-    memory.set_defaults(handler=_memory)
-
-
-def add_roofline(
-    commands: argparse._SubParsersAction, reading: argparse.ArgumentParser, two_runs: argparse.ArgumentParser
-) -> None:
-    roofline = commands.add_parser(
-        "roofline",
-        parents=[reading, two_runs],
-        help="why an op sped up: its work, achieved rate and device limit on both runs",
-        description="Each op's FLOPs and bytes (from the profile, else from its recorded input shapes), its "
-        "achieved FLOP/s, arithmetic intensity and fraction of its device's roof on both runs, whether it is "
-        "compute- or memory-bound, and what the change did: moved along the roof, or closed or widened the gap "
-        "under it. Device limits come from the run's sidecar (device_limits, host_limits), the profile, or a "
-        "table of datasheet figures.",
-    )
-    add_top_option(roofline, "print the N ops with the most time")
-    roofline.set_defaults(handler=_roofline)
+def _depth_option(page: argparse.ArgumentParser) -> None:
+    page.add_argument("--depth", type=positive_int, default=3, help="print modules down to this depth (default 3)")
 
 
 def _modules(args) -> int:
@@ -240,3 +187,48 @@ def _print_memory(document, top: int) -> None:
             print(f"… {len(document.rows) - top} more (--top, --csv)")
     for note in document.notes:
         print(f"note: {escape_controls(note)}")
+
+
+# (command, its --help line, its description, its own option, its handler)
+_PAGES = (
+    (
+        "modules",
+        "two runs' module trees side by side (model -> module -> op)",
+        "Each op placed in its module (PyTorch: the nn.Module call it ran in, recorded with "
+        "with_stack=True; TF: the scope of its name), and every module's time with its sub-modules, on "
+        "both runs, per profiled step where both know their steps; speedup = baseline / target.",
+        _depth_option,
+        _modules,
+    ),
+    (
+        "layers",
+        "two runs' application, framework, runtime and device time",
+        "How much of a step each layer takes on both runs: the application (record_function and "
+        "TF Trace ranges, app_stats), the framework (ops), the runtime (CUDA/HIP runtime and driver calls) and the "
+        "device (kernels); then each application range and runtime call compared by its wall time per "
+        "call (speedup = baseline / target).",
+        lambda page: add_top_option(page, "print the N largest rows of each layer"),
+        _layers,
+    ),
+    (
+        "memory",
+        "two runs' memory: peaks per device and what each op allocated",
+        "Each run's peak memory per device, its memory events and bytes allocated per profiled step, "
+        "and the ops that allocated or freed memory, the largest first: bytes allocated in all and per "
+        "call on both runs (ratio = target / baseline per call). PyTorch records memory with "
+        "profile_memory=True; TensorFlow with its allocation events.",
+        lambda page: add_top_option(page, "print the N ops that allocated the most"),
+        _memory,
+    ),
+    (
+        "roofline",
+        "why an op sped up: its work, achieved rate and device limit on both runs",
+        "Each op's FLOPs and bytes (from the profile, else from its recorded input shapes), its "
+        "achieved FLOP/s, arithmetic intensity and fraction of its device's roof on both runs, whether it is "
+        "compute- or memory-bound, and what the change did: moved along the roof, or closed or widened the gap "
+        "under it. Device limits come from the run's sidecar (device_limits, host_limits), the profile, or a "
+        "table of datasheet figures.",
+        lambda page: add_top_option(page, "print the N ops with the most time"),
+        _roofline,
+    ),
+)
