@@ -56,7 +56,7 @@ def test_twenty_concurrent_loads_of_a_cold_run_parse_it_once(logdir):
         thread.join()
     assert not failures
     assert list(catalog.cache.parses.values()) == [1]
-    assert all(profile.op_table.frame() is results[0].op_table.frame() for profile in results)  # one table, shared
+    assert all(profile.op_table is results[0].op_table for profile in results)  # one table, shared
 
 
 def test_twenty_concurrent_compare_requests_to_the_plugin_parse_each_file_once(logdir, tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
+from playwright.sync_api import expect
 
 from tb_opcompare.text import format_speedup, format_throughput, format_time
 
@@ -252,6 +253,8 @@ def test_each_cell_shows_the_part_of_the_step_chosen_and_its_speedup(page, matri
         page.wait_for_function(f"() => location.hash.includes('matrix_part={part}')")
         frame.locator(".oc-matrix-part").first.wait_for(timeout=60_000)
         label = frame.locator(f"#oc-matrix-part option[value='{part}']").inner_text()
+        # the cells of the part chosen before stay on screen until the new document is drawn
+        expect(frame.locator(".oc-matrix-part").filter(has_not_text=label)).to_have_count(0, timeout=60_000)
         for cell in document["cells"]:
             shown = cell_locator(frame, cell).locator(".oc-matrix-part").inner_text()
             if cell["part_us"] is None:
