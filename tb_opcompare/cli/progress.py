@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-from tb_opcompare.errors import escape_control_characters as escape_controls
-from tb_opcompare.store.progress import READS_UNDER_WAY, Progress, ReadsUnderWay, shown_after_s
+from tb_opcompare.cli.common import escape_controls
+from tb_opcompare.store.progress import READS_UNDER_WAY, Progress, ReadsUnderWay, Tally, shown_after_s
 from tb_opcompare.text import format_reads, format_seconds
 
 # Off a terminal, a line at most this often (and for the first and last item): a log of
@@ -66,32 +66,20 @@ class Reporter(Progress):
 
         self._bar = tqdm(total=total, unit=f" {what}", file=self.stream, leave=True, **_screen())
 
-    def advance(self, label: str, ok: bool = True) -> None:
-        assert self.tally is not None, "advance before start"
-        self.tally.advance(ok)
+    def show(self, tally: Tally, label: str, ok: bool) -> None:
+        """The bar moved on a terminal; off one, a plain line now and then."""
         if self.quiet:
             return
         if self._bar is not None:
             self._bar.set_postfix_str(escape_controls(label)[:32], refresh=False)
             self._bar.update(1)
-            if self.tally.done >= self.tally.total:
+            if tally.done >= tally.total:
                 self.close()
             return
         now = time.monotonic()
-        if self.tally.done in (1, self.tally.total) or now - self._last_line >= PLAIN_LINE_EVERY_S:
+        if tally.done in (1, tally.total) or now - self._last_line >= PLAIN_LINE_EVERY_S:
             self._last_line = now
-            print(self.plain_line(), file=self.stream, flush=True)
-
-    def plain_line(self) -> str:
-        """``sessions: 12 of 36 (33%), 1 unreadable, about 40 s left``."""
-        tally = self.tally
-        assert tally is not None
-        left = tally.seconds_left()
-        return (
-            f"{tally.what}: {tally.done} of {tally.total} ({100 * tally.done // max(tally.total, 1)}%)"
-            + (f", {tally.failed} unreadable" if tally.failed else "")
-            + (f", about {format_seconds(left)} left" if left is not None else "")
-        )
+            print(plain_line(tally), file=self.stream, flush=True)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -148,3 +136,13 @@ def _screen() -> dict:
     rows and columns, on which tqdm would draw nothing)."""
     size = shutil.get_terminal_size(fallback=(80, 24))
     return {"ncols": size.columns, "nrows": size.lines}
+
+
+def plain_line(tally: Tally) -> str:
+    """``sessions: 12 of 36 (33%), 1 unreadable, about 40 s left``."""
+    left = tally.seconds_left()
+    return (
+        f"{tally.what}: {tally.done} of {tally.total} ({100 * tally.done // max(tally.total, 1)}%)"
+        + (f", {tally.failed} unreadable" if tally.failed else "")
+        + (f", about {format_seconds(left)} left" if left is not None else "")
+    )

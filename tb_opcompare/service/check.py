@@ -54,14 +54,14 @@ def check_document(
     resamples: int = confidence.RESAMPLES,
     baseline_catalog: Catalog | None = None,
 ) -> CheckDocument:
-    """The check of ``target`` runs against ``baseline`` runs. Each side needs two runs or
-    more unless ``allow_one_run``: one run cannot tell a regression from a hiccup of the
-    machine during that run (16% of one-against-one checks of identical configurations
-    failed here, 4.2% with two runs a side, none with three). ``baseline_catalog``: a
-    stored baseline's logdir. Raises UsageError, UnknownRunError or ProfileError."""
+    """``target`` runs checked against ``baseline`` runs (``baseline_catalog``: a stored baseline's
+    logdir), two runs a side or more unless ``allow_one_run``: one run cannot tell a regression
+    from a hiccup (checks of identical configurations failed 16% of the time here with one run a
+    side, 4.2% with two, none with three)."""
     _check_arguments(baseline, target, group_by, allow_one_run, one_logdir=baseline_catalog is None)
     pattern = _pattern(ops)  # a bad pattern fails before any run is read
-    catalogs, sides = _read_sides({"baseline": baseline_catalog or catalog, "target": catalog}, baseline, target)
+    catalogs = {"baseline": baseline_catalog or catalog, "target": catalog}
+    sides = _read_sides(catalogs, {"baseline": baseline, "target": target})
     samples = _matched_samples(sides, group_by)
     warnings = _run_warnings(sides)
     noise = _noise(catalogs, sides, group_by, warnings)
@@ -108,13 +108,11 @@ def _noises(noise: dict) -> dict:
     return {"baseline_noise": noise["baseline"], "target_noise": noise["target"]}
 
 
-def _read_sides(catalogs: dict[str, Catalog], baseline: list[str], target: list[str]) -> tuple[dict, dict]:
-    """(the catalogs, each side's runs read from its catalog: the same one, or a stored
-    baseline's)."""
-    runs = {"baseline": baseline, "target": target}
+def _read_sides(catalogs: dict[str, Catalog], runs: dict[str, list[str]]) -> dict[str, list[LoadedRun]]:
+    """Each side's runs read from its catalog (the same one, or a stored baseline's)."""
     for name, names in runs.items():
         catalogs[name].read_ahead_runs(names)
-    return catalogs, {name: [catalogs[name].load(run) for run in names] for name, names in runs.items()}
+    return {name: [catalogs[name].load(run) for run in names] for name, names in runs.items()}
 
 
 def _check_arguments(
@@ -318,15 +316,11 @@ def _noise(
     groups: dict[tuple, list[confidence.RunSamples]] = collections.defaultdict(list)
     for catalog in {id(catalog): catalog for catalog in catalogs.values()}.values():
         compared = {run.source.run for name, runs in sides.items() if catalogs[name] is catalog for run in runs}
+        claimed = ((source, catalog.claims(source)) for source in catalog.sources() if source.run not in compared)
         repeats = [
             source
-            for source in catalog.sources()
-            if not (
-                source.run in compared
-                or catalog.claims(source).repeat is None
-                or catalog.claims(source).model not in models
-                or catalog.claims(source).device not in (*devices, None)
-            )
+            for source, claims in claimed
+            if claims.repeat is not None and claims.model in models and claims.device in (*devices, None)
         ]
         catalog.read_ahead(repeats)
         for source in repeats:

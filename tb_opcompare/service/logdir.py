@@ -31,10 +31,12 @@ def read_logdir(
     for source in sources:
         try:
             loaded_runs.append(catalog.load_source(source))
+            read = True
         except ProfileError as error:
             failed.append((source, error))
+            read = False
         if progress:
-            progress.advance(source.run, ok=not failed or failed[-1][0] != source)
+            progress.advance(source.run, ok=read)
     return with_identified_models(loaded_runs), failed
 
 

@@ -65,8 +65,8 @@ class Read:
 
 class ReadsUnderWay:
     """The process's cold reads as they start and end (thread-safe), and the rate of those
-    that ended, which gives a read under way its expected time left. Listeners (the
-    CLI's progress line) are told of each start and end."""
+    that ended, which gives a read under way its expected time left (the CLI's line and
+    the tab's ``reads`` route ask for a ``snapshot``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -74,7 +74,6 @@ class ReadsUnderWay:
         self._ids = itertools.count()
         self._read_bytes = 0
         self._read_seconds = 0.0
-        self.listeners: list[Callable[[], None]] = []
 
     @contextlib.contextmanager
     def reading(self, run: str, size_bytes: int) -> Iterator[None]:
@@ -83,7 +82,6 @@ class ReadsUnderWay:
         read = Read(run, size_bytes, time.monotonic())
         with self._lock:
             self._reads[key] = read
-        self._tell()
         try:
             yield
         finally:
@@ -91,11 +89,6 @@ class ReadsUnderWay:
                 del self._reads[key]
                 self._read_bytes += size_bytes
                 self._read_seconds += time.monotonic() - read.started
-            self._tell()
-
-    def _tell(self) -> None:
-        for listener in list(self.listeners):
-            listener()
 
     def snapshot(self, after_s: float | None = None) -> list[dict]:
         """The reads that have taken ``after_s`` (None: ``shown_after_s()``) or more so far,
@@ -136,7 +129,11 @@ class Progress:
     def advance(self, label: str, ok: bool = True) -> None:
         assert self.tally is not None, "advance before start"
         self.tally.advance(ok)
-        self._say(f"  [{self.tally.done}/{self.tally.total}] {label}: {'ok' if ok else 'unreadable'}")
+        self.show(self.tally, label, ok)
+
+    def show(self, tally: Tally, label: str, ok: bool) -> None:
+        """An item done: a line of its own here."""
+        self._say(f"  [{tally.done}/{tally.total}] {label}: {'ok' if ok else 'unreadable'}")
 
     def say(self, text: str) -> None:
         self._say(text)

@@ -32,18 +32,16 @@ def both_sides(catalog: Catalog, baseline: str | list[str], target: str | list[s
     (``expand_runs``), the logdir's repeat groups found once for both: each is every run's
     sidecar, read and settled."""
     groups = logdir_repeat_groups(catalog) if repeats else None
-    return tuple(
-        expand_runs(catalog, side, repeats, groups)
-        if isinstance(side, list)
-        else side_runs(catalog, side, repeats, groups)
-        for side in (baseline, target)
-    )
+    return tuple(_side(catalog, side, repeats, groups) for side in (baseline, target))
 
 
 def one_side(catalog: Catalog, side: str | list[str], repeats: bool = False) -> list[str]:
     """The runs of one side, as ``both_sides`` finds them (a side kept in a logdir of its
     own: ``check``'s stored baseline)."""
-    groups = logdir_repeat_groups(catalog) if repeats else None
+    return _side(catalog, side, repeats, logdir_repeat_groups(catalog) if repeats else None)
+
+
+def _side(catalog: Catalog, side: str | list[str], repeats: bool, groups: dict | None) -> list[str]:
     return (
         expand_runs(catalog, side, repeats, groups)
         if isinstance(side, list)
