@@ -622,7 +622,7 @@
  * @property {string} op_name - op name (the outermost op with a formula: `aten::conv2d`, not the convolution it calls)
  * @property {number|null} baseline_calls - the op's calls counted (a call inside another counted call left out)
  * @property {number|null} baseline_known_calls - those whose work is known and that ran where the op is timed (the figures below are theirs)
- * @property {string|null} baseline_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`
+ * @property {string|null} baseline_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes), `xla` (XLA's cost rules on the compiled program the profile carries) or `unknown: why`
  * @property {string|null} baseline_timed_on - `device`: by the kernels its calls launched; `host`: by their wall time
  * @property {number|null} baseline_time_us - the known calls' time there, µs
  * @property {number|null} baseline_share - time_us / the time of all ops of the run with known work
@@ -639,7 +639,7 @@
  * @property {string|null} baseline_suspect - why an achieved rate above a peak cannot be (the op is then not placed on the roof)
  * @property {number|null} target_calls - the op's calls counted (a call inside another counted call left out)
  * @property {number|null} target_known_calls - those whose work is known and that ran where the op is timed (the figures below are theirs)
- * @property {string|null} target_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`
+ * @property {string|null} target_source - where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes), `xla` (XLA's cost rules on the compiled program the profile carries) or `unknown: why`
  * @property {string|null} target_timed_on - `device`: by the kernels its calls launched; `host`: by their wall time
  * @property {number|null} target_time_us - the known calls' time there, µs
  * @property {number|null} target_share - time_us / the time of all ops of the run with known work

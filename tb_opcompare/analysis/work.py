@@ -57,6 +57,7 @@ DTYPE_BYTES = {
 
 PROFILE = "profile"  # the profiler's own figure (PyTorch ``with_flops``, xplane ``flops`` stats)
 SHAPES = "shapes"  # this module's formulas on the recorded input shapes
+XLA_PROGRAM = "xla"  # XLA's cost rules on the compiled program the profile carries (ingest.readers.xla_cost)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1332,7 +1332,7 @@ _ROOFLINE_PER_SIDE: tuple[tuple[str, Any, str], ...] = (
     (
         "source",
         str | None,
-        "where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes) or `unknown: why`",
+        "where the work comes from: `profile`, `shapes` (formulas on the recorded input shapes), `xla` (XLA's cost rules on the compiled program the profile carries) or `unknown: why`",
     ),
     ("timed_on", str | None, "`device`: by the kernels its calls launched; `host`: by their wall time"),
     ("time_us", float | None, "the known calls' time there, µs"),

@@ -1,4 +1,5 @@
-"""What the XLA programs of a TensorFlow profile say about its precision.
+"""What the XLA programs of a profile say about its precision (and, kept for
+``xla_cost``, the programs themselves by id).
 
 With XLA, TensorFlow's ops become compiled programs whose allocations carry no dtype,
 so the precision is read where XLA keeps it: the ``HloProto`` of each program, which the
@@ -12,6 +13,7 @@ convolutions are converted to fp32 and computed there).
 from __future__ import annotations
 
 import collections
+import re
 
 from google.protobuf.message import DecodeError
 
@@ -20,6 +22,7 @@ from tb_opcompare.schema.events import precision_from_dtypes
 
 METADATA_PLANE = "/host:metadata"
 _HLO_STAT = "Hlo Proto"
+PROGRAM_STAT = "program_id"  # on a program's metadata and on each event of its ops
 _COMPUTE_OPCODES = frozenset({"convolution", "dot"})
 # xla_data.proto's PrimitiveType, for the floating types a model computes in: F16 10, F32 11,
 # F64 12, BF16 16, the fp8 kinds (F8E5M2 19, F8E4M3FN 20, F8E4M3B11FNUZ 23, F8E5M2FNUZ 24,
@@ -34,6 +37,10 @@ _ELEMENT_TYPES = {
 }
 
 
+_INTEGERS = ("int64_value", "uint64_value")
+_NAMED_ID = re.compile(r"\((\d{1,19})\)$")
+
+
 class HloEvidence:
     """Element types counted over the XLA programs of a profile's metadata planes."""
 
@@ -41,25 +48,38 @@ class HloEvidence:
         self.values: collections.Counter = collections.Counter()  # every floating-point instruction
         self.compute: collections.Counter = collections.Counter()  # convolutions and dots
         self.programs = 0
+        self.modules: dict[int, object] = {}  # program id -> its HloModuleProto, for the ops' work
 
     def add(self, plane) -> None:
-        """Count the programs of a metadata plane. One that does not parse is left out: the
-        precision then rests on the others, or on the sidecar."""
-        stat_ids = {entry.key for entry in plane.stat_metadata if entry.value.name == _HLO_STAT}
+        """Count the programs of a metadata plane and keep each by its program id. One that
+        does not parse is left out: the precision then rests on the others, or on the
+        sidecar, and its ops' work is unknown."""
+        names = {entry.key: entry.value.name for entry in plane.stat_metadata}
+        stat_ids = {key for key, name in names.items() if name == _HLO_STAT}
         if not stat_ids:
             return
         for entry in plane.event_metadata:
+            program_id, data = None, b""
             for stat in entry.value.stats:
                 if stat.metadata_id in stat_ids and stat.bytes_value:
-                    self._add_program(stat.bytes_value)
+                    data = stat.bytes_value
+                elif names.get(stat.metadata_id) == PROGRAM_STAT and stat.WhichOneof("value") in _INTEGERS:
+                    program_id = getattr(stat, stat.WhichOneof("value"))
+            if program_id is None:  # TensorFlow names the program's id only in its name: ``name(72)``
+                named = _NAMED_ID.search(entry.value.name)
+                program_id = int(named.group(1)) if named else None
+            if data:
+                self._add_program(data, program_id)
 
-    def _add_program(self, data: bytes) -> None:
+    def _add_program(self, data: bytes, program_id: int | None) -> None:
         program = HloProto()
         try:
             program.ParseFromString(data)
         except DecodeError:
             return
         self.programs += 1
+        if program_id is not None:
+            self.modules[program_id] = program.hlo_module
         for computation in program.hlo_module.computations:
             for instruction in computation.instructions:
                 precision = _ELEMENT_TYPES.get(instruction.shape.element_type)

@@ -58,7 +58,8 @@ from tb_opcompare.ingest.readers.tf_ops import (
     shared_leading_dim,
     tf_execution,
 )
-from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, HloEvidence
+from tb_opcompare.ingest.readers.xla_cost import XlaPrograms, work_rows
+from tb_opcompare.ingest.readers.xla_hlo import METADATA_PLANE, PROGRAM_STAT, HloEvidence
 from tb_opcompare.ingest.readers.xplane_wire import (
     STAT_ABSENT,
     STAT_DOUBLE,
@@ -478,7 +479,7 @@ def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
         step_functions=[key for key, name in names.items() if name == STEP_FUNCTION],
         stat_names=stat_names,
         stat_ids=stat_ids,
-        hlo=_HloOps(stat_ids.get("hlo_op"), op_keys, key_codes, names),
+        hlo=_HloOps(stat_ids.get("hlo_op"), stat_ids.get(PROGRAM_STAT), op_keys, key_codes, names),
         step_events=_IdLookup(*xplane_steps.host_event_codes({key: names[key] for key in names if not is_op[key]})),
     )
 
@@ -721,7 +722,29 @@ class _HostPlaneReader:
                 self.spans, categories, not plane_is_eager, self.clock_origin_ns
             )
         self.spans = None
-        return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds)
+        hlo_codes = sorted({code for code in index.hlo.code_of.values() if code >= 0})
+        xla = _XlaOps(np.asarray(hlo_codes, dtype=np.int64), index.hlo.programs, evidence.hlo) if hlo_codes else None
+        return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds, xla)
+
+
+@dataclasses.dataclass
+class _XlaOps:
+    """A host plane's XLA ops (their codes), the programs that ran and the session's
+    programs: what their work is counted on."""
+
+    codes: np.ndarray
+    ran: set[int]
+    programs: HloEvidence
+
+    def rows(self, keys: list[tuple[str, str]], codes: list[np.ndarray], durations_ps: list[np.ndarray]) -> dict:
+        """``WORK_COLUMNS`` of the ops' executions (``codes`` into ``keys``, with their times)."""
+        codes_of, durations = np.concatenate(codes), np.concatenate(durations_ps)
+        taken = np.isin(codes_of, self.codes)
+        programs = XlaPrograms(self.programs.modules)
+        costs: list = [None] * len(keys)
+        for code in self.codes.tolist():
+            costs[code] = programs.cost(keys[code][0], self.ran)
+        return work_rows(keys, codes_of[taken], durations[taken] / PS_PER_US, costs)
 
 
 @dataclasses.dataclass
@@ -737,9 +760,11 @@ class _HostOps:
     left_out: np.ndarray
     plane_is_eager: bool
     bounds: np.ndarray
+    xla: _XlaOps | None = None  # its XLA ops, whose work their programs tell
 
     def add(self) -> None:
         self.memory.attribute(self.events, self.op_keys, self.left_out)
+        executed: tuple[list, list] = ([], [])  # every line's op codes and times, for the XLA ops' work
         while self.op_lines:  # each line's arrays are let go once added
             starts, durations, codes, eager, placeable = self.op_lines.pop(0)
             if not self.plane_is_eager and eager.any():
@@ -747,6 +772,11 @@ class _HostOps:
             _add_host_line(
                 self.events, self.op_keys, starts, durations, codes, self.bounds if placeable else self.bounds[:0]
             )
+            if self.xla is not None:
+                executed[0].append(codes)
+                executed[1].append(durations)
+        if self.xla is not None and executed[0]:
+            self.events.work.append(self.xla.rows(self.op_keys, *executed))
 
 
 def _step_bounds(marker_ranges: dict[int, tuple[int, int]], call_ranges: list[np.ndarray]) -> np.ndarray:
@@ -768,9 +798,13 @@ class _HloOps:
     ``hlo_op`` stat instead of a TF op's ``name:type``, each an op as ``_hlo_op`` names and
     types it. Whether a metadata's events are HLO ops is learnt from its first event."""
 
-    def __init__(self, hlo_stat: int | None, op_keys: list, key_codes: dict, names: dict[int, str]):
-        self.hlo_stat, self.op_keys, self.key_codes, self.names = hlo_stat, op_keys, key_codes, names
+    def __init__(
+        self, hlo_stat: int | None, program_stat: int | None, op_keys: list, key_codes: dict, names: dict[int, str]
+    ):
+        self.hlo_stat, self.program_stat = hlo_stat, program_stat
+        self.op_keys, self.key_codes, self.names = op_keys, key_codes, names
         self.code_of: dict[int, int] = {}  # metadata id -> op code, -1 for a non-HLO event
+        self.programs: set[int] = set()  # the programs the first event of each op names: those that ran
         self.events = 0
 
     def codes(self, batch, ids: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -790,6 +824,10 @@ class _HloOps:
     def _classify(self, metadata_id: int, event) -> int:
         if _find_stat(event, self.hlo_stat) is None:
             return -1
+        program = _find_stat(event, self.program_stat) if self.program_stat is not None else None
+        program_id = _int_value(program) if program is not None else None
+        if program_id is not None:
+            self.programs.add(program_id)
         key = _hlo_op(self.names.get(metadata_id, ""))
         if key not in self.key_codes:
             self.key_codes[key] = len(self.op_keys)

@@ -93,16 +93,47 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
     # XLA: a compiled program, its computations (fused ones included) and their instructions
     "ShapeProto": [
         ("element_type", 2, _I32, _OPT, None),  # the PrimitiveType enum: F32 = 11, BF16 = 16 ...
+        ("dimensions", 3, _I64, _REP, None),
         ("tuple_shapes", 4, _MSG, _REP, "ShapeProto"),
     ],
+    # a windowed op's window (a convolution's, a reduce-window's): one entry a spatial dimension
+    "WindowDimension": [
+        ("size", 1, _I64, _OPT, None),
+        ("stride", 2, _I64, _OPT, None),
+        ("padding_low", 3, _I64, _OPT, None),
+        ("padding_high", 4, _I64, _OPT, None),
+        ("window_dilation", 5, _I64, _OPT, None),
+        ("base_dilation", 6, _I64, _OPT, None),
+    ],
+    "Window": [("dimensions", 1, _MSG, _REP, "WindowDimension")],
+    "ConvolutionDimensionNumbers": [
+        ("kernel_spatial_dimensions", 6, _I64, _REP, None),
+        ("input_batch_dimension", 7, _I64, _OPT, None),
+        ("input_feature_dimension", 8, _I64, _OPT, None),
+        ("output_feature_dimension", 10, _I64, _OPT, None),
+        ("input_spatial_dimensions", 11, _I64, _REP, None),
+        ("output_spatial_dimensions", 12, _I64, _REP, None),
+    ],
+    "DotDimensionNumbers": [("lhs_contracting_dimensions", 1, _I64, _REP, None)],
     "HloInstructionProto": [
         ("name", 1, _STR, _OPT, None),
         ("opcode", 2, _STR, _OPT, None),
         ("shape", 3, _MSG, _OPT, "ShapeProto"),
+        ("window", 15, _MSG, _OPT, "Window"),
+        ("convolution_dimension_numbers", 16, _MSG, _OPT, "ConvolutionDimensionNumbers"),
+        ("dot_dimension_numbers", 30, _MSG, _OPT, "DotDimensionNumbers"),
+        ("fft_length", 32, _I64, _REP, None),
+        ("id", 35, _I64, _OPT, None),
+        ("operand_ids", 36, _I64, _REP, None),
+        ("called_computation_ids", 38, _I64, _REP, None),
+        ("feature_group_count", 50, _I64, _OPT, None),
+        ("batch_group_count", 58, _I64, _OPT, None),
     ],
     "HloComputationProto": [
         ("name", 1, _STR, _OPT, None),
         ("instructions", 2, _MSG, _REP, "HloInstructionProto"),
+        ("id", 5, _I64, _OPT, None),
+        ("root_id", 6, _I64, _OPT, None),
     ],
     "HloModuleProto": [
         ("name", 1, _STR, _OPT, None),

@@ -1,0 +1,350 @@
+"""Each XLA op's work, from the compiled program a profile carries (issue 54).
+
+JAX (and TensorFlow with XLA) profiles keep each compiled program's ``HloProto`` in the
+``/host:metadata`` plane, and each executed op's event names its instruction (``hlo_op``)
+and program (``program_id``). An op's FLOPs and bytes are counted on that instruction by
+the rules of XLA's own ``HloCostAnalysis``, the figures ``jax.jit(f).lower(...).compile()
+.cost_analysis()`` sums over a program and xprof shows per op, so that a program's ops add up
+to the compiler's own total:
+
+- elementwise ops: one operation per output element (transcendental ones, ``exponential``,
+  ``tanh``, ``log`` ..., are counted apart by XLA and are no FLOPs here either);
+- ``dot``: 2 x output elements x the contracted dimensions' product;
+- ``convolution``: 2 x batch x output features x input features / feature groups x, per
+  spatial dimension, the (output, kernel) position pairs that land inside the input (padding
+  is no work);
+- ``reduce``: the reducer's work x (input elements - output elements), ``reduce-window``
+  the reducer's x (window - 1) x output elements, ``map`` the mapped function's per element;
+- ``fusion``, ``call``: the sum over the computation they call; ``while``: one iteration;
+  ``conditional``: its costliest branch; ``sort``: n x ceil(log2 n);
+- data movement (``copy``, ``transpose``, ``broadcast``, ``slice``, ``gather`` ...): none.
+
+Bytes are the op's operands and result once each (a fusion's: its result and each
+parameter it reads, the parts sliced out where only slices read it); a parameter, constant,
+tuple element or bitcast moves none. A ``custom-call`` is a library's code whose work XLA
+does not know: unknown, as in XLA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from tb_opcompare.analysis.work import XLA_PROGRAM
+
+# Bytes of one element per xla_data.proto PrimitiveType (PRED 1, S8 2 ... F8E8M0FNU 33);
+# 4- and 2-bit types take a byte each, as XLA lays them out unpacked by default
+_ELEMENT_BYTES = {
+    1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 2, 8: 4, 9: 8, 10: 2, 11: 4, 12: 8, 15: 8, 16: 2, 18: 16,
+    19: 1, 20: 1, 21: 1, 22: 1, 23: 1, 24: 1, 25: 1, 26: 1, 27: 1, 28: 1, 29: 1, 32: 1, 33: 1,
+}  # fmt: skip
+_TUPLE, _POINTER_BYTES = 13, 8
+_TRANSCENDENTAL = frozenset(
+    "atan2 cbrt cosine erf exponential exponential-minus-one log log-plus-one logistic power rsqrt sine sqrt "
+    "tan tanh".split()
+)
+_ELEMENTWISE = _TRANSCENDENTAL | frozenset(
+    "abs add and bitcast-convert ceil clamp clz compare complex convert divide floor imag is-finite maximum "
+    "minimum multiply negate not or popcnt real reduce-precision remainder round-nearest-afz round-nearest-even "
+    "select shift-left shift-right-arithmetic shift-right-logical sign subtract xor".split()
+)
+_NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency"})
+_SLICES = frozenset({"slice", "dynamic-slice"})
+_MAX_COUNTED = 10_000_000  # window positions one op's count may walk: no real convolution comes near
+UNKNOWN_CUSTOM_CALL = "a custom call (a library's code): XLA does not know its work"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCost:
+    """One execution of an XLA op: its FLOPs and the bytes it reads and writes."""
+
+    flops: float
+    bytes: float
+
+
+def _elements(shape) -> int:
+    return math.prod(shape.dimensions)
+
+
+def _shape_bytes(shape) -> int:
+    if shape.element_type == _TUPLE:
+        return _POINTER_BYTES * len(shape.tuple_shapes)
+    return _elements(shape) * _ELEMENT_BYTES.get(shape.element_type, 0)
+
+
+def _array_bytes(shape) -> int:
+    """A result's bytes: every array of a tuple, nested ones included."""
+    if shape.element_type == _TUPLE:
+        return sum(_array_bytes(part) for part in shape.tuple_shapes)
+    return _shape_bytes(shape)
+
+
+class _Computation:
+    """A computation's instructions by id, and who uses each."""
+
+    def __init__(self, proto) -> None:
+        self.instructions = {instruction.id: instruction for instruction in proto.instructions}
+        self.users: dict[int, list[Any]] = {}
+        for instruction in proto.instructions:
+            for operand in instruction.operand_ids:
+                self.users.setdefault(operand, []).append(instruction)
+
+    def operand(self, instruction, position: int):
+        return (
+            self.instructions.get(instruction.operand_ids[position])
+            if position < len(instruction.operand_ids)
+            else None
+        )
+
+
+class ProgramCosts:
+    """The costs of one program's instructions, each counted once and kept."""
+
+    def __init__(self, module) -> None:
+        self.computations = {proto.id: _Computation(proto) for proto in module.computations}
+        self.by_name: dict[str, tuple[Any, _Computation]] = {}
+        for computation in self.computations.values():
+            for instruction in computation.instructions.values():
+                self.by_name.setdefault(instruction.name, (instruction, computation))
+        self._flops: dict[int, float | None] = {}  # computation id -> its instructions' FLOPs summed
+
+    def of(self, name: str) -> OpCost | str | None:
+        """The named instruction's cost, a reason it is unknown, or None where the program
+        has no such instruction."""
+        found = self.by_name.get(name)
+        if found is None:
+            return None
+        instruction, computation = found
+        try:
+            flops = self.flops(instruction, computation)
+            if flops is None:
+                return UNKNOWN_CUSTOM_CALL
+            return OpCost(flops, float(self.bytes(instruction, computation)))
+        except (IndexError, OverflowError, RecursionError, ValueError) as error:  # a hostile or broken program
+            return f"its instruction in the profile's XLA program is malformed ({type(error).__name__})"
+
+    def computation_flops(self, computation_id: int) -> float | None:
+        if computation_id not in self._flops:
+            self._flops[computation_id] = None  # a cycle (malformed input) counts nothing
+            computation = self.computations.get(computation_id)
+            self._flops[computation_id] = self._summed(computation) if computation is not None else 0.0
+        return self._flops[computation_id]
+
+    def _summed(self, computation: _Computation) -> float | None:
+        total: float | None = 0.0
+        for instruction in computation.instructions.values():
+            flops = self.flops(instruction, computation)
+            total = None if flops is None or total is None else total + flops
+        return total
+
+    def _called(self, instruction, position: int = 0) -> float | None:
+        ids = instruction.called_computation_ids
+        return self.computation_flops(ids[position]) if position < len(ids) else 0.0
+
+    def flops(self, instruction, computation: _Computation) -> float | None:
+        """XLA's FLOPs of one execution of ``instruction``; None for a custom call's."""
+        opcode, shape = instruction.opcode, instruction.shape
+        if opcode in _ELEMENTWISE:
+            return 0.0 if opcode in _TRANSCENDENTAL else float(_elements(shape))
+        if opcode == "dot":
+            return self._dot(instruction, computation)
+        if opcode == "convolution":
+            return self._convolution(instruction, computation)
+        if opcode in ("fusion", "call", "async-start"):
+            return self._called(instruction)
+        if opcode == "custom-call":
+            return None
+        return self._applied(instruction, computation)
+
+    def _applied(self, instruction, computation: _Computation) -> float | None:
+        """The ops that apply a computation many times, and the rest's few rules."""
+        opcode, shape = instruction.opcode, instruction.shape
+        first = computation.operand(instruction, 0)
+        if opcode == "reduce":
+            output = shape.tuple_shapes[0] if shape.element_type == _TUPLE and shape.tuple_shapes else shape
+            return _times(self._called(instruction), _elements(first.shape) - _elements(output) if first else 0)
+        if opcode == "reduce-window":
+            return _times(self._called(instruction), _reduce_window_count(instruction, first))
+        if opcode == "map":
+            return _times(self._called(instruction), _elements(shape))
+        if opcode == "select-and-scatter" and (source := computation.operand(instruction, 1)) is not None:
+            window = math.prod(dimension.size for dimension in instruction.window.dimensions)
+            select, scatter = self._called(instruction, 0), self._called(instruction, 1)
+            count = _elements(source.shape)
+            return None if select is None or scatter is None else select * count * (window - 1) + scatter * count
+        if opcode == "scatter" and len(instruction.operand_ids) >= 3:
+            updates = computation.operand(instruction, len(instruction.operand_ids) // 2 + 1)
+            return _times(self._called(instruction), _elements(updates.shape) if updates else 0)
+        if opcode == "while":
+            body, condition = self._called(instruction, 1), self._called(instruction, 0)
+            return None if body is None or condition is None else body + condition
+        if opcode == "conditional":
+            branches = [self.computation_flops(i) for i in instruction.called_computation_ids]
+            return None if None in branches else max([b for b in branches if b is not None], default=0.0)
+        if opcode == "sort" and first is not None:
+            count = _elements(first.shape)
+            return float(count * math.ceil(math.log2(count))) if count > 1 else 0.0
+        if opcode in ("all-reduce", "all-reduce-start"):
+            return float(_elements(shape))
+        return 0.0
+
+    def _dot(self, instruction, computation: _Computation) -> float:
+        lhs = computation.operand(instruction, 0)
+        if lhs is None:
+            return 0.0
+        width = math.prod(lhs.shape.dimensions[d] for d in instruction.dot_dimension_numbers.lhs_contracting_dimensions)
+        return 2.0 * _elements(instruction.shape) * width
+
+    def _convolution(self, instruction, computation: _Computation) -> float:
+        lhs, rhs = computation.operand(instruction, 0), computation.operand(instruction, 1)
+        if lhs is None or rhs is None:
+            return 0.0
+        numbers, out = instruction.convolution_dimension_numbers, instruction.shape
+        positions = 1
+        for spatial, window in enumerate(instruction.window.dimensions):
+            positions *= _valid_positions(
+                window,
+                lhs.shape.dimensions[numbers.input_spatial_dimensions[spatial]],
+                rhs.shape.dimensions[numbers.kernel_spatial_dimensions[spatial]],
+                out.dimensions[numbers.output_spatial_dimensions[spatial]],
+            )
+        features_in = lhs.shape.dimensions[numbers.input_feature_dimension] // max(instruction.feature_group_count, 1)
+        batch = lhs.shape.dimensions[numbers.input_batch_dimension] // max(instruction.batch_group_count, 1)
+        return 2.0 * features_in * out.dimensions[numbers.output_feature_dimension] * batch * positions
+
+    def bytes(self, instruction, computation: _Computation) -> int:
+        """The bytes one execution reads and writes."""
+        opcode = instruction.opcode
+        if opcode in _NO_TRAFFIC:
+            return 0
+        if opcode == "fusion" and instruction.called_computation_ids:
+            fused = self.computations.get(instruction.called_computation_ids[0])
+            return _array_bytes(instruction.shape) + (_fused_reads(fused) if fused else 0)
+        if opcode in _SLICES:
+            return 2 * _shape_bytes(instruction.shape)
+        operands = (computation.instructions.get(i) for i in instruction.operand_ids)
+        return _shape_bytes(instruction.shape) + sum(_shape_bytes(o.shape) for o in operands if o is not None)
+
+
+def _times(flops: float | None, count: int) -> float | None:
+    return None if flops is None else flops * max(count, 0)
+
+
+def _valid_positions(window, input_size: int, kernel_size: int, output_size: int) -> int:
+    """The (output, kernel) index pairs of one spatial dimension whose input index is inside
+    the input (not padding, not a hole of a dilated input)."""
+    stride, base = max(window.stride, 1), max(window.base_dilation, 1)
+    dilation = max(window.window_dilation, 1)
+    if kernel_size > _MAX_COUNTED or (stride != 1 or base != 1) and kernel_size * output_size > _MAX_COUNTED:
+        raise ValueError(f"a window of {kernel_size} x {output_size} positions is past what is counted")
+    if stride == 1 and base == 1:  # a closed form per kernel position
+        return sum(
+            max(
+                min(input_size + window.padding_low - k * dilation, output_size)
+                - max(window.padding_low - k * dilation, 0),
+                0,
+            )
+            for k in range(kernel_size)
+        )
+    count = 0
+    for k in range(kernel_size):
+        for o in range(output_size):
+            index = o * stride - window.padding_low + k * dilation
+            if index % base == 0 and 0 <= index // base < input_size:
+                count += 1
+    return count
+
+
+def _reduce_window_count(instruction, operand) -> int:
+    """How many times a reduce-window applies its reducer: (window - 1) per output element,
+    or, for a window that reduces one whole dimension and broadcasts it back (XLA writes a
+    cumulative sum so), once per input element of each row plus the row's length."""
+    dimensions = instruction.window.dimensions
+    shape = instruction.shape
+    output = _elements(shape.tuple_shapes[0] if shape.element_type == _TUPLE and shape.tuple_shapes else shape)
+    window = math.prod(dimension.size for dimension in dimensions)
+    reduced = [d for d in dimensions if d.size != 1]
+    padded = [d for d in dimensions if d.padding_low or d.padding_high]
+    if len(reduced) == 1 and len(padded) == 1 and shape.element_type != _TUPLE:
+        for position, dimension in enumerate(dimensions):
+            whole = dimension.size == 2 * dimension.padding_low + 1 and dimension.padding_low == dimension.padding_high
+            if dimension.size != 1 and dimension.padding_low and whole:
+                if dimension.padding_low == shape.dimensions[position] - 1:
+                    span = shape.dimensions[position]
+                    return output // span + span - 1
+    return (window - 1) * output
+
+
+def _fused_reads(fused: _Computation) -> int:
+    """The bytes a fusion reads: each parameter once, or only the parts its slices take
+    where slices alone read it."""
+    total = 0
+    for instruction in fused.instructions.values():
+        if instruction.opcode != "parameter":
+            continue
+        users = fused.users.get(instruction.id, [])
+        if users and all(user.opcode in _SLICES and user.operand_ids[0] == instruction.id for user in users):
+            total += sum(_shape_bytes(user.shape) for user in users)
+        else:
+            total += _shape_bytes(instruction.shape)
+    return total
+
+
+class XlaPrograms:
+    """A session's programs by id (``HloEvidence.modules``), each one's costs counted on
+    first use."""
+
+    def __init__(self, modules: dict[int, Any]) -> None:
+        self.modules = modules
+        self._costs: dict[int, ProgramCosts] = {}
+
+    def _program(self, program_id: int) -> ProgramCosts:
+        if program_id not in self._costs:
+            self._costs[program_id] = ProgramCosts(self.modules[program_id])
+        return self._costs[program_id]
+
+    def cost(self, name: str, ran: set[int]) -> OpCost | str:
+        """One execution's cost of the op XLA names ``name``, looked up in the programs that
+        ran (those the op events name; every program where they name none), or why not."""
+        if not self.modules:
+            return "the profile carries no XLA program to count it on"
+        found = {}
+        for program_id in sorted(ran & self.modules.keys() or self.modules.keys()):
+            cost = self._program(program_id).of(name)
+            if cost is not None:
+                found[program_id] = cost
+        if not found:
+            return "no XLA program in the profile has this instruction"
+        if len(set(found.values())) > 1:
+            return f"{len(found)} XLA programs that ran have an instruction of this name, with different work"
+        return next(iter(found.values()))
+
+
+def work_rows(keys: list[tuple[str, str]], codes: np.ndarray, durations_us: np.ndarray, costs: list) -> dict:
+    """``WORK_COLUMNS`` of XLA ops run on the host: each op's executions (``codes`` into
+    ``keys``, with their times), its work per execution from ``costs`` (per key: an
+    ``OpCost`` or why it is unknown)."""
+    seen = np.flatnonzero(np.bincount(codes, minlength=len(keys)))
+    calls = np.bincount(codes, minlength=len(keys))[seen]
+    times = np.bincount(codes, weights=durations_us, minlength=len(keys))[seen]
+    each = [costs[code] for code in seen.tolist()]
+    known = np.array([isinstance(cost, OpCost) for cost in each], dtype=bool)
+    flops = np.array([cost.flops if isinstance(cost, OpCost) else np.nan for cost in each])
+    moved = np.array([cost.bytes if isinstance(cost, OpCost) else np.nan for cost in each])
+    return {
+        "op_name": [keys[code][0] for code in seen.tolist()],
+        "op_type": [keys[code][1] for code in seen.tolist()],
+        "calls": calls,
+        "known_calls": np.where(known, calls, 0),
+        "flops": flops * calls,
+        "bytes": moved * calls,
+        "source": [XLA_PROGRAM if isinstance(cost, OpCost) else f"unknown: {cost}" for cost in each],
+        "host_us": np.where(known, times, np.nan),
+        "device_calls": np.zeros(len(seen), dtype=np.int64),
+        "device_flops": np.full(len(seen), np.nan),
+        "device_bytes": np.full(len(seen), np.nan),
+        "device_us": np.full(len(seen), np.nan),
+    }

@@ -1,0 +1,98 @@
+"""The work of XLA ops (issue 54) from the programs a JAX profile carries: on real JAX CPU
+recordings, each op's FLOPs and bytes add up to what XLA itself counted of the profiled
+step (``cost_analysis()``, written by the recording script), a convolution equals a
+formula written out here from the model's own shapes, and the roofline places the ops."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import FIXTURES
+
+from tb_opcompare.ingest.readers.xla_cost import ProgramCosts, XlaPrograms
+from tb_opcompare.ingest.readers.xplane_schema import HloProto
+from tb_opcompare.service.roofline import roofline_document
+from tb_opcompare.store.catalog import Catalog
+
+JAX_CPU = FIXTURES / "flops" / "jax_cpu"
+ORACLES = FIXTURES / "flops" / "oracles"
+
+
+def work_of(run: str):
+    return Catalog(str(JAX_CPU)).load(run).profile.work_table.frame()
+
+
+@pytest.mark.parametrize("run", ["cnn_cpu_bs8", "cnn_cpu_bs32"])
+def test_the_ops_work_adds_up_to_xlas_own_count_of_the_step(run):
+    oracle = json.loads((ORACLES / f"jax_{run}.cost_analysis.json").read_text())
+    work = work_of(run)
+    assert set(work["source"]) == {"xla"}
+    assert set(work["calls"]) == {4}  # every op once a step, 4 steps profiled
+    per_step = work[["flops", "bytes"]].div(work["calls"], axis=0).sum()
+    print(f"\n{run}: {per_step['flops']:.0f} FLOPs, {per_step['bytes']:.0f} bytes a step; XLA: {oracle}")
+    assert per_step["flops"] == pytest.approx(oracle["flops"], rel=0.01)
+    assert per_step["bytes"] == pytest.approx(oracle["bytes accessed"], rel=0.01)
+
+
+def conv_flops(batch: int, size: int, kernel: int, features_in: int, features_out: int) -> int:
+    """A stride-1 'SAME' convolution, counted as XLA counts it: padding is no work, so each
+    spatial dimension contributes the (output, kernel) pairs that land inside the input."""
+    pad = kernel // 2
+    pairs = sum(min(size, size + pad - k) - max(pad - k, 0) for k in range(kernel))
+    return 2 * batch * features_out * features_in * pairs * pairs
+
+
+@pytest.mark.parametrize("run, batch", [("cnn_cpu_bs8", 8), ("cnn_cpu_bs32", 32)])
+def test_the_first_convolution_equals_the_formula_on_the_models_shapes(run, batch):
+    # record_jax.py's CNN: 28 x 28 x 1 inputs, a 3 x 3 convolution to 16 features first
+    work = work_of(run).set_index("op_name")
+    assert work.loc["conv_general_dilated.5", "flops"] / 4 == conv_flops(batch, 28, 3, 1, 16)
+
+
+def test_the_roofline_places_a_jax_pair_and_its_work_scales_with_the_batch(tmp_path):
+    logdir = tmp_path / "logdir"
+    shutil.copytree(JAX_CPU, logdir)
+    limits = {"peak_flops": {"fp32": 1.0e12}, "memory_bandwidth": 1.0e11, "device": "a test CPU", "source": "test"}
+    for run in ("cnn_cpu_bs8", "cnn_cpu_bs32"):
+        (logdir / run / "opcompare.json").write_text(json.dumps({"device_limits": limits}))
+    document = roofline_document(Catalog(str(logdir)), "cnn_cpu_bs8", "cnn_cpu_bs32")
+    assert not any("no op's work is known" in note for note in document.notes)
+    conv = next(row for row in document.rows if row["op_name"] == "conv_general_dilated.5")
+    assert conv["work_ratio"] == pytest.approx(4.0)  # the same convolution on 4 times the batch
+    placed = [row for row in document.rows if row["baseline_fraction_of_roof"] is not None]
+    assert len(placed) >= 10
+    assert all(0 < row["baseline_fraction_of_roof"] <= 1 for row in placed)
+
+
+def program_of(run: str):
+    from tb_opcompare.ingest.readers.xla_hlo import HloEvidence
+    from tb_opcompare.ingest.readers.xplane_schema import XSpace
+
+    (path,) = (JAX_CPU / run).rglob("*.xplane.pb")
+    space = XSpace()
+    space.ParseFromString(path.read_bytes())
+    evidence = HloEvidence()
+    evidence.add(next(plane for plane in space.planes if plane.name == "/host:metadata"))
+    return evidence.modules
+
+
+def test_a_malformed_or_hostile_program_makes_work_unknown_not_a_crash():
+    modules = program_of("cnn_cpu_bs8")
+    program_id = next(key for key, module in modules.items() if module.name == "jit_step")
+    broken = HloProto()
+    broken.hlo_module.CopyFrom(modules[program_id])
+    for computation in broken.hlo_module.computations:
+        for instruction in computation.instructions:
+            if instruction.opcode == "convolution":
+                instruction.convolution_dimension_numbers.input_spatial_dimensions[0] = 99  # past the shape
+            if instruction.opcode == "fusion":  # every fusion calls the computation it is in
+                del instruction.called_computation_ids[:]
+                instruction.called_computation_ids.append(computation.id)
+    costs = ProgramCosts(broken.hlo_module)
+    assert "malformed" in costs.of("conv_general_dilated.5")
+    assert isinstance(costs.of("ynn_fusion.5"), str)  # a cycle counts nothing, and says so
+    programs = XlaPrograms({})
+    assert programs.cost("dot", set()) == "the profile carries no XLA program to count it on"
+    assert XlaPrograms(modules).cost("no_such_op.7", {program_id}).startswith("no XLA program")
