@@ -211,6 +211,7 @@ GPU_LOGDIRS = [
     FIXTURES / "versions" / "torch2.11_h100",
     FIXTURES / "gpu_h200",
     FIXTURES / "user_logdirs" / "torch_h200",
+    FIXTURES / "jax_h200",  # XLA's ops, their work from the programs the profiles carry
 ]
 
 

@@ -1,7 +1,9 @@
 """The work of XLA ops (issue 54) from the programs a JAX profile carries: on real JAX CPU
 recordings, each op's FLOPs and bytes add up to what XLA itself counted of the profiled
 step (``cost_analysis()``, written by the recording script), a convolution equals a
-formula written out here from the model's own shapes, and the roofline places the ops."""
+formula written out here from the model's own shapes, and the roofline places the ops; on
+a real H200 recording, cuDNN's convolutions equal the same formula and the ops sit under
+the roof the profile's own device plane gives."""
 
 from __future__ import annotations
 
@@ -96,3 +98,30 @@ def test_a_malformed_or_hostile_program_makes_work_unknown_not_a_crash():
     programs = XlaPrograms({})
     assert programs.cost("dot", set()) == "the profile carries no XLA program to count it on"
     assert XlaPrograms(modules).cost("no_such_op.7", {program_id}).startswith("no XLA program")
+
+
+JAX_H200 = FIXTURES / "jax_h200"
+
+
+@pytest.mark.parametrize("batch", [8, 128])
+def test_cudnns_convolutions_on_a_gpu_equal_the_formula_and_the_cpu_programs(batch):
+    # the same CNN on the H200 and on its host's CPU: cuDNN's forward, input-gradient and
+    # weight-gradient calls are each one of the model's two convolutions' work
+    first, second = conv_flops(batch, 28, 3, 1, 16), conv_flops(batch, 28, 3, 16, 32)
+    gpu = Catalog(str(JAX_H200)).load(f"cnn_gpu_bs{batch}").profile.work_table.frame()
+    convolutions = gpu[gpu["op_type"].str.startswith("cudnn-conv")]
+    assert sorted(convolutions["flops"] / convolutions["calls"]) == sorted([first, first, second, second, second])
+    assert set(convolutions["source"]) == {"xla"} and (convolutions["device_calls"] == 6).all()
+    cpu = Catalog(str(JAX_H200)).load(f"cnn_cpu_bs{batch}").profile.work_table.frame()
+    a_step = [(side["flops"] / side["calls"]).sum() for side in (gpu, cpu)]
+    assert a_step[0] == pytest.approx(a_step[1], rel=0.01)  # two compilers' programs, one model's work
+
+
+def test_a_jax_gpu_recording_is_placed_under_its_own_devices_roof():
+    document = roofline_document(Catalog(str(JAX_H200)), "cnn_gpu_bs8", "cnn_gpu_bs128")
+    (device,) = [limits for limits in document.baseline.limits if limits.processor == "device"]
+    assert device.source.startswith("the profile's device plane")
+    conv = next(row for row in document.rows if row["op_name"] == "cudnn-conv.3")
+    assert conv["baseline_timed_on"] == "device" and conv["work_ratio"] == pytest.approx(16.0)
+    assert 0 < conv["baseline_fraction_of_roof"] < conv["target_fraction_of_roof"] <= 1  # the bigger batch fills more
+    assert not any("is unknown" in note for note in document.notes)

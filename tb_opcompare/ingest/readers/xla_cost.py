@@ -156,7 +156,10 @@ class ProgramCosts:
         if opcode in ("fusion", "call", "async-start"):
             return self._called(instruction)
         if opcode == "custom-call":
-            return None
+            # cuDNN's convolutions keep the convolution's window and dimensions: counted as
+            # one, on the result's first part (the rest is cuDNN's scratch), as XLA's GPU
+            # cost analysis counts them; any other library call's work is unknown
+            return self._convolution(instruction, computation) if _is_dnn_convolution(instruction) else None
         return self._applied(instruction, computation)
 
     def _applied(self, instruction, computation: _Computation) -> float | None:
@@ -199,20 +202,28 @@ class ProgramCosts:
         return 2.0 * _elements(instruction.shape) * width
 
     def _convolution(self, instruction, computation: _Computation) -> float:
-        lhs, rhs = computation.operand(instruction, 0), computation.operand(instruction, 1)
-        if lhs is None or rhs is None:
+        first, second = computation.operand(instruction, 0), computation.operand(instruction, 1)
+        if first is None or second is None:
             return 0.0
-        numbers, out = instruction.convolution_dimension_numbers, instruction.shape
+        # (input, kernel, output) of the forward convolution: a cuDNN backward call keeps the
+        # forward's window and dimension numbers, with its operands and result swapped in
+        result = _first_array(instruction.shape)
+        lhs, rhs, out = first.shape, second.shape, result
+        if instruction.custom_call_target.endswith("$convBackwardInput"):
+            lhs, out = result, first.shape
+        elif instruction.custom_call_target.endswith("$convBackwardFilter"):
+            rhs, out = result, second.shape
+        numbers = instruction.convolution_dimension_numbers
         positions = 1
         for spatial, window in enumerate(instruction.window.dimensions):
             positions *= _valid_positions(
                 window,
-                lhs.shape.dimensions[numbers.input_spatial_dimensions[spatial]],
-                rhs.shape.dimensions[numbers.kernel_spatial_dimensions[spatial]],
+                lhs.dimensions[numbers.input_spatial_dimensions[spatial]],
+                rhs.dimensions[numbers.kernel_spatial_dimensions[spatial]],
                 out.dimensions[numbers.output_spatial_dimensions[spatial]],
             )
-        features_in = lhs.shape.dimensions[numbers.input_feature_dimension] // max(instruction.feature_group_count, 1)
-        batch = lhs.shape.dimensions[numbers.input_batch_dimension] // max(instruction.batch_group_count, 1)
+        features_in = lhs.dimensions[numbers.input_feature_dimension] // max(instruction.feature_group_count, 1)
+        batch = lhs.dimensions[numbers.input_batch_dimension] // max(instruction.batch_group_count, 1)
         return 2.0 * features_in * out.dimensions[numbers.output_feature_dimension] * batch * positions
 
     def bytes(self, instruction, computation: _Computation) -> int:
@@ -225,8 +236,22 @@ class ProgramCosts:
             return _array_bytes(instruction.shape) + (_fused_reads(fused) if fused else 0)
         if opcode in _SLICES:
             return 2 * _shape_bytes(instruction.shape)
+        written = _shape_bytes(
+            _first_array(instruction.shape) if _is_dnn_convolution(instruction) else instruction.shape
+        )
         operands = (computation.instructions.get(i) for i in instruction.operand_ids)
-        return _shape_bytes(instruction.shape) + sum(_shape_bytes(o.shape) for o in operands if o is not None)
+        return written + sum(_shape_bytes(o.shape) for o in operands if o is not None)
+
+
+def _is_dnn_convolution(instruction) -> bool:
+    return instruction.custom_call_target.startswith(("__cudnn$conv", "__miopen$conv"))
+
+
+def _first_array(shape):
+    """A result's first array: a tuple's first part (a cuDNN call's result, beside its scratch)."""
+    while shape.element_type == _TUPLE and shape.tuple_shapes:
+        shape = shape.tuple_shapes[0]
+    return shape
 
 
 def _times(flops: float | None, count: int) -> float | None:
@@ -323,28 +348,32 @@ class XlaPrograms:
         return next(iter(found.values()))
 
 
-def work_rows(keys: list[tuple[str, str]], codes: np.ndarray, durations_us: np.ndarray, costs: list) -> dict:
-    """``WORK_COLUMNS`` of XLA ops run on the host: each op's executions (``codes`` into
-    ``keys``, with their times), its work per execution from ``costs`` (per key: an
-    ``OpCost`` or why it is unknown)."""
-    seen = np.flatnonzero(np.bincount(codes, minlength=len(keys)))
-    calls = np.bincount(codes, minlength=len(keys))[seen]
-    times = np.bincount(codes, weights=durations_us, minlength=len(keys))[seen]
+def work_rows(
+    keys: list[tuple[str, str]], executions: np.ndarray, times_us: np.ndarray, costs: list, on_device: bool
+) -> dict:
+    """``WORK_COLUMNS`` of XLA ops: per op (a code into ``keys``) its executions and their
+    time, its work per execution from ``costs`` (per key: an ``OpCost`` or why it is
+    unknown; None for an op that is no XLA op, left out), timed on the host or, with
+    ``on_device``, by its kernels."""
+    seen = np.flatnonzero((executions > 0) & np.array([cost is not None for cost in costs], dtype=bool))
+    calls, times = executions[seen], times_us[seen]
     each = [costs[code] for code in seen.tolist()]
     known = np.array([isinstance(cost, OpCost) for cost in each], dtype=bool)
-    flops = np.array([cost.flops if isinstance(cost, OpCost) else np.nan for cost in each])
-    moved = np.array([cost.bytes if isinstance(cost, OpCost) else np.nan for cost in each])
+    flops = np.array([cost.flops if isinstance(cost, OpCost) else np.nan for cost in each]) * calls
+    moved = np.array([cost.bytes if isinstance(cost, OpCost) else np.nan for cost in each]) * calls
+    nothing = np.full(len(seen), np.nan)
+    timed = np.where(known, times, np.nan)
     return {
         "op_name": [keys[code][0] for code in seen.tolist()],
         "op_type": [keys[code][1] for code in seen.tolist()],
         "calls": calls,
         "known_calls": np.where(known, calls, 0),
-        "flops": flops * calls,
-        "bytes": moved * calls,
+        "flops": flops,
+        "bytes": moved,
         "source": [XLA_PROGRAM if isinstance(cost, OpCost) else f"unknown: {cost}" for cost in each],
-        "host_us": np.where(known, times, np.nan),
-        "device_calls": np.zeros(len(seen), dtype=np.int64),
-        "device_flops": np.full(len(seen), np.nan),
-        "device_bytes": np.full(len(seen), np.nan),
-        "device_us": np.full(len(seen), np.nan),
+        "host_us": nothing if on_device else timed,
+        "device_calls": np.where(known, calls, 0) if on_device else np.zeros(len(seen), dtype=np.int64),
+        "device_flops": flops if on_device else nothing,
+        "device_bytes": moved if on_device else nothing,
+        "device_us": timed if on_device else nothing,
     }

@@ -186,9 +186,7 @@ def _read_file(
             elif plane.name.startswith("/device:"):
                 launches.resolve()
                 spans = _device_spans(evidence, path, plane)
-                kind, name, plane_steps = _read_device_plane(
-                    plane, events, evidence.invocation_ids, evidence.kinds, launches, spans
-                )
+                kind, name, plane_steps = _read_device_plane(plane, events, evidence, launches, spans)
                 if kind:
                     evidence.device_names.append(name)
                     facts.device = kind
@@ -739,12 +737,21 @@ class _XlaOps:
     def rows(self, keys: list[tuple[str, str]], codes: list[np.ndarray], durations_ps: list[np.ndarray]) -> dict:
         """``WORK_COLUMNS`` of the ops' executions (``codes`` into ``keys``, with their times)."""
         codes_of, durations = np.concatenate(codes), np.concatenate(durations_ps)
-        taken = np.isin(codes_of, self.codes)
-        programs = XlaPrograms(self.programs.modules)
-        costs: list = [None] * len(keys)
-        for code in self.codes.tolist():
-            costs[code] = programs.cost(keys[code][0], self.ran)
-        return work_rows(keys, codes_of[taken], durations[taken] / PS_PER_US, costs)
+        executions = np.bincount(codes_of, minlength=len(keys))
+        times_us = np.bincount(codes_of, weights=durations / PS_PER_US, minlength=len(keys))
+        return work_rows(
+            keys, executions, times_us, _xla_costs(keys, self.codes.tolist(), self.ran, self.programs), False
+        )
+
+
+def _xla_costs(keys: list[tuple[str, str]], codes: list[int], ran: set[int], programs: HloEvidence) -> list:
+    """Per key, the work of one execution of the XLA op it names where ``codes`` holds its
+    code (or why it is unknown), None for the rest."""
+    counted = XlaPrograms(programs.modules)
+    costs: list = [None] * len(keys)
+    for code in codes:
+        costs[code] = counted.cost(keys[code][0], ran)
+    return costs
 
 
 @dataclasses.dataclass
@@ -1338,8 +1345,7 @@ def _input_batch(event, shapes_stat: int, stat_names: dict[int, str]) -> int | N
 def _read_device_plane(
     plane,
     events: OpEvents,
-    invocations: InvocationIds,
-    kinds: collections.Counter,
+    evidence: _SessionEvidence,
     launches: _HostLaunches,
     spans: xplane_steps.StepSpans | None = None,
 ) -> tuple[str | None, str, list[int]]:
@@ -1369,6 +1375,7 @@ def _read_device_plane(
     stat_names = _stat_names(plane)
     event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
     executions, origin_ns = _executions(plane, event_names)
+    invocations, kinds = evidence.invocation_ids, evidence.kinds
     ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None, spans)
     if not len(kernels):
         return None, "", steps
@@ -1381,7 +1388,25 @@ def _read_device_plane(
         add_scoped_kernels(events, keys, codes, durations, (scope_kinds, scopes), invocations)
     else:
         add_kernel_totals(events, keys, codes, durations)
+    xla_ops = ops.xla_ops()
+    xla_codes = [code for code, key in enumerate(keys) if key in xla_ops]
+    if xla_codes:
+        events.work.append(_device_work(keys, codes, durations, (scope_kinds, scopes), xla_codes, evidence.hlo))
     return kind, _device_name(plane, stat_names, kind), steps
+
+
+def _device_work(
+    keys: list, codes: np.ndarray, durations_ps: np.ndarray, scopes: tuple, xla_codes: list[int], programs: HloEvidence
+) -> dict:
+    """``WORK_COLUMNS`` of the XLA ops among a device's kernels: an execution is the kernels
+    that share a scope range id (a kernel without one is one), timed by its kernels. The
+    kernels do not say which program ran them: an op is looked up in every program."""
+    kinds, values = scopes
+    scoped = kinds != 0
+    runs = np.unique(np.column_stack([codes[scoped], kinds[scoped], values[scoped]]).astype(np.int64), axis=0)
+    executions = np.bincount(runs[:, 0], minlength=len(keys)) + np.bincount(codes[~scoped], minlength=len(keys))
+    times_us = np.bincount(codes, weights=durations_ps.astype(np.float64) / PS_PER_US, minlength=len(keys))
+    return work_rows(keys, executions, times_us, _xla_costs(keys, xla_codes, set(), programs), True)
 
 
 class _DeviceKernels:
@@ -1443,6 +1468,10 @@ class _XlaKernelOps:
     def __init__(self):
         self._by_hlo: dict[str, tuple[str, str]] = {}
         self._by_kernel: dict[str, tuple[str, str]] = {}
+
+    def hlo_ops(self) -> set[tuple[str, str]]:
+        """The ops named by an XLA instruction (not a command buffer's kernels)."""
+        return set(self._by_hlo.values())
 
     def of(self, hlo: str, kernel_name: str) -> tuple[tuple[str, str], bool]:
         """(op, whether the kernel ran inside a command buffer)."""
@@ -1508,6 +1537,10 @@ class _KernelOps:
             # the sums fit (checked), the line's start alone need not: added with wrap-around
             starts = (offsets.view(np.uint64) + np.uint64(line_start_ps % (1 << 64))).view(np.int64)
         kernels.add(codes, starts, ints[:, 2], scopes, scope_kinds, ints[:, 0], *ties)
+
+    def xla_ops(self) -> set[tuple[str, str]]:
+        """The ops that are XLA instructions, whose programs tell their work."""
+        return self._xla_ops.hlo_ops()
 
     def _resolve(self, named: list[tuple[int, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
         """(op code, whether the op is the hlo_op's, whether the kernel ran in a command

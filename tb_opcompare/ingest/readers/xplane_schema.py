@@ -121,6 +121,7 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("shape", 3, _MSG, _OPT, "ShapeProto"),
         ("window", 15, _MSG, _OPT, "Window"),
         ("convolution_dimension_numbers", 16, _MSG, _OPT, "ConvolutionDimensionNumbers"),
+        ("custom_call_target", 28, _STR, _OPT, None),
         ("dot_dimension_numbers", 30, _MSG, _OPT, "DotDimensionNumbers"),
         ("fft_length", 32, _I64, _REP, None),
         ("id", 35, _I64, _OPT, None),
