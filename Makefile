@@ -88,7 +88,7 @@ $(NODE):
 # need neither the public traces of ../shared nor a browser, and the tab's JavaScript
 # rules: under 90 s on 2 cores, on a clean clone without ../shared. `make test` runs all.
 FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,architecture read_ahead compare contract golden golden_compare numerics shared_rules \
-	naming_and_pairing nesting summary_json check sweep trend matrix pooling run_facts model_identity onnxruntime \
+	naming_and_pairing nesting summary_json check sweep trend matrix pooling run_facts model_identity onnxruntime requests \
 	modules workers torch_reader tf1_and_trace_json memory layers headline table))
 check: $(TEST_STAMP) $(NODE)
 	$(BIN)/ruff check .

@@ -9,7 +9,7 @@
 // of its tabs and comes back, so the last state is also kept in the browser tab's
 // sessionStorage, and put back into the hash from there.
 
-import {SERIES_DIMENSIONS, TREND_ORDERS} from './contract.js';
+import {PLOT_TOP, SERIES_DIMENSIONS, TREND_ORDERS} from './contract.js';
 import {STATUSES} from './view.js';
 
 /** @typedef {import('./view.js').RowView} RowView */
@@ -104,9 +104,10 @@ const HASH_PREFIX = 'p.op_compare.';
 // TensorBoard's process reached 3.6 GB making it. Past this the server filters and orders
 // every row and the tab shows the first MAX_TAB_ROWS (the CSV holds them all).
 export const MAX_TAB_ROWS = 20000;
-export const DEFAULT_SWEEP_TOP = 10;
-export const MAX_SWEEP_TOP = 50; // the sweep route's limit
-export const DEFAULT_TREND_TOP = 10; // as the trend route's
+// the sweep and trend routes' `top`: its default and bound, as the server declares them
+export const DEFAULT_SWEEP_TOP = PLOT_TOP.default;
+export const MAX_SWEEP_TOP = PLOT_TOP.max;
+export const DEFAULT_TREND_TOP = PLOT_TOP.default;
 export const DEFAULT_TREND_ORDER = 'recorded';
 /** The trend route's orders, but for `sidecar:FIELD`. */
 export {TREND_ORDERS};

@@ -199,7 +199,7 @@ def _is_number(cell: str) -> bool:
         ({**TF1_PAIR, "group_by": "device"}, "group_by"),
         ({**TF1_PAIR, "q": "/(unclosed/"}, "not a valid regular expression"),
         ({**TF1_PAIR, "top": "-3"}, "top"),
-        ({**TF1_PAIR, "top": "many"}, "top: expected a number"),
+        ({**TF1_PAIR, "top": "many"}, "top: expected an integer of 1 or more"),
         ({**TF1_PAIR, "sort": "__class__"}, "unknown column"),
         ({**TF1_PAIR, "status": "matched,gone"}, "status"),
         ({**TF1_PAIR, "min_us": "nan"}, "min_us"),

@@ -6,19 +6,17 @@ runs both copies on the same cases so they cannot drift."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from tb_opcompare.analysis.numerics import is_missing
-from tb_opcompare.schema.contract import COMPARE_COLUMNS, STATUSES
+from tb_opcompare.errors import UsageError
+from tb_opcompare.schema.contract import STATUSES
 from tb_opcompare.schema.groups import among
+from tb_opcompare.schema.requests import ViewRequest, parse_request
 from tb_opcompare.schema.table import Table
-
-SIDE_FILTERS = ("all", "host", "device")
-MAX_PATTERN = 500
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,75 +47,29 @@ class RowView:
     keys: tuple[str, ...] | None = None
 
 
-def view_from_params(params: Mapping[str, str]) -> RowView:
-    """Read a RowView from URL/query parameters; ValueError names the bad parameter.
-    ``key`` may be repeated (a werkzeug MultiDict's ``getlist``, or a list value)."""
-    query = text_from_params(params, "q")
-    _query_matcher(query)
-    statuses = tuple(s for s in (params.get("status") or ",".join(STATUSES)).split(",") if s)
-    unknown = [s for s in statuses if s not in STATUSES]
-    if unknown or not statuses:
-        raise ValueError(f"status: expected a comma-separated subset of {', '.join(STATUSES)}")
-    side = params.get("side") or "all"
-    if side not in SIDE_FILTERS:
-        raise ValueError(f"side: expected one of {', '.join(SIDE_FILTERS)}, not {side!r}")
-    min_total_us = _number(params, "min_us", 0.0, float)
-    sort = sort_from_params(params, COMPARE_COLUMNS)
-    descending = descending_from_params(params)
-    top = _number(params, "top", None, int)
-    if top is not None and top <= 0:
-        raise ValueError("top: must be a positive integer")
-    return RowView(query, statuses, side, min_total_us, sort, descending, top, keys_from_params(params))
+def view_from_params(params: Mapping[str, Any]) -> RowView:
+    """Read a RowView from URL/query parameters (their rules: ``schema.requests.ViewRequest``);
+    UsageError names the bad parameter. ``key`` may be repeated (a werkzeug MultiDict's
+    ``getlist``, or a list value)."""
+    return view_of(parse_request(ViewRequest, params))
 
 
-def keys_from_params(params: Mapping[str, str]) -> tuple[str, ...] | None:
-    """The repeated ``key`` parameter: op keys, each whole (op names may hold commas, so
-    never a comma list); empty values are left out, and none means every key."""
-    values = params.getlist("key") if hasattr(params, "getlist") else params.get("key")
-    if values is None:
-        values = []
-    elif isinstance(values, str):
-        values = [values]
-    keys = tuple(dict.fromkeys(value for value in values if value))
-    return keys or None
-
-
-def sort_from_params(params: Mapping[str, str], columns: list[str]) -> str | None:
-    """The ``sort`` parameter: one of ``columns``, or None for the table's own order."""
-    sort = params.get("sort") or None
-    if sort is not None and sort not in columns:
-        raise ValueError(f"sort: unknown column {sort!r}; columns: {', '.join(columns)}")
-    return sort
-
-
-def descending_from_params(params: Mapping[str, str]) -> bool:
-    """The ``order`` parameter (``desc``, the default, or ``asc``); ValueError names it."""
-    order = params.get("order") or "desc"
-    if order not in ("asc", "desc"):
-        raise ValueError(f"order: expected asc or desc, not {order!r}")
-    return order == "desc"
-
-
-def text_from_params(params: Mapping[str, str], name: str) -> str:
-    """A free-text parameter (a filter), bounded so no request makes the server match a
-    novel against every op."""
-    text = params.get(name, "") or ""
-    if len(text) > MAX_PATTERN:
-        raise ValueError(f"{name}: longer than {MAX_PATTERN} characters")
-    return text
-
-
-def _number(params: Mapping[str, str], name: str, default: float | None, kind: type[int] | type[float]) -> Any:
-    text = params.get(name)
-    if text in (None, ""):
-        return default
+def view_of(request: ViewRequest) -> RowView:
+    """The RowView a parsed request asks for; UsageError where its ``q`` is no regex RE2 takes."""
     try:
-        value = kind(text)
-    except ValueError:
-        raise ValueError(f"{name}: expected a number, not {text!r}") from None
-    if kind is float and not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name}: expected a non-negative number, not {text!r}")
-    return value
+        _query_matcher(request.q)
+    except ValueError as error:
+        raise UsageError(str(error), "q") from None
+    return RowView(
+        query=request.q,
+        statuses=request.status or STATUSES,
+        side=request.side,
+        min_total_us=request.min_us,
+        sort=request.sort,
+        descending=request.order == "desc",
+        top=request.top,
+        keys=tuple(dict.fromkeys(request.key)) if request.key else None,  # op keys, each whole: names hold commas
+    )
 
 
 def _query_matcher(query: str) -> Callable[[str], bool]:

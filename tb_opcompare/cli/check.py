@@ -12,23 +12,17 @@ from tb_opcompare.cli.common import (
     EXIT_OK,
     EXIT_REGRESSION,
     EXIT_USAGE,
-    add_group_by_option,
+    add_request_option,
     add_run_list_option,
     escape_controls,
-    fraction,
     json_text,
     open_catalog,
     percent_escaped,
     write_text,
 )
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.schema.dimensions import (
-    DEFAULT_MIN_SHARE,
-    DEFAULT_THRESHOLD,
-    DETECTION_POWER,
-    FALSE_DISCOVERY_RATE,
-    evidence_rule,
-)
+from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE, evidence_rule
+from tb_opcompare.schema.requests import CheckRequest
 
 if TYPE_CHECKING:
     pass
@@ -71,37 +65,18 @@ def add(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) 
         check, "--baseline", "baseline runs, comma-separated; shell patterns such as 'base_cpu_bs32_rep*' work"
     )
     add_run_list_option(check, "--target", "target runs, as --baseline")
-    check.add_argument(
-        "--repeats",
-        action="store_true",
-        help="add each run's repeats (same model, device, batch size and label; `record --repeats`)",
-    )
-    check.add_argument(
-        "--max-regression",
-        type=fraction,
-        default=DEFAULT_THRESHOLD,
-        help="the slowdown tolerated, e.g. 5%% or 0.05 (default 5%%)",
-    )
-    check.add_argument("--ops", metavar="REGEX", help="gate only the ops whose name matches (RE2 syntax)")
-    check.add_argument(
-        "--min-share",
-        type=fraction,
-        default=DEFAULT_MIN_SHARE,
-        help="gate only ops with at least this share of op time on a side (default 1%%)",
-    )
-    add_group_by_option(check)
+    add_request_option(check, CheckRequest, "repeats")
+    add_request_option(check, CheckRequest, "max_regression", metavar="SHARE")
+    add_request_option(check, CheckRequest, "ops", metavar="REGEX")
+    add_request_option(check, CheckRequest, "min_share", metavar="SHARE")
+    add_request_option(check, CheckRequest, "group_by")
     check.add_argument(
         "--baseline-logdir",
         metavar="LOGDIR",
         help="read the --baseline runs from this logdir instead: a stored baseline, such as the main branch's runs "
         "in a bucket (s3://team/baselines/main) or a CI artifact folder, checked against runs just recorded in LOGDIR",
     )
-    check.add_argument(
-        "--allow-one-run",
-        action="store_true",
-        help="accept one run on a side (indicative only: one run cannot tell a regression from a "
-        "hiccup of the machine)",
-    )
+    add_request_option(check, CheckRequest, "allow_one_run")
     check.add_argument(
         "--strict",
         action="store_true",

@@ -9,9 +9,8 @@ import sys
 from typing import TYPE_CHECKING
 
 from tb_opcompare.errors import escape_control_characters
-from tb_opcompare.schema.dimensions import GROUP_BY
+from tb_opcompare.schema.requests import ROWS, Choice, Flag, Repeated, Rule, parameter, qualifiers
 from tb_opcompare.store.settings import ReadSettings
-from tb_opcompare.text import parse_share
 
 if TYPE_CHECKING:
     from tb_opcompare.store.catalog import Catalog
@@ -105,17 +104,38 @@ def add_json_option(parser: argparse.ArgumentParser, document: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {document} as JSON")
 
 
-def add_top_option(parser: argparse.ArgumentParser, shows: str, default: int | None = 10) -> None:
-    # the help states the default from the value itself, so the two cannot drift apart
-    parser.add_argument(
-        "--top", type=positive_int, default=default, help=shows if default is None else f"{shows} (default {default})"
-    )
-
-
-def add_group_by_option(
-    parser: argparse.ArgumentParser, choices: tuple[str, ...] = GROUP_BY, help_text: str | None = None
+def add_request_option(
+    parser: argparse.ArgumentParser, request: type, name: str, metavar: str | None = None, note: str = ""
 ) -> None:
-    parser.add_argument("--group-by", choices=choices, default="name", help=help_text)
+    """``--NAME``, the option of a request's field (``schema/requests.py``): its rule checks
+    the value (a bad one is argparse's usage error, exit 2, in the words the route answers
+    400 with); its meaning, bounds and default are the option's help, and its default the
+    option's. A 0|1 field is a switch, a repeatable one is given once per value. ``note``:
+    what the command adds to the field's meaning."""
+    field = parameter(request, name)
+    flag = "--" + name.replace("_", "-")
+    # the help states the rule and the default from the field itself, so the two cannot drift apart
+    said = "" if isinstance(field.rule, Flag) else ", ".join(qualifiers(field))  # a switch is off unless given
+    text = field.meaning + (f"; {note}" if note else "") + (f" ({said})" if said else "")
+    help_text = percent_escaped(text.replace("`", ""))  # the API doc's code marks, not a terminal's
+    if isinstance(field.rule, Flag):
+        parser.add_argument(flag, action="store_true", help=help_text)
+    elif isinstance(field.rule, Repeated):
+        parser.add_argument(flag, action="append", metavar=metavar, help=help_text)
+    else:
+        parser.add_argument(
+            flag,
+            type=checked(field.rule),
+            default=field.default,
+            metavar=f"{{{','.join(field.rule.options)}}}" if isinstance(field.rule, Choice) else metavar,
+            help=help_text,
+        )
+
+
+def add_top_option(parser: argparse.ArgumentParser, shows: str, default: int = 10) -> None:
+    """``--top`` of a page's printed rows (the CLI's own: the tab lists them all), by the rule
+    of the compare view's ``top``."""
+    parser.add_argument("--top", type=checked(ROWS), default=default, metavar="N", help=f"{shows} (default {default})")
 
 
 def add_run_list_option(parser: argparse.ArgumentParser, flag: str, help_text: str) -> None:
@@ -125,17 +145,23 @@ def add_run_list_option(parser: argparse.ArgumentParser, flag: str, help_text: s
 
 # Argument types: each turns a value argparse read into what the command takes, or says
 # why it cannot (argparse prints that as a usage error, exit code 2).
+def checked(rule: Rule):
+    """A request rule as an argument type: its value, or its words as argparse's error."""
+
+    def value(text: str):
+        try:
+            return rule.parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return value
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError("must be a positive integer")
     return value
-
-
-def non_negative_int(text: str) -> int:
-    if not (text.isascii() and text.isdigit()):
-        raise argparse.ArgumentTypeError("must be 0 or a positive integer")
-    return int(text)
 
 
 def int_list(text: str) -> list[int]:
@@ -170,13 +196,6 @@ def run_list(text: str) -> list[str]:
 def percent_escaped(text: str) -> str:
     """``text`` for argparse's help, which formats it with ``%``: each ``%`` doubled."""
     return text.replace("%", "%%")
-
-
-def fraction(text: str) -> float:
-    try:
-        return parse_share(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def open_catalog(args, every_run: bool = False, logdir: str | None = None) -> Catalog:

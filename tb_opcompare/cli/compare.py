@@ -10,10 +10,9 @@ from tb_opcompare.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     add_csv_option,
-    add_group_by_option,
     add_json_option,
+    add_request_option,
     add_session_options,
-    add_top_option,
     as_builtins,
     escape_controls,
     json_text,
@@ -21,7 +20,7 @@ from tb_opcompare.cli.common import (
     usage_error,
     write_text,
 )
-from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY
+from tb_opcompare.schema.requests import CompareRequest, ViewRequest
 from tb_opcompare.text import format_bytes, format_speedup, format_time
 
 if TYPE_CHECKING:
@@ -48,20 +47,12 @@ def add(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) 
         action="store_true",
         help="without --baseline/--target: every automatic CPU/accelerator pair, not only the one the tab opens on",
     )
-    compare.add_argument(
-        "--repeats",
-        action="store_true",
-        help="pool each side's repeats (the runs of its model, device, batch size and label)",
-    )
+    add_request_option(compare, CompareRequest, "repeats")
     add_session_options(compare)
-    add_group_by_option(
-        compare,
-        COMPARE_GROUP_BY,
-        "module: PyTorch nn.Module calls (recorded with with_stack=True), else TF name scopes",
-    )
+    add_request_option(compare, CompareRequest, "group_by")
     compare.add_argument("--no-normalize-types", action="store_true", help="keep oneDNN/cuDNN op types apart")
-    compare.add_argument("--sort", help="column to sort by, largest first (e.g. speedup, baseline_total_us)")
-    add_top_option(compare, "show only the first N rows", default=None)
+    add_request_option(compare, ViewRequest, "sort", metavar="COLUMN", note="largest first")
+    add_request_option(compare, ViewRequest, "top", metavar="N")
     add_csv_option(compare, "the rows", "; for the automatic pairs, each row starts with its baseline and target run")
     add_json_option(compare, "the compare document")
     compare.add_argument(
@@ -82,12 +73,6 @@ def _compare(args) -> int:
     pairs = _named_pair(catalog, args) if args.baseline else _automatic_pairs(catalog, args.all_pairs)
     if not pairs:
         return EXIT_USAGE  # _automatic_pairs said why
-    # after the runs are resolved, so an unknown run stays the error reported first (and
-    # is reported before pandas is imported)
-    from tb_opcompare.schema.contract import COMPARE_COLUMNS
-
-    if args.sort and args.sort not in COMPARE_COLUMNS:
-        return usage_error(f"unknown sort column {args.sort!r}; columns: {', '.join(COMPARE_COLUMNS)}")
     documents = [_compare_document(catalog, args, baseline, target) for baseline, target in pairs]
     _emit_comparisons(args, documents)
     return EXIT_OK

@@ -11,11 +11,12 @@ from tb_opcompare.cli.common import (
     EXIT_USAGE,
     add_csv_option,
     add_json_option,
+    add_request_option,
     emit,
     escape_controls,
-    non_negative_int,
     open_catalog,
 )
+from tb_opcompare.schema.requests import MatrixRequest
 from tb_opcompare.text import format_speedup, format_throughput, format_time
 
 if TYPE_CHECKING:
@@ -33,24 +34,10 @@ def add(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) 
         "step us) and the speedup against the reference column. Repeats of one cell are pooled.",
     )
     matrix.add_argument("logdir")
-    matrix.add_argument(
-        "--reference",
-        metavar="DEVICE",
-        help="the device speedups are against, in each row (default: CPU where present)",
-    )
-    matrix.add_argument(
-        "--warmup",
-        type=non_negative_int,
-        metavar="N",
-        help="leave out the first N steps of every run (default: detected per run)",
-    )
-    matrix.add_argument("--model", action="append", metavar="MODEL", help="only this model (repeatable)")
-    matrix.add_argument(
-        "--part",
-        metavar="CATEGORY",
-        help="also each cell's time in one part of the step and its speedup (input, forward, backward, "
-        "optimizer, copy, device_wait, launch, communication, untracked, device_idle, ...)",
-    )
+    add_request_option(matrix, MatrixRequest, "reference", metavar="COLUMN")
+    add_request_option(matrix, MatrixRequest, "warmup", metavar="N")
+    add_request_option(matrix, MatrixRequest, "model", metavar="MODEL")
+    add_request_option(matrix, MatrixRequest, "part", metavar="CATEGORY")
     add_csv_option(matrix, "one line per cell")
     add_json_option(matrix, "the matrix document")
     matrix.set_defaults(handler=_matrix)

@@ -10,9 +10,8 @@ from tb_opcompare.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     add_csv_option,
-    add_group_by_option,
     add_json_option,
-    add_top_option,
+    add_request_option,
     as_builtins,
     escape_controls,
     json_text,
@@ -20,6 +19,7 @@ from tb_opcompare.cli.common import (
     write_text,
 )
 from tb_opcompare.schema.dimensions import SERIES_DIMENSIONS
+from tb_opcompare.schema.requests import SweepRequest
 from tb_opcompare.text import format_breakeven, format_time
 
 if TYPE_CHECKING:
@@ -30,23 +30,12 @@ def add(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) 
     sweep = commands.add_parser("sweep", parents=[reading], help="how each op and the whole step scale with batch size")
     sweep.add_argument("logdir")
     sweep.add_argument("--model", help="model key (see `runs`); without it, the models that can be swept are listed")
-    add_top_option(sweep, "plot the N ops with the most time")
-    sweep.add_argument("--ops", action="append", metavar="OP", help="plot these ops instead (repeatable)")
-    add_group_by_option(sweep)
-    sweep.add_argument(
-        "--series-by",
-        choices=SERIES_DIMENSIONS,
-        default="device",
-        help="draw one line per device (default), precision or compiler; speedups and break-evens "
-        "are against CPU, fp32 or eager",
-    )
+    add_request_option(sweep, SweepRequest, "top", metavar="N")
+    add_request_option(sweep, SweepRequest, "ops", metavar="OP")
+    add_request_option(sweep, SweepRequest, "group_by")
+    add_request_option(sweep, SweepRequest, "series_by")
     for dimension in SERIES_DIMENSIONS:
-        sweep.add_argument(
-            f"--{dimension}",
-            metavar="VALUE",
-            help=f"hold the {dimension} at VALUE where the lines are not drawn by it (default: the "
-            + ("device most runs were recorded on)" if dimension == "device" else "model key's)"),
-        )
+        add_request_option(sweep, SweepRequest, dimension, metavar="VALUE")
     add_csv_option(sweep, "the fits table")
     sweep.add_argument("--html", metavar="FILE", help="write an offline HTML report with the plots to FILE")
     add_json_option(sweep, "the sweep document")

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 from tb_opcompare.cli.common import (
     EXIT_OK,
     add_csv_option,
-    add_group_by_option,
     add_json_option,
+    add_request_option,
     add_run_list_option,
-    add_top_option,
     emit,
     escape_controls,
     open_catalog,
 )
+from tb_opcompare.schema.requests import TrendRequest
 from tb_opcompare.text import format_time
 
 if TYPE_CHECKING:
@@ -35,14 +35,9 @@ def add(commands: argparse._SubParsersAction, reading: argparse.ArgumentParser) 
     )
     trend.add_argument("logdir")
     add_run_list_option(trend, "--runs", "runs, comma-separated; shell patterns such as 'resnet_cpu_bs32_*' work")
-    trend.add_argument(
-        "--order-by",
-        default="recorded",
-        help="recorded (default), label, run, repeat, device, batch_size, precision, compiler, or "
-        "sidecar:<field> (e.g. sidecar:versions.torch)",
-    )
-    add_top_option(trend, "the N ops with the largest share")
-    add_group_by_option(trend)
+    add_request_option(trend, TrendRequest, "order_by", metavar="ORDER")
+    add_request_option(trend, TrendRequest, "top", metavar="N")
+    add_request_option(trend, TrendRequest, "group_by")
     add_csv_option(trend, "the rows")
     add_json_option(trend, "the trend document")
     trend.set_defaults(handler=_trend)

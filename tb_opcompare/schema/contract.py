@@ -17,6 +17,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import Meta
 
+from tb_opcompare.schema import requests
 from tb_opcompare.schema.dimensions import (
     DETECTION_POWER,
     DEVICE_STEP_CATEGORIES,
@@ -42,6 +43,7 @@ SHARED_WORDS = {
     "TREND_ORDERS": TREND_ORDERS,
     "SERIES_DIMENSIONS": SERIES_DIMENSIONS,
     "STEP_PARTS": {**STEP_CATEGORIES, **DEVICE_STEP_CATEGORIES},  # key -> label, host first
+    "PLOT_TOP": {"default": requests.PLOT_TOP, "max": requests.MAX_PLOT_TOP},  # a sweep's or trend's ops to plot
 }
 
 
@@ -1445,20 +1447,17 @@ class ReadsDocument(_Document):
     ]
 
 
+# Each route's parameters are its requests' fields (schema/requests.py): listed from them, so
+# the doc cannot drift from the rules the routes apply.
 ROUTES: tuple[tuple[str, type, str], ...] = (
-    ("runs", RunsDocument, "`load=0|1` (0: read no trace; cached facts, else sidecars and names)"),
+    ("runs", RunsDocument, requests.parameters_text(requests.RunsRequest)),
     ("reads", ReadsDocument, "none; answers at once, whatever else the server is doing"),
     (
         "compare",
         CompareDocument,
-        "`baseline`, `target` (a run, or a run group: runs and shell patterns, comma "
-        "list, their executions pooled), `repeats=0|1` (pool each side's repeats), "
-        "`group_by=name|type|module`, `baseline_session`, `target_session` (a side of one "
-        "run), and the view: `q` (substring or `/regex/`), `status` (comma list), "
-        "`side=all|host|device`, `min_us`, `key` (repeatable: only these op keys), "
-        "`significant=0|1` (only the ops the `check` of the two sides, each with its "
-        "repeats, finds significantly changed: CheckRow.significant), `sort` (a column), "
-        "`order=desc|asc`, `top`",
+        requests.parameters_text(requests.CompareRequest)
+        + "; and the view: "
+        + requests.parameters_text(requests.ViewRequest),
     ),
     ("compare.csv", CompareDocument, "as `compare`; answers the rows as CSV (the columns of CompareRow)"),
     (
@@ -1469,37 +1468,26 @@ ROUTES: tuple[tuple[str, type, str], ...] = (
         "step",
     ),
     ("sweeps", SweepsDocument, "none"),
+    ("sweep", SweepDocument, requests.parameters_text(requests.SweepRequest)),
     (
-        "sweep",
+        "sweep.csv",
         SweepDocument,
-        "`model`, `top` (1-50), `ops` (repeatable), `group_by`, `series_by=device|precision|"
-        "compiler` (what the lines are drawn by), and a value to hold each other dimension at: "
-        "`device`, `precision`, `compiler` (default: the model key's, the commonest device)",
+        "as `sweep`, and the fits table's filter and sort: "
+        + requests.parameters_text(requests.FitsTableRequest)
+        + "; answers the fits with each op's break-even as CSV",
     ),
-    ("sweep.csv", SweepDocument, "as `sweep`; answers the fits with each op's break-even as CSV"),
-    ("trend", TrendDocument, "`runs` (comma list; shell patterns), `order_by`, `top` (1-50), `group_by`"),
+    ("trend", TrendDocument, requests.parameters_text(requests.TrendRequest)),
     ("trend.csv", TrendDocument, "as `trend`; answers the rows as CSV, the point as its value"),
-    (
-        "check",
-        CheckDocument,
-        "`baseline`, `target` (comma lists; shell patterns), `repeats=0|1` (add each run's "
-        "repeats), `max_regression` (`5%` or `0.05`), `min_share`, `ops` (RE2), `group_by`, "
-        "`allow_one_run=0|1`",
-    ),
-    (
-        "matrix",
-        MatrixDocument,
-        "`reference` (`DEVICE/precision/compiler`), `warmup` (steps; empty: detected), "
-        "`model` (repeatable: only these models), `part` (a step part: `input`, `forward`, `device_idle`, ...)",
-    ),
+    ("check", CheckDocument, requests.parameters_text(requests.CheckRequest)),
+    ("matrix", MatrixDocument, requests.parameters_text(requests.MatrixRequest)),
     ("matrix.csv", MatrixDocument, "as `matrix`; answers one line per cell (its runs `;`-separated)"),
-    ("modules", ModulesDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("modules", ModulesDocument, requests.parameters_text(requests.PairRequest)),
     ("modules.csv", ModulesDocument, "as `modules`; answers one line per node, with its path (`id`)"),
-    ("layers", LayersDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("layers", LayersDocument, requests.parameters_text(requests.PairRequest)),
     ("layers.csv", LayersDocument, "as `layers`; answers its rows (application ranges, runtime calls)"),
-    ("memory", MemoryDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("memory", MemoryDocument, requests.parameters_text(requests.PairRequest)),
     ("memory.csv", MemoryDocument, "as `memory`; answers its rows (the ops that allocated or freed memory)"),
-    ("roofline", RooflineDocument, "`baseline`, `target`, `baseline_session`, `target_session`"),
+    ("roofline", RooflineDocument, requests.parameters_text(requests.PairRequest)),
     ("roofline.csv", RooflineDocument, "as `roofline`; answers its rows (one per op)"),
 )
 DOCUMENTS = (

@@ -45,7 +45,7 @@ import msgspec
 from tensorboard.backend import http_util
 from werkzeug import wrappers
 
-from tb_opcompare.analysis.row_view import descending_from_params, sort_from_params, text_from_params, view_from_params
+from tb_opcompare.analysis.row_view import view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError
 from tb_opcompare.schema.contract import (
@@ -57,7 +57,17 @@ from tb_opcompare.schema.contract import (
     SweepDocument,
     TrendDocument,
 )
-from tb_opcompare.schema.dimensions import COMPARE_GROUP_BY, DEFAULT_MIN_SHARE, DEFAULT_THRESHOLD, GROUP_BY
+from tb_opcompare.schema.requests import (
+    CheckRequest,
+    CompareRequest,
+    FitsTableRequest,
+    MatrixRequest,
+    PairRequest,
+    RunsRequest,
+    SweepRequest,
+    TrendRequest,
+    parse_request,
+)
 from tb_opcompare.service.check import check_document, significant_keys
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.csv_export import (
@@ -81,7 +91,6 @@ from tb_opcompare.service.trend import trend_document
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.run_groups import both_sides, expand_runs, split_runs
 from tb_opcompare.store.settings import ReadSettings
-from tb_opcompare.text import parse_share
 
 _logger = logging.getLogger(__name__)
 
@@ -153,13 +162,10 @@ class DataRoutes:
         self.apps["/breakdown.csv"] = _served(self._breakdown_csv)
 
     def _runs(self, args):
-        load = args.get("load", "1")
-        if load not in ("0", "1"):
-            raise UsageError(f"load: expected 0 or 1, not {load!r}", "load")
-        return runs_document(self.catalog, load=load == "1")
+        return runs_document(self.catalog, load=parse_request(RunsRequest, args).load)
 
     def _compare_view(self, args) -> CompareDocument:
-        return self._compare(args, self._view(args))
+        return self._compare(args, view_from_params(args))
 
     def _sweep_figures(self, args) -> SweepDocument:
         return self._sweep(args, figures=True)
@@ -168,44 +174,30 @@ class DataRoutes:
         return _breakdown_download(request, self._compare_view(request.args))
 
     def _sweep_csv(self, request):
-        try:  # parameters first: a bad one costs no sweep
-            op_contains = text_from_params(request.args, "op_contains")
-            sort = sort_from_params(request.args, FIT_COLUMNS)
-            descending = descending_from_params(request.args)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
+        table = parse_request(FitsTableRequest, request.args)  # first: a bad one costs no sweep
         document = self._sweep(request.args)
-        rows = fits_table(document, op_contains, sort, descending)
+        rows = fits_table(document, table.op_contains, table.sort, table.order == "desc")
         return _csv_download(
             request, compare_csv(rows, FIT_COLUMNS), f"opcompare_sweep_{_safe_name(document.model)}.csv"
         )
 
     def _check(self, args):
-        _require(args, "baseline", "target")
-        try:
-            threshold = parse_share(args.get("max_regression") or str(DEFAULT_THRESHOLD))
-            min_share = parse_share(args.get("min_share") or str(DEFAULT_MIN_SHARE))
-            repeats, allow_one_run = (_flag(args, name) for name in ("repeats", "allow_one_run"))
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        sides = both_sides(self.catalog, args["baseline"], args["target"], repeats)
+        request = parse_request(CheckRequest, args)
+        sides = both_sides(self.catalog, request.baseline, request.target, request.repeats)
         return check_document(
             self.catalog,
             *sides,
-            threshold=threshold,
-            ops=args.get("ops") or None,
-            min_share=min_share,
-            group_by=_group_by(args),
-            allow_one_run=allow_one_run,
+            threshold=request.max_regression,
+            ops=request.ops,
+            min_share=request.min_share,
+            group_by=request.group_by,
+            allow_one_run=request.allow_one_run,
         )
 
     def _trend(self, args) -> TrendDocument:
-        _require(args, "runs")
-        top = _top(args)
-        runs = expand_runs(self.catalog, split_runs(args["runs"]))
-        return trend_document(
-            self.catalog, runs, order_by=args.get("order_by") or "recorded", top=top, group_by=_group_by(args)
-        )
+        request = parse_request(TrendRequest, args)
+        runs = expand_runs(self.catalog, split_runs(request.runs))
+        return trend_document(self.catalog, runs, order_by=request.order_by, top=request.top, group_by=request.group_by)
 
     def _layers(self, args):
         return layers_document(self.catalog, *_pair(args))
@@ -220,111 +212,53 @@ class DataRoutes:
         return modules_document(self.catalog, *_pair(args))
 
     def _matrix(self, args) -> MatrixDocument:
-        warmup_text = args.get("warmup") or ""
-        if warmup_text and not (warmup_text.isascii() and warmup_text.isdigit()):
-            raise UsageError(
-                f"warmup: expected a number of steps (0 or more), or nothing to detect it, not {warmup_text!r}",
-                "warmup",
-            )
+        request = parse_request(MatrixRequest, args)
         return matrix_document(
             self.catalog,
-            reference=args.get("reference") or None,
-            warmup=int(warmup_text) if warmup_text else None,
-            models=[model for model in args.getlist("model") if model] or None,
-            part=args.get("part") or None,
+            reference=request.reference,
+            warmup=request.warmup,
+            models=list(request.model) if request.model else None,
+            part=request.part,
         )
 
     def _sweep(self, args, figures: bool = False) -> SweepDocument:
-        _require(args, "model")
-        model = args["model"]
-        group_by = _group_by(args)
-        top = _top(args)
-        ops = [op for op in args.getlist("ops") if op] or None
-        series_by = args.get("series_by") or "device"
-        held = {name: args[name] for name in SERIES_DIMENSIONS if args.get(name)}
+        request = parse_request(SweepRequest, args)
+        held = {name: getattr(request, name) for name in SERIES_DIMENSIONS if getattr(request, name)}
         return sweep_document(
             self.catalog,
-            model,
-            top=top,
-            ops=ops,
-            group_by=group_by,
+            request.model,
+            top=request.top,
+            ops=list(request.ops) if request.ops else None,
+            group_by=request.group_by,
             figures=figures,
-            series_by=series_by,
+            series_by=request.series_by,
             held=held,
         )
 
     def _compare(self, args, view) -> CompareDocument:
-        _require(args, "baseline", "target")
-        group_by = _group_by(args, COMPARE_GROUP_BY)
-        try:
-            repeats = _flag(args, "repeats")
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-        baseline, target = both_sides(self.catalog, args["baseline"], args["target"], repeats)
-        try:
-            if _flag(args, "significant"):
-                view = dataclasses.replace(
-                    view, keys=significant_keys(self.catalog, args["baseline"], args["target"], group_by)
-                )
-        except ValueError as error:  # UsageError too: the view's own words
-            raise UsageError(str(error)) from None
+        request = parse_request(CompareRequest, args)
+        baseline, target = both_sides(self.catalog, request.baseline, request.target, request.repeats)
+        if request.significant:
+            try:
+                keys = significant_keys(self.catalog, request.baseline, request.target, request.group_by)
+            except ValueError as error:  # UsageError too: the check's own words
+                raise UsageError(str(error)) from None
+            view = dataclasses.replace(view, keys=keys)
         return compare_document(
             self.catalog,
             baseline,
             target,
-            group_by=group_by,
-            baseline_session=args.get("baseline_session") or None,
-            target_session=args.get("target_session") or None,
+            group_by=request.group_by,
+            baseline_session=request.baseline_session,
+            target_session=request.target_session,
             view=view,
         )
-
-    @staticmethod
-    def _view(args):
-        try:
-            return view_from_params(args)
-        except ValueError as error:
-            raise UsageError(str(error)) from None
-
-
-def _require(args, *names: str) -> None:
-    """The one check of a route's required parameters: a UsageError naming those missing
-    (or empty), the first as the parameter at fault."""
-    missing = [name for name in names if not args.get(name)]
-    if missing:
-        raise UsageError(f"missing parameter: {', '.join(missing)}", missing[0])
 
 
 def _pair(args) -> tuple[str, str, str | None, str | None]:
     """The two runs a pair route names, and their sessions (None: each run's newest)."""
-    _require(args, "baseline", "target")
-    return args["baseline"], args["target"], args.get("baseline_session") or None, args.get("target_session") or None
-
-
-def _top(args) -> int:
-    """How many ops a plot shows: 1 to 50, 10 by default."""
-    text = args.get("top") or "10"
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 50:
-        raise UsageError(f"top: expected an integer from 1 to 50, not {text!r}", "top")
-    return int(text)
-
-
-def _flag(args, name: str) -> bool:
-    value = args.get(name) or "0"
-    if value not in ("0", "1"):
-        raise ValueError(f"{name}: expected 0 or 1, not {value!r}")
-    return value == "1"
-
-
-def _group_by(args, allowed: tuple[str, ...] = GROUP_BY) -> str:
-    group_by = args.get("group_by") or "name"
-    if group_by not in allowed:
-        why = (
-            " (modules are for the compare table: confidence, sweeps and trends are per op or op type)"
-            if group_by in COMPARE_GROUP_BY
-            else ""
-        )
-        raise UsageError(f"group_by: expected one of {', '.join(allowed)}, not {group_by!r}{why}", "group_by")
-    return group_by
+    request = parse_request(PairRequest, args)
+    return request.baseline, request.target, request.baseline_session, request.target_session
 
 
 def _served(render):
