@@ -157,6 +157,12 @@ class _SessionEvidence:
     step_spans: list[tuple[str, xplane_steps.StepSpans]] = dataclasses.field(default_factory=list)
     # by file: the host plane whose steps are on its devices' Steps lines (TF 2.2-2.4)
     pending_hosts: dict[str, xplane_steps.PendingHost] = dataclasses.field(default_factory=dict)
+    counted: XlaPrograms | None = None  # the programs' costs, counted once for every plane
+
+    def xla_programs(self) -> XlaPrograms:
+        if self.counted is None:
+            self.counted = XlaPrograms(self.hlo.modules)  # a later file's programs join the same dict
+        return self.counted
 
 
 def _read_file(
@@ -721,7 +727,11 @@ class _HostPlaneReader:
             )
         self.spans = None
         hlo_codes = sorted({code for code in index.hlo.code_of.values() if code >= 0})
-        xla = _XlaOps(np.asarray(hlo_codes, dtype=np.int64), index.hlo.programs, evidence.hlo) if hlo_codes else None
+        xla = (
+            _XlaOps(np.asarray(hlo_codes, dtype=np.int64), index.hlo.programs, evidence.xla_programs())
+            if hlo_codes
+            else None
+        )
         return _HostOps(events, index.op_keys, self.memory, self.op_lines, left_out, plane_is_eager, bounds, xla)
 
 
@@ -732,7 +742,7 @@ class _XlaOps:
 
     codes: np.ndarray
     ran: set[int]
-    programs: HloEvidence
+    programs: XlaPrograms
 
     def rows(self, keys: list[tuple[str, str]], codes: list[np.ndarray], durations_ps: list[np.ndarray]) -> dict:
         """``WORK_COLUMNS`` of the ops' executions (``codes`` into ``keys``, with their times)."""
@@ -744,13 +754,12 @@ class _XlaOps:
         )
 
 
-def _xla_costs(keys: list[tuple[str, str]], codes: list[int], ran: set[int], programs: HloEvidence) -> list:
+def _xla_costs(keys: list[tuple[str, str]], codes: list[int], ran: set[int], programs: XlaPrograms) -> list:
     """Per key, the work of one execution of the XLA op it names where ``codes`` holds its
     code (or why it is unknown), None for the rest."""
-    counted = XlaPrograms(programs.modules)
     costs: list = [None] * len(keys)
     for code in codes:
-        costs[code] = counted.cost(keys[code][0], ran)
+        costs[code] = programs.cost(keys[code][0], ran)
     return costs
 
 
@@ -1391,12 +1400,14 @@ def _read_device_plane(
     xla_ops = ops.xla_ops()
     xla_codes = [code for code, key in enumerate(keys) if key in xla_ops]
     if xla_codes:
-        events.work.append(_device_work(keys, codes, durations, (scope_kinds, scopes), xla_codes, evidence.hlo))
+        events.work.append(
+            _device_work(keys, codes, durations, (scope_kinds, scopes), xla_codes, evidence.xla_programs())
+        )
     return kind, _device_name(plane, stat_names, kind), steps
 
 
 def _device_work(
-    keys: list, codes: np.ndarray, durations_ps: np.ndarray, scopes: tuple, xla_codes: list[int], programs: HloEvidence
+    keys: list, codes: np.ndarray, durations_ps: np.ndarray, scopes: tuple, xla_codes: list[int], programs: XlaPrograms
 ) -> dict:
     """``WORK_COLUMNS`` of the XLA ops among a device's kernels: an execution is the kernels
     that share a scope range id (a kernel without one is one), timed by its kernels. The
