@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from conftest import LOGDIR, as_json, run_cli
 
-from tb_opcompare.errors import ProfileError
+from tb_opcompare.errors import ProfileError, UnknownRunError
 from tb_opcompare.store import cache as cache_module
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.settings import ReadSettings
@@ -421,3 +421,38 @@ def test_the_cache_bound_comes_from_the_option_else_the_environment_else_5_gb(
     assert ReadSettings.from_options(None, False, 0, option).cache_max_bytes == int(expected)
     if expected == sys.maxsize:  # and the command takes it
         assert run_cli("runs", str(LOGDIR), "--lazy", "--cache-max-gb", "inf").returncode == 0
+
+
+def test_a_session_read_again_after_its_files_changed_holds_only_its_newest_version(logdir):
+    """Issue 55: a profile touched or rewritten (a logdir synced again, a run re-profiled, the
+    shared index rewritten under TensorBoard) is a new key; every older version stayed in
+    memory until the 512 MB bound, though no request can name it again."""
+    catalog = Catalog(str(logdir), cache_dir=None)
+    trace = next((logdir / "torch" / "cnn_torch_cpu_bs4").glob("*.pt.trace.json"))
+    catalog.load("torch/cnn_torch_cpu_bs4")
+    held = catalog.cache.held_bytes
+    for second in range(1, 6):
+        os.utime(trace, (second, second))
+        catalog.load("torch/cnn_torch_cpu_bs4")
+    assert len(catalog.cache._memory) == 1 and catalog.cache.held_bytes == held
+    assert sum(catalog.cache.parses.values()) == 6  # each version read once
+
+
+def test_a_session_or_run_deleted_since_the_listing_is_looked_up_in_a_new_one(logdir):
+    """Issue 55: the tab lists every few seconds and compares in between; a run's newest
+    session deleted since the last listing answered 422 (its file cannot be read) for a
+    run that is fine, and a run deleted 422 instead of 404 (unknown run)."""
+    catalog = Catalog(str(logdir), cache_dir=None)
+    run = logdir / TF_RUN / "plugins" / "profile"
+    older = next(run.glob("*/vm.xplane.pb"))
+    newer = run / "2030_01_01_00_00_00" / "vm.xplane.pb"
+    newer.parent.mkdir()
+    shutil.copyfile(next((logdir / "tf_keras/cnn_cpu_bs8/train").rglob("*.xplane.pb")), newer)
+    catalog.sources(refresh=True)
+    assert catalog.load(TF_RUN).session == "2030_01_01_00_00_00"
+    shutil.rmtree(newer.parent)
+    assert catalog.load(TF_RUN).session == older.parent.name
+    catalog.sources(refresh=True)
+    shutil.rmtree(logdir / TORCH_RUN)
+    with pytest.raises(UnknownRunError):
+        catalog.load(TORCH_RUN)

@@ -6,8 +6,10 @@ request may fail, and the server's memory must level off, not grow with requests
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
+import shutil
 import threading
 import time
 import urllib.error
@@ -16,7 +18,8 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from conftest import TRUNCATED_RUN
+from conftest import FIXTURES, TRUNCATED_RUN, run_cli
+from in_process import PREFIX, plugin_client
 
 SECONDS = float(os.environ.get("TB_OPCOMPARE_LOAD_SECONDS", "10"))
 CLIENTS = 20
@@ -157,3 +160,178 @@ def test_every_route_polled_for_a_while_holds_its_memory(plugin_logdir):
     # the leak measured 31-230 KB a listing: at this rate (some 10 listings a second on two
     # cores) 20-140 MB a minute; a healthy server measured +2 MB a minute
     assert slope < 12, f"server memory trends up by {slope:.1f} MB a minute: {[round(v) for v in sizes]}"
+
+
+# -- the index rewritten under the server (issue 55) ---------------------------------------------
+
+# The same knob as the soak above, with a shorter default: the suite has little time to spare
+INDEX_SOAK_SECONDS = float(os.environ.get("TB_OPCOMPARE_SOAK_SECONDS", "22"))
+TOUCHED = ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")  # their bytes never change
+CHANGED = ("tf_keras/cnn_cpu_bs8/train", "tf_keras/cnn_cpu_bs32/train")  # a session comes and goes; rewritten
+VISITOR = "torch/visitor"  # a run added and removed
+
+
+def _small_logdir(root: Path) -> Path:
+    """Five small runs of the fixture logdir: two PyTorch traces, three Keras xplanes."""
+    logdir = root / "logdir"
+    for run in (*TOUCHED, *CHANGED, "tf_keras/cnn_cpu_bs2/train"):
+        shutil.copytree(FIXTURES / "logdir" / run, logdir / run)
+    return logdir
+
+
+def _one_file(folder: Path, pattern: str) -> Path:
+    (path,) = folder.rglob(pattern)
+    return path
+
+
+class _Rewriter:
+    """The logdir changed and indexed again by the real CLI, over and over. Each round
+    rewrites the changed pair's target (another capture's bytes, put in place whole), adds
+    or removes a newer session of its baseline and the visitor run (entries pruned, batches
+    written anew), touches every profile (a new time, the same bytes: the server's next
+    read of each is the index's, trusted by its content), then runs `tb-opcompare index`."""
+
+    def __init__(self, logdir: Path, scratch: Path):
+        self.logdir, self.scratch = logdir, scratch
+        self.rounds, self.seconds, self.failures = 0, 0.0, []
+        self.captures = [_one_file(logdir / CHANGED[1], "*.xplane.pb").read_bytes()]
+        self.captures.append(_one_file(FIXTURES / "logdir/tf_keras/cnn_cpu_bs2", "*.xplane.pb").read_bytes())
+        self.visitor = _one_file(FIXTURES / "logdir/torch/cnn_torch_cpu_bs64", "*.pt.trace.json").read_bytes()
+
+    def change(self) -> None:
+        self._put(_one_file(self.logdir / CHANGED[1], "*.xplane.pb"), self.captures[(self.rounds + 1) % 2])
+        session = self.logdir / CHANGED[0] / "plugins/profile/2026_11_23_09_00_00"
+        if self.rounds % 4 in (0, 1):
+            self._put(session / "vm.xplane.pb", self.captures[1])
+        else:
+            shutil.rmtree(session, ignore_errors=True)
+        visitor = self.logdir / VISITOR
+        if self.rounds % 2 == 0:
+            self._put(visitor / "vm_1.1795345335619686555.pt.trace.json", self.visitor)
+        else:
+            shutil.rmtree(visitor, ignore_errors=True)
+        now = time.time()
+        for profile in [*self.logdir.rglob("*.pt.trace.json"), *self.logdir.rglob("*.xplane.pb")]:
+            os.utime(profile, (now, now))
+
+    def _put(self, path: Path, data: bytes) -> None:
+        """``data`` as the file at ``path``, placed whole (a profiler's finished file)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.scratch / path.name
+        scratch.write_bytes(data)
+        os.replace(scratch, path)
+
+    def index(self) -> None:
+        started = time.monotonic()
+        result = run_cli("index", str(self.logdir), "--no-cache", "--jobs", "1")
+        self.seconds += time.monotonic() - started
+        if result.returncode != 0 or "Traceback" in result.stderr:
+            self.failures.append(result.stdout + result.stderr[-3000:])
+        self.rounds += 1
+
+    def loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.change()
+            self.index()
+
+
+def _index_soak_routes() -> list[str]:
+    """What the tab asks for of the logdir's indexed tables: the listing, both pairs'
+    comparisons and CSVs, their views, and the visitor's comparison (last)."""
+    routes = ["runs", "runs?load=0", "sweeps", "matrix"]
+    for baseline, target in (TOUCHED, CHANGED):
+        two_runs = urllib.parse.urlencode({"baseline": baseline, "target": target})
+        routes += [f"compare?{two_runs}", f"compare.csv?{two_runs}", f"modules?{two_runs}", f"memory?{two_runs}"]
+        routes += [f"check?{two_runs}&allow_one_run=1", f"trend?runs={urllib.parse.quote(f'{baseline},{target}')}"]
+    return routes + [f"compare?{urllib.parse.urlencode({'baseline': VISITOR, 'target': TOUCHED[0]})}"]
+
+
+def _ask(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def _soak(base: str, pid: int, rewriter: _Rewriter, routes: list[str]) -> tuple[list, list, int]:
+    """Two clients poll ``routes`` while ``rewriter`` loops, for INDEX_SOAK_SECONDS; returns
+    the failed answers, the server's (seconds, RSS MB) samples and the requests made."""
+    failures, asked, samples = [], [0], []
+    stop = threading.Event()
+
+    def client(seed: int) -> None:
+        chooser = random.Random(seed)
+        while not stop.is_set():
+            route = chooser.choice(routes)
+            status, body = _ask(base + route)
+            asked[0] += 1
+            if status != 200 and not (route == routes[-1] and status == 404):
+                failures.append((route, status, body.decode(errors="replace")[-600:]))
+
+    threads = [threading.Thread(target=client, args=(seed,)) for seed in range(2)]
+    threads.append(threading.Thread(target=rewriter.loop, args=(stop,)))
+    for thread in threads:
+        thread.start()
+    started = time.monotonic()
+    while time.monotonic() - started < INDEX_SOAK_SECONDS:
+        samples.append((time.monotonic() - started, resident_mb(pid)))
+        time.sleep(0.5)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    return failures, samples, asked[0]
+
+
+def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_path):
+    """Issue 55's last item: while two clients poll what the tab reads of a logdir's indexed
+    tables, `tb-opcompare index` rewrites the index under the server again and again, the
+    logdir changed between rewrites (a profile rewritten, a session and a run added and
+    removed, every profile touched: manifests, batches and entries really change, and the
+    server reads every run from the index again each round). No request may fail: every
+    answer is 200 but the visitor run's, 404 (an unknown run, the documented answer) while
+    it is gone. After the last rewrite the server serves what a fresh read without the
+    index gives, and its memory did not trend up."""
+    from tensorboard_server import PIDS, running_tensorboard
+
+    logdir = _small_logdir(tmp_path)
+    (tmp_path / "scratch").mkdir()
+    rewriter = _Rewriter(logdir, tmp_path / "scratch")
+    rewriter.change()
+    rewriter.index()
+    routes = _index_soak_routes()
+    # The server's own cache folder, not the indexer's. Two malloc arenas: glibc gives the
+    # threads a request each runs on arenas of their own (up to 8 a core), which fill in
+    # steps of several MB for 30-45 s (676 -> 715 MB in 90 s, flat after ~40 s, with or
+    # without a leak); with two the steps end within ~10 s, and 22 s measure the plugin.
+    server_env = {"TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "server-cache"), "MALLOC_ARENA_MAX": "2"}
+    with running_tensorboard(logdir, env=server_env) as url:
+        pid, base = PIDS[url], f"{url}/data/plugin/op_compare/"
+        for route in routes:  # warm: every run read from the index once
+            _ask(base + route)
+        failures, samples, asked = _soak(base, pid, rewriter, routes)
+        rounds = rewriter.rounds - 1
+        rewriter.change()  # the last rewrite; every profile touched: the server's next reads are the index's
+        rewriter.index()
+        served = {route: _ask(base + route) for route in routes[:1] + routes[4:6] + routes[10:12]}
+    (logdir / ".opcompare").rename(tmp_path / "index-aside")
+    fresh = plugin_client(logdir)  # a fresh read: no index, no cache
+    times, sizes = (np.array(values) for values in zip(*samples))
+    settled = len(samples) // 3  # the first third: the caches and arenas still filling
+    slope = np.polyfit(times[settled:], sizes[settled:], 1)[0] * 60  # MB a minute
+    print(
+        f"\n{asked} requests and {rounds} rewrites of the index ({rewriter.seconds / rewriter.rounds:.1f} s each) "
+        f"in {INDEX_SOAK_SECONDS:.0f} s; server RSS {sizes[0]:.0f} -> {sizes[-1]:.0f} MB "
+        f"(max {sizes.max():.0f}), slope {slope:+.1f} MB/min; {[round(v) for v in sizes]}"
+    )
+    assert not rewriter.failures, rewriter.failures[:2]
+    assert not failures, failures[:5]
+    assert rounds >= 2 and asked > INDEX_SOAK_SECONDS
+    for route, (status, body) in served.items():
+        answer = fresh.get(PREFIX + "/" + route)
+        assert status == answer.status_code == 200, (route, status, body[:400])
+        assert json.loads(body) == json.loads(answer.data) if "csv" not in route else body == answer.data, route
+    # healthy servers measured -6 to +9 MB/min over 22 s on a shared 2-core machine, a leak
+    # kept per read of the index +29: the bound sits between, away from the healthy spread
+    # (the cache's own leak, 0.4 MB a round on these small runs, is test_cache's to catch)
+    assert slope < 20, f"server memory trends up by {slope:.1f} MB a minute: {[round(v) for v in sizes]}"

@@ -306,6 +306,17 @@ def signature(path: str) -> tuple[int, float]:
     return stat.st_size, stat.st_mtime
 
 
+def is_gone(path: str) -> bool:
+    """Whether the file is not there (one that cannot be asked about now is not gone)."""
+    try:
+        signature(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def fingerprint(path: str) -> dict:
     """What tells whether a file is still the one a shared index was made from: its size,
     modification time and, where the store gives one, its content tag (S3's ETag, GCS's

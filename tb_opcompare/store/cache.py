@@ -126,6 +126,7 @@ class ProfileCache:
         self._lock = threading.Lock()
         self._memory: OrderedDict[tuple, tuple[OpProfile | _Unreadable, int]] = OrderedDict()
         self._held_bytes = 0
+        self._versions: dict[tuple, tuple] = {}  # a session's files (no versions) -> its key held in memory
         self._flights: dict[tuple, _Flight] = {}
         self._disk_warning_given = False
 
@@ -224,16 +225,33 @@ class ProfileCache:
 
     def _remember(self, key: tuple, value) -> None:
         size = value.memory_bytes() if not isinstance(value, _Unreadable) else 1024
+        session = _session_of(key)
         with self._lock:
-            if key in self._memory:
-                self._held_bytes -= self._memory.pop(key)[1]
+            self._forget(key)
+            # The session's files as they were before (touched, rewritten, synced again: its
+            # key names their old sizes and times) are never asked for again: held until the
+            # bound, a server whose profiles or index changed under it grew by every version.
+            superseded = self._versions.get(session) if session is not None else None
+            if superseded is not None and superseded != key:
+                self._forget(superseded)
             self._memory[key] = (value, size)
             self._held_bytes += size
+            if session is not None:
+                self._versions[session] = key
             # The two most recent stay whatever their size: they are the pair being compared,
             # and evicting one half to hold the other would read both again on every request.
             while self._held_bytes > self.memory_bytes and len(self._memory) > _ALWAYS_HELD:
-                _, (_, dropped) = self._memory.popitem(last=False)
-                self._held_bytes -= dropped
+                self._forget(next(iter(self._memory)))
+
+    def _forget(self, key: tuple) -> None:
+        """Drop ``key`` from memory, if held (the caller holds the lock)."""
+        held = self._memory.pop(key, None)
+        if held is None:
+            return
+        self._held_bytes -= held[1]
+        session = _session_of(key)
+        if session is not None and self._versions.get(session) == key:
+            del self._versions[session]
 
     @property
     def held_bytes(self) -> int:
@@ -316,6 +334,16 @@ class ProfileCache:
     def prune(self, keep: str | None = None) -> int:
         """Take the folder down to its bound now (``prune_cache``); the bytes freed."""
         return prune_cache(self.cache_dir, self.disk_bytes, keep=keep) if self.cache_dir else 0
+
+
+def _session_of(key: tuple) -> tuple | None:
+    """The files a key names without their versions, ``(format, (path, ...))``; None for a
+    key of another shape (a key is ``(format, ((path, size, mtime), ...))``)."""
+    try:
+        file_format, signatures = key
+        return file_format, tuple(path for path, _, _ in signatures)
+    except (TypeError, ValueError):
+        return None
 
 
 def prune_cache(cache_dir: str, disk_bytes: int, keep: str | None = None) -> int:

@@ -140,6 +140,10 @@ class Catalog:
         for source in self.sources():
             if source.run == run:
                 return source
+        return self._listed_again(run)
+
+    def _listed_again(self, run: str) -> RunSource:
+        """The run in a new listing of the logdir. Raises UnknownRunError where it is not there."""
         for source in self.sources(refresh=True):
             if source.run == run:
                 return source
@@ -201,9 +205,17 @@ class Catalog:
         return session, (source.format, tuple(signatures))
 
     def load(self, run: str, session: str | None = None) -> LoadedRun:
-        """The run's profile, read once and then served from the caches. Raises
-        UnknownRunError or ProfileError."""
-        return self.load_source(self.source(run), session)
+        """The run's profile, read once and then served from the caches. A file of the run
+        that the last listing found and that is gone now (a session or the run deleted since:
+        the tab lists every few seconds and compares in between) is looked for in a new
+        listing: the run as it is now, or UnknownRunError for a run deleted, never a 422
+        naming a file no listing holds any more. Raises UnknownRunError or ProfileError."""
+        try:
+            return self.load_source(self.source(run), session)
+        except ProfileError as error:
+            if self.one_shot or not fs.is_gone(error.path):
+                raise
+        return self.load_source(self._listed_again(run), session)
 
     def load_source(self, source: RunSource, session: str | None = None) -> LoadedRun:
         """``load`` for a run already found (no lookup, so no walk of the logdir)."""

@@ -487,7 +487,9 @@ class SharedIndex:
             paths = [
                 record["path"] for record in records if isinstance(record, dict) and isinstance(record.get("path"), str)
             ]
-            if any(fs.join(self.logdir, path) not in listed and _missing(fs.join(self.logdir, path)) for path in paths):
+            if any(
+                fs.join(self.logdir, path) not in listed and fs.is_gone(fs.join(self.logdir, path)) for path in paths
+            ):
                 gone.append(part)
         return gone
 
@@ -543,17 +545,6 @@ class SharedIndex:
 
 
 _PART = re.compile(r"[0-9a-f]{24}")
-
-
-def _missing(path: str) -> bool:
-    """Whether the file is gone (a file that cannot be asked about now is not)."""
-    try:
-        fs.signature(path)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return False
 
 
 def _unchanged(recorded: dict, path: str) -> bool:
