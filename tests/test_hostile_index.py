@@ -429,3 +429,27 @@ def test_a_trace_rewritten_in_place_with_as_many_bytes_is_read_again(tmp_path):
     assert any(row["key"] == "aten::TRANSPOSE" for row in after)
     shutil.rmtree(logdir / ".opcompare")
     assert after == _cli_json(logdir, "compare", *_pair())["rows"]  # what a read of the profile says
+
+
+def test_a_touched_trace_is_hashed_once_not_at_every_listing(tmp_path, monkeypatch):
+    """A copy (cp -r, aws s3 sync) gives every trace a new time and the same bytes: the index
+    still serves it, after one hash of the whole file, not one at every listing of a server
+    that runs for weeks."""
+    from tb_opcompare.ingest import fs
+
+    logdir = tmp_path / "logs"
+    shutil.copytree(SOURCE, logdir)
+    assert run_cli("index", str(logdir), "--no-cache", "--jobs", "1").returncode == 0
+    for trace in logdir.rglob("*.pt.trace.json*"):
+        stat = trace.stat()
+        os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+    hashed: list[str] = []
+    digest = fs.content_digest
+    monkeypatch.setattr(fs, "content_digest", lambda path: hashed.append(path) or digest(path))
+    catalog = Catalog(str(logdir), cache_dir=None)
+    for _ in range(3):  # the tab polls the listing
+        catalog.sources(refresh=True)
+        document = runs_document(catalog)
+        assert not document.errors and all(run.sessions for run in document.runs)
+    assert len(hashed) >= 2 and sorted(hashed) == sorted(set(hashed))  # each indexed trace once
+    assert sum(catalog.cache.parses.values()) == 0  # every run served by the index, none parsed

@@ -106,6 +106,9 @@ class SharedIndex:
         self._lock = threading.Lock()
         self._notices: list[str] = []
         self._last_parsed: tuple[bytes, Manifest | None] | None = None  # the manifest's bytes, parsed
+        # (path, size, mtime, etag, recorded digest) -> whether the content is the recorded one: a
+        # file touched or copied since it was indexed is hashed once a process, not at every listing
+        self._same_content: dict[tuple, bool] = {}
 
     @property
     def warnings(self) -> list[str]:
@@ -299,17 +302,26 @@ class SharedIndex:
             return False
         for recorded, path in zip(entry["files"], paths):
             try:
-                if _unchanged(recorded, path):
-                    continue
-                # a new time, the same size: a copy (cp -r, aws s3 sync) or a rewrite in place of
-                # as many bytes, told apart by the whole content (the first and last 64 KiB
-                # alone served 63 of 67 stale rows of a trace edited in its middle)
-                digest = recorded.get("content_blake2b")
-                if fs.signature(path)[0] != recorded["size"] or not digest or fs.content_digest(path) != digest:
+                if not (_unchanged(recorded, path) or self._same_bytes(recorded, path)):
                     return False
             except OSError:
                 return False
         return True
+
+    def _same_bytes(self, recorded: dict, path: str) -> bool:
+        """A new time, the same size: a copy (cp -r, aws s3 sync) or a rewrite in place of as
+        many bytes, told apart by the whole content (the first and last 64 KiB alone served 63
+        of 67 stale rows of a trace edited in its middle); each version of a file once."""
+        digest = recorded.get("content_blake2b")
+        now = fs.fingerprint(path)
+        if now["size"] != recorded["size"] or not digest:
+            return False
+        key = (path, now["size"], now["mtime"], now["etag"], digest)
+        if key not in self._same_content:
+            if len(self._same_content) >= _MOST_REMEMBERED:  # a logdir touched for months: start afresh
+                self._same_content.clear()
+            self._same_content[key] = fs.content_digest(path) == digest
+        return self._same_content[key]
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -545,6 +557,9 @@ class SharedIndex:
 
 
 _PART = re.compile(r"[0-9a-f]{24}")
+
+
+_MOST_REMEMBERED = 100_000  # file versions whose content was checked: some MB at most
 
 
 def _unchanged(recorded: dict, path: str) -> bool:
