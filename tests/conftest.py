@@ -96,6 +96,16 @@ def logdir() -> Path:
     return LOGDIR
 
 
+def without_read_from(value):
+    """A document without its runs' ``read_from``: the numbers of a run read from the shared
+    index and of one read from its profile are the same; only where they came from differs."""
+    if isinstance(value, dict):
+        return {key: without_read_from(item) for key, item in value.items() if key != "read_from"}
+    if isinstance(value, list):
+        return [without_read_from(item) for item in value]
+    return value
+
+
 def read_bytes(path) -> bytes:
     return Path(path).read_bytes()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, without_read_from
 from s3_server import CountingProxy
 
 from tb_opcompare.service.compare import compare_document
@@ -91,13 +91,16 @@ def test_an_indexed_bucket_lists_in_the_same_requests_for_3_runs_as_for_15(store
         report = index_logdir(Catalog(url), jobs=1, say=lambda _: None)
         assert report.read == runs and not report.errors and not report.write_error, report
         indexed, requests = _listing(proxy, url)
-        assert indexed["runs"] == plain["runs"] and indexed["pairs"] == plain["pairs"]
+        assert without_read_from(indexed["runs"]) == without_read_from(plain["runs"])
+        assert indexed["pairs"] == plain["pairs"]
         assert {run["label"] for run in indexed["runs"]} == {f"run {number}" for number in range(runs)}
         paths = [path.split("?")[0] for _, path, _ in requests]
         # the manifest and the bucket's listing: no part, no profile, no sidecar, no config
         assert all(path.endswith("/.opcompare/manifest.json") or path == "/team" for path in paths), paths
         assert len(unindexed) > 3 * runs  # each run's trace, sidecar, config and metrics
-        made[runs] = len(requests)
+        # distinct requests: a retry on a loaded machine (the client's deadline passed) is the
+        # same request again, not one more the listing needed
+        made[runs] = len({(method, path) for method, path, _ in requests})
     assert made[3] == made[15] <= 3, made
 
     # a first comparison reads each run's tables in one range read of its batch (two next to

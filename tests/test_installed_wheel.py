@@ -25,6 +25,9 @@ import tomllib
 from conftest import REPO, open_op_compare
 from tensorboard_server import running_tensorboard
 
+from tb_opcompare import __version__
+from tb_opcompare.store.cache import READER_VERSION
+
 # The version is written once, in the package (pyproject.toml reads it from there): read
 # it from the source, never by importing the package the wheel is tested against.
 VERSION = re.search(r'^__version__ = "([^"]+)"$', (REPO / "tb_opcompare/__init__.py").read_text(), re.M).group(1)
@@ -289,6 +292,14 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
             frame = open_op_compare(page, url)
             frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)
             assert "H100" in frame.locator("body").inner_text()
+            # each run card says where its numbers came from: the team's index, and who wrote it
+            assert (
+                frame.locator(".oc-read-from").all_inner_texts()
+                == [
+                    f"read from the shared index (.opcompare/), written by tb-opcompare {__version__} (reader {READER_VERSION})"
+                ]
+                * 2
+            )
             listing = json.loads(
                 subprocess.run(
                     ["curl", "-s", f"{url}/data/plugin/op_compare/runs"], capture_output=True, text=True

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from conftest import FIXTURES, TRUNCATED_RUN, run_cli
+from conftest import FIXTURES, TRUNCATED_RUN, run_cli, without_read_from
 from in_process import PREFIX, plugin_client
 
 SECONDS = float(os.environ.get("TB_OPCOMPARE_LOAD_SECONDS", "10"))
@@ -330,7 +330,10 @@ def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_p
     for route, (status, body) in served.items():
         answer = fresh.get(PREFIX + "/" + route)
         assert status == answer.status_code == 200, (route, status, body[:400])
-        assert json.loads(body) == json.loads(answer.data) if "csv" not in route else body == answer.data, route
+        if "csv" in route:
+            assert body == answer.data, route
+        else:  # the same numbers; only where they were read differs (the index, the profile)
+            assert without_read_from(json.loads(body)) == without_read_from(json.loads(answer.data)), route
     # healthy servers measured -6 to +9 MB/min over 22 s on a shared 2-core machine, a leak
     # kept per read of the index +29: the bound sits between, away from the healthy spread
     # (the cache's own leak, 0.4 MB a round on these small runs, is test_cache's to catch)

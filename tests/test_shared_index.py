@@ -19,12 +19,14 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import FIXTURES, REPO
+from conftest import FIXTURES, REPO, without_read_from
 
+from tb_opcompare import __version__
 from tb_opcompare.analysis.compare import IMPLEMENTATIONS_JOIN
 from tb_opcompare.ingest import fs
 from tb_opcompare.service.compare import compare_document
 from tb_opcompare.service.runs import runs_document
+from tb_opcompare.store.cache import READER_VERSION
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.prewarm import index_logdir
 from tb_opcompare.store.settings import ReadSettings
@@ -76,6 +78,23 @@ def _profiles_opened(monkeypatch) -> list[str]:
     return opened
 
 
+def _read_from(documents) -> set:
+    found = set()
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            if "read_from" in value:
+                found.add(value["read_from"])
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(documents)
+    return found
+
+
 def test_a_fresh_process_lists_and_compares_from_the_index_without_reading_a_profile(tmp_path, monkeypatch):
     logdir = _logdir(tmp_path)
     parsed = _documents(Catalog(str(logdir)))
@@ -94,7 +113,11 @@ def test_a_fresh_process_lists_and_compares_from_the_index_without_reading_a_pro
     opened = _profiles_opened(monkeypatch)
     fresh = Catalog(str(logdir))  # no cache: memory only, empty
     indexed = _documents(fresh)
-    assert indexed == parsed  # every fact, number, note and error
+    # each run says where its numbers came from: the index and its writer, or the profile
+    said = _read_from(indexed)
+    assert said == {f"the shared index (.opcompare/), written by tb-opcompare {__version__} (reader {READER_VERSION})"}
+    assert _read_from(parsed) == {"the profile"}
+    assert without_read_from(indexed) == without_read_from(parsed)  # every fact, number, note and error
     assert not fresh.cache.parses
     # not one profile byte (sidecars, a few bytes each, are read as before)
     assert [path for path in opened if "/.opcompare/" not in path and not path.endswith("/opcompare.json")] == []
@@ -126,7 +149,7 @@ def test_a_profile_changed_after_indexing_is_read_again_and_a_copied_logdir_is_n
     assert reread == {"lstm_runA", "ddp_cnn_gpu"}  # those two, and only those
     shutil.copytree(logdir, tmp_path / "unindexed", ignore=shutil.ignore_patterns(".opcompare"))
     truth = msgspec.to_builtins(runs_document(Catalog(str(tmp_path / "unindexed"))))
-    assert runs["runs"] == truth["runs"]  # the new bytes' numbers, not the indexed ones
+    assert without_read_from(runs["runs"]) == without_read_from(truth["runs"])  # the new bytes', not the indexed
 
 
 def test_index_local_only_writes_nothing_into_the_logdir(tmp_path):

@@ -1,6 +1,7 @@
 // The cards above the charts: the headline, the op time, the op counts and the two runs;
 // the other ratios, labelled, out of the first screen.
 
+import {READ_FROM} from '../contract.js';
 import {h} from '../dom.js';
 import {formatSpeedup, formatTime, splitFromOther} from '../format.js';
 import {SIDE_LABELS, sideSwatch} from './sides.js';
@@ -148,7 +149,10 @@ function runCard(side, run, other, pooled) {
     h('div', {class: 'oc-card-detail'},
       run.batch_size ? `batch ${run.batch_size} (from ${run.batch_size_source})` : 'batch size unknown',
       ' · ', run.steps !== null ? `${run.steps} ${run.steps === 1 ? 'step' : 'steps'}` : 'steps unknown',
-      ' · ', run.format));
+      ' · ', run.format),
+    // a team's index is input like the profiles: a run whose numbers came from it says so
+    run.read_from && run.read_from !== READ_FROM.profile &&
+      h('div', {class: 'oc-card-detail oc-read-from'}, `read from ${run.read_from}`));
 }
 
 /**

@@ -53,6 +53,8 @@ def _workers_text(workers: list[dict]) -> str:
 
 
 def _print_runs(document: dict) -> None:
+    from tb_opcompare.schema.contract import READ_FROM_PROFILE  # loaded already: the document was made with it
+
     document = escape_controls(document)
     if not document["runs"] and not document["errors"]:
         print("no profile runs found")
@@ -68,6 +70,7 @@ def _print_runs(document: dict) -> None:
             + f"\tsessions={len(run['sessions'])}"
             + _workers_text(run["workers"])
             + ("" if run["loaded"] else "\t(not read yet)")
+            + (f"\tread from {run['read_from']}" if run["read_from"] not in (None, READ_FROM_PROFILE) else "")
         )
     if document["pairs"]:
         print("\npairs (baseline -> target):")

@@ -36,8 +36,10 @@ LAYERS = ("application", "framework", "runtime", "device")  # a profile's layers
 ROW_LAYERS = LAYERS[0:3:2]  # application and runtime: listed row by row (the Ops view lists the others' ops)
 TREND_DIMENSIONS = ("device", "batch_size", "precision", "compiler")  # run facts a trend can be ordered by (a sweep)
 TREND_ORDERS = ("recorded", "label", "run", "repeat", *TREND_DIMENSIONS)  # and `sidecar:FIELD`
+READ_FROM_PROFILE = "the profile"  # RunRecord.read_from where this tool read the run's files itself
 # Words the tab needs as the server spells them: exported by the generated frontend/contract.js.
 SHARED_WORDS = {
+    "READ_FROM": {"profile": READ_FROM_PROFILE},  # a run card names where else its numbers came from
     "LAYERS": LAYERS,
     "ROW_LAYERS": ROW_LAYERS,
     "TREND_ORDERS": TREND_ORDERS,
@@ -173,6 +175,14 @@ class RunRecord(_Document):
     ]
     warnings: Annotated[list[str], Meta(description="what the user should know about this run's facts")]
     loaded: Annotated[bool, Meta(description="whether the trace has been read (else only names and sidecars were)")]
+    read_from: Annotated[
+        str | None,
+        Meta(
+            description=f"where the run's numbers were read: `{READ_FROM_PROFILE}` (this tool read its files, cached "
+            "after) or the logdir's shared index and who wrote it (`the shared index (.opcompare/), written by "
+            "tb-opcompare 0.1.0 (reader 45)`); null where the trace has not been read"
+        ),
+    ] = None
     workers: Annotated[
         list[WorkerRecord],
         Meta(

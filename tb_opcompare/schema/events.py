@@ -128,6 +128,9 @@ class ProfileFacts:
     # What the step breakdown of this format cannot tell apart, and why (a TF graph runs its ops on
     # a pool of threads, so no one thread drives its step); None where it splits by the driving thread
     step_breakdown_note: str | None = None
+    # Where these numbers were read: None, this tool's read of the profile's files (cached after);
+    # else the logdir's shared index and who wrote it (store.shared_index): a team's index is input
+    read_from: str | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
     # The workers (ranks) of one job whose profiles were read together, each a dict of its
     # rank, world_size, file, steps, step_time_us (median steady step) and host_op_time_us; empty

@@ -14,7 +14,15 @@ from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
 from tb_opcompare.ingest.formats import SNIFF_BYTES
 from tb_opcompare.ingest.sidecar import Claims
-from tb_opcompare.schema.contract import ReadsDocument, ReadUnderWay, RunError, RunRecord, RunsDocument, WorkerRecord
+from tb_opcompare.schema.contract import (
+    READ_FROM_PROFILE,
+    ReadsDocument,
+    ReadUnderWay,
+    RunError,
+    RunRecord,
+    RunsDocument,
+    WorkerRecord,
+)
 from tb_opcompare.schema.events import ProfileFacts
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.store.catalog import Catalog, LoadedRun
@@ -109,6 +117,7 @@ def _record(
         compiler=facts.compiler,
         compiler_source=facts.compiler_source,
         loaded=loaded,
+        read_from=(facts.read_from or READ_FROM_PROFILE) if loaded else None,
         workers=[
             WorkerRecord(
                 **{

@@ -259,6 +259,7 @@ class SharedIndex:
             )
         except (KeyError, TypeError):
             return None
+        facts.read_from = written_by(entry)
         return Found(ProfileSummary(facts, frozenset(entry["op_names"])))
 
     def seed_sidecars(self, sources: list[RunSource]) -> None:
@@ -588,9 +589,18 @@ def _tables_of(stored: dict, run: str, session: str, files: list[str]) -> dict[s
     }
 
 
+def written_by(entry: dict) -> str:
+    """Where a run's numbers came from, as the runs document says it: this index, and who
+    wrote the entry (its tool's and reader's versions, as the manifest records them)."""
+    return f"the shared index ({INDEX_FOLDER}/), written by tb-opcompare {entry.get('tool')} (reader {entry.get('reader')})"
+
+
 def _profile_from_tables(entry: dict, tables: dict[str, dict]):
     stored = {
-        "facts": {field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
+        "facts": {
+            **{field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
+            "read_from": written_by(entry),
+        },
         "step_count": entry["step_count"],
     }
     for table, (stored_name, _) in PROFILE_TABLES.items():
