@@ -59,11 +59,12 @@ import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.compare import counted_rows, normalize_op_type
-from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME
+from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME, StepBasis
 from tb_opcompare.analysis.numerics import at_most
-from tb_opcompare.analysis.step_time import steady_steps, step_latency
+from tb_opcompare.analysis.step_time import StepTimes, steady_steps, step_latency
 from tb_opcompare.schema.contract import VERDICTS
 from tb_opcompare.schema.dimensions import DETECTION_POWER, FALSE_DISCOVERY_RATE
+from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.schema.table import Table, text_array
 
 CONFIDENCE = 0.95
@@ -128,7 +129,7 @@ class Confidence:
     basis: str
     adjusted: bool
     common_change: float | None = None
-    whole_step_basis: str = OP_TIME_PER_STEP  # STEP_WALL_TIME where every run has step markers
+    whole_step_basis: StepBasis = OP_TIME_PER_STEP  # STEP_WALL_TIME where every run has step markers
     # positions (baseline runs first) of the runs that are outliers for the whole step,
     # left out of its test (``outlier_runs``)
     outlier_runs: tuple[int, ...] = ()
@@ -141,7 +142,7 @@ def run_samples(
     steps: int | None,
     group_by: str = "name",
     normalize: bool = True,
-    step_wall_us=(),
+    step_wall_us: StepTimes = (),
 ) -> RunSamples:
     rows = counted_rows(ops)
     if group_by == "name":
@@ -155,7 +156,8 @@ def run_samples(
     code_of_row = np.full(len(ops), -1, dtype=np.int64)
     code_of_row[rows] = codes
     shape = (step_count if step_count >= 2 else 0, len(keys))
-    step_time, step_executions = np.zeros(shape), np.zeros(shape)
+    step_time: np.ndarray = np.zeros(shape)
+    step_executions: np.ndarray = np.zeros(shape)
     if shape[0] and len(step_ops):
         cells = step_ops.take(code_of_row[step_ops["row"]] >= 0)
         flat = cells["step"] * len(keys) + code_of_row[cells["row"]]
@@ -186,7 +188,7 @@ def _call_medians(ops: Table, rows: np.ndarray, codes: np.ndarray, count: int) -
     return medians
 
 
-def profile_samples(profile, group_by: str = "name") -> RunSamples:
+def profile_samples(profile: OpProfile, group_by: str = "name") -> RunSamples:
     """``run_samples`` of a parsed profile (an ``OpProfile``)."""
     return run_samples(
         profile.op_table,
@@ -210,7 +212,7 @@ def with_keys(run: RunSamples, renames: dict[str, str]) -> RunSamples:
 
     def summed(values: np.ndarray) -> np.ndarray:  # over the last axis, by new key
         out = np.zeros((*values.shape[:-1], count))
-        np.add.at(out, (..., codes), values)
+        np.add.at(out, (..., codes), values)  # type: ignore[arg-type]  # numpy's stubs take no tuple index for ufunc.at
         return out
 
     medians = run.call_median_us
@@ -254,7 +256,8 @@ def log_run_means(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
 
 def _log_mean(time: np.ndarray, count: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(_mean_per_execution(time, count))
+        logs: np.ndarray = np.log(_mean_per_execution(time, count))
+    return logs
 
 
 def log_run_typical(runs: list[RunSamples], index: pd.Index) -> np.ndarray:
@@ -317,7 +320,7 @@ def _run_logs(runs: list[RunSamples], index: pd.Index) -> tuple[np.ndarray, np.n
     use_calls = ~two & ~use_steps & can_calls
     typical = np.where(two, low_steps, np.where(use_steps, steps, np.where(use_calls, calls, means)))
     if on_wall_time(runs):
-        means[:, -1] = typical[:, -1] = np.log([run.steady_step_us for run in runs])
+        means[:, -1] = typical[:, -1] = np.log(np.array([run.steady_step_us for run in runs], dtype=np.float64))
     return means, typical
 
 
@@ -394,6 +397,13 @@ def _nan_quantile(values: np.ndarray, quantile: float) -> np.ndarray:
     return np.where(count > 0, low + (place - below) * (high - low), np.nan)
 
 
+def _wall_median(runs: list[RunSamples]) -> float:
+    """The median of the runs' steady steps pooled, where every run has step markers
+    (``on_wall_time``); else NaN."""
+    median = step_latency([run.step_wall_us for run in runs]).median_us
+    return np.nan if median is None else median
+
+
 def on_wall_time(runs: list[RunSamples]) -> bool:
     """Whether the whole step of these runs is their step wall time (every run has step
     markers, so each gives its steady median, the headline's rule), else all op time per
@@ -404,7 +414,8 @@ def on_wall_time(runs: list[RunSamples]) -> bool:
 def _nan_median(values: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():  # a column with no step is NaN, which the caller replaces
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(values, axis=0)
+        medians: np.ndarray = np.nanmedian(values, axis=0)
+    return medians
 
 
 def column_mean(logs: np.ndarray) -> np.ndarray:
@@ -451,7 +462,7 @@ def pooled_means(
     return np.exp(mean), np.exp(mean - margin), np.exp(mean + margin)
 
 
-def pooled_step_time(step_times_per_run: list[Any]) -> tuple[float, float, float] | None:
+def pooled_step_time(step_times_per_run: list[StepTimes]) -> tuple[float, float, float] | None:
     """A point of one or more runs as every view shows its whole step: the median of the
     runs' steady steps pooled (the headline's rule, ``step_time``), and around it the
     runs' 95% interval (``pooled_means`` of each run's own steady median, relative to
@@ -459,6 +470,8 @@ def pooled_step_time(step_times_per_run: list[Any]) -> tuple[float, float, float
     if not step_times_per_run or not all(len(times) for times in step_times_per_run):
         return None
     center = step_latency(step_times_per_run).median_us
+    if center is None:  # not so: every run has markers
+        return None
     own = np.array([step_latency([times]).median_us for times in step_times_per_run], dtype=np.float64)
     mean, low, high = pooled_means(own, np.zeros(len(own), dtype=np.int64), np.arange(len(own)), 1)
     return center, center * float(low[0] / mean[0]), center * float(high[0] / mean[0])
@@ -559,7 +572,7 @@ def compare_with_confidence(
         shares[f"{name}_share"] = np.append(time[:-1] / max(all_ops, 1e-300), 1.0)
     sides = [(baseline, baseline_noise), (target, target_noise)]
     wall = on_wall_time(baseline + target)
-    whole_step_basis = STEP_WALL_TIME if wall else OP_TIME_PER_STEP
+    whole_step_basis: StepBasis = STEP_WALL_TIME if wall else OP_TIME_PER_STEP
     if len(baseline) == len(target) == 1 and baseline_noise is None and target_noise is None:
         worth = np.maximum(shares["baseline_share"], shares["target_share"]) >= BOOTSTRAP_MIN_SHARE
         test = _Bootstrap(threshold, resamples, seed)
@@ -575,7 +588,7 @@ def compare_with_confidence(
     worth = np.maximum(shares["baseline_share"], shares["target_share"])[:-1] >= PRIOR_MIN_SHARE
     estimates, speed, outliers = _run_level(sides, index, threshold, worth)
     if wall:  # as measured, the whole step is the headline's: each side's steady steps pooled, their median
-        pooled = [step_latency([run.step_wall_us for run in runs]).median_us for runs in (baseline, target)]
+        pooled = [_wall_median(runs) for runs in (baseline, target)]
         estimates["baseline_mean_us"][-1], estimates["target_mean_us"][-1] = pooled
         estimates["speedup"][-1] = pooled[0] / pooled[1]
     common = (
@@ -690,15 +703,17 @@ def shared_prior(variance: np.ndarray, freedom: np.ndarray, worth: np.ndarray) -
     return _Prior(math.exp(center + float(_digamma(half_prior)) - math.log(half_prior)), prior_freedom)
 
 
-def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list[Any], worth: np.ndarray) -> tuple:
+def _side_estimate(
+    logs: np.ndarray, noise: RunNoise | None, columns: list[Any], worth: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(mean, variance, degrees of freedom, runs) of one side's adjusted log samples, per
     column: its runs' own variance, pooled with the learned ``noise`` and drawn toward the
     variance its ops share (``shared_prior``; not the whole step's)."""
     own, own_freedom = sample_variance(logs)
     learned, learned_freedom = noise.of(columns) if noise is not None else (0.0, 0.0)
     prior = shared_prior(own, own_freedom, np.append(worth, False))
-    prior_variance, prior_freedom = (prior.variance, prior.freedom) if prior is not None else (0.0, 0.0)
-    prior_freedom = np.where(np.arange(len(columns)) < len(columns) - 1, prior_freedom, 0.0)
+    prior_variance, shared_freedom = (prior.variance, prior.freedom) if prior is not None else (0.0, 0.0)
+    prior_freedom = np.where(np.arange(len(columns)) < len(columns) - 1, shared_freedom, 0.0)
     prior_freedom = np.where(own_freedom > 0, prior_freedom, 0.0)
     freedom = own_freedom + learned_freedom + prior_freedom
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -708,7 +723,7 @@ def _side_estimate(logs: np.ndarray, noise: RunNoise | None, columns: list[Any],
 
 
 def _run_level(
-    sides, index: pd.Index, threshold: float, worth: np.ndarray
+    sides: list[tuple[list[RunSamples], RunNoise | None]], index: pd.Index, threshold: float, worth: np.ndarray
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, np.ndarray]:
     """Welch's interval and test on the runs' log typical times (see the module's
     docstring), the runs' speed factors, and which runs are outliers for the whole step
@@ -719,8 +734,8 @@ def _run_level(
     adjusted, speed = _adjusted_for_run_speed(typical)
     outliers = outlier_runs(adjusted[:, -1], baseline_runs)
     adjusted[outliers, -1] = np.nan
-    adjusted = [adjusted[:baseline_runs], adjusted[baseline_runs:]]
-    estimates = [_side_estimate(logs, noise, columns, worth) for (_, noise), logs in zip(sides, adjusted)]
+    halves = [adjusted[:baseline_runs], adjusted[baseline_runs:]]
+    estimates = [_side_estimate(logs, noise, columns, worth) for (_, noise), logs in zip(sides, halves)]
     (base_mean, base_var, base_df, base_n), (target_mean, target_var, target_df, target_n) = estimates
     # a side with no variance of its own (one run, no repeats) takes the other side's
     base_var, base_df = np.where(base_df > 0, base_var, target_var), np.where(base_df > 0, base_df, target_df)
@@ -924,12 +939,12 @@ def student_t_quantile(probability: float, freedom: np.ndarray) -> np.ndarray:
     return result
 
 
-def _incomplete_beta(a: np.ndarray, b: float, x: np.ndarray) -> np.ndarray:
-    """The regularised incomplete beta function I_x(a, b), by its continued fraction
+def _incomplete_beta(a: np.ndarray, b_value: float, x: np.ndarray) -> np.ndarray:
+    """The regularised incomplete beta function I_x(a, b) (b: ``b_value``), by its continued fraction
     (modified Lentz), using the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where it converges
     faster."""
     a, x = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(x, dtype=np.float64))
-    b = np.full(a.shape, float(b))
+    b = np.full(a.shape, float(b_value))
     swap = x > (a + 1) / (a + b + 2)
     a, b, x = np.where(swap, b, a), np.where(swap, a, b), np.where(swap, 1 - x, x)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -959,7 +974,7 @@ def _incomplete_beta(a: np.ndarray, b: float, x: np.ndarray) -> np.ndarray:
 _log_gamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
-def _digamma(x) -> np.ndarray:
+def _digamma(x: float | np.ndarray) -> np.ndarray:
     """The digamma function for x > 0: the recurrence up to x >= 6, then its asymptotic series."""
     x = np.asarray(x, dtype=np.float64).copy()
     result = np.zeros(x.shape)
@@ -968,10 +983,11 @@ def _digamma(x) -> np.ndarray:
         x = np.where(small, x + 1, x)
     inverse = 1 / (x * x)
     series = inverse * (1 / 12 - inverse * (1 / 120 - inverse * (1 / 252 - inverse / 240)))
-    return result + np.log(x) - 0.5 / x - series
+    values: np.ndarray = result + np.log(x) - 0.5 / x - series
+    return values
 
 
-def _trigamma(x) -> np.ndarray:
+def _trigamma(x: float | np.ndarray) -> np.ndarray:
     """The trigamma function for x > 0: the recurrence up to x >= 6, then its asymptotic series."""
     x = np.asarray(x, dtype=np.float64).copy()
     result = np.zeros(x.shape)
@@ -980,7 +996,8 @@ def _trigamma(x) -> np.ndarray:
         x = np.where(small, x + 1, x)
     inverse = 1 / (x * x)
     series = inverse / x * (1 / 6 - inverse * (1 / 30 - inverse * (1 / 42 - inverse / 30)))
-    return result + 1 / x + 0.5 * inverse + series
+    values: np.ndarray = result + 1 / x + 0.5 * inverse + series
+    return values
 
 
 def _inverse_trigamma(value: float) -> float:

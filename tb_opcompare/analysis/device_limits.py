@@ -131,15 +131,18 @@ def from_properties(device_name: str | None, properties: dict[str, Any]) -> Limi
     capability = str(properties.get("compute_capability") or "")
     per_clock = None
     if re.fullmatch(r"\d+\.\d+", capability):
-        per_clock = _PER_SM_CLOCK.get(tuple(int(part) for part in capability.split(".")))
-    peaks = {}
+        major, minor = capability.split(".")
+        per_clock = _PER_SM_CLOCK.get((int(major), int(minor)))
+    peaks: dict[str, float] = {}
+    hardware = ""
     if per_clock and clock_khz and cores:
         peaks = {name: clock_khz * 1e3 * cores * flops for name, flops in per_clock.items()}
+        hardware = f"clock {clock_khz / 1e6:g} GHz x {cores:g} SMs x {_WHITEPAPERS}"
     if not peaks and not bandwidth:
         return None
     parts = ["the profile's device plane (memory bandwidth" if bandwidth else "the profile's device plane ("]
     if peaks:
-        parts.append(f"{', ' if bandwidth else ''}clock {clock_khz / 1e6:g} GHz x {cores:g} SMs x {_WHITEPAPERS}")
+        parts.append(f"{', ' if bandwidth else ''}{hardware}")
     return Limits(device_name or "the profile's device", peaks, bandwidth, "".join(parts) + ")")
 
 
@@ -149,8 +152,10 @@ def from_sidecar(claim: dict[str, Any] | None) -> Limits | None:
     usable peak nor a bandwidth (a value must be a positive number)."""
     if not isinstance(claim, dict):
         return None
-    flops = claim.get("peak_flops") if isinstance(claim.get("peak_flops"), dict) else {}
-    peaks = {}
+    flops = claim.get("peak_flops")
+    if not isinstance(flops, dict):
+        flops = {}
+    peaks: dict[str, float] = {}
     for name, value in flops.items():
         precision = canonical_precision(str(name))
         if precision in PRECISIONS and _positive(value):
@@ -158,14 +163,17 @@ def from_sidecar(claim: dict[str, Any] | None) -> Limits | None:
     bandwidth = _positive(claim.get("memory_bandwidth"))
     if not peaks and not bandwidth:
         return None
-    device = claim.get("device") if isinstance(claim.get("device"), str) else "as the sidecar says"
-    source = claim.get("source") if isinstance(claim.get("source"), str) else "not given"
+    device, source = claim.get("device"), claim.get("source")
+    if not isinstance(device, str):
+        device = "as the sidecar says"
+    if not isinstance(source, str):
+        source = "not given"
     return Limits(
         device[:80], peaks, bandwidth, f"the run's sidecar (opcompare.json device_limits; its source: {source[:200]})"
     )
 
 
-def _positive(value) -> float | None:
+def _positive(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value > 0 else None

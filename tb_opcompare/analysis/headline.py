@@ -38,6 +38,7 @@ STEP_WALL_TIME: Final = "step wall time"
 OP_TIME_PER_STEP: Final = "op time per step"
 OP_TIME: Final = "op time"
 Basis = Literal["step wall time", "op time per step", "op time"]  # what a headline is the ratio of
+StepBasis = Literal["step wall time", "op time per step"]  # what a whole step is measured by
 
 
 def _usable(value: float | None) -> TypeGuard[float]:

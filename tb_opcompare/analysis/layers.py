@@ -99,7 +99,7 @@ def compare_layers(
     threads work at once); ``rows`` the application and runtime rows of both
     (``LAYER_COLUMNS``), the largest first within each layer."""
     per_step = bool(baseline_steps and target_steps)
-    scale = {"baseline": baseline_steps if per_step else 1, "target": target_steps if per_step else 1}
+    scale = {"baseline": (baseline_steps or 1) if per_step else 1, "target": (target_steps or 1) if per_step else 1}
     step_us = {"baseline": baseline_step_us if per_step else None, "target": target_step_us if per_step else None}
     sides = {"baseline": run_layers(*baseline), "target": run_layers(*target)}
     total_rows = []
@@ -108,11 +108,14 @@ def compare_layers(
         if not any(measured.values()):
             continue
         bases = sorted({value[1] for value in measured.values() if value})
-        row = {"layer": layer, "basis": "/".join(bases)}
+        row: dict[str, str | float] = {"layer": layer, "basis": "/".join(bases)}
+        side_us: dict[str, float] = {}
         for side, value in measured.items():
-            row[f"{side}_us"] = value[0] / scale[side] if value else np.nan
-            row[f"{side}_share"] = row[f"{side}_us"] / step_us[side] if step_us[side] else np.nan
-        row["speedup"] = _ratio(row["baseline_us"], row["target_us"])
+            side_us[side] = us = value[0] / scale[side] if value else np.nan
+            side_step_us = step_us[side]
+            row[f"{side}_us"] = us
+            row[f"{side}_share"] = us / side_step_us if side_step_us else np.nan
+        row["speedup"] = _ratio(side_us["baseline"], side_us["target"])
         total_rows.append(row)
     totals = pd.DataFrame(total_rows, columns=TOTAL_COLUMNS)
     per_side = []
@@ -153,7 +156,7 @@ def runtime_call_key(name: str) -> str:
     return _VENDOR_PREFIX.sub("", name)
 
 
-def _shown_name(baseline, target) -> str:
+def _shown_name(baseline: object, target: object) -> str:
     """A row's name: one where the sides agree or only one has the row, both where the
     vendors' names differ (``cudaLaunchKernel / hipLaunchKernel``)."""
     return " / ".join(dict.fromkeys(name for name in (baseline, target) if isinstance(name, str)))

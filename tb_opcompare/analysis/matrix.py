@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from tb_opcompare.analysis.breakdown import part_time, side_split
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.schema.dimensions import DEFAULT_COMPILER, DEFAULT_PRECISION, is_default
+from tb_opcompare.schema.table import Table
 
 DEVICE_ORDER = {"CPU": 0}
 UNKNOWN = "?"
@@ -39,7 +40,7 @@ class MatrixRun:
     compiler: str | None
     step_times_us: Sequence[float]  # wall time of each profiled step, in order; empty without markers
     device_name: str | None = None  # the accelerator's model (``NVIDIA H100 80GB HBM3``), where known
-    breakdown: object | None = None  # its ``step_breakdown`` table (a schema.table.Table), where it splits its steps
+    breakdown: Table | None = None  # its ``step_breakdown`` table, where it splits its steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Cell:
     part_speedup: float | None = None  # the reference cell's part time / this cell's
 
 
-def column_of(run: MatrixRun, named_kinds: frozenset = frozenset()) -> Column:
+def column_of(run: MatrixRun, named_kinds: frozenset[str] = frozenset()) -> Column:
     """A run's column: its device; on a device kind of ``named_kinds`` the accelerator's
     model is part of it (``GPU (NVIDIA H200)``)."""
     device = run.device or UNKNOWN
@@ -93,11 +94,11 @@ def row_of(run: MatrixRun) -> Row:
     return Row(run.model, run.precision or DEFAULT_PRECISION, run.compiler or DEFAULT_COMPILER, run.batch_size)
 
 
-def named_device_kinds(runs: Sequence[MatrixRun]) -> frozenset:
+def named_device_kinds(runs: Sequence[MatrixRun]) -> frozenset[str]:
     """The accelerator kinds whose runs ran on more than one model of it (an H100 and an
     H200, an H100 and an MI300X): there the model is a dimension users compare along. A
     kind with one model keeps its plain name, and the CPU is never split by model."""
-    names: dict[str, set] = {}
+    names: dict[str, set[str]] = {}
     for run in runs:
         if run.device and run.device != DEFAULT_COLUMN_DEVICE and run.device_name:
             names.setdefault(run.device, set()).add(run.device_name)
@@ -107,12 +108,12 @@ def named_device_kinds(runs: Sequence[MatrixRun]) -> frozenset:
 DEFAULT_REFERENCE = Column(DEFAULT_COLUMN_DEVICE)
 
 
-def column_order(column: Column) -> tuple:
+def column_order(column: Column) -> tuple[int, str]:
     """The CPU first, then the accelerators by name."""
     return DEVICE_ORDER.get(column.device, 1), column.device
 
 
-def row_order(row: Row) -> tuple:
+def row_order(row: Row) -> tuple[str, bool, str, bool, str, bool, int]:
     """By model; within it the default precision and compiler first (fp32, eager), then by
     name; then by batch size, an unknown one last."""
     return (

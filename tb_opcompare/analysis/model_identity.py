@@ -52,6 +52,7 @@ import dataclasses
 import itertools
 import os
 import re
+from collections.abc import Callable
 
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD, RunForPairing, jaccard, pair_runs
 
@@ -66,6 +67,11 @@ MAX_FOLDER_RUNS = 200
 # share their loss and optimizer scopes only.
 SAME_SCOPES_JACCARD = 0.8
 MIN_SCOPES = 3
+
+# ``identify_models``'s union-find, as its helpers take it: a run's group (its root run),
+# and joining two runs' groups with why each was joined
+_Root = Callable[[str], str]
+_Join = Callable[[str, str, str, str], None]
 
 
 @dataclasses.dataclass
@@ -82,7 +88,7 @@ class IdentityRun:
     op_names: frozenset[str]
 
     @property
-    def configuration(self) -> tuple:
+    def configuration(self) -> tuple[str | None, int | None, str | None, str | None]:
         return self.device, self.batch_size, self.precision, self.compiler
 
 
@@ -169,14 +175,14 @@ def _two_experiments(first: list[IdentityRun], second: list[IdentityRun]) -> boo
     return any(a.configuration == b.configuration and not _are_repeats(a, b) for a in first for b in second)
 
 
-def _join_repeats(runs: list[IdentityRun], unsure: set[str], join) -> None:
+def _join_repeats(runs: list[IdentityRun], unsure: set[str], join: _Join) -> None:
     for a, b in itertools.combinations(sorted(runs, key=lambda run: run.run), 2):
         if (a.run in unsure or b.run in unsure) and _are_repeats(a, b):
             why = "data: a repeat of {}: the same device, batch size, precision and compiler, the same ops"
             join(a.run, b.run, why.format(b.run), why.format(a.run))
 
 
-def _join_batch_sizes(runs: list[IdentityRun], unsure: set[str], join) -> None:
+def _join_batch_sizes(runs: list[IdentityRun], unsure: set[str], join: _Join) -> None:
     for a, b in itertools.combinations(sorted(runs, key=lambda run: run.run), 2):
         if a.run not in unsure and b.run not in unsure:
             continue
@@ -194,7 +200,7 @@ def _join_batch_sizes(runs: list[IdentityRun], unsure: set[str], join) -> None:
             )
 
 
-def _join_counterparts(runs: list[IdentityRun], unsure: set[str], join) -> None:
+def _join_counterparts(runs: list[IdentityRun], unsure: set[str], join: _Join) -> None:
     # each run stands for itself (its own name as model), so only the overlap rule pairs
     pairs = pair_runs(
         [
@@ -241,7 +247,9 @@ def layer_scopes(op_names: frozenset[str]) -> frozenset[str]:
     return frozenset(scopes)
 
 
-def _join_other_devices(runs: list[IdentityRun], unsure: set[str], root, members, join) -> None:
+def _join_other_devices(
+    runs: list[IdentityRun], unsure: set[str], root: _Root, members: dict[str, list[IdentityRun]], join: _Join
+) -> None:
     """A group of unsure CPU runs and a group of unsure accelerator runs, in other folders,
     whose layer scopes agree, each the other's only match (see the module's docstring)."""
     groups: dict[str, list[IdentityRun]] = collections.defaultdict(list)
@@ -312,7 +320,7 @@ def _named_apart(first: list[IdentityRun], second: list[IdentityRun]) -> bool:
 
 
 def _named(
-    runs: list[IdentityRun], root, members: dict[str, list[IdentityRun]], evidence: dict[str, str]
+    runs: list[IdentityRun], root: _Root, members: dict[str, list[IdentityRun]], evidence: dict[str, str]
 ) -> dict[str, Identity]:
     """One name per group: the members' shared key, else their keys' common beginning
     (``lstm_runA`` and ``lstm_runB`` are ``lstm_run``), else, for a group over several

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable, Sequence
 
 from tb_opcompare.schema.contract import Pair, SuggestedPair
 from tb_opcompare.schema.dimensions import DEFAULTS, is_default
@@ -150,7 +151,7 @@ def _pair(
     )
 
 
-def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pair] = ()) -> SuggestedPair | None:
+def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: Sequence[Pair] = ()) -> SuggestedPair | None:
     """The pair a user sees first, the most telling comparison of one model the logdir holds:
 
     1. the automatic CPU->accelerator pair of the largest batch size (a small model at
@@ -163,7 +164,7 @@ def suggest_pair(runs: list[RunForPairing], pairs: list[Pair], variants: list[Pa
        (kineto's ``num_workers_0`` and ``num_workers_4``);
     6. else the first two runs, of different models, which the reason says."""
     # in that order, each tried only where the ones before found nothing
-    rules = (
+    rules: tuple[Callable[[], SuggestedPair | None], ...] = (
         lambda: _largest_device_pair(pairs),
         lambda: _widest_batch_change(runs),
         lambda: _one_model_two_devices(runs),
@@ -192,19 +193,19 @@ def _largest_device_pair(pairs: list[Pair]) -> SuggestedPair | None:
 def _widest_batch_change(runs: list[RunForPairing]) -> SuggestedPair | None:
     """Rule 2: of each model's runs on one device at two or more batch sizes, the smallest
     and the largest batch size of the widest such sweep (by ratio, then by runs)."""
-    groups: dict[tuple[str, str | None], list[RunForPairing]] = {}
+    groups: dict[tuple[str, str | None], list[tuple[int, RunForPairing]]] = {}  # (batch size, run)
     for run in runs:
         if run.batch_size:
-            groups.setdefault((run.model, _hardware(run)), []).append(run)
+            groups.setdefault((run.model, _hardware(run)), []).append((run.batch_size, run))
     sweeps = [
-        sorted(group, key=lambda r: (r.batch_size, r.run))
+        sorted(group, key=lambda sized: (sized[0], sized[1].run))
         for group in groups.values()
-        if len({r.batch_size for r in group}) > 1
+        if len({size for size, _ in group}) > 1
     ]
     if not sweeps:
         return None
-    widest = max(sweeps, key=lambda g: (g[-1].batch_size / g[0].batch_size, len(g)))
-    small, large = widest[0], widest[-1]
+    widest = max(sweeps, key=lambda g: (g[-1][0] / g[0][0], len(g)))
+    (_, small), (_, large) = widest[0], widest[-1]
     return SuggestedPair(
         baseline=small.run,
         target=large.run,
@@ -234,7 +235,7 @@ def _one_model_two_devices(runs: list[RunForPairing]) -> SuggestedPair | None:
     return None
 
 
-def _first_variant(variants: list[Pair]) -> SuggestedPair | None:
+def _first_variant(variants: Sequence[Pair]) -> SuggestedPair | None:
     """Rule 4: the first pair that varies a precision or compiler (``variant_pairs``)."""
     if not variants:
         return None
@@ -258,7 +259,7 @@ def _two_experiments(runs: list[RunForPairing]) -> SuggestedPair | None:
     """Rule 5, by ops: the two runs of one device and batch size whose op names overlap
     most, where they overlap as one model's do (``SAME_MODEL_JACCARD``). Pairwise within
     configurations of at most ``MAX_COMPARED_BY_OPS`` runs, so a large logdir stays cheap."""
-    configurations: dict[tuple, list[RunForPairing]] = {}
+    configurations: dict[tuple[str | None, int | None], list[RunForPairing]] = {}
     for run in runs:
         configurations.setdefault((_hardware(run), run.batch_size), []).append(run)
     alike = [
@@ -267,7 +268,9 @@ def _two_experiments(runs: list[RunForPairing]) -> SuggestedPair | None:
         if len(group) <= MAX_COMPARED_BY_OPS
         for a, b in itertools.combinations(group, 2)
     ]
-    score, a, b = max(alike, key=lambda item: item[0], default=(0.0, None, None))
+    if not alike:
+        return None
+    score, a, b = max(alike, key=lambda item: item[0])
     if score < SAME_MODEL_JACCARD - 1e-9:  # exactly the threshold is enough (float rounding aside)
         return None
     at = f" at batch size {a.batch_size}" if a.batch_size else ""

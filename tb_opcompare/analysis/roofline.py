@@ -83,7 +83,8 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
     known = np.where(on_device, work["device_calls"].to_numpy(), work["known_calls"].to_numpy())
 
     def timed(device: str, host: str) -> np.ndarray:
-        return np.where(on_device, work[device].to_numpy(dtype=float), work[host].to_numpy(dtype=float))
+        values: np.ndarray = np.where(on_device, work[device].to_numpy(dtype=float), work[host].to_numpy(dtype=float))
+        return values
 
     time_us = timed("device_us", "host_us")
     time_us = np.where((known > 0) & (time_us > 0), time_us, np.nan)
@@ -98,7 +99,8 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
         roof = np.where(flops > 0, flops / at_roof_s, np.nan)
         fraction = np.where(flops > 0, flops_per_s / roof, bytes_per_s / bandwidth)
         bound = np.where(below(intensity, peak / bandwidth), "memory", "compute")  # below the ridge: memory-bound
-    bound = np.where(np.isnan(at_roof_s) | np.isnan(time_us), None, bound)
+    # None as a 0-d object array: numpy's stubs take no bare None for where's values
+    bound = np.where(np.isnan(at_roof_s) | np.isnan(time_us), np.array(None, dtype=object), bound)
     suspect = [_suspect(*values) for values in zip(flops_per_s, peak, bytes_per_s, bandwidth)]
     total = np.nansum(time_us)
     rows = pd.DataFrame(
@@ -106,7 +108,9 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
             "calls": work["calls"].to_numpy(),
             "known_calls": known,
             "source": work["source"].to_numpy(),
-            "timed_on": np.where(np.isnan(time_us), None, np.where(on_device, "device", "host")),
+            "timed_on": np.where(
+                np.isnan(time_us), np.array(None, dtype=object), np.where(on_device, "device", "host")
+            ),
             "time_us": time_us,
             "share": time_us / total if total > 0 else np.full(len(time_us), np.nan),
             "flops": flops,

@@ -31,8 +31,11 @@ from tb_opcompare.schema.events import ARGUMENT_SOURCE
 # here differ by less than 1.3x from their median.
 WARMUP_FACTOR = 1.5
 
+# One run's step wall times in order: a list, or a float array (``RunSamples.step_wall_us``)
+StepTimes = Sequence[float] | np.ndarray
 
-def detect_warmup(step_times_us: Sequence[float]) -> int:
+
+def detect_warmup(step_times_us: StepTimes) -> int:
     """How many leading steps are warm-up: each is slower than ``WARMUP_FACTOR`` times the
     median of the steps after it. At most half the steps, so a run that only slows down
     keeps its steps."""
@@ -43,7 +46,7 @@ def detect_warmup(step_times_us: Sequence[float]) -> int:
     return warmup
 
 
-def steady_steps(step_times_us: Sequence[float], warmup: int | None = None) -> Sequence[float]:
+def steady_steps(step_times_us: StepTimes, warmup: int | None = None) -> StepTimes:
     """A run's steps after its warm-up: ``warmup`` leading steps dropped, else those
     ``detect_warmup`` finds."""
     return step_times_us[min(len(step_times_us), detect_warmup(step_times_us) if warmup is None else warmup) :]
@@ -62,7 +65,7 @@ class StepLatency:
     runs_without_markers: int
 
 
-def step_latency(step_times_per_run: Sequence[Sequence[float]], warmup: int | None = None) -> StepLatency:
+def step_latency(step_times_per_run: Sequence[StepTimes], warmup: int | None = None) -> StepLatency:
     """``step_times_per_run``: each run's step wall times in order (empty: no markers).
     ``warmup``: steps to drop from the start of every run (None: detected per run). Runs
     without markers are left out of the steps pooled and counted

@@ -4,20 +4,20 @@ runs. The maths only, no I/O."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from tb_opcompare.analysis.confidence import WHOLE_STEP, RunSamples, log_run_means, mean_with_interval, pooled_step_time
-from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME
+from tb_opcompare.analysis.headline import OP_TIME_PER_STEP, STEP_WALL_TIME, StepBasis
 
 TREND_COLUMNS = ["key", "point", "mean_us", "low_us", "high_us", "runs"]
 
 
 def trend_table(
     points: list[list[RunSamples]], keys: list[str] | None = None, walls: list[list[Any]] | None = None
-) -> tuple[pd.DataFrame, str]:
+) -> tuple[pd.DataFrame, StepBasis | Literal["mixed"]]:
     """One row per key (op keys, then the whole step) and point (its position in
     ``points``): the geometric mean of the point's runs' means per execution, and where
     the point has two runs or more, the 95% interval of that mean (Student's t on the log
@@ -28,7 +28,8 @@ def trend_table(
     if keys is None:
         keys = sorted(set().union(*(set(run.keys) for runs in points for run in runs)))
     index = pd.Index(list(keys), dtype=object)
-    frames, bases = [], set()
+    frames: list[pd.DataFrame] = []
+    bases: set[StepBasis] = set()
     for position, runs in enumerate(points):
         mean, margin, counts = mean_with_interval(log_run_means(runs, index))
         frame = pd.DataFrame(
@@ -46,7 +47,7 @@ def trend_table(
             frame.loc[len(frame) - 1, ["mean_us", "low_us", "high_us"]] = wall
         bases.add(STEP_WALL_TIME if wall else OP_TIME_PER_STEP)
         frames.append(frame)
-    basis = bases.pop() if len(bases) == 1 else "mixed"
+    basis: StepBasis | Literal["mixed"] = bases.pop() if len(bases) == 1 else "mixed"
     return pd.concat(frames, ignore_index=True)[TREND_COLUMNS], basis
 
 

@@ -83,7 +83,7 @@ class Tensor(NamedTuple):
     stored: int  # elements in memory: an expanded input (stride 0) holds fewer than its shape
 
 
-def _numel(shape) -> int:
+def _numel(shape: list[Any]) -> int:
     return math.prod(int(size) for size in shape)
 
 
@@ -114,15 +114,18 @@ _NOT_TENSORS = frozenset(
 
 
 def _bytes(tensors: list[Tensor]) -> float:
-    if any(tensor.size is None for tensor in tensors):
-        return math.nan
-    return float(sum(tensor.stored * tensor.size for tensor in tensors))
+    total = 0
+    for tensor in tensors:
+        if tensor.size is None:
+            return math.nan
+        total += tensor.stored * tensor.size
+    return float(total)
 
 
 _MAX_CONCRETE = 200  # a stride or padding list is a few characters; longer text is no argument we read
 
 
-def _ints(text) -> list[int] | None:
+def _ints(text: object) -> list[int] | None:
     """``'[1, 1]'`` or ``'(1,1)'`` or ``'1'`` (a Concrete Input) as a list of ints."""
     if not isinstance(text, str) or not text or len(text) > _MAX_CONCRETE:
         return None
@@ -143,7 +146,7 @@ def _conv_output(
 ) -> list[int]:
     rank = len(spatial)
 
-    def each(values: list[Any]) -> list:  # one value stands for every spatial dim
+    def each(values: list[Any]) -> list[Any]:  # one value stands for every spatial dim
         return values * rank if len(values) == 1 else values
 
     stride, padding, dilation = each(stride), each(padding), each(dilation)

@@ -51,7 +51,7 @@ def sweep_html(document: SweepDocument) -> str:
     )
     warnings = "".join(f"<li>{html.escape(w)}</li>" for w in document.warnings)
     runs = "".join(
-        f"<li>{html.escape(r.run)}: {html.escape(r.device)}, batch {r.batch_size or 'unknown'}"
+        f"<li>{html.escape(r.run)}: {html.escape(r.device or 'unknown device')}, batch {r.batch_size or 'unknown'}"
         f" ({html.escape(r.batch_size_source or 'no source')})</li>"
         for r in document.runs
     )

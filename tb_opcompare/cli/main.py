@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from tb_opcompare import __version__
 from tb_opcompare.cli import check, compare, index, matrix, pair_views, record, runs, sweep, trend
@@ -97,7 +97,13 @@ class _PandasWithoutPyarrow:
         return spec
 
 
-class _LoaderWithoutPyarrow:
+if TYPE_CHECKING:
+    from importlib.abc import Loader as _Loader
+else:  # a loader by its methods: importlib.abc costs a cold command 14 ms of imports
+    _Loader = object
+
+
+class _LoaderWithoutPyarrow(_Loader):
     """pandas' own loader, run with ``sys.modules["pyarrow"] = None`` (Python's marker for
     "this import fails")."""
 
@@ -109,7 +115,7 @@ class _LoaderWithoutPyarrow:
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self.loader  # pandas' resources as usual
-        sys.modules["pyarrow"] = None
+        sys.modules["pyarrow"] = None  # type: ignore[assignment]  # None there fails an import (Python's rule); typeshed allows modules only
         try:
             self.loader.exec_module(module)
         finally:

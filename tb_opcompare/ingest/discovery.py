@@ -42,6 +42,7 @@ from tb_opcompare.ingest.formats import (
     SESSION_FORMATS,
     SNIFF_BYTES,
     XPLANE,
+    ProfileFormat,
     text_head,
 )
 from tb_opcompare.ingest.sidecar import SIDECAR
@@ -49,8 +50,11 @@ from tb_opcompare.ingest.workers import Rank, group_ranks, rank_of
 
 _TORCH_TIMESTAMP = re.compile(r"\.(\d+)\.pt\.trace\.json")
 _SESSION_FORMAT_NAMES = {f.name for f in SESSION_FORMATS}
-_NAMED_FORMATS = tuple(f for f in FORMATS if f.file_name)
-_SNIFFED_FORMATS = tuple(f for f in FORMATS if f.json_marker)
+# (format, its file name pattern), (format, its marker), (format, its session suffix): the
+# formats of the registry that have one, in its order
+_NAMED_FORMATS = tuple((f, f.file_name) for f in FORMATS if f.file_name)
+_SNIFFED_FORMATS = tuple((f, f.json_marker) for f in FORMATS if f.json_marker)
+_SESSION_SUFFIXES = tuple((f, f.session_suffix) for f in SESSION_FORMATS if f.session_suffix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +70,7 @@ class HeadFacts:
 
 
 def head_facts(head: bytes) -> HeadFacts:
-    return HeadFacts(tuple(f.json_marker.decode() for f in _SNIFFED_FORMATS if f.json_marker in head), rank_of(head))
+    return HeadFacts(tuple(marker.decode() for _, marker in _SNIFFED_FORMATS if marker in head), rank_of(head))
 
 
 # A file's HeadFacts where something already knows them (the shared index), else None
@@ -144,12 +148,12 @@ _NOT_TRACES = frozenset({SIDECAR, "projector_config.json", "config.json", "hpara
 
 def _entries(
     logdir: str,
-    refused: list[tuple[str, str, str | None]],
+    refused: list[tuple[str, str, str]],
     walk: fs.Walk | None = None,
     known: KnownHeads | None = None,
 ):
     """Every profile session and trace file under ``logdir``, in walk order; what must
-    not be read goes to ``refused`` as (path, reason, run directory or None)."""
+    not be read goes to ``refused`` as (path, reason, run directory: the path itself where it is one)."""
     walk = walk or fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
     for directory, subdirs, files in walk:
         if SIDECAR in files:
@@ -190,7 +194,7 @@ def discover(
     shared index remembers them)."""
     found: dict[tuple[str, str], RunSource] = {}
     empty: dict[str, list[tuple[str, str]]] = {}  # run dir -> [(session, session dir)] with no host file
-    refused: list[tuple[str, str, str | None]] = []
+    refused: list[tuple[str, str, str]] = []
     walk = fs.Walk(logdir, refused=lambda path, reason: refused.append((path, reason, path)))
     if fs.is_remote(logdir):
         known = _heads_read_ahead(logdir, walk, known)
@@ -269,7 +273,7 @@ def _join_ranks(source: RunSource, known: KnownHeads | None) -> None:
     captures = group_ranks(files, ranks)
     if captures is None:
         return
-    rank_by_file = dict(zip(files, ranks))
+    rank_by_file = {path: rank for path, rank in zip(files, ranks) if rank is not None}  # every one, grouped
     sessions = {}
     for paths in captures:
         paths = sorted(paths, key=lambda path: rank_by_file[path].rank)
@@ -296,11 +300,11 @@ def has_profile_runs(logdir: str) -> bool:
 
 
 def _is_host_file(name: str) -> bool:
-    return any(name.endswith(f.session_suffix) for f in SESSION_FORMATS)
+    return any(name.endswith(suffix) for _, suffix in _SESSION_SUFFIXES)
 
 
-def _named_format(name: str):
-    return next((f for f in _NAMED_FORMATS if f.file_name.search(name)), None)
+def _named_format(name: str) -> ProfileFormat | None:
+    return next((f for f, file_name in _NAMED_FORMATS if file_name.search(name)), None)
 
 
 def _is_json(name: str) -> bool:
@@ -369,8 +373,8 @@ def relative_to(logdir: str, directory: str) -> str:
 def _add_profile_session(found, logdir, run_dir, session, directory, files) -> bool:
     """The session's host files of the first session format it holds (an xplane over
     the JSON trace that older TF wrote beside it)."""
-    for session_format in SESSION_FORMATS:
-        host_files = [fs.join(directory, f) for f in files if f.endswith(session_format.session_suffix)]
+    for session_format, suffix in _SESSION_SUFFIXES:
+        host_files = [fs.join(directory, f) for f in files if f.endswith(suffix)]
         if host_files:
             _add_files(found, logdir, run_dir, session_format.name, session, host_files)
             return True
@@ -407,8 +411,8 @@ def _classify(name: str, path: str, known: KnownHeads | None) -> tuple[str | Non
     kind = next(
         (
             f.name
-            for f in _SNIFFED_FORMATS
-            if name.startswith(f.name_prefix) and f.json_marker.decode() in facts.markers
+            for f, marker in _SNIFFED_FORMATS
+            if name.startswith(f.name_prefix) and marker.decode() in facts.markers
         ),
         None,
     )

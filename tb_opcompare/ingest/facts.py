@@ -16,6 +16,11 @@ WEAK_AGREEMENT = 0.75  # below this share of the evidence (against the runner-up
 _SAID_BY = {SIDECAR_SOURCE: "the sidecar opcompare.json", NAME_SOURCE: "the run name"}
 
 
+def _said_by(source: str | None) -> str | None:
+    """Who a claim of this source is, in words; None for no source."""
+    return None if source is None else _SAID_BY.get(source)
+
+
 def facts_argument(facts: ProfileFacts) -> str:
     """What the argument a batch size came from is, in words (its source without the prefix)."""
     return (facts.batch_size_source or "")[len(ARGUMENT_SOURCE) :]
@@ -32,9 +37,9 @@ def claimed_facts(file_format: str, claims: Claims) -> ProfileFacts:
         batch_size=batch_size,
         batch_size_source=batch_size_source,
         precision=claims.precision,
-        precision_source=_SAID_BY.get(claims.precision_source),
+        precision_source=_said_by(claims.precision_source),
         compiler=claims.compiler,
-        compiler_source=_SAID_BY.get(claims.compiler_source),
+        compiler_source=_said_by(claims.compiler_source),
         warnings=[claims.warning] if claims.warning else [],
     )
 
@@ -63,11 +68,11 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
                 f"{_SAID_BY[facts.batch_size_source]}"
             )
     elif weak and claims.batch_sizes and claims.batch_sizes[0] in disagreeing:  # the most trusted claim decides
-        measured, agreement = facts.batch_size, facts.batch_size_agreement
+        measured_size, agreement = facts.batch_size, facts.batch_size_agreement
         facts.batch_size, claimed_by = claims.batch_sizes[0]
         facts.batch_size_source, facts.batch_size_agreement = claimed_by, None
         facts.warnings.append(
-            f"the profile's tensors weakly suggest batch size {measured} (only {agreement:.0%} "
+            f"the profile's tensors weakly suggest batch size {measured_size} (only {agreement:.0%} "
             f"of the evidence agrees); using {facts.batch_size} from {_SAID_BY[claimed_by]}"
         )
     else:
@@ -83,17 +88,18 @@ def settle_facts(measured: ProfileFacts, claims: Claims) -> ProfileFacts:
         )
     if facts.device_name is None and claims.device_name and facts.device != "CPU":
         facts.device_name = claims.device_name
-    for fact, claimed, claimed_by in (
+    for fact, claimed, source in (
         ("precision", claims.precision, claims.precision_source),
         ("compiler", claims.compiler, claims.compiler_source),
     ):
+        if not claimed or source is None:  # nothing claimed (a claim always has its source)
+            continue
         measured_value = getattr(facts, fact)
-        if measured_value is None and claimed:
+        if measured_value is None:
             setattr(facts, fact, claimed)
-            setattr(facts, f"{fact}_source", _SAID_BY[claimed_by])
-        elif claimed and measured_value and not same_dimension(fact, claimed, measured_value):
+            setattr(facts, f"{fact}_source", _SAID_BY[source])
+        elif measured_value and not same_dimension(fact, claimed, measured_value):
             facts.warnings.append(
-                f"{_SAID_BY[claimed_by]} says {fact} {claimed} but the profile shows "
-                f"{measured_value}; using the profile"
+                f"{_SAID_BY[source]} says {fact} {claimed} but the profile shows {measured_value}; using the profile"
             )
     return facts

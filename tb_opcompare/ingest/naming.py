@@ -115,7 +115,7 @@ def device_from_name(run: str) -> str | None:
     match = _DEVICE_TOKEN.search(run)
     if not match:
         return None
-    token = re.match(r"[a-z]+", match.group(0).lower()).group(0)
+    token = re.split(r"[^a-z]", match.group(0).lower(), maxsplit=1)[0]  # its letters: cpu, cuda ...
     return {"cuda": "GPU"}.get(token, token.upper())
 
 

@@ -173,7 +173,7 @@ def read_claims(source: RunSource) -> Claims:
     model = sidecar.get("model") if isinstance(sidecar.get("model"), str) else None
     label = sidecar.get("label") if isinstance(sidecar.get("label"), str) else None
     sidecar_batch = sidecar.get("batch_size")
-    batch_sizes = []
+    batch_sizes: list[tuple[int, str]] = []
     if is_batch_size(sidecar_batch):
         batch_sizes.append((sidecar_batch, SIDECAR_SOURCE))
     elif sidecar_batch is not None and warning is None:
@@ -185,6 +185,8 @@ def read_claims(source: RunSource) -> Claims:
     if named_batch is not None:
         batch_sizes.append((named_batch, NAME_SOURCE))
     sidecar_device = sidecar.get("device")
+    device: str | None
+    device_source: str | None
     if isinstance(sidecar_device, str) and sidecar_device.strip():
         device, device_source = sidecar_device.strip().upper(), SIDECAR_SOURCE
     else:

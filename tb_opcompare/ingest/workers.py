@@ -44,12 +44,13 @@ def group_ranks(files: list[str], ranks: list[Rank | None]) -> list[list[str]] |
     """The captures of one job: ``files`` (in time order) grouped so that each group holds
     one file of each rank found, the k-th of every rank together; None unless every file
     names a rank of one world and of one backend, and two ranks or more are there."""
-    if len(files) < 2 or any(rank is None for rank in ranks):
+    known = [rank for rank in ranks if rank is not None]
+    if len(files) < 2 or len(known) < len(ranks):
         return None
-    if len({(rank.world_size, rank.backend) for rank in ranks}) != 1 or len({rank.rank for rank in ranks}) < 2:
+    if len({(rank.world_size, rank.backend) for rank in known}) != 1 or len({rank.rank for rank in known}) < 2:
         return None
     by_rank: dict[int, list[str]] = {}
-    for path, rank in zip(files, ranks):
+    for path, rank in zip(files, known):
         by_rank.setdefault(rank.rank, []).append(path)
     captures = max(len(paths) for paths in by_rank.values())
     return [[paths[k] for _, paths in sorted(by_rank.items()) if k < len(paths)] for k in range(captures)]

@@ -189,7 +189,7 @@ def record_runs(
 def _recordings(plan: RecordingPlan, say: Callable[[str], None], has_gpu: Callable[[], bool]) -> list[_Recording]:
     names = [name for name, _ in plan.matrix or []]
     cells = [dict(zip(names, values)) for values in itertools.product(*(values for _, values in plan.matrix or []))]
-    wanted = []
+    wanted: list[tuple[str, int, dict[str, str], int | None]] = []  # (device, batch size, cell, repeat)
     for device in plan.devices:
         if device == "gpu" and not has_gpu():
             say("gpu: no GPU visible here (nvidia-smi finds none); skipping the GPU runs")

@@ -6,6 +6,7 @@ the defaults a run is assumed to have where nothing says otherwise."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TypeGuard
 
 # How ops are grouped into rows: by name, by type; a compare also by module (PyTorch's
 # nn.Module calls, ``OpProfile.module_table``, else the scopes of TF op names:
@@ -157,7 +158,7 @@ def default_among(dimension: str, values: Collection[str | None]) -> str:
 MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
 
 
-def is_batch_size(value: object) -> bool:
+def is_batch_size(value: object) -> TypeGuard[int]:
     """Whether a value read from a file can be a batch size: a whole number from 1 to
     ``MAX_BATCH_SIZE`` (hostile files carry 2**62 and 10**30, which no store can keep)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_BATCH_SIZE

@@ -225,9 +225,7 @@ class OpEvents:
             self.host_samples.append((keys, np.asarray(codes, dtype=np.int32), np.asarray(selfs_us, dtype=np.float32)))
             self.host_sample_steps.append(None if steps is None else np.asarray(steps, dtype=np.int32))
 
-    def add_device_totals(
-        self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: Sequence[float]
-    ) -> None:
+    def add_device_totals(self, keys: list[tuple[str, str]], kernels: Sequence[int], totals_us: ArrayLike) -> None:
         """Kernel counts and summed kernel time per op, for traces that do not link
         kernels to the op occurrence that launched them (no per-occurrence statistics)."""
         if keys:
@@ -264,18 +262,18 @@ class OpEvents:
             )
 
     def add_memory(
-        self, keys: list[tuple[str, str]], codes: np.ndarray, sizes: np.ndarray, net_known: bool = True
+        self, keys: list[tuple[str, str]], codes: ArrayLike, sizes: ArrayLike, net_known: bool = True
     ) -> None:
         """Allocations (size > 0) and frees (< 0) made by host ops themselves, each op an
         index into ``keys``; with ``net_known`` False (frees not attributed), only the
         allocations are given."""
         self.net_memory_known = self.net_memory_known and net_known
-        codes = np.asarray(codes, dtype=np.int64)
-        sizes = np.asarray(sizes, dtype=np.float64)
+        code_of = np.asarray(codes, dtype=np.int64)
+        size_of = np.asarray(sizes, dtype=np.float64)
         count = len(keys)
-        allocated = np.bincount(codes, weights=np.clip(sizes, 0, None), minlength=count)
-        net = np.bincount(codes, weights=sizes, minlength=count)
-        seen = np.flatnonzero(np.bincount(codes, minlength=count))
+        allocated = np.bincount(code_of, weights=np.clip(size_of, 0, None), minlength=count)
+        net = np.bincount(code_of, weights=size_of, minlength=count)
+        seen = np.flatnonzero(np.bincount(code_of, minlength=count))
         self.memory_partials.append(
             {
                 "op_name": [keys[i][0] for i in seen],

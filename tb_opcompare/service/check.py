@@ -121,8 +121,8 @@ def _check_arguments(
     """Raises UsageError for a check that cannot be made or cannot be trusted, before any
     run is read: an unknown grouping, an empty side, a side of one run (unless allowed),
     or a run on both sides."""
-    if group_by not in GROUP_BY:
-        raise UsageError(check_refusal(baseline, target, group_by), "group_by")
+    if group_by not in GROUP_BY and (why := check_refusal(baseline, target, group_by)):
+        raise UsageError(why, "group_by")
     empty = [name for name, runs in (("baseline", baseline), ("target", target)) if not runs]
     if empty:
         raise UsageError(f"no {' and no '.join(empty)} runs given")
@@ -200,7 +200,7 @@ def _outliers(
     names = []
     for position in result.outlier_runs:
         side = range(baseline) if position < baseline else range(baseline, len(runs))
-        others = [steps[k] for k in side if k != position and steps[k]]
+        others = [step for k in side if k != position and (step := steps[k])]
         name = runs[position].source.run
         names.append(name)
         measured = (

@@ -28,6 +28,7 @@ from tb_opcompare.schema.contract import (
 )
 from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.events import HOST
+from tb_opcompare.schema.optable import OpProfile
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
@@ -226,19 +227,21 @@ def _side(
     executions), and its steady step wall time: runs of a group that cannot be read are
     left out and named, unless none can."""
     if len(names) == 1:
-        loaded = catalog.load(names[0], session)
-        profile = loaded.profile
+        one = catalog.load(names[0], session)
+        profile = one.profile
         split = side_split([(profile.facts.step_times_us, profile.breakdown_table)], profile.facts.step_breakdown_note)
         split = with_ranks(split, profile.facts.workers)
-        return loaded, names, [], step_latency([profile.facts.step_times_us]), split
-    loaded, notes, first_error = [], [], None
+        return one, names, [], step_latency([profile.facts.step_times_us]), split
+    loaded: list[LoadedRun[OpProfile]] = []
+    notes: list[str] = []
+    first_error: ProfileError | None = None
     for name in names:
         try:
             loaded.append(catalog.load(name))
         except ProfileError as error:
             first_error = first_error or error
             notes.append(f"{name} left out of the {label} group: {error.path}: {error.reason}")
-    if not loaded:
+    if not loaded and first_error is not None:  # every run unreadable
         raise first_error
     kept = [run.source.run for run in loaded]
     what = mixed_dimensions(loaded)

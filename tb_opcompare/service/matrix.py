@@ -38,7 +38,7 @@ def matrix_document(
     runs, warnings = _matrix_runs(catalog, models)
     warnings.extend(_missing_fact_warnings(runs))
     cells, columns, reference_column = build_matrix(runs, reference_column, warmup, part)
-    if reference and reference_column not in columns:
+    if reference and reference_column is not None and reference_column not in columns:
         warnings.append(f"no run in the reference column {reference_column.key}; no speedups")
     return MatrixDocument(
         reference=reference_column.key if reference_column else None,

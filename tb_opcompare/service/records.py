@@ -17,7 +17,8 @@ def json_values(table) -> list[tuple]:
         data = _values(table[name])
         if data.dtype.kind == "f":
             data = data.astype("float64", copy=False)
-            columns.append(np.where(np.isfinite(data), data, None).tolist())
+            # None as a 0-d object array: numpy's stubs take no bare None for where's values
+            columns.append(np.where(np.isfinite(data), data, np.array(None, dtype=object)).tolist())
         elif data.dtype.kind in "iub":
             columns.append(data.tolist())
         else:  # text, and integers or flags with gaps

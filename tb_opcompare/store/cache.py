@@ -109,6 +109,14 @@ class _Flight:
         self.result: OpProfile | None = None
         self.error: _Unreadable | None = None
 
+    def outcome(self) -> OpProfile:
+        """The parse's profile, or its error raised."""
+        if self.error is not None:
+            raise self.error.error()
+        if self.result is None:
+            raise RuntimeError("a read ended with neither a profile nor an error")
+        return self.result
+
 
 class ProfileCache:
     def __init__(
@@ -181,19 +189,16 @@ class ProfileCache:
         with self._lock:
             # Look again under the lock: a parse may have finished since the peek.
             entry = self._memory.get(key)
-            flight = self._flights.get(key)
-            leader = entry is None and flight is None
-            if leader:
+            following = self._flights.get(key)
+            if entry is None and following is None:
                 flight = self._flights[key] = _Flight()
         if entry is not None:
             if isinstance(entry[0], _Unreadable):
                 raise entry[0].error()
             return entry[0]
-        if not leader:
-            flight.done.wait()
-            if flight.error is not None:
-                raise flight.error.error()
-            return flight.result
+        if following is not None:
+            following.done.wait()
+            return following.outcome()
         try:
             with self._lock:
                 self.parses[key] += 1
@@ -210,9 +215,7 @@ class ProfileCache:
             with self._lock:
                 del self._flights[key]
             flight.done.set()
-        if flight.error is not None:
-            raise flight.error.error()
-        return flight.result
+        return flight.outcome()
 
     def put(self, key: tuple, profile: OpProfile | None = None, unreadable: tuple[str, str] | None = None) -> None:
         """Keep a profile (or, with ``unreadable``, its path and reason) found elsewhere,
@@ -260,6 +263,8 @@ class ProfileCache:
     # -- disk ---------------------------------------------------------------------------------
 
     def _path(self, key: tuple) -> str:
+        if self.cache_dir is None:
+            raise ValueError("no cache folder to hold an entry")  # its callers ask only with one
         digest = hashlib.sha256(repr((READER_VERSION, _DISK_FORMAT, key)).encode("utf-8")).hexdigest()
         return os.path.join(self.cache_dir, digest[:2], digest + ".msgpack")
 
@@ -271,7 +276,8 @@ class ProfileCache:
             with open(path, "rb") as handle:
                 data = handle.read()
                 used = os.fstat(handle.fileno()).st_mtime
-            stored = _SUMMARY_DECODER.decode(data) if summary else msgspec.msgpack.decode(data)
+            entry = _SUMMARY_DECODER.decode(data) if summary else None
+            stored: dict = {} if summary else msgspec.msgpack.decode(data)  # a whole entry: a map
         except FileNotFoundError:  # never written, or pruned (by this process or another)
             return None
         except (OSError, msgspec.DecodeError, ValueError) as error:
@@ -279,14 +285,14 @@ class ProfileCache:
             return None
         if time.time() - used > _TOUCH_AFTER_SECONDS:
             _touch(path)
-        if summary:
-            if stored.key != repr(key):
+        if entry is not None:
+            if entry.key != repr(key):
                 return None
-            if stored.error is not None:
-                return _Unreadable(stored.error["path"], stored.error["reason"])
-            if stored.facts is None or stored.ops is None:
+            if entry.error is not None:
+                return _Unreadable(entry.error["path"], entry.error["reason"])
+            if entry.facts is None or entry.ops is None:
                 return None  # not an entry this version writes
-            return ProfileSummary(ProfileFacts(**stored.facts), frozenset(stored.ops.op_name))
+            return ProfileSummary(ProfileFacts(**entry.facts), frozenset(entry.ops.op_name))
         if stored.get("key") != repr(key):
             return None  # a hash collision, or a file from elsewhere
         if "error" in stored:
@@ -310,7 +316,7 @@ class ProfileCache:
             with os.fdopen(handle, "wb") as out:
                 out.write(encoded)
             os.replace(scratch, path)
-            self._after_write(len(encoded), keep=path)
+            self._after_write(self.cache_dir, len(encoded), keep=path)
         except OSError as error:
             if not self._disk_warning_given:
                 self._disk_warning_given = True
@@ -320,14 +326,14 @@ class ProfileCache:
                     error,
                 )
 
-    def _after_write(self, size: int, keep: str) -> None:
+    def _after_write(self, cache_dir: str, size: int, keep: str) -> None:
         """Prune the folder on this process's first write to it and after each tenth of the
         bound written since (``prune_cache``), never deleting the entry just written. The
         count is the process's, not the catalog's: an index worker makes a catalog a session."""
         with _PRUNE_LOCK:
-            written = _WRITTEN_SINCE_PRUNE.get(self.cache_dir)
+            written = _WRITTEN_SINCE_PRUNE.get(cache_dir)
             due = written is None or written + size >= _PRUNE_EVERY_SHARE * self.disk_bytes
-            _WRITTEN_SINCE_PRUNE[self.cache_dir] = 0 if due else written + size
+            _WRITTEN_SINCE_PRUNE[cache_dir] = 0 if written is None or due else written + size
         if due:
             self.prune(keep=keep)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tb_opcompare.errors import OverLimit, ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
@@ -52,7 +52,8 @@ def _from_session_name(session: str) -> datetime.datetime | None:
             )
             # ten digits may be a date (2026112211, a name's YYYYMMDDHH), not epoch seconds: none from the future
             return when if when <= datetime.datetime.now(datetime.timezone.utc) + _SLACK else None
-        return datetime.datetime(*map(int, match.groups()[:6]), tzinfo=datetime.timezone.utc)
+        year, month, day, hour, minute, second = map(int, match.groups()[:6])
+        return datetime.datetime(year, month, day, hour, minute, second, tzinfo=datetime.timezone.utc)
     except (ValueError, OverflowError, OSError):  # a name that only looks like a time
         return None
 
@@ -78,11 +79,15 @@ def _utc_text(when: datetime.datetime | None) -> str:
         return ""
 
 
+# a run's tables (``load``), or, in a listing, maybe only their summary (``listed``)
+_Kept = TypeVar("_Kept", bound="OpProfile | ProfileSummary")
+
+
 @dataclasses.dataclass
-class LoadedRun:
+class LoadedRun(Generic[_Kept]):
     source: RunSource
     session: str
-    profile: OpProfile | ProfileSummary  # a one-shot catalog's listing: the summary of a cached run
+    profile: _Kept  # a one-shot catalog's listing: the summary of a cached run
     model: str
     label: str | None
     repeat: int | None = None
@@ -204,7 +209,7 @@ class Catalog:
                 raise ProfileError(path, f"cannot read the file: {error.strerror or error}") from None
         return session, (source.format, tuple(signatures))
 
-    def load(self, run: str, session: str | None = None) -> LoadedRun:
+    def load(self, run: str, session: str | None = None) -> LoadedRun[OpProfile]:
         """The run's profile, read once and then served from the caches. A file of the run
         that the last listing found and that is gone now (a session or the run deleted since:
         the tab lists every few seconds and compares in between) is looked for in a new
@@ -217,7 +222,7 @@ class Catalog:
                 raise
         return self.load_source(self._listed_again(run), session)
 
-    def load_source(self, source: RunSource, session: str | None = None) -> LoadedRun:
+    def load_source(self, source: RunSource, session: str | None = None) -> LoadedRun[OpProfile]:
         """``load`` for a run already found (no lookup, so no walk of the logdir)."""
         session, profile = self.parsed(source, session)
         return _settled(source, session, profile)
@@ -401,7 +406,7 @@ class Catalog:
             self.cache.put(keys[position], hit.profile, hit.unreadable)
         return bool(found)
 
-    def listed(self, source: RunSource, read: bool) -> LoadedRun | None:
+    def listed(self, source: RunSource, read: bool) -> LoadedRun[OpProfile | ProfileSummary] | None:
         """The run (newest session) as a listing shows it: what a cache holds, else the shared
         index's summary, else ``load_source`` (with ``read``). A one-shot catalog takes a
         cached run's summary instead of its tables:
@@ -416,11 +421,12 @@ class Catalog:
         if summed is not None:
             if summed.unreadable:
                 raise ProfileError(*summed.unreadable)
-            return _settled(source, session, summed.profile)
+            if summed.profile is not None:  # so where not unreadable
+                return _settled(source, session, summed.profile)
         profile = self._profile(source, key) if read else self.cache.peek(key)
         return None if profile is None else _settled(source, session, profile)
 
-    def peek(self, run: str, session: str | None = None) -> LoadedRun | None:
+    def peek(self, run: str, session: str | None = None) -> LoadedRun[OpProfile] | None:
         """The run if its profile is already in a cache (memory or disk), else None; never
         reads a trace. Raises ProfileError for a file already known to be unreadable."""
         source = self.source(run)
@@ -460,7 +466,7 @@ def _read_within(source: RunSource, file_format: str, paths: list[str], budget: 
         return read_profile(file_format, paths, budget)
 
 
-def _settled(source: RunSource, session: str, parsed: OpProfile | ProfileSummary) -> LoadedRun:
+def _settled(source: RunSource, session: str, parsed: _Kept) -> LoadedRun[_Kept]:
     """The run with its facts settled, and grouped by what it was configured with: the
     claimed precision and compiler where the data agrees, else the data's (an unclaimed
     bf16 run is never pooled with fp32 runs)."""

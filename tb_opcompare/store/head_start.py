@@ -62,7 +62,7 @@ class HeadStart:
     def __len__(self) -> int:
         return len(self._workers)
 
-    def start(self, key: tuple, places: tuple, limit_bytes: int) -> None:
+    def start(self, key: tuple, places: tuple[str, ...] | None, limit_bytes: int) -> None:
         """Fork a process that reads the session of ``key`` (format, files' signatures),
         opening nothing outside ``places`` (as ``catalog._read_within``), and sends it back
         pickled."""
@@ -88,7 +88,7 @@ class HeadStart:
         self._workers.clear()
 
 
-def _read_session(places: tuple, file_format: str, paths: list[str], limit_bytes: int):
+def _read_session(places: tuple[str, ...] | None, file_format: str, paths: list[str], limit_bytes: int):
     """In the worker: the session read as ``catalog._read_within`` reads it, without tables."""
     with fs.confined(places):
         return read_parsed(file_format, paths, text_budget(file_format, limit_bytes))

@@ -99,7 +99,9 @@ class _Entry(msgspec.Struct):
     tool: str = ""
     # where its tables are (index schema 2): byte ranges of its batch's bundle, by table
     batch: Annotated[str, msgspec.Meta(pattern=_PART)] | None = None
-    tables: dict[Literal[tuple([RUNS, *PROFILE_TABLES])], tuple[_Count, _Count]] = msgspec.field(default_factory=dict)
+    tables: dict[Literal[tuple([RUNS, *PROFILE_TABLES])], tuple[_Count, _Count]] = msgspec.field(  # type: ignore[valid-type]  # the tables' names written once, a Literal to msgspec
+        default_factory=dict
+    )
     error: _Error | None = None
     facts: ProfileFacts | None = None
     step_count: Annotated[int, msgspec.Meta(ge=0, le=MAX_STEPS)] = 0
@@ -307,10 +309,12 @@ def _check_text(entry: _Entry) -> None:
         return
     except UnicodeEncodeError:
         pass
+    if entry.facts is None:  # an error entry: no workers to leave out
+        raise IndexInputError("its text is not UTF-8")
     try:  # the workers' files left out (rare: only where the whole failed)
         facts = dataclasses.replace(entry.facts, workers=[])
         msgspec.json.encode([entry.run, entry.session, entry.error, facts, entry.op_names, entry.sidecar])
-    except (UnicodeEncodeError, TypeError):  # TypeError: no facts (an error entry)
+    except UnicodeEncodeError:
         raise IndexInputError("its text is not UTF-8") from None
 
 

@@ -24,7 +24,7 @@ def default_trace_limit() -> int:
 
 def estimated_read_bytes(file_format: str, files: list[tuple[str, int]]) -> int:
     """Roughly the memory a read of these ``(path, size)`` files takes at its peak."""
-    total = 0
+    total = 0.0
     for path, size in files:
         if path.endswith(".gz"):
             size = max(size, _gzip_original_size(path))

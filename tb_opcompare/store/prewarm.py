@@ -21,7 +21,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from tb_opcompare.errors import NotReadableNow, OverLimit, ProfileError, UsageError
 from tb_opcompare.ingest import fs
@@ -34,6 +34,11 @@ from tb_opcompare.store.progress import Progress
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.store.shared_index import Found
 from tb_opcompare.store.watched_fork import Lost, allowance, run_watched
+
+if TYPE_CHECKING:  # annotations only: Dask is optional, imported where a cluster is asked for
+    from distributed import Client
+
+    from tb_opcompare.schema.optable import OpProfile
 
 
 @dataclasses.dataclass
@@ -117,7 +122,7 @@ def _index_job(logdir: str, max_trace_bytes: int, source: RunSource, session: st
     return _publish(catalog, source, session, found, shared, before)
 
 
-def _failed(error: ProfileError) -> Found:
+def _failed(error: ProfileError) -> Found[OpProfile]:
     """An unreadable session as the index keeps it; None for a limit of this machine or a
     passing fault (OverLimit, NotReadableNow), which says nothing of the file."""
     passing = isinstance(error, (OverLimit, NotReadableNow))
@@ -354,6 +359,12 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
         yield _lost(tasks[number], done.reason) if isinstance(done, Lost) else done
 
 
+def _address(client: Client, scheduler: str) -> str:
+    """The scheduler's address as the client reached it (``scheduler`` before it has)."""
+    connected = client.scheduler
+    return str(connected.address) if connected is not None else scheduler
+
+
 def _fetched_in_batches(tasks: list[tuple]) -> Iterator[_Done]:
     """``_index_one`` of each task here, the files of a batch of sessions (and their runs'
     sidecars) fetched at once, each batch's requests sent together (``fs.read_many``): one
@@ -415,7 +426,7 @@ def _on_dask(scheduler: str, tasks: list[tuple], say: Callable[[str], None]) -> 
             raise ProfileError(scheduler, f"cannot reach the Dask scheduler: {error}") from None
     try:
         say(
-            f"reading {len(tasks)} sessions on the Dask cluster at {client.scheduler.address} "
+            f"reading {len(tasks)} sessions on the Dask cluster at {_address(client, scheduler)} "
             f"({len(client.scheduler_info()['workers'])} workers)"
         )
         yield from _gathered(client, tasks, as_completed)

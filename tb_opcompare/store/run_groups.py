@@ -27,12 +27,14 @@ def side_runs(catalog: Catalog, text: str, repeats: bool = False, groups: dict |
     return expand_runs(catalog, [text] if text in names else split_runs(text), repeats, groups)
 
 
-def both_sides(catalog: Catalog, baseline: str | list[str], target: str | list[str], repeats: bool = False) -> tuple:
+def both_sides(
+    catalog: Catalog, baseline: str | list[str], target: str | list[str], repeats: bool = False
+) -> tuple[list[str], list[str]]:
     """The runs of a pair's two sides, each a side's text (``side_runs``) or its runs
     (``expand_runs``), the logdir's repeat groups found once for both: each is every run's
     sidecar, read and settled."""
     groups = logdir_repeat_groups(catalog) if repeats else None
-    return tuple(_side(catalog, side, repeats, groups) for side in (baseline, target))
+    return _side(catalog, baseline, repeats, groups), _side(catalog, target, repeats, groups)
 
 
 def one_side(catalog: Catalog, side: str | list[str], repeats: bool = False) -> list[str]:

@@ -51,7 +51,6 @@ class ReadSettings:
         cls, cache_dir: str | None, no_cache: bool, max_read_gb: float | None, cache_max_gb: float | None = None
     ) -> ReadSettings:
         chosen = cache_dir or default_cache_dir()
-        if no_cache or chosen.lower() == "none":
-            chosen = None
+        kept = None if no_cache or chosen.lower() == "none" else chosen
         limit = int(max_read_gb * 1e9) if max_read_gb and max_read_gb > 0 else None
-        return cls(cache_dir=chosen, max_trace_bytes=limit, cache_max_bytes=cache_max_bytes(cache_max_gb))
+        return cls(cache_dir=kept, max_trace_bytes=limit, cache_max_bytes=cache_max_bytes(cache_max_gb))

@@ -43,6 +43,7 @@ import json
 import os
 import re
 import threading
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tb_opcompare import __version__
 from tb_opcompare.errors import escape_undecodable
@@ -80,11 +81,18 @@ MANIFEST = "manifest.json"
 BLOBS = "blobs"  # a new entry's tables (Parquet bytes by table), until ``write_manifest`` places them
 
 
-@dataclasses.dataclass(frozen=True)
-class Found:
-    """A session found in the index: its parsed profile, or why it could not be read."""
+if TYPE_CHECKING:  # the tables come with the readers: a listing from the manifest does without them
+    from tb_opcompare.schema.optable import OpProfile
 
-    profile: object | None  # OpProfile
+_Kept = TypeVar("_Kept", "OpProfile", ProfileSummary)  # a session's tables, or only what a listing shows
+
+
+@dataclasses.dataclass(frozen=True)
+class Found(Generic[_Kept]):
+    """A session found in the index: its parsed profile (or its summary), or why it could
+    not be read."""
+
+    profile: _Kept | None
     unreadable: tuple[str, str] | None = None  # (path, reason)
     passing: bool = False  # unreadable for a reason of this machine or this moment: never indexed
 
@@ -178,7 +186,7 @@ class SharedIndex:
             return contextlib.nullcontext()
         return fs.confined((os.path.realpath(self.root),))
 
-    def lookup(self, requests: list[tuple[str, list[str]]]) -> dict[int, Found]:
+    def lookup(self, requests: list[tuple[str, list[str]]]) -> dict[int, Found[OpProfile]]:
         """For each (format, paths) of ``requests`` whose entry can be trusted, by its
         position: the profile, read from the index's parts (all in one batch of reads)."""
         trusted: dict[int, dict] = {}
@@ -187,7 +195,7 @@ class SharedIndex:
             if entry is not None:
                 trusted[position] = entry
         read = self._read_tables([entry for entry in trusted.values() if not entry.get("error")])
-        found: dict[int, Found] = {}
+        found: dict[int, Found[OpProfile]] = {}
         for position, entry in trusted.items():
             if entry.get("error"):
                 found[position] = Found(None, (fs.join(self.logdir, entry["error"]["path"]), entry["error"]["reason"]))
@@ -224,7 +232,7 @@ class SharedIndex:
                 read[entry["part"]] = index_batches.split(entry, data)
         return read
 
-    def _profile_of(self, entry: dict, blobs: dict[str, bytes] | IndexInputError) -> object:
+    def _profile_of(self, entry: dict, blobs: dict[str, bytes] | IndexInputError) -> OpProfile:
         """The entry's profile from its tables' bytes, each checked. Raises IndexInputError."""
         if isinstance(blobs, IndexInputError):
             raise blobs
@@ -242,7 +250,7 @@ class SharedIndex:
         except (ValueError, KeyError, TypeError) as error:  # whatever the checks missed costs this run only
             raise IndexInputError(f"its tables cannot be made: {error}") from None
 
-    def summary(self, file_format: str, paths: list[str]) -> Found | None:
+    def summary(self, file_format: str, paths: list[str]) -> Found[ProfileSummary] | None:
         """What a listing shows of the session (its facts and ops' names, a ``ProfileSummary``),
         or why it is unreadable, from the manifest alone (no request), where its entry can be
         trusted and holds them; None otherwise."""
@@ -332,7 +340,7 @@ class SharedIndex:
         session: str,
         file_format: str,
         paths: list[str],
-        found: Found,
+        found: Found[OpProfile],
         before: list[dict],
         run_dir: str | None = None,
     ) -> dict | None:
@@ -366,6 +374,8 @@ class SharedIndex:
             path, reason = found.unreadable
             entry["error"] = {"path": self.relative(path), "reason": reason}
             return entry
+        if found.profile is None:
+            raise ValueError("a session found with neither a profile nor an error")
         stored = profile_columns(found.profile)
         # the facts in the manifest too, with the ops' names and the sidecar: a listing then
         # reads the manifest alone, and a reader fetches only the tables with rows
@@ -496,7 +506,7 @@ class SharedIndex:
         when asked (a file listed is there: no request for it)."""
         gone = []
         for part, entry in entries.items():
-            records = entry.get("files") if isinstance(entry.get("files"), list) else []
+            records = files if isinstance(files := entry.get("files"), list) else []
             paths = [
                 record["path"] for record in records if isinstance(record, dict) and isinstance(record.get("path"), str)
             ]
@@ -509,7 +519,7 @@ class SharedIndex:
     def _delete_parts(self, part: str, entry: dict) -> None:
         """An older layout's entry's parts, a file a table (only names it wrote: an entry
         never leads a deletion elsewhere); one that cannot be deleted is left."""
-        tables = entry.get("tables") if isinstance(entry.get("tables"), list) else []
+        tables = listed if isinstance(listed := entry.get("tables"), list) else []
         if not _PART.fullmatch(part):
             return
         for table in {RUNS, *(table for table in tables if table in PROFILE_TABLES)}:

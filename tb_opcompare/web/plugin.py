@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mimetypes
 import threading
+from typing import TYPE_CHECKING
 
 from tensorboard.backend import http_util
 from tensorboard.plugins import base_plugin
@@ -19,6 +20,9 @@ from tb_opcompare.ingest.discovery import has_profile_runs
 from tb_opcompare.schema.contract import ROUTES
 from tb_opcompare.store.settings import ReadSettings
 from tb_opcompare.web import assets
+
+if TYPE_CHECKING:  # the routes are imported on first use (they bring the services)
+    from tb_opcompare.web.routes import DataRoutes
 
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
@@ -40,7 +44,7 @@ class OpComparePlugin(base_plugin.TBPlugin):
             getattr(flags, "opcompare_cache_max_gb", 0),
         )
         self._active = False
-        self._routes = None
+        self._routes: DataRoutes | None = None
         self._routes_lock = threading.Lock()
 
     def is_active(self) -> bool:

@@ -49,7 +49,6 @@ from tb_opcompare.analysis.row_view import view_from_params
 from tb_opcompare.analysis.sweep import FIT_COLUMNS
 from tb_opcompare.errors import ProfileError, UnknownRunError, UsageError
 from tb_opcompare.schema.contract import (
-    SERIES_DIMENSIONS,
     CompareDocument,
     Error,
     ErrorDocument,
@@ -57,6 +56,7 @@ from tb_opcompare.schema.contract import (
     SweepDocument,
     TrendDocument,
 )
+from tb_opcompare.schema.dimensions import SERIES_DIMENSIONS
 from tb_opcompare.schema.requests import (
     CheckRequest,
     CompareRequest,

@@ -13,9 +13,10 @@ import codecs
 import contextlib
 import functools
 import re
+import types
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -76,14 +77,22 @@ class ChromeTrace(msgspec.Struct):
     deviceProperties: list[DeviceProperties] | None = None
 
 
+_Event = TypeVar("_Event")  # the Struct a reader decodes events as
+
+
 @functools.cache
 def _decoders(event_type: type) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
     """(decoder of a whole trace object, decoder of a JSON array of events) for one event Struct."""
     trace_type = msgspec.defstruct(
         f"{event_type.__name__}Trace",
-        [("traceEvents", list[event_type]), ("deviceProperties", list[DeviceProperties] | None, None)],
+        [("traceEvents", _list_of(event_type)), ("deviceProperties", list[DeviceProperties] | None, None)],
     )
-    return msgspec.json.Decoder(trace_type), msgspec.json.Decoder(list[event_type])
+    return msgspec.json.Decoder(trace_type), msgspec.json.Decoder(_list_of(event_type))
+
+
+def _list_of(event_type: type) -> types.GenericAlias:
+    """``list[event_type]`` of a type known only when called (what the subscript makes)."""
+    return types.GenericAlias(list, (event_type,))
 
 
 _RAW_DECODER, _RAW_LIST_DECODER = _decoders(msgspec.Raw)  # events as undecoded views
@@ -146,8 +155,9 @@ class TraceText:
                 index += len(batch)
             else:
                 return
-        for start in range(index, len(self._events), BATCH_EVENTS):
-            stop = min(start + BATCH_EVENTS, len(self._events))
+        events = self._raw_events()
+        for start in range(index, len(events), BATCH_EVENTS):
+            stop = min(start + BATCH_EVENTS, len(events))
             try:
                 batch = list_decoder.decode(self._batch_text(start, stop))
             except (msgspec.DecodeError, UnicodeDecodeError) as error:
@@ -155,15 +165,16 @@ class TraceText:
             _check_durations(self.path, start, batch)
             yield start, batch
 
-    def events(self, indices: list[int], event_type: type) -> list:
+    def events(self, indices: list[int], event_type: type[_Event]) -> list[_Event]:
         """Events ``indices`` (ascending) of the file decoded as ``event_type``, for the
         few events a reader wants more fields of than its batches hold (after ``batches``
         has run). Each part of the file is decoded at most once, however many are asked."""
         if self._cuts is None or not self._cut_firsts:
-            if self._events is None:
-                self._split()  # a text decoded whole is small: cutting it up is cheap
-            return [msgspec.json.decode(self._events[index], type=event_type) for index in indices]
-        found, part, raw = [], None, None
+            events = self._raw_events()  # a text decoded whole is small: cutting it up is cheap
+            return [msgspec.json.decode(events[index], type=event_type) for index in indices]
+        found: list[_Event] = []
+        part: int | None = None
+        raw: list[msgspec.Raw] = []
         for index in indices:
             number = bisect.bisect_right(self._cut_firsts, index) - 1
             if number != part:
@@ -254,7 +265,11 @@ class TraceText:
         self.device_names = _names(trace.deviceProperties)
         return trace.traceEvents
 
-    def _split(self) -> None:
+    def _raw_events(self) -> list[msgspec.Raw]:
+        """One view per event, the text split the first time."""
+        return self._split() if self._events is None else self._events
+
+    def _split(self) -> list[msgspec.Raw]:
         if self._max_split_bytes is not None and not self.whole:
             objects = self.data.count(b"{")  # at least one per event: an upper bound on events
             needed = objects * RAW_BYTES_PER_OBJECT
@@ -270,7 +285,8 @@ class TraceText:
                     ),
                 )
         self._address = np.frombuffer(self.data, dtype=np.uint8).ctypes.data
-        self._events = self._decode_text(msgspec.Raw)
+        self._events = events = self._decode_text(msgspec.Raw)
+        return events
 
     def _array_text(self, begin: int, end: int) -> bytes:
         """``data[begin:end]`` (comma-separated events) as a JSON array, copied once."""
@@ -281,10 +297,11 @@ class TraceText:
         one stretch of the text (separated by commas and spaces), so the stretch is
         copied once, found from where the first and last events' views point;
         joining thousands of views would copy every byte twice."""
-        first, last = self._events[start], self._events[stop - 1]
+        events = self._raw_events()
+        first, last = events[start], events[stop - 1]
         begin, end = self._offset(first), self._offset(last)
         if begin is None or end is None:
-            return b"[" + b",".join(self._events[start:stop]) + b"]"
+            return b"[" + b",".join(events[start:stop]) + b"]"
         return self._array_text(begin, end + len(last))
 
     def _offset(self, event: msgspec.Raw) -> int | None:
@@ -309,7 +326,7 @@ def _one_events_array(path: str, data: bytes) -> None:
     """Refuse a trace object that holds two ``traceEvents`` arrays (two traces joined, a
     file written twice): a JSON decoder keeps the last and says nothing, and which one is
     the trace cannot be told. Found with a plain byte search, one pass over the text."""
-    found = []
+    found: list[int] = []
     start = data.find(b'"traceEvents"')
     while start >= 0 and len(found) < 2:
         if _EVENTS_KEY.match(data, start) and (start == 0 or data[start - 1 : start] != b"\\"):

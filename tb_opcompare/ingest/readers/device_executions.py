@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from tb_opcompare.schema.events import OpEvents, self_times, start_order
 from tb_opcompare.schema.groups import first_appearance_ids
@@ -59,7 +60,7 @@ def add_kernel_totals(events: OpEvents, keys: list, codes: np.ndarray, durations
     if np.abs(durations_ps.astype(np.float64)).sum() < 2.0**62:  # far from int64's ends, rounding and all
         totals = np.zeros(len(keys), dtype=np.int64)
         np.add.at(totals, codes, durations_ps)
-        totals_us = totals.astype(np.float64) / PS_PER_US
+        totals_us: ArrayLike = totals.astype(np.float64) / PS_PER_US
     else:  # past int64 (a broken writer's durations): Python's integers do not overflow
         sums = [0] * len(keys)
         for code, duration in zip(codes.tolist(), durations_ps.tolist()):

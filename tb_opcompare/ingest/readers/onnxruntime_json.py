@@ -77,7 +77,8 @@ class OrtEvent(BaseEvent, gc=False):
 
 def read_onnxruntime(path: str, text: TraceText) -> ParsedProfile:
     steps: list[tuple[float, float]] = []
-    threads: dict[tuple, list[tuple[float, float, tuple[str, str]]]] = collections.defaultdict(list)
+    # (start, duration, (node, op type), category code) of each node event, per thread
+    threads: dict[tuple[str, str], list[tuple[float, float, tuple[str, str], int]]] = collections.defaultdict(list)
     providers: collections.Counter = collections.Counter()
     leading: collections.Counter = collections.Counter()
     dtypes: collections.Counter = collections.Counter()
@@ -119,7 +120,8 @@ def read_onnxruntime(path: str, text: TraceText) -> ParsedProfile:
     events.step_count = len(step_bounds)
     facts = _facts(steps, providers, leading, dtypes)
     if len(step_bounds):
-        events.breakdown = layered_host_rows(step_bounds, *(np.concatenate(column) for column in zip(*spans)))
+        all_starts, all_ends, all_categories = (np.concatenate(column) for column in zip(*spans))
+        events.breakdown = layered_host_rows(step_bounds, all_starts, all_ends, all_categories)
         facts.step_breakdown_note = BREAKDOWN_NOTE
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))

@@ -303,10 +303,10 @@ def _ps(microseconds: float) -> int:
 def _kernel_op(event) -> tuple[str, str]:
     args = event.args
     if args is not None:
-        if args.tf_op and parse_tf_op(args.tf_op):
-            return parse_tf_op(args.tf_op)
+        if args.tf_op and (op := parse_tf_op(args.tf_op)):
+            return op
         for text in (args.annotation, args.level0):
-            if text and op_from_annotation(text):
-                return op_from_annotation(text)
+            if text and (annotated := op_from_annotation(text)):
+                return annotated
     kind = event.name if event.name.startswith("Memcpy") else "(kernel without TF op)"
     return event.name, kind

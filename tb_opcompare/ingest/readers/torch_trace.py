@@ -24,6 +24,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Iterable
+from typing import NamedTuple, TypeGuard
 
 import msgspec
 import numpy as np
@@ -138,10 +139,9 @@ class _Codes(dict):
 
     def encode(self, values: list) -> list[int]:
         codes = list(map(self.get, values))  # C speed: every value but the new ones is known
-        if None in codes:
-            for index in [i for i, code in enumerate(codes) if code is None]:
-                codes[index] = self.setdefault(values[index], len(self))
-        return codes
+        if _all_known(codes):
+            return codes
+        return [self.setdefault(value, len(self)) if code is None else code for value, code in zip(values, codes)]
 
 
 def _complete(batch: list, categories: set[str]) -> list[int]:
@@ -295,6 +295,8 @@ def combine_ranks(reads: Iterable[RankRead]) -> ParsedProfile:
             job = rank_read.trace
         else:
             _absorb_rank(job, rank_read.trace, workers)
+    if job is None:
+        raise ValueError("combine_ranks: no rank to combine")
     facts = job.facts
     _job_steps(facts, workers, step_times)
     job.events.breakdown = _slowest_ranks_split(facts.step_times_us, step_times, splits)
@@ -358,7 +360,7 @@ def _slowest_ranks_split(job_times: list[float], step_times: list, splits: list)
     slowest, which sets the job's step), so that it adds up to the job's step."""
     if not job_times or any(split is None for split, times in zip(splits, step_times) if len(times)):
         return None
-    rows = {column: [] for column in BREAKDOWN_COLUMNS}
+    rows: dict[str, list] = {column: [] for column in BREAKDOWN_COLUMNS}
     for step, time in enumerate(job_times):
         rank = next(index for index, times in enumerate(step_times) if len(times) > step and times[step] == time)
         split = splits[rank]
@@ -421,6 +423,15 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     return read
 
 
+class _Nesting(NamedTuple):
+    """The host rows nested (``_add_host_rows``), each array by position."""
+
+    parents: np.ndarray  # its enclosing event (-1: top level)
+    counted_as: np.ndarray  # the event it is counted as (``_fold_only_children``)
+    counted_selfs: np.ndarray  # self time as counted
+    selfs: np.ndarray  # each event's own self time
+
+
 @dataclasses.dataclass
 class _HostRows:
     """The trace's host events as rows are counted: sorted by thread, then start (the
@@ -440,10 +451,14 @@ class _HostRows:
     durations: np.ndarray
     threads: np.ndarray
     step_of: np.ndarray  # position -> its step (-1: none)
-    parents: np.ndarray | None = None  # position -> its enclosing event (-1: top level)
-    counted_as: np.ndarray | None = None  # position -> the event it is counted as (``_fold_only_children``)
-    counted_selfs: np.ndarray | None = None  # self time as counted
-    selfs: np.ndarray | None = None  # each event's own self time
+    nesting: _Nesting | None = None  # once nested
+
+    @property
+    def nested(self) -> _Nesting:
+        """The rows' nesting; an error before ``_add_host_rows`` made it."""
+        if self.nesting is None:
+            raise RuntimeError("the host rows are not nested yet")
+        return self.nesting
 
     def key_flags(self, rule) -> np.ndarray:
         """``rule(name, row_type)`` of each position's key, as a boolean array."""
@@ -547,7 +562,7 @@ def _op_work(rows: _HostRows, probes: np.ndarray, decoded: dict[int, _WithInputs
         else:
             why[index] = reason
         sizes[index] = found.bytes if found is not None else np.nan
-    tree = HostTree(rows.keys, rows.codes, rows.parents, rows.durations)
+    tree = HostTree(rows.keys, rows.codes, rows.nested.parents, rows.durations)
     launched = None if kernels is None else (kernels[3], kernels[2])
     return work_rows(tree, CallWork(probes, flops, sizes, profiled, why), launched)
 
@@ -625,7 +640,7 @@ def _memory_containers(columns: _TraceColumns, rows: _HostRows) -> np.ndarray:
     """Each memory record's innermost host event open at its stamp on its thread (a
     position in ``rows``; -1: none). A thread is matched by its ids' text: PyTorch 1.8
     wrote an op's ``tid`` as a string and a memory record's as a number."""
-    host, memory, order, parents = columns.host, columns.memory, rows.order, rows.parents
+    host, memory, order, parents = columns.host, columns.memory, rows.order, rows.nested.parents
     starts, ends = rows.starts, rows.starts + rows.durations
     same_pid, same_tid = _same_text(columns.pids), _same_text(columns.tids)
     thread_of_host = (same_pid[host.numpy("pid")[order]] << 32) | same_tid[host.numpy("tid")[order]]
@@ -671,9 +686,13 @@ def _scatter(count: int, launches: _Columns) -> np.ndarray:
 
 def _correlations(events: list) -> list[int]:
     values = [e.args.correlation if e.args is not None else None for e in events]
-    if None in values:
-        values = [_NO_CORRELATION if value is None else value for value in values]
-    return values
+    if _all_known(values):
+        return values
+    return [_NO_CORRELATION if value is None else value for value in values]
+
+
+def _all_known(codes: list[int | None]) -> TypeGuard[list[int]]:
+    return None not in codes
 
 
 def _step_ranges(names: list[str], starts: np.ndarray, durations: np.ndarray) -> dict[str, tuple[float, float]]:
@@ -720,7 +739,7 @@ def _add_host_rows(events: OpEvents, rows: _HostRows) -> None:
     kept = counted_as == np.arange(len(codes))
     merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
     events.add_host_codes(rows.keys, codes[kept], durations[kept], merged_selfs[kept], steps=rows.step_of[kept])
-    rows.parents, rows.counted_as, rows.counted_selfs, rows.selfs = parents, counted_as, merged_selfs, selfs
+    rows.nesting = _Nesting(parents, counted_as, merged_selfs, selfs)
 
 
 _SYNCHRONIZE = ("Synchronize",)  # cudaStreamSynchronize, cudaDeviceSynchronize, hipEventSynchronize …
@@ -760,8 +779,9 @@ def _step_breakdown(columns: _TraceColumns, rows: _HostRows) -> dict[str, list] 
     """Each step's wall time by what it was spent on (``step_breakdown``): the events of the
     thread each step's ``ProfilerStep#N`` range is on, by their category or their enclosing
     event's; and the device's time in it. None without steps."""
-    if not rows.steps or rows.parents is None:
+    if not rows.steps or rows.nesting is None:
         return None
+    nesting = rows.nesting
     bounds = np.asarray(sorted((start, start + duration) for start, duration in rows.steps.values()), dtype=float)
     own = (
         np.fromiter(
@@ -770,11 +790,11 @@ def _step_breakdown(columns: _TraceColumns, rows: _HostRows) -> dict[str, list] 
         if len(rows.codes)
         else np.zeros(0, dtype=np.int64)
     )
-    decided = decided_categories(rows.parents, own, _STICKY)
+    decided = decided_categories(nesting.parents, own, _STICKY)
     step = rows.step_of
     driving = (step >= 0) & (rows.threads == rows.step_threads[step.clip(min=0)])
     ends = rows.starts + rows.durations
-    outermost = rows.parents < 0
+    outermost = nesting.parents < 0
     on_driving_thread = np.isin(rows.threads, rows.step_threads)
     covered = union(rows.starts[driving & outermost], ends[driving & outermost])
     helping = outermost & ~on_driving_thread & (decided == HOST_CODES["backward"])
@@ -782,7 +802,7 @@ def _step_breakdown(columns: _TraceColumns, rows: _HostRows) -> dict[str, list] 
         bounds,
         step[driving],
         decided[driving],
-        rows.selfs[driving],
+        nesting.selfs[driving],
         covered,
         union(rows.starts[helping], ends[helping]),
     )
@@ -841,8 +861,8 @@ def _module_parts(
     there (``allocations``: each allocation's host event and size, as the op table counts
     them). Summed on integer codes, so a trace with millions of events makes no string per
     event, and what is handed over is one row per op and module."""
-    keys, codes, counted_selfs = rows.keys, rows.codes, rows.counted_selfs
-    kept = np.flatnonzero(rows.counted_as == np.arange(len(codes)))
+    keys, codes, counted_selfs = rows.keys, rows.codes, rows.nested.counted_selfs
+    kept = np.flatnonzero(rows.nested.counted_as == np.arange(len(codes)))
     host = _by_op_and_module(
         HOST, keys, codes[kept], module_of[kept], np.ones(len(kept), dtype=np.int64), counted_selfs[kept]
     )
@@ -1019,7 +1039,7 @@ def _launching_occurrences(rows: _HostRows, host_correlations: np.ndarray, corre
     around the launch."""
     is_op = rows.key_flags(lambda name, row_type: row_type == name)
     is_annotation = rows.key_flags(lambda name, row_type: row_type in ANNOTATION_TYPES)
-    parents, counted_as = rows.parents, rows.counted_as
+    parents, counted_as = rows.nested.parents, rows.nested.counted_as
     launch_correlation, launcher = [], []
     for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~is_op).tolist():
         parent, annotation = parents[position], -1
@@ -1082,7 +1102,7 @@ def _decoded_inputs(trace: TraceText, file_indices: np.ndarray, *probe_sets: np.
 def _batch_probes(rows: _HostRows) -> np.ndarray:
     """The op events whose inputs vote for the batch size: those of the first profiled
     step, outside optimizer and DataLoader scopes, at most ``_BATCH_PROBES`` of them."""
-    starts, parents, window = rows.starts, rows.parents, rows.first_step
+    starts, parents, window = rows.starts, rows.nested.parents, rows.first_step
     excluded = rows.key_flags(lambda name, _: name.startswith(_NOT_MODEL_SCOPES))
     up = parents.copy()
     while (moving := up >= 0).any():  # any enclosing scope excludes, however deep (record_function wrappers)

@@ -186,7 +186,7 @@ def _read_file(
                     facts.framework = f"JAX {jax_version}"
             elif plane.name.startswith("/host:"):
                 reader = _HostPlaneReader(
-                    plane, evidence, names_tf_ops=not facts.framework.startswith("JAX"), launches=launches
+                    plane, evidence, names_tf_ops=not (facts.framework or "").startswith("JAX"), launches=launches
                 )
                 host_ops.append(reader.read((path, plane.name), events))
             elif plane.name.startswith("/device:"):
@@ -329,7 +329,7 @@ def _settle_facts(facts: ProfileFacts, events: OpEvents, evidence: _SessionEvide
 def _settle_steps(facts: ProfileFacts, evidence: _SessionEvidence) -> None:
     """The steps from the markers, else Keras 2's step function calls on the plane that
     made the most, else the busiest device's Steps line."""
-    busiest = max(evidence.step_calls, key=evidence.step_calls.get, default=None)
+    busiest = max(evidence.step_calls, key=lambda plane_key: evidence.step_calls[plane_key], default=None)
     calls = [duration / PS_PER_US for duration in evidence.call_times[busiest]] if busiest else []
     facts.steps, facts.steps_source, facts.step_times_us = settled_steps(
         {step: duration / PS_PER_US for step, duration in evidence.steps.items()},
@@ -435,7 +435,7 @@ class _HostPlaneIndex:
     stat_names: dict[int, str]
     stat_ids: dict[str, int]  # stat name -> its first metadata id
     hlo: _HloOps
-    step_events: _IdLookup | None  # metadata id -> step category code of an event that is no op but counts
+    step_events: _IdLookup  # metadata id -> step category code of an event that is no op but counts
 
 
 def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
@@ -519,7 +519,9 @@ class _HostPlaneReader:
         self.call_ranges: list[np.ndarray] = []  # (start, duration) of each Keras 2 step function call
         self.step_calls = 0
         self.op_lines: list[tuple] = []  # each line's op events, added once the plane's steps are known
-        self.ran = collections.Counter()  # the model's op events on TF's executor threads ("graph") and elsewhere
+        self.ran: collections.Counter[str] = (
+            collections.Counter()
+        )  # the model's op events on TF's executor threads ("graph") and elsewhere
         # kernel launches (``_HostLaunches``), where wanted: events that carry a correlation_id,
         # learnt per metadata id from its first event as step markers are; and every line's
         # ops, whose launches another plane may hold
@@ -536,13 +538,16 @@ class _HostPlaneReader:
             if clock_origin_ns is None:
                 clock_origin_ns = self.clock_origin_ns = line.timestamp_ns
             self._read_line(line, line_number, (line.timestamp_ns - clock_origin_ns) * 1000)
-        self.memory_events = None
+        del self.memory_events  # its samples are the evidence's: the rest goes
         return self._finish(plane_key, events)
 
     def _read_line(self, line, line_number: int, line_start_ps: int) -> None:
         index, stat_ids = self.index, self.index.stat_ids
-        found = ([], [], [], [])  # the line's op events: starts, durations, codes, eager flags
-        launches = ([], []) if self.launch_stat is not None else None  # starts, correlation ids
+        # the line's op events: starts, durations, codes, eager flags
+        found: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [], [])
+        launches: tuple[list[np.ndarray], list[np.ndarray]] | None = (
+            ([], []) if self.launch_stat is not None else None
+        )  # starts, correlation ids
         execution = execution_thread(line.name)
         reads_user_ranges = bool(index.user_range_names) and not is_tf_thread(line.name)
         # a line whose clock is wildly off the plane's cannot be placed in its steps
@@ -567,11 +572,11 @@ class _HostPlaneReader:
         starts, durations, codes, eager_flags = found
         ops = None
         if codes:
-            durations, codes = np.concatenate(durations), np.concatenate(codes)
-            _check_durations(durations, index.op_keys, codes, line.name)
-            starts = np.concatenate(starts) + (line_start_ps if placeable else 0)
-            self.op_lines.append((starts, durations, codes, np.concatenate(eager_flags), placeable))
-            ops = (starts, durations, codes, index.op_keys)
+            line_durations, line_codes = np.concatenate(durations), np.concatenate(codes)
+            _check_durations(line_durations, index.op_keys, line_codes, line.name)
+            line_starts = np.concatenate(starts) + (line_start_ps if placeable else 0)
+            self.op_lines.append((line_starts, line_durations, line_codes, np.concatenate(eager_flags), placeable))
+            ops = (line_starts, line_durations, line_codes, index.op_keys)
             if placeable and execution is not None:  # tf.data's threads run beside the step
                 self.spans.add_ops(*self.op_lines[-1][:4])
         if self.launches is not None and placeable:
@@ -725,7 +730,7 @@ class _HostPlaneReader:
             evidence.pending_hosts[plane_key[0]] = xplane_steps.PendingHost(
                 self.spans, categories, not plane_is_eager, self.clock_origin_ns
             )
-        self.spans = None
+        del self.spans
         hlo_codes = sorted({code for code in index.hlo.code_of.values() if code >= 0})
         xla = (
             _XlaOps(np.asarray(hlo_codes, dtype=np.int64), index.hlo.programs, evidence.xla_programs())
@@ -1302,8 +1307,8 @@ def _step_of(event, step_stat: int) -> int | None:
     return None if stat is None else stat.int64_value or stat.uint64_value
 
 
-def _find_stat(event, stat_id: int):
-    """The event's first stat with metadata ``stat_id``, or None."""
+def _find_stat(event, stat_id: int | None):
+    """The event's first stat with metadata ``stat_id``, or None (always, for no id)."""
     return next((stat for stat in event.stats if stat.metadata_id == stat_id), None)
 
 
@@ -1497,6 +1502,10 @@ class _XlaKernelOps:
         return op, False
 
 
+# a batch of kernels parsed: op codes, from the hlo_op, scopes, scope kinds, and the ties
+_ParsedKernels = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]
+
+
 class _KernelOps:
     """The op of a device kernel from its stats, the rule of ``_read_device_plane``: the
     first ``tf_op`` or ``annotation`` stat of the event that names an op (TF 2.2-2.4 wrote
@@ -1553,7 +1562,7 @@ class _KernelOps:
         """The ops that are XLA instructions, whose programs tell their work."""
         return self._xla_ops.hlo_ops()
 
-    def _resolve(self, named: list[tuple[int, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
+    def _resolve(self, named: list[tuple[int | None, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
         """(op code, whether the op is the hlo_op's, whether the kernel ran in a command
         buffer) of a kernel whose naming stats are ``named`` (id, text) in event order."""
         op = None
@@ -1572,12 +1581,13 @@ class _KernelOps:
             op = (kernel_name, kernel_name if kernel_name.startswith("Memcpy") else "(kernel without TF op)")
         return self.ops.setdefault(op, len(self.ops)), from_hlo, in_buffer
 
-    def _op_named(self, key: int, text: str) -> tuple[str, str] | None:
+    def _op_named(self, key: int | None, text: str) -> tuple[str, str] | None:
         is_tf_op = key == self.ids[0]
-        found = self._named.get((is_tf_op, text), False)
-        if found is False:
+        try:
+            return self._named[(is_tf_op, text)]
+        except KeyError:
             found = self._named[(is_tf_op, text)] = parse_tf_op(text) if is_tf_op else op_from_annotation(text)
-        return found
+            return found
 
     def _parsed_batch(self, batch, indices) -> tuple:
         """(codes, from_hlo, scopes, scope kinds, (groups, grouped, correlations,
@@ -1620,7 +1630,7 @@ class _KernelOps:
         (groups, correlations), (grouped, correlated) = ties
         return codes, from_hlo, scopes, scope_kinds, (groups, grouped, correlations, correlated)
 
-    def _wire_batch(self, batch, ints: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    def _wire_batch(self, batch, ints: np.ndarray) -> _ParsedKernels | None:
         """``_parsed_batch`` of every event, from the wire; None where the C helper is not
         there or refuses the wire."""
         wire_stats = getattr(batch, "wire_stats", None)
@@ -1698,8 +1708,8 @@ def _read_kernels(
     steps: list[int] = []
     for line in plane.lines:
         if line.name == "Steps":
-            spans = [(event.offset_ps, event.duration_ps) for batch in line.event_batches() for event in batch]
-            steps = [duration for _, duration in sorted(spans)]
+            marked = [(event.offset_ps, event.duration_ps) for batch in line.event_batches() for event in batch]
+            steps = [duration for _, duration in sorted(marked)]
         if not line.name.startswith("Stream #"):
             continue
         line_start_ps = (line.timestamp_ns - origin_ns) * 1000 if origin_ns is not None else None
@@ -1787,7 +1797,8 @@ def _spans_on_one_clock(
         if part_ends is None:
             part_ends = (offsets.view(np.uint64) + durations.view(np.uint64)).view(np.int64)
         ends.append((part_ends.view(np.uint64) + wrap).view(np.int64))
-    _check_clock(first, last, line_name)
+    if first is not None and last is not None:  # some events
+        _check_clock(first, last, line_name)
     return np.concatenate(starts), np.concatenate(ends)
 
 
@@ -1805,10 +1816,10 @@ def _check_clock(first_ps: int, last_ps: int, line_name: str) -> None:
 _DEVICE_KIND = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
-def _plane_stats(plane, stat_names: dict[int, str]) -> dict[str, object]:
+def _plane_stats(plane, stat_names: dict[int, str]) -> dict[str, str | int | float | bytes]:
     """The plane's own stats by name: text or number (``gpu_device_name``, ``core_count``,
-    ``jax_version`` on JAX's metadata plane)."""
-    values = {}
+    ``jax_version`` on JAX's metadata plane), or the bytes of a ``bytes_value``."""
+    values: dict[str, str | int | float | bytes] = {}
     for stat in plane.stats:
         which = stat.WhichOneof("value")
         if which:
@@ -1832,16 +1843,16 @@ def _device_properties(plane) -> dict:
     clock rate (kHz), SMs, memory bandwidth (bytes/s) and size, compute capability."""
     values = _plane_stats(plane, _stat_names(plane))
     found: dict = {key: float(values[key]) for key in _DEVICE_PROPERTIES if isinstance(values.get(key), (int, float))}
-    if isinstance(values.get("compute_cap_major"), int):
-        found["compute_capability"] = f"{values['compute_cap_major']}.{int(values.get('compute_cap_minor') or 0)}"
+    if isinstance(major := values.get("compute_cap_major"), int):
+        found["compute_capability"] = f"{major}.{int(values.get('compute_cap_minor') or 0)}"
     return found
 
 
 def _device_name(plane, stat_names: dict[int, str], kind: str) -> str:
     values = _plane_stats(plane, stat_names)
     for key in ("device_name", "gpu_device_name", "device_type_string", "model"):
-        if isinstance(values.get(key), str) and values[key]:
-            return values[key]
+        if isinstance(name := values.get(key), str) and name:
+            return name
     if "compute_cap_major" in values:
         major = int(values["compute_cap_major"])
         minor = int(values.get("compute_cap_minor", 0))

@@ -23,6 +23,7 @@ None without the C helper, for the caller to read the parsed events instead.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
@@ -33,8 +34,9 @@ from google.protobuf.message import DecodeError
 
 from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane
 
-try:
-    from tb_opcompare.ingest.readers import _xplane_wire as _compiled
+_compiled: ModuleType | None
+try:  # a C extension, no stub: its callers take it through native(), a ModuleType
+    _compiled = importlib.import_module("tb_opcompare.ingest.readers._xplane_wire")
 except ImportError:  # built without a compiler: the pure-Python code below does it all
     _compiled = None
 
@@ -211,7 +213,7 @@ class EventBatch(Sequence):
     def __len__(self) -> int:
         return len(self.events)
 
-    def count(self) -> int:
+    def event_count(self) -> int:
         """How many events the batch holds: from the C helper's scan of the wire (kept for
         ``wire_ints``), else from the parsed events."""
         self.scan()
@@ -303,7 +305,7 @@ class LineView:
         handing out a batch past the read's count of events."""
         for batch in self._batches_of_line():
             if self._count is not None:
-                self._count.add(batch.count())
+                self._count.add(batch.event_count())
             yield batch
 
     def _batches_of_line(self) -> Iterator[EventBatch]:
@@ -332,14 +334,15 @@ def scanned_ahead(data: memoryview, spans: list[tuple[int, int]]) -> Iterator[Ev
     with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="xplane-scan") as pool:
         following = EventBatch(None, data, *spans[0])
         ahead = pool.submit(following.scan)
-        for span in [*spans[1:], None]:
+        for span in spans[1:]:
             ahead.result()
-            batch, following = following, None
-            if span is not None:
-                following = EventBatch(None, data, *span)
-                ahead = pool.submit(following.scan)
+            batch = following
+            following = EventBatch(None, data, *span)
+            ahead = pool.submit(following.scan)
             yield batch
             del batch  # the caller's drop of it frees it
+        ahead.result()
+        yield following
 
 
 def split_events(data: memoryview, start: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
