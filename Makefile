@@ -86,10 +86,14 @@ $(NODE):
 # browser stay in one process); most of the suite waits on subprocesses, so 2 cores give ~1.6x.
 # The fast tier: ruff (lint and format) and mypy (types; both configured in pyproject.toml), the unit tests that
 # need neither the public traces of ../shared nor a browser, and the tab's JavaScript
-# rules: under 90 s on 2 cores, on a clean clone without ../shared. `make test` runs all.
-FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,architecture read_ahead compare contract golden golden_compare numerics shared_rules \
-	naming_and_pairing nesting summary_json check sweep trend matrix pooling run_facts model_identity onnxruntime requests \
-	modules workers torch_reader tf1_and_trace_json memory layers headline table))
+# rules: under 90 s on 2 cores, on a clean clone without ../shared (mypy cold ~30 s, these
+# tests ~40 s). The rules of the house (layers, contract, shared rules, requests), the maths
+# (tables, numerics, the headline, comparing, pooling, pairing) and each reader's facts; the
+# views' end-to-end tests (check, sweep, trend, matrix, modules, layers, memory, read-ahead,
+# workers) run in `make test`, which runs all.
+FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,architecture contract shared_rules requests table numerics headline \
+	naming_and_pairing compare golden golden_compare model_identity pooling run_facts nesting onnxruntime \
+	tf1_and_trace_json torch_reader summary_json))
 check: $(TEST_STAMP) $(NODE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
