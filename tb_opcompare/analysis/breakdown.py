@@ -20,7 +20,7 @@ import numpy as np
 
 from tb_opcompare.analysis.step_time import detect_warmup
 from tb_opcompare.schema.dimensions import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
-from tb_opcompare.schema.events import DEVICE, HOST
+from tb_opcompare.schema.events import DEVICE, HOST, Processor
 from tb_opcompare.schema.table import Table
 
 
@@ -156,7 +156,7 @@ class BreakdownRow:
     """One part on both sides; a device part of a side that ran on no device (a CPU run)
     is None there, not 0 µs of a device, and so is its change."""
 
-    side: str
+    side: Processor
     category: str
     label: str
     baseline_us: float | None
@@ -175,7 +175,11 @@ def breakdown_rows(baseline: SideSplit, target: SideSplit) -> list[BreakdownRow]
     ``target.wall_us - baseline.wall_us``. A side's device parts add up to its step, so a
     side with none at all ran on no device: its device times are None."""
     rows = []
-    for side, names in ((HOST, STEP_CATEGORIES), (DEVICE, DEVICE_STEP_CATEGORIES)):
+    processors: tuple[tuple[Processor, dict[str, str]], ...] = (
+        (HOST, STEP_CATEGORIES),
+        (DEVICE, DEVICE_STEP_CATEGORIES),
+    )
+    for side, names in processors:
         base, tgt = baseline.parts.get(side, {}), target.parts.get(side, {})
         ran = [side == HOST or any(times.values()) for times in (base, tgt)]
         for name, label in names.items():

@@ -19,6 +19,7 @@ from msgspec import Meta
 
 from tb_opcompare.schema import requests
 from tb_opcompare.schema.dimensions import (
+    COMPARE_GROUP_BY,
     DETECTION_POWER,
     DEVICE_STEP_CATEGORIES,
     FALSE_DISCOVERY_RATE,
@@ -27,6 +28,7 @@ from tb_opcompare.schema.dimensions import (
     STEP_CATEGORIES,
     evidence_rule,
 )
+from tb_opcompare.schema.events import Processor
 
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]  # type: ignore[valid-type]  # a tuple written once, read as a Literal by msgspec
@@ -341,7 +343,7 @@ class BreakdownPart(_Document):
     """What one category of a step took on each side (issue 53)."""
 
     side: Annotated[
-        Literal["host", "device"],
+        Processor,
         Meta(
             description="`host`: the thread that drives the step, each moment once, so a side's host parts add up to its step "
             "wall time; `device`: the accelerator's time in the step, busy by what ran and idle"
@@ -372,7 +374,7 @@ class RunBreakdown(_Document):
     """One run of a side that pools runs (repeats), or one rank of a side that is a job:
     its own median steady step, split."""
 
-    side: Annotated[Literal["baseline", "target"], Meta(description="the side it is pooled into")]
+    side: Annotated[Literal[SIDES], Meta(description="the side it is pooled into")]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
     run: Annotated[
         str, Meta(description="the run, or `rank N` of a job (whose split is its slowest rank's, step by step)")
     ]
@@ -476,7 +478,7 @@ class CompareSummary(_Document):
             "words; null where it can check them. The tab says it instead of asking"
         ),
     ]
-    group_by: Literal["name", "type", "module"]
+    group_by: Literal[COMPARE_GROUP_BY]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
     normalized_types: bool
     baseline: Annotated[
         RunRecord, Meta(description="the baseline run; for a run group, its first run's record with the group's steps")

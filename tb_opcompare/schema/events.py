@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -83,9 +83,10 @@ APPLICATION_TYPES = ANNOTATION_TYPES | {"Dataset"}
 
 QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
-HOST = "host"
+Processor = Literal["host", "device"]  # where an op's or a step part's time was spent
+HOST: Final = "host"
 
-DEVICE = "device"
+DEVICE: Final = "device"
 
 # A batch size a program passed rather than one measured (Keras 2's step event holds
 # fit()'s batch_size, which Keras ignores for an already batched dataset).
