@@ -136,6 +136,7 @@ load: $(TEST_STAMP) $(CHROMIUM)
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/bench_readers.py
 	$(BIN)/python benchmarks/bench_scale.py
+	$(BIN)/python benchmarks/bench_many_ops.py
 	$(BIN)/python benchmarks/bench_startup.py
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_bucket.py

@@ -17,6 +17,9 @@ _CONTROL = {
 }
 
 
+CONTROL_CHARACTERS = tuple(_CONTROL)  # the code points ``escape_control_characters`` escapes
+
+
 def escape_control_characters(text: str) -> str:
     """``text`` with control, invisible and bidirectional characters shown as escapes."""
     return text.translate(_CONTROL)

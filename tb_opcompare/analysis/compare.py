@@ -12,6 +12,7 @@ and ``noisy``, flags); ``compare_frame`` gives the rows as a pandas DataFrame.
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,24 @@ _TORCH_NATIVE_CONVOLUTION = re.compile(
 _TORCH_NATIVE_TRANSPOSED = re.compile(r"\Aaten::slow_conv_transpose[23]d(_backward)?\Z")
 
 
+# Every type ``normalize_op_type`` changes starts with one of these (each rule above is
+# anchored at the start): the others are their own type, found at C speed (a million
+# distinct op names took 14 s through the rules one by one).
+_NORMALIZED_PREFIXES = (
+    "_",
+    "Mkl",
+    "aten::_",
+    "aten::slow_conv",
+    *(f"aten::{backend}_" for backend in ("mkldnn", "cudnn", "miopen", "xnnpack", "nnpack")),
+)
+
+
+def _may_normalize(op_types: list[str]) -> list[str]:
+    """The types ``normalize_op_type`` may change (``_NORMALIZED_PREFIXES``), found at C speed."""
+    starts = map(str.startswith, op_types, itertools.repeat(_NORMALIZED_PREFIXES))
+    return list(itertools.compress(op_types, starts))
+
+
 def normalize_op_type(op_type: str) -> str:
     native = _TORCH_NATIVE_CONVOLUTION.match(op_type)
     if native:
@@ -90,6 +109,8 @@ def counted_rows(ops: Table) -> np.ndarray:
     launched kernels, else host time."""
     side, names = np.asarray(ops["side"]), np.asarray(ops["op_name"])
     device = side == DEVICE
+    if not device.any():  # a host-only run: no name to look up (a million of them took 0.1 s a request)
+        return np.flatnonzero(side == HOST)
     host = (side == HOST) & ~among(names, names[device].tolist())
     return np.flatnonzero(device | host)
 
@@ -105,7 +126,7 @@ def effective_ops(ops: Table, normalize: bool = True) -> Table:
     and the op's memory, which its host row holds, whichever row counts."""
     on_host = ops["side"] == HOST
     ops = ops.assign(memory_calls=np.where(on_host, ops["occurrences"], np.nan))
-    counted = ops.take(counted_rows(ops))
+    counted = _rows_at(ops, counted_rows(ops))
     device = counted.take(counted["side"] == DEVICE)
     if len(device) and on_host.any():
         host = ops.take(on_host)
@@ -114,22 +135,29 @@ def effective_ops(ops: Table, normalize: bool = True) -> Table:
         has_host_row = where >= 0  # else the device row holds the op's memory
         memory = {column: known_sums(host[column], op, len(names))[np.maximum(where, 0)] for column in _MEMORY}
         device = device.assign(**{column: np.where(has_host_row, memory[column], device[column]) for column in _MEMORY})
-    host = counted.take(counted["side"] == HOST)
-    chosen = Table.concat(
-        [
-            device.assign(time_source=np.full(len(device), DEVICE, dtype=object)),
-            host.assign(time_source=np.full(len(host), HOST, dtype=object)),
-        ],
-        [*device.names, "time_source"],
-    )
+    host = _rows_at(counted, np.flatnonzero(counted["side"] == HOST))
+    host = host.assign(time_source=np.full(len(host), HOST, dtype=object))
+    if len(device):
+        device = device.assign(time_source=np.full(len(device), DEVICE, dtype=object))
+        chosen = Table.concat([device, host], device.names)
+    else:  # host time only (a CPU run): its rows as they are, not a copy of each column
+        chosen = host
     recorded = chosen["op_type"]
     return chosen.assign(recorded_type=recorded, op_type=_normalized(recorded) if normalize else recorded)
 
 
+def _rows_at(table: Table, positions: np.ndarray) -> Table:
+    """``table.take(positions)``; the table itself where they are all its rows, in order."""
+    return table if len(positions) == len(table) else table.take(positions)
+
+
 def _normalized(op_types: np.ndarray) -> np.ndarray:
-    """``normalize_op_type`` of each, worked out once per distinct type."""
-    known: dict[str, str] = {}
-    return text_array(known.get(t) or known.setdefault(t, normalize_op_type(t)) for t in op_types.tolist())
+    """``normalize_op_type`` of each, worked out once per distinct type that it may change."""
+    listed = op_types.tolist()
+    changed = {t: normalize_op_type(t) for t in set(_may_normalize(listed))}
+    if not any(t != normal for t, normal in changed.items()):
+        return op_types
+    return text_array(map(changed.get, listed, listed))
 
 
 def op_totals(
@@ -175,7 +203,11 @@ def implementation_keys(baseline: dict[str, str], target: dict[str, str]) -> dic
     ``aten::cudnn_convolution`` on the GPU), get one key on both sides, ``baseline names →
     target names``. Returns name -> key for the names to rename."""
     one_sided = {
-        side: {name: normalize_op_type(name) for name, kind in names.items() if name == kind and name not in other}
+        side: {
+            name: normalize_op_type(name)
+            for name in _may_normalize(list(names))
+            if names[name] == name and name not in other
+        }
         for side, names, other in (("baseline", baseline, target), ("target", target, baseline))
     }
     one_sided = {side: {name: op for name, op in names.items() if op != name} for side, names in one_sided.items()}
@@ -388,7 +420,7 @@ def compare_ops(
         }
     )
     largest = np.fmax(rows["baseline_total_us"], rows["target_total_us"])
-    rows = rows.take(np.argsort(-largest, kind="stable")).select(COMPARE_COLUMNS)
+    rows = rows.select(COMPARE_COLUMNS).take(np.argsort(-largest, kind="stable"))
     return rows, summarize(rows, baseline_steps, target_steps)
 
 

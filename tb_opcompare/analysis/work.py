@@ -326,6 +326,15 @@ def has_formula(name: str) -> bool:
     return name.startswith("aten::") and (base in _ELEMENTWISE or base in _COPIES)
 
 
+def _formula_names() -> frozenset[str]:
+    """Every name ``has_formula`` knows: its sets, and each elementwise or copy base under
+    ``aten::`` with and without its in-place ``_`` (no other name can pass its rule)."""
+    bases = _ELEMENTWISE | _COPIES
+    candidates = {*_CONV_ARGUMENTS, *_MATRIX_OPERANDS, *_ATTENTION, "aten::linear", "aten::convolution_backward"}
+    candidates |= {f"aten::{base}{suffix}" for base in bases for suffix in ("", "_")}
+    return frozenset(name for name in candidates if has_formula(name))
+
+
 def work_from_shapes(name: str, call: Call) -> Work | None:
     """The work of one call of op ``name`` from its recorded inputs; None where the op has
     no formula here or the call lacks what the formula needs."""
@@ -343,3 +352,7 @@ def work_from_shapes(name: str, call: Call) -> Work | None:
     except (TypeError, ValueError, IndexError, ZeroDivisionError, OverflowError):
         return None  # dims that are not lists of ints, a stride of 0, sizes past a float: no work told
     return None
+
+
+# ``has_formula`` as a set: a million distinct op names are looked up at C speed
+FORMULA_NAMES = _formula_names()

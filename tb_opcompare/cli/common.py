@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from tb_opcompare.errors import escape_control_characters
@@ -257,6 +258,17 @@ def emit(args, document, to_csv, counted: str, to_text) -> None:
         sys.stdout.write(json_text(document))
     elif not args.csv:
         to_text(document)
+
+
+def write_chunks(target: str, chunks: Iterable[str]) -> None:
+    """Text made a piece at a time (a CSV of a million rows), to a file or to stdout for '-'."""
+    if target == "-":
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        return
+    with open(target, "w", encoding="utf-8", newline="") as handle:
+        for chunk in chunks:
+            handle.write(chunk)
 
 
 def write_text(target: str, text: str) -> None:

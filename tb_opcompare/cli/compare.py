@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from tb_opcompare.cli.common import (
@@ -18,12 +19,13 @@ from tb_opcompare.cli.common import (
     json_text,
     open_catalog,
     usage_error,
-    write_text,
+    write_chunks,
 )
 from tb_opcompare.schema.requests import CompareRequest, ViewRequest
 from tb_opcompare.text import format_bytes, format_speedup, format_time
 
 if TYPE_CHECKING:
+    from tb_opcompare.service.compare import ComparedRows
     from tb_opcompare.store.catalog import Catalog
 
 
@@ -73,8 +75,8 @@ def _compare(args) -> int:
     pairs = _named_pair(catalog, args) if args.baseline else _automatic_pairs(catalog, args.all_pairs)
     if not pairs:
         return EXIT_USAGE  # _automatic_pairs said why
-    documents = [_compare_document(catalog, args, baseline, target) for baseline, target in pairs]
-    _emit_comparisons(args, documents)
+    compared = [_compared(catalog, args, baseline, target) for baseline, target in pairs]
+    _emit_comparisons(args, compared)
     return EXIT_OK
 
 
@@ -122,12 +124,14 @@ def _suggested_pair(runs: dict) -> dict | None:
     return suggested if models.get(suggested["baseline"]) == models.get(suggested["target"]) else None
 
 
-def _compare_document(catalog: Catalog, args, baseline, target) -> dict:
-    """One pair's compare document, as the options shape it, in builtin types."""
+def _compared(catalog: Catalog, args, baseline, target) -> tuple[dict, ComparedRows]:
+    """One pair's compare document, as the options shape it, in builtin types, and its
+    rows as a table. Its ``rows`` are records only where printed (--json, the table): a
+    CSV is written from the table (a million rows made records took 2 GB)."""
     from tb_opcompare.analysis.row_view import RowView
-    from tb_opcompare.service.compare import compare_document
+    from tb_opcompare.service.compare import compared_rows
 
-    document = compare_document(
+    compared = compared_rows(
         catalog,
         baseline,
         target,
@@ -136,21 +140,27 @@ def _compare_document(catalog: Catalog, args, baseline, target) -> dict:
         target_session=args.target_session,
         normalize=not args.no_normalize_types,
         view=RowView(sort=args.sort, top=args.top),
+        records=bool(args.json or _prints_table(args)),
     )
-    return as_builtins(document)
+    return as_builtins(compared.document), compared
 
 
-def _emit_comparisons(args, documents: list[dict]) -> None:
+def _prints_table(args) -> bool:
+    return bool(args.table or not (args.csv or args.json))
+
+
+def _emit_comparisons(args, compared: list[tuple[dict, ComparedRows]]) -> None:
     """The compare documents as the options ask: any of --csv and --json, and the table
     with --table or without either."""
+    documents = [document for document, _ in compared]
     if args.csv:
-        write_text(args.csv, _pairs_csv(documents, with_pairs=not args.baseline))
+        write_chunks(args.csv, _pairs_csv(compared, with_pairs=not args.baseline))
         if args.csv != "-":
-            rows = sum(len(document["rows"]) for document in documents)
+            rows = sum(len(rows.positions) for _, rows in compared)
             print(f"wrote {rows} rows to {args.csv}", file=sys.stderr)
     if args.json:
         sys.stdout.write(json_text(documents[0] if len(documents) == 1 else documents))
-    if args.table or not (args.csv or args.json):
+    if _prints_table(args):
         for document in documents:
             _print_comparison(document, memory=args.memory)
 
@@ -158,20 +168,23 @@ def _emit_comparisons(args, documents: list[dict]) -> None:
 PAIR_COLUMNS = ["baseline_run", "target_run"]
 
 
-def _pairs_csv(documents: list[dict], with_pairs: bool) -> str:
+def _pairs_csv(compared: list[tuple[dict, ComparedRows]], with_pairs: bool) -> Iterator[str]:
     """Named runs: exactly the bytes of the API's ``compare.csv``. The automatic pairs
     (however many there are, so scripts see one layout): one table, each row led by the
-    pair it belongs to."""
-    from tb_opcompare.service.csv_export import compare_csv
+    pair it belongs to. Made a chunk of rows at a time."""
+    from tb_opcompare.service.csv_export import table_csv_chunks
 
     if not with_pairs:
-        return compare_csv(documents[0]["rows"])
-    rows = [
-        {"baseline_run": d["summary"]["baseline"]["run"], "target_run": d["summary"]["target"]["run"], **row}
-        for d in documents
-        for row in d["rows"]
-    ]
-    return compare_csv(rows, PAIR_COLUMNS + list(documents[0]["columns"]))
+        _, rows = compared[0]
+        yield from table_csv_chunks(rows.table, positions=rows.positions)
+        return
+    columns = PAIR_COLUMNS + list(compared[0][0]["columns"])
+    for index, (document, rows) in enumerate(compared):
+        runs = {
+            "baseline_run": document["summary"]["baseline"]["run"],
+            "target_run": document["summary"]["target"]["run"],
+        }
+        yield from table_csv_chunks(rows.table, columns, positions=rows.positions, leading=runs, header=index == 0)
 
 
 def _mean(row: dict, side: str) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from tb_opcompare.schema.dimensions import canonical_precision
+from tb_opcompare.schema.groups import first_appearance
 
 OP_COLUMNS = [
     "side",
@@ -325,9 +326,8 @@ class OpEvents:
 
 
 def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarray]:
-    index: dict[tuple[str, str], int] = {}
-    codes = np.fromiter((index.setdefault(op, len(index)) for op in ops), dtype=np.int64, count=len(ops))
-    return list(index), codes
+    codes, keys = first_appearance(ops)
+    return keys, codes
 
 
 def _fold_host(

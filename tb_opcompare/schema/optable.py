@@ -156,6 +156,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -440,7 +441,7 @@ def _summed_partials(
 
 def _names_and_types(keys: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """(name, type) keys as a column of names and a column of types."""
-    return text_array(name for name, _ in keys), text_array(op_type for _, op_type in keys)
+    return text_array([name for name, _ in keys]), text_array([op_type for _, op_type in keys])
 
 
 def _with_host_quantiles(
@@ -448,13 +449,15 @@ def _with_host_quantiles(
 ) -> tuple[Table, Table]:
     """The host table with the percentiles of each op's per-occurrence self time and its
     variation from step to step, and the host rows' per-step cells."""
-    row_of = {key: row for row, key in enumerate(zip(table["op_name"].tolist(), table["op_type"].tolist()))}
+    row_of = dict(zip(zip(table["op_name"].tolist(), table["op_type"].tolist()), range(len(table))))
     # a reader's batches mostly share one list of op keys (an xplane's host plane: all of
     # them), so each list is looked up once, not once a batch
     rows_of_keys: dict[int, np.ndarray] = {}
     for keys, _, _ in samples:
         if id(keys) not in rows_of_keys:
-            rows_of_keys[id(keys)] = np.fromiter((row_of.get(key, -1) for key in keys), dtype=np.int64, count=len(keys))
+            rows_of_keys[id(keys)] = np.fromiter(
+                map(row_of.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys)
+            )
     rows = np.concatenate([rows_of_keys[id(keys)][codes] for keys, codes, _ in samples])
     values = np.concatenate([selfs for _, _, selfs in samples])
     spread = dict(zip(QUANTILES, group_quantiles(rows, values, len(table), list(QUANTILES.values())).T))

@@ -214,6 +214,9 @@ class Repeated(Rule):
         return "repeatable"
 
 
+# The most rows the compare route answers unless asked for all (``full``), as the tab holds
+# (frontend/state.js MAX_TAB_ROWS): a million-op comparison was one 858 MB answer.
+COMPARE_PAGE_ROWS = 20_000
 ROWS = Count(1)  # how many rows to show: the compare view's `top`, and the CLI pages' own
 
 # ---------------------------------------------------------------------------------------------
@@ -402,6 +405,12 @@ class CompareRequest:
         Flag(),
         "only the ops the `check` of the two sides, each with its repeats, finds significantly changed "
         "(CheckRow.significant)",
+        False,
+    )
+    full: bool = param(
+        Flag(),
+        f"`compare`: every row the view keeps; without it (and without `top`) the first {COMPARE_PAGE_ROWS:,} "
+        "(`total_rows` and `view_rows` count them all); `compare.csv` has them all",
         False,
     )
 

@@ -62,8 +62,9 @@ class Table:
         memory usage counts them)."""
         return sum(held_bytes(values) for values in self._columns.values())
 
-    def take(self, positions: np.ndarray) -> Table:
-        """The rows at ``positions`` (integers, or a boolean mask), in that order."""
+    def take(self, positions: np.ndarray | slice) -> Table:
+        """The rows at ``positions`` (integers, or a boolean mask), in that order; a slice's
+        rows share the columns' memory."""
         return Table({name: values[positions] for name, values in self._columns.items()})
 
     def select(self, names: Iterable[str]) -> Table:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 import msgspec
+import numpy as np
 
 from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
 from tb_opcompare.analysis.headline import Headline, headline_figures, like_for_like, pair_headline, step_marker_notes
@@ -29,6 +30,7 @@ from tb_opcompare.schema.contract import (
 from tb_opcompare.schema.dimensions import check_refusal
 from tb_opcompare.schema.events import HOST
 from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.schema.table import Table
 from tb_opcompare.service.logdir import with_identified_models
 from tb_opcompare.service.records import as_records
 from tb_opcompare.service.runs import mixed_dimensions, run_record
@@ -53,6 +55,43 @@ def compare_document(
     ``view`` picks and orders the rows (all of them, largest total first, by default);
     only the rows it keeps are turned into JSON values, so a top-N request on a million
     ops costs the filter and the sort, not a million records."""
+    return compared_rows(
+        catalog,
+        baseline,
+        target,
+        group_by=group_by,
+        baseline_session=baseline_session,
+        target_session=target_session,
+        normalize=normalize,
+        view=view,
+    ).document
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparedRows:
+    """A compare document and the rows its view keeps as a table: ``table.take(positions)``
+    are the document's rows (its ``rows`` hold their records only where asked for), what a
+    CSV streams without a record made per row (``csv_export.table_csv_chunks``)."""
+
+    document: CompareDocument
+    table: Table  # every row of the comparison (``COMPARE_COLUMNS``)
+    positions: np.ndarray  # the rows the view keeps, in its order, its top N
+
+
+def compared_rows(
+    catalog: Catalog,
+    baseline: str | list[str],
+    target: str | list[str],
+    *,
+    group_by: str = "name",
+    baseline_session: str | None = None,
+    target_session: str | None = None,
+    normalize: bool = True,
+    view: RowView | None = None,
+    records: bool = True,
+) -> ComparedRows:
+    """``compare_document``'s document and its rows as a table; without ``records`` the
+    document's ``rows`` are left empty (the CLI writing a CSV of a million rows)."""
     (base, base_steps, base_split), (tgt, target_steps, target_split), baseline_runs, target_runs, group_notes = _sides(
         catalog, baseline, target, baseline_session, target_session
     )
@@ -60,7 +99,8 @@ def compare_document(
     comparison = kept_comparison(base.profile, tgt.profile, group_by, normalize)
     view = view or RowView()
     kept = view_positions(comparison.rows, view)
-    records = comparison.records(kept[: view.top] if view.top else kept, as_records)
+    shown = kept[: view.top] if view.top else kept
+    rows = comparison.records(shown, as_records) if records else []
     base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
     first, _, _ = pair_headline(base.profile, tgt.profile, base_steps, target_steps)
     figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first)
@@ -83,13 +123,14 @@ def compare_document(
         **_breakdown(base_split, target_split, first),
     )
     # rows stay records (typed by CompareRow): a Struct per row would cost more than the view's filter and sort
-    return CompareDocument(
+    document = CompareDocument(
         summary=summary,
         columns=list(COMPARE_COLUMNS),
-        rows=records,
+        rows=rows,
         total_rows=len(comparison.rows),
         view_rows=len(kept),
     )
+    return ComparedRows(document, comparison.rows, shown)
 
 
 def _breakdown(base: SideSplit | None, target: SideSplit | None, first: Headline) -> dict:

@@ -34,13 +34,23 @@ class Comparison:
     def __init__(self, rows: Table, summary: dict):
         self.rows, self.summary = rows, summary
         self._records: list[dict] | None = None
+        self._page: tuple[np.ndarray, list[dict]] | None = None  # a bigger table's last page asked for
         self._lock = threading.Lock()
 
     def records(self, positions: np.ndarray, as_records: Callable[[Table], list[dict]]) -> list[dict]:
         """The rows at ``positions`` (in that order) as JSON-ready records, which
-        ``as_records`` (``service.records``'s) makes of a table."""
+        ``as_records`` (``service.records``'s) makes of a table. Of a table too big to keep
+        them all, the last page asked for is kept: the tab asks for its first page again
+        (20,000 records of a million-op comparison took 0.25 s to make)."""
         if len(self.rows) > self.KEEP_RECORDS_UP_TO:
-            return as_records(self.rows.take(positions))
+            with self._lock:
+                page = self._page
+            if page is not None and np.array_equal(page[0], positions):
+                return page[1]
+            records = as_records(self.rows.take(positions))
+            with self._lock:
+                self._page = (positions.copy(), records)
+            return records
         with self._lock:
             if self._records is None:
                 self._records = as_records(self.rows)

@@ -5,9 +5,9 @@ contract's Structs. The routes, their parameters and their documents are listed 
 
 ================  ===========================================================================
 ``runs``          ``service.runs.runs_document``
-``compare``       ``service.compare.compare_document``, rows narrowed and ordered by the view
-                  (``analysis.row_view.view_from_params``)
-``compare.csv``   the same rows as a CSV download
+``compare``       ``service.compare.compared_rows``, rows narrowed and ordered by the view
+                  (``analysis.row_view.view_from_params``), a page of them unless ``full=1``
+``compare.csv``   every row the view keeps as a CSV download, written from the rows' table
 ``sweeps``        ``service.sweep.sweeps_document``
 ``sweep``         ``service.sweep.sweep_document``, with its plotly figures
 ``sweep.csv``     its fits as the tab's fits table shows them (``service.sweep.fits_table``)
@@ -58,6 +58,7 @@ from tb_opcompare.schema.contract import (
 )
 from tb_opcompare.schema.dimensions import SERIES_DIMENSIONS
 from tb_opcompare.schema.requests import (
+    COMPARE_PAGE_ROWS,
     CheckRequest,
     CompareRequest,
     FitsTableRequest,
@@ -69,7 +70,7 @@ from tb_opcompare.schema.requests import (
     parse_request,
 )
 from tb_opcompare.service.check import check_document, significant_keys
-from tb_opcompare.service.compare import compare_document
+from tb_opcompare.service.compare import ComparedRows, compared_rows
 from tb_opcompare.service.csv_export import (
     breakdown_csv,
     compare_csv,
@@ -78,6 +79,7 @@ from tb_opcompare.service.csv_export import (
     memory_csv,
     modules_csv,
     roofline_csv,
+    table_csv_chunks,
     trend_csv,
 )
 from tb_opcompare.service.layers import layers_document
@@ -137,7 +139,7 @@ class DataRoutes:
         documents = {
             "runs": (self._runs, None),
             "reads": (lambda args: reads_document(), None),
-            "compare": (self._compare_view, _compare_csv),
+            "compare": (self._compare_page, None),  # its CSV: ``_compare_csv_download``
             "sweeps": (lambda args: sweeps_document(self.catalog), None),
             "sweep": (self._sweep_figures, None),
             "check": (self._check, None),
@@ -160,18 +162,33 @@ class DataRoutes:
         # the sweep's table is its fits, without the figures the JSON carries
         self.apps["/sweep.csv"] = _served(self._sweep_csv)
         self.apps["/breakdown.csv"] = _served(self._breakdown_csv)
+        self.apps["/compare.csv"] = _served(self._compare_csv_download)
 
     def _runs(self, args):
         return runs_document(self.catalog, load=parse_request(RunsRequest, args).load)
 
-    def _compare_view(self, args) -> CompareDocument:
-        return self._compare(args, view_from_params(args))
+    def _compare_page(self, args) -> CompareDocument:
+        """The JSON answer: a page of the view's rows (``COMPARE_PAGE_ROWS``) unless ``top``
+        or ``full`` asks otherwise."""
+        view = view_from_params(args)
+        if view.top is None and not parse_request(CompareRequest, args).full:
+            view = dataclasses.replace(view, top=COMPARE_PAGE_ROWS)
+        return self._compare(args, view).document
+
+    def _compare_csv_download(self, request):
+        """Every row the view keeps as CSV, written from the comparison's table (no record per row)."""
+        compared = self._compare(request.args, view_from_params(request.args), records=False)
+        summary = compared.document.summary
+        pooled = len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1
+        filename = csv_filename(summary.baseline_runs[0], summary.target_runs[0], summary.group_by, pooled=pooled)
+        text = "".join(table_csv_chunks(compared.table, positions=compared.positions))
+        return _csv_download(request, text, filename)
 
     def _sweep_figures(self, args) -> SweepDocument:
         return self._sweep(args, figures=True)
 
     def _breakdown_csv(self, request):
-        return _breakdown_download(request, self._compare_view(request.args))
+        return _breakdown_download(request, self._compare(request.args, view_from_params(request.args), False).document)
 
     def _sweep_csv(self, request):
         table = parse_request(FitsTableRequest, request.args)  # first: a bad one costs no sweep
@@ -235,7 +252,7 @@ class DataRoutes:
             held=held,
         )
 
-    def _compare(self, args, view) -> CompareDocument:
+    def _compare(self, args, view, records: bool = True) -> ComparedRows:
         request = parse_request(CompareRequest, args)
         baseline, target = both_sides(self.catalog, request.baseline, request.target, request.repeats)
         if request.significant:
@@ -244,7 +261,7 @@ class DataRoutes:
             except ValueError as error:  # UsageError too: the check's own words
                 raise UsageError(str(error)) from None
             view = dataclasses.replace(view, keys=keys)
-        return compare_document(
+        return compared_rows(
             self.catalog,
             baseline,
             target,
@@ -252,6 +269,7 @@ class DataRoutes:
             baseline_session=request.baseline_session,
             target_session=request.target_session,
             view=view,
+            records=records,
         )
 
 
@@ -279,13 +297,6 @@ def _breakdown_download(request, document: CompareDocument):
         raise UsageError(summary.breakdown_note or "No step breakdown for these runs.")
     name = f"opcompare_breakdown_{_safe_name(summary.baseline_runs[0])}_vs_{_safe_name(summary.target_runs[0])}.csv"
     return _csv_download(request, breakdown_csv(summary.breakdown), name)
-
-
-def _compare_csv(document: CompareDocument, args) -> tuple[str, str]:
-    summary = document.summary
-    pooled = len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1
-    filename = csv_filename(summary.baseline_runs[0], summary.target_runs[0], summary.group_by, pooled=pooled)
-    return compare_csv(document.rows), filename
 
 
 def _trend_csv(document: TrendDocument, args) -> tuple[str, str]:

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
+import itertools
 import json
+import operator
 import re
 from collections.abc import Iterable
 from typing import NamedTuple, TypeGuard
@@ -31,7 +34,7 @@ import numpy as np
 
 from tb_opcompare.analysis.breakdown import side_split
 from tb_opcompare.analysis.step_time import step_latency
-from tb_opcompare.analysis.work import Call, Work, has_formula, work_from_shapes
+from tb_opcompare.analysis.work import FORMULA_NAMES, Call, Work, work_from_shapes
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
@@ -64,7 +67,7 @@ from tb_opcompare.schema.events import (
     self_times,
     steps_of,
 )
-from tb_opcompare.schema.groups import group_sums, integer_group_sums
+from tb_opcompare.schema.groups import first_appearance, group_sums, integer_group_sums
 from tb_opcompare.schema.optable import BREAKDOWN_DTYPES, typed_table
 from tb_opcompare.schema.table import Table
 
@@ -141,7 +144,10 @@ class _Codes(dict):
         codes = list(map(self.get, values))  # C speed: every value but the new ones is known
         if _all_known(codes):
             return codes
-        return [self.setdefault(value, len(self)) if code is None else code for value, code in zip(values, codes)]
+        # the new ones numbered in order of first sight, at C speed too
+        new = dict.fromkeys([value for value, code in zip(values, codes) if code is None])
+        self.update(zip(new, range(len(self), len(self) + len(new))))
+        return list(map(self.__getitem__, values))
 
 
 def _complete(batch: list, categories: set[str]) -> list[int]:
@@ -464,13 +470,32 @@ class _HostRows:
         """``rule(name, row_type)`` of each position's key, as a boolean array."""
         return np.array([rule(name, row_type) for name, row_type in self.keys], dtype=bool)[self.codes]
 
+    @functools.cached_property
+    def key_names(self) -> list[str]:
+        """Each key's op name."""
+        return [name for name, _ in self.keys]
+
+    @functools.cached_property
+    def op_keys(self) -> np.ndarray:
+        """Whether each key is an op's (its type is its name: not a runtime call or an annotation)."""
+        types = [row_type for _, row_type in self.keys]
+        return np.fromiter(map(operator.eq, self.key_names, types), dtype=bool, count=len(self.keys))
+
+    def names_flags(self, flags: np.ndarray) -> np.ndarray:
+        """Per-key ``flags`` (one for each of ``keys``) at each position."""
+        return flags[self.codes] if len(self.codes) else np.zeros(0, dtype=bool)
+
 
 def _host_rows(columns: _TraceColumns) -> _HostRows:
     host, names, categories = columns.host, columns.names, columns.categories
     kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
-    kinds = [(names[n], categories[c]) for n, c in kind_pairs]
+    kind_names = list(map(names.__getitem__, [n for n, _ in kind_pairs]))
+    kind_categories = list(map(categories.__getitem__, [c for _, c in kind_pairs]))
+    kinds = list(zip(kind_names, kind_categories))
     thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))
-    is_step_kind = np.array([name.startswith(_STEP_PREFIX) for name, _ in kinds], dtype=bool)
+    is_step_kind = np.fromiter(
+        map(str.startswith, kind_names, itertools.repeat(_STEP_PREFIX)), dtype=bool, count=len(kinds)
+    )
     is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
     step_starts, step_durations = host.numpy("ts")[is_step], host.numpy("dur")[is_step]
     step_names = [kinds[code][0] for code in kind_codes[is_step].tolist()]
@@ -480,10 +505,9 @@ def _host_rows(columns: _TraceColumns) -> _HostRows:
     if len(step_starts):
         first = int(np.argmin(step_starts))
         first_step = (float(step_starts[first]), float(step_starts[first] + step_durations[first]))
-    row_keys = _Codes()
-    row_of_kind = np.asarray(
-        row_keys.encode([(name, name if cat in _OP_CATEGORIES else cat) for name, cat in kinds]), dtype=np.int64
-    )
+    op_kinds = map(_OP_CATEGORIES.__contains__, kind_categories)  # an op's row type is its name, else its category
+    row_types = [name if is_op else cat for name, cat, is_op in zip(kind_names, kind_categories, op_kinds)]
+    row_of_kind, row_keys = first_appearance(list(zip(kind_names, row_types)))
     kept = np.flatnonzero(~is_step)
     ts, durations, threads_of = host.numpy("ts")[kept], host.numpy("dur")[kept], thread_codes[kept]
     order = kept[np.lexsort((-durations, ts, threads_of))]
@@ -491,7 +515,7 @@ def _host_rows(columns: _TraceColumns) -> _HostRows:
     return _HostRows(
         kinds=kinds,
         kind_codes=kind_codes,
-        keys=list(row_keys),
+        keys=row_keys,
         steps=steps,
         step_threads=step_threads,
         first_step=first_step,
@@ -533,7 +557,8 @@ def _settle_inputs(
 def _work_probes(rows: _HostRows) -> np.ndarray:
     """The op events whose work ``analysis.work`` has a formula for (all their calls: an
     op's work is the sum of its calls')."""
-    return np.flatnonzero(rows.key_flags(lambda name, row_type: row_type == name and has_formula(name)))
+    known = np.fromiter(map(FORMULA_NAMES.__contains__, rows.key_names), dtype=bool, count=len(rows.keys))
+    return np.flatnonzero(rows.names_flags(known & rows.op_keys))
 
 
 def _op_work(rows: _HostRows, probes: np.ndarray, decoded: dict[int, _WithInputs], kernels: tuple | None) -> dict:
@@ -764,6 +789,48 @@ def _own_category(name: str, row_type: str) -> int:
     return HOST_CODES["backward"] if _BACKWARD.search(name) else NONE
 
 
+# Every name ``_own_category`` gives a category holds one of these, lowercased (a runtime
+# call's type aside): the others are found at C speed, in the names' text joined.
+_OWN_CATEGORY_WORDS = (
+    "dataloader",
+    "nccl",
+    "gloo",
+    "c10d::",
+    "record_param_comms",
+    "optimizer.",
+    "autograd::engine::evaluate_function",
+    "backward",
+)
+
+
+def _own_categories(keys: list[tuple[str, str]]) -> np.ndarray:
+    """``_own_category`` of each key, worked out for the keys that may have one."""
+    names = [name for name, _ in keys]
+    runtime = map(RUNTIME_TYPES.__contains__, [row_type for _, row_type in keys])
+    maybe = _holding_any(names, _OWN_CATEGORY_WORDS) | np.fromiter(runtime, dtype=bool, count=len(keys))
+    own = np.full(len(keys), NONE, dtype=np.int64)
+    for index in np.flatnonzero(maybe).tolist():
+        own[index] = _own_category(*keys[index])
+    return own
+
+
+def _holding_any(names: list[str], words: tuple[str, ...]) -> np.ndarray:
+    """Whether each name, lowercased, holds any of ``words`` (lowercase, no line breaks):
+    the names' text joined and searched once a word, each find placed by offsets."""
+    lowered = [name.lower() for name in names]
+    text = "\n".join(lowered)
+    ends = np.cumsum(np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered)) + 1)
+    found = []
+    for word in words:
+        start = text.find(word)
+        while start >= 0:
+            found.append(start)
+            start = text.find(word, start + 1)
+    flags = np.zeros(len(names), dtype=bool)
+    flags[np.searchsorted(ends, np.asarray(found, dtype=np.int64), side="right")] = True
+    return flags
+
+
 _STICKY = np.zeros(len(HOST_CODES), dtype=bool)
 _STICKY[[HOST_CODES["input"], HOST_CODES["communication"]]] = True
 _COPY_CATEGORIES = {"gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
@@ -783,13 +850,7 @@ def _step_breakdown(columns: _TraceColumns, rows: _HostRows) -> dict[str, list] 
         return None
     nesting = rows.nesting
     bounds = np.asarray(sorted((start, start + duration) for start, duration in rows.steps.values()), dtype=float)
-    own = (
-        np.fromiter(
-            (_own_category(name, row_type) for name, row_type in rows.keys), dtype=np.int64, count=len(rows.keys)
-        )[rows.codes]
-        if len(rows.codes)
-        else np.zeros(0, dtype=np.int64)
-    )
+    own = _own_categories(rows.keys)[rows.codes] if len(rows.codes) else np.zeros(0, dtype=np.int64)
     decided = decided_categories(nesting.parents, own, _STICKY)
     step = rows.step_of
     driving = (step >= 0) & (rows.threads == rows.step_threads[step.clip(min=0)])
@@ -1103,12 +1164,15 @@ def _batch_probes(rows: _HostRows) -> np.ndarray:
     """The op events whose inputs vote for the batch size: those of the first profiled
     step, outside optimizer and DataLoader scopes, at most ``_BATCH_PROBES`` of them."""
     starts, parents, window = rows.starts, rows.nested.parents, rows.first_step
-    excluded = rows.key_flags(lambda name, _: name.startswith(_NOT_MODEL_SCOPES))
+    scopes = itertools.repeat(_NOT_MODEL_SCOPES)
+    excluded = rows.names_flags(
+        np.fromiter(map(str.startswith, rows.key_names, scopes), dtype=bool, count=len(rows.keys))
+    )
     up = parents.copy()
     while (moving := up >= 0).any():  # any enclosing scope excludes, however deep (record_function wrappers)
         excluded[moving] |= excluded[up[moving]]
         up = np.where(moving, parents[up.clip(min=0)], -1)
-    wanted = rows.key_flags(lambda name, row_type: row_type == name) & ~excluded
+    wanted = rows.names_flags(rows.op_keys) & ~excluded
     if window is not None:
         wanted &= (starts >= window[0]) & (starts < window[1])
     probes = np.flatnonzero(wanted)
