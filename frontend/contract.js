@@ -685,3 +685,4 @@ export const TREND_ORDERS = Object.freeze(["recorded", "label", "run", "repeat",
 export const SERIES_DIMENSIONS = Object.freeze(["device", "precision", "compiler"]);
 export const STEP_PARTS = Object.freeze({"input": "waiting for input", "forward": "host compute: forward and other", "backward": "host compute: backward", "optimizer": "host compute: optimizer", "copy": "copies between host and device", "device_wait": "waiting on the device", "launch": "kernel launches and other runtime calls", "communication": "communication", "untracked": "untracked: Python, gaps between events", "device_compute": "device busy: compute", "device_copy": "device busy: copies and memsets", "device_communication": "device busy: communication", "device_idle": "device idle"});
 export const PLOT_TOP = Object.freeze({"default": 10, "max": 50});
+export const COMPARE_PAGE = Object.freeze({"rows": 20000});

@@ -9,7 +9,7 @@
 // of its tabs and comes back, so the last state is also kept in the browser tab's
 // sessionStorage, and put back into the hash from there.
 
-import {PLOT_TOP, SERIES_DIMENSIONS, TREND_ORDERS} from './contract.js';
+import {COMPARE_PAGE, PLOT_TOP, SERIES_DIMENSIONS, TREND_ORDERS} from './contract.js';
 import {STATUSES} from './view.js';
 
 /** @typedef {import('./view.js').RowView} RowView */
@@ -102,8 +102,9 @@ import {STATUSES} from './view.js';
 const HASH_PREFIX = 'p.op_compare.';
 // The most compare rows the tab holds: a million-op comparison was one 858 MB answer, and
 // TensorBoard's process reached 3.6 GB making it. Past this the server filters and orders
-// every row and the tab shows the first MAX_TAB_ROWS (the CSV holds them all).
-export const MAX_TAB_ROWS = 20000;
+// every row and the tab shows the first MAX_TAB_ROWS (the CSV holds them all): the compare
+// route's own page, as the server declares it.
+export const MAX_TAB_ROWS = COMPARE_PAGE.rows;
 // the sweep and trend routes' `top`: its default and bound, as the server declares them
 export const DEFAULT_SWEEP_TOP = PLOT_TOP.default;
 export const MAX_SWEEP_TOP = PLOT_TOP.max;

@@ -48,6 +48,7 @@ SHARED_WORDS = {
     "SERIES_DIMENSIONS": SERIES_DIMENSIONS,
     "STEP_PARTS": {**STEP_CATEGORIES, **DEVICE_STEP_CATEGORIES},  # key -> label, host first
     "PLOT_TOP": {"default": requests.PLOT_TOP, "max": requests.MAX_PLOT_TOP},  # a sweep's or trend's ops to plot
+    "COMPARE_PAGE": {"rows": requests.COMPARE_PAGE_ROWS},  # the most rows the tab holds, the route's page
 }
 
 

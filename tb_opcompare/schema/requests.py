@@ -214,8 +214,9 @@ class Repeated(Rule):
         return "repeatable"
 
 
-# The most rows the compare route answers unless asked for all (``full``), as the tab holds
-# (frontend/state.js MAX_TAB_ROWS): a million-op comparison was one 858 MB answer.
+# The most rows the compare route answers unless asked for all (``full``), and the most the
+# tab holds (contract.js COMPARE_PAGE, frontend/state.js): a million-op comparison was one
+# 858 MB answer.
 COMPARE_PAGE_ROWS = 20_000
 ROWS = Count(1)  # how many rows to show: the compare view's `top`, and the CLI pages' own
 
