@@ -93,7 +93,7 @@ $(NODE):
 # workers) run in `make test`, which runs all.
 FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,architecture contract shared_rules requests table numerics headline \
 	naming_and_pairing compare golden golden_compare model_identity pooling run_facts nesting onnxruntime \
-	tf1_and_trace_json torch_reader summary_json))
+	tf1_and_trace_json torch_reader summary_json xla_work))
 check: $(TEST_STAMP) $(NODE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

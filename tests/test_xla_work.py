@@ -94,7 +94,12 @@ def test_a_malformed_or_hostile_program_makes_work_unknown_not_a_crash():
                 instruction.called_computation_ids.append(computation.id)
     costs = ProgramCosts(broken.hlo_module)
     assert "malformed" in costs.of("conv_general_dilated.5")
-    assert isinstance(costs.of("ynn_fusion.5"), str)  # a cycle counts nothing, and says so
+    assert "malformed" in costs.of("ynn_fusion.5")  # a cycle (or what it calls) counts nothing, and says so
+    for computation in broken.hlo_module.computations:  # the convolutions mended: the cycle alone
+        for instruction in computation.instructions:
+            if instruction.opcode == "convolution":
+                instruction.convolution_dimension_numbers.input_spatial_dimensions[0] = 1
+    assert "calls itself" in ProgramCosts(broken.hlo_module).of("ynn_fusion.5")
     programs = XlaPrograms({})
     assert programs.cost("dot", set()) == "the profile carries no XLA program to count it on"
     assert XlaPrograms(modules).cost("no_such_op.7", {program_id}).startswith("no XLA program")
@@ -112,6 +117,10 @@ def test_cudnns_convolutions_on_a_gpu_equal_the_formula_and_the_cpu_programs(bat
     convolutions = gpu[gpu["op_type"].str.startswith("cudnn-conv")]
     assert sorted(convolutions["flops"] / convolutions["calls"]) == sorted([first, first, second, second, second])
     assert set(convolutions["source"]) == {"xla"} and (convolutions["device_calls"] == 6).all()
+    # every op the GPU ran has its work, a command buffer's kernels' too (named after their fusion)
+    ran = Catalog(str(JAX_H200)).load(f"cnn_gpu_bs{batch}").profile.op_table.frame()
+    kernels = set(ran.loc[(ran["side"] == "device") & ~ran["op_name"].str.startswith("Memcpy"), "op_name"])
+    assert kernels == set(gpu["op_name"]) and set(gpu["source"]) == {"xla"}
     cpu = Catalog(str(JAX_H200)).load(f"cnn_cpu_bs{batch}").profile.work_table.frame()
     a_step = [(side["flops"] / side["calls"]).sum() for side in (gpu, cpu)]
     assert a_step[0] == pytest.approx(a_step[1], rel=0.01)  # two compilers' programs, one model's work
@@ -125,3 +134,37 @@ def test_a_jax_gpu_recording_is_placed_under_its_own_devices_roof():
     assert conv["baseline_timed_on"] == "device" and conv["work_ratio"] == pytest.approx(16.0)
     assert 0 < conv["baseline_fraction_of_roof"] < conv["target_fraction_of_roof"] <= 1  # the bigger batch fills more
     assert not any("is unknown" in note for note in document.notes)
+
+
+def instruction(module, computation, name: str, opcode: str, dims: list[int], operands=(), **fields):
+    made = computation.instructions.add(name=name, opcode=opcode, id=len(computation.instructions) + 1, **fields)
+    made.shape.element_type, made.shape.dimensions[:] = 11, dims  # f32
+    made.operand_ids[:] = [operand.id for operand in operands]
+    return made
+
+
+def test_ops_that_touch_part_of_a_buffer_count_what_they_touch():
+    """XLA's rules for in-place and indexed ops: a dynamic-update-slice of 1 K floats into a
+    1 M float buffer moves the update twice and its indices, not the buffer; a gather of 8
+    rows reads its output's worth; an all-reduce of a tuple counts every array."""
+    program = HloProto()
+    module = program.hlo_module
+    main = module.computations.add(name="main", id=1)
+    buffer = instruction(module, main, "buffer", "parameter", [1024, 1024])
+    update = instruction(module, main, "update", "parameter", [1, 1024])
+    index = instruction(module, main, "index", "parameter", [])
+    index.shape.element_type = 4  # s32
+    instruction(module, main, "dus", "dynamic-update-slice", [1024, 1024], (buffer, update, index, index))
+    rows = instruction(module, main, "rows", "parameter", [8])
+    rows.shape.element_type = 4
+    instruction(module, main, "gathered", "gather", [8, 1024], (buffer, rows))
+    instruction(module, main, "clz", "count-leading-zeros", [1024], (update,))
+    both = instruction(module, main, "both", "all-reduce", [], (buffer, buffer))
+    both.shape.element_type = 13  # a tuple of two 1 M arrays
+    for _ in range(2):
+        both.shape.tuple_shapes.add(element_type=11, dimensions=[1024, 1024])
+    costs = ProgramCosts(module)
+    assert costs.of("dus").bytes == 2 * 1024 * 4 + 2 * 4
+    assert costs.of("gathered").bytes == 2 * 8 * 1024 * 4 + 8 * 4
+    assert costs.of("clz").flops == 1024
+    assert costs.of("both").flops == 2 * 1024 * 1024

@@ -326,11 +326,13 @@ class SharedIndex:
         if now["size"] != recorded["size"] or not digest:
             return False
         key = (path, now["size"], now["mtime"], now["etag"], digest)
-        if key not in self._same_content:
+        same = self._same_content.get(key)  # one lookup: another request's thread may clear the dict
+        if same is None:
+            same = fs.content_digest(path) == digest
             if len(self._same_content) >= _MOST_REMEMBERED:  # a logdir touched for months: start afresh
                 self._same_content.clear()
-            self._same_content[key] = fs.content_digest(path) == digest
-        return self._same_content[key]
+            self._same_content[key] = same
+        return same
 
     # -- writing ------------------------------------------------------------------------------
 

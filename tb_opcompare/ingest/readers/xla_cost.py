@@ -21,14 +21,25 @@ to the compiler's own total:
 
 Bytes are the op's operands and result once each (a fusion's: its result and each
 parameter it reads, the parts sliced out where only slices read it); a parameter, constant,
-tuple element or bitcast moves none. A ``custom-call`` is a library's code whose work XLA
-does not know: unknown, as in XLA.
+tuple element or bitcast moves none; ops that touch part of a buffer (slices, gather,
+dynamic-update-slice, scatter) count the part, as XLA does.
+
+A ``custom-call`` is a library's code: cuDNN's convolutions are counted as the convolution
+they compute, and for a backward call (input or weight gradient) the shapes are those of
+the forward convolution its window describes: the operands and result swapped in. XLA's
+GPU cost analysis counts a backward call on its operands as they come, which gives the
+same figure for a stride-1 'SAME' convolution and a different one for strided or 'VALID'
+ones; the swap is the work the GPU does. cuBLAS calls (``__cublas$gemm``, whose dot
+dimensions XLA keeps in the backend config) and every other library call are unknown
+here, and say so. Where this module's rules and XLA's differ on bytes: a fusion whose root
+updates a buffer in place counts the buffer, and its broadcast parameters once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -47,14 +58,20 @@ _TRANSCENDENTAL = frozenset(
     "tan tanh".split()
 )
 _ELEMENTWISE = _TRANSCENDENTAL | frozenset(
-    "abs add and bitcast-convert ceil clamp clz compare complex convert divide floor imag is-finite maximum "
+    "abs add and bitcast-convert ceil clamp count-leading-zeros compare complex convert divide floor imag is-finite maximum "
     "minimum multiply negate not or popcnt real reduce-precision remainder round-nearest-afz round-nearest-even "
     "select shift-left shift-right-arithmetic shift-right-logical sign subtract xor".split()
 )
 _NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency"})
+_KERNEL_NAMED = re.compile(r"_(\d+)$")  # a kernel XLA named after its instruction, ``fusion.3`` as ``fusion_3``
 _SLICES = frozenset({"slice", "dynamic-slice"})
+_INDEXED = frozenset({"gather", "dynamic-update-slice", "scatter"})  # ops that touch part of a buffer
 _MAX_COUNTED = 10_000_000  # window positions one op's count may walk: no real convolution comes near
 UNKNOWN_CUSTOM_CALL = "a custom call (a library's code): XLA does not know its work"
+
+
+class _TooLarge(Exception):
+    """An op whose count would walk more positions than ``_MAX_COUNTED``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +90,13 @@ def _shape_bytes(shape) -> int:
     if shape.element_type == _TUPLE:
         return _POINTER_BYTES * len(shape.tuple_shapes)
     return _elements(shape) * _ELEMENT_BYTES.get(shape.element_type, 0)
+
+
+def _leaves(shape) -> list:
+    """A shape's arrays: itself, or every array of a tuple, nested ones included."""
+    if shape.element_type == _TUPLE:
+        return [leaf for part in shape.tuple_shapes for leaf in _leaves(part)]
+    return [shape]
 
 
 def _array_bytes(shape) -> int:
@@ -110,6 +134,7 @@ class ProgramCosts:
             for instruction in computation.instructions.values():
                 self.by_name.setdefault(instruction.name, (instruction, computation))
         self._flops: dict[int, float | None] = {}  # computation id -> its instructions' FLOPs summed
+        self._counting: set[int] = set()  # the computations being summed now, to tell a cycle
 
     def of(self, name: str) -> OpCost | str | None:
         """The named instruction's cost, a reason it is unknown, or None where the program
@@ -123,14 +148,21 @@ class ProgramCosts:
             if flops is None:
                 return UNKNOWN_CUSTOM_CALL
             return OpCost(flops, float(self.bytes(instruction, computation)))
+        except _TooLarge as error:
+            return f"too large to count here: {error}"
         except (IndexError, OverflowError, RecursionError, ValueError) as error:  # a hostile or broken program
-            return f"its instruction in the profile's XLA program is malformed ({type(error).__name__})"
+            return f"its instruction in the profile's XLA program is malformed ({error or type(error).__name__})"
 
     def computation_flops(self, computation_id: int) -> float | None:
+        if computation_id in self._counting:  # a computation that calls itself: no program XLA compiled
+            raise ValueError("a computation calls itself")
         if computation_id not in self._flops:
-            self._flops[computation_id] = None  # a cycle (malformed input) counts nothing
-            computation = self.computations.get(computation_id)
-            self._flops[computation_id] = self._summed(computation) if computation is not None else 0.0
+            self._counting.add(computation_id)
+            try:
+                computation = self.computations.get(computation_id)
+                self._flops[computation_id] = self._summed(computation) if computation is not None else 0.0
+            finally:
+                self._counting.discard(computation_id)
         return self._flops[computation_id]
 
     def _summed(self, computation: _Computation) -> float | None:
@@ -190,8 +222,22 @@ class ProgramCosts:
         if opcode == "sort" and first is not None:
             count = _elements(first.shape)
             return float(count * math.ceil(math.log2(count))) if count > 1 else 0.0
-        if opcode in ("all-reduce", "all-reduce-start"):
-            return float(_elements(shape))
+        if opcode in ("all-reduce", "all-reduce-start"):  # each output element the sum of two (two replicas)
+            return float(sum(_elements(leaf) for leaf in _leaves(shape)))
+        return self._linear_algebra(instruction, first)
+
+    def _linear_algebra(self, instruction, first) -> float:
+        """FFT, triangular solve and Cholesky, as XLA estimates them; every other op none."""
+        opcode = instruction.opcode
+        if first is None:
+            return 0.0
+        if opcode == "fft":  # 4 multiply-adds a complex multiply, log2 of each length
+            factors = math.prod(max(int(length).bit_length() - 1, 0) for length in instruction.fft_length)
+            return 2.0 * 4 * factors * _elements(_first_array(first.shape))
+        if opcode == "triangular-solve" and first.shape.dimensions:
+            return 2.0 * first.shape.dimensions[-1] * _elements(instruction.shape)
+        if opcode == "cholesky" and first.shape.dimensions:
+            return float(first.shape.dimensions[-1] * _elements(first.shape) // 3)
         return 0.0
 
     def _dot(self, instruction, computation: _Computation) -> float:
@@ -234,13 +280,38 @@ class ProgramCosts:
         if opcode == "fusion" and instruction.called_computation_ids:
             fused = self.computations.get(instruction.called_computation_ids[0])
             return _array_bytes(instruction.shape) + (_fused_reads(fused) if fused else 0)
-        if opcode in _SLICES:
-            return 2 * _shape_bytes(instruction.shape)
+        if opcode in _SLICES or opcode in _INDEXED:
+            return self._indexed_bytes(instruction, computation)
+        if opcode in ("all-reduce", "all-reduce-start"):
+            written = _array_bytes(instruction.shape)
+            operands = (computation.instructions.get(i) for i in instruction.operand_ids)
+            return written + sum(_array_bytes(o.shape) for o in operands if o is not None)
         written = _shape_bytes(
             _first_array(instruction.shape) if _is_dnn_convolution(instruction) else instruction.shape
         )
         operands = (computation.instructions.get(i) for i in instruction.operand_ids)
         return written + sum(_shape_bytes(o.shape) for o in operands if o is not None)
+
+    def _indexed_bytes(self, instruction, computation: _Computation) -> int:
+        """The ops that touch part of a buffer, as XLA counts them: a slice reads what it writes
+        (its indices besides, for a dynamic one), a gather its output and indices, a
+        dynamic-update-slice its update twice (the rest of the buffer is its output's, in
+        place), a scatter its updates three times (read, read-modify, write) and its indices."""
+        opcode, shape = instruction.opcode, instruction.shape
+        operand = lambda position: computation.operand(instruction, position)  # noqa: E731
+        size = lambda found: _shape_bytes(found.shape) if found is not None else 0  # noqa: E731
+        if opcode == "slice":
+            return 2 * _shape_bytes(shape)
+        if opcode in ("dynamic-slice", "gather"):
+            indices = sum(size(operand(i)) for i in range(1, len(instruction.operand_ids)))
+            return 2 * _shape_bytes(shape) + indices
+        if opcode == "dynamic-update-slice":
+            indices = sum(size(operand(i)) for i in range(2, len(instruction.operand_ids)))
+            return 2 * size(operand(1)) + indices
+        # scatter: operands..., indices, updates... (as many updates as operands)
+        operands = (len(instruction.operand_ids) - 1) // 2
+        updates = sum(size(operand(operands + 1 + i)) for i in range(operands))
+        return 3 * updates + size(operand(operands))
 
 
 def _is_dnn_convolution(instruction) -> bool:
@@ -264,7 +335,7 @@ def _valid_positions(window, input_size: int, kernel_size: int, output_size: int
     stride, base = max(window.stride, 1), max(window.base_dilation, 1)
     dilation = max(window.window_dilation, 1)
     if kernel_size > _MAX_COUNTED or (stride != 1 or base != 1) and kernel_size * output_size > _MAX_COUNTED:
-        raise ValueError(f"a window of {kernel_size} x {output_size} positions is past what is counted")
+        raise _TooLarge(f"a window of {kernel_size} x {output_size} positions is past what is counted")
     if stride == 1 and base == 1:  # a closed form per kernel position
         return sum(
             max(
@@ -285,8 +356,8 @@ def _valid_positions(window, input_size: int, kernel_size: int, output_size: int
 
 def _reduce_window_count(instruction, operand) -> int:
     """How many times a reduce-window applies its reducer: (window - 1) per output element,
-    or, for a window that reduces one whole dimension and broadcasts it back (XLA writes a
-    cumulative sum so), once per input element of each row plus the row's length."""
+    or, for a window that reduces one whole dimension and broadcasts the result back along
+    it, once per row plus the row's length, as XLA counts it."""
     dimensions = instruction.window.dimensions
     shape = instruction.shape
     output = _elements(shape.tuple_shapes[0] if shape.element_type == _TUPLE and shape.tuple_shapes else shape)
@@ -336,15 +407,20 @@ class XlaPrograms:
         ran (those the op events name; every program where they name none), or why not."""
         if not self.modules:
             return "the profile carries no XLA program to count it on"
+        searched = ran & self.modules.keys()
         found = {}
-        for program_id in sorted(ran & self.modules.keys() or self.modules.keys()):
-            cost = self._program(program_id).of(name)
-            if cost is not None:
-                found[program_id] = cost
+        for candidate in (name, _KERNEL_NAMED.sub(r".\1", name)):  # a command buffer's kernel: fusion_3
+            for program_id in sorted(searched or self.modules.keys()):
+                cost = self._program(program_id).of(candidate)
+                if cost is not None:
+                    found[program_id] = cost
+            if found:
+                break
         if not found:
             return "no XLA program in the profile has this instruction"
         if len(set(found.values())) > 1:
-            return f"{len(found)} XLA programs that ran have an instruction of this name, with different work"
+            which = "that ran" if searched else "in the profile (which of them ran this one, its events do not say)"
+            return f"{len(found)} XLA programs {which} have an instruction of this name, with different work"
         return next(iter(found.values()))
 
 

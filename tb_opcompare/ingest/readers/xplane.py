@@ -1486,8 +1486,9 @@ class _XlaKernelOps:
         self._by_kernel: dict[str, tuple[str, str]] = {}
 
     def hlo_ops(self) -> set[tuple[str, str]]:
-        """The ops named by an XLA instruction (not a command buffer's kernels)."""
-        return set(self._by_hlo.values())
+        """The ops named by an XLA instruction, and a command buffer's kernels (XLA names a
+        fusion's kernel after it, ``.`` as ``_``: their work is looked up by that name too)."""
+        return set(self._by_hlo.values()) | set(self._by_kernel.values())
 
     def of(self, hlo: str, kernel_name: str) -> tuple[tuple[str, str], bool]:
         """(op, whether the kernel ran inside a command buffer)."""
