@@ -42,7 +42,7 @@
  * @property {Object<string, number>} peak_memory_bytes - memory in use at its highest per device (`CPU`, `GPU:0`), where the profile records memory; empty otherwise
  * @property {Array<string>} warnings - what the user should know about this run's facts
  * @property {boolean} loaded - whether the trace has been read (else only names and sidecars were)
- * @property {string|null} [read_from] - where the run's numbers were read: `the profile` (this tool read its files, cached after) or the logdir's shared index and who wrote it (`the shared index (.opcompare/), written by tb-opcompare 0.1.0 (reader 45)`); null where the trace has not been read
+ * @property {string|null} [read_from] - where the run's numbers were read: `the profile` (this tool read its files, cached after) or the logdir's shared index and who wrote it (`the shared index (.opcompare/), written by tb-opcompare VERSION (reader N)`, the versions the index's entry records); null where the trace has not been read
  * @property {Array<WorkerRecord>} [workers] - the ranks of one distributed job read together as this run, each with its own figures; the run's ops pool every rank's executions and its step is its slowest rank's. Empty for a profile of one process
  */
 

@@ -183,7 +183,8 @@ class RunRecord(_Document):
         Meta(
             description=f"where the run's numbers were read: `{READ_FROM_PROFILE}` (this tool read its files, cached "
             "after) or the logdir's shared index and who wrote it (`the shared index (.opcompare/), written by "
-            "tb-opcompare 0.1.0 (reader 45)`); null where the trace has not been read"
+            "tb-opcompare VERSION (reader N)`, the versions the index's entry records); null where the trace has "
+            "not been read"
         ),
     ] = None
     workers: Annotated[

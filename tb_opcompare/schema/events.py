@@ -133,12 +133,17 @@ class ProfileFacts:
     # Where these numbers were read: None, this tool's read of the profile's files (cached after);
     # else the logdir's shared index and who wrote it (store.shared_index): a team's index is input
     read_from: str | None = None
+
     warnings: list[str] = dataclasses.field(default_factory=list)
     # The workers (ranks) of one job whose profiles were read together, each a dict of its
     # rank, world_size, file, steps, step_time_us (median steady step) and host_op_time_us; empty
     # for a profile of one process
     workers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
+
+# Facts of this process's read, never written into a shared index or an export (where a
+# run's numbers came from is said by whoever reads them; the disk cache keeps it)
+UNSTORED_FACTS = frozenset({"read_from"})
 
 MIXED_SHARE = 0.9  # below this share for its most common dtype, a run is "mixed"
 

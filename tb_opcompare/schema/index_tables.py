@@ -15,7 +15,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from tb_opcompare.schema.events import ProfileFacts
+from tb_opcompare.schema.events import UNSTORED_FACTS, ProfileFacts
 
 if TYPE_CHECKING:
     from tb_opcompare.schema.table import Table
@@ -76,6 +76,8 @@ def _fact_types() -> dict[str, Any]:
 
     types = {}
     for field in dataclasses.fields(ProfileFacts):
+        if field.name in UNSTORED_FACTS:
+            continue
         annotation = str(field.type)
         if field.name in JSON_FACTS:
             types[field.name + "_json"] = pa.string()
@@ -127,6 +129,8 @@ def session_columns(
     columns (``store.cache.profile_columns``); ``export``: the model columns of runs."""
     row = {"run": run, "session": session, "files": files, "step_count": stored["step_count"]}
     for name, value in stored["facts"].items():
+        if name in UNSTORED_FACTS:
+            continue
         row[name + "_json" if name in JSON_FACTS else name] = (
             json.dumps(value, sort_keys=True) if name in JSON_FACTS else value
         )

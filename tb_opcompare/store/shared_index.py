@@ -51,7 +51,7 @@ from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import INDEX_FOLDER, HeadFacts, RunSource, facts_of_head, relative_to
 from tb_opcompare.ingest.sidecar import SIDECAR, remember_sidecar
 from tb_opcompare.ingest.workers import Rank
-from tb_opcompare.schema.events import ProfileFacts
+from tb_opcompare.schema.events import UNSTORED_FACTS, ProfileFacts
 from tb_opcompare.schema.index_tables import (
     KEY_COLUMNS,
     PROFILE_TABLES,
@@ -263,7 +263,11 @@ class SharedIndex:
             return None
         try:
             facts = ProfileFacts(
-                **{field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)}
+                **{
+                    field.name: entry["facts"][field.name]
+                    for field in dataclasses.fields(ProfileFacts)
+                    if field.name not in UNSTORED_FACTS
+                }
             )
         except (KeyError, TypeError):
             return None
@@ -381,7 +385,8 @@ class SharedIndex:
         stored = profile_columns(found.profile)
         # the facts in the manifest too, with the ops' names and the sidecar: a listing then
         # reads the manifest alone, and a reader fetches only the tables with rows
-        entry["facts"], entry["step_count"] = stored["facts"], stored["step_count"]
+        entry["facts"] = {name: value for name, value in stored["facts"].items() if name not in UNSTORED_FACTS}
+        entry["step_count"] = stored["step_count"]
         entry["op_names"] = sorted(set(stored["ops"]["op_name"]))
         entry["sidecar"] = self._sidecar_copy(run_dir) if run_dir else None
         shown = [escape_undecodable(file["path"]) for file in files]  # Parquet text is UTF-8
@@ -610,7 +615,11 @@ def written_by(entry: dict) -> str:
 def _profile_from_tables(entry: dict, tables: dict[str, dict]):
     stored = {
         "facts": {
-            **{field.name: entry["facts"][field.name] for field in dataclasses.fields(ProfileFacts)},
+            **{
+                field.name: entry["facts"][field.name]
+                for field in dataclasses.fields(ProfileFacts)
+                if field.name not in UNSTORED_FACTS
+            },
             "read_from": written_by(entry),
         },
         "step_count": entry["step_count"],
