@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from tb_opcompare.analysis.step_time import detect_warmup
-from tb_opcompare.schema.dimensions import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES
-from tb_opcompare.schema.events import DEVICE, HOST, Processor
+from tb_opcompare.schema.dimensions import DEVICE_STEP_CATEGORIES, STEP_CATEGORIES, Processor
+from tb_opcompare.schema.events import DEVICE, HOST
 from tb_opcompare.schema.table import Table
 
 

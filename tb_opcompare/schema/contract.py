@@ -26,9 +26,9 @@ from tb_opcompare.schema.dimensions import (
     POWER_MIN_SHARE,
     SERIES_DIMENSIONS,
     STEP_CATEGORIES,
+    Processor,
     evidence_rule,
 )
-from tb_opcompare.schema.events import Processor
 
 STATUSES = ("matched", "baseline_only", "target_only")
 Status = Literal[STATUSES]  # type: ignore[valid-type]  # a tuple written once, read as a Literal by msgspec

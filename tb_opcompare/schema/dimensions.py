@@ -6,7 +6,9 @@ the defaults a run is assumed to have where nothing says otherwise."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TypeGuard
+from typing import Literal, TypeGuard
+
+Processor = Literal["host", "device"]  # where an op's or a step part's time was spent
 
 # How ops are grouped into rows: by name, by type; a compare also by module (PyTorch's
 # nn.Module calls, ``OpProfile.module_table``, else the scopes of TF op names:

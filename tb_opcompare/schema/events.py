@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -84,7 +84,6 @@ APPLICATION_TYPES = ANNOTATION_TYPES | {"Dataset"}
 
 QUANTILES = {"p10_us": 0.1, "median_us": 0.5, "p90_us": 0.9}
 
-Processor = Literal["host", "device"]  # where an op's or a step part's time was spent
 HOST: Final = "host"
 
 DEVICE: Final = "device"
