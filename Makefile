@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo demo-logs demo-logs-gpu record-demo test check bench fuzz load dist clean contract constraints \
+.PHONY: demo demo-logs demo-logs-gpu record-demo test check lint bench fuzz load dist clean contract constraints \
 	golden-portability
 
 $(BIN)/python:
@@ -94,11 +94,15 @@ $(NODE):
 FAST_TESTS := $(addprefix tests/test_,$(addsuffix .py,architecture contract shared_rules requests table numerics headline \
 	naming_and_pairing compare golden golden_compare model_identity pooling run_facts nesting onnxruntime \
 	tf1_and_trace_json torch_reader summary_json xla_work))
-check: $(TEST_STAMP) $(NODE)
+check: lint
+	OPCOMPARE_REALTRACES_OPTIONAL=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not realtraces" $(FAST_TESTS)
+
+# What `make test` does not run: lint, format, types, and the tab's JavaScript rules (CI runs
+# this, then `make test`, which runs the fast tier's tests with all the others)
+lint: $(TEST_STAMP) $(NODE)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	OPCOMPARE_REALTRACES_OPTIONAL=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not realtraces" $(FAST_TESTS)
 	$(NODE) --test tests/js
 
 test: $(TEST_STAMP) $(CHROMIUM) $(NODE)
