@@ -845,7 +845,7 @@ class _HloOps:
     def _classify(self, metadata_id: int, event) -> int:
         if _find_stat(event, self.hlo_stat) is None:
             return -1
-        program = _find_stat(event, self.program_stat) if self.program_stat is not None else None
+        program = _find_stat(event, self.program_stat)  # None where the plane has no such stat
         program_id = _int_value(program) if program is not None else None
         if program_id is not None:
             self.programs.add(program_id)
