@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import msgspec
 import numpy as np
 
 from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
@@ -204,7 +203,7 @@ def _check_refusal(catalog: Catalog, baseline: str | list[str], target: str | li
 def _side_record(side: LoadedRun, steps: StepLatency) -> RunRecord:
     """A side's run record; a group's is its first run's, with the group's steady step
     wall time, so the record shows the figure the headline is made of."""
-    return msgspec.structs.replace(run_record(side), step_time_us=finite_or_none(steps.median_us))
+    return run_record(side, steps)
 
 
 Side = tuple[LoadedRun, StepLatency, SideSplit | None]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tb_opcompare import __version__
 from tb_opcompare.analysis.numerics import finite_or_none
 from tb_opcompare.analysis.pairing import RunForPairing, notices, pair_runs, suggest_pair, variant_pairs
-from tb_opcompare.analysis.step_time import step_latency
+from tb_opcompare.analysis.step_time import StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, escape_undecodable
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.facts import claimed_facts
@@ -62,33 +62,29 @@ def mixed_dimensions(runs: list[LoadedRun], leaving_out: str | None = None) -> s
     return "; ".join(mixed) or None
 
 
-def run_record(loaded: LoadedRun) -> RunRecord:
-    return _record(
-        loaded.source,
-        loaded.session,
-        loaded.profile.facts,
-        loaded,
-        loaded=True,
-    )
+def run_record(loaded: LoadedRun, steps: StepLatency | None = None) -> RunRecord:
+    """``steps``: the steady step wall time its record shows, where the caller has it (a
+    run group's, pooled); else the run's own."""
+    return _record(loaded.source, loaded.session, loaded.profile.facts, loaded, loaded=True, steps=steps)
 
 
 def unread_run_record(source: RunSource, claims: Claims) -> RunRecord:
     """What is known of a run before its trace is read: its sidecar, then its name
     (``claims``, the store's ``Catalog.claims``)."""
-    return _record(
-        source,
-        source.newest_session,
-        claimed_facts(source.format, claims),
-        claims,
-        loaded=False,
-    )
+    return _record(source, source.newest_session, claimed_facts(source.format, claims), claims, loaded=False)
 
 
 def _record(
-    source: RunSource, session: str, facts: ProfileFacts, configured_by: LoadedRun | Claims, loaded: bool
+    source: RunSource,
+    session: str,
+    facts: ProfileFacts,
+    configured_by: LoadedRun | Claims,
+    loaded: bool,
+    steps: StepLatency | None = None,
 ) -> RunRecord:
     """``configured_by``: what names the run's model, label and repeat (a read run, else
     its claims)."""
+    steps = step_latency([facts.step_times_us]) if steps is None else steps
     model, label, repeat = configured_by.model, configured_by.label, configured_by.repeat
     model_source = configured_by.model_source
     return RunRecord(
@@ -103,7 +99,7 @@ def _record(
         batch_size_agreement=facts.batch_size_agreement,
         steps=facts.steps,
         steps_source=facts.steps_source,
-        step_time_us=finite_or_none(step_latency([facts.step_times_us]).median_us),
+        step_time_us=finite_or_none(steps.median_us),
         model=model,
         label=label,
         repeat=repeat,

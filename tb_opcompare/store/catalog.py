@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from tb_opcompare.errors import OverLimit, ProfileError, UnknownRunError
@@ -81,6 +82,7 @@ def _utc_text(when: datetime.datetime | None) -> str:
 
 # a run's tables (``load``), or, in a listing, maybe only their summary (``listed``)
 _Kept = TypeVar("_Kept", bound="OpProfile | ProfileSummary")
+_Made = TypeVar("_Made")
 
 
 @dataclasses.dataclass
@@ -128,6 +130,11 @@ class Catalog:
         self.not_traces: list[str] = []  # every JSON file the last listing found no trace, as paths
         self.index = SharedIndex(logdir, self.max_trace_bytes)
         self.head_start = HeadStart()
+        # What the last listing's runs are before their data is read, worked out once a
+        # listing (``claims``, ``settled``, ``per_listing``): a warm request of the tab
+        # read and parsed every run's sidecar again to find repeats, a stat a run.
+        self._listing_memo: dict[object, object] = {}
+        self._claims: dict[int, tuple[RunSource, Claims]] = {}
 
     def sources(self, refresh: bool = False) -> list[RunSource]:
         """The logdir's runs, listed again with ``refresh`` (and its shared index's
@@ -139,7 +146,16 @@ class Catalog:
             self.index.refresh()
             self._sources = discover(self.logdir, self.skipped, self.index.known_head, self.not_traces)
             self.index.seed_sidecars(self._sources)
+            self._listing_memo, self._claims = {}, {}
         return self._sources
+
+    def per_listing(self, key: object, make: Callable[[], _Made]) -> _Made:
+        """``make()``, made once a listing of the logdir (what is true of the listed runs
+        until the next listing: their repeat groups)."""
+        memo = self._listing_memo
+        if key not in memo:
+            memo[key] = make()
+        return memo[key]  # type: ignore[return-value]  # each key is made by one caller, of one type
 
     def source(self, run: str) -> RunSource:
         for source in self.sources():
@@ -159,8 +175,14 @@ class Catalog:
     # never opens a sidecar or a profile itself (each sidecar version is parsed once).
     def claims(self, source: RunSource) -> Claims:
         """What the run's sidecar, then its name, say (model, device, batch size, label,
-        repeat, precision, compiler)."""
-        return read_claims(source)
+        repeat, precision, compiler): read once a listing (a sidecar changed is read at the
+        next listing, which the tab makes every few seconds)."""
+        kept = self._claims.get(id(source))
+        if kept is not None and kept[0] is source:
+            return kept[1]
+        claims = read_claims(source)
+        self._claims[id(source)] = (source, claims)  # held with its source: an id is never reused
+        return claims
 
     def sidecar_field(self, source: RunSource, path: str) -> str | None:
         """A field of the run's sidecar by its dotted path (``versions.torch``), as text."""
@@ -225,7 +247,7 @@ class Catalog:
     def load_source(self, source: RunSource, session: str | None = None) -> LoadedRun[OpProfile]:
         """``load`` for a run already found (no lookup, so no walk of the logdir)."""
         session, profile = self.parsed(source, session)
-        return _settled(source, session, profile)
+        return _settled(source, session, profile, self.claims(source))
 
     def parsed(self, source: RunSource, session: str | None = None) -> tuple[str, OpProfile]:
         """(the session's name, its profile as read, before sidecars and names settle its
@@ -416,15 +438,15 @@ class Catalog:
         session, key = self._session(source, None)  # its files stated once here (a bucket: requests)
         held = self.cache.peek_summary(key) if self.one_shot else self.cache.peek(key)
         if held is not None:
-            return _settled(source, session, held)
+            return _settled(source, session, held, self.claims(source))
         summed = self._index_summary(source, key)  # from the manifest: no table made, no request
         if summed is not None:
             if summed.unreadable:
                 raise ProfileError(*summed.unreadable)
             if summed.profile is not None:  # so where not unreadable
-                return _settled(source, session, summed.profile)
+                return _settled(source, session, summed.profile, self.claims(source))
         profile = self._profile(source, key) if read else self.cache.peek(key)
-        return None if profile is None else _settled(source, session, profile)
+        return None if profile is None else _settled(source, session, profile, self.claims(source))
 
     def peek(self, run: str, session: str | None = None) -> LoadedRun[OpProfile] | None:
         """The run if its profile is already in a cache (memory or disk), else None; never
@@ -432,7 +454,7 @@ class Catalog:
         source = self.source(run)
         session, key = self._session(source, session)
         profile = self.cache.peek(key)
-        return None if profile is None else _settled(source, session, profile)
+        return None if profile is None else _settled(source, session, profile, self.claims(source))
 
 
 # Below this much of the files together, ``read_ahead`` reads in this process (as ``load``).
@@ -466,11 +488,10 @@ def _read_within(source: RunSource, file_format: str, paths: list[str], budget: 
         return read_profile(file_format, paths, budget)
 
 
-def _settled(source: RunSource, session: str, parsed: _Kept) -> LoadedRun[_Kept]:
+def _settled(source: RunSource, session: str, parsed: _Kept, claims: Claims) -> LoadedRun[_Kept]:
     """The run with its facts settled, and grouped by what it was configured with: the
     claimed precision and compiler where the data agrees, else the data's (an unclaimed
     bf16 run is never pooled with fp32 runs)."""
-    claims = read_claims(source)
     facts = settle_facts(parsed.facts, claims)
     precision = configured("precision", claims.precision, parsed.facts.precision)
     compiler = configured("compiler", claims.compiler, parsed.facts.compiler)

@@ -52,8 +52,10 @@ def _side(catalog: Catalog, side: str | list[str], repeats: bool, groups: dict |
 
 
 def logdir_repeat_groups(catalog: Catalog) -> dict[str, list[str]]:
-    """``repeat_groups`` of every run of the logdir."""
-    return repeat_groups({source.run: catalog.claims(source) for source in catalog.sources()})
+    """``repeat_groups`` of every run of the logdir, found once a listing."""
+    return catalog.per_listing(
+        "repeat groups", lambda: repeat_groups({source.run: catalog.claims(source) for source in catalog.sources()})
+    )
 
 
 def expand_runs(catalog: Catalog, runs: list[str], repeats: bool = False, groups: dict | None = None) -> list[str]:
