@@ -185,3 +185,64 @@ def test_no_analysis_signature_takes_two_table_types():
         if both.search(line)
     ]
     assert found == []
+
+
+def _walk(call) -> list[tuple[str, str, list[str]]]:
+    """Every call into the package made by ``call()``: (module, function, the package's
+    modules on the stack below it, innermost last)."""
+    import sys
+
+    calls, stack = [], []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("tb_opcompare"):
+                calls.append((module, frame.f_code.co_name, [m for m in stack if m.startswith("tb_opcompare")]))
+            stack.append(module)
+        elif event == "return" and stack:
+            stack.pop()
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_one_compare_request_walks_down_the_layers_once(tmp_path):
+    """The walk ARCHITECTURE.md's "One request" describes, traced on a warm compare request
+    of the tab: no module is entered again below itself (no call runs back up the page and
+    down again), no call goes up a layer, and the request opens no sidecar and applies no
+    naming rule (what a run claims is the store's, read once a listing: it was read again
+    for every run of the logdir on each request). The module count is the map's, kept from
+    growing by this test."""
+    import shutil
+
+    from in_process import PREFIX, plugin_client
+
+    for run in ("mnist_cnn_torch_cpu_bs1", "mnist_cnn_torch_cpu_bs16"):
+        shutil.copytree(REPO / "demo_logs" / "torch" / run, tmp_path / run)
+    client = plugin_client(tmp_path)
+    url = f"{PREFIX}/compare?baseline=mnist_cnn_torch_cpu_bs16&target=mnist_cnn_torch_cpu_bs1"
+    assert client.get(url).status_code == 200  # both runs read: the walk is of a warm request
+    answers = []
+    calls = _walk(lambda: answers.append(client.get(url)))
+    assert answers[0].status_code == 200 and b'"rows"' in answers[0].data
+    order = [
+        name.strip() for name in re.findall(r"```layers\n(.*?)\n", (REPO / "ARCHITECTURE.md").read_text())[0].split("<")
+    ]
+
+    def layer(module: str) -> int:
+        parts = module.split(".")
+        return order.index(parts[1]) if len(parts) > 1 and parts[1] in order else -1
+
+    again = {(module, function) for module, function, below in calls if module in below and below[-1] != module}
+    assert again == set(), f"modules entered again below themselves: {sorted(again)}"
+    up = {(below[-1], module) for module, _, below in calls if below and layer(module) > layer(below[-1])}
+    assert up == set(), f"calls up a layer: {sorted(up)}"
+    modules = {module for module, _, _ in calls}
+    assert not modules & {"tb_opcompare.ingest.sidecar", "tb_opcompare.ingest.naming"}
+    assert {"tb_opcompare.service.compare", "tb_opcompare.analysis.compare", "tb_opcompare.store.catalog"} <= modules
+    assert len(modules) <= 24, sorted(modules)
