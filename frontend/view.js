@@ -9,7 +9,7 @@
  * @typedef {Object} RowView
  * @property {string} q substring of the op key or type (any case), or a `/regex/`
  * @property {string[]} status the statuses to keep, never empty
- * @property {'all'|'host'|'device'} side keep ops whose time on either side came from there
+ * @property {'all'|'host'|'device'} side keep ops whose time came from that processor, in the baseline or the target
  * @property {number} min_us keep ops whose larger total time (either side) is at least this
  * @property {string|null} sort column to order by; null keeps the server's order
  * @property {'asc'|'desc'} order

@@ -26,7 +26,7 @@ class RowView:
 
     query        case-insensitive substring of the op key or type; ``/regex/`` for a regex
     statuses     the statuses to keep
-    side         ``host``/``device``: keep ops whose time on either side came from there
+    side         ``host``/``device``: keep ops whose time came from that processor, in the baseline or the target
     min_total_us keep ops whose larger total time (either side) is at least this
     sort         column to order by (missing values always last); None keeps the
                  comparison's own order, largest total time first

@@ -424,7 +424,11 @@ class ViewRequest:
     status: tuple[str, ...] | None = param(
         Subset(_statuses), "keep ops of these statuses (CompareRow.status)", None, "all"
     )
-    side: str = param(Choice(SIDE_FILTERS), "keep ops whose time on either side came from the host or device", "all")
+    side: str = param(
+        Choice(SIDE_FILTERS),
+        "keep ops whose time came from the host, or the device, in the baseline or the target",
+        "all",
+    )
     min_us: float = param(Number(), "keep ops whose larger total time (either side) is at least this, µs", 0.0)
     key: tuple[str, ...] | None = param(Repeated(), "keep only these op keys", None)
     sort: str | None = param(
