@@ -101,7 +101,12 @@ def _query_matcher(query: str) -> Callable[[str], bool]:
 def apply_view(rows: Table, view: RowView) -> np.ndarray:
     """The positions of the rows ``view`` keeps, in its order: column-wise, so it scales
     with the op count, and in numpy where it can, as it runs on every request."""
-    positions = view_positions(rows, view)
+    return top_rows(view_positions(rows, view), view)
+
+
+def top_rows(positions: np.ndarray, view: RowView) -> np.ndarray:
+    """The first ``view.top`` of a view's positions (all without a top): the cut a caller
+    that also counts the rows before it (a document's ``total_rows``) makes."""
     return positions[: view.top] if view.top else positions
 
 

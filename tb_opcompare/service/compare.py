@@ -14,7 +14,7 @@ import numpy as np
 from tb_opcompare.analysis.breakdown import SideSplit, breakdown_rows, pooled_split, side_split, with_ranks
 from tb_opcompare.analysis.headline import Headline, headline_figures, like_for_like, pair_headline, step_marker_notes
 from tb_opcompare.analysis.numerics import finite_or_none
-from tb_opcompare.analysis.row_view import RowView, view_positions
+from tb_opcompare.analysis.row_view import RowView, top_rows, view_positions
 from tb_opcompare.analysis.step_time import StepLatency, step_latency
 from tb_opcompare.errors import ProfileError, UsageError
 from tb_opcompare.schema.contract import (
@@ -98,7 +98,7 @@ def compared_rows(
     comparison = kept_comparison(base.profile, tgt.profile, group_by, normalize)
     view = view or RowView()
     kept = view_positions(comparison.rows, view)
-    shown = kept[: view.top] if view.top else kept
+    shown = top_rows(kept, view)
     rows = comparison.records(shown, as_records) if records else []
     base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
     first, _, _ = pair_headline(base.profile, tgt.profile, base_steps, target_steps)
