@@ -358,3 +358,20 @@ def test_allocations_leading_dimension_outranks_fits_argument():
              "dimension gives 128; using 128"] if warned else []
         )  # fmt: skip
         assert facts.batch_size_source.endswith("agrees") is not warned
+
+
+def test_xla_runs_of_two_batch_sizes_say_their_numbered_ops_may_pair_unlike_ops(demo):
+    """The demo's Keras XLA runs at batch 16 and 64, on one CPU: XLA numbered their
+    max-pools' gradients the other way round, so ``wrapped_reduce-window.1`` reads
+    hundreds of times faster on four times the samples (one call of an op cannot get 16x
+    faster on the same CPU with more work). The summary says why; rows by type, and runs
+    compiled alike (an eager pair), do not get the note."""
+    base, target = "tf_keras/mnist_cnn_cpu_bs16_fp32_xla", "tf_keras/mnist_cnn_cpu_bs64_fp32_xla"
+    document = compare_document(demo, base, target)
+    numbered = [row for row in document.rows if row["status"] == "matched" and row["key"] != row["op_type"]]
+    assert max(row["speedup"] for row in numbered) > 16  # the mispairing the note is about
+    note = "XLA numbers each program's ops as it compiles it"
+    assert any(note in line for line in document.summary.notes)
+    assert not any(note in line for line in compare_document(demo, base, target, group_by="type").summary.notes)
+    eager = compare_document(demo, "tf_keras/mnist_cnn_cpu_bs16", "tf_keras/mnist_cnn_cpu_bs64")
+    assert not any(note in line for line in eager.summary.notes)

@@ -203,6 +203,7 @@ def like_for_like(
         _op_time_note(per_sample, whole, first),
         _no_shared_ops_note(summary, baseline, target, group_by),
         _compiler_note(baseline.compiler, target.compiler, first),
+        _xla_numbering_note(baseline, target, group_by),
     ]
     figures = {"whole_step_speedup": whole, "per_sample_speedup": per_sample, **_op_time(summary, whole, per_sample)}
     return figures, [note for note in notes if note]
@@ -310,6 +311,24 @@ def _compiler_note(base_compiler: str | None, target_compiler: str | None, first
         "only what both kept. The whole step is where both meet"
         + (f": {format_speedup(first.speedup)} in step wall time" if first.basis == STEP_WALL_TIME else "")
         + "; the Matrix view compares whole steps across compilers."
+    )
+
+
+def _xla_numbering_note(baseline: RunRecord, target: RunRecord, group_by: str) -> str | None:
+    """Where both runs are XLA programs compiled for different configurations (batch size,
+    device, precision): XLA numbers a program's instructions as it compiles it, so
+    ``reduce-window.1`` of one run may be another instruction than in the other (the demo's
+    Keras runs at batch 16 and 64 paired their two max-pools' gradients the wrong way round:
+    331x). Repeats of one configuration compile alike, and are left without the note."""
+    if group_by != "name" or not (baseline.compiler == target.compiler == "XLA"):
+        return None
+    dimensions = ("batch_size", "device", "device_name", "precision")
+    if all(getattr(baseline, name) == getattr(target, name) for name in dimensions):
+        return None
+    return (
+        "Both runs are XLA programs, compiled for different configurations: XLA numbers each program's ops as "
+        "it compiles it, so a numbered op (convolution.2) may be another instruction in each run, and its "
+        "speedup may compare unlike ops. Rows by op type (group by type) compare like with like."
     )
 
 
