@@ -106,8 +106,8 @@ def test_the_demo_pair_reads_one_number_in_compare_matrix_sweep_and_cli(demo, ba
     (cell,) = [cell for cell in matrix.cells if cell.runs == [target]]
     assert cell.speedup == pytest.approx(expected, rel=1e-12)
     sweep = sweep_document(demo, "mnist_cnn_torch")
-    (step,) = [row for row in sweep.speedups if row["op"] == "(whole step)" and row["batch_size"] == batch]
-    assert step["speedup"] == pytest.approx(expected, rel=1e-12)
+    (step,) = [row for row in sweep.speedups if row.op == "(whole step)" and row.batch_size == batch]
+    assert step.speedup == pytest.approx(expected, rel=1e-12)
     text = run_cli(
         "compare", str(REPO / "demo_logs"), "--baseline", base, "--target", target, "--no-cache", "--top", "1"
     ).stdout

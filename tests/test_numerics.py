@@ -74,7 +74,7 @@ def test_a_p_value_at_its_benjamini_hochberg_bound_is_decided_the_same_either_si
 
 def _sweep_points(catalog: Catalog, model: str) -> pd.DataFrame:
     document = sweep_document(catalog, model, top=10_000)
-    points = pd.DataFrame(document.series)[["op", "series", "batch_size", "mean_us"]]
+    points = document.to_pandas("series")[["op", "series", "batch_size", "mean_us"]]
     assert len(points) > 50
     return points
 

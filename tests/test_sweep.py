@@ -275,9 +275,9 @@ def synthetic_run(device: str, batch_size: int, conv_us: float, relu_us: float):
 def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
     """Small frames with known lines: CPU conv = 10 + 10*bs, GPU conv = 100 + 1*bs (break-even 10)."""
     from tb_opcompare.analysis.sweep import build_sweep
-    from tb_opcompare.schema.contract import SweepDocument
+    from tb_opcompare.schema.contract import Breakeven, Fit, SeriesPoint, SpeedupPoint, StepPoint, SweepDocument
     from tb_opcompare.service.figures import sweep_figures
-    from tb_opcompare.service.records import as_records
+    from tb_opcompare.service.records import as_structs
 
     runs = [synthetic_run("CPU", bs, 10 + 10 * bs, 5 + bs) for bs in (1, 8, 64)]
     runs += [synthetic_run("GPU", bs, 100 + 1 * bs, 20 + 0.1 * bs) for bs in (1, 8, 64)]
@@ -299,11 +299,11 @@ def test_cpu_and_gpu_sweep_gives_speedups_breakeven_and_a_speedup_plot():
         batch_sizes=sweep.batch_sizes,
         runs=[],
         top_ops=sweep.top_ops,
-        series=as_records(sweep.series),
-        steps=as_records(sweep.steps),
-        fits=as_records(sweep.fits),
-        breakeven=as_records(sweep.breakeven),
-        speedups=as_records(sweep.speedups),
+        series=as_structs(sweep.series, SeriesPoint),
+        steps=as_structs(sweep.steps, StepPoint),
+        fits=as_structs(sweep.fits, Fit),
+        breakeven=as_structs(sweep.breakeven, Breakeven),
+        speedups=as_structs(sweep.speedups, SpeedupPoint),
         warnings=[],
     )
     figures = sweep_figures(document)

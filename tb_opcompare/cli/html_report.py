@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 
-from tb_opcompare.schema.contract import SweepDocument
+from tb_opcompare.schema.contract import Fit, SweepDocument
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.sweep import fits_table
 from tb_opcompare.text import format_breakeven, format_share, format_time
@@ -15,22 +16,20 @@ from tb_opcompare.web.assets import plotly_bundle
 
 # The offline report's fits table: what the tab's table shows, in its default order; each
 # cell from the row and the document (the target series names the break-even).
-_FIT_CELLS = (
-    ("Op", lambda row, _: row["op"]),
-    ("Line", lambda row, _: row["series"]),  # headed by the sweep's series_by, as in the tab
-    ("Share", lambda row, _: format_share(row["share"])),
-    ("Fixed", lambda row, _: format_time(row["fixed_us"])),
-    ("Per sample", lambda row, _: format_time(row["per_sample_us"])),
+_FIT_CELLS: tuple[tuple[str, Callable[[Fit, SweepDocument], str]], ...] = (
+    ("Op", lambda row, _: row.op),
+    ("Line", lambda row, _: row.series),  # headed by the sweep's series_by, as in the tab
+    ("Share", lambda row, _: format_share(row.share)),
+    ("Fixed", lambda row, _: format_time(row.fixed_us)),
+    ("Per sample", lambda row, _: format_time(row.per_sample_us)),
     (
         "R²",
-        lambda row, _: ("–" if row["r2"] is None else f"{row['r2']:.3f}") + (" ⚠ poor fit" if row["poor_fit"] else ""),
+        lambda row, _: ("–" if row.r2 is None else f"{row.r2:.3f}") + (" ⚠ poor fit" if row.poor_fit else ""),
     ),
-    ("Points", lambda row, _: str(row["points"])),
+    ("Points", lambda row, _: str(row.points)),
     (
         "Break-even batch",
-        lambda row, document: format_breakeven(
-            row["breakeven_batch_size"], row["target_faster"], document.target_series
-        ),
+        lambda row, document: format_breakeven(row.breakeven_batch_size, row.target_faster, document.target_series),
     ),
 )
 

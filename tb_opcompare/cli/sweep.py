@@ -54,7 +54,7 @@ def _sweep(args) -> int:
     document = sweep_document(
         catalog, args.model, top=args.top, ops=args.ops, group_by=args.group_by, series_by=args.series_by, held=held
     )
-    table = fits_table(document)
+    table = as_builtins(fits_table(document))  # the rows as the CSV and the text print them
     if args.csv:
         write_text(args.csv, compare_csv(table, FIT_COLUMNS))
     if args.html:

@@ -26,6 +26,7 @@ from tb_opcompare.schema.dimensions import (
     POWER_MIN_SHARE,
     SERIES_DIMENSIONS,
     STEP_CATEGORIES,
+    GroupBy,
     Processor,
     evidence_rule,
 )
@@ -623,7 +624,7 @@ class SweepDocument(_Document):
     TABLE: ClassVar[str] = "series"
 
     model: str
-    group_by: Literal["name", "type"]
+    group_by: GroupBy
     series_by: Annotated[Literal[SERIES_DIMENSIONS], Meta(description="the dimension the lines are drawn by")]  # type: ignore[valid-type]  # a vocabulary tuple, a Literal to msgspec
     held: Annotated[
         dict[str, str], Meta(description="the other dimensions, each held at one value (device, precision, compiler)")

@@ -13,7 +13,8 @@ Processor = Literal["host", "device"]  # where an op's or a step part's time was
 # How ops are grouped into rows: by name, by type; a compare also by module (PyTorch's
 # nn.Module calls, ``OpProfile.module_table``, else the scopes of TF op names:
 # ``sequential/conv2d/Relu`` is in ``sequential/conv2d``).
-GROUP_BY = ("name", "type")
+GroupBy = Literal["name", "type"]
+GROUP_BY: tuple[GroupBy, ...] = ("name", "type")
 COMPARE_GROUP_BY = (*GROUP_BY, "module")
 SERIES_DIMENSIONS = ("device", "precision", "compiler")  # what a sweep's lines can be drawn by
 
@@ -158,6 +159,11 @@ def default_among(dimension: str, values: Collection[str | None]) -> str:
 
 
 MAX_BATCH_SIZE = 10_000_000  # a batch size above this is a broken file or sidecar, not a model
+
+
+def is_group_by(value: str) -> TypeGuard[GroupBy]:
+    """Whether ``value`` is a grouping of ``GROUP_BY`` (a sweep's, trend's or check's)."""
+    return value in GROUP_BY
 
 
 def is_batch_size(value: object) -> TypeGuard[int]:

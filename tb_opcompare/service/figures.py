@@ -10,10 +10,12 @@ from each trace's ``meta`` rather than the template, so a ``%{`` in a name is te
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
+from typing import Any
 
 from tb_opcompare.analysis.sweep import STEP
 from tb_opcompare.errors import escape_control_characters
-from tb_opcompare.schema.contract import SweepDocument
+from tb_opcompare.schema.contract import SeriesPoint, SpeedupPoint, StepPoint, SweepDocument
 from tb_opcompare.text import shorten_names
 
 PALETTE = [
@@ -40,11 +42,13 @@ _BELOW_PLOT = 56  # px under the plotting area for the x axis's ticks and title,
 _LEGEND_ENTRIES_PER_ROW = 2  # at the width of a card in the tab (about 700 px) and of these names
 
 
-def _layout(title: str, x_title: str, y_title: str, legend_entries: int, log_y: bool = True, **extra) -> dict:
+def _layout(
+    title: str, x_title: str, y_title: str, legend_entries: int, log_y: bool = True, **extra: Any
+) -> dict[str, Any]:
     """A figure whose plotting area keeps PLOT_HEIGHT: the figure grows with its legend
     instead of the legend eating the plot."""
     legend_rows = -(-legend_entries // _LEGEND_ENTRIES_PER_ROW)
-    layout = {
+    layout: dict[str, Any] = {
         "title": {"text": title, "font": {"size": 14}, "x": 0, "xanchor": "left"},
         "font": FONT,
         "margin": {"l": 64, "r": 24, "t": 40, "b": 24},
@@ -93,20 +97,26 @@ def label(text: str) -> str:
     return html.escape(escape_control_characters(str(text)), quote=False)
 
 
-def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str, dashes: dict[str, str]) -> list[dict]:
-    """One line per op and series; one legend entry per op (its colour), the series told
-    by the line's dash (the title says which)."""
+def _op_traces(
+    series: list[SeriesPoint], top_ops: list[str], per_sample: bool, unit: str, dashes: dict[str, str]
+) -> list[dict[str, Any]]:
+    """One line per op and series, of its mean time or (``per_sample``) its time per
+    sample; one legend entry per op (its colour), the series told by the line's dash (the
+    title says which)."""
     traces = []
     colours = {op: PALETTE[i % len(PALETTE)] for i, op in enumerate(top_ops)}
     short = dict(zip(top_ops, shorten_names(top_ops, LEGEND_NAME_LENGTH)))
     for op in top_ops:
-        values = sorted({row["series"] for row in series if row["op"] == op})
+        values = sorted({row.series for row in series if row.op == op})
         for series_value in values:
             points = sorted(
-                (row for row in series if row["op"] == op and row["series"] == series_value),
-                key=lambda row: row["batch_size"],
+                (row for row in series if row.op == op and row.series == series_value),
+                key=lambda row: row.batch_size,
             )
-            scale = [1 / row["batch_size"] if value == "per_sample_us" else 1 for row in points]
+            y = [row.per_sample_us if per_sample else row.mean_us for row in points]
+            # the interval is of mean_us: per sample, its ends are divided by the batch size too
+            scale = [1 / row.batch_size if per_sample else 1 for row in points]
+            bars = _range_bars(y, [row.low_us for row in points], [row.high_us for row in points], points, scale)
             traces.append(
                 {
                     "type": "scatter",
@@ -115,12 +125,12 @@ def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str, da
                     "showlegend": series_value == values[-1],
                     "legendgroup": label(op),
                     "meta": label(f"{op} · {series_value}"),
-                    "x": [row["batch_size"] for row in points],
-                    "y": [row[value] for row in points],
+                    "x": [row.batch_size for row in points],
+                    "y": y,
                     "line": {"color": colours[op], "dash": dashes[series_value], "width": 2},
                     "marker": {"size": 7},
                     "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} {unit}{_REPEATS_HOVER}<extra></extra>",
-                    **_range_bars(points, value, "low_us", "high_us", scale),
+                    **bars,
                 }
             )
     return traces
@@ -131,22 +141,37 @@ def _op_traces(series: list[dict], top_ops: list[str], value: str, unit: str, da
 _REPEATS_HOVER = "%{customdata}"
 
 
-def _range_bars(points: list[dict], value: str, low: str, high: str, scale: list[float]) -> dict:
-    repeats = [row.get("repeats") or 1 for row in points]
-    extra = {"customdata": [f" ({n} runs pooled, bar: 95% interval)" if n > 1 else "" for n in repeats]}
+def _range_bars(
+    values: list[float | None],
+    lows: list[float | None],
+    highs: list[float | None],
+    points: Sequence[SeriesPoint | StepPoint],
+    scale: Sequence[float],
+) -> dict[str, Any]:
+    """The hover's note on the repeats each of ``points`` pools and, where any pools more
+    than one run, bars from each of ``values`` to its interval's ends (each times its
+    ``scale``)."""
+    repeats = [row.repeats or 1 for row in points]
+    extra: dict[str, Any] = {"customdata": [f" ({n} runs pooled, bar: 95% interval)" if n > 1 else "" for n in repeats]}
     if max(repeats, default=1) > 1:
         extra["error_y"] = {
             "type": "data",
             "symmetric": False,
             "thickness": 1,
             "width": 3,
-            "array": [(row[high] * s - row[value]) if row[high] is not None else 0 for row, s in zip(points, scale)],
-            "arrayminus": [(row[value] - row[low] * s) if row[low] is not None else 0 for row, s in zip(points, scale)],
+            "array": [
+                (high * s - value) if high is not None and value is not None else 0
+                for value, high, s in zip(values, highs, scale)
+            ],
+            "arrayminus": [
+                (value - low * s) if low is not None and value is not None else 0
+                for value, low, s in zip(values, lows, scale)
+            ],
         }
     return extra
 
 
-def sweep_figures(document: SweepDocument) -> dict[str, dict]:
+def sweep_figures(document: SweepDocument) -> dict[str, dict[str, Any]]:
     """``op_time``, ``per_sample``, ``step`` and ``speedup`` figures (the last two only where
     the data allow)."""
     figures = _op_figures(document)
@@ -157,21 +182,21 @@ def sweep_figures(document: SweepDocument) -> dict[str, dict]:
     return figures
 
 
-def _op_figures(document: SweepDocument) -> dict[str, dict]:
+def _op_figures(document: SweepDocument) -> dict[str, dict[str, Any]]:
     """The per-op figures, ``op_time`` and ``per_sample``: a colour per op, a dash per series."""
     series, top_ops = document.series, document.top_ops
-    dashes = _dashes(sorted({row["series"] for row in series}), document.baseline_series)
+    dashes = _dashes(sorted({row.series for row in series}), document.baseline_series)
     # the title names each series' dash: the legend lists ops only
     styles = f" ({_line_styles(dashes)})" if len(dashes) > 1 else ""
     return {
         "op_time": {
-            "data": _op_traces(series, top_ops, "mean_us", "µs", dashes),
+            "data": _op_traces(series, top_ops, False, "µs", dashes),
             "layout": _layout(
                 f"Mean time per op vs batch size{styles}", "batch size", "mean time per op (µs)", len(top_ops)
             ),
         },
         "per_sample": {
-            "data": _op_traces(series, top_ops, "per_sample_us", "µs/sample", dashes),
+            "data": _op_traces(series, top_ops, True, "µs/sample", dashes),
             "layout": _layout(
                 f"Time per sample vs batch size{styles}", "batch size", "time per sample (µs)", len(top_ops)
             ),
@@ -179,14 +204,14 @@ def _op_figures(document: SweepDocument) -> dict[str, dict]:
     }
 
 
-def _step_figure(steps: list[dict]) -> dict:
+def _step_figure(steps: list[StepPoint]) -> dict[str, Any]:
     """Time per step (left axis, ms) and throughput (right axis, samples/s) per series:
     two lines of one colour for each series."""
     data = []
-    for i, series_value in enumerate(sorted({row["series"] for row in steps})):
-        points = [row for row in steps if row["series"] == series_value]
+    for i, series_value in enumerate(sorted({row.series for row in steps})):
+        points = [row for row in steps if row.series == series_value]
         data.extend(_step_traces(series_value, points, PALETTE[i % len(PALETTE)]))
-    basis = sorted({row["basis"] for row in steps})
+    basis = sorted({row.basis for row in steps})
     return {
         "data": data,
         "layout": _layout(
@@ -211,29 +236,28 @@ def _step_figure(steps: list[dict]) -> dict:
     }
 
 
-def _step_traces(series_value: str, points: list[dict], colour: str) -> list[dict]:
+def _milliseconds(microseconds: float | None) -> float | None:
+    return microseconds / 1000 if microseconds is not None else None
+
+
+def _step_traces(series_value: str, points: list[StepPoint], colour: str) -> list[dict[str, Any]]:
     """One series' time per step (solid) and throughput (dashed, on the right axis)."""
-    x = [row["batch_size"] for row in points]
+    x = [row.batch_size for row in points]
     # steps are in µs in the document; a step reads better in ms, and so do its bars
-    milliseconds = [
-        {
-            key: (row[key] / 1000 if row.get(key) is not None else None)
-            for key in ("step_us", "step_low_us", "step_high_us")
-        }
-        | {"repeats": row.get("repeats")}
-        for row in points
-    ]
+    step_ms = [_milliseconds(row.step_us) for row in points]
+    low_ms = [_milliseconds(row.step_low_us) for row in points]
+    high_ms = [_milliseconds(row.step_high_us) for row in points]
     step_time = {
         "type": "scatter",
         "mode": "lines+markers",
         "name": label(f"{series_value} time per step"),
         "meta": label(series_value),
         "x": x,
-        "y": [row["step_us"] for row in milliseconds],
+        "y": step_ms,
         "line": {"color": colour, "width": 2},
         "marker": {"size": 7},
         "hovertemplate": f"%{{meta}}<br>batch %{{x}}: %{{y:,.2f}} ms per step{_REPEATS_HOVER}<extra></extra>",
-        **_range_bars(milliseconds, "step_us", "step_low_us", "step_high_us", [1] * len(points)),
+        **_range_bars(step_ms, low_ms, high_ms, points, [1] * len(points)),
     }
     throughput = {
         "type": "scatter",
@@ -242,7 +266,7 @@ def _step_traces(series_value: str, points: list[dict], colour: str) -> list[dic
         "meta": label(series_value),
         "yaxis": "y2",
         "x": x,
-        "y": [row["samples_per_s"] for row in points],
+        "y": [row.samples_per_s for row in points],
         "line": {"color": colour, "width": 2, "dash": "dash"},
         "marker": {"size": 7, "symbol": "diamond"},
         "hovertemplate": "%{meta}<br>batch %{x}: %{y:,.0f} samples/s<extra></extra>",
@@ -250,7 +274,7 @@ def _step_traces(series_value: str, points: list[dict], colour: str) -> list[dic
     return [step_time, throughput]
 
 
-def _speedup_figure(document: SweepDocument) -> dict:
+def _speedup_figure(document: SweepDocument) -> dict[str, Any]:
     """Baseline / target time per batch size, the whole step first, with a dashed line at
     1 (no change): above it the target is faster."""
     data = _speedup_traces(document.speedups, document.top_ops)
@@ -276,22 +300,22 @@ def _speedup_figure(document: SweepDocument) -> dict:
     }
 
 
-def _speedup_traces(speedups: list[dict], top_ops: list[str]) -> list[dict]:
+def _speedup_traces(speedups: list[SpeedupPoint], top_ops: list[str]) -> list[dict[str, Any]]:
     """One line per op with speedups, the whole step first, thick and dark so it stands
     out from the ops, which take the palette's colours after it."""
-    ops = [op for op in [STEP, *top_ops] if any(row["op"] == op for row in speedups)]
+    ops = [op for op in [STEP, *top_ops] if any(row.op == op for row in speedups)]
     short = dict(zip(ops, shorten_names(ops, LEGEND_NAME_LENGTH)))
     data = []
     for i, op in enumerate(ops):
-        points = sorted((row for row in speedups if row["op"] == op), key=lambda r: r["batch_size"])
+        points = sorted((row for row in speedups if row.op == op), key=lambda r: r.batch_size)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers",
                 "name": label(short[op]),
                 "meta": label(op),
-                "x": [row["batch_size"] for row in points],
-                "y": [row["speedup"] for row in points],
+                "x": [row.batch_size for row in points],
+                "y": [row.speedup for row in points],
                 "line": {
                     "color": "#212121" if op == STEP else PALETTE[(i - 1) % len(PALETTE)],
                     "width": 3 if op == STEP else 2,

@@ -15,24 +15,33 @@ from __future__ import annotations
 
 import collections
 
+import msgspec
 import pandas as pd
 
 from tb_opcompare.analysis.row_view import order_missing_last
 from tb_opcompare.analysis.step_time import evidenced_batch_size
 from tb_opcompare.analysis.sweep import FIT_COLUMNS, SweepRun, build_sweep
 from tb_opcompare.errors import UsageError
-from tb_opcompare.schema.contract import SweepDocument, SweepsDocument
-from tb_opcompare.schema.dimensions import DEFAULTS, SERIES_DIMENSIONS, default_among
+from tb_opcompare.schema.contract import (
+    Breakeven,
+    Fit,
+    SeriesPoint,
+    SpeedupPoint,
+    StepPoint,
+    SweepDocument,
+    SweepsDocument,
+)
+from tb_opcompare.schema.dimensions import DEFAULTS, GROUP_BY, SERIES_DIMENSIONS, default_among, is_group_by
 from tb_opcompare.service.figures import sweep_figures
 from tb_opcompare.service.logdir import read_logdir
-from tb_opcompare.service.records import as_records
+from tb_opcompare.service.records import as_structs
 from tb_opcompare.service.runs import MISSING_DIMENSION, run_dimensions, run_record
 from tb_opcompare.store.catalog import Catalog, LoadedRun, UnknownRunError
 
 
 def sweep_models(catalog: Catalog) -> dict[str, dict[str, list[int]]]:
     """Every model key with its batch sizes per device (readable runs only)."""
-    models: dict[str, dict[str, set]] = {}
+    models: dict[str, dict[str, set[int]]] = {}
     for loaded in read_logdir(catalog)[0]:
         sizes = models.setdefault(loaded.model, {}).setdefault(loaded.profile.facts.device, set())
         if loaded.profile.facts.batch_size:
@@ -84,6 +93,8 @@ def sweep_document(
     dimensions the lines are not drawn by (the model key's and the commonest device
     otherwise). ``figures``: with the plotly figures the tab draws."""
     _check_dimensions(series_by, held)
+    if not is_group_by(group_by):
+        raise UsageError(f"group_by: expected one of {', '.join(GROUP_BY)}, not {group_by!r}", "group_by")
     loaded_runs, held, warnings = _swept_runs(catalog, model, series_by, dict(held or {}))
     warnings.extend(_unverified_sizes(loaded_runs))
     warnings.extend(
@@ -91,7 +102,7 @@ def sweep_document(
     )
     sweep_runs, baseline = _sweep_runs(loaded_runs, series_by)
     sweep = build_sweep(sweep_runs, top=top, ops=ops, group_by=group_by, baseline=baseline, series_by=series_by)
-    # the tables stay records, typed by their row Structs (SeriesPoint, Fit, ...)
+    # a Struct per row: a sweep's tables hold its ops by series and batch size, not a compare's million rows
     document = SweepDocument(
         model=model,
         group_by=group_by,
@@ -102,11 +113,11 @@ def sweep_document(
         batch_sizes=sweep.batch_sizes,
         runs=[run_record(loaded) for loaded in loaded_runs],
         top_ops=sweep.top_ops,
-        series=as_records(sweep.series),
-        steps=as_records(sweep.steps),
-        fits=as_records(sweep.fits),
-        breakeven=as_records(sweep.breakeven),
-        speedups=as_records(sweep.speedups),
+        series=as_structs(sweep.series, SeriesPoint),
+        steps=as_structs(sweep.steps, StepPoint),
+        fits=as_structs(sweep.fits, Fit),
+        breakeven=as_structs(sweep.breakeven, Breakeven),
+        speedups=as_structs(sweep.speedups, SpeedupPoint),
         warnings=warnings + sweep.warnings,
     )
     if figures:
@@ -211,7 +222,8 @@ def _held_runs(
             if all(dimensions_of[id(run)][d] == v for d, v in held.items())
         )
         held[dimension] = max(sorted(counts), key=counts.__getitem__) if counts else key[dimension]
-    kept, left_out = [], collections.Counter()
+    kept: list[LoadedRun] = []
+    left_out: collections.Counter[tuple[str, str]] = collections.Counter()
     for run in runs:
         dimensions = dimensions_of[id(run)]
         differing = [(d, dimensions[d]) for d in SERIES_DIMENSIONS if d in held and dimensions[d] != held[d]]
@@ -233,15 +245,16 @@ def _held_runs(
 
 def fits_table(
     document: SweepDocument, op_contains: str = "", sort: str | None = None, descending: bool = True
-) -> list[dict]:
+) -> list[Fit]:
     """The fits as the user sees them: ops whose name holds ``op_contains`` (any case),
     ordered by ``sort`` (a column of FIT_COLUMNS; missing values last, ties in the
     document's order), as the tab's fits table shows them and its export writes them."""
     rows = document.fits
     if op_contains:
         needle = op_contains.lower()
-        rows = [row for row in rows if needle in row["op"].lower()]
+        rows = [row for row in rows if needle in row.op.lower()]
     if sort and rows:
-        values = pd.DataFrame(rows, columns=FIT_COLUMNS)[sort].to_numpy()
+        # the column as pandas reads the rows' values (its dtype decides what is missing)
+        values = pd.DataFrame(msgspec.to_builtins(rows), columns=FIT_COLUMNS)[sort].to_numpy()
         rows = [rows[position] for position in order_missing_last(values, descending).tolist()]
     return rows

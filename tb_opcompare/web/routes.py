@@ -193,7 +193,7 @@ class DataRoutes:
     def _sweep_csv(self, request):
         table = parse_request(FitsTableRequest, request.args)  # first: a bad one costs no sweep
         document = self._sweep(request.args)
-        rows = fits_table(document, table.op_contains, table.sort, table.order == "desc")
+        rows = msgspec.to_builtins(fits_table(document, table.op_contains, table.sort, table.order == "desc"))
         return _csv_download(
             request, compare_csv(rows, FIT_COLUMNS), f"opcompare_sweep_{_safe_name(document.model)}.csv"
         )
