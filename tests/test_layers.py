@@ -262,7 +262,7 @@ def test_tf_xplanes_without_user_ranges_read_none():
 
 
 def test_user_ranges_nested_in_their_own_name_count_once():
-    from tb_opcompare.ingest.readers.xplane import _UserRanges
+    from tb_opcompare.ingest.readers.xplane_evidence import _UserRanges
 
     ranges = _UserRanges()
     main, loader = ("/host:CPU", 0), ("/host:CPU", 1)

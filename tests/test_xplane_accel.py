@@ -22,7 +22,7 @@ from conftest import FIXTURES, REALTRACES, REPO, varint
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
-from tb_opcompare.ingest.readers import xplane, xplane_wire
+from tb_opcompare.ingest.readers import xplane_device, xplane_events, xplane_evidence, xplane_host, xplane_wire
 from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane, XSpace
 
 _XPLANE_ROOTS = [FIXTURES, REPO / "demo_logs"] + ([REALTRACES] if REALTRACES.is_dir() else [])
@@ -56,7 +56,7 @@ def _c_ints(data, start: int, end: int) -> np.ndarray:
 def _python_ints(data: bytes) -> np.ndarray:
     line = XLine()
     line.ParseFromString(data)
-    return xplane._event_ints_python(line.events)
+    return xplane_events._event_ints_python(line.events)
 
 
 @pytest.fixture
@@ -174,8 +174,8 @@ def test_read_profile_gives_the_same_tables_on_both_paths(path, batch_bytes, com
     spy = _Spy(compiled)
     monkeypatch.setattr(xplane_wire, "_compiled", spy)
     with monkeypatch.context() as patched:
-        patched.setattr(xplane, "_event_ints_python", _never_called)
-        patched.setattr(xplane._MemoryEvents, "_read_parsed", _never_called)
+        patched.setattr(xplane_events, "_event_ints_python", _never_called)
+        patched.setattr(xplane_host._MemoryEvents, "_read_parsed", _never_called)
         native = _read(path, False, monkeypatch)
     _assert_same_outcome(native, pure)
     assert spy.calls["plane_header"] > 0
@@ -359,7 +359,7 @@ def test_event_integers_follow_protobuf_on_reencoded_real_events(compiled):
     assert _c_ints(line_wire, 0, len(line_wire)).tobytes() == expected.tobytes()
     # the same events through the reader's batch object, as the reader asks for them
     batch = xplane_wire.EventBatch(XLine.FromString(line_wire).events, memoryview(line_wire), 0, len(line_wire))
-    assert xplane._event_ints(batch).tobytes() == expected.tobytes()
+    assert xplane_events.event_ints(batch).tobytes() == expected.tobytes()
 
 
 def _event_with_stat_bytes(value: bytes, field: int = 5) -> bytes:
@@ -580,7 +580,7 @@ def _reencoded_memory_line(plane: XPlane, memory: list, others: list, rng: rando
         return rng.choice(numbers)
 
     def a_stat() -> bytes:
-        name = rng.choice(xplane._MemoryEvents.STATS)
+        name = rng.choice(xplane_host._MemoryEvents.STATS)
         metadata_id = rng.choice([first[name], last[name]])
         shape = rng.random()
         if shape < 0.5:
@@ -668,10 +668,10 @@ def _memory_state(plane: XPlane, batch, pure_python: bool, monkeypatch) -> tuple
     else:
         monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
     try:
-        dtypes, in_use, shapes = collections.Counter(), xplane._MemoryInUse(), {}
-        memory = xplane._Allocations(dtypes)
-        reader = xplane._MemoryEvents(plane, xplane._stat_names(plane), memory, in_use, shapes)
-        ints = xplane._event_ints(batch)
+        dtypes, in_use, shapes = collections.Counter(), xplane_evidence.MemoryInUse(), {}
+        memory = xplane_host._Allocations(dtypes)
+        reader = xplane_host._MemoryEvents(plane, xplane_events.plane_stat_names(plane), memory, in_use, shapes)
+        ints = xplane_events.event_ints(batch)
         for line_ns in (1_700_000_000_000_000_000, 1_700_000_000_000_000_777):
             reader.read(batch, ints, line_ns)
     finally:
@@ -698,7 +698,7 @@ def test_memory_stats_follow_protobuf_on_reencoded_real_events(path, compiled, m
     plane, memory, others = _host_memory_plane(path)
     wire = _reencoded_memory_line(plane, memory, others, random.Random(len(path.name)))
     events = XLine.FromString(wire).events
-    reader = xplane._MemoryEvents(plane, xplane._stat_names(plane), None, None, None)
+    reader = xplane_host._MemoryEvents(plane, xplane_events.plane_stat_names(plane), None, None, None)
     columns = len(reader.STATS)
     expected = _python_event_stats(events, set(reader.event_ids), reader.stat_columns, columns)
     assert len(expected) > 100
@@ -708,11 +708,11 @@ def test_memory_stats_follow_protobuf_on_reencoded_real_events(path, compiled, m
     assert kinds == set(range(8))  # every kind met, absent and no value included
 
     batch = xplane_wire.EventBatch(events, memoryview(wire), 0, len(wire))
-    for cap in (xplane._MAX_ALLOCATED_SHAPES, 4):
-        monkeypatch.setattr(xplane, "_MAX_ALLOCATED_SHAPES", cap)
+    for cap in (xplane_host._MAX_ALLOCATED_SHAPES, 4):
+        monkeypatch.setattr(xplane_host, "_MAX_ALLOCATED_SHAPES", cap)
         pure = _memory_state(plane, batch, True, monkeypatch)
         with monkeypatch.context() as patched:
-            patched.setattr(xplane._MemoryEvents, "_read_parsed", _never_called)
+            patched.setattr(xplane_host._MemoryEvents, "_read_parsed", _never_called)
             native = _memory_state(plane, batch, False, monkeypatch)
         assert native == pure
         assert pure[2] and pure[3] and pure[5]  # allocations, dtypes and samples were made
@@ -875,7 +875,7 @@ def test_groups_nested_as_deep_as_protobuf_refuses_are_refused_in_c(place, compi
     assert refused[0] is False and refused[-1] is True  # the limit lies inside the range tried
 
 
-# Kernels whose stats exercise each clause of the kernel-op rule (``xplane._KernelOps``):
+# Kernels whose stats exercise each clause of the kernel-op rule (``xplane_device._KernelOps``):
 # (kernel, [(stat name, value)] in event order, the op the rule gives, its type)
 _KERNELS = [
     ("volta_sgemm", [("tf_op", "a/conv:Conv2D")], "a/conv", "Conv2D"),
@@ -953,15 +953,15 @@ def test_kernel_ops_follow_the_rule_on_both_paths(tmp_path, compiled, monkeypatc
     spy = _Spy(compiled)
     monkeypatch.setattr(xplane_wire, "_compiled", spy)
     parsed_kernels = []
-    parsed_batch = xplane._KernelOps._parsed_batch
+    parsed_batch = xplane_device._KernelOps._parsed_batch
 
     def counting(self, batch, indices):
         parsed_kernels.extend(indices)
         return parsed_batch(self, batch, indices)
 
     with monkeypatch.context() as patched:
-        patched.setattr(xplane, "_event_ints_python", _never_called)
-        patched.setattr(xplane._KernelOps, "_parsed_batch", counting)
+        patched.setattr(xplane_events, "_event_ints_python", _never_called)
+        patched.setattr(xplane_device._KernelOps, "_parsed_batch", counting)
         native = _read(path, False, monkeypatch)
     _assert_same_outcome(native, pure)
     assert spy.calls["event_stats"] > 1 and spy.calls["split_events"] > 0

@@ -327,18 +327,18 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
     """A Keras XLA run's host plane names its XLA ops while it is read, after the plane's
     op index is made; memory attributed by op name then looked each one up in a table
     sized to the index (IndexError). Here an allocation names the run's first XLA op."""
-    from tb_opcompare.ingest.readers import xplane as reader
+    from tb_opcompare.ingest.readers import xplane_host
 
     (xplane,) = (FIXTURES / "precision/logdir/keras_fp32_xla_cpu_bs16").glob("**/*.xplane.pb")
     ops = _session([str(xplane)]).op_table.frame()
     xla_op = ops.loc[ops["op_type"] == "convolution", "op_name"].iloc[0]
-    original = reader._Allocations.__init__
+    original = xplane_host._Allocations.__init__
 
     def with_an_allocation(self, dtypes):
         original(self, dtypes)
         self.requested[xla_op] += 4096.0
 
-    monkeypatch.setattr(reader._Allocations, "__init__", with_an_allocation)
+    monkeypatch.setattr(xplane_host._Allocations, "__init__", with_an_allocation)
     profile = _session([str(xplane)])
     row = profile.op_table.frame().loc[profile.op_table.frame()["op_name"] == xla_op].iloc[0]
     assert row["alloc_bytes"] >= 4096.0
@@ -347,7 +347,7 @@ def test_memory_of_a_compiled_run_reaches_its_xla_ops(monkeypatch):
 def test_the_metadata_id_lookup_answers_as_a_dict_would():
     """Ids index a table where the writer numbered its metadata densely, else are searched;
     either way each id gets its code and any other id (negative, past the end, huge) -1."""
-    from tb_opcompare.ingest.readers.xplane import _IdLookup
+    from tb_opcompare.ingest.readers.xplane_events import IdLookup
 
     rng = np.random.default_rng(5)
     for trial in range(200):
@@ -359,7 +359,7 @@ def test_the_metadata_id_lookup_answers_as_a_dict_would():
             [np.array(ids, dtype=np.int64), rng.integers(-spread, spread, 100), [-1, -(2**63), 2**63 - 1]]
         ).astype(np.int64)
         expected = [dict(zip(ids, codes)).get(int(x), -1) for x in probe]
-        assert _IdLookup(ids, codes).codes(probe).tolist() == expected, trial
+        assert IdLookup(ids, codes).codes(probe).tolist() == expected, trial
 
 
 @pytest.mark.parametrize("pure_python", [False, True], ids=["native", "pure_python"])
