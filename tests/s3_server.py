@@ -136,6 +136,11 @@ class CountingProxy:
                 call.request(self.command, self.path, body=body, headers=dict(self.headers))
                 answer = call.getresponse()
                 data = answer.read()
+                call.close()
+                # counted before the client has its answer: counted after, a request could land
+                # in the next window a test reads (``since``) on a loaded machine
+                with proxy.lock:
+                    proxy.requests.append((self.command, self.path, len(data)))
                 self.send_response(answer.status)
                 for name, value in answer.getheaders():
                     if name.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -144,9 +149,6 @@ class CountingProxy:
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(data)
-                call.close()
-                with proxy.lock:
-                    proxy.requests.append((self.command, self.path, len(data)))
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
