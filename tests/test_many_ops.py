@@ -104,3 +104,16 @@ def test_table_csv_is_compare_csv_of_the_records():
         assert "".join(table_csv_chunks(table, columns, positions=positions)) == expected
     plain = Table({"key": text_array(f"op{n}" for n in range(count)), "mean_us": np.arange(count) * 0.5})
     assert "".join(table_csv_chunks(plain, ["key", "mean_us"])) == compare_csv(as_records(plain), ["key", "mean_us"])
+
+
+def test_a_chunk_with_a_cell_to_quote_is_the_writers():
+    """Cells with a delimiter, a quote or a line break, in one chunk of several: that
+    chunk quoted as csv.writer quotes, the others joined as they are, the same bytes."""
+    count = CSV_CHUNK_ROWS + 5
+    names = [f"op{n}" for n in range(count)]
+    names[CSV_CHUNK_ROWS + 1 : CSV_CHUNK_ROWS + 4] = ["a,b", 'say "x"', "two\nlines"]
+    table = Table({"key": text_array(names), "n": np.arange(count) * -0.5, "k": np.arange(count, dtype=np.uint64)})
+    columns = ["key", "n", "k"]
+    assert "".join(table_csv_chunks(table, columns)) == compare_csv(as_records(table), columns)
+    lone = Table({"key": text_array(["", "x", ""])})
+    assert "".join(table_csv_chunks(lone, ["key"])) == compare_csv(as_records(lone), ["key"])

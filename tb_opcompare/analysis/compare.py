@@ -13,6 +13,7 @@ and ``noisy``, flags); ``compare_frame`` gives the rows as a pandas DataFrame.
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -182,9 +183,7 @@ def implementations_matched(chosen: dict[str, Table]) -> dict[str, Table]:
     one row (``implementation_keys``) on both sides, so they compare as that op. Ops that
     both runs have (the dispatching ``aten::convolution`` itself) stay as they are, and so
     does an implementation whose op the other run has none of."""
-    recorded = {
-        side: dict(zip(table["op_name"].tolist(), table["recorded_type"].tolist())) for side, table in chosen.items()
-    }
+    recorded = {side: _may_be_implementations(table) for side, table in chosen.items()}
     renames = implementation_keys(recorded["baseline"], recorded["target"])
     if not renames:
         return chosen
@@ -192,6 +191,16 @@ def implementations_matched(chosen: dict[str, Table]) -> dict[str, Table]:
         side: table.assign(op_name=text_array(renames.get(name, name) for name in table["op_name"].tolist()))
         for side, table in chosen.items()
     }
+
+
+def _may_be_implementations(table: Table) -> dict[str, str]:
+    """The op names ``implementation_keys`` may rename (those ``normalize_op_type`` may
+    change, ``_may_normalize``) with their recorded types, found at C speed: whether a
+    name is one depends on the name alone, so the key it gets is the same as from every
+    name (a million distinct op names made two dicts of a million names)."""
+    names = table["op_name"].tolist()
+    starts = map(str.startswith, names, itertools.repeat(_NORMALIZED_PREFIXES))
+    return dict(itertools.compress(zip(names, table["recorded_type"].tolist()), starts))
 
 
 def implementation_keys(baseline: dict[str, str], target: dict[str, str]) -> dict[str, str]:
@@ -397,17 +406,23 @@ def compare_ops(
     if group_by == "name" and normalize:
         chosen = implementations_matched(chosen)
     sides = {side: _group(table, group_by) for side, table in chosen.items()}
-    # the baseline's keys in its order, then the target's own in theirs
-    keys = list(dict.fromkeys([*sides["baseline"]["key"].tolist(), *sides["target"]["key"].tolist()]))
-    columns, has_key = {"key": text_array(keys)}, {}
+    keys, where = _key_positions(sides["baseline"]["key"], sides["target"]["key"])
+    # the rows in their final order (the most time on either side first), each column
+    # gathered once, in that order
+    largest = np.fmax(
+        _aligned(sides["baseline"]["total_us"], where["baseline"]),
+        _aligned(sides["target"]["total_us"], where["target"]),
+    )
+    order = np.argsort(-largest, kind="stable")
+    columns, has_key = {"key": _aligned(keys, order)}, {}
     for side, table in sides.items():
-        where = positions(keys, table["key"].tolist())
-        has_key[side] = where >= 0
+        at = where[side][order]
+        has_key[side] = at >= 0
         for name in ("op_type", *PER_SIDE_FIELDS):
-            columns[f"{side}_{name}"] = _aligned(table[name], where)
+            columns[f"{side}_{name}"] = _aligned(table[name], at)
     # an op is in a run where it has a mean there (a row of no executions has none)
     in_baseline, in_target = ~np.isnan(columns["baseline_mean_us"]), ~np.isnan(columns["target_mean_us"])
-    status = np.select([in_baseline & in_target, in_baseline], [MATCHED, BASELINE_ONLY], TARGET_ONLY).astype(object)
+    status = np.array(STATUSES, dtype=object)[np.where(in_baseline & in_target, 0, np.where(in_baseline, 1, 2))]
     op_type = np.where(has_key["baseline"], columns.pop("baseline_op_type"), columns.pop("target_op_type"))
     target_mean = columns["target_mean_us"]
     rows = Table(
@@ -418,25 +433,58 @@ def compare_ops(
             "speedup": columns["baseline_mean_us"] / np.where(target_mean > 0, target_mean, np.nan),
             "delta_mean_us": target_mean - columns["baseline_mean_us"],
         }
-    )
-    largest = np.fmax(rows["baseline_total_us"], rows["target_total_us"])
-    rows = rows.select(COMPARE_COLUMNS).take(np.argsort(-largest, kind="stable"))
+    ).select(COMPARE_COLUMNS)
     return rows, summarize(rows, baseline_steps, target_steps)
 
 
+def _key_positions(baseline: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Every key (the baseline's in its order, then the target's own in theirs; each
+    side's keys are distinct) and where each key is on each side (-1: not there). One
+    dict of the baseline's keys, looked up at C speed (a million op names a side)."""
+    found = positions(target.tolist(), baseline.tolist())
+    new = found < 0
+    found[new] = len(baseline) + np.arange(int(new.sum()))
+    keys = np.concatenate([baseline, target[new]]).astype(object, copy=False)
+    where = np.full(len(keys), -1, dtype=np.int64)
+    where[: len(baseline)] = np.arange(len(baseline))
+    target_where = np.full(len(keys), -1, dtype=np.int64)
+    target_where[found] = np.arange(len(target))
+    return keys, {"baseline": where, "target": target_where}
+
+
 def _aligned(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``values`` at ``positions`` (-1: the side lacks the key): floats NaN there, the
-    others (text, counts, flags) None, so counts stay integers and flags stay flags."""
+    """``values`` at ``positions`` (-1: the side lacks the key; the others distinct): floats
+    NaN there, the others (text, counts, flags) None, so counts stay integers and flags
+    stay flags."""
     present = positions >= 0
+    if values.dtype.kind == "f" and present.all():
+        gathered: np.ndarray = values[positions]
+        return gathered
     if values.dtype.kind == "f":
         return (
             np.where(present, values[np.maximum(positions, 0)], np.nan)
             if len(values)
             else np.full(len(positions), np.nan)
         )
+    if present.all():  # Python values (ints, flags, text), as an object array holds them
+        return _permuted(values, positions) if len(positions) == len(values) else values[positions].astype(object)
     aligned = np.full(len(positions), None, dtype=object)
-    aligned[present] = values[positions[present]].tolist() if present.any() else []
+    aligned[present] = values[positions[present]].astype(object) if present.any() else []
     return aligned
+
+
+def _permuted(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``values[order]`` as an object array, ``order`` a permutation (positions of distinct
+    keys). Text is scattered rather than gathered: numpy gathers an object array a
+    third of a microsecond a row, scatters it several times faster."""
+    if values.dtype != object:
+        made: np.ndarray = values[order].astype(object)
+        return made
+    inverse = np.empty(len(order), dtype=np.intp)
+    inverse[order] = np.arange(len(order))
+    permuted = np.empty(len(order), dtype=object)
+    permuted[inverse] = values
+    return permuted
 
 
 def compare_frame(rows: Table) -> pd.DataFrame:
@@ -448,12 +496,15 @@ def compare_frame(rows: Table) -> pd.DataFrame:
     return pd.DataFrame(dict(rows.items()), columns=rows.names).astype(typed)
 
 
+_SUMMED = ("baseline_total_us", "target_total_us", "speedup", "baseline_noisy", "target_noisy")
+
+
 def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None) -> dict[str, Any]:
     """Whole-run figures. Overall speedup is the ratio of matched op time, per step when
     both runs know their step count (so runs profiled over different step counts compare
     fairly), else over the whole profile."""
     status = rows["status"]
-    matched = rows.take(status == MATCHED)
+    matched = rows.select(_SUMMED).take(status == MATCHED)
     baseline_matched = float(matched["baseline_total_us"].sum())
     target_matched = float(matched["target_total_us"].sum())
     per_step = bool(baseline_steps and target_steps)
@@ -463,7 +514,9 @@ def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None)
         overall = baseline_matched / target_matched if target_matched else None
     speedups = np.asarray(matched["speedup"], dtype="float64")
     speedups = speedups[np.isfinite(speedups) & (speedups > 0)]
-    noisy = [bool(base) or bool(target) for base, target in zip(matched["baseline_noisy"], matched["target_noisy"])]
+    noisy = map(
+        operator.or_, map(bool, matched["baseline_noisy"].tolist()), map(bool, matched["target_noisy"].tolist())
+    )
     baseline_total, target_total = np.nansum(rows["baseline_total_us"]), np.nansum(rows["target_total_us"])
     return {
         "matched_ops": int(len(matched)),

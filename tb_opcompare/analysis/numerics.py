@@ -79,8 +79,9 @@ def line_fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 
 def geometric_mean(values: np.ndarray) -> float | None:
     """exp(mean(log)) of positive values, the sum exactly rounded; None when empty."""
-    logs = [math.log(float(value)) for value in values]
-    return math.exp(math.fsum(logs) / len(logs)) if logs else None
+    if not len(values):
+        return None
+    return math.exp(math.fsum(map(math.log, np.asarray(values, dtype=np.float64).tolist())) / len(values))
 
 
 def is_missing(value: object) -> bool:

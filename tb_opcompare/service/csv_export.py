@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import msgspec
 import numpy as np
 
+from tb_opcompare.analysis.numerics import is_missing
 from tb_opcompare.errors import CONTROL_CHARACTERS, escape_control_characters
 from tb_opcompare.schema.contract import COMPARE_COLUMNS
 from tb_opcompare.schema.table import Table
-from tb_opcompare.service.records import column_values
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -66,7 +66,12 @@ def table_csv_chunks(
     """``compare_csv`` of a table's rows (those at ``positions``, in that order; all
     without), the same bytes, made a chunk of rows at a time from the table's columns with
     no record made per row. ``leading``: columns of one value on every row (the automatic
-    pairs' runs); a column the table lacks is empty; ``header``: the columns' line first."""
+    pairs' runs); a column the table lacks is empty; ``header``: the columns' line first.
+
+    Each cell is made text a column at a time (a number's text once per distinct value:
+    ``_number_texts``) and the lines joined in C; only a chunk with a cell the writer
+    would quote goes through ``csv.writer`` (issue 57: a million rows took 22 s in the
+    writer, most of it turning floats into text)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     if header:
@@ -78,46 +83,87 @@ def table_csv_chunks(
     for start in range(0, count, CSV_CHUNK_ROWS):
         chunk = slice(start, start + CSV_CHUNK_ROWS)
         part = table.take(chunk if positions is None else positions[chunk])
-        writer.writerows(zip(*[_column_cells(part, column, leading or {}) for column in columns]))
-        yield buffer.getvalue()
+        cells = [_column_cells(part, column, leading or {}) for column in columns]
+        lines = _joined_lines(cells, len(part))
+        if lines is None:  # a cell to quote: the writer's rules, exactly
+            writer.writerows(zip(*cells))
+        yield buffer.getvalue() + (lines or "")
         buffer.seek(0)
         buffer.truncate()
     if not count:
         yield buffer.getvalue()
 
 
-def _column_cells(part: Table, column: str, leading: dict[str, str]) -> list:
-    """One column's cells of a chunk, as ``compare_csv`` writes them: numbers as Python
-    numbers (the same text), missing ones empty; text through ``_text_cells``."""
+def _joined_lines(cells: list[list[str]], rows: int) -> str | None:
+    """The chunk's lines as ``csv.writer`` writes them where no cell needs quoting; None
+    where one does (a delimiter, quote or line break in it), or with one column (the
+    writer quotes a lone empty cell)."""
+    if len(cells) < 2 or not rows:
+        return None
+    text = "\n".join(map(",".join, zip(*cells))) + "\n"
+    if text.count(",") != rows * (len(cells) - 1) or text.count("\n") != rows or '"' in text or "\r" in text:
+        return None
+    return text
+
+
+def _column_cells(part: Table, column: str, leading: dict[str, str]) -> list[str]:
+    """One column's cells of a chunk as the text ``compare_csv`` writes for them: numbers
+    as Python writes them, missing ones empty; text through ``_object_cells``."""
     if column in leading:
-        return [_csv_cell(leading[column])] * len(part)
+        return [str(_csv_cell(leading[column]))] * len(part)
     if column not in part:
         return [""] * len(part)
     values = part[column]
     if values.dtype.kind == "f":
         data = values.astype(np.float64, copy=False)
         finite = np.isfinite(data)
-        if finite.all():
-            return data.tolist()
-        cells = data.astype(object)  # Python floats
-        cells[~finite] = ""
-        return cells.tolist()
-    if values.dtype.kind in "iub":
-        return values.tolist()
-    return _text_cells(column_values(values))
+        return _number_texts(np.where(finite, data, 0.0), finite)
+    if values.dtype.kind in "iu":
+        wide = np.uint64 if values.dtype == np.uint64 else np.int64
+        return _number_texts(values.astype(wide, copy=False), None)
+    if values.dtype.kind == "b":
+        return np.where(values, "True", "False").astype(object).tolist()
+    return _object_cells(values.tolist())
+
+
+def _number_texts(values: np.ndarray, shown: np.ndarray | None) -> list[str]:
+    """``str`` of each number (float64, int64 or uint64), made once per distinct value (distinct
+    by its bits: -0.0 is not 0.0); empty where ``shown`` is False."""
+    bits = values.view(np.int64)
+    distinct, inverse = np.unique(bits, return_inverse=True)
+    texts = np.array(list(map(str, distinct.view(values.dtype).tolist())), dtype=object)
+    cells = texts[inverse.reshape(-1)]
+    if shown is not None and not shown.all():
+        cells[~shown] = ""
+    return cells.tolist()
 
 
 _FORMULA_CHARACTERS = "".join(_FORMULA_START)
 
 
-def _text_cells(values: list) -> list:
-    """``_csv_cell`` of each (``values``: text, and numbers or flags with gaps, None where
-    missing), looked at one by one only where the chunk's text holds a character that
-    needs it: a control character, or one that can start a formula."""
-    joined = "".join([value for value in values if isinstance(value, str)])
-    if _ANY_CONTROL.search(joined) or any(character in joined for character in _FORMULA_CHARACTERS):
-        return [_csv_cell(value) for value in values]
-    return ["" if value is None else value for value in values] if None in values else values
+def _object_cells(values: list) -> list[str]:
+    """``_cell_text`` of each (text, or numbers and flags with gaps). Text needs looking
+    at only where the chunk holds a character that may need it (a control character, or
+    one that can start a formula); otherwise each distinct (type, value) is made text
+    once, looked up in C."""
+    types = set(map(type, values))
+    if types <= {str}:
+        joined = "".join(values)
+        if not _ANY_CONTROL.search(joined) and not any(character in joined for character in _FORMULA_CHARACTERS):
+            return values
+    elif types == {bool}:  # flags without gaps
+        return np.where(np.array(values, dtype=bool), "True", "False").astype(object).tolist()
+    elif types == {int} and all(-(1 << 63) <= value < 1 << 63 for value in (min(values), max(values))):
+        return _number_texts(np.array(values, dtype=np.int64), None)  # counts without gaps
+    keys = list(zip(map(type, values), values))  # True and 1 are equal keys: the type tells them apart
+    texts = {key: _cell_text(key[1]) for key in set(keys)}
+    return list(map(texts.__getitem__, keys))
+
+
+def _cell_text(value: object) -> str:
+    """A cell's text as ``compare_csv`` writes it: empty where missing (None, NaN, pandas'
+    NA), text through ``_csv_cell``, numbers and flags as Python writes them."""
+    return "" if is_missing(value) else str(_csv_cell(value))
 
 
 def _holds_text(rows: list[dict], column: str) -> bool:

@@ -7,7 +7,7 @@ from tb_opcompare.analysis.headline import headline_figure
 from tb_opcompare.analysis.layers import APPLICATION, RUNTIME, WALL, compare_layers
 from tb_opcompare.analysis.step_time import batch_sizes_differ
 from tb_opcompare.schema.contract import LayerRow, LayersDocument, LayerTotal
-from tb_opcompare.service.records import as_records
+from tb_opcompare.service.records import as_structs
 from tb_opcompare.store.catalog import Catalog, LoadedRun
 
 
@@ -26,8 +26,8 @@ def layers_document(
         figure.baseline_step_wall_us,
         figure.target_step_wall_us,
     )
-    layers = [LayerTotal(**row) for row in as_records(totals)]
-    records = [LayerRow(**row) for row in as_records(rows)]
+    layers = as_structs(totals, LayerTotal)
+    records = as_structs(rows, LayerRow)
     return LayersDocument(
         baseline=baseline,
         target=target,

@@ -70,12 +70,12 @@ def read_device_plane(
     a kernel in none (a copy, which no execution spans) is an execution of its own. The
     line cuts an execution in pieces where another op's kernel ran between two of its
     kernels: pieces that the host's launches (``launches``), or else their step group and
-    kernels, show to be one execution are one (``merged_fragments``).
+    kernels, show to be one execution are one (``device_executions.merged_fragments``).
     Where kernels carry a ``scope_range_id`` (XLA's GPU runtime: one id per execution of
     an XLA op, shared by every kernel it launches, such as cuDNN's several per
     convolution), kernels sharing one are one execution. Elsewhere the kernels are summed
     per op, and executions are counted from the host's op events where the host ran the
-    op (``_aggregate_device``)."""
+    op (``schema.optable._aggregate_device``)."""
     kind = plane.name[len("/device:") :].split(":", 1)[0]
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
