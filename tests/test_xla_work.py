@@ -177,3 +177,43 @@ def test_ops_that_touch_part_of_a_buffer_count_what_they_touch():
     assert costs.of("gathered").bytes == 2 * 8 * 1024 * 4 + 8 * 4
     assert costs.of("clz").flops == 1024
     assert costs.of("both").flops == 2 * 1024 * 1024
+
+
+def test_an_instruction_made_without_metadata_is_named_by_its_nearest_named_users():
+    """XLA makes some instructions without metadata (a max-pool gradient's argmax window,
+    read through get-tuple-elements and a fusion by the gradient's scatter): such an
+    instruction is counted in the one framework op its nearest users that name one
+    compute, and keeps its own name where they name several (a weight gradient that both
+    of Adam's moments read), where they are past 8 users away or past 256 instructions to
+    visit (a hostile program's fan-out), or where a cycle leads nowhere."""
+    program = HloProto()
+    module = program.hlo_module
+    main = module.computations.add(name="main", id=1)
+    named = lambda name, op_name, operands: instruction(  # noqa: E731
+        module, main, name, "fusion", [4], operands, metadata={"op_name": op_name}
+    )
+    window = instruction(module, main, "window.1", "reduce-window", [4])
+    parts = [instruction(module, main, f"gte.{i}", "get-tuple-element", [4], (window,)) for i in range(2)]
+    joined = instruction(module, main, "concatenate_fusion", "fusion", [4], parts)
+    named("scatter", "grad/MaxPoolGrad", (joined,))
+    named("own", "mine", (named("other_user", "theirs", ()),))
+    gradient = instruction(module, main, "convolution.1", "convolution", [4])
+    named("m", "adam/m", (gradient,))
+    named("v", "adam/v", (gradient,))
+    chain = [instruction(module, main, "far", "copy", [4])]
+    for hop in range(8):
+        chain.append(instruction(module, main, f"copy.{hop}", "copy", [4], (chain[-1],)))
+    named("far_user", "far/op", (chain[-1],))  # 9 users away from "far", 8 from "copy.0"
+    wide = instruction(module, main, "wide", "copy", [4])
+    fanned = [instruction(module, main, f"fan.{i}", "copy", [4], (wide,)) for i in range(300)]
+    named("fan_in", "wide/op", fanned)
+    looped = instruction(module, main, "loop.1", "copy", [4])
+    looped.operand_ids.append(instruction(module, main, "loop.2", "copy", [4], (looped,)).id)
+    costs, programs = ProgramCosts(module), XlaPrograms({7: module})
+    assert costs.framework_op("window.1") == costs.framework_op("concatenate_fusion") == "grad/MaxPoolGrad"
+    assert programs.framework_row("window.1", "window", set()) == ("grad/MaxPoolGrad/window", "window")
+    assert costs.framework_op("own") == "mine"
+    assert costs.framework_op("convolution.1") == "" and programs.framework_row("convolution.1", "c", {7}) is None
+    assert (costs.framework_op("far"), costs.framework_op("copy.0")) == ("", "far/op")
+    assert (costs.framework_op("wide"), costs.framework_op("fan.0")) == ("", "wide/op")
+    assert costs.framework_op("loop.1") == "" and costs.framework_op("missing") is None

@@ -325,11 +325,12 @@ def _xla_numbering_note(baseline: RunRecord, target: RunRecord, group_by: str, r
     """Where both runs are XLA programs compiled for different configurations (batch size,
     device, precision) and a matched row is still an instruction's numbered name: XLA
     numbers a program's instructions as it compiles it, and the readers name an XLA op by
-    the framework op it was made from, but an instruction whose metadata names none keeps
-    its number (``reduce-window.1``), which may be another instruction in each run (the
-    demo's Keras runs at batch 16 and 64 pair their max-pools' argmax windows, made by XLA
-    without metadata, the wrong way round: 331x). Repeats of one configuration compile
-    alike, and are left without the note."""
+    the framework op it was made from (or, for one XLA made without metadata, the one op
+    its users compute), but an instruction where neither names one keeps its number
+    (``convolution.1``: the demo's Keras weight gradients, which both of Adam's moments
+    read), and that number may be another instruction in each run (by number, the demo's
+    runs at batch 16 and 64 paired their max-pools' argmax windows the wrong way round:
+    331x). Repeats of one configuration compile alike, and are left without the note."""
     if group_by != "name" or not (baseline.compiler == target.compiler == "XLA"):
         return None
     dimensions = ("batch_size", "device", "device_name", "precision")
@@ -342,15 +343,16 @@ def _xla_numbering_note(baseline: RunRecord, target: RunRecord, group_by: str, r
     return (
         "Both runs are XLA programs, compiled for different configurations: XLA ops are named by the framework "
         f"op they compute, but {len(numbered)} matched op{'s' * (len(numbered) > 1)} ({named}) XLA made without "
-        "one, and each keeps the number XLA gave it as it compiled its program: it may be another instruction in "
-        "each run, and its speedup may compare unlike ops. Rows by op type (group by type) compare like with like."
+        "one, for users that compute more than one op: each keeps the number XLA gave it as it compiled its "
+        "program, which may be another instruction in each run, and its speedup may compare unlike ops. Rows by "
+        "op type (group by type) compare like with like."
     )
 
 
 def numbered_instructions(rows: Table) -> list[str]:
     """The matched rows named as an XLA instruction is numbered: their type, a dot and a
-    number (``convolution.2``), as the readers name an XLA op whose metadata names no
-    framework op."""
+    number (``convolution.2``), as the readers name an XLA op whose metadata and users
+    name no one framework op."""
     matched = rows["status"] == MATCHED
     return [
         name

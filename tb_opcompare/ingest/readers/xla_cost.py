@@ -69,6 +69,8 @@ _SLICES = frozenset({"slice", "dynamic-slice"})
 _INDEXED = frozenset({"gather", "dynamic-update-slice", "scatter"})  # ops that touch part of a buffer
 _MAX_COUNTED = 10_000_000  # window positions one op's count may walk: no real convolution comes near
 _MAX_OP_NAME = 1000  # a framework op's path: TF's and JAX's run to a few hundred characters
+_USER_HOPS = 8  # how far an instruction without metadata is followed to users that name their op
+_USERS_VISITED = 256  # and over how many instructions at most
 UNKNOWN_CUSTOM_CALL = "a custom call (a library's code): XLA does not know its work"
 
 
@@ -139,15 +141,19 @@ class ProgramCosts:
         self._counting: set[int] = set()  # the computations being summed now, to tell a cycle
 
     def framework_op(self, name: str) -> str | None:
-        """The framework op the named instruction was made from (its ``metadata.op_name``),
-        ``""`` where its metadata names none (or a name no row should carry), None where the
-        program has no such instruction."""
+        """The framework op the named instruction was made from: its ``metadata.op_name``,
+        or, for an instruction XLA made without one (a max-pool gradient's argmax window, a
+        weight's transposing copy), the op its nearest named users were made from
+        (``_users_op``); ``""`` where neither names one (or it is a name no row should
+        carry), None where the program has no such instruction."""
         found = self.by_name.get(name)
         if found is None:
             return None
-        op_name = found[0].metadata.op_name.strip()
-        readable = 0 < len(op_name) <= _MAX_OP_NAME and op_name.isprintable()
-        return op_name if readable else ""
+        instruction, computation = found
+        op_name = instruction.metadata.op_name.strip()
+        if not op_name:
+            return _users_op(instruction, computation)
+        return op_name if _readable(op_name) else ""
 
     def of(self, name: str) -> OpCost | str | None:
         """The named instruction's cost, a reason it is unknown, or None where the program
@@ -402,6 +408,39 @@ def _fused_reads(fused: _Computation) -> int:
     return total
 
 
+def _readable(op_name: str) -> bool:
+    return 0 < len(op_name) <= _MAX_OP_NAME and op_name.isprintable()
+
+
+def _users_op(instruction, computation: _Computation) -> str:
+    """The framework op an instruction without metadata serves: the one op named by its
+    nearest users that name one, found by following its users, and theirs, through the
+    unnamed instructions between (get-tuple-element, bitcast, tuple, copy, fusions XLA
+    made ...) in its computation, at most ``_USER_HOPS`` users away. ``""`` where they name
+    none, name different ops (a weight gradient that both of Adam's moments read), or
+    would take visiting more than ``_USERS_VISITED`` instructions to find (a hostile
+    program's fan-out)."""
+    named: set[str] = set()
+    seen, frontier = {instruction.id}, [instruction]
+    for _ in range(_USER_HOPS):
+        following = []
+        for user in (user for current in frontier for user in computation.users.get(current.id, [])):
+            if user.id in seen:
+                continue
+            if len(seen) >= _USERS_VISITED:
+                return ""
+            seen.add(user.id)
+            op_name = user.metadata.op_name.strip()
+            if op_name:
+                named.add(op_name if _readable(op_name) else "")
+            else:
+                following.append(user)
+        if len(named) > 1 or not following:
+            break
+        frontier = following
+    return named.pop() if len(named) == 1 else ""
+
+
 class XlaPrograms:
     """A session's programs by id (``HloEvidence.modules``), each one's costs counted on
     first use."""
@@ -419,10 +458,11 @@ class XlaPrograms:
         """The row an XLA op's instruction ``name`` (of ``kind``, its instruction name
         without the number) is counted in: ``<framework op>/<kind>``, typed ``kind``, where
         the programs ``searched`` (every program where none is given) that hold the
-        instruction all say it was made from one framework op. None, for the instruction's
-        own name to stand, where none of them holds it, its metadata names no framework op,
-        or they name different ones (two programs that ran each numbered an instruction
-        ``fusion.3``)."""
+        instruction all say it was made from one framework op (its metadata's, or where XLA
+        made it without one, its users', ``ProgramCosts.framework_op``). None, for the
+        instruction's own name to stand, where none of them holds it, neither its metadata
+        nor its users name one framework op, or the programs name different ones (two
+        programs that ran each numbered an instruction ``fusion.3``)."""
         made_from = set()
         for program_id in sorted(searched & self.modules.keys() or self.modules.keys()):
             op_name = self._program(program_id).framework_op(name)

@@ -65,7 +65,8 @@ def hlo_op(name: str, instance: re.Pattern = _HLO_INSTANCE) -> tuple[str, str]:
     whose modules number them differently. A kernel's name ends in its number after an
     underscore instead (``loop_add_fusion_26``): ``instance`` says which. Its row is its
     framework op's where its program tells it (``framework_rows``); an instruction
-    without metadata (or whose program is not known) keeps this name."""
+    whose metadata and users name no one framework op (or whose program is not known)
+    keeps this name."""
     return name, instance.sub("", name) or name
 
 
