@@ -341,11 +341,11 @@ def _xla_numbering_note(baseline: RunRecord, target: RunRecord, group_by: str, r
         return None
     named = ", ".join(numbered[:3]) + (f" and {len(numbered) - 3} more" if len(numbered) > 3 else "")
     return (
-        "Both runs are XLA programs, compiled for different configurations: XLA ops are named by the framework "
-        f"op they compute, but {len(numbered)} matched op{'s' * (len(numbered) > 1)} ({named}) XLA made without "
-        "one, for users that compute more than one op: each keeps the number XLA gave it as it compiled its "
-        "program, which may be another instruction in each run, and its speedup may compare unlike ops. Rows by "
-        "op type (group by type) compare like with like."
+        "Both runs are XLA programs compiled for different configurations. XLA ops are named by the framework "
+        f"op they compute, but {len(numbered)} matched op{'s' * (len(numbered) > 1)} ({named}) have no one framework "
+        "op and each keeps the number XLA gave it as it compiled its program: the same number may be another "
+        "instruction in each run, so their speedups may compare unlike ops. Rows by op type (group by type) "
+        "compare like with like."
     )
 
 
