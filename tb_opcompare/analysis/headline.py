@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Final, Literal, TypeGuard
 
-from tb_opcompare.analysis.compare import op_time_us
+from tb_opcompare.analysis.compare import MATCHED, op_time_us
 from tb_opcompare.analysis.model_identity import joined_by_layer_scopes
 from tb_opcompare.analysis.numerics import above, below, finite_or_none
 from tb_opcompare.analysis.pairing import SAME_MODEL_JACCARD
@@ -32,6 +32,7 @@ from tb_opcompare.analysis.step_time import (
 from tb_opcompare.schema.contract import HeadlineFigure, RunRecord
 from tb_opcompare.schema.dimensions import model_of
 from tb_opcompare.schema.optable import OpProfile
+from tb_opcompare.schema.table import Table
 from tb_opcompare.text import format_speedup, format_time
 
 STEP_WALL_TIME: Final = "step wall time"
@@ -179,11 +180,17 @@ def step_marker_notes(first: Headline, base_steps: StepLatency, target_steps: St
 
 
 def like_for_like(
-    summary: dict[str, Any], baseline: RunRecord, target: RunRecord, group_by: str, first: Headline
+    summary: dict[str, Any],
+    baseline: RunRecord,
+    target: RunRecord,
+    group_by: str,
+    first: Headline,
+    rows: Table | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """Figures and notes that say what a comparison does and does not compare.
     ``baseline``/``target``: each run's ``batch_size``, ``framework`` and ``compiler``;
-    ``first``: the headline (``headline``), which the notes explain.
+    ``first``: the headline (``headline``), which the notes explain; ``rows``: the compared
+    rows, where a note names some of them.
 
     Returns ``whole_step_speedup`` (all op time per step, ops on one side included),
     ``per_sample_speedup`` (the same per sample, where the batch sizes differ), and
@@ -203,7 +210,7 @@ def like_for_like(
         _op_time_note(per_sample, whole, first),
         _no_shared_ops_note(summary, baseline, target, group_by),
         _compiler_note(baseline.compiler, target.compiler, first),
-        _xla_numbering_note(baseline, target, group_by),
+        _xla_numbering_note(baseline, target, group_by, rows),
     ]
     figures = {"whole_step_speedup": whole, "per_sample_speedup": per_sample, **_op_time(summary, whole, per_sample)}
     return figures, [note for note in notes if note]
@@ -314,22 +321,44 @@ def _compiler_note(base_compiler: str | None, target_compiler: str | None, first
     )
 
 
-def _xla_numbering_note(baseline: RunRecord, target: RunRecord, group_by: str) -> str | None:
+def _xla_numbering_note(baseline: RunRecord, target: RunRecord, group_by: str, rows: Table | None) -> str | None:
     """Where both runs are XLA programs compiled for different configurations (batch size,
-    device, precision): XLA numbers a program's instructions as it compiles it, so
-    ``reduce-window.1`` of one run may be another instruction than in the other (the demo's
-    Keras runs at batch 16 and 64 paired their two max-pools' gradients the wrong way round:
+    device, precision) and a matched row is still an instruction's numbered name: XLA
+    numbers a program's instructions as it compiles it, and the readers name an XLA op by
+    the framework op it was made from (or, for one XLA made without metadata, the one op
+    its users compute), but an instruction where neither names one keeps its number
+    (``convolution.1``: the demo's Keras weight gradients, which both of Adam's moments
+    read), and that number may be another instruction in each run (by number, the demo's
+    runs at batch 16 and 64 paired their max-pools' argmax windows the wrong way round:
     331x). Repeats of one configuration compile alike, and are left without the note."""
     if group_by != "name" or not (baseline.compiler == target.compiler == "XLA"):
         return None
     dimensions = ("batch_size", "device", "device_name", "precision")
     if all(getattr(baseline, name) == getattr(target, name) for name in dimensions):
         return None
+    numbered = numbered_instructions(rows) if rows is not None else []
+    if not numbered:
+        return None
+    named = ", ".join(numbered[:3]) + (f" and {len(numbered) - 3} more" if len(numbered) > 3 else "")
     return (
-        "Both runs are XLA programs, compiled for different configurations: XLA numbers each program's ops as "
-        "it compiles it, so a numbered op (convolution.2) may be another instruction in each run, and its "
-        "speedup may compare unlike ops. Rows by op type (group by type) compare like with like."
+        "Both runs are XLA programs compiled for different configurations. XLA ops are named by the framework "
+        f"op they compute, but {len(numbered)} matched op{'s' * (len(numbered) > 1)} ({named}) have no one framework "
+        "op and each keeps the number XLA gave it as it compiled its program: the same number may be another "
+        "instruction in each run, so their speedups may compare unlike ops. Rows by op type (group by type) "
+        "compare like with like."
     )
+
+
+def numbered_instructions(rows: Table) -> list[str]:
+    """The matched rows named as an XLA instruction is numbered: their type, a dot and a
+    number (``convolution.2``), as the readers name an XLA op whose metadata and users
+    name no one framework op."""
+    matched = rows["status"] == MATCHED
+    return [
+        name
+        for name, op_type in zip(rows["key"][matched].tolist(), rows["op_type"][matched].tolist())
+        if op_type and re.fullmatch(re.escape(op_type) + r"\.\d+", name)
+    ]
 
 
 def different_models(summary: dict[str, Any], baseline: RunRecord, target: RunRecord) -> str | None:

@@ -102,7 +102,7 @@ def compared_rows(
     rows = comparison.records(shown, as_records) if records else []
     base_record, target_record = _side_record(base, base_steps), _side_record(tgt, target_steps)
     first, _, _ = pair_headline(base.profile, tgt.profile, base_steps, target_steps)
-    figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first)
+    figures, notes = like_for_like(comparison.summary, base_record, target_record, group_by, first, comparison.rows)
     figures.update(headline_figures(first, base_steps, target_steps))
     notes = [*group_notes, *notes, *step_marker_notes(first, base_steps, target_steps)]
     if group_by == "module":

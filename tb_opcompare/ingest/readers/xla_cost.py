@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from tb_opcompare.analysis.work import XLA_PROGRAM
+from tb_opcompare.schema.groups import first_appearance
 
 # Bytes of one element per xla_data.proto PrimitiveType (PRED 1, S8 2 ... F8E8M0FNU 33);
 # 4- and 2-bit types take a byte each, as XLA lays them out unpacked by default
@@ -67,6 +68,9 @@ _KERNEL_NAMED = re.compile(r"_(\d+)$")  # a kernel XLA named after its instructi
 _SLICES = frozenset({"slice", "dynamic-slice"})
 _INDEXED = frozenset({"gather", "dynamic-update-slice", "scatter"})  # ops that touch part of a buffer
 _MAX_COUNTED = 10_000_000  # window positions one op's count may walk: no real convolution comes near
+_MAX_OP_NAME = 1000  # a framework op's path: TF's and JAX's run to a few hundred characters
+_USER_HOPS = 8  # how far an instruction without metadata is followed to users that name their op
+_USERS_VISITED = 256  # and over how many instructions at most
 UNKNOWN_CUSTOM_CALL = "a custom call (a library's code): XLA does not know its work"
 
 
@@ -135,6 +139,21 @@ class ProgramCosts:
                 self.by_name.setdefault(instruction.name, (instruction, computation))
         self._flops: dict[int, float | None] = {}  # computation id -> its instructions' FLOPs summed
         self._counting: set[int] = set()  # the computations being summed now, to tell a cycle
+
+    def framework_op(self, name: str) -> str | None:
+        """The framework op the named instruction was made from: its ``metadata.op_name``,
+        or, for an instruction XLA made without one (a max-pool gradient's argmax window, a
+        weight's transposing copy), the op its nearest named users were made from
+        (``_users_op``); ``""`` where neither names one (or it is a name no row should
+        carry), None where the program has no such instruction."""
+        found = self.by_name.get(name)
+        if found is None:
+            return None
+        instruction, computation = found
+        op_name = instruction.metadata.op_name.strip()
+        if not op_name:
+            return _users_op(instruction, computation)
+        return op_name if _readable(op_name) else ""
 
     def of(self, name: str) -> OpCost | str | None:
         """The named instruction's cost, a reason it is unknown, or None where the program
@@ -389,6 +408,39 @@ def _fused_reads(fused: _Computation) -> int:
     return total
 
 
+def _readable(op_name: str) -> bool:
+    return 0 < len(op_name) <= _MAX_OP_NAME and op_name.isprintable()
+
+
+def _users_op(instruction, computation: _Computation) -> str:
+    """The framework op an instruction without metadata serves: the one op named by its
+    nearest users that name one, found by following its users, and theirs, through the
+    unnamed instructions between (get-tuple-element, bitcast, tuple, copy, fusions XLA
+    made ...) in its computation, at most ``_USER_HOPS`` users away. ``""`` where they name
+    none, name different ops (a weight gradient that both of Adam's moments read), or
+    would take visiting more than ``_USERS_VISITED`` instructions to find (a hostile
+    program's fan-out)."""
+    named: set[str] = set()
+    seen, frontier = {instruction.id}, [instruction]
+    for _ in range(_USER_HOPS):
+        following = []
+        for user in (user for current in frontier for user in computation.users.get(current.id, [])):
+            if user.id in seen:
+                continue
+            if len(seen) >= _USERS_VISITED:
+                return ""
+            seen.add(user.id)
+            op_name = user.metadata.op_name.strip()
+            if op_name:
+                named.add(op_name if _readable(op_name) else "")
+            else:
+                following.append(user)
+        if len(named) > 1 or not following:
+            break
+        frontier = following
+    return named.pop() if len(named) == 1 else ""
+
+
 class XlaPrograms:
     """A session's programs by id (``HloEvidence.modules``), each one's costs counted on
     first use."""
@@ -401,6 +453,28 @@ class XlaPrograms:
         if program_id not in self._costs:
             self._costs[program_id] = ProgramCosts(self.modules[program_id])
         return self._costs[program_id]
+
+    def framework_row(self, name: str, kind: str, searched: set[int]) -> tuple[str, str] | None:
+        """The row an XLA op's instruction ``name`` (of ``kind``, its instruction name
+        without the number) is counted in: ``<framework op>/<kind>``, typed ``kind``, where
+        the programs ``searched`` (every program where none is given) that hold the
+        instruction all say it was made from one framework op (its metadata's, or where XLA
+        made it without one, its users', ``ProgramCosts.framework_op``). None, for the
+        instruction's own name to stand, where none of them holds it, neither its metadata
+        nor its users name one framework op, or the programs name different ones (two
+        programs that ran each numbered an instruction ``fusion.3``)."""
+        made_from = set()
+        for program_id in sorted(searched & self.modules.keys() or self.modules.keys()):
+            op_name = self._program(program_id).framework_op(name)
+            if op_name is not None:
+                made_from.add(op_name)
+        if len(made_from) != 1 or "" in made_from:
+            return None
+        return f"{made_from.pop()}/{kind}", kind
+
+    def named(self, module_names: set[str]) -> set[int]:
+        """The programs whose module is one of ``module_names`` (a kernel's ``hlo_module``)."""
+        return {program_id for program_id, module in self.modules.items() if module.name in module_names}
 
     def cost(self, name: str, ran: set[int]) -> OpCost | str:
         """One execution's cost of the op XLA names ``name``, looked up in the programs that
@@ -425,12 +499,19 @@ class XlaPrograms:
 
 
 def work_rows(
-    keys: list[tuple[str, str]], executions: np.ndarray, times_us: np.ndarray, costs: list, on_device: bool
+    keys: list[tuple[str, str]],
+    executions: np.ndarray,
+    times_us: np.ndarray,
+    costs: list,
+    on_device: bool,
+    rows: list[tuple[str, str]] | None = None,
 ) -> dict:
     """``WORK_COLUMNS`` of XLA ops: per op (a code into ``keys``) its executions and their
     time, its work per execution from ``costs`` (per key: an ``OpCost`` or why it is
     unknown; None for an op that is no XLA op, left out), timed on the host or, with
-    ``on_device``, by its kernels."""
+    ``on_device``, by its kernels. ``rows``: the row each code is counted in, where it is
+    not its key (an instruction in its framework op's row): codes that share a row are
+    summed into it (``_merged``)."""
     seen = np.flatnonzero((executions > 0) & np.array([cost is not None for cost in costs], dtype=bool))
     calls, times = executions[seen], times_us[seen]
     each = [costs[code] for code in seen.tolist()]
@@ -439,9 +520,10 @@ def work_rows(
     moved = np.array([cost.bytes if isinstance(cost, OpCost) else np.nan for cost in each]) * calls
     nothing = np.full(len(seen), np.nan)
     timed = np.where(known, times, np.nan)
-    return {
-        "op_name": [keys[code][0] for code in seen.tolist()],
-        "op_type": [keys[code][1] for code in seen.tolist()],
+    named = [(rows or keys)[code] for code in seen.tolist()]
+    columns = {
+        "op_name": [name for name, _ in named],
+        "op_type": [op_type for _, op_type in named],
         "calls": calls,
         "known_calls": np.where(known, calls, 0),
         "flops": flops,
@@ -453,3 +535,26 @@ def work_rows(
         "device_bytes": moved if on_device else nothing,
         "device_us": timed if on_device else nothing,
     }
+    return _merged(columns, named) if len(set(named)) < len(named) else columns
+
+
+def _merged(columns: dict, named: list[tuple[str, str]]) -> dict:
+    """``work_rows``' columns with the rows of one op summed: counts exactly, the rest over
+    the rows that know them (NaN where none does); the source that of its first row that
+    knows its work, else of its first row."""
+    op, distinct = first_appearance(named)
+    count = len(distinct)
+    merged: dict = {"op_name": [name for name, _ in distinct], "op_type": [op_type for _, op_type in distinct]}
+    for column in ("calls", "known_calls", "device_calls"):
+        merged[column] = np.zeros(count, dtype=np.int64)
+        np.add.at(merged[column], op, np.asarray(columns[column], dtype=np.int64))
+    for column in ("flops", "bytes", "host_us", "device_flops", "device_bytes", "device_us"):
+        values = np.asarray(columns[column], dtype=np.float64)
+        known = ~np.isnan(values)
+        sums = np.bincount(op, weights=np.where(known, values, 0.0), minlength=count)
+        merged[column] = np.where(np.bincount(op, weights=known, minlength=count) > 0, sums, np.nan)
+    source: list = [None] * count
+    for row in np.lexsort((~(np.asarray(columns["known_calls"]) > 0), op))[::-1].tolist():
+        source[op[row]] = columns["source"][row]  # the first row that knows its work is written last
+    merged["source"] = source
+    return merged

@@ -34,6 +34,7 @@ from tb_opcompare.ingest.readers.xplane_events import (
     IdLookup,
     Texts,
     event_ints,
+    framework_rows,
     hlo_op,
     int_value,
     plane_stat_names,
@@ -86,6 +87,13 @@ def read_device_plane(
     if not len(kernels):
         return None, "", steps
     keys, codes, starts, durations, scopes, scope_kinds = kernels.columns(list(ops.ops))
+    xla_ops = ops.xla_ops()
+    xla_codes = [code for code, key in enumerate(keys) if key in xla_ops]
+    instructions = (keys, codes)  # the ops' work is counted on their instructions
+    rows = None
+    if xla_codes:  # each instruction's kernels in its framework op's row, where its program says
+        rows, keys, renumbered = ops.framework_rows(keys, xla_codes, evidence.xla_programs())
+        codes = renumbered[codes]
     if executions:
         add_executed_kernels(
             events, keys, codes, starts, durations, executions, invocations, kernels.ties(launches, keys, codes)
@@ -94,27 +102,26 @@ def read_device_plane(
         add_scoped_kernels(events, keys, codes, durations, (scope_kinds, scopes), invocations)
     else:
         add_kernel_totals(events, keys, codes, durations)
-    xla_ops = ops.xla_ops()
-    xla_codes = [code for code, key in enumerate(keys) if key in xla_ops]
     if xla_codes:
-        events.work.append(
-            _device_work(keys, codes, durations, (scope_kinds, scopes), xla_codes, evidence.xla_programs())
-        )
+        scoped = (scope_kinds, scopes)
+        events.work.append(_device_work(*instructions, durations, scoped, (xla_codes, rows), evidence.xla_programs()))
     return kind, _device_name(plane, stat_names, kind), steps
 
 
 def _device_work(
-    keys: list, codes: np.ndarray, durations_ps: np.ndarray, scopes: tuple, xla_codes: list[int], programs: XlaPrograms
+    keys: list, codes: np.ndarray, durations_ps: np.ndarray, scopes: tuple, xla: tuple, programs: XlaPrograms
 ) -> dict:
-    """``WORK_COLUMNS`` of the XLA ops among a device's kernels: an execution is the kernels
-    that share a scope range id (a kernel without one is one), timed by its kernels. The
-    kernels do not say which program ran them: an op is looked up in every program."""
+    """``WORK_COLUMNS`` of the XLA ops among a device's kernels (``xla``: their codes, and
+    the row each code is counted in): an execution is the kernels that share a scope range
+    id (a kernel without one is one), timed by its kernels. An op's work is looked up in
+    every program (two that hold its instruction with different work leave it unknown)."""
+    xla_codes, rows = xla
     kinds, values = scopes
     scoped = kinds != 0
     runs = np.unique(np.column_stack([codes[scoped], kinds[scoped], values[scoped]]).astype(np.int64), axis=0)
     executions = np.bincount(runs[:, 0], minlength=len(keys)) + np.bincount(codes[~scoped], minlength=len(keys))
     times_us = np.bincount(codes, weights=durations_ps.astype(np.float64) / PS_PER_US, minlength=len(keys))
-    return work_rows(keys, executions, times_us, xla_costs(keys, xla_codes, set(), programs), True)
+    return work_rows(keys, executions, times_us, xla_costs(keys, xla_codes, set(), programs), True, rows)
 
 
 class _DeviceKernels:
@@ -176,14 +183,17 @@ class _XlaKernelOps:
     def __init__(self):
         self._by_hlo: dict[str, tuple[str, str]] = {}
         self._by_kernel: dict[str, tuple[str, str]] = {}
+        self._modules: dict[tuple[str, str], set[str]] = {}  # instruction -> the modules its kernels name
+        self._unnamed: set[tuple[str, str]] = set()  # instructions with a kernel that names no module
 
     def hlo_ops(self) -> set[tuple[str, str]]:
         """The ops named by an XLA instruction, and a command buffer's kernels (XLA names a
         fusion's kernel after it, ``.`` as ``_``: their work is looked up by that name too)."""
         return set(self._by_hlo.values()) | set(self._by_kernel.values())
 
-    def of(self, hlo: str, kernel_name: str) -> tuple[tuple[str, str], bool]:
-        """(op, whether the kernel ran inside a command buffer)."""
+    def of(self, hlo: str, kernel_name: str, module: str = "") -> tuple[tuple[str, str], bool]:
+        """(op, whether the kernel ran inside a command buffer); ``module``: the program
+        the kernel's ``hlo_module`` stat names."""
         if self._COMMAND_BUFFER.fullmatch(hlo) and kernel_name:
             op = self._by_kernel.get(kernel_name)
             if op is None:
@@ -192,7 +202,24 @@ class _XlaKernelOps:
         op = self._by_hlo.get(hlo)
         if op is None:
             op = self._by_hlo[hlo] = hlo_op(hlo)
+        if module:
+            self._modules.setdefault(op, set()).add(module)
+        else:
+            self._unnamed.add(op)
         return op, False
+
+    def framework_rows(self, keys: list, codes: list[int], programs: XlaPrograms) -> tuple[list, list, np.ndarray]:
+        """``framework_rows`` of the instructions among ``keys`` at ``codes``, each looked
+        up in the programs its kernels' ``hlo_module`` names (every program where a kernel
+        names none). A command buffer's kernel serves several fusions, maybe of several
+        framework ops: it keeps its own name."""
+        instructions = set(self._by_hlo.values())
+
+        def searched(code: int) -> set[int]:
+            key = keys[code]
+            return set() if key in self._unnamed else programs.named(self._modules.get(key, set()))
+
+        return framework_rows(keys, [code for code in codes if keys[code] in instructions], searched, programs)
 
 
 # a batch of kernels parsed: op codes, from the hlo_op, scopes, scope kinds, and the ties
@@ -214,9 +241,9 @@ class _KernelOps:
     ``correlation_id`` (its launch on the host) are read with them: they tie the pieces of
     an execution that a ``TensorFlow Ops`` line cut apart (``KernelTies``)."""
 
-    COLUMNS = ("tf_op", "annotation", "level 0", "hlo_op", "scope_range_id", "group_id", "correlation_id")
+    COLUMNS = ("tf_op", "annotation", "level 0", "hlo_op", "scope_range_id", "group_id", "correlation_id", "hlo_module")
     _NAMING = 3  # the first three columns name the op; their order in the event matters
-    _HLO, _SCOPE, _GROUP, _CORRELATION = 3, 4, 5, 6
+    _HLO, _SCOPE, _GROUP, _CORRELATION, _MODULE = 3, 4, 5, 6, 7
 
     def __init__(
         self, stat_names: dict[int, str], event_names: dict[int, str], kinds: collections.Counter, ties: bool = True
@@ -224,7 +251,8 @@ class _KernelOps:
         by_name = {name: key for key, name in stat_names.items()}  # one id per name: the last
         # the ties are read only where a TensorFlow Ops line has executions to tie
         self.ids = [
-            by_name.get(name) if ties or column < self._GROUP else None for column, name in enumerate(self.COLUMNS)
+            by_name.get(name) if ties or column not in (self._GROUP, self._CORRELATION) else None
+            for column, name in enumerate(self.COLUMNS)
         ]
         self.columns = {key: column for column, key in enumerate(self.ids) if key is not None}
         self.stats_query = (None, self.columns, len(self.COLUMNS), True)  # wire_stats of every event, repeats flagged
@@ -255,9 +283,17 @@ class _KernelOps:
         """The ops that are XLA instructions, whose programs tell their work."""
         return self._xla_ops.hlo_ops()
 
-    def _resolve(self, named: list[tuple[int | None, str]], hlo: str, kernel_id: int) -> tuple[int, bool, bool]:
+    def framework_rows(self, keys: list, codes: list[int], programs: XlaPrograms) -> tuple[list, list, np.ndarray]:
+        """The XLA ops among ``keys`` (at ``codes``) named by their framework ops
+        (``_XlaKernelOps.framework_rows``)."""
+        return self._xla_ops.framework_rows(keys, codes, programs)
+
+    def _resolve(
+        self, named: list[tuple[int | None, str]], hlo: str, kernel_id: int, module: str = ""
+    ) -> tuple[int, bool, bool]:
         """(op code, whether the op is the hlo_op's, whether the kernel ran in a command
-        buffer) of a kernel whose naming stats are ``named`` (id, text) in event order."""
+        buffer) of a kernel whose naming stats are ``named`` (id, text) in event order
+        (``module``: its ``hlo_module``)."""
         op = None
         for key, text in named:
             parsed = self._op_named(key, text)
@@ -267,7 +303,7 @@ class _KernelOps:
                     break
         from_hlo = in_buffer = False
         if op is None and hlo:
-            op, in_buffer = self._xla_ops.of(hlo, self.event_names.get(kernel_id, ""))
+            op, in_buffer = self._xla_ops.of(hlo, self.event_names.get(kernel_id, ""), module)
             from_hlo = True
         if op is None:
             kernel_name = self.event_names.get(kernel_id, "")
@@ -292,7 +328,7 @@ class _KernelOps:
         ties = np.zeros((2, count), dtype=np.int64), np.zeros((2, count), dtype=bool)  # group, correlation
         for row, index in enumerate(indices):
             event = batch[index]
-            named, hlo, scope, tied = [], "", None, [None, None]
+            named, hlo, scope, tied, module = [], "", None, [None, None], ""
             for stat in event.stats:
                 column = self.columns.get(stat.metadata_id)
                 if column is None:
@@ -303,6 +339,8 @@ class _KernelOps:
                     hlo = stat_text(stat, self.stat_names)
                 elif column == self._SCOPE:
                     scope = int_value(stat)
+                elif column == self._MODULE:
+                    module = stat_text(stat, self.stat_names)
                 else:  # the last of them, as the wire's arrays keep (``int_value``, inlined)
                     which = stat.WhichOneof("value")
                     tied[column - self._GROUP] = (
@@ -312,7 +350,7 @@ class _KernelOps:
                         if which == "uint64_value"
                         else None
                     )
-            codes[row], from_hlo[row], in_buffer = self._resolve(named, hlo, event.metadata_id)
+            codes[row], from_hlo[row], in_buffer = self._resolve(named, hlo, event.metadata_id, module)
             if scope is not None and not in_buffer:
                 scope_kinds[row] = _SCOPE_INT if scope < 1 << 63 else _SCOPE_BIG_UINT
                 scopes[row] = scope if scope < 1 << 63 else scope - (1 << 64)
@@ -339,10 +377,10 @@ class _KernelOps:
                 -1,
                 stat_text_codes(kinds[:, column], values[:, column], wire_texts, self.stat_names, texts),
             )
-            for column in range(4)
+            for column in (*range(4), self._MODULE)
         ]
-        # each distinct (tf_op, annotation, level 0, hlo_op, kernel) is resolved once, in
-        # the order first met
+        # each distinct (tf_op, annotation, level 0, hlo_op, module, kernel) is resolved
+        # once, in the order first met
         columns = [*text_columns, ints[:, 0]]
         inverse, first = first_appearance_ids(columns)
         count = len(first)
@@ -350,7 +388,7 @@ class _KernelOps:
         resolved = np.zeros((count, 3), dtype=np.int64)  # code, from hlo, in a buffer
         unordered = np.zeros(count, dtype=bool)
         for index in range(count):
-            tf_op, annotation, level_0, hlo, kernel_id = distinct[index].tolist()
+            tf_op, annotation, level_0, hlo, module, kernel_id = distinct[index].tolist()
             named = [
                 (self.ids[column], texts.names[text])
                 for column, text in enumerate((tf_op, annotation, level_0))
@@ -361,7 +399,8 @@ class _KernelOps:
                 both = [self._op_named(key, text) for key, text in named[:2]]
                 unordered[index] = None not in both and both[0] != both[1]
             if not unordered[index]:
-                resolved[index] = self._resolve(named, texts.names[hlo] if hlo >= 0 else "", kernel_id)
+                hlo_text, module_text = (texts.names[text] if text >= 0 else "" for text in (hlo, module))
+                resolved[index] = self._resolve(named, hlo_text, kernel_id, module_text)
         codes, from_hlo, in_buffer = resolved[inverse, 0], resolved[inverse, 1] == 1, resolved[inverse, 2] == 1
         scope_kind_wire = kinds[:, self._SCOPE]
         is_int = ((scope_kind_wire == STAT_INT64) | (scope_kind_wire == STAT_UINT64)) & ~in_buffer

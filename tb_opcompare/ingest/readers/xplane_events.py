@@ -5,8 +5,8 @@ An event batch's three integers (metadata id, offset, duration) as one array
 codes (``IdLookup``), a stat's text or number (from a parsed stat, or as codes and
 numbers from the wire's arrays), a plane's own stats, the error for events whose times
 cannot be trusted (``BrokenEvents``), and how an XLA op is named and its work looked up
-(``hlo_op``, ``xla_costs``): a host's compiled op and a device's kernel of one meet by
-that name.
+(``hlo_op``, ``framework_rows``, ``xla_costs``): a host's compiled op and a device's
+kernel of one meet by that name.
 
 Separate so that the host planes' reader (``xplane_host``) and the device planes'
 (``xplane_device``) share these without importing each other.
@@ -17,11 +17,13 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from collections.abc import Callable
 
 import numpy as np
 
 from tb_opcompare.ingest.readers.xla_cost import XlaPrograms
 from tb_opcompare.ingest.readers.xplane_wire import STAT_REF, STAT_STR
+from tb_opcompare.schema.groups import first_appearance
 
 
 def plane_stat_names(plane) -> dict[int, str]:
@@ -37,14 +39,34 @@ def xla_costs(keys: list[tuple[str, str]], codes: list[int], ran: set[int], prog
     return costs
 
 
+def framework_rows(
+    keys: list[tuple[str, str]], codes: list[int], searched: Callable[[int], set[int]], programs: XlaPrograms
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], np.ndarray]:
+    """XLA ops named by what they compute: each key at ``codes`` (an instruction, as
+    ``hlo_op`` names it) becomes its framework op's row (``XlaPrograms.framework_row``,
+    looked up in the programs ``searched(code)`` names), so that two compilations, which
+    number their instructions differently, meet op by op; the rest keep their keys.
+    Returns each code's row (instructions of one framework op and kind share one), the
+    distinct rows in the order first met, and each code's number among them."""
+    rows = list(keys)
+    for code in codes:
+        name, kind = keys[code]
+        rows[code] = programs.framework_row(name, kind, searched(code)) or keys[code]
+    renumbered, distinct = first_appearance(rows)
+    return rows, distinct, renumbered
+
+
 _HLO_INSTANCE = re.compile(r"\.\d+$")
 
 
 def hlo_op(name: str, instance: re.Pattern = _HLO_INSTANCE) -> tuple[str, str]:
-    """An XLA op as a row: named as XLA names it (``convolution.2``), typed without the
+    """An XLA op's instruction: named as XLA names it (``convolution.2``), typed without the
     instance number (``convolution``), so that the same kind of op meets across runs
     whose modules number them differently. A kernel's name ends in its number after an
-    underscore instead (``loop_add_fusion_26``): ``instance`` says which."""
+    underscore instead (``loop_add_fusion_26``): ``instance`` says which. Its row is its
+    framework op's where its program tells it (``framework_rows``); an instruction
+    whose metadata and users name no one framework op (or whose program is not known)
+    keeps this name."""
     return name, instance.sub("", name) or name
 
 

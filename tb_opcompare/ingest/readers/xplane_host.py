@@ -45,6 +45,7 @@ from tb_opcompare.ingest.readers.xplane_events import (
     IdLookup,
     Texts,
     event_ints,
+    framework_rows,
     hlo_op,
     int_value,
     number,
@@ -376,7 +377,9 @@ class HostPlaneReader:
         del self.spans
         hlo_codes = sorted({code for code in index.hlo.code_of.values() if code >= 0})
         xla = (
-            _XlaOps(np.asarray(hlo_codes, dtype=np.int64), index.hlo.programs, evidence.xla_programs())
+            _XlaOps(
+                np.asarray(hlo_codes, dtype=np.int64), index.hlo.programs, evidence.xla_programs(), index.hlo.ran_by
+            )
             if hlo_codes
             else None
         )
@@ -391,15 +394,23 @@ class _XlaOps:
     codes: np.ndarray
     ran: set[int]
     programs: XlaPrograms
+    ran_by: dict[int, set[int]]  # op code -> the programs its events name
 
-    def rows(self, keys: list[tuple[str, str]], codes: list[np.ndarray], durations_ps: list[np.ndarray]) -> dict:
-        """``WORK_COLUMNS`` of the ops' executions (``codes`` into ``keys``, with their times)."""
+    def framework_rows(self, keys: list[tuple[str, str]]) -> tuple[list, list, np.ndarray]:
+        """``framework_rows`` of the XLA ops among ``keys``, each looked up in the programs
+        its events name (in those that ran, where they name none)."""
+        return framework_rows(keys, self.codes.tolist(), lambda code: self.ran_by.get(code) or self.ran, self.programs)
+
+    def rows(
+        self, keys: list[tuple[str, str]], codes: list[np.ndarray], durations_ps: list[np.ndarray], rows: list | None
+    ) -> dict:
+        """``WORK_COLUMNS`` of the ops' executions (``codes`` into ``keys``, with their
+        times), each counted in its row of ``rows``."""
         codes_of, durations = np.concatenate(codes), np.concatenate(durations_ps)
         executions = np.bincount(codes_of, minlength=len(keys))
         times_us = np.bincount(codes_of, weights=durations / PS_PER_US, minlength=len(keys))
-        return work_rows(
-            keys, executions, times_us, xla_costs(keys, self.codes.tolist(), self.ran, self.programs), False
-        )
+        costs = xla_costs(keys, self.codes.tolist(), self.ran, self.programs)
+        return work_rows(keys, executions, times_us, costs, False, rows)
 
 
 @dataclasses.dataclass
@@ -418,20 +429,27 @@ class HostOps:
     xla: _XlaOps | None = None  # its XLA ops, whose work their programs tell
 
     def add(self) -> None:
-        self.memory.attribute(self.events, self.op_keys, self.left_out)
         executed: tuple[list, list] = ([], [])  # every line's op codes and times, for the XLA ops' work
+        # the XLA ops' rows: each instruction its framework op's, where its program says
+        rows, keys, renumbered = self.xla.framework_rows(self.op_keys) if self.xla else (None, self.op_keys, None)
+        self.memory.attribute(self.events, self.op_keys, self.left_out, rows)
         while self.op_lines:  # each line's arrays are let go once added
             starts, durations, codes, eager, placeable = self.op_lines.pop(0)
             if not self.plane_is_eager and eager.any():
                 starts, durations, codes = starts[~eager], durations[~eager], codes[~eager]
             _add_host_line(
-                self.events, self.op_keys, starts, durations, codes, self.bounds if placeable else self.bounds[:0]
+                self.events,
+                keys,
+                starts,
+                durations,
+                codes if renumbered is None else renumbered[codes],
+                self.bounds if placeable else self.bounds[:0],
             )
             if self.xla is not None:
                 executed[0].append(codes)
                 executed[1].append(durations)
         if self.xla is not None and executed[0]:
-            self.events.work.append(self.xla.rows(self.op_keys, *executed))
+            self.events.work.append(self.xla.rows(self.op_keys, *executed, rows))
 
 
 def _step_bounds(marker_ranges: dict[int, tuple[int, int]], call_ranges: list[np.ndarray]) -> np.ndarray:
@@ -460,6 +478,7 @@ class _HloOps:
         self.op_keys, self.key_codes, self.names = op_keys, key_codes, names
         self.code_of: dict[int, int] = {}  # metadata id -> op code, -1 for a non-HLO event
         self.programs: set[int] = set()  # the programs the first event of each op names: those that ran
+        self.ran_by: dict[int, set[int]] = {}  # op code -> the programs the first events of its metadata name
         self.events = 0
 
     def codes(self, batch, ids: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -487,6 +506,8 @@ class _HloOps:
         if key not in self.key_codes:
             self.key_codes[key] = len(self.op_keys)
             self.op_keys.append(key)
+        if program_id is not None:
+            self.ran_by.setdefault(self.key_codes[key], set()).add(program_id)
         return self.key_codes[key]
 
 
@@ -653,15 +674,18 @@ class _Allocations:
             scope = self._optimizer_scope[tf_op] = is_optimizer_scope(tf_op)
         return scope
 
-    def attribute(self, events: OpEvents, op_keys: list[tuple[str, str]], left_out: np.ndarray) -> None:
-        """Each op's requested bytes, to the op of that name (ops ``left_out`` get none)."""
+    def attribute(
+        self, events: OpEvents, op_keys: list[tuple[str, str]], left_out: np.ndarray, rows: list | None = None
+    ) -> None:
+        """Each op's requested bytes, to the op of that name (ops ``left_out`` get none), in
+        its row of ``rows`` where given (an XLA instruction's: its framework op's)."""
         if not self.requested:
             return
         by_name = {name: code for code, (name, _) in enumerate(op_keys) if not left_out[code]}
         known = [(by_name[name], size) for name, size in self.requested.items() if name in by_name]
         if known:
             codes, sizes = zip(*known)
-            events.add_memory(op_keys, np.asarray(codes), np.asarray(sizes), net_known=False)
+            events.add_memory(rows or op_keys, np.asarray(codes), np.asarray(sizes), net_known=False)
 
 
 class _Carriers:

@@ -115,10 +115,16 @@ _MESSAGES: dict[str, list[tuple[str, int, int, int, str | None]]] = {
         ("output_spatial_dimensions", 12, _I64, _REP, None),
     ],
     "DotDimensionNumbers": [("lhs_contracting_dimensions", 1, _I64, _REP, None)],
+    # the framework op an instruction was made from: TF's node path or JAX's transform and op
+    "OpMetadata": [
+        ("op_type", 1, _STR, _OPT, None),
+        ("op_name", 2, _STR, _OPT, None),
+    ],
     "HloInstructionProto": [
         ("name", 1, _STR, _OPT, None),
         ("opcode", 2, _STR, _OPT, None),
         ("shape", 3, _MSG, _OPT, "ShapeProto"),
+        ("metadata", 7, _MSG, _OPT, "OpMetadata"),
         ("window", 15, _MSG, _OPT, "Window"),
         ("convolution_dimension_numbers", 16, _MSG, _OPT, "ConvolutionDimensionNumbers"),
         ("custom_call_target", 28, _STR, _OPT, None),
