@@ -132,8 +132,12 @@ def report(title: str, figures: dict, places: dict) -> None:
                 f"{figure['profile_gets']:>13}"
             )
     listing = {place: statistics.median(figures[(place, "runs")]["seconds"]) for place in places}
-    ratio = listing["bucket, indexed"] / listing["disk"]
-    print(f"indexed bucket listing / disk listing: {ratio:.2f}x (target <= 1.5x)\n", flush=True)
+    # like for like first: the same index read from the bucket and from the disk (the disk
+    # listing without one reads every trace, which flattered the bucket: 0.19x)
+    for disk in ("disk, indexed", "disk"):
+        ratio = listing["bucket, indexed"] / listing[disk]
+        print(f"indexed bucket listing / {disk} listing: {ratio:.2f}x (target <= 1.5x)", flush=True)
+    print(flush=True)
 
 
 def main() -> None:
