@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from tb_opcompare.analysis.work import XLA_PROGRAM
-from tb_opcompare.schema.groups import first_appearance
+from tb_opcompare.schema.groups import first_appearance, integer_group_sums, known_sums
 
 # Bytes of one element per xla_data.proto PrimitiveType (PRED 1, S8 2 ... F8E8M0FNU 33);
 # 4- and 2-bit types take a byte each, as XLA lays them out unpacked by default
@@ -546,13 +546,9 @@ def _merged(columns: dict, named: list[tuple[str, str]]) -> dict:
     count = len(distinct)
     merged: dict = {"op_name": [name for name, _ in distinct], "op_type": [op_type for _, op_type in distinct]}
     for column in ("calls", "known_calls", "device_calls"):
-        merged[column] = np.zeros(count, dtype=np.int64)
-        np.add.at(merged[column], op, np.asarray(columns[column], dtype=np.int64))
+        merged[column] = integer_group_sums(columns[column], op, count)
     for column in ("flops", "bytes", "host_us", "device_flops", "device_bytes", "device_us"):
-        values = np.asarray(columns[column], dtype=np.float64)
-        known = ~np.isnan(values)
-        sums = np.bincount(op, weights=np.where(known, values, 0.0), minlength=count)
-        merged[column] = np.where(np.bincount(op, weights=known, minlength=count) > 0, sums, np.nan)
+        merged[column] = known_sums(columns[column], op, count)
     source: list = [None] * count
     for row in np.lexsort((~(np.asarray(columns["known_calls"]) > 0), op))[::-1].tolist():
         source[op[row]] = columns["source"][row]  # the first row that knows its work is written last
