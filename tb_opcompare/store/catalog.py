@@ -131,8 +131,8 @@ class Catalog:
         self.index = SharedIndex(logdir, self.max_trace_bytes)
         self.head_start = HeadStart()
         # What the last listing's runs are before their data is read, worked out once a
-        # listing (``claims``, ``settled``, ``per_listing``): a warm request of the tab
-        # read and parsed every run's sidecar again to find repeats, a stat a run.
+        # listing (``claims``, ``per_listing``): a warm request of the tab read and parsed
+        # every run's sidecar again to find repeats, a stat a run.
         self._listing_memo: dict[object, object] = {}
         self._claims: dict[int, tuple[RunSource, Claims]] = {}
 
