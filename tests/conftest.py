@@ -211,7 +211,7 @@ def plugin_logdir(tmp_path_factory) -> Path:
 def tensorboard_url(plugin_logdir):
     from tensorboard_server import running_tensorboard
 
-    with running_tensorboard(plugin_logdir) as url:
+    with running_tensorboard(plugin_logdir, tensorflow=True) as url:  # the tab beside a full TensorFlow install
         yield url
 
 

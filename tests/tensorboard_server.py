@@ -15,6 +15,15 @@ from pathlib import Path
 
 PIDS: dict[str, int] = {}  # url -> TensorBoard process id, while it runs
 
+# TensorBoard as it runs where TensorFlow is not installed (the plugin does not need it):
+# where it is, the Profile plugin imports it at start, 5-8 s of CPU and 500 MB a server on
+# this machine, which the suite paid about fifty times. A server that must run beside
+# TensorFlow (a user's full install, gfile's filesystems) asks for it: tensorflow=True.
+_WITHOUT_TENSORFLOW = (
+    "import runpy, sys; sys.modules['tensorflow'] = None; "
+    "runpy.run_module('tensorboard.main', run_name='__main__', alter_sys=True)"
+)
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -30,11 +39,14 @@ def running_tensorboard(
     python: str = sys.executable,
     cwd: Path | None = None,
     flags: tuple[str, ...] = (),
+    tensorflow: bool = False,
 ):
     """``python``: the interpreter whose TensorBoard (and installed plugin) to start;
-    ``flags``: more of TensorBoard's command line (``--opcompare_max_read_gb``, ...)."""
+    ``flags``: more of TensorBoard's command line (``--opcompare_max_read_gb``, ...);
+    ``tensorflow``: whether TensorBoard may import TensorFlow (where it is installed)."""
+    launch = ("-m", "tensorboard.main") if tensorflow else ("-c", _WITHOUT_TENSORFLOW)
     for _ in range(3):  # a free port may be taken by another test worker before TensorBoard binds it
-        process, url, log = _start(logdir, env, python, cwd, flags)
+        process, url, log = _start(logdir, env, (python, *launch), cwd, flags)
         try:
             if _ready(process, url, log, (logdir, cwd), timeout):
                 break
@@ -52,15 +64,14 @@ def running_tensorboard(
         _stop(process, log)
 
 
-def _start(logdir: Path, env: dict | None, python: str, cwd: Path | None, flags: tuple[str, ...]):
+def _start(logdir: Path, env: dict | None, launch: tuple[str, ...], cwd: Path | None, flags: tuple[str, ...]):
+    """``launch``: the interpreter and how it runs TensorBoard; ``flags``: after every test's."""
     port = free_port()
     # The server's log goes to the temp dir, never beside the logdir (which may be in the checkout).
     log = tempfile.NamedTemporaryFile("w+", prefix=f"opcompare-tensorboard-{port}-", suffix=".log", delete=False)
     process = subprocess.Popen(
         [
-            python,
-            "-m",
-            "tensorboard.main",
+            *launch,
             "--logdir",
             str(logdir),
             "--host",
@@ -114,3 +125,5 @@ def _stop(process, log) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
     log.close()
+    with contextlib.suppress(OSError):  # what it said is in the error of a server that failed
+        os.unlink(log.name)

@@ -211,6 +211,7 @@ def test_the_tab_reads_a_bucket_where_tensorflow_is_installed(bucket, tmp_path, 
         tmp_path / "local",
         env={**os.environ, **env},
         flags=("--opcompare_logdir", url, "--opcompare_cache_dir", "none"),
+        tensorflow=True,
     ) as tensorboard:
         runs = route_json(tensorboard, "runs")
         assert sorted(run["run"] for run in runs["runs"]) == sorted(run["run"] for run in listed["runs"])

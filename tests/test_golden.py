@@ -59,6 +59,9 @@ def outputs(logdir: Path) -> dict[str, bytes]:
     """Every output of the routes and the CLI on ``logdir``, by a file name."""
     found: dict[str, bytes] = {}
     client = plugin_client(logdir)
+    # The commands share a cache, as a user's do: the first reads the profiles and fills
+    # it, the others read it, so the files pin the cold and the cached reads alike.
+    cache = logdir.parent / "cli-cache"
 
     def get(name: str, route: str, **params):
         response = client.get(PREFIX + route + ("?" + urllib.parse.urlencode(params, doseq=True) if params else ""))
@@ -80,28 +83,29 @@ def outputs(logdir: Path) -> dict[str, bytes]:
         get("pair0_roofline.json", "/roofline", **ends)
         get("pair0_roofline.csv", "/roofline.csv", **ends)
         found["cli_roofline.txt"] = _cli(
-            "roofline", str(logdir), "--baseline", ends["baseline"], "--target", ends["target"]
+            "roofline", str(logdir), "--baseline", ends["baseline"], "--target", ends["target"], cache=cache
         )
     get("sweeps.json", "/sweeps")
     sweeps = json.loads(found["sweeps.json"].split(b"\n", 1)[1])
     for number, model in enumerate(sweeps["sweepable"]):
         get(f"sweep{number}.json", "/sweep", model=model)
         get(f"sweep{number}.csv", "/sweep.csv", model=model)
-    found["cli_runs.txt"] = _cli("runs", str(logdir))
-    found["cli_compare.txt"] = _cli("compare", str(logdir), "--top", "8")
-    found["cli_compare_all_pairs.txt"] = _cli("compare", str(logdir), "--top", "3", "--all-pairs")
-    found["cli_sweep.txt"] = _cli("sweep", str(logdir))
+    found["cli_runs.txt"] = _cli("runs", str(logdir), cache=cache)
+    found["cli_compare.txt"] = _cli("compare", str(logdir), "--top", "8", cache=cache)
+    found["cli_compare_all_pairs.txt"] = _cli("compare", str(logdir), "--top", "3", "--all-pairs", cache=cache)
+    found["cli_sweep.txt"] = _cli("sweep", str(logdir), cache=cache)
     for number, model in enumerate(sweeps["sweepable"]):
-        found[f"cli_sweep{number}.txt"] = _cli("sweep", str(logdir), "--model", model, "--top", "5")
+        found[f"cli_sweep{number}.txt"] = _cli("sweep", str(logdir), "--model", model, "--top", "5", cache=cache)
     return {name: _portable(data, logdir) for name, data in found.items()}
 
 
-def _cli(*argv: str) -> bytes:
+def _cli(*argv: str, cache: Path) -> bytes:
     from tb_opcompare.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([*argv, "--no-cache", "--quiet"])  # progress lines depend on how fast the machine reads
+        # --quiet: progress lines depend on how fast the machine reads
+        code = main([*argv, "--cache-dir", str(cache), "--quiet"])
     return f"exit {code}\n{out.getvalue()}--- stderr\n{err.getvalue()}".encode()
 
 

@@ -238,6 +238,7 @@ def test_installed_tab_renders_rows_and_the_batch_sweep(installed, tmp_path, pag
         python=str(installed / "bin" / "python"),
         cwd=tmp_path,
         env={"TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")},
+        tensorflow=True,  # as a user's install runs it
     ) as url:
         frame = open_op_compare(page, url)
         frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)
@@ -287,7 +288,7 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
         since = len(server.requests())
         reader = {**server.env("reader"), "S3_ENDPOINT": server.url, "TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}
         with running_tensorboard(
-            "s3://team/logs", python=str(installed / "bin" / "python"), cwd=tmp_path, env=reader
+            "s3://team/logs", python=str(installed / "bin" / "python"), cwd=tmp_path, env=reader, tensorflow=True
         ) as url:
             frame = open_op_compare(page, url)
             frame.locator("tr.oc-row >> nth=4").wait_for(timeout=60_000)

@@ -41,7 +41,7 @@ def test_twenty_clients_for_a_while(plugin_logdir):
         ("tf_keras/cnn_cpu_bs8/train", "tf_keras/cnn_cpu_bs32/train"),
         ("big/bert_multigpu", "tf1/mlp_gpu"),
     ]
-    with running_tensorboard(plugin_logdir) as url:
+    with running_tensorboard(plugin_logdir, tensorflow=True) as url:
         server_pid = PIDS[url]
         base = f"{url}/data/plugin/op_compare"
         requests = [f"{base}/runs"] + [
@@ -128,7 +128,7 @@ def test_every_route_polled_for_a_while_holds_its_memory(plugin_logdir):
     ]
     # two malloc arenas: the allocator's own climb (several MB steps over 30-45 s with one
     # arena a thread) ends within seconds, so a short window measures the server, not it
-    with running_tensorboard(plugin_logdir, env={"MALLOC_ARENA_MAX": "2"}) as url:
+    with running_tensorboard(plugin_logdir, env={"MALLOC_ARENA_MAX": "2"}, tensorflow=True) as url:
         pid = PIDS[url]
         base = f"{url}/data/plugin/op_compare/"
 
@@ -307,7 +307,7 @@ def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_p
     # steps of several MB for 30-45 s (676 -> 715 MB in 90 s, flat after ~40 s, with or
     # without a leak); with two the steps end within ~10 s, and 22 s measure the plugin.
     server_env = {"TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "server-cache"), "MALLOC_ARENA_MAX": "2"}
-    with running_tensorboard(logdir, env=server_env) as url:
+    with running_tensorboard(logdir, env=server_env, tensorflow=True) as url:
         pid, base = PIDS[url], f"{url}/data/plugin/op_compare/"
         for route in routes:  # warm: every run read from the index once
             _ask(base + route)
