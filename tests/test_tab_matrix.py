@@ -14,7 +14,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
+from conftest import (
+    FIXTURES,
+    console_errors,
+    open_op_compare,
+    reopen_op_compare,
+    route,
+    route_json,
+    tab_state,
+    tensorboard_on_copy,
+)
 from playwright.sync_api import expect
 
 from tb_opcompare.text import format_speedup, format_throughput, format_time
@@ -209,8 +218,7 @@ def test_a_reference_without_runs_is_warned_of_and_a_bad_one_explained(page, mat
     # a reference that is no column at all: the route's 400, and the default to go back to
     status, body = route(url, "matrix", reference="CPU/fp32/eager")  # the older matrix's column
     assert status == 400
-    page.goto("about:blank")
-    frame = open_op_compare(page, url, ready="#oc-matrix-message", view="matrix", matrix_reference="CPU/fp32/eager")
+    frame = reopen_op_compare(page, ready="#oc-matrix-message", view="matrix", matrix_reference="CPU/fp32/eager")
     assert json.loads(body)["error"]["message"] in frame.locator("#oc-matrix-message").inner_text()
     assert frame.locator("#oc-matrix-export").is_hidden()
     frame.locator("#oc-matrix-reference").select_option("")

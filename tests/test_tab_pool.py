@@ -9,7 +9,7 @@ from __future__ import annotations
 import urllib.parse
 from pathlib import Path
 
-from conftest import console_errors, open_op_compare, route, route_json, tab_state
+from conftest import console_errors, open_op_compare, reopen_op_compare, route, route_json, tab_state
 
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
 FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
@@ -139,8 +139,7 @@ def test_pool_repeats_is_disabled_where_the_runs_have_no_repeats(page, tensorboa
     # a link asking for it keeps the choice but asks for the single runs
     state = tab_state(page)
     assert state["baseline"] and state["target"]
-    page.goto("about:blank")
-    frame = open_op_compare(page, tensorboard_url, **state, repeats="1")
+    frame = reopen_op_compare(page, **state, repeats="1")
     frame.locator("#oc-count").wait_for(timeout=60_000)
     frame.locator("#oc-pool[disabled]:not(:checked)").wait_for()
     assert "repeats" not in urllib.parse.parse_qs(
@@ -162,13 +161,12 @@ def test_the_pages_of_the_chosen_runs_say_they_do_not_pool(page, repeats_tensorb
         ("modules", "#oc-modules-table tbody tr"),
         ("roofline", "#oc-roofline-table tbody tr"),
     )
+    open_op_compare(page, url, **PAIR)
     for view, ready in pages:  # first without pooling: the tab keeps its last state for the browser tab
-        page.goto("about:blank")  # a new hash alone would not load the tab again
-        frame = open_op_compare(page, url, ready=ready, view=view, **PAIR)
+        frame = reopen_op_compare(page, ready=ready, view=view, **PAIR)
         assert frame.locator(".oc-pool-note").count() == 0, view
     for view, ready in pages:
-        page.goto("about:blank")
-        frame = open_op_compare(page, url, ready=ready, view=view, repeats="1", **PAIR)
+        frame = reopen_op_compare(page, ready=ready, view=view, repeats="1", **PAIR)
         note = frame.locator(".oc-pool-note:visible")
         assert note.count() == 1 and "not their repeats" in note.inner_text(), view
     assert not page.page_errors and not errors

@@ -7,7 +7,7 @@ blank; the Compare page's first figure is the route's headline."""
 from __future__ import annotations
 
 import pytest
-from conftest import console_errors, open_op_compare, route_json
+from conftest import console_errors, open_op_compare, reopen_op_compare, route_json
 from tensorboard_server import running_tensorboard
 from test_third_party_tier import LOGDIRS, assemble
 
@@ -42,8 +42,11 @@ def test_every_page_of_the_tab_is_filled_or_says_why(page, tier_tensorboard):
     compare = route_json(url, "compare", baseline=suggested["baseline"], target=suggested["target"])
     shown = {}
     for name, (filled, why) in PAGES.items():
-        page.goto("about:blank")  # a hash change alone does not reload the tab: each page opens cold
-        frame = open_op_compare(page, url, ready=f"{filled}, {why}", **({} if name == "compare" else {"view": name}))
+        # each page opens cold: TensorBoard once, then the tab's frame reloaded on each page
+        if name == "compare":
+            frame = open_op_compare(page, url, ready=f"{filled}, {why}")
+        else:
+            frame = reopen_op_compare(page, ready=f"{filled}, {why}", view=name)
         frame.locator(".oc-loading").first.wait_for(state="hidden", timeout=60_000)
         # a note saying why outranks rows (Modules lists its root row beside "no nn.Module calls")
         notes = frame.locator(why)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import FIXTURES, console_errors, open_op_compare, route_json, tensorboard_on_copy
+from conftest import FIXTURES, console_errors, open_op_compare, reopen_op_compare, route_json, tensorboard_on_copy
 
 from tb_opcompare.text import format_speedup
 
@@ -42,8 +42,7 @@ def test_the_sweep_and_the_matrix_fill_on_a_logdir_whose_names_hide_the_models(p
         if cell["model"] == "lstm_run" and cell["batch_size"] == 32 and cell["column"].startswith("GPU")
     )
     assert cell["speedup"] and cell["speedup"] > 0
-    page.goto("about:blank")  # a hash change alone does not reload the tab
-    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
+    frame = reopen_op_compare(page, ready="#oc-matrix-table tbody tr", view="matrix")
     shown = frame.locator(
         "#oc-matrix-table tbody tr[data-model='lstm_run'][data-batch-size='32'] "
         f"td[data-column='{cell['column']}'] .oc-matrix-speedup"
@@ -72,8 +71,7 @@ def test_lightnings_versions_fill_compare_the_sweep_and_the_matrix(page, lightni
     frame = open_op_compare(page, url, ready="#oc-headline")
     frame.locator("#oc-headline", has_text=format_speedup(compare["summary"]["headline_speedup"])).wait_for()
 
-    page.goto("about:blank")
-    frame = open_op_compare(page, url, ready="#oc-sweep-model", view="sweep", model=model)
+    frame = reopen_op_compare(page, ready="#oc-sweep-model", view="sweep", model=model)
     frame.locator("#oc-sweep-step .scatterlayer .point >> nth=0").wait_for(timeout=60_000)
     runs_text = frame.locator(".oc-sweep-runs").inner_text()
     assert "batch 16" in runs_text and "batch 64" in runs_text
@@ -81,8 +79,7 @@ def test_lightnings_versions_fill_compare_the_sweep_and_the_matrix(page, lightni
     document = route_json(url, "matrix")
     cell = next(c for c in document["cells"] if c["batch_size"] == 64 and c["column"].startswith("GPU"))
     assert len(cell["runs"]) == 3 and cell["speedup"] > 0
-    page.goto("about:blank")
-    frame = open_op_compare(page, url, ready="#oc-matrix-table tbody tr", view="matrix")
+    frame = reopen_op_compare(page, ready="#oc-matrix-table tbody tr", view="matrix")
     shown = frame.locator(
         f"#oc-matrix-table tbody tr[data-batch-size='64'] td[data-column='{cell['column']}'] .oc-matrix-speedup"
     )
