@@ -318,8 +318,8 @@ def open_op_compare(page, url: str, ready: str = "#oc-count, #oc-message, #oc-em
 def reopen_op_compare(page, ready: str = "#oc-count, #oc-message, #oc-empty", **state):
     """The tab opened cold again on `state` in the TensorBoard page already showing it:
     the tab's frame emptied, the hash set, and the frame loaded again, a fresh document
-    that reads the hash as it reads a shared link. TensorBoard's own page stays: loading it costs Chromium 3 s of
-    CPU, most of a cold page's cost."""
+    that reads the hash as it reads a shared link. TensorBoard's own page stays: loading
+    it costs Chromium 3 s of CPU, most of a cold page's cost."""
     document = page.locator(TAB_FRAME).element_handle().content_frame()
     source = document.url
     document.goto("about:blank")  # the old document gone first: it may write the hash as it goes

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import BIG_RUN, REPO, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare, tab_state
+from conftest import BIG_RUN, REPO, TAB_FRAME, TRUNCATED_RUN, TWO_SESSION_RUN, open_op_compare, tab_state
 
 from tb_opcompare.text import format_speedup
 
@@ -40,9 +40,6 @@ def api(url: str, route: str, **params):
 
 def shown_keys(frame) -> list[str]:
     return frame.locator("tr.oc-row").evaluate_all("rows => rows.map(row => row.dataset.key)")
-
-
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +193,7 @@ def test_a_shared_link_restores_runs_grouping_filter_and_sort(page, tensorboard_
     assert frame.locator("th[data-column='target_mean_us']").get_attribute("aria-sort") == "ascending"
     assert frame.locator("input[value='target_only']").is_checked() is False
     page.reload()
-    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator("#oc-count").wait_for()
     assert shown_keys(frame) == shown
 
@@ -440,13 +437,13 @@ def test_the_view_survives_a_visit_to_another_tensorboard_tab_and_a_reload(page,
     page.wait_for_function("() => location.hash.includes('p.op_compare.sort=speedup')")
     assert tab_state(page) == state
     page.reload()
-    shows_the_same_view(page.frame_locator(FRAME))
+    shows_the_same_view(page.frame_locator(TAB_FRAME))
     assert tab_state(page) == state
     # a frame made afresh from a link without the state: TensorBoard was reloaded on another tab
     page.evaluate("location.hash = '#timeseries'")
     page.reload()
     page.evaluate("location.hash = '#op_compare'")
-    shows_the_same_view(page.frame_locator(FRAME))
+    shows_the_same_view(page.frame_locator(TAB_FRAME))
     page.wait_for_function("() => location.hash.includes('p.op_compare.sort=speedup')")
     assert tab_state(page) == state
 
@@ -659,7 +656,7 @@ def test_sweep_lines_by_precision_hold_the_device_chosen(page, demo_tensorboard_
     assert "Speedup (fp32 / bf16)" in frame.locator("#oc-sweep-speedup .gtitle").text_content()
     assert "sweep_series_by=precision" in page.url and "sweep_device=GPU" in page.url
     page.reload()
-    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator(".oc-sweep-runs", has_text="device GPU, compiler eager").wait_for(timeout=60_000)
     assert frame.locator("#oc-sweep-series").input_value() == "precision"
     assert frame.locator("#oc-sweep-device").input_value() == "GPU"

@@ -11,7 +11,7 @@ import shutil
 import time
 import urllib.request
 
-from conftest import REPO
+from conftest import REPO, TAB_FRAME
 
 from tb_opcompare.text import format_speedup
 
@@ -57,7 +57,7 @@ def test_a_cold_start_shows_only_the_settled_headline(page, tmp_path):
     logdir = _logdir(tmp_path / "logdir")
     with running_tensorboard(logdir) as url:
         page.goto(f"{url}/#op_compare")
-        frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+        frame = page.frame_locator(TAB_FRAME)
         seen = _samples(page, frame)
         with urllib.request.urlopen(f"{url}/data/plugin/op_compare/runs", timeout=120) as response:
             suggested = json.load(response)["suggested"]

@@ -15,12 +15,21 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REALTRACES, REPO, console_errors, open_op_compare, route, route_json, tab_state
+from conftest import (
+    FIXTURES,
+    REALTRACES,
+    REPO,
+    TAB_FRAME,
+    console_errors,
+    open_op_compare,
+    route,
+    route_json,
+    tab_state,
+)
 
 CPU = "mnist_cnn_torch_bf16_cpu_bs16_rep1"
 GPU = "mnist_cnn_torch_bf16_gpu_bs16_rep1"
 TF_BASELINE, TF_TARGET = "tf_keras/mnist_cnn_cpu_bs64", "tf_keras/mnist_cnn_cpu_bs16"
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 LAYERS = ["application", "framework", "runtime", "device"]
 SUMMARY = "#oc-layers-summary tbody tr.oc-layers-layer"
 ROWS = "#oc-layers-table tbody tr.oc-layers-row"
@@ -236,7 +245,7 @@ def test_the_layers_of_a_cpu_and_a_gpu_run_sort_filter_download_and_survive_a_re
 
     # the link keeps the page, its sort and its filter
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator(ROWS).first.wait_for(timeout=60_000)
     assert frame.locator(".oc-page-tab.oc-active").inner_text().lower() == "layers"
     assert frame.locator("#oc-layers-filter").input_value() == "launch"
@@ -324,7 +333,7 @@ def test_the_page_shows_a_spinner_while_the_route_answers_and_the_routes_error(p
     message = json.loads(body)["error"]["message"]
     page.route("**/data/plugin/op_compare/layers?*", unknown_run)
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     box = frame.locator("#oc-layers-message.oc-panel-error")
     box.wait_for(timeout=60_000)
     assert box.locator(".oc-panel-title").inner_text() == "The layers cannot be compared"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import (
     FIXTURES,
+    TAB_FRAME,
     console_errors,
     open_op_compare,
     reopen_op_compare,
@@ -30,7 +31,6 @@ from tb_opcompare.text import format_speedup, format_throughput, format_time
 
 SCREENSHOT = "/tmp/opcompare-matrix.png"
 SCREENSHOT_DARK = "/tmp/opcompare-matrix-dark.png"
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 CPU, GPU = "CPU", "GPU"
 
 
@@ -166,7 +166,7 @@ def test_the_matrix_its_reference_warmup_sort_csv_and_the_comparison_a_cell_open
 
     # the link brings it all back
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator("#oc-matrix-table tbody tr").first.wait_for(timeout=60_000)
     wait_for_reference(frame, GPU)
     assert frame.locator("#oc-matrix-reference").input_value() == GPU
@@ -277,7 +277,7 @@ def test_each_cell_shows_the_part_of_the_step_chosen_and_its_speedup(page, matri
         assert all(time is not None and time > 0 for time in on_gpu)
         assert all(time is None for time in on_cpu) if part == "device_idle" else all(on_cpu)
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator(".oc-matrix-part").first.wait_for(timeout=60_000)
     assert frame.locator("#oc-matrix-part").input_value() == "device_idle"
     frame.locator("#oc-matrix-part").select_option("")

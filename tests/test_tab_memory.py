@@ -10,11 +10,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, console_errors, open_op_compare, route, route_json, tab_state
+from conftest import FIXTURES, TAB_FRAME, console_errors, open_op_compare, route, route_json, tab_state
 
 from tb_opcompare.text import format_bytes, format_speedup
 
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 ROWS = "#oc-memory-table tbody tr.oc-memory-row"
 SMALL, LARGE = "torch_cnn_cpu_bs8", "torch_cnn_cpu_bs32"
 TF_SMALL = "tf_cnn_cpu_bs8/train"
@@ -114,7 +113,7 @@ def test_the_memory_page_plots_each_runs_memory_and_lists_each_ops_allocations(p
 
     # a reload keeps the page, its sort and its filter
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator(ROWS).first.wait_for(timeout=60_000)
     assert frame.locator("#oc-memory-filter").input_value() == "pool"
     assert frame.locator("#oc-memory-table th[data-memory-column='ratio']").get_attribute("aria-sort") == "descending"

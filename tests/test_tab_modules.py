@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import open_op_compare, route, tab_state
+from conftest import TAB_FRAME, open_op_compare, route, tab_state
 
 RUN = "mnist_cnn_torch_stack_gpu_bs16"
 
@@ -24,6 +24,6 @@ def test_the_table_groups_by_module_and_the_confidence_card_says_why_it_stays_pe
     assert tab_state(page)["group_by"] == "module"
     frame.locator(".oc-confidence", has_text="modules are for the compare table").wait_for()
     page.reload()
-    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator("tr.oc-row[data-key='Sequential_0/Linear_0']").wait_for(timeout=60_000)
     assert not page.page_errors

@@ -8,12 +8,11 @@ from __future__ import annotations
 import urllib.parse
 from pathlib import Path
 
-from conftest import console_errors, open_op_compare, route, route_json, tab_state
+from conftest import TAB_FRAME, console_errors, open_op_compare, route, route_json, tab_state
 
 from tb_opcompare.text import format_bytes, format_share, format_speedup, format_time
 
 RUN = "mnist_cnn_torch_stack_gpu_bs16"
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 ROWS = "#oc-modules-table tbody tr.oc-tree-row"
 CONV = "Sequential_0/Conv2d_0"
 
@@ -130,7 +129,7 @@ def test_the_module_tree_expands_collapses_filters_downloads_and_survives_a_relo
 
     # the link keeps the page (what was open need not survive)
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator(ROWS).first.wait_for(timeout=60_000)
     assert frame.locator(".oc-page-tab.oc-active").inner_text().lower() == "modules"
     assert frame.locator("#oc-modules").is_visible() and frame.locator("#oc-matrix").is_hidden()

@@ -9,10 +9,9 @@ from __future__ import annotations
 import urllib.parse
 from pathlib import Path
 
-from conftest import console_errors, open_op_compare, reopen_op_compare, route, route_json, tab_state
+from conftest import TAB_FRAME, console_errors, open_op_compare, reopen_op_compare, route, route_json, tab_state
 
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 SCREENSHOT = "/tmp/pool-on.png"
 FIRST_ROWS = 5
 
@@ -111,7 +110,7 @@ def test_pool_repeats_shows_the_run_groups_in_summary_table_export_and_link(page
 
     # a reload keeps it
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator("#oc-pool:checked").wait_for(timeout=60_000)
     frame.locator("#oc-target-pooled").wait_for(timeout=60_000)
     wait_for_means(frame, page, pooled)

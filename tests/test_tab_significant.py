@@ -13,13 +13,12 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from conftest import open_op_compare, route, tab_state
+from conftest import TAB_FRAME, open_op_compare, route, tab_state
 
 from tb_opcompare.schema.contract import SIGNIFICANT_VERDICTS
 
 PAIR = {"baseline": "cnn_cpu_bs16_rep1", "target": "cnnslow_cpu_bs16_rep1"}
 SCREENSHOT = "/tmp/opcompare-significant.png"
-FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
 
 
 def significant_keys(url: str, group_by: str = "name") -> list[str]:
@@ -85,7 +84,7 @@ def test_significant_changes_only_narrows_the_table_and_its_export(page, repeats
 
     # a reload restores the flag; the keys come from the check again
     page.reload()
-    frame = page.frame_locator(FRAME)
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator("#oc-significant:checked").wait_for(timeout=60_000)
     frame.locator("#oc-count", has_text=f"Showing {len(narrowed)} of {len(every)} ops").wait_for()
     assert sorted(shown_keys(frame)) == sorted(row["key"] for row in narrowed)

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
+from conftest import FIXTURES, TAB_FRAME, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
 from tb_opcompare.text import format_time, shorten_names
 
@@ -160,7 +160,7 @@ def test_trend_of_the_comparisons_model_then_of_two_models_by_a_sidecar_field(pa
 
     # the link brings it all back
     page.reload()
-    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame = page.frame_locator(TAB_FRAME)
     frame.locator("#oc-trend-points", has_text="2 points, by sidecar field model").wait_for(timeout=60_000)
     assert frame.locator("#oc-trend-runs").input_value() == "cnn*"
     assert frame.locator("#oc-trend-order").input_value() == "sidecar"

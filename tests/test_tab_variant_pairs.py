@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
+from conftest import REPO, TAB_FRAME, console_errors, open_op_compare, route, route_json, tab_state, tensorboard_on_copy
 
 SCREENSHOT = "/tmp/opcompare-variant-pairs.png"
 PAIR_SELECT = "select[aria-label='suggested pair']"
@@ -125,7 +125,7 @@ def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url)
 
     # a reload (the runs in the link) keeps the precision pair chosen
     page.reload()
-    frame = page.frame_locator("iframe[src*='plugin_entry.html?name=op_compare']")
+    frame = page.frame_locator(TAB_FRAME)
     wait_for_compare(frame, baseline, target)
     wait_for_pairs(frame, sum(map(len, expected.values())))
     frame.locator(f"{PAIR_SELECT} option:checked", has_text=PRECISION_LABEL).wait_for(state="attached", timeout=60_000)
