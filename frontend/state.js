@@ -458,7 +458,11 @@ export function writeHash(state) {
  */
 export function keepStateInHash(state) {
   const host = hashWindow();
-  host.addEventListener('hashchange', () => {
+  const putBack = () => {
     if (showsThisTab(host) && !Object.keys(hashParams(host.location.hash)).length) writeHash(state);
-  });
+  };
+  host.addEventListener('hashchange', putBack);
+  // The listener is TensorBoard's page's and would outlive this document: after the frame
+  // is loaded again, it would put this document's last state in the hash over the new one's.
+  window.addEventListener('pagehide', () => host.removeEventListener('hashchange', putBack), {once: true});
 }

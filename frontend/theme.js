@@ -29,7 +29,10 @@ export function followTheme(onChange) {
   apply();
   const body = tensorBoardBody();
   if (body) {
-    new MutationObserver(apply).observe(body, {attributes: true, attributeFilter: ['class']});
+    const observer = new MutationObserver(apply);
+    observer.observe(body, {attributes: true, attributeFilter: ['class']});
+    // TensorBoard's body outlives this document (the frame may be loaded again)
+    window.addEventListener('pagehide', () => observer.disconnect(), {once: true});
   } else if (window.matchMedia) {
     window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', apply);
   }
