@@ -281,16 +281,77 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1500, "height": 1100}, accept_downloads=True)
+VIEWPORT = {"width": 1500, "height": 1100}
+
+
+def _new_page(browser):
+    context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+    # Playwright's default wait, 30 s, is short where two cores run two test files and their
+    # servers (the suspected cause of test_tab_matrix's rare failures under load): 60 s, as
+    # the tests' own waits for a table are.
+    context.set_default_timeout(60_000)
     page = context.new_page()
     page.dialogs = []
     page.page_errors = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
     page.on("pageerror", lambda error: page.page_errors.append(str(error)))
+    return page
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report kept on its test (``item.failed_phases``), for fixtures to read."""
+    report = (yield).get_result()
+    if report.failed:
+        item.failed_phases = {*getattr(item, "failed_phases", ()), report.when}
+
+
+@pytest.fixture(scope="module")
+def _module_pages(browser):
+    pages: list = []
+    yield pages
+    for page in pages:
+        page.context.close()
+
+
+@pytest.fixture
+def page(browser, _module_pages, request):
+    """A browser page that a module's tests pass on, one to the next, so that TensorBoard's
+    own page loads once per module and server: it costs Chromium 3 s of CPU, most of a test's,
+    and `open_op_compare` loads only the tab's frame again where TensorBoard already shows.
+    Nothing else passes on: each test starts without the dialogs, errors, routes, size or tab
+    state of the one before (`open_op_compare` empties the tab's sessionStorage), and a test
+    that fails hands on nothing: its page is closed, and the next test gets a new one."""
+    if not _module_pages:
+        _module_pages.append(_new_page(browser))
+    page = _module_pages[0]
+    page.dialogs.clear()
+    page.page_errors.clear()
     yield page
-    context.close()
+    if getattr(request.node, "failed_phases", None) or page.is_closed() or not _server_answers(page.url):
+        _module_pages.pop().context.close()
+        return
+    page.unroute_all(behavior="ignoreErrors")
+    page.set_viewport_size(VIEWPORT)
+
+
+def _server_answers(url: str) -> bool:
+    """Whether the server of the page's URL still answers: a page showing a TensorBoard that
+    stopped is not passed on (another could take its port, and a test would see the old one)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return True
+    try:
+        with urllib.request.urlopen(f"{parts.scheme}://{parts.netloc}/data/plugins_listing", timeout=5):
+            return True
+    except urllib.error.HTTPError:  # an answer all the same (a path prefix, say)
+        return True
+    except OSError:
+        return False
 
 
 TAB_FRAME = "iframe[src*='plugin_entry.html?name=op_compare']"
@@ -308,11 +369,22 @@ def _fragment(state: dict) -> str:
 
 def open_op_compare(page, url: str, ready: str = "#oc-count, #oc-message, #oc-empty", **state):
     """Open TensorBoard on the Op Compare tab with `state` in the URL; return the plugin's
-    frame once `ready` shows."""
+    frame once `ready` shows. Where `page` shows that TensorBoard already (a page a test
+    passed on), only the tab's frame loads again, with none of the tab's state kept: the
+    tab opens as from a link."""
+    if _shows_the_tab(page, url):
+        return _load_the_frame_again(page, ready, state, forget=True)
     page.goto(f"{url}/{_fragment(state)}")
     frame = page.frame_locator(TAB_FRAME)
     frame.locator(ready).first.wait_for(timeout=60_000)
     return frame
+
+
+def _shows_the_tab(page, url: str) -> bool:
+    if not page.url.startswith(f"{url}/"):
+        return False
+    frame = page.query_selector(TAB_FRAME)
+    return frame is not None and frame.content_frame() is not None
 
 
 def reopen_op_compare(page, ready: str = "#oc-count, #oc-message, #oc-empty", **state):
@@ -320,9 +392,15 @@ def reopen_op_compare(page, ready: str = "#oc-count, #oc-message, #oc-empty", **
     the tab's frame emptied, the hash set, and the frame loaded again, a fresh document
     that reads the hash as it reads a shared link. TensorBoard's own page stays: loading
     it costs Chromium 3 s of CPU, most of a cold page's cost."""
+    return _load_the_frame_again(page, ready, state, forget=False)
+
+
+def _load_the_frame_again(page, ready: str, state: dict, forget: bool):
     document = page.locator(TAB_FRAME).element_handle().content_frame()
     source = document.url
     document.goto("about:blank")  # the old document gone first: it may write the hash as it goes
+    if forget:  # and the state it keeps for the browser tab (frontend/state.js)
+        page.evaluate("sessionStorage.clear()")
     page.evaluate("fragment => { window.location.hash = fragment; }", _fragment(state))
     document.goto(source)
     frame = page.frame_locator(TAB_FRAME)

@@ -43,6 +43,7 @@ CLEAN_ENV = {
     for key, value in os.environ.items()
     if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "PYTHONSTARTUP")
 }
+PIP_INSTALL = ("-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile")
 
 
 def _run(*args, cwd: Path, timeout: int = 900) -> subprocess.CompletedProcess:
@@ -85,7 +86,9 @@ def installed(dist, tmp_path_factory) -> Path:
     env = home / "env"
     _run(sys.executable, "-m", "venv", env, cwd=home)
     (wheel,) = dist.glob("*.whl")
-    _run(env / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel, cwd=home)
+    # --no-compile: pip compiling every module of pandas, plotly and TensorBoard took 20 of
+    # the install's 36 s; the few modules the tests import compile as they are imported.
+    _run(env / "bin" / "python", *PIP_INSTALL, wheel, cwd=home)
     return env
 
 
@@ -263,11 +266,7 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
     (wheel,) = dist.glob("*.whl")
     _run(
         installed / "bin" / "python",
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
+        *PIP_INSTALL,
         f"{wheel}[s3]",
         "boto3",
         "-c",

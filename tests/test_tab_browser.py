@@ -448,6 +448,23 @@ def test_the_view_survives_a_visit_to_another_tensorboard_tab_and_a_reload(page,
     assert tab_state(page) == state
 
 
+def test_a_frame_loaded_again_is_the_only_one_that_writes_the_link(page, tensorboard_url):
+    """The browser's "Reload frame" on the tab: the old document's watch on TensorBoard's
+    hash went with it, so after a visit to another TensorBoard tab the link holds the view
+    on screen, not the one before the reload (both used to write it, the old one first)."""
+    frame = open_tab(page, tensorboard_url, q="grad")
+    page.locator(TAB_FRAME).element_handle().content_frame().evaluate("location.reload()")
+    frame = page.frame_locator(TAB_FRAME)
+    frame.locator("#oc-filter[value='grad'], #oc-count").first.wait_for()
+    frame.locator("#oc-filter").fill("MatMul")
+    page.wait_for_function("() => location.hash.includes('p.op_compare.q=MatMul')")
+    page.evaluate("location.hash = '#timeseries'")
+    page.evaluate("location.hash = '#op_compare'")
+    page.wait_for_function("() => location.hash.includes('p.op_compare.q=')")
+    page.wait_for_timeout(500)  # every watch on the hash has run
+    assert tab_state(page)["q"] == "MatMul" and frame.locator("#oc-filter").input_value() == "MatMul"
+
+
 def test_op_names_on_screen_stay_told_apart(page, tensorboard_url):
     frame = open_tab(page, tensorboard_url)  # tf1/mlp: long, nearly equal scope paths
     scroller = frame.locator(".oc-table-scroll[aria-label=ops]")
