@@ -387,6 +387,19 @@ def test_a_big_line_holds_at_most_two_batches_at_once(pure_python, monkeypatch):
     monkeypatch.setattr(xplane_wire, "EVENT_BATCH_BYTES", 4096)
     if pure_python:
         monkeypatch.setattr(xplane_wire, "_compiled", None)
+    # Batches alive, counted as they are made and freed: a scan of gc.get_objects() after
+    # each batch took 30 s in a worker whose earlier tests left millions of objects.
+    alive_now = [0]
+
+    class CountedBatch(xplane_wire.EventBatch):
+        def __init__(self, *args):
+            super().__init__(*args)
+            alive_now[0] += 1
+
+        def __del__(self):
+            alive_now[0] -= 1
+
+    monkeypatch.setattr(xplane_wire, "EventBatch", CountedBatch)
     line = XLine(name="Stream #1")
     for index in range(6_000):
         event = line.events.add(metadata_id=index % 50 + 1, offset_ps=index * 10, duration_ps=5)
@@ -398,6 +411,6 @@ def test_a_big_line_holds_at_most_two_batches_at_once(pure_python, monkeypatch):
         seen += sum(1 for _ in batch)  # every event parsed, as a kernel line's are
         del batch
         gc.collect()
-        alive.append(sum(isinstance(thing, xplane_wire.EventBatch) for thing in gc.get_objects()))
+        alive.append(alive_now[0])
     assert seen == 6_000 and len(alive) > 20
     assert max(alive) <= 2
