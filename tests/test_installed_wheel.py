@@ -87,7 +87,7 @@ def installed(dist, tmp_path_factory) -> Path:
     _run(sys.executable, "-m", "venv", env, cwd=home)
     (wheel,) = dist.glob("*.whl")
     # --no-compile: pip compiling every module of pandas, plotly and TensorBoard took 20 of
-    # the install's 36 s; the few modules the tests import compile as they are imported.
+    # the install's 36 s; the modules the tests import compile as they are imported.
     _run(env / "bin" / "python", *PIP_INSTALL, wheel, cwd=home)
     return env
 
