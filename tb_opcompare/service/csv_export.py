@@ -149,7 +149,7 @@ def _object_cells(values: list) -> list[str]:
     types = set(map(type, values))
     if types <= {str}:
         joined = "".join(values)
-        if not _ANY_CONTROL.search(joined) and not any(character in joined for character in _FORMULA_CHARACTERS):
+        if not any(character in joined for character in _FORMULA_CHARACTERS) and not _has_control(joined):
             return values
     elif types == {bool}:  # flags without gaps
         return np.where(np.array(values, dtype=bool), "True", "False").astype(object).tolist()
@@ -158,6 +158,13 @@ def _object_cells(values: list) -> list[str]:
     keys = list(zip(map(type, values), values))  # True and 1 are equal keys: the type tells them apart
     texts = {key: _cell_text(key[1]) for key in set(keys)}
     return list(map(texts.__getitem__, keys))
+
+
+def _has_control(text: str) -> bool:
+    """Whether ``text`` holds a character ``escape_control_characters`` escapes. Printable
+    ASCII holds none, and CPython tells that without the regular expression (which took
+    0.4 s a text column of a million-row CSV)."""
+    return not (text.isascii() and text.isprintable()) and _ANY_CONTROL.search(text) is not None
 
 
 def _cell_text(value: object) -> str:

@@ -18,7 +18,7 @@ from tb_opcompare.errors import OverLimit, ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
-from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile, tables_of
+from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile
 from tb_opcompare.ingest.sidecar import Claims, read_claims, read_sidecars_ahead, sidecar_field, sidecar_object
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
@@ -271,7 +271,7 @@ class Catalog:
                 ):
                     early = self.head_start.take(key)
                     if early is not None:
-                        return tables_of([path for path, _, _ in key[1]], early)
+                        return early
                     return _read_key(source, key, self.max_trace_bytes)
 
             profile = self.cache.get(key, read)

@@ -2,9 +2,11 @@
 
 A cold ``tb-opcompare compare`` of two named runs spends about 0.2 s importing pandas
 before it opens a profile, then about as long again reading a 30 MB xplane: one core
-waits while the other works. The readers need no pandas (``formats.read_parsed``), so
-``HeadStart.start`` forks a process that reads the session while the command imports;
-``take`` collects the parsed session through a pipe and the catalog makes its tables.
+waits while the other works. The readers and the tables need no pandas
+(``formats.read_profile``), so ``HeadStart.start`` forks a process that reads the session
+and makes its tables while the command imports; ``take`` collects them through a pipe.
+Two sessions read side by side make their tables side by side too: on the million-op pair
+of ``benchmarks/bench_many_ops.py`` the tables take about 3 s a side.
 On the 31 MB Keras xplane of ``make bench``: a cold compare of the run with itself
 0.91 -> 0.76 s, median of 10 alternating, 2 cores (CHANGELOG.md). Since
 ``compare`` makes its tables without pandas it has no import left to overlap, and the
@@ -29,7 +31,7 @@ import threading
 import weakref
 
 from tb_opcompare.ingest import fs
-from tb_opcompare.ingest.formats import read_parsed
+from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.store.memory_guard import text_budget
 from tb_opcompare.store.watched_fork import Fork, Lost, allowance
 
@@ -72,7 +74,7 @@ class HeadStart:
         self._workers[key] = Fork(seconds, _read_session, places, file_format, paths, limit_bytes)
 
     def take(self, key: tuple):
-        """The session of ``key`` as its worker read it (a ``ParsedProfile``), waiting for
+        """The session of ``key`` as its worker read it (an ``OpProfile``), waiting for
         it within the worker's deadline; None where no worker read it, or the worker failed,
         stopped or died (the caller reads the session itself)."""
         worker = self._workers.pop(key, None)
@@ -89,9 +91,9 @@ class HeadStart:
 
 
 def _read_session(places: tuple[str, ...] | None, file_format: str, paths: list[str], limit_bytes: int):
-    """In the worker: the session read as ``catalog._read_within`` reads it, without tables."""
+    """In the worker: the session read as ``catalog._read_within`` reads it, tables made."""
     with fs.confined(places):
-        return read_parsed(file_format, paths, text_budget(file_format, limit_bytes))
+        return read_profile(file_format, paths, text_budget(file_format, limit_bytes))
 
 
 def cancel_all() -> None:

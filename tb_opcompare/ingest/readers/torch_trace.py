@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import itertools
 import json
-import operator
 import re
 from collections.abc import Iterable
 from typing import NamedTuple, TypeGuard
@@ -67,7 +65,7 @@ from tb_opcompare.schema.events import (
     self_times,
     steps_of,
 )
-from tb_opcompare.schema.groups import first_appearance, group_sums, integer_group_sums
+from tb_opcompare.schema.groups import first_appearance_ids, group_sums, integer_group_sums
 from tb_opcompare.schema.optable import BREAKDOWN_DTYPES, typed_table
 from tb_opcompare.schema.table import Table
 
@@ -116,10 +114,12 @@ def is_torch_trace(trace: TraceText) -> bool:
 
 
 class _Columns:
-    """Flat numeric columns, grown a batch at a time and read back as numpy arrays."""
+    """Flat numeric columns, grown a batch at a time and read back as numpy arrays. A
+    column of ``coders`` holds its coder's stamps (``_Codes``), read back as codes."""
 
-    def __init__(self, **dtypes: str):
+    def __init__(self, coders: dict[str, _Codes] | None = None, **dtypes: str):
         self._dtypes = dtypes
+        self._coders = coders or {}
         self._parts: dict[str, list[np.ndarray]] = {name: [] for name in dtypes}
         self._joined: dict[str, np.ndarray] = {}
         self.rows = 0
@@ -131,23 +131,40 @@ class _Columns:
         self.rows += len(column)
 
     def numpy(self, name: str) -> np.ndarray:
+        """The column, once every batch is added."""
         if name not in self._joined:
             parts = self._parts.pop(name)
-            self._joined[name] = np.concatenate(parts) if parts else np.zeros(0, self._dtypes[name])
+            joined = np.concatenate(parts) if parts else np.zeros(0, self._dtypes[name])
+            self._joined[name] = self._coders[name].codes(joined) if name in self._coders else joined
         return self._joined[name]
 
 
 class _Codes(dict):
-    """Small integer codes for repeated values, assigned in order of first sight."""
+    """Small integer codes for repeated values, numbered in order of first sight.
+
+    ``encode`` stamps each value with one dict operation at C speed (``setdefault`` with a
+    running count: a value's stamp is the count when first seen), where getting, then
+    adding the new values, then getting again took four; on a million distinct op names
+    that is 0.6 s against 2.1 s. Stamps have gaps; ``codes`` turns them into 0 .. len - 1
+    (in numpy) once every value is stamped. ``list(codes)`` decodes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._issued = 0
+        self._stamps: np.ndarray | None = None  # each code's stamp (ascending), once asked
 
     def encode(self, values: list) -> list[int]:
-        codes = list(map(self.get, values))  # C speed: every value but the new ones is known
-        if _all_known(codes):
-            return codes
-        # the new ones numbered in order of first sight, at C speed too
-        new = dict.fromkeys([value for value, code in zip(values, codes) if code is None])
-        self.update(zip(new, range(len(self), len(self) + len(new))))
-        return list(map(self.__getitem__, values))
+        stamps = list(map(self.setdefault, values, itertools.count(self._issued)))
+        self._issued += len(values)
+        self._stamps = None
+        return stamps
+
+    def codes(self, stamps: np.ndarray) -> np.ndarray:
+        if self._issued == len(self):  # every value new: the stamps are the codes
+            return stamps
+        if self._stamps is None:
+            self._stamps = np.fromiter(self.values(), dtype=np.int64, count=len(self))
+        return np.searchsorted(self._stamps, stamps)
 
 
 def _complete(batch: list, categories: set[str]) -> list[int]:
@@ -175,12 +192,13 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
     Strings are coded one field at a time (pairs are formed later, in numpy): hashing
     a fresh tuple of fresh strings per event costs more than the rest of the loop.
     """
-    host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
-    launches = _Columns(position="q", correlation="q")
-    memory = _Columns(pid="q", tid="q", ts="d", bytes="q", total="q", device="q")
-    device = _Columns(name="q", cat="q", ts="d", dur="d", correlation="q")
-    modules = _Columns(name="q", pid="q", tid="q", ts="d", dur="d")
     names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
+    coded = {"name": names, "cat": categories, "pid": pids, "tid": tids}
+    host = _Columns(coded, name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
+    launches = _Columns(position="q", correlation="q")
+    memory = _Columns(coded, pid="q", tid="q", ts="d", bytes="q", total="q", device="q")
+    device = _Columns(coded, name="q", cat="q", ts="d", dur="d", correlation="q")
+    modules = _Columns(coded, name="q", pid="q", tid="q", ts="d", dur="d")
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
         events = [batch[i] for i in indices]
@@ -415,7 +433,7 @@ def _read_trace(path: str, trace: TraceText) -> _OneTrace:
     decoded = _settle_inputs(facts, trace, columns, rows, work_probes)
     if len(work_probes):
         events.work.append(_op_work(rows, work_probes, decoded, kernels))
-    facts.compiler, facts.compiler_source = _compiler_of(rows.kinds, rows.kind_codes)
+    facts.compiler, facts.compiler_source = _compiler_of(columns.names, columns.host.numpy("name"))
     if events.crossings:
         facts.warnings.append(crossing_warning(events.crossings))
     read = _OneTrace(facts, events)
@@ -438,6 +456,15 @@ class _Nesting(NamedTuple):
     selfs: np.ndarray  # each event's own self time
 
 
+class _RowKeys(NamedTuple):
+    """The host rows' keys, by key code: as pairs, and the columns the reader tests."""
+
+    keys: list[tuple[str, str]]  # (op name, row type)
+    names: list[str]
+    types: list[str]
+    is_op: np.ndarray  # the type is the name: an op's row, not a runtime call's or an annotation's
+
+
 @dataclasses.dataclass
 class _HostRows:
     """The trace's host events as rows are counted: sorted by thread, then start (the
@@ -445,9 +472,7 @@ class _HostRows:
     the code of its row key and, once nested (``_add_host_rows``), its enclosing event and
     the event it is counted as. Positions index these sorted arrays."""
 
-    kinds: list[tuple[str, str]]  # (name, category) of each kind code
-    kind_codes: np.ndarray  # per host column: its kind
-    keys: list[tuple[str, str]]  # (op name, row type): an op's type is its name, a runtime call's its category
+    key_table: _RowKeys
     steps: dict[str, tuple[float, float]]  # step name -> (start, duration)
     step_threads: np.ndarray  # each step's (in start order) thread: the one its longest range is on
     first_step: tuple[float, float] | None  # (start, end) of the earliest step
@@ -466,20 +491,20 @@ class _HostRows:
             raise RuntimeError("the host rows are not nested yet")
         return self.nesting
 
-    def key_flags(self, rule) -> np.ndarray:
-        """``rule(name, row_type)`` of each position's key, as a boolean array."""
-        return np.array([rule(name, row_type) for name, row_type in self.keys], dtype=bool)[self.codes]
+    @property
+    def keys(self) -> list[tuple[str, str]]:
+        """(op name, row type) of each key code: an op's type is its name, a runtime call's
+        or an annotation's its category."""
+        return self.key_table.keys
 
-    @functools.cached_property
+    @property
     def key_names(self) -> list[str]:
-        """Each key's op name."""
-        return [name for name, _ in self.keys]
+        return self.key_table.names
 
-    @functools.cached_property
+    @property
     def op_keys(self) -> np.ndarray:
-        """Whether each key is an op's (its type is its name: not a runtime call or an annotation)."""
-        types = [row_type for _, row_type in self.keys]
-        return np.fromiter(map(operator.eq, self.key_names, types), dtype=bool, count=len(self.keys))
+        """Whether each key is an op's (not a runtime call's or an annotation's)."""
+        return self.key_table.is_op
 
     def names_flags(self, flags: np.ndarray) -> np.ndarray:
         """Per-key ``flags`` (one for each of ``keys``) at each position."""
@@ -487,35 +512,25 @@ class _HostRows:
 
 
 def _host_rows(columns: _TraceColumns) -> _HostRows:
-    host, names, categories = columns.host, columns.names, columns.categories
-    kind_codes, kind_pairs = _pair_codes(host.numpy("name"), host.numpy("cat"))
-    kind_names = list(map(names.__getitem__, [n for n, _ in kind_pairs]))
-    kind_categories = list(map(categories.__getitem__, [c for _, c in kind_pairs]))
-    kinds = list(zip(kind_names, kind_categories))
-    thread_codes, _ = _pair_codes(host.numpy("pid"), host.numpy("tid"))
-    is_step_kind = np.fromiter(
-        map(str.startswith, kind_names, itertools.repeat(_STEP_PREFIX)), dtype=bool, count=len(kinds)
-    )
-    is_step = is_step_kind[kind_codes] if len(kinds) else np.zeros(0, dtype=bool)
+    host, names = columns.host, columns.names
+    kind_codes, kind_names, kind_categories = _pair_code_columns(host.numpy("name"), host.numpy("cat"))
+    thread_codes, _, _ = _pair_code_columns(host.numpy("pid"), host.numpy("tid"))
+    is_step = _name_flags(names, str.startswith, _STEP_PREFIX)[host.numpy("name")]
     step_starts, step_durations = host.numpy("ts")[is_step], host.numpy("dur")[is_step]
-    step_names = [kinds[code][0] for code in kind_codes[is_step].tolist()]
+    step_names = list(map(names.__getitem__, host.numpy("name")[is_step].tolist()))
     steps = _step_ranges(step_names, step_starts, step_durations)
     step_threads = _step_threads(step_names, step_starts, step_durations, thread_codes[is_step])
     first_step = None
     if len(step_starts):
         first = int(np.argmin(step_starts))
         first_step = (float(step_starts[first]), float(step_starts[first] + step_durations[first]))
-    op_kinds = map(_OP_CATEGORIES.__contains__, kind_categories)  # an op's row type is its name, else its category
-    row_types = [name if is_op else cat for name, cat, is_op in zip(kind_names, kind_categories, op_kinds)]
-    row_of_kind, row_keys = first_appearance(list(zip(kind_names, row_types)))
+    row_of_kind, row_keys = _row_keys(columns, kind_names, kind_categories)
     kept = np.flatnonzero(~is_step)
     ts, durations, threads_of = host.numpy("ts")[kept], host.numpy("dur")[kept], thread_codes[kept]
     order = kept[np.lexsort((-durations, ts, threads_of))]
     starts = host.numpy("ts")[order]
     return _HostRows(
-        kinds=kinds,
-        kind_codes=kind_codes,
-        keys=row_keys,
+        key_table=row_keys,
         steps=steps,
         step_threads=step_threads,
         first_step=first_step,
@@ -526,6 +541,30 @@ def _host_rows(columns: _TraceColumns) -> _HostRows:
         threads=thread_codes[order],
         step_of=_steps_of(starts, steps),
     )
+
+
+def _row_keys(
+    columns: _TraceColumns, kind_names: np.ndarray, kind_categories: np.ndarray
+) -> tuple[np.ndarray, _RowKeys]:
+    """Each kind's row, and the rows' keys, numbered in the order first met over the kinds.
+    Kinds are grouped on integer codes (an op's type, its name, coded -1; a runtime call's
+    or an annotation's, its category): a string is looked up once a distinct row, and no
+    pass in Python runs over the op rows but to make their pairs."""
+    names, categories = columns.names, columns.categories
+    is_op_category = np.fromiter(map(_OP_CATEGORIES.__contains__, categories), dtype=bool, count=len(categories))
+    row_types = np.where(is_op_category[kind_categories], -1, kind_categories)
+    row_of_kind, first_kinds = first_appearance_ids([kind_names, row_types])
+    key_names = list(map(names.__getitem__, kind_names[first_kinds].tolist()))
+    key_types, type_codes = list(key_names), row_types[first_kinds]
+    others = np.flatnonzero(type_codes >= 0)
+    for index, code in zip(others.tolist(), type_codes[others].tolist()):
+        key_types[index] = categories[code]
+    return row_of_kind, _RowKeys(list(zip(key_names, key_types)), key_names, key_types, type_codes < 0)
+
+
+def _name_flags(names: list[str], test, argument) -> np.ndarray:
+    """``test(name, argument)`` of each name code, as a boolean array."""
+    return np.fromiter(map(test, names, itertools.repeat(argument)), dtype=bool, count=len(names))
 
 
 def _settle_steps(facts: ProfileFacts, steps: dict[str, tuple[float, float]]) -> None:
@@ -543,7 +582,7 @@ def _settle_inputs(
     those of ``work_probes``, whose decoded inputs are returned)."""
     file_indices = columns.host.numpy("index")[rows.order]
     batch_probes = _batch_probes(rows)
-    precision_probes = _precision_probes(rows.keys, rows.codes, file_indices)
+    precision_probes = _precision_probes(rows.key_names, rows.codes, file_indices)
     decoded = _decoded_inputs(trace, file_indices, batch_probes, precision_probes, work_probes)
     evidence = _batch_size_evidence(batch_probes, decoded, rows) if len(batch_probes) else None
     precision = _precision_of(precision_probes, decoded)
@@ -695,6 +734,12 @@ def _memory_containers(columns: _TraceColumns, rows: _HostRows) -> np.ndarray:
     return container
 
 
+def _pair_code_columns(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A code per (first, second) pair of small codes, and each code's first and second."""
+    unique, inverse = np.unique((first << 32) | second, return_inverse=True)
+    return inverse.reshape(-1), unique >> 32, unique & 0xFFFFFFFF
+
+
 def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """A code per (first, second) pair of small codes, and the pairs in code order."""
     combined = (first << 32) | second
@@ -803,23 +848,25 @@ _OWN_CATEGORY_WORDS = (
 )
 
 
-def _own_categories(keys: list[tuple[str, str]]) -> np.ndarray:
+def _own_categories(keys: _RowKeys) -> np.ndarray:
     """``_own_category`` of each key, worked out for the keys that may have one."""
-    names = [name for name, _ in keys]
-    runtime = map(RUNTIME_TYPES.__contains__, [row_type for _, row_type in keys])
-    maybe = _holding_any(names, _OWN_CATEGORY_WORDS) | np.fromiter(runtime, dtype=bool, count=len(keys))
-    own = np.full(len(keys), NONE, dtype=np.int64)
+    runtime = np.fromiter(map(RUNTIME_TYPES.__contains__, keys.types), dtype=bool, count=len(keys.types))
+    maybe = _holding_any(keys.names, _OWN_CATEGORY_WORDS) | runtime
+    own = np.full(len(keys.names), NONE, dtype=np.int64)
     for index in np.flatnonzero(maybe).tolist():
-        own[index] = _own_category(*keys[index])
+        own[index] = _own_category(keys.names[index], keys.types[index])
     return own
 
 
 def _holding_any(names: list[str], words: tuple[str, ...]) -> np.ndarray:
     """Whether each name, lowercased, holds any of ``words`` (lowercase, no line breaks):
-    the names' text joined and searched once a word, each find placed by offsets."""
-    lowered = [name.lower() for name in names]
-    text = "\n".join(lowered)
-    ends = np.cumsum(np.fromiter(map(len, lowered), dtype=np.int64, count=len(lowered)) + 1)
+    the names' text joined, lowercased and searched once a word, each find placed by offsets."""
+    text = "\n".join(names).lower()
+    lengths = np.fromiter(map(len, names), dtype=np.int64, count=len(names))
+    if len(text) != int(lengths.sum()) + len(names) - 1:  # a letter whose lowercase is longer ('İ')
+        lowered = [name.lower() for name in names]
+        text, lengths = "\n".join(lowered), np.fromiter(map(len, lowered), dtype=np.int64, count=len(names))
+    ends = np.cumsum(lengths + 1)
     found = []
     for word in words:
         start = text.find(word)
@@ -850,7 +897,7 @@ def _step_breakdown(columns: _TraceColumns, rows: _HostRows) -> dict[str, list] 
         return None
     nesting = rows.nesting
     bounds = np.asarray(sorted((start, start + duration) for start, duration in rows.steps.values()), dtype=float)
-    own = _own_categories(rows.keys)[rows.codes] if len(rows.codes) else np.zeros(0, dtype=np.int64)
+    own = _own_categories(rows.key_table)[rows.codes] if len(rows.codes) else np.zeros(0, dtype=np.int64)
     decided = decided_categories(nesting.parents, own, _STICKY)
     step = rows.step_of
     driving = (step >= 0) & (rows.threads == rows.step_threads[step.clip(min=0)])
@@ -1098,8 +1145,11 @@ def _launching_occurrences(rows: _HostRows, host_correlations: np.ndarray, corre
     """Each kernel's launching occurrence (a position in ``rows``, -1: none): the op call
     around the launch its correlation id names, as counted, else the innermost annotation
     around the launch."""
-    is_op = rows.key_flags(lambda name, row_type: row_type == name)
-    is_annotation = rows.key_flags(lambda name, row_type: row_type in ANNOTATION_TYPES)
+    is_op = rows.names_flags(rows.op_keys)
+    types = rows.key_table.types
+    is_annotation = rows.names_flags(
+        np.fromiter(map(ANNOTATION_TYPES.__contains__, types), dtype=bool, count=len(types))
+    )
     parents, counted_as = rows.nested.parents, rows.nested.counted_as
     launch_correlation, launcher = [], []
     for position in np.flatnonzero((host_correlations != _NO_CORRELATION) & ~is_op).tolist():
@@ -1270,8 +1320,8 @@ _DTYPES = {
 }
 
 
-def _precision_probes(keys: list[tuple[str, str]], codes: np.ndarray, file_indices: np.ndarray) -> np.ndarray:
-    compute = np.array([name in _COMPUTE_OPS for name, _ in keys], dtype=bool)
+def _precision_probes(key_names: list[str], codes: np.ndarray, file_indices: np.ndarray) -> np.ndarray:
+    compute = np.fromiter(map(_COMPUTE_OPS.__contains__, key_names), dtype=bool, count=len(key_names))
     probes = np.flatnonzero(compute[codes]) if len(codes) else np.zeros(0, dtype=np.int64)
     return probes[np.argsort(file_indices[probes], kind="stable")[:_PRECISION_PROBES]]
 
@@ -1290,11 +1340,13 @@ def _precision_of(probes: np.ndarray, decoded: dict[int, _WithInputs]) -> tuple[
 _COMPILED_MARKS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 
 
-def _compiler_of(kinds: list[tuple[str, str]], kind_codes: np.ndarray) -> tuple[str | None, str | None]:
-    if not len(kind_codes):
+def _compiler_of(names: list[str], host_names: np.ndarray) -> tuple[str | None, str | None]:
+    """torch.compile where any host event is one of its graphs' (``host_names``: each host
+    event's name code), else eager."""
+    if not len(host_names):
         return None, None  # no host events: nothing to tell eager from compiled
-    marked = [index for index, (name, _) in enumerate(kinds) if name.startswith(_COMPILED_MARKS)]
-    if marked:
-        events = int(np.isin(kind_codes, marked).sum())
-        return "torch.compile", f"data: {events} torch.compile graph events ({kinds[marked[0]][0][:40]} ...)"
+    marked = _name_flags(names, str.startswith, _COMPILED_MARKS)[host_names]
+    if marked.any():
+        first = names[int(host_names[marked].min())]
+        return "torch.compile", f"data: {int(marked.sum())} torch.compile graph events ({first[:40]} ...)"
     return "eager", "data: no torch.compile graph events"
