@@ -34,7 +34,7 @@ from tb_opcompare.schema.groups import (
     known_sums,
     positions,
 )
-from tb_opcompare.schema.table import Table, text_array
+from tb_opcompare.schema.table import Table, repeated_text, text_array
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,9 +137,9 @@ def effective_ops(ops: Table, normalize: bool = True) -> Table:
         memory = {column: known_sums(host[column], op, len(names))[np.maximum(where, 0)] for column in _MEMORY}
         device = device.assign(**{column: np.where(has_host_row, memory[column], device[column]) for column in _MEMORY})
     host = _rows_at(counted, np.flatnonzero(counted["side"] == HOST))
-    host = host.assign(time_source=np.full(len(host), HOST, dtype=object))
+    host = host.assign(time_source=repeated_text(len(host), HOST))
     if len(device):
-        device = device.assign(time_source=np.full(len(device), DEVICE, dtype=object))
+        device = device.assign(time_source=repeated_text(len(device), DEVICE))
         chosen = Table.concat([device, host], device.names)
     else:  # host time only (a CPU run): its rows as they are, not a copy of each column
         chosen = host
@@ -238,7 +238,7 @@ def in_modules(chosen: Table, modules: Table | None) -> Table:
     (``sequential/conv2d/Relu`` -> ``sequential/conv2d``; ``(top level)`` without one)."""
     if modules is None or not len(modules):
         scopes = [name.rpartition("/")[0] or TOP_LEVEL for name in chosen["op_name"].tolist()]
-        return chosen.assign(module=text_array(scopes), op_type=np.full(len(chosen), MODULE_TYPE, dtype=object))
+        return chosen.assign(module=text_array(scopes), op_type=repeated_text(len(chosen), MODULE_TYPE))
     return _placed_in_modules(chosen, modules)
 
 
@@ -269,10 +269,10 @@ def _placed_in_modules(chosen: Table, modules: Table) -> Table:
         **{column: np.full(count, np.nan) for column in _NOT_SPLIT},
     )
     unplaced = chosen.take(np.fromiter((key not in rows_of for key in keys), dtype=bool, count=len(keys)))
-    unplaced = unplaced.assign(module=np.full(len(unplaced), OUTSIDE_MODULES, dtype=object))
+    unplaced = unplaced.assign(module=repeated_text(len(unplaced), OUTSIDE_MODULES))
     names = [*(name for name in chosen.names if name not in _MODULE_PARTS), *_MODULE_PARTS]
     both = Table.concat([placed, unplaced], names)
-    return both.assign(op_type=np.full(len(both), MODULE_TYPE, dtype=object))
+    return both.assign(op_type=repeated_text(len(both), MODULE_TYPE))
 
 
 def _host_memory(modules: Table, op_names: np.ndarray, op_types: np.ndarray, module: np.ndarray) -> np.ndarray:
@@ -440,7 +440,9 @@ def compare_ops(
     return rows, summarize(rows, baseline_steps, target_steps)
 
 
-def _joined_keys(baseline: list, target: list) -> tuple[dict[str, tuple[np.ndarray, list]], np.ndarray, dict]:
+def _joined_keys(
+    baseline: list[Any], target: list[Any]
+) -> tuple[dict[str, tuple[np.ndarray, list[Any]]], np.ndarray, dict[str, np.ndarray]]:
     """Both sides' keys (a key per row, repeats allowed) numbered at once: each side's
     (row -> key code, distinct keys) as ``first_appearance`` gives them; every key, the
     baseline's in its order, then the target's own in theirs; and where each key is on each
@@ -452,7 +454,8 @@ def _joined_keys(baseline: list, target: list) -> tuple[dict[str, tuple[np.ndarr
     baseline_stamps = np.fromiter(map(stamps.setdefault, baseline, itertools.count()), np.int64, len(baseline))
     baseline_distinct = len(stamps) == len(baseline)
     target_stamps = np.fromiter(map(stamps.setdefault, target, itertools.count(len(baseline))), np.int64, len(target))
-    coded, group_stamps = {}, {}
+    coded: dict[str, tuple[np.ndarray, list[Any]]] = {}
+    group_stamps: dict[str, np.ndarray] = {}
     for side, rows, side_stamps in (("baseline", baseline, baseline_stamps), ("target", target, target_stamps)):
         if side == "baseline" and baseline_distinct:  # the stamps count 0, 1, 2 ...: each row its own key
             codes, first = side_stamps, side_stamps

@@ -26,6 +26,7 @@ import pandas as pd
 
 from tb_opcompare.schema.contract import LAYER_COLUMNS, LAYERS, ROW_LAYERS, LayerTotal
 from tb_opcompare.schema.events import APPLICATION_TYPES, DEVICE, HOST, RUNTIME_TYPES
+from tb_opcompare.schema.table import repeated_text
 
 APPLICATION, FRAMEWORK, RUNTIME, DEVICE_LAYER = LAYERS
 SELF, WALL, KERNEL = "self", "wall", "kernel"  # how a layer's time is measured
@@ -35,7 +36,7 @@ TOTAL_COLUMNS = list(LayerTotal.__struct_fields__)
 def layer_of(ops: pd.DataFrame) -> np.ndarray:
     """Each op-table row's layer."""
     op_type = ops["op_type"].to_numpy(dtype=object)
-    layers = np.full(len(ops), FRAMEWORK, dtype=object)
+    layers = repeated_text(len(ops), FRAMEWORK)
     layers[np.isin(op_type, list(APPLICATION_TYPES))] = APPLICATION
     layers[np.isin(op_type, list(RUNTIME_TYPES))] = RUNTIME
     layers[ops["side"].to_numpy(dtype=object) == DEVICE] = DEVICE_LAYER

@@ -212,7 +212,7 @@ class OpEvents:
         with millions of events never holds one record per event."""
         if ops:
             keys, codes = _encode(ops)
-            self.add_host_codes(keys, codes, totals_us, selfs_us)
+            self.add_host_codes(keys, codes, totals_us, selfs_us, distinct_keys=True)
 
     def add_host_codes(
         self,
@@ -221,13 +221,16 @@ class OpEvents:
         totals_us: np.ndarray,
         selfs_us: np.ndarray,
         steps: np.ndarray | None = None,
+        distinct_keys: bool = False,
     ) -> None:
         """As ``add_host_batch``, with each occurrence's op given as an index into ``keys``
         (a reader that already holds integer op ids never builds a tuple per event), and,
         where the reader knows it, each occurrence's step (0 .. ``step_count`` - 1, -1
-        outside every step)."""
+        outside every step). ``distinct_keys``: the reader vouches that no two of ``keys``
+        are equal, so that the tables need not group its rows by key (a million keys: a
+        dict of a million pairs)."""
         if len(codes):
-            self.host_partials.append(_fold_host(keys, codes, totals_us, selfs_us))
+            self.host_partials.append(_fold_host(keys, codes, totals_us, selfs_us, distinct_keys))
             self.host_samples.append((keys, np.asarray(codes, dtype=np.int32), np.asarray(selfs_us, dtype=np.float32)))
             self.host_sample_steps.append(None if steps is None else np.asarray(steps, dtype=np.int32))
 
@@ -335,9 +338,11 @@ def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarr
 
 
 def _fold_host(
-    keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray, selfs_us: np.ndarray
+    keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray, selfs_us: np.ndarray, distinct: bool
 ) -> dict[str, Any]:
-    """Host occurrences folded into per-op sums (with the sum of squares, for std)."""
+    """Host occurrences folded into per-op sums (with the sum of squares, for std), and
+    ``folded_from``: the keys, the key code of each row and whether the keys are distinct,
+    which tell the table maker each row of the samples' codes without looking a key up."""
     size = len(keys)
     minimum = np.full(size, np.inf)
     maximum = np.full(size, -np.inf)
@@ -355,6 +360,7 @@ def _fold_host(
         "self_sq": np.bincount(codes, weights=selfs_us * selfs_us, minlength=size)[seen],
         "min_us": minimum[seen],
         "max_us": maximum[seen],
+        "folded_from": (keys, seen, distinct),
     }
 
 

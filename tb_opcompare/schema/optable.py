@@ -189,7 +189,7 @@ from tb_opcompare.schema.groups import (
     integer_group_sums,
     positions,
 )
-from tb_opcompare.schema.table import LazyTable, Table, text_array
+from tb_opcompare.schema.table import LazyTable, Table, repeated_text, text_array
 
 if TYPE_CHECKING:
     pass
@@ -343,11 +343,14 @@ def build_tables(events: OpEvents) -> tuple[Table, Table]:
     host = side == HOST
     if host.any():
         keys, codes = _encode(list(zip(names[host].tolist(), types[host].tolist())))
-        partials.append(_fold_host(keys, codes, totals[host], selfs[host]))
+        partials.append(_fold_host(keys, codes, totals[host], selfs[host], True))
         samples.append((keys, codes, selfs[host].astype(np.float32)))
         sample_steps.append(None)
     if partials:
-        host_table, host_cells = _with_host_quantiles(_combine_host(partials), samples, sample_steps, events.step_count)
+        host_table, rows_of_keys = _combine_host(partials)
+        host_table, host_cells = _with_host_quantiles(
+            host_table, samples, sample_steps, events.step_count, rows_of_keys
+        )
         tables.append(host_table)
         cells.append(host_cells)
     device = side == DEVICE
@@ -391,10 +394,17 @@ def _with_memory(table: Table, events: OpEvents) -> Table:
 _MEMORY_SUMS = ["alloc_bytes", "net_bytes"]
 
 
-def _combine_host(partials: list[dict[str, Any]]) -> Table:
-    """Per-op sums from several lines, hosts or batches into the host rows."""
+def _combine_host(partials: list[dict[str, Any]]) -> tuple[Table, dict[int, np.ndarray]]:
+    """Per-op sums from several lines, hosts or batches into the host rows; and, where one
+    partial made every row (each its own op, in its order), the row of each of its keys'
+    codes (by the keys' ``id``, as ``_with_host_quantiles`` looks them up)."""
     names, types, op, sums = _summed_partials(partials, _HOST_SUMS)
     count = len(names)
+    rows_of_keys = {}
+    if len(partials) == 1 and "folded_from" in partials[0] and len(op) == count:
+        keys, seen, _ = partials[0]["folded_from"]
+        rows_of_keys[id(keys)] = np.full(len(keys), -1, dtype=np.int64)
+        rows_of_keys[id(keys)][seen] = np.arange(count)
     minimum, maximum = np.full(count, np.inf), np.full(count, -np.inf)
     np.minimum.at(minimum, op, np.concatenate([part["min_us"] for part in partials]))
     np.maximum.at(maximum, op, np.concatenate([part["max_us"] for part in partials]))
@@ -402,9 +412,9 @@ def _combine_host(partials: list[dict[str, Any]]) -> Table:
     self_us = sums["self_us"]
     mean = self_us / occurrences
     variance = sums["self_sq"] / occurrences - mean**2
-    return Table(
+    table = Table(
         {
-            "side": np.full(count, HOST, dtype=object),
+            "side": repeated_text(count, HOST),
             "op_name": names,
             "op_type": types,
             "occurrences": occurrences,
@@ -417,6 +427,7 @@ def _combine_host(partials: list[dict[str, Any]]) -> Table:
             "kernels": np.zeros(count, dtype=np.int64),
         }
     )
+    return table, rows_of_keys
 
 
 _HOST_SUMS = ["occurrences", "total_us", "self_us", "self_sq"]
@@ -428,14 +439,20 @@ def _summed_partials(
     """Partials' rows (``op_name``, ``op_type`` and ``columns``) grouped by op, ops numbered
     in order of first appearance: each op's name and type, each row's op, and each op's
     sums of ``columns`` (integer columns summed exactly)."""
-    names = np.concatenate([np.asarray(part["op_name"], dtype=object) for part in partials])
-    types = np.concatenate([np.asarray(part["op_type"], dtype=object) for part in partials])
-    op, keys = first_appearance(list(zip(names.tolist(), types.tolist())))
+    names = np.concatenate([text_array(part["op_name"]) for part in partials])
+    types = np.concatenate([text_array(part["op_type"]) for part in partials])
+    if len(partials) == 1 and partials[0].get("folded_from", (None, None, False))[2]:
+        op, keys = np.arange(len(names)), None  # one partial of distinct keys: each row its own op
+    else:
+        op, keys = first_appearance(list(zip(names.tolist(), types.tolist())))
+    count = len(names) if keys is None else len(keys)
     sums = {}
     for column in columns:
         values = np.concatenate([np.asarray(part[column]) for part in partials])
         adder = integer_group_sums if values.dtype.kind in "iu" else group_sums
-        sums[column] = adder(values, op, len(keys))
+        sums[column] = adder(values, op, count)
+    if keys is None or len(keys) == len(names):  # every row its own op, in order: the columns are the ops'
+        return names, types, op, sums
     return *_names_and_types(keys), op, sums
 
 
@@ -445,16 +462,19 @@ def _names_and_types(keys: list[Any]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _with_host_quantiles(
-    table: Table, samples: list[Any], sample_steps: list[Any], step_count: int
+    table: Table, samples: list[Any], sample_steps: list[Any], step_count: int, rows_of_keys: dict[int, np.ndarray]
 ) -> tuple[Table, Table]:
     """The host table with the percentiles of each op's per-occurrence self time and its
-    variation from step to step, and the host rows' per-step cells."""
-    row_of = dict(zip(zip(table["op_name"].tolist(), table["op_type"].tolist()), range(len(table))))
+    variation from step to step, and the host rows' per-step cells. ``rows_of_keys``: the
+    table's row of each code of the samples' key lists known already (``_combine_host``);
+    the other lists' keys are looked up."""
+    row_of: dict[tuple[str, str], int] = {}
     # a reader's batches mostly share one list of op keys (an xplane's host plane: all of
     # them), so each list is looked up once, not once a batch
-    rows_of_keys: dict[int, np.ndarray] = {}
     for keys, _, _ in samples:
         if id(keys) not in rows_of_keys:
+            if not row_of:
+                row_of = dict(zip(zip(table["op_name"].tolist(), table["op_type"].tolist()), range(len(table))))
             rows_of_keys[id(keys)] = np.fromiter(
                 map(row_of.get, keys, itertools.repeat(-1)), dtype=np.int64, count=len(keys)
             )
@@ -584,7 +604,7 @@ def _aggregate_device(
     occurrences = np.where(np.isnan(occurrences), kernel_counts, occurrences).astype(np.int64)
     table = Table(
         {
-            "side": np.full(len(names), DEVICE, dtype=object),
+            "side": repeated_text(len(names), DEVICE),
             "op_name": names,
             "op_type": types,
             "kernels": kernel_counts,

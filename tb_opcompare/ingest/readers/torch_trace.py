@@ -463,6 +463,7 @@ class _RowKeys(NamedTuple):
     names: list[str]
     types: list[str]
     is_op: np.ndarray  # the type is the name: an op's row, not a runtime call's or an annotation's
+    distinct: bool  # no two keys equal as text (``_row_keys``)
 
 
 @dataclasses.dataclass
@@ -559,7 +560,11 @@ def _row_keys(
     others = np.flatnonzero(type_codes >= 0)
     for index, code in zip(others.tolist(), type_codes[others].tolist()):
         key_types[index] = categories[code]
-    return row_of_kind, _RowKeys(list(zip(key_names, key_types)), key_names, key_types, type_codes < 0)
+    # The (name, type) codes are distinct, and so are names and categories as text: two keys
+    # can read the same only where a runtime call or annotation is named as its category
+    # and an op bears that name too.
+    distinct = not any(key_names[index] == key_types[index] for index in others.tolist())
+    return row_of_kind, _RowKeys(list(zip(key_names, key_types)), key_names, key_types, type_codes < 0, distinct)
 
 
 def _name_flags(names: list[str], test, argument) -> np.ndarray:
@@ -808,7 +813,14 @@ def _add_host_rows(events: OpEvents, rows: _HostRows) -> None:
     counted_as = _fold_only_children(parents, codes)
     kept = counted_as == np.arange(len(codes))
     merged_selfs = np.bincount(counted_as, weights=selfs, minlength=len(codes))
-    events.add_host_codes(rows.keys, codes[kept], durations[kept], merged_selfs[kept], steps=rows.step_of[kept])
+    events.add_host_codes(
+        rows.keys,
+        codes[kept],
+        durations[kept],
+        merged_selfs[kept],
+        steps=rows.step_of[kept],
+        distinct_keys=rows.key_table.distinct,
+    )
     rows.nesting = _Nesting(parents, counted_as, merged_selfs, selfs)
 
 
