@@ -306,3 +306,24 @@ def test_spread_of_leaf_ops_matches_their_event_durations():
         expected = np.quantile(durations, [0.1, 0.5, 0.9])
         got = ops.loc[name, ["p10_us", "median_us", "p90_us"]].to_numpy(dtype=float)
         assert got == pytest.approx(expected, rel=1e-5, abs=1e-3), name
+
+
+def test_a_runtime_call_named_as_its_category_shares_the_row_of_an_op_of_that_name(tmp_path):
+    """Rows are keyed by (name, type): an op's type is its name, a runtime call's its
+    category. A runtime call named ``cuda_runtime`` and an op of that name have the same
+    key as text, so they are one row, as the key reads; the reader keys rows on codes,
+    and the tables must still merge the two (the real H100 trace, two events renamed)."""
+    import gzip
+
+    document = json.loads(gzip.decompress(BERT_H100.read_bytes()))
+    events = document["traceEvents"]
+    op = next(e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X")
+    call = next(e for e in events if e.get("cat") == "cuda_runtime" and e.get("ph") == "X")
+    op["name"] = call["name"] = "cuda_runtime"
+    path = tmp_path / "w.1.pt.trace.json"
+    path.write_text(json.dumps(document))
+    ops = read(path).op_table.frame()
+    rows = ops[(ops["side"] == "host") & (ops["op_name"] == "cuda_runtime")]
+    assert len(rows) == 1 and rows["op_type"].iloc[0] == "cuda_runtime"
+    assert int(rows["occurrences"].iloc[0]) == 2
+    assert not ops.duplicated(["side", "op_name", "op_type"]).any()
