@@ -117,3 +117,59 @@ def test_a_chunk_with_a_cell_to_quote_is_the_writers():
     assert "".join(table_csv_chunks(table, columns)) == compare_csv(as_records(table), columns)
     lone = Table({"key": text_array(["", "x", ""])})
     assert "".join(table_csv_chunks(lone, ["key"])) == compare_csv(as_records(lone), ["key"])
+
+
+@pytest.fixture(scope="module")
+def compared(many_ops):
+    """The small pair's comparison as the CLI writes its CSV: a table and the view's rows."""
+    from tb_opcompare.analysis.row_view import RowView
+    from tb_opcompare.service.compare import compared_rows
+    from tb_opcompare.store.catalog import Catalog
+
+    catalog = Catalog(str(many_ops), cache_dir=None)
+    return compared_rows(catalog, *RUNS, group_by="name", view=RowView(), records=False)
+
+
+def _split_in_a_fresh_process(compared, tmp_path, helper_exits: bool) -> tuple[str, bool]:
+    """``split_csv_chunks`` of the comparison in a process of one thread (a test worker
+    may run others, and then nothing forks): its text, and whether a helper made a half."""
+    import pickle
+
+    (tmp_path / "compared.pickle").write_bytes(pickle.dumps((compared.table, compared.positions)))
+    script = f"""
+import os, pickle, sys
+from tb_opcompare.service import csv_export
+table, positions = pickle.loads(open({str(tmp_path / "compared.pickle")!r}, "rb").read())
+csv_export.SPLIT_CSV_ROWS = 1000
+made = csv_export._csv_text
+def helper(*args):
+    open({str(tmp_path / "helper_ran")!r}, "w").close()
+    if {helper_exits}:
+        os._exit(3)
+    return made(*args)
+csv_export._csv_text = helper
+sys.stdout.write("".join(csv_export.split_csv_chunks(table, positions=positions)))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)
+    return done.stdout, (tmp_path / "helper_ran").exists()
+
+
+@pytest.mark.parametrize("helper_exits", [False, True], ids=["helper", "helper_dies"])
+def test_a_big_csv_made_in_two_halves_is_the_same_bytes(compared, tmp_path, helper_exits):
+    """Past SPLIT_CSV_ROWS the CLI's CSV is made in two halves at once, the second in a
+    forked helper; the text is the one-process text to the byte, and where the helper
+    dies its half is made by the command after all."""
+    whole = "".join(table_csv_chunks(compared.table, positions=compared.positions))
+    text, helper_ran = _split_in_a_fresh_process(compared, tmp_path, helper_exits)
+    assert helper_ran and len(compared.positions) > 1000
+    assert text == whole
+
+
+def test_a_run_of_rows_is_written_as_its_positions_say():
+    """Rows given as a run of positions (the second half of a view) are written from
+    slices: the same text as the rows gathered."""
+    count = CSV_CHUNK_ROWS + 7
+    table = Table({"key": text_array(f"op{n}" for n in range(count)), "mean_us": np.arange(count) * 0.25})
+    run = np.arange(5, count - 2)
+    expected = compare_csv(as_records(table.take(run)), ["key", "mean_us"])
+    assert "".join(table_csv_chunks(table, ["key", "mean_us"], positions=run)) == expected

@@ -13,7 +13,6 @@ and ``noisy``, flags); ``compare_frame`` gives the rows as a pandas DataFrame.
 from __future__ import annotations
 
 import itertools
-import operator
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -316,9 +315,9 @@ def _positive(values: ArrayLike) -> np.ndarray:
     return np.where(array > 0, array, np.nan)
 
 
-def _group(chosen: Table, group_by: str, coded: tuple[np.ndarray, list[Any]] | None = None) -> Table:
-    """One row per key; ``coded``: each row's key code and the keys (``first_appearance``
-    of the key column), where the caller has them."""
+def _group(chosen: Table, group_by: str, coded: tuple[np.ndarray, Any] | None = None) -> Table:
+    """One row per key; ``coded``: each row's key code and the keys (as ``first_appearance``
+    of the key column gives them; a list or an object array), where the caller has them."""
     key = _KEYS[group_by]
     square_sum = execution_square_sums(chosen["occurrences"], chosen["self_us"], chosen["std_us"])
     codes, keys = coded if coded is not None else first_appearance(chosen[key].tolist())
@@ -408,7 +407,7 @@ def compare_ops(
     if group_by == "name" and normalize:
         chosen = implementations_matched(chosen)
     key = _KEYS[group_by]
-    coded, keys, where = _joined_keys(chosen["baseline"][key].tolist(), chosen["target"][key].tolist())
+    coded, keys, where = _joined_keys(chosen["baseline"][key], chosen["target"][key])
     sides = {side: _group(table, group_by, coded[side]) for side, table in chosen.items()}
     # the rows in their final order (the most time on either side first), each column
     # gathered once, in that order
@@ -441,27 +440,28 @@ def compare_ops(
 
 
 def _joined_keys(
-    baseline: list[Any], target: list[Any]
-) -> tuple[dict[str, tuple[np.ndarray, list[Any]]], np.ndarray, dict[str, np.ndarray]]:
-    """Both sides' keys (a key per row, repeats allowed) numbered at once: each side's
-    (row -> key code, distinct keys) as ``first_appearance`` gives them; every key, the
-    baseline's in its order, then the target's own in theirs; and where each key is on each
-    side (-1: not there). One dict pass a row, at C speed: a key's stamp is the count when
-    ``setdefault`` first met it, so a stamp below the baseline's length is a baseline key
-    (a million op names a side: 2 s of dict passes, grouping each side and then joining
-    them, became 0.6 s)."""
+    baseline: np.ndarray, target: np.ndarray
+) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray, dict[str, np.ndarray]]:
+    """Both sides' key columns (a key per row, repeats allowed) numbered at once: each
+    side's (row -> key code, distinct keys) as ``first_appearance`` gives them; every key,
+    the baseline's in its order, then the target's own in theirs; and where each key is on
+    each side (-1: not there). One dict pass a row, at C speed: a key's stamp is the count
+    when ``setdefault`` first met it, so a stamp below the baseline's length is a baseline
+    key (a million op names a side: 2 s of dict passes, grouping each side and then
+    joining them, became 0.6 s)."""
     stamps: dict[object, int] = {}
-    baseline_stamps = np.fromiter(map(stamps.setdefault, baseline, itertools.count()), np.int64, len(baseline))
-    baseline_distinct = len(stamps) == len(baseline)
-    target_stamps = np.fromiter(map(stamps.setdefault, target, itertools.count(len(baseline))), np.int64, len(target))
-    coded: dict[str, tuple[np.ndarray, list[Any]]] = {}
+    baseline_stamps = np.fromiter(map(stamps.setdefault, baseline.tolist(), itertools.count()), np.int64, len(baseline))
+    target_stamps = np.fromiter(
+        map(stamps.setdefault, target.tolist(), itertools.count(len(baseline))), np.int64, len(target)
+    )
+    coded: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     group_stamps: dict[str, np.ndarray] = {}
     for side, rows, side_stamps in (("baseline", baseline, baseline_stamps), ("target", target, target_stamps)):
-        if side == "baseline" and baseline_distinct:  # the stamps count 0, 1, 2 ...: each row its own key
-            codes, first = side_stamps, side_stamps
+        if not len(side_stamps) or np.bincount(side_stamps).max() == 1:  # each row its own key (grouping by name)
+            codes = first = np.arange(len(rows))
         else:
             codes, first = first_appearance_ids([side_stamps])
-        coded[side] = (codes, rows if len(first) == len(rows) else [rows[i] for i in first.tolist()])
+        coded[side] = (codes, rows if len(first) == len(rows) else rows[first])
         group_stamps[side] = side_stamps[first]
     position_of = np.full(len(baseline), -1, dtype=np.int64)  # a baseline stamp -> its key's position
     count = len(group_stamps["baseline"])
@@ -470,7 +470,7 @@ def _joined_keys(
     found = np.full(len(own), -1, dtype=np.int64)
     found[~own] = position_of[group_stamps["target"][~own]]
     found[own] = count + np.arange(int(own.sum()))
-    keys = np.concatenate([text_array(coded["baseline"][1]), text_array(coded["target"][1])[own]])
+    keys = np.concatenate([coded["baseline"][1], coded["target"][1][own]]).astype(object, copy=False)
     target_where = np.full(len(keys), -1, dtype=np.int64)
     target_where[found] = np.arange(len(found))
     baseline_where = np.full(len(keys), -1, dtype=np.int64)
@@ -540,16 +540,15 @@ def summarize(rows: Table, baseline_steps: int | None, target_steps: int | None)
         overall = baseline_matched / target_matched if target_matched else None
     speedups = np.asarray(matched["speedup"], dtype="float64")
     speedups = speedups[np.isfinite(speedups) & (speedups > 0)]
-    noisy = map(
-        operator.or_, map(bool, matched["baseline_noisy"].tolist()), map(bool, matched["target_noisy"].tolist())
-    )
+    # flags, or None where a side lacks the op (none does on a matched row); astype(bool) is bool() at C speed
+    noisy = matched["baseline_noisy"].astype(bool) | matched["target_noisy"].astype(bool)
     baseline_total, target_total = np.nansum(rows["baseline_total_us"]), np.nansum(rows["target_total_us"])
     return {
         "matched_ops": int(len(matched)),
         "baseline_only_ops": int((status == BASELINE_ONLY).sum()),
         "target_only_ops": int((status == TARGET_ONLY).sum()),
         "faster_ops": int(above(matched["speedup"], 1.0).sum()),
-        "noisy_ops": int(sum(noisy)),
+        "noisy_ops": int(noisy.sum()),
         "slower_ops": int(below(matched["speedup"], 1.0).sum()),
         "baseline_matched_total_us": baseline_matched,
         "target_matched_total_us": target_matched,

@@ -172,11 +172,11 @@ def _pairs_csv(compared: list[tuple[dict, ComparedRows]], with_pairs: bool) -> I
     """Named runs: exactly the bytes of the API's ``compare.csv``. The automatic pairs
     (however many there are, so scripts see one layout): one table, each row led by the
     pair it belongs to. Made a chunk of rows at a time."""
-    from tb_opcompare.service.csv_export import table_csv_chunks
+    from tb_opcompare.service.csv_export import split_csv_chunks, table_csv_chunks
 
     if not with_pairs:
         _, rows = compared[0]
-        yield from table_csv_chunks(rows.table, positions=rows.positions)
+        yield from split_csv_chunks(rows.table, positions=rows.positions)
         return
     columns = PAIR_COLUMNS + list(compared[0][0]["columns"])
     for index, (document, rows) in enumerate(compared):

@@ -25,15 +25,13 @@ the catalog then reads the session itself and reports what is wrong as always.
 
 from __future__ import annotations
 
-import os
 import sys
-import threading
 import weakref
 
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.formats import read_profile
 from tb_opcompare.store.memory_guard import text_budget
-from tb_opcompare.store.watched_fork import Fork, Lost, allowance
+from tb_opcompare.store.watched_fork import Fork, Lost, allowance, may_fork
 
 # Below this much of a session's files, the read is over before a fork has paid for itself.
 HEAD_START_MIN_BYTES = 256 * 1024
@@ -43,12 +41,7 @@ _LIVE: weakref.WeakSet[HeadStart] = weakref.WeakSet()  # for ``cancel_all`` at t
 
 def pays(logdir: str) -> bool:
     """Whether reading in a forked process now overlaps work this process has yet to do."""
-    return (
-        hasattr(os, "fork")
-        and "pandas" not in sys.modules
-        and threading.active_count() == 1
-        and not fs.is_remote(logdir)
-    )
+    return may_fork() and "pandas" not in sys.modules and not fs.is_remote(logdir)
 
 
 class HeadStart:

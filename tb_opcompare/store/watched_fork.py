@@ -17,6 +17,7 @@ import os
 import pickle
 import selectors
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -26,6 +27,13 @@ from collections.abc import Callable, Iterator
 WORKER_SECONDS = 60.0
 WORKER_BYTES_PER_SECOND = 1 << 20
 _POLL_SECONDS = 0.1  # how often a worker is looked at while its pipe is quiet
+
+
+def may_fork() -> bool:
+    """Whether forking is safe now: the platform forks, and no other thread runs (a fork
+    copies the thread that forks and no other, so a lock another thread holds would stay
+    held in the worker)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
 
 
 def allowance(size_bytes: int) -> float:
