@@ -1,6 +1,7 @@
 """Work done in forked processes, watched: the read-ahead workers of a cold command
-(``store.head_start``), ``read_ahead``'s reads on every core (``store.catalog``) and
-``index --jobs N`` (``store.prewarm``).
+(``store.head_start``), ``read_ahead``'s reads on every core (``store.catalog``),
+``index --jobs N`` (``store.prewarm``) and the second half of a big CSV
+(``service.csv_export.split_csv_chunks``).
 
 A worker answers through a pipe; its parent waits on the pipe with a deadline, so a worker
 that stops (SIGSTOP, as when it hangs on I/O) or dies costs its own call and nothing else.
