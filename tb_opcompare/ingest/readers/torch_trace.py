@@ -730,9 +730,8 @@ def _pair_code_columns(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarra
 
 def _pair_codes(first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """A code per (first, second) pair of small codes, and the pairs in code order."""
-    combined = (first << 32) | second
-    unique, inverse = np.unique(combined, return_inverse=True)
-    return inverse.reshape(-1), list(zip((unique >> 32).tolist(), (unique & 0xFFFFFFFF).tolist()))
+    codes, firsts, seconds = _pair_code_columns(first, second)
+    return codes, list(zip(firsts.tolist(), seconds.tolist()))
 
 
 def _scatter(count: int, launches: _Columns) -> np.ndarray:
