@@ -14,9 +14,8 @@ head start there costs about what it saves (CHANGELOG.md); the commands that
 still load pandas (sweep, check, trend, matrix) gain as before.
 
 Only where it pays and is safe (``pays``): before this process has imported pandas
-(after that a read here is as quick), while no other thread runs (a fork copies the
-thread that forks and no other, so a lock another thread holds would stay held in the
-worker), on a local logdir (a bucket's client and its event loop do not survive a
+(after that a read here is as quick), where forking is safe (``watched_fork.may_fork``:
+no other thread runs), on a local logdir (a bucket's client and its event loop do not survive a
 fork). The catalog starts only sessions no cache or shared index holds and whose reads
 fit the memory guard together. A worker that fails, stops or dies hands back nothing
 (``store.watched_fork``: a stopped one is seen at once, a silent one past its deadline):
