@@ -49,8 +49,9 @@ Traces are read where they lie, never copied into the repository; the virtual en
 and xprof's temporary copies stay under ``benchmarks/.data`` (ignored) and the system's
 temporary folder. If HTA cannot be installed, its columns are skipped with a message.
 
-Usage: python benchmarks/bench_peers.py [--repeat 3] [--quick]
-       (--quick: one repeat, and the traces over 16 MiB uncompressed left out)
+Usage: python benchmarks/bench_peers.py [--repeat 3] [--quick] [--only TEXT]
+       (--quick: one repeat, and the traces over 16 MiB uncompressed left out;
+        --only: only the rows whose label holds TEXT)
 """
 
 from __future__ import annotations
@@ -84,8 +85,10 @@ XPROF_RS = XPROF_RS_VENV / "bin" / "xprof-rs"
 QUICK_MAX_BYTES = 16 * 2**20  # --quick leaves out traces bigger than this, uncompressed
 
 # (label, path under ../shared/realtraces, "gpu" or "cpu"); HTA reads the trace's folder,
-# and each of these folders holds that one trace.
+# and each of these folders holds that one trace. A folder is the traces of one job's ranks:
+# HTA reads it as it is, tb-opcompare as one run of that many workers.
 TORCH_TRACES = [
+    ("HTA's two ranks of one job, GPU", "torch_hta_two_ranks", "gpu"),
     ("ResNet-50 train, V100", "torch_resnet50_v100/worker0.1623143089861.pt.trace.json.gz", "gpu"),
     (
         "BERT-small infer, H100",
@@ -110,10 +113,10 @@ BERT_XPLANE = "tf2_xplane_bert_multigpu/plugins/profile/GPU-multi-worker/34.83.1
 _OURS = r"""
 import json, sys, time
 from tb_opcompare.ingest.formats import read_profile
-# The readers (and pandas) are imported on first read: import them before the clock.
-import tb_opcompare.ingest.readers.torch_trace, tb_opcompare.ingest.readers.xplane
+# The readers (and pandas, for .frame()) are imported on first use: import them before the clock.
+import pandas, tb_opcompare.ingest.readers.torch_trace, tb_opcompare.ingest.readers.xplane
 started = time.perf_counter()
-ops = read_profile(sys.argv[1], [sys.argv[2]]).op_table.frame()
+ops = read_profile(sys.argv[1], sys.argv[2:]).op_table.frame()
 host, device = ops[ops["side"] == "host"], ops[ops["side"] == "device"]
 column = "self_us" if sys.argv[1] == "xplane" else "total_us"
 per_op = {}
@@ -231,12 +234,13 @@ TB_OPCOMPARE = Path(sys.executable).parent / "tb-opcompare"
 
 
 def ours_for(path: Path, file_format: str):
-    """What ``measure_pair`` times for tb-opcompare on one trace: the command a user runs
-    for its per-op table, ``tb-opcompare compare`` of the run with itself, cold (a fresh
-    logdir holding the trace, ``--no-cache``), the whole process; and, once and untimed,
-    ``read_profile`` in a script (the ``_OURS`` snippet) for the read's own seconds (in
-    brackets) and the figures the agreement needs."""
-    agreement = run_child([sys.executable, "-c", _OURS, file_format, str(path)])
+    """What ``measure_pair`` times for tb-opcompare on one trace (or a folder of ranks): the
+    command a user runs for its per-op table, ``tb-opcompare compare`` of the run with
+    itself, cold (a fresh logdir holding the traces, ``--no-cache``), the whole process; and,
+    once and untimed, ``read_profile`` in a script (the ``_OURS`` snippet) for the read's
+    own seconds (in brackets) and the figures the agreement needs."""
+    files = trace_files(path)
+    agreement = run_child([sys.executable, "-c", _OURS, file_format, *map(str, files)])
 
     def run() -> dict:
         if "error" in agreement:
@@ -244,13 +248,16 @@ def ours_for(path: Path, file_format: str):
         scratch = Path(tempfile.mkdtemp(prefix="bench-ours-"))
         folder = scratch / "run" / ("plugins/profile/session" if file_format == "xplane" else "")
         folder.mkdir(parents=True)
-        name = (
-            path.name if file_format == "xplane" else "bench_1.1.pt.trace.json" + path.suffix * (path.suffix == ".gz")
-        )
-        try:
-            os.link(path, folder / name)
-        except OSError:  # another file system
-            shutil.copy(path, folder / name)
+        for number, file in enumerate(files):
+            name = (
+                file.name
+                if file_format == "xplane"
+                else f"bench_{number}.1.pt.trace.json" + file.suffix * (file.suffix == ".gz")
+            )
+            try:
+                os.link(file, folder / name)
+            except OSError:  # another file system
+                shutil.copy(file, folder / name)
         argv = [str(TB_OPCOMPARE), "compare", str(scratch), "--baseline", "run", "--target", "run", "--no-cache"]
         try:
             timed = run_child(argv + ["--top", "10"], json_out=False)
@@ -405,10 +412,16 @@ def uncompressed_size(path: Path) -> int:
     return size
 
 
+def trace_files(path: Path) -> list[Path]:
+    """The traces a row reads: the file, or each trace of a folder of ranks."""
+    return sorted(child for child in path.iterdir() if child.is_file()) if path.is_dir() else [path]
+
+
 def size_label(path: Path) -> str:
-    on_disk = path.stat().st_size / 2**20
-    if path.suffix == ".gz":
-        return f"{on_disk:.2f} gz/{uncompressed_size(path) / 2**20:.1f} MiB"
+    files = trace_files(path)
+    on_disk = sum(file.stat().st_size for file in files) / 2**20
+    if all(file.suffix == ".gz" for file in files):
+        return f"{on_disk:.2f} gz/{sum(map(uncompressed_size, files)) / 2**20:.1f} MiB"
     return f"{on_disk:.2f} MiB"
 
 
@@ -476,7 +489,7 @@ def recorded_traces(prefix: str, pattern: str) -> list[Path]:
     ]
 
 
-def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
+def torch_benchmarks(repeat: int, quick: bool, hta: bool, only: str = "") -> list[str]:
     rows, agreement = [], []
     traces = [(label, REAL / relative_path, kind) for label, relative_path, kind in TORCH_TRACES]
     large = sorted(
@@ -491,26 +504,27 @@ def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
             "`python benchmarks/bench_readers.py` makes one)"
         )
     for label, path, kind in traces:
+        if only not in label:
+            continue
         if not path.exists():
             agreement.append(f"{label}: {path} is missing; skipped")
             continue
-        if quick and uncompressed_size(path) > QUICK_MAX_BYTES:
+        if quick and sum(map(uncompressed_size, trace_files(path))) > QUICK_MAX_BYTES:
             agreement.append(f"{label}: left out by --quick")
             continue
         ours_run = ours_for(path, "pytorch")
+        folder = path if path.is_dir() else path.parent
         if not hta:
             ours = summarise([ours_run() for _ in range(repeat)])
             rows.append(table_row(label, path, ours, {"error": "skipped"}))
             continue
-        hta_argv = [str(HTA_PYTHON), "-c", _HTA, kind, str(path.parent)]
+        hta_argv = [str(HTA_PYTHON), "-c", _HTA, kind, str(folder)]
         ours, peer = measure_pair(ours_run, lambda argv=hta_argv: (argv, None, lambda: None), repeat)
         rows.append(table_row(label, path, ours, peer))
         if "error" in ours or "error" in peer:
             agreement.append(f"{label}: tb-opcompare {ours.get('error', 'ok')}; HTA {peer.get('error', 'ok')}")
         elif kind == "gpu":
-            exact = run_child(
-                [str(HTA_PYTHON), "-c", _HTA, "gpu-exact", str(path.parent)], {"HTA_DISABLE_NS_ROUNDING": "1"}
-            )
+            exact = run_child([str(HTA_PYTHON), "-c", _HTA, "gpu-exact", str(folder)], {"HTA_DISABLE_NS_ROUNDING": "1"})
             exact_text = (
                 exact["error"]
                 if "error" in exact
@@ -536,7 +550,7 @@ def torch_benchmarks(repeat: int, quick: bool, hta: bool) -> list[str]:
     return agreement
 
 
-def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool) -> list[str]:
+def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool, only: str = "") -> list[str]:
     planes = [("TF2 BERT, 8 GPUs (xplane)", REAL / BERT_XPLANE)]
     recorded = sorted(recorded_traces("xplane_", "*.xplane.pb"), key=lambda p: p.stat().st_size)
     if recorded:
@@ -545,6 +559,8 @@ def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool) -> list[str]:
         print("(no recorded .xplane.pb under benchmarks/.data: `python benchmarks/bench_readers.py` makes one)")
     rows, rs_rows, agreement = [], [], []
     for label, path in planes:
+        if only not in label:
+            continue
         if not path.exists():
             agreement.append(f"{label}: {path} is missing; skipped")
             continue
@@ -604,6 +620,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per tool and trace (median)")
     parser.add_argument("--quick", action="store_true", help="one repeat; leave out traces over 16 MiB")
+    parser.add_argument("--only", default="", help="time only the rows whose label holds this text")
     args = parser.parse_args()
     repeat = 1 if args.quick else max(1, args.repeat)
     if not REAL.is_dir():
@@ -614,11 +631,11 @@ def main() -> None:
     if versions:
         hta_version, pandas_version, numpy_version = versions.split()
         print(f"HTA {hta_version} (pandas {pandas_version}, numpy {numpy_version}) in {HTA_VENV.relative_to(REPO)}")
-    agreement = torch_benchmarks(repeat, args.quick, bool(versions))
+    agreement = torch_benchmarks(repeat, args.quick, bool(versions), args.only)
     fast_xprof = ensure_xprof_rs()
     if fast_xprof:
         print(f"xprof-rs {fast_xprof} in {XPROF_RS_VENV.relative_to(REPO)}")
-    agreement += xplane_benchmarks(repeat, args.quick, bool(fast_xprof))
+    agreement += xplane_benchmarks(repeat, args.quick, bool(fast_xprof), args.only)
     print("\nAgreement (peer minus tb-opcompare, relative to tb-opcompare):")
     for line in agreement:
         print(f"  {line}")
