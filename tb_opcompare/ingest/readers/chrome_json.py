@@ -98,6 +98,17 @@ def _list_of(event_type: type) -> types.GenericAlias:
 _RAW_DECODER, _RAW_LIST_DECODER = _decoders(msgspec.Raw)  # events as undecoded views
 
 
+_EVENT_DECODERS: dict[type, msgspec.json.Decoder] = {}
+
+
+def _event_decoder(event_type: type) -> msgspec.json.Decoder:
+    """A decoder of one event (``TraceText.events``), made once a type."""
+    decoder = _EVENT_DECODERS.get(event_type)
+    if decoder is None:
+        decoder = _EVENT_DECODERS[event_type] = msgspec.json.Decoder(event_type)
+    return decoder
+
+
 class TraceText:
     """A Chrome trace's JSON text, decoded on demand into the event Struct a reader asks for.
 
@@ -165,14 +176,19 @@ class TraceText:
             _check_durations(self.path, start, batch)
             yield start, batch
 
-    def events(self, indices: list[int], event_type: type[_Event]) -> list[_Event]:
-        """Events ``indices`` (ascending) of the file decoded as ``event_type``, for the
-        few events a reader wants more fields of than its batches hold (after ``batches``
-        has run). Each part of the file is decoded at most once, however many are asked."""
+    def events(self, indices: list[int], event_type: type[_Event]) -> Iterator[_Event]:
+        """Events ``indices`` (ascending) of the file decoded as ``event_type``, one at a time,
+        for the few events a reader wants more fields of than its batches hold (after
+        ``batches`` has run). Each part of the file is decoded at most once, however many are
+        asked."""
+        decoder = _event_decoder(event_type)
         if self._cuts is None or not self._cut_firsts:
             events = self._raw_events()  # a text decoded whole is small: cutting it up is cheap
-            return [msgspec.json.decode(events[index], type=event_type) for index in indices]
-        found: list[_Event] = []
+            yield from (decoder.decode(events[index]) for index in indices)
+            return
+        # Each event is decoded from a copy of its own text: a ``Raw`` field of an event
+        # decoded from its view points into the copy of the whole part, which then stayed
+        # alive as long as the event (a 212 MB trace's 103,000 shaped calls kept 230 MB).
         part: int | None = None
         raw: list[msgspec.Raw] = []
         for index in indices:
@@ -181,8 +197,7 @@ class TraceText:
                 part = number
                 raw = _RAW_LIST_DECODER.decode(self._array_text(*self._cuts[number]))
                 self.parts_decoded += 1
-            found.append(msgspec.json.decode(raw[index - self._cut_firsts[number]], type=event_type))
-        return found
+            yield decoder.decode(bytes(raw[index - self._cut_firsts[number]]))
 
     def refuse_past_budget(self, bytes_per_event: int, peak_bytes_per_byte: float) -> None:
         """OverLimit where the file's events, at ``bytes_per_event`` each once read, would

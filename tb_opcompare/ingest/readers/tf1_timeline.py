@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -173,7 +174,7 @@ class _Spans:
 
 
 def _read_memory(
-    memory_events: list[_MemoryEvent], host_ops: dict[str, tuple[str, str]], events: OpEvents, facts: ProfileFacts
+    memory_events: Iterable[_MemoryEvent], host_ops: dict[str, tuple[str, str]], events: OpEvents, facts: ProfileFacts
 ) -> None:
     """``host_ops``: the op key of each node name that ran on the host."""
     allocators: dict[str, int] = {}
