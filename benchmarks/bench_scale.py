@@ -120,7 +120,7 @@ def bench_listing(runs: int) -> None:
             full, _ = get(f"{url}/data/plugin/op_compare/runs")
         print(
             f"listing {runs} runs (no trace read): {in_process * 1000:,.0f} ms in process "
-            f"({len(document['runs'])} runs, {len(document['pairs'])} pairs); over HTTP {first * 1000:,.0f} ms, "
+            f"({len(document.runs)} runs, {len(document.pairs)} pairs); over HTTP {first * 1000:,.0f} ms, "
             f"again {again * 1000:,.0f} ms ({listed} runs)"
         )
         print(f"  full listing, every trace read and cached: {full:,.1f} s")
