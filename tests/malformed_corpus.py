@@ -136,6 +136,14 @@ def build_corpus(root: Path) -> list[Case]:
 
     cases.append(Case("orphan_kernels", _write_torch(root / "orphan_kernels", trace), None, orphan_check))
 
+    # An event's args are decoded only where the read needs them, after the batch: a kernel's
+    # correlation id that is text is still named, event and field
+    trace = _torch_events()
+    kernel = dict(trace["traceEvents"][-1], ph="X", cat="kernel", name="gemm", dur=1.0, args={"correlation": "7"})
+    trace["traceEvents"].append(kernel)
+    reason = f"at `$.traceEvents[{len(trace['traceEvents']) - 1}].args.correlation`"
+    cases.append(Case("correlation_text", _write_torch(root / "correlation_text", trace), reason))
+
     summary = json.loads(SUMMARY.read_text())
     summary["op_stats"] = [summary["op_stats"]]  # a list where an object of models belongs
     (root / "summary_wrong_nesting").mkdir()

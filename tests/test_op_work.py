@@ -131,12 +131,15 @@ def test_demo_cnn_recordings_match_the_formulas(run):
 
 
 def test_a_big_trace_read_in_parts_matches_the_formulas_and_keeps_no_part(monkeypatch):
-    """A trace past 16 MB is decoded in parts, and the calls' inputs are found again part
-    by part. Each found call pointed into its part's text, so every part stayed alive till
-    the end of the read: a 212 MB CPU trace (103,000 shaped calls) peaked 230 MB higher.
-    Here the H100 ResNet-18 (8 MB, 2,300 shaped calls) is cut into 64 KB parts; its FLOPs
-    still equal the formulas on its raw events, and the read's peak stays under 0.7x the
-    text (0.87x when the parts stayed alive, 0.56x now)."""
+    """A trace past 16 MB is decoded in parts. The inputs of its shaped calls were found
+    again afterwards, part by part, and each pointed into its part's text, so every part
+    stayed alive till the end of the read: a 212 MB CPU trace (103,000 shaped calls)
+    peaked 230 MB higher and spent 0.6 s in that second pass. The inputs are now kept as
+    the parts are first read; only the first step's other ops (the batch size's voters)
+    are found again. Here the H100 ResNet-18 (8 MB, 2,300 shaped calls) is cut into 64 KB
+    parts: its FLOPs still equal the formulas on its raw events, 8 of its 127 parts are
+    read again (35 before), and the read's peak stays under 0.7x the text (0.87x when the
+    parts stayed alive, 0.56x now)."""
     monkeypatch.setattr(chrome_json, "WHOLE_TEXT_BYTES", 1 << 16)
     monkeypatch.setattr(chrome_json, "BATCH_BYTES", 1 << 16)
     path = trace_of(H100_RESNET18)
@@ -149,7 +152,7 @@ def test_a_big_trace_read_in_parts_matches_the_formulas_and_keeps_no_part(monkey
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
-    assert len(trace._cuts) > 100 and trace.parts_decoded > 10  # the parts were read again
+    assert len(trace._cuts) > 100 and trace.parts_decoded < 0.1 * len(trace._cuts)
     work = profile.work_table.frame().set_index("op_name")
     expected = expected_flops(path)
     assert {"aten::conv2d", "aten::linear"} <= set(expected)

@@ -25,7 +25,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterable
-from typing import NamedTuple, TypeGuard
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -93,7 +93,11 @@ class _Args(msgspec.Struct, gc=False):
 
 
 class _Event(BaseEvent, gc=False):
-    args: _Args | None = None
+    # Its text, decoded (``_args_of``) only where the read wants it: a runtime call's, a
+    # kernel's, a memory record's, and the inputs of the calls ``_Inputs`` keeps. Decoding
+    # every event's args as it was read cost more than skipping them, and the calls' inputs
+    # then had to be found again in a second pass over the file.
+    args: msgspec.Raw = msgspec.Raw(b"")
 
 
 class _InputArgs(msgspec.Struct, gc=False):
@@ -106,6 +110,28 @@ class _InputArgs(msgspec.Struct, gc=False):
 
 class _WithInputs(msgspec.Struct, gc=False):
     args: _InputArgs | None = None
+
+
+_ARGS = (msgspec.json.Decoder(list[_Args | None]), msgspec.json.Decoder(_Args | None))
+_INPUT_ARGS = (msgspec.json.Decoder(list[_InputArgs | None]), msgspec.json.Decoder(_InputArgs | None))
+
+
+def _args_of(path: str, decoders: tuple, texts: list, indices: list[int]) -> list:
+    """The ``args`` texts of events (at ``indices`` of the file) decoded in one go, each
+    None where it is ``null``; a ProfileError that names the event where one is not what
+    it should be."""
+    if not texts:
+        return []
+    try:
+        return decoders[0].decode(b"".join((b"[", b",".join(texts), b"]")))
+    except msgspec.DecodeError:
+        for text, index in zip(texts, indices):
+            try:
+                decoders[1].decode(text)
+            except msgspec.DecodeError as error:
+                where = str(error).replace("`$", f"`$.traceEvents[{index}].args")
+                raise ProfileError(path, f"JSON is not a Chrome trace ({where})") from None
+        raise
 
 
 def is_torch_trace(trace: TraceText) -> bool:
@@ -151,6 +177,47 @@ class _Codes(dict):
         return list(map(self.__getitem__, values))
 
 
+_NO_ARGS = _WithInputs()
+
+
+class _Inputs(dict):
+    """The recorded inputs of the calls the read needs them of (``_INPUTS_WANTED``: an op
+    whose work has a formula, or whose dtypes vote for the precision), by the event's index
+    in the file, kept as the events are read.
+
+    Found afterwards, they cost a second pass over the file (0.6 s of a 212 MB CPU trace's
+    2.9 s read, whose 103,000 shaped calls lie in every part of it). A model calls an op
+    with the same inputs step after step: calls whose inputs read alike share one object,
+    copied out of the batch's text (42 objects for those 103,000 calls)."""
+
+    def __init__(self):
+        super().__init__()
+        self._alike: dict[tuple, _WithInputs] = {(): _NO_ARGS}
+
+    def keep(self, path: str, events: list, positions: list[int]) -> None:
+        """Keep the wanted ones of ``events`` (host events, at ``positions`` of the file)."""
+        wanted = [k for k, event in enumerate(events) if event.name in _INPUTS_WANTED]
+        given = [k for k in wanted if events[k].args]
+        self.update((positions[k], _NO_ARGS) for k in wanted if not events[k].args)
+        found = _args_of(path, _INPUT_ARGS, [events[k].args for k in given], [positions[k] for k in given])
+        keys = [_inputs_key(args) for args in found]
+        alike = self._alike
+        for n in [n for n, key in enumerate(keys) if key not in alike]:
+            alike[keys[n]] = _WithInputs(_copied(found[n]))
+        self.update(zip([positions[k] for k in given], map(alike.__getitem__, keys)))
+
+
+def _copied(args: _InputArgs) -> _InputArgs:
+    """Inputs copied out of the text they were decoded from (which their views keep alive)."""
+    return _InputArgs(
+        input_dims=msgspec.Raw(bytes(args.input_dims)),
+        input_type=msgspec.Raw(bytes(args.input_type)),
+        concrete=msgspec.Raw(bytes(args.concrete)),
+        strides=msgspec.Raw(bytes(args.strides)),
+        flops=args.flops,
+    )
+
+
 def _complete(batch: list, categories: set[str]) -> list[int]:
     return [i for i, event in enumerate(batch) if event.cat in categories and event.ph == "X"]
 
@@ -166,6 +233,7 @@ class _TraceColumns:
     categories: list[str]
     pids: list  # decoding the process and thread codes of host and memory events
     tids: list
+    inputs: _Inputs  # the recorded inputs of the calls the read needs them of
 
 
 def _read_columns(trace: TraceText) -> _TraceColumns:
@@ -182,17 +250,15 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
     device = _Columns(name="q", cat="q", ts="d", dur="d", correlation="q")
     modules = _Columns(name="q", pid="q", tid="q", ts="d", dur="d")
     names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
+    inputs = _Inputs()
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
         events = [batch[i] for i in indices]
-        linked = [
-            i
-            for i, e in enumerate(events)
-            if e.args is not None and e.args.correlation is not None and e.cat not in _OP_CATEGORIES
-        ]
-        launches.add(position=[host.rows + i for i in linked], correlation=[events[i].args.correlation for i in linked])
+        positions = [start + i for i in indices]
+        inputs.keep(trace.path, events, positions)
+        _add_launches(launches, trace.path, events, positions, host.rows)
         host.add(
-            index=[start + i for i in indices],
+            index=positions,
             ts=[e.ts for e in events],
             dur=[e.dur for e in events],
             name=names.encode([e.name for e in events]),
@@ -200,37 +266,63 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
             pid=pids.encode([e.pid for e in events]),
             tid=tids.encode([e.tid for e in events]),
         )
-        _add_memory_records(memory, batch, pids, tids)
+        _add_memory_records(memory, (trace.path, start, batch), pids, tids)
         _add_module_calls(modules, batch, (names, pids, tids))
-        events = [
-            event
-            for event in (batch[i] for i in _complete(batch, _DEVICE_CATEGORIES))
-            if event.cat != _MTIA_DEVICE or (event.args is not None and event.args.correlation is not None)
-        ]
-        device.add(
-            ts=[e.ts for e in events],
-            dur=[e.dur for e in events],
-            name=names.encode([e.name for e in events]),
-            cat=categories.encode([e.cat for e in events]),
-            correlation=_correlations(events),
-        )
+        _add_device_events(device, (trace.path, start, batch), names, categories)
         del batch, events
-    return _TraceColumns(host, launches, memory, device, modules, list(names), list(categories), list(pids), list(tids))
+    return _TraceColumns(
+        host, launches, memory, device, modules, list(names), list(categories), list(pids), list(tids), inputs
+    )
 
 
-def _add_memory_records(memory: _Columns, batch: list, pids: _Codes, tids: _Codes) -> None:
+def _add_launches(launches: _Columns, path: str, events: list, positions: list[int], first_row: int) -> None:
+    """The host events (not ops) that carry a correlation id: a runtime call's launch."""
+    calls = [k for k, event in enumerate(events) if event.args and event.cat not in _OP_CATEGORIES]
+    found = _args_of(path, _ARGS, [events[k].args for k in calls], [positions[k] for k in calls])
+    linked = [
+        (k, args.correlation) for k, args in zip(calls, found) if args is not None and args.correlation is not None
+    ]
+    launches.add(position=[first_row + k for k, _ in linked], correlation=[correlation for _, correlation in linked])
+
+
+def _add_memory_records(memory: _Columns, read: tuple[str, int, list], pids: _Codes, tids: _Codes) -> None:
     """The batch's ``[memory]`` records: an allocation (bytes > 0) or a free, and the memory
     in use after it where PyTorch reported it."""
-    events = [e for e in batch if e.name == _MEMORY_EVENT and e.args is not None and e.args.bytes is not None]
-    if events:
+    path, start, batch = read
+    picked = [i for i, e in enumerate(batch) if e.name == _MEMORY_EVENT and e.args]
+    found = _args_of(path, _ARGS, [batch[i].args for i in picked], [start + i for i in picked])
+    records = [(batch[i], args) for i, args in zip(picked, found) if args is not None and args.bytes is not None]
+    if records:
         memory.add(
-            pid=pids.encode([e.pid for e in events]),
-            tid=tids.encode([e.tid for e in events]),
-            ts=[e.ts for e in events],
-            bytes=[e.args.bytes for e in events],
-            total=[_NOT_REPORTED if e.args.total_allocated is None else e.args.total_allocated for e in events],
-            device=[_memory_device(e.args) for e in events],
+            pid=pids.encode([e.pid for e, _ in records]),
+            tid=tids.encode([e.tid for e, _ in records]),
+            ts=[e.ts for e, _ in records],
+            bytes=[args.bytes for _, args in records],
+            total=[_NOT_REPORTED if args.total_allocated is None else args.total_allocated for _, args in records],
+            device=[_memory_device(args) for _, args in records],
         )
+
+
+def _add_device_events(device: _Columns, read: tuple[str, int, list], names: _Codes, categories: _Codes) -> None:
+    """The batch's kernels, memcpys and memsets, each with the correlation id of the launch
+    that made it (MTIA's command processor: only the events a launch made)."""
+    path, start, batch = read
+    picked = _complete(batch, _DEVICE_CATEGORIES)
+    given = [i for i in picked if batch[i].args]
+    decoded = dict(zip(given, _args_of(path, _ARGS, [batch[i].args for i in given], [start + i for i in given])))
+    correlations = [getattr(decoded.get(i), "correlation", None) for i in picked]
+    kept = [
+        (batch[i], _NO_CORRELATION if correlation is None else correlation)
+        for i, correlation in zip(picked, correlations)
+        if batch[i].cat != _MTIA_DEVICE or correlation is not None
+    ]
+    device.add(
+        ts=[e.ts for e, _ in kept],
+        dur=[e.dur for e, _ in kept],
+        name=names.encode([e.name for e, _ in kept]),
+        cat=categories.encode([e.cat for e, _ in kept]),
+        correlation=[correlation for _, correlation in kept],
+    )
 
 
 def _add_module_calls(modules: _Columns, batch: list, codes: tuple[_Codes, _Codes, _Codes]) -> None:
@@ -571,7 +663,7 @@ def _settle_inputs(
     file_indices = columns.host.numpy("index")[rows.order]
     batch_probes = _batch_probes(rows)
     precision_probes = _precision_probes(rows.key_names, rows.codes, file_indices)
-    decoded = _decoded_inputs(trace, file_indices, batch_probes, precision_probes, work_probes)
+    decoded = _decoded_inputs(trace, file_indices, columns.inputs, batch_probes, precision_probes, work_probes)
     evidence = _batch_size_evidence(batch_probes, decoded, rows) if len(batch_probes) else None
     precision = _precision_of(precision_probes, decoded)
     if precision:
@@ -594,7 +686,7 @@ def _op_work(rows: _HostRows, probes: np.ndarray, decoded: dict[int, _WithInputs
     formula's on its recorded inputs. A model calls each op with the same inputs step after
     step, so each distinct (op, inputs) is computed once: 9,294 calls of kineto's ResNet-50
     are 283 distinct ones. Calls whose inputs read alike share one object
-    (``_decoded_inputs``): the object tells them apart."""
+    (``_Inputs``): the object tells them apart."""
     flops, sizes = np.full(len(probes), np.nan), np.full(len(probes), np.nan)
     profiled, why = np.zeros(len(probes), dtype=bool), [""] * len(probes)
     known: dict[tuple, tuple[Work | None, str]] = {}
@@ -739,17 +831,6 @@ def _scatter(count: int, launches: _Columns) -> np.ndarray:
     correlations = np.full(count, _NO_CORRELATION, dtype=np.int64)
     correlations[launches.numpy("position")] = launches.numpy("correlation")
     return correlations
-
-
-def _correlations(events: list) -> list[int]:
-    values = [e.args.correlation if e.args is not None else None for e in events]
-    if _all_known(values):
-        return values
-    return [_NO_CORRELATION if value is None else value for value in values]
-
-
-def _all_known(codes: list[int | None]) -> TypeGuard[list[int]]:
-    return None not in codes
 
 
 def _step_ranges(names: list[str], starts: np.ndarray, durations: np.ndarray) -> dict[str, tuple[float, float]]:
@@ -1193,20 +1274,21 @@ _LOSS_WEIGHT = 25
 _BATCH_PROBES = 4000  # op events looked at: one step of a big model, decoded part by part
 
 
-def _decoded_inputs(trace: TraceText, file_indices: np.ndarray, *probe_sets: np.ndarray) -> dict[int, _WithInputs]:
-    """The input dims and types of the events at these positions, for every probe at
-    once: in file order, so each part of the file is decoded once for all of them."""
+def _decoded_inputs(
+    trace: TraceText, file_indices: np.ndarray, kept: _Inputs, *probe_sets: np.ndarray
+) -> dict[int, _WithInputs]:
+    """The input dims and types of the events at these positions, for every probe at once:
+    those ``_Inputs`` kept as the file was read, and the others (the first step's ops the
+    batch size is voted by) decoded again in file order, so each part of the file is
+    decoded once for all of them."""
     positions = np.unique(np.concatenate([np.asarray(probes, dtype=np.int64) for probes in probe_sets]))
-    if not len(positions):
-        return {}
-    order = np.argsort(file_indices[positions], kind="stable")
-    decoded = trace.events(file_indices[positions][order].tolist(), _WithInputs)
-    # A model calls an op with the same inputs step after step: calls whose inputs read
-    # alike share one object (``_op_work`` computes each object's work once), and the
-    # rest are let go as they are decoded (103,000 calls of a 212 MB CPU trace: 42 objects).
-    alike: dict[tuple, _WithInputs] = {}
-    shared = [alike.setdefault(_inputs_key(event.args), event) for event in decoded]
-    return dict(zip(positions[order].tolist(), shared))
+    found = {position: kept.get(index) for position, index in zip(positions.tolist(), file_indices[positions].tolist())}
+    again = np.asarray([position for position, inputs in found.items() if inputs is None], dtype=np.int64)
+    decoded: dict[int, _WithInputs] = {position: inputs for position, inputs in found.items() if inputs is not None}
+    if len(again):
+        order = np.argsort(file_indices[again], kind="stable")
+        decoded.update(zip(again[order].tolist(), trace.events(file_indices[again][order].tolist(), _WithInputs)))
+    return decoded
 
 
 def _inputs_key(args: _InputArgs | None) -> tuple:
@@ -1317,6 +1399,9 @@ _COMPUTE_OPS = frozenset(
         "aten::_efficient_attention_forward",
     }
 )
+# The ops whose recorded inputs the read needs (``_Inputs``): their work's formula, their
+# dtypes' vote for the precision.
+_INPUTS_WANTED = FORMULA_NAMES | _COMPUTE_OPS
 _PRECISION_PROBES = 400
 _DTYPES = {
     "float": "fp32",
