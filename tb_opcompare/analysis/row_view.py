@@ -175,13 +175,12 @@ def _rows_a_regex_may_match(query: str, keys: list[str]) -> list[int]:
     itself or a lone surrogate, nor for a regex anchored to the whole text (``\\A``,
     ``\\z``) or that clears the ``m`` flag: then every row is asked alone."""
     joined = "\n".join(keys)
-    every = list(range(len(keys)))
     if joined.count("\n") != len(keys) - 1 or _WHOLE_TEXT.search(query):
-        return every
+        return list(range(len(keys)))
     try:
         text = joined.encode()
     except UnicodeEncodeError:
-        return every
+        return list(range(len(keys)))
     search = _compiled(b"(?m)" + query[1:-1].encode(), never_nl=True).search
     ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == ord("\n")).tolist() + [len(text)]
     rows, start = [], 0

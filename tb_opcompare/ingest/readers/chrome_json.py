@@ -77,17 +77,22 @@ class ChromeTrace(msgspec.Struct):
     deviceProperties: list[DeviceProperties] | None = None
 
 
-_Event = TypeVar("_Event")  # the Struct a reader decodes events as
+_Event = TypeVar("_Event", bound=msgspec.Struct)  # the Struct a reader decodes events as
 
 
 @functools.cache
-def _decoders(event_type: type) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder]:
-    """(decoder of a whole trace object, decoder of a JSON array of events) for one event Struct."""
+def _decoders(event_type: type) -> tuple[msgspec.json.Decoder, msgspec.json.Decoder, msgspec.json.Decoder]:
+    """(decoder of a whole trace object, of a JSON array of events, of one event) for one
+    event Struct."""
     trace_type = msgspec.defstruct(
         f"{event_type.__name__}Trace",
         [("traceEvents", _list_of(event_type)), ("deviceProperties", list[DeviceProperties] | None, None)],
     )
-    return msgspec.json.Decoder(trace_type), msgspec.json.Decoder(_list_of(event_type))
+    return (
+        msgspec.json.Decoder(trace_type),
+        msgspec.json.Decoder(_list_of(event_type)),
+        msgspec.json.Decoder(event_type),
+    )
 
 
 def _list_of(event_type: type) -> types.GenericAlias:
@@ -95,18 +100,7 @@ def _list_of(event_type: type) -> types.GenericAlias:
     return types.GenericAlias(list, (event_type,))
 
 
-_RAW_DECODER, _RAW_LIST_DECODER = _decoders(msgspec.Raw)  # events as undecoded views
-
-
-_EVENT_DECODERS: dict[type, msgspec.json.Decoder] = {}
-
-
-def _event_decoder(event_type: type) -> msgspec.json.Decoder:
-    """A decoder of one event (``TraceText.events``), made once a type."""
-    decoder = _EVENT_DECODERS.get(event_type)
-    if decoder is None:
-        decoder = _EVENT_DECODERS[event_type] = msgspec.json.Decoder(event_type)
-    return decoder
+_RAW_DECODER, _RAW_LIST_DECODER, _ = _decoders(msgspec.Raw)  # events as undecoded views
 
 
 class TraceText:
@@ -181,7 +175,7 @@ class TraceText:
         for the few events a reader wants more fields of than its batches hold (after
         ``batches`` has run). Each part of the file is decoded at most once, however many are
         asked."""
-        decoder = _event_decoder(event_type)
+        decoder = _decoders(event_type)[2]
         if self._cuts is None or not self._cut_firsts:
             events = self._raw_events()  # a text decoded whole is small: cutting it up is cheap
             yield from (decoder.decode(events[index]) for index in indices)
@@ -272,7 +266,7 @@ class TraceText:
     def _decode_text(self, event_type: type) -> list:
         """All events of the text at once (and deviceProperties), or a ProfileError
         that says what is wrong and where."""
-        whole_decoder, list_decoder = _decoders(event_type)
+        whole_decoder, list_decoder, _ = _decoders(event_type)
         with _json_errors(self.path, self.data):
             if self._is_array:
                 return list_decoder.decode(self.data)

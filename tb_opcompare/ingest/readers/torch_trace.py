@@ -207,6 +207,15 @@ class _Inputs(dict):
         self.update(zip([positions[k] for k in given], map(alike.__getitem__, keys)))
 
 
+def _inputs_key(args: _InputArgs | None) -> tuple:
+    """What tells a call's recorded inputs apart: their texts, and the profiler's FLOPs. No
+    JSON value's text holds a NUL byte (a string holds it escaped), so joined on one, two
+    keys are equal only where every text is."""
+    if args is None:
+        return ()
+    return b"\0".join((args.input_dims, args.input_type, args.concrete, args.strides)), args.flops
+
+
 def _copied(args: _InputArgs) -> _InputArgs:
     """Inputs copied out of the text they were decoded from (which their views keep alive)."""
     return _InputArgs(
@@ -1289,15 +1298,6 @@ def _decoded_inputs(
         order = np.argsort(file_indices[again], kind="stable")
         decoded.update(zip(again[order].tolist(), trace.events(file_indices[again][order].tolist(), _WithInputs)))
     return decoded
-
-
-def _inputs_key(args: _InputArgs | None) -> tuple:
-    """What tells a call's recorded inputs apart: their texts, and the profiler's FLOPs. No
-    JSON value's text holds a NUL byte (a string holds it escaped), so joined on one, two
-    keys are equal only where every text is."""
-    if args is None:
-        return ()
-    return b"\0".join((args.input_dims, args.input_type, args.concrete, args.strides)), args.flops
 
 
 def _batch_probes(rows: _HostRows) -> np.ndarray:
