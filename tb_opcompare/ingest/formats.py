@@ -202,6 +202,20 @@ SESSION_FORMATS = tuple(f for f in FORMATS if f.session_suffix)
 SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEvents"
 
 
+def import_readers() -> None:
+    """Import every reader now, and the tables they make (pandas with them), which a read
+    otherwise imports on first use: for a process about to fork workers that read, which
+    then inherit them rather than each importing them for itself."""
+    import importlib
+    import pkgutil
+
+    from tb_opcompare.ingest import readers
+
+    for module in pkgutil.iter_modules(readers.__path__, readers.__name__ + "."):
+        importlib.import_module(module.name)
+    importlib.import_module("tb_opcompare.schema.optable")
+
+
 def peak_bytes_per_byte(file_format: str) -> float:
     known = BY_NAME.get(file_format)
     return known.peak_bytes_per_byte if known else WHOLE_JSON_PEAK
