@@ -1,8 +1,8 @@
 """Load: 20 concurrent clients hitting runs, compare and compare.csv on a real TensorBoard
 over loopback (TB_OPCOMPARE_LOAD_SECONDS, default 10; `make load` runs a minute), and a
 soak of every route beside an unreadable run (TB_OPCOMPARE_SOAK_SECONDS, default 25; 45 for
-the index rewritten under the server). No
-request may fail, and the server's memory must level off, not grow with requests."""
+the index rewritten under the server). No request may fail, and the server's memory must
+level off, not grow with requests."""
 
 from __future__ import annotations
 
@@ -179,8 +179,8 @@ def test_every_route_polled_for_a_while_holds_its_memory(plugin_logdir):
 
 # The same knob as the soak above. At least this many rewrites too, however slow the
 # machine (up to 3x the seconds): a leak grows with each rewrite's reads, while a healthy
-# server's memory still moves in steps of 2-6 MB; over 22 s and 5 rewrites a healthy
-# server read +0.6 to +1.0 MB a rewrite, as much as a leak kept per read of the index.
+# server's memory still moves in steps of 2-6 MB; over 22-45 s a healthy server read up
+# to +0.6 MB a rewrite (+1.0 over 5 rewrites), as much as a leak kept per read of the index.
 INDEX_SOAK_SECONDS = float(os.environ.get("TB_OPCOMPARE_SOAK_SECONDS", "45"))
 INDEX_SOAK_ROUNDS = 12
 TOUCHED = ("torch/cnn_torch_cpu_bs4", "torch/cnn_torch_cpu_bs16")  # their bytes never change
@@ -271,9 +271,10 @@ def _ask(url: str) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def _soak(base: str, pid: int, rewriter: _Rewriter, routes: list[str]) -> tuple[list, list, int]:
-    """Two clients poll ``routes`` while ``rewriter`` loops, for INDEX_SOAK_SECONDS; returns
-    the failed answers, the server's (seconds, RSS MB) samples and the requests made."""
+def _soak(base: str, pid: int, rewriter: _Rewriter, routes: list[str]) -> tuple[list, list, int, int]:
+    """Two clients poll ``routes`` while ``rewriter`` loops, for INDEX_SOAK_SECONDS and
+    INDEX_SOAK_ROUNDS; returns the failed answers, the server's (seconds, RSS MB) samples,
+    the requests made and the rewrites done by the last sample."""
     failures, asked, samples = [], [0], []
     stop = threading.Event()
 
@@ -290,16 +291,17 @@ def _soak(base: str, pid: int, rewriter: _Rewriter, routes: list[str]) -> tuple[
     threads.append(threading.Thread(target=rewriter.loop, args=(stop,)))
     for thread in threads:
         thread.start()
-    started, first_round = time.monotonic(), rewriter.rounds
+    started, first_round, rewrites = time.monotonic(), rewriter.rounds, 0
     while (elapsed := time.monotonic() - started) < INDEX_SOAK_SECONDS or (
         rewriter.rounds - first_round < INDEX_SOAK_ROUNDS and elapsed < 3 * INDEX_SOAK_SECONDS
     ):
         samples.append((time.monotonic() - started, resident_mb(pid)))
+        rewrites = rewriter.rounds - first_round  # the rewrites done by the last sample
         time.sleep(0.5)
     stop.set()
     for thread in threads:
         thread.join()
-    return failures, samples, asked[0]
+    return failures, samples, asked[0], rewrites
 
 
 def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_path):
@@ -331,7 +333,7 @@ def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_p
         pid, base = PIDS[url], f"{url}/data/plugin/op_compare/"
         for route in routes:  # warm: every run read from the index once
             _ask(base + route)
-        failures, samples, asked = _soak(base, pid, rewriter, routes)
+        failures, samples, asked, sampled_rewrites = _soak(base, pid, rewriter, routes)
         rounds = rewriter.rounds - 1
         rewriter.change()  # the last rewrite; every profile touched: the server's next reads are the index's
         rewriter.index()
@@ -339,7 +341,8 @@ def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_p
     (logdir / ".opcompare").rename(tmp_path / "index-aside")
     fresh = plugin_client(logdir)  # a fresh read: no index, no cache
     times, sizes = (np.array(values) for values in zip(*samples))
-    per_rewrite = memory_trend(times, sizes) * times[-1] / 60 / rounds  # MB a rewrite of the index
+    assert sampled_rewrites >= 2, f"{sampled_rewrites} rewrites of the index in {times[-1]:.0f} s"
+    per_rewrite = memory_trend(times, sizes) * times[-1] / 60 / sampled_rewrites  # MB a rewrite of the index
     print(
         f"\n{asked} requests and {rounds} rewrites of the index ({rewriter.seconds / rewriter.rounds:.1f} s each) "
         f"in {times[-1]:.0f} s; server RSS {sizes[0]:.0f} -> {sizes[-1]:.0f} MB "
@@ -357,5 +360,6 @@ def test_the_index_rewritten_under_the_server_holds_its_memory_and_numbers(tmp_p
             assert without_read_from(json.loads(body)) == without_read_from(json.loads(answer.data)), route
     # over 45 s or more, with large blocks mapped and unmapped whole (so RSS follows what is
     # live), healthy servers measured +0.06 to +0.10 MB a rewrite; one keeping the tables of
-    # every read of the index +0.61 on two cores (+0.20 pinned to one core: fewer reads)
+    # every read of the index +0.61 on two cores. Pinned to one core it read +0.20, under the
+    # bound: there this soak catches only a larger leak (CI's machines have two cores).
     assert per_rewrite < 0.4, f"server memory rises {per_rewrite:.2f} MB a rewrite: {[round(v) for v in sizes]}"

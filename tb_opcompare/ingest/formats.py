@@ -203,17 +203,18 @@ SNIFF_BYTES = 65536  # some PyTorch traces put 26 KB of metadata before "traceEv
 
 
 def import_readers() -> None:
-    """Import every reader now, and the tables they make (pandas with them), which a read
-    otherwise imports on first use: for a process about to fork workers that read, which
-    then inherit them rather than each importing them for itself."""
+    """Import every reader now, which a read otherwise imports on first use: for a process
+    about to fork workers that read, which then inherit them rather than each importing
+    them for itself. Private modules are left to the reader that imports them (the xplane
+    wire decoder's C extension, which falls back to Python where it does not load)."""
     import importlib
     import pkgutil
 
     from tb_opcompare.ingest import readers
 
     for module in pkgutil.iter_modules(readers.__path__, readers.__name__ + "."):
-        importlib.import_module(module.name)
-    importlib.import_module("tb_opcompare.schema.optable")
+        if not module.name.rpartition(".")[2].startswith("_"):
+            importlib.import_module(module.name)
 
 
 def peak_bytes_per_byte(file_format: str) -> float:

@@ -367,13 +367,16 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
 
 def _import_what_workers_use(shared: bool) -> None:
     """Import here, once, what each forked worker would otherwise import for itself: the
-    readers, numpy and pandas with them, and pyarrow to write the index. A worker is
-    forked a session, so each paid about 1 s of imports: `index` of the demo's 38 small
-    sessions took 28.9 s with two workers against 4.7 s in one process."""
+    readers, and pyarrow to write the index with pandas, which pyarrow imports to convert
+    lists. A worker is forked a session, so each paid about 1 s of imports: `index` of the
+    demo's 38 small sessions took 28.9 s with two workers against 4.7 s in one process."""
     import_readers()
     if shared:
         import pyarrow.parquet  # noqa: F401
-    import pandas  # noqa: F401
+
+        # isort: split
+        # pandas after pyarrow, as a worker met them: pandas then loads its Arrow types
+        import pandas  # noqa: F401
 
 
 def _address(client: Client, scheduler: str) -> str:
