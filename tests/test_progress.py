@@ -116,3 +116,36 @@ def test_the_tab_is_told_which_read_the_server_is_at(tmp_path, monkeypatch):
     assert seen[0]["seconds"] >= 0 and (seen[0]["seconds_left"] is None or seen[0]["seconds_left"] > 0)
     assert answer["text"].startswith(f"Reading {run} ({format_bytes(seen[0]['bytes'])}): ")  # the spinner's line
     assert client.get(f"{PREFIX}/reads").get_json() == {"reads": [], "text": ""}
+
+
+def _read_once() -> str:
+    from tb_opcompare.store.progress import READS_UNDER_WAY
+
+    with READS_UNDER_WAY.reading("run", 1):
+        return "read"
+
+
+def test_a_worker_forked_while_the_reads_line_polls_still_reads():
+    """`index` forks a worker a session while the CLI's line of reads under way polls the
+    process's reads from a thread of its own. A fork copies their lock as it is: forked
+    while that thread held it, the worker's first read waited on a lock no thread of its
+    would release, until its deadline killed it and its session was named as failed."""
+    from tb_opcompare.store.progress import READS_UNDER_WAY
+    from tb_opcompare.store.watched_fork import Fork
+
+    held, release = threading.Event(), threading.Event()
+
+    def poll_holding_the_lock() -> None:
+        with READS_UNDER_WAY._lock:
+            held.set()
+            release.wait(30)
+
+    poller = threading.Thread(target=poll_holding_the_lock)
+    poller.start()
+    try:
+        assert held.wait(10)
+        worker = Fork(10.0, _read_once)  # forked while the lock is held
+    finally:
+        release.set()
+        poller.join()
+    assert worker.answer() == "read"

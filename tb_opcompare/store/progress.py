@@ -110,8 +110,18 @@ class ReadsUnderWay:
             shown.append({"run": read.run, "bytes": read.size_bytes, "seconds": elapsed, "seconds_left": left})
         return shown
 
+    def forget_in_child(self) -> None:
+        """After a fork, in the worker: a fresh lock and no reads. A fork copies the lock as
+        it is, and held by another thread (the CLI's line of reads under way polls it) it
+        stayed held in the worker, where no thread would release it: the worker's first
+        read then waited until its deadline killed it."""
+        self._lock = threading.Lock()
+        self._reads = {}
+
 
 READS_UNDER_WAY = ReadsUnderWay()  # the process's, shared by every catalog in it
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=READS_UNDER_WAY.forget_in_child)
 
 
 class Progress:
