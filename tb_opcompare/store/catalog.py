@@ -18,7 +18,7 @@ from tb_opcompare.errors import OverLimit, ProfileError, UnknownRunError
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource, discover
 from tb_opcompare.ingest.facts import settle_facts
-from tb_opcompare.ingest.formats import EMPTY_SESSION, read_profile
+from tb_opcompare.ingest.formats import EMPTY_SESSION, import_readers, read_profile
 from tb_opcompare.ingest.sidecar import Claims, read_claims, read_sidecars_ahead, sidecar_field, sidecar_object
 from tb_opcompare.schema.dimensions import configuration_key, configured
 from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
@@ -465,8 +465,9 @@ FETCH_BATCH_BYTES = 256 << 20
 
 def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):
     """(key, profile) of each session read in forked processes (they start with the readers
-    imported), each watched (``store.watched_fork``); a session whose read fails, or whose
-    worker stops or dies, is left out (``load`` reads it again)."""
+    imported: here, once, not in each), each watched (``store.watched_fork``); a session
+    whose read fails, or whose worker stops or dies, is left out (``load`` reads it again)."""
+    import_readers()
     calls = [
         (key, allowance(sum(size for _, size, _ in key[1])), _read_key, source, key, limit) for source, key in reads
     ]
