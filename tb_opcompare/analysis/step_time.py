@@ -19,6 +19,7 @@ of the steady steps left. Plain data in, plain data out: no I/O.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -82,8 +83,25 @@ def step_latency(step_times_per_run: Sequence[StepTimes], warmup: int | None = N
     if not steady:
         return StepLatency(None, None, None, None, 0, dropped, without)
     values = np.asarray(steady, dtype="float64")
-    p10, p90 = (float(value) for value in np.percentile(values, [10, 90]))
-    return StepLatency(float(np.median(values)), float(values.std()), p10, p90, len(values), dropped, without)
+    if np.isnan(values).any():  # numpy's rules for NaN (every figure NaN)
+        p10, p90 = (float(value) for value in np.percentile(values, [10, 90]))
+        median = float(np.median(values))
+    else:
+        ordered = sorted(values.tolist())
+        p10, p90, median = percentile(ordered, 10), percentile(ordered, 90), statistics.median(ordered)
+    return StepLatency(median, float(values.std()), p10, p90, len(values), dropped, without)
+
+
+def percentile(ordered: Sequence[float], percent: float) -> float:
+    """``numpy.percentile(values, percent)`` of sorted values without NaN, the same float in
+    the same steps (its default, linear, method). numpy's call costs about 0.25 ms,
+    whatever the values: a listing of 1,000 runs of a few steps each spent 0.25 s in it."""
+    position = (len(ordered) - 1) * (percent / 100)
+    below = math.floor(position)
+    low, high = ordered[below], ordered[min(below + 1, len(ordered) - 1)]
+    weight = position - below
+    difference = high - low
+    return high - difference * (1 - weight) if weight >= 0.5 else low + difference * weight
 
 
 def evidenced_batch_size(batch_size: int | None, source: str | None) -> int | None:
