@@ -126,22 +126,26 @@ def _pairs_by_overlap(baselines: list[RunForPairing], targets: list[RunForPairin
 
 def variant_pairs(runs: list[RunForPairing]) -> list[Pair]:
     """Pairs that vary one dimension other than the device (see the module's docstring),
-    in the order of ``VARIANT_DIMENSIONS``, then the target run's name."""
+    in the order of ``VARIANT_DIMENSIONS``, then the target run's name, then the baseline's.
+    A target meets only the defaults that share its other facts, looked up, not searched
+    for (1,000 runs, half of them bf16, took 0.65 s pair by pair)."""
     pairs = []
+    in_order = sorted(runs, key=lambda run: run.run)
     for dimension in VARIANT_DIMENSIONS:
         held = [other for other in VARIANT_DIMENSIONS if other != dimension]
-        for target in sorted(runs, key=lambda run: run.run):
+
+        def alike(run: RunForPairing, held: list[str] = held) -> tuple[object, ...]:
+            return (run.base_model, run.device, run.batch_size, *(_value(run, other) for other in held))
+
+        defaults: dict[tuple[object, ...], list[RunForPairing]] = {}
+        for run in in_order:
+            if is_default(dimension, _value(run, dimension)):
+                defaults.setdefault(alike(run), []).append(run)
+        for target in in_order:
             if is_default(dimension, _value(target, dimension)) or target.device is None:
                 continue
-            for baseline in sorted(runs, key=lambda run: run.run):
-                same_repeat = baseline.repeat is None or target.repeat is None or baseline.repeat == target.repeat
-                if (
-                    is_default(dimension, _value(baseline, dimension))
-                    and same_repeat
-                    and (baseline.base_model, baseline.device, baseline.batch_size)
-                    == (target.base_model, target.device, target.batch_size)
-                    and all(_value(baseline, other) == _value(target, other) for other in held)
-                ):
+            for baseline in defaults.get(alike(target), ()):
+                if baseline.repeat is None or target.repeat is None or baseline.repeat == target.repeat:
                     pairs.append(_pair(baseline, target, target.base_model, "run facts", varies=dimension))
     return pairs
 
