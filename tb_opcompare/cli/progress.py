@@ -11,10 +11,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import TextIO
+from typing import Any, TextIO
 
 from tb_opcompare.cli.common import escape_controls
 from tb_opcompare.store.progress import READS_UNDER_WAY, Progress, ReadsUnderWay, Tally, shown_after_s
+from tb_opcompare.store.watched_fork import guarded_thread
 from tb_opcompare.text import format_reads, format_seconds
 
 # Off a terminal, a line at most this often (and for the first and last item): a log of
@@ -91,12 +92,13 @@ class Reporter(Progress):
 def showing_reads(reporter: Reporter, reads: ReadsUnderWay = READS_UNDER_WAY) -> Iterator[None]:
     """While the block runs, each cold read that takes 2 s or more (``shown_after_s``) is
     shown: a line that counts its seconds on a terminal, one line when it passes 2 s off
-    one."""
+    one. Drawn from a guarded thread (``watched_fork.guarded_thread``): the command may
+    fork its workers meanwhile."""
     if reporter.quiet:
         yield
         return
     done = threading.Event()
-    watcher = threading.Thread(target=_watch_reads, args=(reporter, reads, done), daemon=True)
+    watcher = guarded_thread(_ReadsLine(reporter, reads, done).redraw, _poll_seconds(), done)
     watcher.start()
     try:
         yield
@@ -105,30 +107,32 @@ def showing_reads(reporter: Reporter, reads: ReadsUnderWay = READS_UNDER_WAY) ->
         watcher.join(timeout=1.0)
 
 
-def _watch_reads(reporter: Reporter, reads: ReadsUnderWay, done: threading.Event) -> None:
-    told: set[tuple[str, int]] = set()
-    bar = None
-    poll = _poll_seconds()
-    while not done.wait(poll):
-        shown = reads.snapshot()
+class _ReadsLine:
+    """The line of the reads under way, redrawn at each step of its thread."""
+
+    def __init__(self, reporter: Reporter, reads: ReadsUnderWay, done: threading.Event) -> None:
+        self.reporter, self.reads, self.done = reporter, reads, done
+        self.told: set[tuple[str, int]] = set()
+        self.bar: Any = None  # a tqdm line, on a terminal (tqdm is imported there only)
+
+    def redraw(self) -> None:
+        shown = [] if self.done.is_set() else self.reads.snapshot()
         if not shown:
-            if bar is not None:
-                bar.close()
-                bar = None
-            continue
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+            return
         text = escape_controls(format_reads(shown))
-        if not reporter.terminal:
-            if (shown[0]["run"], shown[0]["bytes"]) not in told:
-                told.add((shown[0]["run"], shown[0]["bytes"]))
-                print(text, file=reporter.stream, flush=True)
-            continue
+        if not self.reporter.terminal:
+            if (shown[0]["run"], shown[0]["bytes"]) not in self.told:
+                self.told.add((shown[0]["run"], shown[0]["bytes"]))
+                print(text, file=self.reporter.stream, flush=True)
+            return
         from tqdm import tqdm
 
-        if bar is None:
-            bar = tqdm(total=None, file=reporter.stream, bar_format="{desc}", leave=False, **_screen())
-        bar.set_description_str(text)
-    if bar is not None:
-        bar.close()
+        if self.bar is None:
+            self.bar = tqdm(total=None, file=self.reporter.stream, bar_format="{desc}", leave=False, **_screen())
+        self.bar.set_description_str(text)
 
 
 def _screen() -> dict:
