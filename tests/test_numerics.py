@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import sys
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,7 @@ from conftest import FIXTURES
 
 from tb_opcompare.analysis import confidence
 from tb_opcompare.analysis.compare import compare_frame, compare_ops
-from tb_opcompare.analysis.numerics import above, at_most, below, geometric_mean, line_fit, settled
+from tb_opcompare.analysis.numerics import above, at_most, below, finite_or_none, geometric_mean, line_fit, settled
 from tb_opcompare.analysis.sweep import breakeven_batch_sizes, fit_lines
 from tb_opcompare.schema.table import Table
 from tb_opcompare.service.sweep import sweep_document, sweeps_document
@@ -123,3 +124,14 @@ def test_real_compare_flags_do_not_move_when_every_time_moves_one_ulp(h100_catal
         for count in ("faster_ops", "slower_ops", "noisy_ops", "matched_ops"):
             assert moved_summary[count] == summary[count], count
         assert moved_summary["geomean_speedup"] == pytest.approx(summary["geomean_speedup"], rel=1e-9)
+
+
+def test_a_number_is_made_json_while_another_thread_imports_pandas(monkeypatch):
+    """In TensorBoard the first screen's routes import no pandas, and another view's route,
+    on another thread, may be importing it meanwhile: ``sys.modules`` then holds a pandas
+    module with nothing in it yet. Reading its ``NA`` there answered the tab's first
+    listing with a 500 (CI: seven third-party logdirs and Lightning's, opened on the Sweep)."""
+    import types
+
+    monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))  # as a half-done import leaves it
+    assert finite_or_none(1.5) == 1.5 and finite_or_none(float("nan")) is None and finite_or_none(None) is None

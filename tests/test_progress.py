@@ -155,23 +155,25 @@ def test_a_command_that_shows_progress_may_still_fork_its_workers():
     """The line of reads under way is drawn from a guarded thread: while it runs,
     ``may_fork`` still says yes, so a command that shows progress makes its CSV and its
     head start on both cores, as ``--quiet`` does (it said no: a million-op compare took
-    25.5 s, against 22.7 s quiet). Any other thread still says no."""
-    import io
-
-    from tb_opcompare.cli.progress import Reporter, showing_reads
-    from tb_opcompare.store.watched_fork import may_fork
-
-    assert may_fork()
-    with showing_reads(Reporter(stream=io.StringIO())):
-        assert threading.active_count() == 2 and may_fork()
-        stop = threading.Event()
-        other = threading.Thread(target=stop.wait, args=(30,))
-        other.start()
-        try:
-            assert not may_fork()
-        finally:
-            stop.set()
-            other.join()
+    25.5 s, against 22.7 s quiet). Any other thread still says no. In a fresh process, as
+    a command's: this one runs the threads of other tests."""
+    code = """
+import io, threading
+from tb_opcompare.cli.progress import Reporter, showing_reads
+from tb_opcompare.store.watched_fork import may_fork
+said = [may_fork()]
+with showing_reads(Reporter(stream=io.StringIO())):
+    said.append(threading.active_count() == 2 and may_fork())
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, args=(30,))
+    other.start()
+    said.append(may_fork())
+    stop.set()
+    other.join()
+print(said)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.stdout.strip() == "[True, True, False]", done.stderr[-2000:]
 
 
 def test_no_worker_is_forked_halfway_through_a_guarded_step():

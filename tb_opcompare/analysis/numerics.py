@@ -98,9 +98,11 @@ def is_missing(value: object) -> bool:
 def finite_or_none(value: object) -> Any:
     """JSON has no NaN: missing numbers (None, NaN, infinities, pandas' NA) become null;
     numpy scalars become Python's. pandas' NA exists only where pandas is loaded, so this
-    needs no pandas of its own (``runs --lazy`` imports none)."""
-    pandas = sys.modules.get("pandas")
-    if value is None or (pandas is not None and value is pandas.NA):
+    needs no pandas of its own (``runs --lazy`` imports none). Nor does it wait for pandas:
+    in TensorBoard another request's thread may be importing it (the routes of the other
+    views import it on first use), and a module half imported has no ``NA`` yet (nor can a
+    value be it)."""
+    if value is None or value is getattr(sys.modules.get("pandas"), "NA", None):
         return None
     if isinstance(value, (float, np.floating)):
         return None if math.isnan(value) or math.isinf(value) else float(value)
