@@ -326,13 +326,6 @@ def part_budget(memory_bytes: int) -> int | None:
     return memory_bytes if memory_bytes > 0 else None
 
 
-# A part this big is decoded on Arrow's threads (a million-op table: 10-15% faster); a
-# smaller one, most parts (a session's table, a few KB), in this thread: a listing of 1,000
-# indexed runs decodes 5,000 of them, 1.0-1.4 ms a part through a Python file object and
-# the thread pool, 0.6-0.7 ms without either.
-THREADED_PART_BYTES = 256 * 1024
-
-
 def decode_part(data: bytes, table: str, memory_bytes: int) -> dict:
     """A part's columns as numpy arrays (strings as Python objects, as readers make them),
     after its size, row count and schema are checked from its footer, and then its
@@ -345,12 +338,19 @@ def decode_part(data: bytes, table: str, memory_bytes: int) -> dict:
     if budget is not None and len(data) > budget:
         raise IndexInputError(f"over {budget / 1e6:,.0f} MB (memory guard)")
     try:
-        part = pq.ParquetFile(pa.BufferReader(data))  # Arrow's reader of the bytes, not a Python file
+        # Arrow's own reader of the bytes, not a Python file object: a part is a session's
+        # table, a few KB, and a view of 1,000 indexed runs decodes 5,000 of them
+        part = pq.ParquetFile(pa.BufferReader(data))
         expected = _schema(table)
         if not part.schema_arrow.equals(expected, check_metadata=False):
             raise IndexInputError(f"its columns are not those of {table!r}")
         _check_size(part.metadata, expected, memory_bytes)
-        read = part.read(use_threads=len(data) > THREADED_PART_BYTES)
+        # On Arrow's threads, even a part of a few KB. In the calling thread it was 0.1-0.3
+        # ms faster a part, but a server's calling thread is a new one for each request,
+        # Arrow's allocator (mimalloc) keeps a heap a thread, and CI's soak of an index
+        # rewritten under a server then read +0.40 MB a rewrite (bound 0.4; +0.03-0.07 MB
+        # here): not proven the cause, not worth the risk of a server that grows.
+        read = part.read()
     except IndexInputError:
         raise
     except Exception as error:  # pyarrow's own errors for a truncated or foreign file
