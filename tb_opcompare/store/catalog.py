@@ -377,7 +377,7 @@ class Catalog:
             for source, key in keyed
             if key[0] != EMPTY_SESSION and not self.cache.holds(key) and key not in self.head_start
         ]
-        if len(reads) < 2 or sum(size for _, key in reads for _, size, _ in key[1]) < PARALLEL_MIN_BYTES:
+        if len(reads) < 2 or _files_bytes(reads) < PARALLEL_MIN_BYTES:
             return  # a worker's start and the tables' trip back cost more than they save
         try:
             needed = sum(self._memory_needed(key) for _, key in reads)
@@ -386,7 +386,7 @@ class Catalog:
         if self.max_trace_bytes > 0 and needed > self.max_trace_bytes:
             return
         try:
-            size = sum(size for _, key in reads for _, size, _ in key[1])
+            size = _files_bytes(reads)
             names = [source.run for source, _ in reads]
             # a few of the names: the line of 200 runs read at once named all 200
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
@@ -403,13 +403,7 @@ class Catalog:
         cost a round trip each. A batch holds at most ``FETCH_BATCH_BYTES`` (and a quarter
         of the memory guard's limit); a session that fails is left to ``load`` to report."""
         most = min(FETCH_BATCH_BYTES, self.max_trace_bytes // 4) if self.max_trace_bytes > 0 else FETCH_BATCH_BYTES
-        batch: list[tuple[RunSource, tuple]] = []
-        held = 0
-        for position, (source, key) in enumerate(reads):
-            batch.append((source, key))
-            held += sum(size for _, size, _ in key[1])
-            if held < most and position + 1 < len(reads):
-                continue
+        for batch in _batches(reads, most):
             paths = [path for _, keyed in batch for path, _, _ in keyed[1] if keyed[0] != EMPTY_SESSION]
             contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
             with fs.fetched(contents):
@@ -418,7 +412,6 @@ class Catalog:
                         self._profile(batch_source, batch_key)
                     except ProfileError:
                         continue
-            batch, held = [], 0
 
     def _take_from_index(self, keys: list[tuple]) -> bool:
         """Keep what the shared index holds of ``keys`` in the caches; True if it held any."""
@@ -469,12 +462,14 @@ FETCH_BATCH_BYTES = 256 << 20
 def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):
     """(key, profile) of each session read in forked processes (they start with the readers
     imported: here, once, not in each), each watched (``store.watched_fork``), small
-    sessions several to a worker (``_worker_batches``); a session whose read fails, or
+    sessions several to a worker (``WORKER_BATCH_BYTES``); a session whose read fails, or
     whose worker stops or dies, is left out (``load`` reads it again)."""
     import_readers()
+    # a quarter of a process's share at most, so that the processes end together
+    most = max(1, min(WORKER_BATCH_BYTES, _files_bytes(reads) // (4 * processes)))
     calls = [
         (position, allowance(_files_bytes(batch)), _read_keys, batch, limit)
-        for position, batch in enumerate(_worker_batches(reads, processes))
+        for position, batch in enumerate(_batches(reads, most))
     ]
     for _, read in run_watched(calls, processes):
         if not isinstance(read, Lost):
@@ -487,11 +482,10 @@ def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, process
 WORKER_BATCH_BYTES = 8 << 20
 
 
-def _worker_batches(reads: list[tuple[RunSource, tuple]], processes: int) -> Iterator[list[tuple[RunSource, tuple]]]:
-    """``reads`` in order, cut into workers' batches of at most ``WORKER_BATCH_BYTES`` of
-    files (a bigger session alone), and of at most a quarter of each process's share, so
-    that the processes end together."""
-    most = max(1, min(WORKER_BATCH_BYTES, _files_bytes(reads) // (4 * processes)))
+def _batches(reads: list[tuple[RunSource, tuple]], most: int) -> Iterator[list[tuple[RunSource, tuple]]]:
+    """``reads`` in order, cut into batches of at most ``most`` bytes of files (a bigger
+    session alone): a worker's (``_read_in_processes``) or a round of fetches
+    (``_fetch_then_read``)."""
     batch: list[tuple[RunSource, tuple]] = []
     held = 0
     for read in reads:
