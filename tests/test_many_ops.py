@@ -225,3 +225,40 @@ def test_the_filter_of_every_row_at_once_is_the_rule_row_by_row():
             rule = _query_matcher(query)
             expected = [rule(key) or rule(kind if isinstance(kind, str) else "") for key, kind in zip(rows, kinds)]
             assert _rows_matching(query, rows, kinds).tolist() == expected, query
+
+
+def test_reads_collect_rarely_and_give_the_collector_back(many_ops, tmp_path):
+    """A read raises the collector's young threshold (a million-op trace ran 1,400
+    collections, a tenth of its read) and gives the process's own back when the last of
+    its reads ends: reads in several threads, one of them of a broken file, leave
+    TensorBoard's process collecting as it did."""
+    import gc
+    import threading
+
+    from tb_opcompare.errors import ProfileError
+    from tb_opcompare.ingest import formats
+
+    broken = tmp_path / "broken.pt.trace.json"
+    broken.write_text('{"traceEvents": [{"ph": "X", "name": "aten::mm"')
+    traces = sorted(str(path) for path in many_ops.rglob("*.pt.trace.json*"))
+    before = gc.get_threshold()
+    during: list[int] = []
+    failed: list[str] = []
+
+    def read(path: str) -> None:
+        with formats.collecting_rarely():
+            during.append(gc.get_threshold()[0])
+            try:
+                formats.read_parsed(formats.PYTORCH, [path])
+            except ProfileError as error:
+                failed.append(error.path)
+            during.append(gc.get_threshold()[0])
+
+    threads = [threading.Thread(target=read, args=(path,)) for path in [*traces, str(broken), *traces]]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == [str(broken)]
+    assert min(during) >= formats.READ_GC_THRESHOLD > before[0]
+    assert gc.get_threshold() == before

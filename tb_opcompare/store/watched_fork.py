@@ -158,7 +158,9 @@ def _answer(write_end: int, work: Callable, args: tuple) -> None:
     back into the parent's code)."""
     code = 1
     try:
-        _collect_rarely()
+        # what the worker inherited, frozen: no collection here walks it (nor copies its pages
+        # from the parent's for it); its reads collect rarely (``formats.collecting_rarely``)
+        gc.freeze()
         try:
             answer = ("value", work(*args))
         except Exception as error:
@@ -168,19 +170,6 @@ def _answer(write_end: int, work: Callable, args: tuple) -> None:
         code = 0
     finally:
         os._exit(code)
-
-
-# A worker's young objects are collected after this many allocations, not CPython's 700: a
-# read builds lists of millions of items, and each collection walked every young one again
-# (a million-op PyTorch trace: 1,400 collections, 0.9 s of its 9 s read).
-_WORKER_GC_THRESHOLD = 100_000
-
-
-def _collect_rarely() -> None:
-    """In the worker: its inherited objects frozen (never walked by a collection here, so
-    their pages are not copied from the parent's for it) and young ones collected rarely."""
-    gc.freeze()
-    gc.set_threshold(_WORKER_GC_THRESHOLD, 10, 10)
 
 
 def run_watched(calls: list[tuple], processes: int) -> Iterator[tuple]:
