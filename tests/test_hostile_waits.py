@@ -139,63 +139,41 @@ def test_a_stopped_read_ahead_worker_costs_only_a_read_here():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("sent", "named"), [("SIGKILL", "killed by SIGKILL"), ("SIGSTOP", "stopped (SIGSTOP)")])
-def test_an_index_worker_stopped_or_killed_mid_run_fails_only_its_session(sent, named, tmp_path, monkeypatch):
-    """`index --jobs 2`: when the first session is done, the worker reading another is
-    stopped or killed. A process pool, broken by one killed worker, failed every session
-    still in it; a stopped one left `index` waiting for ever."""
+def test_an_index_worker_stopped_or_killed_mid_batch_fails_only_its_session(sent, named, tmp_path, monkeypatch):
+    """`index --jobs 2`, small sessions several to a worker: the read of one session stops
+    or kills its worker, mid-batch, every time it is read. A process pool, broken by one
+    killed worker, failed every session still in it; a stopped one left `index` waiting for
+    ever. Now the lost batch's other sessions are read again, one to a worker, and only the
+    session that takes its worker down is named as failed."""
     logdir = tmp_path / "logs"
     shutil.copytree(SESSIONS, logdir)
-    hit: list[int] = []
+    victim = next(iter(sorted(logdir.glob("lstm_runB/*.json.gz"))))
     others = set(_children())  # processes of other tests' (a server's, a cluster's helper)
-    first_done = threading.Event()
-
-    def hit_a_live_worker() -> None:
-        """Once a session is done, the first worker started after it, while it works (the
-        two first workers end together: one may be past its answer)."""
-        first_done.wait(60)
-        deadline = time.monotonic() + 30
-        while not hit and time.monotonic() < deadline:
-            for child in set(_children()) - others:
-                if _state(child) in ("R", "S", "D"):
-                    os.kill(child, getattr(signal, sent))
-                    hit.append(child)
-                    break
-            time.sleep(0.002)
 
     from tb_opcompare.store import prewarm
 
     read_session = prewarm._index_one
 
-    def a_read_that_takes_a_while(*task):
-        time.sleep(1.0)  # in the forked worker: it is at work when it is hit
-        return read_session(*task)
+    def a_read_that_takes_its_worker_down(*task):
+        _, _, source, session, _ = task
+        if Path(source.sessions[session][0]) == victim:
+            os.kill(os.getpid(), getattr(signal, sent))  # in the forked worker, never here
+        done = read_session(*task)
+        done.worker = f"pid {os.getpid()}"  # which worker read it
+        return done
 
-    monkeypatch.setattr(prewarm, "_index_one", a_read_that_takes_a_while)
-    hitter = threading.Thread(target=hit_a_live_worker)
-    hitter.start()
-    try:
-
-        def first_session_done(line: str) -> None:
-            if line.startswith("  [1/"):
-                others.update(_children())  # before the next worker starts
-                first_done.set()
-
-        report = index_logdir(Catalog(str(logdir)), jobs=2, say=first_session_done)
-    finally:
-        first_done.set()
-        hitter.join()
-        for child in hit:
-            try:
-                os.kill(child, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    monkeypatch.setattr(prewarm, "_index_one", a_read_that_takes_its_worker_down)
+    # two batches, whatever the sessions' sizes: the victim's holds others to be read again
+    monkeypatch.setattr(prewarm, "worker_batch_bytes", lambda total, processes: total // 2 + 1)
+    report = index_logdir(Catalog(str(logdir)), jobs=2, say=lambda _: None)
     sessions = sum(len(source.sessions) for source in Catalog(str(logdir)).sources())
-    assert hit and len(report.errors) == 1, (hit, report)
-    path, reason = report.errors[0]
-    assert Path(path).is_relative_to(logdir) and reason == f"indexing failed: its worker was {named}" + (
-        ", and was killed" if sent == "SIGSTOP" else ""
-    )
+    assert report.errors == [
+        (str(victim), f"indexing failed: its worker was {named}" + (", and was killed" if sent == "SIGSTOP" else ""))
+    ], report
     assert report.read == sessions - 1
+    # the first batch's sessions in one worker, the lost batch's read again one to a worker
+    assert len(report.workers) < sessions - 1, report.workers
+    assert not set(_children()) - others  # the stopped worker was killed and reaped
     monkeypatch.undo()
     again = index_logdir(Catalog(str(logdir)), jobs=2, say=lambda _: None)  # the lost session alone is read again
     assert (again.read, again.cached, again.errors) == (1, sessions - 1, [])

@@ -83,6 +83,7 @@ def _utc_text(when: datetime.datetime | None) -> str:
 # a run's tables (``load``), or, in a listing, maybe only their summary (``listed``)
 _Kept = TypeVar("_Kept", bound="OpProfile | ProfileSummary")
 _Made = TypeVar("_Made")
+_Item = TypeVar("_Item")
 
 
 @dataclasses.dataclass
@@ -403,7 +404,7 @@ class Catalog:
         cost a round trip each. A batch holds at most ``FETCH_BATCH_BYTES`` (and a quarter
         of the memory guard's limit); a session that fails is left to ``load`` to report."""
         most = min(FETCH_BATCH_BYTES, self.max_trace_bytes // 4) if self.max_trace_bytes > 0 else FETCH_BATCH_BYTES
-        for batch in _batches(reads, most):
+        for batch in byte_batches(reads, _read_bytes, most):
             paths = [path for _, keyed in batch for path, _, _ in keyed[1] if keyed[0] != EMPTY_SESSION]
             contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
             with fs.fetched(contents):
@@ -465,11 +466,10 @@ def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, process
     sessions several to a worker (``WORKER_BATCH_BYTES``); a session whose read fails, or
     whose worker stops or dies, is left out (``load`` reads it again)."""
     import_readers()
-    # a quarter of a process's share at most, so that the processes end together
-    most = max(1, min(WORKER_BATCH_BYTES, _files_bytes(reads) // (4 * processes)))
+    most = worker_batch_bytes(_files_bytes(reads), processes)
     calls = [
         (position, allowance(_files_bytes(batch)), _read_keys, batch, limit)
-        for position, batch in enumerate(_batches(reads, most))
+        for position, batch in enumerate(byte_batches(reads, _read_bytes, most))
     ]
     for _, read in run_watched(calls, processes):
         if not isinstance(read, Lost):
@@ -482,21 +482,31 @@ def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, process
 WORKER_BATCH_BYTES = 8 << 20
 
 
-def _batches(reads: list[tuple[RunSource, tuple]], most: int) -> Iterator[list[tuple[RunSource, tuple]]]:
-    """``reads`` in order, cut into batches of at most ``most`` bytes of files (a bigger
-    session alone): a worker's (``_read_in_processes``) or a round of fetches
-    (``_fetch_then_read``)."""
-    batch: list[tuple[RunSource, tuple]] = []
+def byte_batches(items: list[_Item], size_of: Callable[[_Item], int], most: int) -> Iterator[list[_Item]]:
+    """``items`` in order, cut into batches of at most ``most`` bytes (``size_of`` each; a
+    bigger item alone): a worker's sessions (``_read_in_processes``, ``index``'s pool) or a
+    round of fetches (``_fetch_then_read``, a bucket's ``index``)."""
+    batch: list[_Item] = []
     held = 0
-    for read in reads:
-        size = _files_bytes([read])
+    for item in items:
+        size = size_of(item)
         if batch and held + size > most:
             yield batch
             batch, held = [], 0
-        batch.append(read)
+        batch.append(item)
         held += size
     if batch:
         yield batch
+
+
+def worker_batch_bytes(total_bytes: int, processes: int) -> int:
+    """How many bytes of files a worker's batch holds at most: ``WORKER_BATCH_BYTES``, and a
+    quarter of a process's share, so that the processes end together."""
+    return max(1, min(WORKER_BATCH_BYTES, total_bytes // (4 * processes)))
+
+
+def _read_bytes(read: tuple[RunSource, tuple]) -> int:
+    return _files_bytes([read])
 
 
 def _files_bytes(reads: list[tuple[RunSource, tuple]]) -> int:

@@ -3,7 +3,8 @@ cores or on a Dask cluster, and keep the parsed tables in the logdir's shared in
 (``store.shared_index``) and this machine's cache, so TensorBoard and the CLI, here or on
 any machine that reads the logdir, serve them without reading a profile.
 
-One task a session (the newest and the older captures of every run). On a cluster a
+One task a session (the newest and the older captures of every run; on this machine's
+cores small sessions are read several to a worker). On a cluster a
 distributed job's capture is a task a rank, each reading its rank's trace where it runs,
 and one task that pools them into the job's profile (the same profile one process reading
 every rank makes).
@@ -29,7 +30,7 @@ from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.discovery import RunSource
 from tb_opcompare.ingest.formats import EMPTY_SESSION, PYTORCH, combine_job_ranks, import_readers, read_job_rank
 from tb_opcompare.ingest.sidecar import SIDECAR
-from tb_opcompare.store.catalog import FETCH_BATCH_BYTES, Catalog
+from tb_opcompare.store.catalog import FETCH_BATCH_BYTES, Catalog, byte_batches, worker_batch_bytes
 from tb_opcompare.store.memory_guard import memory_guard, text_budget
 from tb_opcompare.store.progress import Progress
 from tb_opcompare.store.settings import ReadSettings
@@ -344,9 +345,11 @@ def _collect(runner: Iterator[_Done], total: int, report: IndexReport, progress:
 
 
 def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Iterator[_Done]:
-    """One forked process a session, ``jobs`` at a time, each watched
-    (``store.watched_fork``): a worker killed or stopped mid-run costs its session, named
-    as failed, and no other (a process pool, broken by one killed worker, failed them all)."""
+    """Sessions read in forked processes, ``jobs`` at a time, small ones several to a worker
+    (``worker_batch_bytes``), each worker watched (``store.watched_fork``). A worker killed
+    or stopped mid-run costs no other worker's sessions (a process pool, broken by one
+    killed worker, failed them all); its own are read again one to a worker, so that only a
+    session whose own worker is lost is named as failed."""
     if tasks and fs.is_remote(tasks[0][0]):
         # a bucket's client (its event loop thread) is not safe to fork: a pool forked from it
         # ended a bucket's `index` in "attached to a different loop"
@@ -360,9 +363,32 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
             yield _index_one(*task)
         return
     _import_what_workers_use(shared=tasks[0][4])
-    calls = [(number, allowance(_session_bytes(task)), _index_one, *task) for number, task in enumerate(tasks)]
-    for number, done in run_watched(calls, workers):
-        yield _lost(tasks[number], done.reason) if isinstance(done, Lost) else done
+    most = worker_batch_bytes(sum(map(_session_bytes, tasks)), workers)
+    batches = list(byte_batches(tasks, _session_bytes, most))
+    again: list[tuple] = []
+    for number, done in _watched(batches, workers):
+        if not isinstance(done, Lost):
+            yield from done
+        elif len(batches[number]) > 1:
+            again.extend(batches[number])
+        else:
+            yield _lost(batches[number][0], done.reason)
+    for number, done in _watched([[task] for task in again], workers):
+        yield _lost(again[number], done.reason) if isinstance(done, Lost) else done[0]
+
+
+def _watched(batches: list[list[tuple]], workers: int) -> Iterator[tuple[int, list[_Done] | Lost]]:
+    """(number, each session's ``_Done`` or ``Lost``) of each batch, read in a forked worker."""
+    calls = [
+        (number, allowance(sum(map(_session_bytes, batch))), _index_batch, batch)
+        for number, batch in enumerate(batches)
+    ]
+    return run_watched(calls, workers)
+
+
+def _index_batch(batch: list[tuple]) -> list[_Done]:
+    """In a worker: ``_index_one`` of each task of the batch, in order."""
+    return [_index_one(*task) for task in batch]
 
 
 def _import_what_workers_use(shared: bool) -> None:
@@ -389,19 +415,12 @@ def _fetched_in_batches(tasks: list[tuple]) -> Iterator[_Done]:
     """``_index_one`` of each task here, the files of a batch of sessions (and their runs'
     sidecars) fetched at once, each batch's requests sent together (``fs.read_many``): one
     after the other, each file of 1,000 runs cost round trips of its own."""
-    batch: list[tuple] = []
-    size = 0
-    for position, task in enumerate(tasks):
-        batch.append(task)
-        size += _session_bytes(task)
-        if size < FETCH_BATCH_BYTES and position + 1 < len(tasks):
-            continue
+    for batch in byte_batches(tasks, _session_bytes, FETCH_BATCH_BYTES):
         paths = [path for _, _, source, session, _ in batch for path in _files_of(source, session)]
         contents = {path: data for path, data in fs.read_many(paths).items() if isinstance(data, bytes)}
         with fs.fetched(contents):
             done = [_index_one(*task) for task in batch]
         yield from done
-        batch, size = [], 0
 
 
 def _files_of(source: RunSource, session: str) -> list[str]:
