@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from tb_opcompare.schema.events import UNSTORED_FACTS, ProfileFacts
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from tb_opcompare.schema.table import Table
 
 # table -> (its stored name: the key of ``store.cache.profile_columns`` holding it, the
@@ -144,13 +146,24 @@ def session_columns(
 
 def parquet_bytes(table: str, columns: dict[str, list[Any]], export: bool = False) -> bytes:
     """``table``'s rows (as columns) as a Parquet file, in the documented schema."""
+    return arrow_bytes(arrow_table(table, columns, export))
+
+
+def arrow_table(table: str, columns: dict[str, list[Any]], export: bool = False) -> pa.Table:
+    """``table``'s rows (as columns) as a pyarrow Table in the documented schema."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     schema = table_schema(table, export)
     arrays = [pa.array(columns[field.name], type=field.type, from_pandas=True) for field in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def arrow_bytes(frame: pa.Table) -> bytes:
+    """A pyarrow Table as a Parquet file."""
+    import pyarrow.parquet as pq
+
     out = io.BytesIO()
-    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), out, compression="zstd")
+    pq.write_table(frame, out, compression="zstd")
     return out.getvalue()
 
 

@@ -56,8 +56,9 @@ from tb_opcompare.schema.index_tables import (
     KEY_COLUMNS,
     PROFILE_TABLES,
     RUNS,
+    arrow_bytes,
+    arrow_table,
     empty_table,
-    parquet_bytes,
     session_columns,
 )
 from tb_opcompare.store import index_batches
@@ -79,6 +80,9 @@ from tb_opcompare.store.index_input import (
 INDEX_SCHEMA = 2
 MANIFEST = "manifest.json"
 BLOBS = "blobs"  # a new entry's tables (Parquet bytes by table), until ``write_manifest`` places them
+# ... and the same tables as this tool made them (pyarrow Tables), which ``write_manifest``
+# need not read back from the bytes: only tables read from a batch's files are input
+FRAMES = "frames"
 
 
 if TYPE_CHECKING:  # the tables come with the readers: a listing from the manifest does without them
@@ -390,7 +394,9 @@ class SharedIndex:
         entry["op_names"] = sorted(set(stored["ops"]["op_name"]))
         entry["sidecar"] = self._sidecar_copy(run_dir) if run_dir else None
         shown = [escape_undecodable(file["path"]) for file in files]  # Parquet text is UTF-8
-        entry[BLOBS] = _tables_of(stored, run, session, shown)  # placed in a batch by ``write_manifest``
+        frames = _tables_of(stored, run, session, shown)
+        entry[BLOBS] = {table: arrow_bytes(frame) for table, frame in frames.items()}  # placed by ``write_manifest``
+        entry[FRAMES] = frames
         return entry
 
     def _file_record(self, path: str, fingerprint: dict) -> dict:
@@ -467,13 +473,14 @@ class SharedIndex:
         batch = index_batches.Batch()
         for part, entry in list(current.items()):
             tables = entry.pop(BLOBS, None) if BLOBS in entry else blobs.get(part)
+            made = entry.pop(FRAMES, None)
             if tables is None:
                 if part in moved:
                     del current[part]
                 continue
             entry = current[part] = dict(entry)
             try:
-                batch.add(entry, tables)
+                batch.add(entry, tables, made)
             except IndexInputError:
                 del current[part]
         if batch.bundle:
@@ -595,12 +602,12 @@ def _unchanged(recorded: dict, path: str) -> bool:
 # -- the tables as Parquet (their schema: schema.index_tables) ---------------------------------
 
 
-def _tables_of(stored: dict, run: str, session: str, files: list[str]) -> dict[str, bytes]:
-    """A profile's Parquet tables (from ``profile_columns``): ``runs`` always, the others
-    where they have rows."""
+def _tables_of(stored: dict, run: str, session: str, files: list[str]) -> dict:
+    """A profile's tables (from ``profile_columns``) as pyarrow Tables: ``runs`` always, the
+    others where they have rows."""
     columns = session_columns(stored, run, session, files)
     return {
-        table: parquet_bytes(table, table_columns)
+        table: arrow_table(table, table_columns)
         for table, table_columns in columns.items()
         if table == RUNS or table_columns["run"]
     }
