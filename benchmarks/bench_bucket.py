@@ -96,8 +96,22 @@ def _places(scratch: Path, source: Path, server, proxy, name: str) -> dict[str, 
     }
 
 
+# The floor of any listing that must see runs added since the index: the bucket's own
+# listing of every object, by s3fs in a fresh process (as each command is one)
+BARE_LISTING = "import sys, s3fs; fs = s3fs.S3FileSystem(); print(len(fs.find(sys.argv[1].removeprefix('s3://'))))"
+
+
+def bare_listing(where: str, env: dict) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", BARE_LISTING, where], capture_output=True, check=True, env={**os.environ, **env}
+    )
+    return time.perf_counter() - started
+
+
 def measure(places: dict[str, str], env: dict, proxy, runs: int) -> dict:
-    """(place, command) -> {"seconds": [...], "requests": n, "bytes": n, "profile_gets": n}."""
+    """(place, command) -> {"seconds": [...], "requests": n, "bytes": n, "profile_gets": n};
+    (bucket, "listing") -> {"seconds": [...]}: the bucket's bare listing."""
     suggested = json.loads(timed(["runs", places["disk"], "--json"], {})[1].stdout)["suggested"]
     pair = ["--baseline", suggested["baseline"], "--target", suggested["target"]]
     figures: dict = {}
@@ -116,6 +130,9 @@ def measure(places: dict[str, str], env: dict, proxy, runs: int) -> dict:
                     for method, path, _ in made
                     if method == "GET" and PROFILE.search(path.split("?")[0]) and "/.opcompare/" not in path
                 )
+        figures.setdefault(("bucket", "listing"), {"seconds": []})["seconds"].append(
+            bare_listing(places["bucket"], env)
+        )
     return figures
 
 
@@ -132,6 +149,12 @@ def report(title: str, figures: dict, places: dict) -> None:
                 f"{figure['profile_gets']:>13}"
             )
     listing = {place: statistics.median(figures[(place, "runs")]["seconds"]) for place in places}
+    floor = figures[("bucket", "listing")]["seconds"]
+    print(
+        f"the bucket's bare listing (s3fs find, a fresh process): {statistics.median(floor):.2f} s "
+        f"({min(floor):.2f}-{max(floor):.2f}), {statistics.median(floor) / listing['disk, indexed']:.2f}x "
+        "the indexed disk listing: the floor of a listing that sees runs added since the index"
+    )
     # like for like first: the same index read from the bucket and from the disk (the disk
     # listing without one reads every trace, which flattered the bucket: 0.19x)
     for disk in ("disk, indexed", "disk"):

@@ -267,8 +267,9 @@ _thresholds_before: tuple[int, int, int] = gc.get_threshold()
 
 @contextlib.contextmanager
 def collecting_rarely():
-    """The collector's young threshold at ``READ_GC_THRESHOLD`` while any read (or any
-    making of a read's tables) of this process runs (reads in several threads share it; the last one puts it back)."""
+    """The collector's young threshold at ``READ_GC_THRESHOLD`` while any read (or the
+    making of a read's tables) of this process runs: reads in several threads share it,
+    and the last one to end puts the process's own back."""
     global _reads_under_way, _thresholds_before
     with _COLLECTOR:
         if not _reads_under_way:
