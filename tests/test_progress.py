@@ -201,3 +201,40 @@ def test_no_worker_is_forked_halfway_through_a_guarded_step():
 
 def _take(lock) -> str:
     return "taken" if lock.acquire(timeout=5) else "held by a thread the fork left behind"
+
+
+def test_index_workers_take_several_sessions_and_report_every_64_at_least(tmp_path, monkeypatch):
+    """`index --jobs 2` on many small sessions: a worker reads several (a fork a session cost
+    more than the read), and at most 64, so the bar moves every 64 sessions at least."""
+    import collections
+
+    from tb_opcompare.store import prewarm
+    from tb_opcompare.store.catalog import Catalog
+
+    trace = next((REPO / "tests/fixtures/onnxruntime/logdir/cnn_infer_cpu_bs16").glob("*.pt.trace.json.gz"))
+    logdir = tmp_path / "logs"
+    for number in range(150):
+        (logdir / f"run{number:03d}").mkdir(parents=True)
+        shutil.copy(trace, logdir / f"run{number:03d}" / trace.name)
+    read_session, on_pool = prewarm._index_one, prewarm._on_pool
+
+    def tagged(*task):
+        done = read_session(*task)
+        done.worker = str(os.getpid())  # which worker read it
+        return done
+
+    by_worker: collections.Counter[str] = collections.Counter()
+
+    def counted(*args):
+        for done in on_pool(*args):
+            by_worker[done.worker] += 1
+            yield done
+
+    monkeypatch.setattr(prewarm, "_index_one", tagged)
+    monkeypatch.setattr(prewarm, "_on_pool", counted)
+    # the bytes' rule out of the way: 150 sessions of 8 KB fit one batch by their bytes
+    monkeypatch.setattr(prewarm, "worker_batch_bytes", lambda total, processes: total)
+    report = prewarm.index_logdir(Catalog(str(logdir)), jobs=2, say=lambda _: None)
+    assert (report.read, report.errors) == (150, [])
+    assert sum(by_worker.values()) == 150 and max(by_worker.values()) == prewarm.INDEX_BATCH_SESSIONS, by_worker
+    assert len(by_worker) == 3  # 64, 64 and 22

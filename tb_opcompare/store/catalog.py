@@ -482,15 +482,17 @@ def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, process
 WORKER_BATCH_BYTES = 8 << 20
 
 
-def byte_batches(items: list[_Item], size_of: Callable[[_Item], int], most: int) -> Iterator[list[_Item]]:
+def byte_batches(
+    items: list[_Item], size_of: Callable[[_Item], int], most: int, most_items: int | None = None
+) -> Iterator[list[_Item]]:
     """``items`` in order, cut into batches of at most ``most`` bytes (``size_of`` each; a
-    bigger item alone): a worker's sessions (``_read_in_processes``, ``index``'s pool) or a
-    round of fetches (``_fetch_then_read``, a bucket's ``index``)."""
+    bigger item alone) and ``most_items`` items: a worker's sessions (``_read_in_processes``,
+    ``index``'s pool) or a round of fetches (``_fetch_then_read``, a bucket's ``index``)."""
     batch: list[_Item] = []
     held = 0
     for item in items:
         size = size_of(item)
-        if batch and held + size > most:
+        if batch and (held + size > most or len(batch) == most_items):
             yield batch
             batch, held = [], 0
         batch.append(item)
