@@ -363,18 +363,19 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
             yield _index_one(*task)
         return
     _import_what_workers_use(shared=tasks[0][4])
-    most = worker_batch_bytes(sum(map(_session_bytes, tasks)), workers)
-    batches = list(byte_batches(tasks, _session_bytes, most, INDEX_BATCH_SESSIONS))
-    again: list[tuple] = []
+    sized = [(task, _session_bytes(task)) for task in tasks]  # a stat a file, once, not a stat a use
+    most = worker_batch_bytes(sum(size for _, size in sized), workers)
+    batches = list(byte_batches(sized, _size, most, INDEX_BATCH_SESSIONS))
+    again: list[tuple[tuple, int]] = []
     for number, done in _watched(batches, workers):
         if not isinstance(done, Lost):
             yield from done
         elif len(batches[number]) > 1:
             again.extend(batches[number])
         else:
-            yield _lost(batches[number][0], done.reason)
+            yield _lost(batches[number][0][0], done.reason)
     for number, done in _watched([[task] for task in again], workers):
-        yield _lost(again[number], done.reason) if isinstance(done, Lost) else done[0]
+        yield _lost(again[number][0], done.reason) if isinstance(done, Lost) else done[0]
 
 
 # A worker's batch holds at most this many sessions: the progress bar moves a batch at a
@@ -384,13 +385,18 @@ def _on_pool(jobs: int, tasks: list[tuple], say: Callable[[str], None]) -> Itera
 INDEX_BATCH_SESSIONS = 64
 
 
-def _watched(batches: list[list[tuple]], workers: int) -> Iterator[tuple[int, list[_Done] | Lost]]:
-    """(number, each session's ``_Done`` or ``Lost``) of each batch, read in a forked worker."""
+def _watched(batches: list[list[tuple[tuple, int]]], workers: int) -> Iterator[tuple[int, list[_Done] | Lost]]:
+    """(number, each session's ``_Done`` or ``Lost``) of each batch of (task, its files'
+    bytes), read in a forked worker."""
     calls = [
-        (number, allowance(sum(map(_session_bytes, batch))), _index_batch, batch)
+        (number, allowance(sum(size for _, size in batch)), _index_batch, [task for task, _ in batch])
         for number, batch in enumerate(batches)
     ]
     return run_watched(calls, workers)
+
+
+def _size(sized: tuple[tuple, int]) -> int:
+    return sized[1]
 
 
 def _index_batch(batch: list[tuple]) -> list[_Done]:
