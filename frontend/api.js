@@ -212,6 +212,15 @@ export function rooflineCsvUrl(params) {
 
 let plotlyPromise = null;
 
+/**
+ * plotly.min.js downloaded into the browser's cache, not run: `loadPlotly` then runs it
+ * without waiting on the network. Running it is what is costly (parsing 3.5 MB): on a
+ * machine whose cores the server reads with, that waits for the first screen's numbers.
+ */
+export function prefetchPlotly() {
+  if (!plotlyPromise) fetch('plotly.min.js').catch(() => {}); // a failure shows when a chart loads it
+}
+
 /** plotly.js, from the bundle the plugin serves (no CDN: works air-gapped), loaded once. */
 export function loadPlotly() {
   if (!plotlyPromise) {

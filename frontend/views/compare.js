@@ -4,7 +4,7 @@
 // significantly changed); the server is asked again only for new runs and for `/regex/`
 // matches.
 
-import {breakdownCsvUrl, compareCsvUrl, fetchComparison, fetchRuns} from '../api.js';
+import {breakdownCsvUrl, compareCsvUrl, fetchComparison, fetchRuns, prefetchPlotly} from '../api.js';
 import {h} from '../dom.js';
 import {MAX_TAB_ROWS, checkParams, hasRepeats, selectionParams, viewParams} from '../state.js';
 import {applyView, isRegexQuery} from '../view.js';
@@ -76,8 +76,9 @@ export class CompareView {
    */
   async start() {
     this.element.replaceChildren(loadingIndicator('Finding profile runs…'));
-    // plotly.js (3.5 MB) is not fetched here but by the first chart drawn: its parse took the
-    // cores the server reads the runs with (2 cores: the headline 2 s later).
+    // plotly.js (3.5 MB) is downloaded now and run by the first chart drawn: run here, its
+    // parse took the cores the server reads the runs with (2 cores: the headline 2 s later).
+    prefetchPlotly();
     // First the listing that reads no trace (instant, even for a big logdir); the full
     // one, which fills in the facts of runs never read, follows in showComparison.
     let listing;
