@@ -144,11 +144,12 @@ fuzz: $(TEST_STAMP)
 load: $(TEST_STAMP) $(CHROMIUM)
 	TB_OPCOMPARE_LOAD_SECONDS=60 $(BIN)/python -m pytest -q tests/test_load.py
 
-bench: $(TEST_STAMP)
+bench: $(TEST_STAMP) $(CHROMIUM)
 	$(BIN)/python benchmarks/bench_readers.py
 	$(BIN)/python benchmarks/bench_scale.py
 	$(BIN)/python benchmarks/bench_many_ops.py
 	$(BIN)/python benchmarks/bench_startup.py
+	$(BIN)/python benchmarks/bench_first_screen.py
 	$(BIN)/python benchmarks/bench_peers.py
 	$(BIN)/python benchmarks/bench_bucket.py
 
