@@ -214,7 +214,7 @@ let plotlyPromise = null;
 
 /**
  * plotly.min.js downloaded into the browser's cache, not run: `loadPlotly` then runs it
- * without waiting on the network. Running it is what is costly (parsing 3.5 MB): on a
+ * without waiting on the network. Running it is what is costly (parsing 4.8 MB): on a
  * machine whose cores the server reads with, that waits for the first screen's numbers.
  */
 export function prefetchPlotly() {

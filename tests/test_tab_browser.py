@@ -290,10 +290,10 @@ _HEADLINE_WHEN_PLOTLY_RAN = """
 
 
 def test_the_headline_is_drawn_before_plotly_runs(browser, tensorboard_url):
-    """The first screen's numbers first: plotly.js (3.5 MB) is downloaded as the tab starts
+    """The first screen's numbers first: plotly.js (4.8 MB) is downloaded as the tab starts
     but run once the comparison is drawn. Run at the start, its parse took the cores the
     server read the runs with: on two cores a BERT pair's headline came at 3.4-3.9 s, and
-    at 1.2-1.5 s since. The charts still draw."""
+    at 1.3-1.7 s since. The charts still draw."""
     context = browser.new_context()  # its own cache: plotly.js is the tab's own download
     try:
         page = context.new_page()

@@ -76,7 +76,7 @@ export class CompareView {
    */
   async start() {
     this.element.replaceChildren(loadingIndicator('Finding profile runs…'));
-    // plotly.js (3.5 MB) is downloaded now and run by the first chart drawn: run here, its
+    // plotly.js (4.8 MB) is downloaded now and run by the first chart drawn: run here, its
     // parse took the cores the server reads the runs with (2 cores: the headline 2 s later).
     prefetchPlotly();
     // First the listing that reads no trace (instant, even for a big logdir); the full
