@@ -176,6 +176,45 @@ print(said)
     assert done.stdout.strip() == "[True, True, False]", done.stderr[-2000:]
 
 
+def test_bars_drawn_on_a_terminal_leave_no_thread_that_stops_forks():
+    """tqdm's bars, on a terminal (a command's bar, the line of a long read): tqdm started
+    a monitor thread with its first bar, which outlived it and is no guarded thread, so
+    ``may_fork`` said no for the rest of the command once a bar was drawn (a million-op
+    compare run at a terminal made its CSV on one core), and ``index`` forked its workers
+    beside it. The bars are drawn and redrawn all the same. In a fresh process, as a
+    command's: this one runs the threads of other tests."""
+    code = """
+import io, os, threading, time
+os.environ["TB_OPCOMPARE_PROGRESS_AFTER_S"] = "0"
+from tb_opcompare.cli.progress import Reporter, showing_reads
+from tb_opcompare.store.progress import READS_UNDER_WAY
+from tb_opcompare.store.watched_fork import may_fork
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+screen = Terminal()
+reporter = Reporter(stream=screen)
+reporter.start(2, "sessions")
+reporter.advance("first")
+said = [may_fork()]
+reporter.advance("second")
+with showing_reads(reporter), READS_UNDER_WAY.reading("big_run", 70 << 20):
+    deadline = time.monotonic() + 30
+    while "big_run" not in screen.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+said.append(may_fork())
+print(said, sorted(thread.name for thread in threading.enumerate()))
+print(repr(screen.getvalue()))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    said, screen = done.stdout.strip().splitlines()
+    assert said == "[True, True] ['MainThread']", done.stderr[-2000:]
+    # the bar ran to 2 of 2 and the line of the read under way was drawn
+    assert "2/2" in screen and "big_run" in screen, screen
+
+
 def test_no_worker_is_forked_halfway_through_a_guarded_step():
     """A guarded thread's step (the reads line writing to stderr, with stderr's lock held)
     is never cut by a fork: ``Fork`` waits for the step to end. Forked halfway through,

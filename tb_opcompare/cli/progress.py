@@ -63,9 +63,9 @@ class Reporter(Progress):
         self._last_line = 0.0
         if self.quiet or not self.terminal or not total:
             return
-        from tqdm import tqdm  # a terminal's only: a piped or quiet command never imports it
-
-        self._bar = tqdm(total=total, unit=f" {what}", file=self.stream, leave=True, **_screen())
+        # miniters=1: every item redraws the bar (at most each tqdm.mininterval), which tqdm's
+        # monitor thread, turned off in _bar_class, would otherwise see to
+        self._bar = _bar_class()(total=total, unit=f" {what}", file=self.stream, leave=True, miniters=1, **_screen())
 
     def show(self, tally: Tally, label: str, ok: bool) -> None:
         """The bar moved on a terminal; off one, a plain line now and then."""
@@ -128,11 +128,22 @@ class _ReadsLine:
                 self.told.add((shown[0]["run"], shown[0]["bytes"]))
                 print(text, file=self.reporter.stream, flush=True)
             return
-        from tqdm import tqdm
-
         if self.bar is None:
-            self.bar = tqdm(total=None, file=self.reporter.stream, bar_format="{desc}", leave=False, **_screen())
+            self.bar = _bar_class()(
+                total=None, file=self.reporter.stream, bar_format="{desc}", leave=False, **_screen()
+            )
         self.bar.set_description_str(text)
+
+
+def _bar_class() -> Any:
+    """tqdm's bar (a terminal's only: a piped or quiet command never imports it), without
+    its monitor thread. That thread outlives the bars and is no guarded one: once a bar was
+    drawn, ``may_fork`` said no for the rest of the command, so a million-op compare run at
+    a terminal made its CSV on one core, and ``index`` forked its workers beside it."""
+    from tqdm import tqdm
+
+    tqdm.monitor_interval = 0
+    return tqdm
 
 
 def _screen() -> dict:
