@@ -123,10 +123,10 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     assert "_xplane_wire" in native and str(installed) in native  # the reader runs the compiled loops
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
-    assert listing["errors"] == [] and len(listing["runs"]) == 38 and listing["version"] == VERSION
+    assert listing["errors"] == [] and len(listing["runs"]) == 40 and listing["version"] == VERSION
     # the precision x compiler matrix of both demo models, one run a cell
     matrix = list(csv.DictReader(io.StringIO(_run(cli, "matrix", demo, "--csv", "-", cwd=tmp_path).stdout)))
-    assert len(matrix) == 38 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
+    assert len(matrix) == 40 and {line["runs"] for line in matrix} == {run["run"] for run in listing["runs"]}
     assert {(line["model"], line["compiler"]) for line in matrix if line["precision"] == "bf16"} == {
         ("mnist_cnn", "TF graph"),
         ("mnist_cnn", "XLA"),
@@ -283,7 +283,7 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
             cwd=tmp_path,
             env={**CLEAN_ENV, **server.env("writer")},
         )
-        assert indexing.returncode == 0 and "38 read" in indexing.stdout, indexing.stdout + indexing.stderr
+        assert indexing.returncode == 0 and "40 read" in indexing.stdout, indexing.stdout + indexing.stderr
         since = len(server.requests())
         reader = {**server.env("reader"), "S3_ENDPOINT": server.url, "TB_OPCOMPARE_CACHE_DIR": str(tmp_path / "cache")}
         with running_tensorboard(
@@ -305,7 +305,7 @@ def test_installed_tab_over_a_bucket_logdir_reads_the_index_not_the_profiles(ins
                     ["curl", "-s", f"{url}/data/plugin/op_compare/runs"], capture_output=True, text=True
                 ).stdout
             )
-            assert len(listing["runs"]) == 38 and listing["errors"] == []
+            assert len(listing["runs"]) == 40 and listing["errors"] == []
             assert not page.page_errors
         profiles = [
             path

@@ -188,27 +188,30 @@ def test_the_module_tree_adds_up_from_ops_to_the_whole_model():
     assert all(positions[node["parent"]] < positions[node["id"]] for node in nodes[1:])  # parents first
 
 
-def test_the_demos_pytorch_cpu_pair_fills_the_modules_view():
-    """The demo logdir's PyTorch runs recorded with with_stack=True (demo_logs/torch_modules):
-    Modules shows each nn.Module the raw traces call, on both sides, adding up; the Memory
-    view of the same pair has each side's peak."""
+def test_the_demos_pytorch_cpu_to_gpu_pair_fills_the_modules_view():
+    """The demo logdir's PyTorch runs recorded with with_stack=True (demo_logs/torch_modules,
+    the CPU and the H200 of one host): Modules shows each nn.Module the raw traces call, on
+    both sides, adding up; the Memory view of the same pair has each side's peak, the GPU's
+    on the GPU."""
     demo = REPO / "demo_logs"
-    runs = ["torch_modules/mnist_cnn_torch_stack_cpu_bs16", "torch_modules/mnist_cnn_torch_stack_cpu_bs64"]
+    runs = ["torch_modules/mnist_cnn_torch_stack_cpu_bs64", "torch_modules/mnist_cnn_torch_stack_gpu_bs64"]
     document = _tree(demo, *runs)
     assert document["source"] == "nn.Module calls" and document["notes"] == []
     nodes = document["nodes"]
     _children_add_up(nodes)
-    (trace,) = (demo / runs[0]).glob("*.pt.trace.json.gz")
-    called = {
-        event["name"][len("nn.Module: ") :]
-        for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
-        if event.get("cat") == "python_function" and event["name"].startswith("nn.Module: ")
-    }
     shown = {node["name"]: node for node in nodes if node["kind"] == "module"}
-    assert {"Conv2d_0", "Conv2d_1", "Linear_0"} <= called <= set(shown) | {"MNISTNet_0", "Net_0"}
+    for run in runs:
+        (trace,) = (demo / run).glob("*.pt.trace.json.gz")
+        called = {
+            event["name"][len("nn.Module: ") :]
+            for event in json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+            if event.get("cat") == "python_function" and event["name"].startswith("nn.Module: ")
+        }
+        assert {"Conv2d_0", "Conv2d_1", "Linear_0"} <= called <= set(shown) | {"MNISTNet_0", "Net_0"}, run
     assert all(shown[name]["baseline_us"] and shown[name]["target_us"] for name in ("Conv2d_0", "Linear_0"))
+    assert shown["Conv2d_0"]["speedup"] > 1  # the GPU's convolution is faster, under the same module
     memory = json.loads(run_cli("memory", str(demo), "--baseline", runs[0], "--target", runs[1], "--json").stdout)
-    assert all(memory[side]["peak_memory_bytes"].get("CPU") for side in ("baseline", "target"))
+    assert memory["baseline"]["peak_memory_bytes"].get("CPU") and memory["target"]["peak_memory_bytes"].get("GPU:0")
 
 
 def test_the_keras_tree_follows_name_scopes_and_compares_per_step():

@@ -22,8 +22,9 @@ COMPILER_LABEL = "mnist_cnn_torch · GPU · batch 64: eager → torch.compile"
 
 @pytest.fixture(scope="module")
 def demo_url(tmp_path_factory):
-    """TensorBoard on a copy of demo_logs: 38 runs, fp32/bf16 x eager/compiled x batch 1/16/64
-    of a PyTorch CNN on CPU and H100, and of a Keras CNN on CPU (eager and XLA)."""
+    """TensorBoard on a copy of demo_logs: 40 runs, fp32/bf16 x eager/compiled x batch 1/16/64
+    of a PyTorch CNN on CPU and H100, and of a Keras CNN on CPU (eager and XLA); the PyTorch CNN
+    with stacks on the CPU and H200 of one host."""
     with tensorboard_on_copy(tmp_path_factory, REPO / "demo_logs") as url:
         yield url
 
@@ -59,7 +60,7 @@ def test_variant_pairs_are_grouped_chosen_and_kept_over_a_reload(page, demo_url)
             for varies in ("precision", "compiler")
         },
     }
-    assert len(document["runs"]) == 38 and len(document["pairs"]) == 12
+    assert len(document["runs"]) == 40 and len(document["pairs"]) == 14
     assert len(expected["precision"]) == 18 and len(expected["compiler"]) == 18
     assert all(pair["varies"] == "device" for pair in document["pairs"])
 

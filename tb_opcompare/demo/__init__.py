@@ -38,4 +38,9 @@ def demo_arguments(doc: str, argv: list[str] | None, *, framework: str) -> argpa
             action="store_true",
             help="record Python calls too (the nn.Module tree); traces grow several times",
         )
+        parser.add_argument(
+            "--with-flops",
+            action="store_true",
+            help="record PyTorch's FLOPs per matrix op and convolution too (the roofline's work)",
+        )
     return parser.parse_args(argv)

@@ -46,6 +46,7 @@ def train_profiled(
     steps: int,
     precision: str = "fp32",
     with_stack: bool = False,
+    with_flops: bool = False,
     step_model=None,
 ) -> None:
     """``steps`` training steps on random data (10 classes) under ``torch_profile``, which
@@ -69,6 +70,7 @@ def train_profiled(
         active=min(5, max(1, steps - 3)),
         precision=precision,
         with_stack=with_stack,
+        with_flops=with_flops,
         compiler="torch.compile" if step_model is not None else "eager",
     ) as profiler:
         for _ in range(steps):
@@ -100,6 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         steps=args.steps,
         precision=args.precision,
         with_stack=args.with_stack,
+        with_flops=args.with_flops,
         step_model=step_model,
     )
     print(f"trained {args.steps} steps at batch size {args.batch_size}")

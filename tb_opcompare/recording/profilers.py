@@ -318,6 +318,7 @@ def torch_profile(
     active: int = DEFAULT_STEPS,
     profile_memory: bool = True,
     with_stack: bool = False,
+    with_flops: bool = False,
     precision: str | None = None,
     compiler: str | None = None,
     index: bool | str = False,
@@ -329,7 +330,9 @@ def torch_profile(
     ``profile_memory`` (on by default: on small models it costs a few percent of trace size)
     records every allocation, so memory per op can be compared; ``with_stack`` records the
     Python calls, whose ``nn.Module`` frames give the module tree (traces grow several
-    times). ``precision`` (e.g. ``"bf16"``, what autocast was asked for) and ``compiler``
+    times); ``with_flops`` asks PyTorch for its FLOPs per matrix op and convolution (the
+    roofline's work, where the trace keeps it; else the work is counted from the shapes).
+    ``precision`` (e.g. ``"bf16"``, what autocast was asked for) and ``compiler``
     (``"torch.compile"``) go to the sidecar. ``index``: add the run to a logdir's shared
     index (True: the run folder's parent)."""
     if not profiling_enabled():
@@ -350,12 +353,14 @@ def torch_profile(
         record_shapes=True,
         profile_memory=profile_memory,
         with_stack=with_stack,
+        with_flops=with_flops,
     ) as profiler:
         yield _TorchStepper(profiler)
     extra = {
         "profiled_steps": [wait + warmup, wait + warmup + active - 1],
         "profile_memory": profile_memory,
         "with_stack": with_stack,
+        "with_flops": with_flops,
         **_matrix_from_environment(precision=precision, compiler=compiler),
     }
     _write_torch_sidecar(run_dir, model, batch_size, on_gpu, extra)
