@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REALTRACES, REPO, steady_steps
+from conftest import FIXTURES, REALTRACES, REPO, steady_steps
 
 from tb_opcompare.ingest.readers.step_breakdown import decided_categories, measure_in, union
 from tb_opcompare.service.compare import compare_document
@@ -493,3 +493,51 @@ def test_a_tf_2_4_gpu_step_on_the_devices_steps_line_is_split(tmp_path):
         parts["host", "input"] == pytest.approx(_covered_in(waits, *steps), rel=1e-6) and parts["host", "input"] > 5_000
     )
     assert parts["host", "device_wait"] > 0  # moments no host thread ran, and the GPU did
+
+
+H200_LOADER = FIXTURES / "gpu_h200" / "loader"  # train_dataloader.py: ResNet-18, batch 32, one H200
+
+
+def _stopwatch(run: str) -> dict:
+    """The job's own clock of its profiled steps (``time.perf_counter``), in µs."""
+    clock = json.loads((FIXTURES / "stopwatch" / f"{run}.json").read_text())
+    return {key: [value * 1e6 for value in clock[key]] for key in ("step_wall_s", "input_wait_s")}
+
+
+def test_a_loaders_workers_saving_agrees_with_the_jobs_own_stopwatch():
+    """Our own DataLoader job on an H200, num_workers 0 -> 4, three processes each (repeats,
+    pooled): the step wall times, the headline and the waterfall's input bar are each checked
+    against the clock the training loop kept itself (around each ``next()`` on the loader,
+    and from one ``prof.step()`` to the next), which knows nothing of the profile."""
+    repeats = {workers: [f"resnet18_num_workers_{workers}_rep{k}" for k in (1, 2, 3)] for workers in (0, 4)}
+    catalog = Catalog(str(H200_LOADER), cache_dir=None)
+    summary = compare_document(catalog, repeats[0], repeats[4]).summary
+    breakdown = summary.breakdown
+    assert breakdown is not None and summary.breakdown_note is None
+    pooled = {}
+    for workers, runs in repeats.items():
+        steps = []  # (profile's wall, stopwatch's wall, stopwatch's input wait), steady steps pooled
+        for run in runs:
+            walls = [step["dur"] for step in _raw_steps(_newest_trace(H200_LOADER / run))[0]]
+            clock = _stopwatch(run)
+            # each profiled step as the job timed it, within the profiler's own cost per step
+            assert walls == pytest.approx(clock["step_wall_s"], rel=0.03, abs=300), run
+            first = len(walls) - len(steady_steps(walls))
+            steps += list(zip(walls, clock["step_wall_s"], clock["input_wait_s"]))[first:]
+        pooled[workers] = sorted(steps)
+    for side, workers in (("baseline", 0), ("target", 4)):
+        steps = pooled[workers]
+        assert len(steps) % 2 == 1  # 15 steady steps a side here: the median is one step
+        median = steps[len(steps) // 2]
+        assert getattr(summary, f"{side}_step_wall_us") == pytest.approx(median[0], rel=1e-6)
+        assert getattr(summary, f"{side}_step_wall_us") == pytest.approx(
+            statistics.median(step[1] for step in steps), rel=0.03
+        )
+        waiting = next(part for part in breakdown.parts if part.side == "host" and part.category == "input")
+        assert getattr(waiting, f"{side}_us") == pytest.approx(median[2], abs=300), side
+    # the workers took the input wait out of the step: its bar is the waterfall's largest saving
+    host = {part.category: part.change_us for part in breakdown.parts if part.side == "host"}
+    assert min(host, key=host.get) == "input" and host["input"] < -8_000
+    assert summary.headline_speedup > 1.15
+    # and each repeat's own median step is shown beside the pooled one
+    assert sorted(run.run for run in breakdown.runs) == sorted(repeats[0] + repeats[4])

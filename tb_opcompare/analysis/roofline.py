@@ -14,9 +14,11 @@ CPU's roof). Then:
   memory-bound;
 - the fraction of the roof it reached, and the time it would take at the roof,
   ``max(FLOPs / peak, bytes / bandwidth)``: the headroom is its time less that;
+- an fp32 run's op whose kernels computed on TF32 tensor cores (their names say so: cuDNN's
+  convolutions, by PyTorch's default) is under the TF32 peak, the unit it ran on;
 - an achieved rate above a peak is no measurement of the device but of a wrong input (a
-  FLOP count, a kernel timed short, fp32 on TF32 tensor cores above the fp32 roof): such an
-  op is named, with the suspect, and never given a fraction above 1.
+  FLOP count, a kernel timed short, fp32 on TF32 tensor cores whose kernels do not say so):
+  such an op is named, with the suspect, and never given a fraction above 1.
 
 Per pair, what the change did: ``moved along the roof`` where the op reached about the same
 fraction of its roof on both sides (within ``SAME_FRACTION``: the speedup is the roofs',
@@ -60,11 +62,25 @@ SIDE_COLUMNS = [
 
 @dataclasses.dataclass(frozen=True)
 class Roof:
-    """A processor's limits at the precision the run computed in (None: unknown)."""
+    """A processor's limits at the precision the run computed in (None: unknown);
+    ``tf32_peak_flops``: where that precision is fp32, the peak of its TF32 tensor cores, the
+    roof of the ops whose kernels ran there (``WORK_COLUMNS``' ``device_tf32_us``)."""
 
     peak_flops: float | None
     memory_bandwidth: float | None
     precision: str | None = None
+    tf32_peak_flops: float | None = None
+
+
+def on_tf32(work: pd.DataFrame, roof: Roof) -> np.ndarray:
+    """The ops measured against the TF32 roof: those with most of their kernel time in TF32
+    tensor-core kernels, on a device whose fp32 roof has a TF32 peak beside it."""
+    if roof.tf32_peak_flops is None:
+        return np.zeros(len(work), dtype=bool)
+    device_us = work["device_us"].to_numpy(dtype=float)
+    tf32_us = work["device_tf32_us"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(tf32_us > 0.5 * device_us)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +105,10 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
     time_us = timed("device_us", "host_us")
     time_us = np.where((known > 0) & (time_us > 0), time_us, np.nan)
     flops, size = timed("device_flops", "flops"), timed("device_bytes", "bytes")
-    peak = np.where(on_device, _or_nan(roofs.device.peak_flops), _or_nan(roofs.host.peak_flops))
+    device_peak = np.where(
+        on_tf32(work, roofs.device), _or_nan(roofs.device.tf32_peak_flops), _or_nan(roofs.device.peak_flops)
+    )
+    peak = np.where(on_device, device_peak, _or_nan(roofs.host.peak_flops))
     bandwidth = np.where(on_device, _or_nan(roofs.device.memory_bandwidth), _or_nan(roofs.host.memory_bandwidth))
     with np.errstate(divide="ignore", invalid="ignore"):
         flops_per_s, bytes_per_s = flops / (time_us * 1e-6), size / (time_us * 1e-6)

@@ -68,6 +68,7 @@ WORK_COLUMNS = [
     "device_flops",
     "device_bytes",
     "device_us",
+    "device_tf32_us",
 ]
 
 

@@ -147,6 +147,8 @@ device_flops    float64  their floating-point operations; 0 where no call launch
                          where the run has no device (as the next two)
 device_bytes    float64  their bytes
 device_us       float64  the device time of the kernels they launched, nested calls included
+device_tf32_us  float64  the part of it in kernels that computed on TF32 tensor cores (their
+                         names say so); NaN where the reader cannot tell (XLA's ops)
 ==============  =======  ===================================================================
 
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
@@ -319,7 +321,7 @@ def summed_work(parts: list[dict[str, Any]]) -> Table:
     for column in ("flops", "bytes", "host_us"):
         sums[column] = np.where(unknown, np.nan, sums[column])
     if all(np.isnan(np.asarray(part["device_us"], dtype=float)).all() for part in parts):
-        for column in ("device_flops", "device_bytes", "device_us"):
+        for column in ("device_flops", "device_bytes", "device_us", "device_tf32_us"):
             sums[column] = np.full(len(names), np.nan)  # no worker ran a device
     return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
 

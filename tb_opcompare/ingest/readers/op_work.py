@@ -8,10 +8,23 @@ calls' inputs; the formulas are ``analysis.work``'s.
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Sequence
 
 import numpy as np
 
 from tb_opcompare.analysis.work import PROFILE, SHAPES
+
+# cuDNN's and cuBLAS's kernels that compute fp32 tensors on TF32 tensor cores say so in their
+# names (``sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_…``, ``cutlass_tensorop_s1688dgrad_
+# optimized_tf32_…``). PyTorch lets cuDNN do so by default (``torch.backends.cudnn.allow_tf32``),
+# so most fp32 convolutions on an A100 or H100 run there, whose peak is 7 to 8 times the fp32 one.
+_TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
+
+
+def tf32_kernels(names: Sequence[str]) -> np.ndarray:
+    """For each kernel name, whether the kernel computes on TF32 tensor cores."""
+    return np.fromiter((bool(_TF32_KERNEL.search(name)) for name in names), dtype=bool, count=len(names))
 
 
 @dataclasses.dataclass
@@ -54,10 +67,10 @@ def outermost(tree: HostTree, marked: np.ndarray, positions: np.ndarray) -> np.n
     return best
 
 
-def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.ndarray] | None) -> dict:
+def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> dict:
     """``WORK_COLUMNS`` per op, over the calls no other call of ``calls`` encloses.
-    ``kernels``: each kernel's launching host event (-1: none) and duration, or None where
-    the run has no device."""
+    ``kernels``: each kernel's launching host event (-1: none), duration and whether it ran
+    on TF32 tensor cores (``tf32_kernels``), or None where the run has no device."""
     marked = np.zeros(len(tree.codes), dtype=bool)
     marked[calls.positions] = True
     counted = outermost(tree, marked, calls.positions) == calls.positions
@@ -85,9 +98,11 @@ def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.nda
     }
     # On a device, only the calls that launched kernels: a call that launched none ran on
     # the host (a DataLoader's normalisation, a CPU tensor's op on a GPU run).
-    launched = np.zeros(len(positions))
+    launched, on_tf32 = np.zeros(len(positions)), np.zeros(len(positions))
     if kernels is not None:
-        launched[known] = _launched_time(tree, positions[known], kernels)
+        launchers, durations, tf32 = kernels
+        launched[known] = _launched_time(tree, positions[known], (launchers, durations))
+        on_tf32[known] = _launched_time(tree, positions[known], (launchers, np.where(tf32, durations, 0.0)))
     on_device = known & (launched > 0)
     device_calls = np.bincount(ops[on_device], minlength=count)
     none = np.nan if kernels is None else 0.0
@@ -95,6 +110,7 @@ def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.nda
     for column, values in (("device_flops", calls.flops), ("device_bytes", calls.bytes)):
         rows[column] = np.where(device_calls > 0, summed(values[counted], on_device), none)
     rows["device_us"] = np.where(device_calls > 0, summed(launched, on_device), none)
+    rows["device_tf32_us"] = np.where(device_calls > 0, summed(on_tf32, on_device), none)
     return rows
 
 

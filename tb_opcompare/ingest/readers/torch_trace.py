@@ -36,7 +36,7 @@ from tb_opcompare.analysis.work import FORMULA_NAMES, Call, Work, work_from_shap
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
-from tb_opcompare.ingest.readers.op_work import CallWork, HostTree, work_rows
+from tb_opcompare.ingest.readers.op_work import CallWork, HostTree, tf32_kernels, work_rows
 from tb_opcompare.ingest.readers.step_breakdown import (
     DEVICE_CODES,
     HOST_CODES,
@@ -716,7 +716,7 @@ def _op_work(rows: _HostRows, probes: np.ndarray, decoded: dict[int, _WithInputs
             why[index] = reason
         sizes[index] = found.bytes if found is not None else np.nan
     tree = HostTree(rows.keys, rows.codes, rows.nested.parents, rows.durations)
-    launched = None if kernels is None else (kernels[3], kernels[2])
+    launched = None if kernels is None else (kernels[3], kernels[2], kernels[4])
     return work_rows(tree, CallWork(probes, flops, sizes, profiled, why), launched)
 
 
@@ -1064,7 +1064,7 @@ def _module_parts(
         memory = _by_op_and_module(HOST, keys, codes[events], module_of[events], np.zeros(len(events)), sizes)
     device = None
     if kernels is not None:
-        kernel_keys, kernel_codes, durations, invocations = kernels
+        kernel_keys, kernel_codes, durations, invocations, _ = kernels
         launched = invocations >= 0
         modules = np.where(launched, module_of[invocations.clip(min=0)], -1)
         # an execution is a launching occurrence, however many kernels it launched
@@ -1194,8 +1194,8 @@ def _add_kernels(
 ) -> tuple:
     """Kernels under the op call that launched them (as PyTorch counts calls), else under
     the innermost annotation around the launch; kernels whose launch is not in the trace
-    under their own name. Returns the kernels' keys, their codes in them, their durations
-    and launching occurrences (-1: none)."""
+    under their own name. Returns the kernels' keys, their codes in them, their durations,
+    launching occurrences (-1: none) and whether each ran on TF32 tensor cores."""
     kernel_codes, kernel_keys = kernel_kinds
     host_keys, host_codes = rows.keys, rows.codes
     correlations = device.numpy("correlation")
@@ -1222,7 +1222,8 @@ def _add_kernels(
             "in the trace (their correlation id matches no launch); they are listed under their "
             "own names, typed '(… without a launching op)'"
         )
-    return host_keys + orphan_keys, codes, durations, invocation
+    on_tf32 = tf32_kernels([name for name, _ in kernel_keys])[kernel_codes]
+    return host_keys + orphan_keys, codes, durations, invocation, on_tf32
 
 
 def _launching_occurrences(rows: _HostRows, host_correlations: np.ndarray, correlations: np.ndarray) -> np.ndarray:

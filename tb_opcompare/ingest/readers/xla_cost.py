@@ -534,6 +534,7 @@ def work_rows(
         "device_flops": flops if on_device else nothing,
         "device_bytes": moved if on_device else nothing,
         "device_us": timed if on_device else nothing,
+        "device_tf32_us": nothing,  # an XLA op's kernels are not named here: not told
     }
     return _merged(columns, named) if len(set(named)) < len(named) else columns
 
@@ -547,7 +548,7 @@ def _merged(columns: dict, named: list[tuple[str, str]]) -> dict:
     merged: dict = {"op_name": [name for name, _ in distinct], "op_type": [op_type for _, op_type in distinct]}
     for column in ("calls", "known_calls", "device_calls"):
         merged[column] = integer_group_sums(columns[column], op, count)
-    for column in ("flops", "bytes", "host_us", "device_flops", "device_bytes", "device_us"):
+    for column in ("flops", "bytes", "host_us", "device_flops", "device_bytes", "device_us", "device_tf32_us"):
         merged[column] = known_sums(columns[column], op, count)
     source: list = [None] * count
     for row in np.lexsort((~(np.asarray(columns["known_calls"]) > 0), op))[::-1].tolist():
