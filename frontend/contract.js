@@ -633,6 +633,7 @@
  * @property {number|null} baseline_bytes_per_s - achieved bytes/s
  * @property {number|null} baseline_intensity - arithmetic intensity, FLOPs per byte
  * @property {number|null} baseline_roof_flops_per_s - the roof at that intensity: min(peak FLOP/s, intensity x bandwidth)
+ * @property {string|null} baseline_roof_precision - the precision whose peak is that roof: the run's (its limits' `precision`), or `tf32` for an fp32 op whose kernels ran on TF32 tensor cores (their names say so); null where the roof is unknown
  * @property {number|null} baseline_fraction_of_roof - flops_per_s / roof (a copy's: bytes_per_s / bandwidth); null where suspect
  * @property {string|null} baseline_bound - `compute` where the intensity reaches the ridge (peak / bandwidth), else `memory`
  * @property {number|null} baseline_time_at_roof_us - the time at the roof: max(flops / peak, bytes / bandwidth), µs
@@ -650,6 +651,7 @@
  * @property {number|null} target_bytes_per_s - achieved bytes/s
  * @property {number|null} target_intensity - arithmetic intensity, FLOPs per byte
  * @property {number|null} target_roof_flops_per_s - the roof at that intensity: min(peak FLOP/s, intensity x bandwidth)
+ * @property {string|null} target_roof_precision - the precision whose peak is that roof: the run's (its limits' `precision`), or `tf32` for an fp32 op whose kernels ran on TF32 tensor cores (their names say so); null where the roof is unknown
  * @property {number|null} target_fraction_of_roof - flops_per_s / roof (a copy's: bytes_per_s / bandwidth); null where suspect
  * @property {string|null} target_bound - `compute` where the intensity reaches the ridge (peak / bandwidth), else `memory`
  * @property {number|null} target_time_at_roof_us - the time at the roof: max(flops / peak, bytes / bandwidth), µs

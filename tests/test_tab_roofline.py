@@ -1,6 +1,7 @@
 """The Roofline page (issue 54) in a real browser against a real TensorBoard: the demo CNN
-on the CPU and on an H100 at batch 64 (tests/fixtures/gpu_h100), and the third-party tier's
-bert-small on an H100 and an MI300X (TraceLens). The page's plot, cards and table are read
+on the CPU and on an H100 at batch 64 (tests/fixtures/gpu_h100), the third-party tier's
+bert-small on an H100 and an MI300X (TraceLens), and our ResNet-18 job on an H200, whose
+convolutions ran on TF32 tensor cores. The page's plot, cards and table are read
 against the roofline route's own document."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tb_opcompare.text import format_rate, format_speedup
 
 ROWS = "#oc-roofline-table tbody tr.oc-roofline-row"
 CPU, GPU = "mnist_cnn_torch_cpu_bs64_rep1", "mnist_cnn_torch_gpu_bs64_rep1"
+LOADER = ("resnet18_num_workers_0_rep1", "resnet18_num_workers_4_rep1")  # ResNet-18 in fp32 on an H200
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +29,8 @@ def roofline_tensorboard_url(tmp_path_factory):
         shutil.copytree(FIXTURES / "gpu_h100" / "demo" / run, logdir / run)
     for run in ("h100", "mi300"):
         shutil.copytree(REALTRACES / "torch_bert_small_h100_vs_mi300" / run, logdir / "bert" / run)
+    for run in LOADER:
+        shutil.copytree(FIXTURES / "gpu_h200" / "loader" / run, logdir / "loader" / run)
     with running_tensorboard(logdir) as url:
         yield url
 
@@ -97,5 +101,42 @@ def test_a_gpu_pair_of_the_third_party_tier_draws_both_roofs_and_arrows(page, ro
     changes = frame.locator(f"{ROWS} td[data-roofline-column='change']").all_inner_texts()
     assert changes == [row["change"] or "–" for row in document["rows"]]
     page.screenshot(path="/tmp/roofline-page-bert.png", full_page=True)
+    assert not page.page_errors
+    assert not errors
+
+
+def test_fp32_convolutions_on_tf32_tensor_cores_are_drawn_under_the_tf32_roof(page, roofline_tensorboard_url):
+    """ResNet-18 in fp32 on an H200: its convolutions ran on TF32 tensor cores, past the fp32
+    peak. The page draws the H200's TF32 roof beside its fp32 one, places them under it (not
+    named suspect) and says so in their hover; every placed op is under its own roof."""
+    url = roofline_tensorboard_url
+    errors = console_errors(page)
+    baseline, target = (f"loader/{run}" for run in LOADER)
+    document = route_json(url, "roofline", baseline=baseline, target=target)
+    frame = open_op_compare(page, url, ready=ROWS, view="roofline", baseline=baseline, target=target)
+    plot = frame.locator("#oc-roofline-plot")
+    plot.locator(".main-svg").first.wait_for()
+    (device,) = [limits for limits in document["target"]["limits"] if limits["processor"] == "device"]
+    target_roofs = plot.evaluate(
+        "element => element.data.filter(t => t.mode === 'lines' && t.name.startsWith('Target')).map(t => Math.max(...t.y))"
+    )
+    assert sorted(target_roofs) == pytest.approx(
+        [device["peak_flops"], device["peak_flops_by_precision"]["tf32"]], rel=1e-9
+    )
+    for side in ("baseline", "target"):
+        for row in document["rows"]:
+            if placed(row, side) and row[f"{side}_roof_flops_per_s"]:
+                assert row[f"{side}_flops_per_s"] <= row[f"{side}_roof_flops_per_s"], (side, row["op_name"])
+    conv = next(row for row in document["rows"] if row["op_name"] == "aten::conv2d")
+    assert conv["target_roof_precision"] == "tf32" and conv["target_flops_per_s"] > device["peak_flops"]
+    hovers = plot.evaluate(
+        "element => { const t = element.data.find(t => t.name === 'Target ops');"
+        " return Object.fromEntries(t.customdata.map((name, i) => [name, t.text[i]])); }"
+    )
+    assert "TF32 tensor cores' roof" in hovers["aten::conv2d"]
+    assert "TF32" not in hovers.get("aten::linear", "")
+    notes = frame.locator("#oc-roofline-notes .oc-roofline-note").all_inner_texts()
+    assert any("TF32 tensor cores" in note for note in notes)
+    page.screenshot(path="/tmp/roofline-page-tf32.png", full_page=True)
     assert not page.page_errors
     assert not errors

@@ -57,19 +57,32 @@ export function markerSize(share) {
   return share > 0 ? Math.max(MARKER_MIN, Math.min(MARKER_MAX, MARKER_MAX * Math.sqrt(share))) : MARKER_MIN;
 }
 
-/** The roof traces of each run's processors that have one: min(peak, x * bandwidth) over `range`. */
+/**
+ * The roof traces of each run's processors that have one: min(peak, x * bandwidth) over
+ * `range`, at the run's precision, and at TF32's where some of its ops were measured under
+ * it (fp32 ops whose kernels ran on TF32 tensor cores: the rows' `roof_precision`).
+ */
 function roofTraces(document, range) {
   const traces = [];
   for (const side of SIDES) {
+    const onTf32 = document.rows.some((row) => row[`${side}_roof_precision`] === 'tf32' &&
+                                              row[`${side}_timed_on`] === 'device');
     for (const limits of document[side].limits) {
       if (!limits.peak_flops || !limits.memory_bandwidth) continue;
-      const ridge = limits.peak_flops / limits.memory_bandwidth;
-      const xs = [range[0], ...(ridge > range[0] && ridge < range[1] ? [ridge] : []), range[1]];
-      const name = `${SIDE_LABELS[side]} roof: ${limits.device} (${limits.precision || '?'})`;
-      traces.push({type: 'scatter', mode: 'lines', name: plotlyText(name), legendgroup: `roof-${side}`,
-                   x: xs, y: xs.map((x) => Math.min(limits.peak_flops, x * limits.memory_bandwidth)),
-                   line: {color: SIDE_COLOURS[side], width: 2, dash: side === 'baseline' ? 'dash' : 'solid'},
-                   hovertemplate: `${plotlyText(name)}<br>%{y:.3s}FLOP/s at %{x:.3g} FLOP/B<extra></extra>`});
+      const peaks = [[limits.precision, limits.peak_flops]];
+      if (onTf32 && limits.processor === 'device' && limits.peak_flops_by_precision.tf32) {
+        peaks.push(['tf32', limits.peak_flops_by_precision.tf32]);
+      }
+      for (const [precision, peak] of peaks) {
+        const ridge = peak / limits.memory_bandwidth;
+        const xs = [range[0], ...(ridge > range[0] && ridge < range[1] ? [ridge] : []), range[1]];
+        const name = `${SIDE_LABELS[side]} roof: ${limits.device} (${precision || '?'})`;
+        traces.push({type: 'scatter', mode: 'lines', name: plotlyText(name), legendgroup: `roof-${side}`,
+                     x: xs, y: xs.map((x) => Math.min(peak, x * limits.memory_bandwidth)),
+                     line: {color: SIDE_COLOURS[side], width: precision === limits.precision ? 2 : 1,
+                            dash: side === 'baseline' ? 'dash' : 'solid'},
+                     hovertemplate: `${plotlyText(name)}<br>%{y:.3s}FLOP/s at %{x:.3g} FLOP/B<extra></extra>`});
+      }
     }
   }
   return traces;
@@ -80,7 +93,8 @@ function hoverText(row, side) {
   return `${plotlyText(row.op_name)} · ${SIDE_LABELS[side]}<br>` +
     `${formatRate(row[`${side}_flops_per_s`], 'FLOP/s')} at ${Number(row[`${side}_intensity`].toPrecision(3))} FLOP/B` +
     (row[`${side}_fraction_of_roof`] === null ? '<br>no roof: its processor\'s limits are unknown' :
-      `<br>${formatShare(row[`${side}_fraction_of_roof`])} of the roof${bound}`) +
+      `<br>${formatShare(row[`${side}_fraction_of_roof`])} of the ` +
+      `${row[`${side}_roof_precision`] === 'tf32' ? 'TF32 tensor cores\' roof' : 'roof'}${bound}`) +
     (row.change ? `<br>${row.change}, ${formatSpeedup(row.speedup)}` : '');
 }
 

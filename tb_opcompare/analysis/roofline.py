@@ -52,6 +52,7 @@ SIDE_COLUMNS = [
     "bytes_per_s",
     "intensity",
     "roof_flops_per_s",
+    "roof_precision",
     "fraction_of_roof",
     "bound",
     "time_at_roof_us",
@@ -105,10 +106,7 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
     time_us = timed("device_us", "host_us")
     time_us = np.where((known > 0) & (time_us > 0), time_us, np.nan)
     flops, size = timed("device_flops", "flops"), timed("device_bytes", "bytes")
-    device_peak = np.where(
-        on_tf32(work, roofs.device), _or_nan(roofs.device.tf32_peak_flops), _or_nan(roofs.device.peak_flops)
-    )
-    peak = np.where(on_device, device_peak, _or_nan(roofs.host.peak_flops))
+    peak, precision = _peaks(work, roofs, on_device)
     bandwidth = np.where(on_device, _or_nan(roofs.device.memory_bandwidth), _or_nan(roofs.host.memory_bandwidth))
     with np.errstate(divide="ignore", invalid="ignore"):
         flops_per_s, bytes_per_s = flops / (time_us * 1e-6), size / (time_us * 1e-6)
@@ -138,6 +136,7 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
             "bytes_per_s": bytes_per_s,
             "intensity": intensity,
             "roof_flops_per_s": roof,
+            "roof_precision": np.where(np.isnan(roof), np.array(None, dtype=object), precision),
             "fraction_of_roof": np.where([s is None for s in suspect], fraction, np.nan),
             "bound": bound,
             "time_at_roof_us": at_roof_s * 1e6,
@@ -147,6 +146,18 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
         index=pd.Index(work["op_name"].to_numpy(), name="op_name"),
     )
     return rows.replace([np.inf, -np.inf], np.nan)
+
+
+def _peaks(work: pd.DataFrame, roofs: SideRoofs, on_device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each op's compute peak and the precision it is of: the device's at the run's
+    precision, TF32's for an op on TF32 tensor cores (``on_tf32``), the host's for an op
+    timed there."""
+    tf32 = on_tf32(work, roofs.device)
+    device_peak = np.where(tf32, _or_nan(roofs.device.tf32_peak_flops), _or_nan(roofs.device.peak_flops))
+    device_precision = np.where(tf32, "tf32", np.array(roofs.device.precision, dtype=object))
+    peak = np.where(on_device, device_peak, _or_nan(roofs.host.peak_flops))
+    precision = np.where(on_device, device_precision, np.array(roofs.host.precision, dtype=object))
+    return peak, precision
 
 
 def _or_nan(value: float | None) -> float:

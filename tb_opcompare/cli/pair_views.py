@@ -118,18 +118,19 @@ def _print_roofline(document, top: int) -> None:
     if document.rows:
         shown = min(top, len(document.rows))
         print(
-            f"\nops by time (either run), {shown} of {len(document.rows)}; % of roof, bound; speedup per call "
+            f"\nops by time (either run), {shown} of {len(document.rows)}; % of roof, bound (tf32: under the TF32 "
+            "tensor cores' roof); speedup per call "
             "(work: the target's FLOPs per call / the baseline's)"
         )
         print(
-            f"{'base rate':>14}  {'target rate':>14}  {'base roof':>16}  {'target roof':>16}  {'speedup':>7}  "
+            f"{'base rate':>14}  {'target rate':>14}  {'base roof':>18}  {'target roof':>18}  {'speedup':>7}  "
             f"{'work':>7}  op: change"
         )
         for row in document.rows[:top]:
             print(
                 f"{format_rate(row['baseline_flops_per_s'], 'FLOP/s'):>14}  "
                 f"{format_rate(row['target_flops_per_s'], 'FLOP/s'):>14}  "
-                f"{_roof_text(row, 'baseline'):>16}  {_roof_text(row, 'target'):>16}  "
+                f"{_roof_text(row, 'baseline'):>18}  {_roof_text(row, 'target'):>18}  "
                 f"{format_speedup(row['speedup']):>7}  {format_speedup(row['work_ratio']):>7}  "
                 f"{escape_controls(row['op_name'])}" + (f": {row['change']}" if row["change"] else "")
             )
@@ -149,7 +150,10 @@ def _roof_text(row: dict, side: str) -> str:
     fraction, bound = row[f"{side}_fraction_of_roof"], row[f"{side}_bound"]
     if row[f"{side}_suspect"]:
         return "suspect"
-    return "-" if fraction is None else f"{format_share(fraction)} {bound or ''}".strip()
+    if fraction is None:
+        return "-"
+    unit = "tf32" if row[f"{side}_roof_precision"] == "tf32" else ""  # an fp32 op on TF32 tensor cores
+    return f"{format_share(fraction)} {bound or ''} {unit}".strip()
 
 
 def _print_memory(document, top: int) -> None:

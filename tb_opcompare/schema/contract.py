@@ -1360,6 +1360,12 @@ _ROOFLINE_PER_SIDE: tuple[tuple[str, Any, str], ...] = (
     ("bytes_per_s", float | None, "achieved bytes/s"),
     ("intensity", float | None, "arithmetic intensity, FLOPs per byte"),
     ("roof_flops_per_s", float | None, "the roof at that intensity: min(peak FLOP/s, intensity x bandwidth)"),
+    (
+        "roof_precision",
+        str | None,
+        "the precision whose peak is that roof: the run's (its limits' `precision`), or `tf32` for an fp32 op "
+        "whose kernels ran on TF32 tensor cores (their names say so); null where the roof is unknown",
+    ),
     ("fraction_of_roof", float | None, "flops_per_s / roof (a copy's: bytes_per_s / bandwidth); null where suspect"),
     ("bound", str | None, "`compute` where the intensity reaches the ridge (peak / bandwidth), else `memory`"),
     ("time_at_roof_us", float | None, "the time at the roof: max(flops / peak, bytes / bandwidth), µs"),

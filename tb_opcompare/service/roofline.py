@@ -131,7 +131,7 @@ def _run_notes(run: LoadedRun, roofs: SideRoofs, rows: pd.DataFrame) -> list[str
     tf32 = on_tf32(run.profile.work_table.frame(), roofs.device) & (timed == "device").to_numpy()
     if tf32.any() and roofs.device.tf32_peak_flops is not None:
         notes.append(
-            f"{name}: the kernels of {int(tf32.sum())} ops ({', '.join(rows.index[tf32][:5])}) computed its fp32 "
+            f"{name}: the kernels of {int(tf32.sum())} ops ({', '.join(rows.index[tf32][:5])}) computed their fp32 "
             f"tensors on TF32 tensor cores, as their names say (cuDNN's default in PyTorch): their compute roof is "
             f"the TF32 peak, {roofs.device.tf32_peak_flops / 1e12:g} TFLOP/s."
         )
