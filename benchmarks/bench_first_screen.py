@@ -7,7 +7,7 @@ paint it) when the headline first holds a number and when the first plotly chart
 drawn. Also reported: when each data request was asked and answered, from the tab's
 opening, to show where the wait goes (listing, reads, comparison, the page's own work).
 
-Logdirs: the demo (38 runs; the tab suggests the PyTorch CNN CPU -> GPU at batch 64) and,
+Logdirs: the demo (40 runs; the tab suggests the PyTorch CNN CPU -> GPU at batch 64) and,
 where ``../shared/realtraces`` (or ``$OPCOMPARE_REALTRACES``) holds it, the public TF2
 BERT xplane (4,696 ops) beside the test fixtures' Keras CNN: a 4,973-row first table.
 
@@ -50,7 +50,7 @@ NOTE_PAINTS = """
 
 
 def logdirs(scratch: Path) -> dict[str, Path]:
-    found = {"demo (38 runs)": REPO / "demo_logs"}
+    found = {"demo (40 runs)": REPO / "demo_logs"}
     bert = (
         Path(os.environ.get("OPCOMPARE_REALTRACES", REPO.parent / "shared" / "realtraces")) / "tf2_xplane_bert_multigpu"
     )

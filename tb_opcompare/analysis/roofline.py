@@ -73,7 +73,7 @@ class Roof:
     tf32_peak_flops: float | None = None
 
 
-def on_tf32(work: pd.DataFrame, roof: Roof) -> np.ndarray:
+def _on_tf32(work: pd.DataFrame, roof: Roof) -> np.ndarray:
     """The ops measured against the TF32 roof: those with most of their kernel time in TF32
     tensor-core kernels, on a device whose fp32 roof has a TF32 peak beside it."""
     if roof.tf32_peak_flops is None:
@@ -150,9 +150,9 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
 
 def _peaks(work: pd.DataFrame, roofs: SideRoofs, on_device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each op's compute peak and the precision it is of: the device's at the run's
-    precision, TF32's for an op on TF32 tensor cores (``on_tf32``), the host's for an op
+    precision, TF32's for an op on TF32 tensor cores (``_on_tf32``), the host's for an op
     timed there."""
-    tf32 = on_tf32(work, roofs.device)
+    tf32 = _on_tf32(work, roofs.device)
     device_peak = np.where(tf32, _or_nan(roofs.device.tf32_peak_flops), _or_nan(roofs.device.peak_flops))
     device_precision = np.where(tf32, "tf32", np.array(roofs.device.precision, dtype=object))
     peak = np.where(on_device, device_peak, _or_nan(roofs.host.peak_flops))

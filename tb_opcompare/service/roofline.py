@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from tb_opcompare.analysis.device_limits import Limits, device_limits, from_sidecar, roof_precision
-from tb_opcompare.analysis.roofline import Roof, SideRoofs, on_tf32, roofline_rows, side_rows, work_totals
+from tb_opcompare.analysis.roofline import Roof, SideRoofs, roofline_rows, side_rows, work_totals
 from tb_opcompare.schema.contract import ROOFLINE_COLUMNS, RooflineDocument, RooflineLimits, RooflineRun
 from tb_opcompare.service.records import as_records
 from tb_opcompare.store.catalog import Catalog, LoadedRun
@@ -128,12 +128,12 @@ def _run_notes(run: LoadedRun, roofs: SideRoofs, rows: pd.DataFrame) -> list[str
                 f"{name}: the limits of {what} are unknown, so its ops timed there have no roof: give them in the "
                 f"run's opcompare.json as {_SIDECAR_EXAMPLE.replace(DEVICE_LIMITS, field)}."
             )
-    tf32 = on_tf32(run.profile.work_table.frame(), roofs.device) & (timed == "device").to_numpy()
+    tf32 = (rows["roof_precision"] == "tf32").to_numpy()
     if tf32.any() and roofs.device.tf32_peak_flops is not None:
         notes.append(
             f"{name}: the kernels of {int(tf32.sum())} ops ({', '.join(rows.index[tf32][:5])}) computed their fp32 "
-            f"tensors on TF32 tensor cores, as their names say (cuDNN's default in PyTorch): their compute roof is "
-            f"the TF32 peak, {roofs.device.tf32_peak_flops / 1e12:g} TFLOP/s."
+            "tensors on TF32 tensor cores, as their names say (PyTorch lets cuDNN do so by default): their compute "
+            f"roof is the TF32 peak, {roofs.device.tf32_peak_flops / 1e12:g} TFLOP/s."
         )
     for op, why in rows["suspect"].dropna().items():
         notes.append(f"{name}: {op} is not placed on the roof: its achieved rate is {why}.")
