@@ -24,11 +24,25 @@ export function h(tag, attributes = {}, ...children) {
     else if (name === 'title' || name === 'aria-label') element.setAttribute(name, visibleText(value));
     else element.setAttribute(name, value === true ? '' : String(value));
   }
+  appendChildren(element, children);
+  return element;
+}
+
+/** Append each child (a node, else text as h() writes it), skipping null, undefined and false. */
+function appendChildren(element, children) {
   for (const child of children.flat()) {
     if (child === null || child === undefined || child === false) continue;
     element.append(child instanceof Node ? child : document.createTextNode(visibleText(child)));
   }
-  return element;
+}
+
+/**
+ * An element's children replaced, as h() takes them: where a child may be null (shown
+ * only sometimes), not `element.replaceChildren`, which writes a null as the text "null".
+ */
+export function replaceContent(element, ...children) {
+  element.replaceChildren();
+  appendChildren(element, children);
 }
 
 /** Set an element's text, as h() writes it. */
