@@ -134,6 +134,8 @@ def test_fp32_convolutions_on_tf32_tensor_cores_are_drawn_under_the_tf32_roof(pa
         " return Object.fromEntries(t.customdata.map((name, i) => [name, t.text[i]])); }"
     )
     assert "TF32 tensor cores' roof" in hovers["aten::conv2d"]
+    cell = frame.locator(f"{ROWS}[data-key='aten::conv2d'] td[data-roofline-column='target_fraction_of_roof']")
+    assert cell.inner_text().endswith(" compute tf32")
     assert "TF32" not in hovers.get("aten::linear", "")
     notes = frame.locator("#oc-roofline-notes .oc-roofline-note").all_inner_texts()
     assert any("TF32 tensor cores" in note for note in notes)

@@ -258,7 +258,10 @@ export class RooflineView {
       const suspect = row[`${side}_suspect`];
       if (suspect) return cell(`${side}_fraction_of_roof`, 'suspect', suspect);
       const bound = row[`${side}_bound`];
-      return cell(`${side}_fraction_of_roof`, formatShare(row[`${side}_fraction_of_roof`]) + (bound ? ` ${bound}` : ''),
+      // as the CLI marks them: an fp32 op measured under its TF32 tensor cores' roof
+      const unit = row[`${side}_roof_precision`] === 'tf32' ? ' tf32' : '';
+      return cell(`${side}_fraction_of_roof`,
+                  formatShare(row[`${side}_fraction_of_roof`]) + (bound ? ` ${bound}` : '') + unit,
                   row[`${side}_source`]);
     };
     const intensity = (side) => {
