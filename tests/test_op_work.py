@@ -232,3 +232,19 @@ def test_formulas_on_written_calls():
 )
 def test_a_hostile_call_has_no_work_and_raises_nothing(name, call):
     assert work_from_shapes(name, call) is None
+
+
+def test_workers_parts_keep_an_unknown_tf32_time_unknown():
+    """Two workers' work parts summed per op: an op whose TF32 kernel time no part could
+    tell (XLA's) stays unknown, not 0 µs; one part's known time is the op's."""
+    from tb_opcompare.schema.events import WORK_COLUMNS
+    from tb_opcompare.schema.optable import summed_work
+
+    def part(tf32: float) -> dict:
+        values = {"op_name": ["dot.1"], "op_type": ["dot"], "source": ["xla"]}
+        return {column: values.get(column, [tf32 if column == "device_tf32_us" else 1.0]) for column in WORK_COLUMNS}
+
+    unknown = summed_work([part(float("nan")), part(float("nan"))]).frame()
+    assert math.isnan(unknown["device_tf32_us"][0]) and unknown["device_us"][0] == 2.0
+    known = summed_work([part(float("nan")), part(5.0)]).frame()
+    assert known["device_tf32_us"][0] == 5.0

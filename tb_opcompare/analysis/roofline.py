@@ -118,7 +118,7 @@ def side_rows(work: pd.DataFrame, roofs: SideRoofs) -> pd.DataFrame:
         bound = np.where(below(intensity, peak / bandwidth), "memory", "compute")  # below the ridge: memory-bound
     # None as a 0-d object array: numpy's stubs take no bare None for where's values
     bound = np.where(np.isnan(at_roof_s) | np.isnan(time_us), np.array(None, dtype=object), bound)
-    suspect = [_suspect(*values) for values in zip(flops_per_s, peak, bytes_per_s, bandwidth)]
+    suspect = [_suspect(*values) for values in zip(flops_per_s, peak, bytes_per_s, bandwidth, precision)]
     total = np.nansum(time_us)
     rows = pd.DataFrame(
         {
@@ -164,15 +164,15 @@ def _or_nan(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
-def _suspect(flops_per_s: float, peak: float, bytes_per_s: float, bandwidth: float) -> str | None:
+def _suspect(
+    flops_per_s: float, peak: float, bytes_per_s: float, bandwidth: float, precision: str | None
+) -> str | None:
     """Why an achieved rate above a peak cannot be, or None where none is (decided on the
     settled rate, ``analysis.numerics``: a rate a few ulps off its peak reads the same on
-    every machine)."""
+    every machine). ``precision``: the peak's (under TF32's, no faster unit is left)."""
     if _above(flops_per_s, peak):
-        return (
-            f"{flops_per_s / peak:.2f}x the peak FLOP/s: a FLOP count too high, kernels timed short, or "
-            "a faster unit than the precision's (fp32 on TF32 tensor cores)"
-        )
+        unit = "" if precision == "tf32" else ", or a faster unit than the precision's (TF32 kernels not named so)"
+        return f"{flops_per_s / peak:.2f}x the peak FLOP/s: a FLOP count too high, kernels timed short{unit}"
     if _above(bytes_per_s, bandwidth):
         return (
             f"{bytes_per_s / bandwidth:.2f}x the memory bandwidth: its tensors were in a cache, or the "

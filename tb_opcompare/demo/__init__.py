@@ -41,6 +41,7 @@ def demo_arguments(doc: str, argv: list[str] | None, *, framework: str) -> argpa
         parser.add_argument(
             "--with-flops",
             action="store_true",
-            help="record PyTorch's FLOPs per matrix op and convolution too (the roofline's work)",
+            help="ask PyTorch for its FLOPs per matrix op and convolution (the roofline's work, where the "
+            "trace keeps them; torch 2.11-2.13 do not, and the work is counted from the recorded shapes)",
         )
     return parser.parse_args(argv)

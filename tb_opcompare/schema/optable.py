@@ -148,7 +148,8 @@ device_flops    float64  their floating-point operations; 0 where no call launch
 device_bytes    float64  their bytes
 device_us       float64  the device time of the kernels they launched, nested calls included
 device_tf32_us  float64  the part of it in kernels that computed on TF32 tensor cores (their
-                         names say so); NaN where the reader cannot tell (XLA's ops)
+                         names say so); 0 where no call launched kernels, NaN where the run
+                         has no device or the reader cannot tell (XLA's ops)
 ==============  =======  ===================================================================
 
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).
@@ -189,6 +190,7 @@ from tb_opcompare.schema.groups import (
     group_std,
     group_sums,
     integer_group_sums,
+    known_sums,
     positions,
 )
 from tb_opcompare.schema.table import LazyTable, Table, repeated_text, text_array
@@ -323,6 +325,9 @@ def summed_work(parts: list[dict[str, Any]]) -> Table:
     if all(np.isnan(np.asarray(part["device_us"], dtype=float)).all() for part in parts):
         for column in ("device_flops", "device_bytes", "device_us", "device_tf32_us"):
             sums[column] = np.full(len(names), np.nan)  # no worker ran a device
+    # unknown where no worker's part could tell it (XLA's ops), not a sum of nothing
+    tf32 = np.concatenate([np.asarray(part["device_tf32_us"], dtype=float) for part in parts])
+    sums["device_tf32_us"] = known_sums(tf32, op, len(names))
     return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
 
 

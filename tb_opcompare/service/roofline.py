@@ -132,8 +132,9 @@ def _run_notes(run: LoadedRun, roofs: SideRoofs, rows: pd.DataFrame) -> list[str
     if tf32.any() and roofs.device.tf32_peak_flops is not None:
         notes.append(
             f"{name}: the kernels of {int(tf32.sum())} ops ({', '.join(rows.index[tf32][:5])}) computed their fp32 "
-            "tensors on TF32 tensor cores, as their names say (PyTorch lets cuDNN do so by default): their compute "
-            f"roof is the TF32 peak, {roofs.device.tf32_peak_flops / 1e12:g} TFLOP/s."
+            "tensors on TF32 tensor cores, as their names say (PyTorch's default for cuDNN's convolutions, and for "
+            "matrix products where allowed): their compute roof is the TF32 peak, "
+            f"{roofs.device.tf32_peak_flops / 1e12:g} TFLOP/s."
         )
     for op, why in rows["suspect"].dropna().items():
         notes.append(f"{name}: {op} is not placed on the roof: its achieved rate is {why}.")

@@ -100,9 +100,7 @@ def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.nda
     # the host (a DataLoader's normalisation, a CPU tensor's op on a GPU run).
     launched, on_tf32 = np.zeros(len(positions)), np.zeros(len(positions))
     if kernels is not None:
-        launchers, durations, tf32 = kernels
-        launched[known] = _launched_time(tree, positions[known], (launchers, durations))
-        on_tf32[known] = _launched_time(tree, positions[known], (launchers, np.where(tf32, durations, 0.0)))
+        launched[known], on_tf32[known] = _launched_time(tree, positions[known], kernels)
     on_device = known & (launched > 0)
     device_calls = np.bincount(ops[on_device], minlength=count)
     none = np.nan if kernels is None else 0.0
@@ -114,9 +112,12 @@ def work_rows(tree: HostTree, calls: CallWork, kernels: tuple[np.ndarray, np.nda
     return rows
 
 
-def _launched_time(tree: HostTree, positions: np.ndarray, kernels: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """Each call's kernel time: the kernels launched inside it, nested calls included."""
-    launchers, durations = kernels
+def _launched_time(
+    tree: HostTree, positions: np.ndarray, kernels: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each call's kernel time (the kernels launched inside it, nested calls included), and
+    the part of it in kernels on TF32 tensor cores."""
+    launchers, durations, tf32 = kernels
     marked = np.zeros(len(tree.codes), dtype=bool)
     marked[positions] = True
     linked = np.flatnonzero(launchers >= 0)
@@ -124,7 +125,12 @@ def _launched_time(tree: HostTree, positions: np.ndarray, kernels: tuple[np.ndar
     call_of = np.full(len(tree.codes), -1, dtype=np.int64)
     call_of[positions] = np.arange(len(positions))
     owned = owner >= 0
-    return np.bincount(call_of[owner[owned]], weights=durations[linked][owned], minlength=len(positions))
+    calls, times = call_of[owner[owned]], durations[linked][owned]
+    on_tf32 = np.where(tf32[linked][owned], times, 0.0)
+    return (
+        np.bincount(calls, weights=times, minlength=len(positions)),
+        np.bincount(calls, weights=on_tf32, minlength=len(positions)),
+    )
 
 
 def _sources(ops: np.ndarray, known: np.ndarray, from_profile: np.ndarray, why: list[str], count: int) -> list[str]:

@@ -534,7 +534,7 @@ def work_rows(
         "device_flops": flops if on_device else nothing,
         "device_bytes": moved if on_device else nothing,
         "device_us": timed if on_device else nothing,
-        "device_tf32_us": nothing,  # an XLA op's kernels are not named here: not told
+        "device_tf32_us": nothing,  # not told yet: the kernels' names are not carried to the work rows
     }
     return _merged(columns, named) if len(set(named)) < len(named) else columns
 
