@@ -160,13 +160,13 @@ def test_two_jax_batch_sizes_compare_and_sweep_lines(catalog):
 JAX_H200 = FIXTURES / "jax_h200"
 
 
-def _raw_gpu(run: Path | str) -> dict[str, tuple[int, int, float]]:
+def _raw_gpu(run: Path | str, kernel_named=lambda name: True) -> dict[str, tuple[int, int, float]]:
     """Each XLA op row's executions (distinct scope range ids), kernels and summed kernel
     time (µs) on the GPU plane, from the raw events; an instruction's kernels are counted
     in its JAX op's row (``_row``, in the program their ``hlo_module`` names). A kernel of
     a command buffer (its ``hlo_op`` is ``command_buffer_N``, one scope range for the
     whole buffer) is its own execution of the fusion it is named after, and keeps its
-    name."""
+    name. ``kernel_named``: only the kernels whose names it takes."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     (path,) = (JAX_H200 / run).rglob("*.xplane.pb")
@@ -182,6 +182,8 @@ def _raw_gpu(run: Path | str) -> dict[str, tuple[int, int, float]]:
             for number, event in enumerate(line.events):
                 values = {stats.get(stat.metadata_id): stat for stat in event.stats}
                 if "hlo_op" not in values:  # a copy of the results to the host
+                    continue
+                if not kernel_named(plane.event_metadata[event.metadata_id].name):
                     continue
                 op = values["hlo_op"].str_value or stats[values["hlo_op"].ref_value]
                 scope = values["scope_range_id"].int64_value or values["scope_range_id"].uint64_value
@@ -222,6 +224,31 @@ def test_a_jax_gpu_run_reads_each_xla_op_per_execution_as_its_raw_kernels_say(h2
         assert device.loc[op, "mean_us"] == pytest.approx(total / executions, rel=1e-9), op
     # the runtime's `ThenExecuteCallback:GetEvent...` is no op; the host runs none here
     assert set(ops["side"]) == {"device"}
+
+
+def test_a_jax_gpu_runs_convolutions_on_tf32_kernels_are_under_the_tf32_roof(h200):
+    """JAX's CNN in fp32 on an H200: cuDNN ran two of its convolutions on TF32 tensor cores
+    (``sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_…``), as the kernels' names say. Each
+    op's TF32 kernel time is the raw events' (0 where none ran there), and the ops with most
+    of their kernel time there are measured under the H200's TF32 peak, not its fp32 one."""
+    from tb_opcompare.service.roofline import roofline_document
+
+    run = "cnn_gpu_bs32_rep1"
+    on_tf32 = {op: total for op, (_, _, total) in _raw_gpu(run, lambda name: "tf32" in name.lower()).items()}
+    every = {op: total for op, (_, _, total) in _raw_gpu(run).items()}
+    work = h200.load(run).profile.work_table.frame().set_index("op_name")
+    known = work[work["device_calls"] > 0]
+    assert len(known) > 5
+    for op in known.index:
+        assert known.loc[op, "device_us"] == pytest.approx(every[op], rel=1e-9), op
+        assert known.loc[op, "device_tf32_us"] == pytest.approx(on_tf32.get(op, 0.0), rel=1e-9, abs=1e-9), op
+    mostly = {op for op in known.index if on_tf32.get(op, 0.0) > every[op] / 2}
+    assert len(mostly) >= 2
+    document = roofline_document(h200, run, run)
+    precisions = {row["op_name"]: row["baseline_roof_precision"] for row in document.rows}
+    assert {op for op, precision in precisions.items() if precision == "tf32"} == mostly
+    computing = [op for op in known.index if op not in mostly and known.loc[op, "device_flops"] > 0]
+    assert computing and all(precisions[op] == "fp32" for op in computing)  # (a copy has no compute roof)
 
 
 def test_the_jax_cpu_to_gpu_pair_of_one_host_pairs_and_reads_the_stopwatch(h200):

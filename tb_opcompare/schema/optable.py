@@ -149,7 +149,7 @@ device_bytes    float64  their bytes
 device_us       float64  the device time of the kernels they launched, nested calls included
 device_tf32_us  float64  the part of it in kernels that computed on TF32 tensor cores (their
                          names say so); 0 where no call launched kernels, NaN where the run
-                         has no device or the reader cannot tell (XLA's ops)
+                         has no device
 ==============  =======  ===================================================================
 
 ``OpProfile.facts`` holds what is known about the whole run (``ProfileFacts``).

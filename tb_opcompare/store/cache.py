@@ -40,7 +40,7 @@ from tb_opcompare.store.settings import cache_max_bytes
 if TYPE_CHECKING:  # the tables come with the readers: a cold command lists before it loads them
     from tb_opcompare.schema.optable import OpProfile
 
-READER_VERSION = "49"  # bump when any reader's output changes
+READER_VERSION = "50"  # bump when any reader's output changes
 DEFAULT_MEMORY_BYTES = 512 * 1024 * 1024
 # Pruning lists the whole folder: a process does it on its first write, then each time it
 # has written this share of the bound, and takes the folder down to the rest of it (so a

@@ -505,12 +505,14 @@ def work_rows(
     costs: list,
     on_device: bool,
     rows: list[tuple[str, str]] | None = None,
+    tf32_us: np.ndarray | None = None,
 ) -> dict:
     """``WORK_COLUMNS`` of XLA ops: per op (a code into ``keys``) its executions and their
     time, its work per execution from ``costs`` (per key: an ``OpCost`` or why it is
     unknown; None for an op that is no XLA op, left out), timed on the host or, with
-    ``on_device``, by its kernels. ``rows``: the row each code is counted in, where it is
-    not its key (an instruction in its framework op's row): codes that share a row are
+    ``on_device``, by its kernels (``tf32_us``: the part of that time on TF32 tensor cores,
+    where the kernels' names tell it). ``rows``: the row each code is counted in, where it
+    is not its key (an instruction in its framework op's row): codes that share a row are
     summed into it (``_merged``)."""
     seen = np.flatnonzero((executions > 0) & np.array([cost is not None for cost in costs], dtype=bool))
     calls, times = executions[seen], times_us[seen]
@@ -534,7 +536,7 @@ def work_rows(
         "device_flops": flops if on_device else nothing,
         "device_bytes": moved if on_device else nothing,
         "device_us": timed if on_device else nothing,
-        "device_tf32_us": nothing,  # not told yet: the kernels' names are not carried to the work rows
+        "device_tf32_us": nothing if tf32_us is None or not on_device else np.where(known, tf32_us[seen], np.nan),
     }
     return _merged(columns, named) if len(set(named)) < len(named) else columns
 

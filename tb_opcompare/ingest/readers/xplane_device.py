@@ -27,6 +27,7 @@ from tb_opcompare.ingest.readers.device_executions import (
     add_scoped_kernels,
     first_appearance_keys,
 )
+from tb_opcompare.ingest.readers.op_work import tf32_kernels
 from tb_opcompare.ingest.readers.tf_ops import op_from_annotation, parse_tf_op
 from tb_opcompare.ingest.readers.xla_cost import XlaPrograms, work_rows
 from tb_opcompare.ingest.readers.xplane_events import (
@@ -104,24 +105,27 @@ def read_device_plane(
         add_kernel_totals(events, keys, codes, durations)
     if xla_codes:
         scoped = (scope_kinds, scopes)
-        events.work.append(_device_work(*instructions, durations, scoped, (xla_codes, rows), evidence.xla_programs()))
+        timed = (durations, kernels.on_tf32(event_names))
+        events.work.append(_device_work(*instructions, timed, scoped, (xla_codes, rows), evidence.xla_programs()))
     return kind, _device_name(plane, stat_names, kind), steps
 
 
-def _device_work(
-    keys: list, codes: np.ndarray, durations_ps: np.ndarray, scopes: tuple, xla: tuple, programs: XlaPrograms
-) -> dict:
+def _device_work(keys: list, codes: np.ndarray, timed: tuple, scopes: tuple, xla: tuple, programs: XlaPrograms) -> dict:
     """``WORK_COLUMNS`` of the XLA ops among a device's kernels (``xla``: their codes, and
-    the row each code is counted in): an execution is the kernels that share a scope range
-    id (a kernel without one is one), timed by its kernels. An op's work is looked up in
-    every program (two that hold its instruction with different work leave it unknown)."""
+    the row each code is counted in; ``timed``: each kernel's duration, ps, and whether it
+    ran on TF32 tensor cores): an execution is the kernels that share a scope range id (a
+    kernel without one is one), timed by its kernels. An op's work is looked up in every
+    program (two that hold its instruction with different work leave it unknown)."""
     xla_codes, rows = xla
     kinds, values = scopes
+    durations_us = timed[0].astype(np.float64) / PS_PER_US
     scoped = kinds != 0
     runs = np.unique(np.column_stack([codes[scoped], kinds[scoped], values[scoped]]).astype(np.int64), axis=0)
     executions = np.bincount(runs[:, 0], minlength=len(keys)) + np.bincount(codes[~scoped], minlength=len(keys))
-    times_us = np.bincount(codes, weights=durations_ps.astype(np.float64) / PS_PER_US, minlength=len(keys))
-    return work_rows(keys, executions, times_us, xla_costs(keys, xla_codes, set(), programs), True, rows)
+    times_us = np.bincount(codes, weights=durations_us, minlength=len(keys))
+    tf32_us = np.bincount(codes, weights=np.where(timed[1], durations_us, 0.0), minlength=len(keys))
+    costs = xla_costs(keys, xla_codes, set(), programs)
+    return work_rows(keys, executions, times_us, costs, True, rows, tf32_us=tf32_us)
 
 
 class _DeviceKernels:
@@ -150,6 +154,12 @@ class _DeviceKernels:
         keys, codes = first_appearance_keys(ops, np.concatenate(codes))
         starts = np.concatenate(starts) if starts[0] is not None else None
         return keys, codes, starts, np.concatenate(durations), np.concatenate(scopes), np.concatenate(scope_kinds)
+
+    def on_tf32(self, event_names: dict[int, str]) -> np.ndarray:
+        """For each kernel (in ``columns``' order), whether its name says it ran on TF32
+        tensor cores (``op_work.tf32_kernels``), each name looked at once."""
+        ids, inverse = np.unique(np.concatenate([part[5] for part in self._parts]), return_inverse=True)
+        return tf32_kernels([event_names.get(int(key), "") for key in ids.tolist()])[inverse.reshape(-1)]
 
     def ties(self, launches: HostLaunches, keys: list, codes: np.ndarray) -> KernelTies:
         """The kernels' ``KernelTies`` (their ops: ``codes`` into ``keys``), each launch
