@@ -65,8 +65,8 @@ export function markerSize(share) {
 function roofTraces(document, range) {
   const traces = [];
   for (const side of SIDES) {
-    const onTf32 = document.rows.some((row) => row[`${side}_roof_precision`] === 'tf32' &&
-                                              row[`${side}_timed_on`] === 'device');
+    // only an op timed on the device is ever under the TF32 roof
+    const onTf32 = document.rows.some((row) => row[`${side}_roof_precision`] === 'tf32');
     for (const limits of document[side].limits) {
       if (!limits.peak_flops || !limits.memory_bandwidth) continue;
       const peaks = [[limits.precision, limits.peak_flops]];

@@ -323,9 +323,10 @@ def summed_work(parts: list[dict[str, Any]]) -> Table:
     for column in ("flops", "bytes", "host_us"):
         sums[column] = np.where(unknown, np.nan, sums[column])
     if all(np.isnan(np.asarray(part["device_us"], dtype=float)).all() for part in parts):
-        for column in ("device_flops", "device_bytes", "device_us", "device_tf32_us"):
+        for column in ("device_flops", "device_bytes", "device_us"):
             sums[column] = np.full(len(names), np.nan)  # no worker ran a device
-    # unknown where no worker's part could tell it (XLA's ops), not a sum of nothing
+    # unknown where no worker's part could tell it (no device, or XLA's ops timed on the
+    # host), not a sum of nothing
     tf32 = np.concatenate([np.asarray(part["device_tf32_us"], dtype=float) for part in parts])
     sums["device_tf32_us"] = known_sums(tf32, op, len(names))
     return typed_table({"op_name": names, "op_type": types, **sums, "source": source}, WORK_DTYPES)
