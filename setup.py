@@ -1,4 +1,4 @@
-"""Only the optional C extension; everything else about the package is in pyproject.toml.
+"""Only the optional C extensions; everything else about the package is in pyproject.toml.
 
 ``optional=True``: where it cannot be compiled (no compiler, no Python headers) the
 install goes on without it and the reader uses its pure-Python code.
@@ -15,6 +15,12 @@ setup(
             sources=["tb_opcompare/ingest/readers/_xplane_wire.c"],
             # a CFLAGS of the builder's own (a conda environment's, an include path) takes the
             # place of Python's, -O3 with it: the wire loops then run about three times slower
+            extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
+            optional=True,
+        ),
+        Extension(
+            "tb_opcompare.ingest.readers._trace_scan",
+            sources=["tb_opcompare/ingest/readers/_trace_scan.c"],
             extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
             optional=True,
         ),

@@ -106,9 +106,10 @@ def test_wheel_and_sdist_carry_the_tab_and_the_licence_and_nothing_borrowed(dist
     assert {f"frontend/{name}" for name in FRONTEND} <= set(members)
     assert "LICENSE" in members and "pyproject.toml" in members
     assert not [m for m in members if "realtraces" in m]
-    # the xplane reader's C extension: compiled into the wheel, its source in the sdist to build anywhere
-    assert [n for n in names if n.startswith("tb_opcompare/ingest/readers/_xplane_wire.") and n.endswith(".so")]
-    assert "tb_opcompare/ingest/readers/_xplane_wire.c" in members
+    # the readers' C extensions: compiled into the wheel, their sources in the sdist to build anywhere
+    for extension in ("_xplane_wire", "_trace_scan"):
+        assert [n for n in names if n.startswith(f"tb_opcompare/ingest/readers/{extension}.") and n.endswith(".so")]
+        assert f"tb_opcompare/ingest/readers/{extension}.c" in members
 
 
 def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
@@ -121,6 +122,13 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
         python, "-c", "from tb_opcompare.ingest.readers.xplane_wire import native; print(native())", cwd=tmp_path
     ).stdout
     assert "_xplane_wire" in native and str(installed) in native  # the reader runs the compiled loops
+    scanner = _run(
+        python,
+        "-c",
+        "from tb_opcompare.ingest.readers import native, torch_trace; print(native.wanted(torch_trace._SCAN_HELPER))",
+        cwd=tmp_path,
+    ).stdout
+    assert "_trace_scan" in scanner and str(installed) in scanner
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
     assert listing["errors"] == [] and len(listing["runs"]) == 40 and listing["version"] == VERSION

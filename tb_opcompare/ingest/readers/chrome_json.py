@@ -178,7 +178,7 @@ class TraceText:
         decoder = _decoders(event_type)[2]
         if self._cuts is None or not self._cut_firsts:
             events = self._raw_events()  # a text decoded whole is small: cutting it up is cheap
-            yield from (decoder.decode(events[index]) for index in indices)
+            yield from (self._decoded(decoder, events[index], index) for index in indices)
             return
         # Each event is decoded from a copy of its own text: a ``Raw`` field of an event
         # decoded from its view points into the copy of the whole part, which then stayed
@@ -191,7 +191,32 @@ class TraceText:
                 part = number
                 raw = _RAW_LIST_DECODER.decode(self._array_text(*self._cuts[number]))
                 self.parts_decoded += 1
-            yield decoder.decode(bytes(raw[index - self._cut_firsts[number]]))
+            yield self._decoded(decoder, bytes(raw[index - self._cut_firsts[number]]), index)
+
+    def _decoded(self, decoder: msgspec.json.Decoder, text, index: int):
+        """Event ``index`` of the file decoded, or a ProfileError that says which event and
+        what in it is not what a trace holds (an ``args`` that is a number, not an object)."""
+        try:
+            return decoder.decode(text)
+        except msgspec.DecodeError as error:
+            where = str(error).replace("`$", f"`$.traceEvents[{index}]")
+            raise ProfileError(self.path, f"JSON is not a Chrome trace ({where})") from None
+
+    def cut_ranges(self) -> list[tuple[int, int]] | None:
+        """The byte ranges of the batches (each whole events, separated by commas), found
+        for a text of any size; None where the text is not laid out for them. For a reader
+        that decodes them itself (``torch_trace``'s C scanner) instead of ``batches``: it
+        then says where each range's events begin (``note_cut_firsts``)."""
+        if self._cuts is None and self._events is None:
+            cuts = self._find_cuts()
+            # a text ``batches`` decodes whole is one batch: the order events are met in
+            # (codes are numbered by it) is a batch's, so the ranges must be the batches
+            self._cuts = [(cuts[0][0], cuts[-1][1])] if cuts and self.whole else cuts
+        return self._cuts
+
+    def note_cut_firsts(self, firsts: list[int]) -> None:
+        """The index of the first event of each of ``cut_ranges``, which ``events`` needs."""
+        self._cut_firsts = firsts
 
     def refuse_past_budget(self, bytes_per_event: int, peak_bytes_per_byte: float) -> None:
         """OverLimit where the file's events, at ``bytes_per_event`` each once read, would

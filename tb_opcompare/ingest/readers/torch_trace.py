@@ -34,8 +34,9 @@ from tb_opcompare.analysis.breakdown import side_split
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.work import FORMULA_NAMES, Call, Work, work_from_shapes
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest.readers.chrome_json import BaseEvent, TraceText
+from tb_opcompare.ingest.readers.chrome_json import MAX_DURATION_US, BaseEvent, TraceText
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
+from tb_opcompare.ingest.readers.native import built, wanted
 from tb_opcompare.ingest.readers.op_work import CallWork, HostTree, tf32_kernels, work_rows
 from tb_opcompare.ingest.readers.step_breakdown import (
     DEVICE_CODES,
@@ -80,6 +81,7 @@ _PYTHON_CATEGORY = "python_function"
 _MODULE_PREFIX = "nn.Module: "  # the Python frame of an nn.Module's call, with_stack=True
 _STEP_PREFIX = "ProfilerStep#"
 _NO_CORRELATION = -1
+_COMPLETE = "X"  # the phase of an event with a duration
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -148,10 +150,14 @@ class _Columns:
         self._joined: dict[str, np.ndarray] = {}
         self.rows = 0
 
-    def add(self, **values: list) -> None:
-        """One batch: a list of equal length for every column."""
+    def add(self, **values: list | np.ndarray) -> None:
+        """One batch: a list or an array of equal length for every column."""
         for name, column in values.items():
-            self._parts[name].append(np.fromiter(column, self._dtypes[name], len(column)))
+            dtype = self._dtypes[name]
+            if isinstance(column, np.ndarray):
+                self._parts[name].append(column.astype(dtype, copy=False))
+            else:
+                self._parts[name].append(np.fromiter(column, dtype, len(column)))
         self.rows += len(column)
 
     def numpy(self, name: str) -> np.ndarray:
@@ -194,12 +200,12 @@ class _Inputs(dict):
         super().__init__()
         self._alike: dict[tuple, _WithInputs] = {(): _NO_ARGS}
 
-    def keep(self, path: str, events: list, positions: list[int]) -> None:
-        """Keep the wanted ones of ``events`` (host events, at ``positions`` of the file)."""
-        wanted = [k for k, event in enumerate(events) if event.name in _INPUTS_WANTED]
-        given = [k for k in wanted if events[k].args]
-        self.update((positions[k], _NO_ARGS) for k in wanted if not events[k].args)
-        found = _args_of(path, _INPUT_ARGS, [events[k].args for k in given], [positions[k] for k in given])
+    def keep(self, path: str, positions: list[int], texts: list) -> None:
+        """Keep the inputs of the wanted events at ``positions`` of the file, whose ``args``
+        are ``texts`` (empty where an event has none)."""
+        given = [k for k, text in enumerate(texts) if text]
+        self.update((position, _NO_ARGS) for position, text in zip(positions, texts) if not text)
+        found = _args_of(path, _INPUT_ARGS, [texts[k] for k in given], [positions[k] for k in given])
         keys = [_inputs_key(args) for args in found]
         alike = self._alike
         for n in [n for n, key in enumerate(keys) if key not in alike]:
@@ -228,7 +234,7 @@ def _copied(args: _InputArgs) -> _InputArgs:
 
 
 def _complete(batch: list, categories: set[str]) -> list[int]:
-    return [i for i, event in enumerate(batch) if event.cat in categories and event.ph == "X"]
+    return [i for i, event in enumerate(batch) if event.cat in categories and event.ph == _COMPLETE]
 
 
 @dataclasses.dataclass
@@ -245,27 +251,62 @@ class _TraceColumns:
     inputs: _Inputs  # the recorded inputs of the calls the read needs them of
 
 
-def _read_columns(trace: TraceText) -> _TraceColumns:
-    """The events the reader needs, as flat columns.
+class _Reading:
+    """The columns and codes of a read under way, as either way of reading fills them."""
 
-    Events are sorted into columns a batch at a time with comprehensions (C-speed
-    loops): a per-event Python loop costs twice as much on million-event traces.
-    Strings are coded one field at a time (pairs are formed later, in numpy): hashing
-    a fresh tuple of fresh strings per event costs more than the rest of the loop.
-    """
-    host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
-    launches = _Columns(position="q", correlation="q")
-    memory = _Columns(pid="q", tid="q", ts="d", bytes="q", total="q", device="q")
-    device = _Columns(name="q", cat="q", ts="d", dur="d", correlation="q")
-    modules = _Columns(name="q", pid="q", tid="q", ts="d", dur="d")
-    names, categories, pids, tids = _Codes(), _Codes(), _Codes(), _Codes()
-    inputs = _Inputs()
+    def __init__(self):
+        self.host = _Columns(name="q", cat="q", pid="q", tid="q", ts="d", dur="d", index="q")
+        self.launches = _Columns(position="q", correlation="q")
+        self.memory = _Columns(pid="q", tid="q", ts="d", bytes="q", total="q", device="q")
+        self.device = _Columns(name="q", cat="q", ts="d", dur="d", correlation="q")
+        self.modules = _Columns(name="q", pid="q", tid="q", ts="d", dur="d")
+        self.names, self.categories, self.pids, self.tids = _Codes(), _Codes(), _Codes(), _Codes()
+        self.inputs = _Inputs()
+
+    def finished(self, codes: tuple[list, list, list, list] | None = None) -> _TraceColumns:
+        """The columns, and the values of the codes (``codes``, where they were not
+        numbered by this read's ``_Codes``: names, categories, pids, tids)."""
+        names, categories, pids, tids = codes or (
+            list(self.names),
+            list(self.categories),
+            list(self.pids),
+            list(self.tids),
+        )
+        return _TraceColumns(
+            self.host, self.launches, self.memory, self.device, self.modules, names, categories, pids, tids, self.inputs
+        )
+
+
+def _read_columns(trace: TraceText) -> _TraceColumns:
+    """The events the reader needs, as flat columns: scanned in C (``_scanned_columns``)
+    where the helper was built and is sure of the text, else decoded with msgspec
+    (``_decoded_columns``). Both give the same columns, codes numbered alike."""
+    scanned = _scanned_columns(trace)
+    return scanned if scanned is not None else _decoded_columns(trace)
+
+
+def _decoded_columns(trace: TraceText) -> _TraceColumns:
+    """The events decoded with msgspec and sorted into columns a batch at a time with
+    comprehensions (C-speed loops): a per-event Python loop costs twice as much on
+    million-event traces. Strings are coded one field at a time (pairs are formed later, in
+    numpy): hashing a fresh tuple of fresh strings per event costs more than the rest of
+    the loop."""
+    read = _Reading()
+    host, names, categories, pids, tids = read.host, read.names, read.categories, read.pids, read.tids
     for start, batch in trace.batches(_Event):
         indices = _complete(batch, _HOST_CATEGORIES)
         events = [batch[i] for i in indices]
         positions = [start + i for i in indices]
-        inputs.keep(trace.path, events, positions)
-        _add_launches(launches, trace.path, events, positions, host.rows)
+        wanted = [k for k, event in enumerate(events) if event.name in _INPUTS_WANTED]
+        read.inputs.keep(trace.path, [positions[k] for k in wanted], [events[k].args for k in wanted])
+        calls = [k for k, event in enumerate(events) if event.args and event.cat not in _OP_CATEGORIES]
+        _add_launches(
+            read.launches,
+            trace.path,
+            [events[k].args for k in calls],
+            [positions[k] for k in calls],
+            [host.rows + k for k in calls],
+        )
         host.add(
             index=positions,
             ts=[e.ts for e in events],
@@ -275,23 +316,234 @@ def _read_columns(trace: TraceText) -> _TraceColumns:
             pid=pids.encode([e.pid for e in events]),
             tid=tids.encode([e.tid for e in events]),
         )
-        _add_memory_records(memory, (trace.path, start, batch), pids, tids)
-        _add_module_calls(modules, batch, (names, pids, tids))
-        _add_device_events(device, (trace.path, start, batch), names, categories)
+        _add_memory_records(read.memory, (trace.path, start, batch), pids, tids)
+        _add_module_calls(read.modules, batch, (names, pids, tids))
+        _add_device_events(read.device, (trace.path, start, batch), names, categories)
         del batch, events
-    return _TraceColumns(
-        host, launches, memory, device, modules, list(names), list(categories), list(pids), list(tids), inputs
+    return read.finished()
+
+
+_SCAN_HELPER = built("_trace_scan")
+# the columns ``_trace_scan.scan_events`` gives, in its order
+_SCAN_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args_begin", "args_end")
+
+
+def _scanned_columns(trace: TraceText) -> _TraceColumns | None:
+    """``_decoded_columns`` by the C scanner: each batch's events as columns of codes and
+    numbers, sorted into the reader's columns with numpy; only the ``args`` the read needs
+    (a runtime call's, a kernel's, a memory record's, a shaped call's) are decoded, with
+    msgspec, as the other way decodes them. None where the scanner was not built, or is not
+    sure of the text (``_trace_scan.c``): the caller then decodes it all with msgspec,
+    which says what is wrong, if anything is. (On a 212 MB CPU trace the Python loops over
+    the decoded events took 1.4 s of a 3.5 s read.)"""
+    helper = wanted(_SCAN_HELPER)
+    ranges = trace.cut_ranges() if helper is not None else None
+    if helper is None or ranges is None:
+        return None
+    read = _Reading()
+    scanner = _Scanner(trace.data)
+    firsts, start = [], 0
+    for begin, end in ranges:
+        found = helper.scan_events(trace.data, begin, end, scanner.tables)
+        if found is None:
+            return None
+        rows = np.frombuffer(found, dtype=np.int64).reshape(len(_SCAN_COLUMNS), -1)
+        if not _add_scanned(read, scanner, trace.path, dict(zip(_SCAN_COLUMNS, rows)), start):
+            return None
+        firsts.append(start)
+        start += rows.shape[1]
+    trace.note_cut_firsts(firsts)
+    return read.finished(scanner.codes)
+
+
+class _Recoded:
+    """One of the scanner's code tables (a dict and a list: its values numbered by first
+    sight over every event) numbered again as ``_Codes.encode`` would number what the
+    msgspec way gives it (a batch's host events, then its modules, then its device
+    events), whose codes order the rows made of them. Numbered with arrays, so a value
+    enters one dict only (a million distinct op names took 1 s a dict)."""
+
+    def __init__(self, table: tuple[dict, list]):
+        self._lookup, self._values = table
+        self._mapping = np.zeros(0, dtype=np.int64)  # scanner's code -> the read's (-1: not yet given)
+        self._order: list[int] = []  # the read's code -> scanner's
+
+    def encode(self, scanned: np.ndarray) -> np.ndarray:
+        """The read's codes of these scanner's codes, new ones numbered in order of first sight."""
+        if len(self._mapping) < len(self._values):
+            grown = np.full(len(self._values) - len(self._mapping), -1, dtype=np.int64)
+            self._mapping = np.concatenate([self._mapping, grown])
+        new = scanned[self._mapping[scanned] < 0]
+        if len(new):
+            distinct, first = np.unique(new, return_index=True)
+            ordered = distinct[np.argsort(first, kind="stable")]
+            self._mapping[ordered] = np.arange(len(self._order), len(self._order) + len(ordered))
+            self._order.extend(ordered.tolist())
+        return self._mapping[scanned]
+
+    def encode_values(self, values: list) -> np.ndarray:
+        """``encode`` of values met outside the scanner (a module's name, its prefix cut off)."""
+        lookup, known = self._lookup, self._values
+        for value in values:
+            if value not in lookup:
+                lookup[value] = len(known)
+                known.append(value)
+        return self.encode(np.fromiter(map(lookup.__getitem__, values), dtype=np.int64, count=len(values)))
+
+    def values(self) -> list:
+        """The values by the read's code."""
+        return list(map(self._values.__getitem__, self._order))
+
+
+class _ValueFlags:
+    """A test of each value of a growing list, worked out once a value, read by code."""
+
+    def __init__(self, values: list, test):
+        self._values, self._test = values, test
+        self._flags = np.zeros(0, dtype=bool)
+
+    def __getitem__(self, codes: np.ndarray) -> np.ndarray:
+        if len(self._flags) < len(self._values):
+            new = self._values[len(self._flags) :]
+            self._flags = np.concatenate([self._flags, np.fromiter(map(self._test, new), dtype=bool, count=len(new))])
+        return self._flags[codes]
+
+
+class _Scanner:
+    """The C scanner's state over one file: its code tables (ph, cat, name, pid, tid: a
+    dict and a list each, as ``scan_events`` fills them), their codes numbered again for
+    the read, and the tests of their values that sort events into columns."""
+
+    def __init__(self, data: bytes):
+        self.tables: tuple[tuple[dict, list], ...] = tuple(({}, []) for _ in range(5))
+        _, categories, names, _, _ = (values for _, values in self.tables)
+        self.phases, self.names_seen = self.tables[0][0], self.tables[2][0]
+        self.names = names
+        self.name_codes, self.category_codes = _Recoded(self.tables[2]), _Recoded(self.tables[1])
+        self.pid_codes, self.tid_codes = _Recoded(self.tables[3]), _Recoded(self.tables[4])
+        self.on_host = _ValueFlags(categories, _HOST_CATEGORIES.__contains__)
+        self.on_device = _ValueFlags(categories, _DEVICE_CATEGORIES.__contains__)
+        self.in_python = _ValueFlags(categories, _PYTHON_CATEGORY.__eq__)
+        self.is_op = _ValueFlags(categories, _OP_CATEGORIES.__contains__)
+        self.is_mtia = _ValueFlags(categories, _MTIA_DEVICE.__eq__)
+        self.inputs_wanted = _ValueFlags(names, _INPUTS_WANTED.__contains__)
+        self.is_module = _ValueFlags(names, lambda name: name.startswith(_MODULE_PREFIX))
+        self._view = memoryview(data)
+
+    @property
+    def codes(self) -> tuple[list, list, list, list]:
+        """The read's names, categories, pids and tids, by code."""
+        return (
+            self.name_codes.values(),
+            self.category_codes.values(),
+            self.pid_codes.values(),
+            self.tid_codes.values(),
+        )
+
+    def texts(self, begins: np.ndarray, ends: np.ndarray) -> list:
+        """The text of each span of the file (empty where it begins at -1: no ``args``)."""
+        view = self._view
+        return [view[begin:end] if begin >= 0 else b"" for begin, end in zip(begins.tolist(), ends.tolist())]
+
+
+def _add_scanned(read: _Reading, scanner: _Scanner, path: str, batch: dict[str, np.ndarray], start: int) -> bool:
+    """One scanned batch (its events from ``start`` of the file) into the read's columns;
+    False where a complete event's duration is not one the msgspec way accepts (which then
+    says which)."""
+    ts, dur = batch["ts"].view(np.float64), batch["dur"].view(np.float64)
+    complete = batch["ph"] == scanner.phases.get(_COMPLETE, -1)
+    if not ((dur[complete] >= 0.0) & (dur[complete] < MAX_DURATION_US)).all():  # None (NaN) fails too
+        return False
+    cat, name, pid, tid, args_begin = batch["cat"], batch["name"], batch["pid"], batch["tid"], batch["args_begin"]
+    host = np.flatnonzero(scanner.on_host[cat] & complete)
+    positions = host + start
+    wanted_inputs = host[scanner.inputs_wanted[name[host]]]
+    read.inputs.keep(
+        path,
+        (wanted_inputs + start).tolist(),
+        scanner.texts(args_begin[wanted_inputs], batch["args_end"][wanted_inputs]),
+    )
+    calls = np.flatnonzero(~scanner.is_op[cat[host]] & (args_begin[host] >= 0))
+    at = host[calls]
+    _add_launches(
+        read.launches,
+        path,
+        scanner.texts(args_begin[at], batch["args_end"][at]),
+        (at + start).tolist(),
+        (read.host.rows + calls).tolist(),
+    )
+    read.host.add(
+        index=positions,
+        ts=ts[host],
+        dur=dur[host],
+        name=scanner.name_codes.encode(name[host]),
+        cat=scanner.category_codes.encode(cat[host]),
+        pid=scanner.pid_codes.encode(pid[host]),
+        tid=scanner.tid_codes.encode(tid[host]),
+    )
+    _add_scanned_memory(read, scanner, path, batch, start)
+    python = np.flatnonzero(scanner.in_python[cat] & complete)
+    modules = python[scanner.is_module[name[python]]]
+    if len(modules):
+        read.modules.add(
+            name=scanner.name_codes.encode_values(
+                [scanner.names[code][len(_MODULE_PREFIX) :] for code in name[modules].tolist()]
+            ),
+            pid=scanner.pid_codes.encode(pid[modules]),
+            tid=scanner.tid_codes.encode(tid[modules]),
+            ts=ts[modules],
+            dur=dur[modules],
+        )
+    _add_scanned_device(read, scanner, path, batch, start, np.flatnonzero(scanner.on_device[cat] & complete))
+    return True
+
+
+def _add_scanned_memory(read: _Reading, scanner: _Scanner, path: str, batch: dict[str, np.ndarray], start: int) -> None:
+    """The scanned batch's ``[memory]`` records (``_add_memory_records``)."""
+    code = scanner.names_seen.get(_MEMORY_EVENT)
+    if code is None:
+        return
+    picked = np.flatnonzero((batch["name"] == code) & (batch["args_begin"] >= 0))
+    kept, found = _memory_args(
+        path, scanner.texts(batch["args_begin"][picked], batch["args_end"][picked]), (picked + start).tolist()
+    )
+    if kept:
+        at = picked[kept]
+        read.memory.add(
+            pid=scanner.pid_codes.encode(batch["pid"][at]),
+            tid=scanner.tid_codes.encode(batch["tid"][at]),
+            ts=batch["ts"][at].view(np.float64),
+            **_memory_values(found),
+        )
+
+
+def _add_scanned_device(
+    read: _Reading, scanner: _Scanner, path: str, batch: dict[str, np.ndarray], start: int, picked: np.ndarray
+) -> None:
+    """The scanned batch's kernels, memcpys and memsets (at ``picked``; ``_add_device_events``)."""
+    correlations = _correlations(
+        path, scanner.texts(batch["args_begin"][picked], batch["args_end"][picked]), (picked + start).tolist()
+    )
+    kept = _launched_or_not_mtia(correlations, scanner.is_mtia[batch["cat"][picked]].tolist())
+    at = picked[kept]
+    read.device.add(
+        ts=batch["ts"][at].view(np.float64),
+        dur=batch["dur"][at].view(np.float64),
+        name=scanner.name_codes.encode(batch["name"][at]),
+        cat=scanner.category_codes.encode(batch["cat"][at]),
+        correlation=[_NO_CORRELATION if correlations[k] is None else correlations[k] for k in kept],
     )
 
 
-def _add_launches(launches: _Columns, path: str, events: list, positions: list[int], first_row: int) -> None:
-    """The host events (not ops) that carry a correlation id: a runtime call's launch."""
-    calls = [k for k, event in enumerate(events) if event.args and event.cat not in _OP_CATEGORIES]
-    found = _args_of(path, _ARGS, [events[k].args for k in calls], [positions[k] for k in calls])
+def _add_launches(launches: _Columns, path: str, texts: list, positions: list[int], rows: list[int]) -> None:
+    """The host events (not ops) that carry a correlation id, a runtime call's launch, of
+    the events (host rows ``rows``, at ``positions`` of the file) that are not ops and have
+    ``args`` (``texts``)."""
+    found = _args_of(path, _ARGS, texts, positions)
     linked = [
-        (k, args.correlation) for k, args in zip(calls, found) if args is not None and args.correlation is not None
+        (row, args.correlation) for row, args in zip(rows, found) if args is not None and args.correlation is not None
     ]
-    launches.add(position=[first_row + k for k, _ in linked], correlation=[correlation for _, correlation in linked])
+    launches.add(position=[row for row, _ in linked], correlation=[correlation for _, correlation in linked])
 
 
 def _add_memory_records(memory: _Columns, read: tuple[str, int, list], pids: _Codes, tids: _Codes) -> None:
@@ -299,17 +551,32 @@ def _add_memory_records(memory: _Columns, read: tuple[str, int, list], pids: _Co
     in use after it where PyTorch reported it."""
     path, start, batch = read
     picked = [i for i, e in enumerate(batch) if e.name == _MEMORY_EVENT and e.args]
-    found = _args_of(path, _ARGS, [batch[i].args for i in picked], [start + i for i in picked])
-    records = [(batch[i], args) for i, args in zip(picked, found) if args is not None and args.bytes is not None]
-    if records:
+    kept, found = _memory_args(path, [batch[i].args for i in picked], [start + i for i in picked])
+    if kept:
+        events = [batch[picked[k]] for k in kept]
         memory.add(
-            pid=pids.encode([e.pid for e, _ in records]),
-            tid=tids.encode([e.tid for e, _ in records]),
-            ts=[e.ts for e, _ in records],
-            bytes=[args.bytes for _, args in records],
-            total=[_NOT_REPORTED if args.total_allocated is None else args.total_allocated for _, args in records],
-            device=[_memory_device(args) for _, args in records],
+            pid=pids.encode([e.pid for e in events]),
+            tid=tids.encode([e.tid for e in events]),
+            ts=[e.ts for e in events],
+            **_memory_values(found),
         )
+
+
+def _memory_args(path: str, texts: list, positions: list[int]) -> tuple[list[int], list[_Args]]:
+    """Which of ``[memory]`` events (``args`` ``texts``, at ``positions`` of the file) are
+    records (they say how many bytes), and their args."""
+    found = _args_of(path, _ARGS, texts, positions)
+    kept = [k for k, args in enumerate(found) if args is not None and args.bytes is not None]
+    return kept, [found[k] for k in kept]
+
+
+def _memory_values(found: list[_Args]) -> dict[str, list]:
+    """The memory columns the records' args give."""
+    return {
+        "bytes": [args.bytes for args in found],
+        "total": [_NOT_REPORTED if args.total_allocated is None else args.total_allocated for args in found],
+        "device": [_memory_device(args) for args in found],
+    }
 
 
 def _add_device_events(device: _Columns, read: tuple[str, int, list], names: _Codes, categories: _Codes) -> None:
@@ -317,13 +584,10 @@ def _add_device_events(device: _Columns, read: tuple[str, int, list], names: _Co
     that made it (MTIA's command processor: only the events a launch made)."""
     path, start, batch = read
     picked = _complete(batch, _DEVICE_CATEGORIES)
-    given = [i for i in picked if batch[i].args]
-    decoded = dict(zip(given, _args_of(path, _ARGS, [batch[i].args for i in given], [start + i for i in given])))
-    correlations = [getattr(decoded.get(i), "correlation", None) for i in picked]
+    correlations = _correlations(path, [batch[i].args for i in picked], [start + i for i in picked])
     kept = [
-        (batch[i], _NO_CORRELATION if correlation is None else correlation)
-        for i, correlation in zip(picked, correlations)
-        if batch[i].cat != _MTIA_DEVICE or correlation is not None
+        (batch[picked[k]], _NO_CORRELATION if correlations[k] is None else correlations[k])
+        for k in _launched_or_not_mtia(correlations, [batch[i].cat == _MTIA_DEVICE for i in picked])
     ]
     device.add(
         ts=[e.ts for e, _ in kept],
@@ -332,6 +596,20 @@ def _add_device_events(device: _Columns, read: tuple[str, int, list], names: _Co
         cat=categories.encode([e.cat for e, _ in kept]),
         correlation=[correlation for _, correlation in kept],
     )
+
+
+def _correlations(path: str, texts: list, positions: list[int]) -> list[int | None]:
+    """The correlation id in each device event's ``args`` (``texts``, empty where it has
+    none; at ``positions`` of the file), None where it has none."""
+    given = [k for k, text in enumerate(texts) if text]
+    decoded = dict(zip(given, _args_of(path, _ARGS, [texts[k] for k in given], [positions[k] for k in given])))
+    return [getattr(decoded.get(k), "correlation", None) for k in range(len(texts))]
+
+
+def _launched_or_not_mtia(correlations: list[int | None], mtia: list[bool]) -> list[int]:
+    """Which device events are kept: all but MTIA's command processor's that no launch made
+    (its DMA requests and stream waits)."""
+    return [k for k, correlation in enumerate(correlations) if not mtia[k] or correlation is not None]
 
 
 def _add_module_calls(modules: _Columns, batch: list, codes: tuple[_Codes, _Codes, _Codes]) -> None:

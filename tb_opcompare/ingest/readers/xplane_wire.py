@@ -23,8 +23,6 @@ None without the C helper, for the caller to read the parsed events instead.
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import NamedTuple
@@ -32,23 +30,17 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from tb_opcompare.ingest.readers.native import PURE_PYTHON_ENV as PURE_PYTHON_ENV  # where its tests meet it
+from tb_opcompare.ingest.readers.native import built, wanted
 from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane
 
-_compiled: ModuleType | None
-try:  # a C extension, no stub: its callers take it through native(), a ModuleType
-    _compiled = importlib.import_module("tb_opcompare.ingest.readers._xplane_wire")
-except ImportError:  # built without a compiler: the pure-Python code below does it all
-    _compiled = None
-
-PURE_PYTHON_ENV = "TB_OPCOMPARE_PURE_PYTHON"
+_compiled = built("_xplane_wire")
 
 
 def native() -> ModuleType | None:
     """The C helpers, or None where they were not built or ``TB_OPCOMPARE_PURE_PYTHON``
-    asks for the Python code (read on each call, so tests can switch paths)."""
-    if _compiled is None or os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
-        return None
-    return _compiled
+    asks for the Python code (``native.wanted``)."""
+    return wanted(_compiled)
 
 
 _SPACE_PLANES = 1
