@@ -426,6 +426,10 @@ static PyObject *unescaped(const unsigned char *s, Py_ssize_t begin, Py_ssize_t 
     }
     PyObject *text = PyUnicode_DecodeUTF8(out, n, "strict");
     PyMem_Free(out);
+    if (!text && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        *unsure = 1;
+    }
     return text;
 }
 
@@ -453,6 +457,10 @@ static int64_t code_of_text(Codes *codes, const unsigned char *s, Py_ssize_t beg
     PyObject *value;
     if (kind == 0) {
         value = PyUnicode_DecodeUTF8((const char *)s + begin, length, "strict");
+        if (!value && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* scan_string validated it: never seen, but msgspec is the judge */
+            return UNSURE;
+        }
     } else {
         long long number = 0;
         int negative = s[begin] == '-';

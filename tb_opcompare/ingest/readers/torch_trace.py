@@ -396,17 +396,22 @@ class _Recoded:
 
 
 class _ValueFlags:
-    """A test of each value of a growing list, worked out once a value, read by code."""
+    """A test of the values of a growing list, read by code, worked out once a value and
+    only for the values asked about (a million op names are never asked whether they name
+    a module's Python frame)."""
 
     def __init__(self, values: list, test):
         self._values, self._test = values, test
-        self._flags = np.zeros(0, dtype=bool)
+        self._flags = np.zeros(0, dtype=np.int8)  # by code: 1 true, 0 false, -1 not yet worked out
 
     def __getitem__(self, codes: np.ndarray) -> np.ndarray:
         if len(self._flags) < len(self._values):
-            new = self._values[len(self._flags) :]
-            self._flags = np.concatenate([self._flags, np.fromiter(map(self._test, new), dtype=bool, count=len(new))])
-        return self._flags[codes]
+            self._flags = np.concatenate([self._flags, np.full(len(self._values) - len(self._flags), -1, np.int8)])
+        unknown = np.unique(codes[self._flags[codes] < 0])
+        if len(unknown):
+            asked = map(self._values.__getitem__, unknown.tolist())
+            self._flags[unknown] = np.fromiter(map(self._test, asked), dtype=bool, count=len(unknown))
+        return self._flags[codes] > 0
 
 
 class _Scanner:
