@@ -86,7 +86,7 @@ print(json.dumps({"seconds": elapsed, "peak_mb": peak_mb, "added_mb": peak_mb - 
 
 
 def measure(kind: str, path: Path, repeat: int, pure_python: bool = False) -> dict:
-    """``pure_python``: the xplane reader without its optional C extension."""
+    """``pure_python``: the readers without their optional C extensions."""
     extra_env = {"TB_OPCOMPARE_PURE_PYTHON": "1"} if pure_python else {}
     runs = []
     for _ in range(repeat):
@@ -281,6 +281,10 @@ def main() -> None:
         "orjson.loads alone (decode only, no per-op work)",
         5,
         args.repeat,
+    )
+    report(
+        "tb-opcompare without its C extension (TB_OPCOMPARE_PURE_PYTHON=1)",
+        measure("ours-json", torch_trace, args.repeat, pure_python=True),
     )
     if args.torch_copies > 1:
         big_input("chrome trace", tiled("tile_torch_trace", torch_trace, args.torch_copies), "ours-json", args.repeat)

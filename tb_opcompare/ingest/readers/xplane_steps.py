@@ -89,19 +89,32 @@ class HostSpans:
         ops are the training loop's."""
         if len(bounds_ps) < min_steps or not (self.ops or self.others):
             return None
+        # Every event of the plane at once: the copies are made one at a time, and the
+        # category codes as bytes (a 1.1 GB xplane's 11 million events took 1 GB more,
+        # its read's peak 2.2 times the file; now 0.45 GB).
+        small = categories.astype(np.int8)
         parts = []
         for starts, durations, codes, eager in self.ops:
             if leave_out_eager and eager.any():
                 starts, durations, codes = starts[~eager], durations[~eager], codes[~eager]
-            parts.append((starts, durations, categories[codes]))
-        starts, durations, codes = (np.concatenate(column) for column in zip(*(parts + self.others)))
-        ends = starts + durations
+            parts.append((starts, durations, small[codes]))
+        parts += [(starts, durations, codes.astype(np.int8)) for starts, durations, codes in self.others]
+        starts = np.concatenate([part[0] for part in parts])
+        ends = np.concatenate([part[1] for part in parts])
+        ends += starts
+        codes = np.concatenate([part[2] for part in parts])
+        del parts
         if starts.min() < bounds_ps[0, 0] or ends.max() > bounds_ps[-1, 1]:
             inside = (starts < bounds_ps[-1, 1]) & (ends > bounds_ps[0, 0])
             starts, ends, codes = starts[inside], ends[inside], codes[inside]
+            del inside
         # sorted once (ps, integers: exact), so that each layer's union sorts nothing
         order = np.argsort(starts, kind="stable")
-        sums, busy = layered_host_sums(bounds_ps, starts[order], ends[order], codes[order], presorted=True)
+        starts = starts[order]
+        ends = ends[order]
+        codes = codes[order]
+        del order
+        sums, busy = layered_host_sums(bounds_ps, starts, ends, codes, presorted=True)
         bounds = bounds_ps / PS_PER_US
         sums, busy = sums / PS_PER_US, (busy[0] / PS_PER_US, busy[1] / PS_PER_US)
         return StepSpans(bounds, sums, busy)
