@@ -267,3 +267,73 @@ def test_a_probed_call_whose_args_are_not_an_object_is_named(pure_python, monkey
     error = _read(path, pure_python, monkeypatch)
     assert isinstance(error, ProfileError)
     assert f"$.traceEvents[{broken[0]}].args" in str(error) and "got `float`" in str(error)
+
+
+# Numbers at the edges of the scanner's own conversion (integers that wrap 64 bits, -0 as an
+# integer and as a float, 2**53 and past it, long fractions) and of strtod's.
+_EDGE_NUMBERS = [
+    "-0", "-0.0", "0.0", "18446744073709551616", "-18446744073709551616", "55340232221128654848",
+    "1844674407370955161600", "1844674407370955161.6", "0.18446744073709551616", "9007199254740992",
+    "9007199254740993", "-9007199254740993", "123456789012345678", "12345678901234567890.5", "0.1",
+    "0.30000000000000004", "1e5", "1E-7", "5e-324", "1.7976931348623157e308", "0.00000000000000000000001",
+    "4503599627370496.5", "5092521583502.994",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("number", _EDGE_NUMBERS)
+def test_a_number_reads_as_msgspec_reads_it(number, scanner, monkeypatch, tmp_path):
+    """As a timestamp and as a duration: the same double, bit for bit (0.0 and -0.0 apart),
+    or the same refusal (a duration over a year)."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 7, "dur": 3},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 1, "dur": 0.5},
+    ]
+    text = (
+        json.dumps({"traceEvents": events})
+        .replace('"ts": 7', f'"ts": {number}')
+        .replace('"dur": 0.5', f'"dur": {number}')
+    )
+    path = tmp_path / "numbers.pt.trace.json"
+    path.write_text(text)
+    counting = _Counting(scanner)
+    monkeypatch.setattr(torch_trace, "_SCAN_HELPER", counting)
+    try:
+        decoded_columns = torch_trace._decoded_columns(chrome_json.open_chrome_trace(str(path), path.read_bytes()))
+    except ProfileError:
+        decoded_columns = None  # a duration over a year
+    scanned_columns = torch_trace._scanned_columns(chrome_json.open_chrome_trace(str(path), path.read_bytes()))
+    if decoded_columns is None:
+        assert scanned_columns is None
+    elif scanned_columns is not None:
+        for column in ("ts", "dur"):
+            got, expected = scanned_columns.host.numpy(column), decoded_columns.host.numpy(column)
+            assert got.tobytes() == expected.tobytes(), (column, got, expected)
+    _assert_same_outcome(_read(path, False, monkeypatch), _read(path, True, monkeypatch))
+
+
+# Texts whose events array is not cut for the scanner (``TraceText.cut_ranges`` is None), so
+# msgspec reads them and says what is wrong: a value before the first event, and a trace
+# whose events key is written with escapes beside a nested object holding a plain one.
+_NOT_CUT = {
+    "a number before the first event": b'{"traceEvents": [1, {"ph": "X", "name": "a", "ts": 1, "dur": 1}]}',
+    "a lone comma before the first event": b'{"traceEvents": [ , {"ph": "X", "name": "a", "ts": 1, "dur": 1}]}',
+    "a string before the first event": b'["junk", {"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}]',
+    "the events under an escaped key, a nested plain one": (
+        b'{"trace\\u0045vents": [{"ph": "X", "cat": "cpu_op", "name": "real", "pid": 1, "tid": 1, "ts": 1, "dur": 1}],'
+        b' "x": {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "nested", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]}}'
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NOT_CUT), ids=str)
+def test_an_events_array_the_cuts_cannot_trust_is_read_by_msgspec(case, monkeypatch, tmp_path):
+    data = _NOT_CUT[case]
+    assert chrome_json.open_chrome_trace("t.json", data).cut_ranges() is None
+    path = tmp_path / "odd.pt.trace.json"
+    path.write_bytes(data)
+    scanned = _read(path, False, monkeypatch)
+    _assert_same_outcome(scanned, _read(path, True, monkeypatch))
+    if "nested" in case:
+        assert set(scanned.op_table.frame()["op_name"]) == {"real"}
+    else:
+        assert isinstance(scanned, ProfileError)

@@ -35,7 +35,8 @@
 #define MAX_DEPTH 256
 #define TABLES 5
 enum { T_PH, T_CAT, T_NAME, T_PID, T_TID };
-enum { C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ARGS_BEGIN, C_ARGS_END };
+/* the columns: a table's codes first, in the column of its number */
+enum { C_PH = T_PH, C_CAT = T_CAT, C_NAME = T_NAME, C_PID = T_PID, C_TID = T_TID, C_TS = TABLES, C_DUR, C_ARGS_BEGIN, C_ARGS_END };
 
 /* A failure that is not the scanner's: memory, or an error raised by Python. */
 #define FAILED (-2)
@@ -524,32 +525,30 @@ static int plain_number(const unsigned char *s, Py_ssize_t begin, Py_ssize_t end
     static const double powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
     Py_ssize_t p = begin;
-    int negative = s[p] == '-';
+    int negative = s[p] == '-', fraction = 0;
     p += negative;
     uint64_t digits = 0;
-    int count = 0, scale = 0;
-    for (; p < end && s[p] >= '0' && s[p] <= '9'; p++) {
-        digits = digits * 10 + (uint64_t)(s[p] - '0');
-        if (digits)
-            count++;
-    }
-    if (p < end && s[p] == '.') {
-        for (p++; p < end && s[p] >= '0' && s[p] <= '9'; p++) {
-            digits = digits * 10 + (uint64_t)(s[p] - '0');
-            if (digits)
-                count++;
-            scale--;
-            if (count > 19)
-                return 0;
+    int significant = 0, scale = 0; /* digits from the first non-zero one: 19 of them fit in 64 bits */
+    for (; p < end; p++) {
+        if (s[p] == '.' && !fraction) {
+            fraction = 1;
+            continue;
         }
+        if (s[p] < '0' || s[p] > '9')
+            return 0; /* an exponent: strtod's */
+        if (digits || s[p] != '0')
+            significant++;
+        if (significant > 19)
+            return 0; /* before the digits wrap around */
+        digits = digits * 10 + (uint64_t)(s[p] - '0');
+        scale -= fraction;
     }
-    if (p != end || count > 19 || digits > (1ULL << 53)) /* an exponent, or too many digits: strtod's */
-        return 0;
-    if (scale < -22)
+    if (digits > (1ULL << 53) || scale < -22)
         return 0;
     double mantissa = (double)digits; /* exact: at most 2**53 */
     double result = scale < 0 ? mantissa / powers[-scale] : mantissa;
-    *value = negative ? -result : result;
+    /* msgspec reads an integer as an int, then a float: "-0" is 0.0; "-0.0" is -0.0 */
+    *value = negative && (digits || fraction) ? -result : result;
     return 1;
 }
 
@@ -639,16 +638,18 @@ static int scan_field(Cursor *c, int field, Codes *codes, Rows *rows) {
         code = scan_text_code(c, &codes[table]);
         if (code < 0)
             return (int)code;
-        put(rows, table == T_PH ? C_PH : table == T_CAT ? C_CAT : C_NAME, code);
+        put(rows, table, code);
         return 0;
     }
     case F_PID:
-    case F_TID:
-        code = scan_id(c, &codes[field == F_PID ? T_PID : T_TID]);
+    case F_TID: {
+        int table = field == F_PID ? T_PID : T_TID;
+        code = scan_id(c, &codes[table]);
         if (code < 0)
             return (int)code;
-        put(rows, field == F_PID ? C_PID : C_TID, code);
+        put(rows, table, code);
         return 0;
+    }
     case F_TS:
     case F_DUR: {
         if (field == F_DUR && c->p < c->end && c->s[c->p] == 'n') {
@@ -723,9 +724,9 @@ static int scan_event(Cursor *c, Codes *codes, Rows *rows, const int64_t *defaul
             return UNSURE;
         }
     }
-    static const int fields[] = {F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_ARGS};
-    static const int columns[] = {C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ARGS_BEGIN, C_ARGS_END};
-    for (int k = 0; k < 9; k++)
+    static const int fields[COLUMNS] = {F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_ARGS};
+    static const int columns[COLUMNS] = {C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ARGS_BEGIN, C_ARGS_END};
+    for (int k = 0; k < COLUMNS; k++)
         if (!(seen & fields[k]))
             put(rows, columns[k], defaults[columns[k]]);
     rows->rows++;
@@ -778,10 +779,9 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     }
     /* the defaults of an absent field: the codes of "" and 0, ts 0.0, dur and args absent */
     int64_t defaults[COLUMNS] = {0};
-    int table_of_column[] = {T_PH, T_CAT, T_NAME, T_PID, T_TID};
-    for (int k = 0; k < 5; k++) {
-        PyObject *value = k < 3 ? PyUnicode_FromStringAndSize("", 0) : PyLong_FromLong(0);
-        int64_t code = code_of_value(&codes[table_of_column[k]], value);
+    for (int k = 0; k < TABLES; k++) {
+        PyObject *value = k < T_PID ? PyUnicode_FromStringAndSize("", 0) : PyLong_FromLong(0);
+        int64_t code = code_of_value(&codes[k], value);
         if (code < 0)
             goto done;
         defaults[k] = code;
@@ -801,7 +801,7 @@ static PyObject *scan_events(PyObject *self, PyObject *args) {
     if (!result)
         goto done;
     int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
-    for (int k = 0; k < COLUMNS; k++)
+    for (int k = 0; k < COLUMNS && rows.rows; k++)
         memcpy(out + (size_t)k * (size_t)rows.rows, rows.data + (size_t)k * (size_t)rows.capacity,
                sizeof(int64_t) * (size_t)rows.rows);
 done:

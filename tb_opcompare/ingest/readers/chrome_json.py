@@ -198,8 +198,8 @@ class TraceText:
         what in it is not what a trace holds (an ``args`` that is a number, not an object)."""
         try:
             return decoder.decode(text)
-        except msgspec.DecodeError as error:
-            where = str(error).replace("`$", f"`$.traceEvents[{index}]")
+        except (msgspec.DecodeError, UnicodeDecodeError) as error:
+            where = str(error).replace("`$", f"`$[{index}]" if self._is_array else f"`$.traceEvents[{index}]")
             raise ProfileError(self.path, f"JSON is not a Chrome trace ({where})") from None
 
     def cut_ranges(self) -> list[tuple[int, int]] | None:
@@ -274,9 +274,13 @@ class TraceText:
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None  # the exact way will say what is wrong
         if not self._is_array:
+            if rest.traceEvents:  # the array emptied was not the trace's: its key is written otherwise
+                return None
             self.device_names = _names(rest.deviceProperties)
         last = closing.start() + 1  # just after the last event's closing brace
         begin = data.find(b"{", opening, last)
+        if begin > opening + 1 and data[opening + 1 : begin].strip():
+            return None  # something that is not an event before the first one
         between_events = (
             _BETWEEN_LINES if _BETWEEN_LINES.search(data, begin, min(begin + BATCH_BYTES, last)) else _BETWEEN_EVENTS
         )

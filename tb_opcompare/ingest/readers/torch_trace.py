@@ -382,7 +382,9 @@ class _Recoded:
         return self._mapping[scanned]
 
     def encode_values(self, values: list) -> np.ndarray:
-        """``encode`` of values met outside the scanner (a module's name, its prefix cut off)."""
+        """``encode`` of values met outside the scanner (a module's name, its prefix cut
+        off), entered in its table as ``scan_events`` enters them: a value's code is its
+        place in the list, which the scanner reads from the dict."""
         lookup, known = self._lookup, self._values
         for value in values:
             if value not in lookup:
@@ -452,9 +454,10 @@ class _Scanner:
 
 
 def _add_scanned(read: _Reading, scanner: _Scanner, path: str, batch: dict[str, np.ndarray], start: int) -> bool:
-    """One scanned batch (its events from ``start`` of the file) into the read's columns;
-    False where a complete event's duration is not one the msgspec way accepts (which then
-    says which)."""
+    """One scanned batch (its events from ``start`` of the file) into the read's columns,
+    each kind of event chosen as ``_decoded_columns`` chooses it; False where a complete
+    event's duration is not one ``chrome_json._check_durations`` accepts (the msgspec way
+    then says which)."""
     ts, dur = batch["ts"].view(np.float64), batch["dur"].view(np.float64)
     complete = batch["ph"] == scanner.phases.get(_COMPLETE, -1)
     if not ((dur[complete] >= 0.0) & (dur[complete] < MAX_DURATION_US)).all():  # None (NaN) fails too
@@ -620,7 +623,7 @@ def _launched_or_not_mtia(correlations: list[int | None], mtia: list[bool]) -> l
 def _add_module_calls(modules: _Columns, batch: list, codes: tuple[_Codes, _Codes, _Codes]) -> None:
     """The batch's ``nn.Module: <Name>_<k>`` ranges (``with_stack=True``): the modules' calls."""
     names, pids, tids = codes
-    events = [e for e in batch if e.cat == _PYTHON_CATEGORY and e.ph == "X" and e.name.startswith(_MODULE_PREFIX)]
+    events = [e for e in batch if e.cat == _PYTHON_CATEGORY and e.ph == _COMPLETE and e.name.startswith(_MODULE_PREFIX)]
     if events:
         modules.add(
             name=names.encode([e.name[len(_MODULE_PREFIX) :] for e in events]),
