@@ -452,3 +452,22 @@ def as_json(document):
     import msgspec
 
     return msgspec.to_builtins(document)
+
+
+def assert_same_read(got, expected) -> None:
+    """Two ways of reading one file (a reader's C helper and its Python code) gave the same:
+    the same error, or every table bit for bit (0.0 and -0.0 pass pandas' check, not this),
+    the same facts and steps."""
+    import pandas as pd
+
+    if isinstance(expected, Exception) or isinstance(got, Exception):
+        assert type(got) is type(expected) and str(got) == str(expected)
+        return
+    for name in ("op_table", "step_table", "module_table", "annotation_table", "memory_table", "work_table"):
+        want, have = getattr(expected, name).frame(), getattr(got, name).frame()
+        pd.testing.assert_frame_equal(have, want, check_exact=True, obj=name)
+        for column in want.columns:
+            if want[column].dtype.kind in "biuf":
+                assert have[column].to_numpy().tobytes() == want[column].to_numpy().tobytes(), f"{name}.{column}"
+    assert vars(got.facts) == vars(expected.facts)
+    assert got.step_count == expected.step_count

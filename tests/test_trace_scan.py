@@ -11,9 +11,8 @@ import json
 import random
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from conftest import FIXTURES, REALTRACES, REPO
+from conftest import FIXTURES, REALTRACES, REPO, assert_same_read
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
@@ -79,20 +78,6 @@ def _read(path: Path | str, pure_python: bool, monkeypatch, file_format: str = "
         monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
 
 
-def _assert_same_outcome(scanned, decoded) -> None:
-    if isinstance(decoded, Exception) or isinstance(scanned, Exception):
-        assert type(scanned) is type(decoded) and str(scanned) == str(decoded)
-        return
-    for name in ("op_table", "step_table", "module_table", "annotation_table", "memory_table", "work_table"):
-        expected, got = getattr(decoded, name).frame(), getattr(scanned, name).frame()
-        pd.testing.assert_frame_equal(got, expected, check_exact=True, obj=name)
-        for column in expected.columns:  # bit for bit: 0.0 and -0.0 pass the frame check
-            if expected[column].dtype.kind in "biuf":
-                assert got[column].to_numpy().tobytes() == expected[column].to_numpy().tobytes(), f"{name}.{column}"
-    assert vars(scanned.facts) == vars(decoded.facts)
-    assert scanned.step_count == decoded.step_count
-
-
 class _Counting:
     """The scanner, counting its calls and the batches it was not sure of."""
 
@@ -118,7 +103,7 @@ def test_a_trace_reads_the_same_both_ways(path, batch_bytes, scanner, monkeypatc
     counting = _Counting(scanner)
     monkeypatch.setattr(torch_trace, "_SCAN_HELPER", counting)
     scanned = _read(path, False, monkeypatch)
-    _assert_same_outcome(scanned, decoded)
+    assert_same_read(scanned, decoded)
     assert not isinstance(scanned, Exception)
     if path.name in _LEFT_TO_MSGSPEC:
         assert counting.unsure
@@ -174,7 +159,7 @@ def test_text_the_scanner_is_not_sure_of_is_left_to_msgspec(edit, scanner, monke
     monkeypatch.setattr(torch_trace, "_SCAN_HELPER", counting)
     scanned = _read(path, False, monkeypatch)
     assert counting.unsure == 1
-    _assert_same_outcome(scanned, _read(path, True, monkeypatch))
+    assert_same_read(scanned, _read(path, True, monkeypatch))
 
 
 @pytest.mark.parametrize("edit", sorted(_REFUSED_DURATIONS), ids=str)
@@ -182,7 +167,7 @@ def test_a_complete_event_without_a_sound_duration_gets_the_msgspec_ways_error(e
     path = _edited(tmp_path, b'"dur": ', _REFUSED_DURATIONS[edit])
     scanned = _read(path, False, monkeypatch)
     assert isinstance(scanned, ProfileError) and "complete event" in str(scanned)
-    _assert_same_outcome(scanned, _read(path, True, monkeypatch))
+    assert_same_read(scanned, _read(path, True, monkeypatch))
 
 
 def test_the_scanner_reads_what_msgspec_reads_on_random_edits(scanner, monkeypatch, tmp_path):
@@ -214,7 +199,7 @@ def test_the_scanner_reads_what_msgspec_reads_on_random_edits(scanner, monkeypat
         unsure_before = counting.unsure
         scanned = _read(path, False, monkeypatch)
         sure += counting.unsure == unsure_before
-        _assert_same_outcome(scanned, _read(path, True, monkeypatch))
+        assert_same_read(scanned, _read(path, True, monkeypatch))
     assert sure >= 20  # the scanner read many of them itself
 
 
@@ -308,7 +293,7 @@ def test_a_number_reads_as_msgspec_reads_it(number, scanner, monkeypatch, tmp_pa
         for column in ("ts", "dur"):
             got, expected = scanned_columns.host.numpy(column), decoded_columns.host.numpy(column)
             assert got.tobytes() == expected.tobytes(), (column, got, expected)
-    _assert_same_outcome(_read(path, False, monkeypatch), _read(path, True, monkeypatch))
+    assert_same_read(_read(path, False, monkeypatch), _read(path, True, monkeypatch))
 
 
 # Texts whose events array is not cut for the scanner (``TraceText.cut_ranges`` is None), so
@@ -332,7 +317,7 @@ def test_an_events_array_the_cuts_cannot_trust_is_read_by_msgspec(case, monkeypa
     path = tmp_path / "odd.pt.trace.json"
     path.write_bytes(data)
     scanned = _read(path, False, monkeypatch)
-    _assert_same_outcome(scanned, _read(path, True, monkeypatch))
+    assert_same_read(scanned, _read(path, True, monkeypatch))
     if "nested" in case:
         assert set(scanned.op_table.frame()["op_name"]) == {"real"}
     else:

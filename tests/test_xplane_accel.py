@@ -16,9 +16,8 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
-from conftest import FIXTURES, REALTRACES, REPO, varint
+from conftest import FIXTURES, REALTRACES, REPO, assert_same_read, varint
 
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
@@ -120,20 +119,6 @@ def _read(path: Path, pure_python: bool, monkeypatch):
         monkeypatch.delenv(xplane_wire.PURE_PYTHON_ENV, raising=False)
 
 
-def _assert_same_outcome(native, pure) -> None:
-    if isinstance(pure, Exception) or isinstance(native, Exception):
-        assert type(native) is type(pure) and str(native) == str(pure)
-        return
-    for name in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
-        expected, got = getattr(pure, name).frame(), getattr(native, name).frame()
-        pd.testing.assert_frame_equal(got, expected, check_exact=True, obj=name)
-        for column in expected.columns:  # bit for bit: 0.0 and -0.0 pass the frame check
-            if expected[column].dtype.kind in "biuf":
-                assert got[column].to_numpy().tobytes() == expected[column].to_numpy().tobytes(), f"{name}.{column}"
-    assert vars(native.facts) == vars(pure.facts)
-    assert native.step_count == pure.step_count
-
-
 class _Spy:
     """The compiled module, counting its calls (so a native read is known to use it)."""
 
@@ -177,7 +162,7 @@ def test_read_profile_gives_the_same_tables_on_both_paths(path, batch_bytes, com
         patched.setattr(xplane_events, "_event_ints_python", _never_called)
         patched.setattr(xplane_host._MemoryEvents, "_read_parsed", _never_called)
         native = _read(path, False, monkeypatch)
-    _assert_same_outcome(native, pure)
+    assert_same_read(native, pure)
     assert spy.calls["plane_header"] > 0
     if not isinstance(pure, Exception):
         assert spy.calls["event_ints"] > 0 and spy.calls["next_line"] > 0
@@ -236,7 +221,7 @@ def test_broken_wire_gives_the_same_outcome_on_both_paths(path, compiled, tmp_pa
         target.write_bytes(data)
         pure, native = _read(target, True, monkeypatch), _read(target, False, monkeypatch)
         try:
-            _assert_same_outcome(native, pure)
+            assert_same_read(native, pure)
         except AssertionError as failure:
             raise AssertionError(f"{label}: {failure}") from None
         errors += isinstance(pure, ProfileError)
@@ -963,7 +948,7 @@ def test_kernel_ops_follow_the_rule_on_both_paths(tmp_path, compiled, monkeypatc
         patched.setattr(xplane_events, "_event_ints_python", _never_called)
         patched.setattr(xplane_device._KernelOps, "_parsed_batch", counting)
         native = _read(path, False, monkeypatch)
-    _assert_same_outcome(native, pure)
+    assert_same_read(native, pure)
     assert spy.calls["event_stats"] > 1 and spy.calls["split_events"] > 0
     # the third to fifth kernels: a tf_op and an annotation naming two ops, or one stat twice
     assert len(parsed_kernels) == 3 * _KERNEL_COPIES

@@ -223,6 +223,49 @@ static int scan_literal(Cursor *c, const char *word, Py_ssize_t length) {
     return 0;
 }
 
+/* Past an object's or array's opening and the space after it: 0 where ``close`` follows at
+ * once (an empty one: the cursor past it), 1 where a member follows. */
+static int opened(Cursor *c, unsigned char close) {
+    c->p++;
+    skip_space(c);
+    if (c->p < c->end && c->s[c->p] == close) {
+        c->p++;
+        return 0;
+    }
+    return 1;
+}
+
+/* A member's key, its colon and the space around them: the key's span, and whether it holds
+ * escapes. */
+static int scan_key(Cursor *c, Py_ssize_t *begin, Py_ssize_t *end, int *escaped) {
+    if (c->p >= c->end || c->s[c->p] != '"' || scan_string(c, begin, end, escaped))
+        return UNSURE;
+    skip_space(c);
+    if (c->p >= c->end || c->s[c->p] != ':')
+        return UNSURE;
+    c->p++;
+    skip_space(c);
+    return 0;
+}
+
+/* After a member or an element: 1 where a comma says another follows, 0 where ``close``
+ * ends them (the cursor past either and the space after a comma), UNSURE else. */
+static int next_member(Cursor *c, unsigned char close) {
+    skip_space(c);
+    if (c->p >= c->end)
+        return UNSURE;
+    if (c->s[c->p] == ',') {
+        c->p++;
+        skip_space(c);
+        return 1;
+    }
+    if (c->s[c->p] == close) {
+        c->p++;
+        return 0;
+    }
+    return UNSURE;
+}
+
 /* Any JSON value at c->p, validated and passed over. */
 static int skip_value(Cursor *c, int depth) {
     if (c->p >= c->end || depth > MAX_DEPTH)
@@ -242,38 +285,15 @@ static int skip_value(Cursor *c, int depth) {
     case '{':
     case '[': {
         unsigned char close = ch == '{' ? '}' : ']';
-        c->p++;
-        skip_space(c);
-        if (c->p < c->end && c->s[c->p] == close) {
-            c->p++;
-            return 0;
-        }
-        for (;;) {
-            if (ch == '{') {
-                if (c->p >= c->end || c->s[c->p] != '"' || scan_string(c, &begin, &end, &flag))
-                    return UNSURE;
-                skip_space(c);
-                if (c->p >= c->end || c->s[c->p] != ':')
-                    return UNSURE;
-                c->p++;
-                skip_space(c);
-            }
+        int more = opened(c, close);
+        while (more > 0) {
+            if (ch == '{' && scan_key(c, &begin, &end, &flag))
+                return UNSURE;
             if (skip_value(c, depth + 1))
                 return UNSURE;
-            skip_space(c);
-            if (c->p >= c->end)
-                return UNSURE;
-            if (c->s[c->p] == ',') {
-                c->p++;
-                skip_space(c);
-                continue;
-            }
-            if (c->s[c->p] == close) {
-                c->p++;
-                return 0;
-            }
-            return UNSURE;
+            more = next_member(c, close);
         }
+        return more; /* 0: closed, or UNSURE */
     }
     default:
         return scan_number(c, &begin, &end, &flag);
@@ -573,33 +593,19 @@ static int number_value(const unsigned char *s, Py_ssize_t begin, Py_ssize_t end
 
 enum { F_PH = 1, F_NAME = 2, F_CAT = 4, F_PID = 8, F_TID = 16, F_TS = 32, F_DUR = 64, F_ARGS = 128 };
 
+static const struct {
+    const char *key;
+    Py_ssize_t length;
+    int field;
+} FIELDS[] = {{"ph", 2, F_PH},   {"ts", 2, F_TS},   {"cat", 3, F_CAT},   {"pid", 3, F_PID},
+              {"tid", 3, F_TID}, {"dur", 3, F_DUR}, {"name", 4, F_NAME}, {"args", 4, F_ARGS}};
+
+/* The field a key names (0: one the reader skips). */
 static int field_of(const unsigned char *key, Py_ssize_t length) {
-    switch (length) {
-    case 2:
-        if (!memcmp(key, "ph", 2))
-            return F_PH;
-        if (!memcmp(key, "ts", 2))
-            return F_TS;
-        return 0;
-    case 3:
-        if (!memcmp(key, "cat", 3))
-            return F_CAT;
-        if (!memcmp(key, "pid", 3))
-            return F_PID;
-        if (!memcmp(key, "tid", 3))
-            return F_TID;
-        if (!memcmp(key, "dur", 3))
-            return F_DUR;
-        return 0;
-    case 4:
-        if (!memcmp(key, "name", 4))
-            return F_NAME;
-        if (!memcmp(key, "args", 4))
-            return F_ARGS;
-        return 0;
-    default:
-        return 0;
-    }
+    for (size_t k = 0; k < sizeof FIELDS / sizeof FIELDS[0]; k++)
+        if (FIELDS[k].length == length && !memcmp(key, FIELDS[k].key, (size_t)length))
+            return FIELDS[k].field;
+    return 0;
 }
 
 /* The id (pid or tid) at c->p: an integer's or a string's code. */
@@ -686,44 +692,23 @@ static int scan_event(Cursor *c, Codes *codes, Rows *rows, const int64_t *defaul
         return FAILED;
     if (c->p >= c->end || c->s[c->p] != '{')
         return UNSURE;
-    c->p++;
-    int seen = 0;
-    skip_space(c);
-    if (c->p < c->end && c->s[c->p] == '}') {
-        c->p++;
-    } else {
-        for (;;) {
-            Py_ssize_t begin, end;
-            int escaped;
-            if (c->p >= c->end || c->s[c->p] != '"' || scan_string(c, &begin, &end, &escaped) || escaped)
-                return UNSURE; /* a key written with escapes may still name a field */
-            skip_space(c);
-            if (c->p >= c->end || c->s[c->p] != ':')
-                return UNSURE;
-            c->p++;
-            skip_space(c);
-            int field = field_of(c->s + begin, end - begin);
-            if (field & seen)
-                return UNSURE; /* a repeated field */
-            seen |= field;
-            int failed = scan_field(c, field, codes, rows);
-            if (failed)
-                return failed;
-            skip_space(c);
-            if (c->p >= c->end)
-                return UNSURE;
-            if (c->s[c->p] == ',') {
-                c->p++;
-                skip_space(c);
-                continue;
-            }
-            if (c->s[c->p] == '}') {
-                c->p++;
-                break;
-            }
-            return UNSURE;
-        }
+    int seen = 0, more = opened(c, '}');
+    while (more > 0) {
+        Py_ssize_t begin, end;
+        int escaped;
+        if (scan_key(c, &begin, &end, &escaped) || escaped)
+            return UNSURE; /* a key written with escapes may still name a field */
+        int field = field_of(c->s + begin, end - begin);
+        if (field & seen)
+            return UNSURE; /* a repeated field */
+        seen |= field;
+        int failed = scan_field(c, field, codes, rows);
+        if (failed)
+            return failed;
+        more = next_member(c, '}');
     }
+    if (more < 0)
+        return UNSURE;
     static const int fields[COLUMNS] = {F_PH, F_CAT, F_NAME, F_PID, F_TID, F_TS, F_DUR, F_ARGS, F_ARGS};
     static const int columns[COLUMNS] = {C_PH, C_CAT, C_NAME, C_PID, C_TID, C_TS, C_DUR, C_ARGS_BEGIN, C_ARGS_END};
     for (int k = 0; k < COLUMNS; k++)
