@@ -199,8 +199,9 @@ class TraceText:
         try:
             return decoder.decode(text)
         except (msgspec.DecodeError, UnicodeDecodeError) as error:
-            where = str(error).replace("`$", f"`$[{index}]" if self._is_array else f"`$.traceEvents[{index}]")
-            raise ProfileError(self.path, f"JSON is not a Chrome trace ({where})") from None
+            raise undecodable(
+                self.path, error, f"$[{index}]" if self._is_array else f"$.traceEvents[{index}]"
+            ) from None
 
     def cut_ranges(self) -> list[tuple[int, int]] | None:
         """The byte ranges of the batches (each whole events, separated by commas), found
@@ -355,6 +356,13 @@ class TraceText:
         # file once more (only on this error path) names the byte and the event.
         _check_durations(self.path, 0, self._decode_text(TraceEvent))
         raise ProfileError(self.path, f"traceEvents[{start}:{start + BATCH_EVENTS}] cannot be decoded: {error}")
+
+
+def undecodable(path: str, error: Exception, at: str) -> ProfileError:
+    """The ProfileError for a part of a trace msgspec refused (an event, its ``args``),
+    msgspec's ``$`` in its message made the part's place in the file (``at``:
+    ``$.traceEvents[12].args``)."""
+    return ProfileError(path, "JSON is not a Chrome trace (" + str(error).replace("`$", "`" + at) + ")")
 
 
 _EVENTS_KEY = re.compile(rb'(?<!\\)"traceEvents"\s*:\s*\[')

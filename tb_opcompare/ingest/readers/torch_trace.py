@@ -34,7 +34,7 @@ from tb_opcompare.analysis.breakdown import side_split
 from tb_opcompare.analysis.step_time import step_latency
 from tb_opcompare.analysis.work import FORMULA_NAMES, Call, Work, work_from_shapes
 from tb_opcompare.errors import ProfileError
-from tb_opcompare.ingest.readers.chrome_json import MAX_DURATION_US, BaseEvent, TraceText
+from tb_opcompare.ingest.readers.chrome_json import MAX_DURATION_US, BaseEvent, TraceText, undecodable
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
 from tb_opcompare.ingest.readers.native import built, wanted
 from tb_opcompare.ingest.readers.op_work import CallWork, HostTree, tf32_kernels, work_rows
@@ -131,8 +131,7 @@ def _args_of(path: str, decoders: tuple, texts: list, indices: list[int]) -> lis
             try:
                 decoders[1].decode(text)
             except msgspec.DecodeError as error:
-                where = str(error).replace("`$", f"`$.traceEvents[{index}].args")
-                raise ProfileError(path, f"JSON is not a Chrome trace ({where})") from None
+                raise undecodable(path, error, f"$.traceEvents[{index}].args") from None
         raise
 
 
