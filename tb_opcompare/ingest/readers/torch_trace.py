@@ -422,11 +422,11 @@ class _Scanner:
 
     def __init__(self, data: bytes):
         self.tables: tuple[tuple[dict, list], ...] = tuple(({}, []) for _ in range(5))
-        _, categories, names, _, _ = (values for _, values in self.tables)
-        self.phases, self.names_seen = self.tables[0][0], self.tables[2][0]
-        self.names = names
-        self.name_codes, self.category_codes = _Recoded(self.tables[2]), _Recoded(self.tables[1])
-        self.pid_codes, self.tid_codes = _Recoded(self.tables[3]), _Recoded(self.tables[4])
+        phase_table, category_table, name_table, pid_table, tid_table = self.tables
+        self.phases, (self.names_seen, self.names) = phase_table[0], name_table
+        self.name_codes, self.category_codes = _Recoded(name_table), _Recoded(category_table)
+        self.pid_codes, self.tid_codes = _Recoded(pid_table), _Recoded(tid_table)
+        categories, names = category_table[1], name_table[1]  # the values, by the scanner's code
         self.on_host = _ValueFlags(categories, _HOST_CATEGORIES.__contains__)
         self.on_device = _ValueFlags(categories, _DEVICE_CATEGORIES.__contains__)
         self.in_python = _ValueFlags(categories, _PYTHON_CATEGORY.__eq__)
