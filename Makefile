@@ -15,9 +15,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-# The optional C extensions (tb_opcompare/ingest/readers/_*.c) are compiled into the
-# checkout by the editable install, so editing one must re-run the install.
-PACKAGING := pyproject.toml setup.py $(wildcard tb_opcompare/ingest/readers/_*.c)
+# The optional C extensions (tb_opcompare/*/_*.c, tb_opcompare/ingest/readers/_*.c) are
+# compiled into the checkout by the editable install, so editing one must re-run the install.
+PACKAGING := pyproject.toml setup.py $(wildcard tb_opcompare/*/_*.c tb_opcompare/ingest/readers/_*.c)
 
 $(DEMO_STAMP): $(PACKAGING) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .

@@ -24,5 +24,17 @@ setup(
             extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
             optional=True,
         ),
+        Extension(
+            "tb_opcompare.schema._groups",
+            sources=["tb_opcompare/schema/_groups.c"],
+            extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
+            optional=True,
+        ),
+        Extension(
+            "tb_opcompare.service._csv_lines",
+            sources=["tb_opcompare/service/_csv_lines.c"],
+            extra_compile_args=[] if sys.platform == "win32" else ["-O3"],
+            optional=True,
+        ),
     ],
 )

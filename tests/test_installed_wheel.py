@@ -106,10 +106,16 @@ def test_wheel_and_sdist_carry_the_tab_and_the_licence_and_nothing_borrowed(dist
     assert {f"frontend/{name}" for name in FRONTEND} <= set(members)
     assert "LICENSE" in members and "pyproject.toml" in members
     assert not [m for m in members if "realtraces" in m]
-    # the readers' C extensions: compiled into the wheel, their sources in the sdist to build anywhere
-    for extension in ("_xplane_wire", "_trace_scan"):
-        assert [n for n in names if n.startswith(f"tb_opcompare/ingest/readers/{extension}.") and n.endswith(".so")]
-        assert f"tb_opcompare/ingest/readers/{extension}.c" in members
+    # the C extensions: compiled into the wheel, their sources in the sdist to build anywhere
+    for extension in (
+        "ingest/readers/_xplane_wire",
+        "ingest/readers/_trace_scan",
+        "schema/_groups",
+        "service/_csv_lines",
+    ):
+        assert [n for n in names if n.startswith(f"tb_opcompare/{extension}.") and n.endswith(".so")]
+        assert f"tb_opcompare/{extension}.c" in members
+        assert f"tb_opcompare/{extension}.c" not in names
 
 
 def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
@@ -125,10 +131,18 @@ def test_installed_commands_work_outside_the_checkout(installed, tmp_path):
     scanner = _run(
         python,
         "-c",
-        "from tb_opcompare.ingest.readers import native, torch_trace; print(native.wanted(torch_trace._SCAN_HELPER))",
+        "from tb_opcompare import native; from tb_opcompare.ingest.readers import torch_trace; print(native.wanted(torch_trace._SCAN_HELPER))",
         cwd=tmp_path,
     ).stdout
     assert "_trace_scan" in scanner and str(installed) in scanner
+    joiner = _run(
+        python,
+        "-c",
+        "from tb_opcompare import native; from tb_opcompare.service import csv_export; "
+        "print(native.wanted(csv_export._JOINER))",
+        cwd=tmp_path,
+    ).stdout
+    assert "_csv_lines" in joiner and str(installed) in joiner
     assert _run(cli, "--version", cwd=tmp_path).stdout.strip() == f"tb-opcompare {VERSION}"
     listing = json.loads(_run(cli, "runs", demo, "--json", cwd=tmp_path).stdout)
     assert listing["errors"] == [] and len(listing["runs"]) == 40 and listing["version"] == VERSION

@@ -16,8 +16,10 @@ import pytest
 from conftest import REPO
 from in_process import PREFIX, plugin_client
 
+from tb_opcompare import native
 from tb_opcompare.schema.requests import COMPARE_PAGE_ROWS
 from tb_opcompare.schema.table import Table, text_array
+from tb_opcompare.service import csv_export
 from tb_opcompare.service.csv_export import CSV_CHUNK_ROWS, compare_csv, table_csv_chunks
 from tb_opcompare.service.records import as_records
 
@@ -82,7 +84,69 @@ def test_the_cli_csv_is_the_routes_bytes(client, many_ops, tmp_path):
     assert out.read_bytes() == client.get(f"{PREFIX}/compare.csv", query_string=PAIR).get_data()
 
 
-def test_table_csv_is_compare_csv_of_the_records():
+@pytest.fixture(params=["c", "python"])
+def joined_by(request, monkeypatch) -> str:
+    """The lines joined by the C helper (``_csv_lines``), then by the Python code."""
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if request.param == "python" else "")
+    return request.param
+
+
+def test_the_csv_joiner_is_built_in_this_environment(monkeypatch):
+    """So that a missing compiler never leaves the suite testing only the Python join."""
+    from tb_opcompare.service import _csv_lines
+
+    assert csv_export._JOINER is _csv_lines
+    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
+    assert native.wanted(csv_export._JOINER) is _csv_lines
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
+    assert native.wanted(csv_export._JOINER) is None
+
+
+def _python_join(cells: list[list[str]]) -> str | None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(native.PURE_PYTHON_ENV, "1")
+        return csv_export._joined_lines(cells, len(cells[0]) if cells else 0)
+
+
+def test_the_c_join_is_the_pythons_and_the_writers_on_any_text():
+    """Cells of every width (ASCII, Latin-1, the BMP, beyond it), empty ones, repeated
+    ones, and each character the writer quotes for, at every place in a chunk: the C join
+    gives the Python join's text (None where a cell needs quoting), and that is
+    csv.writer's text where it gives one."""
+    from tb_opcompare.service import _csv_lines
+
+    texts = ["", "op", "é", "naïve", "層", "x😀y", "0.5", "aten::mm", "\u00e9", "'=x", "a b"]
+    quoted = [",", '"', "\n", "\r", "a,b", 'x"', "é\n", "層,"]
+    rng = np.random.default_rng(57)
+    for rows, columns in ((1, 2), (3, 2), (1025, 3), (2049, 5)):
+        pool = [texts[i] for i in rng.integers(len(texts), size=rows * columns)]
+        cells = [pool[c * rows : (c + 1) * rows] for c in range(columns)]
+        expected = _python_join(cells)
+        assert _csv_lines.joined_lines(cells) == expected
+        writer_text = io.StringIO()
+        csv.writer(writer_text, lineterminator="\n").writerows(zip(*cells))
+        assert expected == writer_text.getvalue()
+        for bad in quoted:  # one cell to quote, anywhere: the writer's way
+            row, column = int(rng.integers(rows)), int(rng.integers(columns))
+            spoiled = [list(cells_of) for cells_of in cells]
+            spoiled[column][row] = bad
+            assert _csv_lines.joined_lines(spoiled) is None and _python_join(spoiled) is None
+    assert _csv_lines.joined_lines([["x", "y"]]) is None  # one column: the writer quotes a lone empty cell
+    assert _csv_lines.joined_lines([[], []]) is None and _csv_lines.joined_lines([]) is None
+
+
+def test_the_c_join_refuses_what_is_not_columns_of_text():
+    from tb_opcompare.service import _csv_lines
+
+    with pytest.raises(ValueError, match="same length"):
+        _csv_lines.joined_lines([["a", "b"], ["c"]])
+    with pytest.raises(TypeError, match="str"):
+        _csv_lines.joined_lines([["a", "b"], ["c", 1.5]])
+    with pytest.raises(TypeError, match="list"):
+        _csv_lines.joined_lines((["a"], ["b"]))
+
+
+def test_table_csv_is_compare_csv_of_the_records(joined_by):
     """Chunked from the columns, the text is the records' to the byte: formulas, control
     characters, missing numbers and flags, infinities, chunk edges, an order given."""
     count = 2 * CSV_CHUNK_ROWS + 3
@@ -106,7 +170,7 @@ def test_table_csv_is_compare_csv_of_the_records():
     assert "".join(table_csv_chunks(plain, ["key", "mean_us"])) == compare_csv(as_records(plain), ["key", "mean_us"])
 
 
-def test_a_chunk_with_a_cell_to_quote_is_the_writers():
+def test_a_chunk_with_a_cell_to_quote_is_the_writers(joined_by):
     """Cells with a delimiter, a quote or a line break, in one chunk of several: that
     chunk quoted as csv.writer quotes, the others joined as they are, the same bytes."""
     count = CSV_CHUNK_ROWS + 5

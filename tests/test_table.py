@@ -8,10 +8,13 @@ import pickle
 import numpy as np
 import pytest
 
+from tb_opcompare import native
+from tb_opcompare.schema import groups
 from tb_opcompare.schema.groups import (
     among,
     first_appearance,
     first_appearance_ids,
+    first_seen,
     group_counts,
     group_extremes,
     group_std,
@@ -19,6 +22,7 @@ from tb_opcompare.schema.groups import (
     integer_group_sums,
     known_sums,
     positions,
+    starting_with,
 )
 from tb_opcompare.schema.table import LazyTable, Table, held_bytes, text_array
 
@@ -150,3 +154,71 @@ def test_first_appearance_numbers_keys_in_the_order_met():
 def test_among_and_positions_look_values_up():
     assert among(text_array(["a", "b", "c"]), ["c", "a"]).tolist() == [True, False, True]
     assert positions(["x", "z", "y"], ["y", "x"]).tolist() == [1, -1, 0]
+
+
+@pytest.fixture(params=["c", "python"])
+def helped_by(request, monkeypatch) -> str:
+    """The C helper (``_groups``), then the Python code."""
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if request.param == "python" else "")
+    return request.param
+
+
+def test_the_groups_helper_is_built_in_this_environment(monkeypatch):
+    """So that a missing compiler never leaves the suite testing only the Python code."""
+    from tb_opcompare.schema import _groups
+
+    assert groups._NUMBERING is _groups
+    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
+    assert native.wanted(groups._NUMBERING) is _groups
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
+    assert native.wanted(groups._NUMBERING) is None
+
+
+def test_first_seen_stamps_each_key_with_the_count_it_was_first_met_at(helped_by):
+    baseline, target = first_seen([["b", "a", "b", "é"], ["a", "層", "c", "層", "b"]])
+    assert baseline.tolist() == [0, 1, 0, 3] and target.tolist() == [1, 5, 6, 5, 0]
+    assert [stamps.tolist() for stamps in first_seen([[], ["x", "x"], []])] == [[], [0, 0], []]
+    assert first_seen([]) == []
+    # keys that are not all text (tuples, None): numbered with Python's equality either way
+    mixed = first_seen([[("a", 1), None, ("a", 1)], [None, "a"]])
+    assert [stamps.tolist() for stamps in mixed] == [[0, 1, 0], [1, 4]]
+
+
+def _python(function, *args):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(native.PURE_PYTHON_ENV, "1")
+        return function(*args)
+
+
+def test_first_seen_in_c_is_the_dicts_on_many_keys_of_every_width():
+    """Random keys drawn from a pool with repeats (ASCII, Latin-1, the BMP, beyond it;
+    equal texts in distinct objects; one length, differing in the last character), over
+    several columns: the C stamps are the dict's."""
+    rng = np.random.default_rng(57)
+    pool = ["", "a", "é", "層", "\U0001f600", "aten::mm", "aten::mn", "op" * 40, "op" * 39 + "oq"]
+    pool += [f"k{n}" for n in range(5000)]
+    for sizes in ((0,), (1, 1), (3000, 7000), (20_000, 1, 50_000)):
+        # equal texts in new objects each time: found by their text, not their identity
+        columns = [[pool[i].encode().decode() for i in rng.integers(len(pool), size=size)] for size in sizes]
+        made = first_seen(columns)
+        expected = _python(first_seen, columns)
+        assert [stamps.tolist() for stamps in made] == [stamps.tolist() for stamps in expected]
+
+
+def test_starting_with_is_str_startswith(helped_by):
+    texts = ["aten::_foo", "aten::mm", "_x", "", "Mkl", "Mk", "層_", "aten::é", "\U0001f600aten::_"]
+    prefixes = ("_", "Mkl", "aten::_")
+    expected = [text.startswith(prefixes) for text in texts]
+    assert starting_with(texts, prefixes).tolist() == expected
+    assert starting_with(texts, ()).tolist() == [False] * len(texts)
+    assert starting_with(texts, ("",)).tolist() == [True] * len(texts)
+    assert starting_with([], prefixes).tolist() == []
+
+
+def test_starting_with_in_c_is_str_startswith_on_random_text():
+    rng = np.random.default_rng(57)
+    alphabet = list("_aten:Mklmé層\U0001f600")
+    texts = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 9)))) for _ in range(20_000)]
+    prefixes = ("_", "Mkl", "aten::_", "aten::slow_conv", "a")
+    assert starting_with(texts, prefixes).tolist() == _python(starting_with, texts, prefixes).tolist()
+    assert starting_with(texts, prefixes).tolist() == [text.startswith(prefixes) for text in texts]

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REALTRACES, REPO, assert_same_read
 
+from tb_opcompare import native
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.formats import read_profile
-from tb_opcompare.ingest.readers import chrome_json, native, torch_trace
+from tb_opcompare.ingest.readers import chrome_json, torch_trace
 
 # One trace of each kind this project recorded (CPU, CUDA with kernels, with_stack modules,
 # profile_memory, a DataLoader's workers, ranks, versions 2.5-2.14), and every public one.

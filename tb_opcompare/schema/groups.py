@@ -16,6 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from tb_opcompare.native import built, wanted
+
+# The C numbering and prefix tests of text keys (``_groups.c``), where it was built: a dict
+# entry and a method call a key took half of a million-op comparison.
+_NUMBERING = built("schema._groups")
+
 
 def group_counts(codes: np.ndarray, count: int) -> np.ndarray:
     """How many rows each of ``count`` groups has (``codes[i]``: the group of row i)."""
@@ -70,6 +76,16 @@ def among(values: np.ndarray | list[object], wanted: Iterable[object]) -> np.nda
     return np.fromiter(map(wanted_set.__contains__, np.asarray(values).tolist()), dtype=bool, count=len(values))
 
 
+def starting_with(texts: list[str], prefixes: tuple[str, ...]) -> np.ndarray:
+    """Whether each text starts with one of ``prefixes`` (ASCII), as ``str.startswith``
+    says: in C where ``_groups`` was built."""
+    helper = wanted(_NUMBERING)
+    flags = helper.starting_with(texts, prefixes) if helper is not None else None
+    if flags is not None:
+        return np.frombuffer(flags, dtype=bool)
+    return np.fromiter(map(str.startswith, texts, itertools.repeat(prefixes)), dtype=bool, count=len(texts))
+
+
 def positions(values: Sequence[object], keys: Sequence[object]) -> np.ndarray:
     """Each value's position among ``keys`` (distinct), -1 where it is none of them."""
     where = dict(zip(keys, range(len(keys))))
@@ -85,6 +101,24 @@ def first_appearance(keys: Sequence[Hashable]) -> tuple[np.ndarray, list[Any]]:
         return np.arange(len(keys), dtype=np.int64), distinct
     index = dict(zip(distinct, range(len(distinct))))
     return np.fromiter(map(index.__getitem__, keys), dtype=np.int64, count=len(keys)), distinct
+
+
+def first_seen(columns: list[list[Any]]) -> list[np.ndarray]:
+    """Each key's stamp, the keys of ``columns`` counted one after another: the count at
+    which its value was first met. Equal keys share a stamp, and a stamp below the first
+    column's length is a key of the first column (a comparison's baseline). Text keys are
+    numbered in C where ``_groups`` was built, others with a dict (``setdefault`` keeps the
+    first count)."""
+    helper = wanted(_NUMBERING)
+    stamped = helper.first_seen(columns) if helper is not None else None
+    if stamped is not None:
+        return [np.frombuffer(stamps, dtype=np.int64) for stamps in stamped]
+    stamps: dict[object, int] = {}
+    counted, start = [], 0
+    for keys in columns:
+        counted.append(np.fromiter(map(stamps.setdefault, keys, itertools.count(start)), np.int64, len(keys)))
+        start += len(keys)
+    return counted
 
 
 def first_appearance_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -36,7 +36,6 @@ from tb_opcompare.analysis.work import FORMULA_NAMES, Call, Work, work_from_shap
 from tb_opcompare.errors import ProfileError
 from tb_opcompare.ingest.readers.chrome_json import MAX_DURATION_US, BaseEvent, TraceText, undecodable
 from tb_opcompare.ingest.readers.memory_timeline import memory_timeline
-from tb_opcompare.ingest.readers.native import built, wanted
 from tb_opcompare.ingest.readers.op_work import CallWork, HostTree, tf32_kernels, work_rows
 from tb_opcompare.ingest.readers.step_breakdown import (
     DEVICE_CODES,
@@ -49,6 +48,7 @@ from tb_opcompare.ingest.readers.step_breakdown import (
     union,
 )
 from tb_opcompare.ingest.workers import Rank
+from tb_opcompare.native import built, wanted
 from tb_opcompare.schema.dimensions import is_batch_size
 from tb_opcompare.schema.events import (
     ANNOTATION_TYPES,
@@ -322,7 +322,7 @@ def _decoded_columns(trace: TraceText) -> _TraceColumns:
     return read.finished()
 
 
-_SCAN_HELPER = built("_trace_scan")
+_SCAN_HELPER = built("ingest.readers._trace_scan")
 # the columns ``_trace_scan.scan_events`` gives, in its order
 _SCAN_COLUMNS = ("ph", "cat", "name", "pid", "tid", "ts", "dur", "args_begin", "args_end")
 

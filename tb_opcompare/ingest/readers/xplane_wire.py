@@ -30,11 +30,11 @@ from typing import NamedTuple
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from tb_opcompare.ingest.readers.native import PURE_PYTHON_ENV as PURE_PYTHON_ENV  # where its tests meet it
-from tb_opcompare.ingest.readers.native import built, wanted
 from tb_opcompare.ingest.readers.xplane_schema import XEvent, XLine, XPlane
+from tb_opcompare.native import PURE_PYTHON_ENV as PURE_PYTHON_ENV  # where its tests meet it
+from tb_opcompare.native import built, wanted
 
-_compiled = built("_xplane_wire")
+_compiled = built("ingest.readers._xplane_wire")
 
 
 def native() -> ModuleType | None:

@@ -1,9 +1,9 @@
-"""The readers' optional C helpers (``_xplane_wire``, ``_trace_scan``), and the one switch
-that turns them off.
+"""The package's optional C helpers (the readers' ``_xplane_wire`` and ``_trace_scan``, the
+CSV writer's ``_csv_lines``), and the one switch that turns them off.
 
-Each is built where the installer has a compiler (``setup.py``: optional) and each reader
+Each is built where the installer has a compiler (``setup.py``: optional) and each module
 that uses one has Python code that gives the same results; ``TB_OPCOMPARE_PURE_PYTHON=1``
-makes the readers use the Python code (read on each call, so tests can switch paths).
+makes them use the Python code (read on each call, so tests can switch paths).
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ PURE_PYTHON_ENV = "TB_OPCOMPARE_PURE_PYTHON"
 
 
 def built(name: str) -> ModuleType | None:
-    """The C helper ``tb_opcompare.ingest.readers.<name>``, or None where it was not built."""
+    """The C helper ``tb_opcompare.<name>`` (``ingest.readers._trace_scan``), or None where it
+    was not built."""
     try:  # a C extension, no stub: its callers take it through ``wanted``, a ModuleType
-        return importlib.import_module(f"tb_opcompare.ingest.readers.{name}")
-    except ImportError:  # built without a compiler: the reader's Python code does it all
+        return importlib.import_module(f"tb_opcompare.{name}")
+    except ImportError:  # built without a compiler: the caller's Python code does it all
         return None
 
 
