@@ -4,6 +4,7 @@ that read no trace, and `tb-opcompare index`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import msgspec
 import pandas as pd
 import pytest
 from conftest import LOGDIR, as_json, run_cli
@@ -113,6 +115,94 @@ def test_a_second_process_reads_the_disk_cache_not_the_trace(logdir, tmp_path):
     with pytest.raises(ProfileError) as raised:
         Catalog(str(logdir), cache_dir=cache_dir).load(TF_RUN)
     assert str(xplane) == raised.value.path
+
+
+_TABLES = (
+    "op_table",
+    "step_table",
+    "module_table",
+    "annotation_table",
+    "memory_table",
+    "breakdown_table",
+    "work_table",
+)
+
+
+def _same_tables(second, first) -> None:
+    for table in _TABLES:
+        pd.testing.assert_frame_equal(getattr(second, table).frame(), getattr(first, table).frame(), check_exact=True)
+
+
+def test_a_disk_entry_keeps_each_text_once_and_comes_back_to_the_bit(logdir, tmp_path):
+    """A row's side is one of two words, and a PyTorch op's type is mostly its name (all
+    of it but for annotations): the entry holds such texts once (distinct texts and codes,
+    or a reference to the column with the same texts), and every table comes back the
+    same, without reading the trace."""
+    cache_dir = tmp_path / "cache"
+    first = Catalog(str(logdir), cache_dir=str(cache_dir)).load(TORCH_RUN).profile
+    (entry,) = cache_dir.rglob("*.msgpack")
+    stored = msgspec.msgpack.decode(entry.read_bytes())
+    assert stored["ops"]["side"]["texts"] == ["host"] and len(stored["ops"]["side"]["codes"]) == 4 * len(first.op_table)
+    assert isinstance(stored["ops"]["op_name"], list)  # distinct names: as they are
+    again = Catalog(str(logdir), cache_dir=str(cache_dir))
+    second = again.load(TORCH_RUN).profile
+    assert not again.cache.parses
+    _same_tables(second, first)
+    # a listing's summary, names as distinct texts and codes too (a run's host and device rows)
+    stored["ops"]["op_name"] = {"texts": sorted(set(stored["ops"]["op_name"])), "codes": b""}
+    entry.write_bytes(msgspec.msgpack.encode(stored))
+    fresh = Catalog(str(logdir), cache_dir=str(cache_dir))
+    summary = fresh.cache.peek_summary(fresh._session(fresh.source(TORCH_RUN), None)[1])
+    assert summary is not None and summary.op_names == set(first.op_table["op_name"].tolist())
+    # a type column the same as the names (no annotation among the ops): a reference
+    named = dataclasses.replace(first, op_table=first.op_table.assign(op_type=first.op_table["op_name"]))
+    stored = msgspec.msgpack.decode(msgspec.msgpack.encode(cache_module.profile_columns(named, numbers_as_bytes=True)))
+    assert stored["ops"]["op_type"] == {"same_as": "op_name"}
+    _same_tables(cache_module.profile_from_columns(stored), named)
+
+
+def _damaged(stored: dict, how: str):
+    ops = stored["ops"]
+    if how == "codes out of range":
+        ops["side"]["codes"] = (10**6).to_bytes(4, "little") * (len(ops["side"]["codes"]) // 4)
+    elif how == "a reference to no column":
+        ops["op_type"] = {"same_as": "p90_us_of_nothing"}
+    elif how == "numbers cut short":
+        ops["self_us"]["bytes"] = ops["self_us"]["bytes"][:-3]
+    elif how == "a dtype of nothing":
+        ops["self_us"]["dtype"] = "<q9"
+    elif how == "facts of another shape":
+        stored["facts"]["no_such_fact"] = 1
+    elif how == "a table missing":
+        del stored["step_breakdown"]
+    elif how == "not a map":
+        return [stored["key"]]
+    return stored
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        "codes out of range",
+        "a reference to no column",
+        "numbers cut short",
+        "a dtype of nothing",
+        "facts of another shape",
+        "a table missing",
+        "not a map",
+    ],
+)
+def test_a_damaged_disk_entry_is_a_warning_and_a_fresh_read(logdir, tmp_path, caplog, how):
+    """The cache's own files are untrusted input too: an entry damaged in any way is
+    named in a warning and the trace is read again, with the same tables."""
+    cache_dir = tmp_path / "cache"
+    first = Catalog(str(logdir), cache_dir=str(cache_dir)).load(TORCH_RUN).profile
+    (entry,) = cache_dir.rglob("*.msgpack")
+    entry.write_bytes(msgspec.msgpack.encode(_damaged(msgspec.msgpack.decode(entry.read_bytes()), how)))
+    again = Catalog(str(logdir), cache_dir=str(cache_dir))
+    _same_tables(again.load(TORCH_RUN).profile, first)
+    assert list(again.cache.parses.values()) == [1]
+    assert "ignoring an unreadable cache entry" in caplog.text
 
 
 def test_a_reader_version_change_invalidates_the_disk_cache(logdir, tmp_path, monkeypatch):

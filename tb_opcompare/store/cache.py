@@ -89,8 +89,15 @@ class ProfileSummary:
     op_names: frozenset[str]
 
 
+class _StoredTexts(msgspec.Struct):
+    """A text column of repeating texts, as ``_stored_column`` keeps it."""
+
+    texts: list[str]
+    codes: bytes
+
+
 class _StoredOpNames(msgspec.Struct):
-    op_name: list[str] = msgspec.field(default_factory=list)
+    op_name: list[str] | _StoredTexts = msgspec.field(default_factory=list)
 
 
 class _StoredSummary(msgspec.Struct):
@@ -269,6 +276,10 @@ class ProfileCache:
         return os.path.join(self.cache_dir, digest[:2], digest + ".msgpack")
 
     def _load_from_disk(self, key: tuple, summary: bool = False):
+        """The entry of ``key`` (a profile, its summary, or the error reading it), or None
+        where there is none or it cannot be used: an entry is untrusted input (a damaged
+        file, another version's, another program's), so a fault in it is a warning and a
+        fresh read, never an error."""
         if not self.cache_dir:
             return None
         path = self._path(key)
@@ -278,26 +289,14 @@ class ProfileCache:
                 used = os.fstat(handle.fileno()).st_mtime
             entry = _SUMMARY_DECODER.decode(data) if summary else None
             stored: dict = {} if summary else msgspec.msgpack.decode(data)  # a whole entry: a map
+            if time.time() - used > _TOUCH_AFTER_SECONDS:
+                _touch(path)
+            return _entry_summary(entry, key) if entry is not None else _entry_profile(stored, key)
         except FileNotFoundError:  # never written, or pruned (by this process or another)
             return None
-        except (OSError, msgspec.DecodeError, ValueError) as error:
+        except (OSError, msgspec.DecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
             _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
             return None
-        if time.time() - used > _TOUCH_AFTER_SECONDS:
-            _touch(path)
-        if entry is not None:
-            if entry.key != repr(key):
-                return None
-            if entry.error is not None:
-                return _Unreadable(entry.error["path"], entry.error["reason"])
-            if entry.facts is None or entry.ops is None:
-                return None  # not an entry this version writes
-            return ProfileSummary(ProfileFacts(**entry.facts), frozenset(entry.ops.op_name))
-        if stored.get("key") != repr(key):
-            return None  # a hash collision, or a file from elsewhere
-        if "error" in stored:
-            return _Unreadable(stored["error"]["path"], stored["error"]["reason"])
-        return profile_from_columns(stored)
 
     def _store_on_disk(self, key: tuple, value) -> None:
         if not self.cache_dir:
@@ -425,51 +424,111 @@ def _touch(path: str) -> None:
 _SUMMARY_DECODER = msgspec.msgpack.Decoder(_StoredSummary)
 
 
+def _entry_summary(entry: _StoredSummary, key: tuple):
+    """A summary entry's value: None where it is another key's or this version wrote none."""
+    if entry.key != repr(key):
+        return None
+    if entry.error is not None:
+        return _Unreadable(entry.error["path"], entry.error["reason"])
+    if entry.facts is None or entry.ops is None:
+        return None  # not an entry this version writes
+    names = entry.ops.op_name
+    return ProfileSummary(
+        ProfileFacts(**entry.facts), frozenset(names.texts if isinstance(names, _StoredTexts) else names)
+    )
+
+
+def _entry_profile(stored: dict, key: tuple):
+    """A whole entry's value: None where it is another key's."""
+    if stored.get("key") != repr(key):
+        return None  # a hash collision, or a file from elsewhere
+    if "error" in stored:
+        return _Unreadable(stored["error"]["path"], stored["error"]["reason"])
+    return profile_from_columns(stored)
+
+
 # A profile as plain columns (``ops`` as column -> list, ``facts`` as a dict): the form the
 # disk cache stores and the shared index's Parquet tables hold, each table under its name
 # in ``schema.optable.TABLES``.
 
 
 def profile_columns(profile: OpProfile, numbers_as_bytes: bool = False) -> dict:
-    """``numbers_as_bytes``: each numeric column as its array's bytes and dtype (the disk
-    cache), not a list: the 31 MB xplane's 327,600 step cells took 22 ms to decode and
-    110 ms to make frames of as lists of numbers, 7 and 6 ms as bytes."""
+    """``numbers_as_bytes``: the disk cache's form (``_stored_column``), each numeric column
+    as its array's bytes and dtype, not a list: the 31 MB xplane's 327,600 step cells took
+    22 ms to decode and 110 ms to make frames of as lists of numbers, 7 and 6 ms as bytes."""
     from tb_opcompare.schema.optable import TABLES
 
     stored = {"facts": dataclasses.asdict(profile.facts), "step_count": profile.step_count}
     for name, attribute, _ in TABLES:
         table = getattr(profile, attribute)
-        stored[name] = {
-            column: _as_bytes(values) if numbers_as_bytes else values.tolist() for column, values in table.items()
-        }
+        if numbers_as_bytes:
+            stored[name] = {column: _stored_column(values, table, column) for column, values in table.items()}
+        else:
+            stored[name] = {column: values.tolist() for column, values in table.items()}
     return stored
 
 
 # How ``profile_columns(numbers_as_bytes=True)`` writes a column; part of the disk cache's key,
 # so an entry of another form is never read as this one.
-_DISK_FORMAT = "numbers as bytes"
+_DISK_FORMAT = "numbers as bytes, texts shared"
+
+# Texts a column's sample for whether its texts repeat.
+_TEXTS_SAMPLED = 4096
 
 
-def _as_bytes(values):
-    if values.dtype.kind not in "iufb":  # text, and anything numpy holds as objects
-        return values.tolist()
-    return {"dtype": values.dtype.str, "bytes": values.tobytes()}
+def _stored_column(values, table, column: str):
+    """A column as the disk cache keeps it. Numbers: their bytes and dtype. Texts: the name
+    of an earlier column of the table with the same texts (a PyTorch op's type is its
+    name); else, where they repeat (a row's side, an op's type), the distinct texts and a
+    code a row; else the list. Each text is then decoded once, and the loaded table shares
+    it (a million-op profile's load spent 0.28 s decoding its side, name and type lists)."""
+    if values.dtype.kind in "iufb":
+        return {"dtype": values.dtype.str, "bytes": values.tobytes()}
+    listed = values.tolist()
+    sample = listed[:: max(1, len(listed) // _TEXTS_SAMPLED)]
+    if not all(type(value) is str for value in sample):  # not texts alone (None, tuples): as they are
+        return listed
+    for name in table.names[: table.names.index(column)]:
+        earlier = table[name]
+        if earlier.dtype == object and bool((earlier[:64] == values[:64]).all()) and bool((earlier == values).all()):
+            return {"same_as": name}
+    if len(set(sample)) * 2 > len(sample):  # mostly distinct (op names): the list
+        return listed
+    from tb_opcompare.schema.groups import first_appearance
+
+    codes, distinct = first_appearance(listed)
+    return {"texts": distinct, "codes": codes.astype("<i4").tobytes()}
 
 
-def _from_bytes(values):
-    """A column ``_as_bytes`` wrote (or a list, as the shared index gives them)."""
+def _loaded_column(values, loaded: dict):
+    """A column ``_stored_column`` wrote (or a list, as the shared index gives them);
+    ``loaded``: the table's columns before it. A reference or code out of range is a
+    ValueError (a damaged entry)."""
     if not isinstance(values, dict):
         return values
     import numpy as np
 
+    if "same_as" in values:
+        if values["same_as"] not in loaded:
+            raise ValueError(f"a column refers to {values['same_as']!r}, which is not before it")
+        return loaded[values["same_as"]]
+    if "texts" in values:
+        from tb_opcompare.schema.table import text_array
+
+        texts, codes = text_array(values["texts"]), np.frombuffer(values["codes"], dtype="<i4")
+        if len(codes) and not (0 <= codes.min() and codes.max() < len(texts)):
+            raise ValueError("a text column's codes are out of range")
+        return texts[codes]
     return np.frombuffer(values["bytes"], dtype=values["dtype"])  # read-only, as a table's columns are
 
 
 def profile_from_columns(stored: dict) -> OpProfile:
     from tb_opcompare.schema.optable import TABLES, OpProfile, typed_table
 
-    tables = {
-        name: typed_table({column: _from_bytes(values) for column, values in stored[name].items()}, dtypes)
-        for name, _, dtypes in TABLES
-    }
+    tables = {}
+    for name, _, dtypes in TABLES:
+        loaded: dict = {}
+        for column, values in stored[name].items():
+            loaded[column] = _loaded_column(values, loaded)
+        tables[name] = typed_table(loaded, dtypes)
     return OpProfile.of_tables(ProfileFacts(**stored["facts"]), stored["step_count"], tables)
