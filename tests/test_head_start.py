@@ -76,7 +76,9 @@ def test_workers_read_the_named_runs_into_the_same_tables(reader, tmp_path):
     for run in (baseline, target):
         ours, theirs = cold["loaded"][run], read_profile(*_paths(catalog, run))
         assert ours.facts == theirs.facts and ours.step_count == theirs.step_count
-        for table in ("op_table", "step_table", "module_table", "annotation_table", "memory_table"):
+        # sent back as their disk cache entries (``cache.Encoded``): every table to the bit
+        tables = ("op_table", "step_table", "module_table", "annotation_table", "memory_table")
+        for table in (*tables, "breakdown_table", "work_table"):
             pd.testing.assert_frame_equal(
                 getattr(ours, table).frame(), getattr(theirs, table).frame(), check_exact=True
             )

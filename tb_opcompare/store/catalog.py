@@ -21,7 +21,7 @@ from tb_opcompare.ingest.facts import settle_facts
 from tb_opcompare.ingest.formats import EMPTY_SESSION, import_readers, read_profile
 from tb_opcompare.ingest.sidecar import Claims, read_claims, read_sidecars_ahead, sidecar_field, sidecar_object
 from tb_opcompare.schema.dimensions import configuration_key, configured
-from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, ProfileCache, ProfileSummary
+from tb_opcompare.store.cache import DEFAULT_MEMORY_BYTES, Encoded, ProfileCache, ProfileSummary, encoded, entry_bytes
 from tb_opcompare.store.head_start import HEAD_START_MIN_BYTES, HeadStart, pays
 from tb_opcompare.store.memory_guard import READS, default_trace_limit, memory_guard, text_budget
 from tb_opcompare.store.progress import READS_UNDER_WAY
@@ -264,7 +264,7 @@ class Catalog:
         if profile is None:
             needed = self._memory_needed(key)
 
-            def read() -> OpProfile:  # once per key, however many ask (the cache's single flight)
+            def read() -> OpProfile | Encoded:  # once per key, however many ask (the cache's single flight)
                 size = sum(size for _, size, _ in key[1])
                 with (
                     READS.reserve(key[1][0][0], needed, self.max_trace_bytes),
@@ -393,8 +393,10 @@ class Catalog:
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
             runs = f"{len(reads)} runs at once ({shown})"
             with READS.reserve(self.logdir, needed, self.max_trace_bytes), READS_UNDER_WAY.reading(runs, size):
-                for key, profile in _read_in_processes(reads, self.max_trace_bytes, self.parallel_reads):
-                    self.cache.put(key, profile)
+                for key, entry in _read_in_processes(reads, self.max_trace_bytes, self.parallel_reads):
+                    made = encoded(key, entry)
+                    if made is not None:  # else ``load`` reads it again
+                        self.cache.put(key, made)
         except OverLimit:  # other reads hold the memory now: ``load`` waits its turn
             return
 
@@ -461,7 +463,7 @@ FETCH_BATCH_BYTES = 256 << 20
 
 
 def _read_in_processes(reads: list[tuple[RunSource, tuple]], limit: int, processes: int):
-    """(key, profile) of each session read in forked processes (they start with the readers
+    """(key, disk cache entry) of each session read in forked processes (they start with the readers
     imported: here, once, not in each), each watched (``store.watched_fork``), small
     sessions several to a worker (``WORKER_BATCH_BYTES``); a session whose read fails, or
     whose worker stops or dies, is left out (``load`` reads it again)."""
@@ -515,13 +517,13 @@ def _files_bytes(reads: list[tuple[RunSource, tuple]]) -> int:
     return sum(size for _, key in reads for _, size, _ in key[1])
 
 
-def _read_keys(batch: list[tuple[RunSource, tuple]], limit: int) -> list[tuple[tuple, OpProfile]]:
-    """In a worker: (key, profile) of each session of the batch it could read; one that
-    fails is left to ``load``, which reads it again and says why."""
+def _read_keys(batch: list[tuple[RunSource, tuple]], limit: int) -> list[tuple[tuple, bytes]]:
+    """In a worker: (key, disk cache entry: ``cache.Encoded``) of each session of the batch
+    it could read; one that fails is left to ``load``, which reads it again and says why."""
     read = []
     for source, key in batch:
         try:
-            read.append((key, _read_key(source, key, limit)))
+            read.append((key, entry_bytes(key, _read_key(source, key, limit))))
         except Exception:  # noqa: BLE001 - whatever it was, ``load`` meets it again and reports it
             continue
     return read

@@ -29,6 +29,7 @@ import weakref
 
 from tb_opcompare.ingest import fs
 from tb_opcompare.ingest.formats import read_profile
+from tb_opcompare.store.cache import Encoded, encoded, entry_bytes
 from tb_opcompare.store.memory_guard import text_budget
 from tb_opcompare.store.watched_fork import Fork, Lost, allowance, may_fork
 
@@ -59,21 +60,21 @@ class HeadStart:
     def start(self, key: tuple, places: tuple[str, ...] | None, limit_bytes: int) -> None:
         """Fork a process that reads the session of ``key`` (format, files' signatures),
         opening nothing outside ``places`` (as ``catalog._read_within``), and sends it back
-        pickled."""
+        as its disk cache entry (``cache.Encoded``)."""
         file_format, signatures = key
         paths = [path for path, _, _ in signatures]
         seconds = allowance(sum(size for _, size, _ in signatures))
-        self._workers[key] = Fork(seconds, _read_session, places, file_format, paths, limit_bytes)
+        self._workers[key] = Fork(seconds, _read_session, key, places, file_format, paths, limit_bytes)
 
-    def take(self, key: tuple):
-        """The session of ``key`` as its worker read it (an ``OpProfile``), waiting for
+    def take(self, key: tuple) -> Encoded | None:
+        """The session of ``key`` as its worker read it, with its disk entry, waiting for
         it within the worker's deadline; None where no worker read it, or the worker failed,
         stopped or died (the caller reads the session itself)."""
         worker = self._workers.pop(key, None)
         if worker is None:
             return None
-        parsed = worker.answer()
-        return None if isinstance(parsed, Lost) else parsed
+        entry = worker.answer()
+        return None if isinstance(entry, Lost) else encoded(key, entry)
 
     def cancel(self) -> None:
         """Stop the workers whose sessions nobody took."""
@@ -82,10 +83,11 @@ class HeadStart:
         self._workers.clear()
 
 
-def _read_session(places: tuple[str, ...] | None, file_format: str, paths: list[str], limit_bytes: int):
-    """In the worker: the session read as ``catalog._read_within`` reads it, tables made."""
+def _read_session(key: tuple, places: tuple[str, ...] | None, file_format: str, paths: list[str], limit_bytes: int):
+    """In the worker: the session read as ``catalog._read_within`` reads it, tables made,
+    as its disk cache entry."""
     with fs.confined(places):
-        return read_profile(file_format, paths, text_budget(file_format, limit_bytes))
+        return entry_bytes(key, read_profile(file_format, paths, text_budget(file_format, limit_bytes)))
 
 
 def cancel_all() -> None:
