@@ -161,6 +161,23 @@ def test_a_disk_entry_keeps_each_text_once_and_comes_back_to_the_bit(logdir, tmp
     _same_tables(cache_module.profile_from_columns(stored), named)
 
 
+def test_a_workers_entry_is_taken_only_where_it_is_a_profile_of_the_key(logdir, tmp_path):
+    """What a worker sends back (``cache.Encoded``): its entry becomes the profile and is
+    written as it is; bytes that are no entry, or another key's, are refused (the command
+    then reads the session itself)."""
+    catalog = Catalog(str(logdir), cache_dir=str(tmp_path / "cache"))
+    first = catalog.load(TORCH_RUN).profile
+    _, key = catalog._session(catalog.source(TORCH_RUN), None)
+    entry = cache_module.entry_bytes(key, first)
+    made = cache_module.encoded(key, entry)
+    assert made is not None and made.entry is entry
+    _same_tables(made.profile, first)
+    other_key = (key[0], (("elsewhere", 1, 2),))
+    assert cache_module.encoded(other_key, entry) is None
+    assert cache_module.encoded(key, b"\x93not an entry") is None
+    assert cache_module.encoded(key, entry[: len(entry) // 2]) is None
+
+
 def _damaged(stored: dict, how: str):
     ops = stored["ops"]
     if how == "codes out of range":
