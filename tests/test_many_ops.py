@@ -205,13 +205,13 @@ import os, pickle, sys
 from tb_opcompare.service import csv_export
 table, positions = pickle.loads(open({str(tmp_path / "compared.pickle")!r}, "rb").read())
 csv_export.SPLIT_CSV_ROWS = 1000
-made = csv_export._csv_text
+made = csv_export._csv_file
 def helper(*args):
     open({str(tmp_path / "helper_ran")!r}, "w").close()
     if {helper_exits}:
         os._exit(3)
     return made(*args)
-csv_export._csv_text = helper
+csv_export._csv_file = helper
 sys.stdout.write("".join(csv_export.split_csv_chunks(table, positions=positions)))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)
@@ -227,6 +227,20 @@ def test_a_big_csv_made_in_two_halves_is_the_same_bytes(compared, tmp_path, help
     text, helper_ran = _split_in_a_fresh_process(compared, tmp_path, helper_exits)
     assert helper_ran and len(compared.positions) > 1000
     assert text == whole
+
+
+def test_the_helpers_half_reads_back_whole_characters(monkeypatch, tmp_path):
+    """The helper's half, written as UTF-8 to its file, reads back as the same text
+    however the pieces cut it (here every 3 bytes, through 2- to 4-byte characters)."""
+    text = "op,é,層,\U0001f600\n" * 50 + "aten::mm,x\n"
+    monkeypatch.setattr(csv_export, "_READ_BACK_BYTES", 3)
+    with open(tmp_path / "half", "w+b") as scratch:
+        table = Table({"key": text_array(text.splitlines()), "n": np.arange(len(text.splitlines()))})
+        size = csv_export._csv_file(table, np.arange(len(table)), scratch.fileno())
+        expected = "".join(table_csv_chunks(table, positions=np.arange(len(table)), header=False))
+        assert size == len(expected.encode("utf-8"))
+        pieces = list(csv_export._file_text(scratch.fileno(), size))
+    assert len(pieces) > 100 and "".join(pieces) == expected
 
 
 def test_a_run_of_rows_is_written_as_its_positions_say():
