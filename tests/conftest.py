@@ -454,6 +454,33 @@ def as_json(document):
     return msgspec.to_builtins(document)
 
 
+@pytest.fixture(params=["c", "python"])
+def both_ways(request, monkeypatch) -> str:
+    """Each optional C helper, then the Python code it speeds up (``TB_OPCOMPARE_PURE_PYTHON``)."""
+    from tb_opcompare import native
+
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if request.param == "python" else "")
+    return request.param
+
+
+def assert_built_and_switchable(loaded, name: str, user: str) -> None:
+    """The optional C helper ``name`` (``loaded``: what module ``user`` holds of it) is built
+    in this environment, beside ``user``, so that a missing compiler never leaves the suite
+    testing only the Python code; and ``TB_OPCOMPARE_PURE_PYTHON`` turns it off."""
+    import importlib
+
+    from tb_opcompare import native
+
+    compiled = importlib.import_module(name)
+    assert loaded is compiled
+    assert Path(compiled.__file__).parent == Path(importlib.import_module(user).__file__).parent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(native.PURE_PYTHON_ENV, raising=False)
+        assert native.wanted(loaded) is compiled
+        patch.setenv(native.PURE_PYTHON_ENV, "1")
+        assert native.wanted(loaded) is None
+
+
 def assert_same_read(got, expected) -> None:
     """Two ways of reading one file (a reader's C helper and its Python code) gave the same:
     the same error, or every table bit for bit (0.0 and -0.0 pass pandas' check, not this),

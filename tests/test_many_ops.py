@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO
+from conftest import REPO, assert_built_and_switchable
 from in_process import PREFIX, plugin_client
 
 from tb_opcompare import native
@@ -84,22 +84,10 @@ def test_the_cli_csv_is_the_routes_bytes(client, many_ops, tmp_path):
     assert out.read_bytes() == client.get(f"{PREFIX}/compare.csv", query_string=PAIR).get_data()
 
 
-@pytest.fixture(params=["c", "python"])
-def joined_by(request, monkeypatch) -> str:
-    """The lines joined by the C helper (``_csv_lines``), then by the Python code."""
-    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if request.param == "python" else "")
-    return request.param
-
-
-def test_the_csv_joiner_is_built_in_this_environment(monkeypatch):
-    """So that a missing compiler never leaves the suite testing only the Python join."""
-    from tb_opcompare.service import _csv_lines
-
-    assert csv_export._JOINER is _csv_lines
-    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
-    assert native.wanted(csv_export._JOINER) is _csv_lines
-    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
-    assert native.wanted(csv_export._JOINER) is None
+def test_the_csv_joiner_is_built_in_this_environment():
+    assert_built_and_switchable(
+        csv_export._JOINER, "tb_opcompare.service._csv_lines", "tb_opcompare.service.csv_export"
+    )
 
 
 def _python_join(cells: list[list[str]]) -> str | None:
@@ -146,7 +134,7 @@ def test_the_c_join_refuses_what_is_not_columns_of_text():
         _csv_lines.joined_lines((["a"], ["b"]))
 
 
-def test_table_csv_is_compare_csv_of_the_records(joined_by):
+def test_table_csv_is_compare_csv_of_the_records(both_ways):
     """Chunked from the columns, the text is the records' to the byte: formulas, control
     characters, missing numbers and flags, infinities, chunk edges, an order given."""
     count = 2 * CSV_CHUNK_ROWS + 3
@@ -170,7 +158,7 @@ def test_table_csv_is_compare_csv_of_the_records(joined_by):
     assert "".join(table_csv_chunks(plain, ["key", "mean_us"])) == compare_csv(as_records(plain), ["key", "mean_us"])
 
 
-def test_a_chunk_with_a_cell_to_quote_is_the_writers(joined_by):
+def test_a_chunk_with_a_cell_to_quote_is_the_writers(both_ways):
     """Cells with a delimiter, a quote or a line break, in one chunk of several: that
     chunk quoted as csv.writer quotes, the others joined as they are, the same bytes."""
     count = CSV_CHUNK_ROWS + 5

@@ -7,6 +7,7 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import assert_built_and_switchable
 
 from tb_opcompare import native
 from tb_opcompare.schema import groups
@@ -156,25 +157,11 @@ def test_among_and_positions_look_values_up():
     assert positions(["x", "z", "y"], ["y", "x"]).tolist() == [1, -1, 0]
 
 
-@pytest.fixture(params=["c", "python"])
-def helped_by(request, monkeypatch) -> str:
-    """The C helper (``_groups``), then the Python code."""
-    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if request.param == "python" else "")
-    return request.param
+def test_the_groups_helper_is_built_in_this_environment():
+    assert_built_and_switchable(groups._NUMBERING, "tb_opcompare.schema._groups", "tb_opcompare.schema.groups")
 
 
-def test_the_groups_helper_is_built_in_this_environment(monkeypatch):
-    """So that a missing compiler never leaves the suite testing only the Python code."""
-    from tb_opcompare.schema import _groups
-
-    assert groups._NUMBERING is _groups
-    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
-    assert native.wanted(groups._NUMBERING) is _groups
-    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
-    assert native.wanted(groups._NUMBERING) is None
-
-
-def test_first_seen_stamps_each_key_with_the_count_it_was_first_met_at(helped_by):
+def test_first_seen_stamps_each_key_with_the_count_it_was_first_met_at(both_ways):
     baseline, target = first_seen([["b", "a", "b", "é"], ["a", "層", "c", "層", "b"]])
     assert baseline.tolist() == [0, 1, 0, 3] and target.tolist() == [1, 5, 6, 5, 0]
     assert [stamps.tolist() for stamps in first_seen([[], ["x", "x"], []])] == [[], [0, 0], []]
@@ -205,7 +192,7 @@ def test_first_seen_in_c_is_the_dicts_on_many_keys_of_every_width():
         assert [stamps.tolist() for stamps in made] == [stamps.tolist() for stamps in expected]
 
 
-def test_starting_with_is_str_startswith(helped_by):
+def test_starting_with_is_str_startswith(both_ways):
     texts = ["aten::_foo", "aten::mm", "_x", "", "Mkl", "Mk", "層_", "aten::é", "\U0001f600aten::_"]
     prefixes = ("_", "Mkl", "aten::_")
     expected = [text.startswith(prefixes) for text in texts]

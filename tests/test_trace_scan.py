@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REALTRACES, REPO, assert_same_read
+from conftest import FIXTURES, REALTRACES, REPO, assert_built_and_switchable, assert_same_read
 
 from tb_opcompare import native
 from tb_opcompare.errors import ProfileError
@@ -56,16 +56,10 @@ def scanner():
     return torch_trace._SCAN_HELPER
 
 
-def test_the_extension_is_built_in_this_environment(monkeypatch):
-    """So that a missing compiler never leaves the suite testing only the msgspec way."""
-    from tb_opcompare.ingest.readers import _trace_scan
-
-    assert torch_trace._SCAN_HELPER is _trace_scan
-    assert Path(_trace_scan.__file__).parent == Path(torch_trace.__file__).parent
-    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
-    assert native.wanted(torch_trace._SCAN_HELPER) is _trace_scan
-    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
-    assert native.wanted(torch_trace._SCAN_HELPER) is None
+def test_the_extension_is_built_in_this_environment():
+    assert_built_and_switchable(
+        torch_trace._SCAN_HELPER, "tb_opcompare.ingest.readers._trace_scan", "tb_opcompare.ingest.readers.torch_trace"
+    )
 
 
 def _read(path: Path | str, pure_python: bool, monkeypatch, file_format: str = "pytorch"):
