@@ -1,5 +1,6 @@
-"""The package's optional C helpers (the readers' ``_xplane_wire`` and ``_trace_scan``, the
-CSV writer's ``_csv_lines``), and the one switch that turns them off.
+"""The package's optional C helpers (the readers' ``_xplane_wire`` and ``_trace_scan``,
+``schema._groups`` for the comparison's keys, the CSV writer's ``_csv_lines``), and the
+one switch that turns them off.
 
 Each is built where the installer has a compiler (``setup.py``: optional) and each module
 that uses one has Python code that gives the same results; ``TB_OPCOMPARE_PURE_PYTHON=1``

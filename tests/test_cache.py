@@ -20,6 +20,7 @@ import pytest
 from conftest import LOGDIR, as_json, run_cli
 
 from tb_opcompare.errors import ProfileError, UnknownRunError
+from tb_opcompare.schema.table import Table
 from tb_opcompare.store import cache as cache_module
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.settings import ReadSettings
@@ -178,6 +179,37 @@ def test_a_workers_entry_is_taken_only_where_it_is_a_profile_of_the_key(logdir, 
     assert cache_module.encoded(key, entry[: len(entry) // 2]) is None
 
 
+def test_an_entry_nested_past_the_decoders_depth_is_a_fresh_read(logdir, tmp_path, caplog):
+    cache_dir = tmp_path / "cache"
+    first = Catalog(str(logdir), cache_dir=str(cache_dir)).load(TORCH_RUN).profile
+    (entry,) = cache_dir.rglob("*.msgpack")
+    key = msgspec.msgpack.decode(entry.read_bytes())["key"]
+    # a map of the entry's key and a value 200,000 arrays deep
+    entry.write_bytes(
+        b"\x82" + msgspec.msgpack.encode("key") + msgspec.msgpack.encode(key) + b"\xa1x" + b"\x91" * 200_000 + b"\xc0"
+    )
+    again = Catalog(str(logdir), cache_dir=str(cache_dir))
+    assert again.cache.peek_summary(again._session(again.source(TORCH_RUN), None)[1]) is None
+    _same_tables(again.load(TORCH_RUN).profile, first)
+    assert list(again.cache.parses.values()) == [1] and "ignoring an unreadable cache entry" in caplog.text
+
+
+def test_an_empty_table_is_kept_as_lists_and_its_summary_reads(logdir, tmp_path):
+    """A run with no op (every table empty): its entry's names are a list, which a
+    listing's summary decoder reads (an empty column once passed for any other's texts)."""
+    from tb_opcompare.schema.events import ProfileFacts
+    from tb_opcompare.schema.optable import OP_DTYPES, OpProfile
+
+    empty = OpProfile(facts=ProfileFacts(format="pytorch"), op_table=Table.empty(OP_DTYPES))
+    stored = msgspec.msgpack.decode(msgspec.msgpack.encode(cache_module.profile_columns(empty, numbers_as_bytes=True)))
+    assert stored["ops"]["op_name"] == [] and stored["ops"]["op_type"] == []
+    key = ("pytorch", (("/x/trace.json", 1, 2),))
+    summary = cache_module._entry_summary(
+        cache_module._SUMMARY_DECODER.decode(cache_module.entry_bytes(key, empty)), key
+    )
+    assert summary is not None and summary.op_names == frozenset()
+
+
 def _damaged(stored: dict, how: str):
     ops = stored["ops"]
     if how == "codes out of range":
@@ -192,6 +224,8 @@ def _damaged(stored: dict, how: str):
         stored["facts"]["no_such_fact"] = 1
     elif how == "a table missing":
         del stored["step_breakdown"]
+    elif how == "a number too big for its column":
+        ops["occurrences"] = [2**64 - 1] * (len(ops["self_us"]["bytes"]) // 8)
     elif how == "not a map":
         return [stored["key"]]
     return stored
@@ -206,6 +240,7 @@ def _damaged(stored: dict, how: str):
         "a dtype of nothing",
         "facts of another shape",
         "a table missing",
+        "a number too big for its column",
         "not a map",
     ],
 )

@@ -219,14 +219,15 @@ def test_a_big_csv_made_in_two_halves_is_the_same_bytes(compared, tmp_path, help
 
 def test_the_helpers_half_reads_back_whole_characters(monkeypatch, tmp_path):
     """The helper's half, written as UTF-8 to its file, reads back as the same text
-    however the pieces cut it (here every 3 bytes, through 2- to 4-byte characters)."""
-    text = "op,é,層,\U0001f600\n" * 50 + "aten::mm,x\n"
+    however the pieces cut it (here every 3 bytes, through 2- to 4-byte characters), a
+    lone surrogate (which UTF-8 cannot hold) as it is."""
+    text = "op,é,層,\U0001f600\n" * 50 + "aten::mm,x\n" + "lone\udc80surrogate\n"
     monkeypatch.setattr(csv_export, "_READ_BACK_BYTES", 3)
     with open(tmp_path / "half", "w+b") as scratch:
         table = Table({"key": text_array(text.splitlines()), "n": np.arange(len(text.splitlines()))})
         size = csv_export._csv_file(table, np.arange(len(table)), scratch.fileno())
         expected = "".join(table_csv_chunks(table, positions=np.arange(len(table)), header=False))
-        assert size == len(expected.encode("utf-8"))
+        assert size == len(expected.encode("utf-8", "surrogatepass"))
         pieces = list(csv_export._file_text(scratch.fileno(), size))
     assert len(pieces) > 100 and "".join(pieces) == expected
 

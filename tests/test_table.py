@@ -166,6 +166,7 @@ def test_first_seen_stamps_each_key_with_the_count_it_was_first_met_at(both_ways
     assert baseline.tolist() == [0, 1, 0, 3] and target.tolist() == [1, 5, 6, 5, 0]
     assert [stamps.tolist() for stamps in first_seen([[], ["x", "x"], []])] == [[], [0, 0], []]
     assert first_seen([]) == []
+    assert first_seen([("a", "b", "a")])[0].tolist() == [0, 1, 0]  # a column not a list: the dict's way
     # keys that are not all text (tuples, None): numbered with Python's equality either way
     mixed = first_seen([[("a", 1), None, ("a", 1)], [None, "a"]])
     assert [stamps.tolist() for stamps in mixed] == [[0, 1, 0], [1, 4]]
@@ -200,6 +201,7 @@ def test_starting_with_is_str_startswith(both_ways):
     assert starting_with(texts, ()).tolist() == [False] * len(texts)
     assert starting_with(texts, ("",)).tolist() == [True] * len(texts)
     assert starting_with([], prefixes).tolist() == []
+    assert starting_with(texts, ("層", "aten")).tolist() == [text.startswith(("層", "aten")) for text in texts]
 
 
 def test_starting_with_in_c_is_str_startswith_on_random_text():

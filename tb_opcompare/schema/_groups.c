@@ -9,13 +9,14 @@
  * columns: a list of lists of keys. Counting the keys of all the columns one after another,
  * a key's stamp is the count at which its value was first met (so equal keys share a
  * stamp, and a stamp below the first column's length is a key of the first column).
- * Returns each column's stamps as native int64, or None where a key is not exactly a str
- * (the caller's dict then numbers them, with Python's equality).
+ * Returns each column's stamps as native int64, or None where a column is not a list or a
+ * key not exactly a str (the caller's dict then numbers them, with Python's equality).
  *
  *   starting_with(texts, prefixes) -> bytes or None
  *
- * texts: a list; prefixes: a tuple of ASCII str. Returns a byte a text, 1 where it starts
- * with one of the prefixes (str.startswith), or None where a text is not exactly a str.
+ * texts: a list; prefixes: a tuple of str. Returns a byte a text, 1 where it starts with
+ * one of the prefixes (str.startswith), or None where a text is not exactly a str or a
+ * prefix not ASCII (the caller's str.startswith then does it).
  *
  * Why: a comparison of a million op names a side spent 1.3 s of its 3.9 s numbering them
  * in a dict, and 0.9 s finding the names its rules may rename (issue 57). An
@@ -50,15 +51,13 @@ static PyObject *key_at(PyObject *columns, const Py_ssize_t *starts, Py_ssize_t 
 }
 
 /* Every key an exact, ready str, and where each column starts in the count; -1 (an error
- * set) where the columns are not lists, 0 where a key is not a str, 1 where all are. */
+ * set) where a key cannot be made ready, 0 where a column is not a list or a key not a
+ * str, 1 where all are. */
 static int checked(PyObject *columns, Py_ssize_t count, Py_ssize_t *starts, Py_ssize_t *total) {
     *total = 0;
     for (Py_ssize_t c = 0; c < count; c++) {
         PyObject *column = PyList_GET_ITEM(columns, c);
-        if (!PyList_CheckExact(column)) {
-            PyErr_SetString(PyExc_TypeError, "first_seen: each column must be a list");
-            return -1;
-        }
+        if (!PyList_CheckExact(column)) return 0;
         starts[c] = *total;
         for (Py_ssize_t r = 0; r < PyList_GET_SIZE(column); r++) {
             PyObject *key = PyList_GET_ITEM(column, r);
@@ -119,21 +118,26 @@ static PyObject *first_seen(PyObject *self, PyObject *columns) {
         PyErr_SetString(PyExc_TypeError, "first_seen: columns must be a list of lists");
         return NULL;
     }
+    /* The tuple first: its allocation may run the collector (and finalizers), which must
+     * not change the columns once they are checked. */
     Py_ssize_t count = PyList_GET_SIZE(columns), total;
+    PyObject *result = PyTuple_New(count);
     Py_ssize_t *starts = PyMem_New(Py_ssize_t, count ? count : 1);
-    if (starts == NULL) return PyErr_NoMemory();
+    int64_t **out = PyMem_New(int64_t *, count ? count : 1);
+    Slot *table = NULL;
+    if (result == NULL || starts == NULL || out == NULL) goto failed;
     int outcome = checked(columns, count, starts, &total);
-    if (outcome <= 0) {
+    if (outcome < 0) goto failed;
+    if (outcome == 0) {
+        Py_CLEAR(result);
+        PyMem_Free(out);
         PyMem_Free(starts);
-        if (outcome == 0) Py_RETURN_NONE;
-        return NULL;
+        Py_RETURN_NONE;
     }
     size_t capacity = 8; /* a power of two, at most half full */
     while (capacity < 2 * (size_t)total) capacity *= 2;
-    Slot *table = PyMem_Malloc(capacity * sizeof(Slot));
-    PyObject *result = PyTuple_New(count);
-    int64_t **out = PyMem_New(int64_t *, count ? count : 1);
-    if (table == NULL || result == NULL || out == NULL) goto failed;
+    table = PyMem_Malloc(capacity * sizeof(Slot));
+    if (table == NULL) goto failed;
     memset(table, 0xff, capacity * sizeof(Slot)); /* every stamp -1 */
     for (Py_ssize_t c = 0; c < count; c++) {
         PyObject *stamps = PyBytes_FromStringAndSize(NULL, PyList_GET_SIZE(PyList_GET_ITEM(columns, c)) * 8);
@@ -174,10 +178,14 @@ static PyObject *starting_with(PyObject *self, PyObject *args) {
     Py_ssize_t count = PyTuple_GET_SIZE(prefixes), rows = PyList_GET_SIZE(texts);
     for (Py_ssize_t p = 0; p < count; p++) {
         PyObject *prefix = PyTuple_GET_ITEM(prefixes, p);
-        if (!PyUnicode_CheckExact(prefix) || !PyUnicode_IS_ASCII(prefix)) {
-            PyErr_SetString(PyExc_TypeError, "starting_with: each prefix must be an ASCII str");
+        if (!PyUnicode_CheckExact(prefix)) {
+            PyErr_SetString(PyExc_TypeError, "starting_with: each prefix must be a str");
             return NULL;
         }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(prefix) < 0) return NULL;
+#endif
+        if (!PyUnicode_IS_ASCII(prefix)) Py_RETURN_NONE;
     }
     for (Py_ssize_t r = 0; r < rows; r++) {
         PyObject *text = PyList_GET_ITEM(texts, r);

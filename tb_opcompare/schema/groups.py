@@ -77,8 +77,8 @@ def among(values: np.ndarray | list[object], wanted: Iterable[object]) -> np.nda
 
 
 def starting_with(texts: list[str], prefixes: tuple[str, ...]) -> np.ndarray:
-    """Whether each text starts with one of ``prefixes`` (ASCII), as ``str.startswith``
-    says: in C where ``_groups`` was built."""
+    """Whether each text starts with one of ``prefixes``, as ``str.startswith`` says: in C
+    where ``_groups`` was built (and the prefixes are ASCII)."""
     helper = wanted(_NUMBERING)
     flags = helper.starting_with(texts, prefixes) if helper is not None else None
     if flags is not None:

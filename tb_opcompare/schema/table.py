@@ -172,8 +172,8 @@ class LazyTable:
             return self._table
 
     def __reduce__(self) -> tuple[Callable[[Table], LazyTable], tuple[Table]]:
-        # pickled (a read-ahead worker's answer, ``store.watched_fork``), it travels made: a
-        # lock does not pickle, and a recipe would carry the reader's arrays besides
+        # pickled (a copy for another process, a test's), it travels made: a lock does not
+        # pickle, and a recipe would carry the reader's arrays besides
         return (_made_lazy_table, (self.table(),))
 
 

@@ -51,7 +51,7 @@ static int measured(PyObject *cells, Py_ssize_t columns, Py_ssize_t rows, Py_ssi
     for (Py_ssize_t c = 0; c < columns; c++) {
         PyObject *column = PyList_GET_ITEM(cells, c);
         if (!PyList_CheckExact(column) || PyList_GET_SIZE(column) != rows) {
-            PyErr_SetString(PyExc_ValueError, "joined_lines: each column must be a list of the same length");
+            PyErr_SetString(PyExc_ValueError, "joined_lines: each column must be a list, all of one length");
             return -1;
         }
         PyObject *previous = NULL; /* a cell repeated (a column of one value, numbers' texts) is checked once */
@@ -62,6 +62,9 @@ static int measured(PyObject *cells, Py_ssize_t columns, Py_ssize_t rows, Py_ssi
                     PyErr_SetString(PyExc_TypeError, "joined_lines: each cell must be a str");
                     return -1;
                 }
+#if PY_VERSION_HEX < 0x030C0000
+                if (PyUnicode_READY(cell) < 0) return -1;
+#endif
                 Py_ssize_t length = PyUnicode_GET_LENGTH(cell);
                 int quoted = PyUnicode_KIND(cell) == PyUnicode_1BYTE_KIND
                                  ? latin1_needs_quoting(PyUnicode_1BYTE_DATA(cell), length)
@@ -112,8 +115,11 @@ static PyObject *joined_lines(PyObject *self, PyObject *cells) {
         return NULL;
     }
     Py_ssize_t columns = PyList_GET_SIZE(cells);
-    Py_ssize_t rows = columns ? PyList_Size(PyList_GET_ITEM(cells, 0)) : 0;
-    if (rows < 0) return NULL;
+    if (columns && !PyList_CheckExact(PyList_GET_ITEM(cells, 0))) {
+        PyErr_SetString(PyExc_TypeError, "joined_lines: each column must be a list");
+        return NULL;
+    }
+    Py_ssize_t rows = columns ? PyList_GET_SIZE(PyList_GET_ITEM(cells, 0)) : 0;
     if (columns < 2 || rows == 0) Py_RETURN_NONE;
     Py_ssize_t *starts = PyMem_New(Py_ssize_t, rows);
     if (starts == NULL) return PyErr_NoMemory();

@@ -137,9 +137,9 @@ def split_csv_chunks(table: Table, positions: np.ndarray | None = None) -> Itera
         finally:
             if not answered:  # the caller stopped early (an error writing, ^C)
                 helper.give_up("not waited for")
-        if isinstance(written, int):
+        if isinstance(written, int) and os.fstat(scratch.fileno()).st_size >= written:
             yield from _file_text(scratch.fileno(), written)
-        else:  # Lost: the helper failed, stopped or died
+        else:  # Lost (the helper failed, stopped or died), or its file came up short
             yield from table_csv_chunks(table, positions=every[half:], header=False)
 
 
@@ -152,7 +152,7 @@ def _csv_file(table: Table, positions: np.ndarray, descriptor: int) -> int:
     start (``pwrite``: the file's offset is the command's too); the bytes written."""
     written = 0
     for chunk in table_csv_chunks(table, positions=positions, header=False):
-        data = chunk.encode("utf-8")
+        data = chunk.encode("utf-8", "surrogatepass")  # a lone surrogate as the one-process text has it
         while data:
             done = os.pwrite(descriptor, data, written)
             written, data = written + done, data[done:]
@@ -162,7 +162,7 @@ def _csv_file(table: Table, positions: np.ndarray, descriptor: int) -> int:
 def _file_text(descriptor: int, size: int) -> Iterator[str]:
     """The first ``size`` bytes of the file, as text a piece at a time (a character cut
     between two pieces is joined by the decoder)."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogatepass")
     at = 0
     while at < size:
         data = os.pread(descriptor, min(_READ_BACK_BYTES, size - at), at)

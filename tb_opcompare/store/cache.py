@@ -27,7 +27,7 @@ import threading
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -302,7 +302,7 @@ class ProfileCache:
             return _entry_summary(entry, key) if entry is not None else _entry_profile(stored, key)
         except FileNotFoundError:  # never written, or pruned (by this process or another)
             return None
-        except (OSError, msgspec.DecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as error:
+        except Exception as error:  # noqa: BLE001 - untrusted: whatever is wrong with it, read the files again
             _logger.warning("op_compare: ignoring an unreadable cache entry for %s: %s", key[1][0][0], error)
             return None
 
@@ -470,7 +470,7 @@ def encoded(key: tuple, entry: bytes) -> Encoded | None:
     not one of a profile of ``key`` (the caller reads the session itself)."""
     try:
         profile = _entry_profile(msgspec.msgpack.decode(entry), key)
-    except (msgspec.DecodeError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+    except Exception:  # noqa: BLE001 - whatever is wrong with it, the session is read again
         return None
     return None if profile is None or isinstance(profile, _Unreadable) else Encoded(profile, entry)
 
@@ -499,7 +499,11 @@ def profile_columns(profile: OpProfile, numbers_as_bytes: bool = False) -> dict:
     for name, attribute, _ in TABLES:
         table = getattr(profile, attribute)
         if numbers_as_bytes:
-            stored[name] = {column: _stored_column(values, table, column) for column, values in table.items()}
+            columns: dict[str, Any] = {}
+            for column, values in table.items():
+                lists = {other: table[other] for other, kept in columns.items() if isinstance(kept, list)}
+                columns[column] = _stored_column(values, lists)
+            stored[name] = columns
         else:
             stored[name] = {column: values.tolist() for column, values in table.items()}
     return stored
@@ -513,27 +517,30 @@ _DISK_FORMAT = "numbers as bytes, texts shared"
 _TEXTS_SAMPLED = 4096
 
 
-def _stored_column(values, table, column: str):
+def _stored_column(values, lists: dict):
     """A column as the disk cache keeps it. Numbers: their bytes and dtype. Texts: the name
-    of an earlier column of the table with the same texts (a PyTorch op's type is its
-    name); else, where they repeat (a row's side, an op's type), the distinct texts and a
-    code a row; else the list. Each text is then decoded once, and the loaded table shares
-    it (a million-op profile's load spent 0.28 s decoding its side, name and type lists)."""
+    of an earlier column kept as a list (``lists``) with the same texts (a PyTorch op's
+    type is its name); else, where they repeat (a row's side, an op's type), the distinct
+    texts and a code a row; else the list. Each text is then decoded once, and the loaded
+    table shares it (a million-op profile's load spent 0.28 s decoding its side, name and
+    type lists). An empty column, or one not of texts alone, is a list."""
     if values.dtype.kind in "iufb":
         return {"dtype": values.dtype.str, "bytes": values.tobytes()}
     listed = values.tolist()
     sample = listed[:: max(1, len(listed) // _TEXTS_SAMPLED)]
-    if not all(type(value) is str for value in sample):  # not texts alone (None, tuples): as they are
+    if not listed or not all(type(value) is str for value in sample):  # nothing, or not texts alone
         return listed
-    for name in table.names[: table.names.index(column)]:
-        earlier = table[name]
+    for name, earlier in lists.items():
         if earlier.dtype == object and bool((earlier[:64] == values[:64]).all()) and bool((earlier == values).all()):
             return {"same_as": name}
     if len(set(sample)) * 2 > len(sample):  # mostly distinct (op names): the list
         return listed
     from tb_opcompare.schema.groups import first_appearance
 
-    codes, distinct = first_appearance(listed)
+    try:
+        codes, distinct = first_appearance(listed)
+    except TypeError:  # an unhashable value the sample missed
+        return listed
     return {"texts": distinct, "codes": codes.astype("<i4").tobytes()}
 
 

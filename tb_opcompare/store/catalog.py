@@ -518,8 +518,9 @@ def _files_bytes(reads: list[tuple[RunSource, tuple]]) -> int:
 
 
 def _read_keys(batch: list[tuple[RunSource, tuple]], limit: int) -> list[tuple[tuple, bytes]]:
-    """In a worker: (key, disk cache entry: ``cache.Encoded``) of each session of the batch
-    it could read; one that fails is left to ``load``, which reads it again and says why."""
+    """In a worker: (key, disk cache entry: ``cache.entry_bytes``) of each session of the
+    batch it could read; one that fails is left to ``load``, which reads it again and says
+    why."""
     read = []
     for source, key in batch:
         try:

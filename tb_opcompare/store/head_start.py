@@ -60,7 +60,7 @@ class HeadStart:
     def start(self, key: tuple, places: tuple[str, ...] | None, limit_bytes: int) -> None:
         """Fork a process that reads the session of ``key`` (format, files' signatures),
         opening nothing outside ``places`` (as ``catalog._read_within``), and sends it back
-        as its disk cache entry (``cache.Encoded``)."""
+        as its disk cache entry (``cache.entry_bytes``; ``take`` makes it an ``Encoded``)."""
         file_format, signatures = key
         paths = [path for path, _, _ in signatures]
         seconds = allowance(sum(size for _, size, _ in signatures))
