@@ -126,7 +126,7 @@ def test_the_c_join_is_the_pythons_and_the_writers_on_any_text():
 def test_the_c_join_refuses_what_is_not_columns_of_text():
     from tb_opcompare.service import _csv_lines
 
-    with pytest.raises(ValueError, match="same length"):
+    with pytest.raises(ValueError, match="all of one length"):
         _csv_lines.joined_lines([["a", "b"], ["c"]])
     with pytest.raises(TypeError, match="str"):
         _csv_lines.joined_lines([["a", "b"], ["c", 1.5]])

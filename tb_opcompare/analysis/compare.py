@@ -34,7 +34,7 @@ from tb_opcompare.schema.groups import (
     positions,
     starting_with,
 )
-from tb_opcompare.schema.table import Table, repeated_text, text_array
+from tb_opcompare.schema.table import Gathered, Table, repeated_text, text_array
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -416,12 +416,19 @@ def compare_ops(
         _aligned(sides["target"]["total_us"], where["target"]),
     )
     order = np.argsort(-largest, kind="stable")
-    columns, has_key = {"key": _aligned(keys, order)}, {}
+    columns: dict[str, Any] = {"key": _aligned(keys, order, distinct=True)}
+    has_key = {}
     for side, table in sides.items():
         at = where[side][order]
         has_key[side] = at >= 0
         for name in ("op_type", *PER_SIDE_FIELDS):
-            columns[f"{side}_{name}"] = _aligned(table[name], at)
+            # made here, those the rows are made of; the others when first asked for
+            made_now = name in ("op_type", "mean_us")
+            columns[f"{side}_{name}"] = (
+                _aligned(table[name], at, distinct=True)
+                if made_now
+                else Gathered(table[name], at, _distinct_aligned, _aligned)
+            )
     # an op is in a run where it has a mean there (a row of no executions has none)
     in_baseline, in_target = ~np.isnan(columns["baseline_mean_us"]), ~np.isnan(columns["target_mean_us"])
     status = np.array(STATUSES, dtype=object)[np.where(in_baseline & in_target, 0, np.where(in_baseline, 1, 2))]
@@ -474,10 +481,14 @@ def _joined_keys(
     return coded, keys, {"baseline": baseline_where, "target": target_where}
 
 
-def _aligned(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """``values`` at ``positions`` (-1: the side lacks the key; the others distinct): floats
-    NaN there, the others (text, counts, flags) None, so counts stay integers and flags
-    stay flags."""
+def _distinct_aligned(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    return _aligned(values, positions, distinct=True)
+
+
+def _aligned(values: np.ndarray, positions: np.ndarray, distinct: bool = False) -> np.ndarray:
+    """``values`` at ``positions`` (-1: the side lacks the key; ``distinct``: the others are
+    distinct): floats NaN there, the others (text, counts, flags) None, so counts stay
+    integers and flags stay flags."""
     present = positions >= 0
     if values.dtype.kind == "f" and present.all():
         gathered: np.ndarray = values[positions]
@@ -489,7 +500,10 @@ def _aligned(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
             else np.full(len(positions), np.nan)
         )
     if present.all():  # Python values (ints, flags, text), as an object array holds them
-        return _permuted(values, positions) if len(positions) == len(values) else values[positions].astype(object)
+        if distinct and len(positions) == len(values):
+            return _permuted(values, positions)
+        gathered_objects: np.ndarray = values[positions].astype(object)
+        return gathered_objects
     aligned = np.full(len(positions), None, dtype=object)
     aligned[present] = values[positions[present]].astype(object) if present.any() else []
     return aligned
