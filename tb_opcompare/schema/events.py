@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any, Final
 
 import numpy as np
@@ -338,6 +339,12 @@ def _encode(ops: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], np.ndarr
     return keys, codes
 
 
+def _names_and_types(keys: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """The keys' names and types as two lists, split at C speed (two comprehensions over a
+    million keys took 0.2 s of a read)."""
+    return {"op_name": list(map(itemgetter(0), keys)), "op_type": list(map(itemgetter(1), keys))}
+
+
 def _fold_host(
     keys: list[tuple[str, str]], codes: np.ndarray, totals_us: np.ndarray, selfs_us: np.ndarray, distinct: bool
 ) -> dict[str, Any]:
@@ -353,8 +360,7 @@ def _fold_host(
     seen = np.flatnonzero(occurrences)
     return {
         "side": HOST,
-        "op_name": [keys[i][0] for i in seen],
-        "op_type": [keys[i][1] for i in seen],
+        **_names_and_types(keys if len(seen) == size else list(map(keys.__getitem__, seen.tolist()))),
         "occurrences": occurrences[seen],
         "total_us": np.bincount(codes, weights=totals_us, minlength=size)[seen],
         "self_us": np.bincount(codes, weights=selfs_us, minlength=size)[seen],

@@ -66,7 +66,7 @@ from tb_opcompare.schema.events import (
     self_times,
     steps_of,
 )
-from tb_opcompare.schema.groups import first_appearance_ids, group_sums, integer_group_sums
+from tb_opcompare.schema.groups import first_appearance_ids, group_sums, integer_group_sums, starting_with
 from tb_opcompare.schema.optable import BREAKDOWN_DTYPES, typed_table
 from tb_opcompare.schema.table import Table
 
@@ -408,8 +408,11 @@ class _ValueFlags:
     def __getitem__(self, codes: np.ndarray) -> np.ndarray:
         if len(self._flags) < len(self._values):
             self._flags = np.concatenate([self._flags, np.full(len(self._values) - len(self._flags), -1, np.int8)])
-        unknown = np.unique(codes[self._flags[codes] < 0])
-        if len(unknown):
+        asked_now = codes[self._flags[codes] < 0]
+        if len(asked_now):  # each once, in code order (``np.unique`` sorted a million new names' codes)
+            once = np.zeros(len(self._values), dtype=bool)
+            once[asked_now] = True
+            unknown = np.flatnonzero(once)
             asked = map(self._values.__getitem__, unknown.tolist())
             self._flags[unknown] = np.fromiter(map(self._test, asked), dtype=bool, count=len(unknown))
         return self._flags[codes] > 0
@@ -885,7 +888,7 @@ def _host_rows(columns: _TraceColumns) -> _HostRows:
     host, names = columns.host, columns.names
     kind_codes, kind_names, kind_categories = _pair_code_columns(host.numpy("name"), host.numpy("cat"))
     thread_codes, _, _ = _pair_code_columns(host.numpy("pid"), host.numpy("tid"))
-    is_step = _name_flags(names, str.startswith, _STEP_PREFIX)[host.numpy("name")]
+    is_step = starting_with(names, (_STEP_PREFIX,))[host.numpy("name")]
     step_starts, step_durations = host.numpy("ts")[is_step], host.numpy("dur")[is_step]
     step_names = list(map(names.__getitem__, host.numpy("name")[is_step].tolist()))
     steps = _step_ranges(step_names, step_starts, step_durations)
@@ -934,11 +937,6 @@ def _row_keys(
     # and an op bears that name too.
     distinct = not any(key_names[index] == key_types[index] for index in others.tolist())
     return row_of_kind, _RowKeys(list(zip(key_names, key_types)), key_names, key_types, type_codes < 0, distinct)
-
-
-def _name_flags(names: list[str], test, argument) -> np.ndarray:
-    """``test(name, argument)`` of each name code, as a boolean array."""
-    return np.fromiter(map(test, names, itertools.repeat(argument)), dtype=bool, count=len(names))
 
 
 def _settle_steps(facts: ProfileFacts, steps: dict[str, tuple[float, float]]) -> None:
@@ -1724,7 +1722,7 @@ def _compiler_of(names: list[str], host_names: np.ndarray) -> tuple[str | None, 
     event's name code), else eager."""
     if not len(host_names):
         return None, None  # no host events: nothing to tell eager from compiled
-    marked = _name_flags(names, str.startswith, _COMPILED_MARKS)[host_names]
+    marked = starting_with(names, _COMPILED_MARKS)[host_names]
     if marked.any():
         first = names[int(host_names[marked].min())]
         return "torch.compile", f"data: {int(marked.sum())} torch.compile graph events ({first[:40]} ...)"
