@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -214,3 +215,32 @@ def test_the_demos_convolution_has_a_speedup_from_cpu_to_gpu():
     # the largest op of the CPU run, by its total, now has a speedup
     largest = max((row for row in rows.values() if row.baseline_total_us), key=lambda row: row.baseline_total_us)
     assert largest is conv
+
+
+def _same_column(got, want) -> None:
+    assert got.dtype == want.dtype
+    assert [type(value) for value in got.tolist()] == [type(value) for value in want.tolist()]
+    assert pd.Series(got).equals(pd.Series(want))  # NaN and None where the other has them
+
+
+@pytest.mark.parametrize("group_by", ["name", "type"])
+def test_rows_taken_from_a_comparison_are_those_of_its_columns_made_whole(group_by):
+    """Most of a comparison's columns are made when first asked for (``Gathered``), and
+    rows taken from it (a page, a CSV chunk) make only their own rows: the same values,
+    dtypes and Python types (counts, flags, None where a side lacks the op) as the rows of
+    the columns made whole, whatever the rows (a mask, repeats, a slice)."""
+    rows_lazy, _ = compare_ops(CPU, GPU, group_by=group_by)
+    rows_whole, _ = compare_ops(CPU, GPU, group_by=group_by)
+    whole = Table(dict(rows_whole.items()))  # every column made
+    assert len(whole) >= 4 and set(whole["status"]) == {"matched", "baseline_only", "target_only"}
+    for positions in (
+        np.array([True, False] * (len(whole) // 2) + [True] * (len(whole) % 2)),
+        np.array([3, 0, 3, 1]),
+        slice(1, None, 2),
+    ):
+        taken = rows_lazy.take(positions)
+        for name in whole.names:
+            _same_column(taken[name], whole.take(positions)[name])
+    for name in whole.names:  # and made whole, as made at once
+        _same_column(rows_lazy[name], whole[name])
+    assert rows_lazy.memory_bytes() > 0

@@ -211,3 +211,21 @@ def test_starting_with_in_c_is_str_startswith_on_random_text():
     prefixes = ("_", "Mkl", "aten::_", "aten::slow_conv", "a")
     assert starting_with(texts, prefixes).tolist() == _python(starting_with, texts, prefixes).tolist()
     assert starting_with(texts, prefixes).tolist() == [text.startswith(prefixes) for text in texts]
+
+
+def test_a_gathered_column_is_sized_as_it_will_be_made():
+    """A column not made yet counts what it will hold (counts made Python objects), and
+    the positions its side's columns share once."""
+    from tb_opcompare.schema.table import Gathered
+
+    def objects(values, positions):
+        return values[positions].astype(object)
+
+    rows = 20_000
+    positions = np.random.default_rng(57).permutation(rows)
+    source = {"n": np.arange(rows, dtype=np.int64), "x": np.linspace(0.0, 1.0, rows)}
+    lazy = Table({name: Gathered(values, positions, objects, objects) for name, values in source.items()})
+    before = lazy.memory_bytes()
+    made = Table(dict(lazy.items()))
+    assert 0.8 <= before / (made.memory_bytes() + positions.nbytes) <= 1.25
+    assert lazy["n"].tolist() == positions.tolist() and lazy.memory_bytes() == made.memory_bytes()

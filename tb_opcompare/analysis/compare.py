@@ -422,8 +422,8 @@ def compare_ops(
         at = where[side][order]
         has_key[side] = at >= 0
         for name in ("op_type", *PER_SIDE_FIELDS):
-            # made here, those the rows are made of; the others when first asked for
-            made_now = name in ("op_type", "mean_us")
+            # made here, those the rows and their summary are made of; the others when first asked for
+            made_now = name in ("op_type", "mean_us", "total_us")
             columns[f"{side}_{name}"] = (
                 _aligned(table[name], at, distinct=True)
                 if made_now

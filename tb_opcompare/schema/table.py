@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# Rows of a column not made yet that are made to size it.
+_SAMPLED_ROWS = 1024
+
+
 class Gathered:
     """A column made on first use: ``make(values, positions)``, the rows of ``values`` at
     ``positions`` (a comparison's side aligned to its rows, -1 where the side lacks the
@@ -45,8 +49,12 @@ class Gathered:
         return self.make_rows(self.values, self.positions[positions])
 
     def held_bytes(self) -> int:
-        """What the column will hold, made: the source's bytes a row, for its rows."""
-        return self.positions.nbytes + held_bytes(self.values) * len(self.positions) // max(1, len(self.values))
+        """What the column will hold, made, from a sample of its rows made (counts and flags
+        become Python objects); its positions, which other columns share, are not counted."""
+        sample = self.positions[:_SAMPLED_ROWS]
+        if not len(sample):
+            return 0
+        return held_bytes(self.make_rows(self.values, sample)) * len(self.positions) // len(sample)
 
 
 class Table:
@@ -96,10 +104,10 @@ class Table:
     def memory_bytes(self) -> int:
         """Bytes the columns hold, the texts of text columns included (as pandas' deep
         memory usage counts them); a column not made yet, what it will hold."""
-        return sum(
-            values.held_bytes() if isinstance(values, Gathered) else held_bytes(values)
-            for values in self._columns.values()
-        )
+        recipes = [values for values in self._columns.values() if isinstance(values, Gathered)]
+        made = [values for values in self._columns.values() if not isinstance(values, Gathered)]
+        shared = {id(recipe.positions): recipe.positions.nbytes for recipe in recipes}  # a side's, once
+        return sum(map(held_bytes, made)) + sum(recipe.held_bytes() for recipe in recipes) + sum(shared.values())
 
     def take(self, positions: np.ndarray | slice) -> Table:
         """The rows at ``positions`` (integers, or a boolean mask), in that order; a slice's
