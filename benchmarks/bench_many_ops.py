@@ -59,7 +59,10 @@ def cli_cold(logdir: Path, cache: Path, csv_path: Path) -> tuple[float, float, i
         "-q",
     ]
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    if done.returncode:  # its own words, not only its status
+        said = "\n".join(line for line in done.stderr.splitlines() if not line.startswith("\t"))
+        raise SystemExit(f"the CLI compare failed (exit status {done.returncode}):\n{said}")
     seconds = time.perf_counter() - start
     peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr).group(1))
     with csv_path.open("rb") as handle:

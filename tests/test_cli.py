@@ -326,6 +326,21 @@ def test_compare_csv_to_a_file_says_where_and_prints_the_table_only_when_asked(t
     assert "baseline: tf1/mlp_cpu" in loud.stdout and loud.stderr.strip() == f"wrote 2 rows to {out}"
 
 
+def test_an_output_that_cannot_be_written_is_named_not_a_traceback(tmp_path):
+    """A full disk (Linux's /dev/full), a folder that is not there: the command says which
+    file it cannot write and why, with the usage status, and no traceback."""
+    pair = ["compare", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu"]
+    missing = tmp_path / "no_such_folder" / "ops.csv"
+    for target, reason in (("/dev/full", "No space left on device"), (str(missing), "No such file or directory")):
+        done = run_cli(*pair, "--csv", target)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"error: cannot write {target}: {reason}"
+    check = ["check", str(LOGDIR), "--baseline", "tf1/mlp_cpu", "--target", "tf1/mlp_gpu", "--allow-one-run"]
+    done = run_cli(*check, "--output", "/dev/full")
+    assert done.returncode == 2 and "error: cannot write /dev/full: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_compare_csv_of_several_pairs_says_which_pair_each_row_is_from(tmp_path):
     for model in ("alpha", "beta"):
         for device in ("cpu", "gpu"):

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tb_opcompare.errors import escape_control_characters
+from tb_opcompare.errors import UsageError, escape_control_characters
 from tb_opcompare.schema.requests import ROWS, Choice, Flag, Repeated, Rule, parameter, qualifiers
 from tb_opcompare.store.settings import ReadSettings
 
@@ -260,21 +260,39 @@ def emit(args, document, to_csv, counted: str, to_text) -> None:
         to_text(document)
 
 
-def write_chunks(target: str, chunks: Iterable[str]) -> None:
-    """Text made a piece at a time (a CSV of a million rows), to a file or to stdout for '-'."""
+def write_chunks(target: str, chunks: Iterable[str], newline: str | None = "") -> None:
+    """Text made a piece at a time (a CSV of a million rows), to a file or to stdout for '-'.
+    A file that cannot be written (no such folder, no permission, a full disk) is a
+    UsageError naming it, never a traceback; what the chunks' maker raises passes as it is."""
     if target == "-":
         for chunk in chunks:
             sys.stdout.write(chunk)
         return
-    with open(target, "w", encoding="utf-8", newline="") as handle:
+    try:
+        handle = open(target, "w", encoding="utf-8", newline=newline)
+    except OSError as error:
+        raise _cannot_write(target, error) from None
+    try:
         for chunk in chunks:
-            handle.write(chunk)
+            try:
+                handle.write(chunk)
+            except OSError as error:
+                raise _cannot_write(target, error) from None
+        try:
+            handle.flush()
+        except OSError as error:
+            raise _cannot_write(target, error) from None
+    finally:
+        try:
+            handle.close()
+        except OSError:  # its text already refused, and said so
+            pass
 
 
-def write_text(target: str, text: str) -> None:
-    """To a file, or to stdout for '-'."""
-    if target == "-":
-        sys.stdout.write(text)
-        return
-    with open(target, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+def _cannot_write(target: str, error: OSError) -> UsageError:
+    return UsageError(f"cannot write {escape_control_characters(target)}: {error.strerror or error}")
+
+
+def write_text(target: str, text: str, newline: str | None = "") -> None:
+    """To a file, or to stdout for '-' (``write_chunks``)."""
+    write_chunks(target, [text], newline)

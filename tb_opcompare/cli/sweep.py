@@ -60,8 +60,7 @@ def _sweep(args) -> int:
     if args.html:
         from tb_opcompare.cli.html_report import sweep_html
 
-        with open(args.html, "w", encoding="utf-8") as handle:
-            handle.write(sweep_html(document))
+        write_text(args.html, sweep_html(document), newline=None)
     if args.json:
         sys.stdout.write(json_text(document))
     elif args.csv != "-":
