@@ -27,4 +27,13 @@ def plugin_client(logdir, cache_dir: str | None = None, max_read_gb: float = 0) 
             return wrappers.Response("not found", status=404)(environ, start_response)
         return apps[route](environ, start_response)
 
-    return test.Client(dispatch)
+    return _ClosingClient(dispatch)
+
+
+class _ClosingClient(test.Client):
+    """A test client whose answers are closed once read, as a WSGI server closes every
+    answer it sent (the routes give the collector back then: ``routes._served``), unless a
+    test asks for ``buffered=False`` to look at an answer before it is closed."""
+
+    def open(self, *args, buffered: bool = True, **kwargs):
+        return super().open(*args, buffered=buffered, **kwargs)

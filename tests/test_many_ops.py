@@ -294,6 +294,35 @@ def test_the_filter_of_every_row_at_once_is_the_rule_row_by_row():
             assert _rows_matching(query, rows, kinds).tolist() == expected, query
 
 
+def test_an_answer_of_many_rows_sets_off_no_collection_of_older_objects(many_ops):
+    """An answer's records (a dict and a tuple a row) once set off a collection of
+    everything the server holds before the answer went out: 40-60 ms of a cold BERT compare
+    in TensorBoard. The route collects rarely until its answer is sent (here: closed), and
+    gives the collector back after."""
+    import gc
+
+    from tb_opcompare.ingest.formats import READ_GC_THRESHOLD
+
+    client = plugin_client(many_ops)  # its own cache: this answer reads, compares and makes every record
+    before, older = gc.get_threshold(), []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start" and info["generation"] > 0:
+            older.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        response = client.get(f"{PREFIX}/compare", query_string={**PAIR, "full": "1"}, buffered=False)
+        built, while_sending = list(older), gc.get_threshold()
+        assert len(json.loads(response.get_data())["rows"]) == OPS
+        response.close()
+    finally:
+        gc.callbacks.remove(seen)
+    assert built == []
+    assert while_sending[0] >= READ_GC_THRESHOLD > before[0]
+    assert gc.get_threshold() == before
+
+
 def test_reads_collect_rarely_and_give_the_collector_back(many_ops, tmp_path):
     """A read raises the collector's young threshold (a million-op trace ran 1,400
     collections, a tenth of its read) and gives the process's own back when the last of

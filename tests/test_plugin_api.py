@@ -404,3 +404,30 @@ print(bool(sweeps["models"]), "pandas" in sys.modules)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["False", "True", "True"]
+
+
+def test_a_listed_tab_gets_its_routes_ready_before_the_first_click(tmp_path):
+    """Once TensorBoard lists the tab (the logdir holds runs), the data routes and the
+    readers are imported in the background (150 ms that a cold first compare of two small
+    xplanes waited for), still without pandas; a logdir without runs imports none of it."""
+    code = f"""
+import argparse, sys, threading
+from tensorboard.plugins import base_plugin
+from tb_opcompare.web.plugin import OpCompareLoader
+flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
+def listed(logdir):
+    active = OpCompareLoader().load(base_plugin.TBContext(logdir=logdir, flags=flags)).is_active()
+    for thread in threading.enumerate():
+        if thread.name.startswith("op_compare"):
+            thread.join(120)
+    return active, sorted(m for m in ("pandas", "tb_opcompare.web.routes", "tb_opcompare.ingest.readers.xplane",
+                                      "tb_opcompare.ingest.readers.torch_trace") if m in sys.modules)
+print(listed({str(tmp_path)!r}))
+print(listed({str(LOGDIR)!r}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "(False, [])",
+        "(True, ['tb_opcompare.ingest.readers.torch_trace', 'tb_opcompare.ingest.readers.xplane', 'tb_opcompare.web.routes'])",
+    ]

@@ -2,12 +2,14 @@
 
 TensorBoard imports this module and builds the plugin at start-up whether or not the tab
 is ever opened, so it imports nothing heavy: the tab's static files are served from
-here, and the data routes (``routes.DataRoutes``: pandas, the readers, the maths) are
-imported and built on the first data request.
+here, and the data routes (``routes.DataRoutes``: the services, the readers, the maths)
+are imported and built once the tab is listed (``_get_ready``), or on the first data
+request if that comes first.
 """
 
 from __future__ import annotations
 
+import logging
 import mimetypes
 import threading
 from typing import TYPE_CHECKING
@@ -23,6 +25,8 @@ from tb_opcompare.web import assets
 
 if TYPE_CHECKING:  # the routes are imported on first use (they bring the services)
     from tb_opcompare.web.routes import DataRoutes
+
+_logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "op_compare"
 TAB_NAME = "Op Compare"
@@ -52,7 +56,23 @@ class OpComparePlugin(base_plugin.TBPlugin):
         # runs written while TensorBoard is up make the tab appear.
         if not self._active and self._logdir:
             self._active = has_profile_runs(self._logdir)
+            if self._active:
+                threading.Thread(target=self._get_ready, name="op_compare-get-ready", daemon=True).start()
         return self._active
+
+    def _get_ready(self) -> None:
+        """The tab is listed, so a browser is on TensorBoard's page and a click on the tab may
+        follow: the data routes and the readers (150 ms of imports, a third of a cold
+        first compare of two small xplanes) are made ready now, not in that click's answer.
+        Nothing is read, and no pandas is imported. A failure here is only logged: the first
+        request builds the routes again and answers what is wrong."""
+        try:
+            self.data_routes()
+            from tb_opcompare.ingest.formats import import_readers
+
+            import_readers()
+        except Exception:  # noqa: BLE001 - the request that needs them reports it
+            _logger.debug("op_compare: getting the data routes ready failed", exc_info=True)
 
     def frontend_metadata(self):
         return base_plugin.FrontendMetadata(es_module_path="/index.js", tab_name=TAB_NAME, disable_reload=True)
