@@ -541,3 +541,52 @@ def test_a_loaders_workers_saving_agrees_with_the_jobs_own_stopwatch():
     assert summary.headline_speedup > 1.15
     # and each repeat's own median step is shown beside the pooled one
     assert sorted(run.run for run in breakdown.runs) == sorted(repeats[0] + repeats[4])
+
+
+@pytest.mark.parametrize(
+    ("event", "category"),
+    [
+        ("model/dense/MatMul:MatMul", "forward"),
+        ("Adam/update_dense/kernel/mul:Mul", "optimizer"),  # an optimizer's scope, in any case
+        ("training/ADAMW/mul:Mul", "optimizer"),
+        ("model/adam:Mul", "forward"),  # an op named like an optimizer is not in its scope
+        ("\u017fgd/mul:Mul", "forward"),  # "ſ" lowers to itself, not to "s"
+        ("x:ResourceApplyAdam", "optimizer"),
+        ("gradients/dense/MatMul_grad/MatMul:MatMul", "backward"),
+        ("gradient_tape/model/conv/Conv2DBackpropInput:Conv2DBackpropInput", "backward"),
+        ("model/relu_grad/x:Mul", "backward"),
+        ("model/relu_grad:Mul", "forward"),  # the op's own name, not a scope
+        ("model/gradients_extra/x:Mul", "forward"),
+        ("model/conv:ReluGrad", "backward"),  # a gradient kernel's type
+        ("IteratorGetNext:IteratorGetNext", "input"),
+        ("Iterator::Root::Prefetch", "input"),
+        ("x:_Send", "copy"),
+    ],
+)
+def test_a_tf_op_s_step_category_follows_its_type_and_scopes(event, category):
+    """The rules that split a TF step by what its ops are (``tf_step_category``), on names
+    as TF writes them, and on the names that nearly match one."""
+    from tb_opcompare.ingest.readers.tf_ops import tf_step_category
+
+    name, _, op_type = event.rpartition(":")
+    assert tf_step_category(name, op_type) == category
+
+
+@pytest.mark.parametrize(
+    ("event", "parsed"),
+    [
+        ("scope/conv:Conv2D", ("scope/conv", "Conv2D")),
+        ("a.b-c/d>e:_Fused", ("a.b-c/d>e", "_Fused")),
+        ("a:b:Conv2D", None),  # a colon in the name
+        ("conv:conv2d", None),  # a type starts upper case
+        (":Conv2D", None),
+        ("conv:Conv2D\n", None),
+        ("ExecutorState::Process", None),
+        ("EagerLocalExecute: MatMul", ("MatMul", "MatMul")),
+        ("EagerLocalExecute: __inference_train_function_1508", None),
+    ],
+)
+def test_a_tf_host_event_is_an_op_by_xprof_s_rule(event, parsed):
+    from tb_opcompare.ingest.readers.tf_ops import parse_host_op
+
+    assert parse_host_op(event) == parsed

@@ -10,18 +10,18 @@ from tb_opcompare.schema.events import ARGUMENT_SOURCE
 
 # The rule xprof uses to tell a TF op event ("<name>:<type>") from other host
 # activity such as "EagerLocalExecute: Identity" or "ExecutorState::Process".
-_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*\Z")
-_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*\Z")
+_OP_TYPE_TEXT = r"[A-Z_][a-zA-Z0-9_]*"
+_OP_TYPE = re.compile(_OP_TYPE_TEXT + r"\Z")
+# a name, then a type after the last colon (neither holds one): one match a metadata entry
+_TF_OP = re.compile(rf"([A-Za-z0-9.][A-Za-z0-9_.\-/>]*):({_OP_TYPE_TEXT})\Z")
 _FIRST_TENSOR_DIMS = re.compile(r"\w+\[([0-9,]*)\]")
 _TENSOR_DIMS = re.compile(r"\[([0-9,]*)\]")
 
 
 def parse_tf_op(full_name: str) -> tuple[str, str] | None:
     """``"scope/conv:Conv2D"`` -> ``("scope/conv", "Conv2D")``; None if not a TF op."""
-    name, sep, op_type = full_name.rpartition(":")
-    if not sep or not _OP_TYPE.match(op_type) or not _OP_NAME.match(name):
-        return None
-    return name, op_type
+    match = _TF_OP.match(full_name)
+    return match.groups() if match else None  # type: ignore[return-value]
 
 
 EAGER_OP_PREFIX = "EagerLocalExecute: "
@@ -191,7 +191,9 @@ _OPTIMIZER_SCOPES = frozenset(
 
 
 def is_optimizer_scope(tf_op: str) -> bool:
-    return any(part.lower() in _OPTIMIZER_SCOPES for part in tf_op.split("/")[:-1])
+    """Whether a scope of ``tf_op`` (a part before a slash), in any case, is an optimizer's."""
+    # the name lowered whole, then split: its parts lowered, in two calls, not one a part
+    return not _OPTIMIZER_SCOPES.isdisjoint(tf_op.lower().split("/")[:-1])
 
 
 # the step waiting on its input pipeline
@@ -212,8 +214,7 @@ def tf_step_category(name: str, op_type: str) -> str:
         return "copy"
     if op_type.startswith(("Apply", "ResourceApply")) or is_optimizer_scope(name):
         return "optimizer"
-    scopes = name.split("/")
-    if any(part in _GRADIENT_SCOPES or part.endswith("_grad") for part in scopes[:-1]):
+    if "grad" in name and any(part in _GRADIENT_SCOPES or part.endswith("_grad") for part in name.split("/")[:-1]):
         return "backward"
     # an eager op is named by its type alone: a gradient kernel's type says what it is
     if "Backprop" in op_type or op_type.endswith(("Grad", "GradV2", "GradGrad")):
