@@ -16,12 +16,14 @@ Usage: python benchmarks/bench_many_ops.py [--ops 1000000] [--repeat 3] [--reque
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -80,7 +82,7 @@ def get(url: str) -> tuple[float, bytes]:
 def first_page(logdir: Path, cache: Path, requests: int) -> dict:
     """A fresh TensorBoard on ``logdir`` with ``cache``: the tab's first request, then
     ``requests`` more (warm), then the full table once."""
-    from tensorboard_server import running_tensorboard
+    from tensorboard_server import PIDS, running_tensorboard
 
     pair = urllib.parse.urlencode({"baseline": RUNS[0], "target": RUNS[1]})
     page = f"/data/plugin/op_compare/compare?{pair}&top={TAB_ROWS}"
@@ -88,7 +90,9 @@ def first_page(logdir: Path, cache: Path, requests: int) -> dict:
         cold, body = get(url + page)
         document = json.loads(body)
         warm = [get(url + page)[0] for _ in range(requests)]
-        full, full_body = get(url + f"/data/plugin/op_compare/compare?{pair}&full=1")
+        before = rss_mb(PIDS[url])
+        with peak_rss(PIDS[url]) as peak:
+            full, full_body = get(url + f"/data/plugin/op_compare/compare?{pair}&full=1")
     return {
         "cold": cold,
         "warm": statistics.median(warm),
@@ -96,7 +100,31 @@ def first_page(logdir: Path, cache: Path, requests: int) -> dict:
         "total": document["total_rows"],
         "full": full,
         "full_mb": len(full_body) / 1e6,
+        "full_added_mb": max(peak) - before,
     }
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmRSS"))
+
+
+@contextlib.contextmanager
+def peak_rss(pid: int):
+    """The resident memory of process ``pid`` sampled every 10 ms while the block runs."""
+    samples, done = [rss_mb(pid)], threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            samples.append(rss_mb(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        sampler.join()
 
 
 def figure(values: list[float], unit: str = "s", digits: int = 1) -> str:
@@ -145,7 +173,10 @@ def main() -> None:
             f"    warm, median of {args.requests}: {figure(warm, 's', 3)} (target ≤ {PAGE_WARM_SECONDS:g} s: {verdict(warm, PAGE_WARM_SECONDS)})"
         )
         print(f"    fresh TensorBoard, empty cache (both traces read): {empty['cold']:.1f} s")
-        print(f"    the full table (full=1), warm: {empty['full']:.1f} s, {empty['full_mb']:,.0f} MB")
+        print(
+            f"    the full table (full=1), warm: {empty['full']:.1f} s, {empty['full_mb']:,.0f} MB, "
+            f"TensorBoard's memory +{empty['full_added_mb']:,.0f} MB while it is sent"
+        )
 
 
 if __name__ == "__main__":

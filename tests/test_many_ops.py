@@ -73,6 +73,36 @@ def test_the_csv_has_every_row(client):
     assert len({row[0] for row in rows[1:]}) == OPS
 
 
+@pytest.mark.parametrize("gzip_taken", [False, True])
+def test_the_answers_are_sent_as_made_and_are_the_whole_documents_bytes(many_ops, gzip_taken):
+    """The compare JSON and its CSV are sent a page of rows at a time (no length known
+    ahead: a million rows made whole held 2.5 GB of TensorBoard's memory), gzipped a piece
+    at a time where the client takes gzip, and are the very bytes of the document made
+    whole: every row, the summary, the counts."""
+    import gzip
+
+    import msgspec
+
+    from tb_opcompare.analysis.row_view import RowView
+    from tb_opcompare.service.compare import compared_rows
+    from tb_opcompare.store.catalog import Catalog
+
+    whole = compared_rows(Catalog(str(many_ops), cache_dir=None), *RUNS, view=RowView(), records=True)
+    client = plugin_client(many_ops)
+    headers = {"Accept-Encoding": "gzip, deflate"} if gzip_taken else {}
+    for route, expected in (
+        ("compare", msgspec.json.encode(whole.document)),
+        ("compare.csv", "".join(table_csv_chunks(whole.table, positions=whole.positions)).encode()),
+    ):
+        response = client.get(f"{PREFIX}/{route}", query_string={**PAIR, "full": "1"}, headers=headers)
+        assert response.status_code == 200 and "Content-Length" not in response.headers
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        body = response.get_data()
+        assert response.headers.get("Content-Encoding") == ("gzip" if gzip_taken else None)
+        assert (gzip.decompress(body) if gzip_taken else body) == expected
+    assert len(json.loads(msgspec.json.encode(whole.document))["rows"]) == OPS > COMPARE_PAGE_ROWS
+
+
 def test_the_cli_csv_is_the_routes_bytes(client, many_ops, tmp_path):
     out = tmp_path / "rows.csv"
     subprocess.run(

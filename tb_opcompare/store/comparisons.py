@@ -37,19 +37,23 @@ class Comparison:
         self._page: tuple[np.ndarray, list[dict]] | None = None  # a bigger table's last page asked for
         self._lock = threading.Lock()
 
-    def records(self, positions: np.ndarray, as_records: Callable[[Table], list[dict]]) -> list[dict]:
+    def records(
+        self, positions: np.ndarray, as_records: Callable[[Table], list[dict]], keep: bool = True
+    ) -> list[dict]:
         """The rows at ``positions`` (in that order) as JSON-ready records, which
         ``as_records`` (``service.records``'s) makes of a table. Of a table too big to keep
-        them all, the last page asked for is kept: the tab asks for its first page again
-        (20,000 records of a million-op comparison took 0.25 s to make)."""
+        them all, the last page asked for is kept (unless not to ``keep``: a chunk of a
+        streamed answer): the tab asks for its first page again (20,000 records of a
+        million-op comparison took 0.25 s to make)."""
         if len(self.rows) > self.KEEP_RECORDS_UP_TO:
             with self._lock:
                 page = self._page
             if page is not None and np.array_equal(page[0], positions):
                 return page[1]
             records = as_records(self.rows.take(positions))
-            with self._lock:
-                self._page = (positions.copy(), records)
+            if keep:
+                with self._lock:
+                    self._page = (positions.copy(), records)
             return records
         with self._lock:
             if self._records is None:
