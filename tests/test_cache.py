@@ -81,7 +81,7 @@ def test_twenty_concurrent_compare_requests_to_the_plugin_parse_each_file_once(l
 
     def request():
         barrier.wait()
-        response = Client(app).get("/compare", query_string={"baseline": TORCH_RUN, "target": TF_RUN})
+        response = Client(app).get("/compare", query_string={"baseline": TORCH_RUN, "target": TF_RUN}, buffered=True)
         statuses.append((response.status_code, len(json.loads(response.data)["rows"])))
 
     threads = [threading.Thread(target=request) for _ in range(20)]

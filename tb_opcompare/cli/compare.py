@@ -16,7 +16,6 @@ from tb_opcompare.cli.common import (
     add_session_options,
     as_builtins,
     escape_controls,
-    json_text,
     open_catalog,
     usage_error,
     write_chunks,
@@ -126,8 +125,9 @@ def _suggested_pair(runs: dict) -> dict | None:
 
 def _compared(catalog: Catalog, args, baseline, target) -> tuple[dict, ComparedRows]:
     """One pair's compare document, as the options shape it, in builtin types, and its
-    rows as a table. Its ``rows`` are records only where printed (--json, the table): a
-    CSV is written from the table (a million rows made records took 2 GB)."""
+    rows as a table. Its ``rows`` are records only where the table is printed: a CSV is
+    written from the table, the JSON a page of records at a time (a million rows made
+    records took 2 GB)."""
     from tb_opcompare.analysis.row_view import RowView
     from tb_opcompare.service.compare import compared_rows
 
@@ -140,13 +140,27 @@ def _compared(catalog: Catalog, args, baseline, target) -> tuple[dict, ComparedR
         target_session=args.target_session,
         normalize=not args.no_normalize_types,
         view=RowView(sort=args.sort, top=args.top),
-        records=bool(args.json or _prints_table(args)),
+        records=_prints_table(args),
     )
     return as_builtins(compared.document), compared
 
 
 def _prints_table(args) -> bool:
     return bool(args.table or not (args.csv or args.json))
+
+
+def _json_chunks(compared: list[ComparedRows]) -> Iterator[str]:
+    """``json_text`` of the compare document (of a list of them, for several pairs), made a
+    page of records at a time."""
+    from tb_opcompare.service.records import json_chunks
+
+    several = len(compared) > 1
+    yield "[\n  " if several else ""
+    for number, rows in enumerate(compared):
+        yield ",\n  " if number else ""
+        for piece in json_chunks(rows.document, "rows", rows.record_chunks(), indent=2, depth=int(several)):
+            yield piece.decode()
+    yield "\n]\n" if several else "\n"
 
 
 def _emit_comparisons(args, compared: list[tuple[dict, ComparedRows]]) -> None:
@@ -159,7 +173,7 @@ def _emit_comparisons(args, compared: list[tuple[dict, ComparedRows]]) -> None:
             rows = sum(len(rows.positions) for _, rows in compared)
             print(f"wrote {rows} rows to {args.csv}", file=sys.stderr)
     if args.json:
-        sys.stdout.write(json_text(documents[0] if len(documents) == 1 else documents))
+        write_chunks("-", _json_chunks([rows for _, rows in compared]))
     if _prints_table(args):
         for document in documents:
             _print_comparison(document, memory=args.memory)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 import msgspec
@@ -60,3 +61,38 @@ def as_structs(table, row: type[Row]) -> list[Row]:
     int, so the JSON is the records'). For tables of hundreds of rows, not a compare's
     million (a Struct per row costs more than a record)."""
     return [row(**record) for record in as_records(table)]
+
+
+def json_chunks(
+    document: msgspec.Struct, table: str, records: Iterable[list], indent: int = 0, depth: int = 0
+) -> Iterator[bytes]:
+    """``msgspec.json.encode(document)`` (with ``indent``, ``msgspec.json.format`` of it,
+    every line ``depth`` levels further in: a document in a list), the same bytes, made a
+    piece at a time: the ``table`` field's records (left empty in ``document``) come from
+    ``records``, a list of them at a time, so that a million rows are never one list of
+    records nor one text. msgspec writes a Struct's fields in their order; a JSON text
+    holds no newline but between tokens, so a formatted piece moves in by its lines."""
+    newline = b"\n" + b" " * (indent * depth) if indent else b""
+    inner, colon = newline + b" " * indent, b": " if indent else b":"
+
+    def formatted(value, levels: int) -> bytes:
+        text = msgspec.json.encode(value)
+        return (
+            msgspec.json.format(text, indent=indent).replace(b"\n", b"\n" + b" " * (indent * levels))
+            if indent
+            else text
+        )
+
+    yield b"{"
+    for number, field in enumerate(msgspec.structs.fields(document)):
+        yield (b"," if number else b"") + inner + msgspec.json.encode(field.encode_name) + colon
+        if field.name != table:
+            yield formatted(getattr(document, field.name), depth + 1)
+            continue
+        separator = b"["
+        for chunk in records:
+            if chunk:  # a list's items without its brackets (and, formatted, the newline before "]")
+                yield separator + formatted(chunk, depth + 1)[1 : -(len(inner) + 1) if indent else -1]
+                separator = b","
+        yield b"[]" if separator == b"[" else inner + b"]" if indent else b"]"
+    yield newline + b"}"

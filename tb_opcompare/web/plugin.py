@@ -64,8 +64,8 @@ class OpComparePlugin(base_plugin.TBPlugin):
         """The tab is listed, so a browser is on TensorBoard's page and a click on the tab may
         follow: the data routes and the readers (150 ms of imports, a third of a cold
         first compare of two small xplanes) are made ready now, not in that click's answer.
-        Nothing is read, and no pandas is imported. A failure here is only logged: the first
-        request builds the routes again and answers what is wrong."""
+        Nothing is read, and no pandas is imported. A failure here is only logged (at
+        debug): the first data request builds the routes again, and fails as it would have."""
         try:
             self.data_routes()
             from tb_opcompare.ingest.formats import import_readers

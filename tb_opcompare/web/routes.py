@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 import msgspec
 from tensorboard.backend import http_util
@@ -89,12 +91,14 @@ from tb_opcompare.service.csv_export import (
     trend_csv,
 )
 from tb_opcompare.service.matrix import matrix_document
+from tb_opcompare.service.records import json_chunks
 from tb_opcompare.service.runs import reads_document, runs_document
 from tb_opcompare.store.catalog import Catalog
 from tb_opcompare.store.run_groups import both_sides, expand_runs, split_runs
 from tb_opcompare.store.settings import ReadSettings
 
 _logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _json(request, document, code: int = 200):
@@ -126,7 +130,8 @@ class DataRoutes:
     """The plugin's data routes: one builder a document (parameters in, document out), each
     served as JSON at ``/<name>`` and, where it has a table, as CSV at ``/<name>.csv``: two
     renderings of one document, chosen here at the edge, as TensorBoard's scalars plugin
-    serves its JSON and CSV."""
+    serves its JSON and CSV. The compare document's two are sent as they are made
+    (``_compare_json``, ``_compare_csv_download``): a million rows each."""
 
     def __init__(self, logdir: str, settings: ReadSettings):
         self.catalog = Catalog(
@@ -178,7 +183,8 @@ class DataRoutes:
         if view.top is None and not parse_request(CompareRequest, args).full:
             view = dataclasses.replace(view, top=COMPARE_PAGE_ROWS)
         compared = self._compare(args, view, records=False)
-        return _streamed(request, json_chunks(compared.document, "rows", compared.record_chunks()), "application/json")
+        records = _first_made(compared.record_chunks())
+        return _streamed(request, json_chunks(compared.document, "rows", records), "application/json")
 
     def _compare_csv_download(self, request):
         """Every row the view keeps as CSV, written from the comparison's table (no record
@@ -187,8 +193,10 @@ class DataRoutes:
         summary = compared.document.summary
         pooled = len(summary.baseline_runs) > 1 or len(summary.target_runs) > 1
         filename = csv_filename(summary.baseline_runs[0], summary.target_runs[0], summary.group_by, pooled=pooled)
-        chunks = (chunk.encode() for chunk in table_csv_chunks(compared.table, positions=compared.positions))
-        return _streamed(request, chunks, "text/csv; charset=utf-8", _attachment(filename))
+        chunks = _first_made(table_csv_chunks(compared.table, positions=compared.positions))
+        return _streamed(
+            request, (chunk.encode() for chunk in chunks), "text/csv; charset=utf-8", _attachment(filename)
+        )
 
     def _sweep_figures(self, args) -> SweepDocument:
         return self._sweep(args, figures=True)
@@ -362,15 +370,25 @@ def _attachment(filename: str) -> list[tuple[str, str]]:
     return [("Content-Disposition", f'attachment; filename="{filename}"')]
 
 
-_TAKES_GZIP = re.compile(r"\bgzip\b")  # in Accept-Encoding, as TensorBoard's ``Respond`` reads it
+# An Accept-Encoding that takes gzip (``x-gzip``, ``*``; not ``gzip;q=0``): TensorBoard's
+# ``Respond``'s own rule (RFC 7231 5.3.4), for the answers it does not make
+_TAKES_GZIP = re.compile(r"(?:^|,|\s)(?:(?:x-)?gzip|\*)(?!;q=0)(?:\s|,|$)")
+
+
+def _first_made(chunks: Iterator[T]) -> Iterator[T]:
+    """``chunks`` with the first one made now, while a failure is still answered as an
+    error: the tab's page is an answer's first chunk, and a chunk is made like the next."""
+    first = next(chunks, None)
+    return chunks if first is None else itertools.chain([first], chunks)
 
 
 def _streamed(request, chunks: Iterator[bytes], content_type: str, headers: Sequence[tuple[str, str]] = ()):
     """An answer sent as it is made, with the headers TensorBoard's ``Respond`` gives one
     made whole, and gzipped (as it would) a piece at a time where the client takes gzip:
     a million-row compare made whole held 2.5 GB of TensorBoard's memory (its records, the
-    JSON, then its gzip). What can fail is done before the first piece; the pieces are
-    only the table written out."""
+    JSON, then its gzip). Its first rows are made before it is sent (``_first_made``); a
+    later failure, which can no longer be an error answer, cuts it short and is logged."""
+    chunks = _logged(chunks, request.path)
     headers = [
         *headers,
         ("X-Content-Type-Options", "nosniff"),
@@ -383,24 +401,12 @@ def _streamed(request, chunks: Iterator[bytes], content_type: str, headers: Sequ
     return wrappers.Response(chunks, content_type=content_type, headers=headers)
 
 
-def json_chunks(document: msgspec.Struct, table: str, records: Iterable[list]) -> Iterator[bytes]:
-    """``msgspec.json.encode(document)``, the same bytes, made a piece at a time: the
-    ``table`` field's records (left empty in ``document``) come from ``records``, a list
-    of them at a time, so that a million rows are never one list of records nor one text
-    (``msgspec`` writes a Struct's fields in their order, and nothing between tokens)."""
-    yield b"{"
-    for number, field in enumerate(msgspec.structs.fields(document)):
-        yield (b"," if number else b"") + msgspec.json.encode(field.encode_name) + b":"
-        if field.name != table:
-            yield msgspec.json.encode(getattr(document, field.name))
-            continue
-        separator = b"["
-        for chunk in records:
-            if chunk:
-                yield separator + msgspec.json.encode(chunk)[1:-1]
-                separator = b","
-        yield b"[]" if separator == b"[" else b"]"
-    yield b"}"
+def _logged(chunks: Iterator[bytes], path: str) -> Iterator[bytes]:
+    try:
+        yield from chunks
+    except Exception:  # a bug, as ``_answer_errors`` logs one; the client sees the answer cut short
+        _logger.exception("op_compare: %s failed while it was sent", path)
+        raise
 
 
 def _gzipped(chunks: Iterator[bytes]) -> Iterator[bytes]:
