@@ -74,11 +74,13 @@ def test_the_csv_has_every_row(client):
 
 
 @pytest.mark.parametrize("gzip_taken", [False, True])
-def test_the_answers_are_sent_as_made_and_are_the_whole_documents_bytes(many_ops, gzip_taken):
-    """The compare JSON and its CSV are sent a page of rows at a time (no length known
-    ahead: a million rows made whole held 2.5 GB of TensorBoard's memory), gzipped a piece
-    at a time where the client takes gzip, and are the very bytes of the document made
-    whole: every row, the summary, the counts."""
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_answers_are_the_whole_documents_bytes_sent_whole_or_as_made(many_ops, monkeypatch, gzip_taken, streamed):
+    """The compare JSON and its CSV are the very bytes of the document made whole (every
+    row, the summary, the counts): an answer up to ``WHOLE_ANSWER_BYTES`` sent whole, with
+    its length, as TensorBoard sends one; a bigger one (here the bound is made small) sent
+    as it is made, with no length known ahead (a million rows made whole held 2.5 GB of
+    TensorBoard's memory); both gzipped where the client takes gzip."""
     import gzip
 
     import msgspec
@@ -86,7 +88,10 @@ def test_the_answers_are_sent_as_made_and_are_the_whole_documents_bytes(many_ops
     from tb_opcompare.analysis.row_view import RowView
     from tb_opcompare.service.compare import compared_rows
     from tb_opcompare.store.catalog import Catalog
+    from tb_opcompare.web import routes
 
+    if streamed:
+        monkeypatch.setattr(routes, "WHOLE_ANSWER_BYTES", 100_000)
     whole = compared_rows(Catalog(str(many_ops), cache_dir=None), *RUNS, view=RowView(), records=True)
     client = plugin_client(many_ops)
     headers = {"Accept-Encoding": "gzip, deflate"} if gzip_taken else {}
@@ -95,11 +100,12 @@ def test_the_answers_are_sent_as_made_and_are_the_whole_documents_bytes(many_ops
         ("compare.csv", "".join(table_csv_chunks(whole.table, positions=whole.positions)).encode()),
     ):
         response = client.get(f"{PREFIX}/{route}", query_string={**PAIR, "full": "1"}, headers=headers)
-        assert response.status_code == 200 and "Content-Length" not in response.headers
+        assert response.status_code == 200 and ("Content-Length" in response.headers) is not streamed
         assert response.headers["X-Content-Type-Options"] == "nosniff"
         body = response.get_data()
         assert response.headers.get("Content-Encoding") == ("gzip" if gzip_taken else None)
         assert (gzip.decompress(body) if gzip_taken else body) == expected
+        assert len(expected) > routes.WHOLE_ANSWER_BYTES if streamed else len(expected) < routes.WHOLE_ANSWER_BYTES
     assert len(json.loads(msgspec.json.encode(whole.document))["rows"]) == OPS > COMPARE_PAGE_ROWS
 
 
@@ -131,8 +137,12 @@ def test_a_long_answer_is_made_a_page_at_a_time_and_leaves_the_tabs_page_kept(ma
 
 
 def test_an_answer_whose_first_rows_fail_is_an_error_not_a_cut_answer(many_ops, monkeypatch, caplog):
-    """The first page of a streamed answer is made before anything is sent, so a failure
-    there is the plugin's JSON error (500, logged), not a 200 cut short."""
+    """The first pages of an answer, even a streamed one (here the bound is made small),
+    are made before anything is sent, so a failure there is the plugin's JSON error (500,
+    logged), not a 200 cut short."""
+    from tb_opcompare.web import routes
+
+    monkeypatch.setattr(routes, "WHOLE_ANSWER_BYTES", 100_000)
     from tb_opcompare.service import compare as compare_service
 
     def broken(*args, **kwargs):

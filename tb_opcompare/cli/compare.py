@@ -159,7 +159,7 @@ def _json_chunks(compared: list[ComparedRows]) -> Iterator[str]:
     for number, rows in enumerate(compared):
         yield ",\n  " if number else ""
         for piece in json_chunks(rows.document, "rows", rows.record_chunks(), indent=2, depth=int(several)):
-            yield piece.decode()
+            yield str(piece, "utf-8")
     yield "\n]\n" if several else "\n"
 
 

@@ -65,7 +65,7 @@ def as_structs(table, row: type[Row]) -> list[Row]:
 
 def json_chunks(
     document: msgspec.Struct, table: str, records: Iterable[list], indent: int = 0, depth: int = 0
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     """``msgspec.json.encode(document)`` (with ``indent``, ``msgspec.json.format`` of it,
     every line ``depth`` levels further in: a document in a list), the same bytes, made a
     piece at a time: the ``table`` field's records (left empty in ``document``) come from
@@ -91,8 +91,9 @@ def json_chunks(
             continue
         separator = b"["
         for chunk in records:
-            if chunk:  # a list's items without its brackets (and, formatted, the newline before "]")
-                yield separator + formatted(chunk, depth + 1)[1 : -(len(inner) + 1) if indent else -1]
+            if chunk:  # a list's items without its brackets (and, formatted, the newline before "]"), not copied
+                yield separator
+                yield memoryview(formatted(chunk, depth + 1))[1 : -(len(inner) + 1) if indent else -1]
                 separator = b","
         yield b"[]" if separator == b"[" else inner + b"]" if indent else b"]"
     yield newline + b"}"
