@@ -224,3 +224,41 @@ def test_the_tab_reads_a_bucket_where_tensorflow_is_installed(bucket, tmp_path, 
             suggested["target"],
         ]
         assert not page.page_errors
+
+
+def test_a_bucket_listing_reads_each_objects_time_quicker_and_the_same(bucket, monkeypatch):
+    """botocore read each listed object's time with dateutil's general parser, a fifth of
+    listing a bucket of 10,000 objects: the filesystem the reads use is given a session
+    whose parsers use ``fs._timestamp``. Its times are the ones botocore's own parser gives
+    (boto3's listing of the same objects), and so is every value S3 could send."""
+    import boto3
+    import s3fs
+    from botocore.utils import parse_timestamp
+
+    from tb_opcompare.ingest import fs
+
+    env, url, _ = bucket
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    read: list[str] = []
+    monkeypatch.setattr(fs, "_timestamp", lambda value, quick=fs._timestamp: read.append(value) or quick(value))
+    remote = s3fs.S3FileSystem(skip_instance_cache=True)
+    fs._with_quick_times(remote)
+    listed = remote.find(url.removeprefix("s3://"), detail=True)
+    client = boto3.client("s3", region_name=env["AWS_DEFAULT_REGION"], endpoint_url=env["AWS_ENDPOINT_URL"])
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket="team", Prefix="logs/")
+    theirs = {f"team/{item['Key']}": item["LastModified"] for page in pages for item in page["Contents"]}
+    assert {key: info["LastModified"] for key, info in listed.items()} == theirs
+    assert len(read) >= len(theirs) > 10
+    for value in (
+        "2026-11-30T10:56:11.000Z",
+        "2026-11-30T10:56:11.123456Z",
+        "2026-11-30T10:56:11+02:00",
+        "2026-11-30T10:56:11",  # no zone: botocore's own reading
+        "Mon, 30 Nov 2026 10:56:11 GMT",  # a header's form
+        "1700000000",
+        1700000000,
+    ):
+        assert fs._timestamp(value) == parse_timestamp(value)
+    with pytest.raises(ValueError):
+        fs._timestamp("2026-11-30T25:00:00Z")
