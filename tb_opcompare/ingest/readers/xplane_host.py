@@ -176,14 +176,18 @@ class HostPlaneReader:
         self.spans = xplane_steps.HostSpans()
 
     def read(self, plane_key: tuple[str, str], events: OpEvents) -> HostOps:
+        self.read_lines()
+        return self.finish(plane_key, events)
+
+    def read_lines(self) -> None:
+        """Every line's events, after which the reader holds nothing of the file."""
         clock_origin_ns = None  # the plane's own origin keeps picosecond times well inside int64
-        lines, self.lines = self.lines, None  # the reader keeps nothing of the file once read
+        lines, self.lines = self.lines, None
         for line_number, line in enumerate(lines):
             if clock_origin_ns is None:
                 clock_origin_ns = self.clock_origin_ns = line.timestamp_ns
             self._read_line(line, line_number, (line.timestamp_ns - clock_origin_ns) * 1000)
         del self.memory_events  # its samples are the evidence's: the rest goes
-        return self._finish(plane_key, events)
 
     def _read_line(self, line, line_number: int, line_start_ps: int) -> None:
         index, stat_ids = self.index, self.index.stat_ids
@@ -340,8 +344,9 @@ class HostPlaneReader:
                 if size:
                     self.evidence.step_batches[size] += 1
 
-    def _finish(self, plane_key: tuple[str, str], events: OpEvents) -> HostOps:
-        """The plane's share of the session's evidence, and its ops with their steps."""
+    def finish(self, plane_key: tuple[str, str], events: OpEvents) -> HostOps:
+        """The plane's share of the session's evidence, and its ops with their steps, once
+        its lines are read (``read_lines``)."""
         evidence, index = self.evidence, self.index
         evidence.kinds["xla"] += index.hlo.events
         for step, (_, duration) in self.marker_ranges.items():

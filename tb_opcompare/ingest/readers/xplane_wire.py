@@ -471,6 +471,10 @@ class SpaceView:
             self._spans.append((start, end))
             self.names.append(_plane_name(self._view, start, end))
 
+    def let_go(self) -> None:
+        """Hold the file's bytes no longer (every plane read): no plane can be made after."""
+        self._view, self._spans, self.names = memoryview(b""), [], []
+
     def has_line(self, plane_prefix: str, line_name: str) -> bool:
         """Whether a plane named ``plane_prefix...`` holds a line named ``line_name``,
         read from the wire without making the planes: a line's name comes before its
