@@ -262,3 +262,9 @@ def test_a_bucket_listing_reads_each_objects_time_quicker_and_the_same(bucket, m
         assert fs._timestamp(value) == parse_timestamp(value)
     with pytest.raises(ValueError):
         fs._timestamp("2026-11-30T25:00:00Z")
+    wired = (
+        "from tb_opcompare.ingest import fs; remote = fs._remote('s3://team/logs')._remote; "
+        "print(remote.session.get_component('response_parser_factory')._defaults['timestamp_parser'] is fs._timestamp)"
+    )
+    done = subprocess.run([sys.executable, "-c", wired], capture_output=True, text=True, env={**os.environ, **env})
+    assert done.stdout.strip() == "True", done.stderr[-2000:]  # the filesystem every read uses

@@ -136,26 +136,61 @@ def test_a_long_answer_is_made_a_page_at_a_time_and_leaves_the_tabs_page_kept(ma
     assert len(made) == 2  # still kept
 
 
-def test_an_answer_whose_first_rows_fail_is_an_error_not_a_cut_answer(many_ops, monkeypatch, caplog):
-    """The first pages of an answer, even a streamed one (here the bound is made small),
-    are made before anything is sent, so a failure there is the plugin's JSON error (500,
-    logged), not a 200 cut short."""
+@pytest.mark.parametrize("failing_chunk", [1, 2])
+def test_an_answer_whose_first_pages_fail_is_an_error_not_a_cut_answer(many_ops, monkeypatch, caplog, failing_chunk):
+    """An answer's first ``WHOLE_ANSWER_BYTES`` are made before anything is sent, so a
+    failure there is the plugin's JSON error (500, logged), not a 200 cut short: in the
+    first page or a later one, of the tab's page, of every row, of the CSV."""
+    from tb_opcompare.service import compare as compare_service
+    from tb_opcompare.store.comparisons import Comparison
+
+    made: list[int] = []
+
+    def records(table):
+        made.append(len(table))
+        if len(made) == failing_chunk:
+            raise RuntimeError("a bug while making records")
+        return as_records(table)
+
+    def chunks(*args, **kwargs):
+        if failing_chunk == 2:
+            yield "op,seconds\n" * 10
+        raise RuntimeError("a bug while making records")
+
+    monkeypatch.setattr(Comparison, "KEEP_RECORDS_UP_TO", 1_000)  # records made a page at a time
+    monkeypatch.setattr(compare_service, "as_records", records)
+    monkeypatch.setattr("tb_opcompare.web.routes.table_csv_chunks", chunks)
+    answers = [("compare", {"full": "1"}), ("compare.csv", {})] + [("compare", {})] * (failing_chunk == 1)
+    for route, params in answers:
+        made.clear()
+        response = plugin_client(many_ops).get(f"{PREFIX}/{route}", query_string={**PAIR, **params})
+        assert response.status_code == 500, (route, params)
+        assert "internal error" in json.loads(response.get_data())["error"]["message"]
+    assert "a bug while making records" in caplog.text
+
+
+def test_an_answer_that_fails_once_sent_is_cut_short_and_logged(many_ops, monkeypatch, caplog):
+    """Past ``WHOLE_ANSWER_BYTES`` (here made small) an answer is under way: a failure in a
+    later page can no longer be an error answer, so it cuts the answer short, and the
+    plugin's log says which route failed."""
+    from tb_opcompare.service import compare as compare_service
+    from tb_opcompare.store.comparisons import Comparison
     from tb_opcompare.web import routes
 
     monkeypatch.setattr(routes, "WHOLE_ANSWER_BYTES", 100_000)
-    from tb_opcompare.service import compare as compare_service
+    monkeypatch.setattr(Comparison, "KEEP_RECORDS_UP_TO", 1_000)  # records made a page at a time
+    made: list[int] = []
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("a bug while making records")
-        yield  # a generator: it fails when its first chunk is made, as a lazy one would
+    def records(table):
+        made.append(len(table))
+        if len(made) == 2:
+            raise RuntimeError("a bug in the second page")
+        return as_records(table)
 
-    monkeypatch.setattr(compare_service, "as_records", lambda table: next(broken()))
-    monkeypatch.setattr("tb_opcompare.web.routes.table_csv_chunks", broken)
-    for route in ("compare", "compare.csv"):
-        response = plugin_client(many_ops).get(f"{PREFIX}/{route}", query_string=PAIR)
-        assert response.status_code == 500, route
-        assert "internal error" in json.loads(response.get_data())["error"]["message"]
-    assert "a bug while making records" in caplog.text
+    monkeypatch.setattr(compare_service, "as_records", records)
+    with pytest.raises(RuntimeError, match="second page"):
+        plugin_client(many_ops).get(f"{PREFIX}/compare", query_string={**PAIR, "full": "1"})
+    assert "op_compare: /data/plugin/op_compare/compare failed while it was sent" in caplog.text
 
 
 def test_the_cli_json_is_made_a_page_at_a_time_and_is_the_whole_documents_text(many_ops):

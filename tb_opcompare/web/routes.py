@@ -129,8 +129,9 @@ class DataRoutes:
     """The plugin's data routes: one builder a document (parameters in, document out), each
     served as JSON at ``/<name>`` and, where it has a table, as CSV at ``/<name>.csv``: two
     renderings of one document, chosen here at the edge, as TensorBoard's scalars plugin
-    serves its JSON and CSV. The compare document's two are sent as they are made
-    (``_compare_json``, ``_compare_csv_download``): a million rows each."""
+    serves its JSON and CSV. The compare document's two are made a piece at a time, and
+    sent as they are made where they are big (``_compare_json``, ``_compare_csv_download``,
+    ``_sent``): a million rows each."""
 
     def __init__(self, logdir: str, settings: ReadSettings):
         self.catalog = Catalog(
@@ -143,7 +144,7 @@ class DataRoutes:
         documents = {
             "runs": (self._runs, None),
             "reads": (lambda args: reads_document(), None),
-            "compare": (None, None),  # streamed, as its CSV: ``_compare_json``, ``_compare_csv_download``
+            "compare": (None, None),  # made in pieces, as its CSV: ``_compare_json``, ``_compare_csv_download``
             "sweeps": (self._sweeps, None),
             "sweep": (self._sweep_figures, None),
             "check": (self._check, None),
@@ -395,7 +396,9 @@ def _sent(request, chunks: Iterator[Buffer], content_type: str, headers: Sequenc
         size += len(chunk)
         if size > WHOLE_ANSWER_BYTES:
             return _streamed(request, itertools.chain(held, chunks), content_type, headers)
-    return http_util.Respond(request, b"".join(held), content_type, headers=list(headers))
+    body = b"".join(held)
+    del held  # the chunks go before Respond's gzip makes its copy
+    return http_util.Respond(request, body, content_type, headers=list(headers))
 
 
 def _streamed(request, chunks: Iterator[Buffer], content_type: str, headers: Sequence[tuple[str, str]] = ()):

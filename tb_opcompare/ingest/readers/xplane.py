@@ -123,19 +123,13 @@ def _read_file(
                     reader.read_lines()
                     settled_later.append((reader, (path, plane.name)))
             elif plane.name.startswith("/device:"):
-                launches.resolve()
-                spans = _device_spans(evidence, path, plane)
-                kind, name, plane_steps = read_device_plane(plane, events, evidence, launches, spans)
-                if kind:
-                    evidence.device_names.append(name)
-                    facts.device = kind
-                    facts.device_properties = facts.device_properties or device_properties(plane)
-                    if len(plane_steps) > len(evidence.device_steps):
-                        evidence.device_steps = plane_steps
+                _read_device(path, plane, events, facts, evidence, launches)
         if settled_later:
             del plane  # with the space's view, the last hold on the file's bytes
             space.let_go()
-            host_ops += [reader.finish(key, events) for reader, key in settled_later]
+        for reader, key in settled_later:
+            space.current = key[1]  # what an error names
+            host_ops.append(reader.finish(key, events))
     except BrokenEvents as error:
         raise ProfileError(path, f"plane {space.current!r}, {error}") from None
     except TooManyElements as error:
@@ -152,6 +146,21 @@ def _read_file(
     finally:
         evidence.pending_hosts.pop(path, None)  # its devices are read: a later file's are not its
     return host_ops
+
+
+def _read_device(
+    path: str, plane, events: OpEvents, facts: ProfileFacts, evidence: SessionEvidence, launches: HostLaunches
+) -> None:
+    """One device plane's kernels into ``events``, joined to the host's steps and launches."""
+    launches.resolve()
+    spans = _device_spans(evidence, path, plane)
+    kind, name, plane_steps = read_device_plane(plane, events, evidence, launches, spans)
+    if kind:
+        evidence.device_names.append(name)
+        facts.device = kind
+        facts.device_properties = facts.device_properties or device_properties(plane)
+        if len(plane_steps) > len(evidence.device_steps):
+            evidence.device_steps = plane_steps
 
 
 def _device_spans(evidence: SessionEvidence, path: str, plane) -> xplane_steps.StepSpans | None:
