@@ -144,7 +144,6 @@ class DataRoutes:
         documents = {
             "runs": (self._runs, None),
             "reads": (lambda args: reads_document(), None),
-            "compare": (None, None),  # made in pieces, as its CSV: ``_compare_json``, ``_compare_csv_download``
             "sweeps": (self._sweeps, None),
             "sweep": (self._sweep_figures, None),
             "check": (self._check, None),
@@ -157,8 +156,6 @@ class DataRoutes:
         }
         self.apps = {}
         for name, (build, csv) in documents.items():
-            if build is None:
-                continue
             self.apps[f"/{name}"] = _served(lambda request, build=build: _json(request, build(request.args)))
             if csv is not None:
                 self.apps[f"/{name}.csv"] = _served(
@@ -169,6 +166,7 @@ class DataRoutes:
         # the sweep's table is its fits, without the figures the JSON carries
         self.apps["/sweep.csv"] = _served(self._sweep_csv)
         self.apps["/breakdown.csv"] = _served(self._breakdown_csv)
+        # the compare document's two, made in pieces (a million rows each)
         self.apps["/compare"] = _served(self._compare_json)
         self.apps["/compare.csv"] = _served(self._compare_csv_download)
 
