@@ -75,7 +75,9 @@ def test_the_csv_has_every_row(client):
 
 @pytest.mark.parametrize("gzip_taken", [False, True])
 @pytest.mark.parametrize("streamed", [False, True])
-def test_the_answers_are_the_whole_documents_bytes_sent_whole_or_as_made(many_ops, monkeypatch, gzip_taken, streamed):
+def test_the_answers_are_the_whole_documents_bytes_sent_whole_or_as_made(
+    many_ops, whole, monkeypatch, gzip_taken, streamed
+):
     """The compare JSON and its CSV are the very bytes of the document made whole (every
     row, the summary, the counts): an answer up to ``WHOLE_ANSWER_BYTES`` sent whole, with
     its length, as TensorBoard sends one; a bigger one (here the bound is made small) sent
@@ -85,14 +87,10 @@ def test_the_answers_are_the_whole_documents_bytes_sent_whole_or_as_made(many_op
 
     import msgspec
 
-    from tb_opcompare.analysis.row_view import RowView
-    from tb_opcompare.service.compare import compared_rows
-    from tb_opcompare.store.catalog import Catalog
     from tb_opcompare.web import routes
 
     if streamed:
         monkeypatch.setattr(routes, "WHOLE_ANSWER_BYTES", 100_000)
-    whole = compared_rows(Catalog(str(many_ops), cache_dir=None), *RUNS, view=RowView(), records=True)
     client = plugin_client(many_ops)
     headers = {"Accept-Encoding": "gzip, deflate"} if gzip_taken else {}
     for route, expected in (
@@ -109,20 +107,16 @@ def test_the_answers_are_the_whole_documents_bytes_sent_whole_or_as_made(many_op
     assert len(json.loads(msgspec.json.encode(whole.document))["rows"]) == OPS > COMPARE_PAGE_ROWS
 
 
-def test_a_long_answer_is_made_a_page_at_a_time_and_leaves_the_tabs_page_kept(many_ops, monkeypatch):
+def test_a_long_answer_is_made_a_page_at_a_time_and_leaves_the_tabs_page_kept(many_ops, whole, monkeypatch):
     """A comparison too big to keep every record (a million rows; here the bound is made
     small) has the records of each page of a long answer made as it is sent, and none of
     them replaces the page the tab asks for again."""
     import msgspec
 
-    from tb_opcompare.analysis.row_view import RowView
     from tb_opcompare.service import compare as compare_service
-    from tb_opcompare.service.compare import compared_rows
-    from tb_opcompare.store.catalog import Catalog
     from tb_opcompare.store.comparisons import Comparison
 
     monkeypatch.setattr(Comparison, "KEEP_RECORDS_UP_TO", 1_000)
-    whole = compared_rows(Catalog(str(many_ops), cache_dir=None), *RUNS, view=RowView(), records=True)
     made: list[int] = []
     monkeypatch.setattr(compare_service, "as_records", lambda table: made.append(len(table)) or as_records(table))
     client = plugin_client(many_ops)
@@ -193,15 +187,11 @@ def test_an_answer_that_fails_once_sent_is_cut_short_and_logged(many_ops, monkey
     assert "op_compare: /data/plugin/op_compare/compare failed while it was sent" in caplog.text
 
 
-def test_the_cli_json_is_made_a_page_at_a_time_and_is_the_whole_documents_text(many_ops):
+def test_the_cli_json_is_made_a_page_at_a_time_and_is_the_whole_documents_text(many_ops, whole):
     """``compare --json`` prints the document a page of records at a time: the text of the
     document made whole, as every command's --json prints one (``json_text``)."""
-    from tb_opcompare.analysis.row_view import RowView
     from tb_opcompare.cli.common import json_text
-    from tb_opcompare.service.compare import compared_rows
-    from tb_opcompare.store.catalog import Catalog
 
-    whole = compared_rows(Catalog(str(many_ops), cache_dir=None), *RUNS, view=RowView(), records=True)
     printed = subprocess.run(
         [sys.executable, "-m", "tb_opcompare.cli", "compare", str(many_ops), "--no-cache", "--json", "-q"]
         + [f"--{side}={run}" for side, run in PAIR.items()],
@@ -311,6 +301,17 @@ def test_a_chunk_with_a_cell_to_quote_is_the_writers(both_ways):
     assert "".join(table_csv_chunks(table, columns)) == compare_csv(as_records(table), columns)
     lone = Table({"key": text_array(["", "x", ""])})
     assert "".join(table_csv_chunks(lone, ["key"])) == compare_csv(as_records(lone), ["key"])
+
+
+@pytest.fixture(scope="module")
+def whole(many_ops):
+    """The small pair's comparison with every row's record in its document: what an answer
+    made a piece at a time must equal, byte for byte."""
+    from tb_opcompare.analysis.row_view import RowView
+    from tb_opcompare.service.compare import compared_rows
+    from tb_opcompare.store.catalog import Catalog
+
+    return compared_rows(Catalog(str(many_ops), cache_dir=None), *RUNS, view=RowView(), records=True)
 
 
 @pytest.fixture(scope="module")
