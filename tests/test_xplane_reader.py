@@ -452,3 +452,32 @@ def test_a_file_without_devices_lets_its_bytes_go_before_the_host_steps(monkeypa
             assert let_go >= 0.95 * path.stat().st_size, (let_go, path.stat().st_size)
         else:
             assert abs(let_go) < 0.05 * path.stat().st_size, (let_go, path.stat().st_size)
+
+
+def test_an_event_name_given_twice_is_read_as_protobuf_reads_a_map(tmp_path):
+    """``event_metadata`` is a map on the wire (a repeated key/value entry): where a
+    hostile or merged file holds one key twice, the last entry wins, as protobuf's map
+    and xprof read it. Every event of that id is the last name's; the first name is no op
+    of the table."""
+    xplane = KERAS_XPLANES[0]
+    space = XSpace.FromString(xplane.read_bytes())
+    (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
+    names = {entry.key: entry.value.name for entry in host.event_metadata}
+    before = _session([str(xplane)]).op_table.frame()
+    host_before = before[before["side"] == "host"].set_index("op_name")
+    # the op with the most self time, under another name given to its key afterwards
+    busiest = host_before["self_us"].idxmax()
+    (key,) = [key for key, name in names.items() if name == f"{busiest}:{host_before.loc[busiest, 'op_type']}"]
+    again = host.event_metadata.add()
+    again.key = key
+    again.value.id, again.value.name = key, "renamed/busiest:Renamed"
+    copy = tmp_path / "vm.xplane.pb"
+    copy.write_bytes(space.SerializeToString())
+
+    after = _session([str(copy)]).op_table.frame()
+    host_after = after[after["side"] == "host"].set_index("op_name")
+    assert busiest not in host_after.index
+    assert host_after.loc["renamed/busiest", "op_type"] == "Renamed"
+    assert host_after.loc["renamed/busiest", "occurrences"] == host_before.loc[busiest, "occurrences"]
+    assert host_after.loc["renamed/busiest", "self_us"] == pytest.approx(host_before.loc[busiest, "self_us"])
+    assert len(host_after) == len(host_before)

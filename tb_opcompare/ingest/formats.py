@@ -209,9 +209,15 @@ def import_readers() -> None:
     """Import every reader now, which a read otherwise imports on first use: for a process
     about to fork workers that read, which then inherit them rather than each importing
     them for itself. Private modules are left to the reader that imports them (the xplane
-    wire decoder's C extension, which falls back to Python where it does not load)."""
+    wire decoder's C extension, which falls back to Python where it does not load).
+
+    numpy's masked arrays too: numpy 2.4's plain ``np.unique`` asks ``np.ma`` whether
+    its array is masked, which imports ``numpy.ma`` on the first call of a process, 6-8 ms
+    in the middle of a read (TensorBoard's first compare of two xplanes)."""
     import importlib
     import pkgutil
+
+    import numpy.ma  # noqa: F401 - see above
 
     from tb_opcompare.ingest import readers
 
