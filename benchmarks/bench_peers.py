@@ -20,7 +20,11 @@ alternating so that drift of this shared machine hits both alike):
   * TF xplanes (the BERT one of ``../shared/realtraces`` and the largest ``.xplane.pb``
     under ``benchmarks/.data``, which ``bench_readers.py`` records): that against xprof's
     converter, ``xspace_to_tool_data([copy], "framework_op_stats",
-    {})`` on a fresh temporary copy each time (xprof writes cache files beside its input).
+    {})`` on a fresh temporary copy each time (xprof writes cache files beside its input);
+    and against xprof-rs, a fresh server's first ``framework_op_stats`` answer;
+  * beside xprof-rs, two floors of any reader in Python on this machine, in fresh processes
+    alternating with each other: one that imports numpy and only scans every event once
+    with the C wire scanner, and protobuf's own parse of the file.
 
 Agreement, where both tools measure the same thing (relative difference, peer minus
 tb-opcompare over tb-opcompare):
@@ -155,6 +159,34 @@ started = time.perf_counter()
 data, _ = raw_to_tool_data.xspace_to_tool_data([sys.argv[1]], "framework_op_stats", {})
 summary = framework_op_summary(data)
 print(json.dumps({"seconds": time.perf_counter() - started, **summary}))
+"""
+
+# What no reader of an xplane in Python can go under on this machine: a process that starts,
+# imports numpy and the wire scanner, and reads every event's id, offset and duration once
+# (the C scan, on two threads, the least any per-op table must do), and nothing else; and,
+# beside it, protobuf's own parse of the whole file (upb) with numpy imported. Set beside
+# xprof-rs (a Rust server that reads on two threads), they say how near any target against
+# it can be met.
+_SCAN_FLOOR = r"""
+import json, sys, time
+import numpy
+from tb_opcompare.ingest.readers.xplane_events import event_ints
+from tb_opcompare.ingest.readers.xplane_wire import split_space
+started, events = time.perf_counter(), 0
+for plane in split_space(open(sys.argv[1], "rb").read()).planes():
+    for line in plane.lines:
+        for batch in line.event_batches():
+            events += len(event_ints(batch))
+print(json.dumps({"events": events, "seconds": time.perf_counter() - started}))
+"""
+
+_PARSE_FLOOR = r"""
+import json, sys, time
+import numpy
+from tb_opcompare.ingest.readers.xplane_schema import XSpace
+started = time.perf_counter()
+space = XSpace.FromString(open(sys.argv[1], "rb").read())
+print(json.dumps({"planes": len(space.planes), "seconds": time.perf_counter() - started}))
 """
 
 
@@ -557,7 +589,7 @@ def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool, only: str = "") 
         planes.append((f"Keras CNN CPU ({recorded[-1].relative_to(DATA).parts[0]})", recorded[-1]))
     else:
         print("(no recorded .xplane.pb under benchmarks/.data: `python benchmarks/bench_readers.py` makes one)")
-    rows, rs_rows, agreement = [], [], []
+    rows, rs_rows, agreement, floors = [], [], [], []
     for label, path in planes:
         if only not in label:
             continue
@@ -588,6 +620,7 @@ def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool, only: str = "") 
                     f"{label}: host self time: xprof-rs {sum(fast_peer['host_us'].values()):,.1f} us; "
                     f"{per_op_agreement(ours_again['host_us'], fast_peer['host_us'])}"
                 )
+                floors.append(floor_line(label, path, ours_again, fast_peer, repeat))
         if "error" in ours or "error" in peer:
             agreement.append(f"{label}: tb-opcompare {ours.get('error', 'ok')}; xprof {peer.get('error', 'ok')}")
             continue
@@ -613,7 +646,27 @@ def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool, only: str = "") 
             "xprof-rs",
             rs_rows,
         )
+        for line in floors:
+            print(f"  {line}")
     return agreement
+
+
+def floor_line(label: str, path: Path, ours: dict, fast_peer: dict, repeat: int) -> str:
+    """Our whole process and xprof-rs's beside the floor of any Python reader of ``path``
+    (``_SCAN_FLOOR``) and protobuf's parse of it (``_PARSE_FLOOR``), alternating, medians."""
+    scan, parse = measure_pair(
+        lambda: run_child([sys.executable, "-c", _SCAN_FLOOR, str(path)]),
+        lambda: ([sys.executable, "-c", _PARSE_FLOOR, str(path)], None, lambda: None),
+        repeat,
+    )
+    if "error" in scan or "error" in parse:
+        return f"{label}: floor not measured: {scan.get('error') or parse.get('error')}"
+    return (
+        f"{label}: floors on this machine: import numpy and scan every event once in C, nothing else, "
+        f"{scan['wall']:.2f} s; protobuf's parse of the file {parse['wall']:.2f} s. tb-opcompare "
+        f"{ours['wall']:.2f} s is {ours['wall'] / scan['wall']:.1f}x the scan; xprof-rs {fast_peer['wall']:.2f} s "
+        f"is {fast_peer['wall'] / scan['wall']:.1f}x it (2x xprof-rs would be {fast_peer['wall'] / 2:.2f} s)"
+    )
 
 
 def main() -> None:
