@@ -655,7 +655,9 @@ def _memory_state(plane: XPlane, batch, pure_python: bool, monkeypatch) -> tuple
     try:
         dtypes, in_use, shapes = collections.Counter(), xplane_evidence.MemoryInUse(), {}
         memory = xplane_host._Allocations(dtypes)
-        reader = xplane_host._MemoryEvents(plane, xplane_events.plane_stat_names(plane), memory, in_use, shapes)
+        reader = xplane_host._MemoryEvents(
+            xplane_events.plane_event_names(plane), xplane_events.plane_stat_names(plane), memory, in_use, shapes
+        )
         ints = xplane_events.event_ints(batch)
         for line_ns in (1_700_000_000_000_000_000, 1_700_000_000_000_000_777):
             reader.read(batch, ints, line_ns)
@@ -683,7 +685,9 @@ def test_memory_stats_follow_protobuf_on_reencoded_real_events(path, compiled, m
     plane, memory, others = _host_memory_plane(path)
     wire = _reencoded_memory_line(plane, memory, others, random.Random(len(path.name)))
     events = XLine.FromString(wire).events
-    reader = xplane_host._MemoryEvents(plane, xplane_events.plane_stat_names(plane), None, None, None)
+    reader = xplane_host._MemoryEvents(
+        xplane_events.plane_event_names(plane), xplane_events.plane_stat_names(plane), None, None, None
+    )
     columns = len(reader.STATS)
     expected = _python_event_stats(events, set(reader.event_ids), reader.stat_columns, columns)
     assert len(expected) > 100

@@ -456,28 +456,39 @@ def test_a_file_without_devices_lets_its_bytes_go_before_the_host_steps(monkeypa
 
 def test_an_event_name_given_twice_is_read_as_protobuf_reads_a_map(tmp_path):
     """``event_metadata`` is a map on the wire (a repeated key/value entry): where a
-    hostile or merged file holds one key twice, the last entry wins, as protobuf's map
-    and xprof read it. Every event of that id is the last name's; the first name is no op
-    of the table."""
+    hostile or merged file gives a key twice, the last entry wins, as protobuf's map and
+    xprof read it. The busiest op's key given again under another op's name: every event
+    of that id is the new op's. Given again under a name that is no op: its events are no
+    op's (they were counted as the old op's and as a range of that name at once)."""
     xplane = KERAS_XPLANES[0]
-    space = XSpace.FromString(xplane.read_bytes())
-    (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
-    names = {entry.key: entry.value.name for entry in host.event_metadata}
     before = _session([str(xplane)]).op_table.frame()
     host_before = before[before["side"] == "host"].set_index("op_name")
-    # the op with the most self time, under another name given to its key afterwards
     busiest = host_before["self_us"].idxmax()
-    (key,) = [key for key, name in names.items() if name == f"{busiest}:{host_before.loc[busiest, 'op_type']}"]
-    again = host.event_metadata.add()
-    again.key = key
-    again.value.id, again.value.name = key, "renamed/busiest:Renamed"
-    copy = tmp_path / "vm.xplane.pb"
-    copy.write_bytes(space.SerializeToString())
 
-    after = _session([str(copy)]).op_table.frame()
-    host_after = after[after["side"] == "host"].set_index("op_name")
-    assert busiest not in host_after.index
-    assert host_after.loc["renamed/busiest", "op_type"] == "Renamed"
-    assert host_after.loc["renamed/busiest", "occurrences"] == host_before.loc[busiest, "occurrences"]
-    assert host_after.loc["renamed/busiest", "self_us"] == pytest.approx(host_before.loc[busiest, "self_us"])
-    assert len(host_after) == len(host_before)
+    def renamed(name: str) -> pd.DataFrame:
+        space = XSpace.FromString(xplane.read_bytes())
+        (host,) = [plane for plane in space.planes if plane.name.startswith("/host:")]
+        (key,) = [
+            entry.key
+            for entry in host.event_metadata
+            if entry.value.name == f"{busiest}:{host_before.loc[busiest, 'op_type']}"
+        ]
+        again = host.event_metadata.add()
+        again.key = key
+        again.value.id, again.value.name = key, name
+        copy = tmp_path / name.replace("/", "_").replace(":", "_") / "vm.xplane.pb"
+        copy.parent.mkdir()
+        copy.write_bytes(space.SerializeToString())
+        after = _session([str(copy)]).op_table.frame()
+        return after[after["side"] == "host"].set_index("op_name")
+
+    as_another_op = renamed("renamed/busiest:Renamed")
+    assert busiest not in as_another_op.index
+    assert as_another_op.loc["renamed/busiest", "op_type"] == "Renamed"
+    assert as_another_op.loc["renamed/busiest", "occurrences"] == host_before.loc[busiest, "occurrences"]
+    assert as_another_op.loc["renamed/busiest", "self_us"] == pytest.approx(host_before.loc[busiest, "self_us"])
+    assert len(as_another_op) == len(host_before)
+
+    as_a_range = renamed("my range")
+    assert busiest not in as_a_range.index
+    assert len(as_a_range) == len(host_before) - 1

@@ -88,14 +88,18 @@ class Fork:
         self.heard = time.monotonic()  # when the worker last sent something (or started)
         self._chunks: list[bytes] = []
         read_end, write_end = os.pipe()
-        _widen(write_end)
-        with _FORK_GUARD:  # no guarded thread is halfway through a step (``guarded_thread``)
-            self.pid = os.fork()
+        self.fd, self._wide = read_end, _widen(write_end)
+        try:
+            with _FORK_GUARD:  # no guarded thread is halfway through a step (``guarded_thread``)
+                self.pid = os.fork()
+        except OSError:  # no process to be had: its pipe is closed before the error goes on
+            os.close(write_end)
+            self._close()
+            raise
         if self.pid == 0:
             os.close(read_end)
             _answer(write_end, work, args)
         os.close(write_end)
-        self.fd = read_end
 
     def answer(self):
         """The call's value, waiting for it; ``Lost`` where the worker gave none."""
@@ -123,7 +127,7 @@ class Fork:
         the worker ended after sending it), else ``Lost``. The answer is unpickled while the
         worker exits (giving back its memory took 5-7 ms after a 31 MB xplane's read), and
         the worker reaped after."""
-        os.close(self.fd)
+        self._close()
         try:
             outcome, value = pickle.loads(b"".join(self._chunks))
         except Exception:  # nothing or half sent
@@ -148,31 +152,55 @@ class Fork:
             time.sleep(0.001)
 
     def give_up(self, reason: str) -> Lost:
-        """Kill the worker (a stopped one too) and say why."""
+        """Kill the worker (a stopped one too) and say why; one ``finish`` left halfway (an
+        interrupt) is given up too, its pipe closed once and its worker reaped once."""
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        os.close(self.fd)
-        os.waitpid(self.pid, 0)
+        self._close()
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped already
+            pass
         return Lost(reason)
+
+    def _close(self) -> None:
+        if self.fd < 0:
+            return
+        os.close(self.fd)
+        self.fd = -1
+        if self._wide:
+            _WIDE_PIPES.release()
+            self._wide = False
 
 
 # Linux's pipe holds 64 KiB unless asked for more: an answer of 11 MB (the 31 MB Keras
 # xplane's tables) went through it in 170 turns of the two processes, 3-5 ms more than
 # with 1 MiB, the most an unprivileged process may ask for (/proc/sys/fs/pipe-max-size).
+# A user's pipes may hold 64 MiB together (pipe-user-pages-soft) before Linux gives each
+# new pipe of theirs, in any process, a single page: so a few are widened at a time, and
+# a machine's many read-ahead workers beyond them keep the default.
 _PIPE_BYTES = 1 << 20
-_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named by Python's fcntl from 3.10 on Linux alone
+_WIDE_PIPES = threading.BoundedSemaphore(8)
 
 
-def _widen(pipe_end: int) -> None:
-    """The pipe's buffer at ``_PIPE_BYTES`` where the system allows it; as it was elsewhere."""
+def _widen(pipe_end: int) -> bool:
+    """Whether the pipe's buffer is now ``_PIPE_BYTES`` (Linux, within the system's
+    limits, and fewer than eight such pipes of this process open); else it is as it was."""
     try:
         import fcntl
-
-        fcntl.fcntl(pipe_end, getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), _PIPE_BYTES)
-    except (ImportError, OSError):  # not Linux, or a lower limit: the pipe works as it is
-        pass
+    except ImportError:  # not a POSIX system
+        return False
+    command = getattr(fcntl, "F_SETPIPE_SZ", None)  # Linux alone
+    if command is None or not _WIDE_PIPES.acquire(blocking=False):
+        return False
+    try:
+        fcntl.fcntl(pipe_end, command, _PIPE_BYTES)
+    except OSError:  # a lower limit: the pipe works as it is
+        _WIDE_PIPES.release()
+        return False
+    return True
 
 
 def _answer(write_end: int, work: Callable, args: tuple) -> None:

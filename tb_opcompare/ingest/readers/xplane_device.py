@@ -38,6 +38,7 @@ from tb_opcompare.ingest.readers.xplane_events import (
     framework_rows,
     hlo_op,
     int_value,
+    plane_event_names,
     plane_stat_names,
     plane_stats,
     stat_text,
@@ -81,7 +82,7 @@ def read_device_plane(
     if not _DEVICE_KIND.fullmatch(kind):  # the kind is shown and plotted: only a plain word
         kind = "accelerator"
     stat_names = plane_stat_names(plane)
-    event_names = {entry.key: entry.value.name for entry in plane.event_metadata}
+    event_names = plane_event_names(plane)
     executions, origin_ns = _executions(plane, event_names)
     invocations, kinds = evidence.invocation_ids, evidence.kinds
     ops, kernels, steps = _read_kernels(plane, stat_names, event_names, kinds, origin_ns if executions else None, spans)

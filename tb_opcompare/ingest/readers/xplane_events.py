@@ -30,6 +30,13 @@ def plane_stat_names(plane) -> dict[int, str]:
     return {entry.key: entry.value.name for entry in plane.stat_metadata}
 
 
+def plane_event_names(plane) -> dict[int, str]:
+    """The plane's event names by metadata id. ``event_metadata`` is a map, a repeated
+    key/value entry on the wire: where a key is given twice the last entry wins, as
+    protobuf and xprof read a map."""
+    return {entry.key: entry.value.name for entry in plane.event_metadata}
+
+
 def xla_costs(keys: list[tuple[str, str]], codes: list[int], ran: set[int], programs: XlaPrograms) -> list:
     """Per key, the work of one execution of the XLA op it names where ``codes`` holds its
     code (or why it is unknown), None for the rest."""

@@ -49,6 +49,7 @@ from tb_opcompare.ingest.readers.xplane_events import (
     hlo_op,
     int_value,
     number,
+    plane_event_names,
     plane_stat_names,
     stat_text,
     stat_text_codes,
@@ -76,6 +77,7 @@ class _HostPlaneIndex:
     user_range_names: dict[int, str]
     user_range_ids: np.ndarray
     step_functions: list[int]  # Keras 2's per-step train_function
+    event_names: dict[int, str]
     stat_names: dict[int, str]
     stat_ids: dict[str, int]  # stat name -> its first metadata id
     hlo: _HloOps
@@ -85,7 +87,7 @@ class _HostPlaneIndex:
 def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
     # Every event name is looked at here, a few thousand a plane (the BERT xplane's 5,056 took
     # 11 ms, a fifth of its read): each step is one pass over them, at C speed where it can be.
-    names = {entry.key: entry.value.name for entry in plane.event_metadata}  # a map: one entry a key
+    names = plane_event_names(plane)
     parsed = dict(zip(names, map(parse_host_op, names.values()))) if names_tf_ops else dict.fromkeys(names)
     key_codes: dict[tuple[str, str], int] = {}  # (name, type) -> op code, in the order first met
     op_ids: list[int] = []
@@ -124,6 +126,7 @@ def _index_host_plane(plane, names_tf_ops: bool) -> _HostPlaneIndex:
         user_range_names=user_range_names,
         user_range_ids=np.fromiter(user_range_names, dtype=np.int64, count=len(user_range_names)),
         step_functions=[key for key, name in names.items() if name == STEP_FUNCTION],
+        event_names=names,
         stat_names=stat_names,
         stat_ids=stat_ids,
         hlo=_HloOps(stat_ids.get("hlo_op"), stat_ids.get(PROGRAM_STAT), op_keys, key_codes, names),
@@ -153,7 +156,7 @@ class HostPlaneReader:
         self.index = index = _index_host_plane(plane, names_tf_ops)
         self.memory = _Allocations(evidence.allocated_dtypes)
         self.memory_events = _MemoryEvents(
-            plane, index.stat_names, self.memory, evidence.in_use, evidence.allocated_shapes
+            index.event_names, index.stat_names, self.memory, evidence.in_use, evidence.allocated_shapes
         )
         self.lines = plane.lines
         self.first_shape: tuple[int, int] | None = None
@@ -531,14 +534,14 @@ class _MemoryEvents:
 
     def __init__(
         self,
-        plane,
+        event_names: dict[int, str],
         stat_names: dict[int, str],
         memory: _Allocations,
         in_use: MemoryInUse,
         allocated_shapes: dict[str, set[str]],
     ):
-        self.allocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryAllocation"]
-        self.deallocations = [entry.key for entry in plane.event_metadata if entry.value.name == "MemoryDeallocation"]
+        self.allocations = [key for key, name in event_names.items() if name == "MemoryAllocation"]
+        self.deallocations = [key for key, name in event_names.items() if name == "MemoryDeallocation"]
         self.event_ids = self.allocations + self.deallocations
         self.stat_names, self.memory, self.in_use, self.allocated_shapes = stat_names, memory, in_use, allocated_shapes
         # several ids of one name share a column: the dict of ``_read_parsed`` keeps the last stat of a name
