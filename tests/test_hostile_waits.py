@@ -95,6 +95,42 @@ def test_a_stopped_or_killed_head_start_worker_costs_only_a_read_here(sent, tmp_
         pd.testing.assert_frame_equal(cold["loaded"][run].op_table.frame(), theirs.op_table.frame(), check_exact=True)
 
 
+def _answer_of(size: int) -> bytes:
+    return bytes(size)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes are Linux's")
+@pytest.mark.timeout(60)
+def test_workers_pipes_are_widened_a_few_at_a_time():
+    """A worker's answer comes back through a 1 MiB pipe (64 KiB by default: an 11 MB
+    answer took 170 turns of the two processes), but Linux gives every new pipe of a user
+    a single page once their pipes hold 64 MiB together: on a machine of many cores, a
+    worker a core would have slowed every pipe of that user's. At most eight are wide at
+    once; the rest keep the default, and a pipe given back is wide for the next worker."""
+    import fcntl
+
+    from tb_opcompare.store.watched_fork import Fork
+
+    forks = [Fork(60.0, _answer_of, 3 << 20) for _ in range(10)]
+    try:
+        sizes = [fcntl.fcntl(fork.fd, fcntl.F_GETPIPE_SZ) for fork in forks]
+        answers = [fork.answer() for fork in forks]
+    finally:
+        for fork in forks:
+            if fork.fd >= 0:
+                fork.give_up("test over")
+    assert sizes[:8] == [1 << 20] * 8
+    read_end, write_end = os.pipe()
+    default = fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ)
+    os.close(read_end)
+    os.close(write_end)
+    assert sizes[8:] == [default] * 2
+    assert answers == [bytes(3 << 20)] * 10
+    again = Fork(60.0, _answer_of, 1)
+    assert fcntl.fcntl(again.fd, fcntl.F_GETPIPE_SZ) == 1 << 20
+    assert again.answer() == bytes(1)
+
+
 @pytest.mark.timeout(90)
 def test_a_stopped_read_ahead_worker_costs_only_a_read_here():
     """``read_ahead`` on two cores (the CLI's listing and comparisons): the first worker is
