@@ -22,9 +22,10 @@ alternating so that drift of this shared machine hits both alike):
     converter, ``xspace_to_tool_data([copy], "framework_op_stats",
     {})`` on a fresh temporary copy each time (xprof writes cache files beside its input);
     and against xprof-rs, a fresh server's first ``framework_op_stats`` answer;
-  * beside xprof-rs, two floors of any reader in Python on this machine, in fresh processes
-    alternating with each other: one that imports numpy and only scans every event once
-    with the C wire scanner, and protobuf's own parse of the file.
+  * beside xprof-rs, in fresh processes alternating with each other: the floor of a reader
+    in Python on this machine (a process that imports numpy and the wire modules and only
+    scans every event once with the C wire scanner), and, for reference, protobuf's own
+    parse of the file.
 
 Agreement, where both tools measure the same thing (relative difference, peer minus
 tb-opcompare over tb-opcompare):
@@ -161,12 +162,13 @@ summary = framework_op_summary(data)
 print(json.dumps({"seconds": time.perf_counter() - started, **summary}))
 """
 
-# What no reader of an xplane in Python can go under on this machine: a process that starts,
-# imports numpy and the wire scanner, and reads every event's id, offset and duration once
-# (the C scan, on two threads, the least any per-op table must do), and nothing else; and,
-# beside it, protobuf's own parse of the whole file (upb) with numpy imported. Set beside
-# xprof-rs (a Rust server that reads on two threads), they say how near any target against
-# it can be met.
+# What a reader of an xplane in Python can hardly go under on this machine: a process that
+# starts, imports numpy and the reader's wire modules (protobuf and the schema with them),
+# makes each plane's metadata, and reads every event's id, offset and duration once (the C
+# scan, on two threads: the least any per-op table must do), and nothing else. Beside it,
+# for reference, protobuf's own parse of the whole file (upb) with numpy imported, which
+# our reader does not use. Set beside xprof-rs (a Rust server that reads on two threads),
+# they say how near a target against it can be met.
 _SCAN_FLOOR = r"""
 import json, sys, time
 import numpy
@@ -652,8 +654,9 @@ def xplane_benchmarks(repeat: int, quick: bool, xprof_rs: bool, only: str = "") 
 
 
 def floor_line(label: str, path: Path, ours: dict, fast_peer: dict, repeat: int) -> str:
-    """Our whole process and xprof-rs's beside the floor of any Python reader of ``path``
-    (``_SCAN_FLOOR``) and protobuf's parse of it (``_PARSE_FLOOR``), alternating, medians."""
+    """Our whole process and xprof-rs's (medians of the run before) beside the floor of a
+    Python reader of ``path`` (``_SCAN_FLOOR``) and protobuf's parse of it
+    (``_PARSE_FLOOR``), these two alternating, medians of ``repeat``."""
     scan, parse = measure_pair(
         lambda: run_child([sys.executable, "-c", _SCAN_FLOOR, str(path)]),
         lambda: ([sys.executable, "-c", _PARSE_FLOOR, str(path)], None, lambda: None),
@@ -662,8 +665,8 @@ def floor_line(label: str, path: Path, ours: dict, fast_peer: dict, repeat: int)
     if "error" in scan or "error" in parse:
         return f"{label}: floor not measured: {scan.get('error') or parse.get('error')}"
     return (
-        f"{label}: floors on this machine: import numpy and scan every event once in C, nothing else, "
-        f"{scan['wall']:.2f} s; protobuf's parse of the file {parse['wall']:.2f} s. tb-opcompare "
+        f"{label}: on this machine, importing numpy and the wire modules and scanning every event once in C, "
+        f"nothing else, takes {scan['wall']:.2f} s; protobuf's parse of the file {parse['wall']:.2f} s. tb-opcompare "
         f"{ours['wall']:.2f} s is {ours['wall'] / scan['wall']:.1f}x the scan; xprof-rs {fast_peer['wall']:.2f} s "
         f"is {fast_peer['wall'] / scan['wall']:.1f}x it (2x xprof-rs would be {fast_peer['wall'] / 2:.2f} s)"
     )
