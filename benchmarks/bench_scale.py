@@ -153,9 +153,8 @@ def bench_compare_and_browser(requests: int) -> None:
                     f"{first_table * 1000:,.0f} ms"
                 )
         # The same cold compare on a fresh server, asked as the tab asks it: after its module and
-        # its list of runs. The figure above asks the moment TensorBoard lists its plugins, while
-        # the plugin still imports its routes and readers (``plugin._get_ready``); a browser
-        # loads the tab's modules first.
+        # its list of runs. The figure above asks the moment TensorBoard answers its plugin
+        # listing, sooner than any browser (which loads the tab's modules first).
         with running_tensorboard(logdir, env={"TB_OPCOMPARE_CACHE_DIR": str(Path(scratch) / "cache2")}) as url:
             get(url + "/data/plugin/op_compare/index.js")
             get(url + "/data/plugin/op_compare/runs?load=0")

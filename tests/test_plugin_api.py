@@ -406,6 +406,34 @@ print(bool(sweeps["models"]), "pandas" in sys.modules)
     assert done.stdout.split() == ["False", "True", "True"]
 
 
+def test_the_plugin_gets_ready_at_tensorboards_start_where_the_logdir_holds_runs(tmp_path):
+    """TensorBoard builds the plugin at its start: where the logdir holds runs, the routes
+    and the readers are imported then, in a thread, before any listing or request (a
+    compare asked the moment TensorBoard answered waited 40 ms on them); without runs,
+    nothing is imported."""
+    code = f"""
+import argparse, sys, threading
+from tensorboard.plugins import base_plugin
+from tb_opcompare.web.plugin import OpCompareLoader
+flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
+def started(logdir):
+    OpCompareLoader().load(base_plugin.TBContext(logdir=logdir, flags=flags))  # no is_active, no request
+    for thread in threading.enumerate():
+        if thread.name.startswith("op_compare"):
+            thread.join(120)
+    for thread in threading.enumerate():  # the look thread starts the get-ready one
+        if thread.name.startswith("op_compare"):
+            thread.join(120)
+    return sorted(m for m in ("pandas", "tb_opcompare.web.routes", "tb_opcompare.ingest.readers.xplane")
+                  if m in sys.modules)
+print(started({str(tmp_path)!r}))
+print(started({str(LOGDIR)!r}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["[]", "['tb_opcompare.ingest.readers.xplane', 'tb_opcompare.web.routes']"]
+
+
 def test_a_listed_tab_gets_its_routes_ready_before_the_first_click(tmp_path):
     """Once TensorBoard lists the tab (the logdir holds runs), the data routes and the
     readers are imported in the background (150 ms that a cold first compare of two small
