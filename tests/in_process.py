@@ -4,6 +4,7 @@ route behaviour that needs no real TensorBoard (parameters, status codes, docume
 from __future__ import annotations
 
 import argparse
+import threading
 
 from tensorboard.plugins import base_plugin
 from werkzeug import test, wrappers
@@ -18,6 +19,7 @@ def plugin_client(logdir, cache_dir: str | None = None, max_read_gb: float = 0) 
     under ``/data/plugin/op_compare``. ``cache_dir`` None keeps parsed profiles in memory."""
     flags = argparse.Namespace(opcompare_cache_dir=cache_dir or "none", opcompare_max_read_gb=max_read_gb)
     plugin = OpCompareLoader().load(base_plugin.TBContext(logdir=str(logdir), flags=flags))
+    join_getting_ready()
     apps = plugin.get_plugin_apps()
 
     def dispatch(environ, start_response):
@@ -28,6 +30,15 @@ def plugin_client(logdir, cache_dir: str | None = None, max_read_gb: float = 0) 
         return apps[route](environ, start_response)
 
     return _ClosingClient(dispatch)
+
+
+def join_getting_ready() -> None:
+    """Wait for the plugin's threads of start-up (its look for runs, then the getting ready
+    of its routes, which the look starts): a test's requests then run beside none of them."""
+    for _ in range(2):
+        for thread in threading.enumerate():
+            if thread.name.startswith("op_compare-"):
+                thread.join(120)
 
 
 class _ClosingClient(test.Client):

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 from conftest import LOGDIR, REPO, TRUNCATED_RUN
-from in_process import plugin_client
+from in_process import join_getting_ready, plugin_client
 
 TF1_PAIR = {"baseline": "tf1/mlp_cpu", "target": "tf1/mlp_gpu"}
 API = "/data/plugin/op_compare"
@@ -418,12 +418,10 @@ from tb_opcompare.web.plugin import OpCompareLoader
 flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
 def started(logdir):
     OpCompareLoader().load(base_plugin.TBContext(logdir=logdir, flags=flags))  # no is_active, no request
-    for thread in threading.enumerate():
-        if thread.name.startswith("op_compare"):
-            thread.join(120)
-    for thread in threading.enumerate():  # the look thread starts the get-ready one
-        if thread.name.startswith("op_compare"):
-            thread.join(120)
+    for _ in range(2):  # the look thread starts the get-ready one
+        for thread in threading.enumerate():
+            if thread.name.startswith("op_compare"):
+                thread.join(120)
     return sorted(m for m in ("pandas", "tb_opcompare.web.routes", "tb_opcompare.ingest.readers.xplane")
                   if m in sys.modules)
 print(started({str(tmp_path)!r}))
@@ -432,6 +430,44 @@ print(started({str(LOGDIR)!r}))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines() == ["[]", "['tb_opcompare.ingest.readers.xplane', 'tb_opcompare.web.routes']"]
+
+
+def test_a_listing_during_the_start_up_look_takes_its_answer_and_waits_on_no_build(monkeypatch):
+    """A plugin listing that comes while the start-up look still walks the logdir takes the
+    look's answer (one walk of a bucket, not two at once) and answers without waiting for
+    the routes the look then has built (a review found it waiting on their lock)."""
+    import argparse
+    import time
+
+    from tensorboard.plugins import base_plugin
+
+    from tb_opcompare.web import plugin as entry_point
+    from tb_opcompare.web import routes
+    from tb_opcompare.web.plugin import OpCompareLoader
+
+    walks = []
+
+    def slow_walk(logdir):
+        walks.append(logdir)
+        time.sleep(0.3)
+        return True
+
+    build = routes.DataRoutes.__init__
+
+    def slow_build(self, *args):
+        time.sleep(2.0)
+        build(self, *args)
+
+    monkeypatch.setattr(entry_point, "has_profile_runs", slow_walk)
+    monkeypatch.setattr(routes.DataRoutes, "__init__", slow_build)
+    flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
+    plugin = OpCompareLoader().load(base_plugin.TBContext(logdir=str(LOGDIR), flags=flags))
+    started = time.monotonic()
+    assert plugin.is_active()
+    answered = time.monotonic() - started
+    join_getting_ready()
+    assert answered < 1.5
+    assert walks == [str(LOGDIR)]
 
 
 def test_a_listed_tab_gets_its_routes_ready_before_the_first_click(tmp_path):
@@ -445,9 +481,10 @@ from tb_opcompare.web.plugin import OpCompareLoader
 flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
 def listed(logdir):
     active = OpCompareLoader().load(base_plugin.TBContext(logdir=logdir, flags=flags)).is_active()
-    for thread in threading.enumerate():
-        if thread.name.startswith("op_compare"):
-            thread.join(120)
+    for _ in range(2):  # a thread may start the get-ready one
+        for thread in threading.enumerate():
+            if thread.name.startswith("op_compare"):
+                thread.join(120)
     return active, sorted(m for m in ("pandas", "tb_opcompare.web.routes", "tb_opcompare.ingest.readers.xplane",
                                       "tb_opcompare.ingest.readers.torch_trace") if m in sys.modules)
 print(listed({str(tmp_path)!r}))
