@@ -92,7 +92,7 @@ class Fork:
         try:
             with _FORK_GUARD:  # no guarded thread is halfway through a step (``guarded_thread``)
                 self.pid = os.fork()
-        except OSError:  # no process to be had: its pipe is closed before the error goes on
+        except BaseException:  # no process to be had, or an interrupt: the pipe is closed first
             os.close(write_end)
             self._close()
             raise
@@ -178,9 +178,9 @@ class Fork:
 # Linux's pipe holds 64 KiB unless asked for more: an answer of 11 MB (the 31 MB Keras
 # xplane's tables) went through it in 170 turns of the two processes, 3-5 ms more than
 # with 1 MiB, the most an unprivileged process may ask for (/proc/sys/fs/pipe-max-size).
-# A user's pipes may hold 64 MiB together (pipe-user-pages-soft) before Linux gives each
-# new pipe of theirs, in any process, a single page: so a few are widened at a time, and
-# a machine's many read-ahead workers beyond them keep the default.
+# An unprivileged user's pipes may hold 64 MiB together (pipe-user-pages-soft) before Linux
+# gives each new pipe of theirs, in any process, the smallest buffer: so a few are widened
+# at a time, and a machine's many read-ahead workers beyond them keep the default.
 _PIPE_BYTES = 1 << 20
 _WIDE_PIPES = threading.BoundedSemaphore(8)
 
