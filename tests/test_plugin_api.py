@@ -412,16 +412,15 @@ def test_the_plugin_gets_ready_at_tensorboards_start_where_the_logdir_holds_runs
     compare asked the moment TensorBoard answered waited 40 ms on them); without runs,
     nothing is imported."""
     code = f"""
-import argparse, sys, threading
+import argparse, sys
+sys.path.insert(0, "tests")
+from in_process import join_getting_ready
 from tensorboard.plugins import base_plugin
 from tb_opcompare.web.plugin import OpCompareLoader
 flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
 def started(logdir):
     OpCompareLoader().load(base_plugin.TBContext(logdir=logdir, flags=flags))  # no is_active, no request
-    for _ in range(2):  # the look thread starts the get-ready one
-        for thread in threading.enumerate():
-            if thread.name.startswith("op_compare"):
-                thread.join(120)
+    join_getting_ready()
     return sorted(m for m in ("pandas", "tb_opcompare.web.routes", "tb_opcompare.ingest.readers.xplane")
                   if m in sys.modules)
 print(started({str(tmp_path)!r}))
@@ -475,16 +474,15 @@ def test_a_listed_tab_gets_its_routes_ready_before_the_first_click(tmp_path):
     readers are imported in the background (150 ms that a cold first compare of two small
     xplanes waited for), still without pandas; a logdir without runs imports none of it."""
     code = f"""
-import argparse, sys, threading
+import argparse, sys
+sys.path.insert(0, "tests")
+from in_process import join_getting_ready
 from tensorboard.plugins import base_plugin
 from tb_opcompare.web.plugin import OpCompareLoader
 flags = argparse.Namespace(opcompare_cache_dir="none", opcompare_max_read_gb=0)
 def listed(logdir):
     active = OpCompareLoader().load(base_plugin.TBContext(logdir=logdir, flags=flags)).is_active()
-    for _ in range(2):  # a thread may start the get-ready one
-        for thread in threading.enumerate():
-            if thread.name.startswith("op_compare"):
-                thread.join(120)
+    join_getting_ready()
     return active, sorted(m for m in ("pandas", "tb_opcompare.web.routes", "tb_opcompare.ingest.readers.xplane",
                                       "tb_opcompare.ingest.readers.torch_trace") if m in sys.modules)
 print(listed({str(tmp_path)!r}))
